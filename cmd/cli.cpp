@@ -1,0 +1,122 @@
+#include "cmd/cli.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+namespace gpupool::cmd {
+
+CLI::App* add_command(Cli& cli, const std::string& name, const std::string& description) {
+    CLI::App* sub = cli.app.add_subcommand(name, description);
+    sub->fallthrough();
+    return sub;
+}
+
+void register_pending(Cli& cli, const std::string& name, const std::string& description, const std::string& issue) {
+    CLI::App* sub = add_command(cli, name, description + " [not implemented yet: " + issue + "]");
+    sub->allow_extras();
+    sub->callback([&cli, name, issue] {
+        Error e = make_error(ErrorCode::not_implemented,
+                             "`gpupool " + name + "` is not implemented yet (it lands with " + issue + ")");
+        report_error(cli.global, e);
+        cli.exit_code = k_exit_usage;
+    });
+}
+
+namespace {
+
+nlohmann::ordered_json error_json(const Error& e) {
+    nlohmann::ordered_json j = {{"code", to_string(e.code)}, {"message", e.message}};
+    if (!e.field.empty()) {
+        j["field"] = e.field;
+    }
+    if (e.where) {
+        j["file"] = e.where->file;
+        if (e.where->line > 0) {
+            j["line"] = e.where->line;
+            j["column"] = e.where->column;
+        }
+    }
+    return j;
+}
+
+void setup_logging(const std::string& level) {
+    auto logger = spdlog::stderr_color_mt("gpupool");
+    spdlog::set_default_logger(logger);
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+    spdlog::set_level(spdlog::level::from_str(level));
+}
+
+} // namespace
+
+void report_error(const GlobalOptions& global, const Error& error) {
+    if (global.json) {
+        nlohmann::ordered_json errors = nlohmann::ordered_json::array();
+        errors.push_back(error_json(error));
+        for (const auto& more : error.more) {
+            errors.push_back(error_json(more));
+        }
+        nlohmann::ordered_json out = {{"error", error_json(error)}, {"errors", errors}};
+        std::cout << out.dump(2) << '\n';
+        return;
+    }
+    std::cerr << "error: " << error.describe() << '\n';
+    for (const auto& more : error.more) {
+        std::cerr << "error: " << more.describe() << '\n';
+    }
+}
+
+int main(int argc, char** argv) {
+    Cli cli;
+    CLI::App& app = cli.app;
+    app.require_subcommand(1);
+    app.set_help_all_flag("--help-all", "Show help for every subcommand");
+    app.add_flag("--json", cli.global.json, "Machine-readable JSON output on stdout");
+    app.add_option("--log-level", cli.global.log_level, "Log level on stderr: trace, debug, info, warn, error, off")
+        ->envname("GPUPOOL_LOG_LEVEL")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+    app.add_option("--config", cli.global.config_file, "Client config file (default ~/.config/gpupool/config.toml)");
+    app.add_option("--url", cli.global.url, "Coordinator URL (overrides GPUPOOL_URL and the config file)");
+    app.add_option("--token", cli.global.token, "API token (overrides GPUPOOL_TOKEN and the config file)");
+    app.add_option("--ca-cert", cli.global.ca_cert, "PEM CA certificate that signs the coordinator's TLS certificate");
+    app.footer("Docs: README.md, docs/recipes.md. Exit codes: 0 ok, 1 failed, 2 usage or not implemented yet.\n");
+
+    register_coordinator(cli);
+    register_worker(cli);
+    register_submit(cli);
+    register_run(cli);
+    register_status(cli);
+    register_jobs(cli);
+    register_logs(cli);
+    register_cancel(cli);
+    register_fetch(cli);
+    register_wait(cli);
+    register_credits(cli);
+    register_price(cli);
+    register_recipe(cli);
+    register_admin(cli);
+    register_sim(cli);
+    register_version(cli);
+
+    app.parse_complete_callback([&cli] { setup_logging(cli.global.log_level); });
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        app.exit(e);
+        return k_exit_usage;
+    } catch (const ErrorException& e) {
+        report_error(cli.global, e.error());
+        return k_exit_failed;
+    }
+    return cli.exit_code;
+}
+
+} // namespace gpupool::cmd

@@ -1,0 +1,68 @@
+// The command-line shell around the libraries: CLI11 wiring, output and exit codes.
+//
+// Each subcommand lives in its own file with a `register_<name>(Cli&)` that declares its options
+// and a `run_<name>(...)` that does the work and returns the exit code, so `run_*` is callable
+// without argv. Only this layer turns Errors into messages and exit codes:
+//   0 success, 1 the operation failed (bad recipe, failed job, server error),
+//   2 usage error or a capability that has not landed yet.
+#pragma once
+
+#include "core/util/result.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+namespace gpupool::cmd {
+
+inline constexpr int k_exit_ok = 0;
+inline constexpr int k_exit_failed = 1;
+inline constexpr int k_exit_usage = 2;
+
+struct GlobalOptions {
+    bool json = false;
+    std::string log_level = "warn";
+    std::optional<std::string> config_file;
+    std::optional<std::string> url;
+    std::optional<std::string> token;
+    std::optional<std::string> ca_cert;
+};
+
+struct Cli {
+    CLI::App app{"gpupool: pool the GPUs your teams own and run containerized batch jobs on them", "gpupool"};
+    GlobalOptions global;
+    int exit_code = k_exit_ok;
+};
+
+// A subcommand with the project's conventions (global flags accepted after it).
+CLI::App* add_command(Cli& cli, const std::string& name, const std::string& description);
+
+// Registers a subcommand that exists in the interface but whose capability has not landed: it
+// accepts any arguments and exits 2 with "not implemented yet", naming the issue that brings it.
+void register_pending(Cli& cli, const std::string& name, const std::string& description, const std::string& issue);
+
+// Prints an Error (all of its problems) to stderr, or as JSON on stdout with --json.
+void report_error(const GlobalOptions& global, const Error& error);
+
+void register_coordinator(Cli& cli);
+void register_worker(Cli& cli);
+void register_submit(Cli& cli);
+void register_run(Cli& cli);
+void register_status(Cli& cli);
+void register_jobs(Cli& cli);
+void register_logs(Cli& cli);
+void register_cancel(Cli& cli);
+void register_fetch(Cli& cli);
+void register_wait(Cli& cli);
+void register_credits(Cli& cli);
+void register_price(Cli& cli);
+void register_recipe(Cli& cli);
+void register_admin(Cli& cli);
+void register_sim(Cli& cli);
+void register_version(Cli& cli);
+
+// Entry point: parses argv, runs the chosen subcommand, returns the exit code.
+int main(int argc, char** argv);
+
+} // namespace gpupool::cmd

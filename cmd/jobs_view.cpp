@@ -1,0 +1,133 @@
+#include "cmd/jobs_view.hpp"
+
+#include "core/recipe/recipe_json.hpp"
+#include "core/resources/quantity.hpp"
+#include "core/util/strings.hpp"
+
+#include <algorithm>
+#include <iostream>
+
+namespace gpupool::cmd {
+
+namespace res = gpupool::resources;
+
+void add_recipe_args(CLI::App* sub, RecipeArgs& args) {
+    sub->add_option("file", args.file, "Recipe file (TOML)")->required();
+    sub->add_option("--set", args.set, "Override a recipe key: --set resources.gpu=0.5 (value is TOML; repeatable)");
+    sub->add_option("--max-jobs", args.max_jobs, "Refuse sweeps that expand to more jobs than this")
+        ->capture_default_str();
+}
+
+std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_recipe(const GlobalOptions& global,
+                                                                                   const RecipeArgs& args) {
+    recipe::ParseOptions options;
+    options.max_sweep_jobs = args.max_jobs;
+    for (const auto& kv : args.set) {
+        auto eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0) {
+            report_error(global, make_error(ErrorCode::invalid_input,
+                                            "`--set " + kv + "`: expected KEY=VALUE, like resources.gpu=0.5", "--set"));
+            return std::nullopt;
+        }
+        options.overrides.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    auto parsed = recipe::parse_recipe_file(args.file, options);
+    if (!parsed) {
+        report_error(global, parsed.error());
+        return std::nullopt;
+    }
+    auto jobs = recipe::expand(*parsed, options);
+    if (!jobs) {
+        report_error(global, jobs.error());
+        return std::nullopt;
+    }
+    return std::make_pair(std::move(*parsed), std::move(*jobs));
+}
+
+namespace {
+
+std::string gpu_cell(const recipe::Resources& r) {
+    if (r.gpus == 0) {
+        return "-";
+    }
+    if (r.gpu_memory_mib > 0) {
+        return res::format_memory_mib(r.gpu_memory_mib);
+    }
+    return res::format_milli(r.gpu_milli);
+}
+
+std::string command_cell(const recipe::JobSpec& job) {
+    std::string text;
+    if (job.shell) {
+        text = job.command.front();
+    } else {
+        std::vector<std::string> quoted;
+        for (const auto& a : job.command) {
+            quoted.push_back(util::shell_quote(a));
+        }
+        text = util::join(quoted, " ");
+    }
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    constexpr std::size_t k_max = 60;
+    if (text.size() > k_max) {
+        text = text.substr(0, k_max - 3) + "...";
+    }
+    return text;
+}
+
+} // namespace
+
+void print_jobs(const GlobalOptions& global, const recipe::Recipe& recipe, const std::vector<recipe::JobSpec>& jobs) {
+    if (global.json) {
+        nlohmann::ordered_json out = {
+            {"recipe", recipe.source},
+            {"extends", recipe.extends},
+            {"max_parallel", recipe.sweep.max_parallel},
+            {"job_count", jobs.size()},
+            {"jobs", recipe::to_json(jobs)},
+        };
+        std::cout << out.dump(2) << '\n';
+        return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"#", "NAME", "GPU", "CPUS", "MEMORY", "MAX_RUNTIME", "PRIORITY", "PARAMS", "COMMAND"});
+    for (const auto& job : jobs) {
+        std::vector<std::string> params;
+        for (const auto& [k, v] : job.params) {
+            params.push_back(k + "=" + v);
+        }
+        rows.push_back({std::to_string(job.sweep_index), job.name, gpu_cell(job.resources),
+                        res::format_milli(job.resources.cpu_milli), res::format_memory_mib(job.resources.memory_mib),
+                        res::format_duration_s(job.resources.max_runtime_s), recipe::to_string(job.priority),
+                        params.empty() ? "-" : util::join(params, ","), command_cell(job)});
+    }
+    std::vector<std::size_t> widths(rows.front().size(), 0);
+    for (const auto& row : rows) {
+        for (std::size_t c = 0; c < row.size(); ++c) {
+            widths[c] = std::max(widths[c], row[c].size());
+        }
+    }
+    for (const auto& row : rows) {
+        std::string line;
+        for (std::size_t c = 0; c < row.size(); ++c) {
+            line += row[c];
+            if (c + 1 < row.size()) {
+                line += std::string(widths[c] - row[c].size() + 2, ' ');
+            }
+        }
+        std::cout << line << '\n';
+    }
+    std::cout << jobs.size() << (jobs.size() == 1 ? " job" : " jobs") << " from " << recipe.source;
+    if (!recipe.extends.empty()) {
+        std::cout << " (extends " << util::join(recipe.extends, " <- ") << ")";
+    }
+    if (!jobs.empty()) {
+        std::cout << "; image " << jobs.front().image;
+    }
+    if (recipe.sweep.max_parallel > 0) {
+        std::cout << "; at most " << recipe.sweep.max_parallel << " at a time";
+    }
+    std::cout << '\n';
+}
+
+} // namespace gpupool::cmd

@@ -1,0 +1,30 @@
+// Printing expanded jobs (for `recipe validate` and `submit --dry-run`) as a table or JSON.
+#pragma once
+
+#include "cmd/cli.hpp"
+#include "core/recipe/parser.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpupool::cmd {
+
+// Options shared by every command that reads a recipe file.
+struct RecipeArgs {
+    std::string file;
+    std::vector<std::string> set; // key=value
+    std::uint64_t max_jobs = recipe::k_default_max_sweep_jobs;
+};
+
+void add_recipe_args(CLI::App* sub, RecipeArgs& args);
+
+// Parses and expands the recipe; prints problems and returns nothing on failure.
+std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_recipe(const GlobalOptions& global,
+                                                                                   const RecipeArgs& args);
+
+void print_jobs(const GlobalOptions& global, const recipe::Recipe& recipe, const std::vector<recipe::JobSpec>& jobs);
+
+} // namespace gpupool::cmd

@@ -1,0 +1,3 @@
+#include "cmd/cli.hpp"
+
+int main(int argc, char** argv) { return gpupool::cmd::main(argc, argv); }

@@ -1,0 +1,65 @@
+#include "cmd/cli.hpp"
+#include "cmd/jobs_view.hpp"
+#include "core/recipe/builtin.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <memory>
+
+namespace gpupool::cmd {
+
+int run_recipe_validate(const GlobalOptions& global, const RecipeArgs& args) {
+    auto loaded = load_recipe(global, args);
+    if (!loaded) {
+        return k_exit_failed;
+    }
+    print_jobs(global, loaded->first, loaded->second);
+    return k_exit_ok;
+}
+
+int run_recipe_builtins(const GlobalOptions& global) {
+    auto names = recipe::builtin_recipe_names();
+    if (global.json) {
+        std::cout << nlohmann::json(names).dump() << '\n';
+    } else {
+        for (const auto& n : names) {
+            std::cout << n << '\n';
+        }
+    }
+    return k_exit_ok;
+}
+
+int run_recipe_show(const GlobalOptions& global, const std::string& name) {
+    auto text = recipe::builtin_recipe(name);
+    if (!text) {
+        report_error(global, make_error(ErrorCode::not_found, "no built-in recipe `" + name +
+                                                                  "`; `gpupool recipe builtins` lists them"));
+        return k_exit_failed;
+    }
+    std::cout << *text;
+    return k_exit_ok;
+}
+
+void register_recipe(Cli& cli) {
+    CLI::App* sub = add_command(cli, "recipe", "Check recipes and list the built-in ones (no coordinator needed)");
+    sub->require_subcommand(1);
+
+    auto args = std::make_shared<RecipeArgs>();
+    CLI::App* validate = sub->add_subcommand("validate", "Validate a recipe and print the jobs it expands to");
+    validate->fallthrough();
+    add_recipe_args(validate, *args);
+    validate->callback([&cli, args] { cli.exit_code = run_recipe_validate(cli.global, *args); });
+
+    CLI::App* builtins = sub->add_subcommand("builtins", "List the built-in recipes that `extends` may name");
+    builtins->fallthrough();
+    builtins->callback([&cli] { cli.exit_code = run_recipe_builtins(cli.global); });
+
+    auto name = std::make_shared<std::string>();
+    CLI::App* show = sub->add_subcommand("show", "Print a built-in recipe");
+    show->fallthrough();
+    show->add_option("name", *name, "Built-in recipe name")->required();
+    show->callback([&cli, name] { cli.exit_code = run_recipe_show(cli.global, *name); });
+}
+
+} // namespace gpupool::cmd

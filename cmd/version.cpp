@@ -1,0 +1,23 @@
+#include "cmd/cli.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+namespace gpupool::cmd {
+
+int run_version(const GlobalOptions& global) {
+    if (global.json) {
+        std::cout << nlohmann::json{{"version", GPUPOOL_VERSION}, {"recipe_format", 1}}.dump() << '\n';
+    } else {
+        std::cout << "gpupool " << GPUPOOL_VERSION << " (recipe format 1)\n";
+    }
+    return k_exit_ok;
+}
+
+void register_version(Cli& cli) {
+    CLI::App* sub = add_command(cli, "version", "Print the version");
+    sub->callback([&cli] { cli.exit_code = run_version(cli.global); });
+}
+
+} // namespace gpupool::cmd

@@ -1,0 +1,115 @@
+#include "core/config/client_config.hpp"
+
+#include "core/util/strings.hpp"
+
+#include <toml++/toml.h>
+
+#include <cstdlib>
+#include <vector>
+
+namespace gpupool::config {
+
+namespace fs = std::filesystem;
+
+std::optional<std::string> real_env(const char* name) {
+    const char* v = std::getenv(name); // NOLINT(concurrency-mt-unsafe): read once at start-up
+    if (v == nullptr || *v == '\0') {
+        return std::nullopt;
+    }
+    return std::string(v);
+}
+
+fs::path default_config_path(const EnvLookup& env) {
+    if (auto xdg = env("XDG_CONFIG_HOME")) {
+        return fs::path(*xdg) / "gpupool" / "config.toml";
+    }
+    if (auto home = env("HOME")) {
+        return fs::path(*home) / ".config" / "gpupool" / "config.toml";
+    }
+    return {};
+}
+
+namespace {
+
+Error file_error(const std::string& file, const toml::source_region& where, std::string field, std::string message) {
+    Error e = make_error(ErrorCode::invalid_input, std::move(message), std::move(field));
+    e.where = SourcePos{file, where.begin.line, where.begin.column};
+    return e;
+}
+
+Status read_file(const fs::path& path, ClientConfig& cfg) {
+    toml::table table;
+    try {
+        table = toml::parse_file(path.string());
+    } catch (const toml::parse_error& e) {
+        return file_error(path.string(), e.source(), "", "TOML syntax error: " + std::string(e.description()));
+    }
+    const std::vector<std::string> known{"url", "token", "ca_cert"};
+    for (auto&& [key, value] : table) {
+        std::string k(key.str());
+        if (std::find(known.begin(), known.end(), k) == known.end()) {
+            std::string msg = "unknown key `" + k + "` in the client config";
+            if (auto s = util::nearest(k, known)) {
+                msg += "; did you mean `" + *s + "`?";
+            }
+            return file_error(path.string(), key.source(), k, msg);
+        }
+        const auto* s = value.as_string();
+        if (s == nullptr) {
+            return file_error(path.string(), value.source(), k, "expected a string");
+        }
+        if (k == "url") {
+            cfg.url = s->get();
+            cfg.url_source = path.string();
+        } else if (k == "token") {
+            cfg.token = s->get();
+        } else {
+            cfg.ca_cert = s->get();
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+Result<ClientConfig> load_client_config(const ClientOverrides& overrides, const EnvLookup& env) {
+    ClientConfig cfg;
+    fs::path file = overrides.config_file ? *overrides.config_file : default_config_path(env);
+    std::error_code ec;
+    if (!file.empty() && fs::exists(file, ec)) {
+        if (auto st = read_file(file, cfg); !st) {
+            return st.error();
+        }
+    } else if (overrides.config_file) {
+        return make_error(ErrorCode::not_found, "config file `" + file.string() + "` does not exist", "--config");
+    }
+    if (auto v = env("GPUPOOL_URL")) {
+        cfg.url = *v;
+        cfg.url_source = "GPUPOOL_URL";
+    }
+    if (auto v = env("GPUPOOL_TOKEN")) {
+        cfg.token = *v;
+    }
+    if (auto v = env("GPUPOOL_CA_CERT")) {
+        cfg.ca_cert = *v;
+    }
+    if (overrides.url) {
+        cfg.url = *overrides.url;
+        cfg.url_source = "--url";
+    }
+    if (overrides.token) {
+        cfg.token = *overrides.token;
+    }
+    if (overrides.ca_cert) {
+        cfg.ca_cert = *overrides.ca_cert;
+    }
+    if (!cfg.url.starts_with("http://") && !cfg.url.starts_with("https://")) {
+        return make_error(ErrorCode::invalid_input,
+                          "coordinator URL `" + cfg.url + "` (from " + cfg.url_source +
+                              ") must start with http:// or https://",
+                          "url");
+    }
+    return cfg;
+}
+
+} // namespace gpupool::config

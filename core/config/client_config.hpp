@@ -1,0 +1,45 @@
+// Client configuration: where the coordinator is and how to authenticate to it.
+//
+// Sources, later ones winning: built-in defaults, the config file
+// (~/.config/gpupool/config.toml, or $XDG_CONFIG_HOME/gpupool/config.toml, or --config), the
+// environment (GPUPOOL_URL, GPUPOOL_TOKEN, GPUPOOL_CA_CERT), then command-line flags. A missing
+// default config file is fine; a missing file named with --config, a TOML error or an unknown key
+// is an Error naming the file, line and key. Pure apart from reading the file; thread-safe.
+#pragma once
+
+#include "core/util/result.hpp"
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace gpupool::config {
+
+inline constexpr const char* k_default_url = "http://127.0.0.1:7070";
+
+struct ClientConfig {
+    std::string url = k_default_url;
+    std::string token;
+    std::string ca_cert; // PEM file to trust for a self-signed coordinator; empty = system CAs
+    std::string url_source = "default"; // where `url` came from, for error messages
+};
+
+struct ClientOverrides {
+    std::optional<std::filesystem::path> config_file; // --config (must exist)
+    std::optional<std::string> url;                   // --url
+    std::optional<std::string> token;                 // --token
+    std::optional<std::string> ca_cert;               // --ca-cert
+};
+
+using EnvLookup = std::function<std::optional<std::string>(const char*)>;
+
+// The process environment.
+std::optional<std::string> real_env(const char* name);
+
+// The default config file path from HOME / XDG_CONFIG_HOME as seen through `env`.
+std::filesystem::path default_config_path(const EnvLookup& env);
+
+Result<ClientConfig> load_client_config(const ClientOverrides& overrides, const EnvLookup& env = real_env);
+
+} // namespace gpupool::config

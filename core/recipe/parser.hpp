@@ -1,0 +1,51 @@
+// Recipe parser: TOML text -> validated Recipe, and Recipe -> JobSpecs.
+//
+// Every problem is reported as an Error whose `where` names the file, line and column of the
+// offending key or value and whose `field` is its dotted path (`resources.gpu_memory`); all
+// problems found in one pass are returned (the first in the Error, the rest in Error::more).
+// Unknown keys get the nearest valid key as a suggestion. The parser never throws: toml++ parse
+// errors are converted here. It reads files only to follow `extends` and to check `[inputs]`, and
+// both can be switched off (the fuzz target does).
+#pragma once
+
+#include "core/recipe/recipe.hpp"
+#include "core/util/result.hpp"
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace gpupool::recipe {
+
+inline constexpr std::uint64_t k_default_max_sweep_jobs = 10000;
+inline constexpr std::int64_t k_max_inputs_mib = 1024;
+inline constexpr std::int64_t k_max_outputs_mib = 10240;
+inline constexpr int k_max_extends_depth = 8;
+
+struct ParseOptions {
+    std::uint64_t max_sweep_jobs = k_default_max_sweep_jobs;
+    bool allow_file_access = true; // follow `extends` paths and check `[inputs]` on disk
+    // `--set key=value` overrides, applied on top of the file (value is TOML: 0.5, "x", [1, 2]).
+    std::vector<std::pair<std::string, std::string>> overrides;
+};
+
+Result<Recipe> parse_recipe_file(const std::filesystem::path& path, const ParseOptions& options = {});
+
+// `source_name` is used in messages; relative `extends`/`[inputs]` paths resolve against
+// `base_dir` (the recipe's directory; the current directory when empty).
+Result<Recipe> parse_recipe_text(std::string_view text, std::string_view source_name,
+                                 const ParseOptions& options = {}, const std::filesystem::path& base_dir = {});
+
+// One JobSpec per sweep point, in row-major order of the parameters as written.
+Result<std::vector<JobSpec>> expand(const Recipe& recipe, const ParseOptions& options = {});
+
+// Convenience: parse + expand.
+Result<std::vector<JobSpec>> load_jobs(const std::filesystem::path& path, const ParseOptions& options = {});
+
+// Names of the built-in recipes that `extends` may name (e.g. "inspect").
+std::vector<std::string> builtin_recipe_names();
+
+} // namespace gpupool::recipe

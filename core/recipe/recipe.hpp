@@ -1,0 +1,99 @@
+// Recipes: what a researcher asks the pool to run, as parsed from TOML, and the jobs it expands to.
+//
+// A Recipe is the validated form of one recipe file (after `extends` is applied); expand() turns
+// it into JobSpecs, one per point of the sweep's cartesian product, with `{param}` placeholders
+// substituted. The format is specified in docs/recipes.md. All quantities are fixed-point integers
+// (see core/resources/quantity.hpp). These are plain value types, safe to copy between threads.
+#pragma once
+
+#include "core/util/result.hpp"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpupool::recipe {
+
+enum class Priority : std::uint8_t { low, normal, high };
+const char* to_string(Priority p);
+
+struct Resources {
+    // GPU: `gpus` is 0 (CPU-only) or 1. A job with gpus = 1 asks for a share of one GPU given
+    // either as `gpu_milli` (1..1000; 1000 = the whole GPU) or as `gpu_memory_mib` (the share is
+    // then that memory over the placed GPU's memory). Exactly one of the two is non-zero when
+    // gpus = 1; both are zero when gpus = 0.
+    std::int64_t gpus = 0;
+    std::int64_t gpu_milli = 0;
+    std::int64_t gpu_memory_mib = 0;
+    std::vector<std::string> gpu_models; // acceptable GPU models; empty = any
+    std::int64_t cpu_milli = 1000;
+    std::int64_t memory_mib = 4096;
+    std::int64_t disk_mib = 10240;
+    std::int64_t max_runtime_s = 3600;
+
+    bool operator==(const Resources&) const = default;
+};
+
+struct Inputs {
+    std::vector<std::string> paths;   // as written in the recipe
+    std::vector<std::string> resolved; // absolute local paths (same order), when files were checked
+    std::int64_t max_size_mib = 100;
+    std::int64_t total_bytes = 0;      // measured when files were checked
+    bool operator==(const Inputs&) const = default;
+};
+
+struct Outputs {
+    std::vector<std::string> paths{"."}; // relative to the job's output directory; globs allowed
+    std::int64_t max_size_mib = 1024;
+    bool operator==(const Outputs&) const = default;
+};
+
+struct Retry {
+    std::int64_t max_attempts = 3;           // attempts in all, including ones lost to worker faults
+    std::vector<std::int64_t> on_exit_codes; // job exit codes that earn another attempt
+    bool operator==(const Retry&) const = default;
+};
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// One job: everything a worker needs to run it (minus ids the coordinator assigns).
+struct JobSpec {
+    std::string name;
+    std::string image;
+    std::vector<std::string> command; // argv; when `shell` is true, one string run by /bin/sh -c
+    bool shell = false;
+    EnvList env;
+    Resources resources;
+    Inputs inputs;
+    Outputs outputs;
+    std::vector<std::string> cache_models;
+    Retry retry;
+    Priority priority = Priority::normal;
+    EnvList params;                    // the sweep point (empty without a sweep)
+    std::int64_t sweep_index = 0;      // position in the sweep, 0-based
+
+    // argv as the runtime executes it.
+    std::vector<std::string> argv() const;
+    bool operator==(const JobSpec&) const = default;
+};
+
+struct SweepParam {
+    std::string name;
+    std::vector<std::string> values; // rendered as text, in the order written
+};
+
+struct Sweep {
+    std::vector<SweepParam> params; // in the order written in the file
+    std::int64_t max_parallel = 0;  // 0 = no limit
+    std::uint64_t job_count() const; // product of the value counts (1 without a sweep)
+};
+
+struct Recipe {
+    std::string source;               // file the recipe came from ("builtin:NAME" for built-ins)
+    std::vector<std::string> extends; // the chain of recipes it extends, nearest first
+    JobSpec base;                     // placeholders not yet substituted
+    Sweep sweep;
+};
+
+} // namespace gpupool::recipe

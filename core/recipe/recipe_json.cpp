@@ -1,0 +1,246 @@
+#include "core/recipe/recipe_json.hpp"
+
+#include "core/resources/quantity.hpp"
+
+namespace gpupool::recipe {
+
+namespace {
+
+nlohmann::ordered_json env_json(const EnvList& env) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : env) {
+        out[k] = v;
+    }
+    return out;
+}
+
+Error field_error(const std::string& field, const std::string& message) {
+    return make_error(ErrorCode::invalid_input, message, field);
+}
+
+// Reads an optional field of an expected JSON type; records the first error.
+class Reader {
+public:
+    explicit Reader(const nlohmann::json& j) : m_j(j) {}
+
+    template <class T>
+    void get(const char* key, T& out, const std::string& field, bool required = false) {
+        if (m_error) {
+            return;
+        }
+        auto it = m_j.find(key);
+        if (it == m_j.end() || it->is_null()) {
+            if (required) {
+                m_error = field_error(field, "missing required field");
+            }
+            return;
+        }
+        try {
+            out = it->get<T>();
+        } catch (const nlohmann::json::exception&) {
+            m_error = field_error(field, std::string("wrong type: got ") + it->type_name());
+        }
+    }
+
+    void env(const char* key, EnvList& out, const std::string& field) {
+        if (m_error) {
+            return;
+        }
+        auto it = m_j.find(key);
+        if (it == m_j.end() || it->is_null()) {
+            return;
+        }
+        if (!it->is_object()) {
+            m_error = field_error(field, std::string("expected an object, got ") + it->type_name());
+            return;
+        }
+        for (const auto& [k, v] : it->items()) {
+            if (!v.is_string()) {
+                m_error = field_error(field + "." + k, std::string("expected a string, got ") + v.type_name());
+                return;
+            }
+            out.emplace_back(k, v.get<std::string>());
+        }
+    }
+
+    const nlohmann::json* object(const char* key, const std::string& field) {
+        if (m_error) {
+            return nullptr;
+        }
+        auto it = m_j.find(key);
+        if (it == m_j.end() || it->is_null()) {
+            return nullptr;
+        }
+        if (!it->is_object()) {
+            m_error = field_error(field, std::string("expected an object, got ") + it->type_name());
+            return nullptr;
+        }
+        return &*it;
+    }
+
+    std::optional<Error>& error() { return m_error; }
+    void fail(Error e) {
+        if (!m_error) {
+            m_error = std::move(e);
+        }
+    }
+
+private:
+    const nlohmann::json& m_j;
+    std::optional<Error> m_error;
+};
+
+} // namespace
+
+nlohmann::ordered_json to_json(const JobSpec& job) {
+    const Resources& r = job.resources;
+    nlohmann::ordered_json resources = {
+        {"gpus", r.gpus},
+        {"gpu_milli", r.gpu_milli},
+        {"gpu_memory_mib", r.gpu_memory_mib},
+        {"gpu_models", r.gpu_models},
+        {"cpu_milli", r.cpu_milli},
+        {"memory_mib", r.memory_mib},
+        {"disk_mib", r.disk_mib},
+        {"max_runtime_s", r.max_runtime_s},
+    };
+    return {
+        {"name", job.name},
+        {"image", job.image},
+        {"command", job.command},
+        {"shell", job.shell},
+        {"env", env_json(job.env)},
+        {"resources", resources},
+        {"inputs", {{"paths", job.inputs.paths}, {"max_size_mib", job.inputs.max_size_mib}}},
+        {"outputs", {{"paths", job.outputs.paths}, {"max_size_mib", job.outputs.max_size_mib}}},
+        {"cache_models", job.cache_models},
+        {"retry", {{"max_attempts", job.retry.max_attempts}, {"on_exit_codes", job.retry.on_exit_codes}}},
+        {"priority", to_string(job.priority)},
+        {"params", env_json(job.params)},
+        {"sweep_index", job.sweep_index},
+    };
+}
+
+nlohmann::ordered_json to_json(const std::vector<JobSpec>& jobs) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& j : jobs) {
+        out.push_back(to_json(j));
+    }
+    return out;
+}
+
+Result<JobSpec> job_from_json(const nlohmann::json& j) {
+    if (!j.is_object()) {
+        return field_error("job", std::string("expected an object, got ") + j.type_name());
+    }
+    JobSpec job;
+    Reader rd(j);
+    rd.get("name", job.name, "name", true);
+    rd.get("image", job.image, "image", true);
+    rd.get("command", job.command, "command", true);
+    rd.get("shell", job.shell, "shell");
+    rd.env("env", job.env, "env");
+    rd.env("params", job.params, "params");
+    rd.get("cache_models", job.cache_models, "cache_models");
+    rd.get("sweep_index", job.sweep_index, "sweep_index");
+    std::string priority = "normal";
+    rd.get("priority", priority, "priority");
+    if (const auto* r = rd.object("resources", "resources")) {
+        Reader rr(*r);
+        Resources& res = job.resources;
+        rr.get("gpus", res.gpus, "resources.gpus");
+        rr.get("gpu_milli", res.gpu_milli, "resources.gpu_milli");
+        rr.get("gpu_memory_mib", res.gpu_memory_mib, "resources.gpu_memory_mib");
+        rr.get("gpu_models", res.gpu_models, "resources.gpu_models");
+        rr.get("cpu_milli", res.cpu_milli, "resources.cpu_milli");
+        rr.get("memory_mib", res.memory_mib, "resources.memory_mib");
+        rr.get("disk_mib", res.disk_mib, "resources.disk_mib");
+        rr.get("max_runtime_s", res.max_runtime_s, "resources.max_runtime_s");
+        if (rr.error()) {
+            rd.fail(*rr.error());
+        }
+    }
+    if (const auto* in = rd.object("inputs", "inputs")) {
+        Reader ri(*in);
+        ri.get("paths", job.inputs.paths, "inputs.paths");
+        ri.get("max_size_mib", job.inputs.max_size_mib, "inputs.max_size_mib");
+        if (ri.error()) {
+            rd.fail(*ri.error());
+        }
+    }
+    if (const auto* out = rd.object("outputs", "outputs")) {
+        Reader ro(*out);
+        ro.get("paths", job.outputs.paths, "outputs.paths");
+        ro.get("max_size_mib", job.outputs.max_size_mib, "outputs.max_size_mib");
+        if (ro.error()) {
+            rd.fail(*ro.error());
+        }
+    }
+    if (const auto* rt = rd.object("retry", "retry")) {
+        Reader rr(*rt);
+        rr.get("max_attempts", job.retry.max_attempts, "retry.max_attempts");
+        rr.get("on_exit_codes", job.retry.on_exit_codes, "retry.on_exit_codes");
+        if (rr.error()) {
+            rd.fail(*rr.error());
+        }
+    }
+    if (rd.error()) {
+        return *rd.error();
+    }
+    // Semantic checks: the same invariants the TOML parser guarantees.
+    const Resources& r = job.resources;
+    if (priority == "low") {
+        job.priority = Priority::low;
+    } else if (priority == "high") {
+        job.priority = Priority::high;
+    } else if (priority != "normal") {
+        return field_error("priority", "expected \"low\", \"normal\" or \"high\"");
+    }
+    if (job.name.empty() || job.name.size() > 256) {
+        return field_error("name", "must be 1 to 256 characters");
+    }
+    if (job.image.empty()) {
+        return field_error("image", "must not be empty");
+    }
+    if (job.command.empty() || (job.shell && job.command.size() != 1)) {
+        return field_error("command", job.shell ? "a shell command is exactly one string" : "must not be empty");
+    }
+    if (r.gpus < 0 || r.gpus > 1) {
+        return field_error("resources.gpus", "must be 0 or 1");
+    }
+    if (r.gpus == 0 && (r.gpu_milli != 0 || r.gpu_memory_mib != 0)) {
+        return field_error("resources.gpus", "a CPU-only job (gpus = 0) has no gpu_milli or gpu_memory_mib");
+    }
+    if (r.gpus == 1 && ((r.gpu_milli > 0) == (r.gpu_memory_mib > 0))) {
+        return field_error("resources.gpu_milli", "a GPU job sets exactly one of gpu_milli and gpu_memory_mib");
+    }
+    if (r.gpu_milli < 0 || r.gpu_milli > resources::k_milli_per_unit) {
+        return field_error("resources.gpu_milli", "must be from 0 to 1000");
+    }
+    if (r.gpu_memory_mib < 0 || r.gpu_memory_mib > resources::k_max_memory_mib) {
+        return field_error("resources.gpu_memory_mib", "out of range");
+    }
+    if (r.cpu_milli <= 0 || r.cpu_milli > 1024 * resources::k_milli_per_unit) {
+        return field_error("resources.cpu_milli", "must be from 1 to 1024000");
+    }
+    if (r.memory_mib <= 0 || r.memory_mib > resources::k_max_memory_mib) {
+        return field_error("resources.memory_mib", "out of range");
+    }
+    if (r.disk_mib <= 0 || r.disk_mib > resources::k_max_memory_mib) {
+        return field_error("resources.disk_mib", "out of range");
+    }
+    if (r.max_runtime_s <= 0 || r.max_runtime_s > resources::k_max_duration_s) {
+        return field_error("resources.max_runtime_s", "must be from 1 to 2592000 seconds");
+    }
+    if (job.retry.max_attempts < 1 || job.retry.max_attempts > 20) {
+        return field_error("retry.max_attempts", "must be from 1 to 20");
+    }
+    for (auto code : job.retry.on_exit_codes) {
+        if (code < 1 || code > 255) {
+            return field_error("retry.on_exit_codes", "exit codes are from 1 to 255");
+        }
+    }
+    return job;
+}
+
+} // namespace gpupool::recipe

@@ -1,0 +1,60 @@
+#include "tests/support.hpp"
+
+#include <boost/process.hpp>
+
+#include <atomic>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace gpupool::test {
+
+namespace fs = std::filesystem;
+namespace bp = boost::process;
+
+TempDir::TempDir() {
+    std::random_device rd;
+    static std::atomic<int> counter{0};
+    m_path = fs::temp_directory_path() /
+             ("gpupool-test-" + std::to_string(rd()) + "-" + std::to_string(counter.fetch_add(1)));
+    fs::create_directories(m_path);
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    fs::remove_all(m_path, ec);
+}
+
+fs::path TempDir::write(const std::string& name, const std::string& text) const {
+    fs::path p = m_path / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+}
+
+namespace {
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+} // namespace
+
+CliResult run_gpupool(const std::vector<std::string>& args, const fs::path& cwd) {
+    TempDir io;
+    fs::path out = io.path() / "stdout";
+    fs::path err = io.path() / "stderr";
+    CliResult r;
+    bp::child c(bp::exe = GPUPOOL_BINARY, bp::args = args, bp::std_out > out.string(), bp::std_err > err.string(),
+                bp::std_in < bp::null, bp::start_dir = (cwd.empty() ? fs::current_path() : cwd).string());
+    c.wait();
+    r.exit_code = c.exit_code();
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+}
+
+fs::path source_dir() { return GPUPOOL_SOURCE_DIR; }
+
+} // namespace gpupool::test

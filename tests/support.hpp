@@ -1,0 +1,36 @@
+// Helpers shared by the tests: temporary directories and running the real gpupool binary.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace gpupool::test {
+
+// A fresh directory under the system temp dir, removed when the object goes away.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::filesystem::path& path() const { return m_path; }
+    // Writes `text` to `name` inside the directory and returns its path.
+    std::filesystem::path write(const std::string& name, const std::string& text) const;
+
+private:
+    std::filesystem::path m_path;
+};
+
+struct CliResult {
+    int exit_code = -1;
+    std::string out;
+    std::string err;
+};
+
+// Runs the built gpupool binary with `args` (no shell), capturing stdout and stderr.
+CliResult run_gpupool(const std::vector<std::string>& args, const std::filesystem::path& cwd = {});
+
+std::filesystem::path source_dir();
+
+} // namespace gpupool::test

@@ -1,0 +1,113 @@
+#include "worker/gpu/gpu_probe.hpp"
+
+#include <boost/process.hpp>
+
+#include <charconv>
+#include <sstream>
+
+namespace gpupool::worker {
+
+namespace bp = boost::process;
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
+        s.remove_prefix(1);
+    }
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+        s.remove_suffix(1);
+    }
+    return s;
+}
+
+template <class T>
+bool parse_int(std::string_view s, T& out) {
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+} // namespace
+
+std::string normalize_gpu_model(std::string_view driver_name) {
+    std::string_view s = trim(driver_name);
+    for (std::string_view prefix : {"NVIDIA ", "GeForce ", "Tesla ", "Quadro "}) {
+        if (s.starts_with(prefix)) {
+            s.remove_prefix(prefix.size());
+        }
+    }
+    std::string out(s);
+    for (char& c : out) {
+        if (c == ' ') {
+            c = '-';
+        }
+    }
+    return out;
+}
+
+Result<std::vector<GpuInfo>> parse_nvidia_smi_csv(std::string_view text) {
+    std::vector<GpuInfo> gpus;
+    std::size_t line_no = 0;
+    while (!text.empty()) {
+        std::size_t nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+        ++line_no;
+        if (trim(line).empty()) {
+            continue;
+        }
+        std::vector<std::string_view> cols;
+        std::size_t start = 0;
+        while (true) {
+            std::size_t comma = line.find(',', start);
+            cols.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+            if (comma == std::string_view::npos) {
+                break;
+            }
+            start = comma + 1;
+        }
+        auto bad = [&](const std::string& why) {
+            return make_error(ErrorCode::io, "nvidia-smi output line " + std::to_string(line_no) + ": " + why +
+                                                 ": `" + std::string(line) + "`");
+        };
+        if (cols.size() != 4) {
+            return bad("expected 4 columns (index, uuid, name, memory.total)");
+        }
+        GpuInfo g;
+        if (!parse_int(cols[0], g.index)) {
+            return bad("index is not a number");
+        }
+        g.uuid = std::string(cols[1]);
+        g.name = std::string(cols[2]);
+        g.model = normalize_gpu_model(g.name);
+        if (!parse_int(cols[3], g.memory_mib) || g.memory_mib <= 0) {
+            return bad("memory.total is not a positive number of MiB");
+        }
+        gpus.push_back(std::move(g));
+    }
+    return gpus;
+}
+
+Result<std::vector<GpuInfo>> NvidiaSmiProbe::list() {
+    auto exe = bp::search_path("nvidia-smi");
+    if (exe.empty()) {
+        return std::vector<GpuInfo>{}; // no driver: a CPU-only machine
+    }
+    try {
+        bp::ipstream out;
+        bp::child c(exe, "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits",
+                    bp::std_out > out, bp::std_err > bp::null);
+        std::ostringstream text;
+        text << out.rdbuf();
+        c.wait();
+        if (c.exit_code() != 0) {
+            return make_error(ErrorCode::io, "nvidia-smi exited with status " + std::to_string(c.exit_code()) +
+                                                 "; is the NVIDIA driver loaded?");
+        }
+        return parse_nvidia_smi_csv(text.str());
+    } catch (const std::exception& e) {
+        return make_error(ErrorCode::io, std::string("could not run nvidia-smi: ") + e.what());
+    }
+}
+
+} // namespace gpupool::worker

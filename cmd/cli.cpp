@@ -17,7 +17,11 @@ CLI::App* add_command(Cli& cli, const std::string& name, const std::string& desc
 void register_pending(Cli& cli, const std::string& name, const std::string& description, const std::string& issue) {
     CLI::App* sub = add_command(cli, name, description + " [not implemented yet: " + issue + "]");
     sub->allow_extras();
-    sub->callback([&cli, name, issue] {
+    sub->fallthrough(false); // keep every argument here, where it is accepted and ignored
+    sub->callback([&cli, sub, name, issue] {
+        for (const auto& extra : sub->remaining()) {
+            cli.global.json = cli.global.json || extra == "--json";
+        }
         Error e = make_error(ErrorCode::not_implemented,
                              "`gpupool " + name + "` is not implemented yet (it lands with " + issue + ")");
         report_error(cli.global, e);

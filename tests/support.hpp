@@ -1,6 +1,10 @@
 // Helpers shared by the tests: temporary directories and running the real gpupool binary.
 #pragma once
 
+#include "core/util/result.hpp"
+
+#include <catch2/catch.hpp>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -34,3 +38,13 @@ CliResult run_gpupool(const std::vector<std::string>& args, const std::filesyste
 std::filesystem::path source_dir();
 
 } // namespace gpupool::test
+
+// Catch2 prints a Result as its Error (boost's own operator<< needs one for T too).
+namespace Catch {
+template <class T>
+struct StringMaker<boost::system::result<T, gpupool::Error>> {
+    static std::string convert(const boost::system::result<T, gpupool::Error>& r) {
+        return r ? std::string("<ok>") : "<error: " + r.error().describe() + ">";
+    }
+};
+} // namespace Catch

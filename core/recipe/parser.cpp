@@ -111,13 +111,21 @@ public:
     std::size_t count() const { return m_errors.size(); }
 
     Error take() {
-        std::stable_sort(m_errors.begin(), m_errors.end(), [](const Error& a, const Error& b) {
+        // File order first (files in the order their first problem was found), then position.
+        std::vector<std::string> files;
+        auto rank = [&files](const std::string& f) {
+            auto it = std::find(files.begin(), files.end(), f);
+            return static_cast<std::size_t>(it - files.begin());
+        };
+        for (const auto& e : m_errors) {
+            if (std::find(files.begin(), files.end(), e.where->file) == files.end()) {
+                files.push_back(e.where->file);
+            }
+        }
+        std::stable_sort(m_errors.begin(), m_errors.end(), [&](const Error& a, const Error& b) {
             const auto& pa = *a.where;
             const auto& pb = *b.where;
-            if (pa.file != pb.file) {
-                return false; // keep discovery order across files
-            }
-            return std::tie(pa.line, pa.column) < std::tie(pb.line, pb.column);
+            return std::make_tuple(rank(pa.file), pa.line, pa.column) < std::make_tuple(rank(pb.file), pb.line, pb.column);
         });
         Error first = std::move(m_errors.front());
         for (std::size_t i = 1; i < m_errors.size(); ++i) {
@@ -421,8 +429,9 @@ Result<std::string> read_file(const fs::path& path) {
 
 // Deep merge: keys of `child` override `parent`; tables merge recursively; arrays and scalars are
 // replaced. The GPU request is one choice, so a child that sets any of gpu/gpus/gpu_memory drops
-// the parent's others.
-void merge_into(toml::table& parent, const toml::table& child, bool is_resources) {
+// the parent's others. Child nodes are moved, not copied: toml++ keeps a node's source position
+// only on move, and error messages need it.
+void merge_into(toml::table& parent, toml::table& child, bool is_resources) {
     if (is_resources) {
         bool child_sets_gpu = std::any_of(k_gpu_choice.begin(), k_gpu_choice.end(),
                                           [&](const std::string& k) { return child.contains(k); });
@@ -438,7 +447,7 @@ void merge_into(toml::table& parent, const toml::table& child, bool is_resources
             merge_into(*existing->as_table(), *value.as_table(), key.str() == "resources");
             continue;
         }
-        value.visit([&, &k = key](const auto& v) { parent.insert_or_assign(k, v); });
+        value.visit([&, &k = key](auto& v) { parent.insert_or_assign(k, std::move(v)); });
     }
 }
 
@@ -960,7 +969,7 @@ void apply_overrides(toml::table& root, const ParseOptions& options, Diagnostics
                 target->erase(k);
             }
         }
-        parsed.get("v")->visit([&](const auto& v) { target->insert_or_assign(parts.back(), v); });
+        parsed.get("v")->visit([&](auto& v) { target->insert_or_assign(parts.back(), std::move(v)); });
     }
 }
 

@@ -29,7 +29,7 @@ std::optional<std::string> nearest(std::string_view word, const std::vector<std:
     for (const auto& c : candidates) {
         std::size_t d = edit_distance(word, c);
         bool prefix = word.size() >= 3 && c.size() >= 3 &&
-                      (c.starts_with(word) || word.starts_with(c));
+                      (c.find(word) != std::string::npos || word.find(c) != std::string_view::npos);
         if (d <= limit || prefix) {
             // Prefer real near-misses; prefix matches rank after them by distance.
             std::size_t score = d <= limit ? d : limit + d;

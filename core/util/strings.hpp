@@ -13,8 +13,8 @@ namespace gpupool::util {
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
 // The candidate a user most likely meant by `word` (for "did you mean ...?"), or nothing when no
-// candidate is close: within an edit distance of max(2, len/3), or sharing a prefix of at least
-// three characters with it.
+// candidate is close: within an edit distance of max(2, len/3), or sharing a run of at least
+// three characters with it (one contains the other).
 std::optional<std::string> nearest(std::string_view word, const std::vector<std::string>& candidates);
 
 // True for [A-Za-z_][A-Za-z0-9_]*.

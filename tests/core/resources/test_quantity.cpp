@@ -1,4 +1,5 @@
 #include "core/resources/quantity.hpp"
+#include "tests/support.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,0 +1,236 @@
+// Every invalid recipe is rejected with the line of the offending key or value and a message
+// that says what was expected. Table-driven: one row per mistake a user can make.
+#include "core/recipe/parser.hpp"
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace gpupool;
+using namespace gpupool::recipe;
+
+namespace {
+
+struct Case {
+    const char* title;
+    const char* text;
+    std::uint32_t line;
+    const char* fragment;
+    const char* field = nullptr;
+};
+
+// Line 1 and 2 are always image and command, so the line numbers below read naturally.
+#define HEAD "image = \"busybox\"\ncommand = [\"true\"]\n"
+
+const Case k_cases[] = {
+    {"TOML syntax error", HEAD "name = \n", 3, "TOML syntax error"},
+    {"unterminated string", HEAD "name = \"abc\n", 3, "TOML syntax error"},
+    {"duplicate key", HEAD "name = \"a\"\nname = \"b\"\n", 4, "TOML syntax error"},
+    {"unknown top-level key", HEAD "imag = \"x\"\n", 3, "did you mean `image`?", "imag"},
+    {"unknown top-level table", HEAD "[resource]\ngpu = 0.5\n", 3, "did you mean `resources`?", "resource"},
+    {"unknown resources key with suggestion", HEAD "[resources]\ngpu_mem = \"16GiB\"\n", 4,
+     "unknown key `gpu_mem` in [resources]; did you mean `gpu_memory`?", "resources.gpu_mem"},
+    {"unknown key far from anything", HEAD "[resources]\nzzzzzz = 1\n", 4, "valid keys are"},
+    {"missing image", "command = [\"true\"]\n", 0, "missing required key `image`", "image"},
+    {"missing command", "image = \"busybox\"\n", 0, "missing required key `command`", "command"},
+    {"image wrong type", "image = 3\ncommand = [\"true\"]\n", 1, "expected a string, got an integer", "image"},
+    {"image empty", "image = \"\"\ncommand = [\"true\"]\n", 1, "must not be empty", "image"},
+    {"image with spaces", "image = \"bad image\"\ncommand = [\"true\"]\n", 1, "has no spaces", "image"},
+    {"command empty array", "image = \"busybox\"\ncommand = []\n", 2, "must name a program", "command"},
+    {"command element not a string", "image = \"busybox\"\ncommand = [\"echo\", 5]\n", 2,
+     "expected a string, got an integer", "command[1]"},
+    {"command wrong type", "image = \"busybox\"\ncommand = 5\n", 2, "expected an array of arguments or a shell command",
+     "command"},
+    {"command blank string", "image = \"busybox\"\ncommand = \"   \"\n", 2, "must not be empty", "command"},
+    {"format version", HEAD "format = 2\n", 3, "recipe format 1", "format"},
+    {"name wrong type", HEAD "name = [\"a\"]\n", 3, "expected a string, got an array", "name"},
+    {"priority unknown", HEAD "priority = \"urgent\"\n", 3, "expected \"low\", \"normal\" or \"high\"", "priority"},
+    {"priority typo", HEAD "priority = \"hihg\"\n", 3, "did you mean \"high\"?", "priority"},
+    {"gpu and gpus both", HEAD "[resources]\ngpu = 0.5\ngpus = 1\n", 5, "`gpu` and `gpus` are both set",
+     "resources.gpus"},
+    {"gpu and gpu_memory both", HEAD "[resources]\ngpu = 0.5\ngpu_memory = \"8GiB\"\n", 5,
+     "`gpu` and `gpu_memory` are both set", "resources.gpu_memory"},
+    {"gpu above one", HEAD "[resources]\ngpu = 1.5\n", 4, "must be at most 1", "resources.gpu"},
+    {"gpu zero", HEAD "[resources]\ngpu = 0\n", 4, "write `gpus = 0`", "resources.gpu"},
+    {"gpu negative", HEAD "[resources]\ngpu = -0.5\n", 4, "non-negative", "resources.gpu"},
+    {"gpu too fine", HEAD "[resources]\ngpu = 0.0005\n", 4, "finer than the resolution", "resources.gpu"},
+    {"gpu bad string", HEAD "[resources]\ngpu = \"half\"\n", 4, "expected a number", "resources.gpu"},
+    {"gpu wrong type", HEAD "[resources]\ngpu = true\n", 4, "expected a number like 0.25, got a boolean",
+     "resources.gpu"},
+    {"gpus two", HEAD "[resources]\ngpus = 2\n", 4, "`gpus` must be 0 or 1", "resources.gpus"},
+    {"gpus negative", HEAD "[resources]\ngpus = -1\n", 4, "expected an integer from 0 to 1", "resources.gpus"},
+    {"gpus float", HEAD "[resources]\ngpus = 1.0\n", 4, "expected an integer, got a float", "resources.gpus"},
+    {"gpu_memory without unit", HEAD "[resources]\ngpu_memory = 16\n", 4, "needs a unit", "resources.gpu_memory"},
+    {"gpu_memory bad unit", HEAD "[resources]\ngpu_memory = \"16XB\"\n", 4, "unknown size unit `XB`",
+     "resources.gpu_memory"},
+    {"gpu_memory zero", HEAD "[resources]\ngpu_memory = \"0GiB\"\n", 4, "larger than zero", "resources.gpu_memory"},
+    {"gpu_memory with gpus 0", HEAD "[resources]\ngpus = 0\ngpu_memory = \"8GiB\"\n", 5, "`gpus = 0` asks for no GPU",
+     "resources.gpu_memory"},
+    {"gpu_models on a CPU job", HEAD "[resources]\ngpus = 0\ngpu_models = [\"A100\"]\n", 5, "asks for no GPU",
+     "resources.gpu_models"},
+    {"gpu_models empty", HEAD "[resources]\ngpu = 0.5\ngpu_models = []\n", 5, "at least one GPU model",
+     "resources.gpu_models"},
+    {"gpu_models not strings", HEAD "[resources]\ngpu = 0.5\ngpu_models = [\"A100\", 3]\n", 5,
+     "expected a string, got an integer", "resources.gpu_models[1]"},
+    {"cpus zero", HEAD "[resources]\ncpus = 0\n", 4, "must be larger than 0", "resources.cpus"},
+    {"cpus huge", HEAD "[resources]\ncpus = 5000\n", 4, "at most 1024", "resources.cpus"},
+    {"memory without unit", HEAD "[resources]\nmemory = 4096\n", 4, "needs a unit", "resources.memory"},
+    {"disk negative", HEAD "[resources]\ndisk = \"-1GiB\"\n", 4, "non-negative size", "resources.disk"},
+    {"max_runtime integer", HEAD "[resources]\nmax_runtime = 90\n", 4, "a duration needs a unit",
+     "resources.max_runtime"},
+    {"max_runtime bad unit", HEAD "[resources]\nmax_runtime = \"2w\"\n", 4, "unknown duration unit `w`",
+     "resources.max_runtime"},
+    {"max_runtime too long", HEAD "[resources]\nmax_runtime = \"40d\"\n", 4, "30-day maximum",
+     "resources.max_runtime"},
+    {"resources not a table", HEAD "resources = 3\n", 3, "expected a table, got an integer", "resources"},
+    {"env bad name", HEAD "[env]\n\"1BAD\" = \"x\"\n", 4, "must not start with a digit", "env.1BAD"},
+    {"env reserved prefix", HEAD "[env]\nGPUPOOL_JOB_ID = \"x\"\n", 4, "reserved", "env.GPUPOOL_JOB_ID"},
+    {"env value table", HEAD "[env]\nA = { b = 1 }\n", 4, "expected a string, number or boolean, got a table", "env.A"},
+    {"inputs missing file", HEAD "[inputs]\npaths = [\"definitely-not-here.bin\"]\n", 4, "does not exist",
+     "inputs.paths[0]"},
+    {"inputs max_size above cap", HEAD "[inputs]\nmax_size = \"5GiB\"\n", 4, "cap of 1GiB", "inputs.max_size"},
+    {"inputs unknown key", HEAD "[inputs]\nfiles = [\"a\"]\n", 4, "unknown key `files` in [inputs]", "inputs.files"},
+    {"outputs absolute path", HEAD "[outputs]\npaths = [\"/etc/passwd\"]\n", 4, "relative to the job's output",
+     "outputs.paths[0]"},
+    {"outputs parent escape", HEAD "[outputs]\npaths = [\"ok\", \"../x\"]\n", 4, "may not contain `..`",
+     "outputs.paths[1]"},
+    {"outputs empty", HEAD "[outputs]\npaths = []\n", 4, "at least one path", "outputs.paths"},
+    {"cache bad model id", HEAD "[cache]\nmodels = [\"not a model\"]\n", 4, "is not a model id", "cache.models[0]"},
+    {"cache models wrong type", HEAD "[cache]\nmodels = \"gpt2\"\n", 4, "expected an array of strings, got a string",
+     "cache.models"},
+    {"retry max_attempts zero", HEAD "[retry]\nmax_attempts = 0\n", 4, "expected an integer from 1 to 20",
+     "retry.max_attempts"},
+    {"retry exit code zero", HEAD "[retry]\non_exit_codes = [1, 0]\n", 4, "exit code 0 is success",
+     "retry.on_exit_codes[1]"},
+    {"retry exit code too big", HEAD "[retry]\non_exit_codes = [300]\n", 4, "from 1 to 255", "retry.on_exit_codes[0]"},
+    {"retry unknown key", HEAD "[retry]\nattempts = 3\n", 4, "did you mean `max_attempts`?", "retry.attempts"},
+    {"sweep scalar instead of list", HEAD "[sweep]\nlr = 0.1\n", 4, "expected an array of values", "sweep.lr"},
+    {"sweep empty list", HEAD "[sweep]\nlr = []\n", 4, "at least one value", "sweep.lr"},
+    {"sweep duplicate value", HEAD "[sweep]\nseed = [1, 2, 1]\n", 4, "duplicate sweep value `1`", "sweep.seed[2]"},
+    {"sweep nested table value", HEAD "[sweep]\nx = [{ a = 1 }]\n", 4, "strings, numbers or booleans", "sweep.x[0]"},
+    {"sweep max_parallel zero", HEAD "[sweep]\nmax_parallel = 0\nx = [1]\n", 4, "from 1 to", "sweep.max_parallel"},
+    {"sweep too many jobs", HEAD "[sweep]\na = [1,2,3,4,5,6,7,8,9,10]\nb = [1,2,3,4,5,6,7,8,9,10]\n"
+                                 "c = [1,2,3,4,5,6,7,8,9,10]\nd = [1,2,3,4,5,6,7,8,9,10]\ne = [1,2]\n",
+     3, "expands to 20000 jobs, more than the cap of 10000", "sweep"},
+    {"placeholder without sweep", "image = \"busybox\"\ncommand = [\"echo\", \"{model}\"]\n", 2,
+     "`{model}` names no sweep parameter (the recipe has no [sweep])", "command[1]"},
+    {"placeholder typo", "image = \"busybox\"\ncommand = \"run {modle}\"\n[sweep]\nmodel = [\"a\"]\n", 2,
+     "did you mean `{model}`?", "command"},
+    {"placeholder in name", HEAD "name = \"job-{x}\"\n", 3, "`{x}` names no sweep parameter", "name"},
+    {"placeholder in env", HEAD "[env]\nA = \"{nope}\"\n[sweep]\nyes = [1]\n", 4, "`{nope}` names no sweep parameter",
+     "env.A"},
+    {"extends unknown built-in", HEAD "extends = \"inspekt\"\n", 3, "did you mean `inspect`?", "extends"},
+    {"extends wrong type", HEAD "extends = 1\n", 3, "expected a string, got an integer", "extends"},
+    {"extends missing file", HEAD "extends = \"./nope/base.toml\"\n", 3, "does not exist", "extends"},
+};
+
+#undef HEAD
+
+} // namespace
+
+TEST_CASE("invalid recipes name the line, the field and what was expected") {
+    REQUIRE(std::size(k_cases) >= 40);
+    for (const Case& c : k_cases) {
+        DYNAMIC_SECTION(c.title) {
+            auto r = parse_recipe_text(c.text, "bad.toml");
+            std::vector<std::string> jobs_error;
+            if (r) {
+                auto jobs = expand(*r);
+                REQUIRE_FALSE(jobs); // if parsing passed, expansion must fail
+                r = jobs.error();
+            }
+            REQUIRE_FALSE(r);
+            const Error& e = r.error();
+            INFO("got: " << e.describe());
+            REQUIRE(e.code == ErrorCode::invalid_input);
+            REQUIRE(e.where);
+            CHECK(e.where->file == "bad.toml");
+            CHECK(e.where->line == c.line);
+            if (c.line > 0) {
+                CHECK(e.where->column > 0);
+            }
+            CHECK_THAT(e.message, Catch::Contains(c.fragment));
+            if (c.field != nullptr) {
+                CHECK(e.field == c.field);
+            }
+            CHECK_THAT(e.describe(), Catch::StartsWith(c.line > 0 ? "bad.toml:" + std::to_string(c.line) + ":"
+                                                                  : std::string("bad.toml: ")));
+        }
+    }
+}
+
+TEST_CASE("all problems in one recipe are reported, in file order") {
+    const char* text = "image = \"busybox\"\n"
+                       "command = []\n"
+                       "priority = \"soon\"\n"
+                       "[resources]\n"
+                       "gpu = 2\n"
+                       "memory = 12\n";
+    auto r = parse_recipe_text(text, "many.toml");
+    REQUIRE_FALSE(r);
+    const Error& e = r.error();
+    REQUIRE(e.more.size() == 3);
+    CHECK(e.where->line == 2);
+    CHECK(e.more[0].where->line == 3);
+    CHECK(e.more[1].where->line == 5);
+    CHECK(e.more[2].where->line == 6);
+}
+
+TEST_CASE("errors inside an extended file name that file") {
+    gpupool::test::TempDir dir;
+    dir.write("base.toml", "image = \"busybox\"\ncommand = [\"true\"]\n[resources]\ngpu_mem = \"1GiB\"\n");
+    auto child = dir.write("child.toml", "extends = \"base.toml\"\nname = \"x\"\n");
+    auto r = parse_recipe_file(child);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().where->file == (dir.path() / "base.toml").string());
+    CHECK(r.error().where->line == 4);
+    CHECK_THAT(r.error().message, Catch::Contains("did you mean `gpu_memory`?"));
+}
+
+TEST_CASE("errors in a recipe that extends another name the recipe's own lines") {
+    gpupool::test::TempDir dir;
+    dir.write("base.toml", "image = \"busybox\"\ncommand = [\"true\"]\n[resources]\ngpu = 0.5\n");
+    auto child = dir.write("child.toml", "extends = \"base.toml\"\nname = \"x\"\n[resources]\ncpus = 0\n");
+    auto r = parse_recipe_file(child);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().where->file == child.string());
+    CHECK(r.error().where->line == 4);
+    CHECK(r.error().field == "resources.cpus");
+}
+
+TEST_CASE("extends cycles are detected") {
+    gpupool::test::TempDir dir;
+    dir.write("a.toml", "extends = \"b.toml\"\nimage = \"x\"\ncommand = [\"true\"]\n");
+    dir.write("b.toml", "extends = \"a.toml\"\n");
+    auto r = parse_recipe_file(dir.path() / "a.toml");
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("cycle"));
+}
+
+TEST_CASE("inputs over their size cap are refused with the measured size") {
+    gpupool::test::TempDir dir;
+    dir.write("data/big.bin", std::string(2 * 1024 * 1024, 'x'));
+    auto file = dir.write("r.toml", "image = \"b\"\ncommand = [\"true\"]\n[inputs]\npaths = [\"data\"]\nmax_size = \"1MiB\"\n");
+    auto r = parse_recipe_file(file);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().where->line == 4);
+    CHECK_THAT(r.error().message, Catch::Contains("inputs add up to 2MiB, more than max_size 1MiB"));
+}
+
+TEST_CASE("--set overrides are validated like the file") {
+    ParseOptions options;
+    options.overrides = {{"resources.gpus", "3"}};
+    auto r = parse_recipe_text("image = \"b\"\ncommand = [\"true\"]\n", "o.toml", options);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().field == "resources.gpus");
+    CHECK(r.error().where->file == "--set resources.gpus");
+}
+
+TEST_CASE("the sweep cap is configurable") {
+    ParseOptions options;
+    options.max_sweep_jobs = 3;
+    auto r = parse_recipe_text("image = \"b\"\ncommand = [\"true\"]\n[sweep]\nx = [1, 2, 3, 4]\n", "cap.toml", options);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("expands to 4 jobs, more than the cap of 3"));
+}

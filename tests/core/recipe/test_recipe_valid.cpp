@@ -1,0 +1,232 @@
+// Valid recipes and the jobs they expand to.
+#include "core/recipe/parser.hpp"
+#include "core/recipe/recipe_json.hpp"
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace gpupool;
+using namespace gpupool::recipe;
+
+namespace {
+
+std::vector<JobSpec> jobs_of(const std::string& text, const ParseOptions& options = {}) {
+    auto r = parse_recipe_text(text, "ok.toml", options);
+    if (!r) {
+        FAIL("unexpected error: " << r.error().describe());
+    }
+    auto jobs = expand(*r, options);
+    REQUIRE(jobs);
+    return *jobs;
+}
+
+} // namespace
+
+TEST_CASE("a minimal recipe gets the documented defaults") {
+    auto jobs = jobs_of("image = \"busybox\"\ncommand = [\"echo\", \"hi\"]\n");
+    REQUIRE(jobs.size() == 1);
+    const JobSpec& j = jobs[0];
+    CHECK(j.name == "ok");
+    CHECK(j.image == "busybox");
+    CHECK(j.command == std::vector<std::string>{"echo", "hi"});
+    CHECK_FALSE(j.shell);
+    CHECK(j.argv() == std::vector<std::string>{"echo", "hi"});
+    CHECK(j.resources.gpus == 0);
+    CHECK(j.resources.gpu_milli == 0);
+    CHECK(j.resources.cpu_milli == 1000);
+    CHECK(j.resources.memory_mib == 4096);
+    CHECK(j.resources.disk_mib == 10240);
+    CHECK(j.resources.max_runtime_s == 3600);
+    CHECK(j.priority == Priority::normal);
+    CHECK(j.retry.max_attempts == 3);
+    CHECK(j.outputs.paths == std::vector<std::string>{"."});
+    CHECK(j.params.empty());
+}
+
+TEST_CASE("GPU requests: share, memory, whole GPU, CPU-only") {
+    SECTION("0.57 is exactly 570 milli-GPU") {
+        auto j = jobs_of("image = \"b\"\ncommand = \"x\"\n[resources]\ngpu = 0.57\n")[0];
+        CHECK(j.resources.gpus == 1);
+        CHECK(j.resources.gpu_milli == 570);
+        CHECK(j.resources.gpu_memory_mib == 0);
+    }
+    SECTION("a percentage string") {
+        auto j = jobs_of("image = \"b\"\ncommand = \"x\"\n[resources]\ngpu = \"25%\"\n")[0];
+        CHECK(j.resources.gpu_milli == 250);
+    }
+    SECTION("GPU memory") {
+        auto j = jobs_of("image = \"b\"\ncommand = \"x\"\n[resources]\ngpu_memory = \"16GiB\"\ngpu_models = [\"A100\", \"L4\"]\n")[0];
+        CHECK(j.resources.gpus == 1);
+        CHECK(j.resources.gpu_milli == 0);
+        CHECK(j.resources.gpu_memory_mib == 16384);
+        CHECK(j.resources.gpu_models == std::vector<std::string>{"A100", "L4"});
+    }
+    SECTION("a whole GPU") {
+        auto j = jobs_of("image = \"b\"\ncommand = \"x\"\n[resources]\ngpus = 1\n")[0];
+        CHECK(j.resources.gpus == 1);
+        CHECK(j.resources.gpu_milli == 1000);
+    }
+    SECTION("gpu = 1 is a whole GPU too") {
+        auto j = jobs_of("image = \"b\"\ncommand = \"x\"\n[resources]\ngpu = 1\n")[0];
+        CHECK(j.resources.gpu_milli == 1000);
+    }
+    SECTION("other quantities") {
+        auto j = jobs_of("image = \"b\"\ncommand = \"x\"\n[resources]\ngpus = 0\ncpus = 0.5\nmemory = \"1.5GiB\"\n"
+                         "disk = \"100GB\"\nmax_runtime = \"1h30m\"\n")[0];
+        CHECK(j.resources.gpus == 0);
+        CHECK(j.resources.cpu_milli == 500);
+        CHECK(j.resources.memory_mib == 1536);
+        CHECK(j.resources.disk_mib == 95368); // 100e9 bytes, rounded up to whole MiB
+        CHECK(j.resources.max_runtime_s == 5400);
+    }
+}
+
+TEST_CASE("a string command runs through the shell") {
+    auto j = jobs_of("image = \"b\"\ncommand = \"echo $HOME | wc -c\"\n")[0];
+    CHECK(j.shell);
+    CHECK(j.argv() == std::vector<std::string>{"/bin/sh", "-c", "echo $HOME | wc -c"});
+}
+
+TEST_CASE("a sweep expands to the cartesian product in the order written") {
+    auto jobs = jobs_of("name = \"eval-{model}-{shots}\"\n"
+                        "image = \"b\"\n"
+                        "command = [\"run\", \"--model={model}\", \"--shots\", \"{shots}\"]\n"
+                        "[env]\nMODEL = \"{model}\"\nFIXED = 7\n"
+                        "[sweep]\nmodel = [\"m1\", \"m2\"]\nshots = [0, 5, 25]\nmax_parallel = 2\n");
+    REQUIRE(jobs.size() == 6);
+    // Row-major: the last parameter written varies fastest.
+    const std::vector<std::string> names{"eval-m1-0", "eval-m1-5", "eval-m1-25",
+                                         "eval-m2-0", "eval-m2-5", "eval-m2-25"};
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        CHECK(jobs[i].name == names[i]);
+        CHECK(jobs[i].sweep_index == static_cast<std::int64_t>(i));
+    }
+    CHECK(jobs[4].command == std::vector<std::string>{"run", "--model=m2", "--shots", "5"});
+    CHECK(jobs[4].params == EnvList{{"model", "m2"}, {"shots", "5"}});
+    CHECK(jobs[4].env == EnvList{{"FIXED", "7"}, {"MODEL", "m2"}});
+}
+
+TEST_CASE("sweep order follows the file, not the alphabet") {
+    auto jobs = jobs_of("name = \"{z}{a}\"\nimage = \"b\"\ncommand = \"x\"\n[sweep]\nz = [\"1\", \"2\"]\na = [\"x\", \"y\"]\n");
+    REQUIRE(jobs.size() == 4);
+    CHECK(jobs[0].name == "1x");
+    CHECK(jobs[1].name == "1y");
+    CHECK(jobs[2].name == "2x");
+}
+
+TEST_CASE("sweep values of every scalar type render as written") {
+    auto jobs = jobs_of("name = \"{v}\"\nimage = \"b\"\ncommand = \"x\"\n[sweep]\nv = [0.1, 3, true, \"s\", 1e-3]\n");
+    REQUIRE(jobs.size() == 5);
+    CHECK(jobs[0].name == "0.1");
+    CHECK(jobs[1].name == "3");
+    CHECK(jobs[2].name == "true");
+    CHECK(jobs[3].name == "s");
+    CHECK(jobs[4].name == "0.001");
+}
+
+TEST_CASE("a sweep without placeholders in the name numbers its jobs") {
+    auto jobs = jobs_of("name = \"plain\"\nimage = \"b\"\ncommand = \"x {seed}\"\n[sweep]\nseed = [1, 2]\n");
+    REQUIRE(jobs.size() == 2);
+    CHECK(jobs[0].name == "plain-0");
+    CHECK(jobs[1].name == "plain-1");
+    CHECK(jobs[1].command[0] == "x 2");
+}
+
+TEST_CASE("shell variables and escaped braces are left alone") {
+    auto jobs = jobs_of("image = \"b\"\ncommand = \"echo ${HOME} {{seed}} {seed} awk '{print $1}'\"\n"
+                        "[sweep]\nseed = [7]\n");
+    CHECK(jobs[0].command[0] == "echo ${HOME} {seed} 7 awk '{print $1}'");
+}
+
+TEST_CASE("a sweep at exactly the cap is accepted") {
+    ParseOptions options;
+    options.max_sweep_jobs = 6;
+    auto jobs = jobs_of("image = \"b\"\ncommand = \"x\"\n[sweep]\na = [1, 2]\nb = [1, 2, 3]\n", options);
+    CHECK(jobs.size() == 6);
+}
+
+TEST_CASE("extends merges tables key by key and replaces the GPU request as one choice") {
+    gpupool::test::TempDir dir;
+    dir.write("base.toml", "image = \"base-img\"\ncommand = [\"base\"]\npriority = \"low\"\n"
+                           "[resources]\ngpu_memory = \"16GiB\"\ncpus = 4\n[env]\nA = \"1\"\nB = \"2\"\n");
+    auto child = dir.write("child.toml", "extends = \"base.toml\"\ncommand = [\"child\"]\n"
+                                         "[resources]\ngpu = 0.5\n[env]\nB = \"3\"\n");
+    auto r = parse_recipe_file(child);
+    REQUIRE(r);
+    const JobSpec& j = r->base;
+    CHECK(j.image == "base-img");
+    CHECK(j.command == std::vector<std::string>{"child"});
+    CHECK(j.priority == Priority::low);
+    CHECK(j.resources.gpu_milli == 500);   // the child's share replaces the parent's gpu_memory
+    CHECK(j.resources.gpu_memory_mib == 0);
+    CHECK(j.resources.cpu_milli == 4000);  // kept from the parent
+    CHECK(j.env == EnvList{{"A", "1"}, {"B", "3"}});
+    CHECK(r->extends.size() == 1);
+    CHECK(r->source == child.string());
+}
+
+TEST_CASE("every built-in recipe parses, and can be extended by name") {
+    auto names = builtin_recipe_names();
+    REQUIRE(names.size() >= 4);
+    for (const auto& n : names) {
+        INFO(n);
+        auto r = parse_recipe_text("extends = \"" + n + "\"\n", "child.toml");
+        REQUIRE(r);
+        CHECK(r->extends == std::vector<std::string>{"builtin:" + n});
+        CHECK_FALSE(r->base.image.empty());
+    }
+}
+
+TEST_CASE("--set overrides values, including the GPU choice") {
+    ParseOptions options;
+    options.overrides = {{"resources.gpu", "0.5"}, {"image", "other:1"}, {"sweep.seed", "[1, 2, 3]"}};
+    auto jobs = jobs_of("image = \"b\"\ncommand = \"x {seed}\"\n[resources]\ngpus = 1\n[sweep]\nseed = [9]\n", options);
+    REQUIRE(jobs.size() == 3);
+    CHECK(jobs[0].image == "other:1");
+    CHECK(jobs[0].resources.gpu_milli == 500);
+    CHECK(jobs[2].command[0] == "x 3");
+}
+
+TEST_CASE("the shipped recipes are valid") {
+    for (const char* name : {"hello-sweep.toml", "inspect-gpqa.toml", "tlens-attribution.toml"}) {
+        INFO(name);
+        auto jobs = load_jobs(gpupool::test::source_dir() / "recipes" / name);
+        if (!jobs) {
+            FAIL(jobs.error().describe());
+        }
+        CHECK_FALSE(jobs->empty());
+    }
+}
+
+TEST_CASE("jobs survive a JSON round trip") {
+    auto jobs = jobs_of("name = \"n-{a}\"\nimage = \"b\"\ncommand = [\"x\", \"{a}\"]\npriority = \"high\"\n"
+                        "[resources]\ngpu = 0.25\ngpu_models = [\"L4\"]\nmax_runtime = \"2h\"\n"
+                        "[env]\nK = \"v\"\n[cache]\nmodels = [\"org/m\"]\n[retry]\non_exit_codes = [3]\n"
+                        "[outputs]\npaths = [\"r\"]\n[sweep]\na = [1, 2]\n");
+    for (const auto& j : jobs) {
+        auto back = job_from_json(nlohmann::json::parse(to_json(j).dump()));
+        REQUIRE(back);
+        CHECK(*back == j);
+    }
+}
+
+TEST_CASE("job JSON is validated field by field") {
+    auto good = to_json(jobs_of("image = \"b\"\ncommand = \"x\"\n")[0]);
+    auto bad = nlohmann::json::parse(good.dump());
+    bad["resources"]["gpu_milli"] = "lots";
+    auto r = job_from_json(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().field == "resources.gpu_milli");
+
+    bad = nlohmann::json::parse(good.dump());
+    bad["resources"]["gpus"] = 1; // a GPU job without a share
+    r = job_from_json(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().field == "resources.gpu_milli");
+
+    bad = nlohmann::json::parse(good.dump());
+    bad.erase("image");
+    r = job_from_json(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().field == "image");
+}

@@ -1,7 +1,7 @@
 // Printing expanded jobs (for `recipe validate` and `submit --dry-run`) as a table or JSON.
 #pragma once
 
-#include "cmd/cli.hpp"
+#include "cmd/cli_app.hpp"
 #include "core/recipe/parser.hpp"
 
 #include <CLI/CLI.hpp>

@@ -1,4 +1,4 @@
-#include "cmd/cli.hpp"
+#include "cmd/cli_app.hpp"
 
 #include <nlohmann/json.hpp>
 

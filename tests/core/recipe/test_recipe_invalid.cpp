@@ -218,7 +218,7 @@ TEST_CASE("inputs over their size cap are refused with the measured size") {
     CHECK_THAT(r.error().message, Catch::Contains("inputs add up to 2MiB, more than max_size 1MiB"));
 }
 
-TEST_CASE("--set overrides are validated like the file") {
+TEST_CASE("overrides from --set are validated like the file") {
     ParseOptions options;
     options.overrides = {{"resources.gpus", "3"}};
     auto r = parse_recipe_text("image = \"b\"\ncommand = [\"true\"]\n", "o.toml", options);

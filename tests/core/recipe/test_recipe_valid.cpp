@@ -177,7 +177,7 @@ TEST_CASE("every built-in recipe parses, and can be extended by name") {
     }
 }
 
-TEST_CASE("--set overrides values, including the GPU choice") {
+TEST_CASE("overrides from --set replace values, including the GPU choice") {
     ParseOptions options;
     options.overrides = {{"resources.gpu", "0.5"}, {"image", "other:1"}, {"sweep.seed", "[1, 2, 3]"}};
     auto jobs = jobs_of("image = \"b\"\ncommand = \"x {seed}\"\n[resources]\ngpus = 1\n[sweep]\nseed = [9]\n", options);

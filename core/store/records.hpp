@@ -1,0 +1,120 @@
+// The coordinator's durable records: teams, tokens, workers, sweeps, jobs and attempts.
+//
+// These are plain value types shared by the store (which persists them) and the coordinator
+// (which keeps the live copy in memory and writes every change through the store before it
+// acknowledges it). Ids are allocated by the coordinator, the single owner of mutable state.
+// Safe to copy between threads.
+#pragma once
+
+#include "core/recipe/recipe.hpp"
+#include "core/sched/ids.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gpupool::store {
+
+using sched::AttemptId;
+using sched::JobId;
+using sched::TeamId;
+using sched::WorkerId;
+
+enum class Role : std::uint8_t {
+    admin,  // everything, every team
+    member, // one team's jobs and credits
+    worker, // one worker of an owner team
+    enroll, // may register one worker for a team, and nothing else
+};
+
+enum class JobState : std::uint8_t { queued, assigned, running, succeeded, failed, cancelled };
+enum class AttemptState : std::uint8_t { assigned, running, succeeded, failed, cancelled, lost, preempted };
+enum class WorkerState : std::uint8_t { active, draining, banned };
+
+const char* to_string(Role r);
+const char* to_string(JobState s);
+const char* to_string(AttemptState s);
+const char* to_string(WorkerState s);
+std::optional<Role> role_from_string(std::string_view s);
+std::optional<JobState> job_state_from_string(std::string_view s);
+std::optional<AttemptState> attempt_state_from_string(std::string_view s);
+std::optional<WorkerState> worker_state_from_string(std::string_view s);
+
+bool is_terminal(JobState s);
+bool is_terminal(AttemptState s);
+
+struct TeamRecord {
+    TeamId id;
+    std::string name;
+    std::int64_t weight = 1; // fair-share weight
+    std::int64_t created_at = 0;
+    bool operator==(const TeamRecord&) const = default;
+};
+
+struct TokenRecord {
+    std::int64_t id = 0;
+    std::string hash; // hex SHA-256 of the secret; the secret itself is never stored
+    Role role = Role::member;
+    std::optional<TeamId> team;     // member, worker and enroll tokens
+    std::optional<WorkerId> worker; // worker tokens
+    std::string label;
+    std::int64_t created_at = 0;
+    std::optional<std::int64_t> revoked_at;
+    bool operator==(const TokenRecord&) const = default;
+};
+
+struct WorkerRecord {
+    WorkerId id;
+    TeamId team; // the owner team, credited for the GPU time it delivers
+    std::string name;
+    std::string inventory_json; // what the worker registered: GPUs, CPU, RAM, runtimes, version
+    WorkerState state = WorkerState::active;
+    std::int64_t registered_at = 0;
+    std::int64_t last_seen_at = 0;
+    bool operator==(const WorkerRecord&) const = default;
+};
+
+struct SweepRecord {
+    std::int64_t id = 0;
+    TeamId team;
+    std::int64_t submitter_token = 0;
+    std::string source; // the recipe file name as submitted
+    std::int64_t job_count = 0;
+    std::int64_t max_parallel = 0;
+    std::int64_t created_at = 0;
+    bool operator==(const SweepRecord&) const = default;
+};
+
+struct JobRecord {
+    JobId id;
+    std::int64_t sweep_id = 0;
+    TeamId team;
+    recipe::JobSpec spec;
+    JobState state = JobState::queued;
+    std::int64_t attempts = 0; // attempts started so far
+    std::int64_t created_at = 0;
+    std::int64_t updated_at = 0;
+    std::optional<std::int64_t> finished_at;
+    std::optional<std::int64_t> exit_code;
+    std::string reason; // why it is waiting, or how it ended
+    bool operator==(const JobRecord&) const = default;
+};
+
+struct AttemptRecord {
+    AttemptId id;
+    JobId job;
+    WorkerId worker;
+    std::int64_t gpu_index = -1; // -1 for CPU-only
+    std::int64_t gpu_milli = 0;
+    AttemptState state = AttemptState::assigned;
+    std::int64_t lease_expires_at = 0;
+    std::int64_t assigned_at = 0;
+    std::optional<std::int64_t> started_at;
+    std::optional<std::int64_t> ended_at;
+    std::optional<std::int64_t> exit_code;
+    std::string reason;
+    bool operator==(const AttemptRecord&) const = default;
+};
+
+} // namespace gpupool::store

@@ -1,0 +1,530 @@
+#include "core/store/sqlite_store.hpp"
+
+#include "core/recipe/recipe_json.hpp"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <array>
+
+namespace gpupool::store {
+
+// ---- enum names --------------------------------------------------------------------------------
+
+namespace {
+
+template <class E, std::size_t N>
+std::optional<E> enum_from(std::string_view s, const std::array<const char*, N>& names) {
+    for (std::size_t i = 0; i < N; ++i) {
+        if (s == names[i]) {
+            return static_cast<E>(i);
+        }
+    }
+    return std::nullopt;
+}
+
+constexpr std::array<const char*, 4> k_role_names{"admin", "member", "worker", "enroll"};
+constexpr std::array<const char*, 6> k_job_state_names{"queued", "assigned", "running", "succeeded", "failed",
+                                                       "cancelled"};
+constexpr std::array<const char*, 7> k_attempt_state_names{"assigned", "running", "succeeded", "failed",
+                                                           "cancelled", "lost",    "preempted"};
+constexpr std::array<const char*, 3> k_worker_state_names{"active", "draining", "banned"};
+
+} // namespace
+
+const char* to_string(Role r) { return k_role_names.at(static_cast<std::size_t>(r)); }
+const char* to_string(JobState s) { return k_job_state_names.at(static_cast<std::size_t>(s)); }
+const char* to_string(AttemptState s) { return k_attempt_state_names.at(static_cast<std::size_t>(s)); }
+const char* to_string(WorkerState s) { return k_worker_state_names.at(static_cast<std::size_t>(s)); }
+std::optional<Role> role_from_string(std::string_view s) { return enum_from<Role>(s, k_role_names); }
+std::optional<JobState> job_state_from_string(std::string_view s) { return enum_from<JobState>(s, k_job_state_names); }
+std::optional<AttemptState> attempt_state_from_string(std::string_view s) {
+    return enum_from<AttemptState>(s, k_attempt_state_names);
+}
+std::optional<WorkerState> worker_state_from_string(std::string_view s) {
+    return enum_from<WorkerState>(s, k_worker_state_names);
+}
+
+bool is_terminal(JobState s) {
+    return s == JobState::succeeded || s == JobState::failed || s == JobState::cancelled;
+}
+
+bool is_terminal(AttemptState s) { return s != AttemptState::assigned && s != AttemptState::running; }
+
+// ---- schema ------------------------------------------------------------------------------------
+
+namespace {
+
+// Migration N takes the schema from version N to N + 1. Portable SQL only (PostgreSQL is next).
+const std::array<const char*, k_schema_version> k_migrations{
+    R"sql(
+CREATE TABLE teams (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    weight INTEGER NOT NULL DEFAULT 1,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE workers (
+    id INTEGER PRIMARY KEY,
+    team_id INTEGER NOT NULL REFERENCES teams(id),
+    name TEXT NOT NULL,
+    inventory TEXT NOT NULL,
+    state TEXT NOT NULL,
+    registered_at INTEGER NOT NULL,
+    last_seen_at INTEGER NOT NULL
+);
+CREATE TABLE tokens (
+    id INTEGER PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    role TEXT NOT NULL,
+    team_id INTEGER REFERENCES teams(id),
+    worker_id INTEGER REFERENCES workers(id),
+    label TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE sweeps (
+    id INTEGER PRIMARY KEY,
+    team_id INTEGER NOT NULL REFERENCES teams(id),
+    submitter_token_id INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    job_count INTEGER NOT NULL,
+    max_parallel INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY,
+    sweep_id INTEGER NOT NULL REFERENCES sweeps(id),
+    team_id INTEGER NOT NULL REFERENCES teams(id),
+    spec TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    exit_code INTEGER,
+    reason TEXT NOT NULL
+);
+CREATE INDEX jobs_team_state ON jobs(team_id, state);
+CREATE TABLE attempts (
+    id INTEGER PRIMARY KEY,
+    job_id INTEGER NOT NULL REFERENCES jobs(id),
+    worker_id INTEGER NOT NULL REFERENCES workers(id),
+    gpu_index INTEGER NOT NULL,
+    gpu_milli INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    lease_expires_at INTEGER NOT NULL,
+    assigned_at INTEGER NOT NULL,
+    started_at INTEGER,
+    ended_at INTEGER,
+    exit_code INTEGER,
+    reason TEXT NOT NULL
+);
+CREATE INDEX attempts_job ON attempts(job_id);
+CREATE TABLE log_chunks (
+    attempt_id INTEGER NOT NULL REFERENCES attempts(id),
+    byte_offset INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (attempt_id, byte_offset)
+);
+CREATE TABLE outputs (
+    attempt_id INTEGER PRIMARY KEY REFERENCES attempts(id),
+    sha256 TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+)sql",
+};
+
+Error db_error(const std::string& what, const std::exception& e) {
+    return make_error(ErrorCode::io, "database: " + what + ": " + e.what());
+}
+
+template <class T>
+void bind_opt(SQLite::Statement& q, int index, const std::optional<T>& v) {
+    if (v) {
+        q.bind(index, static_cast<std::int64_t>(*v));
+    } else {
+        q.bind(index);
+    }
+}
+
+std::optional<std::int64_t> opt_int(const SQLite::Column& c) {
+    if (c.isNull()) {
+        return std::nullopt;
+    }
+    return c.getInt64();
+}
+
+} // namespace
+
+SqliteStore::SqliteStore(std::unique_ptr<SQLite::Database> db) : m_db(std::move(db)) {}
+
+SqliteStore::~SqliteStore() = default;
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::filesystem::path& path) {
+    try {
+        auto db = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+        db->setBusyTimeout(5000);
+        db->exec("PRAGMA journal_mode=WAL");
+        db->exec("PRAGMA synchronous=FULL");
+        db->exec("PRAGMA foreign_keys=ON");
+        std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db)));
+        if (auto st = store->migrate(); !st) {
+            return st.error();
+        }
+        return store;
+    } catch (const std::exception& e) {
+        return db_error("cannot open `" + path.string() + "`", e);
+    }
+}
+
+int SqliteStore::schema_version() const {
+    return m_db->execAndGet("PRAGMA user_version").getInt();
+}
+
+Status SqliteStore::migrate() {
+    try {
+        int version = schema_version();
+        if (version > k_schema_version) {
+            return make_error(ErrorCode::io, "database schema version " + std::to_string(version) +
+                                                 " is newer than this gpupool understands (" +
+                                                 std::to_string(k_schema_version) + "); upgrade gpupool");
+        }
+        for (int v = version; v < k_schema_version; ++v) {
+            SQLite::Transaction tx(*m_db);
+            m_db->exec(k_migrations.at(static_cast<std::size_t>(v)));
+            m_db->exec("PRAGMA user_version = " + std::to_string(v + 1));
+            tx.commit();
+        }
+        return {};
+    } catch (const std::exception& e) {
+        return db_error("migration failed", e);
+    }
+}
+
+Result<Snapshot> SqliteStore::load() {
+    try {
+        Snapshot s;
+        {
+            SQLite::Statement q(*m_db, "SELECT id, name, weight, created_at FROM teams ORDER BY id");
+            while (q.executeStep()) {
+                s.teams.push_back({TeamId(q.getColumn(0).getInt64()), q.getColumn(1).getString(),
+                                   q.getColumn(2).getInt64(), q.getColumn(3).getInt64()});
+            }
+        }
+        {
+            SQLite::Statement q(*m_db, "SELECT id, hash, role, team_id, worker_id, label, created_at, revoked_at "
+                                       "FROM tokens ORDER BY id");
+            while (q.executeStep()) {
+                TokenRecord t;
+                t.id = q.getColumn(0).getInt64();
+                t.hash = q.getColumn(1).getString();
+                t.role = role_from_string(q.getColumn(2).getString()).value_or(Role::member);
+                if (auto team = opt_int(q.getColumn(3))) {
+                    t.team = TeamId(*team);
+                }
+                if (auto worker = opt_int(q.getColumn(4))) {
+                    t.worker = WorkerId(*worker);
+                }
+                t.label = q.getColumn(5).getString();
+                t.created_at = q.getColumn(6).getInt64();
+                t.revoked_at = opt_int(q.getColumn(7));
+                s.tokens.push_back(std::move(t));
+            }
+        }
+        {
+            SQLite::Statement q(*m_db, "SELECT id, team_id, name, inventory, state, registered_at, last_seen_at "
+                                       "FROM workers ORDER BY id");
+            while (q.executeStep()) {
+                WorkerRecord w;
+                w.id = WorkerId(q.getColumn(0).getInt64());
+                w.team = TeamId(q.getColumn(1).getInt64());
+                w.name = q.getColumn(2).getString();
+                w.inventory_json = q.getColumn(3).getString();
+                w.state = worker_state_from_string(q.getColumn(4).getString()).value_or(WorkerState::active);
+                w.registered_at = q.getColumn(5).getInt64();
+                w.last_seen_at = q.getColumn(6).getInt64();
+                s.workers.push_back(std::move(w));
+            }
+        }
+        {
+            SQLite::Statement q(*m_db, "SELECT id, team_id, submitter_token_id, source, job_count, max_parallel, "
+                                       "created_at FROM sweeps ORDER BY id");
+            while (q.executeStep()) {
+                s.sweeps.push_back({q.getColumn(0).getInt64(), TeamId(q.getColumn(1).getInt64()),
+                                    q.getColumn(2).getInt64(), q.getColumn(3).getString(), q.getColumn(4).getInt64(),
+                                    q.getColumn(5).getInt64(), q.getColumn(6).getInt64()});
+            }
+        }
+        {
+            SQLite::Statement q(*m_db, "SELECT id, sweep_id, team_id, spec, state, attempts, created_at, updated_at, "
+                                       "finished_at, exit_code, reason FROM jobs ORDER BY id");
+            while (q.executeStep()) {
+                JobRecord j;
+                j.id = JobId(q.getColumn(0).getInt64());
+                j.sweep_id = q.getColumn(1).getInt64();
+                j.team = TeamId(q.getColumn(2).getInt64());
+                auto spec = recipe::job_from_json(nlohmann::json::parse(q.getColumn(3).getString()));
+                if (!spec) {
+                    return make_error(ErrorCode::io, "database: job " + std::to_string(j.id.value()) +
+                                                         " has an unreadable spec: " + spec.error().describe());
+                }
+                j.spec = std::move(*spec);
+                j.state = job_state_from_string(q.getColumn(4).getString()).value_or(JobState::queued);
+                j.attempts = q.getColumn(5).getInt64();
+                j.created_at = q.getColumn(6).getInt64();
+                j.updated_at = q.getColumn(7).getInt64();
+                j.finished_at = opt_int(q.getColumn(8));
+                j.exit_code = opt_int(q.getColumn(9));
+                j.reason = q.getColumn(10).getString();
+                s.jobs.push_back(std::move(j));
+            }
+        }
+        {
+            SQLite::Statement q(*m_db, "SELECT id, job_id, worker_id, gpu_index, gpu_milli, state, lease_expires_at, "
+                                       "assigned_at, started_at, ended_at, exit_code, reason FROM attempts ORDER BY id");
+            while (q.executeStep()) {
+                AttemptRecord a;
+                a.id = AttemptId(q.getColumn(0).getInt64());
+                a.job = JobId(q.getColumn(1).getInt64());
+                a.worker = WorkerId(q.getColumn(2).getInt64());
+                a.gpu_index = q.getColumn(3).getInt64();
+                a.gpu_milli = q.getColumn(4).getInt64();
+                a.state = attempt_state_from_string(q.getColumn(5).getString()).value_or(AttemptState::lost);
+                a.lease_expires_at = q.getColumn(6).getInt64();
+                a.assigned_at = q.getColumn(7).getInt64();
+                a.started_at = opt_int(q.getColumn(8));
+                a.ended_at = opt_int(q.getColumn(9));
+                a.exit_code = opt_int(q.getColumn(10));
+                a.reason = q.getColumn(11).getString();
+                s.attempts.push_back(std::move(a));
+            }
+        }
+        return s;
+    } catch (const std::exception& e) {
+        return db_error("load failed", e);
+    }
+}
+
+Status SqliteStore::apply(const Changes& c) {
+    if (c.empty()) {
+        return {};
+    }
+    try {
+        SQLite::Transaction tx(*m_db);
+        if (!c.teams.empty()) {
+            SQLite::Statement q(*m_db, "INSERT INTO teams (id, name, weight, created_at) VALUES (?, ?, ?, ?) "
+                                       "ON CONFLICT(id) DO UPDATE SET name = excluded.name, weight = excluded.weight");
+            for (const auto& t : c.teams) {
+                q.bind(1, t.id.value());
+                q.bind(2, t.name);
+                q.bind(3, t.weight);
+                q.bind(4, t.created_at);
+                q.exec();
+                q.reset();
+            }
+        }
+        // Workers before tokens: worker tokens reference them.
+        if (!c.workers.empty()) {
+            SQLite::Statement q(*m_db,
+                                "INSERT INTO workers (id, team_id, name, inventory, state, registered_at, last_seen_at) "
+                                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
+                                "inventory = excluded.inventory, state = excluded.state, "
+                                "last_seen_at = excluded.last_seen_at");
+            for (const auto& w : c.workers) {
+                q.bind(1, w.id.value());
+                q.bind(2, w.team.value());
+                q.bind(3, w.name);
+                q.bind(4, w.inventory_json);
+                q.bind(5, to_string(w.state));
+                q.bind(6, w.registered_at);
+                q.bind(7, w.last_seen_at);
+                q.exec();
+                q.reset();
+            }
+        }
+        if (!c.tokens.empty()) {
+            SQLite::Statement q(*m_db, "INSERT INTO tokens (id, hash, role, team_id, worker_id, label, created_at, "
+                                       "revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                                       "worker_id = excluded.worker_id, label = excluded.label, "
+                                       "revoked_at = excluded.revoked_at");
+            for (const auto& t : c.tokens) {
+                q.bind(1, t.id);
+                q.bind(2, t.hash);
+                q.bind(3, to_string(t.role));
+                bind_opt(q, 4, t.team ? std::optional<std::int64_t>(t.team->value()) : std::nullopt);
+                bind_opt(q, 5, t.worker ? std::optional<std::int64_t>(t.worker->value()) : std::nullopt);
+                q.bind(6, t.label);
+                q.bind(7, t.created_at);
+                bind_opt(q, 8, t.revoked_at);
+                q.exec();
+                q.reset();
+            }
+        }
+        if (!c.sweeps.empty()) {
+            SQLite::Statement q(*m_db, "INSERT INTO sweeps (id, team_id, submitter_token_id, source, job_count, "
+                                       "max_parallel, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                                       "ON CONFLICT(id) DO NOTHING");
+            for (const auto& s : c.sweeps) {
+                q.bind(1, s.id);
+                q.bind(2, s.team.value());
+                q.bind(3, s.submitter_token);
+                q.bind(4, s.source);
+                q.bind(5, s.job_count);
+                q.bind(6, s.max_parallel);
+                q.bind(7, s.created_at);
+                q.exec();
+                q.reset();
+            }
+        }
+        if (!c.jobs.empty()) {
+            SQLite::Statement q(*m_db, "INSERT INTO jobs (id, sweep_id, team_id, spec, state, attempts, created_at, "
+                                       "updated_at, finished_at, exit_code, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                                       "ON CONFLICT(id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, "
+                                       "updated_at = excluded.updated_at, finished_at = excluded.finished_at, "
+                                       "exit_code = excluded.exit_code, reason = excluded.reason");
+            for (const auto& j : c.jobs) {
+                q.bind(1, j.id.value());
+                q.bind(2, j.sweep_id);
+                q.bind(3, j.team.value());
+                q.bind(4, recipe::to_json(j.spec).dump());
+                q.bind(5, to_string(j.state));
+                q.bind(6, j.attempts);
+                q.bind(7, j.created_at);
+                q.bind(8, j.updated_at);
+                bind_opt(q, 9, j.finished_at);
+                bind_opt(q, 10, j.exit_code);
+                q.bind(11, j.reason);
+                q.exec();
+                q.reset();
+            }
+        }
+        if (!c.attempts.empty()) {
+            SQLite::Statement q(*m_db, "INSERT INTO attempts (id, job_id, worker_id, gpu_index, gpu_milli, state, "
+                                       "lease_expires_at, assigned_at, started_at, ended_at, exit_code, reason) "
+                                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                                       "state = excluded.state, lease_expires_at = excluded.lease_expires_at, "
+                                       "started_at = excluded.started_at, ended_at = excluded.ended_at, "
+                                       "exit_code = excluded.exit_code, reason = excluded.reason");
+            for (const auto& a : c.attempts) {
+                q.bind(1, a.id.value());
+                q.bind(2, a.job.value());
+                q.bind(3, a.worker.value());
+                q.bind(4, a.gpu_index);
+                q.bind(5, a.gpu_milli);
+                q.bind(6, to_string(a.state));
+                q.bind(7, a.lease_expires_at);
+                q.bind(8, a.assigned_at);
+                bind_opt(q, 9, a.started_at);
+                bind_opt(q, 10, a.ended_at);
+                bind_opt(q, 11, a.exit_code);
+                q.bind(12, a.reason);
+                q.exec();
+                q.reset();
+            }
+        }
+        tx.commit();
+        return {};
+    } catch (const std::exception& e) {
+        return db_error("write failed", e);
+    }
+}
+
+Result<std::int64_t> SqliteStore::log_length(AttemptId attempt) {
+    try {
+        SQLite::Statement q(*m_db, "SELECT COALESCE(MAX(byte_offset + length(data)), 0) FROM log_chunks "
+                                   "WHERE attempt_id = ?");
+        q.bind(1, attempt.value());
+        q.executeStep();
+        return q.getColumn(0).getInt64();
+    } catch (const std::exception& e) {
+        return db_error("log length", e);
+    }
+}
+
+Result<LogAppend> SqliteStore::append_log(AttemptId attempt, std::int64_t offset, std::string_view data) {
+    try {
+        SQLite::Transaction tx(*m_db);
+        auto length = log_length(attempt);
+        if (!length) {
+            return length.error();
+        }
+        if (offset < 0 || offset > *length) {
+            Error e = make_error(ErrorCode::conflict,
+                                 "log chunk at offset " + std::to_string(offset) + " would leave a gap; expected offset " +
+                                     std::to_string(*length),
+                                 "offset");
+            return e;
+        }
+        const auto skip = static_cast<std::size_t>(*length - offset);
+        if (skip >= data.size()) {
+            return LogAppend{0, *length};
+        }
+        std::string_view fresh = data.substr(skip);
+        SQLite::Statement q(*m_db, "INSERT INTO log_chunks (attempt_id, byte_offset, data) VALUES (?, ?, ?)");
+        q.bind(1, attempt.value());
+        q.bind(2, *length);
+        q.bind(3, fresh.data(), static_cast<int>(fresh.size()));
+        q.exec();
+        tx.commit();
+        auto stored = static_cast<std::int64_t>(fresh.size());
+        return LogAppend{stored, *length + stored};
+    } catch (const std::exception& e) {
+        return db_error("log append", e);
+    }
+}
+
+Result<std::string> SqliteStore::read_log(AttemptId attempt, std::int64_t offset, std::int64_t max_bytes) {
+    try {
+        SQLite::Statement q(*m_db, "SELECT byte_offset, data FROM log_chunks WHERE attempt_id = ? "
+                                   "AND byte_offset + length(data) > ? ORDER BY byte_offset");
+        q.bind(1, attempt.value());
+        q.bind(2, offset);
+        std::string out;
+        while (q.executeStep() && static_cast<std::int64_t>(out.size()) < max_bytes) {
+            std::int64_t start = q.getColumn(0).getInt64();
+            const auto& col = q.getColumn(1);
+            std::string_view chunk(static_cast<const char*>(col.getBlob()), static_cast<std::size_t>(col.getBytes()));
+            if (start < offset) {
+                chunk.remove_prefix(static_cast<std::size_t>(offset - start));
+            }
+            out.append(chunk);
+        }
+        if (static_cast<std::int64_t>(out.size()) > max_bytes) {
+            out.resize(static_cast<std::size_t>(max_bytes));
+        }
+        return out;
+    } catch (const std::exception& e) {
+        return db_error("log read", e);
+    }
+}
+
+Status SqliteStore::put_output(AttemptId attempt, std::string_view data, std::string_view sha256_hex) {
+    try {
+        SQLite::Statement q(*m_db, "INSERT INTO outputs (attempt_id, sha256, data) VALUES (?, ?, ?) "
+                                   "ON CONFLICT(attempt_id) DO UPDATE SET sha256 = excluded.sha256, data = excluded.data");
+        q.bind(1, attempt.value());
+        q.bind(2, std::string(sha256_hex));
+        q.bind(3, data.data(), static_cast<int>(data.size()));
+        q.exec();
+        return {};
+    } catch (const std::exception& e) {
+        return db_error("output upload", e);
+    }
+}
+
+Result<std::optional<std::string>> SqliteStore::get_output(AttemptId attempt) {
+    try {
+        SQLite::Statement q(*m_db, "SELECT data FROM outputs WHERE attempt_id = ?");
+        q.bind(1, attempt.value());
+        if (!q.executeStep()) {
+            return std::optional<std::string>();
+        }
+        const auto& col = q.getColumn(0);
+        return std::optional<std::string>(
+            std::string(static_cast<const char*>(col.getBlob()), static_cast<std::size_t>(col.getBytes())));
+    } catch (const std::exception& e) {
+        return db_error("output read", e);
+    }
+}
+
+} // namespace gpupool::store

@@ -1,0 +1,72 @@
+// Store: the coordinator's durable memory.
+//
+// The coordinator owns the live state in memory and writes every change through a Store before
+// it answers the request that caused it (decision 6: durable first). A successful call has been
+// committed: after a crash, load() returns everything that any successful apply() wrote, and
+// nothing of a failed one (each call is one transaction). The interface speaks in domain records
+// so that SQLite stays inside its adapter (PostgreSQL is the planned second engine).
+// Implementations are used from one thread at a time (the coordinator's owner thread); failures
+// are Errors with ErrorCode::io, never exceptions.
+#pragma once
+
+#include "core/store/records.hpp"
+#include "core/util/result.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpupool::store {
+
+// Everything the coordinator needs to rebuild its in-memory view.
+struct Snapshot {
+    std::vector<TeamRecord> teams;
+    std::vector<TokenRecord> tokens;
+    std::vector<WorkerRecord> workers;
+    std::vector<SweepRecord> sweeps;
+    std::vector<JobRecord> jobs;
+    std::vector<AttemptRecord> attempts;
+};
+
+// Upserts applied together, all or nothing (records are written whole, keyed by id).
+struct Changes {
+    std::vector<TeamRecord> teams;
+    std::vector<TokenRecord> tokens;
+    std::vector<WorkerRecord> workers;
+    std::vector<SweepRecord> sweeps;
+    std::vector<JobRecord> jobs;
+    std::vector<AttemptRecord> attempts;
+    bool empty() const {
+        return teams.empty() && tokens.empty() && workers.empty() && sweeps.empty() && jobs.empty() &&
+               attempts.empty();
+    }
+};
+
+// What happened to a log chunk sent at an offset.
+struct LogAppend {
+    std::int64_t stored_bytes = 0; // new bytes stored (0 for a repeated chunk)
+    std::int64_t length = 0;       // the attempt's log length afterwards
+};
+
+class Store {
+public:
+    virtual ~Store() = default;
+
+    virtual Result<Snapshot> load() = 0;
+    virtual Status apply(const Changes& changes) = 0;
+
+    // Appends `data` at byte `offset` of the attempt's log. Idempotent: bytes already stored are
+    // not stored again (a retried chunk is harmless). A chunk that starts past the end leaves a gap
+    // and is refused with ErrorCode::conflict naming the expected offset.
+    virtual Result<LogAppend> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) = 0;
+    // Up to `max_bytes` of the attempt's log from `offset`.
+    virtual Result<std::string> read_log(AttemptId attempt, std::int64_t offset, std::int64_t max_bytes) = 0;
+    virtual Result<std::int64_t> log_length(AttemptId attempt) = 0;
+
+    // The packed outputs of an attempt (one archive), replaced whole on a repeated upload.
+    virtual Status put_output(AttemptId attempt, std::string_view data, std::string_view sha256_hex) = 0;
+    virtual Result<std::optional<std::string>> get_output(AttemptId attempt) = 0;
+};
+
+} // namespace gpupool::store

@@ -1,0 +1,221 @@
+#include "core/net/http_client.hpp"
+
+#include <curl/curl.h>
+
+#include <filesystem>
+#include <mutex>
+
+namespace gpupool::net {
+
+namespace {
+
+void global_init_once() {
+    static std::once_flag once;
+    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+size_t append_body(char* data, size_t size, size_t count, void* user) {
+    static_cast<std::string*>(user)->append(data, size * count);
+    return size * count;
+}
+
+bool has_line_break(std::string_view s) {
+    return s.find_first_of("\r\n") != std::string_view::npos;
+}
+
+Error transfer_error(CURLcode code, const std::string& url, const char* detail, const ClientOptions& o,
+                     std::chrono::milliseconds timeout) {
+    std::string why = detail[0] != '\0' ? std::string(detail) : std::string(curl_easy_strerror(code));
+    switch (code) {
+    case CURLE_COULDNT_CONNECT:
+        return make_error(ErrorCode::unavailable,
+                          "could not connect to " + url + ": " + why + " (is the coordinator running and reachable?)");
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return make_error(ErrorCode::unavailable, "could not resolve the host of " + url + ": " + why);
+    case CURLE_OPERATION_TIMEDOUT:
+        return make_error(ErrorCode::unavailable, "no answer from " + url + " within " +
+                                                      std::to_string(timeout.count()) + " ms: " + why);
+    case CURLE_PEER_FAILED_VERIFICATION:
+        return make_error(ErrorCode::unavailable,
+                          "the TLS certificate of " + url + " could not be verified (" + why + ")" +
+                              (o.ca_cert.empty()
+                                   ? "; if the pool uses a self-signed certificate, pass its CA with --ca-cert FILE"
+                                   : "; it is not signed by the CA in '" + o.ca_cert + "' (--ca-cert)"));
+    case CURLE_SSL_CACERT_BADFILE:
+        return make_error(ErrorCode::invalid_input,
+                          "could not use the CA certificate file '" + o.ca_cert + "' (--ca-cert): " + why);
+    case CURLE_SSL_CONNECT_ERROR:
+        return make_error(ErrorCode::unavailable, "the TLS handshake with " + url + " failed: " + why);
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+        return make_error(ErrorCode::unavailable, "the connection to " + url + " failed: " + why);
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        return make_error(ErrorCode::invalid_input, "bad URL " + url + ": " + why);
+    default:
+        return make_error(ErrorCode::io, "request to " + url + " failed: " + why);
+    }
+}
+
+// Owns a curl_slist.
+struct HeaderList {
+    curl_slist* list = nullptr;
+    HeaderList() = default;
+    HeaderList(const HeaderList&) = delete;
+    HeaderList& operator=(const HeaderList&) = delete;
+    ~HeaderList() { curl_slist_free_all(list); }
+    bool add(const std::string& line) {
+        curl_slist* next = curl_slist_append(list, line.c_str());
+        if (next == nullptr) {
+            return false;
+        }
+        list = next;
+        return true;
+    }
+};
+
+} // namespace
+
+struct HttpClient::Handle {
+    CURL* curl = nullptr;
+    Handle() : curl(curl_easy_init()) {}
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+    ~Handle() {
+        if (curl != nullptr) {
+            curl_easy_cleanup(curl);
+        }
+    }
+};
+
+HttpClient::HttpClient(ClientOptions options) : m_options(std::move(options)) {
+    global_init_once();
+    while (!m_options.base_url.empty() && m_options.base_url.back() == '/') {
+        m_options.base_url.pop_back();
+    }
+}
+
+HttpClient::~HttpClient() = default;
+HttpClient::HttpClient(HttpClient&&) noexcept = default;
+HttpClient& HttpClient::operator=(HttpClient&&) noexcept = default;
+
+Result<Response> HttpClient::request(std::string_view method, std::string_view path, std::string_view body,
+                                     const Headers& headers, std::optional<std::chrono::milliseconds> timeout) {
+    std::string url = m_options.base_url;
+    if (!path.empty() && path.front() != '/') {
+        url += '/';
+    }
+    url += path;
+    if (m_options.base_url.empty()) {
+        return make_error(ErrorCode::invalid_input, "no coordinator URL is configured");
+    }
+    if (method.empty() || has_line_break(method) || method.find(' ') != std::string_view::npos) {
+        return make_error(ErrorCode::invalid_input, "bad HTTP method '" + std::string(method) + "'");
+    }
+    if (has_line_break(url) || url.find(' ') != std::string::npos) {
+        return make_error(ErrorCode::invalid_input, "bad URL '" + url + "' (spaces and line breaks must be encoded)");
+    }
+    if (has_line_break(m_options.token)) {
+        return make_error(ErrorCode::invalid_input, "the API token contains a line break");
+    }
+    if (!m_options.ca_cert.empty()) {
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(m_options.ca_cert, ec)) {
+            return make_error(ErrorCode::invalid_input,
+                              "the CA certificate file '" + m_options.ca_cert + "' (--ca-cert) does not exist");
+        }
+    }
+
+    if (!m_handle) {
+        m_handle = std::make_unique<Handle>();
+    }
+    CURL* curl = m_handle->curl;
+    if (curl == nullptr) {
+        m_handle.reset();
+        return make_error(ErrorCode::internal, "could not create a libcurl handle");
+    }
+    // Resets options only: live connections, the TLS session cache and the DNS cache stay.
+    curl_easy_reset(curl);
+
+    HeaderList header_list;
+    bool has_content_type = false;
+    bool ok = true;
+    for (const auto& [name, value] : headers) {
+        if (has_line_break(name) || has_line_break(value) || name.empty()) {
+            return make_error(ErrorCode::invalid_input, "bad request header '" + name + "'");
+        }
+        has_content_type = has_content_type || iequals(name, "Content-Type");
+        ok = ok && header_list.add(name + ": " + value);
+    }
+    if (!m_options.token.empty()) {
+        ok = ok && header_list.add("Authorization: Bearer " + m_options.token);
+    }
+    if (!has_content_type && !body.empty()) {
+        ok = ok && header_list.add("Content-Type: application/json");
+    }
+    ok = ok && header_list.add("Expect:"); // no 100-continue round trip
+    if (!ok) {
+        return make_error(ErrorCode::internal, "out of memory building request headers");
+    }
+
+    std::chrono::milliseconds total = timeout.value_or(m_options.timeout);
+    std::string response_body;
+    char error_buffer[CURL_ERROR_SIZE] = {0};
+    std::string method_string(method);
+
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(total.count()));
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_options.connect_timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (!m_options.ca_cert.empty()) {
+        curl_easy_setopt(curl, CURLOPT_CAINFO, m_options.ca_cert.c_str());
+        curl_easy_setopt(curl, CURLOPT_CAPATH, static_cast<char*>(nullptr));
+    }
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, header_list.list);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &append_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response_body);
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "gpupool/" GPUPOOL_VERSION);
+
+    if (method_string == "GET" && body.empty()) {
+        curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+    } else if (method_string == "HEAD") {
+        curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    } else {
+        if (!body.empty() || method_string == "POST" || method_string == "PUT" || method_string == "PATCH") {
+            curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+            curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+        }
+        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method_string.c_str());
+    }
+
+    CURLcode code = curl_easy_perform(curl);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+    if (code != CURLE_OK) {
+        return transfer_error(code, url, error_buffer, m_options, total);
+    }
+
+    Response response;
+    long status = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    response.status = static_cast<int>(status);
+    char* content_type = nullptr;
+    curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &content_type);
+    response.content_type = content_type != nullptr ? content_type : "";
+    response.body = std::move(response_body);
+    curl_header* prev = nullptr;
+    while (curl_header* h = curl_easy_nextheader(curl, CURLH_HEADER, -1, prev)) {
+        response.headers.add(h->name, h->value);
+        prev = h;
+    }
+    return response;
+}
+
+} // namespace gpupool::net

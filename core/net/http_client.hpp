@@ -1,0 +1,65 @@
+// HttpClient: how gpupool's CLI and workers talk to the coordinator (libcurl underneath).
+//
+// One client holds one libcurl handle and so one connection cache: consecutive requests to the same
+// server reuse the connection (keep-alive). It sends "Authorization: Bearer <token>" when a token is
+// set, and verifies TLS certificates against the system CAs, or against ClientOptions::ca_cert
+// alone when that is set (a pool with a self-signed certificate). It never follows redirects.
+//
+// Failure behaviour: request() returns an Error only when no HTTP response came back:
+//   - refused connection, unknown host, timeout, connection dropped -> ErrorCode::unavailable, with
+//     the URL in the message;
+//   - a certificate that cannot be verified -> ErrorCode::unavailable, saying so and suggesting
+//     --ca-cert;
+//   - a malformed base URL or header -> ErrorCode::invalid_input; anything else -> ErrorCode::io.
+// Every HTTP status, 4xx and 5xx included, is a successful Result: callers map statuses themselves.
+//
+// Thread safety: none. Use one client per thread (they are cheap); moving a client is fine.
+// libcurl's global initialisation happens once, thread-safely, the first time any client is made.
+#pragma once
+
+#include "core/net/http_types.hpp"
+#include "core/util/result.hpp"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gpupool::net {
+
+struct ClientOptions {
+    std::string base_url;  // "https://pool.example.org:8443" (a path prefix is allowed)
+    std::string token;     // bearer token; empty: no Authorization header
+    std::string ca_cert;   // PEM file with the CA (or self-signed certificate) to trust instead of the system's
+    std::chrono::milliseconds timeout{30'000};          // whole request; long-polls pass their own
+    std::chrono::milliseconds connect_timeout{10'000};
+};
+
+class HttpClient {
+public:
+    explicit HttpClient(ClientOptions options);
+    ~HttpClient();
+    HttpClient(HttpClient&&) noexcept;
+    HttpClient& operator=(HttpClient&&) noexcept;
+    HttpClient(const HttpClient&) = delete;
+    HttpClient& operator=(const HttpClient&) = delete;
+
+    // `path` is appended to base_url ("/v1/jobs?state=queued"). `timeout` overrides
+    // ClientOptions::timeout for this request (e.g. a long-poll). The Response carries the status,
+    // Content-Type, body and every response header.
+    Result<Response> request(std::string_view method, std::string_view path, std::string_view body = {},
+                             const Headers& headers = {}, std::optional<std::chrono::milliseconds> timeout = {});
+
+    Result<Response> get(std::string_view path) { return request("GET", path); }
+    Result<Response> post(std::string_view path, std::string_view body) { return request("POST", path, body); }
+
+    const ClientOptions& options() const { return m_options; }
+
+private:
+    struct Handle;
+    ClientOptions m_options;
+    std::unique_ptr<Handle> m_handle;
+};
+
+} // namespace gpupool::net

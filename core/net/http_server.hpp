@@ -1,0 +1,88 @@
+// HttpServer: gpupool's asynchronous HTTP/1.1 server (Boost.Beast on Asio, optional TLS via OpenSSL).
+//
+// It parses requests, routes them through a Router (router.hpp) and writes whatever Response the
+// handlers give; it knows nothing about JSON beyond json_error(). A few io threads (ServerOptions::
+// threads) serve every connection: an idle keep-alive connection or a pending long-poll costs a
+// socket and a few KiB, never a thread. Handlers run on those io threads, so they must not block;
+// they answer through their Responder, from any thread, now or later (see http_types.hpp).
+//
+// Ownership: the server owns its router, its io threads and every connection. Responders hold only
+// weak references: using one after the connection or the server is gone does nothing.
+//
+// Failure behaviour, per connection (the server keeps serving others):
+//   - malformed request -> 400 JSON and close; header too large -> 431 and close;
+//   - body over the route's limit -> 413 JSON and close (checked on Content-Length before reading);
+//   - unknown path -> 404, wrong method -> 405 with Allow (the connection stays open);
+//   - handler throws -> 500 JSON; handler drops its Responder -> 500 "no_response";
+//   - a client slower than the timeouts is disconnected; TLS handshake failures close quietly.
+// start() reports problems (bad address, port in use, unreadable certificate) as an Error.
+//
+// Stopping: stop() (also run by the destructor) closes the listener, closes idle keep-alive
+// connections, lets requests in flight finish for up to ServerOptions::stop_grace (answers written
+// meanwhile carry "Connection: close"), then answers still-pending Responders with 503
+// "shutting_down", closes the rest, and joins the io threads. It is idempotent and may be called
+// from any thread that is not one of the server's io threads (e.g. a signal-waiting thread).
+// Thread safety: start/stop/port/running may be called from any thread.
+#pragma once
+
+#include "core/net/http_types.hpp"
+#include "core/net/router.hpp"
+#include "core/util/result.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gpupool::net {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1"; // an IP address or a name to resolve; "0.0.0.0" / "::" for all
+    std::uint16_t port = 0;          // 0: an ephemeral port, reported by port()
+    std::size_t max_body_bytes = 8 * 1024 * 1024;
+    std::size_t max_header_bytes = 16 * 1024;
+    // A new connection's TLS handshake and first request header must arrive within this.
+    std::chrono::milliseconds header_timeout{10'000};
+    // Once a request has started, each read or write must make progress within this (a stall
+    // timeout, not a total: big uploads are fine while they move).
+    std::chrono::milliseconds io_timeout{30'000};
+    // A keep-alive connection may sit idle this long between requests.
+    std::chrono::milliseconds idle_timeout{75'000};
+    // stop(): how long requests in flight (including pending long-polls) may take to finish.
+    std::chrono::milliseconds stop_grace{5'000};
+    unsigned threads = 2;
+    std::size_t max_connections = 10'000; // more are accepted and closed at once
+    // TLS: PEM files; both set = HTTPS only, both empty = plain HTTP.
+    std::string tls_cert_file;
+    std::string tls_key_file;
+};
+
+class HttpServer {
+public:
+    HttpServer(ServerOptions options, Router router);
+    ~HttpServer();
+    HttpServer(const HttpServer&) = delete;
+    HttpServer& operator=(const HttpServer&) = delete;
+
+    // Binds, listens and starts the io threads. Fails with ErrorCode::io (address in use, cannot
+    // bind), ErrorCode::invalid_input (bad host, unusable TLS files, bad options) or
+    // ErrorCode::conflict (already started). A stopped server cannot be started again.
+    Status start();
+    void stop();
+
+    bool running() const;
+    // The bound port (the ephemeral one when options.port was 0); 0 before start().
+    std::uint16_t port() const;
+    bool tls() const;
+    const Router& router() const;
+    const ServerOptions& options() const;
+    // Connections open right now (for metrics and tests).
+    std::size_t connection_count() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace gpupool::net

@@ -1,0 +1,30 @@
+// Percent-encoding and query strings for request targets (RFC 3986). Pure functions, thread-safe.
+// Decoding fails (nullopt) on a malformed escape ("%4", "%zz") or an encoded NUL, so the server can
+// answer 400 instead of guessing.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gpupool::net {
+
+// Decodes %XX escapes; with `plus_is_space` (query strings) '+' becomes ' '.
+std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space = false);
+
+// Encodes everything but RFC 3986 unreserved characters (A-Z a-z 0-9 - . _ ~): for one path
+// segment or one query key/value.
+std::string percent_encode(std::string_view text);
+
+// "a=1&b=x%20y&flag" -> {a: "1", b: "x y", flag: ""}; a repeated key keeps its last value.
+std::optional<std::map<std::string, std::string>> parse_query(std::string_view query);
+
+// Splits a request target into its path and query parts (without the '?').
+struct TargetParts {
+    std::string_view path;
+    std::string_view query;
+};
+TargetParts split_target(std::string_view target);
+
+} // namespace gpupool::net

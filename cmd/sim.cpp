@@ -1,9 +1,412 @@
-#include "cmd/cli.hpp"
+// `gpupool sim`: replays a cluster trace (or a generated workload) through the scheduler.
+// The engines live in core/sim; this file is option wiring, data-file discovery and printing.
+#include "cmd/cli_app.hpp"
+#include "core/sched/placement.hpp"
+#include "core/sim/alloc_sim.hpp"
+#include "core/sim/time_sim.hpp"
+#include "core/sim/trace.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
 
 namespace gpupool::cmd {
 
+namespace fs = std::filesystem;
+
+struct SimArgs {
+    std::string mode = "alloc";
+    std::string policy = "fgd";
+    std::string data_dir;
+    std::string trace;
+    std::string nodes;
+    std::string published;
+    std::string workload;
+    int seeds = 10;
+    std::uint64_t first_seed = 0;
+    double tune = 1.3;
+    bool no_sharing = false;
+    unsigned threads = 0;
+    std::string tie_break = "random";
+    // time mode
+    bool generate = false;
+    int teams = 4;
+    std::int64_t jobs = 2000;
+    int workers = 32;
+    double load = 1.2;
+    std::vector<double> team_weights;
+    std::int64_t min_runtime_s = 600;
+    std::int64_t grace_s = 60;
+    double half_life_s = 7.0 * 24 * 3600;
+    bool no_preemption = false;
+    std::int64_t max_events = 0;
+};
+
+namespace {
+
+constexpr const char* k_default_data = "../shared/data/alibaba-gpu-v2023";
+
+// The data folder: --data-dir, else ../shared/data/alibaba-gpu-v2023 next to the repository that
+// holds the working directory or the binary (the binary sits in <repo>/build*/).
+fs::path find_data_dir(const SimArgs& args) {
+    if (!args.data_dir.empty()) {
+        return args.data_dir;
+    }
+    std::vector<fs::path> starts{fs::current_path()};
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        starts.push_back(exe.parent_path());
+    }
+    for (const auto& start : starts) {
+        for (fs::path d = start; !d.empty(); d = d.parent_path()) {
+            fs::path candidate = d / k_default_data;
+            if (fs::exists(candidate / "openb_node_list_gpu_node.csv", ec)) {
+                return candidate.lexically_normal();
+            }
+            if (d == d.parent_path()) {
+                break;
+            }
+        }
+    }
+    return fs::current_path() / k_default_data;
+}
+
+struct Inputs {
+    fs::path nodes;
+    fs::path pods;
+    fs::path published;
+    std::string workload;
+};
+
+Inputs resolve_inputs(const SimArgs& args) {
+    const fs::path dir = find_data_dir(args);
+    Inputs in;
+    in.nodes = args.nodes.empty() ? dir / "openb_node_list_gpu_node.csv" : fs::path(args.nodes);
+    in.pods = args.trace.empty() ? dir / "openb_pod_list_default.csv" : fs::path(args.trace);
+    in.published = args.published.empty() ? dir / "fgd_published_alloc.csv" : fs::path(args.published);
+    in.workload = args.workload.empty() ? in.pods.stem().string() : args.workload;
+    return in;
+}
+
+const sim::PublishedResult* find_published(const std::vector<sim::PublishedResult>& rows, const std::string& workload,
+                                           const std::string& policy) {
+    for (const auto& r : rows) {
+        if (r.workload == workload && sim::policy_key(r.policy) == policy) {
+            return &r;
+        }
+    }
+    return nullptr;
+}
+
+std::string fixed(double v, int decimals = 2) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return buf;
+}
+
+std::string pub(const sim::PublishedResult* p, double v, int decimals = 2) {
+    return p == nullptr ? "-" : fixed(v, decimals);
+}
+
+std::size_t cp_index(int k) {
+    auto it = std::find(sim::k_checkpoints.begin(), sim::k_checkpoints.end(), k);
+    return static_cast<std::size_t>(it - sim::k_checkpoints.begin());
+}
+
+nlohmann::ordered_json summary_json(const sim::AllocSummary& s, const sim::PublishedResult* p, double wall_s) {
+    nlohmann::ordered_json alloc = nlohmann::ordered_json::object();
+    for (std::size_t k = 0; k < sim::k_checkpoints.size(); ++k) {
+        alloc[std::to_string(sim::k_checkpoints[k])] = s.alloc_pct[k];
+    }
+    nlohmann::ordered_json j = {{"policy", sched::to_string(s.scorer)},
+                                {"alloc_pct_at_arrived", alloc},
+                                {"sd_at_130", s.sd_at_130},
+                                {"unallocated_gpus_at_130", s.unallocated_gpus_at_130},
+                                {"frag_pct_of_cluster_at_100", s.frag_pct_at_100},
+                                {"wall_s", wall_s}};
+    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+    for (const auto& r : s.runs) {
+        runs.push_back({{"seed", r.seed},
+                        {"alloc_pct_at_130", r.alloc_pct.back()},
+                        {"alloc_pct_at_100", r.alloc_pct[cp_index(100)]},
+                        {"pods", r.pods},
+                        {"unplaced", r.unplaced}});
+    }
+    j["runs"] = runs;
+    if (p != nullptr) {
+        nlohmann::ordered_json palloc = nlohmann::ordered_json::object();
+        for (std::size_t k = 0; k < sim::k_checkpoints.size() && k < p->alloc_pct.size(); ++k) {
+            palloc[std::to_string(sim::k_checkpoints[k])] = p->alloc_pct[k];
+        }
+        j["published"] = {{"policy", p->policy},
+                          {"alloc_pct_at_arrived", palloc},
+                          {"sd_at_130", p->sd_at_130},
+                          {"unallocated_gpus_at_130", p->unallocated_gpus_at_130},
+                          {"frag_pct_of_cluster_at_100", p->frag_pct_at_100}};
+    } else {
+        j["published"] = nullptr;
+    }
+    return j;
+}
+
+int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
+    const Inputs in = resolve_inputs(args);
+    auto nodes = sim::load_nodes(in.nodes);
+    if (!nodes) {
+        report_error(global, nodes.error());
+        return k_exit_failed;
+    }
+    auto pods = sim::load_pods(in.pods);
+    if (!pods) {
+        report_error(global, pods.error());
+        return k_exit_failed;
+    }
+    std::vector<sim::PublishedResult> published;
+    if (auto pr = sim::load_published(in.published)) {
+        published = std::move(*pr);
+    } else if (!args.published.empty()) {
+        report_error(global, pr.error());
+        return k_exit_failed;
+    }
+    std::vector<sched::ScorerKind> policies;
+    if (args.policy == "all") {
+        policies = {sched::ScorerKind::fgd, sched::ScorerKind::fgd_k8s, sched::ScorerKind::bestfit,
+                    sched::ScorerKind::packing, sched::ScorerKind::random};
+    } else {
+        auto k = sched::parse_scorer(args.policy);
+        if (!k) {
+            report_error(global, k.error());
+            return k_exit_usage;
+        }
+        policies = {*k};
+    }
+    std::sort(pods->begin(), pods->end(), [](const sim::TracePod& a, const sim::TracePod& b) { return a.name < b.name; });
+    sim::SimCluster cluster = sim::build_cluster(*nodes);
+    auto requests = sim::to_requests(*pods, cluster.models, args.no_sharing);
+    const unsigned threads = args.threads > 0 ? args.threads : std::max(1U, std::thread::hardware_concurrency());
+    const std::string workload = in.workload + (args.no_sharing ? " (no sharing)" : "");
+    const std::int64_t gpus = cluster.total_gpu_milli / sched::k_milli_per_gpu;
+
+    nlohmann::ordered_json results = nlohmann::ordered_json::array();
+    if (!global.json) {
+        std::cout << "gpupool sim: " << workload << ", " << nodes->size() << " nodes, " << gpus << " GPUs, "
+                  << requests.size() << " pods; " << args.seeds << " seed(s) from " << args.first_seed << ", tune "
+                  << fixed(args.tune, 2) << "x, " << threads << " thread(s)\n";
+        if (args.no_sharing) {
+            std::cout << "(no-sharing counterfactual: published figures are for the sharing workload)\n";
+        }
+        std::cout << "policy    alloc@100  (paper)  alloc@130  (paper)  sd@130  unalloc@130  (paper)  frag@100  (paper)"
+                     "   wall_s\n";
+    }
+    for (auto policy : policies) {
+        sim::AllocOptions opt;
+        opt.scorer = policy;
+        opt.seeds = args.seeds;
+        opt.first_seed = args.first_seed;
+        opt.tune_ratio = args.tune;
+        opt.threads = threads;
+        opt.tie_break = args.tie_break == "first" ? sched::TieBreak::first : sched::TieBreak::random;
+        const auto start = std::chrono::steady_clock::now();
+        sim::AllocSummary s = sim::run_alloc(cluster, requests, opt);
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const std::string key = policy == sched::ScorerKind::fgd_k8s ? "fgd" : sched::to_string(policy);
+        const sim::PublishedResult* p = args.no_sharing ? nullptr : find_published(published, in.workload, key);
+        if (global.json) {
+            results.push_back(summary_json(s, p, wall));
+            continue;
+        }
+        const std::size_t i100 = cp_index(100);
+        char line[256];
+        std::snprintf(line, sizeof line, "%-8s  %9s  %7s  %9s  %7s  %6s  %11s  %7s  %8s  %7s  %7s\n", sched::to_string(policy),
+                      fixed(s.alloc_pct[i100]).c_str(), pub(p, p ? p->alloc_pct[i100] : 0).c_str(),
+                      fixed(s.alloc_pct.back()).c_str(), pub(p, p ? p->alloc_pct.back() : 0).c_str(),
+                      fixed(s.sd_at_130).c_str(), fixed(s.unallocated_gpus_at_130, 0).c_str(),
+                      pub(p, p ? p->unallocated_gpus_at_130 : 0, 0).c_str(), fixed(s.frag_pct_at_100).c_str(),
+                      pub(p, p ? p->frag_pct_at_100 : 0).c_str(), fixed(wall, 2).c_str());
+        std::cout << line << std::flush;
+    }
+    if (global.json) {
+        nlohmann::ordered_json out = {{"mode", "alloc"},
+                                      {"workload", in.workload},
+                                      {"no_sharing", args.no_sharing},
+                                      {"nodes", nodes->size()},
+                                      {"gpus", gpus},
+                                      {"pods", requests.size()},
+                                      {"seeds", args.seeds},
+                                      {"first_seed", args.first_seed},
+                                      {"tune", args.tune},
+                                      {"checkpoints", sim::k_checkpoints},
+                                      {"results", results}};
+        std::cout << out.dump(2) << '\n';
+    } else {
+        std::cout << "alloc@k: allocated GPU / cluster GPU (%) when the GPU requested by arrived pods reaches k% of "
+                     "the cluster; paper: fgd_published_alloc.csv (10 seeds)\n";
+    }
+    return k_exit_ok;
+}
+
+int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
+    sim::SimCluster cluster;
+    std::vector<sim::TimedJob> jobs;
+    std::vector<sched::TeamShare> teams;
+    std::string source;
+    if (args.generate) {
+        sim::GenerateOptions g;
+        g.teams = std::max(1, args.teams);
+        g.jobs = args.jobs;
+        g.workers = std::max(1, args.workers);
+        g.load = args.load;
+        g.seed = args.first_seed;
+        g.team_weights = args.team_weights;
+        auto gen = sim::generate_workload(g);
+        cluster = std::move(gen.cluster);
+        jobs = std::move(gen.jobs);
+        teams = std::move(gen.teams);
+        source = "generated (" + std::to_string(g.teams) + " teams, " + std::to_string(g.jobs) + " jobs, " +
+                 std::to_string(g.workers) + " workers x 8 GPUs, load " + fixed(g.load, 2) + ", seed " +
+                 std::to_string(g.seed) + ")";
+    } else {
+        const Inputs in = resolve_inputs(args);
+        auto nodes = sim::load_nodes(in.nodes);
+        if (!nodes) {
+            report_error(global, nodes.error());
+            return k_exit_failed;
+        }
+        auto pods = sim::load_pods(in.pods);
+        if (!pods) {
+            report_error(global, pods.error());
+            return k_exit_failed;
+        }
+        cluster = sim::build_cluster(*nodes);
+        jobs = sim::trace_jobs(*pods, cluster.models);
+        if (args.jobs > 0 && args.jobs < static_cast<std::int64_t>(jobs.size()) && args.jobs != 2000) {
+            jobs.resize(static_cast<std::size_t>(args.jobs));
+        }
+        for (std::size_t i = 0; i < args.team_weights.size(); ++i) {
+            teams.push_back(sched::TeamShare{sched::TeamId(static_cast<std::int64_t>(i) + 1), args.team_weights[i], 0.0});
+        }
+        source = in.pods.string() + " (creation/deletion times)";
+    }
+    auto scorer = sched::parse_scorer(args.policy);
+    if (!scorer) {
+        report_error(global, scorer.error());
+        return k_exit_usage;
+    }
+    sim::TimeSimOptions opt;
+    opt.policy.placement.scorer = *scorer;
+    opt.policy.seed = args.first_seed;
+    opt.policy.ordering.half_life_s = args.half_life_s;
+    opt.policy.preemption.enabled = !args.no_preemption;
+    opt.policy.preemption.min_runtime_s = args.min_runtime_s;
+    opt.policy.preemption.grace_s = args.grace_s;
+    opt.max_events = args.max_events;
+    if (*scorer == sched::ScorerKind::fgd) {
+        std::vector<sched::JobRequest> reqs;
+        for (const auto& j : jobs) {
+            reqs.push_back(j.request);
+        }
+        opt.policy.placement.workload = sched::typical_workload(reqs);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    sim::TimeSimResult r = sim::run_time_sim(cluster, jobs, teams, opt);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (global.json) {
+        nlohmann::ordered_json util = nlohmann::ordered_json::array();
+        for (const auto& [t, u] : r.utilization) {
+            util.push_back({{"time", t}, {"allocated", u}});
+        }
+        nlohmann::ordered_json tj = nlohmann::ordered_json::array();
+        for (const auto& t : r.teams) {
+            tj.push_back({{"team", t.team}, {"weight", t.weight}, {"gpu_seconds", t.gpu_seconds}, {"jobs_started", t.jobs_started}});
+        }
+        nlohmann::ordered_json out = {{"mode", "time"},
+                                      {"source", source},
+                                      {"policy", args.policy},
+                                      {"jobs", r.jobs},
+                                      {"started", r.started},
+                                      {"finished", r.finished},
+                                      {"rejected", r.rejected},
+                                      {"preemptions", r.preemptions},
+                                      {"lost_gpu_seconds", r.lost_gpu_seconds},
+                                      {"queueing_delay_s", {{"p50", r.delay_p50_s}, {"p90", r.delay_p90_s}, {"p99", r.delay_p99_s},
+                                                            {"p99_high", r.delay_p99_high_s}}},
+                                      {"utilization_avg", r.utilization_avg},
+                                      {"utilization", util},
+                                      {"jain_index", r.jain_index},
+                                      {"teams", tj},
+                                      {"schedule_calls", r.schedule_calls},
+                                      {"wall_s", wall}};
+        std::cout << out.dump(2) << '\n';
+        return k_exit_ok;
+    }
+    std::cout << "gpupool sim --mode time: " << source << ", policy " << args.policy << "\n"
+              << "jobs " << r.jobs << ", started " << r.started << ", finished " << r.finished << ", rejected "
+              << r.rejected << ", preemptions " << r.preemptions << " (lost " << fixed(r.lost_gpu_seconds / 3600.0, 1)
+              << " GPU-hours)\n"
+              << "queueing delay: p50 " << fixed(r.delay_p50_s, 0) << "s, p90 " << fixed(r.delay_p90_s, 0) << "s, p99 "
+              << fixed(r.delay_p99_s, 0) << "s (high priority p99 " << fixed(r.delay_p99_high_s, 0) << "s)\n"
+              << "GPU utilization: average " << fixed(100.0 * r.utilization_avg, 1) << "%; samples:";
+    for (const auto& [t, u] : r.utilization) {
+        std::cout << ' ' << fixed(100.0 * u, 0) << '%';
+    }
+    std::cout << "\nfairness (Jain, GPU-time / weight over " << r.teams.size() << " teams): " << fixed(r.jain_index, 3)
+              << "\n";
+    for (const auto& t : r.teams) {
+        std::cout << "  team " << t.team << " weight " << fixed(t.weight, 1) << ": " << fixed(t.gpu_seconds / 3600.0, 1)
+                  << " GPU-hours, " << t.jobs_started << " jobs\n";
+    }
+    std::cout << r.schedule_calls << " schedule() calls in " << fixed(wall, 2) << " s\n";
+    return k_exit_ok;
+}
+
+} // namespace
+
+int run_sim(const GlobalOptions& global, const SimArgs& args) {
+    if (args.mode == "time") {
+        return run_time_mode(global, args);
+    }
+    return run_alloc_mode(global, args);
+}
+
 void register_sim(Cli& cli) {
-    register_pending(cli, "sim", "Replay a cluster trace through the scheduler and report allocation and fragmentation", "issue #5 (scheduler)");
+    CLI::App* sub = add_command(cli, "sim", "Replay a cluster trace through the scheduler and report allocation and fragmentation");
+    auto args = std::make_shared<SimArgs>();
+    sub->add_option("--mode", args->mode, "alloc: the FGD paper's arrivals-only protocol (default); time: arrivals and departures over time")
+        ->check(CLI::IsMember({"alloc", "time"}));
+    sub->add_option("--policy", args->policy, "Placement scorer: fgd, bestfit, packing, random, or all (alloc mode)");
+    sub->add_option("--data-dir", args->data_dir, "Folder with the Alibaba trace (default ../shared/data/alibaba-gpu-v2023 beside the repository)");
+    sub->add_option("--trace", args->trace, "Pod list CSV (default <data-dir>/openb_pod_list_default.csv)");
+    sub->add_option("--nodes", args->nodes, "Node list CSV (default <data-dir>/openb_node_list_gpu_node.csv)");
+    sub->add_option("--published", args->published, "Published results CSV to compare with (default <data-dir>/fgd_published_alloc.csv)");
+    sub->add_option("--workload", args->workload, "Workload name in the published CSV (default: the pod file's name)");
+    sub->add_option("--seeds", args->seeds, "Number of seeds (default 10)")->check(CLI::Range(1, 1000));
+    sub->add_option("--first-seed", args->first_seed, "First seed (default 0); also the generator's seed in time mode");
+    sub->add_option("--tune", args->tune, "Append random pods until requested GPU reaches this x cluster GPUs (default 1.3)")
+        ->check(CLI::Range(0.0, 10.0));
+    sub->add_flag("--no-sharing", args->no_sharing, "Counterfactual: round fractional GPU requests up to a whole GPU");
+    sub->add_option("--threads", args->threads, "Threads for seeds (default: all cores)");
+    sub->add_option("--tie-break", args->tie_break, "Equal scores: random (seeded, default) or first (worker order)")
+        ->check(CLI::IsMember({"random", "first"}));
+    sub->add_flag("--generate", args->generate, "Time mode: a generated workload instead of the trace");
+    sub->add_option("--teams", args->teams, "Generated: teams (default 4)")->check(CLI::Range(1, 64));
+    sub->add_option("--jobs", args->jobs, "Generated: jobs (default 2000); trace: replay only the first N")->check(CLI::Range(1, 10000000));
+    sub->add_option("--workers", args->workers, "Generated: workers of 8 GPUs (default 32)")->check(CLI::Range(1, 10000));
+    sub->add_option("--load", args->load, "Generated: offered GPU load / cluster GPUs (default 1.2)")->check(CLI::Range(0.01, 100.0));
+    sub->add_option("--team-weights", args->team_weights, "Fair-share weights of teams 1..n (default 1 each)");
+    sub->add_option("--min-runtime", args->min_runtime_s, "Preemption: minimum run time of a victim, seconds (default 600)");
+    sub->add_option("--grace", args->grace_s, "Preemption: grace period, seconds (default 60)");
+    sub->add_option("--half-life", args->half_life_s, "Fair share: half-life of usage, seconds (default 7 days)");
+    sub->add_flag("--no-preemption", args->no_preemption, "Time mode: never preempt");
+    sub->add_option("--max-events", args->max_events, "Time mode: stop after this many event times (0 = all)");
+    sub->callback([&cli, args] { cli.exit_code = run_sim(cli.global, *args); });
 }
 
 } // namespace gpupool::cmd

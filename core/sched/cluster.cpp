@@ -1,0 +1,69 @@
+#include "core/sched/cluster.hpp"
+
+#include <cassert>
+
+namespace gpupool::sched {
+
+std::uint32_t ModelCatalog::intern(std::string_view name) {
+    if (auto found = find(name)) {
+        return *found;
+    }
+    assert(m_names.size() < k_max_models && "ModelCatalog holds at most 64 models");
+    m_names.emplace_back(name);
+    return static_cast<std::uint32_t>(m_names.size() - 1);
+}
+
+std::optional<std::uint32_t> ModelCatalog::find(std::string_view name) const {
+    for (std::size_t i = 0; i < m_names.size(); ++i) {
+        if (m_names[i] == name) {
+            return static_cast<std::uint32_t>(i);
+        }
+    }
+    return std::nullopt;
+}
+
+ModelMask ModelCatalog::mask(const std::vector<std::string>& names, std::vector<std::string>* unknown) const {
+    ModelMask m = 0;
+    for (const auto& n : names) {
+        if (auto idx = find(n)) {
+            m |= ModelMask{1} << *idx;
+        } else if (unknown != nullptr) {
+            unknown->push_back(n);
+        }
+    }
+    return m;
+}
+
+JobRequest make_request(JobId id, TeamId team, const recipe::JobSpec& spec, std::int64_t submitted_at,
+                        const ModelCatalog& catalog, std::vector<std::string>* unknown_models) {
+    JobRequest r;
+    r.id = id;
+    r.team = team;
+    r.priority = spec.priority;
+    r.submitted_at = submitted_at;
+    r.gpus = spec.resources.gpus;
+    r.gpu_milli = spec.resources.gpu_milli;
+    r.gpu_memory_mib = spec.resources.gpu_memory_mib;
+    r.gpu_models = catalog.mask(spec.resources.gpu_models, unknown_models);
+    r.cpu_milli = spec.resources.cpu_milli;
+    r.memory_mib = spec.resources.memory_mib;
+    r.image = spec.image;
+    r.cache_models = spec.cache_models;
+    return r;
+}
+
+std::int64_t milli_on(const JobRequest& job, const Gpu& gpu) {
+    if (job.gpus == 0) {
+        return 0;
+    }
+    if (job.gpu_memory_mib > 0 && job.gpu_milli == 0) {
+        if (gpu.memory_mib <= 0) {
+            return k_milli_per_gpu + 1; // cannot fit
+        }
+        // share = memory / this GPU's memory, rounded up to whole milli-GPU
+        return (job.gpu_memory_mib * k_milli_per_gpu + gpu.memory_mib - 1) / gpu.memory_mib;
+    }
+    return job.gpu_milli;
+}
+
+} // namespace gpupool::sched

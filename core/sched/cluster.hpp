@@ -1,0 +1,128 @@
+// The scheduler's picture of the pool: workers and their GPUs, jobs asking for resources, and the
+// attempts running now. A ClusterView is a snapshot the caller (the coordinator, or the simulator)
+// builds and owns; the scheduler reads it and never keeps a reference after schedule() returns.
+//
+// Resources are integers: GPU share in milli-GPU (1000 = one whole GPU), memory in MiB, CPU in
+// milli-cores, times in seconds since an epoch the caller chooses. A job asks for either nothing on
+// a GPU (CPU-only), a share of ONE GPU (gpu_milli, or gpu_memory_mib converted per GPU as
+// memory / that GPU's memory, rounded up), or `gpus` whole GPUs on one worker. GPU models are
+// interned in a ModelCatalog so that filters compare bit masks, not strings.
+// Plain value types: safe to copy between threads; no function here fails or allocates globally.
+#pragma once
+
+#include "core/recipe/recipe.hpp"
+#include "core/sched/ids.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpupool::sched {
+
+inline constexpr std::int64_t k_milli_per_gpu = 1000;
+
+using recipe::Priority;
+
+// A set of GPU models as bits of the catalog's indices; 0 means "any model".
+using ModelMask = std::uint64_t;
+
+// Interned GPU model names (at most 64). Indices are stable once assigned.
+class ModelCatalog {
+public:
+    static constexpr std::size_t k_max_models = 64;
+    // Index of `name`, adding it if new. Asserts when the catalog is full.
+    std::uint32_t intern(std::string_view name);
+    std::optional<std::uint32_t> find(std::string_view name) const;
+    const std::string& name(std::uint32_t index) const { return m_names.at(index); }
+    std::size_t size() const { return m_names.size(); }
+    // Mask of the named models; names the catalog does not know are reported in `unknown`.
+    ModelMask mask(const std::vector<std::string>& names, std::vector<std::string>* unknown = nullptr) const;
+
+private:
+    std::vector<std::string> m_names;
+};
+
+inline bool model_allowed(ModelMask accepted, std::uint32_t model) {
+    return accepted == 0 || ((accepted >> model) & 1U) != 0;
+}
+
+struct Gpu {
+    std::uint32_t model = 0;          // index in the view's ModelCatalog
+    std::int64_t memory_mib = 16384;  // this GPU's total memory
+    std::int64_t milli_free = k_milli_per_gpu;
+};
+
+enum class WorkerHealth : std::uint8_t { healthy, degraded, lost };
+
+struct Worker {
+    WorkerId id;
+    std::string name;
+    std::int64_t cpu_milli_total = 0;
+    std::int64_t cpu_milli_free = 0;
+    std::int64_t memory_mib_total = 0;
+    std::int64_t memory_mib_free = 0;
+    std::vector<Gpu> gpus;
+    WorkerHealth health = WorkerHealth::healthy;
+    bool draining = false;
+    double reliability = 1.0;                 // share of recent attempts not lost to a worker fault
+    std::vector<std::string> cached_images;   // container images already pulled
+    std::vector<std::string> cached_models;   // model weights already in the worker's cache
+};
+
+// What one job asks of the scheduler.
+struct JobRequest {
+    JobId id;
+    TeamId team;
+    Priority priority = Priority::normal;
+    std::int64_t submitted_at = 0;
+    std::int64_t gpus = 0;            // 0 = CPU-only, 1 = a share of one GPU, n > 1 = n whole GPUs
+    std::int64_t gpu_milli = 0;       // per GPU; 1000 for whole GPUs
+    std::int64_t gpu_memory_mib = 0;  // alternative to gpu_milli for gpus == 1
+    ModelMask gpu_models = 0;
+    std::int64_t cpu_milli = 0;
+    std::int64_t memory_mib = 0;
+    std::string image;
+    std::vector<std::string> cache_models;
+};
+
+// Builds a request from a recipe's resources. Unknown GPU model names make the job infeasible
+// (an empty but non-zero mask cannot be expressed, so they are returned for the caller to report).
+JobRequest make_request(JobId id, TeamId team, const recipe::JobSpec& spec, std::int64_t submitted_at,
+                        const ModelCatalog& catalog, std::vector<std::string>* unknown_models = nullptr);
+
+// Milli-GPU this request takes on `gpu` (memory requests converted, rounded up); 0 when CPU-only.
+std::int64_t milli_on(const JobRequest& job, const Gpu& gpu);
+
+// One attempt running on a worker now.
+struct RunningJob {
+    JobId job;
+    AttemptId attempt;
+    TeamId team;
+    Priority priority = Priority::normal;
+    WorkerId worker;
+    std::vector<std::uint32_t> gpu_indices;  // indices into the worker's gpus
+    std::int64_t gpu_milli = 0;              // on each of gpu_indices
+    std::int64_t cpu_milli = 0;
+    std::int64_t memory_mib = 0;
+    std::int64_t started_at = 0;
+    // Already told to stop (preempted) for `preempted_for`; it holds its resources until it exits.
+    bool stopping = false;
+    JobId preempted_for;
+};
+
+struct TeamShare {
+    TeamId team;
+    double weight = 1.0;        // relative entitlement
+    double decayed_usage = 0.0; // GPU-seconds, exponentially decayed (see ordering.hpp), as of `now`
+};
+
+struct ClusterView {
+    ModelCatalog models;
+    std::vector<Worker> workers;     // free amounts already account for `running`
+    std::vector<RunningJob> running;
+    std::vector<TeamShare> teams;    // teams not listed have weight 1 and no usage
+};
+
+} // namespace gpupool::sched

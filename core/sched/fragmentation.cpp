@@ -1,0 +1,99 @@
+#include "core/sched/fragmentation.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <map>
+
+namespace gpupool::sched {
+
+Workload typical_workload(const std::vector<JobRequest>& jobs, int popularity_pct) {
+    std::map<WorkloadType, std::int64_t> counts;
+    std::int64_t total = 0;
+    for (const auto& j : jobs) {
+        if (j.gpus > 0 && j.gpu_milli == 0) {
+            continue;
+        }
+        WorkloadType t{j.cpu_milli, j.gpus, j.gpus > 0 ? j.gpu_milli : 0, j.gpu_models, 0};
+        ++counts[t];
+        ++total;
+    }
+    std::vector<WorkloadType> types;
+    types.reserve(counts.size());
+    for (const auto& [t, c] : counts) {
+        WorkloadType w = t;
+        w.count = c;
+        types.push_back(w);
+    }
+    auto key = [](const WorkloadType& t) { return std::tuple(t.count, t.cpu_milli, t.gpu_milli, t.gpus, t.models); };
+    std::sort(types.begin(), types.end(), [&](const WorkloadType& a, const WorkloadType& b) { return key(a) > key(b); });
+
+    Workload w;
+    const std::int64_t needed = total * popularity_pct; // compare in percent units, exactly
+    std::int64_t cumulative = 0;
+    for (const auto& t : types) {
+        if (cumulative * 100 >= needed) {
+            break;
+        }
+        w.types.push_back(t);
+        cumulative += t.count;
+    }
+    w.total_count = cumulative;
+    return w;
+}
+
+std::int64_t type_fragment(std::int64_t cpu_free, std::span<const GpuSlot> gpus, const WorkloadType& type) {
+    std::int64_t total = 0;
+    for (const auto& g : gpus) {
+        total += g.free;
+    }
+    if (type.gpus == 0 || cpu_free < type.cpu_milli) {
+        return total;
+    }
+    std::int64_t usable = 0;
+    std::int64_t usable_count = 0;
+    for (const auto& g : gpus) {
+        if (g.free >= type.gpu_milli && model_allowed(type.models, g.model)) {
+            usable += g.free;
+            ++usable_count;
+        }
+    }
+    return usable_count >= type.gpus ? total - usable : total;
+}
+
+std::int64_t weighted_fragmentation(std::int64_t cpu_free, std::span<const GpuSlot> gpus, const Workload& workload) {
+    std::int64_t total = 0;
+    for (const auto& g : gpus) {
+        total += g.free;
+    }
+    if (total == 0) {
+        return 0;
+    }
+    std::int64_t sum = 0;
+    for (const auto& t : workload.types) {
+        sum += t.count * type_fragment(cpu_free, gpus, t);
+    }
+    return sum;
+}
+
+std::size_t to_slots(const Worker& worker, std::array<GpuSlot, k_max_gpus_per_worker>& out) {
+    assert(worker.gpus.size() <= k_max_gpus_per_worker);
+    for (std::size_t i = 0; i < worker.gpus.size(); ++i) {
+        out[i] = GpuSlot{worker.gpus[i].model, worker.gpus[i].milli_free};
+    }
+    return worker.gpus.size();
+}
+
+std::int64_t weighted_fragmentation(const Worker& worker, const Workload& workload) {
+    std::array<GpuSlot, k_max_gpus_per_worker> slots{};
+    std::size_t n = to_slots(worker, slots);
+    return weighted_fragmentation(worker.cpu_milli_free, std::span<const GpuSlot>(slots.data(), n), workload);
+}
+
+double fragmentation_milli(const Worker& worker, const Workload& workload) {
+    if (workload.total_count == 0) {
+        return 0.0;
+    }
+    return static_cast<double>(weighted_fragmentation(worker, workload)) / static_cast<double>(workload.total_count);
+}
+
+} // namespace gpupool::sched

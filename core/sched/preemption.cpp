@@ -1,0 +1,130 @@
+#include "core/sched/preemption.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace gpupool::sched {
+
+bool preemptible(const RunningJob& victim, const JobRequest& preemptor, const FairShareSorter& shares,
+                 std::int64_t now, const PreemptionPolicy& policy) {
+    if (preemptor.priority != Priority::high || victim.priority == Priority::high || victim.stopping) {
+        return false;
+    }
+    if (now - victim.started_at < policy.min_runtime_s) {
+        return false;
+    }
+    return victim.priority == Priority::low || shares.above_fair_share(victim.team);
+}
+
+namespace {
+
+// Cost of a victim set: normal victims weigh more than low ones, then lost run time.
+double victim_cost(const std::vector<RunningJob>& running, const std::vector<std::size_t>& set, std::int64_t now) {
+    double cost = 0.0;
+    for (auto i : set) {
+        cost += (running[i].priority == Priority::normal ? 1e12 : 0.0) + static_cast<double>(now - running[i].started_at);
+    }
+    return cost;
+}
+
+bool fits_without(Worker w, const std::vector<RunningJob>& running, const std::vector<std::size_t>& set,
+                  const JobRequest& job) {
+    for (auto i : set) {
+        const RunningJob& r = running[i];
+        give_back(w, r.cpu_milli, r.memory_mib, r.gpu_indices, r.gpu_milli);
+    }
+    return filter_cpu(w, job) && filter_memory(w, job) && filter_gpu(w, job);
+}
+
+// Calls f(combination) for each k-combination of [0, n) in lexicographic order until f returns true.
+template <class F>
+bool for_each_combination(std::size_t n, std::size_t k, F f) {
+    if (k > n) {
+        return false;
+    }
+    std::vector<std::size_t> c(k);
+    for (std::size_t i = 0; i < k; ++i) {
+        c[i] = i;
+    }
+    while (true) {
+        if (f(c)) {
+            return true;
+        }
+        std::size_t i = k;
+        while (i > 0 && c[i - 1] == n - k + i - 1) {
+            --i;
+        }
+        if (i == 0) {
+            return false;
+        }
+        ++c[i - 1];
+        for (std::size_t j = i; j < k; ++j) {
+            c[j] = c[j - 1] + 1;
+        }
+    }
+}
+
+} // namespace
+
+std::optional<VictimSet> find_victims(const std::vector<Worker>& workers, const std::vector<RunningJob>& running,
+                                      const JobRequest& job, const FairShareSorter& shares, std::int64_t now,
+                                      const PreemptionPolicy& policy, const OwnerPolicy& owner,
+                                      const std::vector<bool>& taken) {
+    if (!policy.enabled || job.priority != Priority::high) {
+        return std::nullopt;
+    }
+    std::unordered_map<WorkerId, std::size_t> index;
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+        index[workers[i].id] = i;
+    }
+    // Eligible victims per worker, youngest first.
+    std::vector<std::vector<std::size_t>> eligible(workers.size());
+    for (std::size_t i = 0; i < running.size(); ++i) {
+        auto it = index.find(running[i].worker);
+        if (it == index.end() || (!taken.empty() && taken[i]) || !preemptible(running[i], job, shares, now, policy)) {
+            continue;
+        }
+        eligible[it->second].push_back(i);
+    }
+    for (auto& e : eligible) {
+        std::sort(e.begin(), e.end(), [&](std::size_t a, std::size_t b) {
+            return std::pair(running[a].priority, -running[a].started_at) <
+                   std::pair(running[b].priority, -running[b].started_at);
+        });
+        if (e.size() > policy.max_candidates) {
+            e.resize(policy.max_candidates);
+        }
+    }
+    for (std::size_t k = 1; k <= policy.max_victims; ++k) {
+        std::optional<VictimSet> best;
+        double best_cost = 0.0;
+        for (std::size_t w = 0; w < workers.size(); ++w) {
+            const Worker& worker = workers[w];
+            if (eligible[w].size() < k || !filter_available(worker) || !filter_models(worker, job) ||
+                !fits_total(worker, job) || !filter_owner(worker, job, owner)) {
+                continue;
+            }
+            std::vector<std::size_t> set(k);
+            for_each_combination(eligible[w].size(), k, [&](const std::vector<std::size_t>& c) {
+                for (std::size_t i = 0; i < k; ++i) {
+                    set[i] = eligible[w][c[i]];
+                }
+                if (!fits_without(worker, running, set, job)) {
+                    return false;
+                }
+                double cost = victim_cost(running, set, now);
+                if (!best || cost < best_cost) {
+                    best = VictimSet{w, set};
+                    best_cost = cost;
+                }
+                return false; // keep looking for a cheaper set of the same size
+            });
+        }
+        if (best) {
+            return best;
+        }
+    }
+    return std::nullopt;
+}
+
+} // namespace gpupool::sched

@@ -1,0 +1,70 @@
+// The scheduler: a pure function of a snapshot. schedule(view, pending, policy, now) -> decisions.
+//
+// The coordinator loads a ClusterView (workers, running attempts, team usage), calls schedule(),
+// commits the decisions in one transaction and then answers waiting workers; `gpupool sim` calls
+// the same function. Nothing here reads a clock, a file, a database or a random device: time is
+// `now`, randomness comes from `policy.seed` (same inputs and seed => same decisions).
+//
+// Per call: pending jobs are walked in order (ordering.hpp); each is placed (placement.hpp) on a
+// private copy of the workers, so later jobs see earlier placements. A job that cannot be placed is
+// reported with its outcome: `infeasible` (reject: bigger than every worker's total, with the
+// reason) or `not_now` (stays queued, with a reason for `status`). A `high` job that is not-now may
+// preempt (preemption.hpp): the decision lists the victims and the time they must stop by; the job
+// itself is placed in a later call, once the victims have released their resources; while victims
+// chosen for it are still stopping (RunningJob::stopping), it preempts nobody else.
+// Thread safety: reentrant; the view is only read.
+#pragma once
+
+#include "core/sched/cluster.hpp"
+#include "core/sched/ordering.hpp"
+#include "core/sched/placement.hpp"
+#include "core/sched/preemption.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpupool::sched {
+
+struct Policy {
+    PlacementPolicy placement;
+    OrderingPolicy ordering;
+    PreemptionPolicy preemption;
+    std::uint64_t seed = 0;
+};
+
+struct PlacementDecision {
+    JobId job;
+    WorkerId worker;
+    std::vector<std::uint32_t> gpus; // GPU indices on the worker
+    std::int64_t gpu_milli = 0;      // on each of them
+    std::int64_t cpu_milli = 0;
+    std::int64_t memory_mib = 0;
+};
+
+// The victim must stop by `stop_by`; the caller then requeues it with submitted_at = the time it
+// stopped (its age restarts, so aging cannot lift it above the job it made room for).
+struct PreemptionDecision {
+    JobId victim;
+    AttemptId attempt;
+    WorkerId worker;
+    JobId for_job;
+    std::int64_t stop_by = 0; // now + grace
+};
+
+struct WaitingJob {
+    JobId job;
+    PlaceOutcome outcome = PlaceOutcome::not_now; // not_now or infeasible
+    std::string reason;
+};
+
+struct Decisions {
+    std::vector<PlacementDecision> placements;   // in the order they were decided
+    std::vector<PreemptionDecision> preemptions;
+    std::vector<WaitingJob> waiting;             // every pending job not placed
+};
+
+Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& pending, const Policy& policy,
+                   std::int64_t now);
+
+} // namespace gpupool::sched

@@ -1,0 +1,85 @@
+#include "core/sched/placement.hpp"
+#include "tests/core/sched/fixtures.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace gpupool::sched;
+using namespace gpupool::sched::test;
+
+TEST_CASE("filter: available excludes lost and draining workers") {
+    Worker w = worker(1, {1000});
+    CHECK(filter_available(w));
+    w.health = WorkerHealth::degraded;
+    CHECK(filter_available(w));
+    w.health = WorkerHealth::lost;
+    CHECK_FALSE(filter_available(w));
+    w.health = WorkerHealth::healthy;
+    w.draining = true;
+    CHECK_FALSE(filter_available(w));
+}
+
+TEST_CASE("filter: gpu needs the share free on ONE GPU") {
+    Worker w = worker(1, {300, 300}); // 0.6 free in all, but split
+    CHECK(filter_gpu(w, share_job(1, 300)));
+    CHECK_FALSE(filter_gpu(w, share_job(2, 500)));
+    CHECK(filter_gpu(w, cpu_job(3, 1000))); // no GPU asked
+}
+
+TEST_CASE("filter: gpu needs n completely free GPUs for whole-GPU jobs") {
+    Worker w = worker(1, {1000, 999, 1000});
+    CHECK(filter_gpu(w, whole_job(1, 2)));
+    CHECK_FALSE(filter_gpu(w, whole_job(2, 3)));
+}
+
+TEST_CASE("filter: gpu converts memory requests with the GPU's own memory, rounding up") {
+    Worker w = worker(1, {500}, 32000, 131072, 0, 24576); // half of a 24 GiB GPU free = 12 GiB
+    JobRequest j = share_job(1, 0);
+    j.gpu_memory_mib = 12288;
+    CHECK(milli_on(j, w.gpus[0]) == 500);
+    CHECK(filter_gpu(w, j));
+    j.gpu_memory_mib = 12289; // 500.04 milli rounds up to 501
+    CHECK(milli_on(j, w.gpus[0]) == 501);
+    CHECK_FALSE(filter_gpu(w, j));
+}
+
+TEST_CASE("filter: cpu and memory") {
+    Worker w = worker(1, {1000}, 4000, 8192);
+    CHECK(filter_cpu(w, share_job(1, 100, 4000)));
+    CHECK_FALSE(filter_cpu(w, share_job(2, 100, 4001)));
+    CHECK(filter_memory(w, share_job(3, 100, 1000, 8192)));
+    CHECK_FALSE(filter_memory(w, share_job(4, 100, 1000, 8193)));
+}
+
+TEST_CASE("filter: models") {
+    ModelCatalog models;
+    const auto a100 = models.intern("A100");
+    const auto t4 = models.intern("T4");
+    Worker w = worker(1, {1000, 1000}, 32000, 131072, t4);
+    JobRequest j = whole_job(1, 1);
+    j.gpu_models = models.mask({"A100"});
+    CHECK_FALSE(filter_models(w, j));
+    j.gpu_models = models.mask({"A100", "T4"});
+    CHECK(filter_models(w, j));
+    CHECK(a100 != t4);
+    std::vector<std::string> unknown;
+    CHECK(models.mask({"H100"}, &unknown) == 0);
+    CHECK(unknown == std::vector<std::string>{"H100"});
+}
+
+TEST_CASE("filter: owner policy hook") {
+    Worker w = worker(1, {1000});
+    OwnerPolicy only_team_7 = [](const Worker&, const JobRequest& j) { return j.team == TeamId(7); };
+    JobRequest j = share_job(1, 100);
+    CHECK(filter_owner(w, j, {}));
+    CHECK_FALSE(filter_owner(w, j, only_team_7));
+    j.team = TeamId(7);
+    CHECK(filter_owner(w, j, only_team_7));
+    CHECK(passes_filters(w, j, only_team_7));
+}
+
+TEST_CASE("fits_total ignores what is in use") {
+    Worker w = worker(1, {0, 0}, 0, 0); // everything taken
+    CHECK(fits_total(w, whole_job(1, 2, 32000, 131072)));
+    CHECK_FALSE(fits_total(w, whole_job(2, 3)));
+    CHECK_FALSE(fits_total(w, share_job(3, 100, 32001)));
+}

@@ -52,7 +52,7 @@ fuzz:
 	  -dict=tests/fuzz/recipe.dict -print_final_stats=1 $(FUZZ_BUILD)/corpus
 
 bench: build
-	@echo "no benchmarks yet: they arrive with the scheduler and coordinator issues"
+	@bench/sim_bench.sh $(BUILD)/gpupool
 
 fmt:
 	find cmd core worker tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i

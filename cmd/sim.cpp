@@ -3,6 +3,7 @@
 #include "cmd/cli_app.hpp"
 #include "core/sched/placement.hpp"
 #include "core/sim/alloc_sim.hpp"
+#include "core/sim/decision_bench.hpp"
 #include "core/sim/time_sim.hpp"
 #include "core/sim/trace.hpp"
 
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -38,7 +40,7 @@ struct SimArgs {
     // time mode
     bool generate = false;
     int teams = 4;
-    std::int64_t jobs = 2000;
+    std::int64_t jobs = 0; // 0: 2000 generated, the whole trace, 10000 queued (decision)
     int workers = 32;
     double load = 1.2;
     std::vector<double> team_weights;
@@ -47,6 +49,7 @@ struct SimArgs {
     double half_life_s = 7.0 * 24 * 3600;
     bool no_preemption = false;
     std::int64_t max_events = 0;
+    double arrival_scale = 1.0;
 };
 
 namespace {
@@ -261,7 +264,7 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
     if (args.generate) {
         sim::GenerateOptions g;
         g.teams = std::max(1, args.teams);
-        g.jobs = args.jobs;
+        g.jobs = args.jobs > 0 ? args.jobs : 2000;
         g.workers = std::max(1, args.workers);
         g.load = args.load;
         g.seed = args.first_seed;
@@ -287,13 +290,16 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
         }
         cluster = sim::build_cluster(*nodes);
         jobs = sim::trace_jobs(*pods, cluster.models);
-        if (args.jobs > 0 && args.jobs < static_cast<std::int64_t>(jobs.size()) && args.jobs != 2000) {
+        for (auto& j : jobs) { // compress arrivals (run times unchanged) to raise the load
+            j.request.submitted_at = static_cast<std::int64_t>(static_cast<double>(j.request.submitted_at) * args.arrival_scale);
+        }
+        if (args.jobs > 0 && args.jobs < static_cast<std::int64_t>(jobs.size())) {
             jobs.resize(static_cast<std::size_t>(args.jobs));
         }
         for (std::size_t i = 0; i < args.team_weights.size(); ++i) {
             teams.push_back(sched::TeamShare{sched::TeamId(static_cast<std::int64_t>(i) + 1), args.team_weights[i], 0.0});
         }
-        source = in.pods.string() + " (creation/deletion times)";
+        source = in.pods.string() + " (creation/deletion times, arrivals x " + fixed(args.arrival_scale, 3) + ")";
     }
     auto scorer = sched::parse_scorer(args.policy);
     if (!scorer) {
@@ -367,11 +373,71 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
     return k_exit_ok;
 }
 
+int run_decision_mode(const GlobalOptions& global, const SimArgs& args) {
+    const Inputs in = resolve_inputs(args);
+    auto nodes = sim::load_nodes(in.nodes);
+    if (!nodes) {
+        report_error(global, nodes.error());
+        return k_exit_failed;
+    }
+    auto pods = sim::load_pods(in.pods);
+    if (!pods) {
+        report_error(global, pods.error());
+        return k_exit_failed;
+    }
+    auto scorer = sched::parse_scorer(args.policy);
+    if (!scorer) {
+        report_error(global, scorer.error());
+        return k_exit_usage;
+    }
+    sim::SimCluster cluster = sim::build_cluster(*nodes);
+    auto requests = sim::to_requests(*pods, cluster.models, false);
+    sim::DecisionBenchOptions opt;
+    opt.scorer = *scorer;
+    opt.seed = args.first_seed;
+    opt.queued = args.jobs > 0 ? static_cast<std::size_t>(args.jobs) : 10000;
+    const auto origin = std::chrono::steady_clock::now();
+    auto now_s = [origin] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count(); };
+    sim::DecisionBenchResult r = sim::run_decision_bench(cluster, requests, opt, now_s);
+    std::vector<double> d = r.decision_s;
+    std::sort(d.begin(), d.end());
+    auto pct = [&](double p) {
+        if (d.empty()) {
+            return 0.0;
+        }
+        auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(d.size())));
+        return d[std::clamp<std::size_t>(rank, 1, d.size()) - 1];
+    };
+    if (global.json) {
+        nlohmann::ordered_json out = {{"mode", "decision"},
+                                      {"policy", args.policy},
+                                      {"workers", r.workers},
+                                      {"gpus", r.gpus},
+                                      {"loaded_pct", r.loaded_pct},
+                                      {"queued", r.queued},
+                                      {"decision_ms", {{"p50", 1e3 * pct(50)}, {"p99", 1e3 * pct(99)}, {"max", 1e3 * pct(100)}}},
+                                      {"schedule_s", r.schedule_s},
+                                      {"schedule_placed", r.schedule_placed}};
+        std::cout << out.dump(2) << '\n';
+        return k_exit_ok;
+    }
+    std::cout << "gpupool sim --mode decision: " << r.workers << " workers, " << r.gpus << " GPUs loaded to "
+              << fixed(r.loaded_pct, 1) << "%, " << r.queued << " queued jobs, policy " << args.policy << "\n"
+              << "one decision (place one job): p50 " << fixed(1e3 * pct(50), 3) << " ms, p99 " << fixed(1e3 * pct(99), 3)
+              << " ms, max " << fixed(1e3 * pct(100), 3) << " ms over " << d.size() << " jobs\n"
+              << "one schedule() over the whole queue: " << fixed(r.schedule_s, 3) << " s, " << r.schedule_placed
+              << " placed\n";
+    return k_exit_ok;
+}
+
 } // namespace
 
 int run_sim(const GlobalOptions& global, const SimArgs& args) {
     if (args.mode == "time") {
         return run_time_mode(global, args);
+    }
+    if (args.mode == "decision") {
+        return run_decision_mode(global, args);
     }
     return run_alloc_mode(global, args);
 }
@@ -379,8 +445,10 @@ int run_sim(const GlobalOptions& global, const SimArgs& args) {
 void register_sim(Cli& cli) {
     CLI::App* sub = add_command(cli, "sim", "Replay a cluster trace through the scheduler and report allocation and fragmentation");
     auto args = std::make_shared<SimArgs>();
-    sub->add_option("--mode", args->mode, "alloc: the FGD paper's arrivals-only protocol (default); time: arrivals and departures over time")
-        ->check(CLI::IsMember({"alloc", "time"}));
+    sub->add_option("--mode", args->mode,
+                    "alloc: the FGD paper's arrivals-only protocol (default); time: arrivals and departures over "
+                    "time; decision: latency of one decision on the trace's cluster with a long queue")
+        ->check(CLI::IsMember({"alloc", "time", "decision"}));
     sub->add_option("--policy", args->policy, "Placement scorer: fgd, bestfit, packing, random, or all (alloc mode)");
     sub->add_option("--data-dir", args->data_dir, "Folder with the Alibaba trace (default ../shared/data/alibaba-gpu-v2023 beside the repository)");
     sub->add_option("--trace", args->trace, "Pod list CSV (default <data-dir>/openb_pod_list_default.csv)");
@@ -397,7 +465,7 @@ void register_sim(Cli& cli) {
         ->check(CLI::IsMember({"random", "first"}));
     sub->add_flag("--generate", args->generate, "Time mode: a generated workload instead of the trace");
     sub->add_option("--teams", args->teams, "Generated: teams (default 4)")->check(CLI::Range(1, 64));
-    sub->add_option("--jobs", args->jobs, "Generated: jobs (default 2000); trace: replay only the first N")->check(CLI::Range(1, 10000000));
+    sub->add_option("--jobs", args->jobs, "Generated: jobs (default 2000); trace: replay only the first N; decision: queue length (default 10000)")->check(CLI::Range(1, 10000000));
     sub->add_option("--workers", args->workers, "Generated: workers of 8 GPUs (default 32)")->check(CLI::Range(1, 10000));
     sub->add_option("--load", args->load, "Generated: offered GPU load / cluster GPUs (default 1.2)")->check(CLI::Range(0.01, 100.0));
     sub->add_option("--team-weights", args->team_weights, "Fair-share weights of teams 1..n (default 1 each)");
@@ -405,6 +473,9 @@ void register_sim(Cli& cli) {
     sub->add_option("--grace", args->grace_s, "Preemption: grace period, seconds (default 60)");
     sub->add_option("--half-life", args->half_life_s, "Fair share: half-life of usage, seconds (default 7 days)");
     sub->add_flag("--no-preemption", args->no_preemption, "Time mode: never preempt");
+    sub->add_option("--arrival-scale", args->arrival_scale,
+                    "Time mode, trace: multiply arrival times by this (< 1 compresses arrivals; run times unchanged)")
+        ->check(CLI::Range(0.0001, 1000.0));
     sub->add_option("--max-events", args->max_events, "Time mode: stop after this many event times (0 = all)");
     sub->callback([&cli, args] { cli.exit_code = run_sim(cli.global, *args); });
 }

@@ -41,11 +41,10 @@ Workload typical_workload(const std::vector<JobRequest>& jobs, int popularity_pc
     return w;
 }
 
-std::int64_t type_fragment(std::int64_t cpu_free, std::span<const GpuSlot> gpus, const WorkloadType& type) {
-    std::int64_t total = 0;
-    for (const auto& g : gpus) {
-        total += g.free;
-    }
+namespace {
+
+std::int64_t type_fragment_given_total(std::int64_t cpu_free, std::span<const GpuSlot> gpus, const WorkloadType& type,
+                                       std::int64_t total) {
     if (type.gpus == 0 || cpu_free < type.cpu_milli) {
         return total;
     }
@@ -60,6 +59,16 @@ std::int64_t type_fragment(std::int64_t cpu_free, std::span<const GpuSlot> gpus,
     return usable_count >= type.gpus ? total - usable : total;
 }
 
+} // namespace
+
+std::int64_t type_fragment(std::int64_t cpu_free, std::span<const GpuSlot> gpus, const WorkloadType& type) {
+    std::int64_t total = 0;
+    for (const auto& g : gpus) {
+        total += g.free;
+    }
+    return type_fragment_given_total(cpu_free, gpus, type, total);
+}
+
 std::int64_t weighted_fragmentation(std::int64_t cpu_free, std::span<const GpuSlot> gpus, const Workload& workload) {
     std::int64_t total = 0;
     for (const auto& g : gpus) {
@@ -70,7 +79,7 @@ std::int64_t weighted_fragmentation(std::int64_t cpu_free, std::span<const GpuSl
     }
     std::int64_t sum = 0;
     for (const auto& t : workload.types) {
-        sum += t.count * type_fragment(cpu_free, gpus, t);
+        sum += t.count * type_fragment_given_total(cpu_free, gpus, t, total);
     }
     return sum;
 }

@@ -84,6 +84,54 @@ std::int64_t weighted_fragmentation(std::int64_t cpu_free, std::span<const GpuSl
     return sum;
 }
 
+NodeFragmentation::NodeFragmentation(std::int64_t cpu_free, std::span<const GpuSlot> gpus, const Workload& workload)
+    : m_cpu_free(cpu_free), m_gpus(gpus), m_workload(workload) {
+    for (const auto& g : gpus) {
+        m_total += g.free;
+    }
+    m_types.resize(workload.types.size());
+    for (std::size_t t = 0; t < workload.types.size(); ++t) {
+        const WorkloadType& type = workload.types[t];
+        for (const auto& g : gpus) {
+            if (g.free >= type.gpu_milli && model_allowed(type.models, g.model)) {
+                m_types[t].usable_sum += g.free;
+                ++m_types[t].usable_count;
+            }
+        }
+    }
+    m_before = m_total == 0 ? 0 : after(0, {}, 0);
+}
+
+std::int64_t NodeFragmentation::after(std::int64_t cpu, std::span<const std::uint32_t> gpus, std::int64_t milli) const {
+    const std::int64_t total = m_total - milli * static_cast<std::int64_t>(gpus.size());
+    if (total == 0) {
+        return 0;
+    }
+    const std::int64_t cpu_free = m_cpu_free - cpu;
+    std::int64_t sum = 0;
+    for (std::size_t t = 0; t < m_workload.types.size(); ++t) {
+        const WorkloadType& type = m_workload.types[t];
+        std::int64_t frag = total;
+        if (type.gpus > 0 && cpu_free >= type.cpu_milli) {
+            std::int64_t usable = m_types[t].usable_sum;
+            std::int64_t count = m_types[t].usable_count;
+            for (auto i : gpus) {
+                const GpuSlot& g = m_gpus[i];
+                const bool model_ok = model_allowed(type.models, g.model);
+                const bool was = model_ok && g.free >= type.gpu_milli;
+                const bool now = model_ok && g.free - milli >= type.gpu_milli;
+                usable += (now ? g.free - milli : 0) - (was ? g.free : 0);
+                count += (now ? 1 : 0) - (was ? 1 : 0);
+            }
+            if (count >= type.gpus) {
+                frag = total - usable;
+            }
+        }
+        sum += type.count * frag;
+    }
+    return sum;
+}
+
 std::size_t to_slots(const Worker& worker, std::array<GpuSlot, k_max_gpus_per_worker>& out) {
     assert(worker.gpus.size() <= k_max_gpus_per_worker);
     for (std::size_t i = 0; i < worker.gpus.size(); ++i) {

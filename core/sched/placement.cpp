@@ -47,19 +47,10 @@ std::int64_t free_gpu_total(const Worker& w) {
     return t;
 }
 
-// Weighted fragmentation of the worker after taking `cpu` and `milli` on each of `gpus`.
-std::int64_t frag_after(const Worker& w, std::int64_t cpu, const std::vector<std::uint32_t>& gpus, std::int64_t milli,
-                        const Workload& workload) {
-    std::array<GpuSlot, k_max_gpus_per_worker> slots{};
-    std::size_t n = to_slots(w, slots);
-    for (auto g : gpus) {
-        slots[g].free -= milli;
-    }
-    return weighted_fragmentation(w.cpu_milli_free - cpu, std::span<const GpuSlot>(slots.data(), n), workload);
-}
-
 Choice choose_share_fgd(const Worker& w, const JobRequest& job, const Workload& workload) {
-    const std::int64_t before = weighted_fragmentation(w, workload);
+    std::array<GpuSlot, k_max_gpus_per_worker> slots{};
+    const std::size_t n = to_slots(w, slots);
+    const NodeFragmentation frag(w.cpu_milli_free, std::span<const GpuSlot>(slots.data(), n), workload);
     Choice best;
     bool have = false;
     for (std::uint32_t i = 0; i < w.gpus.size(); ++i) {
@@ -75,8 +66,9 @@ Choice choose_share_fgd(const Worker& w, const JobRequest& job, const Workload& 
         if (seen) {
             continue;
         }
-        std::int64_t m = milli_on(job, g);
-        std::int64_t delta = frag_after(w, job.cpu_milli, {i}, m, workload) - before;
+        const std::int64_t m = milli_on(job, g);
+        const std::array<std::uint32_t, 1> one{i};
+        const std::int64_t delta = frag.after(job.cpu_milli, one, m) - frag.before();
         if (!have || delta < best.frag_delta) {
             best.gpus = {i};
             best.milli = m;
@@ -85,6 +77,15 @@ Choice choose_share_fgd(const Worker& w, const JobRequest& job, const Workload& 
         }
     }
     return best;
+}
+
+// Fragmentation growth of taking `cpu` and `milli` on each of `gpus` (whole GPUs, CPU-only jobs).
+std::int64_t frag_delta(const Worker& w, std::int64_t cpu, const std::vector<std::uint32_t>& gpus, std::int64_t milli,
+                        const Workload& workload) {
+    std::array<GpuSlot, k_max_gpus_per_worker> slots{};
+    const std::size_t n = to_slots(w, slots);
+    const NodeFragmentation frag(w.cpu_milli_free, std::span<const GpuSlot>(slots.data(), n), workload);
+    return frag.after(cpu, gpus, milli) - frag.before();
 }
 
 std::vector<std::uint32_t> first_usable(const Worker& w, const JobRequest& job, std::int64_t n) {
@@ -273,7 +274,7 @@ std::optional<Choice> choose_on_worker(const Worker& w, const JobRequest& job, S
     case ScorerKind::fgd:
     case ScorerKind::fgd_k8s: {
         if (!is_share(job)) {
-            c.frag_delta = frag_after(w, job.cpu_milli, c.gpus, c.milli, workload) - weighted_fragmentation(w, workload);
+            c.frag_delta = frag_delta(w, job.cpu_milli, c.gpus, c.milli, workload);
         }
         const double gpus_saved = workload.total_count == 0
                                       ? 0.0

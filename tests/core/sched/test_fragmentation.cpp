@@ -1,4 +1,5 @@
 #include "core/sched/fragmentation.hpp"
+#include "core/sched/rng.hpp"
 #include "tests/core/sched/fixtures.hpp"
 
 #include <catch2/catch.hpp>
@@ -77,4 +78,31 @@ TEST_CASE("typical workload keeps the most frequent types up to the popularity t
     CHECK(w95.types.size() == 3);
     CHECK(w95.total_count == 10);
     CHECK(w95.types[2].gpus == 0);
+}
+
+TEST_CASE("incremental fragmentation equals recomputing the changed node") {
+    Rng rng(11);
+    Workload w = two_types();
+    w.types.push_back(WorkloadType{500, 2, 1000, 0, 3});
+    w.types.push_back(WorkloadType{3000, 0, 0, 0, 2});
+    w.total_count = 7;
+    for (int round = 0; round < 200; ++round) {
+        std::array<GpuSlot, 8> gpus{};
+        const auto n = 1 + static_cast<std::size_t>(rng.uniform(8));
+        for (std::size_t i = 0; i < n; ++i) {
+            gpus[i] = GpuSlot{0, static_cast<std::int64_t>(rng.uniform(1001))};
+        }
+        const auto cpu_free = static_cast<std::int64_t>(rng.uniform(8000));
+        const std::span<const GpuSlot> slots(gpus.data(), n);
+        const NodeFragmentation frag(cpu_free, slots, w);
+        CHECK(frag.before() == weighted_fragmentation(cpu_free, slots, w));
+        const auto i = static_cast<std::uint32_t>(rng.uniform(n));
+        const auto milli = static_cast<std::int64_t>(rng.uniform(static_cast<std::uint64_t>(gpus[i].free) + 1));
+        const auto cpu = static_cast<std::int64_t>(rng.uniform(static_cast<std::uint64_t>(cpu_free) + 1));
+        std::array<GpuSlot, 8> changed = gpus;
+        changed[i].free -= milli;
+        const std::array<std::uint32_t, 1> one{i};
+        CHECK(frag.after(cpu, one, milli) ==
+              weighted_fragmentation(cpu_free - cpu, std::span<const GpuSlot>(changed.data(), n), w));
+    }
 }

@@ -222,7 +222,7 @@ private:
     // Between requests: parse what is buffered, else wait (idle) for the next request's first bytes.
     void read_next() {
         if (m_core->stopping.load()) {
-            close_gracefully();
+            close_now(); // an idle keep-alive connection, as stop() closes the others
             return;
         }
         if (m_buffer.size() > 0) {

@@ -458,11 +458,13 @@ TEST_CASE("http: stop lets requests in flight finish, then answers pending ones 
 TEST_CASE("http: stop is quick when nothing is pending, and the destructor stops", "[net]") {
     Router router;
     router.add("GET", "/echo", echo_handler());
-    Responder kept;
-    router.add("GET", "/keep", [&](Request, Responder respond) { kept = std::move(respond); });
+    Parked parked;
+    router.add("GET", "/keep", parked.handler());
     auto server = std::make_unique<HttpServer>(ServerOptions{}, std::move(router));
     REQUIRE(server->start());
-    CHECK(client_for(*server).get("/echo")->status == 200); // leaves a keep-alive connection
+    auto idle_client = client_for(*server);
+    CHECK(idle_client.get("/echo")->status == 200); // leaves an idle keep-alive connection
+    CHECK(server->connection_count() == 1);
     auto start = std::chrono::steady_clock::now();
     server->stop();
     CHECK(std::chrono::steady_clock::now() - start < 500ms);
@@ -473,10 +475,10 @@ TEST_CASE("http: stop is quick when nothing is pending, and the destructor stops
     REQUIRE(second->start());
     auto keep = std::async(std::launch::async, [&] { return client_for(*second).get("/keep"); });
     REQUIRE(eventually([&] { return second->connection_count() == 1; }));
-    REQUIRE(eventually([&] { return static_cast<bool>(kept); }));
+    REQUIRE(eventually([&] { return parked.size() == 1; }));
     second.reset(); // destructor: stops (answers 503), joins
     CHECK(keep.get()->status == 503);
-    kept(json_response(200, "{}")); // the server is gone: nothing happens
+    parked.answer_all("gone"); // the server is gone: nothing happens
 }
 
 TEST_CASE("http: idle and stalled connections time out", "[net]") {

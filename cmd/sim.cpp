@@ -191,7 +191,8 @@ int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
         }
         policies = {*k};
     }
-    std::sort(pods->begin(), pods->end(), [](const sim::TracePod& a, const sim::TracePod& b) { return a.name < b.name; });
+    std::sort(pods->begin(), pods->end(),
+              [](const sim::TracePod& a, const sim::TracePod& b) { return a.name < b.name; });
     sim::SimCluster cluster = sim::build_cluster(*nodes);
     auto requests = sim::to_requests(*pods, cluster.models, args.no_sharing);
     const unsigned threads = args.threads > 0 ? args.threads : std::max(1U, std::thread::hardware_concurrency());
@@ -228,12 +229,12 @@ int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
         }
         const std::size_t i100 = cp_index(100);
         char line[256];
-        std::snprintf(line, sizeof line, "%-8s  %9s  %7s  %9s  %7s  %6s  %11s  %7s  %8s  %7s  %7s\n", sched::to_string(policy),
-                      fixed(s.alloc_pct[i100]).c_str(), pub(p, p ? p->alloc_pct[i100] : 0).c_str(),
-                      fixed(s.alloc_pct.back()).c_str(), pub(p, p ? p->alloc_pct.back() : 0).c_str(),
-                      fixed(s.sd_at_130).c_str(), fixed(s.unallocated_gpus_at_130, 0).c_str(),
-                      pub(p, p ? p->unallocated_gpus_at_130 : 0, 0).c_str(), fixed(s.frag_pct_at_100).c_str(),
-                      pub(p, p ? p->frag_pct_at_100 : 0).c_str(), fixed(wall, 2).c_str());
+        std::snprintf(
+            line, sizeof line, "%-8s  %9s  %7s  %9s  %7s  %6s  %11s  %7s  %8s  %7s  %7s\n", sched::to_string(policy),
+            fixed(s.alloc_pct[i100]).c_str(), pub(p, p ? p->alloc_pct[i100] : 0).c_str(),
+            fixed(s.alloc_pct.back()).c_str(), pub(p, p ? p->alloc_pct.back() : 0).c_str(), fixed(s.sd_at_130).c_str(),
+            fixed(s.unallocated_gpus_at_130, 0).c_str(), pub(p, p ? p->unallocated_gpus_at_130 : 0, 0).c_str(),
+            fixed(s.frag_pct_at_100).c_str(), pub(p, p ? p->frag_pct_at_100 : 0).c_str(), fixed(wall, 2).c_str());
         std::cout << line << std::flush;
     }
     if (global.json) {
@@ -291,13 +292,15 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
         cluster = sim::build_cluster(*nodes);
         jobs = sim::trace_jobs(*pods, cluster.models);
         for (auto& j : jobs) { // compress arrivals (run times unchanged) to raise the load
-            j.request.submitted_at = static_cast<std::int64_t>(static_cast<double>(j.request.submitted_at) * args.arrival_scale);
+            j.request.submitted_at =
+                static_cast<std::int64_t>(static_cast<double>(j.request.submitted_at) * args.arrival_scale);
         }
         if (args.jobs > 0 && args.jobs < static_cast<std::int64_t>(jobs.size())) {
             jobs.resize(static_cast<std::size_t>(args.jobs));
         }
         for (std::size_t i = 0; i < args.team_weights.size(); ++i) {
-            teams.push_back(sched::TeamShare{sched::TeamId(static_cast<std::int64_t>(i) + 1), args.team_weights[i], 0.0});
+            teams.push_back(
+                sched::TeamShare{sched::TeamId(static_cast<std::int64_t>(i) + 1), args.team_weights[i], 0.0});
         }
         source = in.pods.string() + " (creation/deletion times, arrivals x " + fixed(args.arrival_scale, 3) + ")";
     }
@@ -331,7 +334,10 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
         }
         nlohmann::ordered_json tj = nlohmann::ordered_json::array();
         for (const auto& t : r.teams) {
-            tj.push_back({{"team", t.team}, {"weight", t.weight}, {"gpu_seconds", t.gpu_seconds}, {"jobs_started", t.jobs_started}});
+            tj.push_back({{"team", t.team},
+                          {"weight", t.weight},
+                          {"gpu_seconds", t.gpu_seconds},
+                          {"jobs_started", t.jobs_started}});
         }
         nlohmann::ordered_json out = {{"mode", "time"},
                                       {"source", source},
@@ -342,8 +348,11 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
                                       {"rejected", r.rejected},
                                       {"preemptions", r.preemptions},
                                       {"lost_gpu_seconds", r.lost_gpu_seconds},
-                                      {"queueing_delay_s", {{"p50", r.delay_p50_s}, {"p90", r.delay_p90_s}, {"p99", r.delay_p99_s},
-                                                            {"p99_high", r.delay_p99_high_s}}},
+                                      {"queueing_delay_s",
+                                       {{"p50", r.delay_p50_s},
+                                        {"p90", r.delay_p90_s},
+                                        {"p99", r.delay_p99_s},
+                                        {"p99_high", r.delay_p99_high_s}}},
                                       {"utilization_avg", r.utilization_avg},
                                       {"utilization", util},
                                       {"jain_index", r.jain_index},
@@ -409,22 +418,24 @@ int run_decision_mode(const GlobalOptions& global, const SimArgs& args) {
         return d[std::clamp<std::size_t>(rank, 1, d.size()) - 1];
     };
     if (global.json) {
-        nlohmann::ordered_json out = {{"mode", "decision"},
-                                      {"policy", args.policy},
-                                      {"workers", r.workers},
-                                      {"gpus", r.gpus},
-                                      {"loaded_pct", r.loaded_pct},
-                                      {"queued", r.queued},
-                                      {"decision_ms", {{"p50", 1e3 * pct(50)}, {"p99", 1e3 * pct(99)}, {"max", 1e3 * pct(100)}}},
-                                      {"schedule_s", r.schedule_s},
-                                      {"schedule_placed", r.schedule_placed}};
+        nlohmann::ordered_json out = {
+            {"mode", "decision"},
+            {"policy", args.policy},
+            {"workers", r.workers},
+            {"gpus", r.gpus},
+            {"loaded_pct", r.loaded_pct},
+            {"queued", r.queued},
+            {"decision_ms", {{"p50", 1e3 * pct(50)}, {"p99", 1e3 * pct(99)}, {"max", 1e3 * pct(100)}}},
+            {"schedule_s", r.schedule_s},
+            {"schedule_placed", r.schedule_placed}};
         std::cout << out.dump(2) << '\n';
         return k_exit_ok;
     }
     std::cout << "gpupool sim --mode decision: " << r.workers << " workers, " << r.gpus << " GPUs loaded to "
               << fixed(r.loaded_pct, 1) << "%, " << r.queued << " queued jobs, policy " << args.policy << "\n"
-              << "one decision (place one job): p50 " << fixed(1e3 * pct(50), 3) << " ms, p99 " << fixed(1e3 * pct(99), 3)
-              << " ms, max " << fixed(1e3 * pct(100), 3) << " ms over " << d.size() << " jobs\n"
+              << "one decision (place one job): p50 " << fixed(1e3 * pct(50), 3) << " ms, p99 "
+              << fixed(1e3 * pct(99), 3) << " ms, max " << fixed(1e3 * pct(100), 3) << " ms over " << d.size()
+              << " jobs\n"
               << "one schedule() over the whole queue: " << fixed(r.schedule_s, 3) << " s, " << r.schedule_placed
               << " placed\n";
     return k_exit_ok;
@@ -443,21 +454,25 @@ int run_sim(const GlobalOptions& global, const SimArgs& args) {
 }
 
 void register_sim(Cli& cli) {
-    CLI::App* sub = add_command(cli, "sim", "Replay a cluster trace through the scheduler and report allocation and fragmentation");
+    CLI::App* sub =
+        add_command(cli, "sim", "Replay a cluster trace through the scheduler and report allocation and fragmentation");
     auto args = std::make_shared<SimArgs>();
     sub->add_option("--mode", args->mode,
                     "alloc: the FGD paper's arrivals-only protocol (default); time: arrivals and departures over "
                     "time; decision: latency of one decision on the trace's cluster with a long queue")
         ->check(CLI::IsMember({"alloc", "time", "decision"}));
     sub->add_option("--policy", args->policy, "Placement scorer: fgd, bestfit, packing, random, or all (alloc mode)");
-    sub->add_option("--data-dir", args->data_dir, "Folder with the Alibaba trace (default ../shared/data/alibaba-gpu-v2023 beside the repository)");
+    sub->add_option("--data-dir", args->data_dir,
+                    "Folder with the Alibaba trace (default ../shared/data/alibaba-gpu-v2023 beside the repository)");
     sub->add_option("--trace", args->trace, "Pod list CSV (default <data-dir>/openb_pod_list_default.csv)");
     sub->add_option("--nodes", args->nodes, "Node list CSV (default <data-dir>/openb_node_list_gpu_node.csv)");
-    sub->add_option("--published", args->published, "Published results CSV to compare with (default <data-dir>/fgd_published_alloc.csv)");
+    sub->add_option("--published", args->published,
+                    "Published results CSV to compare with (default <data-dir>/fgd_published_alloc.csv)");
     sub->add_option("--workload", args->workload, "Workload name in the published CSV (default: the pod file's name)");
     sub->add_option("--seeds", args->seeds, "Number of seeds (default 10)")->check(CLI::Range(1, 1000));
     sub->add_option("--first-seed", args->first_seed, "First seed (default 0); also the generator's seed in time mode");
-    sub->add_option("--tune", args->tune, "Append random pods until requested GPU reaches this x cluster GPUs (default 1.3)")
+    sub->add_option("--tune", args->tune,
+                    "Append random pods until requested GPU reaches this x cluster GPUs (default 1.3)")
         ->check(CLI::Range(0.0, 10.0));
     sub->add_flag("--no-sharing", args->no_sharing, "Counterfactual: round fractional GPU requests up to a whole GPU");
     sub->add_option("--threads", args->threads, "Threads for seeds (default: all cores)");
@@ -465,11 +480,17 @@ void register_sim(Cli& cli) {
         ->check(CLI::IsMember({"random", "first"}));
     sub->add_flag("--generate", args->generate, "Time mode: a generated workload instead of the trace");
     sub->add_option("--teams", args->teams, "Generated: teams (default 4)")->check(CLI::Range(1, 64));
-    sub->add_option("--jobs", args->jobs, "Generated: jobs (default 2000); trace: replay only the first N; decision: queue length (default 10000)")->check(CLI::Range(1, 10000000));
-    sub->add_option("--workers", args->workers, "Generated: workers of 8 GPUs (default 32)")->check(CLI::Range(1, 10000));
-    sub->add_option("--load", args->load, "Generated: offered GPU load / cluster GPUs (default 1.2)")->check(CLI::Range(0.01, 100.0));
+    sub->add_option(
+           "--jobs", args->jobs,
+           "Generated: jobs (default 2000); trace: replay only the first N; decision: queue length (default 10000)")
+        ->check(CLI::Range(1, 10000000));
+    sub->add_option("--workers", args->workers, "Generated: workers of 8 GPUs (default 32)")
+        ->check(CLI::Range(1, 10000));
+    sub->add_option("--load", args->load, "Generated: offered GPU load / cluster GPUs (default 1.2)")
+        ->check(CLI::Range(0.01, 100.0));
     sub->add_option("--team-weights", args->team_weights, "Fair-share weights of teams 1..n (default 1 each)");
-    sub->add_option("--min-runtime", args->min_runtime_s, "Preemption: minimum run time of a victim, seconds (default 600)");
+    sub->add_option("--min-runtime", args->min_runtime_s,
+                    "Preemption: minimum run time of a victim, seconds (default 600)");
     sub->add_option("--grace", args->grace_s, "Preemption: grace period, seconds (default 60)");
     sub->add_option("--half-life", args->half_life_s, "Fair share: half-life of usage, seconds (default 7 days)");
     sub->add_flag("--no-preemption", args->no_preemption, "Time mode: never preempt");

@@ -49,8 +49,8 @@ inline bool model_allowed(ModelMask accepted, std::uint32_t model) {
 }
 
 struct Gpu {
-    std::uint32_t model = 0;          // index in the view's ModelCatalog
-    std::int64_t memory_mib = 16384;  // this GPU's total memory
+    std::uint32_t model = 0;         // index in the view's ModelCatalog
+    std::int64_t memory_mib = 16384; // this GPU's total memory
     std::int64_t milli_free = k_milli_per_gpu;
 };
 
@@ -66,9 +66,9 @@ struct Worker {
     std::vector<Gpu> gpus;
     WorkerHealth health = WorkerHealth::healthy;
     bool draining = false;
-    double reliability = 1.0;                 // share of recent attempts not lost to a worker fault
-    std::vector<std::string> cached_images;   // container images already pulled
-    std::vector<std::string> cached_models;   // model weights already in the worker's cache
+    double reliability = 1.0;               // share of recent attempts not lost to a worker fault
+    std::vector<std::string> cached_images; // container images already pulled
+    std::vector<std::string> cached_models; // model weights already in the worker's cache
 };
 
 // What one job asks of the scheduler.
@@ -77,9 +77,9 @@ struct JobRequest {
     TeamId team;
     Priority priority = Priority::normal;
     std::int64_t submitted_at = 0;
-    std::int64_t gpus = 0;            // 0 = CPU-only, 1 = a share of one GPU, n > 1 = n whole GPUs
-    std::int64_t gpu_milli = 0;       // per GPU; 1000 for whole GPUs
-    std::int64_t gpu_memory_mib = 0;  // alternative to gpu_milli for gpus == 1
+    std::int64_t gpus = 0;           // 0 = CPU-only, 1 = a share of one GPU, n > 1 = n whole GPUs
+    std::int64_t gpu_milli = 0;      // per GPU; 1000 for whole GPUs
+    std::int64_t gpu_memory_mib = 0; // alternative to gpu_milli for gpus == 1
     ModelMask gpu_models = 0;
     std::int64_t cpu_milli = 0;
     std::int64_t memory_mib = 0;
@@ -102,8 +102,8 @@ struct RunningJob {
     TeamId team;
     Priority priority = Priority::normal;
     WorkerId worker;
-    std::vector<std::uint32_t> gpu_indices;  // indices into the worker's gpus
-    std::int64_t gpu_milli = 0;              // on each of gpu_indices
+    std::vector<std::uint32_t> gpu_indices; // indices into the worker's gpus
+    std::int64_t gpu_milli = 0;             // on each of gpu_indices
     std::int64_t cpu_milli = 0;
     std::int64_t memory_mib = 0;
     std::int64_t started_at = 0;
@@ -120,9 +120,9 @@ struct TeamShare {
 
 struct ClusterView {
     ModelCatalog models;
-    std::vector<Worker> workers;     // free amounts already account for `running`
+    std::vector<Worker> workers; // free amounts already account for `running`
     std::vector<RunningJob> running;
-    std::vector<TeamShare> teams;    // teams not listed have weight 1 and no usage
+    std::vector<TeamShare> teams; // teams not listed have weight 1 and no usage
 };
 
 } // namespace gpupool::sched

@@ -25,7 +25,8 @@ Workload typical_workload(const std::vector<JobRequest>& jobs, int popularity_pc
         types.push_back(w);
     }
     auto key = [](const WorkloadType& t) { return std::tuple(t.count, t.cpu_milli, t.gpu_milli, t.gpus, t.models); };
-    std::sort(types.begin(), types.end(), [&](const WorkloadType& a, const WorkloadType& b) { return key(a) > key(b); });
+    std::sort(types.begin(), types.end(),
+              [&](const WorkloadType& a, const WorkloadType& b) { return key(a) > key(b); });
 
     Workload w;
     const std::int64_t needed = total * popularity_pct; // compare in percent units, exactly

@@ -31,7 +31,7 @@ struct WorkloadType {
     std::int64_t gpus = 0;
     std::int64_t gpu_milli = 0; // per GPU
     ModelMask models = 0;
-    std::int64_t count = 0;     // popularity weight
+    std::int64_t count = 0; // popularity weight
     auto operator<=>(const WorkloadType&) const = default;
 };
 

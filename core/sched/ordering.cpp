@@ -52,7 +52,9 @@ double FairShareSorter::usage(TeamId team) const {
     return it == m_usage.end() ? 0.0 : it->second;
 }
 
-void FairShareSorter::charge(TeamId team, double gpu_seconds) { m_usage[team] += gpu_seconds; }
+void FairShareSorter::charge(TeamId team, double gpu_seconds) {
+    m_usage[team] += gpu_seconds;
+}
 
 bool FairShareSorter::above_fair_share(TeamId team) const {
     double total_usage = 0.0;
@@ -79,8 +81,8 @@ std::vector<std::size_t> FairShareSorter::order(const std::vector<JobRequest>& p
     }
     auto key = [&](std::size_t i) {
         const JobRequest& j = pending[i];
-        return std::tuple(-static_cast<int>(effective_priority(j, now, m_policy.aging_s)), share(j.team), j.submitted_at,
-                          j.id.value());
+        return std::tuple(-static_cast<int>(effective_priority(j, now, m_policy.aging_s)), share(j.team),
+                          j.submitted_at, j.id.value());
     };
     std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
     return idx;

@@ -13,7 +13,9 @@ namespace {
 using resources::format_memory_mib;
 using resources::format_milli;
 
-std::string cpus(std::int64_t milli) { return format_milli(milli) + " CPUs"; }
+std::string cpus(std::int64_t milli) {
+    return format_milli(milli) + " CPUs";
+}
 
 std::string model_list(const ModelCatalog& models, ModelMask mask) {
     std::string out;
@@ -25,7 +27,9 @@ std::string model_list(const ModelCatalog& models, ModelMask mask) {
     return out;
 }
 
-bool is_share(const JobRequest& job) { return job.gpus == 1 && (job.gpu_memory_mib > 0 || job.gpu_milli < k_milli_per_gpu); }
+bool is_share(const JobRequest& job) {
+    return job.gpus == 1 && (job.gpu_memory_mib > 0 || job.gpu_milli < k_milli_per_gpu);
+}
 
 bool gpu_usable(const Gpu& g, const JobRequest& job) {
     return model_allowed(job.gpu_models, g.model) && milli_on(job, g) <= g.milli_free;
@@ -103,8 +107,8 @@ std::uint32_t tightest_usable(const Worker& w, const JobRequest& job) {
     bool have = false;
     for (std::uint32_t i = 0; i < w.gpus.size(); ++i) {
         const Gpu& g = w.gpus[i];
-        if (gpu_usable(g, job) && (!have || g.milli_free - milli_on(job, g) <
-                                                w.gpus[best].milli_free - milli_on(job, w.gpus[best]))) {
+        if (gpu_usable(g, job) &&
+            (!have || g.milli_free - milli_on(job, g) < w.gpus[best].milli_free - milli_on(job, w.gpus[best]))) {
             best = i;
             have = true;
         }
@@ -130,11 +134,16 @@ std::uint32_t random_usable(const Worker& w, const JobRequest& job, Rng& rng) {
 
 const char* to_string(ScorerKind kind) {
     switch (kind) {
-    case ScorerKind::fgd: return "fgd";
-    case ScorerKind::fgd_k8s: return "fgd-k8s";
-    case ScorerKind::bestfit: return "bestfit";
-    case ScorerKind::packing: return "packing";
-    case ScorerKind::random: return "random";
+    case ScorerKind::fgd:
+        return "fgd";
+    case ScorerKind::fgd_k8s:
+        return "fgd-k8s";
+    case ScorerKind::bestfit:
+        return "bestfit";
+    case ScorerKind::packing:
+        return "packing";
+    case ScorerKind::random:
+        return "random";
     }
     return "?";
 }
@@ -145,20 +154,24 @@ const std::vector<std::string>& scorer_names() {
 }
 
 Result<ScorerKind> parse_scorer(std::string_view name) {
-    for (auto k : {ScorerKind::fgd, ScorerKind::fgd_k8s, ScorerKind::bestfit, ScorerKind::packing, ScorerKind::random}) {
+    for (auto k :
+         {ScorerKind::fgd, ScorerKind::fgd_k8s, ScorerKind::bestfit, ScorerKind::packing, ScorerKind::random}) {
         if (name == to_string(k)) {
             return k;
         }
     }
-    return make_error(ErrorCode::invalid_input,
-                      "unknown placement policy `" + std::string(name) + "` (known: fgd, fgd-k8s, bestfit, packing, random)");
+    return make_error(ErrorCode::invalid_input, "unknown placement policy `" + std::string(name) +
+                                                    "` (known: fgd, fgd-k8s, bestfit, packing, random)");
 }
 
 const char* to_string(PlaceOutcome outcome) {
     switch (outcome) {
-    case PlaceOutcome::placed: return "placed";
-    case PlaceOutcome::not_now: return "not_now";
-    case PlaceOutcome::infeasible: return "infeasible";
+    case PlaceOutcome::placed:
+        return "placed";
+    case PlaceOutcome::not_now:
+        return "not_now";
+    case PlaceOutcome::infeasible:
+        return "infeasible";
     }
     return "?";
 }
@@ -172,7 +185,9 @@ ScoreScale scale_of(const std::vector<Worker>& workers) {
     return s;
 }
 
-bool filter_available(const Worker& w) { return w.health != WorkerHealth::lost && !w.draining; }
+bool filter_available(const Worker& w) {
+    return w.health != WorkerHealth::lost && !w.draining;
+}
 
 bool filter_models(const Worker& w, const JobRequest& job) {
     if (job.gpus == 0) {
@@ -185,13 +200,21 @@ bool filter_models(const Worker& w, const JobRequest& job) {
     return n >= job.gpus;
 }
 
-bool filter_gpu(const Worker& w, const JobRequest& job) { return job.gpus == 0 || count_usable(w, job) >= job.gpus; }
+bool filter_gpu(const Worker& w, const JobRequest& job) {
+    return job.gpus == 0 || count_usable(w, job) >= job.gpus;
+}
 
-bool filter_cpu(const Worker& w, const JobRequest& job) { return w.cpu_milli_free >= job.cpu_milli; }
+bool filter_cpu(const Worker& w, const JobRequest& job) {
+    return w.cpu_milli_free >= job.cpu_milli;
+}
 
-bool filter_memory(const Worker& w, const JobRequest& job) { return w.memory_mib_free >= job.memory_mib; }
+bool filter_memory(const Worker& w, const JobRequest& job) {
+    return w.memory_mib_free >= job.memory_mib;
+}
 
-bool filter_owner(const Worker& w, const JobRequest& job, const OwnerPolicy& owner) { return !owner || owner(w, job); }
+bool filter_owner(const Worker& w, const JobRequest& job, const OwnerPolicy& owner) {
+    return !owner || owner(w, job);
+}
 
 bool passes_filters(const Worker& w, const JobRequest& job, const OwnerPolicy& owner) {
     return filter_available(w) && filter_cpu(w, job) && filter_memory(w, job) && filter_models(w, job) &&
@@ -247,8 +270,8 @@ std::int64_t packing_points(const Worker& w, const std::vector<std::uint32_t>& g
     return std::max<std::int64_t>(100 - free_share / 10, 100 / 2); // an already shared GPU: best
 }
 
-std::optional<Choice> choose_on_worker(const Worker& w, const JobRequest& job, ScorerKind kind, const Workload& workload,
-                                       const ScoreScale& scale, Rng& rng) {
+std::optional<Choice> choose_on_worker(const Worker& w, const JobRequest& job, ScorerKind kind,
+                                       const Workload& workload, const ScoreScale& scale, Rng& rng) {
     if (!filter_cpu(w, job) || !filter_memory(w, job) || !filter_gpu(w, job)) {
         return std::nullopt;
     }
@@ -267,19 +290,19 @@ std::optional<Choice> choose_on_worker(const Worker& w, const JobRequest& job, S
             c.milli = c.gpus.empty() ? 0 : milli_on(job, w.gpus[c.gpus.front()]);
         }
     }
-    const double bestfit =
-        kind == ScorerKind::random || kind == ScorerKind::packing ? 0.0
-                                                                  : static_cast<double>(bestfit_points(w, job, scale)) / 100.0;
+    const double bestfit = kind == ScorerKind::random || kind == ScorerKind::packing
+                               ? 0.0
+                               : static_cast<double>(bestfit_points(w, job, scale)) / 100.0;
     switch (kind) {
     case ScorerKind::fgd:
     case ScorerKind::fgd_k8s: {
         if (!is_share(job)) {
             c.frag_delta = frag_delta(w, job.cpu_milli, c.gpus, c.milli, workload);
         }
-        const double gpus_saved = workload.total_count == 0
-                                      ? 0.0
-                                      : -static_cast<double>(c.frag_delta) /
-                                            (static_cast<double>(workload.total_count) * k_milli_per_gpu);
+        const double gpus_saved =
+            workload.total_count == 0
+                ? 0.0
+                : -static_cast<double>(c.frag_delta) / (static_cast<double>(workload.total_count) * k_milli_per_gpu);
         if (kind == ScorerKind::fgd) {
             c.score = gpus_saved + k_fgd_bestfit_weight * bestfit;
         } else {
@@ -289,9 +312,15 @@ std::optional<Choice> choose_on_worker(const Worker& w, const JobRequest& job, S
         }
         break;
     }
-    case ScorerKind::bestfit: c.score = bestfit; break;
-    case ScorerKind::packing: c.score = static_cast<double>(packing_points(w, c.gpus)) / 100.0; break;
-    case ScorerKind::random: c.score = 0.0; break;
+    case ScorerKind::bestfit:
+        c.score = bestfit;
+        break;
+    case ScorerKind::packing:
+        c.score = static_cast<double>(packing_points(w, c.gpus)) / 100.0;
+        break;
+    case ScorerKind::random:
+        c.score = 0.0;
+        break;
     }
     return c;
 }
@@ -365,11 +394,11 @@ Feasibility check_feasible(const std::vector<Worker>& workers, const ModelCatalo
         return {false, "no worker has " + cpus(job.cpu_milli) + " (largest: " + cpus(max_cpu) + ")"};
     }
     if (job.memory_mib > max_mem) {
-        return {false, "no worker has " + format_memory_mib(job.memory_mib) + " of memory (largest: " +
-                           format_memory_mib(max_mem) + ")"};
+        return {false, "no worker has " + format_memory_mib(job.memory_mib) +
+                           " of memory (largest: " + format_memory_mib(max_mem) + ")"};
     }
-    return {false, "no single worker has the GPUs, " + cpus(job.cpu_milli) + " and " + format_memory_mib(job.memory_mib) +
-                       " of memory together"};
+    return {false, "no single worker has the GPUs, " + cpus(job.cpu_milli) + " and " +
+                       format_memory_mib(job.memory_mib) + " of memory together"};
 }
 
 std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest& job, const OwnerPolicy& owner) {
@@ -412,8 +441,8 @@ std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest&
                 }
                 most = std::max(most, n);
             }
-            return "no worker has " + std::to_string(job.gpus) + " free whole GPU(s) (most free on one worker: " +
-                   std::to_string(most) + ")";
+            return "no worker has " + std::to_string(job.gpus) +
+                   " free whole GPU(s) (most free on one worker: " + std::to_string(most) + ")";
         }
         if (job.gpu_memory_mib > 0) {
             std::int64_t largest = 0;
@@ -435,8 +464,8 @@ std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest&
                 }
             }
         }
-        return "no worker has " + format_milli(job.gpu_milli) + " of a GPU free (largest free share: " +
-               format_milli(largest) + ")";
+        return "no worker has " + format_milli(job.gpu_milli) +
+               " of a GPU free (largest free share: " + format_milli(largest) + ")";
     }
     left = next;
     next = keep([&](const Worker& w) { return filter_cpu(w, job); });

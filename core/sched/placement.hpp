@@ -59,8 +59,8 @@ struct ScoreWeights {
 struct PlacementPolicy {
     ScorerKind scorer = ScorerKind::fgd;
     ScoreWeights weights;
-    OwnerPolicy owner_allows;  // empty = owners accept everything
-    Workload workload;         // target workload for fgd
+    OwnerPolicy owner_allows; // empty = owners accept everything
+    Workload workload;        // target workload for fgd
     TieBreak tie_break = TieBreak::random;
 };
 
@@ -94,8 +94,8 @@ struct Choice {
 
 // Picks GPUs on a worker that passed the filters and scores the result with `kind` (no affinity
 // terms). Returns nothing if the job does not fit now.
-std::optional<Choice> choose_on_worker(const Worker& w, const JobRequest& job, ScorerKind kind, const Workload& workload,
-                                       const ScoreScale& scale, Rng& rng);
+std::optional<Choice> choose_on_worker(const Worker& w, const JobRequest& job, ScorerKind kind,
+                                       const Workload& workload, const ScoreScale& scale, Rng& rng);
 
 // The additional score terms (image, cache, reliability).
 double affinity_score(const Worker& w, const JobRequest& job, const ScoreWeights& weights);
@@ -133,7 +133,7 @@ struct Placement {
     PlaceOutcome outcome = PlaceOutcome::not_now;
     std::size_t worker = 0; // index into the workers when placed
     Choice choice;
-    std::string reason;     // why not, when not placed
+    std::string reason; // why not, when not placed
 };
 
 Placement place(const std::vector<Worker>& workers, const ModelCatalog& models, const JobRequest& job,

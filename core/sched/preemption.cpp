@@ -5,8 +5,8 @@
 
 namespace gpupool::sched {
 
-bool preemptible(const RunningJob& victim, const JobRequest& preemptor, const FairShareSorter& shares,
-                 std::int64_t now, const PreemptionPolicy& policy) {
+bool preemptible(const RunningJob& victim, const JobRequest& preemptor, const FairShareSorter& shares, std::int64_t now,
+                 const PreemptionPolicy& policy) {
     if (preemptor.priority != Priority::high || victim.priority == Priority::high || victim.stopping) {
         return false;
     }
@@ -22,7 +22,8 @@ namespace {
 double victim_cost(const std::vector<RunningJob>& running, const std::vector<std::size_t>& set, std::int64_t now) {
     double cost = 0.0;
     for (auto i : set) {
-        cost += (running[i].priority == Priority::normal ? 1e12 : 0.0) + static_cast<double>(now - running[i].started_at);
+        cost +=
+            (running[i].priority == Priority::normal ? 1e12 : 0.0) + static_cast<double>(now - running[i].started_at);
     }
     return cost;
 }

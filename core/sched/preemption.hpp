@@ -26,16 +26,16 @@ struct PreemptionPolicy {
     bool enabled = true;
     std::int64_t min_runtime_s = 600;
     std::int64_t grace_s = 60;
-    std::size_t max_victims = 4;        // larger sets are not searched
-    std::size_t max_candidates = 8;     // per worker, youngest first
+    std::size_t max_victims = 4;    // larger sets are not searched
+    std::size_t max_candidates = 8; // per worker, youngest first
 };
 
-bool preemptible(const RunningJob& victim, const JobRequest& preemptor, const FairShareSorter& shares,
-                 std::int64_t now, const PreemptionPolicy& policy);
+bool preemptible(const RunningJob& victim, const JobRequest& preemptor, const FairShareSorter& shares, std::int64_t now,
+                 const PreemptionPolicy& policy);
 
 struct VictimSet {
-    std::size_t worker = 0;                 // index into workers
-    std::vector<std::size_t> victims;       // indices into running
+    std::size_t worker = 0;           // index into workers
+    std::vector<std::size_t> victims; // indices into running
 };
 
 // The smallest victim set, or nothing. `taken[i]` marks running[i] as already chosen as a victim in

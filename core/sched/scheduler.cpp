@@ -10,8 +10,8 @@ namespace {
 
 // Requests that are interchangeable for placement: once one fails in a call, the rest fail too
 // (resources only shrink during a call).
-using Signature = std::tuple<std::int64_t, std::int64_t, std::int64_t, ModelMask, std::int64_t, std::int64_t,
-                             std::int64_t>;
+using Signature =
+    std::tuple<std::int64_t, std::int64_t, std::int64_t, ModelMask, std::int64_t, std::int64_t, std::int64_t>;
 Signature signature(const JobRequest& j) {
     return {j.gpus, j.gpu_milli, j.gpu_memory_mib, j.gpu_models, j.cpu_milli, j.memory_mib, j.team.value()};
 }
@@ -22,8 +22,9 @@ double gpu_share(const JobRequest& job, const PlacementDecision& d) {
 }
 
 std::string preempt_reason(std::size_t victims, const Worker& w, std::int64_t grace_s) {
-    return "preempting " + std::to_string(victims) + " job(s) on worker " + (w.name.empty() ? std::to_string(w.id.value()) : w.name) +
-           "; it starts when they stop (grace " + std::to_string(grace_s) + "s)";
+    return "preempting " + std::to_string(victims) + " job(s) on worker " +
+           (w.name.empty() ? std::to_string(w.id.value()) : w.name) + "; it starts when they stop (grace " +
+           std::to_string(grace_s) + "s)";
 }
 
 } // namespace
@@ -87,8 +88,8 @@ Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& pendi
         }
         if (p.outcome == PlaceOutcome::placed) {
             take(workers[p.worker], job, p.choice);
-            PlacementDecision d{job.id, workers[p.worker].id, p.choice.gpus, p.choice.milli, job.cpu_milli,
-                                job.memory_mib};
+            PlacementDecision d{job.id,         workers[p.worker].id, p.choice.gpus,
+                                p.choice.milli, job.cpu_milli,        job.memory_mib};
             shares.charge(job.team, gpu_share(job, d) * policy.ordering.placement_charge_s);
             out.placements.push_back(std::move(d));
             continue;
@@ -113,9 +114,9 @@ Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& pendi
                     const RunningJob& r = view.running[v];
                     out.preemptions.push_back({r.job, r.attempt, r.worker, job.id, now + policy.preemption.grace_s});
                 }
-                out.waiting.push_back({job.id, PlaceOutcome::not_now,
-                                       preempt_reason(set->victims.size(), workers[set->worker],
-                                                      policy.preemption.grace_s)});
+                out.waiting.push_back(
+                    {job.id, PlaceOutcome::not_now,
+                     preempt_reason(set->victims.size(), workers[set->worker], policy.preemption.grace_s)});
                 continue;
             }
         }

@@ -59,9 +59,9 @@ struct WaitingJob {
 };
 
 struct Decisions {
-    std::vector<PlacementDecision> placements;   // in the order they were decided
+    std::vector<PlacementDecision> placements; // in the order they were decided
     std::vector<PreemptionDecision> preemptions;
-    std::vector<WaitingJob> waiting;             // every pending job not placed
+    std::vector<WaitingJob> waiting; // every pending job not placed
 };
 
 Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& pending, const Policy& policy,

@@ -16,8 +16,8 @@ using sched::Worker;
 
 std::int64_t model_memory_mib(const std::string& model) {
     static const std::map<std::string, std::int64_t> table{
-        {"T4", 15109}, {"P100", 16280}, {"V100M16", 16160}, {"V100M32", 32510}, {"A10", 22731},
-        {"A100", 81251}, {"H100", 81559}, {"3090", 24268}, {"2080", 11019}, {"P4", 7611}};
+        {"T4", 15109},   {"P100", 16280}, {"V100M16", 16160}, {"V100M32", 32510}, {"A10", 22731},
+        {"A100", 81251}, {"H100", 81559}, {"3090", 24268},    {"2080", 11019},    {"P4", 7611}};
     auto it = table.find(model);
     return it == table.end() ? 16384 : it->second;
 }
@@ -66,7 +66,9 @@ std::vector<JobRequest> to_requests(const std::vector<TracePod>& pods, sched::Mo
 
 namespace {
 
-std::int64_t gpu_request(const JobRequest& j) { return j.gpus * j.gpu_milli; }
+std::int64_t gpu_request(const JobRequest& j) {
+    return j.gpus * j.gpu_milli;
+}
 
 struct CacheEntry {
     std::uint32_t version = 0; // node version + 1 when valid
@@ -195,8 +197,8 @@ AllocSummary run_alloc(const SimCluster& cluster, const std::vector<JobRequest>&
     s.runs.resize(static_cast<std::size_t>(seeds));
     auto work = [&](unsigned first, unsigned step) {
         for (auto i = static_cast<std::size_t>(first); i < s.runs.size(); i += step) {
-            s.runs[i] = run_alloc_seed(cluster, pods, workload, options.scorer, options.first_seed + i, options.tune_ratio,
-                                       options.tie_break);
+            s.runs[i] = run_alloc_seed(cluster, pods, workload, options.scorer, options.first_seed + i,
+                                       options.tune_ratio, options.tie_break);
         }
     };
     const unsigned threads = std::clamp(options.threads, 1U, static_cast<unsigned>(seeds));

@@ -54,17 +54,17 @@ struct AllocOptions {
 
 struct AllocRun {
     std::uint64_t seed = 0;
-    std::vector<double> alloc_pct;   // at k_checkpoints
+    std::vector<double> alloc_pct; // at k_checkpoints
     double unallocated_gpus_at_130 = 0.0;
     double frag_pct_at_100 = 0.0;
-    std::int64_t pods = 0;           // after tuning
+    std::int64_t pods = 0; // after tuning
     std::int64_t unplaced = 0;
 };
 
 struct AllocSummary {
     sched::ScorerKind scorer = sched::ScorerKind::fgd;
-    std::vector<double> alloc_pct;   // means at k_checkpoints
-    double sd_at_130 = 0.0;          // sample standard deviation over seeds
+    std::vector<double> alloc_pct; // means at k_checkpoints
+    double sd_at_130 = 0.0;        // sample standard deviation over seeds
     double unallocated_gpus_at_130 = 0.0;
     double frag_pct_at_100 = 0.0;
     std::vector<AllocRun> runs;
@@ -76,6 +76,7 @@ AllocRun run_alloc_seed(const SimCluster& cluster, const std::vector<sched::JobR
                         double tune_ratio, sched::TieBreak tie_break = sched::TieBreak::random);
 
 // Seeds first_seed .. first_seed + seeds - 1; the workload is typical_workload(pods).
-AllocSummary run_alloc(const SimCluster& cluster, const std::vector<sched::JobRequest>& pods, const AllocOptions& options);
+AllocSummary run_alloc(const SimCluster& cluster, const std::vector<sched::JobRequest>& pods,
+                       const AllocOptions& options);
 
 } // namespace gpupool::sim

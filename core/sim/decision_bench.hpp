@@ -28,8 +28,8 @@ struct DecisionBenchResult {
     std::size_t workers = 0;
     std::int64_t gpus = 0;
     double loaded_pct = 0.0;
-    std::vector<double> decision_s;  // one place() per sample
-    double schedule_s = 0.0;         // one schedule() over the queue
+    std::vector<double> decision_s; // one place() per sample
+    double schedule_s = 0.0;        // one schedule() over the queue
     std::size_t schedule_placed = 0;
     std::size_t queued = 0;
 };

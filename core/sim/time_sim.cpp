@@ -44,7 +44,8 @@ GeneratedWorkload generate_workload(const GenerateOptions& o) {
         g.cluster.workers.push_back(std::move(w));
     }
     for (int t = 0; t < o.teams; ++t) {
-        double weight = static_cast<std::size_t>(t) < o.team_weights.size() ? o.team_weights[static_cast<std::size_t>(t)] : 1.0;
+        double weight =
+            static_cast<std::size_t>(t) < o.team_weights.size() ? o.team_weights[static_cast<std::size_t>(t)] : 1.0;
         g.teams.push_back(sched::TeamShare{TeamId(t + 1), weight, 0.0});
     }
     sched::Rng rng(o.seed);
@@ -55,8 +56,8 @@ GeneratedWorkload generate_workload(const GenerateOptions& o) {
         std::int64_t milli;
         std::int64_t gpu_mem;
     };
-    const std::vector<Shape> shapes{{0.20, 1, 250, 0}, {0.15, 1, 500, 0},  {0.10, 1, 0, 24576}, {0.30, 1, 1000, 0},
-                                    {0.08, 2, 1000, 0}, {0.05, 4, 1000, 0}, {0.02, 8, 1000, 0}, {0.10, 0, 0, 0}};
+    const std::vector<Shape> shapes{{0.20, 1, 250, 0},  {0.15, 1, 500, 0},  {0.10, 1, 0, 24576}, {0.30, 1, 1000, 0},
+                                    {0.08, 2, 1000, 0}, {0.05, 4, 1000, 0}, {0.02, 8, 1000, 0},  {0.10, 0, 0, 0}};
     double mean_gpu = 0.0;
     for (const auto& s : shapes) {
         mean_gpu += s.p * (s.gpu_mem > 0 ? 0.3 : static_cast<double>(s.gpus * s.milli) / 1000.0);
@@ -83,7 +84,8 @@ GeneratedWorkload generate_workload(const GenerateOptions& o) {
         j.request.gpu_memory_mib = shapes[s].gpu_mem;
         j.request.cpu_milli = 4000 * std::max<std::int64_t>(1, shapes[s].gpus);
         j.request.memory_mib = 16384 * std::max<std::int64_t>(1, shapes[s].gpus);
-        j.duration_s = std::max<std::int64_t>(60, static_cast<std::int64_t>(-std::log(1.0 - rng.unit()) * o.mean_runtime_s));
+        j.duration_s =
+            std::max<std::int64_t>(60, static_cast<std::int64_t>(-std::log(1.0 - rng.unit()) * o.mean_runtime_s));
         g.jobs.push_back(std::move(j));
     }
     return g;
@@ -102,8 +104,9 @@ std::vector<TimedJob> trace_jobs(const std::vector<TracePod>& pods, sched::Model
         j.duration_s = std::max<std::int64_t>(1, pods[i].deletion_time - pods[i].creation_time);
         out.push_back(std::move(j));
     }
-    std::stable_sort(out.begin(), out.end(),
-                     [](const TimedJob& a, const TimedJob& b) { return a.request.submitted_at < b.request.submitted_at; });
+    std::stable_sort(out.begin(), out.end(), [](const TimedJob& a, const TimedJob& b) {
+        return a.request.submitted_at < b.request.submitted_at;
+    });
     return out;
 }
 
@@ -120,9 +123,9 @@ double percentile(std::vector<double> v, double p) {
 
 struct Active {
     sched::RunningJob run;
-    std::size_t job = 0;        // index into jobs
+    std::size_t job = 0; // index into jobs
     std::int64_t end = 0;
-    bool stopping = false;      // preempted, stops at `end`
+    bool stopping = false; // preempted, stops at `end`
 };
 
 // Event: (time, sequence) -> job id whose attempt ends
@@ -257,7 +260,8 @@ TimeSimResult run_time_sim(const SimCluster& cluster, const std::vector<TimedJob
                   [](const sched::RunningJob& a, const sched::RunningJob& b) { return a.job < b.job; });
         std::map<std::int64_t, double> in_flight;
         for (const auto& r : view.running) {
-            in_flight[r.team.value()] += static_cast<double>(gpu_of(r)) / 1000.0 * static_cast<double>(now - r.started_at);
+            in_flight[r.team.value()] +=
+                static_cast<double>(gpu_of(r)) / 1000.0 * static_cast<double>(now - r.started_at);
         }
         view.teams.clear();
         for (const auto& [t, w] : weight) {
@@ -279,8 +283,12 @@ TimeSimResult run_time_sim(const SimCluster& cluster, const std::vector<TimedJob
             c.milli = p.gpu_milli;
             sched::take(w, req, c);
             Active a;
-            a.run = sched::RunningJob{p.job, sched::AttemptId(next_attempt++), req.team, req.priority, p.worker, p.gpus,
-                                      p.gpu_milli, req.cpu_milli, req.memory_mib, now, false, sched::JobId{}};
+            a.run = sched::RunningJob{p.job,          sched::AttemptId(next_attempt++),
+                                      req.team,       req.priority,
+                                      p.worker,       p.gpus,
+                                      p.gpu_milli,    req.cpu_milli,
+                                      req.memory_mib, now,
+                                      false,          sched::JobId{}};
             a.job = ji;
             a.end = now + jobs[ji].duration_s;
             allocated += gpu_of(a.run);

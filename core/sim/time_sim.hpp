@@ -23,15 +23,15 @@
 namespace gpupool::sim {
 
 struct TimedJob {
-    sched::JobRequest request;    // submitted_at = arrival time
-    std::int64_t duration_s = 0;  // run time once started
+    sched::JobRequest request;   // submitted_at = arrival time
+    std::int64_t duration_s = 0; // run time once started
 };
 
 struct GenerateOptions {
     int teams = 4;
     std::int64_t jobs = 2000;
-    int workers = 32;             // each with 8 GPUs, 96 CPUs, 768 GiB
-    double load = 1.2;            // offered GPU load / cluster GPUs
+    int workers = 32;  // each with 8 GPUs, 96 CPUs, 768 GiB
+    double load = 1.2; // offered GPU load / cluster GPUs
     double mean_runtime_s = 3600;
     std::uint64_t seed = 0;
     std::vector<double> team_weights; // empty = all 1
@@ -65,16 +65,16 @@ struct TimeSimResult {
     std::int64_t jobs = 0;
     std::int64_t started = 0;
     std::int64_t finished = 0;
-    std::int64_t rejected = 0;      // infeasible at submit
+    std::int64_t rejected = 0; // infeasible at submit
     std::int64_t preemptions = 0;
-    double lost_gpu_seconds = 0.0;  // run time thrown away by preemption
+    double lost_gpu_seconds = 0.0; // run time thrown away by preemption
     double delay_p50_s = 0.0;
     double delay_p90_s = 0.0;
     double delay_p99_s = 0.0;
-    double delay_p99_high_s = 0.0;  // queueing delay of high-priority jobs
-    double utilization_avg = 0.0;   // time-averaged allocated GPU / cluster GPU
+    double delay_p99_high_s = 0.0;                            // queueing delay of high-priority jobs
+    double utilization_avg = 0.0;                             // time-averaged allocated GPU / cluster GPU
     std::vector<std::pair<std::int64_t, double>> utilization; // (time, allocated fraction)
-    double jain_index = 1.0;        // over teams' GPU-seconds / weight
+    double jain_index = 1.0;                                  // over teams' GPU-seconds / weight
     std::vector<TeamResult> teams;
     std::int64_t schedule_calls = 0;
     std::int64_t end_time = 0;

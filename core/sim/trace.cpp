@@ -41,8 +41,8 @@ struct Table {
 Result<Table> read_table(const std::filesystem::path& file, const std::vector<std::string>& required) {
     std::ifstream in(file);
     if (!in) {
-        return make_error(ErrorCode::not_found, "cannot read trace file " + file.string() +
-                                                    " (does it exist? see ../shared/data/README.md)");
+        return make_error(ErrorCode::not_found,
+                          "cannot read trace file " + file.string() + " (does it exist? see ../shared/data/README.md)");
     }
     Table t;
     std::string line;
@@ -66,8 +66,8 @@ Result<Table> read_table(const std::filesystem::path& file, const std::vector<st
         }
         auto fields = split(line, ',');
         if (fields.size() < header.size()) {
-            return bad(file, n, "expected " + std::to_string(header.size()) + " fields, found " +
-                                    std::to_string(fields.size()));
+            return bad(file, n,
+                       "expected " + std::to_string(header.size()) + " fields, found " + std::to_string(fields.size()));
         }
         t.rows.push_back(std::move(fields));
         t.lines.push_back(n);
@@ -191,8 +191,8 @@ Result<std::vector<TracePod>> load_pods(const std::filesystem::path& file) {
 }
 
 Result<std::vector<PublishedResult>> load_published(const std::filesystem::path& file) {
-    std::vector<std::string> required{"workload", "sc_policy", "total_gpus", "sd_at_130", "unallocated_gpus_at_130",
-                                      "frag_pct_of_cluster_at_100"};
+    std::vector<std::string> required{
+        "workload", "sc_policy", "total_gpus", "sd_at_130", "unallocated_gpus_at_130", "frag_pct_of_cluster_at_100"};
     for (int k = 50; k <= 130; k += 10) {
         required.push_back("alloc_pct_at_arrived_" + std::to_string(k));
     }

@@ -29,8 +29,8 @@ struct TracePod {
     std::int64_t cpu_milli = 0;
     std::int64_t memory_mib = 0;
     std::int64_t num_gpu = 0;
-    std::int64_t gpu_milli = 0;          // per GPU
-    std::vector<std::string> gpu_spec;   // acceptable models; empty = any
+    std::int64_t gpu_milli = 0;        // per GPU
+    std::vector<std::string> gpu_spec; // acceptable models; empty = any
     std::string qos;
     std::int64_t creation_time = 0;
     std::int64_t deletion_time = 0;
@@ -39,10 +39,10 @@ struct TracePod {
 
 // One row of fgd_published_alloc.csv.
 struct PublishedResult {
-    std::string workload;            // e.g. openb_pod_list_default
-    std::string policy;              // e.g. 06-FGD
+    std::string workload; // e.g. openb_pod_list_default
+    std::string policy;   // e.g. 06-FGD
     std::int64_t total_gpus = 0;
-    std::vector<double> alloc_pct;   // at arrived 50, 60, ..., 130 %
+    std::vector<double> alloc_pct; // at arrived 50, 60, ..., 130 %
     double sd_at_130 = 0.0;
     double unallocated_gpus_at_130 = 0.0;
     double frag_pct_at_100 = 0.0;

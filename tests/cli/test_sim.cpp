@@ -63,8 +63,8 @@ TEST_CASE("gpupool sim: table output, no-sharing and unknown policies") {
     TempDir dir;
     auto nodes = dir.write("nodes.csv", k_nodes);
     auto pods = dir.write("pods.csv", pods_csv());
-    auto r = run_gpupool({"sim", "--nodes", nodes.string(), "--trace", pods.string(), "--data-dir",
-                          dir.path().string(), "--seeds", "2", "--no-sharing"});
+    auto r = run_gpupool({"sim", "--nodes", nodes.string(), "--trace", pods.string(), "--data-dir", dir.path().string(),
+                          "--seeds", "2", "--no-sharing"});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("alloc@130"));
@@ -75,8 +75,8 @@ TEST_CASE("gpupool sim: table output, no-sharing and unknown policies") {
 }
 
 TEST_CASE("gpupool sim --mode time: generated workload and trace replay") {
-    auto r = run_gpupool({"sim", "--mode", "time", "--generate", "--jobs", "200", "--workers", "4", "--teams", "2",
-                          "--json"});
+    auto r = run_gpupool(
+        {"sim", "--mode", "time", "--generate", "--jobs", "200", "--workers", "4", "--teams", "2", "--json"});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     auto j = nlohmann::json::parse(r.out);

@@ -121,8 +121,8 @@ TEST_CASE("above fair share compares usage fraction with weight fraction") {
 
 namespace {
 
-// Two teams keep 50 one-GPU jobs each queued (topped up every round) on a 4-GPU worker; every round all running jobs end
-// after 100 s and schedule() refills the GPUs. Returns GPU-seconds per team.
+// Two teams keep 50 one-GPU jobs each queued (topped up every round) on a 4-GPU worker; every round all running jobs
+// end after 100 s and schedule() refills the GPUs. Returns GPU-seconds per team.
 std::pair<double, double> run_rounds(double weight1, double weight2, int rounds) {
     ClusterView view;
     view.workers = {worker(1, {1000, 1000, 1000, 1000})};
@@ -136,7 +136,8 @@ std::pair<double, double> run_rounds(double weight1, double weight2, int rounds)
     for (int r = 0; r < rounds; ++r) {
         const std::int64_t now = r * 100;
         for (std::int64_t team = 1; team <= 2; ++team) {
-            auto queued = std::count_if(pending.begin(), pending.end(), [&](const JobRequest& j) { return j.team == TeamId(team); });
+            auto queued = std::count_if(pending.begin(), pending.end(),
+                                        [&](const JobRequest& j) { return j.team == TeamId(team); });
             for (; queued < 50; ++queued) {
                 JobRequest j = whole_job(next_id++, 1);
                 j.team = TeamId(team);

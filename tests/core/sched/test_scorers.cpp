@@ -25,7 +25,8 @@ PlacementPolicy policy_of(ScorerKind kind) {
     return p;
 }
 
-std::size_t place_index(const std::vector<Worker>& ws, const JobRequest& j, const PlacementPolicy& p, std::uint64_t seed = 1) {
+std::size_t place_index(const std::vector<Worker>& ws, const JobRequest& j, const PlacementPolicy& p,
+                        std::uint64_t seed = 1) {
     Rng rng(seed);
     ModelCatalog models;
     Placement pl = place(ws, models, j, p, rng);
@@ -55,8 +56,8 @@ TEST_CASE("bestfit puts a share on the tightest GPU of the worker") {
 }
 
 TEST_CASE("packing prefers shared GPUs, then used nodes, then empty nodes") {
-    Worker shared = worker(1, {400, 1000});   // a 0.3 job fits on the shared GPU
-    Worker used = worker(2, {100, 1000});     // only the free GPU fits
+    Worker shared = worker(1, {400, 1000}); // a 0.3 job fits on the shared GPU
+    Worker used = worker(2, {100, 1000});   // only the free GPU fits
     Worker empty = worker(3, {1000, 1000});
     // points: shared = 100 - 40/10 = 96; used = 50 - 1 = 49; empty = max(33 - 2, 2) = 31
     CHECK(packing_points(shared, {0}) == 96);

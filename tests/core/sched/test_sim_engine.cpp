@@ -12,7 +12,9 @@ using namespace gpupool::sim;
 
 namespace {
 
-std::filesystem::path data_dir() { return test::source_dir() / ".." / "shared" / "data" / "alibaba-gpu-v2023"; }
+std::filesystem::path data_dir() {
+    return test::source_dir() / ".." / "shared" / "data" / "alibaba-gpu-v2023";
+}
 
 const char* k_nodes = "sn,cpu_milli,memory_mib,gpu,model\n"
                       "n0,32000,131072,2,T4\n"

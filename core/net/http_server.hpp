@@ -21,7 +21,8 @@
 // connections, lets requests in flight finish for up to ServerOptions::stop_grace (answers written
 // meanwhile carry "Connection: close"), then answers still-pending Responders with 503
 // "shutting_down", closes the rest, and joins the io threads. It is idempotent and may be called
-// from any thread that is not one of the server's io threads (e.g. a signal-waiting thread).
+// from any thread that is not one of the server's io threads (e.g. a signal-waiting thread); it
+// joins the io threads, so do not call it while holding a lock that handlers take.
 // Thread safety: start/stop/port/running may be called from any thread.
 #pragma once
 

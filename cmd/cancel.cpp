@@ -1,9 +1,55 @@
-#include "cmd/cli.hpp"
+#include "cmd/cli_app.hpp"
+#include "cmd/remote.hpp"
+
+#include <iostream>
+#include <memory>
 
 namespace gpupool::cmd {
 
+struct CancelOptions {
+    std::vector<std::int64_t> jobs;
+    std::int64_t sweep = 0;
+};
+
+int run_cancel(const GlobalOptions& global, const CancelOptions& o) {
+    if (o.jobs.empty() == (o.sweep == 0)) {
+        report_error(global, make_error(ErrorCode::invalid_input, "name job ids or --sweep ID (not both)"));
+        return k_exit_usage;
+    }
+    auto api = connect(global);
+    if (!api) {
+        return k_exit_failed;
+    }
+    int rc = k_exit_ok;
+    if (o.sweep != 0) {
+        auto r = api->post("/v1/sweeps/" + std::to_string(o.sweep) + "/cancel", nlohmann::json::object());
+        if (!r) {
+            report_error(global, r.error());
+            return k_exit_failed;
+        }
+        std::cout << (global.json ? r->dump() : "cancelled " + std::to_string((*r)["cancelled"].get<std::int64_t>()) +
+                                                    " jobs of sweep " + std::to_string(o.sweep))
+                  << '\n';
+        return rc;
+    }
+    for (auto id : o.jobs) {
+        auto r = api->post("/v1/jobs/" + std::to_string(id) + "/cancel", nlohmann::json::object());
+        if (!r) {
+            report_error(global, r.error());
+            rc = k_exit_failed;
+            continue;
+        }
+        std::cout << (global.json ? r->dump() : "cancelled job " + std::to_string(id)) << '\n';
+    }
+    return rc;
+}
+
 void register_cancel(Cli& cli) {
-    register_pending(cli, "cancel", "Cancel a job or a whole sweep", "issue #3 (coordinator)");
+    auto o = std::make_shared<CancelOptions>();
+    CLI::App* sub = add_command(cli, "cancel", "Cancel jobs, or a whole sweep");
+    sub->add_option("jobs", o->jobs, "Job ids");
+    sub->add_option("--sweep", o->sweep, "Cancel every unfinished job of this sweep");
+    sub->callback([&cli, o] { cli.exit_code = run_cancel(cli.global, *o); });
 }
 
 } // namespace gpupool::cmd

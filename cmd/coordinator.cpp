@@ -1,9 +1,137 @@
-#include "cmd/cli.hpp"
+#include "cmd/cli_app.hpp"
+#include "core/coordinator/service.hpp"
+#include "core/resources/quantity.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <memory>
 
 namespace gpupool::cmd {
 
+struct CoordinatorCmdOptions {
+    std::string listen = "127.0.0.1:7070";
+    std::string db = "gpupool.db";
+    std::string tls_cert;
+    std::string tls_key;
+    std::string lease = "30s";
+    std::string port_file;
+    std::string policy = "fgd";
+    std::int64_t tick_ms = 250;
+};
+
+namespace {
+
+Result<std::pair<std::string, std::uint16_t>> parse_listen(const std::string& s) {
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos || colon + 1 == s.size()) {
+        return make_error(ErrorCode::invalid_input, "expected HOST:PORT, like 0.0.0.0:7070", "--listen");
+    }
+    std::string host = s.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+        host = host.substr(1, host.size() - 2);
+    }
+    int port = 0;
+    try {
+        port = std::stoi(s.substr(colon + 1));
+    } catch (const std::exception&) {
+        port = -1;
+    }
+    if (port < 0 || port > 65535) {
+        return make_error(ErrorCode::invalid_input, "port must be 0-65535", "--listen");
+    }
+    return std::make_pair(host, static_cast<std::uint16_t>(port));
+}
+
+} // namespace
+
+int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
+    auto listen = parse_listen(o.listen);
+    if (!listen) {
+        report_error(global, listen.error());
+        return k_exit_usage;
+    }
+    auto lease_s = resources::parse_duration_s(o.lease);
+    if (!lease_s) {
+        Error e = lease_s.error();
+        e.field = "--lease";
+        report_error(global, e);
+        return k_exit_usage;
+    }
+    auto scorer = sched::parse_scorer(o.policy);
+    if (!scorer) {
+        Error e = scorer.error();
+        e.field = "--policy";
+        report_error(global, e);
+        return k_exit_usage;
+    }
+    if (o.tls_cert.empty() != o.tls_key.empty()) {
+        report_error(global, make_error(ErrorCode::invalid_input, "--tls-cert and --tls-key go together", "--tls-cert"));
+        return k_exit_usage;
+    }
+    coordinator::ServiceOptions so;
+    so.http.host = listen->first;
+    so.http.port = listen->second;
+    so.http.tls_cert_file = o.tls_cert;
+    so.http.tls_key_file = o.tls_key;
+    so.db_path = o.db;
+    so.coordinator.lease_ms = *lease_s * 1000;
+    so.coordinator.worker_timeout_ms = *lease_s * 1000;
+    so.coordinator.policy.placement.scorer = *scorer;
+    so.tick = std::chrono::milliseconds(o.tick_ms);
+
+    // Block the stop signals in every thread; this one waits for them.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    coordinator::CoordinatorService service(so);
+    std::string admin_token;
+    if (auto st = service.start(&admin_token); !st) {
+        report_error(global, st.error());
+        return k_exit_failed;
+    }
+    const std::string scheme = o.tls_cert.empty() ? "http" : "https";
+    const std::string url = scheme + "://" + listen->first + ":" + std::to_string(service.port());
+    if (!o.port_file.empty()) {
+        std::ofstream(o.port_file) << service.port() << '\n';
+    }
+    if (global.json) {
+        nlohmann::json j = {{"url", url}, {"port", service.port()}, {"db", o.db}};
+        if (!admin_token.empty()) {
+            j["admin_token"] = admin_token;
+        }
+        std::cout << j.dump() << std::endl;
+    } else {
+        std::cout << "gpupool coordinator listening on " << url << " (store " << o.db << ")" << std::endl;
+        if (!admin_token.empty()) {
+            std::cout << "admin token (shown once, keep it safe): " << admin_token << std::endl;
+        }
+    }
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {}: shutting down", sig);
+    service.stop();
+    return k_exit_ok;
+}
+
 void register_coordinator(Cli& cli) {
-    register_pending(cli, "coordinator", "Run the pool's coordinator: HTTP API, scheduler, SQLite store, credit ledger", "issue #3 (coordinator)");
+    auto o = std::make_shared<CoordinatorCmdOptions>();
+    CLI::App* sub = add_command(cli, "coordinator", "Run the pool's coordinator: HTTP API, scheduler, SQLite store");
+    sub->add_option("--listen", o->listen, "HOST:PORT to serve on (port 0 picks a free one)")->capture_default_str();
+    sub->add_option("--db", o->db, "SQLite file (created on first start)")->capture_default_str();
+    sub->add_option("--tls-cert", o->tls_cert, "PEM certificate: serve HTTPS");
+    sub->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert");
+    sub->add_option("--lease", o->lease, "How long an attempt survives without a heartbeat")->capture_default_str();
+    sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
+    sub->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");
+    sub->add_option("--tick-ms", o->tick_ms, "Scheduling and lease-check period")->capture_default_str();
+    sub->callback([&cli, o] { cli.exit_code = run_coordinator(cli.global, *o); });
 }
 
 } // namespace gpupool::cmd

@@ -1,9 +1,60 @@
-#include "cmd/cli.hpp"
+#include "cmd/cli_app.hpp"
+#include "cmd/remote.hpp"
+
+#include <iostream>
+#include <memory>
 
 namespace gpupool::cmd {
 
+int run_status(const GlobalOptions& global, std::int64_t job) {
+    auto api = connect(global);
+    if (!api) {
+        return k_exit_failed;
+    }
+    auto j = api->get("/v1/jobs/" + std::to_string(job));
+    if (!j) {
+        report_error(global, j.error());
+        return k_exit_failed;
+    }
+    if (global.json) {
+        std::cout << j->dump(2) << '\n';
+        return k_exit_ok;
+    }
+    const auto& v = *j;
+    std::cout << "job " << v["id"] << " `" << v["name"].get<std::string>() << "` (sweep " << v["sweep_id"]
+              << "): " << v["state"].get<std::string>() << '\n';
+    if (v["state"] == "queued") {
+        std::cout << "  waiting: " << v["waiting_reason"].get<std::string>() << '\n';
+    } else if (!v["reason"].get<std::string>().empty()) {
+        std::cout << "  " << v["reason"].get<std::string>() << '\n';
+    }
+    if (!v["exit_code"].is_null()) {
+        std::cout << "  exit code " << v["exit_code"] << '\n';
+    }
+    std::cout << "  submitted " << format_time(v["created_at"]) << " UTC";
+    if (!v["finished_at"].is_null()) {
+        std::cout << ", finished " << format_time(v["finished_at"]) << " UTC";
+    }
+    std::cout << '\n';
+    if (!v["attempt_history"].empty()) {
+        std::vector<std::vector<std::string>> rows{{"ATTEMPT", "WORKER", "GPU", "STATE", "STARTED", "ENDED", "EXIT", "REASON"}};
+        for (const auto& a : v["attempt_history"]) {
+            rows.push_back({std::to_string(a["id"].get<std::int64_t>()), std::to_string(a["worker"].get<std::int64_t>()),
+                            a["gpu_index"].get<std::int64_t>() < 0 ? "-" : std::to_string(a["gpu_index"].get<std::int64_t>()),
+                            a["state"].get<std::string>(), format_time(a["started_at"]), format_time(a["ended_at"]),
+                            a["exit_code"].is_null() ? "-" : std::to_string(a["exit_code"].get<std::int64_t>()),
+                            a["reason"].get<std::string>()});
+        }
+        print_table(rows);
+    }
+    return k_exit_ok;
+}
+
 void register_status(Cli& cli) {
-    register_pending(cli, "status", "Show a job's state, attempts and why it is waiting", "issue #3 (coordinator)");
+    auto job = std::make_shared<std::int64_t>(0);
+    CLI::App* sub = add_command(cli, "status", "Show a job's state, attempts and why it is waiting");
+    sub->add_option("job", *job, "Job id")->required();
+    sub->callback([&cli, job] { cli.exit_code = run_status(cli.global, *job); });
 }
 
 } // namespace gpupool::cmd

@@ -1,6 +1,9 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/jobs_view.hpp"
+#include "cmd/remote.hpp"
+#include "core/recipe/recipe_json.hpp"
 
+#include <iostream>
 #include <memory>
 
 namespace gpupool::cmd {
@@ -10,6 +13,7 @@ struct SubmitOptions {
     bool dry_run = false;
     bool wait = false;
     bool follow = false;
+    std::string team;
 };
 
 int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
@@ -17,14 +21,60 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
     if (!loaded) {
         return k_exit_failed;
     }
+    const auto& [recipe, jobs] = *loaded;
     if (opts.dry_run) {
-        print_jobs(global, loaded->first, loaded->second);
+        print_jobs(global, recipe, jobs);
         return k_exit_ok;
     }
-    report_error(global, make_error(ErrorCode::not_implemented,
-                                    "submitting to a coordinator is not implemented yet (it lands with issue #3); "
-                                    "the recipe is valid: use --dry-run to see its jobs"));
-    return k_exit_usage;
+    auto api = connect(global);
+    if (!api) {
+        return k_exit_failed;
+    }
+    nlohmann::json body = {{"source", recipe.source},
+                           {"max_parallel", recipe.sweep.max_parallel},
+                           {"jobs", nlohmann::json::parse(recipe::to_json(jobs).dump())}};
+    if (!opts.team.empty()) {
+        body["team"] = opts.team;
+    }
+    auto res = api->post("/v1/jobs", body);
+    if (!res) {
+        report_error(global, res.error());
+        return k_exit_failed;
+    }
+    std::vector<std::int64_t> ids = (*res)["jobs"].get<std::vector<std::int64_t>>();
+    if (global.json && !opts.wait) {
+        std::cout << res->dump(2) << '\n';
+    } else if (!global.json) {
+        std::cout << "submitted sweep " << (*res)["sweep_id"] << ": " << ids.size()
+                  << (ids.size() == 1 ? " job" : " jobs") << " (id " << ids.front();
+        if (ids.size() > 1) {
+            std::cout << ".." << ids.back();
+        }
+        std::cout << ")\n";
+    }
+    if (opts.follow && ids.size() == 1) {
+        if (int rc = stream_logs(global, *api, ids.front(), true); rc != k_exit_ok) {
+            return rc;
+        }
+    }
+    if (opts.wait || opts.follow) {
+        auto done = wait_for_jobs(global, *api, ids);
+        if (!done) {
+            return k_exit_failed;
+        }
+        int failed = 0;
+        for (const auto& j : *done) {
+            failed += j["state"] == "succeeded" ? 0 : 1;
+        }
+        if (global.json) {
+            std::cout << nlohmann::json{{"sweep_id", (*res)["sweep_id"]}, {"jobs", *done}}.dump(2) << '\n';
+        } else {
+            std::cout << (ids.size() - static_cast<std::size_t>(failed)) << " succeeded, " << failed
+                      << " did not\n";
+        }
+        return failed == 0 ? k_exit_ok : k_exit_failed;
+    }
+    return k_exit_ok;
 }
 
 void register_submit(Cli& cli) {
@@ -32,8 +82,9 @@ void register_submit(Cli& cli) {
     CLI::App* sub = add_command(cli, "submit", "Submit a recipe (one job or a whole sweep) to the pool");
     add_recipe_args(sub, opts->recipe);
     sub->add_flag("--dry-run", opts->dry_run, "Validate and print the jobs without contacting the coordinator");
-    sub->add_flag("--wait", opts->wait, "Wait for the jobs to finish");
-    sub->add_flag("--follow,-f", opts->follow, "Stream the logs of a single job");
+    sub->add_flag("--wait", opts->wait, "Wait for the jobs to finish; exit 1 if any did not succeed");
+    sub->add_flag("--follow,-f", opts->follow, "Stream the logs of a single job, then wait for it");
+    sub->add_option("--team", opts->team, "Team to submit for (admins only; members submit for their team)");
     sub->callback([&cli, opts] { cli.exit_code = run_submit(cli.global, *opts); });
 }
 

@@ -1,0 +1,142 @@
+#include "cmd/remote.hpp"
+
+#include <chrono>
+#include <ctime>
+#include <iostream>
+#include <thread>
+
+namespace gpupool::cmd {
+
+using json = nlohmann::json;
+
+std::optional<client::ApiClient> connect(const GlobalOptions& global) {
+    config::ClientOverrides o;
+    if (global.config_file) {
+        o.config_file = *global.config_file;
+    }
+    o.url = global.url;
+    o.token = global.token;
+    o.ca_cert = global.ca_cert;
+    auto cfg = config::load_client_config(o);
+    if (!cfg) {
+        report_error(global, cfg.error());
+        return std::nullopt;
+    }
+    return client::ApiClient(*cfg);
+}
+
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+    if (rows.empty()) {
+        return;
+    }
+    std::vector<std::size_t> widths(rows.front().size(), 0);
+    for (const auto& row : rows) {
+        for (std::size_t c = 0; c < row.size() && c < widths.size(); ++c) {
+            widths[c] = std::max(widths[c], row[c].size());
+        }
+    }
+    for (const auto& row : rows) {
+        std::string line;
+        for (std::size_t c = 0; c < row.size(); ++c) {
+            line += row[c];
+            if (c + 1 < row.size()) {
+                line += std::string(widths[c] - row[c].size() + 2, ' ');
+            }
+        }
+        std::cout << line << '\n';
+    }
+}
+
+std::string format_time(const json& ms) {
+    if (!ms.is_number_integer()) {
+        return "-";
+    }
+    std::time_t t = static_cast<std::time_t>(ms.get<std::int64_t>() / 1000);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+    return buf;
+}
+
+bool is_terminal_state(const std::string& state) {
+    return state == "succeeded" || state == "failed" || state == "cancelled";
+}
+
+std::optional<std::vector<json>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,
+                                               const std::vector<std::int64_t>& ids) {
+    std::string last_line;
+    while (true) {
+        std::vector<json> jobs;
+        std::map<std::string, int> counts;
+        for (auto id : ids) {
+            auto j = api.get("/v1/jobs/" + std::to_string(id));
+            if (!j) {
+                report_error(global, j.error());
+                return std::nullopt;
+            }
+            counts[(*j)["state"].get<std::string>()]++;
+            jobs.push_back(std::move(*j));
+        }
+        bool done = std::all_of(jobs.begin(), jobs.end(),
+                                [](const json& j) { return is_terminal_state(j["state"].get<std::string>()); });
+        if (!global.json) {
+            std::string line;
+            for (const auto& [state, n] : counts) {
+                line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+            }
+            if (line != last_line) {
+                std::cerr << "jobs: " << line << '\n';
+                last_line = line;
+            }
+        }
+        if (done) {
+            return jobs;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+}
+
+int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_t job, bool follow) {
+    std::int64_t offset = 0;
+    std::int64_t attempt = 0;
+    std::int64_t finished_attempt = -1; // the last attempt printed to its end
+    while (true) {
+        std::string path = "/v1/jobs/" + std::to_string(job) + "/logs?offset=" + std::to_string(offset);
+        if (attempt > 0) {
+            path += "&attempt=" + std::to_string(attempt);
+        }
+        auto r = api.get(path);
+        if (!r) {
+            report_error(global, r.error());
+            return k_exit_failed;
+        }
+        std::int64_t got_attempt = (*r)["attempt"].get<std::int64_t>();
+        if (attempt == 0 && got_attempt == finished_attempt) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300)); // waiting for the next attempt
+            continue;
+        }
+        if (attempt == 0 && got_attempt > 0) {
+            attempt = got_attempt; // stay on one attempt's stream; offsets are per attempt
+        }
+        std::cout << (*r)["data"].get<std::string>() << std::flush;
+        offset = (*r)["next_offset"].get<std::int64_t>();
+        if (!follow || (*r)["finished"].get<bool>()) {
+            if (follow && attempt > 0) {
+                // A retried job has a newer attempt: follow it too.
+                auto j = api.get("/v1/jobs/" + std::to_string(job));
+                if (j && !is_terminal_state((*j)["state"].get<std::string>())) {
+                    finished_attempt = attempt;
+                    std::cerr << "-- attempt " << attempt << " ended; following the job's next attempt --\n";
+                    attempt = 0;
+                    offset = 0;
+                    continue;
+                }
+            }
+            return k_exit_ok;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+}
+
+} // namespace gpupool::cmd

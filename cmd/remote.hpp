@@ -1,0 +1,34 @@
+// Shared by the subcommands that talk to a coordinator: building the client from the config and
+// small printing helpers.
+#pragma once
+
+#include "cmd/cli.hpp"
+#include "core/client/api_client.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpupool::cmd {
+
+// The API client for the configured coordinator, or nothing (the problem is already printed).
+std::optional<client::ApiClient> connect(const GlobalOptions& global);
+
+// Prints rows as aligned columns; the first row is the header.
+void print_table(const std::vector<std::vector<std::string>>& rows);
+
+// "2026-11-30 03:41:34" in UTC from Unix milliseconds; "-" for null.
+std::string format_time(const nlohmann::json& ms);
+
+// Polls until every job is finished; prints progress unless --json. Returns the final job objects.
+std::optional<std::vector<nlohmann::json>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,
+                                                         const std::vector<std::int64_t>& ids);
+
+// Streams a job's logs to stdout from `offset` until the attempt finishes (follow) or once.
+int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_t job, bool follow);
+
+bool is_terminal_state(const std::string& state);
+
+} // namespace gpupool::cmd

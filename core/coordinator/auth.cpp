@@ -1,0 +1,38 @@
+#include "core/coordinator/auth.hpp"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <array>
+
+namespace gpupool::coordinator {
+
+namespace {
+std::string to_hex(const unsigned char* data, std::size_t size) {
+    static constexpr char k_digits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(size * 2);
+    for (std::size_t i = 0; i < size; ++i) {
+        out += k_digits[data[i] >> 4];
+        out += k_digits[data[i] & 0x0f];
+    }
+    return out;
+}
+} // namespace
+
+Result<std::string> new_token_secret() {
+    std::array<unsigned char, 32> bytes{};
+    if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+        return make_error(ErrorCode::internal, "OpenSSL could not produce random bytes for a token");
+    }
+    return "gpp_" + to_hex(bytes.data(), bytes.size());
+}
+
+std::string sha256_hex(std::string_view data) {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int len = 0;
+    EVP_Digest(data.data(), data.size(), digest.data(), &len, EVP_sha256(), nullptr);
+    return to_hex(digest.data(), len);
+}
+
+} // namespace gpupool::coordinator

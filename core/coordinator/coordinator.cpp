@@ -1,0 +1,976 @@
+#include "core/coordinator/coordinator.hpp"
+
+#include "core/coordinator/auth.hpp"
+#include "core/resources/quantity.hpp"
+
+#include <algorithm>
+
+namespace gpupool::coordinator {
+
+using namespace gpupool::store;
+
+namespace {
+
+Error denied(const std::string& what) { return make_error(ErrorCode::forbidden, what); }
+Error not_found(const std::string& what) { return make_error(ErrorCode::not_found, what); }
+Error invalid(const std::string& what, const std::string& field = {}) {
+    return make_error(ErrorCode::invalid_input, what, field);
+}
+Error fenced(AttemptId id, const std::string& why) {
+    return make_error(ErrorCode::conflict,
+                      "attempt " + std::to_string(id.value()) + " is no longer current (" + why + "); refused");
+}
+
+bool is_active(AttemptState s) { return s == AttemptState::assigned || s == AttemptState::running; }
+
+// Reads the worker's registered inventory: GPUs, CPU, RAM. Bad fields were refused at register.
+void parse_inventory(const nlohmann::json& inv, std::vector<sched::Gpu>& gpus, std::vector<std::string>& models,
+                     std::int64_t& cpu_milli, std::int64_t& memory_mib) {
+    gpus.clear();
+    models.clear();
+    cpu_milli = inv.value("cpu_milli", std::int64_t{0});
+    memory_mib = inv.value("memory_mib", std::int64_t{0});
+    if (inv.contains("gpus") && inv["gpus"].is_array()) {
+        for (const auto& g : inv["gpus"]) {
+            sched::Gpu gpu;
+            gpu.memory_mib = g.value("memory_mib", std::int64_t{0});
+            gpus.push_back(gpu);
+            models.push_back(g.value("model", std::string("unknown")));
+        }
+    }
+}
+
+Status validate_inventory(const nlohmann::json& inv) {
+    if (!inv.is_object()) {
+        return invalid("expected an object", "inventory");
+    }
+    auto positive_int = [&](const char* key) -> Status {
+        auto it = inv.find(key);
+        if (it == inv.end() || !it->is_number_integer() || it->get<std::int64_t>() <= 0) {
+            return invalid("expected a positive integer", std::string("inventory.") + key);
+        }
+        return {};
+    };
+    if (auto st = positive_int("cpu_milli"); !st) {
+        return st;
+    }
+    if (auto st = positive_int("memory_mib"); !st) {
+        return st;
+    }
+    if (inv.contains("gpus")) {
+        if (!inv["gpus"].is_array()) {
+            return invalid("expected an array", "inventory.gpus");
+        }
+        for (std::size_t i = 0; i < inv["gpus"].size(); ++i) {
+            const auto& g = inv["gpus"][i];
+            std::string field = "inventory.gpus[" + std::to_string(i) + "]";
+            if (!g.is_object() || !g.contains("memory_mib") || !g["memory_mib"].is_number_integer() ||
+                g["memory_mib"].get<std::int64_t>() <= 0) {
+                return invalid("expected {model, memory_mib > 0}", field + ".memory_mib");
+            }
+            if (!g.contains("model") || !g["model"].is_string()) {
+                return invalid("expected a string", field + ".model");
+            }
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+Coordinator::Coordinator(Store& store, const Clock& clock, CoordinatorOptions options)
+    : m_store(store), m_clock(clock), m_options(std::move(options)) {}
+
+// ---- persistence --------------------------------------------------------------------------------
+
+Status Coordinator::commit(Changes& changes) {
+    if (auto st = m_store.apply(changes); !st) {
+        return st;
+    }
+    // Only now does memory change: it never holds anything the store does not.
+    absorb(changes);
+    changes = Changes{};
+    return {};
+}
+
+void Coordinator::absorb(const Changes& changes) {
+    for (const auto& t : changes.teams) {
+        m_teams[t.id] = t;
+        m_next_team = std::max(m_next_team, t.id.value() + 1);
+    }
+    for (const auto& t : changes.tokens) {
+        m_tokens[t.hash] = t;
+        m_next_token = std::max(m_next_token, t.id + 1);
+    }
+    for (const auto& w : changes.workers) {
+        auto& live = m_workers[w.id];
+        live.record = w;
+        auto inv = nlohmann::json::parse(w.inventory_json, nullptr, false);
+        parse_inventory(inv, live.gpus, live.gpu_models, live.cpu_milli, live.memory_mib);
+        m_next_worker = std::max(m_next_worker, w.id.value() + 1);
+    }
+    for (const auto& sw : changes.sweeps) {
+        m_sweeps[sw.id] = sw;
+        m_next_sweep = std::max(m_next_sweep, sw.id + 1);
+    }
+    for (const auto& j : changes.jobs) {
+        m_jobs[j.id] = j;
+        m_next_job = std::max(m_next_job, j.id.value() + 1);
+    }
+    for (const auto& a : changes.attempts) {
+        m_attempts[a.id] = a;
+        auto& latest = m_latest_attempt[a.job];
+        latest = std::max(latest, a.id);
+        m_next_attempt = std::max(m_next_attempt, a.id.value() + 1);
+    }
+}
+
+Status Coordinator::start() {
+    auto snap = m_store.load();
+    if (!snap) {
+        return snap.error();
+    }
+    Changes all;
+    all.teams = std::move(snap->teams);
+    all.tokens = std::move(snap->tokens);
+    all.workers = std::move(snap->workers);
+    all.sweeps = std::move(snap->sweeps);
+    all.jobs = std::move(snap->jobs);
+    all.attempts = std::move(snap->attempts);
+    absorb(all); // the store already holds all of it
+    return {};
+}
+
+// ---- auth ---------------------------------------------------------------------------------------
+
+Result<Principal> Coordinator::authenticate(std::string_view bearer_secret) const {
+    if (bearer_secret.empty()) {
+        return make_error(ErrorCode::unauthorized, "missing token: send `Authorization: Bearer <token>`");
+    }
+    auto it = m_tokens.find(sha256_hex(bearer_secret));
+    if (it == m_tokens.end() || it->second.revoked_at) {
+        return make_error(ErrorCode::unauthorized, "unknown or revoked token");
+    }
+    const TokenRecord& t = it->second;
+    if (t.worker) {
+        auto w = m_workers.find(*t.worker);
+        if (w != m_workers.end() && w->second.record.state == WorkerState::banned) {
+            return make_error(ErrorCode::forbidden, "this worker is banned from the pool");
+        }
+    }
+    return Principal{t.role, t.team, t.worker, t.id};
+}
+
+bool Coordinator::has_admin() const {
+    return std::any_of(m_tokens.begin(), m_tokens.end(),
+                       [](const auto& kv) { return kv.second.role == Role::admin && !kv.second.revoked_at; });
+}
+
+Result<IssuedToken> Coordinator::issue(Role role, std::optional<TeamId> team, std::optional<WorkerId> worker,
+                                       const std::string& label, Changes& changes) {
+    auto secret = new_token_secret();
+    if (!secret) {
+        return secret.error();
+    }
+    TokenRecord t;
+    t.id = m_next_token + static_cast<std::int64_t>(changes.tokens.size());
+    t.hash = sha256_hex(*secret);
+    t.role = role;
+    t.team = team;
+    t.worker = worker;
+    t.label = label;
+    t.created_at = m_clock.now_ms();
+    changes.tokens.push_back(t);
+    return IssuedToken{t.id, *secret, role, team};
+}
+
+Result<IssuedToken> Coordinator::init_admin() {
+    if (has_admin()) {
+        return make_error(ErrorCode::conflict, "the pool already has an admin token");
+    }
+    Changes c;
+    auto tok = issue(Role::admin, std::nullopt, std::nullopt, "first admin", c);
+    if (!tok) {
+        return tok;
+    }
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return tok;
+}
+
+// ---- admin --------------------------------------------------------------------------------------
+
+Result<TeamRecord> Coordinator::create_team(const Principal& who, const std::string& name, std::int64_t weight) {
+    if (who.role != Role::admin) {
+        return denied("only admins create teams");
+    }
+    if (name.empty() || name.size() > 64 ||
+        !std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_'; })) {
+        return invalid("team names are 1-64 letters, digits, - and _", "name");
+    }
+    if (weight < 1 || weight > 1000) {
+        return invalid("weight must be from 1 to 1000", "weight");
+    }
+    for (const auto& [id, t] : m_teams) {
+        if (t.name == name) {
+            return make_error(ErrorCode::conflict, "team `" + name + "` already exists", "name");
+        }
+    }
+    Changes c;
+    TeamRecord t{TeamId(m_next_team), name, weight, m_clock.now_ms()};
+    c.teams.push_back(t);
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return t;
+}
+
+Result<std::vector<TeamRecord>> Coordinator::list_teams(const Principal& who) const {
+    std::vector<TeamRecord> out;
+    for (const auto& [id, t] : m_teams) {
+        if (who.role == Role::admin || (who.team && *who.team == id)) {
+            out.push_back(t);
+        }
+    }
+    return out;
+}
+
+Result<IssuedToken> Coordinator::create_token(const Principal& who, Role role, const std::string& team,
+                                              const std::string& label) {
+    if (who.role != Role::admin) {
+        return denied("only admins create tokens");
+    }
+    if (role == Role::worker) {
+        return invalid("worker tokens are issued when a worker registers with an enrollment token", "role");
+    }
+    std::optional<TeamId> team_id;
+    if (role != Role::admin) {
+        auto it = std::find_if(m_teams.begin(), m_teams.end(), [&](const auto& kv) { return kv.second.name == team; });
+        if (it == m_teams.end()) {
+            return make_error(ErrorCode::not_found, "no team named `" + team + "`", "team");
+        }
+        team_id = it->first;
+    }
+    Changes c;
+    auto tok = issue(role, team_id, std::nullopt, label, c);
+    if (!tok) {
+        return tok;
+    }
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return tok;
+}
+
+Status Coordinator::revoke_token(const Principal& who, std::int64_t token_id) {
+    if (who.role != Role::admin) {
+        return denied("only admins revoke tokens");
+    }
+    for (const auto& [hash, t] : m_tokens) {
+        if (t.id == token_id) {
+            Changes c;
+            TokenRecord copy = t;
+            copy.revoked_at = m_clock.now_ms();
+            c.tokens.push_back(copy);
+            return commit(c);
+        }
+    }
+    return not_found("no token " + std::to_string(token_id));
+}
+
+Result<std::vector<WorkerRecord>> Coordinator::list_workers(const Principal& who) const {
+    std::vector<WorkerRecord> out;
+    for (const auto& [id, w] : m_workers) {
+        if (who.role == Role::admin || (who.role == Role::member && who.team && *who.team == w.record.team)) {
+            out.push_back(w.record);
+        }
+    }
+    if (who.role != Role::admin && who.role != Role::member) {
+        return denied("workers are listed by admins and team members");
+    }
+    return out;
+}
+
+Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, WorkerState state) {
+    if (who.role != Role::admin) {
+        return denied("only admins drain or ban workers");
+    }
+    auto it = m_workers.find(worker);
+    if (it == m_workers.end()) {
+        return not_found("no worker " + std::to_string(worker.value()));
+    }
+    Changes c;
+    WorkerRecord w = it->second.record;
+    w.state = state;
+    c.workers.push_back(w);
+    if (state == WorkerState::banned) {
+        for (auto& [id, a] : m_attempts) {
+            if (a.worker == worker && is_active(a.state)) {
+                AttemptRecord copy = a;
+                end_attempt(copy, AttemptState::lost, std::nullopt, "worker banned", c);
+            }
+        }
+    }
+    return commit(c);
+}
+
+// ---- jobs ---------------------------------------------------------------------------------------
+
+std::optional<std::string> Coordinator::infeasible_reason(const recipe::JobSpec& spec) const {
+    // Only once the pool has workers: an empty pool may still be filling up.
+    if (m_workers.empty()) {
+        return std::nullopt;
+    }
+    const auto& r = spec.resources;
+    std::int64_t max_cpu = 0;
+    std::int64_t max_mem = 0;
+    std::int64_t max_gpu_mem = 0;
+    bool model_seen = r.gpu_models.empty();
+    for (const auto& [id, w] : m_workers) {
+        if (w.record.state == WorkerState::banned) {
+            continue;
+        }
+        max_cpu = std::max(max_cpu, w.cpu_milli);
+        max_mem = std::max(max_mem, w.memory_mib);
+        for (std::size_t g = 0; g < w.gpus.size(); ++g) {
+            bool model_ok = r.gpu_models.empty() ||
+                            std::find(r.gpu_models.begin(), r.gpu_models.end(), w.gpu_models[g]) != r.gpu_models.end();
+            if (model_ok) {
+                model_seen = true;
+                max_gpu_mem = std::max(max_gpu_mem, w.gpus[g].memory_mib);
+            }
+        }
+    }
+    if (r.cpu_milli > max_cpu) {
+        return "needs " + resources::format_milli(r.cpu_milli) + " CPUs; the largest worker has " +
+               resources::format_milli(max_cpu);
+    }
+    if (r.memory_mib > max_mem) {
+        return "needs " + resources::format_memory_mib(r.memory_mib) + " of memory; the largest worker has " +
+               resources::format_memory_mib(max_mem);
+    }
+    if (r.gpus > 0 && !model_seen) {
+        return "no worker has a GPU of the models it accepts";
+    }
+    if (r.gpus > 0 && max_gpu_mem == 0) {
+        return "needs a GPU; no worker in the pool has one";
+    }
+    if (r.gpu_memory_mib > max_gpu_mem) {
+        return "needs " + resources::format_memory_mib(r.gpu_memory_mib) + " of GPU memory; the largest GPU has " +
+               resources::format_memory_mib(max_gpu_mem);
+    }
+    return std::nullopt;
+}
+
+Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest request) {
+    std::optional<TeamId> team;
+    if (who.role == Role::member) {
+        team = who.team;
+    } else if (who.role == Role::admin) {
+        if (!request.team) {
+            return invalid("admins submit for a team: set `team`", "team");
+        }
+        for (const auto& [id, t] : m_teams) {
+            if (t.name == *request.team) {
+                team = id;
+            }
+        }
+        if (!team) {
+            return make_error(ErrorCode::not_found, "no team named `" + *request.team + "`", "team");
+        }
+    } else {
+        return denied("only team members and admins submit jobs");
+    }
+    if (request.jobs.empty()) {
+        return invalid("a submission needs at least one job", "jobs");
+    }
+    if (request.max_parallel < 0) {
+        return invalid("must be 0 (no limit) or more", "max_parallel");
+    }
+    for (std::size_t i = 0; i < request.jobs.size(); ++i) {
+        if (auto why = infeasible_reason(request.jobs[i])) {
+            Error e = make_error(ErrorCode::invalid_input,
+                                 "job `" + request.jobs[i].name + "` can never run on this pool: " + *why,
+                                 "jobs[" + std::to_string(i) + "].resources");
+            return e;
+        }
+    }
+    const std::int64_t now = m_clock.now_ms();
+    Changes c;
+    SweepRecord sweep{m_next_sweep, *team, who.token_id, request.source,
+                      static_cast<std::int64_t>(request.jobs.size()), request.max_parallel, now};
+    c.sweeps.push_back(sweep);
+    SubmitResult result;
+    result.sweep_id = sweep.id;
+    std::int64_t next_job = m_next_job;
+    for (auto& spec : request.jobs) {
+        JobRecord j;
+        j.id = JobId(next_job++);
+        j.sweep_id = sweep.id;
+        j.team = *team;
+        j.spec = std::move(spec);
+        j.created_at = j.updated_at = now;
+        j.reason = "queued";
+        result.jobs.push_back(j.id);
+        c.jobs.push_back(std::move(j));
+    }
+    // All N jobs in one transaction, or none.
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return result;
+}
+
+Result<const JobRecord*> Coordinator::visible_job(const Principal& who, JobId id) const {
+    auto it = m_jobs.find(id);
+    // A job of another team is reported as missing, not forbidden: ids are not a side channel.
+    if (it == m_jobs.end() || (who.role != Role::admin && !(who.role == Role::member && who.team == it->second.team))) {
+        if (who.role != Role::admin && who.role != Role::member) {
+            return denied("only team members and admins read jobs");
+        }
+        return not_found("no job " + std::to_string(id.value()));
+    }
+    return &it->second;
+}
+
+Result<JobRecord> Coordinator::job(const Principal& who, JobId id) const {
+    auto j = visible_job(who, id);
+    if (!j) {
+        return j.error();
+    }
+    return **j;
+}
+
+Result<std::vector<JobRecord>> Coordinator::jobs(const Principal& who, std::optional<JobState> state,
+                                                 bool all_teams) const {
+    if (who.role != Role::admin && who.role != Role::member) {
+        return denied("only team members and admins list jobs");
+    }
+    if (all_teams && who.role != Role::admin) {
+        return denied("only admins list the jobs of all teams");
+    }
+    std::vector<JobRecord> out;
+    for (const auto& [id, j] : m_jobs) {
+        if (state && j.state != *state) {
+            continue;
+        }
+        if (!all_teams && who.team != j.team && who.role != Role::admin) {
+            continue;
+        }
+        if (!all_teams && who.role == Role::admin && who.team && who.team != j.team) {
+            continue;
+        }
+        out.push_back(j);
+    }
+    return out;
+}
+
+std::vector<AttemptRecord> Coordinator::attempts_of(JobId id) const {
+    std::vector<AttemptRecord> out;
+    for (const auto& [aid, a] : m_attempts) {
+        if (a.job == id) {
+            out.push_back(a);
+        }
+    }
+    return out;
+}
+
+void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::optional<std::int64_t> exit_code,
+                              const std::string& reason, Changes& changes) {
+    const std::int64_t now = m_clock.now_ms();
+    attempt.state = state;
+    attempt.ended_at = now;
+    attempt.exit_code = exit_code;
+    attempt.reason = reason;
+    changes.attempts.push_back(attempt);
+    JobRecord job = m_jobs.at(attempt.job);
+    job.updated_at = now;
+    job.exit_code = exit_code;
+    job.reason = reason;
+    const bool attempts_left = job.attempts < job.spec.retry.max_attempts;
+    switch (state) {
+    case AttemptState::succeeded:
+        job.state = JobState::succeeded;
+        break;
+    case AttemptState::cancelled:
+        job.state = JobState::cancelled;
+        break;
+    case AttemptState::failed: {
+        const auto& codes = job.spec.retry.on_exit_codes;
+        bool retry = exit_code && std::find(codes.begin(), codes.end(), *exit_code) != codes.end();
+        job.state = (retry && attempts_left) ? JobState::queued : JobState::failed;
+        break;
+    }
+    case AttemptState::lost:
+    case AttemptState::preempted:
+        if (state == AttemptState::preempted || attempts_left) {
+            job.state = JobState::queued;
+        } else {
+            job.state = JobState::failed;
+            job.reason = reason + "; no attempts left (retry.max_attempts = " +
+                         std::to_string(job.spec.retry.max_attempts) + ")";
+        }
+        break;
+    case AttemptState::assigned:
+    case AttemptState::running:
+        break;
+    }
+    if (is_terminal(job.state)) {
+        job.finished_at = now;
+    }
+    changes.jobs.push_back(std::move(job));
+}
+
+Status Coordinator::cancel_job(const Principal& who, JobId id) {
+    auto j = visible_job(who, id);
+    if (!j) {
+        return j.error();
+    }
+    JobRecord job = **j;
+    if (is_terminal(job.state)) {
+        return make_error(ErrorCode::conflict, "job " + std::to_string(id.value()) + " has already " +
+                                                   to_string(job.state));
+    }
+    Changes c;
+    auto latest = m_latest_attempt.find(id);
+    if (latest != m_latest_attempt.end() && is_active(m_attempts.at(latest->second).state)) {
+        AttemptRecord a = m_attempts.at(latest->second);
+        end_attempt(a, AttemptState::cancelled, std::nullopt, "cancelled by user", c);
+    } else {
+        job.state = JobState::cancelled;
+        job.reason = "cancelled by user";
+        job.updated_at = job.finished_at.emplace(m_clock.now_ms());
+        c.jobs.push_back(job);
+    }
+    return commit(c);
+}
+
+Result<std::int64_t> Coordinator::cancel_sweep(const Principal& who, std::int64_t sweep_id) {
+    auto s = m_sweeps.find(sweep_id);
+    if (s == m_sweeps.end() || (who.role != Role::admin && who.team != s->second.team) ||
+        (who.role != Role::admin && who.role != Role::member)) {
+        if (who.role != Role::admin && who.role != Role::member) {
+            return denied("only team members and admins cancel sweeps");
+        }
+        return not_found("no sweep " + std::to_string(sweep_id));
+    }
+    std::vector<JobId> ids;
+    for (const auto& [id, j] : m_jobs) {
+        if (j.sweep_id == sweep_id && !is_terminal(j.state)) {
+            ids.push_back(id);
+        }
+    }
+    Changes c;
+    const std::int64_t now = m_clock.now_ms();
+    for (JobId id : ids) {
+        auto latest = m_latest_attempt.find(id);
+        if (latest != m_latest_attempt.end() && is_active(m_attempts.at(latest->second).state)) {
+            AttemptRecord a = m_attempts.at(latest->second);
+            end_attempt(a, AttemptState::cancelled, std::nullopt, "sweep cancelled by user", c);
+        } else {
+            JobRecord job = m_jobs.at(id);
+            job.state = JobState::cancelled;
+            job.reason = "sweep cancelled by user";
+            job.updated_at = job.finished_at.emplace(now);
+            c.jobs.push_back(job);
+        }
+    }
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return static_cast<std::int64_t>(ids.size());
+}
+
+Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int64_t offset,
+                                        std::optional<AttemptId> attempt) {
+    auto j = visible_job(who, id);
+    if (!j) {
+        return j.error();
+    }
+    AttemptId aid;
+    if (attempt) {
+        auto it = m_attempts.find(*attempt);
+        if (it == m_attempts.end() || it->second.job != id) {
+            return not_found("job " + std::to_string(id.value()) + " has no attempt " + std::to_string(attempt->value()));
+        }
+        aid = *attempt;
+    } else {
+        auto latest = m_latest_attempt.find(id);
+        if (latest == m_latest_attempt.end()) {
+            return LogSlice{AttemptId(0), {}, 0, is_terminal((*j)->state)};
+        }
+        aid = latest->second;
+    }
+    if (offset < 0) {
+        return invalid("must be 0 or more", "offset");
+    }
+    constexpr std::int64_t k_max_slice = 1 << 20;
+    auto data = m_store.read_log(aid, offset, k_max_slice);
+    if (!data) {
+        return data.error();
+    }
+    LogSlice s;
+    s.attempt = aid;
+    s.next_offset = offset + static_cast<std::int64_t>(data->size());
+    s.data = std::move(*data);
+    auto len = m_store.log_length(aid);
+    s.finished = !is_active(m_attempts.at(aid).state) && len && s.next_offset >= *len;
+    return s;
+}
+
+Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
+    auto j = visible_job(who, id);
+    if (!j) {
+        return j.error();
+    }
+    auto latest = m_latest_attempt.find(id);
+    if (latest == m_latest_attempt.end()) {
+        return not_found("job " + std::to_string(id.value()) + " has not run yet");
+    }
+    auto out = m_store.get_output(latest->second);
+    if (!out) {
+        return out.error();
+    }
+    if (!*out) {
+        return not_found("job " + std::to_string(id.value()) + " has no outputs (yet)");
+    }
+    return std::move(**out);
+}
+
+// ---- workers ------------------------------------------------------------------------------------
+
+Result<Coordinator::Registered> Coordinator::register_worker(const Principal& who, const std::string& name,
+                                                             const nlohmann::json& inventory) {
+    if (who.role != Role::enroll || !who.team) {
+        return denied("workers register with an enrollment token (`gpupool admin enroll TEAM`)");
+    }
+    if (auto st = validate_inventory(inventory); !st) {
+        return st.error();
+    }
+    if (name.empty() || name.size() > 128) {
+        return invalid("worker names are 1-128 characters", "name");
+    }
+    const std::int64_t now = m_clock.now_ms();
+    Changes c;
+    WorkerRecord w{WorkerId(m_next_worker), *who.team, name, inventory.dump(), WorkerState::active, now, now};
+    c.workers.push_back(w);
+    auto tok = issue(Role::worker, who.team, w.id, "worker " + name, c);
+    if (!tok) {
+        return tok.error();
+    }
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return Registered{w.id, tok->secret};
+}
+
+Result<AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& who, AttemptId id) {
+    if (who.role != Role::worker || !who.worker) {
+        return denied("only workers report on attempts");
+    }
+    auto it = m_attempts.find(id);
+    if (it == m_attempts.end() || it->second.worker != *who.worker) {
+        return not_found("no attempt " + std::to_string(id.value()) + " on this worker");
+    }
+    if (!is_active(it->second.state)) {
+        return fenced(id, std::string("it is ") + to_string(it->second.state));
+    }
+    return &it->second;
+}
+
+Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::vector<AttemptId>& running,
+                                              const std::vector<std::int64_t>& unhealthy_gpus) {
+    if (who.role != Role::worker || !who.worker) {
+        return denied("only workers send heartbeats");
+    }
+    m_workers.at(*who.worker).unhealthy_gpus = unhealthy_gpus;
+    const std::int64_t now = m_clock.now_ms();
+    HeartbeatReply reply;
+    reply.lease_ms = m_options.lease_ms;
+    Changes c;
+    WorkerRecord w = m_workers.at(*who.worker).record;
+    w.last_seen_at = now;
+    c.workers.push_back(w);
+    for (AttemptId id : running) {
+        auto it = m_attempts.find(id);
+        if (it == m_attempts.end() || it->second.worker != *who.worker || !is_active(it->second.state)) {
+            reply.stop.push_back(id); // cancelled, lost, timed out, or never ours: stop it
+            continue;
+        }
+        AttemptRecord a = it->second;
+        a.lease_expires_at = now + m_options.lease_ms;
+        c.attempts.push_back(a);
+    }
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return reply;
+}
+
+Result<std::vector<Assignment>> Coordinator::assignments(const Principal& who) const {
+    if (who.role != Role::worker || !who.worker) {
+        return denied("only workers poll for assignments");
+    }
+    std::vector<Assignment> out;
+    for (const auto& [id, a] : m_attempts) {
+        if (a.worker == *who.worker && a.state == AttemptState::assigned) {
+            const JobRecord& j = m_jobs.at(a.job);
+            out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli});
+        }
+    }
+    return out;
+}
+
+Status Coordinator::start_attempt(const Principal& who, AttemptId id) {
+    auto a = current_attempt_of_worker(who, id);
+    if (!a) {
+        return a.error();
+    }
+    if ((*a)->state == AttemptState::running) {
+        return {}; // a repeated start is harmless
+    }
+    const std::int64_t now = m_clock.now_ms();
+    Changes c;
+    AttemptRecord copy = **a;
+    copy.state = AttemptState::running;
+    copy.started_at = now;
+    copy.lease_expires_at = now + m_options.lease_ms;
+    c.attempts.push_back(copy);
+    JobRecord j = m_jobs.at(copy.job);
+    j.state = JobState::running;
+    j.updated_at = now;
+    j.reason = "running on worker " + std::to_string(copy.worker.value());
+    c.jobs.push_back(j);
+    return commit(c);
+}
+
+Result<LogAppend> Coordinator::append_log(const Principal& who, AttemptId id, std::int64_t offset,
+                                          std::string_view data) {
+    auto a = current_attempt_of_worker(who, id);
+    if (!a) {
+        return a.error();
+    }
+    return m_store.append_log(id, offset, data);
+}
+
+Status Coordinator::upload_output(const Principal& who, AttemptId id, std::string_view data) {
+    auto a = current_attempt_of_worker(who, id);
+    if (!a) {
+        return a.error();
+    }
+    const auto cap = m_jobs.at((*a)->job).spec.outputs.max_size_mib * 1024 * 1024;
+    if (static_cast<std::int64_t>(data.size()) > cap) {
+        return invalid("outputs are " + std::to_string(data.size()) + " bytes, over the job's outputs.max_size",
+                       "outputs");
+    }
+    return m_store.put_output(id, data, sha256_hex(data));
+}
+
+Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::int64_t exit_code,
+                                     const std::string& reason) {
+    auto a = current_attempt_of_worker(who, id);
+    if (!a) {
+        return a.error();
+    }
+    if (exit_code < 0 || exit_code > 255) {
+        return invalid("exit codes are 0-255", "exit_code");
+    }
+    Changes c;
+    AttemptRecord copy = **a;
+    std::string why = reason.empty() ? "exited with status " + std::to_string(exit_code) : reason;
+    end_attempt(copy, exit_code == 0 ? AttemptState::succeeded : AttemptState::failed, exit_code, why, c);
+    return commit(c);
+}
+
+// ---- time ---------------------------------------------------------------------------------------
+
+void Coordinator::expire(Changes& c) {
+    const std::int64_t now = m_clock.now_ms();
+    for (auto& [id, a] : m_attempts) {
+        if (!is_active(a.state)) {
+            continue;
+        }
+        if (a.lease_expires_at < now) {
+            AttemptRecord copy = a;
+            end_attempt(copy, AttemptState::lost, std::nullopt, "lease expired: worker stopped renewing", c);
+            continue;
+        }
+        const auto& spec = m_jobs.at(a.job).spec;
+        if (a.started_at && now > *a.started_at + spec.resources.max_runtime_s * 1000 + m_options.runtime_grace_ms) {
+            AttemptRecord copy = a;
+            end_attempt(copy, AttemptState::failed, std::nullopt,
+                        "exceeded max_runtime " + resources::format_duration_s(spec.resources.max_runtime_s), c);
+        }
+    }
+}
+
+std::vector<WorkerId> Coordinator::place(Changes& c) {
+    const std::int64_t now = m_clock.now_ms();
+    sched::ClusterView view;
+    std::map<WorkerId, std::size_t> index;
+    for (const auto& [id, w] : m_workers) {
+        if (w.record.state != WorkerState::active || now - w.record.last_seen_at > m_options.worker_timeout_ms) {
+            continue;
+        }
+        sched::Worker sw;
+        sw.id = id;
+        sw.name = w.record.name;
+        sw.cpu_milli_total = sw.cpu_milli_free = w.cpu_milli;
+        sw.memory_mib_total = sw.memory_mib_free = w.memory_mib;
+        sw.gpus = w.gpus;
+        for (std::size_t g = 0; g < sw.gpus.size(); ++g) {
+            sw.gpus[g].model = view.models.intern(w.gpu_models[g]);
+            if (std::find(w.unhealthy_gpus.begin(), w.unhealthy_gpus.end(), static_cast<std::int64_t>(g)) !=
+                w.unhealthy_gpus.end()) {
+                sw.gpus[g].milli_free = 0; // a failing GPU takes no new work
+            }
+        }
+        index[id] = view.workers.size();
+        view.workers.push_back(std::move(sw));
+    }
+    std::map<std::int64_t, std::int64_t> sweep_active;
+    for (const auto& [id, a] : m_attempts) {
+        if (!is_active(a.state)) {
+            continue;
+        }
+        const JobRecord& j = m_jobs.at(a.job);
+        sweep_active[j.sweep_id]++;
+        auto wi = index.find(a.worker);
+        if (wi == index.end()) {
+            continue;
+        }
+        sched::Worker& sw = view.workers[wi->second];
+        sw.cpu_milli_free -= j.spec.resources.cpu_milli;
+        sw.memory_mib_free -= j.spec.resources.memory_mib;
+        if (a.gpu_index >= 0 && static_cast<std::size_t>(a.gpu_index) < sw.gpus.size()) {
+            sw.gpus[static_cast<std::size_t>(a.gpu_index)].milli_free -= a.gpu_milli;
+        }
+        sched::RunningJob r;
+        r.job = a.job;
+        r.attempt = a.id;
+        r.team = j.team;
+        r.priority = j.spec.priority;
+        r.worker = a.worker;
+        if (a.gpu_index >= 0) {
+            r.gpu_indices = {static_cast<std::uint32_t>(a.gpu_index)};
+        }
+        r.gpu_milli = a.gpu_milli;
+        r.cpu_milli = j.spec.resources.cpu_milli;
+        r.memory_mib = j.spec.resources.memory_mib;
+        r.started_at = (a.started_at ? *a.started_at : a.assigned_at) / 1000;
+        view.running.push_back(r);
+    }
+    for (const auto& [id, t] : m_teams) {
+        view.teams.push_back({id, static_cast<double>(t.weight), 0.0});
+    }
+    std::vector<sched::JobRequest> pending;
+    std::map<std::int64_t, std::int64_t> sweep_budget;
+    for (const auto& [id, j] : m_jobs) {
+        if (j.state != JobState::queued) {
+            continue;
+        }
+        const auto& sweep = m_sweeps.at(j.sweep_id);
+        if (sweep.max_parallel > 0) {
+            auto& used = sweep_budget.try_emplace(j.sweep_id, sweep_active[j.sweep_id]).first->second;
+            if (used >= sweep.max_parallel) {
+                m_waiting[id] = "its sweep is at max_parallel = " + std::to_string(sweep.max_parallel);
+                continue;
+            }
+            ++used;
+        }
+        std::vector<std::string> unknown;
+        // A job re-queued by preemption queues again from when it stopped, so that aging cannot lift
+        // it straight back above the job it made room for.
+        std::int64_t queued_since = j.created_at;
+        if (auto latest = m_latest_attempt.find(id); latest != m_latest_attempt.end()) {
+            const AttemptRecord& last = m_attempts.at(latest->second);
+            if (last.state == AttemptState::preempted && last.ended_at) {
+                queued_since = *last.ended_at;
+            }
+        }
+        pending.push_back(sched::make_request(id, j.team, j.spec, queued_since / 1000, view.models, &unknown));
+        if (!unknown.empty() && pending.back().gpu_models == 0) {
+            pending.pop_back();
+            m_waiting[id] = "no worker has a GPU of the models it accepts";
+        }
+    }
+    if (pending.empty()) {
+        return {};
+    }
+    if (view.workers.empty()) {
+        for (const auto& p : pending) {
+            m_waiting[p.id] = "no worker is connected";
+        }
+        return {};
+    }
+    sched::Decisions d = sched::schedule(view, pending, m_options.policy, now / 1000);
+    std::vector<WorkerId> woken;
+    for (const auto& w : d.waiting) {
+        m_waiting[w.job] = w.reason;
+    }
+    // Preemption: the victim's attempt ends now (its worker is told to stop in the next heartbeat)
+    // and its job goes back to the queue (a preempted job is always re-queued); the preemptor is placed in a
+    // later pass, once the victim's resources are free.
+    for (const auto& pre : d.preemptions) {
+        auto it = m_attempts.find(pre.attempt);
+        if (it == m_attempts.end() || !is_active(it->second.state)) {
+            continue;
+        }
+        AttemptRecord copy = it->second;
+        end_attempt(copy, AttemptState::preempted, std::nullopt,
+                    "preempted for higher-priority job " + std::to_string(pre.for_job.value()), c);
+    }
+    for (const auto& p : d.placements) {
+        JobRecord j = m_jobs.at(p.job);
+        AttemptRecord a;
+        a.id = AttemptId(m_next_attempt + static_cast<std::int64_t>(c.attempts.size()));
+        a.job = p.job;
+        a.worker = p.worker;
+        a.gpu_index = p.gpus.empty() ? -1 : static_cast<std::int64_t>(p.gpus.front());
+        a.gpu_milli = p.gpu_milli;
+        a.state = AttemptState::assigned;
+        a.assigned_at = now;
+        a.lease_expires_at = now + m_options.lease_ms;
+        a.reason = "assigned";
+        c.attempts.push_back(a);
+        j.state = JobState::assigned;
+        j.attempts += 1;
+        j.updated_at = now;
+        j.reason = "assigned to worker " + std::to_string(p.worker.value());
+        c.jobs.push_back(j);
+        m_waiting.erase(p.job);
+        if (std::find(woken.begin(), woken.end(), p.worker) == woken.end()) {
+            woken.push_back(p.worker);
+        }
+    }
+    return woken;
+}
+
+std::vector<WorkerId> Coordinator::tick() {
+    Changes c;
+    expire(c);
+    if (!c.empty()) {
+        (void)commit(c); // a failed write leaves the state as it was; the next tick retries
+    }
+    Changes placed;
+    auto woken = place(placed);
+    if (placed.empty()) {
+        return {};
+    }
+    if (!commit(placed)) {
+        return {};
+    }
+    return woken;
+}
+
+std::string Coordinator::waiting_reason(JobId id) const {
+    auto j = m_jobs.find(id);
+    if (j == m_jobs.end() || j->second.state != JobState::queued) {
+        return {};
+    }
+    auto it = m_waiting.find(id);
+    return it == m_waiting.end() ? std::string("waiting for the next scheduling pass") : it->second;
+}
+
+} // namespace gpupool::coordinator

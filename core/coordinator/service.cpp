@@ -1,0 +1,646 @@
+#include "core/coordinator/service.hpp"
+
+#include "core/recipe/recipe_json.hpp"
+#include "core/store/sqlite_store.hpp"
+
+#include <boost/asio.hpp>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <future>
+#include <thread>
+
+namespace gpupool::coordinator {
+
+namespace asio = boost::asio;
+using json = nlohmann::json;
+using namespace gpupool::store;
+
+int http_status(ErrorCode code) {
+    switch (code) {
+    case ErrorCode::invalid_input: return 400;
+    case ErrorCode::unauthorized: return 401;
+    case ErrorCode::forbidden: return 403;
+    case ErrorCode::not_found: return 404;
+    case ErrorCode::conflict: return 409;
+    case ErrorCode::not_implemented: return 501;
+    case ErrorCode::unavailable: return 503;
+    case ErrorCode::io:
+    case ErrorCode::internal: return 500;
+    }
+    return 500;
+}
+
+namespace {
+
+net::Response error_response(const Error& e) {
+    return net::json_error(http_status(e.code), to_string(e.code), e.message, e.field);
+}
+
+net::Response ok(const json& body, int status = 200) { return net::json_response(status, body.dump()); }
+
+std::string bearer(const net::Request& req) {
+    std::string h = req.header("Authorization");
+    constexpr std::string_view k_prefix = "Bearer ";
+    if (h.size() > k_prefix.size() && net::iequals(std::string_view(h).substr(0, k_prefix.size()), k_prefix)) {
+        return h.substr(k_prefix.size());
+    }
+    return {};
+}
+
+Result<json> parse_body(const net::Request& req) {
+    if (req.body.empty()) {
+        return Result<json>(boost::system::in_place_value, json::object());
+    }
+    json j = json::parse(req.body, nullptr, false);
+    if (j.is_discarded()) {
+        return make_error(ErrorCode::invalid_input, "the request body is not valid JSON", "body");
+    }
+    if (!j.is_object()) {
+        return make_error(ErrorCode::invalid_input, "the request body must be a JSON object", "body");
+    }
+    return Result<json>(boost::system::in_place_value, std::move(j));
+}
+
+Result<std::int64_t> parse_int(const std::string& text, const std::string& field) {
+    std::int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+        return make_error(ErrorCode::invalid_input, "expected an integer, got `" + text + "`", field);
+    }
+    return v;
+}
+
+template <class T>
+Result<T> field(const json& j, const char* name, std::optional<T> fallback = std::nullopt) {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) {
+        if (fallback) {
+            return *fallback;
+        }
+        return make_error(ErrorCode::invalid_input, "missing required field", name);
+    }
+    try {
+        return it->get<T>();
+    } catch (const json::exception&) {
+        return make_error(ErrorCode::invalid_input, std::string("wrong type: got ") + it->type_name(), name);
+    }
+}
+
+json job_json(const JobRecord& j, const std::vector<AttemptRecord>& attempts, const std::string& waiting) {
+    json a = json::array();
+    for (const auto& at : attempts) {
+        a.push_back({{"id", at.id.value()},
+                     {"worker", at.worker.value()},
+                     {"gpu_index", at.gpu_index},
+                     {"gpu_milli", at.gpu_milli},
+                     {"state", to_string(at.state)},
+                     {"assigned_at", at.assigned_at},
+                     {"started_at", at.started_at ? json(*at.started_at) : json()},
+                     {"ended_at", at.ended_at ? json(*at.ended_at) : json()},
+                     {"exit_code", at.exit_code ? json(*at.exit_code) : json()},
+                     {"reason", at.reason}});
+    }
+    return {{"id", j.id.value()},
+            {"sweep_id", j.sweep_id},
+            {"team", j.team.value()},
+            {"name", j.spec.name},
+            {"state", to_string(j.state)},
+            {"attempts", j.attempts},
+            {"created_at", j.created_at},
+            {"updated_at", j.updated_at},
+            {"finished_at", j.finished_at ? json(*j.finished_at) : json()},
+            {"exit_code", j.exit_code ? json(*j.exit_code) : json()},
+            {"reason", j.reason},
+            {"waiting_reason", waiting},
+            {"spec", json::parse(recipe::to_json(j.spec).dump())},
+            {"attempt_history", a}};
+}
+
+json assignment_json(const Assignment& a) {
+    return {{"attempt", a.attempt.value()}, {"job", a.job.value()},         {"attempt_number", a.attempt_number},
+            {"gpu_index", a.gpu_index},     {"gpu_milli", a.gpu_milli}, {"spec", json::parse(recipe::to_json(a.spec).dump())}};
+}
+
+} // namespace
+
+struct CoordinatorService::Impl {
+    ServiceOptions options;
+    SystemClock clock;
+    std::unique_ptr<SqliteStore> store;
+    std::unique_ptr<Coordinator> coord;
+    std::unique_ptr<net::HttpServer> server;
+    asio::io_context ctx;
+    std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+    std::thread thread;
+    asio::steady_timer tick_timer{ctx};
+    bool stopped = false;
+
+    struct Poller {
+        net::Responder respond;
+        std::shared_ptr<asio::steady_timer> timer;
+    };
+    std::map<WorkerId, std::vector<Poller>> pollers;
+
+    using Fn = std::function<net::Response(const net::Request&, const Principal&)>;
+
+    // A route whose work runs on the coordinator thread after authentication.
+    void on(net::Router& router, const char* method, const char* pattern, Fn fn, net::RouteOptions ro = {}) {
+        router.add(
+            method, pattern,
+            [this, fn = std::move(fn)](net::Request req, net::Responder respond) {
+                asio::post(ctx, [this, fn, req = std::move(req), respond = std::move(respond)]() {
+                    auto who = coord->authenticate(bearer(req));
+                    if (!who) {
+                        respond(error_response(who.error()));
+                        return;
+                    }
+                    respond(fn(req, *who));
+                });
+            },
+            ro);
+    }
+
+    void schedule_soon() {
+        asio::post(ctx, [this] { run_tick(); });
+    }
+
+    void run_tick() {
+        auto woken = coord->tick();
+        for (WorkerId w : woken) {
+            answer_pollers(w);
+        }
+    }
+
+    void answer_pollers(WorkerId w) {
+        auto it = pollers.find(w);
+        if (it == pollers.end() || it->second.empty()) {
+            return;
+        }
+        Principal p{Role::worker, std::nullopt, w, 0};
+        auto list = coord->assignments(p);
+        if (!list || list->empty()) {
+            return;
+        }
+        json arr = json::array();
+        for (const auto& a : *list) {
+            arr.push_back(assignment_json(a));
+        }
+        for (auto& poller : it->second) {
+            poller.timer->cancel();
+            poller.respond(ok({{"assignments", arr}}));
+        }
+        it->second.clear();
+    }
+
+    void arm_tick() {
+        tick_timer.expires_after(options.tick);
+        tick_timer.async_wait([this](boost::system::error_code ec) {
+            if (ec || stopped) {
+                return;
+            }
+            run_tick();
+            arm_tick();
+        });
+    }
+
+    net::Router routes();
+};
+
+net::Router CoordinatorService::Impl::routes() {
+    net::Router r;
+    r.add("GET", "/v1/health", [](net::Request, net::Responder respond) { respond(ok({{"status", "ok"}})); });
+
+    // ---- admin ----
+    on(r, "POST", "/v1/admin/teams", [this](const net::Request& req, const Principal& who) {
+        auto body = parse_body(req);
+        if (!body) {
+            return error_response(body.error());
+        }
+        auto name = field<std::string>(*body, "name");
+        auto weight = field<std::int64_t>(*body, "weight", std::int64_t{1});
+        if (!name || !weight) {
+            return error_response(!name ? name.error() : weight.error());
+        }
+        auto t = coord->create_team(who, *name, *weight);
+        if (!t) {
+            return error_response(t.error());
+        }
+        return ok({{"id", t->id.value()}, {"name", t->name}, {"weight", t->weight}}, 201);
+    });
+    on(r, "GET", "/v1/admin/teams", [this](const net::Request&, const Principal& who) {
+        if (who.role != Role::admin) {
+            return error_response(make_error(ErrorCode::forbidden, "only admins list teams"));
+        }
+        json out = json::array();
+        for (const auto& t : coord->list_teams(who).value()) {
+            out.push_back({{"id", t.id.value()}, {"name", t.name}, {"weight", t.weight}});
+        }
+        return ok({{"teams", out}});
+    });
+    on(r, "POST", "/v1/admin/tokens", [this](const net::Request& req, const Principal& who) {
+        auto body = parse_body(req);
+        if (!body) {
+            return error_response(body.error());
+        }
+        auto role_name = field<std::string>(*body, "role");
+        auto team = field<std::string>(*body, "team", std::string());
+        auto label = field<std::string>(*body, "label", std::string());
+        if (!role_name || !team || !label) {
+            return error_response(!role_name ? role_name.error() : !team ? team.error() : label.error());
+        }
+        auto role = role_from_string(*role_name);
+        if (!role) {
+            return error_response(
+                make_error(ErrorCode::invalid_input, "expected admin, member or enroll", "role"));
+        }
+        auto tok = coord->create_token(who, *role, *team, *label);
+        if (!tok) {
+            return error_response(tok.error());
+        }
+        return ok({{"id", tok->id}, {"token", tok->secret}, {"role", to_string(tok->role)}, {"team", *team}}, 201);
+    });
+    on(r, "DELETE", "/v1/admin/tokens/{id}", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        if (!id) {
+            return error_response(id.error());
+        }
+        auto st = coord->revoke_token(who, *id);
+        return st ? ok({{"revoked", *id}}) : error_response(st.error());
+    });
+    on(r, "GET", "/v1/workers", [this](const net::Request&, const Principal& who) {
+        auto list = coord->list_workers(who);
+        if (!list) {
+            return error_response(list.error());
+        }
+        json out = json::array();
+        for (const auto& w : *list) {
+            out.push_back({{"id", w.id.value()},
+                           {"team", w.team.value()},
+                           {"name", w.name},
+                           {"state", to_string(w.state)},
+                           {"last_seen_at", w.last_seen_at},
+                           {"inventory", json::parse(w.inventory_json, nullptr, false)}});
+        }
+        return ok({{"workers", out}});
+    });
+    for (const auto& [verb, state] : {std::pair{"drain", WorkerState::draining}, std::pair{"ban", WorkerState::banned},
+                                      std::pair{"activate", WorkerState::active}}) {
+        std::string pattern = std::string("/v1/admin/workers/{id}/") + verb;
+        WorkerState s = state;
+        on(r, "POST", pattern.c_str(), [this, s](const net::Request& req, const Principal& who) {
+            auto id = parse_int(req.param("id"), "id");
+            if (!id) {
+                return error_response(id.error());
+            }
+            auto st = coord->set_worker_state(who, WorkerId(*id), s);
+            return st ? ok({{"worker", *id}, {"state", to_string(s)}}) : error_response(st.error());
+        });
+    }
+
+    // ---- researchers ----
+    on(r, "POST", "/v1/jobs", [this](const net::Request& req, const Principal& who) {
+        auto body = parse_body(req);
+        if (!body) {
+            return error_response(body.error());
+        }
+        SubmitRequest sr;
+        auto source = field<std::string>(*body, "source", std::string("api"));
+        auto max_parallel = field<std::int64_t>(*body, "max_parallel", std::int64_t{0});
+        if (!source || !max_parallel) {
+            return error_response(!source ? source.error() : max_parallel.error());
+        }
+        sr.source = *source;
+        sr.max_parallel = *max_parallel;
+        if (body->contains("team") && (*body)["team"].is_string()) {
+            sr.team = (*body)["team"].get<std::string>();
+        }
+        auto jobs_it = body->find("jobs");
+        if (jobs_it == body->end() || !jobs_it->is_array()) {
+            return error_response(make_error(ErrorCode::invalid_input, "expected an array of jobs", "jobs"));
+        }
+        for (std::size_t i = 0; i < jobs_it->size(); ++i) {
+            auto spec = recipe::job_from_json((*jobs_it)[i]);
+            if (!spec) {
+                Error e = spec.error();
+                e.field = "jobs[" + std::to_string(i) + "]." + e.field;
+                return error_response(e);
+            }
+            sr.jobs.push_back(std::move(*spec));
+        }
+        auto res = coord->submit(who, std::move(sr));
+        if (!res) {
+            return error_response(res.error());
+        }
+        json ids = json::array();
+        for (JobId id : res->jobs) {
+            ids.push_back(id.value());
+        }
+        schedule_soon();
+        return ok({{"sweep_id", res->sweep_id}, {"jobs", ids}}, 201);
+    }, net::RouteOptions{std::size_t{64} * 1024 * 1024});
+    on(r, "GET", "/v1/jobs", [this](const net::Request& req, const Principal& who) {
+        std::optional<JobState> state;
+        if (auto s = req.query_value("state"); !s.empty()) {
+            state = job_state_from_string(s);
+            if (!state) {
+                return error_response(make_error(ErrorCode::invalid_input, "unknown state `" + s + "`", "state"));
+            }
+        }
+        bool all = req.query_value("all_teams") == "1" || req.query_value("all_teams") == "true";
+        auto list = coord->jobs(who, state, all);
+        if (!list) {
+            return error_response(list.error());
+        }
+        json out = json::array();
+        for (const auto& j : *list) {
+            out.push_back({{"id", j.id.value()},
+                           {"sweep_id", j.sweep_id},
+                           {"team", j.team.value()},
+                           {"name", j.spec.name},
+                           {"state", to_string(j.state)},
+                           {"attempts", j.attempts},
+                           {"exit_code", j.exit_code ? json(*j.exit_code) : json()},
+                           {"reason", j.state == JobState::queued ? coord->waiting_reason(j.id) : j.reason}});
+        }
+        return ok({{"jobs", out}});
+    });
+    on(r, "GET", "/v1/jobs/{id}", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        if (!id) {
+            return error_response(id.error());
+        }
+        auto j = coord->job(who, JobId(*id));
+        if (!j) {
+            return error_response(j.error());
+        }
+        return ok(job_json(*j, coord->attempts_of(j->id), coord->waiting_reason(j->id)));
+    });
+    on(r, "POST", "/v1/jobs/{id}/cancel", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        if (!id) {
+            return error_response(id.error());
+        }
+        auto st = coord->cancel_job(who, JobId(*id));
+        return st ? ok({{"cancelled", json::array({*id})}}) : error_response(st.error());
+    });
+    on(r, "POST", "/v1/sweeps/{id}/cancel", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        if (!id) {
+            return error_response(id.error());
+        }
+        auto n = coord->cancel_sweep(who, *id);
+        return n ? ok({{"sweep_id", *id}, {"cancelled", *n}}) : error_response(n.error());
+    });
+    on(r, "GET", "/v1/jobs/{id}/logs", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        auto offset = parse_int(req.query_value("offset").empty() ? "0" : req.query_value("offset"), "offset");
+        if (!id || !offset) {
+            return error_response(!id ? id.error() : offset.error());
+        }
+        std::optional<AttemptId> attempt;
+        if (auto a = req.query_value("attempt"); !a.empty()) {
+            auto v = parse_int(a, "attempt");
+            if (!v) {
+                return error_response(v.error());
+            }
+            attempt = AttemptId(*v);
+        }
+        auto slice = coord->read_logs(who, JobId(*id), *offset, attempt);
+        if (!slice) {
+            return error_response(slice.error());
+        }
+        json out = {{"attempt", slice->attempt.value()},
+                    {"offset", *offset},
+                    {"next_offset", slice->next_offset},
+                    {"finished", slice->finished},
+                    {"data", slice->data}};
+        // JSON strings are UTF-8: invalid bytes are replaced in `data`; offsets count raw bytes.
+        return net::json_response(200, out.dump(-1, ' ', false, json::error_handler_t::replace));
+    });
+    on(r, "GET", "/v1/jobs/{id}/outputs", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        if (!id) {
+            return error_response(id.error());
+        }
+        auto data = coord->read_output(who, JobId(*id));
+        if (!data) {
+            return error_response(data.error());
+        }
+        net::Response resp;
+        resp.content_type = "application/octet-stream";
+        resp.body = std::move(*data);
+        return resp;
+    });
+
+    // ---- workers ----
+    on(r, "POST", "/v1/workers/register", [this](const net::Request& req, const Principal& who) {
+        auto body = parse_body(req);
+        if (!body) {
+            return error_response(body.error());
+        }
+        auto name = field<std::string>(*body, "name");
+        if (!name) {
+            return error_response(name.error());
+        }
+        auto reg = coord->register_worker(who, *name, body->value("inventory", json()));
+        if (!reg) {
+            return error_response(reg.error());
+        }
+        return ok({{"worker_id", reg->worker.value()}, {"token", reg->secret}}, 201);
+    });
+    on(r, "POST", "/v1/workers/heartbeat", [this](const net::Request& req, const Principal& who) {
+        auto body = parse_body(req);
+        if (!body) {
+            return error_response(body.error());
+        }
+        auto running = field<std::vector<std::int64_t>>(*body, "running", std::vector<std::int64_t>{});
+        if (!running) {
+            return error_response(running.error());
+        }
+        auto unhealthy = field<std::vector<std::int64_t>>(*body, "unhealthy_gpus", std::vector<std::int64_t>{});
+        if (!unhealthy) {
+            return error_response(unhealthy.error());
+        }
+        std::vector<AttemptId> ids;
+        for (auto v : *running) {
+            ids.emplace_back(v);
+        }
+        auto reply = coord->heartbeat(who, ids, *unhealthy);
+        if (!reply) {
+            return error_response(reply.error());
+        }
+        json stop = json::array();
+        for (AttemptId a : reply->stop) {
+            stop.push_back(a.value());
+        }
+        return ok({{"stop", stop}, {"lease_ms", reply->lease_ms}});
+    });
+    // Long poll: answered at once when work is waiting, else parked until work or the wait ends.
+    r.add("POST", "/v1/workers/poll", [this](net::Request req, net::Responder respond) {
+        asio::post(ctx, [this, req = std::move(req), respond = std::move(respond)]() mutable {
+            auto who = coord->authenticate(bearer(req));
+            if (!who) {
+                respond(error_response(who.error()));
+                return;
+            }
+            auto list = coord->assignments(*who);
+            if (!list) {
+                respond(error_response(list.error()));
+                return;
+            }
+            auto wait = parse_int(req.query_value("wait_ms").empty() ? "0" : req.query_value("wait_ms"), "wait_ms");
+            if (!wait || *wait < 0) {
+                respond(error_response(wait ? make_error(ErrorCode::invalid_input, "must be 0 or more", "wait_ms")
+                                            : wait.error()));
+                return;
+            }
+            if (!list->empty() || *wait == 0 || stopped) {
+                json arr = json::array();
+                for (const auto& a : *list) {
+                    arr.push_back(assignment_json(a));
+                }
+                respond(ok({{"assignments", arr}}));
+                return;
+            }
+            auto timer = std::make_shared<asio::steady_timer>(ctx);
+            timer->expires_after(std::min(std::chrono::milliseconds(*wait), options.max_poll_wait));
+            WorkerId w = *who->worker;
+            auto shared = std::make_shared<net::Responder>(std::move(respond));
+            pollers[w].push_back({[shared](net::Response resp) { (*shared)(std::move(resp)); }, timer});
+            timer->async_wait([this, w, timer](boost::system::error_code ec) {
+                if (ec) {
+                    return; // answered early
+                }
+                auto& list2 = pollers[w];
+                for (auto it = list2.begin(); it != list2.end(); ++it) {
+                    if (it->timer == timer) {
+                        it->respond(ok({{"assignments", json::array()}}));
+                        list2.erase(it);
+                        break;
+                    }
+                }
+            });
+        });
+    });
+    on(r, "POST", "/v1/attempts/{id}/start", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        if (!id) {
+            return error_response(id.error());
+        }
+        auto st = coord->start_attempt(who, AttemptId(*id));
+        return st ? ok({{"attempt", *id}, {"state", "running"}}) : error_response(st.error());
+    });
+    on(r, "POST", "/v1/attempts/{id}/logs", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        auto offset = parse_int(req.query_value("offset"), "offset");
+        if (!id || !offset) {
+            return error_response(!id ? id.error() : offset.error());
+        }
+        auto res = coord->append_log(who, AttemptId(*id), *offset, req.body);
+        if (!res) {
+            return error_response(res.error());
+        }
+        return ok({{"stored", res->stored_bytes}, {"length", res->length}});
+    }, net::RouteOptions{std::size_t{4} * 1024 * 1024});
+    on(r, "PUT", "/v1/attempts/{id}/outputs", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        if (!id) {
+            return error_response(id.error());
+        }
+        auto st = coord->upload_output(who, AttemptId(*id), req.body);
+        return st ? ok({{"attempt", *id}, {"bytes", req.body.size()}}) : error_response(st.error());
+    }, net::RouteOptions{std::size_t{10} * 1024 * 1024 * 1024});
+    on(r, "POST", "/v1/attempts/{id}/complete", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        auto body = parse_body(req);
+        if (!id || !body) {
+            return error_response(!id ? id.error() : body.error());
+        }
+        auto exit_code = field<std::int64_t>(*body, "exit_code");
+        auto reason = field<std::string>(*body, "reason", std::string());
+        if (!exit_code || !reason) {
+            return error_response(!exit_code ? exit_code.error() : reason.error());
+        }
+        auto st = coord->complete_attempt(who, AttemptId(*id), *exit_code, *reason);
+        if (st) {
+            schedule_soon();
+        }
+        return st ? ok({{"attempt", *id}, {"exit_code", *exit_code}}) : error_response(st.error());
+    });
+    return r;
+}
+
+CoordinatorService::CoordinatorService(ServiceOptions options) : m_impl(std::make_unique<Impl>()) {
+    m_impl->options = std::move(options);
+}
+
+CoordinatorService::~CoordinatorService() { stop(); }
+
+Status CoordinatorService::start(std::string* first_admin_token) {
+    Impl& s = *m_impl;
+    auto store = SqliteStore::open(s.options.db_path);
+    if (!store) {
+        return store.error();
+    }
+    s.store = std::move(*store);
+    s.coord = std::make_unique<Coordinator>(*s.store, s.clock, s.options.coordinator);
+    if (auto st = s.coord->start(); !st) {
+        return st;
+    }
+    spdlog::info("coordinator state loaded from {}: {} jobs", s.options.db_path.string(),
+                 s.coord->job_count());
+    if (!s.coord->has_admin()) {
+        auto tok = s.coord->init_admin();
+        if (!tok) {
+            return tok.error();
+        }
+        if (first_admin_token != nullptr) {
+            *first_admin_token = tok->secret;
+        }
+    }
+    s.server = std::make_unique<net::HttpServer>(s.options.http, s.routes());
+    s.guard.emplace(s.ctx.get_executor());
+    s.thread = std::thread([&s] { s.ctx.run(); });
+    s.arm_tick();
+    if (auto st = s.server->start(); !st) {
+        stop();
+        return st;
+    }
+    return {};
+}
+
+void CoordinatorService::stop() {
+    Impl& s = *m_impl;
+    if (!s.thread.joinable()) {
+        return;
+    }
+    // Answer parked polls on the coordinator thread, then let the server finish in-flight work.
+    std::promise<void> done;
+    asio::post(s.ctx, [&s, &done] {
+        s.stopped = true;
+        s.tick_timer.cancel();
+        for (auto& [w, list] : s.pollers) {
+            for (auto& p : list) {
+                p.timer->cancel();
+                p.respond(ok({{"assignments", json::array()}}));
+            }
+        }
+        s.pollers.clear();
+        done.set_value();
+    });
+    done.get_future().wait();
+    if (s.server) {
+        s.server->stop();
+    }
+    s.guard.reset();
+    s.thread.join();
+}
+
+std::uint16_t CoordinatorService::port() const { return m_impl->server ? m_impl->server->port() : 0; }
+
+std::vector<net::RouteInfo> CoordinatorService::routes() const {
+    return m_impl->server ? m_impl->server->router().routes() : std::vector<net::RouteInfo>{};
+}
+
+} // namespace gpupool::coordinator

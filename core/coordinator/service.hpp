@@ -1,0 +1,54 @@
+// CoordinatorService: the coordinator as a network service — the HTTP API (/v1) in front of a
+// Coordinator, a Store and a clock.
+//
+// Threads: the HTTP server's io threads parse requests; every request is then handed, as a
+// command, to ONE coordinator thread that owns the Coordinator (no locks around pool state). Long
+// polls from workers are parked on that thread and answered as soon as a scheduling pass places
+// something on the worker, or after their wait. A periodic tick expires leases and runtimes and
+// schedules. Every state change is committed to the store before its reply is sent.
+// stop() is graceful and idempotent: it stops accepting, answers parked polls, finishes in-flight
+// requests (up to the server's grace period) and joins the threads.
+#pragma once
+
+#include "core/coordinator/coordinator.hpp"
+#include "core/net/http_server.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace gpupool::coordinator {
+
+struct ServiceOptions {
+    net::ServerOptions http;
+    std::filesystem::path db_path;
+    CoordinatorOptions coordinator;
+    std::chrono::milliseconds tick{250};
+    std::chrono::milliseconds max_poll_wait{25'000};
+};
+
+class CoordinatorService {
+public:
+    explicit CoordinatorService(ServiceOptions options);
+    ~CoordinatorService();
+    CoordinatorService(const CoordinatorService&) = delete;
+    CoordinatorService& operator=(const CoordinatorService&) = delete;
+
+    // Opens the store, rebuilds the state, starts serving. When the pool has no admin yet, the
+    // secret of a new admin token is placed in `first_admin_token` (to be shown once).
+    Status start(std::string* first_admin_token = nullptr);
+    void stop();
+    std::uint16_t port() const;
+    // Every route the API serves (for the authorization-matrix test and the docs).
+    std::vector<net::RouteInfo> routes() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+// The HTTP status an ErrorCode maps to.
+int http_status(ErrorCode code);
+
+} // namespace gpupool::coordinator

@@ -1,0 +1,404 @@
+// The Coordinator state machine on a real SQLite file and a manual clock.
+#include "core/coordinator/coordinator.hpp"
+#include "core/store/sqlite_store.hpp"
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace gpupool;
+using namespace gpupool::coordinator;
+using store::AttemptState;
+using store::JobState;
+
+namespace {
+
+recipe::JobSpec job_spec(const std::string& name, std::int64_t gpu_milli = 500) {
+    recipe::JobSpec s;
+    s.name = name;
+    s.image = "busybox";
+    s.command = {"true"};
+    if (gpu_milli > 0) {
+        s.resources.gpus = 1;
+        s.resources.gpu_milli = gpu_milli;
+    }
+    s.resources.cpu_milli = 1000;
+    s.resources.memory_mib = 1024;
+    s.resources.max_runtime_s = 600;
+    return s;
+}
+
+nlohmann::json inventory(int gpus = 1, std::int64_t gpu_mem = 24576) {
+    nlohmann::json inv = {{"cpu_milli", 8000}, {"memory_mib", 32768}, {"gpus", nlohmann::json::array()}};
+    for (int i = 0; i < gpus; ++i) {
+        inv["gpus"].push_back({{"index", i}, {"model", "L4"}, {"memory_mib", gpu_mem}});
+    }
+    return inv;
+}
+
+// A pool with an admin, a team "fellows" with a member, and an owner team with one worker.
+struct Pool {
+    test::TempDir dir;
+    ManualClock clock;
+    std::unique_ptr<store::SqliteStore> db;
+    std::unique_ptr<Coordinator> coord;
+    CoordinatorOptions options;
+    Principal admin;
+    Principal member;
+    Principal other_member;
+    Principal worker;
+    Principal worker2;
+
+    Pool() {
+        options.lease_ms = 10'000;
+        options.worker_timeout_ms = 10'000;
+        options.policy.placement.scorer = sched::ScorerKind::bestfit;
+        open();
+        auto tok = coord->init_admin();
+        REQUIRE(tok);
+        admin = coord->authenticate(tok->secret).value();
+        REQUIRE(coord->create_team(admin, "fellows", 1));
+        REQUIRE(coord->create_team(admin, "owners", 1));
+        REQUIRE(coord->create_team(admin, "others", 1));
+        member = coord->authenticate(coord->create_token(admin, store::Role::member, "fellows", "m").value().secret).value();
+        other_member =
+            coord->authenticate(coord->create_token(admin, store::Role::member, "others", "o").value().secret).value();
+        worker = add_worker("box-1");
+        worker2 = add_worker("box-2");
+    }
+
+    void open() {
+        db = store::SqliteStore::open(dir.path() / "pool.db").value();
+        coord = std::make_unique<Coordinator>(*db, clock, options);
+        REQUIRE(coord->start());
+    }
+
+    // Simulates a coordinator crash and restart: a new Coordinator over the same file.
+    void restart() {
+        coord.reset();
+        db.reset();
+        open();
+    }
+
+    Principal add_worker(const std::string& name) {
+        auto enroll = coord->create_token(admin, store::Role::enroll, "owners", "enroll").value();
+        auto reg = coord->register_worker(coord->authenticate(enroll.secret).value(), name, inventory());
+        REQUIRE(reg);
+        return coord->authenticate(reg->secret).value();
+    }
+
+    std::vector<JobId> submit(std::vector<recipe::JobSpec> specs, std::int64_t max_parallel = 0) {
+        SubmitRequest r{"test.toml", max_parallel, std::move(specs), std::nullopt};
+        auto res = coord->submit(member, std::move(r));
+        REQUIRE(res);
+        return res->jobs;
+    }
+
+    std::vector<Assignment> assigned(const Principal& w) { return coord->assignments(w).value(); }
+    JobState state(JobId id) { return coord->job(admin, id).value().state; }
+};
+
+} // namespace
+
+TEST_CASE("coordinator: a job runs through queued, assigned, running, succeeded", "[coordinator]") {
+    Pool p;
+    auto ids = p.submit({job_spec("a")});
+    CHECK(p.state(ids[0]) == JobState::queued);
+    p.coord->tick();
+    CHECK(p.state(ids[0]) == JobState::assigned);
+    auto a1 = p.assigned(p.worker);
+    auto a2 = p.assigned(p.worker2);
+    REQUIRE(a1.size() + a2.size() == 1);
+    const Principal& w = a1.empty() ? p.worker2 : p.worker;
+    const Assignment& as = a1.empty() ? a2[0] : a1[0];
+    CHECK(as.spec.name == "a");
+    CHECK(as.gpu_milli == 500);
+    CHECK(as.attempt_number == 1);
+    REQUIRE(p.coord->start_attempt(w, as.attempt));
+    CHECK(p.state(ids[0]) == JobState::running);
+    CHECK(p.assigned(w).empty()); // started attempts are no longer offered
+    REQUIRE(p.coord->append_log(w, as.attempt, 0, "hello\n"));
+    REQUIRE(p.coord->complete_attempt(w, as.attempt, 0, ""));
+    auto job = p.coord->job(p.member, ids[0]).value();
+    CHECK(job.state == JobState::succeeded);
+    CHECK(job.exit_code == 0);
+    auto logs = p.coord->read_logs(p.member, ids[0], 0).value();
+    CHECK(logs.data == "hello\n");
+    CHECK(logs.finished);
+}
+
+TEST_CASE("coordinator: a sweep is stored whole and survives a restart", "[coordinator]") {
+    Pool p;
+    std::vector<recipe::JobSpec> specs;
+    for (int i = 0; i < 100; ++i) {
+        specs.push_back(job_spec("s-" + std::to_string(i), 100));
+    }
+    auto ids = p.submit(specs);
+    REQUIRE(ids.size() == 100);
+    p.restart();
+    auto jobs = p.coord->jobs(p.member, std::nullopt, false).value();
+    CHECK(jobs.size() == 100);
+    CHECK(jobs.front().spec.name == "s-0");
+    CHECK(jobs.back().spec.name == "s-99");
+    // New ids continue after the old ones.
+    auto more = p.submit({job_spec("after")});
+    CHECK(more[0].value() == ids.back().value() + 1);
+}
+
+TEST_CASE("coordinator: a lost lease re-queues the job, and the old attempt is fenced", "[coordinator]") {
+    Pool p;
+    auto ids = p.submit({job_spec("a", 1000)});
+    p.coord->tick();
+    auto on1 = p.assigned(p.worker);
+    const Principal& first = on1.empty() ? p.worker2 : p.worker;
+    const Principal& second = on1.empty() ? p.worker : p.worker2;
+    AttemptId old = (on1.empty() ? p.assigned(p.worker2) : on1)[0].attempt;
+    REQUIRE(p.coord->start_attempt(first, old));
+
+    // The second worker keeps heartbeating; the first goes silent past its lease.
+    p.clock.advance_ms(6'000);
+    REQUIRE(p.coord->heartbeat(second, {}));
+    p.clock.advance_ms(6'000);
+    REQUIRE(p.coord->heartbeat(second, {}));
+    p.coord->tick();
+    auto history = p.coord->attempts_of(ids[0]);
+    REQUIRE(history.size() == 2);
+    CHECK(history[0].state == AttemptState::lost);
+    CHECK(history[1].worker == *second.worker); // placed again, on the live worker
+    CHECK(p.state(ids[0]) == JobState::assigned);
+
+    // The first worker comes back: everything about its old attempt is refused.
+    auto late = p.coord->complete_attempt(first, old, 0, "");
+    REQUIRE_FALSE(late);
+    CHECK(late.error().code == ErrorCode::conflict);
+    CHECK_FALSE(p.coord->append_log(first, old, 0, "late\n"));
+    auto hb = p.coord->heartbeat(first, {old});
+    REQUIRE(hb);
+    CHECK(hb->stop == std::vector<AttemptId>{old}); // told to stop it
+    CHECK(p.state(ids[0]) == JobState::assigned);
+}
+
+TEST_CASE("coordinator: lost attempts count against max_attempts", "[coordinator]") {
+    Pool p;
+    auto spec = job_spec("flaky", 1000);
+    spec.retry.max_attempts = 2;
+    auto ids = p.submit({spec});
+    for (int round = 0; round < 2; ++round) {
+        p.coord->tick();
+        p.clock.advance_ms(61'000); // both workers silent: leases lapse and workers time out
+        p.coord->tick();
+        // Bring the workers back for the next round.
+        REQUIRE(p.coord->heartbeat(p.worker, {}));
+        REQUIRE(p.coord->heartbeat(p.worker2, {}));
+    }
+    auto job = p.coord->job(p.admin, ids[0]).value();
+    CHECK(job.state == JobState::failed);
+    CHECK(job.attempts == 2);
+    CHECK_THAT(job.reason, Catch::Contains("no attempts left"));
+}
+
+TEST_CASE("coordinator: retry on listed exit codes only", "[coordinator]") {
+    Pool p;
+    auto spec = job_spec("r", 1000);
+    spec.retry.on_exit_codes = {75};
+    auto ids = p.submit({spec, job_spec("plain-fail", 1000)});
+    p.coord->tick();
+    for (const Principal* w : {&p.worker, &p.worker2}) {
+        for (const auto& a : p.assigned(*w)) {
+            REQUIRE(p.coord->start_attempt(*w, a.attempt));
+            REQUIRE(p.coord->complete_attempt(*w, a.attempt, a.job == ids[0] ? 75 : 1, ""));
+        }
+    }
+    CHECK(p.state(ids[0]) == JobState::queued); // 75 is retried
+    CHECK(p.state(ids[1]) == JobState::failed); // 1 is not
+}
+
+TEST_CASE("coordinator: cancellation stops queued and running jobs", "[coordinator]") {
+    Pool p;
+    auto ids = p.submit({job_spec("run", 1000), job_spec("run2", 1000), job_spec("wait", 1000)});
+    p.coord->tick(); // two whole-GPU jobs fill both workers; the third waits
+    CHECK(p.state(ids[2]) == JobState::queued);
+    CHECK_THAT(p.coord->waiting_reason(ids[2]), !Catch::Equals(""));
+    REQUIRE(p.coord->cancel_job(p.member, ids[2]));
+    CHECK(p.state(ids[2]) == JobState::cancelled);
+
+    const Principal& w = p.assigned(p.worker).empty() ? p.worker2 : p.worker;
+    auto a = p.assigned(w)[0];
+    REQUIRE(p.coord->start_attempt(w, a.attempt));
+    REQUIRE(p.coord->cancel_job(p.member, a.job));
+    CHECK(p.state(a.job) == JobState::cancelled);
+    auto hb = p.coord->heartbeat(w, {a.attempt});
+    REQUIRE(hb);
+    CHECK(hb->stop == std::vector<AttemptId>{a.attempt});
+    CHECK_FALSE(p.coord->complete_attempt(w, a.attempt, 0, "")); // fenced
+    CHECK(p.coord->cancel_job(p.member, a.job).error().code == ErrorCode::conflict);
+}
+
+TEST_CASE("coordinator: cancelling a sweep cancels all of its unfinished jobs", "[coordinator]") {
+    Pool p;
+    auto ids = p.submit({job_spec("a"), job_spec("b"), job_spec("c")});
+    auto sweep = p.coord->job(p.member, ids[0]).value().sweep_id;
+    auto n = p.coord->cancel_sweep(p.member, sweep);
+    REQUIRE(n);
+    CHECK(*n == 3);
+    for (auto id : ids) {
+        CHECK(p.state(id) == JobState::cancelled);
+    }
+    CHECK(p.coord->cancel_sweep(p.other_member, sweep).error().code == ErrorCode::not_found);
+}
+
+TEST_CASE("coordinator: max_parallel caps a sweep's running jobs", "[coordinator]") {
+    Pool p;
+    std::vector<recipe::JobSpec> specs;
+    for (int i = 0; i < 6; ++i) {
+        specs.push_back(job_spec("p" + std::to_string(i), 100));
+    }
+    auto ids = p.submit(specs, 2);
+    p.coord->tick();
+    CHECK(p.assigned(p.worker).size() + p.assigned(p.worker2).size() == 2);
+    CHECK_THAT(p.coord->waiting_reason(ids[5]), Catch::Contains("max_parallel"));
+}
+
+TEST_CASE("coordinator: a job bigger than every worker is rejected at submit", "[coordinator]") {
+    Pool p;
+    auto spec = job_spec("huge", 0);
+    spec.resources.gpus = 1;
+    spec.resources.gpu_memory_mib = 80 * 1024;
+    auto res = p.coord->submit(p.member, {"t.toml", 0, {job_spec("fine"), spec}, std::nullopt});
+    REQUIRE_FALSE(res);
+    CHECK(res.error().field == "jobs[1].resources");
+    CHECK_THAT(res.error().message, Catch::Contains("80GiB of GPU memory; the largest GPU has 24GiB"));
+    CHECK(p.coord->jobs(p.member, std::nullopt, false).value().empty()); // nothing of the sweep was stored
+}
+
+TEST_CASE("coordinator: max_runtime is enforced by the coordinator too", "[coordinator]") {
+    Pool p;
+    auto spec = job_spec("slow", 1000);
+    spec.resources.max_runtime_s = 60;
+    auto ids = p.submit({spec});
+    p.coord->tick();
+    const Principal& w = p.assigned(p.worker).empty() ? p.worker2 : p.worker;
+    auto a = p.assigned(w)[0];
+    REQUIRE(p.coord->start_attempt(w, a.attempt));
+    for (int i = 0; i < 12; ++i) { // keep the lease alive for 96 s
+        p.clock.advance_ms(8'000);
+        REQUIRE(p.coord->heartbeat(w, {a.attempt}));
+        p.coord->tick();
+    }
+    auto job = p.coord->job(p.member, ids[0]).value();
+    CHECK(job.state == JobState::failed);
+    CHECK_THAT(job.reason, Catch::Contains("max_runtime"));
+    CHECK(p.coord->heartbeat(w, {a.attempt}).value().stop == std::vector<AttemptId>{a.attempt});
+}
+
+TEST_CASE("coordinator: roles and teams bound what a token can do", "[coordinator]") {
+    Pool p;
+    auto ids = p.submit({job_spec("mine")});
+    // Another team's member cannot see, cancel or read the job.
+    CHECK(p.coord->job(p.other_member, ids[0]).error().code == ErrorCode::not_found);
+    CHECK(p.coord->cancel_job(p.other_member, ids[0]).error().code == ErrorCode::not_found);
+    CHECK(p.coord->read_logs(p.other_member, ids[0], 0).error().code == ErrorCode::not_found);
+    CHECK(p.coord->jobs(p.other_member, std::nullopt, false).value().empty());
+    CHECK(p.coord->jobs(p.member, std::nullopt, true).error().code == ErrorCode::forbidden);
+    CHECK(p.coord->jobs(p.admin, std::nullopt, true).value().size() == 1);
+    // Workers cannot submit or read jobs; members cannot act as workers or admins.
+    CHECK(p.coord->submit(p.worker, {"x", 0, {job_spec("w")}, std::nullopt}).error().code == ErrorCode::forbidden);
+    CHECK(p.coord->job(p.worker, ids[0]).error().code == ErrorCode::forbidden);
+    CHECK(p.coord->heartbeat(p.member, {}).error().code == ErrorCode::forbidden);
+    CHECK(p.coord->create_team(p.member, "x", 1).error().code == ErrorCode::forbidden);
+    CHECK(p.coord->register_worker(p.member, "x", inventory()).error().code == ErrorCode::forbidden);
+    // Tokens: unknown and revoked are refused.
+    CHECK(p.coord->authenticate("gpp_nope").error().code == ErrorCode::unauthorized);
+    CHECK(p.coord->authenticate("").error().code == ErrorCode::unauthorized);
+    auto tok = p.coord->create_token(p.admin, store::Role::member, "fellows", "temp").value();
+    REQUIRE(p.coord->authenticate(tok.secret));
+    REQUIRE(p.coord->revoke_token(p.admin, tok.id));
+    CHECK(p.coord->authenticate(tok.secret).error().code == ErrorCode::unauthorized);
+    // Only one first admin.
+    CHECK(p.coord->init_admin().error().code == ErrorCode::conflict);
+}
+
+TEST_CASE("coordinator: tokens are stored as hashes and survive a restart", "[coordinator]") {
+    Pool p;
+    auto tok = p.coord->create_token(p.admin, store::Role::member, "fellows", "kept").value();
+    p.restart();
+    auto who = p.coord->authenticate(tok.secret);
+    REQUIRE(who);
+    CHECK(who->role == store::Role::member);
+    auto snap = p.db->load().value();
+    for (const auto& t : snap.tokens) {
+        CHECK(t.hash.find(tok.secret) == std::string::npos);
+        CHECK(t.hash.size() == 64);
+    }
+}
+
+TEST_CASE("coordinator: a banned worker loses its attempts and its token", "[coordinator]") {
+    Pool p;
+    auto ids = p.submit({job_spec("a", 1000), job_spec("b", 1000)});
+    p.coord->tick();
+    REQUIRE(p.coord->set_worker_state(p.admin, *p.worker.worker, store::WorkerState::banned));
+    CHECK(p.coord->heartbeat(p.worker, {}).has_value()); // principal resolved before the ban
+    auto token_check = p.coord->list_workers(p.admin).value();
+    CHECK(std::any_of(token_check.begin(), token_check.end(),
+                      [](const auto& w) { return w.state == store::WorkerState::banned; }));
+    std::int64_t queued_again = 0;
+    for (auto id : ids) {
+        queued_again += p.state(id) == JobState::queued ? 1 : 0;
+    }
+    CHECK(queued_again == 1);
+}
+
+TEST_CASE("coordinator: a high-priority job preempts low-priority work that has run long enough", "[coordinator]") {
+    Pool p;
+    auto low = job_spec("low", 1000);
+    low.priority = recipe::Priority::low;
+    low.resources.max_runtime_s = 7200;
+    auto lows = p.submit({low, low});
+    p.coord->tick();
+    std::vector<std::pair<const Principal*, AttemptId>> running;
+    for (const Principal* w : {&p.worker, &p.worker2}) {
+        for (const auto& a : p.assigned(*w)) {
+            REQUIRE(p.coord->start_attempt(*w, a.attempt));
+            running.emplace_back(w, a.attempt);
+        }
+    }
+    REQUIRE(running.size() == 2);
+    // 20 minutes later (past the minimum runtime), heartbeats keeping the leases alive.
+    for (int i = 0; i < 150; ++i) {
+        p.clock.advance_ms(8'000);
+        for (const auto& [w, a] : running) {
+            REQUIRE(p.coord->heartbeat(*w, {a}));
+        }
+    }
+    auto high = job_spec("urgent", 1000);
+    high.priority = recipe::Priority::high;
+    auto urgent = p.submit({high})[0];
+    p.coord->tick();
+    int preempted = 0;
+    for (auto id : lows) {
+        auto h = p.coord->attempts_of(id);
+        if (h.back().state == AttemptState::preempted) {
+            ++preempted;
+            CHECK(p.state(id) == JobState::queued); // back in the queue
+            CHECK_THAT(h.back().reason, Catch::Contains("preempted for higher-priority job"));
+        }
+    }
+    CHECK(preempted == 1); // the smallest set of victims: one GPU's worth
+    std::vector<AttemptId> stopped;
+    for (const auto& [w, a] : running) {
+        auto hb = p.coord->heartbeat(*w, {a}).value();
+        stopped.insert(stopped.end(), hb.stop.begin(), hb.stop.end());
+    }
+    CHECK(stopped.size() == 1);
+    p.coord->tick();
+    CHECK(p.state(urgent) == JobState::assigned);
+}
+
+TEST_CASE("coordinator: a GPU reported unhealthy takes no new work", "[coordinator]") {
+    Pool p;
+    REQUIRE(p.coord->heartbeat(p.worker, {}, {0}));
+    REQUIRE(p.coord->heartbeat(p.worker2, {}));
+    p.submit({job_spec("a", 500)});
+    p.coord->tick();
+    CHECK(p.assigned(p.worker).empty());
+    CHECK(p.assigned(p.worker2).size() == 1);
+}

@@ -1,0 +1,395 @@
+// The coordinator as a service: a real HTTP server on loopback over a real SQLite file, driven
+// with the real HTTP client, as workers and researchers would.
+#include "core/coordinator/service.hpp"
+#include "core/net/http_client.hpp"
+#include "core/recipe/recipe_json.hpp"
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+using namespace gpupool;
+using json = nlohmann::json;
+
+namespace {
+
+recipe::JobSpec spec(const std::string& name, std::int64_t gpu_milli = 250) {
+    recipe::JobSpec s;
+    s.name = name;
+    s.image = "busybox";
+    s.command = {"echo", name};
+    s.resources.gpus = 1;
+    s.resources.gpu_milli = gpu_milli;
+    s.resources.cpu_milli = 100;
+    s.resources.memory_mib = 64;
+    return s;
+}
+
+json inventory() {
+    return {{"cpu_milli", 16000},
+            {"memory_mib", 65536},
+            {"gpus", json::array({{{"index", 0}, {"model", "L4"}, {"memory_mib", 24576}}})}};
+}
+
+struct Server {
+    test::TempDir dir;
+    std::unique_ptr<coordinator::CoordinatorService> service;
+    std::string admin_token;
+    std::string url;
+
+    explicit Server(std::int64_t lease_ms = 30'000) {
+        coordinator::ServiceOptions o;
+        o.db_path = dir.path() / "pool.db";
+        o.http.host = "127.0.0.1";
+        o.http.port = 0;
+        o.http.max_body_bytes = 1024 * 1024;
+        o.tick = std::chrono::milliseconds(50);
+        o.coordinator.lease_ms = lease_ms;
+        o.coordinator.worker_timeout_ms = lease_ms;
+        o.coordinator.policy.placement.scorer = sched::ScorerKind::bestfit;
+        service = std::make_unique<coordinator::CoordinatorService>(o);
+        REQUIRE(service->start(&admin_token));
+        REQUIRE(admin_token.starts_with("gpp_"));
+        url = "http://127.0.0.1:" + std::to_string(service->port());
+    }
+
+    net::HttpClient client(const std::string& token = {}) const {
+        net::ClientOptions o;
+        o.base_url = url;
+        o.token = token;
+        o.timeout = std::chrono::milliseconds(10'000);
+        return net::HttpClient(o);
+    }
+};
+
+json call(net::HttpClient& c, const std::string& method, const std::string& path, const json& body = nullptr,
+          int expect = 200) {
+    auto r = c.request(method, path, body.is_null() ? std::string() : body.dump());
+    REQUIRE(r);
+    INFO(method << " " << path << " -> " << r->status << " " << r->body);
+    REQUIRE(r->status == expect);
+    return json::parse(r->body);
+}
+
+// Admin, teams, a member of "fellows", a member of "others", and one registered worker.
+struct Pool {
+    Server server;
+    std::string member;
+    std::string other;
+    std::string enroll;
+    std::string worker;
+    std::int64_t worker_id = 0;
+
+    explicit Pool(std::int64_t lease_ms = 30'000) : server(lease_ms) {
+        auto admin = server.client(server.admin_token);
+        for (const char* team : {"fellows", "others", "owners"}) {
+            call(admin, "POST", "/v1/admin/teams", {{"name", team}}, 201);
+        }
+        member = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
+        other = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "others"}}, 201)["token"];
+        enroll = call(admin, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "owners"}}, 201)["token"];
+        auto e = server.client(enroll);
+        auto reg = call(e, "POST", "/v1/workers/register", {{"name", "box"}, {"inventory", inventory()}}, 201);
+        worker = reg["token"];
+        worker_id = reg["worker_id"];
+    }
+
+    json submit(const std::vector<recipe::JobSpec>& specs, std::int64_t max_parallel = 0) {
+        auto c = server.client(member);
+        return call(c, "POST", "/v1/jobs",
+                    {{"source", "t.toml"}, {"max_parallel", max_parallel}, {"jobs", json::parse(recipe::to_json(specs).dump())}},
+                    201);
+    }
+};
+
+} // namespace
+
+TEST_CASE("service: a job's whole life over HTTP, with a long-polling worker", "[service]") {
+    Pool p;
+    auto w = p.server.client(p.worker);
+    call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
+
+    // The worker long-polls first; the submit wakes it well before its wait runs out.
+    std::thread submitter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        p.submit({spec("hello")});
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    auto polled = call(w, "POST", "/v1/workers/poll?wait_ms=5000", json::object());
+    auto waited = std::chrono::steady_clock::now() - t0;
+    submitter.join();
+    REQUIRE(polled["assignments"].size() == 1);
+    CHECK(waited < std::chrono::milliseconds(3000));
+    auto a = polled["assignments"][0];
+    CHECK(a["spec"]["name"] == "hello");
+    CHECK(a["gpu_milli"] == 250);
+    std::string attempt = std::to_string(a["attempt"].get<std::int64_t>());
+
+    call(w, "POST", "/v1/attempts/" + attempt + "/start", json::object());
+    auto r = w.request("POST", "/v1/attempts/" + attempt + "/logs?offset=0", "line one\n");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    r = w.request("POST", "/v1/attempts/" + attempt + "/logs?offset=0", "line one\n"); // retried chunk
+    CHECK(json::parse(r->body)["stored"] == 0);
+    r = w.request("POST", "/v1/attempts/" + attempt + "/logs?offset=9", "line two\n");
+    CHECK(json::parse(r->body)["length"] == 18);
+    r = w.request("PUT", "/v1/attempts/" + attempt + "/outputs", std::string("tar-bytes\0\1", 11));
+    CHECK(r->status == 200);
+    call(w, "POST", "/v1/attempts/" + attempt + "/complete", {{"exit_code", 0}});
+
+    auto m = p.server.client(p.member);
+    std::string job = std::to_string(a["job"].get<std::int64_t>());
+    auto status = call(m, "GET", "/v1/jobs/" + job);
+    CHECK(status["state"] == "succeeded");
+    CHECK(status["exit_code"] == 0);
+    CHECK(status["attempt_history"].size() == 1);
+    auto logs = call(m, "GET", "/v1/jobs/" + job + "/logs?offset=0");
+    CHECK(logs["data"] == "line one\nline two\n");
+    CHECK(logs["finished"] == true);
+    auto tail = call(m, "GET", "/v1/jobs/" + job + "/logs?offset=9");
+    CHECK(tail["data"] == "line two\n");
+    auto out = m.request("GET", "/v1/jobs/" + job + "/outputs");
+    CHECK(out->body == std::string("tar-bytes\0\1", 11));
+    // Once completed, the attempt is fenced.
+    auto late = w.request("POST", "/v1/attempts/" + attempt + "/complete", json{{"exit_code", 1}}.dump());
+    CHECK(late->status == 409);
+}
+
+TEST_CASE("service: a sweep of 100 jobs in one request, all placed and finished", "[service]") {
+    Pool p;
+    std::vector<recipe::JobSpec> specs;
+    for (int i = 0; i < 100; ++i) {
+        specs.push_back(spec("s" + std::to_string(i), 100)); // ten fit on the GPU at once
+    }
+    auto res = p.submit(specs);
+    REQUIRE(res["jobs"].size() == 100);
+    auto w = p.server.client(p.worker);
+    std::set<std::int64_t> done;
+    for (int round = 0; round < 100 && done.size() < 100; ++round) {
+        call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
+        auto polled = call(w, "POST", "/v1/workers/poll?wait_ms=2000", json::object());
+        CHECK(polled["assignments"].size() <= 10);
+        for (const auto& a : polled["assignments"]) {
+            std::string id = std::to_string(a["attempt"].get<std::int64_t>());
+            call(w, "POST", "/v1/attempts/" + id + "/start", json::object());
+            call(w, "POST", "/v1/attempts/" + id + "/complete", {{"exit_code", 0}});
+            CHECK(done.insert(a["job"].get<std::int64_t>()).second); // never assigned twice
+        }
+    }
+    CHECK(done.size() == 100);
+    auto m = p.server.client(p.member);
+    auto list = call(m, "GET", "/v1/jobs?state=succeeded");
+    CHECK(list["jobs"].size() == 100);
+}
+
+TEST_CASE("service: a worker that stops heartbeating loses its attempt; its late completion is refused",
+          "[service]") {
+    Pool p(1'000); // one-second leases
+    auto admin = p.server.client(p.server.admin_token);
+    auto e = p.server.client(p.enroll);
+    auto reg2 = call(e, "POST", "/v1/workers/register", {{"name", "box-2"}, {"inventory", inventory()}}, 201);
+    auto w1 = p.server.client(p.worker);
+    auto w2 = p.server.client(reg2["token"].get<std::string>());
+    call(w2, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
+    call(admin, "POST", "/v1/admin/workers/" + std::to_string(reg2["worker_id"].get<std::int64_t>()) + "/drain",
+         json::object());
+    auto job = p.submit({spec("once", 1000)})["jobs"][0].get<std::int64_t>();
+    call(w1, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
+    auto a = call(w1, "POST", "/v1/workers/poll?wait_ms=3000", json::object())["assignments"];
+    REQUIRE(a.size() == 1);
+    std::string old = std::to_string(a[0]["attempt"].get<std::int64_t>());
+    call(w1, "POST", "/v1/attempts/" + old + "/start", json::object());
+
+    // Worker 1 goes silent; worker 2 is back in service and keeps its heartbeats going.
+    call(admin, "POST", "/v1/admin/workers/" + std::to_string(reg2["worker_id"].get<std::int64_t>()) + "/activate",
+         json::object());
+    json again;
+    for (int i = 0; i < 40 && again.empty(); ++i) {
+        call(w2, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
+        again = call(w2, "POST", "/v1/workers/poll?wait_ms=200", json::object())["assignments"];
+    }
+    REQUIRE(again.size() == 1);
+    CHECK(again[0]["job"] == job);
+    CHECK(again[0]["attempt_number"] == 2);
+
+    auto late = w1.request("POST", "/v1/attempts/" + old + "/complete", json{{"exit_code", 0}}.dump());
+    CHECK(late->status == 409);
+    CHECK_THAT(late->body, Catch::Contains("no longer current"));
+    auto hb = call(w1, "POST", "/v1/workers/heartbeat", {{"running", json::array({std::stoll(old)})}});
+    CHECK(hb["stop"] == json::array({std::stoll(old)}));
+    auto m = p.server.client(p.member);
+    auto st = call(m, "GET", "/v1/jobs/" + std::to_string(job));
+    CHECK(st["attempt_history"][0]["state"] == "lost");
+}
+
+TEST_CASE("service: bad requests get the documented status and error body, and the server keeps serving",
+          "[service]") {
+    Pool p;
+    auto m = p.server.client(p.member);
+    struct Bad {
+        const char* method;
+        const char* path;
+        std::string body;
+        int status;
+        const char* field;
+    };
+    const std::vector<Bad> cases{
+        {"POST", "/v1/jobs", "{not json", 400, "body"},
+        {"POST", "/v1/jobs", "[1,2]", 400, "body"},
+        {"POST", "/v1/jobs", R"({"jobs": 5})", 400, "jobs"},
+        {"POST", "/v1/jobs", R"({"jobs": []})", 400, "jobs"},
+        {"POST", "/v1/jobs", R"({"jobs": [{"name": "x"}]})", 400, "jobs[0].image"},
+        {"POST", "/v1/jobs", R"({"jobs": [{"name": "x", "image": "b", "command": ["t"], "resources": {"gpus": "1"}}]})",
+         400, "jobs[0].resources.gpus"},
+        {"POST", "/v1/jobs", R"({"max_parallel": "x", "jobs": []})", 400, "max_parallel"},
+        {"GET", "/v1/jobs/abc", "", 400, "id"},
+        {"GET", "/v1/jobs?state=sleeping", "", 400, "state"},
+        {"GET", "/v1/jobs/12345", "", 404, nullptr},
+        {"GET", "/v1/nope", "", 404, nullptr},
+        {"PATCH", "/v1/jobs", "", 405, nullptr},
+        {"POST", "/v1/admin/teams", std::string(2 * 1024 * 1024, 'x'), 413, nullptr},
+    };
+    for (const auto& c : cases) {
+        INFO(c.method << " " << c.path);
+        auto r = m.request(c.method, c.path, c.body);
+        REQUIRE(r);
+        CHECK(r->status == c.status);
+        auto body = json::parse(r->body, nullptr, false);
+        REQUIRE(body.is_object());
+        CHECK(body.contains("error"));
+        CHECK(body.contains("detail"));
+        if (c.field != nullptr) {
+            CHECK(body.value("field", std::string()) == c.field);
+        }
+        // Still serving after each one.
+        auto health = m.request("GET", "/v1/health");
+        REQUIRE(health);
+        CHECK(health->status == 200);
+    }
+}
+
+TEST_CASE("service: authorization matrix over every route", "[service]") {
+    Pool p;
+    auto job = p.submit({spec("matrix")})["jobs"][0].get<std::int64_t>();
+    auto w = p.server.client(p.worker);
+    call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
+    auto assignments = call(w, "POST", "/v1/workers/poll?wait_ms=3000", json::object())["assignments"];
+    REQUIRE(assignments.size() == 1);
+    const std::string attempt = std::to_string(assignments[0]["attempt"].get<std::int64_t>());
+    const std::string jid = std::to_string(job);
+    const std::string wid = std::to_string(p.worker_id);
+
+    enum Who { none, bad, other, worker, enroll, member, admin };
+    const std::vector<std::pair<Who, std::string>> callers{
+        {none, ""}, {bad, "gpp_0000"}, {other, p.other}, {worker, p.worker},
+        {enroll, p.enroll}, {member, p.member}, {admin, p.server.admin_token}};
+    // Expected: who may call each route. `hidden` routes answer 404 (not 403) to other teams.
+    struct Rule {
+        std::set<Who> allowed;
+        bool hidden = false;
+        std::string path;
+        json body;
+    };
+    const json job_body = {{"source", "m"}, {"team", "fellows"}, {"jobs", json::parse(recipe::to_json(std::vector{spec("m2")}).dump())}};
+    std::map<std::string, Rule> rules{
+        {"GET /v1/health", {{none, bad, other, worker, enroll, member, admin}, false, "/v1/health", nullptr}},
+        {"POST /v1/admin/teams", {{admin}, false, "/v1/admin/teams", {{"name", "newteam"}}}},
+        {"GET /v1/admin/teams", {{admin}, false, "/v1/admin/teams", nullptr}},
+        {"POST /v1/admin/tokens", {{admin}, false, "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}}},
+        {"DELETE /v1/admin/tokens/{id}", {{admin}, false, "/v1/admin/tokens/999", nullptr}},
+        {"GET /v1/workers", {{other, member, admin}, false, "/v1/workers", nullptr}},
+        {"POST /v1/admin/workers/{id}/drain", {{admin}, false, "/v1/admin/workers/" + wid + "/drain", json::object()}},
+        {"POST /v1/admin/workers/{id}/ban", {{admin}, false, "/v1/admin/workers/999/ban", json::object()}},
+        {"POST /v1/admin/workers/{id}/activate", {{admin}, false, "/v1/admin/workers/" + wid + "/activate", json::object()}},
+        {"POST /v1/jobs", {{other, member, admin}, false, "/v1/jobs", job_body}}, // each for their own team
+        {"GET /v1/jobs", {{other, member, admin}, false, "/v1/jobs", nullptr}},
+        {"GET /v1/jobs/{id}", {{member, admin}, true, "/v1/jobs/" + jid, nullptr}},
+        {"POST /v1/jobs/{id}/cancel", {{member, admin}, true, "/v1/jobs/999/cancel", json::object()}},
+        {"POST /v1/sweeps/{id}/cancel", {{member, admin}, true, "/v1/sweeps/999/cancel", json::object()}},
+        {"GET /v1/jobs/{id}/logs", {{member, admin}, true, "/v1/jobs/" + jid + "/logs", nullptr}},
+        {"GET /v1/jobs/{id}/outputs", {{member, admin}, true, "/v1/jobs/" + jid + "/outputs", nullptr}},
+        {"POST /v1/workers/register", {{enroll}, false, "/v1/workers/register", {{"name", "w"}, {"inventory", inventory()}}}},
+        {"POST /v1/workers/heartbeat", {{worker}, false, "/v1/workers/heartbeat", {{"running", json::array()}}}},
+        {"POST /v1/workers/poll", {{worker}, false, "/v1/workers/poll", json::object()}},
+        {"POST /v1/attempts/{id}/start", {{worker}, false, "/v1/attempts/" + attempt + "/start", json::object()}},
+        {"POST /v1/attempts/{id}/logs", {{worker}, false, "/v1/attempts/" + attempt + "/logs?offset=0", nullptr}},
+        {"PUT /v1/attempts/{id}/outputs", {{worker}, false, "/v1/attempts/" + attempt + "/outputs", nullptr}},
+        {"POST /v1/attempts/{id}/complete", {{worker}, false, "/v1/attempts/" + attempt + "/complete", {{"exit_code", 0}}}},
+    };
+    // Every route the server serves is in the matrix, and nothing else.
+    std::set<std::string> served;
+    for (const auto& r : p.server.service->routes()) {
+        served.insert(r.method + " " + r.pattern);
+    }
+    std::set<std::string> covered;
+    for (const auto& [k, v] : rules) {
+        covered.insert(k);
+    }
+    REQUIRE(served == covered);
+
+    for (const auto& [route, rule] : rules) {
+        const std::string method = route.substr(0, route.find(' '));
+        for (const auto& [who, token] : callers) {
+            INFO(route << " as caller " << static_cast<int>(who));
+            auto c = p.server.client(token);
+            std::string body = rule.body.is_null() ? (method == "GET" ? "" : "x") : rule.body.dump();
+            auto r = c.request(method, rule.path, body);
+            REQUIRE(r);
+            INFO("status " << r->status << ": " << r->body);
+            if (rule.allowed.count(who) != 0) {
+                CHECK(r->status != 401);
+                CHECK(r->status != 403);
+                if (rule.hidden) {
+                    CHECK_THAT(r->body, !Catch::Contains("no job " + jid));
+                }
+            } else if (who == none || who == bad) {
+                CHECK(r->status == 401);
+            } else if (rule.hidden && who == other) {
+                CHECK(r->status == 404);
+            } else {
+                CHECK(r->status == 403);
+            }
+        }
+    }
+}
+
+TEST_CASE("service: acknowledged state survives a restart", "[service]") {
+    test::TempDir keep;
+    std::vector<std::int64_t> ids;
+    std::string admin_token;
+    std::string member;
+    {
+        coordinator::ServiceOptions o;
+        o.db_path = keep.path() / "pool.db";
+        coordinator::CoordinatorService s(o);
+        REQUIRE(s.start(&admin_token));
+        net::ClientOptions co;
+        co.base_url = "http://127.0.0.1:" + std::to_string(s.port());
+        co.token = admin_token;
+        net::HttpClient admin(co);
+        call(admin, "POST", "/v1/admin/teams", {{"name", "fellows"}}, 201);
+        member = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
+        co.token = member;
+        net::HttpClient m(co);
+        auto r = call(m, "POST", "/v1/jobs", {{"jobs", json::parse(recipe::to_json(std::vector{spec("a"), spec("b")}).dump())}}, 201);
+        ids = r["jobs"].get<std::vector<std::int64_t>>();
+        s.stop();
+    }
+    coordinator::ServiceOptions o;
+    o.db_path = keep.path() / "pool.db";
+    coordinator::CoordinatorService s(o);
+    std::string second_admin;
+    REQUIRE(s.start(&second_admin));
+    CHECK(second_admin.empty()); // the admin exists already: no new token is minted
+    net::ClientOptions co;
+    co.base_url = "http://127.0.0.1:" + std::to_string(s.port());
+    co.token = member;
+    net::HttpClient m(co);
+    auto list = call(m, "GET", "/v1/jobs");
+    REQUIRE(list["jobs"].size() == 2);
+    CHECK(list["jobs"][0]["id"] == ids[0]);
+    CHECK(list["jobs"][1]["name"] == "b");
+}

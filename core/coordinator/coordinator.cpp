@@ -79,7 +79,17 @@ Status validate_inventory(const nlohmann::json& inv) {
 } // namespace
 
 Coordinator::Coordinator(Store& store, const Clock& clock, CoordinatorOptions options)
-    : m_store(store), m_clock(clock), m_options(std::move(options)) {}
+    : m_store(store), m_clock(clock), m_options(std::move(options)),
+      m_usage(m_options.policy.ordering.half_life_s) {}
+
+void Coordinator::record_usage(const AttemptRecord& a) {
+    if (!a.started_at || !a.ended_at || a.gpu_milli <= 0) {
+        return;
+    }
+    const double seconds = static_cast<double>(*a.ended_at - *a.started_at) / 1000.0;
+    const double gpu_seconds = seconds * static_cast<double>(a.gpu_milli) / 1000.0;
+    m_usage.record(m_jobs.at(a.job).team, gpu_seconds, *a.ended_at / 1000);
+}
 
 // ---- persistence --------------------------------------------------------------------------------
 
@@ -87,8 +97,18 @@ Status Coordinator::commit(Changes& changes) {
     if (auto st = m_store.apply(changes); !st) {
         return st;
     }
+    std::vector<AttemptRecord> newly_ended;
+    for (const auto& a : changes.attempts) {
+        auto old = m_attempts.find(a.id);
+        if (a.ended_at && (old == m_attempts.end() || !old->second.ended_at)) {
+            newly_ended.push_back(a);
+        }
+    }
     // Only now does memory change: it never holds anything the store does not.
     absorb(changes);
+    for (const auto& a : newly_ended) {
+        record_usage(a);
+    }
     changes = Changes{};
     return {};
 }
@@ -138,6 +158,18 @@ Status Coordinator::start() {
     all.jobs = std::move(snap->jobs);
     all.attempts = std::move(snap->attempts);
     absorb(all); // the store already holds all of it
+    std::vector<const AttemptRecord*> ended;
+    for (const auto& [id, a] : m_attempts) {
+        if (a.ended_at) {
+            ended.push_back(&a);
+        }
+    }
+    std::sort(ended.begin(), ended.end(), [](const AttemptRecord* x, const AttemptRecord* y) {
+        return *x->ended_at < *y->ended_at;
+    });
+    for (const AttemptRecord* a : ended) {
+        record_usage(*a);
+    }
     return {};
 }
 
@@ -862,7 +894,7 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
         view.running.push_back(r);
     }
     for (const auto& [id, t] : m_teams) {
-        view.teams.push_back({id, static_cast<double>(t.weight), 0.0});
+        view.teams.push_back({id, static_cast<double>(t.weight), m_usage.usage(id, now / 1000)});
     }
     std::vector<sched::JobRequest> pending;
     std::map<std::int64_t, std::int64_t> sweep_budget;

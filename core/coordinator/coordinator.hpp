@@ -168,6 +168,7 @@ private:
 
     Status commit(store::Changes& changes);
     void absorb(const store::Changes& changes);
+    void record_usage(const store::AttemptRecord& attempt);
     Result<const store::JobRecord*> visible_job(const Principal& who, JobId id) const;
     Result<store::AttemptRecord*> current_attempt_of_worker(const Principal& who, AttemptId id);
     // Ends `attempt` and moves its job on (queued again, or terminal). Appends to `changes`.
@@ -191,6 +192,8 @@ private:
     std::map<AttemptId, store::AttemptRecord> m_attempts;
     std::map<JobId, AttemptId> m_latest_attempt;
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)
+    // Decayed GPU-seconds per team for fair share; rebuilt from ended attempts on start.
+    sched::UsageLedger m_usage;
 
     std::int64_t m_next_team = 1;
     std::int64_t m_next_token = 1;

@@ -550,7 +550,7 @@ net::Router CoordinatorService::Impl::routes() {
         }
         auto st = coord->upload_output(who, AttemptId(*id), req.body);
         return st ? ok({{"attempt", *id}, {"bytes", req.body.size()}}) : error_response(st.error());
-    }, net::RouteOptions{std::size_t{10} * 1024 * 1024 * 1024});
+    }, net::RouteOptions{std::size_t{900} * 1024 * 1024});
     on(r, "POST", "/v1/attempts/{id}/complete", [this](const net::Request& req, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         auto body = parse_body(req);

@@ -22,7 +22,7 @@ namespace gpupool::recipe {
 
 inline constexpr std::uint64_t k_default_max_sweep_jobs = 10000;
 inline constexpr std::int64_t k_max_inputs_mib = 1024;
-inline constexpr std::int64_t k_max_outputs_mib = 10240;
+inline constexpr std::int64_t k_max_outputs_mib = 900; // outputs are stored as one SQLite blob (1e9 bytes max)
 inline constexpr int k_max_extends_depth = 8;
 
 struct ParseOptions {

@@ -45,7 +45,7 @@ struct Inputs {
 
 struct Outputs {
     std::vector<std::string> paths{"."}; // relative to the job's output directory; globs allowed
-    std::int64_t max_size_mib = 1024;
+    std::int64_t max_size_mib = 900;
     bool operator==(const Outputs&) const = default;
 };
 

@@ -402,3 +402,35 @@ TEST_CASE("coordinator: a GPU reported unhealthy takes no new work", "[coordinat
     CHECK(p.assigned(p.worker).empty());
     CHECK(p.assigned(p.worker2).size() == 1);
 }
+
+TEST_CASE("coordinator: fair share favours the team that has used less", "[coordinator]") {
+    Pool p;
+    // "others" runs a whole GPU for an hour first.
+    auto heavy = job_spec("heavy", 1000);
+    heavy.resources.max_runtime_s = 7200;
+    auto res = p.coord->submit(p.other_member, {"h.toml", 0, {heavy}, std::nullopt});
+    REQUIRE(res);
+    p.coord->tick();
+    const Principal& w = p.assigned(p.worker).empty() ? p.worker2 : p.worker;
+    auto a = p.assigned(w)[0];
+    REQUIRE(p.coord->start_attempt(w, a.attempt));
+    for (int i = 0; i < 450; ++i) {
+        p.clock.advance_ms(8'000);
+        REQUIRE(p.coord->heartbeat(p.worker, w.worker == p.worker.worker ? std::vector{a.attempt} : std::vector<AttemptId>{}));
+        REQUIRE(p.coord->heartbeat(p.worker2, w.worker == p.worker2.worker ? std::vector{a.attempt} : std::vector<AttemptId>{}));
+    }
+    REQUIRE(p.coord->complete_attempt(w, a.attempt, 0, ""));
+    // Both teams now queue one whole-GPU job; "others" submitted first, and only one GPU is free
+    // after a second heavy job takes the other one.
+    auto blocker = job_spec("blocker", 1000);
+    blocker.resources.max_runtime_s = 7200;
+    REQUIRE(p.coord->submit(p.member, {"b.toml", 0, {blocker}, std::nullopt}));
+    p.coord->tick();
+    auto theirs = p.coord->submit(p.other_member, {"o.toml", 0, {job_spec("theirs", 1000)}, std::nullopt}).value().jobs[0];
+    p.clock.advance_ms(1'000);
+    auto ours = p.submit({job_spec("ours", 1000)})[0];
+    p.coord->tick();
+    // shares: others = 1 GPU-hour used, fellows = ~0 -> fellows go first despite submitting later
+    CHECK(p.state(ours) == JobState::assigned);
+    CHECK(p.state(theirs) == JobState::queued);
+}

@@ -95,6 +95,7 @@ const Case k_cases[] = {
      "outputs.paths[0]"},
     {"outputs parent escape", HEAD "[outputs]\npaths = [\"ok\", \"../x\"]\n", 4, "may not contain `..`",
      "outputs.paths[1]"},
+    {"outputs max_size above cap", HEAD "[outputs]\nmax_size = \"2GiB\"\n", 4, "cap of 900MiB", "outputs.max_size"},
     {"outputs empty", HEAD "[outputs]\npaths = []\n", 4, "at least one path", "outputs.paths"},
     {"cache bad model id", HEAD "[cache]\nmodels = [\"not a model\"]\n", 4, "is not a model id", "cache.models[0]"},
     {"cache models wrong type", HEAD "[cache]\nmodels = \"gpt2\"\n", 4, "expected an array of strings, got a string",

@@ -1,5 +1,7 @@
 #include "cmd/jobs_view.hpp"
 
+#include "cmd/remote.hpp"
+
 #include "core/recipe/recipe_json.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/util/strings.hpp"
@@ -101,22 +103,7 @@ void print_jobs(const GlobalOptions& global, const recipe::Recipe& recipe, const
                         res::format_duration_s(job.resources.max_runtime_s), recipe::to_string(job.priority),
                         params.empty() ? "-" : util::join(params, ","), command_cell(job)});
     }
-    std::vector<std::size_t> widths(rows.front().size(), 0);
-    for (const auto& row : rows) {
-        for (std::size_t c = 0; c < row.size(); ++c) {
-            widths[c] = std::max(widths[c], row[c].size());
-        }
-    }
-    for (const auto& row : rows) {
-        std::string line;
-        for (std::size_t c = 0; c < row.size(); ++c) {
-            line += row[c];
-            if (c + 1 < row.size()) {
-                line += std::string(widths[c] - row[c].size() + 2, ' ');
-            }
-        }
-        std::cout << line << '\n';
-    }
+    print_table(rows);
     std::cout << jobs.size() << (jobs.size() == 1 ? " job" : " jobs") << " from " << recipe.source;
     if (!recipe.extends.empty()) {
         std::cout << " (extends " << util::join(recipe.extends, " <- ") << ")";

@@ -1,5 +1,6 @@
 #include "cmd/remote.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <iostream>
@@ -61,6 +62,11 @@ std::string format_time(const json& ms) {
 
 bool is_terminal_state(const std::string& state) {
     return state == "succeeded" || state == "failed" || state == "cancelled";
+}
+
+int count_unsuccessful(const std::vector<json>& jobs) {
+    return static_cast<int>(
+        std::count_if(jobs.begin(), jobs.end(), [](const json& j) { return j["state"] != "succeeded"; }));
 }
 
 std::optional<std::vector<json>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,

@@ -31,4 +31,7 @@ int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_
 
 bool is_terminal_state(const std::string& state);
 
+// How many of the finished jobs did not succeed.
+int count_unsuccessful(const std::vector<nlohmann::json>& jobs);
+
 } // namespace gpupool::cmd

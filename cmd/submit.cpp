@@ -62,10 +62,7 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
         if (!done) {
             return k_exit_failed;
         }
-        int failed = 0;
-        for (const auto& j : *done) {
-            failed += j["state"] == "succeeded" ? 0 : 1;
-        }
+        const int failed = count_unsuccessful(*done);
         if (global.json) {
             std::cout << nlohmann::json{{"sweep_id", (*res)["sweep_id"]}, {"jobs", *done}}.dump(2) << '\n';
         } else {

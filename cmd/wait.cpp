@@ -15,9 +15,8 @@ int run_wait(const GlobalOptions& global, const std::vector<std::int64_t>& ids) 
     if (!done) {
         return k_exit_failed;
     }
-    int failed = 0;
+    const int failed = count_unsuccessful(*done);
     for (const auto& j : *done) {
-        failed += j["state"] == "succeeded" ? 0 : 1;
         if (!global.json) {
             std::cout << "job " << j["id"] << ": " << j["state"].get<std::string>() << '\n';
         }

@@ -150,14 +150,7 @@ Status Coordinator::start() {
     if (!snap) {
         return snap.error();
     }
-    Changes all;
-    all.teams = std::move(snap->teams);
-    all.tokens = std::move(snap->tokens);
-    all.workers = std::move(snap->workers);
-    all.sweeps = std::move(snap->sweeps);
-    all.jobs = std::move(snap->jobs);
-    all.attempts = std::move(snap->attempts);
-    absorb(all); // the store already holds all of it
+    absorb(*snap); // the store already holds all of it
     std::vector<const AttemptRecord*> ended;
     for (const auto& [id, a] : m_attempts) {
         if (a.ended_at) {

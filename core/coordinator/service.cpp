@@ -506,8 +506,7 @@ net::Router CoordinatorService::Impl::routes() {
             auto timer = std::make_shared<asio::steady_timer>(ctx);
             timer->expires_after(std::min(std::chrono::milliseconds(*wait), options.max_poll_wait));
             WorkerId w = *who->worker;
-            auto shared = std::make_shared<net::Responder>(std::move(respond));
-            pollers[w].push_back({[shared](net::Response resp) { (*shared)(std::move(resp)); }, timer});
+            pollers[w].push_back({std::move(respond), timer});
             timer->async_wait([this, w, timer](boost::system::error_code ec) {
                 if (ec) {
                     return; // answered early

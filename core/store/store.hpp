@@ -19,18 +19,9 @@
 
 namespace gpupool::store {
 
-// Everything the coordinator needs to rebuild its in-memory view.
-struct Snapshot {
-    std::vector<TeamRecord> teams;
-    std::vector<TokenRecord> tokens;
-    std::vector<WorkerRecord> workers;
-    std::vector<SweepRecord> sweeps;
-    std::vector<JobRecord> jobs;
-    std::vector<AttemptRecord> attempts;
-};
-
-// Upserts applied together, all or nothing (records are written whole, keyed by id).
-struct Changes {
+// A set of whole records, keyed by id: what load() returns (everything the coordinator needs to
+// rebuild its in-memory view) and what apply() upserts, all or nothing.
+struct Records {
     std::vector<TeamRecord> teams;
     std::vector<TokenRecord> tokens;
     std::vector<WorkerRecord> workers;
@@ -42,6 +33,8 @@ struct Changes {
                attempts.empty();
     }
 };
+using Snapshot = Records;
+using Changes = Records;
 
 // What happened to a log chunk sent at an offset.
 struct LogAppend {

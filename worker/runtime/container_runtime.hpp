@@ -1,0 +1,89 @@
+// ContainerRuntime: the one boundary between the worker and whatever actually runs a job — podman,
+// docker, or bare child processes — so that the agent's logic (leases, logs, outputs, retries) is
+// tested against a fake and the runtimes are tested against the real tools.
+//
+// Contract:
+// - start() launches the job detached and returns at once. From then on everything the job writes
+//   to stdout and stderr is appended, in the order written, to ContainerSpec::log_path by the
+//   runtime (a log follower for podman/docker, a redirected file descriptor for processes). The
+//   file is the spool: the agent ships it to the coordinator by byte offset, so it must only grow.
+// - A container is found again by its name and labels after the worker restarts (list()); reattach()
+//   resumes appending its output to the log file. A runtime that cannot re-attach (process) returns
+//   an error and the agent reports the attempt as lost.
+// - poll() never blocks: nullopt while the job runs, its ExitStatus once it has ended.
+// - Exit codes follow the shell convention: a job killed by signal N exits 128+N (137 for SIGKILL,
+//   which is also what an out-of-memory kill looks like); `oom_killed` is set when the runtime can
+//   tell, but callers must not rely on it alone.
+// - remove() deletes the container (or reaps the process group) and is idempotent.
+// Implementations are used from the agent's one thread; they need not be thread-safe.
+// Failures are Errors (code io for a missing tool or a failed command, with its stderr).
+#pragma once
+
+#include "core/util/result.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpupool::worker {
+
+struct Mount {
+    std::filesystem::path host;
+    std::string container; // absolute path inside the container (ignored by the process runtime)
+    bool read_only = false;
+};
+
+struct ContainerSpec {
+    std::string name;                      // unique per attempt, e.g. "gpupool-a42"
+    std::string image;                     // ignored by the process runtime
+    std::vector<std::string> argv;         // the command, already split (JobSpec::argv())
+    std::map<std::string, std::string> env; // the full job environment
+    std::vector<Mount> mounts;             // /work (ro), /outputs, /cache
+    std::map<std::string, std::string> labels; // gpupool.job, gpupool.attempt, gpupool.worker
+    std::filesystem::path log_path;        // stdout+stderr are appended here
+    std::filesystem::path workdir;         // process runtime: the child's cwd; containers: unused
+    std::optional<std::int64_t> gpu_index; // the one GPU the job may see; nullopt = none
+    std::int64_t cpu_milli = 0;            // 0 = no limit
+    std::int64_t memory_mib = 0;           // 0 = no limit
+    std::int64_t pids_limit = 4096;
+    std::string user = "65534:65534";      // non-root inside the container
+    bool read_only_root = true;            // --read-only with a writable tmpfs at /tmp
+};
+
+struct ExitStatus {
+    int exit_code = 0;       // 128+N when killed by signal N
+    bool oom_killed = false; // only when the runtime reports it
+};
+
+struct FoundContainer {
+    std::string name;
+    std::map<std::string, std::string> labels;
+    bool running = false;
+};
+
+class ContainerRuntime {
+public:
+    virtual ~ContainerRuntime() = default;
+
+    virtual std::string name() const = 0; // "podman", "docker", "process", "fake"
+    virtual Status start(const ContainerSpec& spec) = 0;
+    virtual Result<std::optional<ExitStatus>> poll(const std::string& name) = 0;
+    // Sends a signal (SIGTERM to ask, SIGKILL to force) to the job's main process (the process
+    // runtime: to its whole process group).
+    virtual Status signal(const std::string& name, int signo) = 0;
+    virtual Status remove(const std::string& name) = 0;
+    // Containers this runtime knows that carry the label gpupool.worker=worker_label.
+    virtual Result<std::vector<FoundContainer>> list(const std::string& worker_label) = 0;
+    virtual Status reattach(const std::string& name, const std::filesystem::path& log_path) = 0;
+};
+
+// "podman", "docker" or "process". The process runtime isolates nothing (see process_runtime.hpp).
+// `runtime_args` are extra global flags for the CLI tool (e.g. docker's -H, podman's --root).
+Result<std::unique_ptr<ContainerRuntime>> make_runtime(const std::string& kind,
+                                                       const std::vector<std::string>& runtime_args = {});
+
+} // namespace gpupool::worker

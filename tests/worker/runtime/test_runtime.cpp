@@ -1,0 +1,463 @@
+// One table of behaviours run against every runtime this machine has: process always, podman when
+// `podman image exists localhost/gpupool/busybox:latest`, docker when GPUPOOL_TEST_DOCKER_HOST is set
+// and that daemon answers. A missing engine is a WARN and a skip (`.ci/setup-containers` installs
+// them), or a failure when GPUPOOL_REQUIRE_CONTAINERS=1 (CI).
+#include "tests/support.hpp"
+#include "worker/runtime/container_runtime.hpp"
+
+#include <boost/process.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fcntl.h>
+#include <fstream>
+#include <functional>
+#include <signal.h>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+namespace bp = boost::process;
+using namespace gpupool;
+using namespace gpupool::worker;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* k_image = "localhost/gpupool/busybox:latest";
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string env_or(const char* name, const std::string& fallback = {}) {
+    const char* v = std::getenv(name);
+    return v != nullptr ? std::string(v) : fallback;
+}
+
+// Runs a tool quietly; true when it exits 0 within the bound.
+bool tool_answers(const std::vector<std::string>& argv, std::string& why) {
+    auto exe = bp::search_path(argv.front());
+    if (exe.empty()) {
+        why = argv.front() + " is not on PATH";
+        return false;
+    }
+    try {
+        bp::child c(exe, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()), bp::std_out > bp::null,
+                    bp::std_err > bp::null, bp::std_in < bp::null);
+        auto deadline = std::chrono::steady_clock::now() + 20s;
+        while (c.running() && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(10ms);
+        }
+        if (c.running()) {
+            c.terminate();
+            why = "`" + argv.front() + " " + argv[1] + "` did not answer within 20 s";
+            return false;
+        }
+        if (c.exit_code() != 0) {
+            why = "`" + argv.front() + " " + argv[1] + " ...` exited " + std::to_string(c.exit_code());
+            return false;
+        }
+        return true;
+    } catch (const std::exception& e) {
+        why = e.what();
+        return false;
+    }
+}
+
+// One runtime under test, or why it is not available here.
+struct Candidate {
+    std::string kind;
+    std::function<Result<std::unique_ptr<ContainerRuntime>>()> make;
+    std::string unavailable; // empty when available
+    bool isolates = false;   // containers: mounts, user, limits apply
+};
+
+std::vector<Candidate> candidates() {
+    static const std::vector<Candidate> all = [] {
+        std::vector<Candidate> out;
+        out.push_back({"process", [] { return make_runtime("process"); }, "", false});
+
+        Candidate podman{"podman", [] { return make_runtime("podman"); }, "", true};
+        std::string why;
+        if (!tool_answers({"podman", "image", "exists", k_image}, why)) {
+            podman.unavailable = "podman unavailable: " + why + "; run .ci/setup-containers";
+        }
+        out.push_back(podman);
+
+        std::string host = env_or("GPUPOOL_TEST_DOCKER_HOST");
+        Candidate docker{"docker", [host] { return make_runtime("docker", {"-H", host}); }, "", true};
+        if (host.empty()) {
+            docker.unavailable = "docker unavailable: GPUPOOL_TEST_DOCKER_HOST is not set; run .ci/setup-containers "
+                                 "and export GPUPOOL_TEST_DOCKER_HOST=unix:///run/gpupool-ci/docker.sock";
+        } else if (!tool_answers({"docker", "-H", host, "info"}, why) ||
+                   !tool_answers({"docker", "-H", host, "image", "inspect", k_image}, why)) {
+            docker.unavailable = "docker unavailable at " + host + ": " + why + "; run .ci/setup-containers";
+        }
+        out.push_back(docker);
+        return out;
+    }();
+    return all;
+}
+
+// The runtime for this section, or nullptr after WARNing (or FAILing under GPUPOOL_REQUIRE_CONTAINERS=1).
+std::unique_ptr<ContainerRuntime> runtime_or_skip(const Candidate& c) {
+    std::string why = c.unavailable;
+    std::unique_ptr<ContainerRuntime> rt;
+    if (why.empty()) {
+        auto made = c.make();
+        if (made) {
+            rt = std::move(*made);
+        } else {
+            why = c.kind + " unavailable: " + made.error().describe();
+        }
+    }
+    if (!why.empty()) {
+        if (env_or("GPUPOOL_REQUIRE_CONTAINERS") == "1") {
+            FAIL(why << " (GPUPOOL_REQUIRE_CONTAINERS=1)");
+        }
+        WARN(why);
+    }
+    return rt;
+}
+
+// A job's directories and spec, laid out like the agent does: /work read-only, /outputs writable.
+struct Sandbox {
+    test::TempDir dir;
+    fs::path work = dir.path() / "work";
+    fs::path outputs = dir.path() / "outputs";
+    bool in_container = false;
+
+    explicit Sandbox(const Candidate& c) : in_container(c.isolates) {
+        fs::create_directories(work);
+        fs::create_directories(outputs);
+        // The job runs as 65534 in containers: the agent makes its output directory writable.
+        fs::permissions(outputs, fs::perms::all);
+    }
+
+    std::string work_dir() const { return in_container ? "/work" : work.string(); }
+    std::string output_dir() const { return in_container ? "/outputs" : outputs.string(); }
+
+    ContainerSpec spec(const std::string& script) const {
+        static int counter = 0;
+        ContainerSpec s;
+        s.name = "gpupool-test-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+        s.image = k_image;
+        s.argv = {"sh", "-c", script};
+        s.env = {{"GPUPOOL_JOB_ID", "job-42"}, {"GPUPOOL_WORK_DIR", work_dir()}, {"GPUPOOL_OUTPUT_DIR", output_dir()}};
+        s.mounts = {{work, "/work", true}, {outputs, "/outputs", false}};
+        s.labels = {{"gpupool.worker", worker_label()}, {"gpupool.job", "42"}, {"gpupool.attempt", "7"}};
+        s.log_path = dir.path() / "job.log";
+        s.workdir = work;
+        s.cpu_milli = 500;
+        s.memory_mib = 256;
+        s.pids_limit = 100;
+        return s;
+    }
+
+    static std::string worker_label() { return "test-" + std::to_string(::getpid()); }
+    std::string log(const ContainerSpec& s) const { return slurp(s.log_path); }
+};
+
+// Removes the job however the test ends.
+struct Removed {
+    ContainerRuntime& rt;
+    std::string name;
+    ~Removed() { (void)rt.remove(name); }
+};
+
+std::optional<ExitStatus> wait_exit(ContainerRuntime& rt, const std::string& name, std::chrono::seconds bound = 20s) {
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    while (std::chrono::steady_clock::now() < deadline) {
+        auto r = rt.poll(name);
+        REQUIRE(r);
+        if (*r) {
+            return **r;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    return std::nullopt;
+}
+
+bool wait_log(const fs::path& log, const std::string& needle, std::chrono::seconds bound = 20s) {
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (slurp(log).find(needle) != std::string::npos) {
+            return true;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    return false;
+}
+
+// Starts `script`, waits for its exit and returns it with the log.
+struct Ran {
+    int exit_code = -1;
+    std::string log;
+};
+
+Ran run_to_end(ContainerRuntime& rt, const Sandbox& box, ContainerSpec spec) {
+    REQUIRE(rt.start(spec));
+    Removed guard{rt, spec.name};
+    auto status = wait_exit(rt, spec.name);
+    REQUIRE(status);
+    return {status->exit_code, box.log(spec)};
+}
+
+#define FOR_EACH_RUNTIME(c, rt)                                                                                        \
+    for (const Candidate& c : candidates())                                                                            \
+        DYNAMIC_SECTION(c.kind)                                                                                        \
+    if (auto rt = runtime_or_skip(c))
+
+} // namespace
+
+TEST_CASE("runtime: a job's exit code is reported (0 and 3)", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        CHECK(run_to_end(*rt, box, box.spec("exit 0")).exit_code == 0);
+        CHECK(run_to_end(*rt, box, box.spec("echo failing; exit 3")).exit_code == 3);
+    }
+}
+
+TEST_CASE("runtime: the job sees its environment", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        Ran r = run_to_end(*rt, box, box.spec("echo \"job=$GPUPOOL_JOB_ID\"; echo \"path=${PATH:+set}\""));
+        CHECK(r.exit_code == 0);
+        CHECK(r.log.find("job=job-42\n") != std::string::npos);
+        CHECK(r.log.find("path=set\n") != std::string::npos);
+    }
+}
+
+TEST_CASE("runtime: inputs are readable, outputs reach the host, /work is read-only in containers", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        std::ofstream(box.work / "input.txt") << "the input\n";
+        Ran r = run_to_end(*rt, box,
+                           box.spec("cat \"$GPUPOOL_WORK_DIR/input.txt\" && "
+                                    "echo result > \"$GPUPOOL_OUTPUT_DIR/result.txt\" && echo wrote"));
+        CHECK(r.exit_code == 0);
+        CHECK(r.log.find("the input\n") != std::string::npos);
+        CHECK(slurp(box.outputs / "result.txt") == "result\n");
+        if (c.isolates) {
+            Ran w = run_to_end(*rt, box, box.spec("echo x > /work/new.txt"));
+            CHECK(w.exit_code != 0);
+            CHECK_FALSE(fs::exists(box.work / "new.txt"));
+        }
+    }
+}
+
+TEST_CASE("runtime: containers run as a non-root user on a read-only root", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        if (!c.isolates) {
+            continue; // the process runtime isolates nothing, by design
+        }
+        Sandbox box(c);
+        Ran r = run_to_end(*rt, box,
+                           box.spec("echo uid=$(id -u); if echo x > /etc/x; then echo etc-writable; fi; "
+                                    "echo t > /tmp/t && echo tmp-writable"));
+        CHECK(r.exit_code == 0);
+        CHECK(r.log.find("uid=65534\n") != std::string::npos);
+        CHECK(r.log.find("etc-writable") == std::string::npos);
+        CHECK(r.log.find("tmp-writable\n") != std::string::npos);
+    }
+}
+
+TEST_CASE("runtime: containers see their pids limit and ulimits", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        if (!c.isolates) {
+            continue;
+        }
+        Sandbox box(c);
+        Ran r = run_to_end(*rt, box,
+                           box.spec("echo pids=$(cat /sys/fs/cgroup/pids.max 2>/dev/null || "
+                                    "cat /sys/fs/cgroup/pids/pids.max); echo nofile=$(ulimit -n)"));
+        CHECK(r.exit_code == 0);
+        CHECK(r.log.find("pids=100\n") != std::string::npos);
+        CHECK(r.log.find("nofile=4096\n") != std::string::npos);
+    }
+}
+
+TEST_CASE("runtime: a container over its memory limit is killed (137)", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        if (!c.isolates) {
+            continue; // the process runtime has no limits
+        }
+        Sandbox box(c);
+        ContainerSpec spec = box.spec("dd if=/dev/zero of=/dev/null bs=128M count=1 && echo survived");
+        spec.memory_mib = 32;
+        Ran r = run_to_end(*rt, box, spec);
+        CHECK(r.exit_code == 137);
+        CHECK(r.log.find("survived") == std::string::npos);
+    }
+}
+
+TEST_CASE("runtime: SIGTERM ends a job (143); SIGKILL ends one that ignores TERM (137)", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        {
+            ContainerSpec spec = box.spec("echo ready; exec sleep 30");
+            REQUIRE(rt->start(spec));
+            Removed guard{*rt, spec.name};
+            REQUIRE(wait_log(spec.log_path, "ready\n"));
+            std::this_thread::sleep_for(100ms); // let `exec sleep` happen
+            REQUIRE(rt->signal(spec.name, SIGTERM));
+            auto status = wait_exit(*rt, spec.name);
+            REQUIRE(status);
+            CHECK(status->exit_code == 143);
+        }
+        {
+            ContainerSpec spec = box.spec("trap '' TERM; echo ignoring; while true; do sleep 0.05; done");
+            REQUIRE(rt->start(spec));
+            Removed guard{*rt, spec.name};
+            REQUIRE(wait_log(spec.log_path, "ignoring\n"));
+            REQUIRE(rt->signal(spec.name, SIGTERM));
+            std::this_thread::sleep_for(300ms);
+            auto still = rt->poll(spec.name);
+            REQUIRE(still);
+            CHECK_FALSE(*still); // TERM was ignored
+            REQUIRE(rt->signal(spec.name, SIGKILL));
+            auto status = wait_exit(*rt, spec.name);
+            REQUIRE(status);
+            CHECK(status->exit_code == 137);
+        }
+    }
+}
+
+TEST_CASE("runtime: stdout and stderr keep their order and are complete when the exit is reported", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        Ran r = run_to_end(*rt, box,
+                           box.spec("i=1; while [ $i -le 200 ]; do if [ $((i % 2)) -eq 0 ]; then echo $i >&2; "
+                                    "else echo $i; fi; i=$((i + 1)); done"));
+        CHECK(r.exit_code == 0);
+        std::string expected;
+        for (int i = 1; i <= 200; ++i) {
+            expected += std::to_string(i) + "\n";
+        }
+        CHECK(r.log == expected);
+    }
+}
+
+TEST_CASE("runtime: list finds running labelled jobs and reattach resumes their log", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        ContainerSpec spec = box.spec("echo first; sleep 0.5; echo second; exec sleep 30");
+        REQUIRE(rt->start(spec));
+        Removed guard{*rt, spec.name};
+        auto found = rt->list(Sandbox::worker_label());
+        REQUIRE(found);
+        if (!c.isolates) {
+            CHECK(found->empty());
+            CHECK_FALSE(rt->reattach(spec.name, spec.log_path));
+            continue;
+        }
+        auto it =
+            std::find_if(found->begin(), found->end(), [&](const FoundContainer& f) { return f.name == spec.name; });
+        REQUIRE(it != found->end());
+        CHECK(it->running);
+        CHECK(it->labels.at("gpupool.job") == "42");
+        CHECK(it->labels.at("gpupool.attempt") == "7");
+        auto other = rt->list("no-such-worker-" + std::to_string(::getpid()));
+        REQUIRE(other);
+        CHECK(other->empty());
+
+        // A restarted worker: a fresh runtime re-attaches and the log is complete from the start.
+        auto again = c.make();
+        REQUIRE(again);
+        REQUIRE((*again)->reattach(spec.name, spec.log_path));
+        REQUIRE(wait_log(spec.log_path, "second\n"));
+        CHECK(box.log(spec) == "first\nsecond\n");
+        auto running = (*again)->poll(spec.name);
+        REQUIRE(running);
+        CHECK_FALSE(*running);
+        REQUIRE((*again)->signal(spec.name, SIGKILL));
+        auto status = wait_exit(**again, spec.name);
+        REQUIRE(status);
+        CHECK(status->exit_code == 137);
+        CHECK((*again)->remove(spec.name));
+    }
+}
+
+TEST_CASE("runtime: remove stops a running job and is idempotent", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        ContainerSpec spec = box.spec("echo started; exec sleep 30");
+        REQUIRE(rt->start(spec));
+        REQUIRE(wait_log(spec.log_path, "started\n"));
+        auto t0 = std::chrono::steady_clock::now();
+        CHECK(rt->remove(spec.name));
+        CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+        CHECK(rt->remove(spec.name));
+        CHECK(rt->remove("gpupool-test-never-started"));
+        auto found = rt->list(Sandbox::worker_label());
+        REQUIRE(found);
+        for (const auto& f : *found) {
+            CHECK(f.name != spec.name);
+        }
+        CHECK_FALSE(rt->poll(spec.name));
+    }
+}
+
+TEST_CASE("runtime: starting a name twice is refused", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        ContainerSpec spec = box.spec("sleep 30");
+        REQUIRE(rt->start(spec));
+        Removed guard{*rt, spec.name};
+        CHECK_FALSE(rt->start(spec));
+    }
+}
+
+TEST_CASE("process runtime: no leaked descriptors, no zombies, a process group per job", "[runtime]") {
+    auto rt = make_runtime("process");
+    REQUIRE(rt);
+    Candidate c{"process", {}, "", false};
+    Sandbox box(c);
+    // A descriptor the worker opened without O_CLOEXEC must not reach the job.
+    int leaky = ::open("/dev/null", O_RDONLY);
+    REQUIRE(leaky >= 0);
+    ContainerSpec spec = box.spec("echo pid=$$; if [ -e /proc/$$/fd/" + std::to_string(leaky) +
+                                  " ]; then echo leaked; fi; sleep 30 & echo child=$!; wait");
+    REQUIRE((*rt)->start(spec));
+    ::close(leaky);
+    Removed guard{**rt, spec.name};
+    REQUIRE(wait_log(spec.log_path, "child="));
+    std::string log = box.log(spec);
+    CHECK(log.find("leaked") == std::string::npos);
+    pid_t pid = std::stoi(log.substr(log.find("pid=") + 4));
+    pid_t child = std::stoi(log.substr(log.find("child=") + 6));
+    CHECK(::getpgid(child) == pid); // same group as the job's main process, which leads it
+    CHECK(::getsid(pid) == pid);
+
+    // SIGTERM to the group reaches the background child too.
+    REQUIRE((*rt)->signal(spec.name, SIGTERM));
+    auto status = wait_exit(**rt, spec.name);
+    REQUIRE(status);
+    CHECK(status->exit_code == 143);
+    CHECK(::kill(pid, 0) != 0); // reaped, not a zombie
+    REQUIRE((*rt)->remove(spec.name));
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (::kill(child, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(10ms);
+    }
+    CHECK(::kill(child, 0) != 0);
+}
+
+TEST_CASE("process runtime: a command that does not exist is an error", "[runtime]") {
+    auto rt = make_runtime("process");
+    REQUIRE(rt);
+    Candidate c{"process", {}, "", false};
+    Sandbox box(c);
+    ContainerSpec spec = box.spec("");
+    spec.argv = {"gpupool-no-such-program"};
+    auto started = (*rt)->start(spec);
+    REQUIRE_FALSE(started);
+    CHECK(started.error().message.find("gpupool-no-such-program") != std::string::npos);
+    CHECK(make_runtime("lxc").has_error());
+}

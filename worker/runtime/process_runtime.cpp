@@ -1,0 +1,194 @@
+#include "worker/runtime/process_runtime.hpp"
+
+#include "worker/runtime/child_io.hpp"
+
+#include <boost/process.hpp>
+#include <boost/process/extend.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace gpupool::worker {
+
+namespace bp = boost::process;
+
+namespace {
+
+constexpr const char* k_default_path = "/usr/local/bin:/usr/bin:/bin";
+
+// waitpid() that retries on EINTR. Returns the pid, 0 (still running, WNOHANG) or -1.
+pid_t wait_for(pid_t pid, int& status, int options) {
+    pid_t r = -1;
+    do {
+        r = ::waitpid(pid, &status, options);
+    } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+std::filesystem::path resolve_program(const std::string& program, const std::string& path_var) {
+    if (program.find('/') != std::string::npos) {
+        return program;
+    }
+    std::vector<std::filesystem::path> dirs;
+    std::size_t start = 0;
+    while (start <= path_var.size()) {
+        std::size_t colon = path_var.find(':', start);
+        std::string dir = path_var.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+        dirs.emplace_back(dir.empty() ? "." : dir);
+        if (colon == std::string::npos) {
+            break;
+        }
+        start = colon + 1;
+    }
+    return bp::search_path(program, dirs);
+}
+
+} // namespace
+
+int exit_code_from_wait_status(int status) {
+    if (WIFEXITED(status)) {
+        return WEXITSTATUS(status);
+    }
+    if (WIFSIGNALED(status)) {
+        return 128 + WTERMSIG(status);
+    }
+    return 255;
+}
+
+ProcessRuntime::ProcessRuntime() {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+        spdlog::warn("process runtime: jobs run as bare processes with NO isolation — no container, no user, memory, "
+                     "CPU or GPU limits, full access to this machine's files and network. Use it only for local "
+                     "experiments and tests; share GPUs with --runtime podman or docker.");
+    });
+}
+
+ProcessRuntime::~ProcessRuntime() {
+    for (auto& [name, job] : m_jobs) {
+        if (!job.exit) {
+            ::killpg(job.pid, SIGKILL);
+            int status = 0;
+            wait_for(job.pid, status, 0);
+        }
+    }
+}
+
+Status ProcessRuntime::start(const ContainerSpec& spec) {
+    if (spec.argv.empty()) {
+        return make_error(ErrorCode::invalid_input, "job " + spec.name + " has an empty command");
+    }
+    if (m_jobs.count(spec.name) != 0) {
+        return make_error(ErrorCode::conflict, "a job named " + spec.name + " is already running here");
+    }
+    auto log = open_log(spec.log_path);
+    if (!log) {
+        return log.error();
+    }
+
+    bp::environment env;
+    for (const auto& [key, value] : spec.env) {
+        env[key] = value;
+    }
+    auto path_it = spec.env.find("PATH");
+    std::string path_var = path_it != spec.env.end() ? path_it->second : k_default_path;
+    if (path_it == spec.env.end()) {
+        env["PATH"] = path_var;
+    }
+    std::filesystem::path exe = resolve_program(spec.argv.front(), path_var);
+    if (exe.empty()) {
+        return make_error(ErrorCode::io,
+                          "job " + spec.name + ": `" + spec.argv.front() + "` not found on PATH " + path_var);
+    }
+    std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
+    std::filesystem::path workdir = spec.workdir.empty() ? std::filesystem::current_path() : spec.workdir;
+
+    const int log_fd = log->get();
+    try {
+        bp::child child(
+            bp::exe = exe.string(), bp::args = args, env, bp::start_dir = workdir.string(), bp::std_in < bp::null,
+            bp::extend::on_exec_setup = [log_fd](auto&) {
+                ::setsid();
+                child_redirect_output_and_seal(log_fd);
+            });
+        Job job;
+        job.pid = child.id();
+        child.detach(); // reaped by poll() / remove() through waitpid
+        m_jobs.emplace(spec.name, job);
+    } catch (const std::exception& e) {
+        return make_error(ErrorCode::io, "job " + spec.name + ": cannot start " + exe.string() + " in " +
+                                             workdir.string() + ": " + e.what());
+    }
+    spdlog::debug("process runtime: started {} (pid {})", spec.name, m_jobs.at(spec.name).pid);
+    return {};
+}
+
+Result<std::optional<ExitStatus>> ProcessRuntime::poll(const std::string& name) {
+    auto it = m_jobs.find(name);
+    if (it == m_jobs.end()) {
+        return make_error(ErrorCode::not_found, "no job named " + name + " in the process runtime");
+    }
+    Job& job = it->second;
+    if (!job.exit) {
+        int status = 0;
+        pid_t r = wait_for(job.pid, status, WNOHANG);
+        if (r == 0) {
+            return std::optional<ExitStatus>{};
+        }
+        if (r < 0) {
+            return make_error(ErrorCode::internal, "waitpid(" + std::to_string(job.pid) + ") for " + name +
+                                                       " failed: " + std::strerror(errno));
+        }
+        job.exit = ExitStatus{exit_code_from_wait_status(status), false};
+        // Like a container whose init exits: what the job left running in the background dies with
+        // it. Done at once, while the group id cannot have been reused.
+        ::killpg(job.pid, SIGKILL);
+    }
+    return std::optional<ExitStatus>{job.exit};
+}
+
+Status ProcessRuntime::signal(const std::string& name, int signo) {
+    auto it = m_jobs.find(name);
+    if (it == m_jobs.end()) {
+        return make_error(ErrorCode::not_found, "no job named " + name + " in the process runtime");
+    }
+    if (it->second.exit) {
+        return {}; // it has ended; its group was killed when it was reaped
+    }
+    if (::killpg(it->second.pid, signo) != 0 && errno != ESRCH) {
+        return make_error(ErrorCode::io, "cannot signal job " + name + " (process group " +
+                                             std::to_string(it->second.pid) + "): " + std::strerror(errno));
+    }
+    return {};
+}
+
+Status ProcessRuntime::remove(const std::string& name) {
+    auto it = m_jobs.find(name);
+    if (it == m_jobs.end()) {
+        return {};
+    }
+    Job& job = it->second;
+    if (!job.exit) {
+        ::killpg(job.pid, SIGKILL);
+        int status = 0;
+        wait_for(job.pid, status, 0);
+    }
+    m_jobs.erase(it);
+    return {};
+}
+
+Result<std::vector<FoundContainer>> ProcessRuntime::list(const std::string&) {
+    return std::vector<FoundContainer>{};
+}
+
+Status ProcessRuntime::reattach(const std::string& name, const std::filesystem::path&) {
+    return make_error(ErrorCode::not_found,
+                      "the process runtime cannot re-attach to " + name + ": its processes are not found again");
+}
+
+} // namespace gpupool::worker

@@ -1,0 +1,60 @@
+// ProcessRuntime: runs a job as a bare child process, for the embedded local mode (`gpupool run`)
+// and for tests on machines without podman or docker. It ISOLATES NOTHING: the job runs as the
+// worker's user with the worker's view of the file system, no limits, every GPU the driver shows
+// (CUDA_VISIBLE_DEVICES is only a hint) — the first one constructed logs a loud warning saying so.
+//
+// Rules:
+// - Each job is its own session and process group (setsid), so signal() and remove() reach the
+//   job's children too. Its cwd is spec.workdir, its environment exactly spec.env (plus a default
+//   PATH when spec.env has none), stdin is /dev/null, and stdout and stderr share one file
+//   descriptor opened O_APPEND on spec.log_path, so their order is kept.
+// - argv[0] without a slash is looked up in the job's PATH.
+// - image, mounts, limits, user and read_only_root are ignored: the agent puts the real host paths
+//   in the environment (GPUPOOL_OUTPUT_DIR, ...) for this runtime.
+// - poll() reaps with waitpid(WNOHANG); a job killed by signal N exits 128+N. oom_killed is never set.
+//   When the main process has been reaped, whatever it left running in its group is SIGKILLed (as in a
+//   container whose init exits); signal() on an ended job does nothing.
+// - list() finds nothing and reattach() fails: a process does not survive the worker in a way this
+//   runtime could find again, so the agent reports such attempts as lost.
+// - The destructor SIGKILLs and reaps every process group it still owns: no orphans, no zombies.
+// Ownership: the runtime owns the children it started until remove(). Not thread-safe (the agent
+// uses it from one thread). Failures are Errors: io for a log file or an exec that fails,
+// not_found for an unknown name, conflict for a name already in use.
+#pragma once
+
+#include "worker/runtime/container_runtime.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+
+namespace gpupool::worker {
+
+class ProcessRuntime final : public ContainerRuntime {
+public:
+    ProcessRuntime();
+    ~ProcessRuntime() override;
+    ProcessRuntime(const ProcessRuntime&) = delete;
+    ProcessRuntime& operator=(const ProcessRuntime&) = delete;
+
+    std::string name() const override { return "process"; }
+    Status start(const ContainerSpec& spec) override;
+    Result<std::optional<ExitStatus>> poll(const std::string& name) override;
+    Status signal(const std::string& name, int signo) override;
+    Status remove(const std::string& name) override;
+    Result<std::vector<FoundContainer>> list(const std::string& worker_label) override;
+    Status reattach(const std::string& name, const std::filesystem::path& log_path) override;
+
+private:
+    struct Job {
+        pid_t pid = -1;                 // also the process group id (the child called setsid)
+        std::optional<ExitStatus> exit; // set once reaped
+    };
+    std::map<std::string, Job> m_jobs;
+};
+
+// The shell convention for a waitpid() status: the exit code, or 128+N when killed by signal N.
+int exit_code_from_wait_status(int status);
+
+} // namespace gpupool::worker

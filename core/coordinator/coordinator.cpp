@@ -163,7 +163,18 @@ Status Coordinator::start() {
     for (const AttemptRecord* a : ended) {
         record_usage(*a);
     }
-    return {};
+    // While the coordinator was down no worker could renew a lease: give every live attempt a
+    // fresh one, so that a restart does not by itself lose work that went on running.
+    Changes renewed;
+    const std::int64_t now = m_clock.now_ms();
+    for (const auto& [id, a] : m_attempts) {
+        if (is_active(a.state) && a.lease_expires_at < now + m_options.lease_ms) {
+            AttemptRecord copy = a;
+            copy.lease_expires_at = now + m_options.lease_ms;
+            renewed.attempts.push_back(copy);
+        }
+    }
+    return renewed.attempts.empty() ? Status{} : commit(renewed);
 }
 
 // ---- auth ---------------------------------------------------------------------------------------
@@ -705,11 +716,12 @@ Result<AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& w
 }
 
 Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::vector<AttemptId>& running,
-                                              const std::vector<std::int64_t>& unhealthy_gpus) {
+                                              const std::vector<std::int64_t>& unhealthy_gpus, bool draining) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers send heartbeats");
     }
     m_workers.at(*who.worker).unhealthy_gpus = unhealthy_gpus;
+    m_workers.at(*who.worker).draining = draining;
     const std::int64_t now = m_clock.now_ms();
     HeartbeatReply reply;
     reply.lease_ms = m_options.lease_ms;
@@ -835,7 +847,8 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
     sched::ClusterView view;
     std::map<WorkerId, std::size_t> index;
     for (const auto& [id, w] : m_workers) {
-        if (w.record.state != WorkerState::active || now - w.record.last_seen_at > m_options.worker_timeout_ms) {
+        if (w.record.state != WorkerState::active || w.draining ||
+            now - w.record.last_seen_at > m_options.worker_timeout_ms) {
             continue;
         }
         sched::Worker sw;

@@ -137,8 +137,10 @@ public:
     Result<Registered> register_worker(const Principal& who, const std::string& name, const nlohmann::json& inventory);
     // `unhealthy_gpus`: indices of GPUs the worker reports as failing (ECC errors, fell off the
     // bus, ...); they get no new work until a later heartbeat reports them healthy again.
+    // `draining`: the worker is shutting down and takes no new work (not durable: a draining
+    // worker says so in every heartbeat; an admin's drain is the durable kind).
     Result<HeartbeatReply> heartbeat(const Principal& who, const std::vector<AttemptId>& running,
-                                     const std::vector<std::int64_t>& unhealthy_gpus = {});
+                                     const std::vector<std::int64_t>& unhealthy_gpus = {}, bool draining = false);
     // Attempts assigned to this worker and not yet started (re-sent until started).
     Result<std::vector<Assignment>> assignments(const Principal& who) const;
     Status start_attempt(const Principal& who, AttemptId attempt);
@@ -164,6 +166,7 @@ private:
         std::int64_t cpu_milli = 0;
         std::int64_t memory_mib = 0;
         std::vector<std::int64_t> unhealthy_gpus; // from the last heartbeat (not durable)
+        bool draining = false;                     // from the last heartbeat (not durable)
     };
 
     Status commit(store::Changes& changes);

@@ -466,7 +466,11 @@ net::Router CoordinatorService::Impl::routes() {
         for (auto v : *running) {
             ids.emplace_back(v);
         }
-        auto reply = coord->heartbeat(who, ids, *unhealthy);
+        auto draining = field<bool>(*body, "draining", false);
+        if (!draining) {
+            return error_response(draining.error());
+        }
+        auto reply = coord->heartbeat(who, ids, *unhealthy, *draining);
         if (!reply) {
             return error_response(reply.error());
         }

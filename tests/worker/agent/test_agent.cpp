@@ -1,0 +1,477 @@
+// The worker agent against a real coordinator (HTTP on loopback, SQLite file) with a FakeRuntime
+// standing in for podman: logs, outputs, exit codes, stop orders, max_runtime, a coordinator that
+// goes away and comes back, restarts that re-attach, and drains.
+#include "core/coordinator/service.hpp"
+#include "core/net/http_client.hpp"
+#include "core/recipe/recipe_json.hpp"
+#include "tests/support.hpp"
+#include "tests/worker/fake_runtime.hpp"
+#include "worker/agent/agent.hpp"
+#include "worker/agent/archive.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+using namespace gpupool;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+recipe::JobSpec job_spec(const std::string& name) {
+    recipe::JobSpec s;
+    s.name = name;
+    s.image = "localhost/gpupool/busybox:latest";
+    s.command = {"sh", "-c", "true"};
+    s.resources.gpus = 1;
+    s.resources.gpu_milli = 500;
+    s.resources.cpu_milli = 100;
+    s.resources.memory_mib = 64;
+    s.resources.max_runtime_s = 60;
+    s.params = {{"lr", "0.1"}};
+    s.env = {{"MODE", "test"}};
+    return s;
+}
+
+bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds within = 10s) {
+    const auto end = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < end) {
+        if (ok()) {
+            return true;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    return ok();
+}
+
+// A coordinator that can be stopped and started again on the same port and database.
+struct Pool {
+    test::TempDir dir;
+    std::unique_ptr<coordinator::CoordinatorService> service;
+    std::uint16_t port = 0;
+    std::string admin, member, enroll;
+
+    Pool() {
+        start();
+        auto a = client(admin);
+        call(a, "POST", "/v1/admin/teams", {{"name", "fellows"}}, 201);
+        member = call(a, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
+        enroll = call(a, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "fellows"}}, 201)["token"];
+    }
+    ~Pool() { stop(); }
+
+    void start() {
+        coordinator::ServiceOptions o;
+        o.db_path = dir.path() / "pool.db";
+        o.http.host = "127.0.0.1";
+        o.http.port = port;
+        o.http.stop_grace = 500ms;
+        o.tick = 50ms;
+        o.coordinator.lease_ms = 5'000;
+        o.coordinator.worker_timeout_ms = 5'000;
+        service = std::make_unique<coordinator::CoordinatorService>(o);
+        std::string token;
+        REQUIRE(service->start(&token));
+        if (!token.empty()) {
+            admin = token;
+        }
+        port = service->port();
+    }
+    void stop() {
+        if (service) {
+            service->stop();
+            service.reset();
+        }
+    }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+
+    net::HttpClient client(const std::string& token) const {
+        net::ClientOptions o;
+        o.base_url = url();
+        o.token = token;
+        o.timeout = 10s;
+        return net::HttpClient(o);
+    }
+    static json call(net::HttpClient& c, const std::string& method, const std::string& path, const json& body = nullptr,
+                     int expect = 200) {
+        auto r = c.request(method, path, body.is_null() ? std::string() : body.dump());
+        REQUIRE(r);
+        INFO(method << " " << path << " -> " << r->status << " " << r->body);
+        REQUIRE(r->status == expect);
+        return r->body.empty() ? json() : json::parse(r->body);
+    }
+    std::int64_t submit(const recipe::JobSpec& s) {
+        auto c = client(member);
+        auto r = call(c, "POST", "/v1/jobs",
+                      {{"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}},
+                      201);
+        return r["jobs"][0].get<std::int64_t>();
+    }
+    json job(std::int64_t id) {
+        auto c = client(member);
+        return call(c, "GET", "/v1/jobs/" + std::to_string(id));
+    }
+    std::string logs(std::int64_t id) {
+        auto c = client(member);
+        return call(c, "GET", "/v1/jobs/" + std::to_string(id) + "/logs?offset=0")["data"].get<std::string>();
+    }
+};
+
+struct RunningAgent {
+    worker::Agent agent;
+    std::thread thread;
+    Status result;
+
+    RunningAgent(worker::AgentOptions o, worker::ContainerRuntime& rt, worker::GpuProbe& probe) : agent(std::move(o), rt, probe) {
+        thread = std::thread([this] { result = agent.run(); });
+    }
+    ~RunningAgent() { halt(); }
+    void halt() {
+        agent.stop();
+        if (thread.joinable()) {
+            thread.join();
+        }
+    }
+    void drain_and_join() {
+        agent.drain();
+        thread.join();
+    }
+};
+
+worker::AgentOptions options(const Pool& pool, const std::filesystem::path& work) {
+    worker::AgentOptions o;
+    o.coordinator_url = pool.url();
+    o.token = pool.enroll;
+    o.name = "test-box";
+    o.work_dir = work;
+    o.cpu_milli = 8000;
+    o.memory_mib = 16384;
+    o.heartbeat = 200ms;
+    o.poll_wait = 500ms;
+    o.stop_grace = 300ms;
+    o.runtime_grace = 300ms;
+    o.log_flush = 100ms;
+    o.backoff_initial = 100ms;
+    o.backoff_max = 500ms;
+    o.tick = 20ms;
+    o.give_up_after_drain = 2s;
+    return o;
+}
+
+worker::StaticGpuProbe one_gpu() {
+    return worker::StaticGpuProbe({{0, "GPU-test-0", "NVIDIA L4", "L4", 24576}});
+}
+
+std::string container_of(test::FakeRuntime& rt, std::size_t n = 0) {
+    std::string name;
+    REQUIRE(eventually([&] {
+        auto s = rt.started();
+        if (s.size() > n) {
+            name = s[n];
+            return true;
+        }
+        return false;
+    }));
+    return name;
+}
+
+std::string state_of(Pool& pool, std::int64_t id) { return pool.job(id)["state"].get<std::string>(); }
+
+} // namespace
+
+TEST_CASE("agent: a job's environment, logs, outputs and exit code reach the coordinator", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    RunningAgent ra(options(pool, work.path()), rt, probe);
+    const auto id = pool.submit(job_spec("hello"));
+    const auto name = container_of(rt);
+    auto c = rt.get(name);
+    REQUIRE(c);
+    const auto& env = c->spec.env;
+    CHECK(env.at("GPUPOOL_JOB_ID") == std::to_string(id));
+    CHECK(env.at("GPUPOOL_ATTEMPT") == "1");
+    CHECK(env.at("GPUPOOL_GPU_FRACTION") == "0.500");
+    CHECK(env.at("GPUPOOL_GPU_MEMORY_MB") == "12288"); // half of 24576 MiB
+    CHECK(env.at("GPUPOOL_OUTPUT_DIR") == "/outputs");
+    CHECK(env.at("GPUPOOL_PARAM_LR") == "0.1");
+    CHECK(env.at("MODE") == "test");
+    CHECK(env.at("HF_HOME") == "/cache/huggingface");
+    CHECK(env.at("CUDA_VISIBLE_DEVICES") == "0");
+    CHECK(env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "0=12288M");
+    REQUIRE(c->spec.gpu_index == std::optional<std::int64_t>(0));
+    CHECK(c->spec.labels.at("gpupool.job") == std::to_string(id));
+    CHECK(c->spec.memory_mib == 64);
+    CHECK(c->spec.cpu_milli == 100);
+    REQUIRE(c->spec.mounts.size() == 3);
+    CHECK(c->spec.mounts[0].container == "/work");
+    CHECK(c->spec.mounts[0].read_only);
+    CHECK(c->spec.mounts[1].container == "/outputs");
+    CHECK_FALSE(c->spec.mounts[1].read_only);
+    CHECK(c->spec.mounts[2].container == "/cache");
+
+    REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
+    // Logs stream while the job runs, within about a second.
+    rt.write(name, "line 1\n");
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(eventually([&] { return pool.logs(id) == "line 1\n"; }, 3s));
+    CHECK(std::chrono::steady_clock::now() - t0 < 1500ms);
+    rt.write(name, "line 2\n");
+    std::ofstream(c->spec.mounts[1].host / "result.txt") << "42\n";
+    rt.exit(name, 0);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }));
+    CHECK(pool.logs(id) == "line 1\nline 2\n");
+    auto cl = pool.client(pool.member);
+    auto tar = cl.get("/v1/jobs/" + std::to_string(id) + "/outputs");
+    REQUIRE(tar);
+    REQUIRE(tar->status == 200);
+    test::TempDir out;
+    auto files = worker::unpack_archive(tar->body, out.path());
+    REQUIRE(files);
+    CHECK(*files == std::vector<std::string>{"result.txt"});
+    std::ifstream in(out.path() / "result.txt");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    CHECK(text == "42\n");
+    // Delivered: the spool is gone and the container removed.
+    REQUIRE(eventually([&] { return rt.get(name)->removed; }));
+    CHECK(std::filesystem::is_empty(work.path() / "attempts"));
+}
+
+TEST_CASE("agent: a failing job's exit code and a cancel order that stops a job within 2 s", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    RunningAgent ra(options(pool, work.path()), rt, probe);
+
+    auto failing = job_spec("fails");
+    failing.retry.max_attempts = 1;
+    const auto id = pool.submit(failing);
+    const auto name = container_of(rt, 0);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
+    rt.exit(name, 3);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "failed"; }));
+    CHECK(pool.job(id)["exit_code"] == 3);
+
+    const auto id2 = pool.submit(job_spec("cancelled"));
+    const auto name2 = container_of(rt, 1);
+    REQUIRE(eventually([&] { return state_of(pool, id2) == "running"; }));
+    auto cl = pool.client(pool.member);
+    Pool::call(cl, "POST", "/v1/jobs/" + std::to_string(id2) + "/cancel", json::object());
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(eventually([&] { return !rt.get(name2)->signals.empty(); }, 3s));
+    CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+    CHECK(rt.get(name2)->signals.front() == SIGTERM);
+    CHECK(state_of(pool, id2) == "cancelled");
+    REQUIRE(eventually([&] { return rt.get(name2)->removed; }));
+}
+
+TEST_CASE("agent: max_runtime is enforced on the worker with SIGTERM, then SIGKILL", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    RunningAgent ra(options(pool, work.path()), rt, probe);
+    auto s = job_spec("slow");
+    s.resources.max_runtime_s = 1;
+    s.retry.max_attempts = 1;
+    rt.ignore_term_next(true);
+    const auto id = pool.submit(s);
+    const auto name = container_of(rt);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "failed"; }, 10s));
+    auto c = rt.get(name);
+    REQUIRE(c->signals.size() >= 2);
+    CHECK(c->signals[0] == SIGTERM);
+    CHECK(c->signals[1] == SIGKILL);
+    auto j = pool.job(id);
+    CHECK(j["exit_code"] == 137);
+    CHECK_THAT(j["reason"].get<std::string>(), Catch::Contains("exceeded max_runtime 1s"));
+}
+
+TEST_CASE("agent: outputs over outputs.max_size fail the job with the sizes in the reason and the log", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    RunningAgent ra(options(pool, work.path()), rt, probe);
+    auto s = job_spec("big");
+    s.outputs.max_size_mib = 1;
+    s.retry.max_attempts = 1;
+    const auto id = pool.submit(s);
+    const auto name = container_of(rt);
+    auto c = rt.get(name);
+    std::ofstream(c->spec.mounts[1].host / "big.bin") << std::string(2 * 1024 * 1024, 'x');
+    rt.exit(name, 0);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "failed"; }));
+    auto j = pool.job(id);
+    CHECK_THAT(j["reason"].get<std::string>(), Catch::Contains("over outputs.max_size 1.0 MiB"));
+    CHECK_THAT(j["reason"].get<std::string>(), Catch::Contains("big.bin (2.0 MiB)"));
+    CHECK_THAT(pool.logs(id), Catch::Contains("outputs not uploaded"));
+}
+
+TEST_CASE("agent: with the coordinator away the job keeps running; logs and result arrive complete afterwards",
+          "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    RunningAgent ra(options(pool, work.path()), rt, probe);
+    const auto id = pool.submit(job_spec("resilient"));
+    const auto name = container_of(rt);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
+    rt.write(name, "before\n");
+    REQUIRE(eventually([&] { return pool.logs(id) == "before\n"; }));
+
+    pool.stop();
+    std::string expected = "before\n";
+    for (int i = 0; i < 50; ++i) {
+        const std::string line = "while away " + std::to_string(i) + "\n";
+        rt.write(name, line);
+        expected += line;
+    }
+    std::this_thread::sleep_for(1500ms); // several failed deliveries and backoffs
+    CHECK_FALSE(rt.get(name)->exit);     // the job was left alone
+    std::ofstream(rt.get(name)->spec.mounts[1].host / "out.txt") << "done\n";
+    rt.exit(name, 0);
+    std::this_thread::sleep_for(500ms);
+
+    pool.start();
+    REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }, 15s));
+    CHECK(pool.logs(id) == expected); // complete, in order, nothing twice
+    auto j = pool.job(id);
+    CHECK(j["attempts"] == 1);
+}
+
+TEST_CASE("agent: a restarted worker re-attaches to its running container and delivers it", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    std::int64_t id = 0;
+    std::string name;
+    std::int64_t worker_id = 0;
+    {
+        RunningAgent ra(options(pool, work.path()), rt, probe);
+        id = pool.submit(job_spec("long"));
+        name = container_of(rt);
+        REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
+        rt.write(name, "first life\n");
+        REQUIRE(eventually([&] { return pool.logs(id) == "first life\n"; }));
+        worker_id = ra.agent.worker_id();
+        ra.halt(); // like a crash: nothing handed back
+    }
+    CHECK_FALSE(rt.get(name)->exit);
+    RunningAgent again(options(pool, work.path()), rt, probe);
+    REQUIRE(eventually([&] { return rt.get(name)->reattached == 1; }));
+    CHECK(again.agent.worker_id() == worker_id); // the same identity, from worker.json
+    rt.write(name, "second life\n");
+    rt.exit(name, 0);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }));
+    CHECK(pool.logs(id) == "first life\nsecond life\n");
+}
+
+TEST_CASE("agent: an attempt whose container vanished during a restart is reported, and the job runs again",
+          "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    std::int64_t id = 0;
+    std::string name;
+    {
+        RunningAgent ra(options(pool, work.path()), rt, probe);
+        id = pool.submit(job_spec("rebooted"));
+        name = container_of(rt);
+        REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
+        ra.halt();
+    }
+    rt.vanish(name);
+    RunningAgent again(options(pool, work.path()), rt, probe);
+    // The second attempt starts on the same worker (the only one) as a new container.
+    const auto second = container_of(rt, 1);
+    CHECK(second != name);
+    REQUIRE(eventually([&] { return pool.job(id)["attempts"] == 2; }));
+    auto j = pool.job(id);
+    const json history = j["attempt_history"];
+    REQUIRE(history.size() == 2);
+    CHECK(history[0]["state"] == "lost");
+    CHECK_THAT(history[0]["reason"].get<std::string>(), Catch::Contains("restarted"));
+    rt.exit(second, 0);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }));
+}
+
+TEST_CASE("agent: drain lets a short job finish, hands a long one back, and takes no new work", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    auto o = options(pool, work.path());
+    o.drain_grace = 1s;
+    RunningAgent ra(o, rt, probe);
+    const auto quick = pool.submit(job_spec("quick"));
+    const auto slow = pool.submit(job_spec("slow"));
+    const auto a = container_of(rt, 0);
+    const auto b = container_of(rt, 1);
+    REQUIRE(eventually([&] { return state_of(pool, quick) == "running" && state_of(pool, slow) == "running"; }));
+    const std::string quick_name = rt.get(a)->spec.env.at("GPUPOOL_JOB_ID") == std::to_string(quick) ? a : b;
+    const std::string slow_name = quick_name == a ? b : a;
+    ra.agent.drain();
+    std::this_thread::sleep_for(200ms);
+    const auto later = pool.submit(job_spec("later"));
+    rt.exit(quick_name, 0);
+    ra.thread.join(); // returns once both are delivered
+    CHECK(state_of(pool, quick) == "succeeded");
+    CHECK(rt.get(slow_name)->signals.front() == SIGTERM);
+    auto j = pool.job(slow);
+    CHECK(j["state"] == "queued"); // handed back, not failed
+    CHECK(j["attempt_history"][0]["state"] == "preempted");
+    CHECK(state_of(pool, later) == "queued");
+    CHECK(rt.started().size() == 2);
+}
+
+TEST_CASE("agent: a job the runtime cannot start is a worker fault, not the job's failure", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    rt.fail_start(true);
+    auto s = job_spec("unlucky");
+    s.retry.max_attempts = 2;
+    RunningAgent ra(options(pool, work.path()), rt, probe);
+    const auto id = pool.submit(s);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "failed"; }));
+    auto j = pool.job(id);
+    const json history = j["attempt_history"];
+    REQUIRE(history.size() == 2);
+    CHECK(history[0]["state"] == "lost");
+    CHECK_THAT(history[0]["reason"].get<std::string>(), Catch::Contains("image not found"));
+    CHECK_THAT(pool.logs(id), Catch::Contains("could not start on fake: fake: image not found"));
+}
+
+TEST_CASE("backoff: delays grow exponentially with jitter and stay under the cap", "[agent]") {
+    worker::Backoff b(100ms, 2s, 42);
+    std::vector<std::int64_t> d;
+    for (int i = 0; i < 8; ++i) {
+        d.push_back(b.next_delay().count());
+    }
+    // n-th failure waits within [c/2, c] for c = 100 * 2^(n-1), capped at 2000.
+    const std::int64_t ceilings[] = {100, 200, 400, 800, 1600, 2000, 2000, 2000};
+    for (int i = 0; i < 8; ++i) {
+        INFO("failure " << i + 1 << " waited " << d[static_cast<std::size_t>(i)]);
+        CHECK(d[static_cast<std::size_t>(i)] >= ceilings[i] / 2);
+        CHECK(d[static_cast<std::size_t>(i)] <= ceilings[i]);
+    }
+    worker::Backoff other(100ms, 2s, 43);
+    std::vector<std::int64_t> d2;
+    for (int i = 0; i < 8; ++i) {
+        d2.push_back(other.next_delay().count());
+    }
+    CHECK(d != d2); // jitter: two workers do not retry in lockstep
+    b.reset();
+    CHECK(b.next_delay().count() <= 100);
+}

@@ -1,0 +1,135 @@
+// FakeRuntime: a ContainerRuntime whose "containers" are records the test drives by hand — write to
+// a job's log, make it exit, see which signals it got. Thread-safe (the agent calls it from its
+// thread while the test thread drives it). Behaviour mirrors the real runtimes' contract
+// (container_runtime.hpp): SIGTERM ends a job with 143 unless it ignores TERM, SIGKILL with 137.
+#pragma once
+
+#include "worker/runtime/container_runtime.hpp"
+
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace gpupool::test {
+
+class FakeRuntime final : public worker::ContainerRuntime {
+public:
+    struct Container {
+        worker::ContainerSpec spec;
+        std::optional<worker::ExitStatus> exit;
+        std::vector<int> signals;
+        bool ignores_term = false;
+        bool removed = false;
+        int reattached = 0;
+    };
+
+    std::string name() const override { return "fake"; }
+
+    Status start(const worker::ContainerSpec& spec) override {
+        std::lock_guard lock(m_mu);
+        if (m_fail_start) {
+            return make_error(ErrorCode::io, "fake: image not found");
+        }
+        Container c;
+        c.spec = spec;
+        c.ignores_term = m_ignore_term_next;
+        m_containers[spec.name] = c;
+        m_order.push_back(spec.name);
+        std::ofstream(spec.log_path, std::ios::app);
+        return {};
+    }
+    Result<std::optional<worker::ExitStatus>> poll(const std::string& name) override {
+        std::lock_guard lock(m_mu);
+        auto it = m_containers.find(name);
+        if (it == m_containers.end()) {
+            return make_error(ErrorCode::not_found, "fake: no container " + name);
+        }
+        return it->second.exit;
+    }
+    Status signal(const std::string& name, int signo) override {
+        std::lock_guard lock(m_mu);
+        auto it = m_containers.find(name);
+        if (it == m_containers.end()) {
+            return make_error(ErrorCode::not_found, "fake: no container " + name);
+        }
+        it->second.signals.push_back(signo);
+        if (!it->second.exit && (signo == SIGKILL || !it->second.ignores_term)) {
+            it->second.exit = worker::ExitStatus{128 + signo, false};
+        }
+        return {};
+    }
+    Status remove(const std::string& name) override {
+        std::lock_guard lock(m_mu);
+        auto it = m_containers.find(name);
+        if (it != m_containers.end()) {
+            it->second.removed = true;
+            if (!it->second.exit) {
+                it->second.exit = worker::ExitStatus{137, false};
+            }
+        }
+        return {};
+    }
+    Result<std::vector<worker::FoundContainer>> list(const std::string& worker_label) override {
+        std::lock_guard lock(m_mu);
+        std::vector<worker::FoundContainer> out;
+        for (const auto& [n, c] : m_containers) {
+            auto l = c.spec.labels.find("gpupool.worker");
+            if (!c.removed && l != c.spec.labels.end() && l->second == worker_label) {
+                out.push_back({n, c.spec.labels, !c.exit});
+            }
+        }
+        return out;
+    }
+    Status reattach(const std::string& name, const std::filesystem::path&) override {
+        std::lock_guard lock(m_mu);
+        auto it = m_containers.find(name);
+        if (it == m_containers.end() || it->second.removed) {
+            return make_error(ErrorCode::not_found, "fake: no container " + name);
+        }
+        it->second.reattached++;
+        return {};
+    }
+
+    // ---- test controls ----
+    void write(const std::string& name, const std::string& text) {
+        std::lock_guard lock(m_mu);
+        std::ofstream(m_containers.at(name).spec.log_path, std::ios::app | std::ios::binary) << text;
+    }
+    void exit(const std::string& name, int code) {
+        std::lock_guard lock(m_mu);
+        m_containers.at(name).exit = worker::ExitStatus{code, false};
+    }
+    // Forget a container, as if the machine had rebooted.
+    void vanish(const std::string& name) {
+        std::lock_guard lock(m_mu);
+        m_containers.erase(name);
+    }
+    void ignore_term_next(bool v) {
+        std::lock_guard lock(m_mu);
+        m_ignore_term_next = v;
+    }
+    void fail_start(bool v) {
+        std::lock_guard lock(m_mu);
+        m_fail_start = v;
+    }
+    std::optional<Container> get(const std::string& name) {
+        std::lock_guard lock(m_mu);
+        auto it = m_containers.find(name);
+        return it == m_containers.end() ? std::nullopt : std::optional<Container>(it->second);
+    }
+    std::vector<std::string> started() {
+        std::lock_guard lock(m_mu);
+        return m_order;
+    }
+
+private:
+    std::mutex m_mu;
+    std::map<std::string, Container> m_containers;
+    std::vector<std::string> m_order;
+    bool m_ignore_term_next = false;
+    bool m_fail_start = false;
+};
+
+} // namespace gpupool::test

@@ -1,0 +1,963 @@
+#include "worker/agent/agent.hpp"
+
+#include "worker/agent/archive.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace gpupool::worker {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// ---- Backoff ------------------------------------------------------------------------------------
+
+Backoff::Backoff(milliseconds initial, milliseconds max, std::uint64_t seed)
+    : m_initial(initial), m_max(max), m_state(seed ? seed : 0x9e3779b97f4a7c15ULL) {}
+
+milliseconds Backoff::next_delay() {
+    ++m_failures;
+    std::int64_t ceiling = m_initial.count();
+    for (int i = 1; i < m_failures && ceiling < m_max.count(); ++i) {
+        ceiling *= 2;
+    }
+    ceiling = std::min<std::int64_t>(ceiling, m_max.count());
+    // xorshift64*: good enough for jitter, deterministic under a seed.
+    m_state ^= m_state >> 12;
+    m_state ^= m_state << 25;
+    m_state ^= m_state >> 27;
+    const std::uint64_t r = m_state * 0x2545F4914F6CDD1DULL;
+    const std::int64_t half = ceiling / 2;
+    const std::int64_t span = ceiling - half + 1;
+    return milliseconds(half + static_cast<std::int64_t>(r % static_cast<std::uint64_t>(std::max<std::int64_t>(span, 1))));
+}
+
+void Backoff::reset() { m_failures = 0; }
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t k_max_chunk = std::size_t{1} << 20; // bytes per log POST
+constexpr std::int64_t k_eager_chunk = 64 * 1024;         // ship at once when this much is pending
+
+Status write_json_atomic(const fs::path& path, const json& j) {
+    const fs::path tmp = path.string() + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::trunc);
+        if (!out) {
+            return make_error(ErrorCode::io, "cannot write " + tmp.string() + ": " + std::strerror(errno));
+        }
+        out << j.dump(2) << '\n';
+        if (!out.flush()) {
+            return make_error(ErrorCode::io, "cannot write " + tmp.string());
+        }
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) {
+        return make_error(ErrorCode::io, "cannot replace " + path.string() + ": " + ec.message());
+    }
+    return {};
+}
+
+Result<json> read_json(const fs::path& path) {
+    std::ifstream in(path);
+    if (!in) {
+        return make_error(ErrorCode::not_found, "cannot read " + path.string());
+    }
+    try {
+        return Result<json>(boost::system::in_place_value, json::parse(in));
+    } catch (const json::exception& e) {
+        return make_error(ErrorCode::invalid_input, path.string() + ": " + e.what());
+    }
+}
+
+std::int64_t file_size_or_zero(const fs::path& p) {
+    std::error_code ec;
+    const auto n = fs::file_size(p, ec);
+    return ec ? 0 : static_cast<std::int64_t>(n);
+}
+
+std::string read_range(const fs::path& p, std::int64_t offset, std::size_t max) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) {
+        return {};
+    }
+    in.seekg(offset);
+    std::string buf(max, '\0');
+    in.read(buf.data(), static_cast<std::streamsize>(max));
+    buf.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    return buf;
+}
+
+std::string host_name() {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) != 0) {
+        return "worker";
+    }
+    return buf;
+}
+
+std::int64_t total_memory_mib() {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) {
+        return 0;
+    }
+    return static_cast<std::int64_t>(pages) * page / (1024 * 1024);
+}
+
+std::string fraction_text(std::int64_t milli) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(milli / 1000),
+                  static_cast<long long>(milli % 1000));
+    return buf;
+}
+
+std::string upper_env_name(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        out += std::isalnum(u) ? static_cast<char>(std::toupper(u)) : '_';
+    }
+    return out;
+}
+
+std::string duration_text(std::int64_t s) {
+    if (s % 3600 == 0) {
+        return std::to_string(s / 3600) + "h";
+    }
+    if (s % 60 == 0) {
+        return std::to_string(s / 60) + "m";
+    }
+    return std::to_string(s) + "s";
+}
+
+} // namespace
+
+// ---- the agent ----------------------------------------------------------------------------------
+
+struct Agent::Impl {
+    enum class Phase { running, ended };
+
+    struct Tracked {
+        AssignmentMsg a;
+        fs::path dir;
+        std::string container;
+        Phase phase = Phase::running;
+        bool start_reported = false;
+        std::int64_t shipped = 0;          // log bytes the coordinator has confirmed
+        Clock::time_point started;          // local start (for max_runtime)
+        Clock::time_point last_ship;
+        std::optional<Clock::time_point> kill_at; // SIGKILL after a SIGTERM
+        bool killed = false;
+        std::string stop_reason;            // why we stopped it (empty: it ended by itself)
+        Outcome stop_outcome = Outcome::exited;
+        // Once ended:
+        std::optional<int> exit_code;
+        std::string reason;
+        Outcome outcome = Outcome::exited;
+        bool outputs_done = false;          // packed and uploaded (or nothing to upload)
+        std::string outputs_error;
+        bool fenced = false;                // 409: drop without delivering
+    };
+
+    AgentOptions opt;
+    ContainerRuntime& runtime;
+    GpuProbe& gpus_probe;
+    Agent& self;
+    std::vector<GpuInfo> gpus;
+
+    WorkerApi api;      // agent thread
+    std::string worker_token;
+    std::int64_t worker_id = 0;
+    std::string worker_label;
+
+    std::map<std::int64_t, Tracked> tracked;
+    std::vector<std::int64_t> handback; // unstarted assignments to give back (drain)
+    std::set<std::int64_t> finished;    // attempts delivered or dropped: never taken again
+    Backoff backoff;
+    Clock::time_point offline_until{};
+    Clock::time_point next_heartbeat{};
+    std::int64_t lease_ms = 30'000;
+
+    // Shared with the poll thread.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<AssignmentMsg> inbox;
+    std::atomic<bool> draining{false};
+    std::atomic<bool> stopping{false};
+    std::atomic<int> active{0};
+    std::optional<Clock::time_point> drain_deadline;
+    std::optional<Clock::time_point> give_up_at;
+
+    Impl(AgentOptions o, ContainerRuntime& rt, GpuProbe& probe, Agent& owner)
+        : opt(std::move(o)), runtime(rt), gpus_probe(probe), self(owner), api(opt.coordinator_url, opt.token, opt.ca_cert),
+          backoff(opt.backoff_initial, opt.backoff_max,
+                  static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^ static_cast<std::uint64_t>(getpid())) {}
+
+    std::string identity() const { return opt.identity_key.empty() ? opt.coordinator_url : opt.identity_key; }
+
+    fs::path attempts_dir() const { return opt.work_dir / "attempts"; }
+
+    // ---- identity ----
+    Status establish_identity() {
+        const fs::path idf = opt.work_dir / "worker.json";
+        if (auto j = read_json(idf); j && j->value("coordinator", "") == identity()) {
+            worker_id = j->value("worker_id", std::int64_t{0});
+            worker_token = j->value("token", "");
+        }
+        if (worker_id == 0 || worker_token.empty()) {
+            json inv = inventory();
+            for (;;) {
+                auto reg = api.register_worker(opt.name, inv);
+                if (reg) {
+                    worker_id = reg->worker_id;
+                    worker_token = reg->token;
+                    break;
+                }
+                if (reg.error().code != ErrorCode::unavailable || stopping) {
+                    return make_error(reg.error().code, "cannot register with " + opt.coordinator_url + ": " +
+                                                            reg.error().message);
+                }
+                const auto d = backoff.next_delay();
+                spdlog::warn("coordinator unreachable ({}); retrying registration in {} ms", reg.error().message, d.count());
+                sleep_for(d);
+            }
+            backoff.reset();
+            if (auto st = write_json_atomic(idf, {{"coordinator", identity()},
+                                                  {"worker_id", worker_id},
+                                                  {"token", worker_token}});
+                !st) {
+                return st;
+            }
+            ::chmod(idf.c_str(), 0600);
+            spdlog::info("registered with {} as worker {}", opt.coordinator_url, worker_id);
+        }
+        api.set_token(worker_token);
+        worker_label = std::to_string(worker_id);
+        self.m_worker_id = worker_id;
+        return {};
+    }
+
+    json inventory() const {
+        json g = json::array();
+        for (const auto& gpu : gpus) {
+            g.push_back({{"index", gpu.index}, {"model", gpu.model}, {"memory_mib", gpu.memory_mib}, {"uuid", gpu.uuid}});
+        }
+        const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+        return {{"cpu_milli", opt.cpu_milli > 0 ? opt.cpu_milli : cores * 1000},
+                {"memory_mib", opt.memory_mib > 0 ? opt.memory_mib : total_memory_mib()},
+                {"gpus", g},
+                {"runtime", runtime.name()}};
+    }
+
+    void sleep_for(milliseconds d) {
+        std::unique_lock lock(mu);
+        cv.wait_for(lock, d, [&] { return stopping.load(); });
+    }
+
+    // ---- spool ----
+    json state_json(const Tracked& t) const {
+        json j{{"container", t.container},
+               {"phase", t.phase == Phase::running ? "running" : "ended"},
+               {"start_reported", t.start_reported},
+               {"shipped", t.shipped},
+               {"outputs_done", t.outputs_done},
+               {"reason", t.reason},
+               {"outcome", to_string(t.outcome)},
+               {"stop_reason", t.stop_reason},
+               {"stop_outcome", to_string(t.stop_outcome)},
+               {"outputs_error", t.outputs_error}};
+        if (t.exit_code) {
+            j["exit_code"] = *t.exit_code;
+        }
+        return j;
+    }
+
+    void save(const Tracked& t) {
+        if (auto st = write_json_atomic(t.dir / "state.json", state_json(t)); !st) {
+            spdlog::error("spool: {}", st.error().message);
+        }
+    }
+
+    static Outcome outcome_from(const std::string& s) {
+        if (s == "worker_fault") {
+            return Outcome::worker_fault;
+        }
+        if (s == "owner_preempted") {
+            return Outcome::owner_preempted;
+        }
+        return Outcome::exited;
+    }
+
+    void drop(std::int64_t id, const std::string& why) {
+        auto it = tracked.find(id);
+        if (it == tracked.end()) {
+            return;
+        }
+        if (!it->second.container.empty()) {
+            if (auto st = runtime.remove(it->second.container); !st) {
+                spdlog::warn("attempt {}: removing {}: {}", id, it->second.container, st.error().message);
+            }
+        }
+        std::error_code ec;
+        fs::remove_all(it->second.dir, ec);
+        finished.insert(id);
+        spdlog::info("attempt {}: {}", id, why);
+        tracked.erase(it);
+        active = static_cast<int>(std::count_if(tracked.begin(), tracked.end(),
+                                                [](const auto& kv) { return kv.second.phase == Phase::running; }));
+    }
+
+    // Restores attempts a previous run left behind.
+    void recover() {
+        std::error_code ec;
+        fs::create_directories(attempts_dir(), ec);
+        std::map<std::string, FoundContainer> found;
+        if (auto list = runtime.list(worker_label)) {
+            for (auto& c : *list) {
+                found[c.name] = c;
+            }
+        } else {
+            spdlog::warn("cannot list {} containers: {}", runtime.name(), list.error().message);
+        }
+        for (const auto& entry : fs::directory_iterator(attempts_dir(), ec)) {
+            auto a = read_json(entry.path() / "assignment.json");
+            auto s = read_json(entry.path() / "state.json");
+            if (!a || !s) {
+                fs::remove_all(entry.path(), ec);
+                continue;
+            }
+            auto msg = parse_assignment(*a);
+            if (!msg) {
+                fs::remove_all(entry.path(), ec);
+                continue;
+            }
+            Tracked t;
+            t.a = *msg;
+            t.dir = entry.path();
+            t.container = s->value("container", "");
+            t.start_reported = s->value("start_reported", false);
+            t.shipped = s->value("shipped", std::int64_t{0});
+            t.outputs_done = s->value("outputs_done", false);
+            t.reason = s->value("reason", "");
+            t.outcome = outcome_from(s->value("outcome", "exited"));
+            t.stop_reason = s->value("stop_reason", "");
+            t.stop_outcome = outcome_from(s->value("stop_outcome", "exited"));
+            t.outputs_error = s->value("outputs_error", "");
+            if (s->contains("exit_code") && (*s)["exit_code"].is_number_integer()) {
+                t.exit_code = (*s)["exit_code"].get<int>();
+            }
+            t.started = Clock::now(); // max_runtime restarts from here: conservative for the job
+            t.last_ship = Clock::now();
+            if (s->value("phase", "running") == "ended") {
+                t.phase = Phase::ended;
+            } else if (auto f = found.find(t.container); f != found.end()) {
+                if (auto st = runtime.reattach(t.container, t.dir / "log"); st) {
+                    spdlog::info("attempt {}: re-attached to {}", t.a.attempt, t.container);
+                    t.phase = Phase::running;
+                } else {
+                    end_as_fault(t, "the worker restarted and could not re-attach: " + st.error().message);
+                }
+            } else {
+                end_as_fault(t, "the worker restarted and the job's " + runtime.name() +
+                                    " container was gone (it cannot be re-attached)");
+            }
+            found.erase(t.container);
+            const auto id = t.a.attempt;
+            save(t);
+            tracked.emplace(id, std::move(t));
+        }
+        for (const auto& [name, c] : found) {
+            spdlog::warn("removing container {} left by an earlier run (no spool for it)", name);
+            (void)runtime.remove(name);
+        }
+        refresh_active();
+    }
+
+    void end_as_fault(Tracked& t, const std::string& why) {
+        t.phase = Phase::ended;
+        t.exit_code.reset();
+        t.reason = why;
+        t.outcome = Outcome::worker_fault;
+        t.outputs_done = true; // nothing to trust in a half-run's outputs
+        spdlog::warn("attempt {}: {}", t.a.attempt, why);
+    }
+
+    void refresh_active() {
+        active = static_cast<int>(std::count_if(tracked.begin(), tracked.end(),
+                                                [](const auto& kv) { return kv.second.phase == Phase::running; }));
+    }
+
+    // ---- starting ----
+    ContainerSpec container_spec(const Tracked& t) const {
+        const bool process = runtime.name() == "process";
+        const auto& spec = t.a.spec;
+        ContainerSpec c;
+        c.name = "gpupool-w" + worker_label + "-a" + std::to_string(t.a.attempt);
+        c.image = spec.image;
+        c.argv = spec.argv();
+        c.log_path = t.dir / "log";
+        c.workdir = t.dir / "work";
+        c.cpu_milli = spec.resources.cpu_milli;
+        c.memory_mib = spec.resources.memory_mib;
+        c.labels = {{"gpupool.worker", worker_label},
+                    {"gpupool.job", std::to_string(t.a.job)},
+                    {"gpupool.attempt", std::to_string(t.a.attempt)}};
+        const fs::path work = process ? t.dir / "work" : fs::path("/work");
+        const fs::path outputs = process ? t.dir / "outputs" : fs::path("/outputs");
+        const fs::path cache = process ? opt.cache_dir : fs::path("/cache");
+        c.mounts = {{t.dir / "work", "/work", true}, {t.dir / "outputs", "/outputs", false}, {opt.cache_dir, "/cache", false}};
+        for (const auto& [k, v] : spec.env) {
+            c.env[k] = v;
+        }
+        c.env["GPUPOOL_JOB_ID"] = std::to_string(t.a.job);
+        c.env["GPUPOOL_ATTEMPT"] = std::to_string(t.a.attempt_number);
+        c.env["GPUPOOL_ATTEMPT_ID"] = std::to_string(t.a.attempt);
+        c.env["GPUPOOL_JOB_NAME"] = spec.name;
+        c.env["GPUPOOL_WORK_DIR"] = work.string();
+        c.env["GPUPOOL_OUTPUT_DIR"] = outputs.string();
+        c.env["GPUPOOL_CACHE_DIR"] = cache.string();
+        c.env["HF_HOME"] = (cache / "huggingface").string();
+        if (!process) {
+            c.env["HOME"] = "/tmp";
+        }
+        for (const auto& [k, v] : spec.params) {
+            c.env["GPUPOOL_PARAM_" + upper_env_name(k)] = v;
+        }
+        std::int64_t gpu_mem = 0;
+        std::int64_t milli = 0;
+        if (t.a.gpu_index >= 0) {
+            c.gpu_index = t.a.gpu_index;
+            milli = t.a.gpu_milli;
+            const auto g = std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& x) { return x.index == t.a.gpu_index; });
+            const std::int64_t total = g != gpus.end() ? g->memory_mib : 0;
+            gpu_mem = spec.resources.gpu_memory_mib > 0 ? spec.resources.gpu_memory_mib : total * milli / 1000;
+            if (milli == 0 && total > 0) {
+                milli = (gpu_mem * 1000 + total - 1) / total;
+            }
+            // Inside a container the one visible GPU is device 0; a bare process sees them all.
+            c.env["CUDA_VISIBLE_DEVICES"] = process ? std::to_string(t.a.gpu_index) : "0";
+            c.env["NVIDIA_VISIBLE_DEVICES"] = std::to_string(t.a.gpu_index);
+            if (milli < 1000 && gpu_mem > 0) {
+                // Honoured when the host runs the MPS control daemon (docs/architecture.md).
+                c.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = "0=" + std::to_string(gpu_mem) + "M";
+            }
+        } else {
+            c.env["CUDA_VISIBLE_DEVICES"] = "";
+        }
+        c.env["GPUPOOL_GPU_MEMORY_MB"] = std::to_string(gpu_mem);
+        c.env["GPUPOOL_GPU_FRACTION"] = fraction_text(milli);
+        if (process && !c.env.count("PATH")) {
+            c.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        }
+        return c;
+    }
+
+    Status prepare_dirs(Tracked& t) {
+        std::error_code ec;
+        fs::create_directories(t.dir / "work", ec);
+        fs::create_directories(t.dir / "outputs", ec);
+        fs::create_directories(opt.cache_dir / "huggingface", ec);
+        if (ec) {
+            return make_error(ErrorCode::io, "cannot create " + t.dir.string() + ": " + ec.message());
+        }
+        // Inputs travel with the job only when they are on this machine (local mode, shared disks).
+        const auto& in = t.a.spec.inputs;
+        for (std::size_t i = 0; i < in.resolved.size(); ++i) {
+            const fs::path src = in.resolved[i];
+            if (!fs::exists(src, ec)) {
+                return make_error(ErrorCode::invalid_input,
+                                  "input `" + in.paths[i] + "` is not on this worker (" + src.string() +
+                                      "); inputs are not shipped to remote workers yet",
+                                  "inputs");
+            }
+            const fs::path dst = t.dir / "work" / src.filename();
+            fs::copy(src, dst, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+            if (ec) {
+                return make_error(ErrorCode::io, "copying input " + src.string() + ": " + ec.message());
+            }
+        }
+        // Containers run as an unprivileged user: let it write its outputs.
+        ::chmod((t.dir / "outputs").c_str(), 0777);
+        ::chmod(opt.cache_dir.c_str(), 0777);
+        ::chmod((opt.cache_dir / "huggingface").c_str(), 0777);
+        ::chmod((t.dir / "work").c_str(), 0755);
+        return {};
+    }
+
+    void take(AssignmentMsg a) {
+        if (tracked.count(a.attempt) || finished.count(a.attempt)) {
+            return; // re-sent until our start reaches the coordinator, or already done with here
+        }
+        Tracked t;
+        t.a = std::move(a);
+        t.dir = attempts_dir() / std::to_string(t.a.attempt);
+        t.started = Clock::now();
+        t.last_ship = Clock::now();
+        std::error_code ec;
+        fs::create_directories(t.dir, ec);
+        if (auto st = write_json_atomic(t.dir / "assignment.json", t.a.raw); !st) {
+            spdlog::error("attempt {}: {}", t.a.attempt, st.error().message);
+        }
+        const ContainerSpec spec = container_spec(t);
+        t.container = spec.name;
+        auto ready = prepare_dirs(t);
+        Status started = ready ? runtime.start(spec) : Status(ready.error());
+        if (!started) {
+            const auto& e = started.error();
+            t.container.clear();
+            if (e.code == ErrorCode::invalid_input) {
+                // The job's own problem (its inputs): it fails like a job, with the reason.
+                t.phase = Phase::ended;
+                t.exit_code = 1;
+                t.reason = e.message;
+                t.outcome = Outcome::exited;
+                t.outputs_done = true;
+            } else {
+                end_as_fault(t, "could not start on " + runtime.name() + ": " + e.message);
+            }
+            append_note(t, "gpupool-worker: " + t.reason + "\n");
+        } else {
+            spdlog::info("attempt {} (job {} `{}`): started as {}", t.a.attempt, t.a.job, t.a.spec.name, t.container);
+        }
+        save(t);
+        const auto id = t.a.attempt;
+        tracked.emplace(id, std::move(t));
+        refresh_active();
+    }
+
+    // A line of our own in the job's log (start failures, outputs over the cap).
+    static void append_note(const Tracked& t, const std::string& text) {
+        std::ofstream out(t.dir / "log", std::ios::app | std::ios::binary);
+        out << text;
+    }
+
+    // ---- watching ----
+    void request_stop(Tracked& t, const std::string& why, Outcome outcome, milliseconds grace) {
+        if (t.phase != Phase::running || !t.stop_reason.empty()) {
+            return;
+        }
+        t.stop_reason = why;
+        t.stop_outcome = outcome;
+        t.kill_at = Clock::now() + grace;
+        if (auto st = runtime.signal(t.container, SIGTERM); !st) {
+            spdlog::warn("attempt {}: SIGTERM: {}", t.a.attempt, st.error().message);
+        }
+        spdlog::info("attempt {}: stopping ({})", t.a.attempt, why);
+        save(t);
+    }
+
+    void watch() {
+        const auto now = Clock::now();
+        for (auto& [id, t] : tracked) {
+            if (t.phase != Phase::running) {
+                continue;
+            }
+            auto st = runtime.poll(t.container);
+            if (!st) {
+                spdlog::warn("attempt {}: poll: {}", id, st.error().message);
+                continue;
+            }
+            if (*st) {
+                finish(t, **st);
+                continue;
+            }
+            const auto max_rt = std::chrono::seconds(t.a.spec.resources.max_runtime_s);
+            if (t.stop_reason.empty() && max_rt.count() > 0 && now - t.started > max_rt) {
+                request_stop(t, "exceeded max_runtime " + duration_text(t.a.spec.resources.max_runtime_s),
+                             Outcome::exited, opt.runtime_grace);
+            }
+            if (t.kill_at && now >= *t.kill_at && !t.killed) {
+                t.killed = true;
+                if (auto k = runtime.signal(t.container, SIGKILL); !k) {
+                    spdlog::warn("attempt {}: SIGKILL: {}", id, k.error().message);
+                }
+            }
+        }
+        refresh_active();
+    }
+
+    void finish(Tracked& t, const ExitStatus& st) {
+        t.phase = Phase::ended;
+        t.exit_code = st.exit_code;
+        t.outcome = t.stop_outcome;
+        if (!t.stop_reason.empty()) {
+            t.reason = t.stop_reason + " (exit " + std::to_string(st.exit_code) + ")";
+        } else if (st.oom_killed || (st.exit_code == 137 && t.a.spec.resources.memory_mib > 0 && runtime.name() != "process")) {
+            t.reason = "killed: out of memory (exit 137; memory limit " + std::to_string(t.a.spec.resources.memory_mib) +
+                       " MiB)";
+        } else {
+            t.reason = "exited with status " + std::to_string(st.exit_code);
+        }
+        if (t.outcome != Outcome::exited) {
+            t.outputs_done = true; // handed back: a later attempt produces the outputs
+        }
+        spdlog::info("attempt {}: {}", t.a.attempt, t.reason);
+        save(t);
+    }
+
+    // ---- delivering (network) ----
+    bool online() const { return Clock::now() >= offline_until; }
+
+    // Classifies a failed call. Returns false when the link is down (stop using the network).
+    bool handle(std::int64_t id, const Error& e, const char* what) {
+        if (e.code == ErrorCode::unavailable) {
+            const auto d = backoff.next_delay();
+            offline_until = Clock::now() + d;
+            spdlog::warn("coordinator unreachable during {} ({}); retrying in {} ms", what, e.message, d.count());
+            return false;
+        }
+        if (e.code == ErrorCode::conflict && id != 0) {
+            auto it = tracked.find(id);
+            if (it != tracked.end()) {
+                it->second.fenced = true;
+                if (it->second.phase == Phase::running) {
+                    request_stop(it->second, "the coordinator no longer knows this attempt", Outcome::exited, opt.stop_grace);
+                }
+            }
+            spdlog::info("attempt {}: {} refused, the attempt is no longer current: {}", id, what, e.message);
+            return true;
+        }
+        spdlog::error("{} for attempt {}: {}", what, id, e.message);
+        if (id != 0) {
+            auto it = tracked.find(id);
+            if (it != tracked.end() && it->second.phase == Phase::ended) {
+                it->second.fenced = true; // a request the coordinator will never take: give up on it
+            }
+        }
+        return true;
+    }
+
+    void delivered() { backoff.reset(); }
+
+    void heartbeat_if_due() {
+        const auto now = Clock::now();
+        if (now < next_heartbeat || !online()) {
+            return;
+        }
+        std::vector<std::int64_t> running;
+        for (const auto& [id, t] : tracked) {
+            if (!t.fenced) {
+                running.push_back(id);
+            }
+        }
+        auto hb = api.heartbeat(running, {}, draining.load());
+        if (!hb) {
+            handle(0, hb.error(), "heartbeat");
+            return;
+        }
+        delivered();
+        if (hb->lease_ms > 0) {
+            lease_ms = hb->lease_ms;
+        }
+        const auto interval = std::min<milliseconds>(opt.heartbeat, milliseconds(std::max<std::int64_t>(lease_ms / 3, 100)));
+        next_heartbeat = now + interval;
+        for (auto id : hb->stop) {
+            auto it = tracked.find(id);
+            if (it == tracked.end()) {
+                continue;
+            }
+            it->second.fenced = true;
+            if (it->second.phase == Phase::running) {
+                request_stop(it->second, "stopped by the coordinator (cancelled, preempted or lost)", Outcome::exited,
+                             opt.stop_grace);
+            }
+        }
+    }
+
+    // Returns false if the link went down.
+    bool ship_logs(Tracked& t, bool flush) {
+        const fs::path log = t.dir / "log";
+        for (;;) {
+            const std::int64_t size = file_size_or_zero(log);
+            if (size <= t.shipped) {
+                return true;
+            }
+            const auto pending = size - t.shipped;
+            if (!flush && pending < k_eager_chunk && Clock::now() - t.last_ship < opt.log_flush) {
+                return true;
+            }
+            const std::string chunk = read_range(log, t.shipped, std::min<std::size_t>(k_max_chunk, static_cast<std::size_t>(pending)));
+            if (chunk.empty()) {
+                return true;
+            }
+            auto r = api.append_log(t.a.attempt, t.shipped, chunk);
+            if (!r) {
+                return handle(t.a.attempt, r.error(), "log upload");
+            }
+            delivered();
+            t.shipped = std::max(*r, t.shipped + static_cast<std::int64_t>(chunk.size()));
+            t.last_ship = Clock::now();
+            save(t);
+        }
+    }
+
+    bool upload_outputs(Tracked& t) {
+        if (t.outputs_done) {
+            return true;
+        }
+        const fs::path tar = t.dir / "outputs.tar";
+        const std::int64_t cap = t.a.spec.outputs.max_size_mib * 1024 * 1024;
+        if (!fs::exists(tar)) {
+            auto packed = pack_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, tar);
+            if (!packed) {
+                // Over the cap (or unreadable): the job fails with the reason, and its log says so.
+                t.outputs_error = packed.error().message;
+                t.outputs_done = true;
+                t.exit_code = (t.exit_code && *t.exit_code != 0) ? *t.exit_code : 1;
+                t.reason = "outputs not uploaded: " + packed.error().message;
+                append_note(t, "gpupool-worker: " + t.reason + "\n");
+                save(t);
+                return true;
+            }
+        }
+        std::ifstream in(tar, std::ios::binary);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        auto st = api.upload_outputs(t.a.attempt, ss.str());
+        if (!st) {
+            return handle(t.a.attempt, st.error(), "outputs upload");
+        }
+        delivered();
+        t.outputs_done = true;
+        save(t);
+        return true;
+    }
+
+    void deliver() {
+        if (!online()) {
+            return;
+        }
+        heartbeat_if_due();
+        std::vector<std::int64_t> done;
+        for (auto& [id, t] : tracked) {
+            if (!online()) {
+                return;
+            }
+            if (t.fenced) {
+                if (t.phase == Phase::ended) {
+                    done.push_back(id);
+                }
+                continue;
+            }
+            if (!t.start_reported && !t.container.empty()) {
+                auto st = api.start(id);
+                if (!st) {
+                    if (!handle(id, st.error(), "start")) {
+                        return;
+                    }
+                    continue;
+                }
+                delivered();
+                t.start_reported = true;
+                save(t);
+            }
+            const bool ended = t.phase == Phase::ended;
+            if (!ship_logs(t, ended)) {
+                return;
+            }
+            if (!ended || t.fenced) {
+                continue;
+            }
+            if (!upload_outputs(t)) {
+                return;
+            }
+            if (t.fenced) {
+                continue;
+            }
+            // A final look: our own notes may have been appended after the last chunk.
+            if (!ship_logs(t, true)) {
+                return;
+            }
+            auto st = api.complete(id, t.exit_code, t.reason, t.outcome);
+            if (!st) {
+                if (!handle(id, st.error(), "complete")) {
+                    return;
+                }
+                continue;
+            }
+            delivered();
+            done.push_back(id);
+        }
+        for (auto id : done) {
+            drop(id, tracked.at(id).fenced ? "dropped (no longer current)" : "delivered");
+        }
+    }
+
+    // Assignments that arrived while draining: complete them unstarted so the job queues again now
+    // rather than when its lease lapses.
+    void hand_back() {
+        while (!handback.empty() && online()) {
+            const auto id = handback.back();
+            if (tracked.count(id)) {
+                handback.pop_back();
+                continue;
+            }
+            auto st = api.complete(id, std::nullopt, "the worker is shutting down: handed back to the queue",
+                                   Outcome::owner_preempted);
+            if (!st && !handle(0, st.error(), "hand back")) {
+                return;
+            }
+            handback.pop_back();
+        }
+    }
+
+    // ---- poll thread ----
+    void poll_loop() {
+        WorkerApi papi(opt.coordinator_url, worker_token, opt.ca_cert);
+        std::set<std::int64_t> handed;
+        Backoff pb(opt.backoff_initial, opt.backoff_max, static_cast<std::uint64_t>(getpid()) * 7919u + 1);
+        while (!stopping && !draining) {
+            if (opt.slots > 0 && active.load() >= opt.slots) {
+                sleep_for(opt.tick);
+                continue;
+            }
+            auto r = papi.poll(opt.poll_wait);
+            if (stopping || draining) {
+                // Work that arrives now is not started; the coordinator re-sends it until started,
+                // and loses it to another worker when our lease on it runs out.
+                break;
+            }
+            if (!r) {
+                if (r.error().code == ErrorCode::unavailable) {
+                    sleep_for(pb.next_delay());
+                } else {
+                    spdlog::error("poll: {}", r.error().message);
+                    sleep_for(opt.backoff_max);
+                }
+                continue;
+            }
+            pb.reset();
+            // The coordinator re-sends an assignment until our start reaches it; do not spin on
+            // one we have already handed over.
+            bool fresh = false;
+            for (const auto& a : *r) {
+                fresh = handed.insert(a.attempt).second || fresh;
+            }
+            if (!r->empty()) {
+                std::lock_guard lock(mu);
+                for (auto& a : *r) {
+                    inbox.push_back(std::move(a));
+                }
+                cv.notify_all();
+            }
+            if (!r->empty() && !fresh) {
+                sleep_for(opt.tick * 5);
+            }
+        }
+    }
+
+    Status run() {
+        std::error_code ec;
+        fs::create_directories(opt.work_dir, ec);
+        if (ec) {
+            return make_error(ErrorCode::io, "cannot create work dir " + opt.work_dir.string() + ": " + ec.message());
+        }
+        if (opt.cache_dir.empty()) {
+            opt.cache_dir = opt.work_dir / "cache";
+        }
+        fs::create_directories(opt.cache_dir, ec);
+        if (opt.name.empty()) {
+            opt.name = host_name();
+        }
+        auto g = gpus_probe.list();
+        if (!g) {
+            return g.error();
+        }
+        gpus = *g;
+        if (auto st = establish_identity(); !st) {
+            return st;
+        }
+        recover();
+        std::thread poller([this] { poll_loop(); });
+        while (!stopping) {
+            std::vector<AssignmentMsg> fresh;
+            {
+                std::unique_lock lock(mu);
+                cv.wait_for(lock, opt.tick, [&] { return !inbox.empty() || stopping.load(); });
+                fresh.swap(inbox);
+            }
+            for (auto& a : fresh) {
+                if (draining) {
+                    handback.push_back(a.attempt); // never started here: give it straight back
+                    continue;
+                }
+                take(std::move(a));
+            }
+            hand_back();
+            watch();
+            deliver();
+            if (draining) {
+                const auto now = Clock::now();
+                if (!drain_deadline) {
+                    drain_deadline = now + opt.drain_grace;
+                    next_heartbeat = now; // tell the coordinator at once: no new work here
+                    spdlog::info("draining: no new work; {} running job(s) have {} s to finish", active.load(),
+                                 opt.drain_grace.count() / 1000);
+                }
+                if (now >= *drain_deadline) {
+                    for (auto& [id, t] : tracked) {
+                        request_stop(t, "the worker is shutting down: handed back to the queue", Outcome::owner_preempted,
+                                     opt.stop_grace);
+                    }
+                }
+                if (tracked.empty() && handback.empty()) {
+                    break;
+                }
+                if (active.load() == 0) {
+                    if (!give_up_at) {
+                        give_up_at = now + opt.give_up_after_drain;
+                    } else if (now >= *give_up_at) {
+                        spdlog::warn("drain: the coordinator did not take {} result(s); they stay spooled in {}",
+                                     tracked.size(), attempts_dir().string());
+                        break;
+                    }
+                }
+            }
+        }
+        stopping = true;
+        cv.notify_all();
+        poller.join();
+        return {};
+    }
+};
+
+Agent::Agent(AgentOptions options, ContainerRuntime& runtime, GpuProbe& gpus)
+    : m_impl(std::make_unique<Impl>(std::move(options), runtime, gpus, *this)) {}
+
+Agent::~Agent() = default;
+
+Status Agent::run() { return m_impl->run(); }
+
+void Agent::drain() {
+    m_impl->draining = true;
+    m_impl->cv.notify_all();
+}
+
+void Agent::stop() {
+    m_impl->stopping = true;
+    m_impl->cv.notify_all();
+}
+
+} // namespace gpupool::worker

@@ -1,0 +1,104 @@
+// Agent: the worker process — registers with the coordinator, takes assignments, runs them through
+// a ContainerRuntime, streams their logs, uploads their outputs and reports how they ended.
+//
+// Everything goes out from the worker (register, long-poll, heartbeat, logs, outputs, complete):
+// a machine behind NAT needs no open port. Threads: one poll thread long-polls for assignments
+// and hands them over; the agent thread (the caller of run()) owns all other state — runtime calls,
+// the spool, heartbeats and deliveries — in a loop that never blocks on a job.
+//
+// Rules:
+// - The spool is the truth. Each attempt has a directory under <work_dir>/attempts/<id>/ with the
+//   assignment, the job's log file (appended by the runtime), its outputs, and state.json (what has
+//   been delivered). A job's bytes are shipped by offset, so a resend is harmless (the coordinator
+//   skips bytes it has) and nothing is lost while the coordinator is away.
+// - When the coordinator is unreachable (or answers 5xx) the agent keeps its jobs running, keeps
+//   enforcing their limits, and retries with exponential backoff and jitter; once it answers, logs,
+//   outputs and completions are delivered in order (all logs, then outputs, then complete).
+// - A 409 means the attempt is no longer current (cancelled, lost, re-run elsewhere): its
+//   container is stopped and removed and its spool dropped; late bytes are never forced through.
+// - A heartbeat's `stop` list is obeyed at once: SIGTERM, then SIGKILL after stop_grace.
+//   max_runtime is enforced locally too (SIGTERM, runtime_grace, SIGKILL).
+// - After a restart the agent re-attaches to its still-running containers (runtime labels); an
+//   attempt it cannot re-attach is reported as a worker fault, so the job runs again elsewhere.
+// - drain() (SIGTERM): no new work; running jobs get drain_grace to finish, then are stopped and
+//   handed back to the queue (outcome owner_preempted); run() returns once everything is delivered
+//   (or after a bounded wait if the coordinator stays away, leaving the spool for the next start).
+#pragma once
+
+#include "worker/agent/worker_api.hpp"
+#include "worker/gpu/gpu_probe.hpp"
+#include "worker/runtime/container_runtime.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace gpupool::worker {
+
+struct AgentOptions {
+    std::string coordinator_url;
+    std::string token;   // an enrollment token (first start) or the worker's own token
+    std::string ca_cert;
+    std::string identity_key; // which pool worker.json belongs to (default: coordinator_url)
+    std::string name;    // defaults to the host name
+    std::filesystem::path work_dir;
+    std::filesystem::path cache_dir; // shared model cache, mounted at /cache
+    int slots = 0;       // stop asking for work while this many attempts run; 0 = no cap
+    std::int64_t cpu_milli = 0;  // advertised; 0 = all cores
+    std::int64_t memory_mib = 0; // advertised; 0 = all memory
+    std::chrono::milliseconds heartbeat{5'000};      // at most; lease_ms / 3 when that is shorter
+    std::chrono::milliseconds poll_wait{20'000};
+    std::chrono::milliseconds stop_grace{1'500};     // SIGTERM -> SIGKILL for stop orders
+    std::chrono::milliseconds runtime_grace{10'000}; // SIGTERM -> SIGKILL past max_runtime
+    std::chrono::milliseconds drain_grace{300'000};  // running jobs may finish within this on drain
+    std::chrono::milliseconds log_flush{500};        // ship pending log bytes at least this often
+    std::chrono::milliseconds backoff_initial{500};
+    std::chrono::milliseconds backoff_max{30'000};
+    std::chrono::milliseconds tick{100};
+    std::chrono::milliseconds give_up_after_drain{60'000}; // undeliverable results stay spooled
+};
+
+class Agent {
+public:
+    Agent(AgentOptions options, ContainerRuntime& runtime, GpuProbe& gpus);
+    ~Agent();
+    Agent(const Agent&) = delete;
+    Agent& operator=(const Agent&) = delete;
+
+    // Registers (or reuses the identity in <work_dir>/worker.json), re-attaches to what a previous
+    // run left, then works until drain() completes or stop() is called. Returns an Error only when
+    // the worker cannot start (bad token, unusable work dir, broken runtime).
+    Status run();
+    // Graceful: no new work; finish or hand back running jobs; deliver; return from run().
+    void drain();
+    // Immediate: return from run() as soon as possible, leaving jobs running and the spool intact
+    // (the next start re-attaches).
+    void stop();
+
+    std::int64_t worker_id() const { return m_worker_id.load(); }
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+    std::atomic<std::int64_t> m_worker_id{0};
+};
+
+// Exponential backoff with full jitter: the n-th consecutive failure waits a uniformly random time
+// in [initial*2^(n-1)/2, initial*2^(n-1)], capped at `max`. Pure apart from the seedable rng.
+class Backoff {
+public:
+    Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max, std::uint64_t seed);
+    std::chrono::milliseconds next_delay(); // records a failure and returns the wait
+    void reset();
+    int failures() const { return m_failures; }
+
+private:
+    std::chrono::milliseconds m_initial;
+    std::chrono::milliseconds m_max;
+    std::uint64_t m_state;
+    int m_failures = 0;
+};
+
+} // namespace gpupool::worker

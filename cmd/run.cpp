@@ -1,9 +1,369 @@
-#include "cmd/cli.hpp"
+// `gpupool run RECIPE.toml`: the embedded default. One process holds a coordinator (HTTP on
+// loopback, SQLite under ~/.local/share/gpupool/local/) and a worker; the recipe is submitted to it
+// through the same API a remote pool uses, its logs and outputs come back here, and the summary
+// says how every job ended. State persists between runs (history for estimates); a lock file keeps
+// two runs from sharing it.
+#include "cmd/cli_app.hpp"
+#include "cmd/jobs_view.hpp"
+#include "cmd/remote.hpp"
+#include "core/coordinator/service.hpp"
+#include "core/recipe/recipe_json.hpp"
+#include "worker/agent/agent.hpp"
+#include "worker/agent/archive.hpp"
+#include "worker/gpu/gpu_probe.hpp"
+#include "worker/runtime/container_runtime.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <thread>
 
 namespace gpupool::cmd {
 
+std::string default_data_dir(); // cmd/worker.cpp
+
+struct RunOptions {
+    RecipeArgs recipe;
+    std::string runtime = "process";
+    std::vector<std::string> runtime_args;
+    std::string out_dir = "gpupool-out";
+    std::string data_dir;
+};
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The local pool's credentials, created on the first run and kept (0600) beside its database.
+struct LocalCredentials {
+    std::string admin;
+    std::string member;
+    std::string enroll;
+};
+
+Result<LocalCredentials> local_credentials(const fs::path& dir, std::uint16_t port, const std::string& fresh_admin) {
+    const fs::path file = dir / "local.json";
+    if (fresh_admin.empty()) {
+        std::ifstream in(file);
+        try {
+            json j = json::parse(in);
+            return LocalCredentials{j.at("admin").get<std::string>(), j.at("member").get<std::string>(),
+                                    j.at("enroll").get<std::string>()};
+        } catch (const std::exception&) {
+            return make_error(ErrorCode::invalid_input,
+                              "the local pool in " + dir.string() + " has lost its credentials (" + file.string() +
+                                  "); move that directory away to start a fresh local pool");
+        }
+    }
+    config::ClientConfig cfg;
+    cfg.url = "http://127.0.0.1:" + std::to_string(port);
+    cfg.token = fresh_admin;
+    client::ApiClient admin(cfg);
+    if (auto t = admin.post("/v1/admin/teams", {{"name", "local"}}); !t) {
+        return t.error();
+    }
+    auto member = admin.post("/v1/admin/tokens", {{"role", "member"}, {"team", "local"}, {"label", "gpupool run"}});
+    if (!member) {
+        return member.error();
+    }
+    auto enroll = admin.post("/v1/admin/tokens", {{"role", "enroll"}, {"team", "local"}, {"label", "gpupool run worker"}});
+    if (!enroll) {
+        return enroll.error();
+    }
+    LocalCredentials c{fresh_admin, (*member)["token"].get<std::string>(), (*enroll)["token"].get<std::string>()};
+    {
+        std::ofstream out(file, std::ios::trunc);
+        out << json{{"admin", c.admin}, {"member", c.member}, {"enroll", c.enroll}}.dump(2) << '\n';
+        if (!out.flush()) {
+            return make_error(ErrorCode::io, "cannot write " + file.string());
+        }
+    }
+    ::chmod(file.c_str(), 0600);
+    return c;
+}
+
+// A directory name for each job: its name when unique in the sweep, else name-INDEX.
+std::vector<std::string> output_names(const std::vector<recipe::JobSpec>& jobs) {
+    std::map<std::string, int> seen;
+    for (const auto& j : jobs) {
+        seen[j.name]++;
+    }
+    std::vector<std::string> out;
+    for (const auto& j : jobs) {
+        std::string n;
+        for (char c : j.name) {
+            n += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+        }
+        if (n.empty() || n == "." || n == "..") {
+            n = "job";
+        }
+        if (seen[j.name] > 1) {
+            n += "-" + std::to_string(j.sweep_index);
+        }
+        out.push_back(n);
+    }
+    return out;
+}
+
+std::string seconds_text(const json& attempt) {
+    if (!attempt.is_object() || !attempt["started_at"].is_number() || !attempt["ended_at"].is_number()) {
+        return "-";
+    }
+    const auto ms = attempt["ended_at"].get<std::int64_t>() - attempt["started_at"].get<std::int64_t>();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000.0);
+    return buf;
+}
+
+std::string credits_text(const json& job) {
+    if (!job.contains("cost_micro") || !job["cost_micro"].is_number_integer()) {
+        return "-";
+    }
+    const auto micro = job["cost_micro"].get<std::int64_t>();
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%lld.%06lld", static_cast<long long>(micro / 1'000'000),
+                  static_cast<long long>(micro % 1'000'000));
+    return buf;
+}
+
+class LockFile {
+public:
+    explicit LockFile(const fs::path& p) : m_fd(::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {}
+    ~LockFile() {
+        if (m_fd >= 0) {
+            ::close(m_fd);
+        }
+    }
+    LockFile(const LockFile&) = delete;
+    LockFile& operator=(const LockFile&) = delete;
+    bool try_lock() { return m_fd >= 0 && ::flock(m_fd, LOCK_EX | LOCK_NB) == 0; }
+
+private:
+    int m_fd;
+};
+
+} // namespace
+
+int run_run(const GlobalOptions& global, const RunOptions& o) {
+    auto loaded = load_recipe(global, o.recipe);
+    if (!loaded) {
+        return k_exit_failed;
+    }
+    const auto& [recipe, jobs] = *loaded;
+    const fs::path data = o.data_dir.empty() ? fs::path(default_data_dir()) / "local" : fs::path(o.data_dir);
+    std::error_code ec;
+    fs::create_directories(data, ec);
+    if (ec) {
+        report_error(global, make_error(ErrorCode::io, "cannot create " + data.string() + ": " + ec.message()));
+        return k_exit_failed;
+    }
+    LockFile lock(data / "lock");
+    if (!lock.try_lock()) {
+        report_error(global, make_error(ErrorCode::conflict, "another `gpupool run` is using the local pool in " +
+                                                                 data.string() + "; wait for it or pass --data-dir"));
+        return k_exit_failed;
+    }
+    auto runtime = worker::make_runtime(o.runtime, o.runtime_args);
+    if (!runtime) {
+        report_error(global, runtime.error());
+        return k_exit_usage;
+    }
+
+    // Signals: the first Ctrl-C cancels the run's jobs; they stop and the summary still prints.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    coordinator::ServiceOptions so;
+    so.http.host = "127.0.0.1";
+    so.http.port = 0;
+    so.db_path = data / "pool.db";
+    so.tick = std::chrono::milliseconds(100);
+    coordinator::CoordinatorService service(so);
+    std::string fresh_admin;
+    if (auto st = service.start(&fresh_admin); !st) {
+        report_error(global, st.error());
+        return k_exit_failed;
+    }
+    const std::string url = "http://127.0.0.1:" + std::to_string(service.port());
+    auto creds = local_credentials(data, service.port(), fresh_admin);
+    if (!creds) {
+        report_error(global, creds.error());
+        service.stop();
+        return k_exit_failed;
+    }
+
+    worker::NvidiaSmiProbe probe;
+    worker::AgentOptions ao;
+    ao.coordinator_url = url;
+    ao.identity_key = "local:" + (data / "pool.db").string();
+    ao.token = creds->enroll;
+    ao.name = "local";
+    ao.work_dir = data / "worker";
+    ao.heartbeat = std::chrono::milliseconds(1000);
+    ao.poll_wait = std::chrono::milliseconds(2000);
+    ao.drain_grace = std::chrono::milliseconds(0);
+    ao.give_up_after_drain = std::chrono::milliseconds(5000);
+    worker::Agent agent(ao, **runtime, probe);
+    Status agent_status;
+    std::thread agent_thread([&] { agent_status = agent.run(); });
+
+    config::ClientConfig cfg;
+    cfg.url = url;
+    cfg.token = creds->member;
+    client::ApiClient api(cfg);
+
+    auto finish = [&](int rc) {
+        agent.drain();
+        agent_thread.join();
+        service.stop();
+        return rc;
+    };
+
+    // Jobs an interrupted earlier run left behind would otherwise run now, unasked.
+    if (auto left = api.get("/v1/jobs")) {
+        const json list = (*left)["jobs"];
+        for (const auto& j : list) {
+            if (!is_terminal_state(j["state"].get<std::string>())) {
+                (void)api.post("/v1/jobs/" + std::to_string(j["id"].get<std::int64_t>()) + "/cancel", json::object());
+            }
+        }
+    }
+
+    json body = {{"source", recipe.source},
+                 {"max_parallel", recipe.sweep.max_parallel},
+                 {"jobs", json::parse(recipe::to_json(jobs).dump())}};
+    auto res = api.post("/v1/jobs", body);
+    if (!res) {
+        report_error(global, res.error());
+        return finish(k_exit_failed);
+    }
+    const std::vector<std::int64_t> ids = (*res)["jobs"].get<std::vector<std::int64_t>>();
+    const std::int64_t sweep = (*res)["sweep_id"].get<std::int64_t>();
+    if (!global.json) {
+        std::cerr << "gpupool run: " << ids.size() << (ids.size() == 1 ? " job" : " jobs") << " from " << recipe.source
+                  << " on the local pool (runtime " << (*runtime)->name() << ", state in " << data.string() << ")\n";
+    }
+
+    std::atomic<bool> interrupted{false};
+    std::thread waiter([&] {
+        int sig = 0;
+        sigwait(&signals, &sig);
+        if (sig == SIGUSR2) {
+            return;
+        }
+        interrupted = true;
+        std::cerr << "\ngpupool run: interrupted; cancelling the run's jobs" << std::endl;
+        config::ClientConfig c2 = cfg;
+        client::ApiClient api2(c2);
+        (void)api2.post("/v1/sweeps/" + std::to_string(sweep) + "/cancel", json::object());
+    });
+
+    if (ids.size() == 1 && !global.json) {
+        (void)stream_logs(global, api, ids.front(), true);
+    }
+    auto done = wait_for_jobs(global, api, ids);
+    if (!interrupted) {
+        pthread_kill(waiter.native_handle(), SIGUSR2);
+    }
+    waiter.join();
+    if (!done) {
+        return finish(k_exit_failed);
+    }
+
+    // Outputs and logs, one directory per job.
+    const auto names = output_names(jobs);
+    const fs::path out_root = o.out_dir;
+    json summary = json::array();
+    std::vector<std::vector<std::string>> rows{{"JOB", "STATE", "EXIT", "RUNTIME", "CREDITS", "OUTPUTS"}};
+    int failed = 0;
+    for (std::size_t i = 0; i < done->size(); ++i) {
+        const json& j = (*done)[i];
+        const std::int64_t id = ids[i];
+        const fs::path dir = out_root / names[i];
+        fs::remove_all(dir, ec);
+        fs::create_directories(dir, ec);
+        std::vector<std::string> files;
+        if (auto bytes = api.get_bytes("/v1/jobs/" + std::to_string(id) + "/outputs"); bytes && !bytes->empty()) {
+            if (auto written = worker::unpack_archive(*bytes, dir)) {
+                files = *written;
+            } else {
+                std::cerr << "job " << id << ": " << written.error().message << '\n';
+            }
+        }
+        if (auto logs = api.get("/v1/jobs/" + std::to_string(id) + "/logs?offset=0")) {
+            std::ofstream(out_root / (names[i] + ".log"), std::ios::binary) << (*logs)["data"].get<std::string>();
+        }
+        const std::string state = j["state"].get<std::string>();
+        if (state != "succeeded") {
+            ++failed;
+        }
+        json last;
+        if (j.contains("attempt_history") && j["attempt_history"].is_array() && !j["attempt_history"].empty()) {
+            last = j["attempt_history"].back();
+        }
+        const std::string exit = j["exit_code"].is_number() ? std::to_string(j["exit_code"].get<std::int64_t>()) : "-";
+        rows.push_back({j["name"].get<std::string>(), state, exit, seconds_text(last), credits_text(j),
+                        files.empty() ? "-" : dir.string() + "/ (" + std::to_string(files.size()) + ")"});
+        summary.push_back({{"id", id},
+                           {"name", j["name"]},
+                           {"state", state},
+                           {"exit_code", j["exit_code"]},
+                           {"reason", j.value("reason", "")},
+                           {"runtime", seconds_text(last)},
+                           {"cost_micro", j.value("cost_micro", json())},
+                           {"outputs_dir", dir.string()},
+                           {"outputs", files}});
+    }
+    if (global.json) {
+        std::cout << json{{"sweep_id", sweep}, {"jobs", summary}, {"failed", failed}}.dump(2) << '\n';
+    } else {
+        std::cout << '\n';
+        print_table(rows);
+        std::cout << (ids.size() - static_cast<std::size_t>(failed)) << " of " << ids.size() << " succeeded"
+                  << (interrupted ? " (interrupted)" : "") << "; outputs and logs in " << out_root.string() << "/\n";
+        for (std::size_t i = 0; i < done->size(); ++i) {
+            const json& j = (*done)[i];
+            if (j["state"].get<std::string>() != "succeeded") {
+                std::cout << "  " << j["name"].get<std::string>() << ": " << j.value("reason", "") << '\n';
+            }
+        }
+    }
+    const int rc = finish(failed == 0 && !interrupted ? k_exit_ok : k_exit_failed);
+    if (!agent_status) {
+        report_error(global, agent_status.error());
+        return k_exit_failed;
+    }
+    return rc;
+}
+
 void register_run(Cli& cli) {
-    register_pending(cli, "run", "Run a recipe locally: in-process coordinator + worker, logs and outputs here", "issue #4 (worker, local mode)");
+    auto o = std::make_shared<RunOptions>();
+    CLI::App* sub = add_command(cli, "run", "Run a recipe locally: in-process coordinator + worker, logs and outputs here");
+    add_recipe_args(sub, o->recipe);
+    sub->add_option("--runtime", o->runtime, "How jobs run: process (default, no isolation), podman or docker")
+        ->check(CLI::IsMember({"podman", "docker", "process"}))
+        ->capture_default_str();
+    sub->add_option("--runtime-arg", o->runtime_args, "Extra global flag for podman/docker (repeatable)");
+    sub->add_option("--out", o->out_dir, "Where outputs go: OUT/<job>/ and OUT/<job>.log")->capture_default_str();
+    sub->add_option("--data-dir", o->data_dir, "The local pool's state (default ~/.local/share/gpupool/local)");
+    sub->callback([&cli, o] { cli.exit_code = run_run(cli.global, *o); });
 }
 
 } // namespace gpupool::cmd

@@ -1,9 +1,191 @@
-#include "cmd/cli.hpp"
+#include "cmd/cli_app.hpp"
+#include "core/config/client_config.hpp"
+#include "core/resources/quantity.hpp"
+#include "worker/agent/agent.hpp"
+#include "worker/gpu/gpu_probe.hpp"
+#include "worker/runtime/container_runtime.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <thread>
 
 namespace gpupool::cmd {
 
+struct WorkerCmdOptions {
+    bool share = false;
+    std::string coordinator;
+    std::string runtime = "podman";
+    bool unsafe_process_runtime = false;
+    std::string work_dir;
+    std::string cache_dir;
+    std::string name;
+    int slots = 0;
+    std::vector<std::string> runtime_args;
+    std::string drain_grace = "5m";
+    std::int64_t heartbeat_ms = 5000;
+    std::int64_t poll_wait_ms = 10'000;
+    std::int64_t stop_grace_ms = 1500;
+    std::int64_t cpu_milli = 0;
+    std::int64_t memory_mib = 0;
+};
+
+std::string default_data_dir() {
+    if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) {
+        return std::string(x) + "/gpupool";
+    }
+    const char* home = std::getenv("HOME");
+    return std::string(home && *home ? home : ".") + "/.local/share/gpupool";
+}
+
+namespace {
+
+void print_inventory(const GlobalOptions& global, const std::vector<worker::GpuInfo>& gpus, const std::string& runtime) {
+    if (global.json) {
+        nlohmann::json g = nlohmann::json::array();
+        for (const auto& x : gpus) {
+            g.push_back({{"index", x.index}, {"model", x.model}, {"memory_mib", x.memory_mib}, {"uuid", x.uuid}});
+        }
+        std::cout << nlohmann::json{{"gpus", g}, {"runtime", runtime}, {"sharing", false}}.dump() << std::endl;
+        return;
+    }
+    std::cout << "This machine would offer " << gpus.size() << " GPU(s) to the pool"
+              << (gpus.empty() ? " (no NVIDIA driver found: CPU-only jobs)" : "") << ":\n";
+    for (const auto& x : gpus) {
+        std::cout << "  [" << x.index << "] " << x.name << "  " << x.memory_mib << " MiB  " << x.uuid << "\n";
+    }
+    std::cout << "Jobs would run with the `" << runtime << "` runtime.\n"
+              << "Nothing is shared yet: run `gpupool worker --share --coordinator URL --token ENROLL_TOKEN` to join "
+                 "the pool.\n";
+}
+
+} // namespace
+
+int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
+    config::ClientOverrides ov;
+    if (global.config_file) {
+        ov.config_file = *global.config_file;
+    }
+    ov.url = o.coordinator.empty() ? global.url : std::optional<std::string>(o.coordinator);
+    ov.token = global.token;
+    ov.ca_cert = global.ca_cert;
+    worker::NvidiaSmiProbe probe;
+    if (!o.share) {
+        auto gpus = probe.list();
+        if (!gpus) {
+            report_error(global, gpus.error());
+            return k_exit_failed;
+        }
+        print_inventory(global, *gpus, o.runtime);
+        return k_exit_ok;
+    }
+    if (o.runtime == "process" && !o.unsafe_process_runtime) {
+        report_error(global, make_error(ErrorCode::invalid_input,
+                                        "the process runtime isolates nothing (jobs run as you, with your files); "
+                                        "refusing to share this machine with it. Use --runtime podman or docker, or "
+                                        "add --unsafe-process-runtime if every job comes from people you trust",
+                                        "--runtime"));
+        return k_exit_usage;
+    }
+    auto cfg = config::load_client_config(ov);
+    if (!cfg) {
+        report_error(global, cfg.error());
+        return k_exit_usage;
+    }
+    auto drain = resources::parse_duration_s(o.drain_grace);
+    if (!drain) {
+        Error e = drain.error();
+        e.field = "--drain-grace";
+        report_error(global, e);
+        return k_exit_usage;
+    }
+    auto runtime = worker::make_runtime(o.runtime, o.runtime_args);
+    if (!runtime) {
+        report_error(global, runtime.error());
+        return k_exit_usage;
+    }
+    worker::AgentOptions ao;
+    ao.coordinator_url = cfg->url;
+    ao.token = cfg->token;
+    ao.ca_cert = cfg->ca_cert;
+    ao.name = o.name;
+    ao.work_dir = o.work_dir.empty() ? default_data_dir() + "/worker" : o.work_dir;
+    ao.cache_dir = o.cache_dir;
+    ao.slots = o.slots;
+    ao.cpu_milli = o.cpu_milli;
+    ao.memory_mib = o.memory_mib;
+    ao.drain_grace = std::chrono::seconds(*drain);
+    ao.heartbeat = std::chrono::milliseconds(o.heartbeat_ms);
+    ao.poll_wait = std::chrono::milliseconds(o.poll_wait_ms);
+    ao.stop_grace = std::chrono::milliseconds(o.stop_grace_ms);
+    if (ao.token.empty()) {
+        report_error(global, make_error(ErrorCode::invalid_input,
+                                        "no token: pass --token ENROLL_TOKEN (from `gpupool admin enroll TEAM`)", "--token"));
+        return k_exit_usage;
+    }
+
+    // First SIGTERM/SIGINT drains; a second one stops at once (jobs keep running; a restart re-attaches).
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGUSR2); // our own wake-up for the signal thread
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    worker::Agent agent(ao, **runtime, probe);
+    std::thread waiter([&] {
+        int sig = 0;
+        sigwait(&signals, &sig);
+        if (sig == SIGUSR2) {
+            return;
+        }
+        spdlog::warn("signal {}: draining (send it again to stop at once)", sig);
+        agent.drain();
+        sigwait(&signals, &sig);
+        if (sig != SIGUSR2) {
+            spdlog::warn("signal {}: stopping now; running jobs are left for the next start", sig);
+            agent.stop();
+        }
+    });
+    std::cerr << "gpupool worker: sharing with " << ao.coordinator_url << " (runtime " << (*runtime)->name()
+              << ", work dir " << ao.work_dir.string() << ")" << std::endl;
+    auto st = agent.run();
+    // Wake the signal thread if it is still waiting.
+    pthread_kill(waiter.native_handle(), SIGUSR2);
+    waiter.join();
+    if (!st) {
+        report_error(global, st.error());
+        return k_exit_failed;
+    }
+    return k_exit_ok;
+}
+
 void register_worker(Cli& cli) {
-    register_pending(cli, "worker", "Share this machine's GPU with the pool (outbound connections only)", "issue #4 (worker)");
+    auto o = std::make_shared<WorkerCmdOptions>();
+    CLI::App* sub = add_command(cli, "worker", "Share this machine's GPU with the pool (outbound connections only)");
+    sub->add_flag("--share", o->share, "Join the pool and run its jobs (without it: show what would be shared)");
+    sub->add_option("--coordinator", o->coordinator, "Coordinator URL (same as --url)");
+    sub->add_option("--runtime", o->runtime, "How jobs run: podman, docker, or process (no isolation)")
+        ->check(CLI::IsMember({"podman", "docker", "process"}))
+        ->capture_default_str();
+    sub->add_flag("--unsafe-process-runtime", o->unsafe_process_runtime,
+                  "Allow --runtime process with --share (jobs run unisolated, as this user)");
+    sub->add_option("--work-dir", o->work_dir, "Spool: job logs, outputs and state (default ~/.local/share/gpupool/worker)");
+    sub->add_option("--cache-dir", o->cache_dir, "Model cache mounted at /cache (default WORK_DIR/cache)");
+    sub->add_option("--name", o->name, "Name shown to the pool (default: host name)");
+    sub->add_option("--slots", o->slots, "Ask for no new work while this many jobs run (0: no cap)");
+    sub->add_option("--runtime-arg", o->runtime_args, "Extra global flag for podman/docker (repeatable), e.g. -H=unix:///…");
+    sub->add_option("--drain-grace", o->drain_grace, "On SIGTERM, how long running jobs may finish")->capture_default_str();
+    sub->add_option("--cpus-milli", o->cpu_milli, "CPU to offer, in milli-CPUs (default: all cores)");
+    sub->add_option("--memory-mib", o->memory_mib, "Memory to offer, in MiB (default: all)");
+    sub->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period at most (lease/3 when shorter)")->capture_default_str();
+    sub->add_option("--poll-wait-ms", o->poll_wait_ms, "Long-poll wait")->capture_default_str();
+    sub->add_option("--stop-grace-ms", o->stop_grace_ms, "SIGTERM to SIGKILL for cancelled or preempted jobs")
+        ->capture_default_str();
+    sub->callback([&cli, o] { cli.exit_code = run_worker(cli.global, *o); });
 }
 
 } // namespace gpupool::cmd

@@ -1,6 +1,7 @@
 // The real `gpupool coordinator` process: client commands against it, kill -9 durability, TLS.
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "tests/cli/processes.hpp"
 #include "tests/support.hpp"
 
 #include <boost/process.hpp>
@@ -22,57 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A coordinator child process on an ephemeral loopback port.
-class CoordinatorProcess {
-public:
-    CoordinatorProcess(const fs::path& dir, std::vector<std::string> extra = {}) : m_dir(dir) {
-        fs::remove(dir / "port");
-        fs::remove(dir / "stdout");
-        std::vector<std::string> args{"coordinator", "--listen", "127.0.0.1:0", "--db", (dir / "pool.db").string(),
-                                      "--port-file", (dir / "port").string(), "--tick-ms", "50"};
-        args.insert(args.end(), extra.begin(), extra.end());
-        m_child = bp::child(bp::exe = GPUPOOL_BINARY, bp::args = args, bp::std_out > (dir / "stdout").string(),
-                            bp::std_err > (dir / "stderr").string(), bp::std_in < bp::null);
-        for (int i = 0; i < 200 && m_port == 0; ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(25));
-            std::ifstream in(dir / "port");
-            in >> m_port;
-        }
-        REQUIRE(m_port != 0);
-        std::ifstream out(dir / "stdout");
-        std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-        auto at = text.find("gpp_");
-        if (at != std::string::npos) {
-            m_admin = text.substr(at, 68);
-        }
-    }
-    ~CoordinatorProcess() {
-        if (m_child.running()) {
-            ::kill(m_child.id(), SIGTERM);
-            m_child.wait();
-        }
-    }
-    void kill9() {
-        ::kill(m_child.id(), SIGKILL);
-        m_child.wait();
-    }
-    int terminate_and_wait() {
-        ::kill(m_child.id(), SIGTERM);
-        m_child.wait();
-        return m_child.exit_code();
-    }
-    std::uint16_t port() const { return m_port; }
-    const std::string& admin() const { return m_admin; }
-    std::string url(const std::string& scheme = "http") const {
-        return scheme + "://127.0.0.1:" + std::to_string(m_port);
-    }
-
-private:
-    fs::path m_dir;
-    bp::child m_child;
-    std::uint16_t m_port = 0;
-    std::string m_admin;
-};
+using test::CoordinatorProcess;
 
 net::HttpClient client(const std::string& url, const std::string& token) {
     net::ClientOptions o;

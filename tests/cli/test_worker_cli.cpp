@@ -1,0 +1,227 @@
+// Real `gpupool worker` and `gpupool run` processes, faults included: a worker killed with -9 mid-job,
+// a coordinator gone for 30 s while a job runs, a SIGTERM drain, and the one-command local mode.
+// Jobs use the process runtime (always available); tests/worker/runtime covers podman and docker.
+#include "core/recipe/recipe_json.hpp"
+#include "tests/cli/processes.hpp"
+#include "tests/support.hpp"
+#include "worker/agent/archive.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+using namespace gpupool;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using test::CoordinatorProcess;
+using test::WorkerProcess;
+
+namespace {
+
+bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds within) {
+    const auto end = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < end) {
+        if (ok()) {
+            return true;
+        }
+        std::this_thread::sleep_for(100ms);
+    }
+    return ok();
+}
+
+struct Tokens {
+    std::string member;
+    std::string enroll;
+};
+
+Tokens setup_team(const std::string& url, const std::string& admin) {
+    auto a = test::http_client(url, admin);
+    auto t = a.request("POST", "/v1/admin/teams", R"({"name": "fellows"})");
+    REQUIRE(t);
+    REQUIRE(t->status == 201);
+    auto m = a.request("POST", "/v1/admin/tokens", R"({"role": "member", "team": "fellows"})");
+    auto e = a.request("POST", "/v1/admin/tokens", R"({"role": "enroll", "team": "fellows"})");
+    REQUIRE(m);
+    REQUIRE(e);
+    return {json::parse(m->body)["token"], json::parse(e->body)["token"]};
+}
+
+std::int64_t submit_shell(const std::string& url, const std::string& member, const std::string& name,
+                          const std::string& script, std::int64_t max_runtime_s = 120) {
+    recipe::JobSpec s;
+    s.name = name;
+    s.image = "localhost/gpupool/busybox:latest";
+    s.command = {script};
+    s.shell = true;
+    s.resources.cpu_milli = 100;
+    s.resources.memory_mib = 64;
+    s.resources.max_runtime_s = max_runtime_s;
+    auto c = test::http_client(url, member);
+    json body = {{"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}};
+    auto r = c.request("POST", "/v1/jobs", body.dump());
+    REQUIRE(r);
+    INFO(r->body);
+    REQUIRE(r->status == 201);
+    return json::parse(r->body)["jobs"][0].get<std::int64_t>();
+}
+
+json get_job(const std::string& url, const std::string& member, std::int64_t id) {
+    auto c = test::http_client(url, member);
+    auto r = c.request("GET", "/v1/jobs/" + std::to_string(id));
+    if (!r || r->status != 200) {
+        return json::object();
+    }
+    return json::parse(r->body);
+}
+
+std::string job_state(const std::string& url, const std::string& member, std::int64_t id) {
+    return get_job(url, member, id).value("state", "");
+}
+
+std::string job_logs(const std::string& url, const std::string& member, std::int64_t id) {
+    auto c = test::http_client(url, member);
+    auto r = c.request("GET", "/v1/jobs/" + std::to_string(id) + "/logs?offset=0");
+    if (!r || r->status != 200) {
+        return {};
+    }
+    return json::parse(r->body)["data"].get<std::string>();
+}
+
+} // namespace
+
+TEST_CASE("worker process: without --share it only shows what it would offer; the process runtime needs consent",
+          "[worker-cli]") {
+    auto look = test::run_gpupool({"worker", "--runtime", "process"});
+    CHECK(look.exit_code == 0);
+    CHECK_THAT(look.out, Catch::Contains("Nothing is shared yet"));
+    auto refused = test::run_gpupool({"--url", "http://127.0.0.1:1", "--token", "gpp_x", "worker", "--share", "--runtime",
+                                      "process"});
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains("isolates nothing") && Catch::Contains("--unsafe-process-runtime"));
+    auto no_token = test::run_gpupool({"--url", "http://127.0.0.1:1", "worker", "--share", "--runtime", "process",
+                                       "--unsafe-process-runtime", "--work-dir", "/tmp/gpupool-test-none"});
+    CHECK(no_token.exit_code == 2);
+    CHECK_THAT(no_token.err, Catch::Contains("--token"));
+}
+
+TEST_CASE("worker process: kill -9 mid-job; the job reruns elsewhere and the first attempt's late messages are refused",
+          "[worker-cli]") {
+    test::TempDir dir;
+    CoordinatorProcess coord(dir.path(), {"--lease", "2s"});
+    const auto url = coord.url();
+    const auto tokens = setup_team(url, coord.admin());
+    auto a = std::make_unique<WorkerProcess>(dir.path() / "a", url, tokens.enroll);
+    const auto id = submit_shell(url, tokens.member, "survivor",
+                                 "echo attempt $GPUPOOL_ATTEMPT; sleep 3; echo ok > $GPUPOOL_OUTPUT_DIR/r.txt");
+    REQUIRE(eventually([&] { return job_state(url, tokens.member, id) == "running"; }, 15s));
+    a->kill9();
+    WorkerProcess b(dir.path() / "b", url, tokens.enroll);
+    REQUIRE(eventually([&] { return job_state(url, tokens.member, id) == "succeeded"; }, 30s));
+    auto j = get_job(url, tokens.member, id);
+    CHECK(j["attempts"] == 2);
+    const json history = j["attempt_history"];
+    REQUIRE(history.size() == 2);
+    CHECK(history[0]["state"] == "lost");
+    CHECK(history[1]["state"] == "succeeded");
+    CHECK(job_logs(url, tokens.member, id) == "attempt 2\n");
+
+    // Worker a comes back: its spooled first attempt is refused (409) and dropped; nothing changes.
+    a = std::make_unique<WorkerProcess>(dir.path() / "a", url, tokens.enroll);
+    REQUIRE(eventually([&] { return !fs::exists(dir.path() / "a" / "attempts") ||
+                                    fs::is_empty(dir.path() / "a" / "attempts"); },
+                       15s));
+    INFO(a->stderr_text());
+    CHECK_THAT(a->stderr_text(), Catch::Contains("no longer current"));
+    auto after = get_job(url, tokens.member, id);
+    CHECK(after["state"] == "succeeded");
+    CHECK(after["attempts"] == 2);
+}
+
+TEST_CASE("worker process: the coordinator is gone for 30 s mid-job; logs and result arrive complete afterwards",
+          "[worker-cli][slow]") {
+    test::TempDir dir;
+    auto coord = std::make_unique<CoordinatorProcess>(dir.path());
+    const auto url = coord->url();
+    const auto port = coord->port();
+    const auto tokens = setup_team(url, coord->admin());
+    WorkerProcess w(dir.path() / "w", url, tokens.enroll);
+    const auto id = submit_shell(url, tokens.member, "patient",
+                                 "i=1; while [ $i -le 24 ]; do echo line $i; i=$((i+1)); sleep 0.5; done; "
+                                 "echo ok > $GPUPOOL_OUTPUT_DIR/r.txt");
+    REQUIRE(eventually([&] { return job_logs(url, tokens.member, id).find("line 2\n") != std::string::npos; }, 15s));
+    coord->kill9();
+    std::this_thread::sleep_for(30s); // the job (12 s) ends while nobody listens
+    coord = std::make_unique<CoordinatorProcess>(dir.path(), std::vector<std::string>{}, port);
+    REQUIRE(eventually([&] { return job_state(url, tokens.member, id) == "succeeded"; }, 30s));
+    std::string expected;
+    for (int i = 1; i <= 24; ++i) {
+        expected += "line " + std::to_string(i) + "\n";
+    }
+    CHECK(job_logs(url, tokens.member, id) == expected); // complete, in order, nothing twice
+    auto j = get_job(url, tokens.member, id);
+    CHECK(j["attempts"] == 1);
+    auto c = test::http_client(url, tokens.member);
+    auto tar = c.request("GET", "/v1/jobs/" + std::to_string(id) + "/outputs");
+    REQUIRE(tar);
+    REQUIRE(tar->status == 200);
+    test::TempDir out;
+    auto files = worker::unpack_archive(tar->body, out.path());
+    REQUIRE(files);
+    CHECK(*files == std::vector<std::string>{"r.txt"});
+}
+
+TEST_CASE("worker process: SIGTERM drains — the running job finishes, nothing new starts, exit 0", "[worker-cli]") {
+    test::TempDir dir;
+    CoordinatorProcess coord(dir.path());
+    const auto url = coord.url();
+    const auto tokens = setup_team(url, coord.admin());
+    WorkerProcess w(dir.path() / "w", url, tokens.enroll, {"--drain-grace", "30s"});
+    const auto id = submit_shell(url, tokens.member, "finishing", "sleep 2; echo finished");
+    REQUIRE(eventually([&] { return job_state(url, tokens.member, id) == "running"; }, 15s));
+    w.signal(SIGTERM);
+    std::this_thread::sleep_for(500ms);
+    const auto later = submit_shell(url, tokens.member, "later", "echo later");
+    CHECK(w.wait_exit(20s) == 0);
+    CHECK(job_state(url, tokens.member, id) == "succeeded");
+    CHECK(job_logs(url, tokens.member, id) == "finished\n");
+    CHECK(job_state(url, tokens.member, later) == "queued");
+    CHECK_THAT(w.stderr_text(), Catch::Contains("draining"));
+}
+
+TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in ./gpupool-out", "[worker-cli]") {
+    test::TempDir dir;
+    const auto recipe = (test::source_dir() / "recipes/hello-sweep.toml").string();
+    auto r = test::run_gpupool({"run", recipe, "--data-dir", (dir.path() / "state").string()}, dir.path());
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("6 of 6 succeeded"));
+    int seen = 0;
+    for (const std::string greeting : {"hello", "bonjour", "hola"}) {
+        for (int n : {1, 2}) {
+            const std::string name = "hello-" + greeting + "-" + std::to_string(n);
+            const auto file = dir.path() / "gpupool-out" / name / "hello.txt";
+            REQUIRE(fs::exists(file));
+            const std::string text = test::slurp(file);
+            CHECK_THAT(text, Catch::StartsWith(greeting + " from job ") &&
+                                 Catch::EndsWith("(n=" + std::to_string(n) + ")\n"));
+            CHECK(test::slurp(dir.path() / "gpupool-out" / (name + ".log")) == text); // tee: log = file
+            ++seen;
+        }
+    }
+    CHECK(seen == 6);
+
+    // A failing job: exit 1 and the reason in the summary; the state persists across runs.
+    const auto bad = dir.write("bad.toml", "format = 1\nname = \"bad\"\nimage = \"x\"\ncommand = \"echo oops; exit 3\"\n"
+                                           "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n[retry]\nmax_attempts = 1\n");
+    auto f = test::run_gpupool({"run", bad.string(), "--data-dir", (dir.path() / "state").string()}, dir.path());
+    INFO(f.out << f.err);
+    CHECK(f.exit_code == 1);
+    CHECK_THAT(f.out, Catch::Contains("0 of 1 succeeded") && Catch::Contains("exited with status 3"));
+    CHECK_THAT(f.out, Catch::Contains("oops")); // a single job's logs stream live
+}

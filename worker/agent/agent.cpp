@@ -1,6 +1,7 @@
 #include "worker/agent/agent.hpp"
 
 #include "worker/agent/archive.hpp"
+#include "worker/gpu/memory_watchdog.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -179,6 +180,7 @@ struct Agent::Impl {
         bool outputs_done = false;          // packed and uploaded (or nothing to upload)
         std::string outputs_error;
         bool fenced = false;                // 409: drop without delivering
+        std::int64_t gpu_limit_mib = 0;     // a fractional GPU job's memory share (0: not watched)
     };
 
     AgentOptions opt;
@@ -186,6 +188,8 @@ struct Agent::Impl {
     GpuProbe& gpus_probe;
     Agent& self;
     std::vector<GpuInfo> gpus;
+    MemoryEnforcement enforcement = MemoryEnforcement::none;
+    Clock::time_point next_gpu_watch{};
 
     WorkerApi api;      // agent thread
     std::string worker_token;
@@ -262,7 +266,11 @@ struct Agent::Impl {
     json inventory() const {
         json g = json::array();
         for (const auto& gpu : gpus) {
-            g.push_back({{"index", gpu.index}, {"model", gpu.model}, {"memory_mib", gpu.memory_mib}, {"uuid", gpu.uuid}});
+            g.push_back({{"index", gpu.index},
+                         {"model", gpu.model},
+                         {"memory_mib", gpu.memory_mib},
+                         {"uuid", gpu.uuid},
+                         {"memory_enforcement", to_string(enforcement)}});
         }
         const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
         return {{"cpu_milli", opt.cpu_milli > 0 ? opt.cpu_milli : cores * 1000},
@@ -368,6 +376,7 @@ struct Agent::Impl {
             if (s->contains("exit_code") && (*s)["exit_code"].is_number_integer()) {
                 t.exit_code = (*s)["exit_code"].get<int>();
             }
+            t.gpu_limit_mib = gpu_limit(container_spec(t));
             t.started = Clock::now(); // max_runtime restarts from here: conservative for the job
             t.last_ship = Clock::now();
             if (s->value("phase", "running") == "ended") {
@@ -522,6 +531,7 @@ struct Agent::Impl {
         }
         const ContainerSpec spec = container_spec(t);
         t.container = spec.name;
+        t.gpu_limit_mib = gpu_limit(spec);
         auto ready = prepare_dirs(t);
         Status started = ready ? runtime.start(spec) : Status(ready.error());
         if (!started) {
@@ -551,6 +561,76 @@ struct Agent::Impl {
     static void append_note(const Tracked& t, const std::string& text) {
         std::ofstream out(t.dir / "log", std::ios::app | std::ios::binary);
         out << text;
+    }
+
+    static std::int64_t gpu_limit(const ContainerSpec& c) {
+        if (!c.gpu_index || c.env.at("GPUPOOL_GPU_FRACTION") == "1.000") {
+            return 0;
+        }
+        try {
+            return std::stoll(c.env.at("GPUPOOL_GPU_MEMORY_MB"));
+        } catch (const std::exception&) {
+            return 0;
+        }
+    }
+
+    // The attempt a process says it belongs to (its environment), if it says.
+    static std::optional<std::int64_t> attempt_of_pid(std::int64_t pid) {
+        std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+        std::string var;
+        const std::string key = "GPUPOOL_ATTEMPT_ID=";
+        while (std::getline(in, var, '\0')) {
+            if (var.rfind(key, 0) == 0) {
+                try {
+                    return std::stoll(var.substr(key.size()));
+                } catch (const std::exception&) {
+                    return std::nullopt;
+                }
+            }
+        }
+        return std::nullopt;
+    }
+
+    // Where the driver cannot cap a fractional job's GPU memory (no MPS), stop a job over its share.
+    void watch_gpu_memory() {
+        const auto now = Clock::now();
+        if (enforcement != MemoryEnforcement::watchdog || now < next_gpu_watch) {
+            return;
+        }
+        next_gpu_watch = now + opt.gpu_watch;
+        std::vector<WatchedAttempt> watched;
+        for (const auto& [id, t] : tracked) {
+            if (t.phase == Phase::running && t.gpu_limit_mib > 0 && t.stop_reason.empty()) {
+                watched.push_back({id, t.a.gpu_index, t.gpu_limit_mib});
+            }
+        }
+        if (watched.empty()) {
+            return;
+        }
+        auto procs = gpus_probe.processes();
+        if (!procs) {
+            spdlog::warn("GPU memory watchdog: {}", procs.error().message);
+            return;
+        }
+        std::vector<GpuUse> uses;
+        for (const auto& p : *procs) {
+            const auto g = std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& x) { return x.uuid == p.gpu_uuid; });
+            if (g != gpus.end()) {
+                uses.push_back({p.pid, g->index, p.used_mib, attempt_of_pid(p.pid)});
+            }
+        }
+        const auto verdict = check_gpu_memory(watched, uses);
+        for (const auto& u : verdict.unattributed) {
+            spdlog::warn("GPU {}: process {} holds {} MiB and names no attempt of this worker", u.gpu_index, u.pid,
+                         u.used_mib);
+        }
+        for (const auto& o : verdict.over) {
+            auto& t = tracked.at(o.attempt);
+            request_stop(t,
+                         "exceeded its GPU memory share: " + std::to_string(o.used_mib) + " MiB in use, limit " +
+                             std::to_string(o.limit_mib) + " MiB",
+                         Outcome::exited, opt.stop_grace);
+        }
     }
 
     // ---- watching ----
@@ -886,6 +966,7 @@ struct Agent::Impl {
             return g.error();
         }
         gpus = *g;
+        enforcement = gpus.empty() ? MemoryEnforcement::none : gpus_probe.memory_enforcement();
         if (auto st = establish_identity(); !st) {
             return st;
         }
@@ -907,6 +988,7 @@ struct Agent::Impl {
             }
             hand_back();
             watch();
+            watch_gpu_memory();
             deliver();
             if (draining) {
                 const auto now = Clock::now();

@@ -20,6 +20,9 @@
 //   max_runtime is enforced locally too (SIGTERM, runtime_grace, SIGKILL).
 // - After a restart the agent re-attaches to its still-running containers (runtime labels); an
 //   attempt it cannot re-attach is reported as a worker fault, so the job runs again elsewhere.
+// - A fractional GPU job's memory share is capped by MPS where the host runs it; elsewhere a
+//   watchdog (memory_watchdog.hpp) stops a job whose processes hold more than its share. The
+//   inventory says which mechanism each GPU has.
 // - drain() (SIGTERM): no new work; running jobs get drain_grace to finish, then are stopped and
 //   handed back to the queue (outcome owner_preempted); run() returns once everything is delivered
 //   (or after a bounded wait if the coordinator stays away, leaving the spool for the next start).
@@ -57,6 +60,7 @@ struct AgentOptions {
     std::chrono::milliseconds backoff_initial{500};
     std::chrono::milliseconds backoff_max{30'000};
     std::chrono::milliseconds tick{100};
+    std::chrono::milliseconds gpu_watch{2'000}; // GPU memory watchdog period (where MPS does not cap)
     std::chrono::milliseconds give_up_after_drain{60'000}; // undeliverable results stay spooled
 };
 

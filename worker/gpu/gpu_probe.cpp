@@ -3,6 +3,8 @@
 #include <boost/process.hpp>
 
 #include <charconv>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 namespace gpupool::worker {
@@ -27,7 +29,109 @@ bool parse_int(std::string_view s, T& out) {
     return ec == std::errc() && ptr == s.data() + s.size();
 }
 
+std::vector<std::string_view> split_columns(std::string_view line) {
+    std::vector<std::string_view> cols;
+    std::size_t start = 0;
+    while (true) {
+        std::size_t comma = line.find(',', start);
+        cols.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+        if (comma == std::string_view::npos) {
+            return cols;
+        }
+        start = comma + 1;
+    }
+}
+
+// Runs nvidia-smi with `args`; the text it printed, or nullopt-like empty result when absent.
+Result<std::string> run_nvidia_smi(const std::vector<std::string>& args, bool& present) {
+    auto exe = bp::search_path("nvidia-smi");
+    present = !exe.empty();
+    if (!present) {
+        return std::string();
+    }
+    try {
+        bp::ipstream out;
+        bp::child c(exe, bp::args = args, bp::std_out > out, bp::std_err > bp::null);
+        std::ostringstream text;
+        text << out.rdbuf();
+        c.wait();
+        if (c.exit_code() != 0) {
+            return make_error(ErrorCode::io, "nvidia-smi exited with status " + std::to_string(c.exit_code()) +
+                                                 "; is the NVIDIA driver loaded?");
+        }
+        return text.str();
+    } catch (const std::exception& e) {
+        return make_error(ErrorCode::io, std::string("could not run nvidia-smi: ") + e.what());
+    }
+}
+
 } // namespace
+
+const char* to_string(MemoryEnforcement m) {
+    switch (m) {
+    case MemoryEnforcement::none: return "none";
+    case MemoryEnforcement::watchdog: return "watchdog";
+    case MemoryEnforcement::mps: return "mps";
+    }
+    return "none";
+}
+
+Result<std::vector<GpuProcess>> parse_compute_apps_csv(std::string_view text) {
+    std::vector<GpuProcess> out;
+    std::size_t line_no = 0;
+    while (!text.empty()) {
+        std::size_t nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+        ++line_no;
+        if (trim(line).empty()) {
+            continue;
+        }
+        auto cols = split_columns(line);
+        auto bad = [&](const std::string& why) {
+            return make_error(ErrorCode::io, "nvidia-smi compute-apps line " + std::to_string(line_no) + ": " + why +
+                                                 ": `" + std::string(line) + "`");
+        };
+        if (cols.size() != 3) {
+            return bad("expected 3 columns (pid, gpu_uuid, used_memory)");
+        }
+        GpuProcess p;
+        if (!parse_int(cols[0], p.pid) || p.pid <= 0) {
+            return bad("pid is not a positive number");
+        }
+        p.gpu_uuid = std::string(cols[1]);
+        if (!parse_int(cols[2], p.used_mib)) {
+            p.used_mib = 0; // "[N/A]"
+        }
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
+Result<std::vector<GpuProcess>> NvidiaSmiProbe::processes() {
+    bool present = false;
+    auto text = run_nvidia_smi({"--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"}, present);
+    if (!text) {
+        return text.error();
+    }
+    return parse_compute_apps_csv(*text);
+}
+
+MemoryEnforcement NvidiaSmiProbe::memory_enforcement() {
+    if (bp::search_path("nvidia-smi").empty()) {
+        return MemoryEnforcement::none;
+    }
+    // The MPS control daemon, if one runs on this host, caps each client's device memory.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+        std::ifstream comm(e.path() / "comm");
+        std::string name;
+        if (comm && std::getline(comm, name) && name.rfind("nvidia-cuda-mps", 0) == 0) {
+            return MemoryEnforcement::mps;
+        }
+    }
+    return MemoryEnforcement::watchdog;
+}
 
 std::string normalize_gpu_model(std::string_view driver_name) {
     std::string_view s = trim(driver_name);
@@ -56,16 +160,7 @@ Result<std::vector<GpuInfo>> parse_nvidia_smi_csv(std::string_view text) {
         if (trim(line).empty()) {
             continue;
         }
-        std::vector<std::string_view> cols;
-        std::size_t start = 0;
-        while (true) {
-            std::size_t comma = line.find(',', start);
-            cols.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
-            if (comma == std::string_view::npos) {
-                break;
-            }
-            start = comma + 1;
-        }
+        auto cols = split_columns(line);
         auto bad = [&](const std::string& why) {
             return make_error(ErrorCode::io, "nvidia-smi output line " + std::to_string(line_no) + ": " + why +
                                                  ": `" + std::string(line) + "`");
@@ -89,25 +184,15 @@ Result<std::vector<GpuInfo>> parse_nvidia_smi_csv(std::string_view text) {
 }
 
 Result<std::vector<GpuInfo>> NvidiaSmiProbe::list() {
-    auto exe = bp::search_path("nvidia-smi");
-    if (exe.empty()) {
+    bool present = false;
+    auto text = run_nvidia_smi({"--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"}, present);
+    if (!text) {
+        return text.error();
+    }
+    if (!present) {
         return std::vector<GpuInfo>{}; // no driver: a CPU-only machine
     }
-    try {
-        bp::ipstream out;
-        bp::child c(exe, "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits",
-                    bp::std_out > out, bp::std_err > bp::null);
-        std::ostringstream text;
-        text << out.rdbuf();
-        c.wait();
-        if (c.exit_code() != 0) {
-            return make_error(ErrorCode::io, "nvidia-smi exited with status " + std::to_string(c.exit_code()) +
-                                                 "; is the NVIDIA driver loaded?");
-        }
-        return parse_nvidia_smi_csv(text.str());
-    } catch (const std::exception& e) {
-        return make_error(ErrorCode::io, std::string("could not run nvidia-smi: ") + e.what());
-    }
+    return parse_nvidia_smi_csv(*text);
 }
 
 } // namespace gpupool::worker

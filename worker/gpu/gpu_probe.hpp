@@ -10,6 +10,7 @@
 #include "core/util/result.hpp"
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,30 +26,68 @@ struct GpuInfo {
     bool operator==(const GpuInfo&) const = default;
 };
 
+// A process using GPU memory, as the driver accounts it.
+struct GpuProcess {
+    std::int64_t pid = 0;
+    std::string gpu_uuid;
+    std::int64_t used_mib = 0;
+    bool operator==(const GpuProcess&) const = default;
+};
+
+// How a GPU's memory shares are enforced on this machine (reported in the worker's inventory):
+// "mps" when the MPS control daemon runs (the driver caps each client), "watchdog" when only the
+// worker's own watchdog can (it stops a job that exceeds its share), "none" without a driver.
+enum class MemoryEnforcement : std::uint8_t { none, watchdog, mps };
+const char* to_string(MemoryEnforcement m);
+
 class GpuProbe {
 public:
     virtual ~GpuProbe() = default;
     virtual Result<std::vector<GpuInfo>> list() = 0;
+    // Compute processes and the GPU memory each holds (empty without a driver).
+    virtual Result<std::vector<GpuProcess>> processes() { return std::vector<GpuProcess>{}; }
+    virtual MemoryEnforcement memory_enforcement() { return MemoryEnforcement::none; }
 };
 
 // Runs `nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits`.
+// Processes: `nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits`.
 class NvidiaSmiProbe final : public GpuProbe {
 public:
     Result<std::vector<GpuInfo>> list() override;
+    Result<std::vector<GpuProcess>> processes() override;
+    MemoryEnforcement memory_enforcement() override;
 };
 
 // A fixed inventory, for tests and for `--fake-gpus` in local experiments.
+// Thread-safe: tests change the processes while the agent reads them.
 class StaticGpuProbe final : public GpuProbe {
 public:
     explicit StaticGpuProbe(std::vector<GpuInfo> gpus) : m_gpus(std::move(gpus)) {}
+    StaticGpuProbe(const StaticGpuProbe& o) : m_gpus(o.m_gpus), m_processes(o.m_processes) {}
     Result<std::vector<GpuInfo>> list() override { return m_gpus; }
+    Result<std::vector<GpuProcess>> processes() override {
+        std::lock_guard lock(m_mu);
+        return m_processes;
+    }
+    MemoryEnforcement memory_enforcement() override {
+        return m_gpus.empty() ? MemoryEnforcement::none : MemoryEnforcement::watchdog;
+    }
+    void set_processes(std::vector<GpuProcess> p) {
+        std::lock_guard lock(m_mu);
+        m_processes = std::move(p);
+    }
 
 private:
     std::vector<GpuInfo> m_gpus;
+    std::mutex m_mu;
+    std::vector<GpuProcess> m_processes;
 };
 
 // Parses nvidia-smi's CSV answer (the query above). Pure.
 Result<std::vector<GpuInfo>> parse_nvidia_smi_csv(std::string_view text);
+
+// Parses the compute-apps query above. Pure. "[N/A]" memory (some drivers in containers) reads 0.
+Result<std::vector<GpuProcess>> parse_compute_apps_csv(std::string_view text);
 
 // "NVIDIA GeForce RTX 4090" -> "RTX-4090"; "NVIDIA H100 80GB HBM3" -> "H100-80GB-HBM3".
 std::string normalize_gpu_model(std::string_view driver_name);

@@ -475,3 +475,27 @@ TEST_CASE("backoff: delays grow exponentially with jitter and stay under the cap
     b.reset();
     CHECK(b.next_delay().count() <= 100);
 }
+
+TEST_CASE("agent: the GPU memory watchdog stops a fractional job that holds more than its share", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    auto o = options(pool, work.path());
+    o.gpu_watch = 100ms;
+    RunningAgent ra(o, rt, probe);
+    auto s = job_spec("greedy"); // half of a 24576 MiB GPU: 12288 MiB
+    s.retry.max_attempts = 1;
+    const auto id = pool.submit(s);
+    const auto name = container_of(rt);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
+    // Within its share (pid 999999 does not exist: attributed as the GPU's only attempt).
+    probe.set_processes({{999999, "GPU-test-0", 12000}});
+    std::this_thread::sleep_for(400ms);
+    CHECK(rt.get(name)->signals.empty());
+    probe.set_processes({{999999, "GPU-test-0", 20000}});
+    REQUIRE(eventually([&] { return state_of(pool, id) == "failed"; }));
+    CHECK(rt.get(name)->signals.front() == SIGTERM);
+    CHECK_THAT(pool.job(id)["reason"].get<std::string>(),
+               Catch::Contains("exceeded its GPU memory share: 20000 MiB in use, limit 12288 MiB"));
+}

@@ -99,7 +99,7 @@ TEST_CASE("oci run argv: the one GPU, the podman (CDI) and the docker way", "[ru
     CHECK_FALSE(has(build_run_argv(OciTool::podman, cpu_only), "--device"));
 }
 
-TEST_CASE("oci run argv: unset limits are left out; extra run flags come before the image", "[runtime]") {
+TEST_CASE("oci run argv: unset limits are left out and extra run flags come before the image", "[runtime]") {
     ContainerSpec s = sample_spec();
     s.memory_mib = 0;
     s.cpu_milli = 0;

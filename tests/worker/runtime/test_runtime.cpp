@@ -241,10 +241,15 @@ TEST_CASE("runtime: a job's exit code is reported (0 and 3)", "[runtime]") {
 TEST_CASE("runtime: the job sees its environment", "[runtime]") {
     FOR_EACH_RUNTIME(c, rt) {
         Sandbox box(c);
-        Ran r = run_to_end(*rt, box, box.spec("echo \"job=$GPUPOOL_JOB_ID\"; echo \"path=${PATH:+set}\""));
+        ::setenv("GPUPOOL_TEST_WORKER_SECRET", "leaked", 1); // the worker's own environment stays out
+        Ran r = run_to_end(*rt, box,
+                           box.spec("echo \"job=$GPUPOOL_JOB_ID\"; echo \"path=${PATH:+set}\"; "
+                                    "echo \"secret=${GPUPOOL_TEST_WORKER_SECRET:-unset}\""));
+        ::unsetenv("GPUPOOL_TEST_WORKER_SECRET");
         CHECK(r.exit_code == 0);
         CHECK(r.log.find("job=job-42\n") != std::string::npos);
         CHECK(r.log.find("path=set\n") != std::string::npos);
+        CHECK(r.log.find("secret=unset\n") != std::string::npos);
     }
 }
 
@@ -311,7 +316,7 @@ TEST_CASE("runtime: a container over its memory limit is killed (137)", "[runtim
     }
 }
 
-TEST_CASE("runtime: SIGTERM ends a job (143); SIGKILL ends one that ignores TERM (137)", "[runtime]") {
+TEST_CASE("runtime: SIGTERM ends a job with 143 and SIGKILL one that ignores TERM with 137", "[runtime]") {
     FOR_EACH_RUNTIME(c, rt) {
         Sandbox box(c);
         {

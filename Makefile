@@ -18,12 +18,16 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test demo fuzz bench fmt clean
+.PHONY: all deps containers configure build test demo fuzz bench fmt clean
 
 all: build
 
 deps:
 	@.ci/install-deps .ci/packages.txt
+
+# podman + a private dockerd with the busybox test image (idempotent; says why and goes on when it can't).
+containers: deps
+	@.ci/setup-containers
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DGPUPOOL_SANITIZE=$(SANITIZE) -DGPUPOOL_WERROR=$(WERROR)
@@ -34,11 +38,13 @@ configure: $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: deps
+test: deps containers
 	@$(MAKE) --no-print-directory build
+	CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf \
+	GPUPOOL_TEST_DOCKER_HOST=unix:///run/gpupool-ci/docker.sock \
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
-demo: deps
+demo: deps containers
 	@$(MAKE) --no-print-directory build
 	@.ci/demo $(BUILD)/gpupool
 

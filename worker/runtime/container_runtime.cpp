@@ -1,5 +1,6 @@
 #include "worker/runtime/container_runtime.hpp"
 
+#include "worker/runtime/oci_runtime.hpp"
 #include "worker/runtime/process_runtime.hpp"
 
 namespace gpupool::worker {
@@ -13,7 +14,14 @@ Result<std::unique_ptr<ContainerRuntime>> make_runtime(const std::string& kind,
         return std::unique_ptr<ContainerRuntime>(std::make_unique<ProcessRuntime>());
     }
     if (kind == "podman" || kind == "docker") {
-        return make_error(ErrorCode::not_implemented, "the " + kind + " runtime has not landed yet", "runtime");
+        OciConfig config;
+        config.tool = kind == "podman" ? OciTool::podman : OciTool::docker;
+        config.global_args = runtime_args;
+        auto runtime = std::make_unique<OciRuntime>(std::move(config));
+        if (auto missing = runtime->missing_tool()) {
+            return *missing;
+        }
+        return std::unique_ptr<ContainerRuntime>(std::move(runtime));
     }
     return make_error(ErrorCode::invalid_input, "unknown runtime `" + kind + "`; expected podman, docker or process",
                       "runtime");

@@ -91,6 +91,9 @@ struct Pool {
         member = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
         other = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "others"}}, 201)["token"];
         enroll = call(admin, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "owners"}}, 201)["token"];
+        for (const char* team : {"fellows", "others"}) {
+            call(admin, "POST", "/v1/admin/grants", {{"team", team}, {"amount_micro", 1'000'000'000'000}}, 201);
+        }
         auto e = server.client(enroll);
         auto reg = call(e, "POST", "/v1/workers/register", {{"name", "box"}, {"inventory", inventory()}}, 201);
         worker = reg["token"];
@@ -318,6 +321,12 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         {"POST /v1/attempts/{id}/logs", {{worker}, false, "/v1/attempts/" + attempt + "/logs?offset=0", nullptr}},
         {"PUT /v1/attempts/{id}/outputs", {{worker}, false, "/v1/attempts/" + attempt + "/outputs", nullptr}},
         {"POST /v1/attempts/{id}/complete", {{worker}, false, "/v1/attempts/" + attempt + "/complete", {{"exit_code", 0}}}},
+        {"POST /v1/admin/grants", {{admin}, false, "/v1/admin/grants", {{"team", "fellows"}, {"amount_micro", 1}}}},
+        {"POST /v1/admin/adjustments", {{admin}, false, "/v1/admin/adjustments", {{"team", "fellows"}, {"amount_micro", 1}, {"note", "n"}}}},
+        {"POST /v1/admin/budgets", {{admin}, false, "/v1/admin/budgets", {{"team", "fellows"}}}},
+        {"GET /v1/admin/report", {{admin}, false, "/v1/admin/report", nullptr}},
+        {"GET /v1/credits", {{other, member, admin}, false, "/v1/credits", nullptr}}, // members: their own team
+        {"POST /v1/estimate", {{other, member, admin}, false, "/v1/estimate", job_body}},
     };
     // Every route the server serves is in the matrix, and nothing else.
     std::set<std::string> served;
@@ -371,6 +380,7 @@ TEST_CASE("service: acknowledged state survives a restart", "[service]") {
         co.token = admin_token;
         net::HttpClient admin(co);
         call(admin, "POST", "/v1/admin/teams", {{"name", "fellows"}}, 201);
+        call(admin, "POST", "/v1/admin/grants", {{"team", "fellows"}, {"amount_micro", 5'000'000}}, 201);
         member = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
         co.token = member;
         net::HttpClient m(co);
@@ -392,4 +402,5 @@ TEST_CASE("service: acknowledged state survives a restart", "[service]") {
     REQUIRE(list["jobs"].size() == 2);
     CHECK(list["jobs"][0]["id"] == ids[0]);
     CHECK(list["jobs"][1]["name"] == "b");
+    CHECK(call(m, "GET", "/v1/credits")["balance_micro"] == 5'000'000); // the grant survived too
 }

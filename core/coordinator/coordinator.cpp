@@ -1027,6 +1027,22 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
         }
         return it->second;
     };
+    // "team `x` can hold 0.2 credits now (balance 5; budget 1/day, 0.8 spent or held)".
+    auto can_hold = [&](TeamId team, Micro left) {
+        const TeamRecord& t = m_teams.at(team);
+        std::string out = "team `" + t.name + "` can hold " + credits_text(std::max<Micro>(left, 0)) + " now (balance " +
+                          format_credits(m_ledger.balance(credits::Account::of_team(team.value())));
+        const Micro held = m_ledger.held_by_team(team.value());
+        if (t.budget_day_micro) {
+            out += "; budget " + format_credits(*t.budget_day_micro) + "/day, " +
+                   format_credits(m_ledger.spent_since(team.value(), now - k_day_ms) + held) + " spent or held";
+        }
+        if (t.budget_week_micro) {
+            out += "; budget " + format_credits(*t.budget_week_micro) + "/week, " +
+                   format_credits(m_ledger.spent_since(team.value(), now - k_week_ms) + held) + " spent or held";
+        }
+        return out + ")";
+    };
     // The smallest hold a job could take on any live worker: a team that cannot cover even that
     // does not enter the scheduling pass (it would only block capacity or preempt in vain).
     auto min_hold = [&](const recipe::JobSpec& spec) {
@@ -1050,13 +1066,8 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
             const Micro need = min_hold(j.spec);
             const Micro left = room_of(j.team);
             if (need > left) {
-                m_waiting[id] = "waiting for credits: team `" + m_teams.at(j.team).name + "` can hold " +
-                                credits_text(std::max<Micro>(left, 0)) + " (balance " +
-                                format_credits(m_ledger.balance(credits::Account::of_team(j.team.value()))) +
-                                (m_teams.at(j.team).budget_day_micro || m_teams.at(j.team).budget_week_micro
-                                     ? ", within its budget"
-                                     : "") +
-                                ") but this job's hold is at least " + credits_text(need) + " (price x max_runtime " +
+                m_waiting[id] = "waiting for credits: " + can_hold(j.team, left) + " but this job's hold is at least " +
+                                credits_text(need) + " (price x max_runtime " +
                                 resources::format_duration_s(j.spec.resources.max_runtime_s) + ")";
                 continue;
             }
@@ -1120,8 +1131,7 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
         if (enforce) {
             Micro& left = room_of(j.team);
             if (hold > left) {
-                m_waiting[p.job] = "waiting for credits: team `" + m_teams.at(j.team).name + "` can hold " +
-                                   credits_text(std::max<Micro>(left, 0)) + " but this job's hold on worker " +
+                m_waiting[p.job] = "waiting for credits: " + can_hold(j.team, left) + " but this job's hold on worker " +
                                    std::to_string(p.worker.value()) + " is " + credits_text(hold) + " (" +
                                    format_credits(price) + "/hour x max_runtime " +
                                    resources::format_duration_s(j.spec.resources.max_runtime_s) + ")";

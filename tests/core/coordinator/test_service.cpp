@@ -404,3 +404,47 @@ TEST_CASE("service: acknowledged state survives a restart", "[service]") {
     CHECK(list["jobs"][1]["name"] == "b");
     CHECK(call(m, "GET", "/v1/credits")["balance_micro"] == 5'000'000); // the grant survived too
 }
+
+TEST_CASE("service: completion outcomes, and the cost on the job view", "[service][credits]") {
+    Pool p;
+    auto w = p.server.client(p.worker);
+    auto m = p.server.client(p.member);
+    call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
+    p.submit({spec("outcomes")});
+    auto polled = call(w, "POST", "/v1/workers/poll?wait_ms=3000", json::object());
+    REQUIRE(polled["assignments"].size() == 1);
+    const std::string job = std::to_string(polled["assignments"][0]["job"].get<std::int64_t>());
+    const std::string attempt = std::to_string(polled["assignments"][0]["attempt"].get<std::int64_t>());
+    auto view = call(m, "GET", "/v1/jobs/" + job);
+    // An L4 quarter for max_runtime 1h at 1 credit per GPU-hour: 0.25 credits held.
+    CHECK(view["held_micro"] == 250'000);
+    CHECK(view["cost_micro"] == 0);
+    CHECK(view["attempt_history"][0]["price_micro_per_hour"] == 250'000);
+
+    call(w, "POST", "/v1/attempts/" + attempt + "/start", json::object());
+    auto bad = call(w, "POST", "/v1/attempts/" + attempt + "/complete", {{"exit_code", 0}, {"outcome", "exploded"}}, 400);
+    CHECK(bad["field"] == "outcome");
+    auto no_code = call(w, "POST", "/v1/attempts/" + attempt + "/complete", json::object(), 400);
+    CHECK(no_code["field"] == "exit_code");
+    auto fault = call(w, "POST", "/v1/attempts/" + attempt + "/complete",
+                      {{"exit_code", nullptr}, {"outcome", "worker_fault"}, {"reason", "container failed to start"}});
+    CHECK(fault["outcome"] == "worker_fault");
+    view = call(m, "GET", "/v1/jobs/" + job);
+    CHECK(view["attempt_history"][0]["state"] == "lost");
+    CHECK(view["attempt_history"][0]["cost_micro"] == 0);
+    CHECK(view["cost_micro"] == 0);
+    CHECK(view["state"] != "failed"); // re-queued per the retry rules
+
+    auto credits = call(m, "GET", "/v1/credits");
+    CHECK(credits["team"] == "fellows");
+    CHECK(credits["movements"].size() >= 3); // grant, hold, release
+    const json moves = credits["movements"];
+    CHECK(std::any_of(moves.begin(), moves.end(), [](const json& e) { return e["reason"] == "release"; }));
+    auto est = call(m, "POST", "/v1/estimate", {{"source", "t.toml"}, {"jobs", json::parse(recipe::to_json(std::vector{spec("e")}).dump())}});
+    CHECK(est["total_max_micro"] == 250'000);
+    CHECK(est["jobs"][0]["gpu_model"] == "L4");
+    auto admin = p.server.client(p.server.admin_token);
+    auto report = call(admin, "GET", "/v1/admin/report");
+    CHECK(report["workers"][0]["failures"] == 1);
+    CHECK(report["escrow_micro"].get<std::int64_t>() >= 0);
+}

@@ -1,6 +1,11 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/credits/money.hpp"
+#include "core/resources/quantity.hpp"
 
+#include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <memory>
 
@@ -35,10 +40,44 @@ void print_token(const json& t) {
               << " (shown once):\n" << t["token"].get<std::string>() << '\n';
 }
 
+// "2026-12-31" (00:00 UTC) or "2026-12-31T18:00:00Z" -> Unix milliseconds.
+Result<std::int64_t> parse_date_ms(const std::string& text, const std::string& flag) {
+    std::tm tm{};
+    int n = 0;
+    char z = 0;
+    const int got = std::sscanf(text.c_str(), "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &n);
+    bool ok = got == 3 && static_cast<std::size_t>(n) == text.size();
+    if (!ok && got == 3) {
+        int m = 0;
+        ok = std::sscanf(text.c_str() + n, "T%2d:%2d:%2d%c%n", &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &z, &m) == 4 &&
+             z == 'Z' && static_cast<std::size_t>(n + m) == text.size();
+    }
+    if (!ok || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31) {
+        return make_error(ErrorCode::invalid_input,
+                          "expected a UTC date like 2026-12-31 or 2026-12-31T18:00:00Z, got `" + text + "`", flag);
+    }
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return static_cast<std::int64_t>(timegm(&tm)) * 1000;
+}
+
+// A date, or a duration meaning that long ago ("7d").
+Result<std::int64_t> parse_since_ms(const std::string& text) {
+    if (auto d = resources::parse_duration_s(text)) {
+        const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+        return static_cast<std::int64_t>(now) - *d * 1000;
+    }
+    return parse_date_ms(text, "--since");
+}
+
+std::string credits_of(const json& v) { return credits::format_credits(v.get<std::int64_t>()); }
+
 } // namespace
 
 void register_admin(Cli& cli) {
-    CLI::App* admin = add_command(cli, "admin", "Administer the pool: teams, tokens, workers (admin token)");
+    CLI::App* admin = add_command(cli, "admin", "Administer the pool: teams, tokens, workers, credits (admin token)");
     admin->require_subcommand(1);
 
     struct TeamArgs {
@@ -130,6 +169,133 @@ void register_admin(Cli& cli) {
                                        });
         });
     }
+    // ---- credits ----
+    struct GrantArgs {
+        std::string team;
+        std::string amount;
+        std::string expires;
+        std::string note;
+        std::string day;
+        std::string week;
+        std::string since;
+    };
+    auto g = std::make_shared<GrantArgs>();
+    CLI::App* grant = admin->add_subcommand("grant", "Grant credits to a team (minted from the issuer account)");
+    grant->add_option("team", g->team, "Team")->required();
+    grant->add_option("amount", g->amount, "Credits, exact decimal (e.g. 100 or 12.5)")->required();
+    grant->add_option("--expires", g->expires, "UTC date when what is left of it goes back (2026-12-31)");
+    grant->add_option("--note", g->note, "Why (shown in the team's movements)");
+    grant->callback([&cli, g] {
+        auto amount = credits::parse_credits(g->amount);
+        if (!amount) {
+            Error e = amount.error();
+            e.field = "amount";
+            report_error(cli.global, e);
+            cli.exit_code = k_exit_usage;
+            return;
+        }
+        json body = {{"team", g->team}, {"amount_micro", *amount}, {"note", g->note}};
+        if (!g->expires.empty()) {
+            auto at = parse_date_ms(g->expires, "--expires");
+            if (!at) {
+                report_error(cli.global, at.error());
+                cli.exit_code = k_exit_usage;
+                return;
+            }
+            body["expires_at"] = *at;
+        }
+        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/grants", body, [](const json& r) {
+            std::cout << "granted " << credits_of(r["amount_micro"]) << " credits to team " << r["team"].get<std::string>()
+                      << " (grant " << r["grant"] << ")"
+                      << (r["expires_at"].is_null() ? "" : ", expires " + format_time(r["expires_at"]) + " UTC")
+                      << "; its balance is now " << credits_of(r["balance_micro"]) << '\n';
+        });
+    });
+    CLI::App* adjust = admin->add_subcommand("adjust", "Correct a team's balance by a signed amount (with a note)");
+    adjust->add_option("team", g->team, "Team")->required();
+    adjust->add_option("amount", g->amount, "Credits, signed exact decimal (e.g. -2.5)")->required();
+    adjust->add_option("--note", g->note, "Why (required)")->required();
+    adjust->callback([&cli, g] {
+        auto amount = credits::parse_credits(g->amount, true);
+        if (!amount || *amount == 0) {
+            Error e = amount ? make_error(ErrorCode::invalid_input, "an adjustment is a non-zero amount") : amount.error();
+            e.field = "amount";
+            report_error(cli.global, e);
+            cli.exit_code = k_exit_usage;
+            return;
+        }
+        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/adjustments",
+                                   {{"team", g->team}, {"amount_micro", *amount}, {"note", g->note}}, [](const json& r) {
+                                       std::cout << "adjusted team " << r["team"].get<std::string>() << ": "
+                                                 << credits_of(r["amount_micro"]) << " credits from "
+                                                 << r["debit"].get<std::string>() << " to "
+                                                 << r["credit"].get<std::string>() << " (entry " << r["id"] << ")\n";
+                                   });
+    });
+    CLI::App* budget = admin->add_subcommand("budget", "Set a team's spend caps (per day / per week; `none` removes)");
+    budget->add_option("team", g->team, "Team")->required();
+    budget->add_option("--day", g->day, "Credits per rolling 24 hours, or none");
+    budget->add_option("--week", g->week, "Credits per rolling 7 days, or none");
+    budget->callback([&cli, g] {
+        json body = {{"team", g->team}, {"day_micro", nullptr}, {"week_micro", nullptr}};
+        for (auto [text, key] : {std::pair{&g->day, "day_micro"}, std::pair{&g->week, "week_micro"}}) {
+            if (text->empty() || *text == "none") {
+                continue;
+            }
+            auto v = credits::parse_credits(*text);
+            if (!v) {
+                Error e = v.error();
+                e.field = key == std::string("day_micro") ? "--day" : "--week";
+                report_error(cli.global, e);
+                cli.exit_code = k_exit_usage;
+                return;
+            }
+            body[key] = *v;
+        }
+        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/budgets", body, [](const json& r) {
+            auto cap = [](const json& v) { return v.is_null() ? std::string("none") : credits_of(v); };
+            std::cout << "team " << r["team"].get<std::string>() << " budget: " << cap(r["day_micro"]) << " per day, "
+                      << cap(r["week_micro"]) << " per week\n";
+        });
+    });
+    CLI::App* report = admin->add_subcommand("report", "Credits per team and GPU-hours per worker");
+    report->add_option("--since", g->since, "From this UTC date (2026-11-01) or this long ago (7d)");
+    report->callback([&cli, g] {
+        std::string path = "/v1/admin/report";
+        if (!g->since.empty()) {
+            auto since = parse_since_ms(g->since);
+            if (!since) {
+                report_error(cli.global, since.error());
+                cli.exit_code = k_exit_usage;
+                return;
+            }
+            path += "?since=" + std::to_string(*since);
+        }
+        cli.exit_code = admin_call(cli.global, "GET", path, {}, [](const json& r) {
+            std::cout << "since " << (r["since"].get<std::int64_t>() == 0 ? "the start" : format_time(r["since"]) + " UTC")
+                      << "\n\n";
+            std::vector<std::vector<std::string>> rows{{"TEAM", "GRANTED", "EARNED", "SPENT", "BALANCE", "IN ESCROW"}};
+            for (const auto& t : r["teams"]) {
+                rows.push_back({t["team"].get<std::string>(), credits_of(t["granted_micro"]), credits_of(t["earned_micro"]),
+                                credits_of(t["spent_micro"]), credits_of(t["balance_micro"]), credits_of(t["held_micro"])});
+            }
+            print_table(rows);
+            std::cout << '\n';
+            std::vector<std::vector<std::string>> wrows{{"WORKER", "NAME", "TEAM", "GPU-HOURS", "ATTEMPTS", "FAILURES", "EARNED"}};
+            for (const auto& w : r["workers"]) {
+                char hours[32];
+                std::snprintf(hours, sizeof hours, "%.3f", w["gpu_hours"].get<double>());
+                wrows.push_back({std::to_string(w["worker"].get<std::int64_t>()), w["name"].get<std::string>(),
+                                 std::to_string(w["team_id"].get<std::int64_t>()), hours,
+                                 std::to_string(w["attempts"].get<std::int64_t>()),
+                                 std::to_string(w["failures"].get<std::int64_t>()), credits_of(w["earned_micro"])});
+            }
+            print_table(wrows);
+            std::cout << "\npool fee " << credits_of(r["pool_fee_micro"]) << ", escrow " << credits_of(r["escrow_micro"])
+                      << ", issued " << credits::format_credits(-r["issuer_micro"].get<std::int64_t>()) << '\n';
+        });
+    });
+
     for (CLI::App* c : admin->get_subcommands({})) {
         c->fallthrough();
         for (CLI::App* cc : c->get_subcommands({})) {

@@ -1,9 +1,273 @@
-#include "cmd/cli.hpp"
+#include "cmd/cli_app.hpp"
+#include "cmd/jobs_view.hpp"
+#include "cmd/pricing.hpp"
+#include "cmd/remote.hpp"
+#include "core/client/api_client.hpp"
+#include "core/config/client_config.hpp"
+#include "core/credits/catalog.hpp"
+#include "core/recipe/recipe_json.hpp"
+#include "core/resources/quantity.hpp"
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
 
 namespace gpupool::cmd {
 
+using json = nlohmann::json;
+using credits::format_credits;
+using credits::Micro;
+
+namespace {
+
+bool accepts(const recipe::JobSpec& spec, const credits::GpuRate& g) {
+    const auto& models = spec.resources.gpu_models;
+    if (models.empty()) {
+        return true;
+    }
+    return std::any_of(models.begin(), models.end(), [&](const std::string& m) {
+        const credits::GpuRate* r = credits::default_rate_catalog().find(m);
+        return r != nullptr && r->model == g.model;
+    });
+}
+
+std::string money(Micro m) { return format_credits(m); }
+
+// Dollars with cents (micro-dollars in, rounded to the cent).
+std::string dollars(Micro micro_usd) {
+    const Micro cents = (micro_usd + 5'000) / 10'000;
+    std::string c = std::to_string(cents % 100);
+    return "$" + std::to_string(cents / 100) + "." + (c.size() == 1 ? "0" + c : c);
+}
+
+} // namespace
+
+json price_estimate(const std::string& source, const std::vector<recipe::JobSpec>& jobs, const json& pool) {
+    const auto& rates = credits::default_rate_catalog();
+    json models = json::array();
+    std::int64_t need_gpu_mem = 0; // the most GPU memory any job asks for by size
+    bool any_gpu = false;
+    for (const auto& s : jobs) {
+        need_gpu_mem = std::max(need_gpu_mem, s.resources.gpu_memory_mib);
+        any_gpu = any_gpu || s.resources.gpus > 0;
+    }
+    Micro cpu_total = 0;
+    for (const auto& s : jobs) {
+        if (s.resources.gpus == 0) {
+            cpu_total += credits::cost_of(credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, s.resources.cpu_milli),
+                                          s.resources.max_runtime_s * 1000);
+        }
+    }
+    if (any_gpu) {
+        for (const auto& g : rates.gpus) {
+            if (g.memory_mib < need_gpu_mem) {
+                continue; // does not fit
+            }
+            Micro total = cpu_total;
+            std::int64_t gpu_milli_seconds = 0; // share x runtime: the GPU-hours it uses, x 3.6e6
+            for (const auto& s : jobs) {
+                if (s.resources.gpus == 0) {
+                    continue;
+                }
+                const std::int64_t share =
+                    credits::billed_share_milli(s.resources.gpu_milli, s.resources.gpu_memory_mib, g.memory_mib) *
+                    std::max<std::int64_t>(1, s.resources.gpus);
+                total += credits::cost_of(credits::gpu_price_per_hour(g.micro_per_gpu_hour, share),
+                                          s.resources.max_runtime_s * 1000);
+                gpu_milli_seconds += share * s.resources.max_runtime_s;
+            }
+            json cloud = json::array();
+            for (const auto& p : credits::default_price_catalog().prices) {
+                const credits::GpuRate* pm = rates.find(p.gpu);
+                if (pm == nullptr || pm->model != g.model) {
+                    continue;
+                }
+                // micro-dollars per GPU-hour x milli-GPU-seconds / (1000 x 3600)
+                const auto usd = static_cast<Micro>(static_cast<long double>(p.micro_usd_per_gpu_hour) *
+                                                    static_cast<long double>(gpu_milli_seconds) / 3.6e6L);
+                cloud.push_back({{"provider", p.provider},
+                                 {"offering", p.offering},
+                                 {"usd_per_gpu_hour", money(p.micro_usd_per_gpu_hour)},
+                                 {"micro_usd", usd},
+                                 {"date", p.date},
+                                 {"source", p.source}});
+            }
+            models.push_back({{"model", g.model},
+                              {"memory_mib", g.memory_mib},
+                              {"accepted", std::all_of(jobs.begin(), jobs.end(),
+                                                       [&](const recipe::JobSpec& s) { return accepts(s, g); })},
+                              {"credits_per_gpu_hour_micro", g.micro_per_gpu_hour},
+                              {"max_micro", total},
+                              {"gpu_hours", static_cast<double>(gpu_milli_seconds) / 3.6e6},
+                              {"cloud", cloud}});
+        }
+        std::sort(models.begin(), models.end(),
+                  [](const json& a, const json& b) { return a["max_micro"].get<Micro>() < b["max_micro"].get<Micro>(); });
+    }
+    json out = {{"source", source},
+                {"jobs", jobs.size()},
+                {"cpu_only_max_micro", cpu_total},
+                {"models", models},
+                {"prices_as_of", credits::default_price_catalog().as_of},
+                {"pool", pool}};
+    // The model it would cost most on among those it accepts, and the cheapest that fits.
+    const json* chosen = nullptr;
+    const json* cheapest = nullptr;
+    for (const auto& m : models) {
+        if (m["accepted"].get<bool>() && (chosen == nullptr || m["max_micro"].get<Micro>() > (*chosen)["max_micro"].get<Micro>())) {
+            chosen = &m;
+        }
+        if (cheapest == nullptr) {
+            cheapest = &m;
+        }
+    }
+    bool restricted = std::any_of(jobs.begin(), jobs.end(), [](const recipe::JobSpec& s) { return !s.resources.gpu_models.empty(); });
+    if (!pool.is_null() && pool.contains("jobs") && !pool["jobs"].empty()) {
+        restricted = restricted || !pool["jobs"][0].value("gpu_model", std::string()).empty();
+        const std::string pm = pool["jobs"][0].value("gpu_model", std::string());
+        const auto* r = rates.find(pm);
+        for (const auto& m : models) {
+            if (r != nullptr && m["model"] == r->model) {
+                chosen = &m;
+            }
+        }
+    }
+    if (chosen != nullptr && cheapest != nullptr && (*cheapest)["max_micro"].get<Micro>() < (*chosen)["max_micro"].get<Micro>()) {
+        out["cheaper"] = {{"model", (*cheapest)["model"]},
+                          {"max_micro", (*cheapest)["max_micro"]},
+                          {"instead_of", (*chosen)["model"]},
+                          {"instead_of_max_micro", (*chosen)["max_micro"]},
+                          {"restricted", restricted}};
+    }
+    return out;
+}
+
+json pool_estimate(const GlobalOptions& global, const std::string& source, const std::vector<recipe::JobSpec>& jobs,
+                   std::string& why) {
+    config::ClientOverrides o;
+    if (global.config_file) {
+        o.config_file = *global.config_file;
+    }
+    o.url = global.url;
+    o.token = global.token;
+    o.ca_cert = global.ca_cert;
+    auto cfg = config::load_client_config(o);
+    if (!cfg || cfg->token.empty()) {
+        why = "no coordinator configured (set --url and --token for the pool's estimate and your balance)";
+        return nullptr;
+    }
+    client::ApiClient api(*cfg);
+    auto r = api.post("/v1/estimate", {{"source", source}, {"jobs", json::parse(recipe::to_json(jobs).dump())}});
+    if (!r) {
+        why = "the pool's estimate is unavailable: " + r.error().message;
+        return nullptr;
+    }
+    return *r;
+}
+
+void print_price_estimate(const json& e) {
+    const auto n = e["jobs"].get<std::size_t>();
+    std::cout << "Estimated cost of " << e["source"].get<std::string>() << " (" << n << (n == 1 ? " job" : " jobs")
+              << ", at most max_runtime each):\n";
+    const json& models = e["models"];
+    if (models.empty()) {
+        std::cout << "  CPU only: at most " << money(e["cpu_only_max_micro"].get<Micro>()) << " credits\n";
+    } else {
+        std::vector<std::vector<std::string>> rows{{"GPU MODEL", "MEMORY", "CREDITS/GPU-H", "AT MOST (CREDITS)", "GPU-HOURS", ""}};
+        for (const auto& m : models) {
+            char hours[32];
+            std::snprintf(hours, sizeof hours, "%.2f", m["gpu_hours"].get<double>());
+            rows.push_back({m["model"].get<std::string>(), resources::format_memory_mib(m["memory_mib"].get<std::int64_t>()),
+                            money(m["credits_per_gpu_hour_micro"].get<Micro>()), money(m["max_micro"].get<Micro>()), hours,
+                            m["accepted"].get<bool>() ? "" : "(not in gpu_models)"});
+        }
+        print_table(rows);
+    }
+    const json& pool = e["pool"];
+    if (!pool.is_null()) {
+        const auto& first = pool["jobs"][0];
+        const auto runs = first["history_runs"].get<std::int64_t>();
+        std::cout << "\nPool estimate: " << money(pool["total_estimate_micro"].get<Micro>()) << " credits ("
+                  << (runs > 0 ? "median runtime " + resources::format_duration_s(first["runtime_s"].get<std::int64_t>()) +
+                                     " of " + std::to_string(runs) + " past successful runs"
+                               : std::string("no history yet: max_runtime"))
+                  << (first["gpu_model"].get<std::string>().empty() ? "" : ", on " + first["gpu_model"].get<std::string>())
+                  << "); at most " << money(pool["total_max_micro"].get<Micro>()) << " held.\n";
+        std::cout << "Your team has " << money(pool["available_micro"].get<Micro>()) << " credits available";
+        if (!pool["budget_room_micro"].is_null()) {
+            std::cout << "; its budget allows " << money(std::max<Micro>(0, pool["budget_room_micro"].get<Micro>())) << " more now";
+        }
+        std::cout << ".\n";
+        if (pool["total_estimate_micro"].get<Micro>() > pool["available_micro"].get<Micro>() ||
+            (!pool["budget_room_micro"].is_null() &&
+             pool["total_estimate_micro"].get<Micro>() > pool["budget_room_micro"].get<Micro>())) {
+            std::cout << "This is more than your team can pay now: submit would refuse it (--allow-unfunded queues it).\n";
+        }
+    } else if (e.contains("pool_note")) {
+        std::cout << "\n(" << e["pool_note"].get<std::string>() << ")\n";
+    }
+    if (e.contains("cheaper") && !e["cheaper"]["restricted"].get<bool>()) {
+        const json& c = e["cheaper"];
+        std::cout << "\nCheapest GPU that fits: " << c["model"].get<std::string>() << ", at most "
+                  << money(c["max_micro"].get<Micro>()) << " credits (the priciest it may land on: "
+                  << c["instead_of"].get<std::string>() << ", " << money(c["instead_of_max_micro"].get<Micro>()) << ").\n";
+    } else if (e.contains("cheaper")) {
+        const json& c = e["cheaper"];
+        std::cout << "\nA cheaper GPU would do: " << c["model"].get<std::string>() << " fits the jobs' memory and costs at most "
+                  << money(c["max_micro"].get<Micro>()) << " credits instead of " << money(c["instead_of_max_micro"].get<Micro>())
+                  << " on " << c["instead_of"].get<std::string>() << " (allow it in resources.gpu_models).\n";
+    }
+    std::vector<std::vector<std::string>> rows{{"GPU", "PROVIDER", "$/GPU-H", "COST", "DATE", "OFFERING"}};
+    for (const auto& m : models) {
+        if (!m["accepted"].get<bool>()) {
+            continue;
+        }
+        for (const auto& c : m["cloud"]) {
+            std::string rate = c["usd_per_gpu_hour"].get<std::string>();
+            const auto dot = rate.find('.');
+            rate += dot == std::string::npos ? ".00" : std::string(rate.size() - dot < 3 ? 3 - (rate.size() - dot) : 0, '0');
+            rows.push_back({m["model"].get<std::string>(), c["provider"].get<std::string>(), "$" + rate,
+                            dollars(c["micro_usd"].get<Micro>()), c["date"].get<std::string>(), c["offering"].get<std::string>()});
+        }
+    }
+    if (rows.size() > 1) {
+        std::cout << "\nThe same GPU-hours on-demand in the cloud (prices as of " << e["prices_as_of"].get<std::string>()
+                  << " from data/prices.toml; refresh them before relying on them):\n";
+        print_table(rows);
+    }
+}
+
+struct PriceOptions {
+    RecipeArgs recipe;
+    bool offline = false;
+};
+
+int run_price(const GlobalOptions& global, const PriceOptions& opts) {
+    auto loaded = load_recipe(global, opts.recipe);
+    if (!loaded) {
+        return k_exit_failed;
+    }
+    const auto& [recipe, jobs] = *loaded;
+    std::string why = "offline: the pool's estimate and your balance are not shown";
+    json pool = opts.offline ? json() : pool_estimate(global, recipe.source, jobs, why);
+    json e = price_estimate(recipe.source, jobs, pool);
+    if (pool.is_null()) {
+        e["pool_note"] = why;
+    }
+    if (global.json) {
+        std::cout << e.dump(2) << '\n';
+    } else {
+        print_price_estimate(e);
+    }
+    return k_exit_ok;
+}
+
 void register_price(Cli& cli) {
-    register_pending(cli, "price", "Estimate a recipe's cost in credits and at cloud prices", "issue #6 (credits)");
+    auto opts = std::make_shared<PriceOptions>();
+    CLI::App* sub = add_command(cli, "price", "Estimate a recipe's cost in credits and at cloud prices");
+    add_recipe_args(sub, opts->recipe);
+    sub->add_flag("--offline", opts->offline, "Use the embedded catalogs only; do not ask the coordinator");
+    sub->callback([&cli, opts] { cli.exit_code = run_price(cli.global, *opts); });
 }
 
 } // namespace gpupool::cmd

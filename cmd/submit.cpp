@@ -1,5 +1,6 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/jobs_view.hpp"
+#include "cmd/pricing.hpp"
 #include "cmd/remote.hpp"
 #include "core/recipe/recipe_json.hpp"
 
@@ -13,6 +14,7 @@ struct SubmitOptions {
     bool dry_run = false;
     bool wait = false;
     bool follow = false;
+    bool allow_unfunded = false;
     std::string team;
 };
 
@@ -24,6 +26,16 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
     const auto& [recipe, jobs] = *loaded;
     if (opts.dry_run) {
         print_jobs(global, recipe, jobs);
+        if (!global.json) {
+            std::string why;
+            nlohmann::json pool = pool_estimate(global, recipe.source, jobs, why);
+            nlohmann::json e = price_estimate(recipe.source, jobs, pool);
+            if (pool.is_null()) {
+                e["pool_note"] = why;
+            }
+            std::cout << '\n';
+            print_price_estimate(e);
+        }
         return k_exit_ok;
     }
     auto api = connect(global);
@@ -35,6 +47,9 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
                            {"jobs", nlohmann::json::parse(recipe::to_json(jobs).dump())}};
     if (!opts.team.empty()) {
         body["team"] = opts.team;
+    }
+    if (opts.allow_unfunded) {
+        body["allow_unfunded"] = true;
     }
     auto res = api->post("/v1/jobs", body);
     if (!res) {
@@ -78,9 +93,11 @@ void register_submit(Cli& cli) {
     auto opts = std::make_shared<SubmitOptions>();
     CLI::App* sub = add_command(cli, "submit", "Submit a recipe (one job or a whole sweep) to the pool");
     add_recipe_args(sub, opts->recipe);
-    sub->add_flag("--dry-run", opts->dry_run, "Validate and print the jobs without contacting the coordinator");
+    sub->add_flag("--dry-run", opts->dry_run, "Validate and print the jobs and their estimated cost; submits nothing");
     sub->add_flag("--wait", opts->wait, "Wait for the jobs to finish; exit 1 if any did not succeed");
     sub->add_flag("--follow,-f", opts->follow, "Stream the logs of a single job, then wait for it");
+    sub->add_flag("--allow-unfunded", opts->allow_unfunded,
+                  "Submit even if the estimate exceeds your team's credits or budget; jobs wait for funds");
     sub->add_option("--team", opts->team, "Team to submit for (admins only; members submit for their team)");
     sub->callback([&cli, opts] { cli.exit_code = run_submit(cli.global, *opts); });
 }

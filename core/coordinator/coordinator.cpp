@@ -4,6 +4,8 @@
 #include "core/resources/quantity.hpp"
 
 #include <algorithm>
+#include <cassert>
+#include <limits>
 
 namespace gpupool::coordinator {
 
@@ -22,6 +24,15 @@ Error fenced(AttemptId id, const std::string& why) {
 }
 
 bool is_active(AttemptState s) { return s == AttemptState::assigned || s == AttemptState::running; }
+
+using credits::format_credits;
+using credits::Micro;
+
+constexpr std::int64_t k_day_ms = 24LL * 3600 * 1000;
+constexpr std::int64_t k_week_ms = 7 * k_day_ms;
+constexpr Micro k_unlimited = std::numeric_limits<Micro>::max();
+
+std::string credits_text(Micro m) { return format_credits(m) + (m == 1'000'000 ? " credit" : " credits"); }
 
 // Reads the worker's registered inventory: GPUs, CPU, RAM. Bad fields were refused at register.
 void parse_inventory(const nlohmann::json& inv, std::vector<sched::Gpu>& gpus, std::vector<std::string>& models,
@@ -94,6 +105,15 @@ void Coordinator::record_usage(const AttemptRecord& a) {
 // ---- persistence --------------------------------------------------------------------------------
 
 Status Coordinator::commit(Changes& changes) {
+    // The cached balance of every account the new entries move, written in the same transaction.
+    std::map<credits::Account, Micro> touched;
+    for (const auto& e : changes.ledger) {
+        touched.try_emplace(e.debit, m_ledger.balance(e.debit)).first->second -= e.amount;
+        touched.try_emplace(e.credit, m_ledger.balance(e.credit)).first->second += e.amount;
+    }
+    for (const auto& [account, balance] : touched) {
+        changes.balances.push_back({account, balance});
+    }
     if (auto st = m_store.apply(changes); !st) {
         return st;
     }
@@ -143,12 +163,37 @@ void Coordinator::absorb(const Changes& changes) {
         latest = std::max(latest, a.id);
         m_next_attempt = std::max(m_next_attempt, a.id.value() + 1);
     }
+    for (const auto& g : changes.grants) {
+        m_grants[g.id] = g;
+    }
+    for (const auto& e : changes.ledger) {
+        assert(!m_ledger.check(e));
+        m_ledger.apply(e);
+    }
 }
 
 Status Coordinator::start() {
     auto snap = m_store.load();
     if (!snap) {
         return snap.error();
+    }
+    // The ledger first: rebuild every balance from the rows and compare with the cached ones.
+    for (const auto& e : snap->ledger) {
+        if (auto why = m_ledger.check(e)) {
+            return make_error(ErrorCode::io, "credits ledger: entry " + std::to_string(e.id) + " breaks a rule (" + *why +
+                                                 "); refusing to start");
+        }
+        m_ledger.apply(e);
+    }
+    snap->ledger.clear();
+    std::map<credits::Account, Micro> cached;
+    for (const auto& b : snap->balances) {
+        cached[b.account] = b.balance;
+    }
+    if (auto why = m_ledger.verify(cached)) {
+        return make_error(ErrorCode::io, "credits ledger: " + *why +
+                                             "; refusing to start: the cached balances disagree with the ledger rows "
+                                             "(restore a backup of the database, or investigate)");
     }
     absorb(*snap); // the store already holds all of it
     std::vector<const AttemptRecord*> ended;
@@ -254,7 +299,7 @@ Result<TeamRecord> Coordinator::create_team(const Principal& who, const std::str
         }
     }
     Changes c;
-    TeamRecord t{TeamId(m_next_team), name, weight, m_clock.now_ms()};
+    TeamRecord t{TeamId(m_next_team), name, weight, m_clock.now_ms(), std::nullopt, std::nullopt};
     c.teams.push_back(t);
     if (auto st = commit(c); !st) {
         return st.error();
@@ -432,6 +477,28 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
             return e;
         }
     }
+    if (m_options.credits.enforce && !request.allow_unfunded) {
+        const Estimate est = estimate_for(*team, request.source, request.jobs);
+        const std::string& name = m_teams.at(*team).name;
+        const std::string what = "this submission (" + std::to_string(request.jobs.size()) +
+                                 (request.jobs.size() == 1 ? " job" : " jobs") + ") is estimated at " +
+                                 credits_text(est.total_estimate_micro) + " (at most " +
+                                 credits_text(est.total_max_micro) + ")";
+        const std::string hint = "; ask an admin for a grant (`gpupool admin grant " + name +
+                                 " AMOUNT`), or submit with --allow-unfunded to queue it until funds arrive";
+        if (est.total_estimate_micro > est.available_micro) {
+            return make_error(ErrorCode::conflict,
+                              what + " but team `" + name + "` has " + credits_text(est.available_micro) +
+                                  " available" + hint,
+                              "credits");
+        }
+        if (est.budget_room_micro && est.total_estimate_micro > *est.budget_room_micro) {
+            return make_error(ErrorCode::conflict,
+                              what + " but team `" + name + "`'s budget allows " +
+                                  credits_text(std::max<Micro>(*est.budget_room_micro, 0)) + " more now" + hint,
+                              "credits");
+        }
+    }
     const std::int64_t now = m_clock.now_ms();
     Changes c;
     SweepRecord sweep{m_next_sweep, *team, who.token_id, request.source,
@@ -513,7 +580,7 @@ std::vector<AttemptRecord> Coordinator::attempts_of(JobId id) const {
 }
 
 void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::optional<std::int64_t> exit_code,
-                              const std::string& reason, Changes& changes) {
+                              const std::string& reason, Changes& changes, bool chargeable) {
     const std::int64_t now = m_clock.now_ms();
     attempt.state = state;
     attempt.ended_at = now;
@@ -521,10 +588,25 @@ void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::o
     attempt.reason = reason;
     changes.attempts.push_back(attempt);
     JobRecord job = m_jobs.at(attempt.job);
+    // Settle the escrow in the same transaction as the state change.
+    const std::int64_t aid = attempt.id.value();
+    if (m_ledger.has_hold(aid) && !m_ledger.closed(aid)) {
+        assert(std::none_of(changes.ledger.begin(), changes.ledger.end(),
+                            [&](const credits::Entry& e) { return e.attempt == aid; }));
+        const std::int64_t runtime_ms = attempt.started_at ? now - *attempt.started_at : 0;
+        const TeamId provider = m_workers.at(attempt.worker).record.team;
+        const auto s = credits::settle(m_ledger.held(aid), credits::cost_of(attempt.price_micro_per_hour, runtime_ms),
+                                       chargeable && state != AttemptState::lost, m_options.credits.pool_fee_ppm,
+                                       provider == job.team);
+        auto entries = credits::Ledger::settlement_entries(next_entry_id(changes), now, aid, job.team.value(),
+                                                           provider.value(), s);
+        changes.ledger.insert(changes.ledger.end(), entries.begin(), entries.end());
+    }
     job.updated_at = now;
     job.exit_code = exit_code;
     job.reason = reason;
-    const bool attempts_left = job.attempts < job.spec.retry.max_attempts;
+    // Preempted attempts (by the scheduler or the owner) do not use up one of the job's attempts.
+    const bool attempts_left = job.attempts - preempted_attempts(job.id) < job.spec.retry.max_attempts;
     switch (state) {
     case AttemptState::succeeded:
         job.state = JobState::succeeded;
@@ -698,7 +780,20 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     if (auto st = commit(c); !st) {
         return st.error();
     }
-    return Registered{w.id, tok->secret};
+    Registered reg{w.id, tok->secret, {}};
+    const auto& rates = m_options.credits.rates;
+    if (inventory.contains("gpus")) {
+        for (const auto& g : inventory["gpus"]) {
+            const std::string model = g.value("model", std::string());
+            if (rates.find(model) == nullptr) {
+                reg.warnings.push_back("GPU model `" + model + "` is not in the GPU catalog (" + rates.source +
+                                       "): its time is priced at the default rate of " +
+                                       credits_text(rates.default_micro_per_gpu_hour) +
+                                       " per GPU-hour; ask the pool's admins to add it");
+            }
+        }
+    }
+    return reg;
 }
 
 Result<AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& who, AttemptId id) {
@@ -804,19 +899,49 @@ Status Coordinator::upload_output(const Principal& who, AttemptId id, std::strin
     return m_store.put_output(id, data, sha256_hex(data));
 }
 
-Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::int64_t exit_code,
-                                     const std::string& reason) {
+std::optional<Outcome> outcome_from_string(std::string_view s) {
+    if (s == "exited") {
+        return Outcome::exited;
+    }
+    if (s == "worker_fault") {
+        return Outcome::worker_fault;
+    }
+    if (s == "owner_preempted") {
+        return Outcome::owner_preempted;
+    }
+    return std::nullopt;
+}
+
+Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::optional<std::int64_t> exit_code,
+                                     const std::string& reason, Outcome outcome) {
     auto a = current_attempt_of_worker(who, id);
     if (!a) {
         return a.error();
     }
-    if (exit_code < 0 || exit_code > 255) {
-        return invalid("exit codes are 0-255", "exit_code");
-    }
     Changes c;
     AttemptRecord copy = **a;
-    std::string why = reason.empty() ? "exited with status " + std::to_string(exit_code) : reason;
-    end_attempt(copy, exit_code == 0 ? AttemptState::succeeded : AttemptState::failed, exit_code, why, c);
+    switch (outcome) {
+    case Outcome::exited: {
+        if (!exit_code) {
+            return invalid("missing required field", "exit_code");
+        }
+        if (*exit_code < 0 || *exit_code > 255) {
+            return invalid("exit codes are 0-255", "exit_code");
+        }
+        std::string why = reason.empty() ? "exited with status " + std::to_string(*exit_code) : reason;
+        end_attempt(copy, *exit_code == 0 ? AttemptState::succeeded : AttemptState::failed, exit_code, why, c);
+        break;
+    }
+    case Outcome::worker_fault:
+        end_attempt(copy, AttemptState::lost, std::nullopt,
+                    reason.empty() ? "worker fault" : "worker fault: " + reason, c, false);
+        break;
+    case Outcome::owner_preempted:
+        end_attempt(copy, AttemptState::preempted, std::nullopt,
+                    reason.empty() ? "preempted by the GPU's owner" : "preempted by the GPU's owner: " + reason, c,
+                    false);
+        break;
+    }
     return commit(c);
 }
 
@@ -824,6 +949,7 @@ Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::in
 
 void Coordinator::expire(Changes& c) {
     const std::int64_t now = m_clock.now_ms();
+    expire_grants(c);
     for (auto& [id, a] : m_attempts) {
         if (!is_active(a.state)) {
             continue;
@@ -904,9 +1030,60 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
     }
     std::vector<sched::JobRequest> pending;
     std::map<std::int64_t, std::int64_t> sweep_budget;
+    // Credits: what each team may still hold in this pass (balance, and budgets when set).
+    const bool enforce = m_options.credits.enforce;
+    std::map<TeamId, Micro> room;
+    auto room_of = [&](TeamId team) -> Micro& {
+        auto it = room.find(team);
+        if (it == room.end()) {
+            it = room.emplace(team, budget_room(team, now)).first;
+        }
+        return it->second;
+    };
+    // "team `x` can hold 0.2 credits now (balance 5; budget 1/day, 0.8 spent or held)".
+    auto can_hold = [&](TeamId team, Micro left) {
+        const TeamRecord& t = m_teams.at(team);
+        std::string out = "team `" + t.name + "` can hold " + credits_text(std::max<Micro>(left, 0)) + " now (balance " +
+                          format_credits(m_ledger.balance(credits::Account::of_team(team.value())));
+        const Micro held = m_ledger.held_by_team(team.value());
+        if (t.budget_day_micro) {
+            out += "; budget " + format_credits(*t.budget_day_micro) + "/day, " +
+                   format_credits(m_ledger.spent_since(team.value(), now - k_day_ms) + held) + " spent or held";
+        }
+        if (t.budget_week_micro) {
+            out += "; budget " + format_credits(*t.budget_week_micro) + "/week, " +
+                   format_credits(m_ledger.spent_since(team.value(), now - k_week_ms) + held) + " spent or held";
+        }
+        return out + ")";
+    };
+    // The smallest hold a job could take on any live worker: a team that cannot cover even that
+    // does not enter the scheduling pass (it would only block capacity or preempt in vain).
+    auto min_hold = [&](const recipe::JobSpec& spec) {
+        Micro best = k_unlimited;
+        for (const auto& sw : view.workers) {
+            if (spec.resources.gpus == 0) {
+                best = std::min(best, attempt_price(spec, sw.id, -1, 0));
+                continue;
+            }
+            for (std::size_t g = 0; g < sw.gpus.size(); ++g) {
+                best = std::min(best, attempt_price(spec, sw.id, static_cast<std::int64_t>(g), spec.resources.gpu_milli));
+            }
+        }
+        return best == k_unlimited ? Micro{0} : credits::cost_of(best, spec.resources.max_runtime_s * 1000);
+    };
     for (const auto& [id, j] : m_jobs) {
         if (j.state != JobState::queued) {
             continue;
+        }
+        if (enforce && !view.workers.empty()) {
+            const Micro need = min_hold(j.spec);
+            const Micro left = room_of(j.team);
+            if (need > left) {
+                m_waiting[id] = "waiting for credits: " + can_hold(j.team, left) + " but this job's hold is at least " +
+                                credits_text(need) + " (price x max_runtime " +
+                                resources::format_duration_s(j.spec.resources.max_runtime_s) + ")";
+                continue;
+            }
         }
         const auto& sweep = m_sweeps.at(j.sweep_id);
         if (sweep.max_parallel > 0) {
@@ -961,17 +1138,36 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
     }
     for (const auto& p : d.placements) {
         JobRecord j = m_jobs.at(p.job);
+        const std::int64_t gpu_index = p.gpus.empty() ? -1 : static_cast<std::int64_t>(p.gpus.front());
+        const Micro price = attempt_price(j.spec, p.worker, gpu_index, p.gpu_milli);
+        const Micro hold = credits::cost_of(price, j.spec.resources.max_runtime_s * 1000);
+        if (enforce) {
+            Micro& left = room_of(j.team);
+            if (hold > left) {
+                m_waiting[p.job] = "waiting for credits: " + can_hold(j.team, left) + " but this job's hold on worker " +
+                                   std::to_string(p.worker.value()) + " is " + credits_text(hold) + " (" +
+                                   format_credits(price) + "/hour x max_runtime " +
+                                   resources::format_duration_s(j.spec.resources.max_runtime_s) + ")";
+                continue;
+            }
+            left -= hold;
+        }
         AttemptRecord a;
         a.id = AttemptId(m_next_attempt + static_cast<std::int64_t>(c.attempts.size()));
         a.job = p.job;
         a.worker = p.worker;
-        a.gpu_index = p.gpus.empty() ? -1 : static_cast<std::int64_t>(p.gpus.front());
+        a.gpu_index = gpu_index;
         a.gpu_milli = p.gpu_milli;
         a.state = AttemptState::assigned;
         a.assigned_at = now;
         a.lease_expires_at = now + m_options.lease_ms;
         a.reason = "assigned";
+        a.price_micro_per_hour = price;
         c.attempts.push_back(a);
+        if (hold > 0) {
+            // The hold is taken with the assignment, in the same transaction.
+            c.ledger.push_back(credits::Ledger::hold_entry(next_entry_id(c), now, a.id.value(), j.team.value(), hold));
+        }
         j.state = JobState::assigned;
         j.attempts += 1;
         j.updated_at = now;
@@ -1009,6 +1205,418 @@ std::string Coordinator::waiting_reason(JobId id) const {
     }
     auto it = m_waiting.find(id);
     return it == m_waiting.end() ? std::string("waiting for the next scheduling pass") : it->second;
+}
+
+// ---- credits ------------------------------------------------------------------------------------
+
+std::int64_t Coordinator::next_entry_id(const Changes& changes) const {
+    return m_ledger.next_id() + static_cast<std::int64_t>(changes.ledger.size());
+}
+
+Result<TeamId> Coordinator::team_named(const std::string& name) const {
+    for (const auto& [id, t] : m_teams) {
+        if (t.name == name) {
+            return id;
+        }
+    }
+    return make_error(ErrorCode::not_found, "no team named `" + name + "`", "team");
+}
+
+std::int64_t Coordinator::budget_room(TeamId team, std::int64_t now) const {
+    Micro room = m_ledger.balance(credits::Account::of_team(team.value()));
+    const TeamRecord& t = m_teams.at(team);
+    const Micro held = m_ledger.held_by_team(team.value());
+    if (t.budget_day_micro) {
+        room = std::min(room, *t.budget_day_micro - m_ledger.spent_since(team.value(), now - k_day_ms) - held);
+    }
+    if (t.budget_week_micro) {
+        room = std::min(room, *t.budget_week_micro - m_ledger.spent_since(team.value(), now - k_week_ms) - held);
+    }
+    return room;
+}
+
+std::int64_t Coordinator::preempted_attempts(JobId job) const {
+    std::int64_t n = 0;
+    for (auto it = m_attempts.begin(); it != m_attempts.end(); ++it) {
+        if (it->second.job == job && it->second.state == AttemptState::preempted) {
+            ++n;
+        }
+    }
+    return n;
+}
+
+std::int64_t Coordinator::attempt_price(const recipe::JobSpec& spec, WorkerId worker, std::int64_t gpu_index,
+                                        std::int64_t gpu_milli) const {
+    const auto& rates = m_options.credits.rates;
+    if (spec.resources.gpus == 0 || gpu_index < 0) {
+        return credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, spec.resources.cpu_milli);
+    }
+    const LiveWorker& w = m_workers.at(worker);
+    const auto g = static_cast<std::size_t>(gpu_index);
+    const std::int64_t total = g < w.gpus.size() ? w.gpus[g].memory_mib : 0;
+    const std::string model = g < w.gpu_models.size() ? w.gpu_models[g] : std::string();
+    const std::int64_t share = credits::billed_share_milli(gpu_milli, spec.resources.gpu_memory_mib, total);
+    return credits::gpu_price_per_hour(rates.gpu_rate(model), share) * std::max<std::int64_t>(1, spec.resources.gpus);
+}
+
+std::pair<std::int64_t, std::int64_t> Coordinator::history(TeamId team, const std::string& source) const {
+    std::vector<std::int64_t> runtimes;
+    for (const auto& [id, a] : m_attempts) {
+        if (a.state != AttemptState::succeeded || !a.started_at || !a.ended_at) {
+            continue;
+        }
+        const JobRecord& j = m_jobs.at(a.job);
+        if (j.team != team || m_sweeps.at(j.sweep_id).source != source) {
+            continue;
+        }
+        runtimes.push_back((*a.ended_at - *a.started_at + 999) / 1000);
+    }
+    if (runtimes.empty()) {
+        return {0, 0};
+    }
+    std::sort(runtimes.begin(), runtimes.end());
+    const std::size_t n = runtimes.size();
+    const std::int64_t median = n % 2 == 1 ? runtimes[n / 2] : (runtimes[n / 2 - 1] + runtimes[n / 2] + 1) / 2;
+    return {median, static_cast<std::int64_t>(n)};
+}
+
+Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const {
+    Estimate est;
+    est.enforced = m_options.credits.enforce;
+    const auto& rates = m_options.credits.rates;
+    const auto [median_s, runs] = history(team, source);
+    for (const auto& spec : jobs) {
+        JobEstimate je;
+        je.name = spec.name;
+        const auto& r = spec.resources;
+        if (r.gpus == 0) {
+            je.price_micro_per_hour = credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, r.cpu_milli);
+        } else {
+            // The priciest GPU in the pool the job may land on; the catalog default in an empty pool.
+            bool seen = false;
+            for (const auto& [wid, w] : m_workers) {
+                if (w.record.state == WorkerState::banned) {
+                    continue;
+                }
+                for (std::size_t g = 0; g < w.gpus.size(); ++g) {
+                    const bool model_ok = r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(),
+                                                                            w.gpu_models[g]) != r.gpu_models.end();
+                    if (!model_ok || w.gpus[g].memory_mib < r.gpu_memory_mib) {
+                        continue;
+                    }
+                    const Micro price = attempt_price(spec, wid, static_cast<std::int64_t>(g), r.gpu_milli);
+                    if (!seen || price > je.price_micro_per_hour) {
+                        je.price_micro_per_hour = price;
+                        je.gpu_model = w.gpu_models[g];
+                        seen = true;
+                    }
+                }
+            }
+            if (!seen) {
+                const std::int64_t share = r.gpu_milli > 0 ? r.gpu_milli : 1000;
+                je.price_micro_per_hour = credits::gpu_price_per_hour(rates.default_micro_per_gpu_hour, share);
+            }
+        }
+        je.max_micro = credits::cost_of(je.price_micro_per_hour, r.max_runtime_s * 1000);
+        je.history_runs = runs;
+        je.runtime_s = runs > 0 ? std::min(median_s, r.max_runtime_s) : r.max_runtime_s;
+        je.estimate_micro = credits::cost_of(je.price_micro_per_hour, je.runtime_s * 1000);
+        est.total_max_micro += je.max_micro;
+        est.total_estimate_micro += je.estimate_micro;
+        est.jobs.push_back(std::move(je));
+    }
+    const std::int64_t now = m_clock.now_ms();
+    est.available_micro = m_ledger.balance(credits::Account::of_team(team.value()));
+    const TeamRecord& t = m_teams.at(team);
+    if (t.budget_day_micro || t.budget_week_micro) {
+        // What the budgets leave, whatever the balance.
+        Micro room = k_unlimited;
+        const Micro held = m_ledger.held_by_team(team.value());
+        if (t.budget_day_micro) {
+            room = std::min(room, *t.budget_day_micro - m_ledger.spent_since(team.value(), now - k_day_ms) - held);
+        }
+        if (t.budget_week_micro) {
+            room = std::min(room, *t.budget_week_micro - m_ledger.spent_since(team.value(), now - k_week_ms) - held);
+        }
+        est.budget_room_micro = room;
+    }
+    return est;
+}
+
+Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& source,
+                                       const std::vector<recipe::JobSpec>& jobs,
+                                       const std::optional<std::string>& team) const {
+    TeamId id;
+    if (who.role == Role::member && who.team) {
+        id = *who.team;
+    } else if (who.role == Role::admin) {
+        if (!team) {
+            return invalid("admins estimate for a team: set `team`", "team");
+        }
+        auto t = team_named(*team);
+        if (!t) {
+            return t.error();
+        }
+        id = *t;
+    } else {
+        return denied("only team members and admins ask for estimates");
+    }
+    if (jobs.empty()) {
+        return invalid("an estimate needs at least one job", "jobs");
+    }
+    return estimate_for(id, source, jobs);
+}
+
+void Coordinator::expire_grants(Changes& c) {
+    const std::int64_t now = m_clock.now_ms();
+    for (const auto& [id, g] : m_grants) {
+        if (g.expired_at || !g.expires_at || *g.expires_at > now) {
+            continue;
+        }
+        GrantRecord done = g;
+        done.expired_at = now;
+        c.grants.push_back(done);
+        // What is left of it: up to the team's positive balance (spending is not traced per grant).
+        const Micro left = std::min(g.amount, m_ledger.balance(credits::Account::of_team(g.team.value())));
+        if (left > 0) {
+            credits::Entry e;
+            e.id = next_entry_id(c);
+            e.at_ms = now;
+            e.debit = credits::Account::of_team(g.team.value());
+            e.credit = credits::Account::issuer();
+            e.amount = left;
+            e.reason = credits::EntryReason::expiry;
+            e.grant = g.id;
+            e.note = "grant " + std::to_string(g.id) + " expired";
+            c.ledger.push_back(e);
+        }
+    }
+}
+
+Result<GrantRecord> Coordinator::grant(const Principal& who, const std::string& team, std::int64_t amount_micro,
+                                       std::optional<std::int64_t> expires_at, const std::string& note) {
+    if (who.role != Role::admin) {
+        return denied("only admins grant credits");
+    }
+    auto id = team_named(team);
+    if (!id) {
+        return id.error();
+    }
+    if (amount_micro <= 0 || amount_micro > credits::k_max_amount) {
+        return invalid("a grant is a positive amount", "amount_micro");
+    }
+    const std::int64_t now = m_clock.now_ms();
+    if (expires_at && *expires_at <= now) {
+        return invalid("the expiry date is in the past", "expires_at");
+    }
+    Changes c;
+    credits::Entry e;
+    e.id = next_entry_id(c);
+    e.at_ms = now;
+    e.debit = credits::Account::issuer();
+    e.credit = credits::Account::of_team(id->value());
+    e.amount = amount_micro;
+    e.reason = credits::EntryReason::grant;
+    e.grant = e.id;
+    e.note = note;
+    c.ledger.push_back(e);
+    GrantRecord g{e.id, *id, amount_micro, expires_at, note, now, std::nullopt};
+    c.grants.push_back(g);
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return g;
+}
+
+Result<credits::Entry> Coordinator::adjust(const Principal& who, const std::string& team, std::int64_t amount_micro,
+                                           const std::string& note) {
+    if (who.role != Role::admin) {
+        return denied("only admins adjust balances");
+    }
+    auto id = team_named(team);
+    if (!id) {
+        return id.error();
+    }
+    if (amount_micro == 0 || amount_micro > credits::k_max_amount || amount_micro < -credits::k_max_amount) {
+        return invalid("an adjustment is a non-zero amount", "amount_micro");
+    }
+    if (note.empty()) {
+        return invalid("say why: an adjustment needs a note", "note");
+    }
+    Changes c;
+    credits::Entry e;
+    e.id = next_entry_id(c);
+    e.at_ms = m_clock.now_ms();
+    const auto t = credits::Account::of_team(id->value());
+    e.debit = amount_micro > 0 ? credits::Account::issuer() : t;
+    e.credit = amount_micro > 0 ? t : credits::Account::issuer();
+    e.amount = amount_micro > 0 ? amount_micro : -amount_micro;
+    e.reason = credits::EntryReason::adjustment;
+    e.note = note;
+    c.ledger.push_back(e);
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return e;
+}
+
+Status Coordinator::set_budget(const Principal& who, const std::string& team, std::optional<std::int64_t> day_micro,
+                               std::optional<std::int64_t> week_micro) {
+    if (who.role != Role::admin) {
+        return denied("only admins set budgets");
+    }
+    auto id = team_named(team);
+    if (!id) {
+        return id.error();
+    }
+    if ((day_micro && *day_micro < 0) || (week_micro && *week_micro < 0)) {
+        return invalid("a budget is 0 or more", day_micro && *day_micro < 0 ? "day_micro" : "week_micro");
+    }
+    Changes c;
+    TeamRecord t = m_teams.at(*id);
+    t.budget_day_micro = day_micro;
+    t.budget_week_micro = week_micro;
+    c.teams.push_back(t);
+    return commit(c);
+}
+
+Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::optional<std::string>& team,
+                                            std::size_t movements) const {
+    TeamId id;
+    if (who.role == Role::member && who.team) {
+        if (team && *team != m_teams.at(*who.team).name) {
+            return denied("members see their own team's credits");
+        }
+        id = *who.team;
+    } else if (who.role == Role::admin) {
+        if (!team) {
+            return invalid("admins name the team: set `team`", "team");
+        }
+        auto t = team_named(*team);
+        if (!t) {
+            return t.error();
+        }
+        id = *t;
+    } else {
+        return denied("only team members and admins read credits");
+    }
+    const std::int64_t now = m_clock.now_ms();
+    const TeamRecord& t = m_teams.at(id);
+    CreditsView v;
+    v.team = id;
+    v.name = t.name;
+    v.balance_micro = m_ledger.balance(credits::Account::of_team(id.value()));
+    v.held_micro = m_ledger.held_by_team(id.value());
+    v.budget_day_micro = t.budget_day_micro;
+    v.budget_week_micro = t.budget_week_micro;
+    v.spent_day_micro = m_ledger.spent_since(id.value(), now - k_day_ms);
+    v.spent_week_micro = m_ledger.spent_since(id.value(), now - k_week_ms);
+    const auto acc = credits::Account::of_team(id.value());
+    const auto& entries = m_ledger.entries();
+    for (auto it = entries.rbegin(); it != entries.rend() && v.movements.size() < movements; ++it) {
+        if (it->debit == acc || it->credit == acc || it->payer == id.value()) {
+            v.movements.push_back(*it);
+        }
+    }
+    return v;
+}
+
+Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) const {
+    if (who.role != Role::admin) {
+        return denied("only admins read the pool report");
+    }
+    Report r;
+    r.since_ms = since_ms;
+    std::map<std::int64_t, TeamReport> teams;
+    for (const auto& [id, t] : m_teams) {
+        TeamReport tr;
+        tr.team = id;
+        tr.name = t.name;
+        tr.balance_micro = m_ledger.balance(credits::Account::of_team(id.value()));
+        tr.held_micro = m_ledger.held_by_team(id.value());
+        teams[id.value()] = tr;
+    }
+    std::map<std::int64_t, Micro> earned_by_attempt;
+    for (const auto& e : m_ledger.entries()) {
+        if (e.at_ms < since_ms) {
+            continue;
+        }
+        switch (e.reason) {
+        case credits::EntryReason::grant:
+        case credits::EntryReason::adjustment:
+        case credits::EntryReason::expiry:
+            if (e.credit.kind == credits::AccountKind::team) {
+                teams[e.credit.team].granted_micro += e.amount;
+            } else {
+                teams[e.debit.team].granted_micro -= e.amount;
+            }
+            break;
+        case credits::EntryReason::charge:
+            teams[e.credit.team].earned_micro += e.amount;
+            teams[e.payer].spent_micro += e.amount;
+            earned_by_attempt[e.attempt] += e.amount;
+            break;
+        case credits::EntryReason::fee:
+            teams[e.payer].spent_micro += e.amount;
+            break;
+        case credits::EntryReason::hold:
+        case credits::EntryReason::release:
+            break;
+        }
+    }
+    for (auto& [id, tr] : teams) {
+        r.teams.push_back(tr);
+    }
+    const std::int64_t now = m_clock.now_ms();
+    std::map<WorkerId, WorkerReport> workers;
+    for (const auto& [id, w] : m_workers) {
+        workers[id] = WorkerReport{id, w.record.name, w.record.team, 0.0, 0, 0, 0};
+    }
+    for (const auto& [id, a] : m_attempts) {
+        const std::int64_t end = a.ended_at.value_or(now);
+        if (end < since_ms) {
+            continue;
+        }
+        WorkerReport& wr = workers[a.worker];
+        if (a.started_at && a.gpu_milli > 0) {
+            const std::int64_t from = std::max(*a.started_at, since_ms);
+            wr.gpu_hours += static_cast<double>(std::max<std::int64_t>(0, end - from)) / 3.6e6 *
+                            static_cast<double>(a.gpu_milli) / 1000.0;
+        }
+        if (a.ended_at) {
+            ++wr.attempts;
+            if (a.state == AttemptState::lost) {
+                ++wr.failures;
+            }
+        }
+        auto earned = earned_by_attempt.find(id.value());
+        if (earned != earned_by_attempt.end()) {
+            wr.earned_micro += earned->second;
+        }
+    }
+    for (auto& [id, wr] : workers) {
+        r.workers.push_back(wr);
+    }
+    r.pool_fee_micro = m_ledger.balance(credits::Account::pool_fee());
+    r.escrow_micro = m_ledger.balance(credits::Account::escrow());
+    r.issuer_micro = m_ledger.balance(credits::Account::issuer());
+    return r;
+}
+
+std::int64_t Coordinator::cost_micro(const AttemptRecord& a) const {
+    if (a.ended_at) {
+        return m_ledger.charged(a.id.value());
+    }
+    if (!a.started_at) {
+        return 0;
+    }
+    const Micro accrued = credits::cost_of(a.price_micro_per_hour, m_clock.now_ms() - *a.started_at);
+    return std::min(accrued, m_ledger.held(a.id.value()));
+}
+
+std::int64_t Coordinator::held_micro(JobId job) const {
+    auto latest = m_latest_attempt.find(job);
+    return latest == m_latest_attempt.end() ? 0 : m_ledger.held(latest->second.value());
 }
 
 } // namespace gpupool::coordinator

@@ -15,11 +15,21 @@
 //   cancellation are enforced here too, and the worker learns of them in its heartbeat reply.
 // - Placement is sched::schedule() on a snapshot of the live state; a sweep's max_parallel caps how
 //   many of its jobs hold attempts at once.
+// - Credits (decision 7, docs/credits.md): placing an attempt holds its maximum cost (price x
+//   max_runtime) in escrow, in the same transaction as the assignment; a team whose balance (or
+//   budget) cannot cover the hold stays queued with the numbers in its waiting reason. Ending an
+//   attempt settles it in the same transaction as the state change: price x runtime to the
+//   provider (the worker's team, less the pool fee), the rest back to the team — nothing charged
+//   for a worker fault or an owner preemption. With credits.enforce off (the embedded local mode)
+//   holds are still taken and charges recorded, but balances may go negative and nothing waits.
+//   start() rebuilds balances from the ledger rows and refuses to start if the cached ones differ.
 // - Authorization: admin tokens may do anything; member tokens act within their team; worker
 //   tokens speak only for their worker; enrollment tokens may only register a worker.
 #pragma once
 
 #include "core/coordinator/clock.hpp"
+#include "core/credits/catalog.hpp"
+#include "core/credits/ledger.hpp"
 #include "core/recipe/recipe.hpp"
 #include "core/sched/scheduler.hpp"
 #include "core/store/store.hpp"
@@ -40,11 +50,20 @@ using store::Role;
 using store::TeamId;
 using store::WorkerId;
 
+struct CreditOptions {
+    // Holds must be covered by the team's balance and budget, and submit refuses a sweep whose
+    // estimate it cannot pay for. Off only for the embedded local mode (`gpupool run`).
+    bool enforce = true;
+    credits::RateCatalog rates = credits::default_rate_catalog();
+    std::int64_t pool_fee_ppm = 0; // of each charge, to the pool-fee account
+};
+
 struct CoordinatorOptions {
     std::int64_t lease_ms = 30'000;            // an attempt is lost this long after its last renewal
     std::int64_t worker_timeout_ms = 30'000;   // a worker silent this long gets no new work
     std::int64_t runtime_grace_ms = 30'000;    // beyond max_runtime before the coordinator fails it
     sched::Policy policy;
+    CreditOptions credits;
 };
 
 // Who is asking, resolved from a bearer token.
@@ -67,6 +86,76 @@ struct SubmitRequest {
     std::int64_t max_parallel = 0;
     std::vector<recipe::JobSpec> jobs;
     std::optional<std::string> team; // admins submit for a named team
+    bool allow_unfunded = false;     // submit even if the estimate exceeds the balance or budget
+};
+
+// How a worker says an attempt ended.
+enum class Outcome : std::uint8_t {
+    exited,          // the job's process exited with exit_code
+    worker_fault,    // the worker could not run it (container failed to start, lost on restart)
+    owner_preempted, // the GPU's owner reclaimed the machine
+};
+std::optional<Outcome> outcome_from_string(std::string_view s);
+
+// What a sweep is expected to cost, before it runs.
+struct JobEstimate {
+    std::string name;
+    std::string gpu_model;                // the priciest model in the pool it may land on ("" for CPU)
+    std::int64_t price_micro_per_hour = 0;
+    std::int64_t max_micro = 0;           // price x max_runtime: the hold
+    std::int64_t estimate_micro = 0;      // price x median past runtime (or max_runtime)
+    std::int64_t runtime_s = 0;           // the runtime the estimate uses
+    std::int64_t history_runs = 0;        // past successful runs it is based on (0: max_runtime)
+};
+
+struct Estimate {
+    std::vector<JobEstimate> jobs;
+    std::int64_t total_max_micro = 0;
+    std::int64_t total_estimate_micro = 0;
+    std::int64_t available_micro = 0;                // the team's balance
+    std::optional<std::int64_t> budget_room_micro;   // what its budgets still allow, if it has any
+    bool enforced = true;
+};
+
+struct CreditsView {
+    TeamId team;
+    std::string name;
+    std::int64_t balance_micro = 0; // available: holds are already out of it
+    std::int64_t held_micro = 0;    // in escrow for its running attempts
+    std::optional<std::int64_t> budget_day_micro;
+    std::optional<std::int64_t> budget_week_micro;
+    std::int64_t spent_day_micro = 0;
+    std::int64_t spent_week_micro = 0;
+    std::vector<credits::Entry> movements; // newest first
+};
+
+struct TeamReport {
+    TeamId team;
+    std::string name;
+    std::int64_t granted_micro = 0; // grants and adjustments, net of expiries
+    std::int64_t earned_micro = 0;  // charges credited to it as a provider
+    std::int64_t spent_micro = 0;   // charges and fees for its attempts
+    std::int64_t balance_micro = 0;
+    std::int64_t held_micro = 0;
+};
+
+struct WorkerReport {
+    WorkerId worker;
+    std::string name;
+    TeamId team;
+    double gpu_hours = 0;          // GPU-hours delivered (runtime x share) by attempts that ran
+    std::int64_t attempts = 0;     // attempts that ended on it
+    std::int64_t failures = 0;     // of those, lost to the worker (lease expiry, worker fault, ban)
+    std::int64_t earned_micro = 0; // charged for attempts on it
+};
+
+struct Report {
+    std::int64_t since_ms = 0;
+    std::vector<TeamReport> teams;
+    std::vector<WorkerReport> workers;
+    std::int64_t pool_fee_micro = 0; // the fee account's balance
+    std::int64_t escrow_micro = 0;
+    std::int64_t issuer_micro = 0;
 };
 
 struct SubmitResult {
@@ -133,6 +222,7 @@ public:
     struct Registered {
         WorkerId worker;
         std::string secret; // the worker's own token, shown once
+        std::vector<std::string> warnings; // e.g. GPU models missing from the rate catalog
     };
     Result<Registered> register_worker(const Principal& who, const std::string& name, const nlohmann::json& inventory);
     // `unhealthy_gpus`: indices of GPUs the worker reports as failing (ECC errors, fell off the
@@ -147,7 +237,31 @@ public:
     Result<store::LogAppend> append_log(const Principal& who, AttemptId attempt, std::int64_t offset,
                                         std::string_view data);
     Status upload_output(const Principal& who, AttemptId attempt, std::string_view data);
-    Status complete_attempt(const Principal& who, AttemptId attempt, std::int64_t exit_code, const std::string& reason);
+    // `exit_code` is required for Outcome::exited and ignored otherwise.
+    Status complete_attempt(const Principal& who, AttemptId attempt, std::optional<std::int64_t> exit_code,
+                            const std::string& reason, Outcome outcome = Outcome::exited);
+
+    // ---- credits ----
+    // Admin: mint `amount` from the issuer into a team; at `expires_at` what is left of it (up to
+    // the team's positive balance) goes back to the issuer.
+    Result<store::GrantRecord> grant(const Principal& who, const std::string& team, std::int64_t amount_micro,
+                                     std::optional<std::int64_t> expires_at, const std::string& note);
+    // Admin: a signed correction between the issuer and a team; the note is required.
+    Result<credits::Entry> adjust(const Principal& who, const std::string& team, std::int64_t amount_micro,
+                                  const std::string& note);
+    // Admin: spend caps over the last 24 hours and 7 days; nullopt removes one.
+    Status set_budget(const Principal& who, const std::string& team, std::optional<std::int64_t> day_micro,
+                      std::optional<std::int64_t> week_micro);
+    // Members see their own team; admins name one (`team`).
+    Result<CreditsView> credits_of(const Principal& who, const std::optional<std::string>& team,
+                                   std::size_t movements = 20) const;
+    Result<Report> report(const Principal& who, std::int64_t since_ms) const;
+    Result<Estimate> estimate(const Principal& who, const std::string& source, const std::vector<recipe::JobSpec>& jobs,
+                              const std::optional<std::string>& team) const;
+    // Micro-credits an attempt has cost: settled when it ended, accrued so far while it runs.
+    std::int64_t cost_micro(const store::AttemptRecord& attempt) const;
+    std::int64_t held_micro(JobId job) const;
+    const credits::Ledger& ledger() const { return m_ledger; }
 
     // ---- time ----
     // Expires leases and runtimes, then schedules. Returns the workers that got new assignments.
@@ -175,8 +289,21 @@ private:
     Result<const store::JobRecord*> visible_job(const Principal& who, JobId id) const;
     Result<store::AttemptRecord*> current_attempt_of_worker(const Principal& who, AttemptId id);
     // Ends `attempt` and moves its job on (queued again, or terminal). Appends to `changes`.
+    // Settles its escrow in the same changes: charged unless `chargeable` is false (and never for
+    // a lost attempt).
     void end_attempt(store::AttemptRecord& attempt, store::AttemptState state, std::optional<std::int64_t> exit_code,
-                     const std::string& reason, store::Changes& changes);
+                     const std::string& reason, store::Changes& changes, bool chargeable = true);
+    Result<TeamId> team_named(const std::string& name) const;
+    std::int64_t next_entry_id(const store::Changes& changes) const;
+    // What the team may still hold now: its balance and, under budgets, what they leave.
+    std::int64_t budget_room(TeamId team, std::int64_t now) const;
+    std::int64_t preempted_attempts(JobId job) const;
+    // Median runtime in seconds of the team's past successful runs of recipe `source`, and how many.
+    std::pair<std::int64_t, std::int64_t> history(TeamId team, const std::string& source) const;
+    void expire_grants(store::Changes& changes);
+    std::int64_t attempt_price(const recipe::JobSpec& spec, WorkerId worker, std::int64_t gpu_index,
+                               std::int64_t gpu_milli) const;
+    Estimate estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const;
     std::optional<std::string> infeasible_reason(const recipe::JobSpec& spec) const;
     void expire(store::Changes& changes);
     std::vector<WorkerId> place(store::Changes& changes);
@@ -197,6 +324,8 @@ private:
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)
     // Decayed GPU-seconds per team for fair share; rebuilt from ended attempts on start.
     sched::UsageLedger m_usage;
+    credits::Ledger m_ledger;
+    std::map<std::int64_t, store::GrantRecord> m_grants;
 
     std::int64_t m_next_team = 1;
     std::int64_t m_next_token = 1;

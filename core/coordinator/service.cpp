@@ -87,9 +87,59 @@ Result<T> field(const json& j, const char* name, std::optional<T> fallback = std
     }
 }
 
-json job_json(const JobRecord& j, const std::vector<AttemptRecord>& attempts, const std::string& waiting) {
+json entry_json(const credits::Entry& e) {
+    json j = {{"id", e.id},
+              {"at", e.at_ms},
+              {"debit", credits::to_string(e.debit)},
+              {"credit", credits::to_string(e.credit)},
+              {"amount_micro", e.amount},
+              {"reason", credits::to_string(e.reason)},
+              {"note", e.note}};
+    j["attempt"] = e.attempt != 0 ? json(e.attempt) : json();
+    j["grant"] = e.grant != 0 ? json(e.grant) : json();
+    j["payer_team"] = e.payer != 0 ? json(e.payer) : json();
+    return j;
+}
+
+json opt_json(const std::optional<std::int64_t>& v) { return v ? json(*v) : json(); }
+
+// An optional integer field: absent or null -> nullopt.
+Result<std::optional<std::int64_t>> opt_field(const json& j, const char* name) {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) {
+        return std::optional<std::int64_t>();
+    }
+    if (!it->is_number_integer()) {
+        return make_error(ErrorCode::invalid_input, std::string("wrong type: got ") + it->type_name(), name);
+    }
+    return std::optional<std::int64_t>(it->get<std::int64_t>());
+}
+
+Result<std::vector<recipe::JobSpec>> jobs_field(const json& body) {
+    auto jobs_it = body.find("jobs");
+    if (jobs_it == body.end() || !jobs_it->is_array()) {
+        return make_error(ErrorCode::invalid_input, "expected an array of jobs", "jobs");
+    }
+    std::vector<recipe::JobSpec> out;
+    for (std::size_t i = 0; i < jobs_it->size(); ++i) {
+        auto spec = recipe::job_from_json((*jobs_it)[i]);
+        if (!spec) {
+            Error e = spec.error();
+            e.field = "jobs[" + std::to_string(i) + "]." + e.field;
+            return e;
+        }
+        out.push_back(std::move(*spec));
+    }
+    return out;
+}
+
+json job_json(const Coordinator& coord, const JobRecord& j, const std::vector<AttemptRecord>& attempts,
+              const std::string& waiting) {
     json a = json::array();
+    std::int64_t cost = 0;
     for (const auto& at : attempts) {
+        const std::int64_t c = coord.cost_micro(at);
+        cost += c;
         a.push_back({{"id", at.id.value()},
                      {"worker", at.worker.value()},
                      {"gpu_index", at.gpu_index},
@@ -99,7 +149,9 @@ json job_json(const JobRecord& j, const std::vector<AttemptRecord>& attempts, co
                      {"started_at", at.started_at ? json(*at.started_at) : json()},
                      {"ended_at", at.ended_at ? json(*at.ended_at) : json()},
                      {"exit_code", at.exit_code ? json(*at.exit_code) : json()},
-                     {"reason", at.reason}});
+                     {"reason", at.reason},
+                     {"price_micro_per_hour", at.price_micro_per_hour},
+                     {"cost_micro", c}});
     }
     return {{"id", j.id.value()},
             {"sweep_id", j.sweep_id},
@@ -114,6 +166,8 @@ json job_json(const JobRecord& j, const std::vector<AttemptRecord>& attempts, co
             {"reason", j.reason},
             {"waiting_reason", waiting},
             {"spec", json::parse(recipe::to_json(j.spec).dump())},
+            {"cost_micro", cost},
+            {"held_micro", coord.held_micro(j.id)},
             {"attempt_history", a}};
 }
 
@@ -315,19 +369,16 @@ net::Router CoordinatorService::Impl::routes() {
         if (body->contains("team") && (*body)["team"].is_string()) {
             sr.team = (*body)["team"].get<std::string>();
         }
-        auto jobs_it = body->find("jobs");
-        if (jobs_it == body->end() || !jobs_it->is_array()) {
-            return error_response(make_error(ErrorCode::invalid_input, "expected an array of jobs", "jobs"));
+        auto unfunded = field<bool>(*body, "allow_unfunded", false);
+        if (!unfunded) {
+            return error_response(unfunded.error());
         }
-        for (std::size_t i = 0; i < jobs_it->size(); ++i) {
-            auto spec = recipe::job_from_json((*jobs_it)[i]);
-            if (!spec) {
-                Error e = spec.error();
-                e.field = "jobs[" + std::to_string(i) + "]." + e.field;
-                return error_response(e);
-            }
-            sr.jobs.push_back(std::move(*spec));
+        sr.allow_unfunded = *unfunded;
+        auto jobs = jobs_field(*body);
+        if (!jobs) {
+            return error_response(jobs.error());
         }
+        sr.jobs = std::move(*jobs);
         auto res = coord->submit(who, std::move(sr));
         if (!res) {
             return error_response(res.error());
@@ -374,7 +425,7 @@ net::Router CoordinatorService::Impl::routes() {
         if (!j) {
             return error_response(j.error());
         }
-        return ok(job_json(*j, coord->attempts_of(j->id), coord->waiting_reason(j->id)));
+        return ok(job_json(*coord, *j, coord->attempts_of(j->id), coord->waiting_reason(j->id)));
     });
     on(r, "POST", "/v1/jobs/{id}/cancel", [this](const net::Request& req, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
@@ -447,7 +498,10 @@ net::Router CoordinatorService::Impl::routes() {
         if (!reg) {
             return error_response(reg.error());
         }
-        return ok({{"worker_id", reg->worker.value()}, {"token", reg->secret}}, 201);
+        for (const auto& w : reg->warnings) {
+            spdlog::warn("worker `{}`: {}", *name, w);
+        }
+        return ok({{"worker_id", reg->worker.value()}, {"token", reg->secret}, {"warnings", reg->warnings}}, 201);
     });
     on(r, "POST", "/v1/workers/heartbeat", [this](const net::Request& req, const Principal& who) {
         auto body = parse_body(req);
@@ -560,17 +614,199 @@ net::Router CoordinatorService::Impl::routes() {
         if (!id || !body) {
             return error_response(!id ? id.error() : body.error());
         }
-        auto exit_code = field<std::int64_t>(*body, "exit_code");
+        auto exit_code = opt_field(*body, "exit_code");
         auto reason = field<std::string>(*body, "reason", std::string());
-        if (!exit_code || !reason) {
-            return error_response(!exit_code ? exit_code.error() : reason.error());
+        auto outcome_name = field<std::string>(*body, "outcome", std::string("exited"));
+        if (!exit_code || !reason || !outcome_name) {
+            return error_response(!exit_code ? exit_code.error() : !reason ? reason.error() : outcome_name.error());
         }
-        auto st = coord->complete_attempt(who, AttemptId(*id), *exit_code, *reason);
+        auto outcome = outcome_from_string(*outcome_name);
+        if (!outcome) {
+            return error_response(make_error(ErrorCode::invalid_input,
+                                             "expected exited, worker_fault or owner_preempted, got `" +
+                                                 *outcome_name + "`",
+                                             "outcome"));
+        }
+        auto st = coord->complete_attempt(who, AttemptId(*id), *exit_code, *reason, *outcome);
         if (st) {
             schedule_soon();
         }
-        return st ? ok({{"attempt", *id}, {"exit_code", *exit_code}}) : error_response(st.error());
+        return st ? ok({{"attempt", *id}, {"exit_code", opt_json(*exit_code)}, {"outcome", *outcome_name}})
+                  : error_response(st.error());
     });
+
+    // ---- credits ----
+    on(r, "POST", "/v1/admin/grants", [this](const net::Request& req, const Principal& who) {
+        auto body = parse_body(req);
+        if (!body) {
+            return error_response(body.error());
+        }
+        auto team = field<std::string>(*body, "team");
+        auto amount = field<std::int64_t>(*body, "amount_micro");
+        auto note = field<std::string>(*body, "note", std::string());
+        auto expires = opt_field(*body, "expires_at");
+        if (!team || !amount || !note || !expires) {
+            return error_response(!team ? team.error() : !amount ? amount.error() : !note ? note.error() : expires.error());
+        }
+        auto g = coord->grant(who, *team, *amount, *expires, *note);
+        if (!g) {
+            return error_response(g.error());
+        }
+        schedule_soon();
+        return ok({{"grant", g->id},
+                   {"team", *team},
+                   {"amount_micro", g->amount},
+                   {"expires_at", opt_json(g->expires_at)},
+                   {"balance_micro", coord->ledger().balance(credits::Account::of_team(g->team.value()))}},
+                  201);
+    });
+    on(r, "POST", "/v1/admin/adjustments", [this](const net::Request& req, const Principal& who) {
+        auto body = parse_body(req);
+        if (!body) {
+            return error_response(body.error());
+        }
+        auto team = field<std::string>(*body, "team");
+        auto amount = field<std::int64_t>(*body, "amount_micro");
+        auto note = field<std::string>(*body, "note", std::string());
+        if (!team || !amount || !note) {
+            return error_response(!team ? team.error() : !amount ? amount.error() : note.error());
+        }
+        auto e = coord->adjust(who, *team, *amount, *note);
+        if (!e) {
+            return error_response(e.error());
+        }
+        schedule_soon();
+        json out = entry_json(*e);
+        out["team"] = *team;
+        return ok(out, 201);
+    });
+    on(r, "POST", "/v1/admin/budgets", [this](const net::Request& req, const Principal& who) {
+        auto body = parse_body(req);
+        if (!body) {
+            return error_response(body.error());
+        }
+        auto team = field<std::string>(*body, "team");
+        auto day = opt_field(*body, "day_micro");
+        auto week = opt_field(*body, "week_micro");
+        if (!team || !day || !week) {
+            return error_response(!team ? team.error() : !day ? day.error() : week.error());
+        }
+        auto st = coord->set_budget(who, *team, *day, *week);
+        if (!st) {
+            return error_response(st.error());
+        }
+        schedule_soon();
+        return ok({{"team", *team}, {"day_micro", opt_json(*day)}, {"week_micro", opt_json(*week)}});
+    });
+    on(r, "GET", "/v1/credits", [this](const net::Request& req, const Principal& who) {
+        std::optional<std::string> team;
+        if (auto t = req.query_value("team"); !t.empty()) {
+            team = t;
+        }
+        std::int64_t limit = 20;
+        if (auto l = req.query_value("limit"); !l.empty()) {
+            auto v = parse_int(l, "limit");
+            if (!v || *v < 0 || *v > 10'000) {
+                return error_response(v ? make_error(ErrorCode::invalid_input, "must be 0-10000", "limit") : v.error());
+            }
+            limit = *v;
+        }
+        auto v = coord->credits_of(who, team, static_cast<std::size_t>(limit));
+        if (!v) {
+            return error_response(v.error());
+        }
+        json moves = json::array();
+        for (const auto& e : v->movements) {
+            moves.push_back(entry_json(e));
+        }
+        return ok({{"team", v->name},
+                   {"team_id", v->team.value()},
+                   {"balance_micro", v->balance_micro},
+                   {"held_micro", v->held_micro},
+                   {"budget_day_micro", opt_json(v->budget_day_micro)},
+                   {"budget_week_micro", opt_json(v->budget_week_micro)},
+                   {"spent_day_micro", v->spent_day_micro},
+                   {"spent_week_micro", v->spent_week_micro},
+                   {"movements", moves}});
+    });
+    on(r, "GET", "/v1/admin/report", [this](const net::Request& req, const Principal& who) {
+        std::int64_t since = 0;
+        if (auto s = req.query_value("since"); !s.empty()) {
+            auto v = parse_int(s, "since");
+            if (!v) {
+                return error_response(v.error());
+            }
+            since = *v;
+        }
+        auto rep = coord->report(who, since);
+        if (!rep) {
+            return error_response(rep.error());
+        }
+        json teams = json::array();
+        for (const auto& t : rep->teams) {
+            teams.push_back({{"team", t.name},
+                             {"team_id", t.team.value()},
+                             {"granted_micro", t.granted_micro},
+                             {"earned_micro", t.earned_micro},
+                             {"spent_micro", t.spent_micro},
+                             {"balance_micro", t.balance_micro},
+                             {"held_micro", t.held_micro}});
+        }
+        json workers = json::array();
+        for (const auto& w : rep->workers) {
+            workers.push_back({{"worker", w.worker.value()},
+                               {"name", w.name},
+                               {"team_id", w.team.value()},
+                               {"gpu_hours", w.gpu_hours},
+                               {"attempts", w.attempts},
+                               {"failures", w.failures},
+                               {"earned_micro", w.earned_micro}});
+        }
+        return ok({{"since", rep->since_ms},
+                   {"teams", teams},
+                   {"workers", workers},
+                   {"pool_fee_micro", rep->pool_fee_micro},
+                   {"escrow_micro", rep->escrow_micro},
+                   {"issuer_micro", rep->issuer_micro}});
+    });
+    on(r, "POST", "/v1/estimate", [this](const net::Request& req, const Principal& who) {
+        auto body = parse_body(req);
+        if (!body) {
+            return error_response(body.error());
+        }
+        auto source = field<std::string>(*body, "source", std::string("api"));
+        if (!source) {
+            return error_response(source.error());
+        }
+        std::optional<std::string> team;
+        if (body->contains("team") && (*body)["team"].is_string()) {
+            team = (*body)["team"].get<std::string>();
+        }
+        auto jobs = jobs_field(*body);
+        if (!jobs) {
+            return error_response(jobs.error());
+        }
+        auto est = coord->estimate(who, *source, *jobs, team);
+        if (!est) {
+            return error_response(est.error());
+        }
+        json list = json::array();
+        for (const auto& j : est->jobs) {
+            list.push_back({{"name", j.name},
+                            {"gpu_model", j.gpu_model},
+                            {"price_micro_per_hour", j.price_micro_per_hour},
+                            {"max_micro", j.max_micro},
+                            {"estimate_micro", j.estimate_micro},
+                            {"runtime_s", j.runtime_s},
+                            {"history_runs", j.history_runs}});
+        }
+        return ok({{"jobs", list},
+                   {"total_max_micro", est->total_max_micro},
+                   {"total_estimate_micro", est->total_estimate_micro},
+                   {"available_micro", est->available_micro},
+                   {"budget_room_micro", opt_json(est->budget_room_micro)},
+                   {"enforced", est->enforced}});
+    }, net::RouteOptions{std::size_t{64} * 1024 * 1024});
     return r;
 }
 

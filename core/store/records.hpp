@@ -1,4 +1,5 @@
-// The coordinator's durable records: teams, tokens, workers, sweeps, jobs and attempts.
+// The coordinator's durable records: teams, tokens, workers, sweeps, jobs and attempts, and the
+// credits ledger (its immutable entries, the cached account balances, grants).
 //
 // These are plain value types shared by the store (which persists them) and the coordinator
 // (which keeps the live copy in memory and writes every change through the store before it
@@ -6,6 +7,7 @@
 // Safe to copy between threads.
 #pragma once
 
+#include "core/credits/ledger.hpp"
 #include "core/recipe/recipe.hpp"
 #include "core/sched/ids.hpp"
 
@@ -49,6 +51,9 @@ struct TeamRecord {
     std::string name;
     std::int64_t weight = 1; // fair-share weight
     std::int64_t created_at = 0;
+    // Spend caps over the last 24 hours / 7 days (charges plus what is held), micro-credits.
+    std::optional<std::int64_t> budget_day_micro;
+    std::optional<std::int64_t> budget_week_micro;
     bool operator==(const TeamRecord&) const = default;
 };
 
@@ -114,7 +119,29 @@ struct AttemptRecord {
     std::optional<std::int64_t> ended_at;
     std::optional<std::int64_t> exit_code;
     std::string reason;
+    // What this attempt costs per hour (rate of its GPU model x billed share, or the CPU rate),
+    // fixed when it is placed; its hold is this x max_runtime.
+    std::int64_t price_micro_per_hour = 0;
     bool operator==(const AttemptRecord&) const = default;
+};
+
+using LedgerEntry = credits::Entry; // immutable: inserted once, never updated
+
+struct BalanceRecord {
+    credits::Account account;
+    std::int64_t balance = 0; // cached; must equal the sum of the account's entries
+    bool operator==(const BalanceRecord&) const = default;
+};
+
+struct GrantRecord {
+    std::int64_t id = 0; // the id of its ledger entry
+    TeamId team;
+    std::int64_t amount = 0;
+    std::optional<std::int64_t> expires_at;
+    std::string note;
+    std::int64_t created_at = 0;
+    std::optional<std::int64_t> expired_at; // when its unspent part went back to the issuer
+    bool operator==(const GrantRecord&) const = default;
 };
 
 } // namespace gpupool::store

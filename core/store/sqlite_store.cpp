@@ -132,6 +132,38 @@ CREATE TABLE outputs (
     data BLOB NOT NULL
 );
 )sql",
+    // 2: the credits ledger (issue #6).
+    R"sql(
+ALTER TABLE teams ADD COLUMN budget_day_micro INTEGER;
+ALTER TABLE teams ADD COLUMN budget_week_micro INTEGER;
+ALTER TABLE attempts ADD COLUMN price_micro_per_hour INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE ledger_entries (
+    id INTEGER PRIMARY KEY,
+    at INTEGER NOT NULL,
+    debit TEXT NOT NULL,
+    credit TEXT NOT NULL,
+    amount INTEGER NOT NULL CHECK (amount > 0),
+    reason TEXT NOT NULL,
+    attempt_id INTEGER,
+    grant_id INTEGER,
+    payer_team_id INTEGER,
+    note TEXT NOT NULL
+);
+CREATE INDEX ledger_entries_attempt ON ledger_entries(attempt_id);
+CREATE TABLE account_balances (
+    account TEXT PRIMARY KEY,
+    balance INTEGER NOT NULL
+);
+CREATE TABLE grants (
+    id INTEGER PRIMARY KEY,
+    team_id INTEGER NOT NULL REFERENCES teams(id),
+    amount INTEGER NOT NULL,
+    expires_at INTEGER,
+    note TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expired_at INTEGER
+);
+)sql",
 };
 
 Error db_error(const std::string& what, const std::exception& e) {
@@ -205,10 +237,12 @@ Result<Snapshot> SqliteStore::load() {
     try {
         Snapshot s;
         {
-            SQLite::Statement q(*m_db, "SELECT id, name, weight, created_at FROM teams ORDER BY id");
+            SQLite::Statement q(*m_db, "SELECT id, name, weight, created_at, budget_day_micro, budget_week_micro "
+                                       "FROM teams ORDER BY id");
             while (q.executeStep()) {
                 s.teams.push_back({TeamId(q.getColumn(0).getInt64()), q.getColumn(1).getString(),
-                                   q.getColumn(2).getInt64(), q.getColumn(3).getInt64()});
+                                   q.getColumn(2).getInt64(), q.getColumn(3).getInt64(), opt_int(q.getColumn(4)),
+                                   opt_int(q.getColumn(5))});
             }
         }
         {
@@ -281,7 +315,8 @@ Result<Snapshot> SqliteStore::load() {
         }
         {
             SQLite::Statement q(*m_db, "SELECT id, job_id, worker_id, gpu_index, gpu_milli, state, lease_expires_at, "
-                                       "assigned_at, started_at, ended_at, exit_code, reason FROM attempts ORDER BY id");
+                                       "assigned_at, started_at, ended_at, exit_code, reason, price_micro_per_hour "
+                                       "FROM attempts ORDER BY id");
             while (q.executeStep()) {
                 AttemptRecord a;
                 a.id = AttemptId(q.getColumn(0).getInt64());
@@ -296,7 +331,52 @@ Result<Snapshot> SqliteStore::load() {
                 a.ended_at = opt_int(q.getColumn(9));
                 a.exit_code = opt_int(q.getColumn(10));
                 a.reason = q.getColumn(11).getString();
+                a.price_micro_per_hour = q.getColumn(12).getInt64();
                 s.attempts.push_back(std::move(a));
+            }
+        }
+        {
+            SQLite::Statement q(*m_db, "SELECT id, at, debit, credit, amount, reason, attempt_id, grant_id, "
+                                       "payer_team_id, note FROM ledger_entries ORDER BY id");
+            while (q.executeStep()) {
+                LedgerEntry e;
+                e.id = q.getColumn(0).getInt64();
+                e.at_ms = q.getColumn(1).getInt64();
+                auto debit = credits::account_from_string(q.getColumn(2).getString());
+                auto credit = credits::account_from_string(q.getColumn(3).getString());
+                auto reason = credits::entry_reason_from_string(q.getColumn(5).getString());
+                if (!debit || !credit || !reason) {
+                    return make_error(ErrorCode::io, "database: ledger entry " + std::to_string(e.id) +
+                                                         " names an unknown account or reason");
+                }
+                e.debit = *debit;
+                e.credit = *credit;
+                e.amount = q.getColumn(4).getInt64();
+                e.reason = *reason;
+                e.attempt = opt_int(q.getColumn(6)).value_or(0);
+                e.grant = opt_int(q.getColumn(7)).value_or(0);
+                e.payer = opt_int(q.getColumn(8)).value_or(0);
+                e.note = q.getColumn(9).getString();
+                s.ledger.push_back(std::move(e));
+            }
+        }
+        {
+            SQLite::Statement q(*m_db, "SELECT account, balance FROM account_balances ORDER BY account");
+            while (q.executeStep()) {
+                auto account = credits::account_from_string(q.getColumn(0).getString());
+                if (!account) {
+                    return make_error(ErrorCode::io, "database: unknown account `" + q.getColumn(0).getString() + "`");
+                }
+                s.balances.push_back({*account, q.getColumn(1).getInt64()});
+            }
+        }
+        {
+            SQLite::Statement q(*m_db, "SELECT id, team_id, amount, expires_at, note, created_at, expired_at "
+                                       "FROM grants ORDER BY id");
+            while (q.executeStep()) {
+                s.grants.push_back({q.getColumn(0).getInt64(), TeamId(q.getColumn(1).getInt64()),
+                                    q.getColumn(2).getInt64(), opt_int(q.getColumn(3)), q.getColumn(4).getString(),
+                                    q.getColumn(5).getInt64(), opt_int(q.getColumn(6))});
             }
         }
         return s;
@@ -312,13 +392,18 @@ Status SqliteStore::apply(const Changes& c) {
     try {
         SQLite::Transaction tx(*m_db);
         if (!c.teams.empty()) {
-            SQLite::Statement q(*m_db, "INSERT INTO teams (id, name, weight, created_at) VALUES (?, ?, ?, ?) "
-                                       "ON CONFLICT(id) DO UPDATE SET name = excluded.name, weight = excluded.weight");
+            SQLite::Statement q(*m_db, "INSERT INTO teams (id, name, weight, created_at, budget_day_micro, "
+                                       "budget_week_micro) VALUES (?, ?, ?, ?, ?, ?) "
+                                       "ON CONFLICT(id) DO UPDATE SET name = excluded.name, weight = excluded.weight, "
+                                       "budget_day_micro = excluded.budget_day_micro, "
+                                       "budget_week_micro = excluded.budget_week_micro");
             for (const auto& t : c.teams) {
                 q.bind(1, t.id.value());
                 q.bind(2, t.name);
                 q.bind(3, t.weight);
                 q.bind(4, t.created_at);
+                bind_opt(q, 5, t.budget_day_micro);
+                bind_opt(q, 6, t.budget_week_micro);
                 q.exec();
                 q.reset();
             }
@@ -400,8 +485,9 @@ Status SqliteStore::apply(const Changes& c) {
         }
         if (!c.attempts.empty()) {
             SQLite::Statement q(*m_db, "INSERT INTO attempts (id, job_id, worker_id, gpu_index, gpu_milli, state, "
-                                       "lease_expires_at, assigned_at, started_at, ended_at, exit_code, reason) "
-                                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                                       "lease_expires_at, assigned_at, started_at, ended_at, exit_code, reason, "
+                                       "price_micro_per_hour) "
+                                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
                                        "state = excluded.state, lease_expires_at = excluded.lease_expires_at, "
                                        "started_at = excluded.started_at, ended_at = excluded.ended_at, "
                                        "exit_code = excluded.exit_code, reason = excluded.reason");
@@ -418,6 +504,52 @@ Status SqliteStore::apply(const Changes& c) {
                 bind_opt(q, 10, a.ended_at);
                 bind_opt(q, 11, a.exit_code);
                 q.bind(12, a.reason);
+                q.bind(13, a.price_micro_per_hour);
+                q.exec();
+                q.reset();
+            }
+        }
+        if (!c.grants.empty()) {
+            SQLite::Statement q(*m_db, "INSERT INTO grants (id, team_id, amount, expires_at, note, created_at, "
+                                       "expired_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                                       "expired_at = excluded.expired_at");
+            for (const auto& g : c.grants) {
+                q.bind(1, g.id);
+                q.bind(2, g.team.value());
+                q.bind(3, g.amount);
+                bind_opt(q, 4, g.expires_at);
+                q.bind(5, g.note);
+                q.bind(6, g.created_at);
+                bind_opt(q, 7, g.expired_at);
+                q.exec();
+                q.reset();
+            }
+        }
+        if (!c.ledger.empty()) {
+            // Plain INSERT: an entry is written once and never changed.
+            SQLite::Statement q(*m_db, "INSERT INTO ledger_entries (id, at, debit, credit, amount, reason, attempt_id, "
+                                       "grant_id, payer_team_id, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+            for (const auto& e : c.ledger) {
+                q.bind(1, e.id);
+                q.bind(2, e.at_ms);
+                q.bind(3, credits::to_string(e.debit));
+                q.bind(4, credits::to_string(e.credit));
+                q.bind(5, e.amount);
+                q.bind(6, credits::to_string(e.reason));
+                bind_opt(q, 7, e.attempt != 0 ? std::optional<std::int64_t>(e.attempt) : std::nullopt);
+                bind_opt(q, 8, e.grant != 0 ? std::optional<std::int64_t>(e.grant) : std::nullopt);
+                bind_opt(q, 9, e.payer != 0 ? std::optional<std::int64_t>(e.payer) : std::nullopt);
+                q.bind(10, e.note);
+                q.exec();
+                q.reset();
+            }
+        }
+        if (!c.balances.empty()) {
+            SQLite::Statement q(*m_db, "INSERT INTO account_balances (account, balance) VALUES (?, ?) "
+                                       "ON CONFLICT(account) DO UPDATE SET balance = excluded.balance");
+            for (const auto& b : c.balances) {
+                q.bind(1, credits::to_string(b.account));
+                q.bind(2, b.balance);
                 q.exec();
                 q.reset();
             }

@@ -16,7 +16,7 @@ class Database;
 
 namespace gpupool::store {
 
-inline constexpr int k_schema_version = 1;
+inline constexpr int k_schema_version = 2;
 
 class SqliteStore final : public Store {
 public:

@@ -28,9 +28,14 @@ struct Records {
     std::vector<SweepRecord> sweeps;
     std::vector<JobRecord> jobs;
     std::vector<AttemptRecord> attempts;
+    // Ledger entries are appended, never upserted: applying an entry id that exists fails the
+    // whole apply(). Balances are upserted in the same transaction as the entries that moved them.
+    std::vector<LedgerEntry> ledger;
+    std::vector<BalanceRecord> balances;
+    std::vector<GrantRecord> grants;
     bool empty() const {
         return teams.empty() && tokens.empty() && workers.empty() && sweeps.empty() && jobs.empty() &&
-               attempts.empty();
+               attempts.empty() && ledger.empty() && balances.empty() && grants.empty();
     }
 };
 using Snapshot = Records;

@@ -39,6 +39,9 @@ std::string make_member(const std::string& url, const std::string& admin) {
     auto t = a.request("POST", "/v1/admin/teams", R"({"name": "fellows"})");
     REQUIRE(t);
     REQUIRE(t->status == 201);
+    auto g = a.request("POST", "/v1/admin/grants", R"({"team": "fellows", "amount_micro": 1000000000000})");
+    REQUIRE(g);
+    REQUIRE(g->status == 201);
     auto m = a.request("POST", "/v1/admin/tokens", R"({"role": "member", "team": "fellows"})");
     REQUIRE(m);
     REQUIRE(m->status == 201);
@@ -168,4 +171,68 @@ TEST_CASE("coordinator process: TLS with a self-signed certificate and --ca-cert
     CHECK_THAT(refused.err, Catch::Contains("certificate"));
     auto plain = test::run_gpupool({"--url", coord.url("http"), "--token", coord.admin(), "admin", "team", "list"});
     CHECK(plain.exit_code == 1);
+}
+
+TEST_CASE("coordinator process: grants, credits, budgets, report, refusal and price through the CLI", "[coordinator-cli][credits]") {
+    test::TempDir dir;
+    CoordinatorProcess coord(dir.path());
+    const std::string url = coord.url();
+    auto a = client(url, coord.admin());
+    REQUIRE(a.request("POST", "/v1/admin/teams", R"({"name": "poor"})")->status == 201);
+    auto tok = a.request("POST", "/v1/admin/tokens", R"({"role": "member", "team": "poor"})");
+    REQUIRE(tok->status == 201);
+    const std::string member = json::parse(tok->body)["token"];
+    auto as_admin = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), {"--url", url, "--token", coord.admin()});
+        return test::run_gpupool(args);
+    };
+    auto as_member = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), {"--url", url, "--token", member});
+        return test::run_gpupool(args);
+    };
+
+    auto grant = as_admin({"admin", "grant", "poor", "0.0001", "--note", "seed", "--expires", "2099-01-01"});
+    CHECK(grant.exit_code == 0);
+    CHECK_THAT(grant.out, Catch::Contains("granted 0.0001 credits to team poor") && Catch::Contains("2099-01-01"));
+    CHECK(as_admin({"admin", "grant", "poor", "1.0000001"}).exit_code == 2); // finer than a micro-credit
+    CHECK(as_admin({"admin", "grant", "nobody", "1"}).exit_code == 1);
+
+    // Six CPU jobs of up to a minute at 0.1 core: 6 x 0.000033 = 0.000198 credits > 0.0001.
+    auto recipe = (test::source_dir() / "recipes/hello-sweep.toml").string();
+    auto refused = as_member({"submit", recipe});
+    CHECK(refused.exit_code == 1);
+    CHECK_THAT(refused.err, Catch::Contains("estimated at 0.000198 credits") &&
+                                Catch::Contains("team `poor` has 0.0001 credits available") &&
+                                Catch::Contains("--allow-unfunded"));
+    CHECK(as_member({"submit", "--allow-unfunded", recipe}).exit_code == 0);
+
+    auto credits = as_member({"credits"});
+    CHECK(credits.exit_code == 0);
+    CHECK_THAT(credits.out, Catch::Contains("team poor") && Catch::Contains("available   0.0001 credits") &&
+                                Catch::Contains("+0.0001") && Catch::Contains("grant: seed"));
+    auto credits_json = as_member({"--json", "credits"});
+    REQUIRE(credits_json.exit_code == 0);
+    CHECK(json::parse(credits_json.out)["balance_micro"] == 100);
+
+    auto budget = as_admin({"admin", "budget", "poor", "--day", "2.5"});
+    CHECK(budget.exit_code == 0);
+    CHECK_THAT(budget.out, Catch::Contains("2.5 per day, none per week"));
+    auto adjust = as_admin({"admin", "adjust", "poor", "-0.00005", "--note", "typo"});
+    CHECK(adjust.exit_code == 0);
+    CHECK_THAT(adjust.out, Catch::Contains("0.00005 credits from team:"));
+
+    auto report = as_admin({"admin", "report", "--since", "2020-01-01"});
+    CHECK(report.exit_code == 0);
+    CHECK_THAT(report.out, Catch::Contains("GRANTED") && Catch::Contains("poor") && Catch::Contains("0.00005"));
+    CHECK(as_member({"admin", "report"}).exit_code == 1); // admins only
+
+    auto price = as_member({"price", (test::source_dir() / "recipes/tlens-attribution.toml").string()});
+    CHECK(price.exit_code == 0);
+    CHECK_THAT(price.out, Catch::Contains("Pool estimate") && Catch::Contains("Your team has 0.00005 credits available") &&
+                              Catch::Contains("Cheapest GPU that fits") && Catch::Contains("data/prices.toml"));
+    auto price_json = test::run_gpupool({"--json", "price", "--offline", (test::source_dir() / "recipes/tlens-attribution.toml").string()});
+    REQUIRE(price_json.exit_code == 0);
+    auto pj = json::parse(price_json.out);
+    CHECK(pj["pool"].is_null());
+    CHECK(pj["models"].size() >= 8);
 }

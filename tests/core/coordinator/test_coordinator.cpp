@@ -64,6 +64,10 @@ struct Pool {
             coord->authenticate(coord->create_token(admin, store::Role::member, "others", "o").value().secret).value();
         worker = add_worker("box-1");
         worker2 = add_worker("box-2");
+        // Credits are enforced: the teams that submit start with a grant (tests/core/credits cover
+        // what happens without).
+        REQUIRE(coord->grant(admin, "fellows", 1'000'000 * credits::k_micro_per_credit, std::nullopt, "test"));
+        REQUIRE(coord->grant(admin, "others", 1'000'000 * credits::k_micro_per_credit, std::nullopt, "test"));
     }
 
     void open() {

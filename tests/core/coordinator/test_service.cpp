@@ -91,6 +91,9 @@ struct Pool {
         member = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
         other = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "others"}}, 201)["token"];
         enroll = call(admin, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "owners"}}, 201)["token"];
+        for (const char* team : {"fellows", "others"}) {
+            call(admin, "POST", "/v1/admin/grants", {{"team", team}, {"amount_micro", 1'000'000'000'000}}, 201);
+        }
         auto e = server.client(enroll);
         auto reg = call(e, "POST", "/v1/workers/register", {{"name", "box"}, {"inventory", inventory()}}, 201);
         worker = reg["token"];
@@ -318,6 +321,12 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         {"POST /v1/attempts/{id}/logs", {{worker}, false, "/v1/attempts/" + attempt + "/logs?offset=0", nullptr}},
         {"PUT /v1/attempts/{id}/outputs", {{worker}, false, "/v1/attempts/" + attempt + "/outputs", nullptr}},
         {"POST /v1/attempts/{id}/complete", {{worker}, false, "/v1/attempts/" + attempt + "/complete", {{"exit_code", 0}}}},
+        {"POST /v1/admin/grants", {{admin}, false, "/v1/admin/grants", {{"team", "fellows"}, {"amount_micro", 1}}}},
+        {"POST /v1/admin/adjustments", {{admin}, false, "/v1/admin/adjustments", {{"team", "fellows"}, {"amount_micro", 1}, {"note", "n"}}}},
+        {"POST /v1/admin/budgets", {{admin}, false, "/v1/admin/budgets", {{"team", "fellows"}}}},
+        {"GET /v1/admin/report", {{admin}, false, "/v1/admin/report", nullptr}},
+        {"GET /v1/credits", {{other, member, admin}, false, "/v1/credits", nullptr}}, // members: their own team
+        {"POST /v1/estimate", {{other, member, admin}, false, "/v1/estimate", job_body}},
     };
     // Every route the server serves is in the matrix, and nothing else.
     std::set<std::string> served;
@@ -371,6 +380,7 @@ TEST_CASE("service: acknowledged state survives a restart", "[service]") {
         co.token = admin_token;
         net::HttpClient admin(co);
         call(admin, "POST", "/v1/admin/teams", {{"name", "fellows"}}, 201);
+        call(admin, "POST", "/v1/admin/grants", {{"team", "fellows"}, {"amount_micro", 5'000'000}}, 201);
         member = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
         co.token = member;
         net::HttpClient m(co);
@@ -392,4 +402,49 @@ TEST_CASE("service: acknowledged state survives a restart", "[service]") {
     REQUIRE(list["jobs"].size() == 2);
     CHECK(list["jobs"][0]["id"] == ids[0]);
     CHECK(list["jobs"][1]["name"] == "b");
+    CHECK(call(m, "GET", "/v1/credits")["balance_micro"] == 5'000'000); // the grant survived too
+}
+
+TEST_CASE("service: completion outcomes, and the cost on the job view", "[service][credits]") {
+    Pool p;
+    auto w = p.server.client(p.worker);
+    auto m = p.server.client(p.member);
+    call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
+    p.submit({spec("outcomes")});
+    auto polled = call(w, "POST", "/v1/workers/poll?wait_ms=3000", json::object());
+    REQUIRE(polled["assignments"].size() == 1);
+    const std::string job = std::to_string(polled["assignments"][0]["job"].get<std::int64_t>());
+    const std::string attempt = std::to_string(polled["assignments"][0]["attempt"].get<std::int64_t>());
+    auto view = call(m, "GET", "/v1/jobs/" + job);
+    // An L4 quarter for max_runtime 1h at 1 credit per GPU-hour: 0.25 credits held.
+    CHECK(view["held_micro"] == 250'000);
+    CHECK(view["cost_micro"] == 0);
+    CHECK(view["attempt_history"][0]["price_micro_per_hour"] == 250'000);
+
+    call(w, "POST", "/v1/attempts/" + attempt + "/start", json::object());
+    auto bad = call(w, "POST", "/v1/attempts/" + attempt + "/complete", {{"exit_code", 0}, {"outcome", "exploded"}}, 400);
+    CHECK(bad["field"] == "outcome");
+    auto no_code = call(w, "POST", "/v1/attempts/" + attempt + "/complete", json::object(), 400);
+    CHECK(no_code["field"] == "exit_code");
+    auto fault = call(w, "POST", "/v1/attempts/" + attempt + "/complete",
+                      {{"exit_code", nullptr}, {"outcome", "worker_fault"}, {"reason", "container failed to start"}});
+    CHECK(fault["outcome"] == "worker_fault");
+    view = call(m, "GET", "/v1/jobs/" + job);
+    CHECK(view["attempt_history"][0]["state"] == "lost");
+    CHECK(view["attempt_history"][0]["cost_micro"] == 0);
+    CHECK(view["cost_micro"] == 0);
+    CHECK(view["state"] != "failed"); // re-queued per the retry rules
+
+    auto credits = call(m, "GET", "/v1/credits");
+    CHECK(credits["team"] == "fellows");
+    CHECK(credits["movements"].size() >= 3); // grant, hold, release
+    const json moves = credits["movements"];
+    CHECK(std::any_of(moves.begin(), moves.end(), [](const json& e) { return e["reason"] == "release"; }));
+    auto est = call(m, "POST", "/v1/estimate", {{"source", "t.toml"}, {"jobs", json::parse(recipe::to_json(std::vector{spec("e")}).dump())}});
+    CHECK(est["total_max_micro"] == 250'000);
+    CHECK(est["jobs"][0]["gpu_model"] == "L4");
+    auto admin = p.server.client(p.server.admin_token);
+    auto report = call(admin, "GET", "/v1/admin/report");
+    CHECK(report["workers"][0]["failures"] == 1);
+    CHECK(report["escrow_micro"].get<std::int64_t>() >= 0);
 }

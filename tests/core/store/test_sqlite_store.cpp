@@ -24,8 +24,8 @@ recipe::JobSpec spec(const std::string& name) {
 
 Changes sample() {
     Changes c;
-    c.teams.push_back({TeamId(1), "owners", 2, 100});
-    c.teams.push_back({TeamId(2), "fellows", 1, 101});
+    c.teams.push_back({TeamId(1), "owners", 2, 100, std::nullopt, std::nullopt});
+    c.teams.push_back({TeamId(2), "fellows", 1, 101, std::nullopt, std::nullopt});
     c.workers.push_back({WorkerId(1), TeamId(1), "box", R"({"gpus":[]})", WorkerState::active, 102, 103});
     c.tokens.push_back({1, "aa", Role::admin, std::nullopt, std::nullopt, "admin", 100, std::nullopt});
     c.tokens.push_back({2, "bb", Role::worker, TeamId(1), WorkerId(1), "w", 102, std::nullopt});

@@ -1,0 +1,274 @@
+#include "core/credits/ledger.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <charconv>
+
+namespace gpupool::credits {
+
+namespace {
+
+constexpr std::array<const char*, 7> k_reason_names{"grant", "adjustment", "expiry", "hold", "charge", "fee", "release"};
+
+bool is_escrow_reason(EntryReason r) {
+    return r == EntryReason::hold || r == EntryReason::charge || r == EntryReason::fee || r == EntryReason::release;
+}
+
+} // namespace
+
+std::string to_string(const Account& a) {
+    switch (a.kind) {
+    case AccountKind::team: return "team:" + std::to_string(a.team);
+    case AccountKind::issuer: return "issuer";
+    case AccountKind::pool_fee: return "pool_fee";
+    case AccountKind::escrow: return "escrow";
+    }
+    return "?";
+}
+
+std::optional<Account> account_from_string(std::string_view s) {
+    if (s == "issuer") {
+        return Account::issuer();
+    }
+    if (s == "pool_fee") {
+        return Account::pool_fee();
+    }
+    if (s == "escrow") {
+        return Account::escrow();
+    }
+    constexpr std::string_view k_team = "team:";
+    if (s.starts_with(k_team)) {
+        std::int64_t id = 0;
+        auto rest = s.substr(k_team.size());
+        auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), id);
+        if (ec == std::errc() && ptr == rest.data() + rest.size() && id > 0) {
+            return Account::of_team(id);
+        }
+    }
+    return std::nullopt;
+}
+
+const char* to_string(EntryReason r) { return k_reason_names.at(static_cast<std::size_t>(r)); }
+
+std::optional<EntryReason> entry_reason_from_string(std::string_view s) {
+    for (std::size_t i = 0; i < k_reason_names.size(); ++i) {
+        if (s == k_reason_names[i]) {
+            return static_cast<EntryReason>(i);
+        }
+    }
+    return std::nullopt;
+}
+
+Settlement settle(Micro held, Micro cost, bool chargeable, std::int64_t fee_ppm, bool same_team) {
+    Settlement s;
+    const Micro charge = chargeable ? std::clamp<Micro>(cost, 0, held) : 0;
+    s.fee = same_team ? 0 : charge / 1'000'000 * fee_ppm + charge % 1'000'000 * fee_ppm / 1'000'000;
+    s.provider = charge - s.fee;
+    s.refund = held - charge;
+    return s;
+}
+
+std::optional<std::string> Ledger::check(const Entry& e) const {
+    if (e.amount <= 0 || e.amount > k_max_amount) {
+        return "an entry moves a positive amount (got " + format_credits(e.amount) + ")";
+    }
+    if (e.debit == e.credit) {
+        return "an entry moves between two different accounts";
+    }
+    if (!m_entries.empty() && e.id <= m_entries.back().id) {
+        return "entry ids only grow (" + std::to_string(e.id) + " after " + std::to_string(m_entries.back().id) + ")";
+    }
+    const bool touches_escrow = e.debit.kind == AccountKind::escrow || e.credit.kind == AccountKind::escrow;
+    if (touches_escrow != is_escrow_reason(e.reason)) {
+        return std::string("a ") + to_string(e.reason) + " entry " + (touches_escrow ? "may not" : "must") +
+               " touch the escrow";
+    }
+    switch (e.reason) {
+    case EntryReason::grant:
+        if (e.debit.kind != AccountKind::issuer || e.credit.kind != AccountKind::team) {
+            return "a grant moves from the issuer to a team";
+        }
+        return std::nullopt;
+    case EntryReason::expiry:
+        if (e.debit.kind != AccountKind::team || e.credit.kind != AccountKind::issuer) {
+            return "an expiry moves from a team back to the issuer";
+        }
+        return std::nullopt;
+    case EntryReason::adjustment: {
+        const bool ok = (e.debit.kind == AccountKind::issuer && e.credit.kind == AccountKind::team) ||
+                        (e.debit.kind == AccountKind::team && e.credit.kind == AccountKind::issuer);
+        if (!ok) {
+            return "an adjustment moves between the issuer and a team";
+        }
+        return std::nullopt;
+    }
+    case EntryReason::hold:
+        if (e.attempt <= 0 || e.debit != Account::of_team(e.payer) || e.credit.kind != AccountKind::escrow) {
+            return "a hold moves from the attempt's team to escrow";
+        }
+        if (m_payer.count(e.attempt) != 0) {
+            return "attempt " + std::to_string(e.attempt) + " already has a hold";
+        }
+        return std::nullopt;
+    case EntryReason::charge:
+    case EntryReason::fee:
+    case EntryReason::release: {
+        if (e.attempt <= 0 || e.debit.kind != AccountKind::escrow) {
+            return "a settlement moves from escrow for an attempt";
+        }
+        auto payer = m_payer.find(e.attempt);
+        if (payer == m_payer.end()) {
+            return "attempt " + std::to_string(e.attempt) + " has no hold to settle";
+        }
+        if (m_closed.count(e.attempt) != 0) {
+            return "attempt " + std::to_string(e.attempt) + " is already settled";
+        }
+        if (e.payer != payer->second) {
+            return "attempt " + std::to_string(e.attempt) + " is paid by team " + std::to_string(payer->second);
+        }
+        if (e.amount > held(e.attempt)) {
+            return "attempt " + std::to_string(e.attempt) + " has only " + format_credits(held(e.attempt)) +
+                   " in escrow, not " + format_credits(e.amount);
+        }
+        const bool ok = (e.reason == EntryReason::charge && e.credit.kind == AccountKind::team) ||
+                        (e.reason == EntryReason::fee && e.credit.kind == AccountKind::pool_fee) ||
+                        (e.reason == EntryReason::release && e.credit == Account::of_team(e.payer));
+        if (!ok) {
+            return std::string("a ") + to_string(e.reason) + " goes to " +
+                   (e.reason == EntryReason::fee ? "the pool fee" : e.reason == EntryReason::charge ? "the provider team"
+                                                                                                      : "the paying team");
+        }
+        return std::nullopt;
+    }
+    }
+    return "unknown reason";
+}
+
+void Ledger::apply(const Entry& e) {
+    assert(!check(e));
+    m_entries.push_back(e);
+    m_balances[e.debit] -= e.amount;
+    m_balances[e.credit] += e.amount;
+    if (!is_escrow_reason(e.reason)) {
+        return;
+    }
+    if (e.reason == EntryReason::hold) {
+        m_payer[e.attempt] = e.payer;
+        m_held[e.attempt] += e.amount;
+        m_held_by_team[e.payer] += e.amount;
+        return;
+    }
+    if (e.reason != EntryReason::release) {
+        m_charged[e.attempt] += e.amount;
+    }
+    m_held_by_team[e.payer] -= e.amount;
+    auto it = m_held.find(e.attempt);
+    it->second -= e.amount;
+    if (it->second == 0) {
+        m_held.erase(it);
+        m_closed.insert(e.attempt);
+    }
+}
+
+Micro Ledger::balance(const Account& a) const {
+    auto it = m_balances.find(a);
+    return it == m_balances.end() ? 0 : it->second;
+}
+
+Micro Ledger::total() const {
+    Micro sum = 0;
+    for (const auto& [a, b] : m_balances) {
+        sum += b;
+    }
+    return sum;
+}
+
+Micro Ledger::held(std::int64_t attempt) const {
+    auto it = m_held.find(attempt);
+    return it == m_held.end() ? 0 : it->second;
+}
+
+Micro Ledger::held_by_team(std::int64_t team) const {
+    auto it = m_held_by_team.find(team);
+    return it == m_held_by_team.end() ? 0 : it->second;
+}
+
+Micro Ledger::charged(std::int64_t attempt) const {
+    auto it = m_charged.find(attempt);
+    return it == m_charged.end() ? 0 : it->second;
+}
+
+bool Ledger::has_hold(std::int64_t attempt) const { return m_payer.count(attempt) != 0; }
+
+bool Ledger::closed(std::int64_t attempt) const { return m_closed.count(attempt) != 0; }
+
+Micro Ledger::spent_since(std::int64_t team, std::int64_t since_ms) const {
+    Micro sum = 0;
+    for (auto it = m_entries.rbegin(); it != m_entries.rend() && it->at_ms >= since_ms; ++it) {
+        if ((it->reason == EntryReason::charge || it->reason == EntryReason::fee) && it->payer == team) {
+            sum += it->amount;
+        }
+    }
+    return sum;
+}
+
+std::optional<std::string> Ledger::verify(const std::map<Account, Micro>& cached) const {
+    Micro sum = 0;
+    for (const auto& [a, b] : cached) {
+        sum += b;
+        if (balance(a) != b) {
+            return "account " + to_string(a) + " has a cached balance of " + format_credits(b) +
+                   " but its entries add up to " + format_credits(balance(a));
+        }
+    }
+    for (const auto& [a, b] : m_balances) {
+        if (b != 0 && cached.count(a) == 0) {
+            return "account " + to_string(a) + " has entries adding up to " + format_credits(b) +
+                   " but no cached balance";
+        }
+    }
+    if (sum != 0) {
+        return "the cached balances add up to " + format_credits(sum) + ", not 0";
+    }
+    return std::nullopt;
+}
+
+Entry Ledger::hold_entry(std::int64_t id, std::int64_t at_ms, std::int64_t attempt, std::int64_t team, Micro amount) {
+    Entry e;
+    e.id = id;
+    e.at_ms = at_ms;
+    e.debit = Account::of_team(team);
+    e.credit = Account::escrow();
+    e.amount = amount;
+    e.reason = EntryReason::hold;
+    e.attempt = attempt;
+    e.payer = team;
+    return e;
+}
+
+std::vector<Entry> Ledger::settlement_entries(std::int64_t first_id, std::int64_t at_ms, std::int64_t attempt,
+                                              std::int64_t payer, std::int64_t provider, const Settlement& s) {
+    std::vector<Entry> out;
+    auto add = [&](EntryReason reason, Account to, Micro amount) {
+        if (amount <= 0) {
+            return;
+        }
+        Entry e;
+        e.id = first_id + static_cast<std::int64_t>(out.size());
+        e.at_ms = at_ms;
+        e.debit = Account::escrow();
+        e.credit = to;
+        e.amount = amount;
+        e.reason = reason;
+        e.attempt = attempt;
+        e.payer = payer;
+        out.push_back(e);
+    };
+    add(EntryReason::charge, Account::of_team(provider), s.provider);
+    add(EntryReason::fee, Account::pool_fee(), s.fee);
+    add(EntryReason::release, Account::of_team(payer), s.refund);
+    return out;
+}
+
+} // namespace gpupool::credits

@@ -1,0 +1,132 @@
+// The credits ledger: double-entry bookkeeping of who owes whom, in integer micro-credits.
+//
+// Every movement is one immutable Entry that takes `amount` (> 0) from its `debit` account and
+// gives it to its `credit` account, so the sum over all accounts is zero after every entry.
+// Accounts: one per team, the issuer (grants come out of it: its balance is minus everything ever
+// granted), the pool fee, and the escrow. Balances are derived from the entries; a cached copy is
+// kept by the store and verify() compares the two.
+//
+// Escrow rules (decision 7), enforced by check():
+// - A hold moves an attempt's maximum cost from its team to escrow, once per attempt.
+// - Settlement moves all of that escrow out again, in up to three entries: the charge to the
+//   provider team, the pool fee, and the release of the rest back to the team. An attempt's escrow
+//   can never go below zero, so an attempt cannot be settled twice; once an attempt's escrow is
+//   back to zero it is closed and no further escrow entry may name it.
+// - Grants and adjustments move between the issuer and a team and never touch the escrow.
+//
+// Who pays (settle()): an attempt that ran and ended by its own doing (success, failure, user
+// cancel, max_runtime, scheduler preemption) pays price x runtime, capped at its hold; an attempt
+// lost to the worker or preempted by the GPU's owner pays nothing and its provider earns nothing.
+//
+// Pure: no I/O, no clock (times come in as arguments). Not thread-safe; one owner (the coordinator).
+#pragma once
+
+#include "core/credits/money.hpp"
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpupool::credits {
+
+enum class AccountKind : std::uint8_t { team, issuer, pool_fee, escrow };
+
+struct Account {
+    AccountKind kind = AccountKind::issuer;
+    std::int64_t team = 0; // for team accounts
+
+    static Account of_team(std::int64_t team) { return {AccountKind::team, team}; }
+    static Account issuer() { return {AccountKind::issuer, 0}; }
+    static Account pool_fee() { return {AccountKind::pool_fee, 0}; }
+    static Account escrow() { return {AccountKind::escrow, 0}; }
+    auto operator<=>(const Account&) const = default;
+};
+
+// "team:3", "issuer", "pool_fee", "escrow".
+std::string to_string(const Account& a);
+std::optional<Account> account_from_string(std::string_view s);
+
+enum class EntryReason : std::uint8_t {
+    grant,      // issuer -> team
+    adjustment, // issuer <-> team, by an admin, with a note
+    expiry,     // team -> issuer: the unspent part of an expired grant
+    hold,       // team -> escrow when an attempt is placed
+    charge,     // escrow -> provider team for the time an attempt ran
+    fee,        // escrow -> pool fee
+    release,    // escrow -> team: the part of the hold that was not used
+};
+
+const char* to_string(EntryReason r);
+std::optional<EntryReason> entry_reason_from_string(std::string_view s);
+
+struct Entry {
+    std::int64_t id = 0;
+    std::int64_t at_ms = 0;
+    Account debit;  // pays
+    Account credit; // receives
+    Micro amount = 0;
+    EntryReason reason = EntryReason::grant;
+    std::int64_t attempt = 0; // hold/charge/fee/release: the attempt
+    std::int64_t grant = 0;   // grant/expiry: the grant's id (its grant entry's id)
+    std::int64_t payer = 0;   // hold/charge/fee/release: the team whose job it is
+    std::string note;
+    bool operator==(const Entry&) const = default;
+};
+
+// How an attempt's hold is split when it ends.
+struct Settlement {
+    Micro provider = 0; // to the provider team
+    Micro fee = 0;      // to the pool fee account
+    Micro refund = 0;   // back to the paying team
+};
+
+// `cost` is price x runtime; `chargeable` is false for worker faults and owner preemptions.
+// The fee (parts per million of the charge, rounded down) is waived when payer and provider are
+// the same team. provider + fee + refund == held always.
+Settlement settle(Micro held, Micro cost, bool chargeable, std::int64_t fee_ppm, bool same_team);
+
+class Ledger {
+public:
+    // Whether `e` may be appended now (see the rules above); the message says which rule it breaks.
+    std::optional<std::string> check(const Entry& e) const;
+    // Appends an entry that passed check(). Asserts it.
+    void apply(const Entry& e);
+
+    Micro balance(const Account& a) const;
+    const std::map<Account, Micro>& balances() const { return m_balances; }
+    Micro total() const; // always 0
+    const std::vector<Entry>& entries() const { return m_entries; }
+    std::int64_t next_id() const { return m_entries.empty() ? 1 : m_entries.back().id + 1; }
+
+    Micro held(std::int64_t attempt) const;            // in escrow now for this attempt
+    Micro held_by_team(std::int64_t team) const;       // in escrow now for the team's attempts
+    Micro charged(std::int64_t attempt) const;         // charge + fee settled for this attempt
+    bool has_hold(std::int64_t attempt) const;
+    bool closed(std::int64_t attempt) const;           // held once, settled since
+    // The team's charges and fees (what it spent) at or after `since_ms`.
+    Micro spent_since(std::int64_t team, std::int64_t since_ms) const;
+
+    // The first difference between the derived balances and `cached`, described; nullopt if equal.
+    std::optional<std::string> verify(const std::map<Account, Micro>& cached) const;
+
+    // The hold and settlement entries for one attempt, ids from `first_id`; zero amounts are left out.
+    static Entry hold_entry(std::int64_t id, std::int64_t at_ms, std::int64_t attempt, std::int64_t team, Micro amount);
+    static std::vector<Entry> settlement_entries(std::int64_t first_id, std::int64_t at_ms, std::int64_t attempt,
+                                                 std::int64_t payer, std::int64_t provider, const Settlement& s);
+
+private:
+    std::vector<Entry> m_entries;
+    std::map<Account, Micro> m_balances;
+    std::map<std::int64_t, Micro> m_held;           // by attempt, while open
+    std::map<std::int64_t, std::int64_t> m_payer;   // attempt -> team, from its hold
+    std::map<std::int64_t, Micro> m_held_by_team;
+    std::map<std::int64_t, Micro> m_charged;        // by attempt
+    std::set<std::int64_t> m_closed;
+};
+
+} // namespace gpupool::credits

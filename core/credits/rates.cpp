@@ -1,0 +1,77 @@
+#include "core/credits/rates.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace gpupool::credits {
+
+namespace {
+
+__extension__ typedef __int128 Wide; // exact products of rates, shares and milliseconds
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return out;
+}
+
+} // namespace
+
+const GpuRate* RateCatalog::find(std::string_view model) const {
+    const std::string want = lower(model);
+    for (const auto& g : gpus) {
+        if (lower(g.model) == want) {
+            return &g;
+        }
+        for (const auto& a : g.aliases) {
+            if (lower(a) == want) {
+                return &g;
+            }
+        }
+    }
+    const GpuRate* best = nullptr;
+    std::size_t best_len = 0;
+    for (const auto& g : gpus) {
+        std::vector<std::string> names = g.aliases;
+        names.push_back(g.model);
+        for (const auto& n : names) {
+            const std::string ln = lower(n);
+            if (ln.size() > best_len && want.find(ln) != std::string::npos) {
+                best = &g;
+                best_len = ln.size();
+            }
+        }
+    }
+    return best;
+}
+
+Micro RateCatalog::gpu_rate(std::string_view model) const {
+    const GpuRate* g = find(model);
+    return g != nullptr ? g->micro_per_gpu_hour : default_micro_per_gpu_hour;
+}
+
+std::int64_t billed_share_milli(std::int64_t gpu_milli, std::int64_t gpu_memory_mib, std::int64_t gpu_total_mib) {
+    std::int64_t memory_share = 0;
+    if (gpu_memory_mib > 0 && gpu_total_mib > 0) {
+        memory_share = (gpu_memory_mib * 1000 + gpu_total_mib - 1) / gpu_total_mib;
+    }
+    return std::clamp<std::int64_t>(std::max(gpu_milli, memory_share), 1, 1000);
+}
+
+Micro gpu_price_per_hour(Micro micro_per_gpu_hour, std::int64_t share_milli) {
+    return static_cast<Micro>(static_cast<Wide>(micro_per_gpu_hour) * share_milli / 1000);
+}
+
+Micro cpu_price_per_hour(Micro micro_per_core_hour, std::int64_t cpu_milli) {
+    return static_cast<Micro>(static_cast<Wide>(micro_per_core_hour) * cpu_milli / 1000);
+}
+
+Micro cost_of(Micro price_per_hour, std::int64_t duration_ms) {
+    if (duration_ms <= 0 || price_per_hour <= 0) {
+        return 0;
+    }
+    return static_cast<Micro>(static_cast<Wide>(price_per_hour) * duration_ms / 3'600'000);
+}
+
+} // namespace gpupool::credits

@@ -1,0 +1,430 @@
+// Credits on a real coordinator (SQLite file, manual clock): who earns, who pays, and when nothing
+// is charged; budgets; restarts that rebuild and verify the balances.
+#include "core/coordinator/coordinator.hpp"
+#include "core/store/sqlite_store.hpp"
+#include "tests/support.hpp"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <catch2/catch.hpp>
+
+#include <random>
+
+using namespace gpupool;
+using namespace gpupool::coordinator;
+using credits::Account;
+using credits::k_micro_per_credit;
+using store::AttemptState;
+using store::JobState;
+
+namespace {
+
+constexpr std::int64_t k_credit = k_micro_per_credit;
+
+// Half an L4 (1 credit per GPU-hour) for at most an hour: a hold of 0.5 credits.
+recipe::JobSpec half_l4(const std::string& name, std::int64_t max_runtime_s = 3600) {
+    recipe::JobSpec s;
+    s.name = name;
+    s.image = "busybox";
+    s.command = {"true"};
+    s.resources.gpus = 1;
+    s.resources.gpu_milli = 500;
+    s.resources.cpu_milli = 1000;
+    s.resources.memory_mib = 1024;
+    s.resources.max_runtime_s = max_runtime_s;
+    return s;
+}
+
+nlohmann::json l4_box() {
+    return {{"cpu_milli", 8000},
+            {"memory_mib", 32768},
+            {"gpus", nlohmann::json::array({{{"index", 0}, {"model", "NVIDIA L4"}, {"memory_mib", 24576}}})}};
+}
+
+// An admin; team "fellows" (no hardware) with a member; team "owners" with one L4 worker.
+struct CreditPool {
+    test::TempDir dir;
+    ManualClock clock;
+    std::unique_ptr<store::SqliteStore> db;
+    std::unique_ptr<Coordinator> coord;
+    CoordinatorOptions options;
+    Principal admin;
+    Principal fellow;
+    Principal owner_worker;
+    std::vector<std::string> warnings;
+
+    explicit CreditPool(bool enforce = true, std::int64_t fee_ppm = 0) {
+        options.lease_ms = 10'000;
+        options.worker_timeout_ms = 10'000;
+        options.credits.enforce = enforce;
+        options.credits.pool_fee_ppm = fee_ppm;
+        REQUIRE(open());
+        admin = coord->authenticate(coord->init_admin().value().secret).value();
+        REQUIRE(coord->create_team(admin, "fellows", 1));
+        REQUIRE(coord->create_team(admin, "owners", 1));
+        fellow = coord->authenticate(coord->create_token(admin, store::Role::member, "fellows", "f").value().secret).value();
+        auto enroll = coord->create_token(admin, store::Role::enroll, "owners", "e").value();
+        auto reg = coord->register_worker(coord->authenticate(enroll.secret).value(), "l4-box", l4_box());
+        REQUIRE(reg);
+        warnings = reg->warnings;
+        owner_worker = coord->authenticate(reg->secret).value();
+    }
+
+    Status open() {
+        db = store::SqliteStore::open(dir.path() / "pool.db").value();
+        coord = std::make_unique<Coordinator>(*db, clock, options);
+        return coord->start();
+    }
+
+    Status restart() {
+        coord.reset();
+        db.reset();
+        return open();
+    }
+
+    std::int64_t balance(const std::string& team) const {
+        const std::int64_t id = team == "fellows" ? 1 : 2;
+        return coord->ledger().balance(Account::of_team(id));
+    }
+
+    JobId submit(recipe::JobSpec spec, bool allow_unfunded = false) {
+        auto r = coord->submit(fellow, SubmitRequest{"train.toml", 0, {std::move(spec)}, std::nullopt, allow_unfunded});
+        REQUIRE(r);
+        return r->jobs.front();
+    }
+
+    // Ticks; returns the attempt placed on the worker (started), if any.
+    std::optional<AttemptId> place_and_start() {
+        REQUIRE(coord->heartbeat(owner_worker, {}));
+        coord->tick();
+        auto a = coord->assignments(owner_worker).value();
+        if (a.empty()) {
+            return std::nullopt;
+        }
+        REQUIRE(coord->start_attempt(owner_worker, a.front().attempt));
+        return a.front().attempt;
+    }
+
+    void check_books() const {
+        const auto& l = coord->ledger();
+        CHECK(l.total() == 0);
+        std::map<Account, std::int64_t> from_rows;
+        for (const auto& e : l.entries()) {
+            from_rows[e.debit] -= e.amount;
+            from_rows[e.credit] += e.amount;
+        }
+        CHECK_FALSE(l.verify(from_rows));
+    }
+};
+
+} // namespace
+
+TEST_CASE("credits scenario: the owner earns for a finished job; the team without hardware spends its grant",
+          "[credits][coordinator]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
+    auto job = p.submit(half_l4("train"));
+    auto attempt = p.place_and_start();
+    REQUIRE(attempt);
+    // The hold: 1 credit/h x 0.5 GPU x 1h max_runtime.
+    CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 2);
+    CHECK(p.coord->held_micro(job) == k_credit / 2);
+    CHECK(p.coord->ledger().balance(Account::escrow()) == k_credit / 2);
+
+    p.clock.advance_ms(30 * 60 * 1000); // 30 minutes
+    CHECK(p.coord->cost_micro(p.coord->attempts_of(job).front()) == k_credit / 4); // accrued so far
+    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
+    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
+    // 0.5 GPU x 0.5 h x 1 credit = 0.25 to the owners; 0.25 of the hold back to the fellows.
+    CHECK(p.balance("owners") == k_credit / 4);
+    CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 4);
+    CHECK(p.coord->held_micro(job) == 0);
+    CHECK(p.coord->cost_micro(p.coord->attempts_of(job).front()) == k_credit / 4);
+    CHECK(p.coord->ledger().balance(Account::escrow()) == 0);
+    p.check_books();
+
+    auto report = p.coord->report(p.admin, 0).value();
+    REQUIRE(report.teams.size() == 2);
+    CHECK(report.teams[0].granted_micro == 10 * k_credit);
+    CHECK(report.teams[0].spent_micro == k_credit / 4);
+    CHECK(report.teams[1].earned_micro == k_credit / 4);
+    REQUIRE(report.workers.size() == 1);
+    CHECK(report.workers[0].gpu_hours == Approx(0.25));
+    CHECK(report.workers[0].failures == 0);
+
+    // A restart rebuilds the same balances from the rows.
+    REQUIRE(p.restart());
+    CHECK(p.balance("owners") == k_credit / 4);
+    CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 4);
+}
+
+TEST_CASE("credits scenario: a pool fee goes to the fee account, never on the owner's own jobs", "[credits][coordinator]") {
+    CreditPool p(true, 100'000); // 10%
+    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    p.submit(half_l4("a"));
+    auto attempt = p.place_and_start();
+    REQUIRE(attempt);
+    p.clock.advance_ms(3600 * 1000);
+    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 1, "")); // its own failure: charged
+    CHECK(p.coord->ledger().balance(Account::pool_fee()) == k_credit / 20);
+    CHECK(p.balance("owners") == k_credit / 2 - k_credit / 20);
+    CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 2);
+    p.check_books();
+}
+
+TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and pays nothing", "[credits][coordinator]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    auto job = p.submit(half_l4("lost"));
+    auto attempt = p.place_and_start();
+    REQUIRE(attempt);
+    p.clock.advance_ms(20'000); // the worker goes silent past its lease
+    p.coord->tick();
+    auto history = p.coord->attempts_of(job);
+    REQUIRE(history.front().state == AttemptState::lost);
+    CHECK(p.balance("fellows") == 10 * k_credit);
+    CHECK(p.balance("owners") == 0);
+    CHECK(p.coord->cost_micro(history.front()) == 0);
+
+    // A worker fault reported by the worker (container failed to start) is not charged either.
+    auto again = p.place_and_start();
+    REQUIRE(again);
+    p.clock.advance_ms(5'000);
+    REQUIRE(p.coord->complete_attempt(p.owner_worker, *again, std::nullopt, "image pull failed", Outcome::worker_fault));
+    CHECK(p.coord->attempts_of(job).back().state == AttemptState::lost);
+    CHECK_THAT(p.coord->attempts_of(job).back().reason, Catch::Contains("worker fault: image pull failed"));
+    CHECK(p.balance("fellows") == 10 * k_credit);
+    CHECK(p.balance("owners") == 0);
+    CHECK(p.coord->job(p.admin, job).value().state == JobState::queued); // retried (max_attempts 3)
+    auto report = p.coord->report(p.admin, 0).value();
+    CHECK(report.workers[0].failures == 2);
+    p.check_books();
+}
+
+TEST_CASE("credits scenario: an owner preemption charges nothing and does not use up an attempt", "[credits][coordinator]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    auto spec = half_l4("preempted");
+    spec.retry.max_attempts = 1;
+    auto job = p.submit(spec);
+    for (int round = 0; round < 3; ++round) {
+        auto attempt = p.place_and_start();
+        REQUIRE(attempt);
+        p.clock.advance_ms(5 * 60 * 1000);
+        REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
+        REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, std::nullopt, "owner is gaming", Outcome::owner_preempted));
+        CHECK(p.coord->attempts_of(job).back().state == AttemptState::preempted);
+        CHECK(p.coord->job(p.admin, job).value().state == JobState::queued); // again, despite max_attempts = 1
+        CHECK(p.balance("fellows") == 10 * k_credit);
+        CHECK(p.balance("owners") == 0);
+    }
+    // Then it runs to the end and pays for that run only: 10 minutes x 0.5 GPU.
+    auto attempt = p.place_and_start();
+    REQUIRE(attempt);
+    p.clock.advance_ms(10 * 60 * 1000);
+    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
+    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
+    CHECK(p.coord->job(p.admin, job).value().state == JobState::succeeded);
+    CHECK(p.balance("owners") == k_credit / 12);
+    CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 12);
+    p.check_books();
+}
+
+TEST_CASE("credits scenario: a team that cannot cover the hold stays queued with the numbers, until a grant",
+          "[credits][coordinator]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", k_credit / 10, std::nullopt, "")); // 0.1 credit
+    auto refused = p.coord->submit(p.fellow, SubmitRequest{"train.toml", 0, {half_l4("big")}, std::nullopt, false});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ErrorCode::conflict);
+    CHECK(refused.error().field == "credits");
+    CHECK_THAT(refused.error().message, Catch::Contains("estimated at 0.5 credits") &&
+                                            Catch::Contains("team `fellows` has 0.1 credits available") &&
+                                            Catch::Contains("--allow-unfunded"));
+    auto job = p.submit(half_l4("big"), true);
+    CHECK_FALSE(p.place_and_start());
+    CHECK_THAT(p.coord->waiting_reason(job), Catch::Contains("waiting for credits") && Catch::Contains("0.1 credits") &&
+                                                 Catch::Contains("0.5 credits"));
+    REQUIRE(p.coord->grant(p.admin, "fellows", k_credit, std::nullopt, ""));
+    CHECK(p.place_and_start());
+    p.check_books();
+}
+
+TEST_CASE("credits scenario: budget refusal names the numbers", "[credits][coordinator]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(p.coord->set_budget(p.admin, "fellows", k_credit, std::nullopt)); // 1 credit a day
+    // Three quarter-GPU jobs of up to 2 hours: a hold of 0.5 each, 1.5 credits in all.
+    std::vector<recipe::JobSpec> sweep{half_l4("a", 7200), half_l4("b", 7200), half_l4("c", 7200)};
+    for (auto& s : sweep) {
+        s.resources.gpu_milli = 250;
+    }
+    auto refused = p.coord->submit(p.fellow, SubmitRequest{"sweep.toml", 0, sweep, std::nullopt, false});
+    REQUIRE_FALSE(refused);
+    CHECK_THAT(refused.error().message, Catch::Contains("3 jobs) is estimated at 1.5 credits") &&
+                                            Catch::Contains("team `fellows`'s budget allows 1 credit more now"));
+    auto ok = p.coord->submit(p.fellow, SubmitRequest{"sweep.toml", 0, sweep, std::nullopt, true});
+    REQUIRE(ok);
+    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    p.coord->tick();
+    // Two holds of 0.5 fit the daily budget; the third waits for it.
+    CHECK(p.coord->assignments(p.owner_worker).value().size() == 2);
+    CHECK_THAT(p.coord->waiting_reason(ok->jobs[2]), Catch::Contains("waiting for credits") && Catch::Contains("budget"));
+    auto view = p.coord->credits_of(p.fellow, std::nullopt).value();
+    CHECK(view.held_micro == k_credit);
+    CHECK(view.budget_day_micro == k_credit);
+}
+
+TEST_CASE("credits scenario: with enforcement off (local mode) jobs run without a grant and the cost is recorded",
+          "[credits][coordinator]") {
+    CreditPool p(false);
+    auto job = p.submit(half_l4("local"));
+    auto attempt = p.place_and_start();
+    REQUIRE(attempt);
+    p.clock.advance_ms(60 * 60 * 1000);
+    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
+    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
+    CHECK(p.balance("fellows") == -k_credit / 2);
+    CHECK(p.coord->cost_micro(p.coord->attempts_of(job).front()) == k_credit / 2);
+    p.check_books();
+}
+
+TEST_CASE("credits scenario: grants expire back to the issuer; adjustments need a note", "[credits][coordinator]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 5 * k_credit, p.clock.now_ms() + 1000, "trial"));
+    CHECK_FALSE(p.coord->grant(p.admin, "fellows", 5 * k_credit, p.clock.now_ms() - 1, "past"));
+    CHECK_FALSE(p.coord->grant(p.fellow, "fellows", 5 * k_credit, std::nullopt, "self-service"));
+    CHECK_FALSE(p.coord->adjust(p.admin, "fellows", -k_credit, ""));
+    REQUIRE(p.coord->adjust(p.admin, "fellows", -k_credit, "double grant by mistake"));
+    CHECK(p.balance("fellows") == 4 * k_credit);
+    p.clock.advance_ms(2000);
+    p.coord->tick();
+    CHECK(p.balance("fellows") == 0);
+    CHECK(p.coord->ledger().balance(Account::issuer()) == 0);
+    REQUIRE(p.restart());
+    p.coord->tick(); // expired once, not again
+    CHECK(p.coord->ledger().entries().size() == 3);
+}
+
+TEST_CASE("credits scenario: an unknown GPU model gets the default rate and a registration warning", "[credits][coordinator]") {
+    CreditPool p;
+    CHECK(p.warnings.empty()); // "NVIDIA L4" is in the catalog
+    auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "e2").value();
+    auto inv = l4_box();
+    inv["gpus"][0]["model"] = "Quantum Accelerator 9000";
+    auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "odd-box", inv).value();
+    REQUIRE(reg.warnings.size() == 1);
+    CHECK_THAT(reg.warnings[0], Catch::Contains("Quantum Accelerator 9000") && Catch::Contains("default rate of 1 credit"));
+}
+
+TEST_CASE("credits scenario: a cached balance that disagrees with the rows stops the coordinator from starting",
+          "[credits][coordinator]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    p.coord.reset();
+    p.db.reset();
+    {
+        SQLite::Database raw((p.dir.path() / "pool.db").string(), SQLite::OPEN_READWRITE);
+        raw.exec("UPDATE account_balances SET balance = balance + 1 WHERE account = 'team:1'");
+    }
+    auto st = p.open();
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.error().message, Catch::Contains("credits ledger: account team:1") &&
+                                       Catch::Contains("refusing to start"));
+}
+
+// Random operation sequences on a real coordinator: grants, submits, placements, completions of
+// every outcome, lease losses, cancellations, scheduler ticks and restarts in between. After every
+// step the books balance, every balance equals the sum of its rows, and no attempt is settled
+// twice (an ended attempt's escrow entries add up to exactly its hold).
+TEST_CASE("credits property: random coordinator histories with restarts keep the books balanced",
+          "[credits][property]") {
+    for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+        INFO("seed " << seed);
+        CreditPool p(seed % 3 != 0);
+        std::mt19937_64 rng(seed);
+        auto pick = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+        std::vector<JobId> jobs;
+        for (int op = 0; op < 60; ++op) {
+            p.clock.advance_ms(pick(0, 8'000));
+            switch (pick(0, 7)) {
+            case 0:
+                REQUIRE(p.coord->grant(p.admin, "fellows", pick(1, 3 * k_credit), std::nullopt, ""));
+                break;
+            case 1: {
+                auto r = p.coord->submit(p.fellow, SubmitRequest{"r.toml", 0, {half_l4("j", pick(60, 7200))}, std::nullopt,
+                                                                 pick(0, 1) == 1});
+                if (r) {
+                    jobs.push_back(r->jobs.front());
+                }
+                break;
+            }
+            case 2:
+            case 3: {
+                auto running = p.coord->assignments(p.owner_worker).value();
+                for (const auto& a : running) {
+                    (void)p.coord->start_attempt(p.owner_worker, a.attempt);
+                }
+                std::vector<AttemptId> live;
+                for (JobId j : jobs) {
+                    auto h = p.coord->attempts_of(j);
+                    if (!h.empty() && !store::is_terminal(h.back().state)) {
+                        live.push_back(h.back().id);
+                    }
+                }
+                if (pick(0, 4) != 0) {
+                    REQUIRE(p.coord->heartbeat(p.owner_worker, live));
+                }
+                if (!live.empty()) {
+                    const AttemptId a = live[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(live.size()) - 1))];
+                    const auto outcome = static_cast<Outcome>(pick(0, 2));
+                    (void)p.coord->complete_attempt(p.owner_worker, a, pick(0, 2), "", outcome);
+                    // A duplicate completion is fenced and settles nothing.
+                    CHECK_FALSE(p.coord->complete_attempt(p.owner_worker, a, 0, ""));
+                }
+                break;
+            }
+            case 4:
+                if (!jobs.empty()) {
+                    (void)p.coord->cancel_job(p.fellow, jobs[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(jobs.size()) - 1))]);
+                }
+                break;
+            case 5:
+                REQUIRE(p.restart());
+                break;
+            default:
+                if (pick(0, 2) != 0) {
+                    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+                }
+                p.coord->tick();
+                break;
+            }
+            const auto& l = p.coord->ledger();
+            REQUIRE(l.total() == 0);
+        }
+        p.check_books();
+        // Escrow holds exactly what the live attempts hold; every ended attempt is closed.
+        std::int64_t live_held = 0;
+        for (JobId j : jobs) {
+            for (const auto& a : p.coord->attempts_of(j)) {
+                if (store::is_terminal(a.state)) {
+                    CHECK(p.coord->ledger().held(a.id.value()) == 0);
+                } else {
+                    live_held += p.coord->ledger().held(a.id.value());
+                }
+            }
+        }
+        CHECK(p.coord->ledger().balance(Account::escrow()) == live_held);
+        std::map<std::int64_t, std::int64_t> hold_of;
+        std::map<std::int64_t, std::int64_t> settled_of;
+        for (const auto& e : p.coord->ledger().entries()) {
+            if (e.reason == credits::EntryReason::hold) {
+                hold_of[e.attempt] += e.amount;
+            } else if (e.attempt != 0) {
+                settled_of[e.attempt] += e.amount;
+            }
+        }
+        for (const auto& [a, s] : settled_of) {
+            CHECK(s == hold_of[a]); // never settled twice, never more than held
+        }
+    }
+}

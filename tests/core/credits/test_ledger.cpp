@@ -1,0 +1,197 @@
+// The ledger's rules, and the property that random histories keep the books balanced.
+#include "core/credits/ledger.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <random>
+
+using namespace gpupool::credits;
+
+namespace {
+
+Entry grant(std::int64_t id, std::int64_t team, Micro amount) {
+    Entry e;
+    e.id = id;
+    e.debit = Account::issuer();
+    e.credit = Account::of_team(team);
+    e.amount = amount;
+    e.reason = EntryReason::grant;
+    e.grant = id;
+    return e;
+}
+
+void apply_all(Ledger& l, const std::vector<Entry>& es) {
+    for (const auto& e : es) {
+        auto why = l.check(e);
+        INFO(why.value_or(""));
+        REQUIRE_FALSE(why);
+        l.apply(e);
+    }
+}
+
+} // namespace
+
+TEST_CASE("ledger: a grant, a hold and a settlement move exactly what they say", "[credits]") {
+    Ledger l;
+    apply_all(l, {grant(1, 1, 100)});
+    CHECK(l.balance(Account::issuer()) == -100);
+    CHECK(l.balance(Account::of_team(1)) == 100);
+    apply_all(l, {Ledger::hold_entry(2, 0, 7, 1, 60)});
+    CHECK(l.balance(Account::of_team(1)) == 40);
+    CHECK(l.held(7) == 60);
+    CHECK(l.held_by_team(1) == 60);
+    // cost 25 of a 60 hold, 10% fee: provider 23 (25 - 2 fee rounded down... 2.5 -> 2), fee 2, refund 35
+    Settlement s = settle(60, 25, true, 100'000, false);
+    CHECK(s.provider == 23);
+    CHECK(s.fee == 2);
+    CHECK(s.refund == 35);
+    apply_all(l, Ledger::settlement_entries(3, 0, 7, 1, 2, s));
+    CHECK(l.held(7) == 0);
+    CHECK(l.closed(7));
+    CHECK(l.charged(7) == 25);
+    CHECK(l.balance(Account::of_team(2)) == 23);
+    CHECK(l.balance(Account::pool_fee()) == 2);
+    CHECK(l.balance(Account::of_team(1)) == 75);
+    CHECK(l.total() == 0);
+    CHECK(l.spent_since(1, 0) == 25);
+}
+
+TEST_CASE("ledger: who pays — worker faults and owner preemptions cost nothing", "[credits]") {
+    Settlement fault = settle(60, 25, false, 100'000, false);
+    CHECK(fault.provider == 0);
+    CHECK(fault.fee == 0);
+    CHECK(fault.refund == 60);
+    Settlement over = settle(60, 90, true, 0, false); // ran past max_runtime: capped at the hold
+    CHECK(over.provider == 60);
+    CHECK(over.refund == 0);
+    Settlement own = settle(60, 30, true, 100'000, true); // own GPUs: no pool fee
+    CHECK(own.fee == 0);
+    CHECK(own.provider == 30);
+}
+
+TEST_CASE("ledger: entries that break the rules are refused", "[credits]") {
+    Ledger l;
+    apply_all(l, {grant(1, 1, 100), Ledger::hold_entry(2, 0, 7, 1, 60)});
+    Entry zero = grant(3, 1, 0);
+    CHECK(l.check(zero));
+    Entry second_hold = Ledger::hold_entry(3, 0, 7, 1, 10);
+    CHECK(l.check(second_hold)->find("already has a hold") != std::string::npos);
+    Entry too_much = Ledger::settlement_entries(3, 0, 7, 1, 2, Settlement{70, 0, 0}).front();
+    CHECK(l.check(too_much)->find("only 0.00006") != std::string::npos);
+    Entry stale_id = grant(2, 1, 5);
+    CHECK(l.check(stale_id));
+    Entry no_hold = Ledger::settlement_entries(3, 0, 8, 1, 2, Settlement{0, 0, 5}).front();
+    CHECK(l.check(no_hold)->find("no hold") != std::string::npos);
+    apply_all(l, Ledger::settlement_entries(3, 0, 7, 1, 2, settle(60, 10, true, 0, false)));
+    Entry twice = Ledger::settlement_entries(10, 0, 7, 1, 2, Settlement{0, 0, 1}).front();
+    CHECK(l.check(twice)->find("already settled") != std::string::npos);
+    Entry grant_into_escrow = grant(11, 1, 5);
+    grant_into_escrow.credit = Account::escrow();
+    CHECK(l.check(grant_into_escrow));
+}
+
+TEST_CASE("ledger: verify finds a cached balance that differs from the entries", "[credits]") {
+    Ledger l;
+    apply_all(l, {grant(1, 1, 100)});
+    std::map<Account, Micro> cached = l.balances();
+    CHECK_FALSE(l.verify(cached));
+    cached[Account::of_team(1)] = 101;
+    auto why = l.verify(cached);
+    REQUIRE(why);
+    CHECK(why->find("team:1") != std::string::npos);
+    CHECK(why->find("1.01") == std::string::npos); // micro, not credits: 0.000101
+}
+
+// Thousands of random histories: grants, adjustments, holds, settlements of every kind, double
+// settlement attempts and restarts (a ledger rebuilt from its rows) — the sum stays 0, no attempt
+// is settled twice, and every balance equals the sum of its rows.
+TEST_CASE("ledger: random histories keep the books balanced (property)", "[credits][property]") {
+    constexpr int k_histories = 2000;
+    constexpr int k_ops = 120;
+    int double_settlements_refused = 0;
+    for (int seed = 1; seed <= k_histories; ++seed) {
+        std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
+        auto pick = [&](std::int64_t lo, std::int64_t hi) {
+            return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+        };
+        Ledger l;
+        std::vector<std::int64_t> open;        // attempts with a hold, not settled
+        std::vector<std::int64_t> settled;     // attempts settled
+        std::map<std::int64_t, std::int64_t> payer;
+        std::int64_t next_attempt = 1;
+        std::int64_t now = 0;
+        for (int op = 0; op < k_ops; ++op) {
+            now += pick(0, 5000);
+            const std::int64_t kind = pick(0, 9);
+            std::vector<Entry> batch;
+            if (kind == 0) { // grant
+                Entry e = grant(l.next_id(), pick(1, 4), pick(1, 10'000'000));
+                e.at_ms = now;
+                batch.push_back(e);
+            } else if (kind == 1) { // adjustment either way
+                Entry e;
+                e.id = l.next_id();
+                e.at_ms = now;
+                e.amount = pick(1, 1'000'000);
+                e.reason = EntryReason::adjustment;
+                const std::int64_t team = pick(1, 4);
+                e.debit = pick(0, 1) == 0 ? Account::issuer() : Account::of_team(team);
+                e.credit = e.debit.kind == AccountKind::issuer ? Account::of_team(team) : Account::issuer();
+                batch.push_back(e);
+            } else if (kind <= 4) { // a placement holds the maximum cost (balances may go negative when not enforced)
+                const std::int64_t team = pick(1, 4);
+                const std::int64_t a = next_attempt++;
+                payer[a] = team;
+                batch.push_back(Ledger::hold_entry(l.next_id(), now, a, team, pick(1, 5'000'000)));
+                open.push_back(a);
+            } else if (kind <= 8 && !open.empty()) { // an attempt ends: success, failure, cancel, lost, preempted
+                const auto i = static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(open.size()) - 1));
+                const std::int64_t a = open[i];
+                const bool chargeable = pick(0, 3) != 0; // lost and owner-preempted are not charged
+                const std::int64_t provider = pick(1, 4);
+                Settlement s = settle(l.held(a), pick(0, 6'000'000), chargeable, pick(0, 200'000), provider == payer[a]);
+                REQUIRE(s.provider + s.fee + s.refund == l.held(a));
+                batch = Ledger::settlement_entries(l.next_id(), now, a, payer[a], provider, s);
+                open.erase(open.begin() + static_cast<std::ptrdiff_t>(i));
+                settled.push_back(a);
+            } else if (!settled.empty()) { // a duplicate completion tries to settle again: refused
+                const std::int64_t a = settled[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(settled.size()) - 1))];
+                auto again = Ledger::settlement_entries(l.next_id(), now, a, payer[a], 1, Settlement{1, 0, 0});
+                REQUIRE(l.check(again.front()));
+                ++double_settlements_refused;
+            }
+            for (const auto& e : batch) {
+                auto why = l.check(e);
+                INFO("seed " << seed << " op " << op << ": " << why.value_or(""));
+                REQUIRE_FALSE(why);
+                l.apply(e);
+            }
+            REQUIRE(l.total() == 0);
+            if (pick(0, 19) == 0) { // restart: rebuild from the rows, verify the cached balances
+                Ledger rebuilt;
+                for (const auto& e : l.entries()) {
+                    REQUIRE_FALSE(rebuilt.check(e));
+                    rebuilt.apply(e);
+                }
+                REQUIRE_FALSE(rebuilt.verify(l.balances()));
+                l = std::move(rebuilt);
+            }
+        }
+        // Every balance equals the sum of its rows; escrow holds exactly the open attempts' holds.
+        std::map<Account, Micro> from_rows;
+        for (const auto& e : l.entries()) {
+            from_rows[e.debit] -= e.amount;
+            from_rows[e.credit] += e.amount;
+        }
+        REQUIRE_FALSE(l.verify(from_rows));
+        Micro open_held = 0;
+        for (auto a : open) {
+            open_held += l.held(a);
+        }
+        REQUIRE(l.balance(Account::escrow()) == open_held);
+        for (auto a : settled) {
+            REQUIRE(l.closed(a));
+        }
+    }
+    CHECK(double_settlements_refused > 100);
+}

@@ -213,7 +213,8 @@ Error OciRuntime::tool_error(const std::string& what, const ToolOutput& out) con
                                          std::to_string(out.exit_code) + ")" + (err.empty() ? "" : ": " + err));
 }
 
-Result<OciRuntime::ToolOutput> OciRuntime::run_tool(const std::vector<std::string>& args) const {
+Result<OciRuntime::ToolOutput> OciRuntime::run_tool(const std::vector<std::string>& args,
+                                                    const std::filesystem::path& cwd) const {
     if (m_missing) {
         return *m_missing;
     }
@@ -228,8 +229,10 @@ Result<OciRuntime::ToolOutput> OciRuntime::run_tool(const std::vector<std::strin
     full.insert(full.end(), args.begin(), args.end());
     ToolOutput result;
     try {
+        std::string dir = cwd.empty() ? std::filesystem::current_path().string() : cwd.string();
         bp::child c(
-            bp::exe = m_program, bp::args = full, bp::std_in < bp::null, bp::extend::on_exec_setup = [out, err](auto&) {
+            bp::exe = m_program, bp::args = full, bp::std_in < bp::null, bp::start_dir = dir,
+            bp::extend::on_exec_setup = [out, err](auto&) {
                 ::dup2(out, STDOUT_FILENO);
                 ::dup2(err, STDERR_FILENO);
                 child_redirect_output_and_seal(-1);
@@ -292,7 +295,8 @@ Status OciRuntime::start(const ContainerSpec& spec) {
     if (auto log = open_log(spec.log_path); !log) {
         return log.error();
     }
-    auto ran = run_tool(build_run_argv(m_config.tool, spec, m_config.run_args));
+    std::filesystem::path log_dir = std::filesystem::absolute(spec.log_path).parent_path();
+    auto ran = run_tool(build_run_argv(m_config.tool, spec, m_config.run_args), log_dir);
     if (!ran) {
         return ran.error();
     }

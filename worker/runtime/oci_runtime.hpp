@@ -25,6 +25,8 @@
 // thread-safe (the agent's one thread). Failures are Errors with code io carrying the tool's stderr;
 // a missing tool is an io Error that says so; an unknown name is not_found; a name already started by
 // this runtime is conflict. A failed start may leave a created container behind: remove() cleans up.
+// `run` is started in the log file's directory: podman's conmon inherits that cwd and drops an empty
+// `oom` marker there when the job is OOM-killed (it would otherwise litter the worker's cwd).
 #pragma once
 
 #include "worker/runtime/container_runtime.hpp"
@@ -85,7 +87,7 @@ private:
         std::string err;
     };
 
-    Result<ToolOutput> run_tool(const std::vector<std::string>& args) const;
+    Result<ToolOutput> run_tool(const std::vector<std::string>& args, const std::filesystem::path& cwd = {}) const;
     Status follow(const std::string& name, const std::filesystem::path& log_path, bool truncate);
     Result<ExitStatus> inspect_exit(const std::string& name, bool& running) const;
     Error tool_error(const std::string& what, const ToolOutput& out) const;

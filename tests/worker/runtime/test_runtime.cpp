@@ -287,17 +287,24 @@ TEST_CASE("runtime: containers run as a non-root user on a read-only root", "[ru
     }
 }
 
-TEST_CASE("runtime: containers see their pids limit and ulimits", "[runtime]") {
+// cgroup v2 files first, then v1 (this host is hybrid: v1 controllers).
+TEST_CASE("runtime: containers see their pids memory and cpu limits and ulimits", "[runtime]") {
     FOR_EACH_RUNTIME(c, rt) {
         if (!c.isolates) {
             continue;
         }
         Sandbox box(c);
-        Ran r = run_to_end(*rt, box,
-                           box.spec("echo pids=$(cat /sys/fs/cgroup/pids.max 2>/dev/null || "
-                                    "cat /sys/fs/cgroup/pids/pids.max); echo nofile=$(ulimit -n)"));
+        Ran r =
+            run_to_end(*rt, box,
+                       box.spec("cg=/sys/fs/cgroup; "
+                                "echo pids=$(cat $cg/pids.max 2>/dev/null || cat $cg/pids/pids.max); "
+                                "echo mem=$(cat $cg/memory.max 2>/dev/null || cat $cg/memory/memory.limit_in_bytes); "
+                                "echo cpu=$(cut -d' ' -f1 $cg/cpu.max 2>/dev/null || cat $cg/cpu/cpu.cfs_quota_us); "
+                                "echo nofile=$(ulimit -n)"));
         CHECK(r.exit_code == 0);
         CHECK(r.log.find("pids=100\n") != std::string::npos);
+        CHECK(r.log.find("mem=268435456\n") != std::string::npos); // 256 MiB
+        CHECK(r.log.find("cpu=50000\n") != std::string::npos);     // half of a 100 ms period
         CHECK(r.log.find("nofile=4096\n") != std::string::npos);
     }
 }

@@ -44,7 +44,7 @@ test: deps containers
 	GPUPOOL_TEST_DOCKER_HOST=unix:///run/gpupool-ci/docker.sock \
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
-demo: deps containers
+demo: deps
 	@$(MAKE) --no-print-directory build
 	@.ci/demo $(BUILD)/gpupool
 

@@ -195,6 +195,8 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
     so.http.port = 0;
     so.db_path = data / "pool.db";
     so.tick = std::chrono::milliseconds(100);
+    // The local team has no grant: charges are recorded (the summary shows them) but not enforced.
+    so.coordinator.credits.enforce = false;
     coordinator::CoordinatorService service(so);
     std::string fresh_admin;
     if (auto st = service.start(&fresh_admin); !st) {

@@ -26,6 +26,7 @@ struct WorkerCmdOptions {
     std::string name;
     int slots = 0;
     std::vector<std::string> runtime_args;
+    std::vector<std::string> container_args;
     std::string drain_grace = "5m";
     std::int64_t heartbeat_ms = 5000;
     std::int64_t poll_wait_ms = 10'000;
@@ -103,7 +104,7 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
         report_error(global, e);
         return k_exit_usage;
     }
-    auto runtime = worker::make_runtime(o.runtime, o.runtime_args);
+    auto runtime = worker::make_runtime(o.runtime, o.runtime_args, o.container_args);
     if (!runtime) {
         report_error(global, runtime.error());
         return k_exit_usage;
@@ -178,6 +179,8 @@ void register_worker(Cli& cli) {
     sub->add_option("--name", o->name, "Name shown to the pool (default: host name)");
     sub->add_option("--slots", o->slots, "Ask for no new work while this many jobs run (0: no cap)");
     sub->add_option("--runtime-arg", o->runtime_args, "Extra global flag for podman/docker (repeatable), e.g. -H=unix:///…");
+    sub->add_option("--container-arg", o->container_args,
+                    "Extra flag for every job's container (repeatable), e.g. --container-arg=--network=none");
     sub->add_option("--drain-grace", o->drain_grace, "On SIGTERM, how long running jobs may finish")->capture_default_str();
     sub->add_option("--cpus-milli", o->cpu_milli, "CPU to offer, in milli-CPUs (default: all cores)");
     sub->add_option("--memory-mib", o->memory_mib, "Memory to offer, in MiB (default: all)");

@@ -45,6 +45,9 @@ Tokens setup_team(const std::string& url, const std::string& admin) {
     auto t = a.request("POST", "/v1/admin/teams", R"({"name": "fellows"})");
     REQUIRE(t);
     REQUIRE(t->status == 201);
+    auto g = a.request("POST", "/v1/admin/grants", R"({"team": "fellows", "amount_micro": 1000000000})");
+    REQUIRE(g);
+    REQUIRE(g->status == 201);
     auto m = a.request("POST", "/v1/admin/tokens", R"({"role": "member", "team": "fellows"})");
     auto e = a.request("POST", "/v1/admin/tokens", R"({"role": "enroll", "team": "fellows"})");
     REQUIRE(m);

@@ -6,9 +6,10 @@
 namespace gpupool::worker {
 
 Result<std::unique_ptr<ContainerRuntime>> make_runtime(const std::string& kind,
-                                                       const std::vector<std::string>& runtime_args) {
+                                                       const std::vector<std::string>& runtime_args,
+                                                       const std::vector<std::string>& run_args) {
     if (kind == "process") {
-        if (!runtime_args.empty()) {
+        if (!runtime_args.empty() || !run_args.empty()) {
             return make_error(ErrorCode::invalid_input, "the process runtime takes no runtime arguments", "runtime");
         }
         return std::unique_ptr<ContainerRuntime>(std::make_unique<ProcessRuntime>());
@@ -17,6 +18,7 @@ Result<std::unique_ptr<ContainerRuntime>> make_runtime(const std::string& kind,
         OciConfig config;
         config.tool = kind == "podman" ? OciTool::podman : OciTool::docker;
         config.global_args = runtime_args;
+        config.run_args = run_args;
         auto runtime = std::make_unique<OciRuntime>(std::move(config));
         if (auto missing = runtime->missing_tool()) {
             return *missing;

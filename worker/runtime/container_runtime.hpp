@@ -82,8 +82,10 @@ public:
 };
 
 // "podman", "docker" or "process". The process runtime isolates nothing (see process_runtime.hpp).
-// `runtime_args` are extra global flags for the CLI tool (e.g. docker's -H, podman's --root).
+// `runtime_args` are extra global flags for the CLI tool (e.g. docker's -H, podman's --root);
+// `run_args` extra flags for every container (e.g. `--network none`).
 Result<std::unique_ptr<ContainerRuntime>> make_runtime(const std::string& kind,
-                                                       const std::vector<std::string>& runtime_args = {});
+                                                       const std::vector<std::string>& runtime_args = {},
+                                                       const std::vector<std::string>& run_args = {});
 
 } // namespace gpupool::worker

@@ -73,6 +73,7 @@ struct Pool {
         o.tick = 50ms;
         o.coordinator.lease_ms = 5'000;
         o.coordinator.worker_timeout_ms = 5'000;
+        o.coordinator.credits.enforce = false; // credits have their own tests
         service = std::make_unique<coordinator::CoordinatorService>(o);
         std::string token;
         REQUIRE(service->start(&token));

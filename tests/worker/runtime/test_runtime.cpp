@@ -3,6 +3,7 @@
 // and that daemon answers. A missing engine is a WARN and a skip (`.ci/setup-containers` installs
 // them), or a failure when GPUPOOL_REQUIRE_CONTAINERS=1 (CI).
 #include "tests/support.hpp"
+#include "tests/worker/runtime/runtimes_under_test.hpp"
 #include "worker/runtime/container_runtime.hpp"
 #include "worker/runtime/oci_runtime.hpp"
 
@@ -27,8 +28,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* k_image = "localhost/gpupool/busybox:latest";
-
 std::string slurp(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     std::ostringstream ss;
@@ -36,109 +35,11 @@ std::string slurp(const fs::path& p) {
     return ss.str();
 }
 
-std::string env_or(const char* name, const std::string& fallback = {}) {
-    const char* v = std::getenv(name);
-    return v != nullptr ? std::string(v) : fallback;
-}
+using test::env_or;
+using Candidate = test::RuntimeUnderTest;
+constexpr const char* k_image = test::k_test_image;
 
-// Runs a tool quietly; true when it exits 0 within the bound.
-bool tool_answers(const std::vector<std::string>& argv, std::string& why) {
-    auto exe = bp::search_path(argv.front());
-    if (exe.empty()) {
-        why = argv.front() + " is not on PATH";
-        return false;
-    }
-    try {
-        bp::child c(exe, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()), bp::std_out > bp::null,
-                    bp::std_err > bp::null, bp::std_in < bp::null);
-        auto deadline = std::chrono::steady_clock::now() + 20s;
-        while (c.running() && std::chrono::steady_clock::now() < deadline) {
-            std::this_thread::sleep_for(10ms);
-        }
-        if (c.running()) {
-            c.terminate();
-            why = "`" + argv.front() + " " + argv[1] + "` did not answer within 20 s";
-            return false;
-        }
-        if (c.exit_code() != 0) {
-            why = "`" + argv.front() + " " + argv[1] + " ...` exited " + std::to_string(c.exit_code());
-            return false;
-        }
-        return true;
-    } catch (const std::exception& e) {
-        why = e.what();
-        return false;
-    }
-}
-
-Result<std::unique_ptr<ContainerRuntime>> make_oci(OciTool tool, std::vector<std::string> global_args) {
-    OciConfig config;
-    config.tool = tool;
-    config.global_args = std::move(global_args);
-    config.run_args = {"--network", "none"};
-    auto rt = std::make_unique<OciRuntime>(std::move(config));
-    if (auto missing = rt->missing_tool()) {
-        return *missing;
-    }
-    return std::unique_ptr<ContainerRuntime>(std::move(rt));
-}
-
-// One runtime under test, or why it is not available here.
-struct Candidate {
-    std::string kind;
-    std::function<Result<std::unique_ptr<ContainerRuntime>>()> make;
-    std::string unavailable; // empty when available
-    bool isolates = false;   // containers: mounts, user, limits apply
-};
-
-std::vector<Candidate> candidates() {
-    static const std::vector<Candidate> all = [] {
-        std::vector<Candidate> out;
-        out.push_back({"process", [] { return make_runtime("process"); }, "", false});
-
-        // --network none: faster starts, and the test dockerd has no bridge.
-        Candidate podman{"podman", [] { return make_oci(OciTool::podman, {}); }, "", true};
-        std::string why;
-        if (!tool_answers({"podman", "image", "exists", k_image}, why)) {
-            podman.unavailable = "podman unavailable: " + why + "; run .ci/setup-containers";
-        }
-        out.push_back(podman);
-
-        std::string host = env_or("GPUPOOL_TEST_DOCKER_HOST");
-        Candidate docker{"docker", [host] { return make_oci(OciTool::docker, {"-H", host}); }, "", true};
-        if (host.empty()) {
-            docker.unavailable = "docker unavailable: GPUPOOL_TEST_DOCKER_HOST is not set; run .ci/setup-containers "
-                                 "and export GPUPOOL_TEST_DOCKER_HOST=unix:///run/gpupool-ci/docker.sock";
-        } else if (!tool_answers({"docker", "-H", host, "info"}, why) ||
-                   !tool_answers({"docker", "-H", host, "image", "inspect", k_image}, why)) {
-            docker.unavailable = "docker unavailable at " + host + ": " + why + "; run .ci/setup-containers";
-        }
-        out.push_back(docker);
-        return out;
-    }();
-    return all;
-}
-
-// The runtime for this section, or nullptr after WARNing (or FAILing under GPUPOOL_REQUIRE_CONTAINERS=1).
-std::unique_ptr<ContainerRuntime> runtime_or_skip(const Candidate& c) {
-    std::string why = c.unavailable;
-    std::unique_ptr<ContainerRuntime> rt;
-    if (why.empty()) {
-        auto made = c.make();
-        if (made) {
-            rt = std::move(*made);
-        } else {
-            why = c.kind + " unavailable: " + made.error().describe();
-        }
-    }
-    if (!why.empty()) {
-        if (env_or("GPUPOOL_REQUIRE_CONTAINERS") == "1") {
-            FAIL(why << " (GPUPOOL_REQUIRE_CONTAINERS=1)");
-        }
-        WARN(why);
-    }
-    return rt;
-}
+const std::vector<Candidate>& candidates() { return test::runtimes_under_test(); }
 
 // A job's directories and spec, laid out like the agent does: /work read-only, /outputs writable.
 struct Sandbox {

@@ -1,9 +1,16 @@
 #include "cmd/remote.hpp"
+#include "core/coordinator/auth.hpp"
+#include "worker/agent/archive.hpp"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 namespace gpupool::cmd {
@@ -143,6 +150,42 @@ int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
+}
+
+Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs) {
+    std::map<std::vector<std::string>, std::string> shipped; // resolved paths -> digest
+    for (auto& job : jobs) {
+        const auto& paths = job.inputs.resolved;
+        if (paths.empty()) {
+            continue;
+        }
+        if (auto it = shipped.find(paths); it != shipped.end()) {
+            job.inputs.archive = it->second;
+            continue;
+        }
+        std::error_code ec;
+        const auto tmp = std::filesystem::temp_directory_path(ec) /
+                         ("gpupool-inputs-" + std::to_string(::getpid()) + "-" + std::to_string(shipped.size()) + ".tar");
+        std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
+        auto packed = worker::pack_paths(roots, job.inputs.max_size_mib * 1024 * 1024, tmp);
+        if (!packed) {
+            return packed.error();
+        }
+        std::string bytes;
+        {
+            std::ifstream in(tmp, std::ios::binary);
+            bytes.assign(std::istreambuf_iterator<char>(in), {});
+        }
+        std::filesystem::remove(tmp, ec);
+        const std::string sha = coordinator::sha256_hex(bytes);
+        auto put = api.put_bytes("/v1/inputs/" + sha, bytes);
+        if (!put) {
+            return put.error();
+        }
+        shipped[paths] = sha;
+        job.inputs.archive = sha;
+    }
+    return {};
 }
 
 } // namespace gpupool::cmd

@@ -4,6 +4,7 @@
 
 #include "cmd/cli.hpp"
 #include "core/client/api_client.hpp"
+#include "core/recipe/recipe.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,11 @@ std::optional<std::vector<nlohmann::json>> wait_for_jobs(const GlobalOptions& gl
 int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_t job, bool follow);
 
 bool is_terminal_state(const std::string& state);
+
+// Packs each distinct set of the jobs' local inputs into one archive, uploads it (PUT
+// /v1/inputs/{sha256}; already-stored archives cost one small request) and records its digest in
+// the jobs (inputs.archive). Jobs without inputs are left alone.
+Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs);
 
 // How many of the finished jobs did not succeed.
 int count_unsuccessful(const std::vector<nlohmann::json>& jobs);

@@ -162,7 +162,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
     if (!loaded) {
         return k_exit_failed;
     }
-    const auto& [recipe, jobs] = *loaded;
+    auto& [recipe, jobs] = *loaded;
     const fs::path data = o.data_dir.empty() ? fs::path(default_data_dir()) / "local" : fs::path(o.data_dir);
     std::error_code ec;
     fs::create_directories(data, ec);
@@ -248,6 +248,10 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         }
     }
 
+    if (auto st = ship_inputs(api, jobs); !st) {
+        report_error(global, st.error());
+        return finish(k_exit_failed);
+    }
     json body = {{"source", recipe.source},
                  {"max_parallel", recipe.sweep.max_parallel},
                  {"jobs", json::parse(recipe::to_json(jobs).dump())}};

@@ -23,7 +23,7 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
     if (!loaded) {
         return k_exit_failed;
     }
-    const auto& [recipe, jobs] = *loaded;
+    auto& [recipe, jobs] = *loaded;
     if (opts.dry_run) {
         print_jobs(global, recipe, jobs);
         if (!global.json) {
@@ -40,6 +40,10 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
     }
     auto api = connect(global);
     if (!api) {
+        return k_exit_failed;
+    }
+    if (auto st = ship_inputs(*api, jobs); !st) {
+        report_error(global, st.error());
         return k_exit_failed;
     }
     nlohmann::json body = {{"source", recipe.source},

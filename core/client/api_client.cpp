@@ -93,6 +93,14 @@ Result<json> ApiClient::del(std::string_view path) {
     return as_json(*r);
 }
 
+Result<json> ApiClient::put_bytes(std::string_view path, std::string_view body) {
+    auto r = send("PUT", path, body);
+    if (!r) {
+        return r.error();
+    }
+    return as_json(*r);
+}
+
 Result<std::string> ApiClient::get_bytes(std::string_view path) {
     auto r = send("GET", path, {});
     if (!r) {

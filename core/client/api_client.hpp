@@ -26,8 +26,9 @@ public:
     Result<nlohmann::json> get(std::string_view path);
     Result<nlohmann::json> post(std::string_view path, const nlohmann::json& body);
     Result<nlohmann::json> del(std::string_view path);
-    // Raw bytes (e.g. outputs).
+    // Raw bytes (e.g. outputs, input archives).
     Result<std::string> get_bytes(std::string_view path);
+    Result<nlohmann::json> put_bytes(std::string_view path, std::string_view body);
 
 private:
     Result<net::Response> send(std::string_view method, std::string_view path, std::string_view body);

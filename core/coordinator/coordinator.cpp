@@ -470,6 +470,17 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
         return invalid("must be 0 (no limit) or more", "max_parallel");
     }
     for (std::size_t i = 0; i < request.jobs.size(); ++i) {
+        if (const auto& sha = request.jobs[i].inputs.archive; !sha.empty()) {
+            auto size = m_store.input_blob_size(sha);
+            if (!size) {
+                return size.error();
+            }
+            if (!*size) {
+                return invalid("no uploaded inputs with digest " + sha + "; upload the archive first (PUT /v1/inputs/" +
+                                   sha + ")",
+                               "jobs[" + std::to_string(i) + "].inputs.archive");
+            }
+        }
         if (auto why = infeasible_reason(request.jobs[i])) {
             Error e = make_error(ErrorCode::invalid_input,
                                  "job `" + request.jobs[i].name + "` can never run on this pool: " + *why,
@@ -910,6 +921,43 @@ std::optional<Outcome> outcome_from_string(std::string_view s) {
         return Outcome::owner_preempted;
     }
     return std::nullopt;
+}
+
+Status Coordinator::put_inputs(const Principal& who, const std::string& sha, std::string_view data) {
+    if (who.role != Role::member && who.role != Role::admin) {
+        return denied("only team members and admins upload inputs");
+    }
+    if (sha.size() != 64 || sha.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return invalid("must be the lowercase hex SHA-256 of the body", "sha256");
+    }
+    if (data.size() > k_max_input_archive_bytes) {
+        return invalid("the inputs archive is " + std::to_string(data.size()) + " bytes, over the pool's limit of " +
+                           std::to_string(k_max_input_archive_bytes),
+                       "inputs");
+    }
+    if (sha256_hex(data) != sha) {
+        return invalid("the body's SHA-256 is " + sha256_hex(data) + ", not the digest in the path", "sha256");
+    }
+    return m_store.put_input_blob(sha, who.team, data, m_clock.now_ms());
+}
+
+Result<std::string> Coordinator::read_inputs(const Principal& who, AttemptId id) {
+    auto a = current_attempt_of_worker(who, id);
+    if (!a) {
+        return a.error();
+    }
+    const auto& sha = m_jobs.at((*a)->job).spec.inputs.archive;
+    if (sha.empty()) {
+        return make_error(ErrorCode::not_found, "this job has no inputs archive");
+    }
+    auto blob = m_store.get_input_blob(sha);
+    if (!blob) {
+        return blob.error();
+    }
+    if (!*blob) {
+        return make_error(ErrorCode::not_found, "the inputs archive " + sha + " is missing from the store");
+    }
+    return std::move(**blob);
 }
 
 Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::optional<std::int64_t> exit_code,

@@ -58,6 +58,9 @@ struct CreditOptions {
     std::int64_t pool_fee_ppm = 0; // of each charge, to the pool-fee account
 };
 
+// SQLite keeps a blob under 1e9 bytes; inputs stay below that.
+inline constexpr std::size_t k_max_input_archive_bytes = 950'000'000;
+
 struct CoordinatorOptions {
     std::int64_t lease_ms = 30'000;            // an attempt is lost this long after its last renewal
     std::int64_t worker_timeout_ms = 30'000;   // a worker silent this long gets no new work
@@ -217,6 +220,10 @@ public:
     Result<LogSlice> read_logs(const Principal& who, JobId id, std::int64_t offset,
                                std::optional<AttemptId> attempt = std::nullopt);
     Result<std::string> read_output(const Principal& who, JobId id);
+    // Inputs travel as one tar archive per distinct input set, uploaded before the submission that
+    // names it (JobSpec::inputs.archive = its SHA-256); workers fetch it for their attempt.
+    Status put_inputs(const Principal& who, const std::string& sha256_hex, std::string_view data);
+    Result<std::string> read_inputs(const Principal& who, AttemptId attempt);
 
     // ---- workers ----
     struct Registered {

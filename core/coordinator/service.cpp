@@ -484,6 +484,11 @@ net::Router CoordinatorService::Impl::routes() {
         return resp;
     });
 
+    on(r, "PUT", "/v1/inputs/{sha256}", [this](const net::Request& req, const Principal& who) {
+        auto st = coord->put_inputs(who, req.param("sha256"), req.body);
+        return st ? ok({{"sha256", req.param("sha256")}, {"bytes", req.body.size()}}, 201) : error_response(st.error());
+    }, net::RouteOptions{coordinator::k_max_input_archive_bytes + 1});
+
     // ---- workers ----
     on(r, "POST", "/v1/workers/register", [this](const net::Request& req, const Principal& who) {
         auto body = parse_body(req);
@@ -579,6 +584,20 @@ net::Router CoordinatorService::Impl::routes() {
                 }
             });
         });
+    });
+    on(r, "GET", "/v1/attempts/{id}/inputs", [this](const net::Request& req, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        if (!id) {
+            return error_response(id.error());
+        }
+        auto data = coord->read_inputs(who, AttemptId(*id));
+        if (!data) {
+            return error_response(data.error());
+        }
+        net::Response resp;
+        resp.content_type = "application/octet-stream";
+        resp.body = std::move(*data);
+        return resp;
     });
     on(r, "POST", "/v1/attempts/{id}/start", [this](const net::Request& req, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");

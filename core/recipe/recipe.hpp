@@ -40,6 +40,9 @@ struct Inputs {
     std::vector<std::string> resolved; // absolute local paths (same order), when files were checked
     std::int64_t max_size_mib = 100;
     std::int64_t total_bytes = 0;      // measured when files were checked
+    // The packed inputs as uploaded to the coordinator (PUT /v1/inputs/{sha256}): lowercase hex
+    // SHA-256 of the tar archive; empty when the job has no inputs (or they were not shipped).
+    std::string archive;
     bool operator==(const Inputs&) const = default;
 };
 

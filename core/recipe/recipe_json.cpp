@@ -111,7 +111,7 @@ nlohmann::ordered_json to_json(const JobSpec& job) {
         {"shell", job.shell},
         {"env", env_json(job.env)},
         {"resources", resources},
-        {"inputs", {{"paths", job.inputs.paths}, {"max_size_mib", job.inputs.max_size_mib}}},
+        {"inputs", {{"paths", job.inputs.paths}, {"max_size_mib", job.inputs.max_size_mib}, {"archive", job.inputs.archive}}},
         {"outputs", {{"paths", job.outputs.paths}, {"max_size_mib", job.outputs.max_size_mib}}},
         {"cache_models", job.cache_models},
         {"retry", {{"max_attempts", job.retry.max_attempts}, {"on_exit_codes", job.retry.on_exit_codes}}},
@@ -164,6 +164,13 @@ Result<JobSpec> job_from_json(const nlohmann::json& j) {
         Reader ri(*in);
         ri.get("paths", job.inputs.paths, "inputs.paths");
         ri.get("max_size_mib", job.inputs.max_size_mib, "inputs.max_size_mib");
+        ri.get("archive", job.inputs.archive, "inputs.archive");
+        if (!job.inputs.archive.empty() &&
+            (job.inputs.archive.size() != 64 ||
+             job.inputs.archive.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+            rd.fail(make_error(ErrorCode::invalid_input, "must be the lowercase hex SHA-256 of an uploaded archive",
+                               "inputs.archive"));
+        }
         if (ri.error()) {
             rd.fail(*ri.error());
         }

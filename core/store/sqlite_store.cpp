@@ -164,6 +164,16 @@ CREATE TABLE grants (
     expired_at INTEGER
 );
 )sql",
+    // 2 -> 3: input archives, content-addressed, shared by the jobs that name them.
+    R"sql(
+CREATE TABLE input_blobs (
+    sha256 TEXT PRIMARY KEY,
+    team_id INTEGER REFERENCES teams(id),
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+);
+)sql",
 };
 
 Error db_error(const std::string& what, const std::exception& e) {
@@ -656,6 +666,55 @@ Result<std::optional<std::string>> SqliteStore::get_output(AttemptId attempt) {
             std::string(static_cast<const char*>(col.getBlob()), static_cast<std::size_t>(col.getBytes())));
     } catch (const std::exception& e) {
         return db_error("output read", e);
+    }
+}
+
+Status SqliteStore::put_input_blob(std::string_view sha256_hex, std::optional<TeamId> team, std::string_view data,
+                                   std::int64_t now) {
+    try {
+        SQLite::Statement q(*m_db, "INSERT INTO input_blobs (sha256, team_id, size, data, created_at) VALUES (?, ?, ?, ?, ?) "
+                                   "ON CONFLICT(sha256) DO NOTHING");
+        q.bind(1, std::string(sha256_hex));
+        if (team) {
+            q.bind(2, team->value());
+        } else {
+            q.bind(2);
+        }
+        q.bind(3, static_cast<std::int64_t>(data.size()));
+        q.bind(4, data.data(), static_cast<int>(data.size()));
+        q.bind(5, now);
+        q.exec();
+        return {};
+    } catch (const std::exception& e) {
+        return db_error("input upload", e);
+    }
+}
+
+Result<std::optional<std::int64_t>> SqliteStore::input_blob_size(std::string_view sha256_hex) {
+    try {
+        SQLite::Statement q(*m_db, "SELECT size FROM input_blobs WHERE sha256 = ?");
+        q.bind(1, std::string(sha256_hex));
+        if (!q.executeStep()) {
+            return std::optional<std::int64_t>();
+        }
+        return std::optional<std::int64_t>(q.getColumn(0).getInt64());
+    } catch (const std::exception& e) {
+        return db_error("input lookup", e);
+    }
+}
+
+Result<std::optional<std::string>> SqliteStore::get_input_blob(std::string_view sha256_hex) {
+    try {
+        SQLite::Statement q(*m_db, "SELECT data FROM input_blobs WHERE sha256 = ?");
+        q.bind(1, std::string(sha256_hex));
+        if (!q.executeStep()) {
+            return std::optional<std::string>();
+        }
+        const auto& col = q.getColumn(0);
+        return std::optional<std::string>(
+            std::string(static_cast<const char*>(col.getBlob()), static_cast<std::size_t>(col.getBytes())));
+    } catch (const std::exception& e) {
+        return db_error("input read", e);
     }
 }
 

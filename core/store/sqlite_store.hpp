@@ -16,7 +16,7 @@ class Database;
 
 namespace gpupool::store {
 
-inline constexpr int k_schema_version = 2;
+inline constexpr int k_schema_version = 3;
 
 class SqliteStore final : public Store {
 public:
@@ -31,6 +31,9 @@ public:
     Result<std::int64_t> log_length(AttemptId attempt) override;
     Status put_output(AttemptId attempt, std::string_view data, std::string_view sha256_hex) override;
     Result<std::optional<std::string>> get_output(AttemptId attempt) override;
+    Status put_input_blob(std::string_view sha256_hex, std::optional<TeamId> team, std::string_view data, std::int64_t now) override;
+    Result<std::optional<std::int64_t>> input_blob_size(std::string_view sha256_hex) override;
+    Result<std::optional<std::string>> get_input_blob(std::string_view sha256_hex) override;
 
     int schema_version() const;
 

@@ -65,6 +65,12 @@ public:
     // The packed outputs of an attempt (one archive), replaced whole on a repeated upload.
     virtual Status put_output(AttemptId attempt, std::string_view data, std::string_view sha256_hex) = 0;
     virtual Result<std::optional<std::string>> get_output(AttemptId attempt) = 0;
+
+    // Input archives by their SHA-256 (hex): stored once (a repeated upload is a no-op), shared by
+    // every job that names them.
+    virtual Status put_input_blob(std::string_view sha256_hex, std::optional<TeamId> team, std::string_view data, std::int64_t now) = 0;
+    virtual Result<std::optional<std::int64_t>> input_blob_size(std::string_view sha256_hex) = 0;
+    virtual Result<std::optional<std::string>> get_input_blob(std::string_view sha256_hex) = 0;
 };
 
 } // namespace gpupool::store

@@ -33,6 +33,7 @@ public:
         : m_dir(dir) {
         namespace bp = boost::process;
         std::filesystem::remove(dir / "port");
+        std::filesystem::remove(dir / "stdout"); // a restart must not read the first start's admin token
         std::vector<std::string> args{"coordinator", "--listen", "127.0.0.1:" + std::to_string(port), "--db",
                                       (dir / "pool.db").string(), "--port-file", (dir / "port").string(),
                                       "--tick-ms", "50"};

@@ -491,14 +491,37 @@ struct Agent::Impl {
         if (ec) {
             return make_error(ErrorCode::io, "cannot create " + t.dir.string() + ": " + ec.message());
         }
-        // Inputs travel with the job only when they are on this machine (local mode, shared disks).
         const auto& in = t.a.spec.inputs;
-        for (std::size_t i = 0; i < in.resolved.size(); ++i) {
+        if (!in.archive.empty()) {
+            // Shipped through the coordinator; kept per digest, so a sweep downloads it once.
+            const fs::path cached = opt.work_dir / "inputs" / (in.archive + ".tar");
+            std::string bytes;
+            if (fs::exists(cached, ec)) {
+                std::ifstream f(cached, std::ios::binary);
+                bytes.assign(std::istreambuf_iterator<char>(f), {});
+            } else {
+                auto got = api.inputs(t.a.attempt);
+                if (!got) {
+                    return make_error(got.error().code == ErrorCode::invalid_input ? ErrorCode::io : got.error().code,
+                                      "fetching the job's inputs: " + got.error().message);
+                }
+                bytes = std::move(*got);
+                fs::create_directories(cached.parent_path(), ec);
+                std::ofstream(cached.string() + ".tmp", std::ios::binary) << bytes;
+                fs::rename(cached.string() + ".tmp", cached, ec);
+            }
+            auto unpacked = unpack_archive(bytes, t.dir / "work");
+            if (!unpacked) {
+                return make_error(ErrorCode::io, "unpacking the job's inputs: " + unpacked.error().message);
+            }
+        }
+        // Without an archive, inputs can only come from this machine's disk (shared file systems).
+        for (std::size_t i = 0; in.archive.empty() && i < in.resolved.size(); ++i) {
             const fs::path src = in.resolved[i];
             if (!fs::exists(src, ec)) {
                 return make_error(ErrorCode::invalid_input,
                                   "input `" + in.paths[i] + "` is not on this worker (" + src.string() +
-                                      "); inputs are not shipped to remote workers yet",
+                                      ") and the job carries no inputs archive",
                                   "inputs");
             }
             const fs::path dst = t.dir / "work" / src.filename();

@@ -59,39 +59,57 @@ std::string human_bytes(std::int64_t b) {
 
 } // namespace
 
-Result<PackedOutputs> pack_outputs(const fs::path& dir, const std::vector<std::string>& patterns, std::int64_t max_bytes,
-                                   const fs::path& archive_path) {
-    PackedOutputs out;
-    struct Item {
-        std::string rel;
-        fs::path path;
-        std::int64_t size;
-        bool link;
-    };
-    std::vector<Item> items;
+namespace {
+
+struct Item {
+    std::string rel;
+    fs::path path;
+    std::int64_t size;
+    bool link;
+};
+
+// Every regular file and symlink under `root`, named relative to `base`, filtered by `keep`.
+template <class Keep>
+Status collect(const fs::path& root, const fs::path& base, Keep keep, std::vector<Item>& items) {
     std::error_code ec;
-    if (fs::exists(dir, ec)) {
-        for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
-             !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-            const auto st = it->symlink_status(ec);
-            if (ec) {
-                break;
-            }
-            const bool link = fs::is_symlink(st);
-            if (!link && !fs::is_regular_file(st)) {
-                continue;
-            }
-            std::string rel = fs::relative(it->path(), dir, ec).generic_string();
-            if (ec || !matches(rel, patterns)) {
-                continue;
-            }
-            const std::int64_t size = link ? 0 : static_cast<std::int64_t>(fs::file_size(it->path(), ec));
-            items.push_back({rel, it->path(), ec ? 0 : size, link});
+    auto add = [&](const fs::path& p) {
+        const auto st = fs::symlink_status(p, ec);
+        if (ec) {
+            return;
         }
+        const bool link = fs::is_symlink(st);
+        if (!link && !fs::is_regular_file(st)) {
+            return;
+        }
+        std::string rel = p.lexically_relative(base).generic_string();
+        if (!keep(rel)) {
+            return;
+        }
+        std::error_code sec;
+        const std::int64_t size = link ? 0 : static_cast<std::int64_t>(fs::file_size(p, sec));
+        items.push_back({rel, p, sec ? 0 : size, link});
+    };
+    const auto st = fs::symlink_status(root, ec);
+    if (ec || !fs::exists(st)) {
+        return {};
+    }
+    if (!fs::is_directory(st)) {
+        add(root);
+        return {};
+    }
+    for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        add(it->path());
     }
     if (ec) {
-        return make_error(ErrorCode::io, "cannot list outputs in " + dir.string() + ": " + ec.message());
+        return make_error(ErrorCode::io, "cannot list " + root.string() + ": " + ec.message());
     }
+    return {};
+}
+
+Result<PackedOutputs> write_archive(std::vector<Item> items, std::int64_t max_bytes, const fs::path& archive_path,
+                                    const std::string& cap_field) {
+    PackedOutputs out;
     std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.rel < b.rel; });
     for (const auto& i : items) {
         out.content_bytes += i.size;
@@ -106,9 +124,10 @@ Result<PackedOutputs> pack_outputs(const fs::path& dir, const std::vector<std::s
             top += (k ? ", " : "") + biggest[k].rel + " (" + human_bytes(biggest[k].size) + ")";
         }
         return make_error(ErrorCode::invalid_input,
-                          "outputs are " + human_bytes(out.content_bytes) + " in " + std::to_string(items.size()) +
-                              " files, over outputs.max_size " + human_bytes(max_bytes) + "; largest: " + top,
-                          "outputs.max_size");
+                          cap_field.substr(0, cap_field.find('.')) + " are " + human_bytes(out.content_bytes) + " in " +
+                              std::to_string(items.size()) + " files, over " + cap_field + " " + human_bytes(max_bytes) +
+                              "; largest: " + top,
+                          cap_field);
     }
 
     std::unique_ptr<archive, WriterDeleter> w(archive_write_new());
@@ -154,15 +173,38 @@ Result<PackedOutputs> pack_outputs(const fs::path& dir, const std::vector<std::s
     if (archive_write_close(w.get()) != ARCHIVE_OK) {
         return make_error(ErrorCode::io, "closing " + archive_path.string() + ": " + archive_error_string(w.get()));
     }
+    std::error_code ec;
     const auto final_size = static_cast<std::int64_t>(fs::file_size(archive_path, ec));
     if (!ec && final_size > max_bytes) {
         fs::remove(archive_path, ec);
         return make_error(ErrorCode::invalid_input,
-                          "the outputs archive is " + human_bytes(final_size) + ", over outputs.max_size " +
-                              human_bytes(max_bytes),
-                          "outputs.max_size");
+                          "the archive is " + human_bytes(final_size) + ", over " + cap_field + " " + human_bytes(max_bytes),
+                          cap_field);
     }
     return out;
+}
+
+} // namespace
+
+Result<PackedOutputs> pack_outputs(const fs::path& dir, const std::vector<std::string>& patterns, std::int64_t max_bytes,
+                                   const fs::path& archive_path) {
+    std::vector<Item> items;
+    if (auto st = collect(dir, dir, [&](const std::string& rel) { return matches(rel, patterns); }, items); !st) {
+        return st.error();
+    }
+    return write_archive(std::move(items), max_bytes, archive_path, "outputs.max_size");
+}
+
+Result<PackedOutputs> pack_paths(const std::vector<fs::path>& roots, std::int64_t max_bytes, const fs::path& archive_path) {
+    std::vector<Item> items;
+    for (const auto& root : roots) {
+        const fs::path clean = root.lexically_normal();
+        const fs::path base = (clean.has_filename() ? clean : clean.parent_path()).parent_path();
+        if (auto st = collect(clean, base, [](const std::string&) { return true; }, items); !st) {
+            return st.error();
+        }
+    }
+    return write_archive(std::move(items), max_bytes, archive_path, "inputs.max_size");
 }
 
 Result<std::vector<std::string>> unpack_archive(const std::string& bytes, const fs::path& dest) {

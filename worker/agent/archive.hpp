@@ -27,6 +27,11 @@ struct PackedOutputs {
 Result<PackedOutputs> pack_outputs(const std::filesystem::path& dir, const std::vector<std::string>& patterns,
                                    std::int64_t max_bytes, const std::filesystem::path& archive_path);
 
+// Packs local files and directories (a job's [inputs]) into one archive, each under its own name
+// (a directory with everything below it). Fails, writing nothing, over `max_bytes`.
+Result<PackedOutputs> pack_paths(const std::vector<std::filesystem::path>& roots, std::int64_t max_bytes,
+                                 const std::filesystem::path& archive_path);
+
 // Returns the relative paths written.
 Result<std::vector<std::string>> unpack_archive(const std::string& archive_bytes, const std::filesystem::path& dest);
 

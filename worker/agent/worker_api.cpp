@@ -155,6 +155,23 @@ Status WorkerApi::start(std::int64_t attempt) {
     return r ? Status{} : Status(r.error());
 }
 
+Result<std::string> WorkerApi::inputs(std::int64_t attempt) {
+    const std::string path = "/v1/attempts/" + std::to_string(attempt) + "/inputs";
+    auto r = m_http.request("GET", path, {}, {}, std::chrono::milliseconds(600'000));
+    if (!r) {
+        return r.error();
+    }
+    if (r->status == 200) {
+        return std::move(r->body);
+    }
+    std::string detail = r->body;
+    try {
+        detail = json::parse(r->body).value("detail", r->body);
+    } catch (const json::exception&) {
+    }
+    return make_error(code_for_status(r->status), "GET " + path + " -> " + std::to_string(r->status) + ": " + detail);
+}
+
 Result<std::int64_t> WorkerApi::append_log(std::int64_t attempt, std::int64_t offset, std::string_view data) {
     auto r = call("POST", "/v1/attempts/" + std::to_string(attempt) + "/logs?offset=" + std::to_string(offset), data);
     if (!r) {

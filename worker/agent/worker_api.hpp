@@ -61,6 +61,8 @@ public:
                                       const std::vector<std::int64_t>& unhealthy_gpus, bool draining = false);
     Result<std::vector<AssignmentMsg>> poll(std::chrono::milliseconds wait);
     Status start(std::int64_t attempt);
+    // The job's input archive (GET /v1/attempts/{id}/inputs).
+    Result<std::string> inputs(std::int64_t attempt);
     // Appends `data` at `offset`; returns the attempt's stored log length afterwards.
     Result<std::int64_t> append_log(std::int64_t attempt, std::int64_t offset, std::string_view data);
     Status upload_outputs(std::int64_t attempt, std::string_view archive);

@@ -320,6 +320,10 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         {"POST /v1/attempts/{id}/start", {{worker}, false, "/v1/attempts/" + attempt + "/start", json::object()}},
         {"POST /v1/attempts/{id}/logs", {{worker}, false, "/v1/attempts/" + attempt + "/logs?offset=0", nullptr}},
         {"PUT /v1/attempts/{id}/outputs", {{worker}, false, "/v1/attempts/" + attempt + "/outputs", nullptr}},
+        {"GET /v1/attempts/{id}/inputs", {{worker}, false, "/v1/attempts/" + attempt + "/inputs", nullptr}},
+        // the body is "x": its SHA-256
+        {"PUT /v1/inputs/{sha256}",
+         {{other, member, admin}, false, "/v1/inputs/2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881", nullptr}},
         {"POST /v1/attempts/{id}/complete", {{worker}, false, "/v1/attempts/" + attempt + "/complete", {{"exit_code", 0}}}},
         {"POST /v1/admin/grants", {{admin}, false, "/v1/admin/grants", {{"team", "fellows"}, {"amount_micro", 1}}}},
         {"POST /v1/admin/adjustments", {{admin}, false, "/v1/admin/adjustments", {{"team", "fellows"}, {"amount_micro", 1}, {"note", "n"}}}},

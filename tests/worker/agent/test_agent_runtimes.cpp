@@ -1,6 +1,7 @@
 // The whole worker path for real — coordinator over loopback HTTP, the agent, and each runtime this
 // machine has (process always; podman and docker when .ci/setup-containers has run): environment,
 // mounts, inputs, exit codes, log order, output upload, the memory-limit kill, max_runtime and cancel.
+#include "core/coordinator/auth.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
@@ -150,8 +151,17 @@ TEST_CASE("agent with real runtimes: env, mounts, logs, outputs, exit codes, OOM
                                       "i=1; while [ $i -le 50 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done; "
                                       "echo result > $GPUPOOL_OUTPUT_DIR/r.txt");
             s.params = {{"lr", "0.5"}};
+            // Shipped as a client does: packed, uploaded by digest, named in the job.
             s.inputs.paths = {"input.txt"};
-            s.inputs.resolved = {input.string()};
+            const auto tar = inputs.path() / "inputs.tar";
+            REQUIRE(worker::pack_paths({input}, 1 << 20, tar));
+            std::ifstream tin(tar, std::ios::binary);
+            const std::string tar_bytes((std::istreambuf_iterator<char>(tin)), std::istreambuf_iterator<char>());
+            s.inputs.archive = coordinator::sha256_hex(tar_bytes);
+            auto up = pool.client(pool.member);
+            auto put = up.request("PUT", "/v1/inputs/" + s.inputs.archive, tar_bytes);
+            REQUIRE(put);
+            REQUIRE(put->status == 201);
             const auto id = pool.submit(s);
             REQUIRE(eventually([&] { return pool.ended(id); }, 60s));
             auto j = pool.job(id);
@@ -180,10 +190,10 @@ TEST_CASE("agent with real runtimes: env, mounts, logs, outputs, exit codes, OOM
                 CHECK(log == interleaved);
             }
             auto c = pool.client(pool.member);
-            auto tar = c.request("GET", "/v1/jobs/" + std::to_string(id) + "/outputs");
-            REQUIRE(tar);
+            auto outputs = c.request("GET", "/v1/jobs/" + std::to_string(id) + "/outputs");
+            REQUIRE(outputs);
             test::TempDir out;
-            auto files = worker::unpack_archive(tar->body, out.path());
+            auto files = worker::unpack_archive(outputs->body, out.path());
             REQUIRE(files);
             CHECK(*files == std::vector<std::string>{"r.txt"});
 

@@ -229,6 +229,34 @@ TEST_CASE("credits scenario: an owner preemption charges nothing and does not us
     p.check_books();
 }
 
+TEST_CASE("credits scenario: a job preempted by the scheduler pays for the time it ran", "[credits][coordinator]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    auto low = half_l4("low", 7200);
+    low.resources.gpu_milli = 1000;
+    low.priority = recipe::Priority::low;
+    auto low_job = p.submit(low);
+    auto attempt = p.place_and_start();
+    REQUIRE(attempt);
+    CHECK(p.balance("fellows") == 8 * k_credit); // a whole L4 for up to 2 hours
+    for (int i = 0; i < 150; ++i) { // 20 minutes, past the minimum runtime before preemption
+        p.clock.advance_ms(8'000);
+        REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
+    }
+    auto high = half_l4("urgent");
+    high.resources.gpu_milli = 1000;
+    high.priority = recipe::Priority::high;
+    p.submit(high);
+    p.coord->tick();
+    REQUIRE(p.coord->attempts_of(low_job).back().state == AttemptState::preempted);
+    // 20 minutes of a whole L4 at 1 credit per hour: 0.333333 to the owners, the rest released.
+    CHECK(p.balance("owners") == k_credit / 3);
+    CHECK(p.coord->cost_micro(p.coord->attempts_of(low_job).back()) == k_credit / 3);
+    p.coord->tick(); // the urgent job takes the GPU: its hold of 1 credit
+    CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 3 - k_credit);
+    p.check_books();
+}
+
 TEST_CASE("credits scenario: a team that cannot cover the hold stays queued with the numbers, until a grant",
           "[credits][coordinator]") {
     CreditPool p;
@@ -338,7 +366,7 @@ TEST_CASE("credits scenario: a cached balance that disagrees with the rows stops
 // twice (an ended attempt's escrow entries add up to exactly its hold).
 TEST_CASE("credits property: random coordinator histories with restarts keep the books balanced",
           "[credits][property]") {
-    for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    for (std::uint64_t seed = 1; seed <= 8; ++seed) {
         INFO("seed " << seed);
         CreditPool p(seed % 3 != 0);
         std::mt19937_64 rng(seed);

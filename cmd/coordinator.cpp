@@ -1,5 +1,6 @@
 #include "cmd/cli_app.hpp"
 #include "core/coordinator/service.hpp"
+#include "core/credits/catalog.hpp"
 #include "core/resources/quantity.hpp"
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,8 @@ struct CoordinatorCmdOptions {
     std::string port_file;
     std::string policy = "fgd";
     std::int64_t tick_ms = 250;
+    std::string gpu_catalog; // empty: the embedded core/resources/gpus.toml
+    std::string pool_fee = "0"; // percent of each charge
 };
 
 namespace {
@@ -82,6 +85,27 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     so.coordinator.worker_timeout_ms = *lease_s * 1000;
     so.coordinator.policy.placement.scorer = *scorer;
     so.tick = std::chrono::milliseconds(o.tick_ms);
+    so.coordinator.credits.enforce = true;
+    if (!o.gpu_catalog.empty()) {
+        std::ifstream in(o.gpu_catalog);
+        if (!in) {
+            report_error(global, make_error(ErrorCode::io, "cannot read `" + o.gpu_catalog + "`", "--gpu-catalog"));
+            return k_exit_usage;
+        }
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        auto rates = credits::parse_rate_catalog(text, o.gpu_catalog);
+        if (!rates) {
+            report_error(global, rates.error());
+            return k_exit_usage;
+        }
+        so.coordinator.credits.rates = std::move(*rates);
+    }
+    auto fee = credits::parse_credits(o.pool_fee); // a percent, exact to 6 decimals
+    if (!fee || *fee > 100 * credits::k_micro_per_credit) {
+        report_error(global, make_error(ErrorCode::invalid_input, "expected a percentage from 0 to 100", "--pool-fee"));
+        return k_exit_usage;
+    }
+    so.coordinator.credits.pool_fee_ppm = *fee / 100; // percent x 10^6 / 100 = parts per million
 
     // Block the stop signals in every thread; this one waits for them.
     sigset_t signals;
@@ -131,6 +155,8 @@ void register_coordinator(Cli& cli) {
     sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
     sub->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");
     sub->add_option("--tick-ms", o->tick_ms, "Scheduling and lease-check period")->capture_default_str();
+    sub->add_option("--gpu-catalog", o->gpu_catalog, "GPU rate catalog TOML (default: the embedded core/resources/gpus.toml)");
+    sub->add_option("--pool-fee", o->pool_fee, "Percent of each charge kept by the pool-fee account")->capture_default_str();
     sub->callback([&cli, o] { cli.exit_code = run_coordinator(cli.global, *o); });
 }
 

@@ -17,7 +17,9 @@ struct CreditsOptions {
 
 namespace {
 
-std::string micro(const json& v) { return v.is_number_integer() ? format_credits(v.get<std::int64_t>()) : "-"; }
+std::string micro(const json& v) {
+    return v.is_number_integer() ? format_credits(v.get<std::int64_t>()) : "-";
+}
 
 // "hold for attempt 12", "grant 3: note", ...
 std::string describe(const json& e) {

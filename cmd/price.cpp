@@ -31,7 +31,9 @@ bool accepts(const recipe::JobSpec& spec, const credits::GpuRate& g) {
     });
 }
 
-std::string money(Micro m) { return format_credits(m); }
+std::string money(Micro m) {
+    return format_credits(m);
+}
 
 // Dollars with cents (micro-dollars in, rounded to the cent).
 std::string dollars(Micro micro_usd) {
@@ -54,8 +56,9 @@ json price_estimate(const std::string& source, const std::vector<recipe::JobSpec
     Micro cpu_total = 0;
     for (const auto& s : jobs) {
         if (s.resources.gpus == 0) {
-            cpu_total += credits::cost_of(credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, s.resources.cpu_milli),
-                                          s.resources.max_runtime_s * 1000);
+            cpu_total +=
+                credits::cost_of(credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, s.resources.cpu_milli),
+                                 s.resources.max_runtime_s * 1000);
         }
     }
     if (any_gpu) {
@@ -101,8 +104,9 @@ json price_estimate(const std::string& source, const std::vector<recipe::JobSpec
                               {"gpu_hours", static_cast<double>(gpu_milli_seconds) / 3.6e6},
                               {"cloud", cloud}});
         }
-        std::sort(models.begin(), models.end(),
-                  [](const json& a, const json& b) { return a["max_micro"].get<Micro>() < b["max_micro"].get<Micro>(); });
+        std::sort(models.begin(), models.end(), [](const json& a, const json& b) {
+            return a["max_micro"].get<Micro>() < b["max_micro"].get<Micro>();
+        });
     }
     json out = {{"source", source},
                 {"jobs", jobs.size()},
@@ -114,14 +118,16 @@ json price_estimate(const std::string& source, const std::vector<recipe::JobSpec
     const json* chosen = nullptr;
     const json* cheapest = nullptr;
     for (const auto& m : models) {
-        if (m["accepted"].get<bool>() && (chosen == nullptr || m["max_micro"].get<Micro>() > (*chosen)["max_micro"].get<Micro>())) {
+        if (m["accepted"].get<bool>() &&
+            (chosen == nullptr || m["max_micro"].get<Micro>() > (*chosen)["max_micro"].get<Micro>())) {
             chosen = &m;
         }
         if (cheapest == nullptr) {
             cheapest = &m;
         }
     }
-    bool restricted = std::any_of(jobs.begin(), jobs.end(), [](const recipe::JobSpec& s) { return !s.resources.gpu_models.empty(); });
+    bool restricted =
+        std::any_of(jobs.begin(), jobs.end(), [](const recipe::JobSpec& s) { return !s.resources.gpu_models.empty(); });
     if (!pool.is_null() && pool.contains("jobs") && !pool["jobs"].empty()) {
         restricted = restricted || !pool["jobs"][0].value("gpu_model", std::string()).empty();
         const std::string pm = pool["jobs"][0].value("gpu_model", std::string());
@@ -132,7 +138,8 @@ json price_estimate(const std::string& source, const std::vector<recipe::JobSpec
             }
         }
     }
-    if (chosen != nullptr && cheapest != nullptr && (*cheapest)["max_micro"].get<Micro>() < (*chosen)["max_micro"].get<Micro>()) {
+    if (chosen != nullptr && cheapest != nullptr &&
+        (*cheapest)["max_micro"].get<Micro>() < (*chosen)["max_micro"].get<Micro>()) {
         out["cheaper"] = {{"model", (*cheapest)["model"]},
                           {"max_micro", (*cheapest)["max_micro"]},
                           {"instead_of", (*chosen)["model"]},
@@ -173,13 +180,15 @@ void print_price_estimate(const json& e) {
     if (models.empty()) {
         std::cout << "  CPU only: at most " << money(e["cpu_only_max_micro"].get<Micro>()) << " credits\n";
     } else {
-        std::vector<std::vector<std::string>> rows{{"GPU MODEL", "MEMORY", "CREDITS/GPU-H", "AT MOST (CREDITS)", "GPU-HOURS", ""}};
+        std::vector<std::vector<std::string>> rows{
+            {"GPU MODEL", "MEMORY", "CREDITS/GPU-H", "AT MOST (CREDITS)", "GPU-HOURS", ""}};
         for (const auto& m : models) {
             char hours[32];
             std::snprintf(hours, sizeof hours, "%.2f", m["gpu_hours"].get<double>());
-            rows.push_back({m["model"].get<std::string>(), resources::format_memory_mib(m["memory_mib"].get<std::int64_t>()),
-                            money(m["credits_per_gpu_hour_micro"].get<Micro>()), money(m["max_micro"].get<Micro>()), hours,
-                            m["accepted"].get<bool>() ? "" : "(not in gpu_models)"});
+            rows.push_back({m["model"].get<std::string>(),
+                            resources::format_memory_mib(m["memory_mib"].get<std::int64_t>()),
+                            money(m["credits_per_gpu_hour_micro"].get<Micro>()), money(m["max_micro"].get<Micro>()),
+                            hours, m["accepted"].get<bool>() ? "" : "(not in gpu_models)"});
         }
         print_table(rows);
     }
@@ -188,20 +197,24 @@ void print_price_estimate(const json& e) {
         const auto& first = pool["jobs"][0];
         const auto runs = first["history_runs"].get<std::int64_t>();
         std::cout << "\nPool estimate: " << money(pool["total_estimate_micro"].get<Micro>()) << " credits ("
-                  << (runs > 0 ? "median runtime " + resources::format_duration_s(first["runtime_s"].get<std::int64_t>()) +
-                                     " of " + std::to_string(runs) + " past successful runs"
-                               : std::string("no history yet: max_runtime"))
-                  << (first["gpu_model"].get<std::string>().empty() ? "" : ", on " + first["gpu_model"].get<std::string>())
+                  << (runs > 0
+                          ? "median runtime " + resources::format_duration_s(first["runtime_s"].get<std::int64_t>()) +
+                                " of " + std::to_string(runs) + " past successful runs"
+                          : std::string("no history yet: max_runtime"))
+                  << (first["gpu_model"].get<std::string>().empty() ? ""
+                                                                    : ", on " + first["gpu_model"].get<std::string>())
                   << "); at most " << money(pool["total_max_micro"].get<Micro>()) << " held.\n";
         std::cout << "Your team has " << money(pool["available_micro"].get<Micro>()) << " credits available";
         if (!pool["budget_room_micro"].is_null()) {
-            std::cout << "; its budget allows " << money(std::max<Micro>(0, pool["budget_room_micro"].get<Micro>())) << " more now";
+            std::cout << "; its budget allows " << money(std::max<Micro>(0, pool["budget_room_micro"].get<Micro>()))
+                      << " more now";
         }
         std::cout << ".\n";
         if (pool["total_estimate_micro"].get<Micro>() > pool["available_micro"].get<Micro>() ||
             (!pool["budget_room_micro"].is_null() &&
              pool["total_estimate_micro"].get<Micro>() > pool["budget_room_micro"].get<Micro>())) {
-            std::cout << "This is more than your team can pay now: submit would refuse it (--allow-unfunded queues it).\n";
+            std::cout
+                << "This is more than your team can pay now: submit would refuse it (--allow-unfunded queues it).\n";
         }
     } else if (e.contains("pool_note")) {
         std::cout << "\n(" << e["pool_note"].get<std::string>() << ")\n";
@@ -209,13 +222,15 @@ void print_price_estimate(const json& e) {
     if (e.contains("cheaper") && !e["cheaper"]["restricted"].get<bool>()) {
         const json& c = e["cheaper"];
         std::cout << "\nCheapest GPU that fits: " << c["model"].get<std::string>() << ", at most "
-                  << money(c["max_micro"].get<Micro>()) << " credits (the priciest it may land on: "
-                  << c["instead_of"].get<std::string>() << ", " << money(c["instead_of_max_micro"].get<Micro>()) << ").\n";
+                  << money(c["max_micro"].get<Micro>())
+                  << " credits (the priciest it may land on: " << c["instead_of"].get<std::string>() << ", "
+                  << money(c["instead_of_max_micro"].get<Micro>()) << ").\n";
     } else if (e.contains("cheaper")) {
         const json& c = e["cheaper"];
-        std::cout << "\nA cheaper GPU would do: " << c["model"].get<std::string>() << " fits the jobs' memory and costs at most "
-                  << money(c["max_micro"].get<Micro>()) << " credits instead of " << money(c["instead_of_max_micro"].get<Micro>())
-                  << " on " << c["instead_of"].get<std::string>() << " (allow it in resources.gpu_models).\n";
+        std::cout << "\nA cheaper GPU would do: " << c["model"].get<std::string>()
+                  << " fits the jobs' memory and costs at most " << money(c["max_micro"].get<Micro>())
+                  << " credits instead of " << money(c["instead_of_max_micro"].get<Micro>()) << " on "
+                  << c["instead_of"].get<std::string>() << " (allow it in resources.gpu_models).\n";
     }
     std::vector<std::vector<std::string>> rows{{"GPU", "PROVIDER", "$/GPU-H", "COST", "DATE", "OFFERING"}};
     for (const auto& m : models) {
@@ -225,13 +240,16 @@ void print_price_estimate(const json& e) {
         for (const auto& c : m["cloud"]) {
             std::string rate = c["usd_per_gpu_hour"].get<std::string>();
             const auto dot = rate.find('.');
-            rate += dot == std::string::npos ? ".00" : std::string(rate.size() - dot < 3 ? 3 - (rate.size() - dot) : 0, '0');
+            rate += dot == std::string::npos ? ".00"
+                                             : std::string(rate.size() - dot < 3 ? 3 - (rate.size() - dot) : 0, '0');
             rows.push_back({m["model"].get<std::string>(), c["provider"].get<std::string>(), "$" + rate,
-                            dollars(c["micro_usd"].get<Micro>()), c["date"].get<std::string>(), c["offering"].get<std::string>()});
+                            dollars(c["micro_usd"].get<Micro>()), c["date"].get<std::string>(),
+                            c["offering"].get<std::string>()});
         }
     }
     if (rows.size() > 1) {
-        std::cout << "\nThe same GPU-hours on-demand in the cloud (prices as of " << e["prices_as_of"].get<std::string>()
+        std::cout << "\nThe same GPU-hours on-demand in the cloud (prices as of "
+                  << e["prices_as_of"].get<std::string>()
                   << " from data/prices.toml; refresh them before relying on them):\n";
         print_table(rows);
     }

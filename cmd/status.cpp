@@ -1,5 +1,6 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/credits/money.hpp"
 
 #include <iostream>
 #include <memory>
@@ -36,14 +37,21 @@ int run_status(const GlobalOptions& global, std::int64_t job) {
         std::cout << ", finished " << format_time(v["finished_at"]) << " UTC";
     }
     std::cout << '\n';
+    if (v.contains("cost_micro")) {
+        std::cout << "  credits: " << credits::format_credits(v["cost_micro"].get<std::int64_t>()) << " charged";
+        if (v["held_micro"].get<std::int64_t>() > 0) {
+            std::cout << ", " << credits::format_credits(v["held_micro"].get<std::int64_t>()) << " held in escrow";
+        }
+        std::cout << '\n';
+    }
     if (!v["attempt_history"].empty()) {
-        std::vector<std::vector<std::string>> rows{{"ATTEMPT", "WORKER", "GPU", "STATE", "STARTED", "ENDED", "EXIT", "REASON"}};
+        std::vector<std::vector<std::string>> rows{{"ATTEMPT", "WORKER", "GPU", "STATE", "STARTED", "ENDED", "EXIT", "CREDITS", "REASON"}};
         for (const auto& a : v["attempt_history"]) {
             rows.push_back({std::to_string(a["id"].get<std::int64_t>()), std::to_string(a["worker"].get<std::int64_t>()),
                             a["gpu_index"].get<std::int64_t>() < 0 ? "-" : std::to_string(a["gpu_index"].get<std::int64_t>()),
                             a["state"].get<std::string>(), format_time(a["started_at"]), format_time(a["ended_at"]),
                             a["exit_code"].is_null() ? "-" : std::to_string(a["exit_code"].get<std::int64_t>()),
-                            a["reason"].get<std::string>()});
+                            credits::format_credits(a.value("cost_micro", std::int64_t{0})), a["reason"].get<std::string>()});
         }
         print_table(rows);
     }

@@ -1104,30 +1104,37 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
         }
         return out + ")";
     };
-    // The smallest hold a job could take on any live worker: a team that cannot cover even that
-    // does not enter the scheduling pass (it would only block capacity or preempt in vain).
-    auto min_hold = [&](const recipe::JobSpec& spec) {
-        Micro best = k_unlimited;
+    // The largest hold a job could take on any live worker it fits: a team that cannot cover it
+    // does not enter the scheduling pass. (With the smallest, a job placed on a pricier GPU than it
+    // can pay for would be chosen and dropped again every pass, blocking that GPU for others.)
+    auto max_hold = [&](const recipe::JobSpec& spec) {
+        const auto& r = spec.resources;
+        Micro worst = 0;
         for (const auto& sw : view.workers) {
-            if (spec.resources.gpus == 0) {
-                best = std::min(best, attempt_price(spec, sw.id, -1, 0));
+            if (r.gpus == 0) {
+                worst = std::max(worst, attempt_price(spec, sw.id, -1, 0));
                 continue;
             }
-            for (std::size_t g = 0; g < sw.gpus.size(); ++g) {
-                best = std::min(best, attempt_price(spec, sw.id, static_cast<std::int64_t>(g), spec.resources.gpu_milli));
+            const LiveWorker& lw = m_workers.at(sw.id);
+            for (std::size_t g = 0; g < lw.gpus.size(); ++g) {
+                const bool model_ok = r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(),
+                                                                        lw.gpu_models[g]) != r.gpu_models.end();
+                if (model_ok && lw.gpus[g].memory_mib >= r.gpu_memory_mib) {
+                    worst = std::max(worst, attempt_price(spec, sw.id, static_cast<std::int64_t>(g), r.gpu_milli));
+                }
             }
         }
-        return best == k_unlimited ? Micro{0} : credits::cost_of(best, spec.resources.max_runtime_s * 1000);
+        return credits::cost_of(worst, r.max_runtime_s * 1000);
     };
     for (const auto& [id, j] : m_jobs) {
         if (j.state != JobState::queued) {
             continue;
         }
         if (enforce && !view.workers.empty()) {
-            const Micro need = min_hold(j.spec);
+            const Micro need = max_hold(j.spec);
             const Micro left = room_of(j.team);
             if (need > left) {
-                m_waiting[id] = "waiting for credits: " + can_hold(j.team, left) + " but this job's hold is at least " +
+                m_waiting[id] = "waiting for credits: " + can_hold(j.team, left) + " but this job's hold may be " +
                                 credits_text(need) + " (price x max_runtime " +
                                 resources::format_duration_s(j.spec.resources.max_runtime_s) + ")";
                 continue;

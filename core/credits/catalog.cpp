@@ -86,7 +86,8 @@ Result<RateCatalog> parse_rate_catalog(std::string_view toml_text, const std::st
             cat.default_micro_per_gpu_hour = *v;
         }
         if (d->get("cpu_credits_per_core_hour") != nullptr) {
-            auto v = amount(d->get("cpu_credits_per_core_hour"), d->source(), source, "defaults.cpu_credits_per_core_hour");
+            auto v =
+                amount(d->get("cpu_credits_per_core_hour"), d->source(), source, "defaults.cpu_credits_per_core_hour");
             if (!v) {
                 return v.error();
             }
@@ -179,7 +180,8 @@ Result<PriceCatalog> parse_price_catalog(std::string_view toml_text, const std::
             *out = *v;
         }
         if (!p.source.starts_with("https://")) {
-            return at(t->get("source")->source(), source, prefix + "source", "expected the https:// page the figure came from");
+            return at(t->get("source")->source(), source, prefix + "source",
+                      "expected the https:// page the figure came from");
         }
         auto usd = amount(t->get("usd_per_gpu_hour"), t->source(), source, prefix + "usd_per_gpu_hour");
         if (!usd) {
@@ -192,12 +194,14 @@ Result<PriceCatalog> parse_price_catalog(std::string_view toml_text, const std::
 }
 
 const RateCatalog& default_rate_catalog() {
-    static const RateCatalog k_catalog = parse_rate_catalog(embedded_rate_catalog_text(), "core/resources/gpus.toml").value();
+    static const RateCatalog k_catalog =
+        parse_rate_catalog(embedded_rate_catalog_text(), "core/resources/gpus.toml").value();
     return k_catalog;
 }
 
 const PriceCatalog& default_price_catalog() {
-    static const PriceCatalog k_catalog = parse_price_catalog(embedded_price_catalog_text(), "data/prices.toml").value();
+    static const PriceCatalog k_catalog =
+        parse_price_catalog(embedded_price_catalog_text(), "data/prices.toml").value();
     return k_catalog;
 }
 

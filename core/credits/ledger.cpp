@@ -9,7 +9,8 @@ namespace gpupool::credits {
 
 namespace {
 
-constexpr std::array<const char*, 7> k_reason_names{"grant", "adjustment", "expiry", "hold", "charge", "fee", "release"};
+constexpr std::array<const char*, 7> k_reason_names{"grant",  "adjustment", "expiry", "hold",
+                                                    "charge", "fee",        "release"};
 
 bool is_escrow_reason(EntryReason r) {
     return r == EntryReason::hold || r == EntryReason::charge || r == EntryReason::fee || r == EntryReason::release;
@@ -19,10 +20,14 @@ bool is_escrow_reason(EntryReason r) {
 
 std::string to_string(const Account& a) {
     switch (a.kind) {
-    case AccountKind::team: return "team:" + std::to_string(a.team);
-    case AccountKind::issuer: return "issuer";
-    case AccountKind::pool_fee: return "pool_fee";
-    case AccountKind::escrow: return "escrow";
+    case AccountKind::team:
+        return "team:" + std::to_string(a.team);
+    case AccountKind::issuer:
+        return "issuer";
+    case AccountKind::pool_fee:
+        return "pool_fee";
+    case AccountKind::escrow:
+        return "escrow";
     }
     return "?";
 }
@@ -49,7 +54,9 @@ std::optional<Account> account_from_string(std::string_view s) {
     return std::nullopt;
 }
 
-const char* to_string(EntryReason r) { return k_reason_names.at(static_cast<std::size_t>(r)); }
+const char* to_string(EntryReason r) {
+    return k_reason_names.at(static_cast<std::size_t>(r));
+}
 
 std::optional<EntryReason> entry_reason_from_string(std::string_view s) {
     for (std::size_t i = 0; i < k_reason_names.size(); ++i) {
@@ -136,8 +143,9 @@ std::optional<std::string> Ledger::check(const Entry& e) const {
                         (e.reason == EntryReason::release && e.credit == Account::of_team(e.payer));
         if (!ok) {
             return std::string("a ") + to_string(e.reason) + " goes to " +
-                   (e.reason == EntryReason::fee ? "the pool fee" : e.reason == EntryReason::charge ? "the provider team"
-                                                                                                      : "the paying team");
+                   (e.reason == EntryReason::fee      ? "the pool fee"
+                    : e.reason == EntryReason::charge ? "the provider team"
+                                                      : "the paying team");
         }
         return std::nullopt;
     }
@@ -199,9 +207,13 @@ Micro Ledger::charged(std::int64_t attempt) const {
     return it == m_charged.end() ? 0 : it->second;
 }
 
-bool Ledger::has_hold(std::int64_t attempt) const { return m_payer.count(attempt) != 0; }
+bool Ledger::has_hold(std::int64_t attempt) const {
+    return m_payer.count(attempt) != 0;
+}
 
-bool Ledger::closed(std::int64_t attempt) const { return m_closed.count(attempt) != 0; }
+bool Ledger::closed(std::int64_t attempt) const {
+    return m_closed.count(attempt) != 0;
+}
 
 Micro Ledger::spent_since(std::int64_t team, std::int64_t since_ms) const {
     Micro sum = 0;

@@ -103,11 +103,11 @@ public:
     const std::vector<Entry>& entries() const { return m_entries; }
     std::int64_t next_id() const { return m_entries.empty() ? 1 : m_entries.back().id + 1; }
 
-    Micro held(std::int64_t attempt) const;            // in escrow now for this attempt
-    Micro held_by_team(std::int64_t team) const;       // in escrow now for the team's attempts
-    Micro charged(std::int64_t attempt) const;         // charge + fee settled for this attempt
+    Micro held(std::int64_t attempt) const;      // in escrow now for this attempt
+    Micro held_by_team(std::int64_t team) const; // in escrow now for the team's attempts
+    Micro charged(std::int64_t attempt) const;   // charge + fee settled for this attempt
     bool has_hold(std::int64_t attempt) const;
-    bool closed(std::int64_t attempt) const;           // held once, settled since
+    bool closed(std::int64_t attempt) const; // held once, settled since
     // The team's charges and fees (what it spent) at or after `since_ms`.
     Micro spent_since(std::int64_t team, std::int64_t since_ms) const;
 
@@ -122,10 +122,10 @@ public:
 private:
     std::vector<Entry> m_entries;
     std::map<Account, Micro> m_balances;
-    std::map<std::int64_t, Micro> m_held;           // by attempt, while open
-    std::map<std::int64_t, std::int64_t> m_payer;   // attempt -> team, from its hold
+    std::map<std::int64_t, Micro> m_held;         // by attempt, while open
+    std::map<std::int64_t, std::int64_t> m_payer; // attempt -> team, from its hold
     std::map<std::int64_t, Micro> m_held_by_team;
-    std::map<std::int64_t, Micro> m_charged;        // by attempt
+    std::map<std::int64_t, Micro> m_charged; // by attempt
     std::set<std::int64_t> m_closed;
 };
 

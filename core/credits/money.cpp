@@ -4,8 +4,8 @@ namespace gpupool::credits {
 
 Result<Micro> parse_credits(std::string_view text, bool allow_negative) {
     auto bad = [&](const std::string& why) {
-        return make_error(ErrorCode::invalid_input,
-                          "expected an amount of credits like 12 or 12.5 (" + why + "), got `" + std::string(text) + "`");
+        return make_error(ErrorCode::invalid_input, "expected an amount of credits like 12 or 12.5 (" + why +
+                                                        "), got `" + std::string(text) + "`");
     };
     std::string_view s = text;
     bool negative = false;

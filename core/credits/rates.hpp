@@ -25,8 +25,8 @@
 namespace gpupool::credits {
 
 struct GpuRate {
-    std::string model;                 // as the catalog names it, e.g. "H100-80GB"
-    std::vector<std::string> aliases;  // other names the drivers report, e.g. "NVIDIA H100 80GB HBM3"
+    std::string model;                // as the catalog names it, e.g. "H100-80GB"
+    std::vector<std::string> aliases; // other names the drivers report, e.g. "NVIDIA H100 80GB HBM3"
     std::int64_t memory_mib = 0;
     Micro micro_per_gpu_hour = 0;
 };

@@ -61,7 +61,8 @@ struct CreditPool {
         admin = coord->authenticate(coord->init_admin().value().secret).value();
         REQUIRE(coord->create_team(admin, "fellows", 1));
         REQUIRE(coord->create_team(admin, "owners", 1));
-        fellow = coord->authenticate(coord->create_token(admin, store::Role::member, "fellows", "f").value().secret).value();
+        fellow =
+            coord->authenticate(coord->create_token(admin, store::Role::member, "fellows", "f").value().secret).value();
         auto enroll = coord->create_token(admin, store::Role::enroll, "owners", "e").value();
         auto reg = coord->register_worker(coord->authenticate(enroll.secret).value(), "l4-box", l4_box());
         REQUIRE(reg);
@@ -130,7 +131,7 @@ TEST_CASE("credits scenario: the owner earns for a finished job; the team withou
     CHECK(p.coord->held_micro(job) == k_credit / 2);
     CHECK(p.coord->ledger().balance(Account::escrow()) == k_credit / 2);
 
-    p.clock.advance_ms(30 * 60 * 1000); // 30 minutes
+    p.clock.advance_ms(30 * 60 * 1000);                                            // 30 minutes
     CHECK(p.coord->cost_micro(p.coord->attempts_of(job).front()) == k_credit / 4); // accrued so far
     REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
     REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
@@ -157,7 +158,8 @@ TEST_CASE("credits scenario: the owner earns for a finished job; the team withou
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 4);
 }
 
-TEST_CASE("credits scenario: a pool fee goes to the fee account, never on the owner's own jobs", "[credits][coordinator]") {
+TEST_CASE("credits scenario: a pool fee goes to the fee account, never on the owner's own jobs",
+          "[credits][coordinator]") {
     CreditPool p(true, 100'000); // 10%
     REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     p.submit(half_l4("a"));
@@ -171,7 +173,8 @@ TEST_CASE("credits scenario: a pool fee goes to the fee account, never on the ow
     p.check_books();
 }
 
-TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and pays nothing", "[credits][coordinator]") {
+TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and pays nothing",
+          "[credits][coordinator]") {
     CreditPool p;
     REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     auto job = p.submit(half_l4("lost"));
@@ -189,7 +192,8 @@ TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and p
     auto again = p.place_and_start();
     REQUIRE(again);
     p.clock.advance_ms(5'000);
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, *again, std::nullopt, "image pull failed", Outcome::worker_fault));
+    REQUIRE(
+        p.coord->complete_attempt(p.owner_worker, *again, std::nullopt, "image pull failed", Outcome::worker_fault));
     CHECK(p.coord->attempts_of(job).back().state == AttemptState::lost);
     CHECK_THAT(p.coord->attempts_of(job).back().reason, Catch::Contains("worker fault: image pull failed"));
     CHECK(p.balance("fellows") == 10 * k_credit);
@@ -200,7 +204,8 @@ TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and p
     p.check_books();
 }
 
-TEST_CASE("credits scenario: an owner preemption charges nothing and does not use up an attempt", "[credits][coordinator]") {
+TEST_CASE("credits scenario: an owner preemption charges nothing and does not use up an attempt",
+          "[credits][coordinator]") {
     CreditPool p;
     REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     auto spec = half_l4("preempted");
@@ -211,7 +216,8 @@ TEST_CASE("credits scenario: an owner preemption charges nothing and does not us
         REQUIRE(attempt);
         p.clock.advance_ms(5 * 60 * 1000);
         REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
-        REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, std::nullopt, "owner is gaming", Outcome::owner_preempted));
+        REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, std::nullopt, "owner is gaming",
+                                          Outcome::owner_preempted));
         CHECK(p.coord->attempts_of(job).back().state == AttemptState::preempted);
         CHECK(p.coord->job(p.admin, job).value().state == JobState::queued); // again, despite max_attempts = 1
         CHECK(p.balance("fellows") == 10 * k_credit);
@@ -226,6 +232,34 @@ TEST_CASE("credits scenario: an owner preemption charges nothing and does not us
     CHECK(p.coord->job(p.admin, job).value().state == JobState::succeeded);
     CHECK(p.balance("owners") == k_credit / 12);
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 12);
+    p.check_books();
+}
+
+TEST_CASE("credits scenario: a job preempted by the scheduler pays for the time it ran", "[credits][coordinator]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    auto low = half_l4("low", 7200);
+    low.resources.gpu_milli = 1000;
+    low.priority = recipe::Priority::low;
+    auto low_job = p.submit(low);
+    auto attempt = p.place_and_start();
+    REQUIRE(attempt);
+    CHECK(p.balance("fellows") == 8 * k_credit); // a whole L4 for up to 2 hours
+    for (int i = 0; i < 150; ++i) {              // 20 minutes, past the minimum runtime before preemption
+        p.clock.advance_ms(8'000);
+        REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
+    }
+    auto high = half_l4("urgent");
+    high.resources.gpu_milli = 1000;
+    high.priority = recipe::Priority::high;
+    p.submit(high);
+    p.coord->tick();
+    REQUIRE(p.coord->attempts_of(low_job).back().state == AttemptState::preempted);
+    // 20 minutes of a whole L4 at 1 credit per hour: 0.333333 to the owners, the rest released.
+    CHECK(p.balance("owners") == k_credit / 3);
+    CHECK(p.coord->cost_micro(p.coord->attempts_of(low_job).back()) == k_credit / 3);
+    p.coord->tick(); // the urgent job takes the GPU: its hold of 1 credit
+    CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 3 - k_credit);
     p.check_books();
 }
 
@@ -268,7 +302,8 @@ TEST_CASE("credits scenario: budget refusal names the numbers", "[credits][coord
     p.coord->tick();
     // Two holds of 0.5 fit the daily budget; the third waits for it.
     CHECK(p.coord->assignments(p.owner_worker).value().size() == 2);
-    CHECK_THAT(p.coord->waiting_reason(ok->jobs[2]), Catch::Contains("waiting for credits") && Catch::Contains("budget"));
+    CHECK_THAT(p.coord->waiting_reason(ok->jobs[2]),
+               Catch::Contains("waiting for credits") && Catch::Contains("budget"));
     auto view = p.coord->credits_of(p.fellow, std::nullopt).value();
     CHECK(view.held_micro == k_credit);
     CHECK(view.budget_day_micro == k_credit);
@@ -305,7 +340,8 @@ TEST_CASE("credits scenario: grants expire back to the issuer; adjustments need 
     CHECK(p.coord->ledger().entries().size() == 3);
 }
 
-TEST_CASE("credits scenario: an unknown GPU model gets the default rate and a registration warning", "[credits][coordinator]") {
+TEST_CASE("credits scenario: an unknown GPU model gets the default rate and a registration warning",
+          "[credits][coordinator]") {
     CreditPool p;
     CHECK(p.warnings.empty()); // "NVIDIA L4" is in the catalog
     auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "e2").value();
@@ -313,7 +349,8 @@ TEST_CASE("credits scenario: an unknown GPU model gets the default rate and a re
     inv["gpus"][0]["model"] = "Quantum Accelerator 9000";
     auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "odd-box", inv).value();
     REQUIRE(reg.warnings.size() == 1);
-    CHECK_THAT(reg.warnings[0], Catch::Contains("Quantum Accelerator 9000") && Catch::Contains("default rate of 1 credit"));
+    CHECK_THAT(reg.warnings[0],
+               Catch::Contains("Quantum Accelerator 9000") && Catch::Contains("default rate of 1 credit"));
 }
 
 TEST_CASE("credits scenario: a cached balance that disagrees with the rows stops the coordinator from starting",
@@ -328,8 +365,8 @@ TEST_CASE("credits scenario: a cached balance that disagrees with the rows stops
     }
     auto st = p.open();
     REQUIRE_FALSE(st);
-    CHECK_THAT(st.error().message, Catch::Contains("credits ledger: account team:1") &&
-                                       Catch::Contains("refusing to start"));
+    CHECK_THAT(st.error().message,
+               Catch::Contains("credits ledger: account team:1") && Catch::Contains("refusing to start"));
 }
 
 // Random operation sequences on a real coordinator: grants, submits, placements, completions of
@@ -338,11 +375,13 @@ TEST_CASE("credits scenario: a cached balance that disagrees with the rows stops
 // twice (an ended attempt's escrow entries add up to exactly its hold).
 TEST_CASE("credits property: random coordinator histories with restarts keep the books balanced",
           "[credits][property]") {
-    for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    for (std::uint64_t seed = 1; seed <= 8; ++seed) {
         INFO("seed " << seed);
         CreditPool p(seed % 3 != 0);
         std::mt19937_64 rng(seed);
-        auto pick = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+        auto pick = [&](std::int64_t lo, std::int64_t hi) {
+            return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+        };
         std::vector<JobId> jobs;
         for (int op = 0; op < 60; ++op) {
             p.clock.advance_ms(pick(0, 8'000));
@@ -351,8 +390,9 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
                 REQUIRE(p.coord->grant(p.admin, "fellows", pick(1, 3 * k_credit), std::nullopt, ""));
                 break;
             case 1: {
-                auto r = p.coord->submit(p.fellow, SubmitRequest{"r.toml", 0, {half_l4("j", pick(60, 7200))}, std::nullopt,
-                                                                 pick(0, 1) == 1});
+                auto r = p.coord->submit(
+                    p.fellow,
+                    SubmitRequest{"r.toml", 0, {half_l4("j", pick(60, 7200))}, std::nullopt, pick(0, 1) == 1});
                 if (r) {
                     jobs.push_back(r->jobs.front());
                 }
@@ -375,7 +415,8 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
                     REQUIRE(p.coord->heartbeat(p.owner_worker, live));
                 }
                 if (!live.empty()) {
-                    const AttemptId a = live[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(live.size()) - 1))];
+                    const AttemptId a =
+                        live[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(live.size()) - 1))];
                     const auto outcome = static_cast<Outcome>(pick(0, 2));
                     (void)p.coord->complete_attempt(p.owner_worker, a, pick(0, 2), "", outcome);
                     // A duplicate completion is fenced and settles nothing.
@@ -385,7 +426,8 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
             }
             case 4:
                 if (!jobs.empty()) {
-                    (void)p.coord->cancel_job(p.fellow, jobs[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(jobs.size()) - 1))]);
+                    (void)p.coord->cancel_job(
+                        p.fellow, jobs[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(jobs.size()) - 1))]);
                 }
                 break;
             case 5:

@@ -115,8 +115,8 @@ TEST_CASE("ledger: random histories keep the books balanced (property)", "[credi
             return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
         };
         Ledger l;
-        std::vector<std::int64_t> open;        // attempts with a hold, not settled
-        std::vector<std::int64_t> settled;     // attempts settled
+        std::vector<std::int64_t> open;    // attempts with a hold, not settled
+        std::vector<std::int64_t> settled; // attempts settled
         std::map<std::int64_t, std::int64_t> payer;
         std::int64_t next_attempt = 1;
         std::int64_t now = 0;
@@ -149,13 +149,15 @@ TEST_CASE("ledger: random histories keep the books balanced (property)", "[credi
                 const std::int64_t a = open[i];
                 const bool chargeable = pick(0, 3) != 0; // lost and owner-preempted are not charged
                 const std::int64_t provider = pick(1, 4);
-                Settlement s = settle(l.held(a), pick(0, 6'000'000), chargeable, pick(0, 200'000), provider == payer[a]);
+                Settlement s =
+                    settle(l.held(a), pick(0, 6'000'000), chargeable, pick(0, 200'000), provider == payer[a]);
                 REQUIRE(s.provider + s.fee + s.refund == l.held(a));
                 batch = Ledger::settlement_entries(l.next_id(), now, a, payer[a], provider, s);
                 open.erase(open.begin() + static_cast<std::ptrdiff_t>(i));
                 settled.push_back(a);
             } else if (!settled.empty()) { // a duplicate completion tries to settle again: refused
-                const std::int64_t a = settled[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(settled.size()) - 1))];
+                const std::int64_t a =
+                    settled[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(settled.size()) - 1))];
                 auto again = Ledger::settlement_entries(l.next_id(), now, a, payer[a], 1, Settlement{1, 0, 0});
                 REQUIRE(l.check(again.front()));
                 ++double_settlements_refused;

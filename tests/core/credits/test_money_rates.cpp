@@ -81,7 +81,8 @@ TEST_CASE("credits: the embedded price catalog is dated, sourced and names catal
 }
 
 TEST_CASE("credits: a bad catalog is refused naming file, line and field", "[credits]") {
-    auto bad_rate = parse_rate_catalog("[[gpu]]\nmodel = \"X\"\nmemory = \"16GiB\"\ncredits_per_hour = \"1.2.3\"\n", "my.toml");
+    auto bad_rate =
+        parse_rate_catalog("[[gpu]]\nmodel = \"X\"\nmemory = \"16GiB\"\ncredits_per_hour = \"1.2.3\"\n", "my.toml");
     REQUIRE_FALSE(bad_rate);
     CHECK(bad_rate.error().field == "gpu[0].credits_per_hour");
     REQUIRE(bad_rate.error().where);
@@ -96,9 +97,10 @@ TEST_CASE("credits: a bad catalog is refused naming file, line and field", "[cre
     REQUIRE_FALSE(syntax);
     CHECK(syntax.error().where->line == 1);
 
-    auto no_source = parse_price_catalog("as_of = \"2024\"\n[[price]]\nprovider = \"A\"\noffering = \"o\"\ngpu = \"L4\"\n"
-                                         "usd_per_gpu_hour = \"1\"\ndate = \"2024\"\nsource = \"somewhere\"\n",
-                                         "p.toml");
+    auto no_source =
+        parse_price_catalog("as_of = \"2024\"\n[[price]]\nprovider = \"A\"\noffering = \"o\"\ngpu = \"L4\"\n"
+                            "usd_per_gpu_hour = \"1\"\ndate = \"2024\"\nsource = \"somewhere\"\n",
+                            "p.toml");
     REQUIRE_FALSE(no_source);
     CHECK(no_source.error().field == "price[0].source");
     CHECK(no_source.error().where->line == 8);

@@ -219,6 +219,18 @@ TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in .
     }
     CHECK(seen == 6);
 
+    // Inputs travel with the job: packed, uploaded, unpacked at /work (here: GPUPOOL_WORK_DIR).
+    fs::create_directories(dir.path() / "data");
+    dir.write("data/prompts.txt", "What is 2+2?\n");
+    const auto with_inputs = dir.write(
+        "inputs.toml", "format = 1\nname = \"reader\"\nimage = \"x\"\n"
+                       "command = \"wc -l < $GPUPOOL_WORK_DIR/data/prompts.txt > $GPUPOOL_OUTPUT_DIR/count.txt\"\n"
+                       "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n[inputs]\npaths = [\"data\"]\n");
+    auto in = test::run_gpupool({"run", with_inputs.string(), "--data-dir", (dir.path() / "state").string()}, dir.path());
+    INFO(in.out << in.err);
+    REQUIRE(in.exit_code == 0);
+    CHECK(test::slurp(dir.path() / "gpupool-out" / "reader" / "count.txt") == "1\n");
+
     // A failing job: exit 1 and the reason in the summary; the state persists across runs.
     const auto bad = dir.write("bad.toml", "format = 1\nname = \"bad\"\nimage = \"x\"\ncommand = \"echo oops; exit 3\"\n"
                                            "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n[retry]\nmax_attempts = 1\n");

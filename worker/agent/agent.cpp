@@ -213,6 +213,7 @@ struct Agent::Impl {
     std::atomic<int> active{0};
     std::optional<Clock::time_point> drain_deadline;
     std::optional<Clock::time_point> give_up_at;
+    std::optional<Error> fatal; // why run() must end with an error
 
     Impl(AgentOptions o, ContainerRuntime& rt, GpuProbe& probe, Agent& owner)
         : opt(std::move(o)), runtime(rt), gpus_probe(probe), self(owner), api(opt.coordinator_url, opt.token, opt.ca_cert),
@@ -767,6 +768,15 @@ struct Agent::Impl {
         }
         auto hb = api.heartbeat(running, {}, draining.load());
         if (!hb) {
+            const auto code = hb.error().code;
+            if (code == ErrorCode::unauthorized || code == ErrorCode::forbidden) {
+                // Banned, or a pool that no longer knows us: nothing here will work again.
+                fatal = make_error(code, "the coordinator refused this worker (" + hb.error().message +
+                                             "); if the pool was reset, delete " +
+                                             (opt.work_dir / "worker.json").string() + " to register again");
+                stopping = true;
+                return;
+            }
             handle(0, hb.error(), "heartbeat");
             return;
         }
@@ -1044,6 +1054,9 @@ struct Agent::Impl {
         stopping = true;
         cv.notify_all();
         poller.join();
+        if (fatal) {
+            return *fatal;
+        }
         return {};
     }
 };

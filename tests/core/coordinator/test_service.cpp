@@ -1,5 +1,6 @@
 // The coordinator as a service: a real HTTP server on loopback over a real SQLite file, driven
 // with the real HTTP client, as workers and researchers would.
+#include "core/coordinator/auth.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
@@ -451,4 +452,47 @@ TEST_CASE("service: completion outcomes, and the cost on the job view", "[servic
     auto report = call(admin, "GET", "/v1/admin/report");
     CHECK(report["workers"][0]["failures"] == 1);
     CHECK(report["escrow_micro"].get<std::int64_t>() >= 0);
+}
+
+TEST_CASE("service: input archives are uploaded by digest, checked at submit and fetched by the attempt's worker",
+          "[service]") {
+    Pool p;
+    auto m = p.server.client(p.member);
+    const std::string body("inputs-tar\0\1\2", 13);
+    const std::string sha = coordinator::sha256_hex(body);
+    // A digest that does not match the body is refused, naming the field.
+    auto bad = m.request("PUT", "/v1/inputs/" + std::string(64, 'a'), body);
+    REQUIRE(bad);
+    CHECK(bad->status == 400);
+    CHECK(json::parse(bad->body)["field"] == "sha256");
+    auto up = m.request("PUT", "/v1/inputs/" + sha, body);
+    REQUIRE(up);
+    CHECK(up->status == 201);
+    CHECK(m.request("PUT", "/v1/inputs/" + sha, body)->status == 201); // idempotent
+
+    // A job naming an archive nobody uploaded is refused at submit.
+    auto orphan = spec("orphan");
+    orphan.inputs.archive = std::string(64, 'b');
+    auto refused = m.request("POST", "/v1/jobs",
+                             json{{"source", "t.toml"}, {"max_parallel", 0},
+                                  {"jobs", json::parse(recipe::to_json(std::vector{orphan}).dump())}}
+                                 .dump());
+    REQUIRE(refused);
+    CHECK(refused->status == 400);
+    CHECK(json::parse(refused->body)["field"] == "jobs[0].inputs.archive");
+
+    auto with = spec("with-inputs");
+    with.inputs.archive = sha;
+    p.submit({with});
+    auto w = p.server.client(p.worker);
+    auto polled = call(w, "POST", "/v1/workers/poll?wait_ms=2000", json::object());
+    REQUIRE(polled["assignments"].size() == 1);
+    CHECK(polled["assignments"][0]["spec"]["inputs"]["archive"] == sha);
+    const std::string attempt = std::to_string(polled["assignments"][0]["attempt"].get<std::int64_t>());
+    auto got = w.request("GET", "/v1/attempts/" + attempt + "/inputs");
+    REQUIRE(got);
+    CHECK(got->status == 200);
+    CHECK(got->body == body);
+    // Members cannot read it through the worker route.
+    CHECK(m.request("GET", "/v1/attempts/" + attempt + "/inputs")->status == 403);
 }

@@ -500,3 +500,18 @@ TEST_CASE("agent: the GPU memory watchdog stops a fractional job that holds more
     CHECK_THAT(pool.job(id)["reason"].get<std::string>(),
                Catch::Contains("exceeded its GPU memory share: 20000 MiB in use, limit 12288 MiB"));
 }
+
+TEST_CASE("agent: a banned worker stops with an error that says what to do", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    RunningAgent ra(options(pool, work.path()), rt, probe);
+    REQUIRE(eventually([&] { return ra.agent.worker_id() != 0; }));
+    auto admin = pool.client(pool.admin);
+    Pool::call(admin, "POST", "/v1/admin/workers/" + std::to_string(ra.agent.worker_id()) + "/ban", json::object());
+    ra.thread.join();
+    REQUIRE_FALSE(ra.result);
+    CHECK(ra.result.error().code == ErrorCode::forbidden);
+    CHECK_THAT(ra.result.error().message, Catch::Contains("worker.json"));
+}

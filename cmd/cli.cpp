@@ -14,21 +14,6 @@ CLI::App* add_command(Cli& cli, const std::string& name, const std::string& desc
     return sub;
 }
 
-void register_pending(Cli& cli, const std::string& name, const std::string& description, const std::string& issue) {
-    CLI::App* sub = add_command(cli, name, description + " [not implemented yet: " + issue + "]");
-    sub->allow_extras();
-    sub->fallthrough(false); // keep every argument here, where it is accepted and ignored
-    sub->callback([&cli, sub, name, issue] {
-        for (const auto& extra : sub->remaining()) {
-            cli.global.json = cli.global.json || extra == "--json";
-        }
-        Error e = make_error(ErrorCode::not_implemented,
-                             "`gpupool " + name + "` is not implemented yet (it lands with " + issue + ")");
-        report_error(cli.global, e);
-        cli.exit_code = k_exit_usage;
-    });
-}
-
 namespace {
 
 nlohmann::ordered_json error_json(const Error& e) {
@@ -85,7 +70,7 @@ int main(int argc, char** argv) {
     app.add_option("--url", cli.global.url, "Coordinator URL (overrides GPUPOOL_URL and the config file)");
     app.add_option("--token", cli.global.token, "API token (overrides GPUPOOL_TOKEN and the config file)");
     app.add_option("--ca-cert", cli.global.ca_cert, "PEM CA certificate that signs the coordinator's TLS certificate");
-    app.footer("Docs: README.md, docs/recipes.md. Exit codes: 0 ok, 1 failed, 2 usage or not implemented yet.\n");
+    app.footer("Docs: README.md, docs/recipes.md. Exit codes: 0 ok, 1 failed, 2 usage error.\n");
 
     register_coordinator(cli);
     register_worker(cli);

@@ -4,7 +4,7 @@
 // and a `run_<name>(...)` that does the work and returns the exit code, so `run_*` is callable
 // without argv. Only this layer turns Errors into messages and exit codes:
 //   0 success, 1 the operation failed (bad recipe, failed job, server error),
-//   2 usage error or a capability that has not landed yet.
+//   2 usage error.
 #pragma once
 
 #include "core/util/result.hpp"
@@ -31,9 +31,6 @@ struct GlobalOptions {
 // only register a pending subcommand stay cheap to compile.
 struct Cli;
 
-// Registers a subcommand that exists in the interface but whose capability has not landed: it
-// accepts any arguments and exits 2 with "not implemented yet", naming the issue that brings it.
-void register_pending(Cli& cli, const std::string& name, const std::string& description, const std::string& issue);
 
 // Prints an Error (all of its problems) to stderr, or as JSON on stdout with --json.
 void report_error(const GlobalOptions& global, const Error& error);

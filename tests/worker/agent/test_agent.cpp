@@ -74,6 +74,7 @@ struct Pool {
         o.coordinator.lease_ms = 5'000;
         o.coordinator.worker_timeout_ms = 5'000;
         o.coordinator.credits.enforce = false; // credits have their own tests
+        o.coordinator.policy.preemption.min_runtime_s = 0; // so a test can preempt at once
         service = std::make_unique<coordinator::CoordinatorService>(o);
         std::string token;
         REQUIRE(service->start(&token));
@@ -514,4 +515,31 @@ TEST_CASE("agent: a banned worker stops with an error that says what to do", "[a
     REQUIRE_FALSE(ra.result);
     CHECK(ra.result.error().code == ErrorCode::forbidden);
     CHECK_THAT(ra.result.error().message, Catch::Contains("worker.json"));
+}
+
+TEST_CASE("agent: a preempted job is stopped within 2 s and the GPU goes to the higher-priority job", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    RunningAgent ra(options(pool, work.path()), rt, probe);
+    auto low = job_spec("low");
+    low.resources.gpu_milli = 1000;
+    low.priority = recipe::Priority::low;
+    const auto lid = pool.submit(low);
+    const auto victim = container_of(rt, 0);
+    REQUIRE(eventually([&] { return state_of(pool, lid) == "running"; }));
+    auto high = job_spec("high");
+    high.resources.gpu_milli = 1000;
+    high.priority = recipe::Priority::high;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto hid = pool.submit(high);
+    REQUIRE(eventually([&] { return !rt.get(victim)->signals.empty(); }, 5s));
+    CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+    CHECK(rt.get(victim)->signals.front() == SIGTERM);
+    const auto winner = container_of(rt, 1);
+    CHECK(rt.get(winner)->spec.env.at("GPUPOOL_JOB_ID") == std::to_string(hid));
+    auto j = pool.job(lid);
+    CHECK(j["attempt_history"][0]["state"] == "preempted");
+    CHECK(j["state"] != "failed"); // back in the queue, not the job's failure
 }

@@ -59,6 +59,7 @@ fuzz:
 
 bench: build
 	@bench/sim_bench.sh $(BUILD)/gpupool
+	@CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/worker_bench.sh $(BUILD)/gpupool
 
 fmt:
 	find cmd core worker tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i

@@ -219,7 +219,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
     ao.name = "local";
     ao.work_dir = data / "worker";
     ao.heartbeat = std::chrono::milliseconds(1000);
-    ao.poll_wait = std::chrono::milliseconds(2000);
+    ao.poll_wait = std::chrono::milliseconds(300); // loopback: cheap, and shutdown waits for at most one poll
     ao.drain_grace = std::chrono::milliseconds(0);
     ao.give_up_after_drain = std::chrono::milliseconds(5000);
     worker::Agent agent(ao, **runtime, probe);

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <iostream>
 
 namespace gpupool::cmd {
@@ -12,6 +13,14 @@ CLI::App* add_command(Cli& cli, const std::string& name, const std::string& desc
     CLI::App* sub = cli.app.add_subcommand(name, description);
     sub->fallthrough();
     return sub;
+}
+
+std::string default_data_dir() {
+    if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) {
+        return std::string(x) + "/gpupool";
+    }
+    const char* home = std::getenv("HOME");
+    return std::string(home && *home ? home : ".") + "/.local/share/gpupool";
 }
 
 namespace {

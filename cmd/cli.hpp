@@ -32,6 +32,10 @@ struct GlobalOptions {
 struct Cli;
 
 
+// Where the worker and the local mode keep their state: $XDG_DATA_HOME/gpupool, else
+// ~/.local/share/gpupool.
+std::string default_data_dir();
+
 // Prints an Error (all of its problems) to stderr, or as JSON on stdout with --json.
 void report_error(const GlobalOptions& global, const Error& error);
 

@@ -32,8 +32,6 @@
 
 namespace gpupool::cmd {
 
-std::string default_data_dir(); // cmd/worker.cpp
-
 struct RunOptions {
     RecipeArgs recipe;
     std::string runtime = "process";

@@ -35,14 +35,6 @@ struct WorkerCmdOptions {
     std::int64_t memory_mib = 0;
 };
 
-std::string default_data_dir() {
-    if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) {
-        return std::string(x) + "/gpupool";
-    }
-    const char* home = std::getenv("HOME");
-    return std::string(home && *home ? home : ".") + "/.local/share/gpupool";
-}
-
 namespace {
 
 void print_inventory(const GlobalOptions& global, const std::vector<worker::GpuInfo>& gpus, const std::string& runtime) {

@@ -1,5 +1,6 @@
 #include "worker/agent/agent.hpp"
 
+#include "core/resources/quantity.hpp"
 #include "worker/agent/archive.hpp"
 #include "worker/gpu/memory_watchdog.hpp"
 
@@ -141,16 +142,6 @@ std::string upper_env_name(const std::string& s) {
         out += std::isalnum(u) ? static_cast<char>(std::toupper(u)) : '_';
     }
     return out;
-}
-
-std::string duration_text(std::int64_t s) {
-    if (s % 3600 == 0) {
-        return std::to_string(s / 3600) + "h";
-    }
-    if (s % 60 == 0) {
-        return std::to_string(s / 60) + "m";
-    }
-    return std::to_string(s) + "s";
 }
 
 } // namespace
@@ -689,7 +680,7 @@ struct Agent::Impl {
             }
             const auto max_rt = std::chrono::seconds(t.a.spec.resources.max_runtime_s);
             if (t.stop_reason.empty() && max_rt.count() > 0 && now - t.started > max_rt) {
-                request_stop(t, "exceeded max_runtime " + duration_text(t.a.spec.resources.max_runtime_s),
+                request_stop(t, "exceeded max_runtime " + resources::format_duration_s(t.a.spec.resources.max_runtime_s),
                              Outcome::exited, opt.runtime_grace);
             }
             if (t.kill_at && now >= *t.kill_at && !t.killed) {

@@ -1,5 +1,6 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "worker/agent/archive.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@ namespace gpupool::cmd {
 struct FetchOptions {
     std::int64_t job = 0;
     std::string dir = ".";
+    bool tar = false;
 };
 
 int run_fetch(const GlobalOptions& global, const FetchOptions& o) {
@@ -25,6 +27,25 @@ int run_fetch(const GlobalOptions& global, const FetchOptions& o) {
     }
     std::error_code ec;
     std::filesystem::create_directories(o.dir, ec);
+    if (!o.tar) {
+        // Unpacked into DIR/job-N/ (the archive cannot write outside it).
+        const auto dest = std::filesystem::path(o.dir) / ("job-" + std::to_string(o.job));
+        auto files = worker::unpack_archive(*data, dest);
+        if (!files) {
+            report_error(global, files.error());
+            return k_exit_failed;
+        }
+        if (global.json) {
+            std::cout << nlohmann::json{{"dir", dest.string()}, {"files", *files}}.dump() << '\n';
+        } else {
+            std::cout << "unpacked " << files->size() << (files->size() == 1 ? " file" : " files") << " into "
+                      << dest.string() << "/\n";
+            for (const auto& f : *files) {
+                std::cout << "  " << f << '\n';
+            }
+        }
+        return k_exit_ok;
+    }
     auto path = std::filesystem::path(o.dir) / ("job-" + std::to_string(o.job) + "-outputs.tar");
     std::ofstream out(path, std::ios::binary);
     out << *data;
@@ -40,9 +61,11 @@ int run_fetch(const GlobalOptions& global, const FetchOptions& o) {
 
 void register_fetch(Cli& cli) {
     auto o = std::make_shared<FetchOptions>();
-    CLI::App* sub = add_command(cli, "fetch", "Download a finished job's outputs (the archive its worker uploaded)");
+    CLI::App* sub = add_command(cli, "fetch", "Download a finished job's outputs into DIR/job-N/");
     sub->add_option("job", o->job, "Job id")->required();
-    sub->add_option("dir", o->dir, "Where to put it")->capture_default_str();
+    sub->add_option("dir", o->dir, "Where to put it: DIR/job-N/ (or DIR/job-N-outputs.tar with --tar)")
+        ->capture_default_str();
+    sub->add_flag("--tar", o->tar, "Keep the archive as it came instead of unpacking it");
     sub->callback([&cli, o] { cli.exit_code = run_fetch(cli.global, *o); });
 }
 

@@ -244,3 +244,25 @@ TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in .
     CHECK_THAT(f.out, Catch::Contains("0 of 1 succeeded") && Catch::Contains("exited with status 3"));
     CHECK_THAT(f.out, Catch::Contains("oops")); // a single job's logs stream live
 }
+
+TEST_CASE("gpupool run: Ctrl-C cancels the run's jobs, still prints the summary and exits 1", "[worker-cli]") {
+    namespace bp = boost::process;
+    test::TempDir dir;
+    const auto recipe = dir.write("long.toml", "format = 1\nname = \"long\"\nimage = \"x\"\n"
+                                               "command = \"echo started; sleep 60\"\n"
+                                               "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n");
+    bp::ipstream out;
+    bp::child run(bp::exe = GPUPOOL_BINARY,
+                  bp::args = std::vector<std::string>{"run", recipe.string(), "--data-dir", (dir.path() / "state").string()},
+                  bp::start_dir = dir.path().string(), bp::std_out > out, bp::std_err > bp::null, bp::std_in < bp::null);
+    std::string line;
+    REQUIRE(std::getline(out, line)); // the job's first log line, streamed live
+    CHECK(line == "started");
+    const auto t0 = std::chrono::steady_clock::now();
+    ::kill(run.id(), SIGINT);
+    std::string rest((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+    run.wait();
+    CHECK(run.exit_code() == 1);
+    CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+    CHECK_THAT(rest, Catch::Contains("long") && Catch::Contains("cancelled") && Catch::Contains("(interrupted)"));
+}

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 namespace gpupool::test {
 
@@ -56,5 +57,16 @@ CliResult run_gpupool(const std::vector<std::string>& args, const fs::path& cwd)
 }
 
 fs::path source_dir() { return GPUPOOL_SOURCE_DIR; }
+
+bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds within, std::chrono::milliseconds every) {
+    const auto end = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < end) {
+        if (ok()) {
+            return true;
+        }
+        std::this_thread::sleep_for(every);
+    }
+    return ok();
+}
 
 } // namespace gpupool::test

@@ -5,7 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,10 @@ struct CliResult {
 CliResult run_gpupool(const std::vector<std::string>& args, const std::filesystem::path& cwd = {});
 
 std::filesystem::path source_dir();
+
+// Polls `ok` every `every` until it holds or `within` has passed; returns its last answer.
+bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds within = std::chrono::seconds(10),
+                std::chrono::milliseconds every = std::chrono::milliseconds(20));
 
 } // namespace gpupool::test
 

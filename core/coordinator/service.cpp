@@ -39,6 +39,17 @@ net::Response error_response(const Error& e) {
 
 net::Response ok(const json& body, int status = 200) { return net::json_response(status, body.dump()); }
 
+// An archive (outputs, inputs) as raw bytes, or the error.
+net::Response bytes_response(Result<std::string> data) {
+    if (!data) {
+        return error_response(data.error());
+    }
+    net::Response resp;
+    resp.content_type = "application/octet-stream";
+    resp.body = std::move(*data);
+    return resp;
+}
+
 std::string bearer(const net::Request& req) {
     std::string h = req.header("Authorization");
     constexpr std::string_view k_prefix = "Bearer ";
@@ -474,14 +485,7 @@ net::Router CoordinatorService::Impl::routes() {
         if (!id) {
             return error_response(id.error());
         }
-        auto data = coord->read_output(who, JobId(*id));
-        if (!data) {
-            return error_response(data.error());
-        }
-        net::Response resp;
-        resp.content_type = "application/octet-stream";
-        resp.body = std::move(*data);
-        return resp;
+        return bytes_response(coord->read_output(who, JobId(*id)));
     });
 
     on(r, "PUT", "/v1/inputs/{sha256}", [this](const net::Request& req, const Principal& who) {
@@ -590,14 +594,7 @@ net::Router CoordinatorService::Impl::routes() {
         if (!id) {
             return error_response(id.error());
         }
-        auto data = coord->read_inputs(who, AttemptId(*id));
-        if (!data) {
-            return error_response(data.error());
-        }
-        net::Response resp;
-        resp.content_type = "application/octet-stream";
-        resp.body = std::move(*data);
-        return resp;
+        return bytes_response(coord->read_inputs(who, AttemptId(*id)));
     });
     on(r, "POST", "/v1/attempts/{id}/start", [this](const net::Request& req, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");

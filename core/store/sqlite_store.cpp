@@ -189,6 +189,15 @@ void bind_opt(SQLite::Statement& q, int index, const std::optional<T>& v) {
     }
 }
 
+// The first row's first column as bytes, or nothing when there is no row.
+std::optional<std::string> first_blob(SQLite::Statement& q) {
+    if (!q.executeStep()) {
+        return std::nullopt;
+    }
+    const auto& col = q.getColumn(0);
+    return std::string(static_cast<const char*>(col.getBlob()), static_cast<std::size_t>(col.getBytes()));
+}
+
 std::optional<std::int64_t> opt_int(const SQLite::Column& c) {
     if (c.isNull()) {
         return std::nullopt;
@@ -658,12 +667,7 @@ Result<std::optional<std::string>> SqliteStore::get_output(AttemptId attempt) {
     try {
         SQLite::Statement q(*m_db, "SELECT data FROM outputs WHERE attempt_id = ?");
         q.bind(1, attempt.value());
-        if (!q.executeStep()) {
-            return std::optional<std::string>();
-        }
-        const auto& col = q.getColumn(0);
-        return std::optional<std::string>(
-            std::string(static_cast<const char*>(col.getBlob()), static_cast<std::size_t>(col.getBytes())));
+        return first_blob(q);
     } catch (const std::exception& e) {
         return db_error("output read", e);
     }
@@ -707,12 +711,7 @@ Result<std::optional<std::string>> SqliteStore::get_input_blob(std::string_view 
     try {
         SQLite::Statement q(*m_db, "SELECT data FROM input_blobs WHERE sha256 = ?");
         q.bind(1, std::string(sha256_hex));
-        if (!q.executeStep()) {
-            return std::optional<std::string>();
-        }
-        const auto& col = q.getColumn(0);
-        return std::optional<std::string>(
-            std::string(static_cast<const char*>(col.getBlob()), static_cast<std::size_t>(col.getBytes())));
+        return first_blob(q);
     } catch (const std::exception& e) {
         return db_error("input read", e);
     }

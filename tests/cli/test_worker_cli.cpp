@@ -24,16 +24,7 @@ using test::WorkerProcess;
 
 namespace {
 
-bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds within) {
-    const auto end = std::chrono::steady_clock::now() + within;
-    while (std::chrono::steady_clock::now() < end) {
-        if (ok()) {
-            return true;
-        }
-        std::this_thread::sleep_for(100ms);
-    }
-    return ok();
-}
+using test::eventually;
 
 struct Tokens {
     std::string member;

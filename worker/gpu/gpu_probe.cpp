@@ -42,6 +42,35 @@ std::vector<std::string_view> split_columns(std::string_view line) {
     }
 }
 
+// Calls `row(cols, bad)` for each non-empty line of nvidia-smi's CSV answer after checking it has
+// `columns` columns; `bad(why)` makes the Error naming the answer, the line and its text.
+template <class Row>
+Status for_each_row(std::string_view text, const std::string& what, std::size_t columns, const std::string& names,
+                    Row row) {
+    std::size_t line_no = 0;
+    while (!text.empty()) {
+        std::size_t nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+        ++line_no;
+        if (trim(line).empty()) {
+            continue;
+        }
+        auto bad = [&](const std::string& why) {
+            return make_error(ErrorCode::io,
+                              what + " line " + std::to_string(line_no) + ": " + why + ": `" + std::string(line) + "`");
+        };
+        auto cols = split_columns(line);
+        if (cols.size() != columns) {
+            return bad("expected " + std::to_string(columns) + " columns (" + names + ")");
+        }
+        if (auto st = row(cols, bad); !st) {
+            return st;
+        }
+    }
+    return {};
+}
+
 // Runs nvidia-smi with `args`; the text it printed, or nullopt-like empty result when absent.
 Result<std::string> run_nvidia_smi(const std::vector<std::string>& args, bool& present) {
     auto exe = bp::search_path("nvidia-smi");
@@ -78,32 +107,21 @@ const char* to_string(MemoryEnforcement m) {
 
 Result<std::vector<GpuProcess>> parse_compute_apps_csv(std::string_view text) {
     std::vector<GpuProcess> out;
-    std::size_t line_no = 0;
-    while (!text.empty()) {
-        std::size_t nl = text.find('\n');
-        std::string_view line = text.substr(0, nl);
-        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-        ++line_no;
-        if (trim(line).empty()) {
-            continue;
-        }
-        auto cols = split_columns(line);
-        auto bad = [&](const std::string& why) {
-            return make_error(ErrorCode::io, "nvidia-smi compute-apps line " + std::to_string(line_no) + ": " + why +
-                                                 ": `" + std::string(line) + "`");
-        };
-        if (cols.size() != 3) {
-            return bad("expected 3 columns (pid, gpu_uuid, used_memory)");
-        }
-        GpuProcess p;
-        if (!parse_int(cols[0], p.pid) || p.pid <= 0) {
-            return bad("pid is not a positive number");
-        }
-        p.gpu_uuid = std::string(cols[1]);
-        if (!parse_int(cols[2], p.used_mib)) {
-            p.used_mib = 0; // "[N/A]"
-        }
-        out.push_back(std::move(p));
+    auto st = for_each_row(text, "nvidia-smi compute-apps", 3, "pid, gpu_uuid, used_memory",
+                           [&](const std::vector<std::string_view>& cols, const auto& bad) -> Status {
+                               GpuProcess p;
+                               if (!parse_int(cols[0], p.pid) || p.pid <= 0) {
+                                   return bad("pid is not a positive number");
+                               }
+                               p.gpu_uuid = std::string(cols[1]);
+                               if (!parse_int(cols[2], p.used_mib)) {
+                                   p.used_mib = 0; // "[N/A]"
+                               }
+                               out.push_back(std::move(p));
+                               return {};
+                           });
+    if (!st) {
+        return st.error();
     }
     return out;
 }
@@ -151,34 +169,23 @@ std::string normalize_gpu_model(std::string_view driver_name) {
 
 Result<std::vector<GpuInfo>> parse_nvidia_smi_csv(std::string_view text) {
     std::vector<GpuInfo> gpus;
-    std::size_t line_no = 0;
-    while (!text.empty()) {
-        std::size_t nl = text.find('\n');
-        std::string_view line = text.substr(0, nl);
-        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-        ++line_no;
-        if (trim(line).empty()) {
-            continue;
-        }
-        auto cols = split_columns(line);
-        auto bad = [&](const std::string& why) {
-            return make_error(ErrorCode::io, "nvidia-smi output line " + std::to_string(line_no) + ": " + why +
-                                                 ": `" + std::string(line) + "`");
-        };
-        if (cols.size() != 4) {
-            return bad("expected 4 columns (index, uuid, name, memory.total)");
-        }
-        GpuInfo g;
-        if (!parse_int(cols[0], g.index)) {
-            return bad("index is not a number");
-        }
-        g.uuid = std::string(cols[1]);
-        g.name = std::string(cols[2]);
-        g.model = normalize_gpu_model(g.name);
-        if (!parse_int(cols[3], g.memory_mib) || g.memory_mib <= 0) {
-            return bad("memory.total is not a positive number of MiB");
-        }
-        gpus.push_back(std::move(g));
+    auto st = for_each_row(text, "nvidia-smi output", 4, "index, uuid, name, memory.total",
+                           [&](const std::vector<std::string_view>& cols, const auto& bad) -> Status {
+                               GpuInfo g;
+                               if (!parse_int(cols[0], g.index)) {
+                                   return bad("index is not a number");
+                               }
+                               g.uuid = std::string(cols[1]);
+                               g.name = std::string(cols[2]);
+                               g.model = normalize_gpu_model(g.name);
+                               if (!parse_int(cols[3], g.memory_mib) || g.memory_mib <= 0) {
+                                   return bad("memory.total is not a positive number of MiB");
+                               }
+                               gpus.push_back(std::move(g));
+                               return {};
+                           });
+    if (!st) {
+        return st.error();
     }
     return gpus;
 }

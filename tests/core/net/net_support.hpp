@@ -65,7 +65,4 @@ inline net::ClientOptions client_options(std::string base_url, std::string token
     return o;
 }
 
-// Polls `condition` every few milliseconds until it holds or `timeout` passes.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = std::chrono::seconds(5));
-
 } // namespace gpupool::test

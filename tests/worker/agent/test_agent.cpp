@@ -22,6 +22,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using test::eventually;
+
 recipe::JobSpec job_spec(const std::string& name) {
     recipe::JobSpec s;
     s.name = name;
@@ -35,17 +37,6 @@ recipe::JobSpec job_spec(const std::string& name) {
     s.params = {{"lr", "0.1"}};
     s.env = {{"MODE", "test"}};
     return s;
-}
-
-bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds within = 10s) {
-    const auto end = std::chrono::steady_clock::now() + within;
-    while (std::chrono::steady_clock::now() < end) {
-        if (ok()) {
-            return true;
-        }
-        std::this_thread::sleep_for(20ms);
-    }
-    return ok();
 }
 
 // A coordinator that can be stopped and started again on the same port and database.

@@ -25,16 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds within) {
-    const auto end = std::chrono::steady_clock::now() + within;
-    while (std::chrono::steady_clock::now() < end) {
-        if (ok()) {
-            return true;
-        }
-        std::this_thread::sleep_for(50ms);
-    }
-    return ok();
-}
+using test::eventually;
 
 struct LivePool {
     test::TempDir dir;

@@ -89,8 +89,9 @@ private:
     std::atomic<std::int64_t> m_worker_id{0};
 };
 
-// Exponential backoff with full jitter: the n-th consecutive failure waits a uniformly random time
-// in [initial*2^(n-1)/2, initial*2^(n-1)], capped at `max`. Pure apart from the seedable rng.
+// Exponential backoff with "equal jitter" (half fixed, half random): the n-th consecutive failure
+// waits a uniformly random time in [d/2, d] for d = initial*2^(n-1), capped at `max`. Pure apart
+// from the seedable rng, so two workers do not retry in lockstep.
 class Backoff {
 public:
     Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max, std::uint64_t seed);

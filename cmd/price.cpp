@@ -151,14 +151,7 @@ json price_estimate(const std::string& source, const std::vector<recipe::JobSpec
 
 json pool_estimate(const GlobalOptions& global, const std::string& source, const std::vector<recipe::JobSpec>& jobs,
                    std::string& why) {
-    config::ClientOverrides o;
-    if (global.config_file) {
-        o.config_file = *global.config_file;
-    }
-    o.url = global.url;
-    o.token = global.token;
-    o.ca_cert = global.ca_cert;
-    auto cfg = config::load_client_config(o);
+    auto cfg = config::load_client_config(overrides(global));
     if (!cfg || cfg->token.empty()) {
         why = "no coordinator configured (set --url and --token for the pool's estimate and your balance)";
         return nullptr;

@@ -17,7 +17,7 @@ namespace gpupool::cmd {
 
 using json = nlohmann::json;
 
-std::optional<client::ApiClient> connect(const GlobalOptions& global) {
+config::ClientOverrides overrides(const GlobalOptions& global) {
     config::ClientOverrides o;
     if (global.config_file) {
         o.config_file = *global.config_file;
@@ -25,7 +25,11 @@ std::optional<client::ApiClient> connect(const GlobalOptions& global) {
     o.url = global.url;
     o.token = global.token;
     o.ca_cert = global.ca_cert;
-    auto cfg = config::load_client_config(o);
+    return o;
+}
+
+std::optional<client::ApiClient> connect(const GlobalOptions& global) {
+    auto cfg = config::load_client_config(overrides(global));
     if (!cfg) {
         report_error(global, cfg.error());
         return std::nullopt;

@@ -4,6 +4,7 @@
 
 #include "cmd/cli.hpp"
 #include "core/client/api_client.hpp"
+#include "core/config/client_config.hpp"
 #include "core/recipe/recipe.hpp"
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,9 @@
 #include <vector>
 
 namespace gpupool::cmd {
+
+// The config overrides the global flags (--config, --url, --token, --ca-cert) make.
+config::ClientOverrides overrides(const GlobalOptions& global);
 
 // The API client for the configured coordinator, or nothing (the problem is already printed).
 std::optional<client::ApiClient> connect(const GlobalOptions& global);

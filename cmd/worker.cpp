@@ -1,4 +1,5 @@
 #include "cmd/cli_app.hpp"
+#include "cmd/remote.hpp"
 #include "core/config/client_config.hpp"
 #include "core/resources/quantity.hpp"
 #include "worker/agent/agent.hpp"
@@ -59,13 +60,10 @@ void print_inventory(const GlobalOptions& global, const std::vector<worker::GpuI
 } // namespace
 
 int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
-    config::ClientOverrides ov;
-    if (global.config_file) {
-        ov.config_file = *global.config_file;
+    config::ClientOverrides ov = overrides(global);
+    if (!o.coordinator.empty()) {
+        ov.url = o.coordinator;
     }
-    ov.url = o.coordinator.empty() ? global.url : std::optional<std::string>(o.coordinator);
-    ov.token = global.token;
-    ov.ca_cert = global.ca_cert;
     worker::NvidiaSmiProbe probe;
     if (!o.share) {
         auto gpus = probe.list();

@@ -199,7 +199,6 @@ TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in .
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("6 of 6 succeeded"));
-    int seen = 0;
     for (const std::string greeting : {"hello", "bonjour", "hola"}) {
         for (int n : {1, 2}) {
             const std::string name = "hello-" + greeting + "-" + std::to_string(n);
@@ -209,10 +208,8 @@ TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in .
             CHECK_THAT(text, Catch::StartsWith(greeting + " from job ") &&
                                  Catch::EndsWith("(n=" + std::to_string(n) + ")\n"));
             CHECK(test::slurp(dir.path() / "gpupool-out" / (name + ".log")) == text); // tee: log = file
-            ++seen;
         }
     }
-    CHECK(seen == 6);
 
     // Inputs travel with the job: packed, uploaded, unpacked at /work (here: GPUPOOL_WORK_DIR).
     fs::create_directories(dir.path() / "data");

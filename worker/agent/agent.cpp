@@ -325,8 +325,7 @@ struct Agent::Impl {
         finished.insert(id);
         spdlog::info("attempt {}: {}", id, why);
         tracked.erase(it);
-        active = static_cast<int>(std::count_if(tracked.begin(), tracked.end(),
-                                                [](const auto& kv) { return kv.second.phase == Phase::running; }));
+        refresh_active();
     }
 
     // Restores attempts a previous run left behind.

@@ -54,22 +54,14 @@ void WorkerApi::set_token(std::string token) {
     m_http = net::HttpClient(client_options(m_base_url, std::move(token), m_ca_cert));
 }
 
-Result<json> WorkerApi::call(std::string_view method, const std::string& path, std::string_view body,
-                             std::optional<std::chrono::milliseconds> timeout) {
+Result<std::string> WorkerApi::raw(std::string_view method, const std::string& path, std::string_view body,
+                                   std::optional<std::chrono::milliseconds> timeout) {
     auto r = m_http.request(method, path, body, {}, timeout);
     if (!r) {
         return r.error(); // unreachable, timeout, TLS: ErrorCode::unavailable from HttpClient
     }
     if (r->status >= 200 && r->status < 300) {
-        if (r->body.empty()) {
-            return Result<json>(boost::system::in_place_value, json::object());
-        }
-        try {
-            return Result<json>(boost::system::in_place_value, json::parse(r->body));
-        } catch (const json::exception& e) {
-            return make_error(ErrorCode::unavailable,
-                              std::string(method) + " " + path + ": the coordinator answered invalid JSON: " + e.what());
-        }
+        return std::move(r->body);
     }
     std::string detail = r->body;
     std::string field;
@@ -81,6 +73,23 @@ Result<json> WorkerApi::call(std::string_view method, const std::string& path, s
     }
     return make_error(code_for_status(r->status),
                       std::string(method) + " " + path + " -> " + std::to_string(r->status) + ": " + detail, field);
+}
+
+Result<json> WorkerApi::call(std::string_view method, const std::string& path, std::string_view body,
+                             std::optional<std::chrono::milliseconds> timeout) {
+    auto text = raw(method, path, body, timeout);
+    if (!text) {
+        return text.error();
+    }
+    if (text->empty()) {
+        return Result<json>(boost::system::in_place_value, json::object());
+    }
+    try {
+        return Result<json>(boost::system::in_place_value, json::parse(*text));
+    } catch (const json::exception& e) {
+        return make_error(ErrorCode::unavailable,
+                          std::string(method) + " " + path + ": the coordinator answered invalid JSON: " + e.what());
+    }
 }
 
 Result<WorkerApi::Registration> WorkerApi::register_worker(const std::string& name, const json& inventory) {
@@ -156,20 +165,7 @@ Status WorkerApi::start(std::int64_t attempt) {
 }
 
 Result<std::string> WorkerApi::inputs(std::int64_t attempt) {
-    const std::string path = "/v1/attempts/" + std::to_string(attempt) + "/inputs";
-    auto r = m_http.request("GET", path, {}, {}, std::chrono::milliseconds(600'000));
-    if (!r) {
-        return r.error();
-    }
-    if (r->status == 200) {
-        return std::move(r->body);
-    }
-    std::string detail = r->body;
-    try {
-        detail = json::parse(r->body).value("detail", r->body);
-    } catch (const json::exception&) {
-    }
-    return make_error(code_for_status(r->status), "GET " + path + " -> " + std::to_string(r->status) + ": " + detail);
+    return raw("GET", "/v1/attempts/" + std::to_string(attempt) + "/inputs", {}, std::chrono::milliseconds(600'000));
 }
 
 Result<std::int64_t> WorkerApi::append_log(std::int64_t attempt, std::int64_t offset, std::string_view data) {

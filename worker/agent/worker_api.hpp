@@ -69,6 +69,9 @@ public:
     Status complete(std::int64_t attempt, std::optional<int> exit_code, const std::string& reason, Outcome outcome);
 
 private:
+    // The body of a 2xx answer; anything else as an Error classified as above.
+    Result<std::string> raw(std::string_view method, const std::string& path, std::string_view body,
+                            std::optional<std::chrono::milliseconds> timeout = {});
     Result<nlohmann::json> call(std::string_view method, const std::string& path, std::string_view body,
                                 std::optional<std::chrono::milliseconds> timeout = {});
 

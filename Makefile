@@ -5,7 +5,8 @@
 #   make test       deps + configure + build + the whole test suite (ctest)
 #   make test SANITIZE=address,undefined   the same in a sanitizer build (build-san/)
 #   make demo       run a real sweep end to end on the embedded default
-#   make fuzz       libFuzzer on the recipe parser for FUZZ_SECONDS (default 60)
+#   make fuzz       libFuzzer on the recipe parser for FUZZ_SECONDS (default 60); FUZZ_SEED=N
+#                   repeats a run (0, the default, is a fresh random seed)
 #   make bench      benchmarks (print figures)
 #   make fmt        clang-format the tree
 
@@ -16,6 +17,7 @@ BUILD ?= build$(if $(SANITIZE),-san,)
 BUILD_TYPE ?= $(if $(SANITIZE),Debug,RelWithDebInfo)
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
+FUZZ_SEED ?= 0
 CTEST_ARGS ?=
 
 .PHONY: all deps containers configure build test demo fuzz bench fmt clean
@@ -53,8 +55,9 @@ fuzz:
 	CC=clang-16 CXX=clang++-16 cmake -S . -B $(FUZZ_BUILD) -DGPUPOOL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target recipe_fuzzer
 	@mkdir -p $(FUZZ_BUILD)/corpus
-	@cp recipes/*.toml recipes/builtin/*.toml tests/data/recipes/*.toml $(FUZZ_BUILD)/corpus/ 2>/dev/null || true
-	$(FUZZ_BUILD)/recipe_fuzzer -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	@cp recipes/*.toml recipes/builtin/*.toml tests/data/recipes/*.toml tests/fuzz/regressions/*.toml \
+	  $(FUZZ_BUILD)/corpus/ 2>/dev/null || true
+	$(FUZZ_BUILD)/recipe_fuzzer -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	  -dict=tests/fuzz/recipe.dict -print_final_stats=1 $(FUZZ_BUILD)/corpus
 
 bench: build

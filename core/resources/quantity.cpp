@@ -36,6 +36,11 @@ Result<Decimal> parse_decimal_prefix(std::string_view text, std::size_t& consume
             if (d.mantissa != 0 || c != '0') {
                 ++digits;
             }
+            if (dot && d.frac_digits >= k_max_digits) {
+                // Leading fractional zeros count here even though they are not significant:
+                // the scale 10^frac_digits must fit in 64 bits.
+                return invalid("number `" + std::string(text) + "` has too many decimal places");
+            }
             d.mantissa = d.mantissa * 10 + (c - '0');
             if (dot) {
                 ++d.frac_digits;
@@ -58,6 +63,7 @@ Result<Decimal> parse_decimal_prefix(std::string_view text, std::size_t& consume
     return d;
 }
 
+// n <= k_max_digits (parse_decimal_prefix guarantees it), so 10^n fits in 64 bits.
 std::int64_t pow10(int n) {
     std::int64_t r = 1;
     for (int i = 0; i < n; ++i) {
@@ -126,7 +132,12 @@ Result<std::int64_t> parse_milli(std::string_view text) {
         }
         return d->mantissa / extra;
     }
-    return d->mantissa * pow10(scale - d->frac_digits);
+    // mantissa < 10^18 and the factor is at most 1000: the product needs 128 bits before the cap.
+    i128 milli = static_cast<i128>(d->mantissa) * pow10(scale - d->frac_digits);
+    if (milli > static_cast<i128>(k_max_units) * k_milli_per_unit) {
+        return invalid("number `" + std::string(t) + "` is too large");
+    }
+    return static_cast<std::int64_t>(milli);
 }
 
 Result<std::int64_t> milli_from_double(double value) {
@@ -136,7 +147,7 @@ Result<std::int64_t> milli_from_double(double value) {
     if (value < 0) {
         return invalid("expected a non-negative number");
     }
-    if (value > 1e12) {
+    if (value > static_cast<double>(k_max_units)) {
         return invalid("number is too large");
     }
     double scaled = value * static_cast<double>(k_milli_per_unit);

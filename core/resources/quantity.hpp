@@ -18,10 +18,12 @@
 namespace gpupool::resources {
 
 inline constexpr std::int64_t k_milli_per_unit = 1000;
+inline constexpr std::int64_t k_max_units = 1'000'000'000'000; // largest milli-unit quantity, in units
 inline constexpr std::int64_t k_max_memory_mib = std::int64_t{1} << 30; // 1 PiB
 inline constexpr std::int64_t k_max_duration_s = 30LL * 24 * 3600;      // 30 days
 
-// "0.25", "1", "25%" -> milli-units (250, 1000, 250). At most three decimals.
+// "0.25", "1", "25%" -> milli-units (250, 1000, 250). At most three significant decimals (trailing
+// zeros are fine), at most 18 digits, at most k_max_units.
 Result<std::int64_t> parse_milli(std::string_view text);
 
 // A TOML float or integer -> milli-units, rounded to the nearest milli; values that need more than

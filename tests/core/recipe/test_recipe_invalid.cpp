@@ -56,6 +56,10 @@ const Case k_cases[] = {
     {"gpu negative", HEAD "[resources]\ngpu = -0.5\n", 4, "non-negative", "resources.gpu"},
     {"gpu too fine", HEAD "[resources]\ngpu = 0.0005\n", 4, "finer than the resolution", "resources.gpu"},
     {"gpu bad string", HEAD "[resources]\ngpu = \"half\"\n", 4, "expected a number", "resources.gpu"},
+    // Found by the fuzzer (tests/fuzz/regressions/): both overflowed 64 bits before being refused.
+    {"cpus far too large", HEAD "[resources]\ncpus = \"100000000000000000\"\n", 4, "is too large", "resources.cpus"},
+    {"cpus with too many decimal places", HEAD "[resources]\ncpus = \"0.00000000000000000000000001\"\n", 4,
+     "too many decimal places", "resources.cpus"},
     {"gpu wrong type", HEAD "[resources]\ngpu = true\n", 4, "expected a number like 0.25, got a boolean",
      "resources.gpu"},
     {"gpus two", HEAD "[resources]\ngpus = 2\n", 4, "`gpus` must be 0 or 1", "resources.gpus"},

@@ -30,6 +30,25 @@ TEST_CASE("milli-units from doubles round to the nearest milli") {
     CHECK_FALSE(milli_from_double(-1.0));
 }
 
+TEST_CASE("extreme numbers are refused, never overflowed") {
+    // Found by the recipe fuzzer: 18 digits times 1000 overflowed 64 bits, and so did 10^frac
+    // for a number with many leading fractional zeros.
+    CHECK(parse_milli("1000000000000").value() == 1'000'000'000'000'000);
+    CHECK_FALSE(parse_milli("1000000000001"));
+    CHECK_FALSE(parse_milli("100000000000000000"));
+    CHECK_FALSE(parse_milli("999999999999999999%"));
+    CHECK(parse_milli("0.250000000000000000").value() == 250); // 18 decimals: still fine
+    CHECK_FALSE(parse_milli("0.0000000000000000001"));         // 19 decimals
+    CHECK_FALSE(parse_milli("0.00000000000000000000000000000000001"));
+    CHECK_FALSE(parse_memory_mib("0.00000000000000000000000000001GiB"));
+    CHECK(parse_memory_mib("0.000000000000000001GiB").value() == 1); // rounds up to 1 MiB
+    CHECK_FALSE(parse_memory_mib("999999999999999999TiB"));
+    CHECK_FALSE(parse_duration_s("0.00000000000000000000000001s"));
+    CHECK_FALSE(parse_duration_s("999999999999999999d"));
+    CHECK_FALSE(parse_duration_s("999999999999999999d999999999999999999d999999999999999999d"));
+    CHECK_FALSE(milli_from_double(1e13));
+}
+
 TEST_CASE("memory sizes parse to MiB, rounding up") {
     CHECK(parse_memory_mib("16GiB").value() == 16384);
     CHECK(parse_memory_mib("512MiB").value() == 512);

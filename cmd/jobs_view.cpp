@@ -79,7 +79,8 @@ std::string command_cell(const recipe::JobSpec& job) {
 
 } // namespace
 
-void print_jobs(const GlobalOptions& global, const recipe::Recipe& recipe, const std::vector<recipe::JobSpec>& jobs) {
+void print_jobs(const GlobalOptions& global, const recipe::Recipe& recipe, const std::vector<recipe::JobSpec>& jobs,
+                const nlohmann::json* estimate) {
     if (global.json) {
         nlohmann::ordered_json out = {
             {"recipe", recipe.source},
@@ -88,6 +89,9 @@ void print_jobs(const GlobalOptions& global, const recipe::Recipe& recipe, const
             {"job_count", jobs.size()},
             {"jobs", recipe::to_json(jobs)},
         };
+        if (estimate != nullptr) {
+            out["estimate"] = *estimate;
+        }
         std::cout << out.dump(2) << '\n';
         return;
     }

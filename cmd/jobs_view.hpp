@@ -5,6 +5,7 @@
 #include "core/recipe/parser.hpp"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <utility>
@@ -25,6 +26,8 @@ void add_recipe_args(CLI::App* sub, RecipeArgs& args);
 std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_recipe(const GlobalOptions& global,
                                                                                    const RecipeArgs& args);
 
-void print_jobs(const GlobalOptions& global, const recipe::Recipe& recipe, const std::vector<recipe::JobSpec>& jobs);
+// The expanded jobs as a table, or as JSON with --json (then with `estimate` when one is given).
+void print_jobs(const GlobalOptions& global, const recipe::Recipe& recipe, const std::vector<recipe::JobSpec>& jobs,
+                const nlohmann::json* estimate = nullptr);
 
 } // namespace gpupool::cmd

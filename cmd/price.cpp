@@ -248,6 +248,17 @@ void print_price_estimate(const json& e) {
     }
 }
 
+json estimate_recipe(const GlobalOptions& global, const std::string& source, const std::vector<recipe::JobSpec>& jobs,
+                     bool offline) {
+    std::string why = "offline: the pool's estimate and your balance are not shown";
+    json pool = offline ? json() : pool_estimate(global, source, jobs, why);
+    json e = price_estimate(source, jobs, pool);
+    if (pool.is_null()) {
+        e["pool_note"] = why;
+    }
+    return e;
+}
+
 struct PriceOptions {
     RecipeArgs recipe;
     bool offline = false;
@@ -259,12 +270,7 @@ int run_price(const GlobalOptions& global, const PriceOptions& opts) {
         return k_exit_failed;
     }
     const auto& [recipe, jobs] = *loaded;
-    std::string why = "offline: the pool's estimate and your balance are not shown";
-    json pool = opts.offline ? json() : pool_estimate(global, recipe.source, jobs, why);
-    json e = price_estimate(recipe.source, jobs, pool);
-    if (pool.is_null()) {
-        e["pool_note"] = why;
-    }
+    json e = estimate_recipe(global, recipe.source, jobs, opts.offline);
     if (global.json) {
         std::cout << e.dump(2) << '\n';
     } else {

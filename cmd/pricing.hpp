@@ -23,6 +23,11 @@ nlohmann::json price_estimate(const std::string& source, const std::vector<recip
 nlohmann::json pool_estimate(const GlobalOptions& global, const std::string& source,
                              const std::vector<recipe::JobSpec>& jobs, std::string& why);
 
+// price_estimate with the pool's part when a coordinator answers (never when `offline`); otherwise
+// `pool` is null and `pool_note` says why.
+nlohmann::json estimate_recipe(const GlobalOptions& global, const std::string& source,
+                               const std::vector<recipe::JobSpec>& jobs, bool offline);
+
 void print_price_estimate(const nlohmann::json& estimate);
 
 } // namespace gpupool::cmd

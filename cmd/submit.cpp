@@ -25,14 +25,9 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
     }
     auto& [recipe, jobs] = *loaded;
     if (opts.dry_run) {
-        print_jobs(global, recipe, jobs);
+        const nlohmann::json e = estimate_recipe(global, recipe.source, jobs, false);
+        print_jobs(global, recipe, jobs, &e);
         if (!global.json) {
-            std::string why;
-            nlohmann::json pool = pool_estimate(global, recipe.source, jobs, why);
-            nlohmann::json e = price_estimate(recipe.source, jobs, pool);
-            if (pool.is_null()) {
-                e["pool_note"] = why;
-            }
             std::cout << '\n';
             print_price_estimate(e);
         }

@@ -92,6 +92,13 @@ TEST_CASE("cli: submit --dry-run needs no coordinator; --set applies") {
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["job_count"] == 6);
     CHECK(j["jobs"][0]["resources"]["gpu_milli"] == 500);
+    // The estimate comes with the jobs: no coordinator here, so only the catalog's part and the reason.
+    REQUIRE(j.contains("estimate"));
+    CHECK(j["estimate"]["jobs"] == 6);
+    CHECK(j["estimate"]["pool"].is_null());
+    CHECK_FALSE(j["estimate"]["pool_note"].get<std::string>().empty());
+    REQUIRE_FALSE(j["estimate"]["models"].empty());
+    CHECK(j["estimate"]["models"][0]["max_micro"].get<std::int64_t>() > 0);
 
     auto cap = run_gpupool({"submit", "--dry-run", "--max-jobs", "5", (source_dir() / "recipes/hello-sweep.toml").string()});
     CHECK(cap.exit_code == 1);

@@ -36,11 +36,12 @@ std::string credits_text(Micro m) { return format_credits(m) + (m == 1'000'000 ?
 
 // Reads the worker's registered inventory: GPUs, CPU, RAM. Bad fields were refused at register.
 void parse_inventory(const nlohmann::json& inv, std::vector<sched::Gpu>& gpus, std::vector<std::string>& models,
-                     std::int64_t& cpu_milli, std::int64_t& memory_mib) {
+                     std::int64_t& cpu_milli, std::int64_t& memory_mib, std::int64_t& slots) {
     gpus.clear();
     models.clear();
     cpu_milli = inv.value("cpu_milli", std::int64_t{0});
     memory_mib = inv.value("memory_mib", std::int64_t{0});
+    slots = inv.value("slots", std::int64_t{0});
     if (inv.contains("gpus") && inv["gpus"].is_array()) {
         for (const auto& g : inv["gpus"]) {
             sched::Gpu gpu;
@@ -67,6 +68,10 @@ Status validate_inventory(const nlohmann::json& inv) {
     }
     if (auto st = positive_int("memory_mib"); !st) {
         return st;
+    }
+    if (auto it = inv.find("slots");
+        it != inv.end() && (!it->is_number_integer() || it->get<std::int64_t>() < 0)) {
+        return invalid("expected a non-negative integer (0: no cap)", "inventory.slots");
     }
     if (inv.contains("gpus")) {
         if (!inv["gpus"].is_array()) {
@@ -146,7 +151,7 @@ void Coordinator::absorb(const Changes& changes) {
         auto& live = m_workers[w.id];
         live.record = w;
         auto inv = nlohmann::json::parse(w.inventory_json, nullptr, false);
-        parse_inventory(inv, live.gpus, live.gpu_models, live.cpu_milli, live.memory_mib);
+        parse_inventory(inv, live.gpus, live.gpu_models, live.cpu_milli, live.memory_mib, live.slots);
         m_next_worker = std::max(m_next_worker, w.id.value() + 1);
     }
     for (const auto& sw : changes.sweeps) {
@@ -791,20 +796,24 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     if (auto st = commit(c); !st) {
         return st.error();
     }
-    Registered reg{w.id, tok->secret, {}};
+    return Registered{w.id, tok->secret, inventory_warnings(inventory)};
+}
+
+std::vector<std::string> Coordinator::inventory_warnings(const nlohmann::json& inventory) const {
+    std::vector<std::string> out;
     const auto& rates = m_options.credits.rates;
     if (inventory.contains("gpus")) {
         for (const auto& g : inventory["gpus"]) {
             const std::string model = g.value("model", std::string());
             if (rates.find(model) == nullptr) {
-                reg.warnings.push_back("GPU model `" + model + "` is not in the GPU catalog (" + rates.source +
-                                       "): its time is priced at the default rate of " +
-                                       credits_text(rates.default_micro_per_gpu_hour) +
-                                       " per GPU-hour; ask the pool's admins to add it");
+                out.push_back("GPU model `" + model + "` is not in the GPU catalog (" + rates.source +
+                              "): its time is priced at the default rate of " +
+                              credits_text(rates.default_micro_per_gpu_hour) +
+                              " per GPU-hour; ask the pool's admins to add it");
             }
         }
     }
-    return reg;
+    return out;
 }
 
 Result<AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& who, AttemptId id) {
@@ -822,9 +831,15 @@ Result<AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& w
 }
 
 Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::vector<AttemptId>& running,
-                                              const std::vector<std::int64_t>& unhealthy_gpus, bool draining) {
+                                              const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
+                                              const nlohmann::json* inventory) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers send heartbeats");
+    }
+    if (inventory != nullptr) {
+        if (auto st = validate_inventory(*inventory); !st) {
+            return st.error();
+        }
     }
     m_workers.at(*who.worker).unhealthy_gpus = unhealthy_gpus;
     m_workers.at(*who.worker).draining = draining;
@@ -834,6 +849,12 @@ Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::v
     Changes c;
     WorkerRecord w = m_workers.at(*who.worker).record;
     w.last_seen_at = now;
+    if (inventory != nullptr && inventory->dump() != w.inventory_json) {
+        // The machine changed since it registered (a GPU added or gone, other --cpus-milli,
+        // --memory-mib or --slots): schedule by what it has now.
+        w.inventory_json = inventory->dump();
+        reply.warnings = inventory_warnings(*inventory);
+    }
     c.workers.push_back(w);
     for (AttemptId id : running) {
         auto it = m_attempts.find(id);
@@ -1030,6 +1051,9 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
         sw.name = w.record.name;
         sw.cpu_milli_total = sw.cpu_milli_free = w.cpu_milli;
         sw.memory_mib_total = sw.memory_mib_free = w.memory_mib;
+        if (w.slots > 0) {
+            sw.slots_free = w.slots; // less the attempts on it, below
+        }
         sw.gpus = w.gpus;
         for (std::size_t g = 0; g < sw.gpus.size(); ++g) {
             sw.gpus[g].model = view.models.intern(w.gpu_models[g]);
@@ -1053,6 +1077,9 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
             continue;
         }
         sched::Worker& sw = view.workers[wi->second];
+        if (sw.slots_free) {
+            --*sw.slots_free;
+        }
         sw.cpu_milli_free -= j.spec.resources.cpu_milli;
         sw.memory_mib_free -= j.spec.resources.memory_mib;
         if (a.gpu_index >= 0 && static_cast<std::size_t>(a.gpu_index) < sw.gpus.size()) {

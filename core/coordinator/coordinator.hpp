@@ -178,6 +178,7 @@ struct Assignment {
 struct HeartbeatReply {
     std::vector<AttemptId> stop;      // attempts the worker must stop now (cancelled, lost, over time)
     std::int64_t lease_ms = 0;
+    std::vector<std::string> warnings; // about a changed inventory (e.g. a GPU model not in the catalog)
 };
 
 struct LogSlice {
@@ -236,8 +237,11 @@ public:
     // bus, ...); they get no new work until a later heartbeat reports them healthy again.
     // `draining`: the worker is shutting down and takes no new work (not durable: a draining
     // worker says so in every heartbeat; an admin's drain is the durable kind).
+    // `inventory`: what the machine offers now (the registration's shape, validated the same way);
+    // sent by a worker after each start, it replaces the stored one when it differs.
     Result<HeartbeatReply> heartbeat(const Principal& who, const std::vector<AttemptId>& running,
-                                     const std::vector<std::int64_t>& unhealthy_gpus = {}, bool draining = false);
+                                     const std::vector<std::int64_t>& unhealthy_gpus = {}, bool draining = false,
+                                     const nlohmann::json* inventory = nullptr);
     // Attempts assigned to this worker and not yet started (re-sent until started).
     Result<std::vector<Assignment>> assignments(const Principal& who) const;
     Status start_attempt(const Principal& who, AttemptId attempt);
@@ -286,11 +290,13 @@ private:
         std::vector<std::string> gpu_models; // per GPU, for the model catalog
         std::int64_t cpu_milli = 0;
         std::int64_t memory_mib = 0;
+        std::int64_t slots = 0;                    // most jobs at once (inventory `slots`); 0 = no cap
         std::vector<std::int64_t> unhealthy_gpus; // from the last heartbeat (not durable)
         bool draining = false;                     // from the last heartbeat (not durable)
     };
 
     Status commit(store::Changes& changes);
+    std::vector<std::string> inventory_warnings(const nlohmann::json& inventory) const;
     void absorb(const store::Changes& changes);
     void record_usage(const store::AttemptRecord& attempt);
     Result<const store::JobRecord*> visible_job(const Principal& who, JobId id) const;

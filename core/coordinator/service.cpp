@@ -533,9 +533,16 @@ net::Router CoordinatorService::Impl::routes() {
         if (!draining) {
             return error_response(draining.error());
         }
-        auto reply = coord->heartbeat(who, ids, *unhealthy, *draining);
+        const json* inventory = nullptr;
+        if (auto it = body->find("inventory"); it != body->end() && !it->is_null()) {
+            inventory = &*it;
+        }
+        auto reply = coord->heartbeat(who, ids, *unhealthy, *draining, inventory);
         if (!reply) {
             return error_response(reply.error());
+        }
+        for (const auto& w : reply->warnings) {
+            spdlog::warn("worker {}: {}", who.worker->value(), w);
         }
         json stop = json::array();
         for (AttemptId a : reply->stop) {

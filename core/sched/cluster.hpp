@@ -66,6 +66,8 @@ struct Worker {
     std::vector<Gpu> gpus;
     WorkerHealth health = WorkerHealth::healthy;
     bool draining = false;
+    // How many more jobs the owner lets it run at once (`gpupool worker --slots`); none = no cap.
+    std::optional<std::int64_t> slots_free;
     double reliability = 1.0;               // share of recent attempts not lost to a worker fault
     std::vector<std::string> cached_images; // container images already pulled
     std::vector<std::string> cached_models; // model weights already in the worker's cache

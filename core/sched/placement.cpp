@@ -216,9 +216,13 @@ bool filter_owner(const Worker& w, const JobRequest& job, const OwnerPolicy& own
     return !owner || owner(w, job);
 }
 
+bool filter_slots(const Worker& w) {
+    return !w.slots_free || *w.slots_free > 0;
+}
+
 bool passes_filters(const Worker& w, const JobRequest& job, const OwnerPolicy& owner) {
-    return filter_available(w) && filter_cpu(w, job) && filter_memory(w, job) && filter_models(w, job) &&
-           filter_gpu(w, job) && filter_owner(w, job, owner);
+    return filter_available(w) && filter_slots(w) && filter_cpu(w, job) && filter_memory(w, job) &&
+           filter_models(w, job) && filter_gpu(w, job) && filter_owner(w, job, owner);
 }
 
 bool fits_total(const Worker& w, const JobRequest& job) {
@@ -430,6 +434,12 @@ std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest&
         return "the owners of the " + std::to_string(left.size()) + " worker(s) that could run it do not accept it now";
     }
     left = next;
+    next = keep([&](const Worker& w) { return filter_slots(w); });
+    if (next.empty()) {
+        return "the " + std::to_string(left.size()) +
+               " worker(s) that could run it already run as many jobs as their owners allow (--slots)";
+    }
+    left = next;
     next = keep([&](const Worker& w) { return filter_gpu(w, job); });
     if (next.empty()) {
         if (job.gpus > 1 || (job.gpus == 1 && job.gpu_milli == k_milli_per_gpu)) {
@@ -526,6 +536,9 @@ Placement place(const std::vector<Worker>& workers, const ModelCatalog& models, 
 void take(Worker& w, const JobRequest& job, const Choice& choice) {
     w.cpu_milli_free -= job.cpu_milli;
     w.memory_mib_free -= job.memory_mib;
+    if (w.slots_free) {
+        --*w.slots_free;
+    }
     assert(w.cpu_milli_free >= 0 && w.memory_mib_free >= 0);
     for (auto g : choice.gpus) {
         w.gpus[g].milli_free -= choice.milli;
@@ -537,6 +550,9 @@ void give_back(Worker& w, std::int64_t cpu_milli, std::int64_t memory_mib, const
                std::int64_t milli) {
     w.cpu_milli_free += cpu_milli;
     w.memory_mib_free += memory_mib;
+    if (w.slots_free) {
+        ++*w.slots_free;
+    }
     for (auto g : gpus) {
         w.gpus[g].milli_free += milli;
         assert(w.gpus[g].milli_free <= k_milli_per_gpu);

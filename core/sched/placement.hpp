@@ -78,6 +78,7 @@ bool filter_gpu(const Worker& w, const JobRequest& job);
 bool filter_cpu(const Worker& w, const JobRequest& job);
 bool filter_memory(const Worker& w, const JobRequest& job);
 bool filter_owner(const Worker& w, const JobRequest& job, const OwnerPolicy& owner);
+bool filter_slots(const Worker& w); // a job slot is free (or the owner set no cap)
 // All of the above.
 bool passes_filters(const Worker& w, const JobRequest& job, const OwnerPolicy& owner);
 

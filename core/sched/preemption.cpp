@@ -34,7 +34,7 @@ bool fits_without(Worker w, const std::vector<RunningJob>& running, const std::v
         const RunningJob& r = running[i];
         give_back(w, r.cpu_milli, r.memory_mib, r.gpu_indices, r.gpu_milli);
     }
-    return filter_cpu(w, job) && filter_memory(w, job) && filter_gpu(w, job);
+    return filter_slots(w) && filter_cpu(w, job) && filter_memory(w, job) && filter_gpu(w, job);
 }
 
 // Calls f(combination) for each k-combination of [0, n) in lexicographic order until f returns true.

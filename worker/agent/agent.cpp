@@ -193,6 +193,7 @@ struct Agent::Impl {
     Backoff backoff;
     Clock::time_point offline_until{};
     Clock::time_point next_heartbeat{};
+    bool inventory_sent = false; // the inventory went with a heartbeat since this start
     std::int64_t lease_ms = 30'000;
 
     // Shared with the poll thread.
@@ -268,6 +269,7 @@ struct Agent::Impl {
         return {{"cpu_milli", opt.cpu_milli > 0 ? opt.cpu_milli : cores * 1000},
                 {"memory_mib", opt.memory_mib > 0 ? opt.memory_mib : total_memory_mib()},
                 {"gpus", g},
+                {"slots", std::max(0, opt.slots)},
                 {"runtime", runtime.name()}};
     }
 
@@ -756,7 +758,15 @@ struct Agent::Impl {
                 running.push_back(id);
             }
         }
-        auto hb = api.heartbeat(running, {}, draining.load());
+        // The first heartbeat after a start carries the inventory: the machine may have changed
+        // since it registered (other GPUs, --cpus-milli, --memory-mib, --slots).
+        auto hb = api.heartbeat(running, {}, draining.load(), inventory_sent ? json() : inventory());
+        if (!hb && !inventory_sent && hb.error().code == ErrorCode::invalid_input) {
+            spdlog::error("the coordinator refused this worker's inventory ({}); it keeps the one from registration",
+                          hb.error().message);
+            inventory_sent = true;
+            return; // the next pass sends a plain heartbeat
+        }
         if (!hb) {
             const auto code = hb.error().code;
             if (code == ErrorCode::unauthorized || code == ErrorCode::forbidden) {
@@ -771,6 +781,7 @@ struct Agent::Impl {
             return;
         }
         delivered();
+        inventory_sent = true;
         if (hb->lease_ms > 0) {
             lease_ms = hb->lease_ms;
         }

@@ -105,9 +105,13 @@ Result<WorkerApi::Registration> WorkerApi::register_worker(const std::string& na
 }
 
 Result<HeartbeatAnswer> WorkerApi::heartbeat(const std::vector<std::int64_t>& running,
-                                             const std::vector<std::int64_t>& unhealthy_gpus, bool draining) {
-    auto r = call("POST", "/v1/workers/heartbeat",
-                  json{{"running", running}, {"unhealthy_gpus", unhealthy_gpus}, {"draining", draining}}.dump());
+                                             const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
+                                             const json& inventory) {
+    json body{{"running", running}, {"unhealthy_gpus", unhealthy_gpus}, {"draining", draining}};
+    if (!inventory.is_null()) {
+        body["inventory"] = inventory;
+    }
+    auto r = call("POST", "/v1/workers/heartbeat", body.dump());
     if (!r) {
         return r.error();
     }

@@ -57,8 +57,10 @@ public:
         std::string token;
     };
     Result<Registration> register_worker(const std::string& name, const nlohmann::json& inventory);
+    // `inventory` (when not null) tells the coordinator what this machine offers now.
     Result<HeartbeatAnswer> heartbeat(const std::vector<std::int64_t>& running,
-                                      const std::vector<std::int64_t>& unhealthy_gpus, bool draining = false);
+                                      const std::vector<std::int64_t>& unhealthy_gpus, bool draining = false,
+                                      const nlohmann::json& inventory = nullptr);
     Result<std::vector<AssignmentMsg>> poll(std::chrono::milliseconds wait);
     Status start(std::int64_t attempt);
     // The job's input archive (GET /v1/attempts/{id}/inputs).

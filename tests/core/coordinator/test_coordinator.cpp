@@ -438,3 +438,48 @@ TEST_CASE("coordinator: fair share favours the team that has used less", "[coord
     CHECK(p.state(ours) == JobState::assigned);
     CHECK(p.state(theirs) == JobState::queued);
 }
+
+TEST_CASE("coordinator: a heartbeat's inventory replaces the registered one, and --slots caps jobs per worker",
+          "[coordinator]") {
+    Pool p;
+    // Only box-1 is online; its owner restarts it with --slots 1 and a second GPU.
+    p.clock.advance_ms(20'000); // box-2 has not been seen since registration
+    nlohmann::json inv = inventory(2);
+    inv["slots"] = 1;
+    auto hb = p.coord->heartbeat(p.worker, {}, {}, false, &inv);
+    REQUIRE(hb);
+    auto ids = p.submit({job_spec("a", 0), job_spec("b", 0), job_spec("c", 0)});
+    p.coord->tick();
+    CHECK(p.assigned(p.worker).size() == 1);
+    CHECK_THAT(p.coord->waiting_reason(ids[2]), Catch::Contains("as many jobs as their owners allow"));
+
+    // Durable: a restarted coordinator still knows both GPUs and the cap.
+    p.restart();
+    REQUIRE(p.coord->heartbeat(p.worker, {}));
+    auto workers = p.coord->list_workers(p.admin).value();
+    auto box1 = std::find_if(workers.begin(), workers.end(), [](const auto& w) { return w.name == "box-1"; });
+    REQUIRE(box1 != workers.end());
+    auto stored = nlohmann::json::parse(box1->inventory_json);
+    CHECK(stored["slots"] == 1);
+    CHECK(stored["gpus"].size() == 2);
+    p.coord->tick();
+    CHECK(p.assigned(p.worker).size() == 1);
+
+    // Lifting the cap lets the other two run.
+    inv["slots"] = 0;
+    REQUIRE(p.coord->heartbeat(p.worker, {}, {}, false, &inv));
+    p.coord->tick();
+    CHECK(p.assigned(p.worker).size() == 3);
+
+    // A bad inventory is refused with the field, and changes nothing.
+    nlohmann::json bad = inv;
+    bad["slots"] = -2;
+    auto refused = p.coord->heartbeat(p.worker, {}, {}, false, &bad);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().field == "inventory.slots");
+    bad = inv;
+    bad["gpus"][1].erase("memory_mib");
+    refused = p.coord->heartbeat(p.worker, {}, {}, false, &bad);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().field == "inventory.gpus[1].memory_mib");
+}

@@ -131,3 +131,20 @@ TEST_CASE("two high jobs do not share a victim") {
     std::sort(victims.begin(), victims.end());
     CHECK(victims == std::vector<std::int64_t>{1, 2, 3});
 }
+
+TEST_CASE("preemption frees job slots: a worker at its --slots cap can still take a high job") {
+    ClusterView v;
+    v.workers = {worker(1, {500}, 30000, 129024)}; // half the GPU is free, but no slot is
+    v.workers[0].slots_free = 0;
+    v.running = {running(1, 1, 0, 250, Priority::low, 0), running(2, 1, 0, 250, Priority::low, 0)};
+    FairShareSorter shares(v.teams, OrderingPolicy{});
+    auto one = find_victims(v.workers, v.running, high_job(9, 500), shares, 1000, policy(), {});
+    REQUIRE(one);
+    CHECK(one->victims.size() == 1);
+
+    // The owner lowered --slots to 1 while two jobs run: one slot short, so two victims.
+    v.workers[0].slots_free = -1;
+    auto two = find_victims(v.workers, v.running, high_job(9, 500), shares, 1000, policy(), {});
+    REQUIRE(two);
+    CHECK(two->victims == std::vector<std::size_t>{0, 1});
+}

@@ -150,3 +150,22 @@ TEST_CASE("property: random clusters and requests never over-allocate") {
         }
     }
 }
+
+TEST_CASE("a worker's job slots cap how many jobs it runs, within one call too") {
+    ClusterView v;
+    v.workers = {worker(1, {1000}), worker(2, {1000})};
+    v.workers[0].slots_free = 1; // its owner runs `gpupool worker --slots 1`
+    v.workers[1].slots_free = 0; // already full
+    Decisions d = schedule(v, {cpu_job(1, 100), cpu_job(2, 100), cpu_job(3, 100)}, Policy{}, 0);
+    REQUIRE(d.placements.size() == 1);
+    CHECK(d.placements[0].worker == WorkerId(1));
+    REQUIRE(d.waiting.size() == 2);
+    CHECK(d.waiting[0].outcome == PlaceOutcome::not_now);
+    CHECK(d.waiting[0].reason ==
+          "the 2 worker(s) that could run it already run as many jobs as their owners allow (--slots)");
+
+    // No cap: all three fit on either worker.
+    v.workers[0].slots_free.reset();
+    v.workers[1].slots_free.reset();
+    CHECK(schedule(v, {cpu_job(1, 100), cpu_job(2, 100), cpu_job(3, 100)}, Policy{}, 0).placements.size() == 3);
+}

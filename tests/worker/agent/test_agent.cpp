@@ -534,3 +534,46 @@ TEST_CASE("agent: a preempted job is stopped within 2 s and the GPU goes to the 
     CHECK(j["attempt_history"][0]["state"] == "preempted");
     CHECK(j["state"] != "failed"); // back in the queue, not the job's failure
 }
+
+TEST_CASE("agent: --slots caps the jobs placed on the worker; a restart with a new cap updates the coordinator",
+          "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    std::vector<std::int64_t> ids;
+    for (const char* n : {"a", "b", "c"}) {
+        auto s = job_spec(n);
+        s.resources.gpus = 0;
+        s.resources.gpu_milli = 0;
+        ids.push_back(pool.submit(s));
+    }
+    auto count = [&](const std::string& state) {
+        return std::count_if(ids.begin(), ids.end(), [&](auto id) { return state_of(pool, id) == state; });
+    };
+    {
+        auto o = options(pool, work.path());
+        o.slots = 1;
+        RunningAgent ra(o, rt, probe);
+        const auto first = container_of(rt, 0);
+        REQUIRE(eventually([&] { return count("running") == 1; }));
+        std::this_thread::sleep_for(1s); // several scheduling passes and polls
+        CHECK(rt.started().size() == 1);
+        CHECK(count("queued") == 2);
+        const auto queued = *std::find_if(ids.begin(), ids.end(), [&](auto id) { return state_of(pool, id) == "queued"; });
+        CHECK_THAT(pool.job(queued)["waiting_reason"].get<std::string>(), Catch::Contains("--slots"));
+        rt.exit(first, 0);
+        REQUIRE(eventually([&] { return count("succeeded") == 1 && count("running") == 1; }));
+        CHECK(rt.started().size() == 2);
+        ra.halt(); // stops without draining: the running job's container stays, as after a crash
+    }
+    // The owner restarts the worker without a cap: its first heartbeat says so, and the last job runs too.
+    RunningAgent ra(options(pool, work.path()), rt, probe);
+    REQUIRE(eventually([&] { return rt.started().size() == 3; }));
+    for (const auto& name : rt.started()) {
+        if (!rt.get(name)->exit) {
+            rt.exit(name, 0);
+        }
+    }
+    REQUIRE(eventually([&] { return count("succeeded") == 3; }, 10s));
+}

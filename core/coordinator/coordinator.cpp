@@ -4,6 +4,7 @@
 #include "core/resources/quantity.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <cassert>
 #include <limits>
 
@@ -160,10 +161,23 @@ void Coordinator::absorb(const Changes& changes) {
     }
     for (const auto& j : changes.jobs) {
         m_jobs[j.id] = j;
+        if (j.state == JobState::queued) {
+            m_queued_jobs.insert(j.id);
+        } else {
+            m_queued_jobs.erase(j.id);
+        }
         m_next_job = std::max(m_next_job, j.id.value() + 1);
     }
     for (const auto& a : changes.attempts) {
-        m_attempts[a.id] = a;
+        if (m_attempts.insert_or_assign(a.id, a).second) {
+            auto& ids = m_attempts_by_job[a.job];
+            ids.insert(std::upper_bound(ids.begin(), ids.end(), a.id), a.id);
+        }
+        if (is_active(a.state)) {
+            m_active_attempts.insert(a.id);
+        } else {
+            m_active_attempts.erase(a.id);
+        }
         auto& latest = m_latest_attempt[a.job];
         latest = std::max(latest, a.id);
         m_next_attempt = std::max(m_next_attempt, a.id.value() + 1);
@@ -217,8 +231,9 @@ Status Coordinator::start() {
     // fresh one, so that a restart does not by itself lose work that went on running.
     Changes renewed;
     const std::int64_t now = m_clock.now_ms();
-    for (const auto& [id, a] : m_attempts) {
-        if (is_active(a.state) && a.lease_expires_at < now + m_options.lease_ms) {
+    for (AttemptId id : m_active_attempts) {
+        const AttemptRecord& a = m_attempts.at(id);
+        if (a.lease_expires_at < now + m_options.lease_ms) {
             AttemptRecord copy = a;
             copy.lease_expires_at = now + m_options.lease_ms;
             renewed.attempts.push_back(copy);
@@ -391,8 +406,9 @@ Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, Work
     w.state = state;
     c.workers.push_back(w);
     if (state == WorkerState::banned) {
-        for (auto& [id, a] : m_attempts) {
-            if (a.worker == worker && is_active(a.state)) {
+        for (AttemptId id : m_active_attempts) {
+            const AttemptRecord& a = m_attempts.at(id);
+            if (a.worker == worker) {
                 AttemptRecord copy = a;
                 end_attempt(copy, AttemptState::lost, std::nullopt, "worker banned", c);
             }
@@ -561,35 +577,47 @@ Result<JobRecord> Coordinator::job(const Principal& who, JobId id) const {
     return **j;
 }
 
-Result<std::vector<JobRecord>> Coordinator::jobs(const Principal& who, std::optional<JobState> state,
-                                                 bool all_teams) const {
+Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const {
     if (who.role != Role::admin && who.role != Role::member) {
         return denied("only team members and admins list jobs");
     }
-    if (all_teams && who.role != Role::admin) {
+    if (q.all_teams && who.role != Role::admin) {
         return denied("only admins list the jobs of all teams");
     }
-    std::vector<JobRecord> out;
-    for (const auto& [id, j] : m_jobs) {
-        if (state && j.state != *state) {
+    auto matches = [&](const JobRecord& j) {
+        if (q.state && j.state != *q.state) {
+            return false;
+        }
+        if (q.sweep && j.sweep_id != *q.sweep) {
+            return false;
+        }
+        if (!q.all_teams && who.team != j.team && who.role != Role::admin) {
+            return false;
+        }
+        return !(!q.all_teams && who.role == Role::admin && who.team && who.team != j.team);
+    };
+    // Newest first, so that a limit costs what it returns (until `more` finds one older match).
+    JobList out;
+    auto end = q.before ? m_jobs.lower_bound(*q.before) : m_jobs.end();
+    for (auto it = std::make_reverse_iterator(end); it != m_jobs.rend(); ++it) {
+        if (!matches(it->second)) {
             continue;
         }
-        if (!all_teams && who.team != j.team && who.role != Role::admin) {
-            continue;
+        if (q.limit > 0 && out.jobs.size() == q.limit) {
+            out.more = true;
+            break;
         }
-        if (!all_teams && who.role == Role::admin && who.team && who.team != j.team) {
-            continue;
-        }
-        out.push_back(j);
+        out.jobs.push_back(it->second);
     }
+    std::reverse(out.jobs.begin(), out.jobs.end());
     return out;
 }
 
 std::vector<AttemptRecord> Coordinator::attempts_of(JobId id) const {
     std::vector<AttemptRecord> out;
-    for (const auto& [aid, a] : m_attempts) {
-        if (a.job == id) {
-            out.push_back(a);
+    if (auto it = m_attempts_by_job.find(id); it != m_attempts_by_job.end()) {
+        for (AttemptId aid : it->second) {
+            out.push_back(m_attempts.at(aid));
         }
     }
     return out;
@@ -877,7 +905,8 @@ Result<std::vector<Assignment>> Coordinator::assignments(const Principal& who) c
         return denied("only workers poll for assignments");
     }
     std::vector<Assignment> out;
-    for (const auto& [id, a] : m_attempts) {
+    for (AttemptId id : m_active_attempts) {
+        const AttemptRecord& a = m_attempts.at(id);
         if (a.worker == *who.worker && a.state == AttemptState::assigned) {
             const JobRecord& j = m_jobs.at(a.job);
             out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli});
@@ -1019,10 +1048,8 @@ Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::op
 void Coordinator::expire(Changes& c) {
     const std::int64_t now = m_clock.now_ms();
     expire_grants(c);
-    for (auto& [id, a] : m_attempts) {
-        if (!is_active(a.state)) {
-            continue;
-        }
+    for (AttemptId id : m_active_attempts) {
+        const AttemptRecord& a = m_attempts.at(id);
         if (a.lease_expires_at < now) {
             AttemptRecord copy = a;
             end_attempt(copy, AttemptState::lost, std::nullopt, "lease expired: worker stopped renewing", c);
@@ -1066,10 +1093,8 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
         view.workers.push_back(std::move(sw));
     }
     std::map<std::int64_t, std::int64_t> sweep_active;
-    for (const auto& [id, a] : m_attempts) {
-        if (!is_active(a.state)) {
-            continue;
-        }
+    for (AttemptId id : m_active_attempts) {
+        const AttemptRecord& a = m_attempts.at(id);
         const JobRecord& j = m_jobs.at(a.job);
         sweep_active[j.sweep_id]++;
         auto wi = index.find(a.worker);
@@ -1153,10 +1178,8 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
         }
         return credits::cost_of(worst, r.max_runtime_s * 1000);
     };
-    for (const auto& [id, j] : m_jobs) {
-        if (j.state != JobState::queued) {
-            continue;
-        }
+    for (JobId id : m_queued_jobs) {
+        const JobRecord& j = m_jobs.at(id);
         if (enforce && !view.workers.empty()) {
             const Micro need = max_hold(j.spec);
             const Micro left = room_of(j.team);
@@ -1319,10 +1342,8 @@ std::int64_t Coordinator::budget_room(TeamId team, std::int64_t now) const {
 
 std::int64_t Coordinator::preempted_attempts(JobId job) const {
     std::int64_t n = 0;
-    for (auto it = m_attempts.begin(); it != m_attempts.end(); ++it) {
-        if (it->second.job == job && it->second.state == AttemptState::preempted) {
-            ++n;
-        }
+    for (const auto& a : attempts_of(job)) {
+        n += a.state == AttemptState::preempted ? 1 : 0;
     }
     return n;
 }
@@ -1694,6 +1715,14 @@ std::int64_t Coordinator::cost_micro(const AttemptRecord& a) const {
     }
     const Micro accrued = credits::cost_of(a.price_micro_per_hour, m_clock.now_ms() - *a.started_at);
     return std::min(accrued, m_ledger.held(a.id.value()));
+}
+
+std::int64_t Coordinator::job_cost_micro(JobId job) const {
+    std::int64_t total = 0;
+    for (const auto& a : attempts_of(job)) {
+        total += cost_micro(a);
+    }
+    return total;
 }
 
 std::int64_t Coordinator::held_micro(JobId job) const {

@@ -38,6 +38,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -161,6 +162,21 @@ struct Report {
     std::int64_t issuer_micro = 0;
 };
 
+// Which jobs `jobs()` lists: those matching every filter that is set, oldest first; with `limit`,
+// the newest `limit` of them (`before` pages further back: only ids below it).
+struct JobQuery {
+    std::optional<store::JobState> state;
+    std::optional<std::int64_t> sweep;
+    bool all_teams = false; // admins only
+    std::size_t limit = 0;  // 0: all
+    std::optional<JobId> before;
+};
+
+struct JobList {
+    std::vector<store::JobRecord> jobs;
+    bool more = false; // older jobs match too (ask again with before = jobs.front().id)
+};
+
 struct SubmitResult {
     std::int64_t sweep_id = 0;
     std::vector<JobId> jobs;
@@ -212,8 +228,7 @@ public:
     // ---- researchers ----
     Result<SubmitResult> submit(const Principal& who, SubmitRequest request);
     Result<store::JobRecord> job(const Principal& who, JobId id) const;
-    Result<std::vector<store::JobRecord>> jobs(const Principal& who, std::optional<store::JobState> state,
-                                               bool all_teams) const;
+    Result<JobList> jobs(const Principal& who, const JobQuery& query) const;
     std::vector<store::AttemptRecord> attempts_of(JobId id) const;
     Status cancel_job(const Principal& who, JobId id);
     Result<std::int64_t> cancel_sweep(const Principal& who, std::int64_t sweep_id);
@@ -272,6 +287,8 @@ public:
     // Micro-credits an attempt has cost: settled when it ended, accrued so far while it runs.
     std::int64_t cost_micro(const store::AttemptRecord& attempt) const;
     std::int64_t held_micro(JobId job) const;
+    // The sum of cost_micro over the job's attempts.
+    std::int64_t job_cost_micro(JobId job) const;
     const credits::Ledger& ledger() const { return m_ledger; }
 
     // ---- time ----
@@ -334,6 +351,11 @@ private:
     std::map<JobId, store::JobRecord> m_jobs;
     std::map<AttemptId, store::AttemptRecord> m_attempts;
     std::map<JobId, AttemptId> m_latest_attempt;
+    // Indexes that keep the hot paths (scheduling passes, polls, heartbeats, lease expiry) in
+    // proportion to the live work rather than to the pool's whole history; kept by absorb().
+    std::map<JobId, std::vector<AttemptId>> m_attempts_by_job; // ascending
+    std::set<AttemptId> m_active_attempts;                     // assigned or running
+    std::set<JobId> m_queued_jobs;
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)
     // Decayed GPU-seconds per team for fair share; rebuilt from ended attempts on start.
     sched::UsageLedger m_usage;

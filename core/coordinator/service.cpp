@@ -402,20 +402,39 @@ net::Router CoordinatorService::Impl::routes() {
         return ok({{"sweep_id", res->sweep_id}, {"jobs", ids}}, 201);
     }, net::RouteOptions{std::size_t{64} * 1024 * 1024});
     on(r, "GET", "/v1/jobs", [this](const net::Request& req, const Principal& who) {
-        std::optional<JobState> state;
+        JobQuery q;
         if (auto s = req.query_value("state"); !s.empty()) {
-            state = job_state_from_string(s);
-            if (!state) {
+            q.state = job_state_from_string(s);
+            if (!q.state) {
                 return error_response(make_error(ErrorCode::invalid_input, "unknown state `" + s + "`", "state"));
             }
         }
-        bool all = req.query_value("all_teams") == "1" || req.query_value("all_teams") == "true";
-        auto list = coord->jobs(who, state, all);
+        // Optional positive integers: sweep, limit, before.
+        std::optional<std::int64_t> numbers[3];
+        const char* names[3] = {"sweep", "limit", "before"};
+        for (int i = 0; i < 3; ++i) {
+            if (auto s = req.query_value(names[i]); !s.empty()) {
+                auto v = parse_int(s, names[i]);
+                if (!v || *v <= 0) {
+                    return error_response(
+                        make_error(ErrorCode::invalid_input, std::string("expected a positive integer, got `") + s + "`",
+                                   names[i]));
+                }
+                numbers[i] = *v;
+            }
+        }
+        q.sweep = numbers[0];
+        q.limit = numbers[1] ? static_cast<std::size_t>(*numbers[1]) : 0;
+        if (numbers[2]) {
+            q.before = JobId(*numbers[2]);
+        }
+        q.all_teams = req.query_value("all_teams") == "1" || req.query_value("all_teams") == "true";
+        auto list = coord->jobs(who, q);
         if (!list) {
             return error_response(list.error());
         }
         json out = json::array();
-        for (const auto& j : *list) {
+        for (const auto& j : list->jobs) {
             out.push_back({{"id", j.id.value()},
                            {"sweep_id", j.sweep_id},
                            {"team", j.team.value()},
@@ -423,9 +442,10 @@ net::Router CoordinatorService::Impl::routes() {
                            {"state", to_string(j.state)},
                            {"attempts", j.attempts},
                            {"exit_code", j.exit_code ? json(*j.exit_code) : json()},
-                           {"reason", j.state == JobState::queued ? coord->waiting_reason(j.id) : j.reason}});
+                           {"reason", j.state == JobState::queued ? coord->waiting_reason(j.id) : j.reason},
+                           {"cost_micro", coord->job_cost_micro(j.id)}});
         }
-        return ok({{"jobs", out}});
+        return ok({{"jobs", out}, {"more", list->more}});
     });
     on(r, "GET", "/v1/jobs/{id}", [this](const net::Request& req, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");

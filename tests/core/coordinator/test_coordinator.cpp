@@ -139,7 +139,7 @@ TEST_CASE("coordinator: a sweep is stored whole and survives a restart", "[coord
     auto ids = p.submit(specs);
     REQUIRE(ids.size() == 100);
     p.restart();
-    auto jobs = p.coord->jobs(p.member, std::nullopt, false).value();
+    auto jobs = p.coord->jobs(p.member, {}).value().jobs;
     CHECK(jobs.size() == 100);
     CHECK(jobs.front().spec.name == "s-0");
     CHECK(jobs.back().spec.name == "s-99");
@@ -271,7 +271,7 @@ TEST_CASE("coordinator: a job bigger than every worker is rejected at submit", "
     REQUIRE_FALSE(res);
     CHECK(res.error().field == "jobs[1].resources");
     CHECK_THAT(res.error().message, Catch::Contains("80GiB of GPU memory; the largest GPU has 24GiB"));
-    CHECK(p.coord->jobs(p.member, std::nullopt, false).value().empty()); // nothing of the sweep was stored
+    CHECK(p.coord->jobs(p.member, {}).value().jobs.empty()); // nothing of the sweep was stored
 }
 
 TEST_CASE("coordinator: max_runtime is enforced by the coordinator too", "[coordinator]") {
@@ -301,9 +301,11 @@ TEST_CASE("coordinator: roles and teams bound what a token can do", "[coordinato
     CHECK(p.coord->job(p.other_member, ids[0]).error().code == ErrorCode::not_found);
     CHECK(p.coord->cancel_job(p.other_member, ids[0]).error().code == ErrorCode::not_found);
     CHECK(p.coord->read_logs(p.other_member, ids[0], 0).error().code == ErrorCode::not_found);
-    CHECK(p.coord->jobs(p.other_member, std::nullopt, false).value().empty());
-    CHECK(p.coord->jobs(p.member, std::nullopt, true).error().code == ErrorCode::forbidden);
-    CHECK(p.coord->jobs(p.admin, std::nullopt, true).value().size() == 1);
+    CHECK(p.coord->jobs(p.other_member, {}).value().jobs.empty());
+    JobQuery all_teams;
+    all_teams.all_teams = true;
+    CHECK(p.coord->jobs(p.member, all_teams).error().code == ErrorCode::forbidden);
+    CHECK(p.coord->jobs(p.admin, all_teams).value().jobs.size() == 1);
     // Workers cannot submit or read jobs; members cannot act as workers or admins.
     CHECK(p.coord->submit(p.worker, {"x", 0, {job_spec("w")}, std::nullopt}).error().code == ErrorCode::forbidden);
     CHECK(p.coord->job(p.worker, ids[0]).error().code == ErrorCode::forbidden);

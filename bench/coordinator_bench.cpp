@@ -1,0 +1,208 @@
+// How the coordinator's hot paths scale with the pool's history: a real Coordinator on a real
+// SQLite file runs H finished jobs through the whole lifecycle (submit, place, start, complete),
+// then times what happens many times a second in a live pool: a scheduling pass (idle, and with a
+// queue that does not fit), a worker's poll for assignments, a heartbeat, and a job listing.
+// A coordinator whose hot paths walk its whole history slows down as the pool ages; these figures
+// show whether it does.
+//
+//   coordinator_bench [--history 0,10000,50000] [--reps 200] [--dir /dev/shm]
+#include "core/coordinator/clock.hpp"
+#include "core/coordinator/coordinator.hpp"
+#include "core/store/sqlite_store.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace gpupool;
+using namespace gpupool::coordinator;
+namespace fs = std::filesystem;
+
+namespace {
+
+recipe::JobSpec spec(const std::string& name, std::int64_t gpu_milli, std::int64_t cpu_milli) {
+    recipe::JobSpec s;
+    s.name = name;
+    s.image = "busybox";
+    s.command = {"true"};
+    if (gpu_milli > 0) {
+        s.resources.gpus = 1;
+        s.resources.gpu_milli = gpu_milli;
+    }
+    s.resources.cpu_milli = cpu_milli;
+    s.resources.memory_mib = 64;
+    s.resources.max_runtime_s = 3600;
+    return s;
+}
+
+struct Timing {
+    double median_us = 0;
+    double p99_us = 0;
+};
+
+Timing time_it(int reps, const std::function<void()>& f) {
+    std::vector<double> us;
+    us.reserve(static_cast<std::size_t>(reps));
+    for (int i = 0; i < reps; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(us.begin(), us.end());
+    return {us[us.size() / 2], us[std::min(us.size() - 1, us.size() * 99 / 100)]};
+}
+
+[[noreturn]] void die(const std::string& what, const Error& e) {
+    std::cerr << "coordinator_bench: " << what << ": " << e.message << '\n';
+    std::exit(1);
+}
+
+template <class T>
+T must(Result<T> r, const std::string& what) {
+    if (!r) {
+        die(what, r.error());
+    }
+    return std::move(*r);
+}
+
+void must(const Status& s, const std::string& what) {
+    if (!s) {
+        die(what, s.error());
+    }
+}
+
+struct Row {
+    std::int64_t history = 0;
+    double fill_s = 0;
+    Timing tick_idle, tick_queued, poll, heartbeat, list_all, list_50;
+};
+
+Row run(std::int64_t history, int reps, const fs::path& dir) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto db = must(store::SqliteStore::open(dir / "pool.db"), "open");
+    ManualClock clock;
+    CoordinatorOptions options;
+    options.credits.enforce = false;
+    options.lease_ms = 3'600'000;
+    options.worker_timeout_ms = 3'600'000;
+    Coordinator coord(*db, clock, options);
+    must(coord.start(), "start");
+    const Principal admin = must(coord.authenticate(must(coord.init_admin(), "admin").secret), "auth");
+    must(coord.create_team(admin, "bench", 1), "team");
+    const Principal member =
+        must(coord.authenticate(must(coord.create_token(admin, store::Role::member, "bench", "m"), "token").secret),
+             "auth");
+    const auto enroll = must(coord.create_token(admin, store::Role::enroll, "bench", "e"), "token");
+    std::vector<Principal> workers;
+    for (int i = 0; i < 4; ++i) {
+        nlohmann::json inv = {{"cpu_milli", 64'000},
+                              {"memory_mib", 1 << 20},
+                              {"gpus", {{{"index", 0}, {"model", "A100-80GB"}, {"memory_mib", 81920}}}}};
+        auto reg = must(coord.register_worker(must(coord.authenticate(enroll.secret), "auth"), "box-" + std::to_string(i),
+                                              inv),
+                        "register");
+        workers.push_back(must(coord.authenticate(reg.secret), "auth"));
+    }
+    auto run_round = [&] {
+        coord.tick();
+        std::int64_t done = 0;
+        for (const auto& w : workers) {
+            for (const auto& a : must(coord.assignments(w), "poll")) {
+                must(coord.start_attempt(w, a.attempt), "start");
+                must(coord.complete_attempt(w, a.attempt, 0, ""), "complete");
+                ++done;
+            }
+        }
+        clock.advance_ms(1000);
+        return done;
+    };
+
+    // History: H small CPU jobs, submitted 1,000 at a time, run to success.
+    Row row;
+    row.history = history;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::int64_t submitted = 0; submitted < history;) {
+        std::vector<recipe::JobSpec> batch;
+        for (; submitted < history && batch.size() < 1000; ++submitted) {
+            batch.push_back(spec("old-" + std::to_string(submitted), 0, 10));
+        }
+        must(coord.submit(member, SubmitRequest{"history.toml", 0, std::move(batch), std::nullopt}), "submit");
+        while (run_round() > 0) {
+        }
+    }
+    row.fill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    // Now a live pool: 16 quarter-GPU jobs running, started.
+    std::vector<recipe::JobSpec> live;
+    for (int i = 0; i < 16; ++i) {
+        live.push_back(spec("live-" + std::to_string(i), 250, 1000));
+    }
+    must(coord.submit(member, SubmitRequest{"live.toml", 0, std::move(live), std::nullopt}), "submit");
+    coord.tick();
+    std::vector<std::vector<AttemptId>> running(workers.size());
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+        for (const auto& a : must(coord.assignments(workers[i]), "poll")) {
+            must(coord.start_attempt(workers[i], a.attempt), "start");
+            running[i].push_back(a.attempt);
+        }
+    }
+
+    row.tick_idle = time_it(reps, [&] { coord.tick(); });
+    row.poll = time_it(reps, [&] { (void)coord.assignments(workers[0]); });
+    row.heartbeat = time_it(reps, [&] { (void)coord.heartbeat(workers[0], running[0]); });
+    row.list_all = time_it(std::max(5, reps / 20), [&] { (void)coord.jobs(member, {}); });
+    JobQuery newest;
+    newest.limit = 50;
+    row.list_50 = time_it(reps, [&] { (void)coord.jobs(member, newest); });
+    // 200 whole-GPU jobs that cannot fit while the quarter jobs run: each pass tries them all.
+    std::vector<recipe::JobSpec> blocked;
+    for (int i = 0; i < 200; ++i) {
+        blocked.push_back(spec("blocked-" + std::to_string(i), 1000, 1000));
+    }
+    must(coord.submit(member, SubmitRequest{"blocked.toml", 0, std::move(blocked), std::nullopt}), "submit");
+    row.tick_queued = time_it(reps, [&] { coord.tick(); });
+    return row;
+}
+
+std::string us(const Timing& t) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.0f / %.0f", t.median_us, t.p99_us);
+    return buf;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"coordinator hot paths against the pool's history"};
+    std::vector<std::int64_t> history{0, 10'000, 50'000};
+    int reps = 200;
+    std::string dir = fs::exists("/dev/shm") ? "/dev/shm" : fs::temp_directory_path().string();
+    app.add_option("--history", history, "finished jobs before timing (comma-separated)")->delimiter(',');
+    app.add_option("--reps", reps, "repetitions per figure")->check(CLI::PositiveNumber);
+    app.add_option("--dir", dir, "where the SQLite file goes (tmpfs keeps fsync out of the figures)");
+    CLI11_PARSE(app, argc, argv);
+    const fs::path base = fs::path(dir) / ("gpupool-coordinator-bench-" + std::to_string(::getpid()));
+
+    std::printf("%9s %8s %16s %18s %14s %14s %16s %14s\n", "HISTORY", "FILL_S", "TICK_IDLE_US", "TICK_200Q_US",
+                "POLL_US", "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US");
+    std::printf("%9s %8s %16s %18s %14s %14s %16s %14s\n", "", "", "median / p99", "median / p99", "median / p99",
+                "median / p99", "median / p99", "median / p99");
+    for (auto h : history) {
+        Row r = run(h, reps, base);
+        std::printf("%9lld %8.1f %16s %18s %14s %14s %16s %14s\n", static_cast<long long>(r.history), r.fill_s,
+                    us(r.tick_idle).c_str(), us(r.tick_queued).c_str(), us(r.poll).c_str(), us(r.heartbeat).c_str(),
+                    us(r.list_all).c_str(), us(r.list_50).c_str());
+        std::fflush(stdout);
+    }
+    fs::remove_all(base);
+    return 0;
+}

@@ -1,5 +1,6 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/credits/money.hpp"
 
 #include <iostream>
 #include <memory>
@@ -8,6 +9,8 @@ namespace gpupool::cmd {
 
 struct JobsOptions {
     std::string state;
+    std::int64_t sweep = 0;
+    std::int64_t limit = 50;
     bool all_teams = false;
 };
 
@@ -22,6 +25,14 @@ int run_jobs(const GlobalOptions& global, const JobsOptions& o) {
         path += sep + "state=" + o.state;
         sep = "&";
     }
+    if (o.sweep > 0) {
+        path += sep + "sweep=" + std::to_string(o.sweep);
+        sep = "&";
+    }
+    if (o.limit > 0) {
+        path += sep + "limit=" + std::to_string(o.limit);
+        sep = "&";
+    }
     if (o.all_teams) {
         path += sep + "all_teams=1";
     }
@@ -34,15 +45,19 @@ int run_jobs(const GlobalOptions& global, const JobsOptions& o) {
         std::cout << (*r)["jobs"].dump(2) << '\n';
         return k_exit_ok;
     }
-    std::vector<std::vector<std::string>> rows{{"ID", "SWEEP", "NAME", "STATE", "ATTEMPTS", "EXIT", "REASON"}};
-    for (const auto& j : (*r)["jobs"]) {
+    const nlohmann::json& jobs = (*r)["jobs"];
+    std::vector<std::vector<std::string>> rows{{"ID", "SWEEP", "NAME", "STATE", "ATTEMPTS", "EXIT", "CREDITS", "REASON"}};
+    for (const auto& j : jobs) {
         rows.push_back({std::to_string(j["id"].get<std::int64_t>()), std::to_string(j["sweep_id"].get<std::int64_t>()),
                         j["name"].get<std::string>(), j["state"].get<std::string>(),
                         std::to_string(j["attempts"].get<std::int64_t>()),
                         j["exit_code"].is_null() ? "-" : std::to_string(j["exit_code"].get<std::int64_t>()),
-                        j["reason"].get<std::string>()});
+                        credits::format_credits(j.value("cost_micro", std::int64_t{0})), j["reason"].get<std::string>()});
     }
     print_table(rows);
+    if (r->value("more", false)) {
+        std::cout << "(the " << jobs.size() << " newest shown; --limit N for more, --limit 0 for all)\n";
+    }
     return k_exit_ok;
 }
 
@@ -51,6 +66,8 @@ void register_jobs(Cli& cli) {
     CLI::App* sub = add_command(cli, "jobs", "List your team's jobs");
     sub->add_option("--state", o->state, "Only jobs in this state")
         ->check(CLI::IsMember({"queued", "assigned", "running", "succeeded", "failed", "cancelled"}));
+    sub->add_option("--sweep", o->sweep, "Only the jobs of this sweep")->check(CLI::PositiveNumber);
+    sub->add_option("--limit", o->limit, "Show the N newest (0: all)")->capture_default_str()->check(CLI::NonNegativeNumber);
     sub->add_flag("--all-teams", o->all_teams, "Jobs of every team (admins)");
     sub->callback([&cli, o] { cli.exit_code = run_jobs(cli.global, *o); });
 }

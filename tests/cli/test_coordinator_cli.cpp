@@ -66,6 +66,18 @@ TEST_CASE("coordinator process: submit, list, status and cancel through the CLI"
     auto jobs = test::run_gpupool({"--url", url, "--token", member, "jobs"});
     CHECK(jobs.exit_code == 0);
     CHECK_THAT(jobs.out, Catch::Contains("hello-bonjour-2") && Catch::Contains("no worker is connected"));
+    CHECK_THAT(jobs.out, Catch::Contains("CREDITS"));
+    CHECK_THAT(jobs.out, !Catch::Contains("newest shown"));
+
+    // The newest two of the sweep, and the hint that there are more.
+    auto newest = test::run_gpupool({"--url", url, "--token", member, "jobs", "--sweep", "1", "--limit", "2"});
+    CHECK(newest.exit_code == 0);
+    CHECK_THAT(newest.out, Catch::Contains("hello-hola-2") && Catch::Contains("hello-hola-1"));
+    CHECK_THAT(newest.out, !Catch::Contains("hello-hello-1"));
+    CHECK_THAT(newest.out, Catch::Contains("the 2 newest shown"));
+    auto other_sweep = test::run_gpupool({"--url", url, "--token", member, "--json", "jobs", "--sweep", "2"});
+    CHECK(other_sweep.exit_code == 0);
+    CHECK(json::parse(other_sweep.out).empty());
 
     auto status = test::run_gpupool({"--url", url, "--token", member, "status", std::to_string(ids[0].get<int>())});
     CHECK(status.exit_code == 0);

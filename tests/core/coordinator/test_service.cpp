@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -187,6 +188,37 @@ TEST_CASE("service: a sweep of 100 jobs in one request, all placed and finished"
     auto m = p.server.client(p.member);
     auto list = call(m, "GET", "/v1/jobs?state=succeeded");
     CHECK(list["jobs"].size() == 100);
+    CHECK(list["more"] == false);
+
+    // Paging back through the 100, 30 at a time: oldest first within a page, newest page first,
+    // nothing twice or left out.
+    std::vector<std::int64_t> seen;
+    std::string before;
+    for (int page = 0; page < 10; ++page) {
+        auto got = call(m, "GET", "/v1/jobs?state=succeeded&limit=30" + before);
+        std::vector<std::int64_t> ids;
+        for (const auto& j : got["jobs"]) {
+            ids.push_back(j["id"].get<std::int64_t>());
+            CHECK(j["cost_micro"].get<std::int64_t>() >= 0);
+        }
+        REQUIRE_FALSE(ids.empty());
+        CHECK(std::is_sorted(ids.begin(), ids.end()));
+        CHECK((seen.empty() || ids.back() < seen.front()));
+        seen.insert(seen.begin(), ids.begin(), ids.end());
+        if (!got["more"].get<bool>()) {
+            break;
+        }
+        CHECK(ids.size() == 30);
+        before = "&before=" + std::to_string(ids.front());
+    }
+    CHECK(seen.size() == 100);
+    CHECK(std::set<std::int64_t>(seen.begin(), seen.end()).size() == 100);
+    for (const char* bad : {"limit=0", "limit=x", "before=-1", "sweep=abc"}) {
+        auto r = m.request("GET", std::string("/v1/jobs?") + bad);
+        REQUIRE(r);
+        CHECK(r->status == 400);
+        CHECK_THAT(r->body, Catch::Contains(std::string(bad).substr(0, std::string(bad).find('='))));
+    }
 }
 
 TEST_CASE("service: a worker that stops heartbeating loses its attempt; its late completion is refused",

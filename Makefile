@@ -61,7 +61,10 @@ fuzz:
 	  -dict=tests/fuzz/recipe.dict -print_final_stats=1 $(FUZZ_BUILD)/corpus
 
 bench: build
+	cmake --build $(BUILD) -j$(JOBS) --target coordinator_bench
 	@bench/sim_bench.sh $(BUILD)/gpupool
+	@echo "== coordinator hot paths against the pool's history (bench/coordinator_bench.cpp)"
+	@$(BUILD)/coordinator_bench --history 0,10000,50000
 	@CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/worker_bench.sh $(BUILD)/gpupool
 
 fmt:

@@ -181,6 +181,8 @@ struct Agent::Impl {
     std::vector<GpuInfo> gpus;
     MemoryEnforcement enforcement = MemoryEnforcement::none;
     Clock::time_point next_gpu_watch{};
+    Clock::time_point next_gpu_health{};
+    std::vector<UnhealthyGpu> unhealthy; // from the last health check; sent in every heartbeat
 
     WorkerApi api;      // agent thread
     std::string worker_token;
@@ -649,6 +651,41 @@ struct Agent::Impl {
         }
     }
 
+    // A GPU that fails (gone from the driver, uncorrectable ECC errors, a driver that stopped
+    // answering) takes no new work, and the jobs on it go back to the queue as a worker fault: the
+    // researcher does not pay for the hardware's failure.
+    void check_gpu_health() {
+        const auto now = Clock::now();
+        if (gpus.empty() || now < next_gpu_health) {
+            return;
+        }
+        next_gpu_health = now + opt.gpu_health;
+        auto verdict = assess_gpu_health(gpus, gpus_probe.status());
+        if (verdict == unhealthy) {
+            return;
+        }
+        for (const auto& u : verdict) {
+            const bool was = std::any_of(unhealthy.begin(), unhealthy.end(), [&](const auto& o) { return o.index == u.index; });
+            if (!was) {
+                spdlog::warn("GPU {} is unhealthy: {}; it takes no new work and its jobs go back to the queue", u.index,
+                             u.reason);
+            }
+            for (auto& [id, t] : tracked) {
+                if (t.a.gpu_index == u.index) {
+                    request_stop(t, "GPU " + std::to_string(u.index) + " failed on the worker: " + u.reason,
+                                 Outcome::worker_fault, opt.stop_grace);
+                }
+            }
+        }
+        for (const auto& o : unhealthy) {
+            if (std::none_of(verdict.begin(), verdict.end(), [&](const auto& u) { return u.index == o.index; })) {
+                spdlog::info("GPU {} is healthy again", o.index);
+            }
+        }
+        unhealthy = std::move(verdict);
+        next_heartbeat = now; // tell the coordinator at once
+    }
+
     // ---- watching ----
     void request_stop(Tracked& t, const std::string& why, Outcome outcome, milliseconds grace) {
         if (t.phase != Phase::running || !t.stop_reason.empty()) {
@@ -706,6 +743,19 @@ struct Agent::Impl {
         } else {
             t.reason = "exited with status " + std::to_string(st.exit_code);
         }
+        if (t.stop_reason.empty() && st.exit_code != 0 && t.a.gpu_index >= 0) {
+            // A GPU job that failed may have failed with its GPU: ask the driver now rather than at
+            // the next periodic check, so that the hardware's failure is not charged as the job's.
+            next_gpu_health = {};
+            check_gpu_health();
+            for (const auto& u : unhealthy) {
+                if (u.index == t.a.gpu_index) {
+                    t.outcome = Outcome::worker_fault;
+                    t.reason = "GPU " + std::to_string(u.index) + " failed on the worker: " + u.reason + " (the job " +
+                               t.reason + ")";
+                }
+            }
+        }
         if (t.outcome != Outcome::exited) {
             t.outputs_done = true; // handed back: a later attempt produces the outputs
         }
@@ -760,7 +810,11 @@ struct Agent::Impl {
         }
         // The first heartbeat after a start carries the inventory: the machine may have changed
         // since it registered (other GPUs, --cpus-milli, --memory-mib, --slots).
-        auto hb = api.heartbeat(running, {}, draining.load(), inventory_sent ? json() : inventory());
+        std::vector<std::int64_t> bad_gpus;
+        for (const auto& u : unhealthy) {
+            bad_gpus.push_back(u.index);
+        }
+        auto hb = api.heartbeat(running, bad_gpus, draining.load(), inventory_sent ? json() : inventory());
         if (!hb && !inventory_sent && hb.error().code == ErrorCode::invalid_input) {
             spdlog::error("the coordinator refused this worker's inventory ({}); it keeps the one from registration",
                           hb.error().message);
@@ -1023,6 +1077,7 @@ struct Agent::Impl {
             hand_back();
             watch();
             watch_gpu_memory();
+            check_gpu_health();
             deliver();
             if (draining) {
                 const auto now = Clock::now();

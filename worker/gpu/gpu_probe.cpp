@@ -2,6 +2,7 @@
 
 #include <boost/process.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -133,6 +134,62 @@ Result<std::vector<GpuProcess>> NvidiaSmiProbe::processes() {
         return text.error();
     }
     return parse_compute_apps_csv(*text);
+}
+
+Result<std::vector<GpuStatus>> parse_gpu_status_csv(std::string_view text) {
+    std::vector<GpuStatus> out;
+    auto st = for_each_row(text, "nvidia-smi GPU status", 2, "uuid, ecc.errors.uncorrected.volatile.total",
+                           [&](const std::vector<std::string_view>& cols, const auto& bad) -> Status {
+                               GpuStatus s;
+                               s.uuid = std::string(cols[0]);
+                               if (s.uuid.empty()) {
+                                   return bad("uuid is empty");
+                               }
+                               std::int64_t n = 0;
+                               if (parse_int(cols[1], n) && n >= 0) {
+                                   s.ecc_uncorrected = n;
+                               } else if (!cols[1].starts_with("[") && cols[1] != "N/A") {
+                                   return bad("the ECC count is neither a number nor [N/A]");
+                               }
+                               out.push_back(std::move(s));
+                               return {};
+                           });
+    if (!st) {
+        return st.error();
+    }
+    return out;
+}
+
+std::vector<UnhealthyGpu> assess_gpu_health(const std::vector<GpuInfo>& gpus, const Result<std::vector<GpuStatus>>& now) {
+    std::vector<UnhealthyGpu> out;
+    for (const auto& g : gpus) {
+        if (!now) {
+            out.push_back({g.index, "the NVIDIA driver does not answer (" + now.error().message + ")"});
+            continue;
+        }
+        auto s = std::find_if(now->begin(), now->end(), [&](const GpuStatus& x) { return x.uuid == g.uuid; });
+        if (s == now->end()) {
+            out.push_back({g.index, "the driver no longer lists it (" + g.uuid + "): fallen off the bus, or removed"});
+        } else if (s->ecc_uncorrected && *s->ecc_uncorrected > 0) {
+            out.push_back({g.index, std::to_string(*s->ecc_uncorrected) +
+                                        " uncorrectable ECC error(s) since the driver loaded; a reset or reboot clears "
+                                        "them"});
+        }
+    }
+    return out;
+}
+
+Result<std::vector<GpuStatus>> NvidiaSmiProbe::status() {
+    bool present = false;
+    auto text = run_nvidia_smi({"--query-gpu=uuid,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits"},
+                               present);
+    if (!text) {
+        return text.error();
+    }
+    if (!present) {
+        return make_error(ErrorCode::io, "nvidia-smi is gone");
+    }
+    return parse_gpu_status_csv(*text);
 }
 
 MemoryEnforcement NvidiaSmiProbe::memory_enforcement() {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,25 @@ struct GpuProcess {
     bool operator==(const GpuProcess&) const = default;
 };
 
+// What the driver says of one GPU's health now.
+struct GpuStatus {
+    std::string uuid;
+    std::optional<std::int64_t> ecc_uncorrected; // since the driver loaded; nullopt where not supported
+    bool operator==(const GpuStatus&) const = default;
+};
+
+// A GPU that should take no work now, and why (sent in the worker's heartbeat).
+struct UnhealthyGpu {
+    int index = 0;
+    std::string reason;
+    bool operator==(const UnhealthyGpu&) const = default;
+};
+
+// Which of the worker's GPUs are unhealthy, given the driver's answer now. Pure. Rules: a driver
+// that does not answer makes every GPU unhealthy; a GPU the driver no longer lists has fallen off
+// the bus (or was taken away); one with uncorrectable ECC errors gives wrong answers.
+std::vector<UnhealthyGpu> assess_gpu_health(const std::vector<GpuInfo>& gpus, const Result<std::vector<GpuStatus>>& now);
+
 // How a GPU's memory shares are enforced on this machine (reported in the worker's inventory):
 // "mps" when the MPS control daemon runs (the driver caps each client), "watchdog" when only the
 // worker's own watchdog can (it stops a job that exceeds its share), "none" without a driver.
@@ -47,6 +67,8 @@ public:
     // Compute processes and the GPU memory each holds (empty without a driver).
     virtual Result<std::vector<GpuProcess>> processes() { return std::vector<GpuProcess>{}; }
     virtual MemoryEnforcement memory_enforcement() { return MemoryEnforcement::none; }
+    // Each GPU the driver sees now; an Error when the driver does not answer.
+    virtual Result<std::vector<GpuStatus>> status() { return std::vector<GpuStatus>{}; }
 };
 
 // Runs `nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits`.
@@ -56,6 +78,8 @@ public:
     Result<std::vector<GpuInfo>> list() override;
     Result<std::vector<GpuProcess>> processes() override;
     MemoryEnforcement memory_enforcement() override;
+    // `nvidia-smi --query-gpu=uuid,ecc.errors.uncorrected.volatile.total --format=csv,noheader,nounits`
+    Result<std::vector<GpuStatus>> status() override;
 };
 
 // A fixed inventory, for tests and for `--fake-gpus` in local experiments.
@@ -76,11 +100,28 @@ public:
         std::lock_guard lock(m_mu);
         m_processes = std::move(p);
     }
+    // Every GPU present without ECC errors, unless a test says otherwise.
+    Result<std::vector<GpuStatus>> status() override {
+        std::lock_guard lock(m_mu);
+        if (m_status) {
+            return *m_status;
+        }
+        std::vector<GpuStatus> out;
+        for (const auto& g : m_gpus) {
+            out.push_back({g.uuid, 0});
+        }
+        return out;
+    }
+    void set_status(std::optional<Result<std::vector<GpuStatus>>> s) {
+        std::lock_guard lock(m_mu);
+        m_status = std::move(s);
+    }
 
 private:
     std::vector<GpuInfo> m_gpus;
     std::mutex m_mu;
     std::vector<GpuProcess> m_processes;
+    std::optional<Result<std::vector<GpuStatus>>> m_status;
 };
 
 // Parses nvidia-smi's CSV answer (the query above). Pure.
@@ -88,6 +129,9 @@ Result<std::vector<GpuInfo>> parse_nvidia_smi_csv(std::string_view text);
 
 // Parses the compute-apps query above. Pure. "[N/A]" memory (some drivers in containers) reads 0.
 Result<std::vector<GpuProcess>> parse_compute_apps_csv(std::string_view text);
+
+// Parses the status query above. Pure. "[N/A]" or "[Not Supported]" ECC counts read as nullopt.
+Result<std::vector<GpuStatus>> parse_gpu_status_csv(std::string_view text);
 
 // "NVIDIA GeForce RTX 4090" -> "RTX-4090"; "NVIDIA H100 80GB HBM3" -> "H100-80GB-HBM3".
 std::string normalize_gpu_model(std::string_view driver_name);

@@ -577,3 +577,59 @@ TEST_CASE("agent: --slots caps the jobs placed on the worker; a restart with a n
     }
     REQUIRE(eventually([&] { return count("succeeded") == 3; }, 10s));
 }
+
+TEST_CASE("agent: a GPU that fails stops its jobs as a worker fault and takes no work until it recovers", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    auto o = options(pool, work.path());
+    o.gpu_health = 100ms;
+    RunningAgent ra(o, rt, probe);
+
+    const auto id = pool.submit(job_spec("on-the-gpu"));
+    const auto first = container_of(rt, 0);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
+    probe.set_status(std::vector<worker::GpuStatus>{{"GPU-test-0", 2}}); // uncorrectable ECC errors
+    REQUIRE(eventually([&] { return !rt.get(first)->signals.empty(); }, 3s));
+    REQUIRE(eventually([&] { return state_of(pool, id) == "queued"; }));
+    auto j = pool.job(id);
+    CHECK_THAT(j["attempt_history"][0]["reason"].get<std::string>(),
+               Catch::Contains("GPU 0 failed on the worker") && Catch::Contains("ECC"));
+    // The coordinator heard: the job waits rather than landing on the failed GPU again.
+    std::this_thread::sleep_for(700ms);
+    CHECK(rt.started().size() == 1);
+    CHECK(state_of(pool, id) == "queued");
+    CHECK_THAT(pool.job(id)["waiting_reason"].get<std::string>(), Catch::Contains("of a GPU free"));
+
+    probe.set_status(std::nullopt); // reset, healthy again
+    const auto second = container_of(rt, 1);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
+    rt.exit(second, 0);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }));
+}
+
+TEST_CASE("agent: a GPU job that fails as its GPU falls off the bus is a worker fault, not the job's failure",
+          "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    auto o = options(pool, work.path());
+    o.gpu_health = std::chrono::hours(1); // only the check at start and the one a failing exit makes
+    RunningAgent ra(o, rt, probe);
+
+    auto s = job_spec("unlucky");
+    s.retry.max_attempts = 2; // a failure of its own (exit 1 is not in retry.on_exit_codes) would end it
+    const auto id = pool.submit(s);
+    const auto name = container_of(rt, 0);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
+    probe.set_status(std::vector<worker::GpuStatus>{}); // the driver no longer lists the GPU
+    rt.exit(name, 1);                                   // CUDA error: the job dies with it
+    REQUIRE(eventually([&] { return pool.job(id)["attempt_history"][0]["state"] != "running"; }));
+    auto j = pool.job(id);
+    CHECK(j["state"] == "queued"); // runs again
+    CHECK(j["attempt_history"][0]["state"] == "lost"); // a worker fault: not charged, not the job's failure
+    CHECK_THAT(j["attempt_history"][0]["reason"].get<std::string>(),
+               Catch::Contains("no longer lists it") && Catch::Contains("exited with status 1"));
+}

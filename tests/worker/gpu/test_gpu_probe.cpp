@@ -40,3 +40,35 @@ TEST_CASE("the real probe reports no GPUs, not an error, where there is no drive
         CHECK(gpus);
     }
 }
+
+TEST_CASE("gpu health: nvidia-smi's status answer parses; [N/A] ECC counts are unknown, not zero") {
+    auto s = parse_gpu_status_csv("GPU-aaaa, 0\nGPU-bbbb, [N/A]\nGPU-cccc, 3\nGPU-dddd, [Not Supported]\n");
+    REQUIRE(s);
+    REQUIRE(s->size() == 4);
+    CHECK((*s)[0] == GpuStatus{"GPU-aaaa", 0});
+    CHECK((*s)[1] == GpuStatus{"GPU-bbbb", std::nullopt});
+    CHECK((*s)[2] == GpuStatus{"GPU-cccc", 3});
+    CHECK_FALSE((*s)[3].ecc_uncorrected);
+    auto bad = parse_gpu_status_csv("GPU-aaaa, many\n");
+    REQUIRE_FALSE(bad);
+    CHECK_THAT(bad.error().message, Catch::Contains("line 1") && Catch::Contains("ECC"));
+    CHECK_FALSE(parse_gpu_status_csv("GPU-aaaa\n"));
+}
+
+TEST_CASE("gpu health: gone from the driver, ECC errors, or no driver answer make a GPU unhealthy") {
+    const std::vector<GpuInfo> gpus{{0, "GPU-aaaa", "NVIDIA L4", "L4", 24576},
+                                    {1, "GPU-bbbb", "NVIDIA L4", "L4", 24576},
+                                    {2, "GPU-cccc", "NVIDIA L4", "L4", 24576}};
+    CHECK(assess_gpu_health(gpus, std::vector<GpuStatus>{{"GPU-aaaa", 0}, {"GPU-bbbb", std::nullopt}, {"GPU-cccc", 0}})
+              .empty());
+    auto v = assess_gpu_health(gpus, std::vector<GpuStatus>{{"GPU-aaaa", 0}, {"GPU-cccc", 2}});
+    REQUIRE(v.size() == 2);
+    CHECK(v[0].index == 1);
+    CHECK_THAT(v[0].reason, Catch::Contains("no longer lists it") && Catch::Contains("GPU-bbbb"));
+    CHECK(v[1].index == 2);
+    CHECK_THAT(v[1].reason, Catch::Contains("2 uncorrectable ECC error(s)"));
+    auto down = assess_gpu_health(
+        gpus, gpupool::Result<std::vector<GpuStatus>>(gpupool::make_error(gpupool::ErrorCode::io, "GPU is lost")));
+    REQUIRE(down.size() == 3);
+    CHECK_THAT(down[2].reason, Catch::Contains("does not answer") && Catch::Contains("GPU is lost"));
+}

@@ -2,6 +2,7 @@
 // SQLite file runs H finished jobs through the whole lifecycle (submit, place, start, complete),
 // then times what happens many times a second in a live pool: a scheduling pass (idle, and with a
 // queue that does not fit), a worker's poll for assignments, a heartbeat, and a job listing.
+// Credits are enforced, with a weekly budget on the team, so every pass checks its spending.
 // A coordinator whose hot paths walk its whole history slows down as the pool ages; these figures
 // show whether it does.
 //
@@ -91,13 +92,16 @@ Row run(std::int64_t history, int reps, const fs::path& dir) {
     auto db = must(store::SqliteStore::open(dir / "pool.db"), "open");
     ManualClock clock;
     CoordinatorOptions options;
-    options.credits.enforce = false;
+    options.credits.enforce = true; // holds, settlements and a budget check in every pass, as in a real pool
     options.lease_ms = 3'600'000;
     options.worker_timeout_ms = 3'600'000;
     Coordinator coord(*db, clock, options);
     must(coord.start(), "start");
     const Principal admin = must(coord.authenticate(must(coord.init_admin(), "admin").secret), "auth");
     must(coord.create_team(admin, "bench", 1), "team");
+    // Enough credits for everything; a weekly budget that never binds but is checked every pass.
+    must(coord.grant(admin, "bench", credits::k_max_amount, std::nullopt, "bench"), "grant");
+    must(coord.set_budget(admin, "bench", std::nullopt, credits::k_max_amount), "budget");
     const Principal member =
         must(coord.authenticate(must(coord.create_token(admin, store::Role::member, "bench", "m"), "token").secret),
              "auth");

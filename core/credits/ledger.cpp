@@ -4,6 +4,7 @@
 #include <array>
 #include <cassert>
 #include <charconv>
+#include <iterator>
 
 namespace gpupool::credits {
 
@@ -169,6 +170,8 @@ void Ledger::apply(const Entry& e) {
     }
     if (e.reason != EntryReason::release) {
         m_charged[e.attempt] += e.amount;
+        auto& spent = m_spent_by_team[e.payer];
+        spent.push_back({e.at_ms, (spent.empty() ? 0 : spent.back().total) + e.amount});
     }
     m_held_by_team[e.payer] -= e.amount;
     auto it = m_held.find(e.attempt);
@@ -216,13 +219,16 @@ bool Ledger::closed(std::int64_t attempt) const {
 }
 
 Micro Ledger::spent_since(std::int64_t team, std::int64_t since_ms) const {
-    Micro sum = 0;
-    for (auto it = m_entries.rbegin(); it != m_entries.rend() && it->at_ms >= since_ms; ++it) {
-        if ((it->reason == EntryReason::charge || it->reason == EntryReason::fee) && it->payer == team) {
-            sum += it->amount;
-        }
+    auto it = m_spent_by_team.find(team);
+    if (it == m_spent_by_team.end()) {
+        return 0;
     }
-    return sum;
+    const auto& spent = it->second;
+    auto first = std::partition_point(spent.begin(), spent.end(), [&](const Spent& s) { return s.at_ms < since_ms; });
+    if (first == spent.end()) {
+        return 0;
+    }
+    return spent.back().total - (first == spent.begin() ? 0 : std::prev(first)->total);
 }
 
 std::optional<std::string> Ledger::verify(const std::map<Account, Micro>& cached) const {

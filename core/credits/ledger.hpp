@@ -108,7 +108,8 @@ public:
     Micro charged(std::int64_t attempt) const;   // charge + fee settled for this attempt
     bool has_hold(std::int64_t attempt) const;
     bool closed(std::int64_t attempt) const; // held once, settled since
-    // The team's charges and fees (what it spent) at or after `since_ms`.
+    // The team's charges and fees (what it spent) at or after `since_ms`. O(log n): budgets are
+    // checked in every scheduling pass. Entries come in time order (they are stamped at commit).
     Micro spent_since(std::int64_t team, std::int64_t since_ms) const;
 
     // The first difference between the derived balances and `cached`, described; nullopt if equal.
@@ -127,6 +128,11 @@ private:
     std::map<std::int64_t, Micro> m_held_by_team;
     std::map<std::int64_t, Micro> m_charged; // by attempt
     std::set<std::int64_t> m_closed;
+    struct Spent {
+        std::int64_t at_ms = 0;
+        Micro total = 0; // the team's spending up to and including this entry
+    };
+    std::map<std::int64_t, std::vector<Spent>> m_spent_by_team;
 };
 
 } // namespace gpupool::credits

@@ -194,6 +194,19 @@ TEST_CASE("ledger: random histories keep the books balanced (property)", "[credi
         for (auto a : settled) {
             REQUIRE(l.closed(a));
         }
+        // What each team spent since any moment equals the sum of its charges and fees from then on.
+        for (int probe = 0; probe < 8; ++probe) {
+            const std::int64_t team = pick(1, 4);
+            const std::int64_t since = pick(0, now + 1);
+            Micro expected = 0;
+            for (const auto& e : l.entries()) {
+                if ((e.reason == EntryReason::charge || e.reason == EntryReason::fee) && e.payer == team &&
+                    e.at_ms >= since) {
+                    expected += e.amount;
+                }
+            }
+            REQUIRE(l.spent_since(team, since) == expected);
+        }
     }
     CHECK(double_settlements_refused > 100);
 }

@@ -174,7 +174,8 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
                                                                  data.string() + "; wait for it or pass --data-dir"));
         return k_exit_failed;
     }
-    auto runtime = worker::make_runtime(o.runtime, o.runtime_args);
+    // The process runtime's records let the next run clean up after a run that was killed with SIGKILL.
+    auto runtime = worker::make_runtime(o.runtime, o.runtime_args, {}, data / "worker" / "process-runtime");
     if (!runtime) {
         report_error(global, runtime.error());
         return k_exit_usage;

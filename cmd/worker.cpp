@@ -94,17 +94,17 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
         report_error(global, e);
         return k_exit_usage;
     }
-    auto runtime = worker::make_runtime(o.runtime, o.runtime_args, o.container_args);
+    worker::AgentOptions ao;
+    ao.work_dir = o.work_dir.empty() ? default_data_dir() + "/worker" : o.work_dir;
+    auto runtime = worker::make_runtime(o.runtime, o.runtime_args, o.container_args, ao.work_dir / "process-runtime");
     if (!runtime) {
         report_error(global, runtime.error());
         return k_exit_usage;
     }
-    worker::AgentOptions ao;
     ao.coordinator_url = cfg->url;
     ao.token = cfg->token;
     ao.ca_cert = cfg->ca_cert;
     ao.name = o.name;
-    ao.work_dir = o.work_dir.empty() ? default_data_dir() + "/worker" : o.work_dir;
     ao.cache_dir = o.cache_dir;
     ao.slots = o.slots;
     ao.cpu_milli = o.cpu_milli;

@@ -85,7 +85,7 @@ TEST_CASE("cli: a missing recipe file is a clear error") {
     CHECK_THAT(r.err, Catch::Contains("/nonexistent/x.toml") && Catch::Contains("does not exist"));
 }
 
-TEST_CASE("cli: submit --dry-run needs no coordinator; --set applies") {
+TEST_CASE("cli: submit --dry-run needs no coordinator, --set applies") {
     auto r = run_gpupool({"submit", "--dry-run", "--json", "--set", "resources.gpu=0.5",
                           (source_dir() / "recipes/hello-sweep.toml").string()});
     REQUIRE(r.exit_code == 0);

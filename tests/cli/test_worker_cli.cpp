@@ -89,7 +89,7 @@ std::string job_logs(const std::string& url, const std::string& member, std::int
 
 } // namespace
 
-TEST_CASE("worker process: without --share it only shows what it would offer; the process runtime needs consent",
+TEST_CASE("worker process: without --share it only shows what it would offer, the process runtime needs consent",
           "[worker-cli]") {
     auto look = test::run_gpupool({"worker", "--runtime", "process"});
     CHECK(look.exit_code == 0);
@@ -104,7 +104,7 @@ TEST_CASE("worker process: without --share it only shows what it would offer; th
     CHECK_THAT(no_token.err, Catch::Contains("--token"));
 }
 
-TEST_CASE("worker process: kill -9 mid-job; the job reruns elsewhere and the first attempt's late messages are refused",
+TEST_CASE("worker process: kill -9 mid-job, the job reruns elsewhere and the first attempt's late messages are refused",
           "[worker-cli]") {
     test::TempDir dir;
     CoordinatorProcess coord(dir.path(), {"--lease", "2s"});
@@ -141,7 +141,7 @@ TEST_CASE("worker process: kill -9 mid-job; the job reruns elsewhere and the fir
     CHECK(after["attempts"] == 2);
 }
 
-TEST_CASE("worker process: the coordinator is gone for 30 s mid-job; logs and result arrive complete afterwards",
+TEST_CASE("worker process: the coordinator is gone for 30 s mid-job, logs and result arrive complete afterwards",
           "[worker-cli][slow]") {
     test::TempDir dir;
     auto coord = std::make_unique<CoordinatorProcess>(dir.path());
@@ -253,4 +253,55 @@ TEST_CASE("gpupool run: Ctrl-C cancels the run's jobs, still prints the summary 
     CHECK(run.exit_code() == 1);
     CHECK(std::chrono::steady_clock::now() - t0 < 10s);
     CHECK_THAT(rest, Catch::Contains("long") && Catch::Contains("cancelled") && Catch::Contains("(interrupted)"));
+}
+
+namespace {
+
+// Alive and not a zombie (a zombie's parent may be an init that does not reap, as in some CI containers).
+bool running_process(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    if (!in || !std::getline(in, text)) {
+        return false;
+    }
+    const auto close = text.rfind(')');
+    return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+}
+
+} // namespace
+
+TEST_CASE("gpupool run: a run killed with -9 leaves its job running, the next run kills what is left",
+          "[worker-cli]") {
+    namespace bp = boost::process;
+    test::TempDir dir;
+    const auto pids = dir.path() / "pids";
+    // The job's shell and a background child: both must go, not only the session leader.
+    const auto recipe = dir.write("orphan.toml", "format = 1\nname = \"orphan\"\nimage = \"x\"\n"
+                                                 "command = \"sleep 300 & echo $$ $! > " +
+                                                     pids.string() + "; echo started; wait\"\n"
+                                                                     "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n");
+    const auto state = (dir.path() / "state").string();
+    bp::ipstream out;
+    bp::child run(bp::exe = GPUPOOL_BINARY, bp::args = std::vector<std::string>{"run", recipe.string(), "--data-dir", state},
+                  bp::start_dir = dir.path().string(), bp::std_out > out, bp::std_err > bp::null, bp::std_in < bp::null);
+    std::string line;
+    REQUIRE(std::getline(out, line));
+    REQUIRE(line == "started");
+    ::kill(run.id(), SIGKILL);
+    run.wait();
+    pid_t shell = 0;
+    pid_t child = 0;
+    std::ifstream(pids) >> shell >> child;
+    REQUIRE(shell > 0);
+    REQUIRE(child > 0);
+    CHECK(running_process(shell)); // no destructor ran: the job outlived its worker
+    CHECK(running_process(child));
+
+    const auto quick = dir.write("quick.toml", "format = 1\nname = \"quick\"\nimage = \"x\"\ncommand = \"true\"\n"
+                                               "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n");
+    auto again = test::run_gpupool({"run", quick.string(), "--data-dir", state}, dir.path());
+    INFO(again.out << again.err);
+    CHECK(again.exit_code == 0);
+    CHECK(eventually([&] { return !running_process(shell) && !running_process(child); }, 5s));
+    CHECK_THAT(again.err, Catch::Contains("killed 2 process(es) left running by job"));
 }

@@ -7,12 +7,13 @@ namespace gpupool::worker {
 
 Result<std::unique_ptr<ContainerRuntime>> make_runtime(const std::string& kind,
                                                        const std::vector<std::string>& runtime_args,
-                                                       const std::vector<std::string>& run_args) {
+                                                       const std::vector<std::string>& run_args,
+                                                       const std::filesystem::path& state_dir) {
     if (kind == "process") {
         if (!runtime_args.empty() || !run_args.empty()) {
             return make_error(ErrorCode::invalid_input, "the process runtime takes no runtime arguments", "runtime");
         }
-        return std::unique_ptr<ContainerRuntime>(std::make_unique<ProcessRuntime>());
+        return std::unique_ptr<ContainerRuntime>(std::make_unique<ProcessRuntime>(state_dir));
     }
     if (kind == "podman" || kind == "docker") {
         OciConfig config;

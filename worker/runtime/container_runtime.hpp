@@ -83,9 +83,11 @@ public:
 
 // "podman", "docker" or "process". The process runtime isolates nothing (see process_runtime.hpp).
 // `runtime_args` are extra global flags for the CLI tool (e.g. docker's -H, podman's --root);
-// `run_args` extra flags for every container (e.g. `--network none`).
+// `run_args` extra flags for every container (e.g. `--network none`); `state_dir` is where the
+// process runtime keeps its records of running jobs (so that a restart can clean up after a crash).
 Result<std::unique_ptr<ContainerRuntime>> make_runtime(const std::string& kind,
                                                        const std::vector<std::string>& runtime_args = {},
-                                                       const std::vector<std::string>& run_args = {});
+                                                       const std::vector<std::string>& run_args = {},
+                                                       const std::filesystem::path& state_dir = {});
 
 } // namespace gpupool::worker

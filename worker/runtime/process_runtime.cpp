@@ -7,8 +7,11 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,13 +63,60 @@ int exit_code_from_wait_status(int status) {
     return 255;
 }
 
-ProcessRuntime::ProcessRuntime() {
+std::optional<ProcStat> parse_proc_stat(const std::string& text) {
+    // "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses, so fields are
+    // counted from the last ')'.
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) {
+        return std::nullopt;
+    }
+    std::istringstream rest(text.substr(close + 1));
+    std::vector<std::string> fields; // fields[0] is field 3 (state)
+    for (std::string f; rest >> f && fields.size() < 20;) {
+        fields.push_back(f);
+    }
+    if (fields.size() < 20) {
+        return std::nullopt;
+    }
+    ProcStat s;
+    try {
+        s.session = static_cast<pid_t>(std::stol(fields[3]));
+        s.start_time = std::stoull(fields[19]);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    return s;
+}
+
+namespace {
+
+std::optional<ProcStat> stat_of(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    if (!in || !std::getline(in, text)) {
+        return std::nullopt;
+    }
+    return parse_proc_stat(text);
+}
+
+std::filesystem::path record_path(const std::filesystem::path& dir, const std::string& name) {
+    return dir / (name + ".pid");
+}
+
+} // namespace
+
+ProcessRuntime::ProcessRuntime(std::filesystem::path state_dir) : m_state_dir(std::move(state_dir)) {
     static std::once_flag warned;
     std::call_once(warned, [] {
         spdlog::warn("process runtime: jobs run as bare processes with NO isolation — no container, no user, memory, "
                      "CPU or GPU limits, full access to this machine's files and network. Use it only for local "
                      "experiments and tests; share GPUs with --runtime podman or docker.");
     });
+    if (!m_state_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(m_state_dir, ec);
+        reap_leftovers();
+    }
 }
 
 ProcessRuntime::~ProcessRuntime() {
@@ -76,6 +126,51 @@ ProcessRuntime::~ProcessRuntime() {
             int status = 0;
             wait_for(job.pid, status, 0);
         }
+        forget(name);
+    }
+}
+
+void ProcessRuntime::forget(const std::string& name) {
+    if (!m_state_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::remove(record_path(m_state_dir, name), ec);
+    }
+}
+
+void ProcessRuntime::reap_leftovers() {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(m_state_dir, ec)) {
+        if (entry.path().extension() != ".pid") {
+            continue;
+        }
+        long long session = 0;
+        unsigned long long start_time = 0;
+        std::ifstream(entry.path()) >> session >> start_time;
+        const std::string name = entry.path().stem().string();
+        std::vector<pid_t> members;
+        const auto leader = session > 0 ? stat_of(static_cast<pid_t>(session)) : std::nullopt;
+        // A live leader with another start time is a new process that reuses the pid: not ours.
+        if (session > 0 && (!leader || leader->start_time == start_time)) {
+            for (const auto& p : std::filesystem::directory_iterator("/proc", ec)) {
+                pid_t pid = 0;
+                const std::string n = p.path().filename().string();
+                if (std::from_chars(n.data(), n.data() + n.size(), pid).ec != std::errc()) {
+                    continue;
+                }
+                if (auto st = stat_of(pid); st && st->session == static_cast<pid_t>(session)) {
+                    members.push_back(pid);
+                }
+            }
+        }
+        for (pid_t pid : members) {
+            ::kill(pid, SIGKILL);
+        }
+        if (!members.empty()) {
+            spdlog::warn("process runtime: killed {} process(es) left running by job {} when the worker last stopped "
+                         "without cleaning up",
+                         members.size(), name);
+        }
+        std::filesystem::remove(entry.path(), ec);
     }
 }
 
@@ -120,6 +215,12 @@ Status ProcessRuntime::start(const ContainerSpec& spec) {
         job.pid = child.id();
         child.detach(); // reaped by poll() / remove() through waitpid
         m_jobs.emplace(spec.name, job);
+        if (!m_state_dir.empty()) {
+            // The leader's start time tells it apart from a later process with the same pid.
+            const auto st = stat_of(job.pid);
+            std::ofstream(record_path(m_state_dir, spec.name))
+                << job.pid << ' ' << (st ? st->start_time : 0ULL) << '\n';
+        }
     } catch (const std::exception& e) {
         return make_error(ErrorCode::io, "job " + spec.name + ": cannot start " + exe.string() + " in " +
                                              workdir.string() + ": " + e.what());
@@ -148,6 +249,7 @@ Result<std::optional<ExitStatus>> ProcessRuntime::poll(const std::string& name) 
         // Like a container whose init exits: what the job left running in the background dies with
         // it. Done at once, while the group id cannot have been reused.
         ::killpg(job.pid, SIGKILL);
+        forget(name);
     }
     return std::optional<ExitStatus>{job.exit};
 }
@@ -179,6 +281,7 @@ Status ProcessRuntime::remove(const std::string& name) {
         wait_for(job.pid, status, 0);
     }
     m_jobs.erase(it);
+    forget(name);
     return {};
 }
 

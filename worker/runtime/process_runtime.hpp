@@ -17,6 +17,10 @@
 // - list() finds nothing and reattach() fails: a process does not survive the worker in a way this
 //   runtime could find again, so the agent reports such attempts as lost.
 // - The destructor SIGKILLs and reaps every process group it still owns: no orphans, no zombies.
+// - With a `state_dir`, each running job leaves a record there (`<name>.pid`: its session id and
+//   the leader's start time). A worker killed with SIGKILL runs no destructor; the next
+//   ProcessRuntime on the same directory SIGKILLs whatever is left of those sessions (checking the
+//   start time, so a reused pid is never hit) before anything else runs.
 // Ownership: the runtime owns the children it started until remove(). Not thread-safe (the agent
 // uses it from one thread). Failures are Errors: io for a log file or an exec that fails,
 // not_found for an unknown name, conflict for a name already in use.
@@ -33,7 +37,7 @@ namespace gpupool::worker {
 
 class ProcessRuntime final : public ContainerRuntime {
 public:
-    ProcessRuntime();
+    explicit ProcessRuntime(std::filesystem::path state_dir = {});
     ~ProcessRuntime() override;
     ProcessRuntime(const ProcessRuntime&) = delete;
     ProcessRuntime& operator=(const ProcessRuntime&) = delete;
@@ -51,8 +55,20 @@ private:
         pid_t pid = -1;                 // also the process group id (the child called setsid)
         std::optional<ExitStatus> exit; // set once reaped
     };
+    void forget(const std::string& name); // drops the job's record in the state dir
+    void reap_leftovers();
+
+    std::filesystem::path m_state_dir;
     std::map<std::string, Job> m_jobs;
 };
+
+// From the text of /proc/<pid>/stat: the session id (field 6) and the start time (field 22, in
+// clock ticks since boot); nullopt when the text is not in that shape. Pure.
+struct ProcStat {
+    pid_t session = 0;
+    unsigned long long start_time = 0;
+};
+std::optional<ProcStat> parse_proc_stat(const std::string& text);
 
 // The shell convention for a waitpid() status: the exit code, or 128+N when killed by signal N.
 int exit_code_from_wait_status(int status);

@@ -119,7 +119,7 @@ struct CreditPool {
 
 } // namespace
 
-TEST_CASE("credits scenario: the owner earns for a finished job; the team without hardware spends its grant",
+TEST_CASE("credits scenario: the owner earns for a finished job, the team without hardware spends its grant",
           "[credits][coordinator]") {
     CreditPool p;
     REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
@@ -323,7 +323,7 @@ TEST_CASE("credits scenario: with enforcement off (local mode) jobs run without 
     p.check_books();
 }
 
-TEST_CASE("credits scenario: grants expire back to the issuer; adjustments need a note", "[credits][coordinator]") {
+TEST_CASE("credits scenario: grants expire back to the issuer, adjustments need a note", "[credits][coordinator]") {
     CreditPool p;
     REQUIRE(p.coord->grant(p.admin, "fellows", 5 * k_credit, p.clock.now_ms() + 1000, "trial"));
     CHECK_FALSE(p.coord->grant(p.admin, "fellows", 5 * k_credit, p.clock.now_ms() - 1, "past"));

@@ -221,7 +221,7 @@ TEST_CASE("service: a sweep of 100 jobs in one request, all placed and finished"
     }
 }
 
-TEST_CASE("service: a worker that stops heartbeating loses its attempt; its late completion is refused",
+TEST_CASE("service: a worker that stops heartbeating loses its attempt, its late completion is refused",
           "[service]") {
     Pool p(1'000); // one-second leases
     auto admin = p.server.client(p.server.admin_token);

@@ -374,7 +374,7 @@ TEST_CASE("http: a client that leaves while its Responder is pending", "[net]") 
     CHECK(client_for(server).get("/echo")->status == 200);
 }
 
-TEST_CASE("http: a Responder is answered once; dropping it answers 500", "[net]") {
+TEST_CASE("http: a Responder is answered once, dropping it answers 500", "[net]") {
     Router router;
     router.add("GET", "/twice", [](Request, Responder respond) {
         respond(json_response(201, "{}"));

@@ -25,7 +25,7 @@ LedgerEntry grant_entry(std::int64_t id, std::int64_t amount) {
 
 } // namespace
 
-TEST_CASE("store: ledger entries, balances and grants round-trip; an entry id is written once", "[store][credits]") {
+TEST_CASE("store: ledger entries, balances and grants round-trip, an entry id is written once", "[store][credits]") {
     test::TempDir dir;
     auto db = SqliteStore::open(dir.path() / "pool.db").value();
     CHECK(db->schema_version() == k_schema_version);

@@ -307,7 +307,7 @@ TEST_CASE("agent: outputs over outputs.max_size fail the job with the sizes in t
     CHECK_THAT(pool.logs(id), Catch::Contains("outputs not uploaded"));
 }
 
-TEST_CASE("agent: with the coordinator away the job keeps running; logs and result arrive complete afterwards",
+TEST_CASE("agent: with the coordinator away the job keeps running, logs and result arrive complete afterwards",
           "[agent]") {
     Pool pool;
     test::TempDir work;
@@ -535,7 +535,7 @@ TEST_CASE("agent: a preempted job is stopped within 2 s and the GPU goes to the 
     CHECK(j["state"] != "failed"); // back in the queue, not the job's failure
 }
 
-TEST_CASE("agent: --slots caps the jobs placed on the worker; a restart with a new cap updates the coordinator",
+TEST_CASE("agent: --slots caps the jobs placed on the worker, a restart with a new cap updates the coordinator",
           "[agent]") {
     Pool pool;
     test::TempDir work;

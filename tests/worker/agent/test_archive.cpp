@@ -51,7 +51,7 @@ std::string tar_with(const std::string& name, const std::string& content, const 
 
 } // namespace
 
-TEST_CASE("archive: outputs matching the recipe's patterns round-trip; links are stored, not followed",
+TEST_CASE("archive: outputs matching the recipe's patterns round-trip, links are stored, not followed",
           "[archive]") {
     test::TempDir src;
     test::TempDir dst;

@@ -41,7 +41,7 @@ TEST_CASE("the real probe reports no GPUs, not an error, where there is no drive
     }
 }
 
-TEST_CASE("gpu health: nvidia-smi's status answer parses; [N/A] ECC counts are unknown, not zero") {
+TEST_CASE("gpu health: nvidia-smi's status answer parses, [N/A] ECC counts are unknown, not zero") {
     auto s = parse_gpu_status_csv("GPU-aaaa, 0\nGPU-bbbb, [N/A]\nGPU-cccc, 3\nGPU-dddd, [Not Supported]\n");
     REQUIRE(s);
     REQUIRE(s->size() == 4);

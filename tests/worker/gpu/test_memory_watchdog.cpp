@@ -23,7 +23,7 @@ TEST_CASE("nvidia-smi compute-apps: processes and their GPU memory", "[gpu]") {
     CHECK(parse_compute_apps_csv("")->empty());
 }
 
-TEST_CASE("watchdog: the only attempt on a GPU owns its processes; over its share by more than 5% is over",
+TEST_CASE("watchdog: the only attempt on a GPU owns its processes, over its share by more than 5% is over",
           "[gpu]") {
     // shares: attempt 1 = 12288 MiB on GPU 0; GPU 1 has a whole-GPU attempt (not watched)
     std::vector<WatchedAttempt> a{{1, 0, 12288}, {2, 1, 0}};

@@ -1,5 +1,6 @@
 #include "cmd/remote.hpp"
 #include "core/coordinator/auth.hpp"
+#include "core/coordinator/coordinator.hpp"
 #include "worker/agent/archive.hpp"
 
 #include <unistd.h>
@@ -181,6 +182,15 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs) {
             bytes.assign(std::istreambuf_iterator<char>(in), {});
         }
         std::filesystem::remove(tmp, ec);
+        if (bytes.size() > coordinator::k_max_input_archive_bytes) {
+            // Many small files: tar's 512-byte headers and padding can outgrow the files themselves.
+            return make_error(ErrorCode::invalid_input,
+                              "the inputs of job `" + job.name + "` pack to " + std::to_string(bytes.size()) +
+                                  " bytes, over the coordinator's cap of " +
+                                  std::to_string(coordinator::k_max_input_archive_bytes) +
+                                  "; archive many small files into one, or fetch the data inside the job",
+                              "inputs.paths");
+        }
         const std::string sha = coordinator::sha256_hex(bytes);
         auto put = api.put_bytes("/v1/inputs/" + sha, bytes);
         if (!put) {

@@ -21,7 +21,9 @@
 namespace gpupool::recipe {
 
 inline constexpr std::uint64_t k_default_max_sweep_jobs = 10000;
-inline constexpr std::int64_t k_max_inputs_mib = 1024;
+// The coordinator stores an input archive as one SQLite blob (under 1e9 bytes, with room left for
+// tar headers): 900 MiB of files.
+inline constexpr std::int64_t k_max_inputs_mib = 900;
 inline constexpr std::int64_t k_max_outputs_mib = 900; // outputs are stored as one SQLite blob (1e9 bytes max)
 inline constexpr int k_max_extends_depth = 8;
 

@@ -93,7 +93,7 @@ const Case k_cases[] = {
     {"env value table", HEAD "[env]\nA = { b = 1 }\n", 4, "expected a string, number or boolean, got a table", "env.A"},
     {"inputs missing file", HEAD "[inputs]\npaths = [\"definitely-not-here.bin\"]\n", 4, "does not exist",
      "inputs.paths[0]"},
-    {"inputs max_size above cap", HEAD "[inputs]\nmax_size = \"5GiB\"\n", 4, "cap of 1GiB", "inputs.max_size"},
+    {"inputs max_size above cap", HEAD "[inputs]\nmax_size = \"5GiB\"\n", 4, "cap of 900MiB", "inputs.max_size"},
     {"inputs unknown key", HEAD "[inputs]\nfiles = [\"a\"]\n", 4, "unknown key `files` in [inputs]", "inputs.files"},
     {"outputs absolute path", HEAD "[outputs]\npaths = [\"/etc/passwd\"]\n", 4, "relative to the job's output",
      "outputs.paths[0]"},

@@ -195,6 +195,11 @@ struct Agent::Impl {
     Backoff backoff;
     Clock::time_point offline_until{};
     Clock::time_point next_heartbeat{};
+    struct Deferred {
+        AssignmentMsg a;
+        Clock::time_point since;
+    };
+    std::vector<Deferred> deferred; // assignments waiting for their GPU share (see start_deferred)
     bool inventory_sent = false; // the inventory went with a heartbeat since this start
     std::int64_t lease_ms = 30'000;
 
@@ -410,7 +415,46 @@ struct Agent::Impl {
 
     void refresh_active() {
         active = static_cast<int>(std::count_if(tracked.begin(), tracked.end(),
-                                                [](const auto& kv) { return kv.second.phase == Phase::running; }));
+                                                [](const auto& kv) { return kv.second.phase == Phase::running; }) +
+                                  deferred.size());
+    }
+
+    // ---- waiting for a GPU share ----
+    // The coordinator hands a preempted job's share to the preemptor at once, but the victim here
+    // learns it must stop only from the next heartbeat and then has its grace period: starting the
+    // preemptor meanwhile would put two jobs' memory on one GPU. So an assignment starts only when
+    // the jobs still running on its GPU leave room for its share; until then it waits (its lease
+    // renewed by the heartbeats, which are sent at once to learn what must stop), for at most
+    // gpu_wait_max.
+    bool gpu_share_free(const AssignmentMsg& a) const {
+        if (a.gpu_index < 0 || a.gpu_milli <= 0) {
+            return true;
+        }
+        std::int64_t used = 0;
+        for (const auto& [id, t] : tracked) {
+            if (t.phase == Phase::running && t.a.gpu_index == a.gpu_index) {
+                used += t.a.gpu_milli;
+            }
+        }
+        return used + a.gpu_milli <= 1000;
+    }
+
+    void start_deferred() {
+        const auto now = Clock::now();
+        for (auto it = deferred.begin(); it != deferred.end();) {
+            const bool free = gpu_share_free(it->a);
+            if (!free && now - it->since < opt.gpu_wait_max) {
+                ++it;
+                continue;
+            }
+            if (!free) {
+                spdlog::warn("attempt {}: GPU {} still looks full after {} s; starting it anyway", it->a.attempt,
+                             it->a.gpu_index, opt.gpu_wait_max.count() / 1000);
+            }
+            AssignmentMsg a = std::move(it->a);
+            it = deferred.erase(it);
+            take(std::move(a), true);
+        }
     }
 
     // ---- starting ----
@@ -533,9 +577,19 @@ struct Agent::Impl {
         return {};
     }
 
-    void take(AssignmentMsg a) {
+    void take(AssignmentMsg a, bool waited = false) {
         if (tracked.count(a.attempt) || finished.count(a.attempt)) {
             return; // re-sent until our start reaches the coordinator, or already done with here
+        }
+        if (!waited && !gpu_share_free(a)) {
+            if (std::none_of(deferred.begin(), deferred.end(), [&](const Deferred& d) { return d.a.attempt == a.attempt; })) {
+                spdlog::info("attempt {}: waiting for GPU {} to be freed by the jobs still stopping on it", a.attempt,
+                             a.gpu_index);
+                deferred.push_back({std::move(a), Clock::now()});
+                next_heartbeat = Clock::now(); // learn now which of ours must stop
+                refresh_active();
+            }
+            return;
         }
         Tracked t;
         t.a = std::move(a);
@@ -808,6 +862,9 @@ struct Agent::Impl {
                 running.push_back(id);
             }
         }
+        for (const auto& d : deferred) {
+            running.push_back(d.a.attempt); // keeps its lease while it waits for its GPU share
+        }
         // The first heartbeat after a start carries the inventory: the machine may have changed
         // since it registered (other GPUs, --cpus-milli, --memory-mib, --slots).
         std::vector<std::int64_t> bad_gpus;
@@ -842,6 +899,11 @@ struct Agent::Impl {
         const auto interval = std::min<milliseconds>(opt.heartbeat, milliseconds(std::max<std::int64_t>(lease_ms / 3, 100)));
         next_heartbeat = now + interval;
         for (auto id : hb->stop) {
+            if (std::erase_if(deferred, [&](const Deferred& d) { return d.a.attempt == id; }) > 0) {
+                spdlog::info("attempt {}: cancelled while it waited for its GPU share", id);
+                refresh_active();
+                continue;
+            }
             auto it = tracked.find(id);
             if (it == tracked.end()) {
                 continue;
@@ -1074,6 +1136,14 @@ struct Agent::Impl {
                 }
                 take(std::move(a));
             }
+            if (draining && !deferred.empty()) {
+                for (const auto& d : deferred) {
+                    handback.push_back(d.a.attempt);
+                }
+                deferred.clear();
+                refresh_active();
+            }
+            start_deferred();
             hand_back();
             watch();
             watch_gpu_memory();

@@ -62,6 +62,8 @@ struct AgentOptions {
     std::chrono::milliseconds tick{100};
     std::chrono::milliseconds gpu_watch{2'000}; // GPU memory watchdog period (where MPS does not cap)
     std::chrono::milliseconds gpu_health{15'000}; // how often the driver is asked whether each GPU is sound
+    // Longest an assignment waits for jobs still stopping on its GPU (under the coordinator's lease).
+    std::chrono::milliseconds gpu_wait_max{20'000};
     std::chrono::milliseconds give_up_after_drain{60'000}; // undeliverable results stay spooled
 };
 

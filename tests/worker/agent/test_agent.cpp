@@ -633,3 +633,37 @@ TEST_CASE("agent: a GPU job that fails as its GPU falls off the bus is a worker 
     CHECK_THAT(j["attempt_history"][0]["reason"].get<std::string>(),
                Catch::Contains("no longer lists it") && Catch::Contains("exited with status 1"));
 }
+
+TEST_CASE("agent: a preemptor waits for the victim to leave its GPU before it starts", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    auto o = options(pool, work.path());
+    o.stop_grace = 2s; // the victim ignores SIGTERM: it holds the GPU until SIGKILL, 2 s later
+    RunningAgent ra(o, rt, probe);
+    auto low = job_spec("low");
+    low.resources.gpu_milli = 1000;
+    low.priority = recipe::Priority::low;
+    rt.ignore_term_next(true);
+    const auto lid = pool.submit(low);
+    const auto victim = container_of(rt, 0);
+    rt.ignore_term_next(false);
+    REQUIRE(eventually([&] { return state_of(pool, lid) == "running"; }));
+    auto high = job_spec("high");
+    high.resources.gpu_milli = 1000;
+    high.priority = recipe::Priority::high;
+    const auto hid = pool.submit(high);
+    REQUIRE(eventually([&] { return !rt.get(victim)->signals.empty(); }, 5s));
+    // The coordinator has given the GPU to the high job already; the worker holds it back while
+    // the victim still runs on that GPU.
+    REQUIRE(eventually([&] { return state_of(pool, hid) == "assigned"; }, 3s));
+    std::this_thread::sleep_for(1s);
+    CHECK(rt.started().size() == 1);
+    CHECK_FALSE(rt.get(victim)->exit);
+    const auto winner = container_of(rt, 1); // after the SIGKILL
+    CHECK(rt.get(victim)->exit);
+    CHECK(rt.get(victim)->signals.back() == SIGKILL);
+    CHECK(rt.get(winner)->spec.env.at("GPUPOOL_JOB_ID") == std::to_string(hid));
+    REQUIRE(eventually([&] { return state_of(pool, hid) == "running"; }));
+}

@@ -24,6 +24,7 @@ struct CoordinatorCmdOptions {
     std::int64_t tick_ms = 250;
     std::string gpu_catalog; // empty: the embedded core/resources/gpus.toml
     std::string pool_fee = "0"; // percent of each charge
+    std::string credits = "enforce"; // or "record"
 };
 
 namespace {
@@ -85,7 +86,7 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     so.coordinator.worker_timeout_ms = *lease_s * 1000;
     so.coordinator.policy.placement.scorer = *scorer;
     so.tick = std::chrono::milliseconds(o.tick_ms);
-    so.coordinator.credits.enforce = true;
+    so.coordinator.credits.enforce = o.credits == "enforce";
     if (!o.gpu_catalog.empty()) {
         std::ifstream in(o.gpu_catalog);
         if (!in) {
@@ -157,6 +158,11 @@ void register_coordinator(Cli& cli) {
     sub->add_option("--tick-ms", o->tick_ms, "Scheduling and lease-check period")->capture_default_str();
     sub->add_option("--gpu-catalog", o->gpu_catalog, "GPU rate catalog TOML (default: the embedded core/resources/gpus.toml)");
     sub->add_option("--pool-fee", o->pool_fee, "Percent of each charge kept by the pool-fee account")->capture_default_str();
+    sub->add_option("--credits", o->credits,
+                    "enforce: jobs wait for funds and unaffordable submissions are refused; record: charges are "
+                    "recorded (balances may go negative) but nothing waits")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"enforce", "record"}));
     sub->callback([&cli, o] { cli.exit_code = run_coordinator(cli.global, *o); });
 }
 

@@ -248,3 +248,25 @@ TEST_CASE("coordinator process: grants, credits, budgets, report, refusal and pr
     CHECK(pj["pool"].is_null());
     CHECK(pj["models"].size() >= 8);
 }
+
+TEST_CASE("coordinator process: --credits record accepts work a team cannot pay for, the default refuses it",
+          "[coordinator-cli]") {
+    auto unfunded_submit = [](const std::vector<std::string>& extra) {
+        test::TempDir dir;
+        CoordinatorProcess coord(dir.path(), extra);
+        auto a = client(coord.url(), coord.admin());
+        REQUIRE(a.request("POST", "/v1/admin/teams", R"({"name": "broke"})")->status == 201);
+        auto m = a.request("POST", "/v1/admin/tokens", R"({"role": "member", "team": "broke"})");
+        REQUIRE(m->status == 201);
+        const std::string member = json::parse(m->body)["token"];
+        return test::run_gpupool({"--url", coord.url(), "--token", member, "submit",
+                                  (test::source_dir() / "recipes/hello-sweep.toml").string()});
+    };
+    auto enforced = unfunded_submit({});
+    CHECK(enforced.exit_code == 1);
+    CHECK_THAT(enforced.err, Catch::Contains("credits"));
+    auto recorded = unfunded_submit({"--credits", "record"});
+    INFO(recorded.err);
+    CHECK(recorded.exit_code == 0);
+    CHECK_THAT(recorded.out, Catch::Contains("submitted sweep 1: 6 jobs"));
+}

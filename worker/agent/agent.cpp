@@ -454,6 +454,7 @@ struct Agent::Impl {
             AssignmentMsg a = std::move(it->a);
             it = deferred.erase(it);
             take(std::move(a), true);
+            refresh_active();
         }
     }
 

@@ -640,7 +640,7 @@ TEST_CASE("agent: a preemptor waits for the victim to leave its GPU before it st
     test::FakeRuntime rt;
     auto probe = one_gpu();
     auto o = options(pool, work.path());
-    o.stop_grace = 2s; // the victim ignores SIGTERM: it holds the GPU until SIGKILL, 2 s later
+    o.stop_grace = 4s; // the victim ignores SIGTERM: it holds the GPU until SIGKILL, 4 s later
     RunningAgent ra(o, rt, probe);
     auto low = job_spec("low");
     low.resources.gpu_milli = 1000;
@@ -657,8 +657,8 @@ TEST_CASE("agent: a preemptor waits for the victim to leave its GPU before it st
     REQUIRE(eventually([&] { return !rt.get(victim)->signals.empty(); }, 5s));
     // The coordinator has given the GPU to the high job already; the worker holds it back while
     // the victim still runs on that GPU.
-    REQUIRE(eventually([&] { return state_of(pool, hid) == "assigned"; }, 3s));
-    std::this_thread::sleep_for(1s);
+    REQUIRE(eventually([&] { return state_of(pool, hid) == "assigned"; }, 2s));
+    std::this_thread::sleep_for(1s); // still inside the victim's grace, even on a slow machine
     CHECK(rt.started().size() == 1);
     CHECK_FALSE(rt.get(victim)->exit);
     const auto winner = container_of(rt, 1); // after the SIGKILL

@@ -117,15 +117,23 @@ TEST_CASE("service: a job's whole life over HTTP, with a long-polling worker", "
     auto w = p.server.client(p.worker);
     call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
 
-    // The worker long-polls first; the submit wakes it well before its wait runs out.
+    // The worker long-polls first; the submit wakes it well before its wait runs out. (No Catch
+    // assertion in the thread: Catch is not thread-safe. It reports the status it got.)
+    int submitted = 0;
     std::thread submitter([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        p.submit({spec("hello")});
+        auto c = p.server.client(p.member);
+        const json body = {{"source", "t.toml"},
+                           {"max_parallel", 0},
+                           {"jobs", json::parse(recipe::to_json(std::vector<recipe::JobSpec>{spec("hello")}).dump())}};
+        auto r = c.request("POST", "/v1/jobs", body.dump());
+        submitted = r ? r->status : -1;
     });
     auto t0 = std::chrono::steady_clock::now();
     auto polled = call(w, "POST", "/v1/workers/poll?wait_ms=5000", json::object());
     auto waited = std::chrono::steady_clock::now() - t0;
     submitter.join();
+    REQUIRE(submitted == 201);
     REQUIRE(polled["assignments"].size() == 1);
     CHECK(waited < std::chrono::milliseconds(3000));
     auto a = polled["assignments"][0];

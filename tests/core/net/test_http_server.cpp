@@ -279,8 +279,9 @@ TEST_CASE("http: a long-poll is answered from another thread later", "[net]") {
     HttpServer server(ServerOptions{}, std::move(router));
     REQUIRE(server.start());
 
+    bool parked_in_time = false; // asserted after join: Catch is not thread-safe
     std::thread coordinator([&] {
-        REQUIRE(eventually([&] { return parked.size() == 1; }));
+        parked_in_time = eventually([&] { return parked.size() == 1; });
         std::this_thread::sleep_for(200ms);
         parked.answer_all("late");
     });
@@ -289,6 +290,7 @@ TEST_CASE("http: a long-poll is answered from another thread later", "[net]") {
     auto r = client.get("/v1/workers/w1/assignments");
     auto waited = std::chrono::steady_clock::now() - start;
     coordinator.join();
+    CHECK(parked_in_time);
     REQUIRE(r);
     CHECK(r->status == 200);
     CHECK(body_json(r)["n"] == "late0");

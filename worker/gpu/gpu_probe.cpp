@@ -3,10 +3,13 @@
 #include <boost/process.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 namespace gpupool::worker {
 
@@ -72,27 +75,45 @@ Status for_each_row(std::string_view text, const std::string& what, std::size_t 
     return {};
 }
 
-// Runs nvidia-smi with `args`; the text it printed, or nullopt-like empty result when absent.
-Result<std::string> run_nvidia_smi(const std::vector<std::string>& args, bool& present) {
+// Runs nvidia-smi with `args` for at most `timeout`; the text it printed (empty, with `present`
+// false, when there is no nvidia-smi). Its output goes through a file, not a pipe, so that a
+// process that never finishes cannot block the read.
+Result<std::string> run_nvidia_smi(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
+                                   bool& present) {
     auto exe = bp::search_path("nvidia-smi");
     present = !exe.empty();
     if (!present) {
         return std::string();
     }
+    char name[] = "/tmp/gpupool-nvidia-smi-XXXXXX";
+    const int fd = ::mkstemp(name);
+    if (fd < 0) {
+        return make_error(ErrorCode::io, std::string("cannot create a temporary file for nvidia-smi: ") +
+                                             std::strerror(errno));
+    }
+    ::close(fd);
+    struct Remove {
+        const char* path;
+        ~Remove() { ::unlink(path); }
+    } remove{name};
     try {
-        bp::ipstream out;
-        bp::child c(exe, bp::args = args, bp::std_out > out, bp::std_err > bp::null);
-        std::ostringstream text;
-        text << out.rdbuf();
-        c.wait();
+        bp::child c(exe, bp::args = args, bp::std_out > name, bp::std_err > bp::null, bp::std_in < bp::null);
+        if (!c.wait_for(timeout)) {
+            c.terminate();
+            return make_error(ErrorCode::io, "nvidia-smi did not answer within " + std::to_string(timeout.count()) +
+                                                 " ms (a GPU or the driver may be hung)");
+        }
         if (c.exit_code() != 0) {
             return make_error(ErrorCode::io, "nvidia-smi exited with status " + std::to_string(c.exit_code()) +
                                                  "; is the NVIDIA driver loaded?");
         }
-        return text.str();
     } catch (const std::exception& e) {
         return make_error(ErrorCode::io, std::string("could not run nvidia-smi: ") + e.what());
     }
+    std::ifstream in(name, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
 }
 
 } // namespace
@@ -129,7 +150,8 @@ Result<std::vector<GpuProcess>> parse_compute_apps_csv(std::string_view text) {
 
 Result<std::vector<GpuProcess>> NvidiaSmiProbe::processes() {
     bool present = false;
-    auto text = run_nvidia_smi({"--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"}, present);
+    auto text = run_nvidia_smi({"--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"},
+                               m_timeout, present);
     if (!text) {
         return text.error();
     }
@@ -182,7 +204,7 @@ std::vector<UnhealthyGpu> assess_gpu_health(const std::vector<GpuInfo>& gpus, co
 Result<std::vector<GpuStatus>> NvidiaSmiProbe::status() {
     bool present = false;
     auto text = run_nvidia_smi({"--query-gpu=uuid,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits"},
-                               present);
+                               m_timeout, present);
     if (!text) {
         return text.error();
     }
@@ -249,7 +271,8 @@ Result<std::vector<GpuInfo>> parse_nvidia_smi_csv(std::string_view text) {
 
 Result<std::vector<GpuInfo>> NvidiaSmiProbe::list() {
     bool present = false;
-    auto text = run_nvidia_smi({"--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"}, present);
+    auto text = run_nvidia_smi({"--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"}, m_timeout,
+                               present);
     if (!text) {
         return text.error();
     }

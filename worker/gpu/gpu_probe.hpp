@@ -9,6 +9,7 @@
 
 #include "core/util/result.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -73,13 +74,19 @@ public:
 
 // Runs `nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits`.
 // Processes: `nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits`.
+// Every call is bounded by `timeout`: a wedged GPU can leave nvidia-smi hanging, and the worker
+// must go on heartbeating (a call past it is an Error, and health() then calls every GPU unhealthy).
 class NvidiaSmiProbe final : public GpuProbe {
 public:
+    explicit NvidiaSmiProbe(std::chrono::milliseconds timeout = std::chrono::seconds(10)) : m_timeout(timeout) {}
     Result<std::vector<GpuInfo>> list() override;
     Result<std::vector<GpuProcess>> processes() override;
     MemoryEnforcement memory_enforcement() override;
     // `nvidia-smi --query-gpu=uuid,ecc.errors.uncorrected.volatile.total --format=csv,noheader,nounits`
     Result<std::vector<GpuStatus>> status() override;
+
+private:
+    std::chrono::milliseconds m_timeout;
 };
 
 // A fixed inventory, for tests and for `--fake-gpus` in local experiments.

@@ -72,3 +72,59 @@ TEST_CASE("gpu health: gone from the driver, ECC errors, or no driver answer mak
     REQUIRE(down.size() == 3);
     CHECK_THAT(down[2].reason, Catch::Contains("does not answer") && Catch::Contains("GPU is lost"));
 }
+
+namespace {
+
+// Puts `dir` first on PATH for the life of the guard.
+struct PathFirst {
+    std::string old;
+    explicit PathFirst(const std::filesystem::path& dir) {
+        const char* p = std::getenv("PATH");
+        old = p != nullptr ? p : "";
+        ::setenv("PATH", (dir.string() + ":" + old).c_str(), 1);
+    }
+    ~PathFirst() { ::setenv("PATH", old.c_str(), 1); }
+    PathFirst(const PathFirst&) = delete;
+    PathFirst& operator=(const PathFirst&) = delete;
+};
+
+} // namespace
+
+TEST_CASE("the real probe runs nvidia-smi's CSV queries, and one that hangs is cut off in time") {
+    gpupool::test::TempDir dir;
+    // A stand-in nvidia-smi: one L4; the status query hangs while the file `hang` exists.
+    const auto script = dir.write("nvidia-smi", "#!/bin/sh\n"
+                                                "case \"$*\" in\n"
+                                                "  *query-gpu=index*) echo '0, GPU-aaaa, NVIDIA L4, 23034' ;;\n"
+                                                "  *query-gpu=uuid*) [ -f '" +
+                                                    (dir.path() / "hang").string() +
+                                                    "' ] && exec sleep 30; echo 'GPU-aaaa, 0' ;;\n"
+                                                    "  *) echo 'No devices were found' >&2; exit 6 ;;\n"
+                                                    "esac\n");
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    PathFirst path(dir.path());
+    NvidiaSmiProbe probe(std::chrono::milliseconds(500));
+
+    auto gpus = probe.list();
+    REQUIRE(gpus);
+    REQUIRE(gpus->size() == 1);
+    CHECK((*gpus)[0].model == "L4");
+    auto ok = probe.status();
+    REQUIRE(ok);
+    CHECK(*ok == std::vector<GpuStatus>{{"GPU-aaaa", 0}});
+    CHECK(assess_gpu_health(*gpus, ok).empty());
+
+    auto failed = probe.processes(); // the stand-in refuses this query
+    REQUIRE_FALSE(failed);
+    CHECK_THAT(failed.error().message, Catch::Contains("exited with status 6"));
+
+    dir.write("hang", "");
+    const auto t0 = std::chrono::steady_clock::now();
+    auto hung = probe.status();
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+    REQUIRE_FALSE(hung);
+    CHECK_THAT(hung.error().message, Catch::Contains("did not answer within 500 ms"));
+    auto verdict = assess_gpu_health(*gpus, hung);
+    REQUIRE(verdict.size() == 1);
+    CHECK_THAT(verdict[0].reason, Catch::Contains("does not answer"));
+}

@@ -85,7 +85,12 @@ Result<std::string> run_nvidia_smi(const std::vector<std::string>& args, std::ch
     if (!present) {
         return std::string();
     }
-    char name[] = "/tmp/gpupool-nvidia-smi-XXXXXX";
+    std::error_code tmp_ec;
+    // mkstemp's template: six X's it replaces.
+    std::string tmpl = (std::filesystem::temp_directory_path(tmp_ec) / "gpupool-nvidia-smi-").string() + std::string(6, 'X');
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    char* name = buf.data();
     const int fd = ::mkstemp(name);
     if (fd < 0) {
         return make_error(ErrorCode::io, std::string("cannot create a temporary file for nvidia-smi: ") +

@@ -33,14 +33,13 @@ fs::path TempDir::write(const std::string& name, const std::string& text) const 
     return p;
 }
 
-namespace {
+
 std::string slurp(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
 }
-} // namespace
 
 CliResult run_gpupool(const std::vector<std::string>& args, const fs::path& cwd) {
     TempDir io;

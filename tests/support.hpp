@@ -43,6 +43,9 @@ std::filesystem::path source_dir();
 bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds within = std::chrono::seconds(10),
                 std::chrono::milliseconds every = std::chrono::milliseconds(20));
 
+// The whole file, bytes as they are (empty when it cannot be read).
+std::string slurp(const std::filesystem::path& p);
+
 } // namespace gpupool::test
 
 // Catch2 prints a Result as its Error (boost's own operator<< needs one for T too).

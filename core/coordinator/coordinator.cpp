@@ -613,12 +613,16 @@ Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const
     return out;
 }
 
+const std::vector<AttemptId>& Coordinator::attempt_ids_of(JobId id) const {
+    static const std::vector<AttemptId> none;
+    auto it = m_attempts_by_job.find(id);
+    return it == m_attempts_by_job.end() ? none : it->second;
+}
+
 std::vector<AttemptRecord> Coordinator::attempts_of(JobId id) const {
     std::vector<AttemptRecord> out;
-    if (auto it = m_attempts_by_job.find(id); it != m_attempts_by_job.end()) {
-        for (AttemptId aid : it->second) {
-            out.push_back(m_attempts.at(aid));
-        }
+    for (AttemptId aid : attempt_ids_of(id)) {
+        out.push_back(m_attempts.at(aid));
     }
     return out;
 }
@@ -1342,8 +1346,8 @@ std::int64_t Coordinator::budget_room(TeamId team, std::int64_t now) const {
 
 std::int64_t Coordinator::preempted_attempts(JobId job) const {
     std::int64_t n = 0;
-    for (const auto& a : attempts_of(job)) {
-        n += a.state == AttemptState::preempted ? 1 : 0;
+    for (AttemptId id : attempt_ids_of(job)) {
+        n += m_attempts.at(id).state == AttemptState::preempted ? 1 : 0;
     }
     return n;
 }
@@ -1719,8 +1723,8 @@ std::int64_t Coordinator::cost_micro(const AttemptRecord& a) const {
 
 std::int64_t Coordinator::job_cost_micro(JobId job) const {
     std::int64_t total = 0;
-    for (const auto& a : attempts_of(job)) {
-        total += cost_micro(a);
+    for (AttemptId id : attempt_ids_of(job)) {
+        total += cost_micro(m_attempts.at(id));
     }
     return total;
 }

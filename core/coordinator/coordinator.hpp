@@ -314,6 +314,7 @@ private:
 
     Status commit(store::Changes& changes);
     std::vector<std::string> inventory_warnings(const nlohmann::json& inventory) const;
+    const std::vector<AttemptId>& attempt_ids_of(JobId job) const; // ascending; empty if none
     void absorb(const store::Changes& changes);
     void record_usage(const store::AttemptRecord& attempt);
     Result<const store::JobRecord*> visible_job(const Principal& who, JobId id) const;

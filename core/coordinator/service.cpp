@@ -82,6 +82,19 @@ Result<std::int64_t> parse_int(const std::string& text, const std::string& field
     return v;
 }
 
+// An optional query parameter that must be a positive integer when given.
+Result<std::optional<std::int64_t>> positive_query(const net::Request& req, const char* name) {
+    const std::string s = req.query_value(name);
+    if (s.empty()) {
+        return std::optional<std::int64_t>{};
+    }
+    auto v = parse_int(s, name);
+    if (!v || *v <= 0) {
+        return make_error(ErrorCode::invalid_input, "expected a positive integer, got `" + s + "`", name);
+    }
+    return std::optional<std::int64_t>{*v};
+}
+
 template <class T>
 Result<T> field(const json& j, const char* name, std::optional<T> fallback = std::nullopt) {
     auto it = j.find(name);
@@ -409,24 +422,16 @@ net::Router CoordinatorService::Impl::routes() {
                 return error_response(make_error(ErrorCode::invalid_input, "unknown state `" + s + "`", "state"));
             }
         }
-        // Optional positive integers: sweep, limit, before.
-        std::optional<std::int64_t> numbers[3];
-        const char* names[3] = {"sweep", "limit", "before"};
-        for (int i = 0; i < 3; ++i) {
-            if (auto s = req.query_value(names[i]); !s.empty()) {
-                auto v = parse_int(s, names[i]);
-                if (!v || *v <= 0) {
-                    return error_response(
-                        make_error(ErrorCode::invalid_input, std::string("expected a positive integer, got `") + s + "`",
-                                   names[i]));
-                }
-                numbers[i] = *v;
-            }
+        auto sweep = positive_query(req, "sweep");
+        auto limit = positive_query(req, "limit");
+        auto before = positive_query(req, "before");
+        if (!sweep || !limit || !before) {
+            return error_response(!sweep ? sweep.error() : !limit ? limit.error() : before.error());
         }
-        q.sweep = numbers[0];
-        q.limit = numbers[1] ? static_cast<std::size_t>(*numbers[1]) : 0;
-        if (numbers[2]) {
-            q.before = JobId(*numbers[2]);
+        q.sweep = *sweep;
+        q.limit = static_cast<std::size_t>(limit->value_or(0));
+        if (*before) {
+            q.before = JobId(**before);
         }
         q.all_teams = req.query_value("all_teams") == "1" || req.query_value("all_teams") == "true";
         auto list = coord->jobs(who, q);

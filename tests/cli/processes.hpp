@@ -20,11 +20,6 @@
 
 namespace gpupool::test {
 
-inline std::string slurp(const std::filesystem::path& p) {
-    std::ifstream in(p);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // A coordinator child process. `port` 0 picks an ephemeral one; pass the old port to restart.
 class CoordinatorProcess {
 public:

@@ -25,17 +25,9 @@ namespace {
 
 using test::CoordinatorProcess;
 
-net::HttpClient client(const std::string& url, const std::string& token) {
-    net::ClientOptions o;
-    o.base_url = url;
-    o.token = token;
-    o.timeout = std::chrono::milliseconds(5'000);
-    o.connect_timeout = std::chrono::milliseconds(1'000);
-    return net::HttpClient(o);
-}
 
 std::string make_member(const std::string& url, const std::string& admin) {
-    auto a = client(url, admin);
+    auto a = test::http_client(url, admin);
     auto t = a.request("POST", "/v1/admin/teams", R"({"name": "fellows"})");
     REQUIRE(t);
     REQUIRE(t->status == 201);
@@ -115,7 +107,7 @@ TEST_CASE("coordinator process: kill -9 loses no acknowledged job and duplicates
     {
         CoordinatorProcess coord(dir.path());
         member = make_member(coord.url(), coord.admin());
-        auto m = client(coord.url(), member);
+        auto m = test::http_client(coord.url(), member);
         std::atomic<bool> killed{false};
         std::thread killer([&] {
             std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 1500)(rng)));
@@ -140,7 +132,7 @@ TEST_CASE("coordinator process: kill -9 loses no acknowledged job and duplicates
     INFO(acked.size() << " submissions acknowledged before the kill");
     CoordinatorProcess again(dir.path());
     CHECK(again.admin().empty()); // the store was found, not recreated
-    auto m = client(again.url(), member);
+    auto m = test::http_client(again.url(), member);
     auto r = m.request("GET", "/v1/jobs");
     REQUIRE(r);
     REQUIRE(r->status == 200);
@@ -189,7 +181,7 @@ TEST_CASE("coordinator process: grants, credits, budgets, report, refusal and pr
     test::TempDir dir;
     CoordinatorProcess coord(dir.path());
     const std::string url = coord.url();
-    auto a = client(url, coord.admin());
+    auto a = test::http_client(url, coord.admin());
     REQUIRE(a.request("POST", "/v1/admin/teams", R"({"name": "poor"})")->status == 201);
     auto tok = a.request("POST", "/v1/admin/tokens", R"({"role": "member", "team": "poor"})");
     REQUIRE(tok->status == 201);
@@ -254,7 +246,7 @@ TEST_CASE("coordinator process: --credits record accepts work a team cannot pay 
     auto unfunded_submit = [](const std::vector<std::string>& extra) {
         test::TempDir dir;
         CoordinatorProcess coord(dir.path(), extra);
-        auto a = client(coord.url(), coord.admin());
+        auto a = test::http_client(coord.url(), coord.admin());
         REQUIRE(a.request("POST", "/v1/admin/teams", R"({"name": "broke"})")->status == 201);
         auto m = a.request("POST", "/v1/admin/tokens", R"({"role": "member", "team": "broke"})");
         REQUIRE(m->status == 201);

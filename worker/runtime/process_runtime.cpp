@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <signal.h>
@@ -139,27 +140,39 @@ void ProcessRuntime::forget(const std::string& name) {
 
 void ProcessRuntime::reap_leftovers() {
     std::error_code ec;
+    std::vector<std::filesystem::path> records;
     for (const auto& entry : std::filesystem::directory_iterator(m_state_dir, ec)) {
-        if (entry.path().extension() != ".pid") {
+        if (entry.path().extension() == ".pid") {
+            records.push_back(entry.path());
+        }
+    }
+    if (records.empty()) {
+        return;
+    }
+    // One pass over /proc: every process by session.
+    std::multimap<pid_t, pid_t> by_session;
+    for (const auto& p : std::filesystem::directory_iterator("/proc", ec)) {
+        pid_t pid = 0;
+        const std::string n = p.path().filename().string();
+        if (std::from_chars(n.data(), n.data() + n.size(), pid).ec != std::errc()) {
             continue;
         }
+        if (auto st = stat_of(pid)) {
+            by_session.emplace(st->session, pid);
+        }
+    }
+    for (const auto& record : records) {
         long long session = 0;
         unsigned long long start_time = 0;
-        std::ifstream(entry.path()) >> session >> start_time;
-        const std::string name = entry.path().stem().string();
+        std::ifstream(record) >> session >> start_time;
+        const std::string name = record.stem().string();
         std::vector<pid_t> members;
         const auto leader = session > 0 ? stat_of(static_cast<pid_t>(session)) : std::nullopt;
         // A live leader with another start time is a new process that reuses the pid: not ours.
         if (session > 0 && (!leader || leader->start_time == start_time)) {
-            for (const auto& p : std::filesystem::directory_iterator("/proc", ec)) {
-                pid_t pid = 0;
-                const std::string n = p.path().filename().string();
-                if (std::from_chars(n.data(), n.data() + n.size(), pid).ec != std::errc()) {
-                    continue;
-                }
-                if (auto st = stat_of(pid); st && st->session == static_cast<pid_t>(session)) {
-                    members.push_back(pid);
-                }
+            auto [first, last] = by_session.equal_range(static_cast<pid_t>(session));
+            for (auto it = first; it != last; ++it) {
+                members.push_back(it->second);
             }
         }
         for (pid_t pid : members) {
@@ -170,7 +183,7 @@ void ProcessRuntime::reap_leftovers() {
                          "without cleaning up",
                          members.size(), name);
         }
-        std::filesystem::remove(entry.path(), ec);
+        std::filesystem::remove(record, ec);
     }
 }
 

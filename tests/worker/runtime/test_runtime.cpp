@@ -28,12 +28,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+using test::slurp;
 
 using test::env_or;
 using Candidate = test::RuntimeUnderTest;

@@ -84,4 +84,70 @@ std::string shell_quote(std::string_view s) {
     return out;
 }
 
+namespace {
+
+void append_hex(std::string& out, const char* prefix, unsigned value, int digits) {
+    static constexpr char k_hex[] = "0123456789abcdef";
+    out += prefix;
+    for (int shift = (digits - 1) * 4; shift >= 0; shift -= 4) {
+        out += k_hex[(value >> shift) & 0xfu];
+    }
+}
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0.
+std::size_t utf8_length(std::string_view s, std::size_t i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) {
+        return 0;
+    }
+    for (std::size_t k = 1; k < n; ++k) {
+        if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) {
+            return 0;
+        }
+    }
+    // Overlong two-byte forms (0xc0, 0xc1) could hide an ASCII control character.
+    if (n == 2 && c < 0xc2) {
+        return 0;
+    }
+    return n;
+}
+
+} // namespace
+
+std::string escape_control(std::string_view s, bool keep_lines) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        const std::size_t n = utf8_length(s, i);
+        if (n == 0) {
+            append_hex(out, "\\x", c, 2);
+            ++i;
+            continue;
+        }
+        if (n == 1) {
+            if (c >= 0x20 && c != 0x7f) {
+                out += static_cast<char>(c);
+            } else if (keep_lines && (c == '\n' || c == '\t')) {
+                out += static_cast<char>(c);
+            } else if (c == '\n') {
+                out += "\\n";
+            } else if (c == '\r') {
+                out += "\\r";
+            } else if (c == '\t') {
+                out += "\\t";
+            } else {
+                append_hex(out, "\\x", c, 2);
+            }
+        } else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0) {
+            append_hex(out, "\\u", static_cast<unsigned char>(s[i + 1]), 4); // a C1 control
+        } else {
+            out.append(s.substr(i, n));
+        }
+        i += n;
+    }
+    return out;
+}
+
 } // namespace gpupool::util

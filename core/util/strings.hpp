@@ -25,4 +25,12 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep);
 // Quote for a POSIX shell when needed (used to print commands, never to run them).
 std::string shell_quote(std::string_view s);
 
+// Makes text that came from someone else (a worker's name, a job's log, an error message from
+// the network) safe to print on a terminal or in a log line: C0 control characters, DEL and the
+// C1 controls (U+0080..U+009F, which some terminals obey) become visible escapes (\n, \r, \t,
+// \x1b, \u009b), so nobody can forge a log line or send a terminal escape sequence. With
+// `keep_lines`, newlines and tabs pass through (a job's multi-line output). Bytes that are not
+// valid UTF-8 become \xNN too.
+std::string escape_control(std::string_view s, bool keep_lines = false);
+
 } // namespace gpupool::util

@@ -110,6 +110,7 @@ void register_admin(Cli& cli) {
         std::string team;
         std::string label;
         std::int64_t id = 0;
+        std::int64_t uses = 1;
     };
     auto tok = std::make_shared<TokenArgs>();
     CLI::App* token_cmd = admin->add_subcommand("token", "API tokens")->require_subcommand(1);
@@ -119,9 +120,13 @@ void register_admin(Cli& cli) {
         ->capture_default_str();
     token_create->add_option("--team", tok->team, "Team (member and enroll tokens)");
     token_create->add_option("--label", tok->label, "A note to recognise it by");
+    token_create->add_option("--uses", tok->uses, "Enrollment tokens: how many workers it may register")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000}))
+        ->capture_default_str();
     token_create->callback([&cli, tok] {
         cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/tokens",
-                                   {{"role", tok->role}, {"team", tok->team}, {"label", tok->label}}, print_token);
+                                   {{"role", tok->role}, {"team", tok->team}, {"label", tok->label}, {"uses", tok->uses}},
+                                   print_token);
     });
     CLI::App* token_revoke = token_cmd->add_subcommand("revoke", "Revoke a token by id");
     token_revoke->add_option("id", tok->id, "Token id")->required();
@@ -130,12 +135,19 @@ void register_admin(Cli& cli) {
                                    [](const json& r) { std::cout << "revoked token " << r["revoked"] << '\n'; });
     });
 
-    auto enroll_team = std::make_shared<std::string>();
-    CLI::App* enroll = admin->add_subcommand("enroll", "Create an enrollment token: a GPU owner's worker registers with it");
-    enroll->add_option("team", *enroll_team, "The owner's team (credited for the GPU time)")->required();
-    enroll->callback([&cli, enroll_team] {
+    auto enroll_args = std::make_shared<TokenArgs>();
+    CLI::App* enroll = admin->add_subcommand(
+        "enroll", "Create an enrollment token: a GPU owner's worker registers with it (once, or --uses N times; "
+                  "banning a worker revokes the token it enrolled with)");
+    enroll->add_option("team", enroll_args->team, "The owner's team (credited for the GPU time)")->required();
+    enroll->add_option("--uses", enroll_args->uses, "How many workers it may register")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000}))
+        ->capture_default_str();
+    enroll->callback([&cli, enroll_args] {
         cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/tokens",
-                                   {{"role", "enroll"}, {"team", *enroll_team}, {"label", "enrollment"}}, print_token);
+                                   {{"role", "enroll"}, {"team", enroll_args->team}, {"label", "enrollment"},
+                                    {"uses", enroll_args->uses}},
+                                   print_token);
     });
 
     CLI::App* workers = admin->add_subcommand("workers", "List workers");

@@ -25,6 +25,8 @@ struct CoordinatorCmdOptions {
     std::string gpu_catalog; // empty: the embedded core/resources/gpus.toml
     std::string pool_fee = "0"; // percent of each charge
     std::string credits = "enforce"; // or "record"
+    std::int64_t max_log_mib = 64;   // per attempt; 0 = no cap
+    std::size_t max_connections_per_client = 512;
 };
 
 namespace {
@@ -87,6 +89,8 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     so.coordinator.policy.placement.scorer = *scorer;
     so.tick = std::chrono::milliseconds(o.tick_ms);
     so.coordinator.credits.enforce = o.credits == "enforce";
+    so.coordinator.max_log_bytes = o.max_log_mib * 1024 * 1024;
+    so.http.max_connections_per_client = o.max_connections_per_client;
     if (!o.gpu_catalog.empty()) {
         std::ifstream in(o.gpu_catalog);
         if (!in) {
@@ -163,6 +167,13 @@ void register_coordinator(Cli& cli) {
                     "recorded (balances may go negative) but nothing waits")
         ->capture_default_str()
         ->check(CLI::IsMember({"enforce", "record"}));
+    sub->add_option("--max-log-mib", o->max_log_mib,
+                    "Log kept per attempt: past it, the first MiB and the latest bytes (0: no cap)")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{100'000}))
+        ->capture_default_str();
+    sub->add_option("--max-connections-per-client", o->max_connections_per_client,
+                    "Open connections one address may hold (workers behind one NAT share one; 0: no cap)")
+        ->capture_default_str();
     sub->callback([&cli, o] { cli.exit_code = run_coordinator(cli.global, *o); });
 }
 

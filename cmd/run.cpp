@@ -77,7 +77,7 @@ Result<LocalCredentials> local_credentials(const fs::path& dir, std::uint16_t po
     if (!member) {
         return member.error();
     }
-    auto enroll = admin.post("/v1/admin/tokens", {{"role", "enroll"}, {"team", "local"}, {"label", "gpupool run worker"}});
+    auto enroll = admin.post("/v1/admin/tokens", {{"role", "enroll"}, {"team", "local"}, {"label", "gpupool run worker"}, {"uses", 10000}});
     if (!enroll) {
         return enroll.error();
     }

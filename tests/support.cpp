@@ -41,6 +41,11 @@ std::string slurp(const fs::path& p) {
     return ss.str();
 }
 
+void write_file(const fs::path& p, std::string_view bytes) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
 CliResult run_gpupool(const std::vector<std::string>& args, const fs::path& cwd) {
     TempDir io;
     fs::path out = io.path() / "stdout";

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpupool::test {
@@ -45,6 +46,9 @@ bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds withi
 
 // The whole file, bytes as they are (empty when it cannot be read).
 std::string slurp(const std::filesystem::path& p);
+
+// Writes `bytes` to `p` (replacing it).
+void write_file(const std::filesystem::path& p, std::string_view bytes);
 
 } // namespace gpupool::test
 

@@ -4,6 +4,7 @@
 
 #include "core/util/result.hpp"
 
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -11,5 +12,7 @@ namespace gpupool::coordinator {
 
 Result<std::string> new_token_secret();
 std::string sha256_hex(std::string_view data);
+// The SHA-256 (hex) of a file's contents, read in pieces; an io Error when it cannot be read.
+Result<std::string> sha256_file_hex(const std::filesystem::path& file);
 
 } // namespace gpupool::coordinator

@@ -338,9 +338,15 @@ Result<std::vector<TeamRecord>> Coordinator::list_teams(const Principal& who) co
 }
 
 Result<IssuedToken> Coordinator::create_token(const Principal& who, Role role, const std::string& team,
-                                              const std::string& label) {
+                                              const std::string& label, std::int64_t uses) {
     if (who.role != Role::admin) {
         return denied("only admins create tokens");
+    }
+    if (uses < 1 || uses > k_max_enroll_uses) {
+        return invalid("an enrollment token registers 1 to " + std::to_string(k_max_enroll_uses) + " workers", "uses");
+    }
+    if (label.size() > k_max_label_chars) {
+        return invalid("labels are at most " + std::to_string(k_max_label_chars) + " characters", "label");
     }
     if (role == Role::worker) {
         return invalid("worker tokens are issued when a worker registers with an enrollment token", "role");
@@ -358,10 +364,26 @@ Result<IssuedToken> Coordinator::create_token(const Principal& who, Role role, c
     if (!tok) {
         return tok;
     }
+    if (role == Role::enroll) {
+        c.tokens.back().uses_left = uses;
+    }
     if (auto st = commit(c); !st) {
         return st.error();
     }
     return tok;
+}
+
+std::int64_t Coordinator::log_head_bytes() const {
+    return std::min(k_log_head_bytes, m_options.max_log_bytes / 2);
+}
+
+const TokenRecord* Coordinator::token_by_id(std::int64_t id) const {
+    for (const auto& [hash, t] : m_tokens) {
+        if (t.id == id) {
+            return &t;
+        }
+    }
+    return nullptr;
 }
 
 Status Coordinator::revoke_token(const Principal& who, std::int64_t token_id) {
@@ -406,6 +428,15 @@ Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, Work
     w.state = state;
     c.workers.push_back(w);
     if (state == WorkerState::banned) {
+        // The ban sticks to the owner: the enrollment token the worker came in with is revoked, so
+        // registering again with it fails.
+        if (w.enrolled_by) {
+            if (const TokenRecord* enrollment = token_by_id(*w.enrolled_by); enrollment != nullptr && !enrollment->revoked_at) {
+                TokenRecord revoked = *enrollment;
+                revoked.revoked_at = m_clock.now_ms();
+                c.tokens.push_back(revoked);
+            }
+        }
         for (AttemptId id : m_active_attempts) {
             const AttemptRecord& a = m_attempts.at(id);
             if (a.worker == worker) {
@@ -487,18 +518,23 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
     if (request.jobs.empty()) {
         return invalid("a submission needs at least one job", "jobs");
     }
+    if (request.jobs.size() > k_max_jobs_per_submission) {
+        return invalid("a submission has at most " + std::to_string(k_max_jobs_per_submission) + " jobs, got " +
+                           std::to_string(request.jobs.size()),
+                       "jobs");
+    }
     if (request.max_parallel < 0) {
         return invalid("must be 0 (no limit) or more", "max_parallel");
     }
     for (std::size_t i = 0; i < request.jobs.size(); ++i) {
         if (const auto& sha = request.jobs[i].inputs.archive; !sha.empty()) {
-            auto size = m_store.input_blob_size(sha);
+            auto size = m_store.input_blob_size(*team, sha);
             if (!size) {
                 return size.error();
             }
             if (!*size) {
-                return invalid("no uploaded inputs with digest " + sha + "; upload the archive first (PUT /v1/inputs/" +
-                                   sha + ")",
+                return invalid("no inputs with digest " + sha + " were uploaded for team `" + m_teams.at(*team).name +
+                                   "`; upload the archive first (PUT /v1/inputs/" + sha + ")",
                                "jobs[" + std::to_string(i) + "].inputs.archive");
             }
         }
@@ -772,14 +808,25 @@ Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int
         return invalid("must be 0 or more", "offset");
     }
     constexpr std::int64_t k_max_slice = 1 << 20;
-    auto data = m_store.read_log(aid, offset, k_max_slice);
+    auto resume = m_store.log_resume_offset(aid, offset);
+    if (!resume) {
+        return resume.error();
+    }
+    const std::int64_t from = resume->value_or(offset);
+    auto data = m_store.read_log(aid, from, k_max_slice);
     if (!data) {
         return data.error();
     }
     LogSlice s;
     s.attempt = aid;
-    s.next_offset = offset + static_cast<std::int64_t>(data->size());
-    s.data = std::move(*data);
+    s.next_offset = from + static_cast<std::int64_t>(data->size());
+    if (from > offset) {
+        s.data = "[gpupool: bytes " + std::to_string(offset) + " to " + std::to_string(from) +
+                 " of this log were dropped: the pool keeps the first " + std::to_string(log_head_bytes()) +
+                 " bytes and the last " + std::to_string(m_options.max_log_bytes - log_head_bytes()) +
+                 " bytes of each attempt's log]\n";
+    }
+    s.data += *data;
     auto len = m_store.log_length(aid);
     s.finished = !is_active(m_attempts.at(aid).state) && len && s.next_offset >= *len;
     return s;
@@ -819,11 +866,22 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     }
     const std::int64_t now = m_clock.now_ms();
     Changes c;
-    WorkerRecord w{WorkerId(m_next_worker), *who.team, name, inventory.dump(), WorkerState::active, now, now};
+    WorkerRecord w{WorkerId(m_next_worker), *who.team, name, inventory.dump(), WorkerState::active, now, now,
+                   who.token_id};
     c.workers.push_back(w);
     auto tok = issue(Role::worker, who.team, w.id, "worker " + name, c);
     if (!tok) {
         return tok.error();
+    }
+    // Each registration uses up one of the enrollment token's registrations; the last revokes it.
+    // (After issue(): it numbers new tokens by their place in `c`.)
+    if (const TokenRecord* enrollment = token_by_id(who.token_id); enrollment != nullptr && enrollment->uses_left) {
+        TokenRecord used = *enrollment;
+        used.uses_left = *used.uses_left - 1;
+        if (*used.uses_left <= 0) {
+            used.revoked_at = now;
+        }
+        c.tokens.push_back(used);
     }
     if (auto st = commit(c); !st) {
         return st.error();
@@ -913,7 +971,7 @@ Result<std::vector<Assignment>> Coordinator::assignments(const Principal& who) c
         const AttemptRecord& a = m_attempts.at(id);
         if (a.worker == *who.worker && a.state == AttemptState::assigned) {
             const JobRecord& j = m_jobs.at(a.job);
-            out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli});
+            out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team});
         }
     }
     return out;
@@ -948,20 +1006,29 @@ Result<LogAppend> Coordinator::append_log(const Principal& who, AttemptId id, st
     if (!a) {
         return a.error();
     }
-    return m_store.append_log(id, offset, data);
+    auto appended = m_store.append_log(id, offset, data);
+    const std::int64_t cap = m_options.max_log_bytes;
+    if (appended && cap > 0 && appended->stored_bytes > 0 && appended->length > cap) {
+        // Keep the head and the newest bytes; what lies wholly between goes.
+        const std::int64_t head = log_head_bytes();
+        if (auto st = m_store.drop_log_range(id, head, appended->length - (cap - head)); !st) {
+            return st.error();
+        }
+    }
+    return appended;
 }
 
-Status Coordinator::upload_output(const Principal& who, AttemptId id, std::string_view data) {
+Status Coordinator::upload_output(const Principal& who, AttemptId id, const UploadedFile& file) {
     auto a = current_attempt_of_worker(who, id);
     if (!a) {
         return a.error();
     }
     const auto cap = m_jobs.at((*a)->job).spec.outputs.max_size_mib * 1024 * 1024;
-    if (static_cast<std::int64_t>(data.size()) > cap) {
-        return invalid("outputs are " + std::to_string(data.size()) + " bytes, over the job's outputs.max_size",
+    if (file.size > cap) {
+        return invalid("outputs are " + std::to_string(file.size) + " bytes, over the job's outputs.max_size",
                        "outputs");
     }
-    return m_store.put_output(id, data, sha256_hex(data));
+    return m_store.put_output(id, file.path, file.sha256_hex);
 }
 
 std::optional<Outcome> outcome_from_string(std::string_view s) {
@@ -977,22 +1044,35 @@ std::optional<Outcome> outcome_from_string(std::string_view s) {
     return std::nullopt;
 }
 
-Status Coordinator::put_inputs(const Principal& who, const std::string& sha, std::string_view data) {
-    if (who.role != Role::member && who.role != Role::admin) {
+Status Coordinator::put_inputs(const Principal& who, const std::string& sha, const UploadedFile& file,
+                               const std::optional<std::string>& team_name) {
+    std::optional<TeamId> team;
+    if (who.role == Role::member) {
+        team = who.team;
+    } else if (who.role == Role::admin) {
+        if (!team_name) {
+            return invalid("admins name the team the inputs are for: ?team=NAME", "team");
+        }
+        auto t = team_named(*team_name);
+        if (!t) {
+            return t.error();
+        }
+        team = *t;
+    } else {
         return denied("only team members and admins upload inputs");
     }
     if (sha.size() != 64 || sha.find_first_not_of("0123456789abcdef") != std::string::npos) {
         return invalid("must be the lowercase hex SHA-256 of the body", "sha256");
     }
-    if (data.size() > k_max_input_archive_bytes) {
-        return invalid("the inputs archive is " + std::to_string(data.size()) + " bytes, over the pool's limit of " +
+    if (file.size > static_cast<std::int64_t>(k_max_input_archive_bytes)) {
+        return invalid("the inputs archive is " + std::to_string(file.size) + " bytes, over the pool's limit of " +
                            std::to_string(k_max_input_archive_bytes),
                        "inputs");
     }
-    if (sha256_hex(data) != sha) {
-        return invalid("the body's SHA-256 is " + sha256_hex(data) + ", not the digest in the path", "sha256");
+    if (file.sha256_hex != sha) {
+        return invalid("the body's SHA-256 is " + file.sha256_hex + ", not the digest in the path", "sha256");
     }
-    return m_store.put_input_blob(sha, who.team, data, m_clock.now_ms());
+    return m_store.put_input_blob(*team, sha, file.path, m_clock.now_ms());
 }
 
 Result<std::string> Coordinator::read_inputs(const Principal& who, AttemptId id) {
@@ -1004,7 +1084,7 @@ Result<std::string> Coordinator::read_inputs(const Principal& who, AttemptId id)
     if (sha.empty()) {
         return make_error(ErrorCode::not_found, "this job has no inputs archive");
     }
-    auto blob = m_store.get_input_blob(sha);
+    auto blob = m_store.get_input_blob(m_jobs.at((*a)->job).team, sha);
     if (!blob) {
         return blob.error();
     }

@@ -59,6 +59,19 @@ struct CreditOptions {
     std::int64_t pool_fee_ppm = 0; // of each charge, to the pool-fee account
 };
 
+// An upload the HTTP layer spooled to disk, with its size and SHA-256 measured there (off the
+// coordinator thread). The file is read, never kept: the caller removes it.
+struct UploadedFile {
+    std::filesystem::path path;
+    std::int64_t size = 0;
+    std::string sha256_hex;
+};
+
+inline constexpr std::int64_t k_max_enroll_uses = 10'000;
+inline constexpr std::int64_t k_log_head_bytes = std::int64_t{1} << 20; // kept from a capped log's start
+inline constexpr std::size_t k_max_jobs_per_submission = 10'000; // a sweep's cap, checked here too
+inline constexpr std::size_t k_max_label_chars = 200;
+
 // SQLite keeps a blob under 1e9 bytes; inputs stay below that.
 inline constexpr std::size_t k_max_input_archive_bytes = 950'000'000;
 
@@ -66,6 +79,9 @@ struct CoordinatorOptions {
     std::int64_t lease_ms = 30'000;            // an attempt is lost this long after its last renewal
     std::int64_t worker_timeout_ms = 30'000;   // a worker silent this long gets no new work
     std::int64_t runtime_grace_ms = 30'000;    // beyond max_runtime before the coordinator fails it
+    // Log bytes kept per attempt (0: no cap). Past it, the log keeps its first k_log_head_bytes and
+    // its latest bytes; readers are told what was dropped. A job cannot grow the database for ever.
+    std::int64_t max_log_bytes = std::int64_t{64} << 20;
     sched::Policy policy;
     CreditOptions credits;
 };
@@ -189,6 +205,7 @@ struct Assignment {
     recipe::JobSpec spec;
     std::int64_t gpu_index = -1;
     std::int64_t gpu_milli = 0;
+    TeamId team; // whose job: the worker gives each team its own writable cache
 };
 
 struct HeartbeatReply {
@@ -220,7 +237,10 @@ public:
     Result<store::TeamRecord> create_team(const Principal& who, const std::string& name, std::int64_t weight);
     Result<std::vector<store::TeamRecord>> list_teams(const Principal& who) const;
     // role member/admin/enroll; team by name for member and enroll.
-    Result<IssuedToken> create_token(const Principal& who, Role role, const std::string& team, const std::string& label);
+    // `uses`: how many workers an enrollment token may register (ignored for other roles); the
+    // last registration revokes it.
+    Result<IssuedToken> create_token(const Principal& who, Role role, const std::string& team, const std::string& label,
+                                     std::int64_t uses = 1);
     Status revoke_token(const Principal& who, std::int64_t token_id);
     Result<std::vector<store::WorkerRecord>> list_workers(const Principal& who) const;
     Status set_worker_state(const Principal& who, WorkerId worker, store::WorkerState state);
@@ -237,8 +257,11 @@ public:
                                std::optional<AttemptId> attempt = std::nullopt);
     Result<std::string> read_output(const Principal& who, JobId id);
     // Inputs travel as one tar archive per distinct input set, uploaded before the submission that
-    // names it (JobSpec::inputs.archive = its SHA-256); workers fetch it for their attempt.
-    Status put_inputs(const Principal& who, const std::string& sha256_hex, std::string_view data);
+    // names it (JobSpec::inputs.archive = its SHA-256); workers fetch it for their attempt. An
+    // archive belongs to the team that uploaded it (admins name the team) and only that team's
+    // jobs can use it.
+    Status put_inputs(const Principal& who, const std::string& sha256_hex, const UploadedFile& file,
+                      const std::optional<std::string>& team = std::nullopt);
     Result<std::string> read_inputs(const Principal& who, AttemptId attempt);
 
     // ---- workers ----
@@ -262,7 +285,7 @@ public:
     Status start_attempt(const Principal& who, AttemptId attempt);
     Result<store::LogAppend> append_log(const Principal& who, AttemptId attempt, std::int64_t offset,
                                         std::string_view data);
-    Status upload_output(const Principal& who, AttemptId attempt, std::string_view data);
+    Status upload_output(const Principal& who, AttemptId attempt, const UploadedFile& file);
     // `exit_code` is required for Outcome::exited and ignored otherwise.
     Status complete_attempt(const Principal& who, AttemptId attempt, std::optional<std::int64_t> exit_code,
                             const std::string& reason, Outcome outcome = Outcome::exited);
@@ -313,6 +336,8 @@ private:
     };
 
     Status commit(store::Changes& changes);
+    const store::TokenRecord* token_by_id(std::int64_t id) const;
+    std::int64_t log_head_bytes() const; // kept from the start of a capped log
     std::vector<std::string> inventory_warnings(const nlohmann::json& inventory) const;
     const std::vector<AttemptId>& attempt_ids_of(JobId job) const; // ascending; empty if none
     void absorb(const store::Changes& changes);

@@ -1,12 +1,16 @@
 #include "core/coordinator/service.hpp"
 
+#include "core/coordinator/auth.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "core/util/strings.hpp"
 #include "core/store/sqlite_store.hpp"
 
 #include <boost/asio.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
+#include <type_traits>
 #include <future>
 #include <thread>
 
@@ -15,6 +19,20 @@ namespace gpupool::coordinator {
 namespace asio = boost::asio;
 using json = nlohmann::json;
 using namespace gpupool::store;
+
+namespace {
+constexpr std::size_t k_max_json_body_bytes = std::size_t{1} << 20;   // most routes: a small JSON object
+constexpr std::size_t k_max_submit_bytes = std::size_t{64} << 20;     // a sweep of 10,000 jobs fits
+constexpr std::size_t k_max_string_field_bytes = 4096;                // names, notes, labels
+
+// What a route accepts, checked before its handler runs on the coordinator thread.
+struct Accepts {
+    std::size_t max_body = k_max_json_body_bytes;
+    std::vector<Role> roles; // who may send a body here, checked from the headers; empty: any valid token
+    bool json_body = true;   // a JSON object, parsed on an io thread within size and depth limits
+    bool to_file = false;    // spooled to disk by the server, its SHA-256 measured on an io thread
+};
+} // namespace
 
 int http_status(ErrorCode code) {
     switch (code) {
@@ -59,11 +77,51 @@ std::string bearer(const net::Request& req) {
     return {};
 }
 
-Result<json> parse_body(const net::Request& req) {
-    if (req.body.empty()) {
+// Counts nesting and stops at the first level too deep, before anything is built: 8 MiB of `[`
+// costs a scan, not a tree of millions of arrays.
+class DepthCheck : public nlohmann::json_sax<json> {
+public:
+    explicit DepthCheck(std::size_t max_depth) : m_max(max_depth) {}
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return ++m_depth <= m_max; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return --m_depth, true; }
+    bool start_array(std::size_t) override { return ++m_depth <= m_max; }
+    bool end_array() override { return --m_depth, true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+        m_syntax_error = true;
+        return false;
+    }
+    bool too_deep() const { return m_depth > m_max; }
+    bool syntax_error() const { return m_syntax_error; }
+
+private:
+    std::size_t m_max;
+    std::size_t m_depth = 0;
+    bool m_syntax_error = false;
+};
+
+} // namespace
+
+Result<json> parse_json_object(std::string_view text, std::size_t max_depth) {
+    if (text.empty()) {
         return Result<json>(boost::system::in_place_value, json::object());
     }
-    json j = json::parse(req.body, nullptr, false);
+    DepthCheck depth(max_depth);
+    if (!json::sax_parse(text, &depth)) {
+        if (depth.too_deep()) {
+            return make_error(ErrorCode::invalid_input,
+                              "the request body nests deeper than " + std::to_string(max_depth) + " levels", "body");
+        }
+        return make_error(ErrorCode::invalid_input, "the request body is not valid JSON", "body");
+    }
+    json j = json::parse(text, nullptr, false);
     if (j.is_discarded()) {
         return make_error(ErrorCode::invalid_input, "the request body is not valid JSON", "body");
     }
@@ -72,6 +130,8 @@ Result<json> parse_body(const net::Request& req) {
     }
     return Result<json>(boost::system::in_place_value, std::move(j));
 }
+
+namespace {
 
 Result<std::int64_t> parse_int(const std::string& text, const std::string& field) {
     std::int64_t v = 0;
@@ -103,6 +163,21 @@ Result<T> field(const json& j, const char* name, std::optional<T> fallback = std
             return *fallback;
         }
         return make_error(ErrorCode::invalid_input, "missing required field", name);
+    }
+    // No silent conversions: 1.9 is not an integer (nlohmann would truncate it to 1).
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        if (!it->is_number_integer()) {
+            return make_error(ErrorCode::invalid_input, std::string("expected an integer, got ") + it->type_name(), name);
+        }
+    } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+        if (!it->is_array() || !std::all_of(it->begin(), it->end(), [](const json& v) { return v.is_number_integer(); })) {
+            return make_error(ErrorCode::invalid_input, "expected an array of integers", name);
+        }
+    } else if constexpr (std::is_same_v<T, std::string>) {
+        if (it->is_string() && it->get_ref<const std::string&>().size() > k_max_string_field_bytes) {
+            return make_error(ErrorCode::invalid_input,
+                              "longer than " + std::to_string(k_max_string_field_bytes) + " bytes", name);
+        }
     }
     try {
         return it->get<T>();
@@ -197,7 +272,8 @@ json job_json(const Coordinator& coord, const JobRecord& j, const std::vector<At
 
 json assignment_json(const Assignment& a) {
     return {{"attempt", a.attempt.value()}, {"job", a.job.value()},         {"attempt_number", a.attempt_number},
-            {"gpu_index", a.gpu_index},     {"gpu_milli", a.gpu_milli}, {"spec", json::parse(recipe::to_json(a.spec).dump())}};
+            {"gpu_index", a.gpu_index},     {"gpu_milli", a.gpu_milli}, {"team", a.team.value()},
+            {"spec", json::parse(recipe::to_json(a.spec).dump())}};
 }
 
 } // namespace
@@ -220,23 +296,80 @@ struct CoordinatorService::Impl {
     };
     std::map<WorkerId, std::vector<Poller>> pollers;
 
-    using Fn = std::function<net::Response(const net::Request&, const Principal&)>;
+    // What a handler gets besides the request: the body as checked on an io thread.
+    struct Input {
+        json body = json::object();        // routes with a JSON body
+        std::optional<UploadedFile> file;  // routes whose body is spooled to disk
+    };
+    using Fn = std::function<net::Response(const net::Request&, const Input&, const Principal&)>;
+
+
+    // Admission from the headers alone, on the coordinator thread: nobody reaches a body without a
+    // valid token of a role the route takes.
+    std::optional<net::Response> admission(const std::string& token, const std::vector<Role>& roles) const {
+        auto who = coord->authenticate(token);
+        if (!who) {
+            return error_response(who.error());
+        }
+        if (!roles.empty() && std::find(roles.begin(), roles.end(), who->role) == roles.end()) {
+            return error_response(make_error(ErrorCode::forbidden, std::string("a ") + to_string(who->role) +
+                                                                       " token cannot send this request"));
+        }
+        return std::nullopt;
+    }
+
+    net::RouteOptions route_options(const Accepts& accepts) {
+        net::RouteOptions ro;
+        ro.max_body_bytes = accepts.max_body;
+        ro.body_to_file = accepts.to_file;
+        ro.admit = [this, roles = accepts.roles](const net::Request& head, net::Decide decide) {
+            asio::post(ctx, [this, roles, token = bearer(head), decide = std::move(decide)] {
+                decide(admission(token, roles));
+            });
+        };
+        return ro;
+    }
+
+    // The body's checks that need no pool state, on the io thread that read it.
+    static Result<Input> prepare(const net::Request& req, const Accepts& accepts) {
+        Input in;
+        if (accepts.json_body) {
+            auto body = parse_json_object(req.body, k_max_json_depth);
+            if (!body) {
+                return body.error();
+            }
+            in.body = std::move(*body);
+        }
+        if (req.body_file) {
+            auto sha = sha256_file_hex(req.body_file->path());
+            if (!sha) {
+                return sha.error();
+            }
+            in.file = UploadedFile{req.body_file->path(), static_cast<std::int64_t>(req.body_file->size()), *sha};
+        }
+        return in;
+    }
 
     // A route whose work runs on the coordinator thread after authentication.
-    void on(net::Router& router, const char* method, const char* pattern, Fn fn, net::RouteOptions ro = {}) {
+    void on(net::Router& router, const char* method, const char* pattern, Fn fn, Accepts accepts = {}) {
         router.add(
             method, pattern,
-            [this, fn = std::move(fn)](net::Request req, net::Responder respond) {
-                asio::post(ctx, [this, fn, req = std::move(req), respond = std::move(respond)]() {
+            [this, fn = std::move(fn), accepts](net::Request req, net::Responder respond) {
+                auto in = prepare(req, accepts);
+                if (!in) {
+                    respond(error_response(in.error()));
+                    return;
+                }
+                asio::post(ctx, [this, fn, req = std::move(req), in = std::move(*in), respond = std::move(respond)]() {
                     auto who = coord->authenticate(bearer(req));
                     if (!who) {
                         respond(error_response(who.error()));
                         return;
                     }
-                    respond(fn(req, *who));
+                    respond(fn(req, in, *who));
                 });
             },
-            ro);
+            route_options(accepts));
     }
 
     void schedule_soon() {
@@ -287,14 +420,13 @@ struct CoordinatorService::Impl {
 
 net::Router CoordinatorService::Impl::routes() {
     net::Router r;
-    r.add("GET", "/v1/health", [](net::Request, net::Responder respond) { respond(ok({{"status", "ok"}})); });
+    net::RouteOptions no_body; // nothing to read before a token is checked
+    no_body.max_body_bytes = 0;
+    r.add("GET", "/v1/health", [](net::Request, net::Responder respond) { respond(ok({{"status", "ok"}})); }, no_body);
 
     // ---- admin ----
-    on(r, "POST", "/v1/admin/teams", [this](const net::Request& req, const Principal& who) {
-        auto body = parse_body(req);
-        if (!body) {
-            return error_response(body.error());
-        }
+    on(r, "POST", "/v1/admin/teams", [this](const net::Request&, const Input& in, const Principal& who) {
+        const json* body = &in.body;
         auto name = field<std::string>(*body, "name");
         auto weight = field<std::int64_t>(*body, "weight", std::int64_t{1});
         if (!name || !weight) {
@@ -306,7 +438,7 @@ net::Router CoordinatorService::Impl::routes() {
         }
         return ok({{"id", t->id.value()}, {"name", t->name}, {"weight", t->weight}}, 201);
     });
-    on(r, "GET", "/v1/admin/teams", [this](const net::Request&, const Principal& who) {
+    on(r, "GET", "/v1/admin/teams", [this](const net::Request&, const Input&, const Principal& who) {
         if (who.role != Role::admin) {
             return error_response(make_error(ErrorCode::forbidden, "only admins list teams"));
         }
@@ -316,29 +448,30 @@ net::Router CoordinatorService::Impl::routes() {
         }
         return ok({{"teams", out}});
     });
-    on(r, "POST", "/v1/admin/tokens", [this](const net::Request& req, const Principal& who) {
-        auto body = parse_body(req);
-        if (!body) {
-            return error_response(body.error());
-        }
+    on(r, "POST", "/v1/admin/tokens", [this](const net::Request&, const Input& in, const Principal& who) {
+        const json* body = &in.body;
         auto role_name = field<std::string>(*body, "role");
         auto team = field<std::string>(*body, "team", std::string());
         auto label = field<std::string>(*body, "label", std::string());
-        if (!role_name || !team || !label) {
-            return error_response(!role_name ? role_name.error() : !team ? team.error() : label.error());
+        auto uses = field<std::int64_t>(*body, "uses", std::int64_t{1});
+        if (!role_name || !team || !label || !uses) {
+            return error_response(!role_name ? role_name.error()
+                                  : !team    ? team.error()
+                                  : !label   ? label.error()
+                                             : uses.error());
         }
         auto role = role_from_string(*role_name);
         if (!role) {
             return error_response(
                 make_error(ErrorCode::invalid_input, "expected admin, member or enroll", "role"));
         }
-        auto tok = coord->create_token(who, *role, *team, *label);
+        auto tok = coord->create_token(who, *role, *team, *label, *uses);
         if (!tok) {
             return error_response(tok.error());
         }
         return ok({{"id", tok->id}, {"token", tok->secret}, {"role", to_string(tok->role)}, {"team", *team}}, 201);
     });
-    on(r, "DELETE", "/v1/admin/tokens/{id}", [this](const net::Request& req, const Principal& who) {
+    on(r, "DELETE", "/v1/admin/tokens/{id}", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
             return error_response(id.error());
@@ -346,7 +479,7 @@ net::Router CoordinatorService::Impl::routes() {
         auto st = coord->revoke_token(who, *id);
         return st ? ok({{"revoked", *id}}) : error_response(st.error());
     });
-    on(r, "GET", "/v1/workers", [this](const net::Request&, const Principal& who) {
+    on(r, "GET", "/v1/workers", [this](const net::Request&, const Input&, const Principal& who) {
         auto list = coord->list_workers(who);
         if (!list) {
             return error_response(list.error());
@@ -366,7 +499,7 @@ net::Router CoordinatorService::Impl::routes() {
                                       std::pair{"activate", WorkerState::active}}) {
         std::string pattern = std::string("/v1/admin/workers/{id}/") + verb;
         WorkerState s = state;
-        on(r, "POST", pattern.c_str(), [this, s](const net::Request& req, const Principal& who) {
+        on(r, "POST", pattern.c_str(), [this, s](const net::Request& req, const Input&, const Principal& who) {
             auto id = parse_int(req.param("id"), "id");
             if (!id) {
                 return error_response(id.error());
@@ -377,11 +510,8 @@ net::Router CoordinatorService::Impl::routes() {
     }
 
     // ---- researchers ----
-    on(r, "POST", "/v1/jobs", [this](const net::Request& req, const Principal& who) {
-        auto body = parse_body(req);
-        if (!body) {
-            return error_response(body.error());
-        }
+    on(r, "POST", "/v1/jobs", [this](const net::Request&, const Input& in, const Principal& who) {
+        const json* body = &in.body;
         SubmitRequest sr;
         auto source = field<std::string>(*body, "source", std::string("api"));
         auto max_parallel = field<std::int64_t>(*body, "max_parallel", std::int64_t{0});
@@ -413,8 +543,8 @@ net::Router CoordinatorService::Impl::routes() {
         }
         schedule_soon();
         return ok({{"sweep_id", res->sweep_id}, {"jobs", ids}}, 201);
-    }, net::RouteOptions{std::size_t{64} * 1024 * 1024});
-    on(r, "GET", "/v1/jobs", [this](const net::Request& req, const Principal& who) {
+    }, Accepts{k_max_submit_bytes, {Role::member, Role::admin}});
+    on(r, "GET", "/v1/jobs", [this](const net::Request& req, const Input&, const Principal& who) {
         JobQuery q;
         if (auto s = req.query_value("state"); !s.empty()) {
             q.state = job_state_from_string(s);
@@ -452,7 +582,7 @@ net::Router CoordinatorService::Impl::routes() {
         }
         return ok({{"jobs", out}, {"more", list->more}});
     });
-    on(r, "GET", "/v1/jobs/{id}", [this](const net::Request& req, const Principal& who) {
+    on(r, "GET", "/v1/jobs/{id}", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
             return error_response(id.error());
@@ -463,7 +593,7 @@ net::Router CoordinatorService::Impl::routes() {
         }
         return ok(job_json(*coord, *j, coord->attempts_of(j->id), coord->waiting_reason(j->id)));
     });
-    on(r, "POST", "/v1/jobs/{id}/cancel", [this](const net::Request& req, const Principal& who) {
+    on(r, "POST", "/v1/jobs/{id}/cancel", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
             return error_response(id.error());
@@ -471,7 +601,7 @@ net::Router CoordinatorService::Impl::routes() {
         auto st = coord->cancel_job(who, JobId(*id));
         return st ? ok({{"cancelled", json::array({*id})}}) : error_response(st.error());
     });
-    on(r, "POST", "/v1/sweeps/{id}/cancel", [this](const net::Request& req, const Principal& who) {
+    on(r, "POST", "/v1/sweeps/{id}/cancel", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
             return error_response(id.error());
@@ -479,7 +609,7 @@ net::Router CoordinatorService::Impl::routes() {
         auto n = coord->cancel_sweep(who, *id);
         return n ? ok({{"sweep_id", *id}, {"cancelled", *n}}) : error_response(n.error());
     });
-    on(r, "GET", "/v1/jobs/{id}/logs", [this](const net::Request& req, const Principal& who) {
+    on(r, "GET", "/v1/jobs/{id}/logs", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         auto offset = parse_int(req.query_value("offset").empty() ? "0" : req.query_value("offset"), "offset");
         if (!id || !offset) {
@@ -505,7 +635,7 @@ net::Router CoordinatorService::Impl::routes() {
         // JSON strings are UTF-8: invalid bytes are replaced in `data`; offsets count raw bytes.
         return net::json_response(200, out.dump(-1, ' ', false, json::error_handler_t::replace));
     });
-    on(r, "GET", "/v1/jobs/{id}/outputs", [this](const net::Request& req, const Principal& who) {
+    on(r, "GET", "/v1/jobs/{id}/outputs", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
             return error_response(id.error());
@@ -513,17 +643,18 @@ net::Router CoordinatorService::Impl::routes() {
         return bytes_response(coord->read_output(who, JobId(*id)));
     });
 
-    on(r, "PUT", "/v1/inputs/{sha256}", [this](const net::Request& req, const Principal& who) {
-        auto st = coord->put_inputs(who, req.param("sha256"), req.body);
-        return st ? ok({{"sha256", req.param("sha256")}, {"bytes", req.body.size()}}, 201) : error_response(st.error());
-    }, net::RouteOptions{coordinator::k_max_input_archive_bytes + 1});
+    on(r, "PUT", "/v1/inputs/{sha256}", [this](const net::Request& req, const Input& in, const Principal& who) {
+        std::optional<std::string> team;
+        if (auto t = req.query_value("team"); !t.empty()) {
+            team = t;
+        }
+        auto st = coord->put_inputs(who, req.param("sha256"), *in.file, team);
+        return st ? ok({{"sha256", req.param("sha256")}, {"bytes", in.file->size}}, 201) : error_response(st.error());
+    }, Accepts{coordinator::k_max_input_archive_bytes + 1, {Role::member, Role::admin}, false, true});
 
     // ---- workers ----
-    on(r, "POST", "/v1/workers/register", [this](const net::Request& req, const Principal& who) {
-        auto body = parse_body(req);
-        if (!body) {
-            return error_response(body.error());
-        }
+    on(r, "POST", "/v1/workers/register", [this](const net::Request&, const Input& in, const Principal& who) {
+        const json* body = &in.body;
         auto name = field<std::string>(*body, "name");
         if (!name) {
             return error_response(name.error());
@@ -533,15 +664,12 @@ net::Router CoordinatorService::Impl::routes() {
             return error_response(reg.error());
         }
         for (const auto& w : reg->warnings) {
-            spdlog::warn("worker `{}`: {}", *name, w);
+            spdlog::warn("worker `{}`: {}", util::escape_control(*name), util::escape_control(w));
         }
         return ok({{"worker_id", reg->worker.value()}, {"token", reg->secret}, {"warnings", reg->warnings}}, 201);
-    });
-    on(r, "POST", "/v1/workers/heartbeat", [this](const net::Request& req, const Principal& who) {
-        auto body = parse_body(req);
-        if (!body) {
-            return error_response(body.error());
-        }
+    }, Accepts{k_max_json_body_bytes, {Role::enroll}});
+    on(r, "POST", "/v1/workers/heartbeat", [this](const net::Request&, const Input& in, const Principal& who) {
+        const json* body = &in.body;
         auto running = field<std::vector<std::int64_t>>(*body, "running", std::vector<std::int64_t>{});
         if (!running) {
             return error_response(running.error());
@@ -567,14 +695,14 @@ net::Router CoordinatorService::Impl::routes() {
             return error_response(reply.error());
         }
         for (const auto& w : reply->warnings) {
-            spdlog::warn("worker {}: {}", who.worker->value(), w);
+            spdlog::warn("worker {}: {}", who.worker->value(), util::escape_control(w));
         }
         json stop = json::array();
         for (AttemptId a : reply->stop) {
             stop.push_back(a.value());
         }
         return ok({{"stop", stop}, {"lease_ms", reply->lease_ms}});
-    });
+    }, Accepts{k_max_json_body_bytes, {Role::worker}});
     // Long poll: answered at once when work is waiting, else parked until work or the wait ends.
     r.add("POST", "/v1/workers/poll", [this](net::Request req, net::Responder respond) {
         asio::post(ctx, [this, req = std::move(req), respond = std::move(respond)]() mutable {
@@ -620,15 +748,15 @@ net::Router CoordinatorService::Impl::routes() {
                 }
             });
         });
-    });
-    on(r, "GET", "/v1/attempts/{id}/inputs", [this](const net::Request& req, const Principal& who) {
+    }, route_options(Accepts{k_max_json_body_bytes, {Role::worker}}));
+    on(r, "GET", "/v1/attempts/{id}/inputs", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
             return error_response(id.error());
         }
         return bytes_response(coord->read_inputs(who, AttemptId(*id)));
     });
-    on(r, "POST", "/v1/attempts/{id}/start", [this](const net::Request& req, const Principal& who) {
+    on(r, "POST", "/v1/attempts/{id}/start", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
             return error_response(id.error());
@@ -636,7 +764,7 @@ net::Router CoordinatorService::Impl::routes() {
         auto st = coord->start_attempt(who, AttemptId(*id));
         return st ? ok({{"attempt", *id}, {"state", "running"}}) : error_response(st.error());
     });
-    on(r, "POST", "/v1/attempts/{id}/logs", [this](const net::Request& req, const Principal& who) {
+    on(r, "POST", "/v1/attempts/{id}/logs", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         auto offset = parse_int(req.query_value("offset"), "offset");
         if (!id || !offset) {
@@ -647,21 +775,21 @@ net::Router CoordinatorService::Impl::routes() {
             return error_response(res.error());
         }
         return ok({{"stored", res->stored_bytes}, {"length", res->length}});
-    }, net::RouteOptions{std::size_t{4} * 1024 * 1024});
-    on(r, "PUT", "/v1/attempts/{id}/outputs", [this](const net::Request& req, const Principal& who) {
+    }, Accepts{std::size_t{4} * 1024 * 1024, {Role::worker}, false});
+    on(r, "PUT", "/v1/attempts/{id}/outputs", [this](const net::Request& req, const Input& in, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
             return error_response(id.error());
         }
-        auto st = coord->upload_output(who, AttemptId(*id), req.body);
-        return st ? ok({{"attempt", *id}, {"bytes", req.body.size()}}) : error_response(st.error());
-    }, net::RouteOptions{std::size_t{900} * 1024 * 1024});
-    on(r, "POST", "/v1/attempts/{id}/complete", [this](const net::Request& req, const Principal& who) {
+        auto st = coord->upload_output(who, AttemptId(*id), *in.file);
+        return st ? ok({{"attempt", *id}, {"bytes", in.file->size}}) : error_response(st.error());
+    }, Accepts{std::size_t{900} * 1024 * 1024, {Role::worker}, false, true});
+    on(r, "POST", "/v1/attempts/{id}/complete", [this](const net::Request& req, const Input& in, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
-        auto body = parse_body(req);
-        if (!id || !body) {
-            return error_response(!id ? id.error() : body.error());
+        if (!id) {
+            return error_response(id.error());
         }
+        const json* body = &in.body;
         auto exit_code = opt_field(*body, "exit_code");
         auto reason = field<std::string>(*body, "reason", std::string());
         auto outcome_name = field<std::string>(*body, "outcome", std::string("exited"));
@@ -684,11 +812,8 @@ net::Router CoordinatorService::Impl::routes() {
     });
 
     // ---- credits ----
-    on(r, "POST", "/v1/admin/grants", [this](const net::Request& req, const Principal& who) {
-        auto body = parse_body(req);
-        if (!body) {
-            return error_response(body.error());
-        }
+    on(r, "POST", "/v1/admin/grants", [this](const net::Request&, const Input& in, const Principal& who) {
+        const json* body = &in.body;
         auto team = field<std::string>(*body, "team");
         auto amount = field<std::int64_t>(*body, "amount_micro");
         auto note = field<std::string>(*body, "note", std::string());
@@ -708,11 +833,8 @@ net::Router CoordinatorService::Impl::routes() {
                    {"balance_micro", coord->ledger().balance(credits::Account::of_team(g->team.value()))}},
                   201);
     });
-    on(r, "POST", "/v1/admin/adjustments", [this](const net::Request& req, const Principal& who) {
-        auto body = parse_body(req);
-        if (!body) {
-            return error_response(body.error());
-        }
+    on(r, "POST", "/v1/admin/adjustments", [this](const net::Request&, const Input& in, const Principal& who) {
+        const json* body = &in.body;
         auto team = field<std::string>(*body, "team");
         auto amount = field<std::int64_t>(*body, "amount_micro");
         auto note = field<std::string>(*body, "note", std::string());
@@ -728,11 +850,8 @@ net::Router CoordinatorService::Impl::routes() {
         out["team"] = *team;
         return ok(out, 201);
     });
-    on(r, "POST", "/v1/admin/budgets", [this](const net::Request& req, const Principal& who) {
-        auto body = parse_body(req);
-        if (!body) {
-            return error_response(body.error());
-        }
+    on(r, "POST", "/v1/admin/budgets", [this](const net::Request&, const Input& in, const Principal& who) {
+        const json* body = &in.body;
         auto team = field<std::string>(*body, "team");
         auto day = opt_field(*body, "day_micro");
         auto week = opt_field(*body, "week_micro");
@@ -746,7 +865,7 @@ net::Router CoordinatorService::Impl::routes() {
         schedule_soon();
         return ok({{"team", *team}, {"day_micro", opt_json(*day)}, {"week_micro", opt_json(*week)}});
     });
-    on(r, "GET", "/v1/credits", [this](const net::Request& req, const Principal& who) {
+    on(r, "GET", "/v1/credits", [this](const net::Request& req, const Input&, const Principal& who) {
         std::optional<std::string> team;
         if (auto t = req.query_value("team"); !t.empty()) {
             team = t;
@@ -777,7 +896,7 @@ net::Router CoordinatorService::Impl::routes() {
                    {"spent_week_micro", v->spent_week_micro},
                    {"movements", moves}});
     });
-    on(r, "GET", "/v1/admin/report", [this](const net::Request& req, const Principal& who) {
+    on(r, "GET", "/v1/admin/report", [this](const net::Request& req, const Input&, const Principal& who) {
         std::int64_t since = 0;
         if (auto s = req.query_value("since"); !s.empty()) {
             auto v = parse_int(s, "since");
@@ -817,11 +936,8 @@ net::Router CoordinatorService::Impl::routes() {
                    {"escrow_micro", rep->escrow_micro},
                    {"issuer_micro", rep->issuer_micro}});
     });
-    on(r, "POST", "/v1/estimate", [this](const net::Request& req, const Principal& who) {
-        auto body = parse_body(req);
-        if (!body) {
-            return error_response(body.error());
-        }
+    on(r, "POST", "/v1/estimate", [this](const net::Request&, const Input& in, const Principal& who) {
+        const json* body = &in.body;
         auto source = field<std::string>(*body, "source", std::string("api"));
         if (!source) {
             return error_response(source.error());
@@ -854,7 +970,7 @@ net::Router CoordinatorService::Impl::routes() {
                    {"available_micro", est->available_micro},
                    {"budget_room_micro", opt_json(est->budget_room_micro)},
                    {"enforced", est->enforced}});
-    }, net::RouteOptions{std::size_t{64} * 1024 * 1024});
+    }, Accepts{k_max_submit_bytes, {Role::member, Role::admin}});
     return r;
 }
 

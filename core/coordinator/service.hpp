@@ -51,4 +51,10 @@ private:
 // The HTTP status an ErrorCode maps to.
 int http_status(ErrorCode code);
 
+// Request bodies nest at most this deep (a job spec needs five levels).
+inline constexpr std::size_t k_max_json_depth = 32;
+// Parses a request body that must be a JSON object (empty text: {}), refusing deeper nesting than
+// `max_depth` before anything is built. Errors are invalid_input with the field "body".
+Result<nlohmann::json> parse_json_object(std::string_view text, std::size_t max_depth = k_max_json_depth);
+
 } // namespace gpupool::coordinator

@@ -1,6 +1,7 @@
 #include "core/net/http_server.hpp"
 
 #include "core/net/url.hpp"
+#include "core/util/strings.hpp"
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -15,6 +16,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include <openssl/ssl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -69,6 +71,7 @@ public:
     // Posted from any thread.
     virtual void post_start() = 0;
     virtual void post_reply(std::uint64_t seq, Response response, bool dropped) = 0;
+    virtual void post_admitted(std::uint64_t seq, std::optional<Response> refusal) = 0;
     virtual void post_begin_stop() = 0;
     virtual void post_force_stop() = 0;
 };
@@ -83,9 +86,39 @@ struct Core {
     std::mutex sessions_mutex;
     std::condition_variable sessions_cv;
     std::unordered_map<std::uint64_t, std::shared_ptr<SessionBase>> sessions;
+    std::unordered_map<std::uint64_t, std::string> session_client; // id -> remote address
+    std::unordered_map<std::string, std::size_t> per_client;       // remote address -> sessions
     std::uint64_t next_id = 1;
+    // Spooled bodies alive (being received or handled); shared with the slots, which may outlive us.
+    std::shared_ptr<std::atomic<std::size_t>> file_bodies = std::make_shared<std::atomic<std::size_t>>(0);
 
     Core(ServerOptions o, Router r) : options(std::move(o)), router(std::move(r)) {}
+
+    // One of max_file_bodies slots, released when the last copy is dropped; null when all are taken.
+    std::shared_ptr<void> take_file_slot() {
+        auto counter = file_bodies;
+        std::size_t n = counter->load();
+        do {
+            if (n >= options.max_file_bodies) {
+                return nullptr;
+            }
+        } while (!counter->compare_exchange_weak(n, n + 1));
+        return std::shared_ptr<void>(counter.get(), [counter](void*) { counter->fetch_sub(1); });
+    }
+
+    // Registers a session unless its address already has max_connections_per_client; under the lock.
+    bool admit_client_locked(std::uint64_t id, const std::string& address) {
+        std::size_t& n = per_client[address];
+        if (options.max_connections_per_client != 0 && n >= options.max_connections_per_client) {
+            if (n == 0) {
+                per_client.erase(address);
+            }
+            return false;
+        }
+        ++n;
+        session_client.emplace(id, address);
+        return true;
+    }
 
     std::size_t session_count() {
         std::lock_guard lock(sessions_mutex);
@@ -112,6 +145,12 @@ struct Core {
             }
             doomed = std::move(it->second);
             sessions.erase(it);
+            if (auto c = session_client.find(id); c != session_client.end()) {
+                if (auto p = per_client.find(c->second); p != per_client.end() && --p->second == 0) {
+                    per_client.erase(p);
+                }
+                session_client.erase(c);
+            }
             if (sessions.empty()) {
                 sessions_cv.notify_all();
             }
@@ -150,6 +189,47 @@ struct ReplyState {
     }
 };
 
+// One admission's shared state: decided at most once; refused (500) when the last copy is dropped.
+struct AdmitState {
+    std::shared_ptr<Gate> gate;
+    std::weak_ptr<SessionBase> session;
+    std::uint64_t seq = 0;
+    std::atomic<bool> decided{false};
+
+    void decide(std::optional<Response> refusal) {
+        if (decided.exchange(true)) {
+            return;
+        }
+        gate->run([&] {
+            if (auto s = session.lock()) {
+                s->post_admitted(seq, std::move(refusal));
+            }
+        });
+    }
+
+    ~AdmitState() {
+        if (!decided.load()) {
+            decide(json_error(500, "no_response", "the server dropped this request without deciding on it"));
+        }
+    }
+};
+
+// A new, empty file for a spooled body (mkstemp: unpredictable name, created 0600).
+Result<std::filesystem::path> make_body_file(const std::filesystem::path& spool_dir) {
+    std::error_code ec;
+    std::filesystem::path dir = spool_dir.empty() ? std::filesystem::temp_directory_path(ec) : spool_dir;
+    if (ec) {
+        dir = "/tmp";
+    }
+    std::string name = (dir / "gpupool-body-XXXXXX").string();
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) {
+        return make_error(ErrorCode::io, "cannot create a file in " + dir.string() + " for the request body");
+    }
+    ::close(fd);
+    return std::filesystem::path(name);
+}
+
 bool is_parse_error(const error_code& ec) {
     return ec.category() == http::make_error_code(http::error::bad_method).category() &&
            ec != http::error::end_of_stream && ec != http::error::partial_message;
@@ -179,6 +259,12 @@ public:
         });
     }
 
+    void post_admitted(std::uint64_t seq, std::optional<Response> refusal) override {
+        asio::post(m_stream.get_executor(), [self = self(), seq, r = std::move(refusal)]() mutable {
+            self->on_admitted(seq, std::move(r));
+        });
+    }
+
     void post_begin_stop() override {
         asio::post(m_stream.get_executor(), [self = self()] { self->begin_stop(); });
     }
@@ -188,7 +274,7 @@ public:
     }
 
 private:
-    enum class State { handshake, reading_header, reading_body, handling, writing, idle, lingering, closed };
+    enum class State { handshake, reading_header, admitting, reading_body, handling, writing, idle, lingering, closed };
 
     void start() {
         if (m_core->stopping.load()) {
@@ -236,12 +322,15 @@ private:
 
     void read_header() {
         m_state = State::reading_header;
-        m_parser.emplace();
-        m_parser->header_limit(static_cast<std::uint32_t>(
+        m_parser.reset();
+        m_file_parser.reset();
+        m_body_file.reset();
+        m_head.emplace();
+        m_head->header_limit(static_cast<std::uint32_t>(
             std::min<std::size_t>(m_core->options.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
-        m_parser->body_limit(boost::none); // checked against the route's limit once the header is in
+        m_head->body_limit(boost::none); // checked against the route's limit once the header is in
         lowest().expires_after(m_core->options.header_timeout);
-        http::async_read_header(m_stream, m_buffer, *m_parser,
+        http::async_read_header(m_stream, m_buffer, *m_head,
                                 [self = self()](const error_code& ec, std::size_t) { self->on_header(ec); });
     }
 
@@ -259,7 +348,7 @@ private:
             }
             return;
         }
-        auto& msg = m_parser->get();
+        auto& msg = m_head->get();
         m_version = msg.version();
         m_keep_alive = msg.keep_alive();
         std::string_view target(msg.target().data(), msg.target().size());
@@ -270,21 +359,146 @@ private:
         auto parts = split_target(target);
         std::string_view method(msg.method_string().data(), msg.method_string().size());
         m_match = m_core->router.match(method, parts.path);
-
-        std::size_t limit = m_core->options.max_body_bytes;
-        if (m_match.kind == Router::Match::Kind::found && m_match.options->max_body_bytes) {
-            limit = *m_match.options->max_body_bytes;
-        }
-        auto length = m_parser->content_length();
-        if (length && *length > limit) {
-            fail(413, "body_too_large",
-                 "the request body has " + std::to_string(*length) + " bytes; this endpoint accepts at most " +
-                     std::to_string(limit));
+        if (m_match.kind != Router::Match::Kind::found) {
+            answer_unmatched(); // the body, if any, is never read
             return;
         }
-        m_parser->body_limit(limit);
+        const RouteOptions& ro = *m_match.options;
+        m_body_limit = ro.max_body_bytes.value_or(m_core->options.max_body_bytes);
+        auto length = m_head->content_length();
+        if (length && *length > m_body_limit) {
+            fail(413, "body_too_large",
+                 "the request body has " + std::to_string(*length) + " bytes; this endpoint accepts at most " +
+                     std::to_string(m_body_limit));
+            return;
+        }
         auto expect = msg[http::field::expect];
-        if (!m_parser->is_done() && iequals(std::string_view(expect.data(), expect.size()), "100-continue")) {
+        m_expect_continue =
+            !m_head->is_done() && iequals(std::string_view(expect.data(), expect.size()), "100-continue");
+        if (ro.body_to_file) {
+            auto slot = m_core->take_file_slot();
+            if (!slot) {
+                Response busy = json_error(503, "busy", "too many uploads are in progress; retry in a few seconds");
+                busy.headers.set("Retry-After", "5");
+                m_keep_alive = false;
+                write_response(std::move(busy));
+                return;
+            }
+            auto path = make_body_file(m_core->options.spool_dir);
+            if (!path) {
+                fail(500, "internal", path.error().message);
+                return;
+            }
+            m_body_file = std::make_shared<BodyFile>(std::move(*path), std::move(slot));
+        }
+        if (ro.admit) {
+            admit(ro.admit);
+            return;
+        }
+        begin_body();
+    }
+
+    // 404 or 405 from the header alone; a connection with an unread body is closed after it.
+    void answer_unmatched() {
+        const auto& msg = m_head->get();
+        const std::string method(msg.method_string());
+        auto parts = split_target(std::string_view(msg.target().data(), msg.target().size()));
+        auto path = percent_decode(parts.path);
+        if (!path) {
+            fail(400, "bad_request", "malformed percent-encoding in the request target");
+            return;
+        }
+        if (!m_head->is_done()) {
+            m_keep_alive = false;
+        }
+        const std::string shown = util::escape_control(*path);
+        if (m_match.kind == Router::Match::Kind::not_found) {
+            write_response(json_error(404, "not_found", "no endpoint " + method + " " + shown));
+            return;
+        }
+        std::string allow;
+        for (const auto& m : m_match.allowed) {
+            allow += (allow.empty() ? "" : ", ") + m;
+        }
+        Response r = json_error(405, "method_not_allowed", method + " is not allowed on " + shown + " (allowed: " + allow + ")");
+        r.headers.set("Allow", allow);
+        write_response(std::move(r));
+    }
+
+    // The request line and headers as a Request (no body yet); false on bad percent-encoding.
+    template <class Message>
+    bool fill_head(const Message& msg, Request& req) {
+        req.method = std::string(msg.method_string());
+        req.target = std::string(msg.target());
+        auto parts = split_target(req.target);
+        auto path = percent_decode(parts.path);
+        auto query = parse_query(parts.query);
+        if (!path || !query) {
+            return false;
+        }
+        req.path = std::move(*path);
+        req.query = std::move(*query);
+        req.route = m_match.pattern;
+        req.path_params = m_match.params;
+        for (const auto& field : msg) {
+            req.headers.add(std::string(field.name_string()), std::string(field.value()));
+        }
+        req.remote_address = m_remote.address().to_string();
+        req.remote_port = m_remote.port();
+        req.tls = k_tls;
+        return true;
+    }
+
+    void admit(const Admission& admission) {
+        Request head;
+        if (!fill_head(m_head->get(), head)) {
+            fail(400, "bad_request", "malformed percent-encoding in the request target");
+            return;
+        }
+        m_state = State::admitting;
+        auto state = std::make_shared<AdmitState>();
+        state->gate = m_core->gate;
+        state->session = weak_from_this();
+        state->seq = ++m_admit_seq;
+        try {
+            admission(head, [state](std::optional<Response> refusal) { state->decide(std::move(refusal)); });
+        } catch (const std::exception& e) {
+            state->decide(json_error(500, "internal", std::string("the request failed: ") + e.what()));
+        }
+    }
+
+    void on_admitted(std::uint64_t seq, std::optional<Response> refusal) {
+        if (m_state != State::admitting || seq != m_admit_seq) {
+            return;
+        }
+        if (refusal) {
+            m_keep_alive = false; // the body stays unread
+            write_response(std::move(*refusal));
+            return;
+        }
+        begin_body();
+    }
+
+    // Moves the header into a parser for the route's body (memory or file) and reads the body.
+    void begin_body() {
+        if (m_body_file) {
+            m_file_parser.emplace(std::move(*m_head));
+            m_file_parser->body_limit(m_body_limit);
+            error_code ec;
+            m_file_parser->get().body().open(m_body_file->path().c_str(), beast::file_mode::write, ec);
+            if (ec) {
+                m_head.reset();
+                fail(500, "internal", "cannot write the request body to disk: " + ec.message());
+                return;
+            }
+        } else {
+            m_parser.emplace(std::move(*m_head));
+            m_parser->body_limit(m_body_limit);
+        }
+        m_head.reset();
+        m_body_start = std::chrono::steady_clock::now();
+        m_body_bytes = 0;
+        if (m_expect_continue) {
             m_continue.emplace(http::status::continue_, m_version);
             lowest().expires_after(m_core->options.io_timeout);
             http::async_write(m_stream, *m_continue, [self = self()](const error_code& wec, std::size_t) {
@@ -299,24 +513,42 @@ private:
         read_body();
     }
 
+    bool body_done() const { return m_file_parser ? m_file_parser->is_done() : m_parser->is_done(); }
+
     void read_body() {
         if (m_state == State::closed) {
             return;
         }
         m_state = State::reading_body;
-        if (m_parser->is_done()) {
+        if (body_done()) {
             on_request();
             return;
         }
-        lowest().expires_after(m_core->options.io_timeout); // a stall timeout: renewed for every read
-        http::async_read_some(m_stream, m_buffer, *m_parser,
-                              [self = self()](const error_code& ec, std::size_t) { self->on_body(ec); });
+        // Each read must make progress within io_timeout, and the body as a whole must keep up
+        // min_body_rate on average after body_grace: a trickle is cut off (the socket is closed).
+        const auto& o = m_core->options;
+        const auto rate = std::max<std::size_t>(o.min_body_rate, 1);
+        const auto deadline = m_body_start + o.body_grace +
+                              std::chrono::milliseconds(m_body_bytes * 1000 / rate);
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) {
+            close_now();
+            return;
+        }
+        lowest().expires_after(std::min<std::chrono::steady_clock::duration>(o.io_timeout, deadline - now));
+        auto done = [self = self()](const error_code& ec, std::size_t n) { self->on_body(ec, n); };
+        if (m_file_parser) {
+            http::async_read_some(m_stream, m_buffer, *m_file_parser, std::move(done));
+        } else {
+            http::async_read_some(m_stream, m_buffer, *m_parser, std::move(done));
+        }
     }
 
-    void on_body(const error_code& ec) {
+    void on_body(const error_code& ec, std::size_t n) {
         if (m_state == State::closed) {
             return;
         }
+        m_body_bytes += n;
         if (ec == http::error::body_limit) {
             fail(413, "body_too_large", "the request body is larger than this endpoint accepts");
         } else if (ec && is_parse_error(ec)) {
@@ -385,47 +617,25 @@ private:
 
     void on_request() {
         m_state = State::handling;
-        auto& msg = m_parser->get();
         Request req;
-        req.method = std::string(msg.method_string());
-        req.target = std::string(msg.target());
-        auto parts = split_target(req.target);
-        auto path = percent_decode(parts.path);
-        auto query = parse_query(parts.query);
-        if (!path || !query) {
+        bool ok = false;
+        if (m_file_parser) {
+            ok = fill_head(m_file_parser->get(), req);
+            m_file_parser->get().body().close();
+            req.body_file = std::move(m_body_file);
+        } else {
+            ok = fill_head(m_parser->get(), req);
+            req.body = std::move(m_parser->get().body());
+        }
+        if (!ok) {
             fail(400, "bad_request", "malformed percent-encoding in the request target");
             return;
         }
-        if (m_match.kind == Router::Match::Kind::not_found) {
-            write_response(json_error(404, "not_found", "no endpoint " + req.method + " " + *path));
-            return;
-        }
-        if (m_match.kind == Router::Match::Kind::method_not_allowed) {
-            std::string allow;
-            for (const auto& m : m_match.allowed) {
-                allow += (allow.empty() ? "" : ", ") + m;
-            }
-            Response r = json_error(405, "method_not_allowed",
-                                    req.method + " is not allowed on " + *path + " (allowed: " + allow + ")");
-            r.headers.set("Allow", allow);
-            write_response(std::move(r));
-            return;
-        }
-        req.path = std::move(*path);
-        req.query = std::move(*query);
-        req.route = m_match.pattern;
-        req.path_params = std::move(m_match.params);
-        for (const auto& field : msg) {
-            req.headers.add(std::string(field.name_string()), std::string(field.value()));
-        }
-        req.body = std::move(msg.body());
-        req.remote_address = m_remote.address().to_string();
-        req.remote_port = m_remote.port();
-        req.tls = k_tls;
         m_link = std::make_shared<ClientLink>();
         req.client = m_link;
         const Handler* handler = m_match.handler;
         m_parser.reset();
+        m_file_parser.reset();
         m_match = {};
 
         ++m_seq;
@@ -578,7 +788,7 @@ private:
         case State::idle:
         case State::handshake: close_now(); break;
         case State::reading_header:
-            if (m_buffer.size() == 0 && !m_parser->got_some()) {
+            if (m_buffer.size() == 0 && !m_head->got_some()) {
                 close_now();
             }
             break;
@@ -605,7 +815,15 @@ private:
     asio::steady_timer m_timer;
     std::uint64_t m_timer_generation = 0;
     beast::flat_buffer m_buffer;
-    std::optional<http::request_parser<http::string_body>> m_parser;
+    std::optional<http::request_parser<http::empty_body>> m_head;       // until the header is in
+    std::optional<http::request_parser<http::string_body>> m_parser;    // then the body in memory,
+    std::optional<http::request_parser<http::file_body>> m_file_parser; // or spooled to m_body_file
+    std::shared_ptr<BodyFile> m_body_file;
+    std::size_t m_body_limit = 0;
+    std::uint64_t m_body_bytes = 0;
+    std::chrono::steady_clock::time_point m_body_start;
+    bool m_expect_continue = false;
+    std::uint64_t m_admit_seq = 0;
     Router::Match m_match;
     std::optional<http::response<http::empty_body>> m_continue;
     std::optional<http::response<http::string_body>> m_response;
@@ -744,7 +962,13 @@ struct HttpServer::Impl {
         std::shared_ptr<SessionBase> session;
         {
             std::lock_guard lock(core->sessions_mutex);
-            std::uint64_t id = core->next_id++;
+            std::uint64_t id = core->next_id;
+            if (!core->admit_client_locked(id, remote.address().to_string())) {
+                socket.close(ignored); // this address has too many connections already
+                do_accept();
+                return;
+            }
+            ++core->next_id;
             if (ssl_ctx) {
                 session = std::make_shared<TlsSession>(core, id, remote, std::move(socket), *ssl_ctx);
             } else {

@@ -12,7 +12,14 @@
 // Failure behaviour, per connection (the server keeps serving others):
 //   - malformed request -> 400 JSON and close; header too large -> 431 and close;
 //   - body over the route's limit -> 413 JSON and close (checked on Content-Length before reading);
-//   - unknown path -> 404, wrong method -> 405 with Allow (the connection stays open);
+//   - a route's admission (RouteOptions::admit) runs once the header is in and before the body is
+//     read; a refusal is answered and the connection closed, the body never read;
+//   - unknown path -> 404 and wrong method -> 405 without reading the body;
+//   - a body slower on average than ServerOptions::min_body_rate (after body_grace) -> 408 and close;
+//   - more than max_connections_per_client connections from one address: the new one is closed;
+//   - more than max_file_bodies spooled uploads at once -> 503 "busy" with Retry-After;
+//   - unknown path -> 404, wrong method -> 405 with Allow (the connection stays open when there
+//     is no body);
 //   - handler throws -> 500 JSON; handler drops its Responder -> 500 "no_response";
 //   - a client slower than the timeouts is disconnected; TLS handshake failures close quietly.
 // start() reports problems (bad address, port in use, unreadable certificate) as an Error.
@@ -33,6 +40,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -45,15 +53,24 @@ struct ServerOptions {
     std::size_t max_header_bytes = 16 * 1024;
     // A new connection's TLS handshake and first request header must arrive within this.
     std::chrono::milliseconds header_timeout{10'000};
-    // Once a request has started, each read or write must make progress within this (a stall
-    // timeout, not a total: big uploads are fine while they move).
+    // Once a request has started, each read or write must make progress within this.
     std::chrono::milliseconds io_timeout{30'000};
+    // And a body must arrive at this average rate at least, counted from body_grace after its
+    // header: a client that trickles bytes cannot hold a connection (and its buffers) for ever,
+    // while a large upload over a slow home line still gets through.
+    std::size_t min_body_rate = 32 * 1024; // bytes per second
+    std::chrono::milliseconds body_grace{30'000};
     // A keep-alive connection may sit idle this long between requests.
     std::chrono::milliseconds idle_timeout{75'000};
     // stop(): how long requests in flight (including pending long-polls) may take to finish.
     std::chrono::milliseconds stop_grace{5'000};
     unsigned threads = 2;
     std::size_t max_connections = 10'000; // more are accepted and closed at once
+    std::size_t max_connections_per_client = 512; // per remote address; 0 = no cap
+    // Bodies spooled to files (RouteOptions::body_to_file) being received or handled at once;
+    // more are answered 503 before their body is read.
+    std::size_t max_file_bodies = 4;
+    std::filesystem::path spool_dir; // for spooled bodies; empty = the system's temporary directory
     // TLS: PEM files; both set = HTTPS only, both empty = plain HTTP.
     std::string tls_cert_file;
     std::string tls_key_file;

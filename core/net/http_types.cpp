@@ -14,6 +14,17 @@ char lower(char c) {
 }
 } // namespace
 
+BodyFile::~BodyFile() {
+    std::error_code ignored;
+    std::filesystem::remove(m_path, ignored);
+}
+
+std::uint64_t BodyFile::size() const {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(m_path, ec);
+    return ec ? 0 : static_cast<std::uint64_t>(n);
+}
+
 bool iequals(std::string_view a, std::string_view b) {
     return a.size() == b.size() &&
            std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower(x) == lower(y); });

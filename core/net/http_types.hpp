@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -77,6 +78,23 @@ private:
     std::vector<std::function<void()>> m_callbacks;
 };
 
+// A request body the server wrote to a temporary file (routes with RouteOptions::body_to_file).
+// The file is removed when the last Request holding it is gone; while it exists, it also holds
+// one of the server's upload slots (ServerOptions::max_file_bodies).
+class BodyFile {
+public:
+    BodyFile(std::filesystem::path path, std::shared_ptr<void> slot) : m_path(std::move(path)), m_slot(std::move(slot)) {}
+    ~BodyFile();
+    BodyFile(const BodyFile&) = delete;
+    BodyFile& operator=(const BodyFile&) = delete;
+    const std::filesystem::path& path() const { return m_path; }
+    std::uint64_t size() const;
+
+private:
+    std::filesystem::path m_path;
+    std::shared_ptr<void> m_slot;
+};
+
 struct Request {
     std::string method;                                // as sent, e.g. "GET"
     std::string target;                                // raw request target, "/v1/jobs/7/logs?offset=10"
@@ -85,7 +103,8 @@ struct Request {
     std::string route;                                 // matched pattern, "/v1/jobs/{id}/logs"
     std::map<std::string, std::string> path_params;    // {"id": "7"}
     Headers headers;
-    std::string body;
+    std::string body;                                  // empty when body_file is set
+    std::shared_ptr<const BodyFile> body_file;         // the body, for routes that spool it to disk
     std::string remote_address;                        // peer IP, "127.0.0.1" or "::1"
     std::uint16_t remote_port = 0;
     bool tls = false;

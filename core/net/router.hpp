@@ -13,6 +13,10 @@
 //     with Allow listing the methods any matching pattern accepts.
 //   - Each route may raise or lower the request body limit (uploads); otherwise the server's
 //     ServerOptions::max_body_bytes applies.
+//   - A route may admit or refuse a request from its request line and headers alone, before the
+//     server reads a byte of its body (RouteOptions::admit: authentication, so that nobody without a
+//     token can make the server hold a body), and may have its body spooled to a temporary file
+//     instead of memory (RouteOptions::body_to_file: large uploads).
 // Registering a malformed pattern or the same (method, pattern) twice is a programming error:
 // add() throws std::invalid_argument. Thread safety: build it on one thread, then hand it to the
 // server; lookups (const) are safe from any thread.
@@ -21,6 +25,7 @@
 #include "core/net/http_types.hpp"
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,8 +34,20 @@
 
 namespace gpupool::net {
 
+// Decides from the request line and headers (Request::body is still empty) whether the server may
+// read the body. Called on an io thread; must call `decide` exactly once, from any thread, now or
+// later: nullopt = read the body and run the handler; a Response = answer it and close the
+// connection without reading the body. Dropping `decide` uncalled refuses the request (500).
+using Decide = std::function<void(std::optional<Response>)>;
+using Admission = std::function<void(const Request& head, Decide decide)>;
+
 struct RouteOptions {
+    RouteOptions() = default;
+    explicit RouteOptions(std::size_t max_body) : max_body_bytes(max_body) {}
+
     std::optional<std::size_t> max_body_bytes; // overrides ServerOptions::max_body_bytes
+    Admission admit;                           // empty: every request is read
+    bool body_to_file = false;                 // spool the body to Request::body_file
 };
 
 struct RouteInfo {

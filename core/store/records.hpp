@@ -66,6 +66,9 @@ struct TokenRecord {
     std::string label;
     std::int64_t created_at = 0;
     std::optional<std::int64_t> revoked_at;
+    // Enrollment tokens: registrations left (the token is revoked when the last is used);
+    // nullopt = unlimited (enrollment tokens made before counting existed).
+    std::optional<std::int64_t> uses_left;
     bool operator==(const TokenRecord&) const = default;
 };
 
@@ -77,6 +80,7 @@ struct WorkerRecord {
     WorkerState state = WorkerState::active;
     std::int64_t registered_at = 0;
     std::int64_t last_seen_at = 0;
+    std::optional<std::int64_t> enrolled_by; // the enrollment token it registered with; a ban revokes it
     bool operator==(const WorkerRecord&) const = default;
 };
 

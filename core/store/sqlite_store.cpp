@@ -3,8 +3,12 @@
 #include "core/recipe/recipe_json.hpp"
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
 
 #include <array>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
 
 namespace gpupool::store {
 
@@ -174,6 +178,26 @@ CREATE TABLE input_blobs (
     created_at INTEGER NOT NULL
 );
 )sql",
+    // 3 -> 4: input archives belong to the team that uploaded them (security: another team's
+    // digest must not be usable, nor its existence learnt). Uploads without a team (admins, before)
+    // are dropped: no job can name them any more; jobs that did keep their digest, unused.
+    R"sql(
+CREATE TABLE team_input_blobs (
+    team_id INTEGER NOT NULL REFERENCES teams(id),
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (team_id, sha256)
+);
+INSERT INTO team_input_blobs (team_id, sha256, size, data, created_at)
+    SELECT team_id, sha256, size, data, created_at FROM input_blobs WHERE team_id IS NOT NULL;
+DROP TABLE input_blobs;
+-- Enrollment tokens are counted (registrations left; NULL: unlimited, tokens made before), and a
+-- worker remembers the token it enrolled with, so a ban can revoke it (the owner's identity).
+ALTER TABLE tokens ADD COLUMN uses_left INTEGER;
+ALTER TABLE workers ADD COLUMN enrolled_by INTEGER;
+)sql",
 };
 
 Error db_error(const std::string& what, const std::exception& e) {
@@ -186,6 +210,45 @@ void bind_opt(SQLite::Statement& q, int index, const std::optional<T>& v) {
         q.bind(index, static_cast<std::int64_t>(*v));
     } else {
         q.bind(index);
+    }
+}
+
+std::int64_t blob_file_size(const std::filesystem::path& file) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(file, ec);
+    if (ec) {
+        throw std::runtime_error("cannot read " + file.string() + ": " + ec.message());
+    }
+    return static_cast<std::int64_t>(size);
+}
+
+// Fills the zeroblob in `table`.data at `rowid` from `file`, a megabyte at a time (SQLite's
+// incremental blob I/O), so an upload never sits whole in memory. Throws on failure; the caller's
+// transaction then rolls back.
+void write_blob_from_file(SQLite::Database& db, const char* table, std::int64_t rowid,
+                          const std::filesystem::path& file, std::int64_t size) {
+    sqlite3_blob* blob = nullptr;
+    if (sqlite3_blob_open(db.getHandle(), "main", table, "data", rowid, 1, &blob) != SQLITE_OK) {
+        sqlite3_blob_close(blob);
+        throw std::runtime_error(std::string("cannot open the blob: ") + sqlite3_errmsg(db.getHandle()));
+    }
+    std::unique_ptr<sqlite3_blob, int (*)(sqlite3_blob*)> guard(blob, sqlite3_blob_close);
+    std::ifstream in(file, std::ios::binary);
+    std::vector<char> buf(std::size_t{1} << 20);
+    std::int64_t offset = 0;
+    while (offset < size && in) {
+        in.read(buf.data(), static_cast<std::streamsize>(std::min<std::int64_t>(size - offset, static_cast<std::int64_t>(buf.size()))));
+        const auto n = static_cast<int>(in.gcount());
+        if (n <= 0) {
+            break;
+        }
+        if (sqlite3_blob_write(blob, buf.data(), n, static_cast<int>(offset)) != SQLITE_OK) {
+            throw std::runtime_error(std::string("cannot write the blob: ") + sqlite3_errmsg(db.getHandle()));
+        }
+        offset += n;
+    }
+    if (offset != size) {
+        throw std::runtime_error("could not read all of " + file.string());
     }
 }
 
@@ -265,8 +328,8 @@ Result<Snapshot> SqliteStore::load() {
             }
         }
         {
-            SQLite::Statement q(*m_db, "SELECT id, hash, role, team_id, worker_id, label, created_at, revoked_at "
-                                       "FROM tokens ORDER BY id");
+            SQLite::Statement q(*m_db, "SELECT id, hash, role, team_id, worker_id, label, created_at, revoked_at, "
+                                       "uses_left FROM tokens ORDER BY id");
             while (q.executeStep()) {
                 TokenRecord t;
                 t.id = q.getColumn(0).getInt64();
@@ -281,12 +344,13 @@ Result<Snapshot> SqliteStore::load() {
                 t.label = q.getColumn(5).getString();
                 t.created_at = q.getColumn(6).getInt64();
                 t.revoked_at = opt_int(q.getColumn(7));
+                t.uses_left = opt_int(q.getColumn(8));
                 s.tokens.push_back(std::move(t));
             }
         }
         {
-            SQLite::Statement q(*m_db, "SELECT id, team_id, name, inventory, state, registered_at, last_seen_at "
-                                       "FROM workers ORDER BY id");
+            SQLite::Statement q(*m_db, "SELECT id, team_id, name, inventory, state, registered_at, last_seen_at, "
+                                       "enrolled_by FROM workers ORDER BY id");
             while (q.executeStep()) {
                 WorkerRecord w;
                 w.id = WorkerId(q.getColumn(0).getInt64());
@@ -296,6 +360,7 @@ Result<Snapshot> SqliteStore::load() {
                 w.state = worker_state_from_string(q.getColumn(4).getString()).value_or(WorkerState::active);
                 w.registered_at = q.getColumn(5).getInt64();
                 w.last_seen_at = q.getColumn(6).getInt64();
+                w.enrolled_by = opt_int(q.getColumn(7));
                 s.workers.push_back(std::move(w));
             }
         }
@@ -430,8 +495,8 @@ Status SqliteStore::apply(const Changes& c) {
         // Workers before tokens: worker tokens reference them.
         if (!c.workers.empty()) {
             SQLite::Statement q(*m_db,
-                                "INSERT INTO workers (id, team_id, name, inventory, state, registered_at, last_seen_at) "
-                                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
+                                "INSERT INTO workers (id, team_id, name, inventory, state, registered_at, last_seen_at, "
+                                "enrolled_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
                                 "inventory = excluded.inventory, state = excluded.state, "
                                 "last_seen_at = excluded.last_seen_at");
             for (const auto& w : c.workers) {
@@ -442,15 +507,16 @@ Status SqliteStore::apply(const Changes& c) {
                 q.bind(5, to_string(w.state));
                 q.bind(6, w.registered_at);
                 q.bind(7, w.last_seen_at);
+                bind_opt(q, 8, w.enrolled_by);
                 q.exec();
                 q.reset();
             }
         }
         if (!c.tokens.empty()) {
             SQLite::Statement q(*m_db, "INSERT INTO tokens (id, hash, role, team_id, worker_id, label, created_at, "
-                                       "revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                                       "revoked_at, uses_left) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
                                        "worker_id = excluded.worker_id, label = excluded.label, "
-                                       "revoked_at = excluded.revoked_at");
+                                       "revoked_at = excluded.revoked_at, uses_left = excluded.uses_left");
             for (const auto& t : c.tokens) {
                 q.bind(1, t.id);
                 q.bind(2, t.hash);
@@ -460,6 +526,7 @@ Status SqliteStore::apply(const Changes& c) {
                 q.bind(6, t.label);
                 q.bind(7, t.created_at);
                 bind_opt(q, 8, t.revoked_at);
+                bind_opt(q, 9, t.uses_left);
                 q.exec();
                 q.reset();
             }
@@ -624,6 +691,35 @@ Result<LogAppend> SqliteStore::append_log(AttemptId attempt, std::int64_t offset
     }
 }
 
+Status SqliteStore::drop_log_range(AttemptId attempt, std::int64_t from, std::int64_t to) {
+    try {
+        SQLite::Statement q(*m_db, "DELETE FROM log_chunks WHERE attempt_id = ? AND byte_offset >= ? "
+                                   "AND byte_offset + length(data) <= ?");
+        q.bind(1, attempt.value());
+        q.bind(2, from);
+        q.bind(3, to);
+        q.exec();
+        return {};
+    } catch (const std::exception& e) {
+        return db_error("log trim", e);
+    }
+}
+
+Result<std::optional<std::int64_t>> SqliteStore::log_resume_offset(AttemptId attempt, std::int64_t offset) {
+    try {
+        SQLite::Statement q(*m_db, "SELECT MIN(byte_offset) FROM log_chunks WHERE attempt_id = ? "
+                                   "AND byte_offset + length(data) > ?");
+        q.bind(1, attempt.value());
+        q.bind(2, offset);
+        if (!q.executeStep() || q.getColumn(0).isNull()) {
+            return std::optional<std::int64_t>();
+        }
+        return std::optional<std::int64_t>(std::max(offset, q.getColumn(0).getInt64()));
+    } catch (const std::exception& e) {
+        return db_error("log read", e);
+    }
+}
+
 Result<std::string> SqliteStore::read_log(AttemptId attempt, std::int64_t offset, std::int64_t max_bytes) {
     try {
         SQLite::Statement q(*m_db, "SELECT byte_offset, data FROM log_chunks WHERE attempt_id = ? "
@@ -649,14 +745,18 @@ Result<std::string> SqliteStore::read_log(AttemptId attempt, std::int64_t offset
     }
 }
 
-Status SqliteStore::put_output(AttemptId attempt, std::string_view data, std::string_view sha256_hex) {
+Status SqliteStore::put_output(AttemptId attempt, const std::filesystem::path& file, std::string_view sha256_hex) {
     try {
-        SQLite::Statement q(*m_db, "INSERT INTO outputs (attempt_id, sha256, data) VALUES (?, ?, ?) "
+        SQLite::Transaction tx(*m_db);
+        const auto size = blob_file_size(file);
+        SQLite::Statement q(*m_db, "INSERT INTO outputs (attempt_id, sha256, data) VALUES (?, ?, zeroblob(?)) "
                                    "ON CONFLICT(attempt_id) DO UPDATE SET sha256 = excluded.sha256, data = excluded.data");
         q.bind(1, attempt.value());
         q.bind(2, std::string(sha256_hex));
-        q.bind(3, data.data(), static_cast<int>(data.size()));
+        q.bind(3, size);
         q.exec();
+        write_blob_from_file(*m_db, "outputs", attempt.value(), file, size);
+        tx.commit();
         return {};
     } catch (const std::exception& e) {
         return db_error("output upload", e);
@@ -673,31 +773,34 @@ Result<std::optional<std::string>> SqliteStore::get_output(AttemptId attempt) {
     }
 }
 
-Status SqliteStore::put_input_blob(std::string_view sha256_hex, std::optional<TeamId> team, std::string_view data,
+Status SqliteStore::put_input_blob(TeamId team, std::string_view sha256_hex, const std::filesystem::path& file,
                                    std::int64_t now) {
     try {
-        SQLite::Statement q(*m_db, "INSERT INTO input_blobs (sha256, team_id, size, data, created_at) VALUES (?, ?, ?, ?, ?) "
-                                   "ON CONFLICT(sha256) DO NOTHING");
-        q.bind(1, std::string(sha256_hex));
-        if (team) {
-            q.bind(2, team->value());
-        } else {
-            q.bind(2);
-        }
-        q.bind(3, static_cast<std::int64_t>(data.size()));
-        q.bind(4, data.data(), static_cast<int>(data.size()));
+        SQLite::Transaction tx(*m_db);
+        const auto size = blob_file_size(file);
+        SQLite::Statement q(*m_db, "INSERT INTO team_input_blobs (team_id, sha256, size, data, created_at) "
+                                   "VALUES (?, ?, ?, zeroblob(?), ?) ON CONFLICT(team_id, sha256) DO NOTHING");
+        q.bind(1, team.value());
+        q.bind(2, std::string(sha256_hex));
+        q.bind(3, size);
+        q.bind(4, size);
         q.bind(5, now);
-        q.exec();
+        if (q.exec() == 0) {
+            return {}; // this team has it already
+        }
+        write_blob_from_file(*m_db, "team_input_blobs", m_db->getLastInsertRowid(), file, size);
+        tx.commit();
         return {};
     } catch (const std::exception& e) {
         return db_error("input upload", e);
     }
 }
 
-Result<std::optional<std::int64_t>> SqliteStore::input_blob_size(std::string_view sha256_hex) {
+Result<std::optional<std::int64_t>> SqliteStore::input_blob_size(TeamId team, std::string_view sha256_hex) {
     try {
-        SQLite::Statement q(*m_db, "SELECT size FROM input_blobs WHERE sha256 = ?");
-        q.bind(1, std::string(sha256_hex));
+        SQLite::Statement q(*m_db, "SELECT size FROM team_input_blobs WHERE team_id = ? AND sha256 = ?");
+        q.bind(1, team.value());
+        q.bind(2, std::string(sha256_hex));
         if (!q.executeStep()) {
             return std::optional<std::int64_t>();
         }
@@ -707,10 +810,11 @@ Result<std::optional<std::int64_t>> SqliteStore::input_blob_size(std::string_vie
     }
 }
 
-Result<std::optional<std::string>> SqliteStore::get_input_blob(std::string_view sha256_hex) {
+Result<std::optional<std::string>> SqliteStore::get_input_blob(TeamId team, std::string_view sha256_hex) {
     try {
-        SQLite::Statement q(*m_db, "SELECT data FROM input_blobs WHERE sha256 = ?");
-        q.bind(1, std::string(sha256_hex));
+        SQLite::Statement q(*m_db, "SELECT data FROM team_input_blobs WHERE team_id = ? AND sha256 = ?");
+        q.bind(1, team.value());
+        q.bind(2, std::string(sha256_hex));
         return first_blob(q);
     } catch (const std::exception& e) {
         return db_error("input read", e);

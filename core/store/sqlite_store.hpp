@@ -16,7 +16,7 @@ class Database;
 
 namespace gpupool::store {
 
-inline constexpr int k_schema_version = 3;
+inline constexpr int k_schema_version = 4;
 
 class SqliteStore final : public Store {
 public:
@@ -29,11 +29,14 @@ public:
     Result<LogAppend> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) override;
     Result<std::string> read_log(AttemptId attempt, std::int64_t offset, std::int64_t max_bytes) override;
     Result<std::int64_t> log_length(AttemptId attempt) override;
-    Status put_output(AttemptId attempt, std::string_view data, std::string_view sha256_hex) override;
+    Status drop_log_range(AttemptId attempt, std::int64_t from, std::int64_t to) override;
+    Result<std::optional<std::int64_t>> log_resume_offset(AttemptId attempt, std::int64_t offset) override;
+    Status put_output(AttemptId attempt, const std::filesystem::path& file, std::string_view sha256_hex) override;
     Result<std::optional<std::string>> get_output(AttemptId attempt) override;
-    Status put_input_blob(std::string_view sha256_hex, std::optional<TeamId> team, std::string_view data, std::int64_t now) override;
-    Result<std::optional<std::int64_t>> input_blob_size(std::string_view sha256_hex) override;
-    Result<std::optional<std::string>> get_input_blob(std::string_view sha256_hex) override;
+    Status put_input_blob(TeamId team, std::string_view sha256_hex, const std::filesystem::path& file,
+                          std::int64_t now) override;
+    Result<std::optional<std::int64_t>> input_blob_size(TeamId team, std::string_view sha256_hex) override;
+    Result<std::optional<std::string>> get_input_blob(TeamId team, std::string_view sha256_hex) override;
 
     int schema_version() const;
 

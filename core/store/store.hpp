@@ -13,6 +13,7 @@
 #include "core/util/result.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,16 +62,25 @@ public:
     // Up to `max_bytes` of the attempt's log from `offset`.
     virtual Result<std::string> read_log(AttemptId attempt, std::int64_t offset, std::int64_t max_bytes) = 0;
     virtual Result<std::int64_t> log_length(AttemptId attempt) = 0;
+    // Deletes the chunks that lie wholly in [from, to) (a capped log drops its middle); offsets of
+    // the rest do not change.
+    virtual Status drop_log_range(AttemptId attempt, std::int64_t from, std::int64_t to) = 0;
+    // Where the stored bytes at or after `offset` resume: `offset` itself unless it falls in a
+    // dropped range; nullopt when nothing is stored at or after it.
+    virtual Result<std::optional<std::int64_t>> log_resume_offset(AttemptId attempt, std::int64_t offset) = 0;
 
-    // The packed outputs of an attempt (one archive), replaced whole on a repeated upload.
-    virtual Status put_output(AttemptId attempt, std::string_view data, std::string_view sha256_hex) = 0;
+    // The packed outputs of an attempt (one archive, read from `file` in pieces, never whole in
+    // memory), replaced whole on a repeated upload.
+    virtual Status put_output(AttemptId attempt, const std::filesystem::path& file, std::string_view sha256_hex) = 0;
     virtual Result<std::optional<std::string>> get_output(AttemptId attempt) = 0;
 
-    // Input archives by their SHA-256 (hex): stored once (a repeated upload is a no-op), shared by
-    // every job that names them.
-    virtual Status put_input_blob(std::string_view sha256_hex, std::optional<TeamId> team, std::string_view data, std::int64_t now) = 0;
-    virtual Result<std::optional<std::int64_t>> input_blob_size(std::string_view sha256_hex) = 0;
-    virtual Result<std::optional<std::string>> get_input_blob(std::string_view sha256_hex) = 0;
+    // Input archives by team and SHA-256 (hex): what one team uploads only that team's jobs can
+    // name (another team's digest is "not found", as an unknown one is). Stored once per team (a
+    // repeated upload is a no-op), read from `file` in pieces, shared by the team's jobs.
+    virtual Status put_input_blob(TeamId team, std::string_view sha256_hex, const std::filesystem::path& file,
+                                  std::int64_t now) = 0;
+    virtual Result<std::optional<std::int64_t>> input_blob_size(TeamId team, std::string_view sha256_hex) = 0;
+    virtual Result<std::optional<std::string>> get_input_blob(TeamId team, std::string_view sha256_hex) = 0;
 };
 
 } // namespace gpupool::store

@@ -40,7 +40,7 @@ Tokens setup_team(const std::string& url, const std::string& admin) {
     REQUIRE(g);
     REQUIRE(g->status == 201);
     auto m = a.request("POST", "/v1/admin/tokens", R"({"role": "member", "team": "fellows"})");
-    auto e = a.request("POST", "/v1/admin/tokens", R"({"role": "enroll", "team": "fellows"})");
+    auto e = a.request("POST", "/v1/admin/tokens", R"({"role": "enroll", "team": "fellows", "uses": 100})");
     REQUIRE(m);
     REQUIRE(e);
     return {json::parse(m->body)["token"], json::parse(e->body)["token"]};

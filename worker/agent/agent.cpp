@@ -475,8 +475,9 @@ struct Agent::Impl {
                     {"gpupool.attempt", std::to_string(t.a.attempt)}};
         const fs::path work = process ? t.dir / "work" : fs::path("/work");
         const fs::path outputs = process ? t.dir / "outputs" : fs::path("/outputs");
-        const fs::path cache = process ? opt.cache_dir : fs::path("/cache");
-        c.mounts = {{t.dir / "work", "/work", true}, {t.dir / "outputs", "/outputs", false}, {opt.cache_dir, "/cache", false}};
+        const fs::path team_cache = team_cache_dir(t);
+        const fs::path cache = process ? team_cache : fs::path("/cache");
+        c.mounts = {{t.dir / "work", "/work", true}, {t.dir / "outputs", "/outputs", false}, {team_cache, "/cache", false}};
         for (const auto& [k, v] : spec.env) {
             c.env[k] = v;
         }
@@ -523,11 +524,15 @@ struct Agent::Impl {
         return c;
     }
 
+    // Each team writes only its own cache: one team cannot plant files (model weights, code) that
+    // another team's jobs then load.
+    fs::path team_cache_dir(const Tracked& t) const { return opt.cache_dir / "teams" / std::to_string(t.a.team); }
+
     Status prepare_dirs(Tracked& t) {
         std::error_code ec;
         fs::create_directories(t.dir / "work", ec);
         fs::create_directories(t.dir / "outputs", ec);
-        fs::create_directories(opt.cache_dir / "huggingface", ec);
+        fs::create_directories(team_cache_dir(t) / "huggingface", ec);
         if (ec) {
             return make_error(ErrorCode::io, "cannot create " + t.dir.string() + ": " + ec.message());
         }
@@ -572,8 +577,8 @@ struct Agent::Impl {
         }
         // Containers run as an unprivileged user: let it write its outputs.
         ::chmod((t.dir / "outputs").c_str(), 0777);
-        ::chmod(opt.cache_dir.c_str(), 0777);
-        ::chmod((opt.cache_dir / "huggingface").c_str(), 0777);
+        ::chmod(team_cache_dir(t).c_str(), 0777);
+        ::chmod((team_cache_dir(t) / "huggingface").c_str(), 0777);
         ::chmod((t.dir / "work").c_str(), 0755);
         return {};
     }

@@ -133,6 +133,10 @@ Result<AssignmentMsg> parse_assignment(const json& j) {
         a.attempt_number = j.value("attempt_number", std::int64_t{1});
         a.gpu_index = j.value("gpu_index", std::int64_t{-1});
         a.gpu_milli = j.value("gpu_milli", std::int64_t{0});
+        a.team = j.value("team", std::int64_t{0});
+        if (a.team < 0) {
+            return make_error(ErrorCode::invalid_input, "assignment: team must be 0 or more", "assignments");
+        }
         auto spec = recipe::job_from_json(j.at("spec"));
         if (!spec) {
             return spec.error();

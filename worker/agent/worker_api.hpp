@@ -29,6 +29,7 @@ struct AssignmentMsg {
     std::int64_t attempt_number = 0;
     std::int64_t gpu_index = -1;
     std::int64_t gpu_milli = 0;
+    std::int64_t team = 0; // the job's team (0 from a coordinator that does not say)
     recipe::JobSpec spec;
     nlohmann::json raw; // the assignment as received (kept in the spool)
 };

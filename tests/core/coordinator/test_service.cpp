@@ -4,6 +4,7 @@
 #include "core/coordinator/service.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "tests/core/coordinator/service_fixture.hpp"
 #include "tests/support.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,101 +17,7 @@
 using namespace gpupool;
 using json = nlohmann::json;
 
-namespace {
-
-recipe::JobSpec spec(const std::string& name, std::int64_t gpu_milli = 250) {
-    recipe::JobSpec s;
-    s.name = name;
-    s.image = "busybox";
-    s.command = {"echo", name};
-    s.resources.gpus = 1;
-    s.resources.gpu_milli = gpu_milli;
-    s.resources.cpu_milli = 100;
-    s.resources.memory_mib = 64;
-    return s;
-}
-
-json inventory() {
-    return {{"cpu_milli", 16000},
-            {"memory_mib", 65536},
-            {"gpus", json::array({{{"index", 0}, {"model", "L4"}, {"memory_mib", 24576}}})}};
-}
-
-struct Server {
-    test::TempDir dir;
-    std::unique_ptr<coordinator::CoordinatorService> service;
-    std::string admin_token;
-    std::string url;
-
-    explicit Server(std::int64_t lease_ms = 30'000) {
-        coordinator::ServiceOptions o;
-        o.db_path = dir.path() / "pool.db";
-        o.http.host = "127.0.0.1";
-        o.http.port = 0;
-        o.http.max_body_bytes = 1024 * 1024;
-        o.tick = std::chrono::milliseconds(50);
-        o.coordinator.lease_ms = lease_ms;
-        o.coordinator.worker_timeout_ms = lease_ms;
-        o.coordinator.policy.placement.scorer = sched::ScorerKind::bestfit;
-        service = std::make_unique<coordinator::CoordinatorService>(o);
-        REQUIRE(service->start(&admin_token));
-        REQUIRE(admin_token.starts_with("gpp_"));
-        url = "http://127.0.0.1:" + std::to_string(service->port());
-    }
-
-    net::HttpClient client(const std::string& token = {}) const {
-        net::ClientOptions o;
-        o.base_url = url;
-        o.token = token;
-        o.timeout = std::chrono::milliseconds(10'000);
-        return net::HttpClient(o);
-    }
-};
-
-json call(net::HttpClient& c, const std::string& method, const std::string& path, const json& body = nullptr,
-          int expect = 200) {
-    auto r = c.request(method, path, body.is_null() ? std::string() : body.dump());
-    REQUIRE(r);
-    INFO(method << " " << path << " -> " << r->status << " " << r->body);
-    REQUIRE(r->status == expect);
-    return json::parse(r->body);
-}
-
-// Admin, teams, a member of "fellows", a member of "others", and one registered worker.
-struct Pool {
-    Server server;
-    std::string member;
-    std::string other;
-    std::string enroll;
-    std::string worker;
-    std::int64_t worker_id = 0;
-
-    explicit Pool(std::int64_t lease_ms = 30'000) : server(lease_ms) {
-        auto admin = server.client(server.admin_token);
-        for (const char* team : {"fellows", "others", "owners"}) {
-            call(admin, "POST", "/v1/admin/teams", {{"name", team}}, 201);
-        }
-        member = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
-        other = call(admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "others"}}, 201)["token"];
-        enroll = call(admin, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "owners"}}, 201)["token"];
-        for (const char* team : {"fellows", "others"}) {
-            call(admin, "POST", "/v1/admin/grants", {{"team", team}, {"amount_micro", 1'000'000'000'000}}, 201);
-        }
-        auto e = server.client(enroll);
-        auto reg = call(e, "POST", "/v1/workers/register", {{"name", "box"}, {"inventory", inventory()}}, 201);
-        worker = reg["token"];
-        worker_id = reg["worker_id"];
-    }
-
-    json submit(const std::vector<recipe::JobSpec>& specs, std::int64_t max_parallel = 0) {
-        auto c = server.client(member);
-        return call(c, "POST", "/v1/jobs",
-                    {{"source", "t.toml"}, {"max_parallel", max_parallel}, {"jobs", json::parse(recipe::to_json(specs).dump())}},
-                    201);
-    }
-};
-
-} // namespace
+using namespace gpupool::test::svc;
 
 TEST_CASE("service: a job's whole life over HTTP, with a long-polling worker", "[service]") {
     Pool p;
@@ -326,10 +233,27 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
     const std::string jid = std::to_string(job);
     const std::string wid = std::to_string(p.worker_id);
 
-    enum Who { none, bad, other, worker, enroll, member, admin };
+    // More identities: a second worker (the attempt is not its own), a revoked member token and a
+    // banned worker's token.
+    auto admin_client = p.server.client(p.server.admin_token);
+    auto e = p.server.client(p.enroll);
+    const std::string other_worker_token =
+        call(e, "POST", "/v1/workers/register", {{"name", "box2"}, {"inventory", inventory()}}, 201)["token"];
+    auto banned_reg = call(e, "POST", "/v1/workers/register", {{"name", "box3"}, {"inventory", inventory()}}, 201);
+    call(admin_client, "POST", "/v1/admin/workers/" + std::to_string(banned_reg["worker_id"].get<std::int64_t>()) + "/ban",
+         json::object());
+    auto revoked_tok = call(admin_client, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201);
+    call(admin_client, "DELETE", "/v1/admin/tokens/" + std::to_string(revoked_tok["id"].get<std::int64_t>()));
+    // The ban revoked the enrollment token the banned worker came in with (and the others' too):
+    // a fresh one for the matrix's enroll caller.
+    const std::string enroll2 =
+        call(admin_client, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "owners"}, {"uses", 100}}, 201)["token"];
+
+    enum Who { none, bad, revoked, banned, other, worker, other_worker, enroll, member, admin };
     const std::vector<std::pair<Who, std::string>> callers{
-        {none, ""}, {bad, "gpp_0000"}, {other, p.other}, {worker, p.worker},
-        {enroll, p.enroll}, {member, p.member}, {admin, p.server.admin_token}};
+        {none, ""},         {bad, "gpp_0000"},   {revoked, revoked_tok["token"]}, {banned, banned_reg["token"]},
+        {other, p.other},   {worker, p.worker},  {other_worker, other_worker_token}, {enroll, enroll2},
+        {member, p.member}, {admin, p.server.admin_token}};
     // Expected: who may call each route. `hidden` routes answer 404 (not 403) to other teams.
     struct Rule {
         std::set<Who> allowed;
@@ -393,14 +317,26 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
             auto r = c.request(method, rule.path, body);
             REQUIRE(r);
             INFO("status " << r->status << ": " << r->body);
-            if (rule.allowed.count(who) != 0) {
+            const bool open_route = rule.allowed.count(none) != 0; // /v1/health
+            if (who == other_worker && rule.allowed.count(worker) != 0 && !open_route) {
+                // Its own heartbeat and poll, but another worker's attempt is not found.
+                if (rule.path.starts_with("/v1/attempts/")) {
+                    CHECK(r->status == 404);
+                } else {
+                    CHECK(r->status != 401);
+                    CHECK(r->status != 403);
+                }
+            } else if (rule.allowed.count(who) != 0) {
                 CHECK(r->status != 401);
                 CHECK(r->status != 403);
                 if (rule.hidden) {
                     CHECK_THAT(r->body, !Catch::Contains("no job " + jid));
                 }
-            } else if (who == none || who == bad) {
+            } else if (who == none || who == bad || who == revoked) {
                 CHECK(r->status == 401);
+            } else if (who == banned) {
+                CHECK(r->status == 403);
+                CHECK_THAT(r->body, Catch::Contains("banned"));
             } else if (rule.hidden && who == other) {
                 CHECK(r->status == 404);
             } else {

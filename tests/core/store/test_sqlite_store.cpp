@@ -26,9 +26,9 @@ Changes sample() {
     Changes c;
     c.teams.push_back({TeamId(1), "owners", 2, 100, std::nullopt, std::nullopt});
     c.teams.push_back({TeamId(2), "fellows", 1, 101, std::nullopt, std::nullopt});
-    c.workers.push_back({WorkerId(1), TeamId(1), "box", R"({"gpus":[]})", WorkerState::active, 102, 103});
-    c.tokens.push_back({1, "aa", Role::admin, std::nullopt, std::nullopt, "admin", 100, std::nullopt});
-    c.tokens.push_back({2, "bb", Role::worker, TeamId(1), WorkerId(1), "w", 102, std::nullopt});
+    c.workers.push_back({WorkerId(1), TeamId(1), "box", R"({"gpus":[]})", WorkerState::active, 102, 103, 7});
+    c.tokens.push_back({1, "aa", Role::admin, std::nullopt, std::nullopt, "admin", 100, std::nullopt, std::nullopt});
+    c.tokens.push_back({2, "bb", Role::worker, TeamId(1), WorkerId(1), "w", 102, std::nullopt, 3});
     c.sweeps.push_back({1, TeamId(2), 1, "eval.toml", 2, 1, 104});
     for (int i = 1; i <= 2; ++i) {
         JobRecord j;
@@ -169,9 +169,37 @@ TEST_CASE("store: outputs are stored whole and replaced on re-upload", "[store]"
     REQUIRE((*s)->apply(sample()));
     CHECK_FALSE((*s)->get_output(AttemptId(1)).value().has_value());
     std::string blob("\0\1binary\xff", 9);
-    REQUIRE((*s)->put_output(AttemptId(1), blob, "abc"));
-    REQUIRE((*s)->put_output(AttemptId(1), blob, "abc"));
+    const auto file = dir.path() / "out.tar";
+    test::write_file(file, blob);
+    REQUIRE((*s)->put_output(AttemptId(1), file, "abc"));
+    REQUIRE((*s)->put_output(AttemptId(1), file, "abc"));
     CHECK((*s)->get_output(AttemptId(1)).value() == blob);
+    // A larger one crosses the 1 MiB pieces the store writes it in.
+    std::string big(3 * 1024 * 1024 + 17, '\0');
+    for (std::size_t i = 0; i < big.size(); ++i) {
+        big[i] = static_cast<char>((i * 131) % 251);
+    }
+    test::write_file(file, big);
+    REQUIRE((*s)->put_output(AttemptId(1), file, "def"));
+    CHECK((*s)->get_output(AttemptId(1)).value() == big);
+}
+
+TEST_CASE("store: input archives belong to the team that uploaded them", "[store]") {
+    test::TempDir dir;
+    auto s = SqliteStore::open(dir.path() / "pool.db");
+    REQUIRE(s);
+    REQUIRE((*s)->apply(sample()));
+    const auto file = dir.path() / "in.tar";
+    test::write_file(file, "archive bytes");
+    const TeamId team = sample().teams.at(0).id;
+    REQUIRE((*s)->put_input_blob(team, "d1", file, 1));
+    REQUIRE((*s)->put_input_blob(team, "d1", file, 2)); // a repeated upload is a no-op
+    CHECK((*s)->input_blob_size(team, "d1").value() == std::optional<std::int64_t>(13));
+    CHECK((*s)->get_input_blob(team, "d1").value() == std::optional<std::string>("archive bytes"));
+    // Another team sees nothing under the same digest: not the bytes, not the size.
+    const TeamId other(team.value() + 1000);
+    CHECK_FALSE((*s)->input_blob_size(other, "d1").value().has_value());
+    CHECK_FALSE((*s)->get_input_blob(other, "d1").value().has_value());
 }
 
 TEST_CASE("store: a database from a newer gpupool is refused", "[store]") {

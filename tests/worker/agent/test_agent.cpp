@@ -51,7 +51,7 @@ struct Pool {
         auto a = client(admin);
         call(a, "POST", "/v1/admin/teams", {{"name", "fellows"}}, 201);
         member = call(a, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
-        enroll = call(a, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "fellows"}}, 201)["token"];
+        enroll = call(a, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "fellows"}, {"uses", 100}}, 201)["token"];
     }
     ~Pool() { stop(); }
 
@@ -207,6 +207,9 @@ TEST_CASE("agent: a job's environment, logs, outputs and exit code reach the coo
     CHECK(c->spec.mounts[1].container == "/outputs");
     CHECK_FALSE(c->spec.mounts[1].read_only);
     CHECK(c->spec.mounts[2].container == "/cache");
+    // The team's own cache, not one shared by every team's jobs.
+    CHECK(c->spec.mounts[2].host.parent_path().filename() == "teams");
+    CHECK(c->spec.mounts[2].host.filename() != "0");
 
     REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
     // Logs stream while the job runs, within about a second.

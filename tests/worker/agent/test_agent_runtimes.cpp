@@ -45,7 +45,7 @@ struct LivePool {
         auto a = client(admin);
         call(a, "POST", "/v1/admin/teams", {{"name", "fellows"}}, 201);
         member = call(a, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
-        enroll = call(a, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "fellows"}}, 201)["token"];
+        enroll = call(a, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "fellows"}, {"uses", 100}}, 201)["token"];
     }
     ~LivePool() { service->stop(); }
     net::HttpClient client(const std::string& token) const {

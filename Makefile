@@ -61,6 +61,7 @@ fuzz:
 	$(FUZZ_BUILD)/recipe_fuzzer -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	  -dict=tests/fuzz/recipe.dict -print_final_stats=1 $(FUZZ_BUILD)/corpus
 	@tests/fuzz/make_archive_seeds.sh $(FUZZ_BUILD)/archive-corpus
+	@cp tests/fuzz/archive_regressions/* $(FUZZ_BUILD)/archive-corpus/
 	$(FUZZ_BUILD)/archive_fuzzer -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	  -print_final_stats=1 $(FUZZ_BUILD)/archive-corpus
 

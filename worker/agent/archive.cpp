@@ -59,6 +59,13 @@ bool matches(const std::string& rel, const std::vector<std::string>& patterns) {
     return false;
 }
 
+// libarchive's message for the last failure; it has none for some (a truncated header, a zero-length
+// archive), and a null char* must not reach std::string.
+std::string library_error(archive* a) {
+    const char* text = archive_error_string(a);
+    return text != nullptr ? util::escape_control(text) : "unknown libarchive error";
+}
+
 std::string human_bytes(std::int64_t b) {
     const double mib = static_cast<double>(b) / (1024.0 * 1024.0);
     char buf[64];
@@ -153,7 +160,7 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::st
     std::unique_ptr<archive, WriterDeleter> w(archive_write_new());
     archive_write_set_format_pax_restricted(w.get());
     if (archive_write_open_filename(w.get(), archive_path.c_str()) != ARCHIVE_OK) {
-        return make_error(ErrorCode::io, "cannot write " + archive_path.string() + ": " + archive_error_string(w.get()));
+        return make_error(ErrorCode::io, "cannot write " + archive_path.string() + ": " + library_error(w.get()));
     }
     std::vector<char> buf(std::size_t{1} << 16);
     for (const auto& i : items) {
@@ -180,7 +187,7 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::st
             archive_entry_set_size(e.get(), st.st_size);
         }
         if (archive_write_header(w.get(), e.get()) != ARCHIVE_OK) {
-            return make_error(ErrorCode::io, "archiving " + i.rel + ": " + archive_error_string(w.get()));
+            return make_error(ErrorCode::io, "archiving " + i.rel + ": " + library_error(w.get()));
         }
         if (!i.link) {
             std::ifstream in(i.path, std::ios::binary);
@@ -188,14 +195,14 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::st
                 in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
                 const auto n = in.gcount();
                 if (n > 0 && archive_write_data(w.get(), buf.data(), static_cast<std::size_t>(n)) < 0) {
-                    return make_error(ErrorCode::io, "archiving " + i.rel + ": " + archive_error_string(w.get()));
+                    return make_error(ErrorCode::io, "archiving " + i.rel + ": " + library_error(w.get()));
                 }
             }
         }
         out.files.push_back(i.rel);
     }
     if (archive_write_close(w.get()) != ARCHIVE_OK) {
-        return make_error(ErrorCode::io, "closing " + archive_path.string() + ": " + archive_error_string(w.get()));
+        return make_error(ErrorCode::io, "closing " + archive_path.string() + ": " + library_error(w.get()));
     }
     std::error_code ec;
     const auto final_size = static_cast<std::int64_t>(fs::file_size(archive_path, ec));
@@ -437,7 +444,7 @@ Result<UnpackReport> unpack_from(archive* r, const fs::path& dest, const UnpackL
             break;
         }
         if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
-            return make_error(ErrorCode::invalid_input, std::string("corrupt archive: ") + archive_error_string(r));
+            return make_error(ErrorCode::invalid_input, "corrupt archive: " + library_error(r));
         }
         if (++entries > limits.max_entries) {
             return make_error(ErrorCode::invalid_input,
@@ -493,7 +500,7 @@ Result<UnpackReport> unpack_from(archive* r, const fs::path& dest, const UnpackL
         for (;;) {
             const la_ssize_t n = archive_read_data(r, buf.data(), buf.size());
             if (n < 0) {
-                return make_error(ErrorCode::invalid_input, std::string("corrupt archive: ") + archive_error_string(r));
+                return make_error(ErrorCode::invalid_input, "corrupt archive: " + library_error(r));
             }
             if (n == 0) {
                 break;
@@ -522,7 +529,7 @@ Result<UnpackReport> unpack_archive(std::string_view bytes, const fs::path& dest
     archive_read_support_format_tar(r.get());
     archive_read_support_filter_none(r.get());
     if (archive_read_open_memory(r.get(), bytes.data(), bytes.size()) != ARCHIVE_OK) {
-        return make_error(ErrorCode::invalid_input, std::string("not a tar archive: ") + archive_error_string(r.get()));
+        return make_error(ErrorCode::invalid_input, "not a tar archive: " + library_error(r.get()));
     }
     return unpack_from(r.get(), dest, limits, static_cast<std::int64_t>(bytes.size()));
 }
@@ -538,7 +545,7 @@ Result<UnpackReport> unpack_archive_file(const fs::path& archive_path, const fs:
     archive_read_support_filter_none(r.get());
     if (archive_read_open_filename(r.get(), archive_path.c_str(), std::size_t{1} << 16) != ARCHIVE_OK) {
         return make_error(ErrorCode::invalid_input,
-                          "not a tar archive: " + archive_path.string() + ": " + archive_error_string(r.get()));
+                          "not a tar archive: " + archive_path.string() + ": " + library_error(r.get()));
     }
     return unpack_from(r.get(), dest, limits, static_cast<std::int64_t>(size));
 }

@@ -1,4 +1,4 @@
-// libFuzzer entry point: any bytes through unpack_archive(), into a fresh directory for each input.
+// libFuzzer entry point: any bytes through unpack_archive(), into a fresh sandbox for each input.
 // Property checked beyond "no crash, no sanitizer report": nothing appears outside the destination.
 // The destination is SANDBOX/inner/dest, so a write that climbs out of dest by any route (a "..",
 // a link, a link chain) shows up as something new in SANDBOX/inner or SANDBOX, and aborts.
@@ -16,21 +16,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path& sandbox() {
-    static const fs::path made = [] {
-        std::error_code ec;
-        std::string pattern = (fs::temp_directory_path(ec) / "gpupool-archive-fuzz-XXXXXX").string();
-        if (ec || ::mkdtemp(pattern.data()) == nullptr) {
-            std::perror("archive_fuzzer: mkdtemp");
-            std::abort();
-        }
-        std::atexit([] {
-            std::error_code rec;
-            fs::remove_all(sandbox(), rec);
-        });
-        return fs::path(pattern);
-    }();
-    return made;
+// A fresh sandbox for one input (made and removed per input: libFuzzer does not run atexit handlers
+// when it stops, so nothing may outlive the input but a crash's).
+fs::path make_sandbox() {
+    std::error_code ec;
+    std::string pattern = (fs::temp_directory_path(ec) / "gpupool-archive-fuzz-XXXXXX").string();
+    if (ec || ::mkdtemp(pattern.data()) == nullptr) {
+        std::perror("archive_fuzzer: mkdtemp");
+        std::abort();
+    }
+    return pattern;
 }
 
 // Aborts unless `dir` holds exactly one entry, `only`, a real directory (not a link to one).
@@ -50,19 +45,20 @@ void expect_only(const fs::path& dir, const fs::path& only) {
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    const fs::path inner = sandbox() / "inner";
+    const fs::path sandbox = make_sandbox();
+    const fs::path inner = sandbox / "inner";
     const fs::path dest = inner / "dest";
     fs::create_directories(dest);
     gpupool::worker::UnpackLimits limits;
     limits.max_entries = 1000;
     const std::string_view bytes(reinterpret_cast<const char*>(data), size);
     (void)gpupool::worker::unpack_archive(bytes, dest, limits);
-    expect_only(sandbox(), inner);
+    expect_only(sandbox, inner);
     expect_only(inner, dest);
     std::error_code ec;
-    fs::remove_all(dest, ec);
+    fs::remove_all(sandbox, ec);
     if (ec) {
-        std::fprintf(stderr, "archive_fuzzer: cannot clean %s: %s\n", dest.c_str(), ec.message().c_str());
+        std::fprintf(stderr, "archive_fuzzer: cannot clean %s: %s\n", sandbox.c_str(), ec.message().c_str());
         std::abort();
     }
     return 0;

@@ -239,7 +239,7 @@ TEST_CASE("hostile archive: hard links, devices and fifos are skipped and report
     CHECK_THAT(r->skipped[0], Catch::Contains("hard link to `/etc/passwd`"));
 }
 
-TEST_CASE("hostile archive: setuid, setgid and sticky bits are dropped; files are 0644 or 0755", "[archive][security]") {
+TEST_CASE("hostile archive: setuid, setgid and sticky bits are dropped, files are 0644 or 0755", "[archive][security]") {
     Sandbox sb;
     auto r = worker::unpack_archive(make_tar({tar_file("suid", "x", 04755), tar_file("sgid", "x", 02710),
                                               tar_file("sticky", "x", 01644), tar_file("private", "x", 0600)}),

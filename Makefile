@@ -5,8 +5,9 @@
 #   make test       deps + configure + build + the whole test suite (ctest)
 #   make test SANITIZE=address,undefined   the same in a sanitizer build (build-san/)
 #   make demo       run a real sweep end to end on the embedded default
-#   make fuzz       libFuzzer on the recipe parser for FUZZ_SECONDS (default 60); FUZZ_SEED=N
-#                   repeats a run (0, the default, is a fresh random seed)
+#   make fuzz       libFuzzer on the recipe parser, then on the archive unpacker, each for
+#                   FUZZ_SECONDS (default 60); FUZZ_SEED=N repeats a run (0, the default, is a
+#                   fresh random seed)
 #   make bench      benchmarks (print figures)
 #   make fmt        clang-format the tree
 
@@ -53,12 +54,16 @@ demo: deps
 fuzz:
 	@.ci/install-deps .ci/packages.txt .ci/packages-fuzz.txt
 	CC=clang-16 CXX=clang++-16 cmake -S . -B $(FUZZ_BUILD) -DGPUPOOL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
-	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target recipe_fuzzer
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target recipe_fuzzer archive_fuzzer
 	@mkdir -p $(FUZZ_BUILD)/corpus
 	@cp recipes/*.toml recipes/builtin/*.toml tests/data/recipes/*.toml tests/fuzz/regressions/*.toml \
 	  $(FUZZ_BUILD)/corpus/ 2>/dev/null || true
 	$(FUZZ_BUILD)/recipe_fuzzer -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	  -dict=tests/fuzz/recipe.dict -print_final_stats=1 $(FUZZ_BUILD)/corpus
+	@tests/fuzz/make_archive_seeds.sh $(FUZZ_BUILD)/archive-corpus
+	@cp tests/fuzz/archive_regressions/* $(FUZZ_BUILD)/archive-corpus/
+	$(FUZZ_BUILD)/archive_fuzzer -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  -print_final_stats=1 $(FUZZ_BUILD)/archive-corpus
 
 bench: build
 	cmake --build $(BUILD) -j$(JOBS) --target coordinator_bench

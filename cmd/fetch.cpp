@@ -30,17 +30,21 @@ int run_fetch(const GlobalOptions& global, const FetchOptions& o) {
     if (!o.tar) {
         // Unpacked into DIR/job-N/ (the archive cannot write outside it).
         const auto dest = std::filesystem::path(o.dir) / ("job-" + std::to_string(o.job));
-        auto files = worker::unpack_archive(*data, dest);
-        if (!files) {
-            report_error(global, files.error());
+        auto unpacked = worker::unpack_archive(*data, dest);
+        if (!unpacked) {
+            report_error(global, unpacked.error());
             return k_exit_failed;
         }
+        for (const auto& s : unpacked->skipped) {
+            std::cerr << "warning: skipped " << s << '\n';
+        }
+        const auto& files = unpacked->written;
         if (global.json) {
-            std::cout << nlohmann::json{{"dir", dest.string()}, {"files", *files}}.dump() << '\n';
+            std::cout << nlohmann::json{{"dir", dest.string()}, {"files", files}}.dump() << '\n';
         } else {
-            std::cout << "unpacked " << files->size() << (files->size() == 1 ? " file" : " files") << " into "
+            std::cout << "unpacked " << files.size() << (files.size() == 1 ? " file" : " files") << " into "
                       << dest.string() << "/\n";
-            for (const auto& f : *files) {
+            for (const auto& f : files) {
                 std::cout << "  " << f << '\n';
             }
         }

@@ -176,6 +176,9 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs) {
         if (!packed) {
             return packed.error();
         }
+        for (const auto& s : packed->skipped) {
+            std::cerr << "warning: skipped " << s << '\n';
+        }
         std::string bytes;
         {
             std::ifstream in(tmp, std::ios::binary);

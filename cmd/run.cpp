@@ -306,10 +306,13 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         fs::create_directories(dir, ec);
         std::vector<std::string> files;
         if (auto bytes = api.get_bytes("/v1/jobs/" + std::to_string(id) + "/outputs"); bytes && !bytes->empty()) {
-            if (auto written = worker::unpack_archive(*bytes, dir)) {
-                files = *written;
+            if (auto unpacked = worker::unpack_archive(*bytes, dir)) {
+                files = unpacked->written;
+                for (const auto& s : unpacked->skipped) {
+                    std::cerr << "warning: skipped " << s << '\n';
+                }
             } else {
-                std::cerr << "job " << id << ": " << written.error().message << '\n';
+                std::cerr << "job " << id << ": " << unpacked.error().message << '\n';
             }
         }
         if (auto logs = api.get("/v1/jobs/" + std::to_string(id) + "/logs?offset=0")) {

@@ -559,6 +559,9 @@ struct Agent::Impl {
             if (!unpacked) {
                 return make_error(ErrorCode::io, "unpacking the job's inputs: " + unpacked.error().message);
             }
+            for (const auto& s : unpacked->skipped) {
+                spdlog::warn("attempt {}: inputs: skipped {}", t.a.attempt, s);
+            }
         }
         // Without an archive, inputs can only come from this machine's disk (shared file systems).
         for (std::size_t i = 0; in.archive.empty() && i < in.resolved.size(); ++i) {
@@ -966,6 +969,10 @@ struct Agent::Impl {
                 append_note(t, "gpupool-worker: " + t.reason + "\n");
                 save(t);
                 return true;
+            }
+            for (const auto& s : packed->skipped) {
+                spdlog::warn("attempt {}: outputs: skipped {}", t.a.attempt, s);
+                append_note(t, "gpupool-worker: outputs: skipped " + s + "\n");
             }
         }
         std::ifstream in(tar, std::ios::binary);

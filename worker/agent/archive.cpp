@@ -1,13 +1,22 @@
 #include "worker/agent/archive.hpp"
 
+#include "core/util/strings.hpp"
+
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
 #include <fstream>
 #include <memory>
+#include <system_error>
+#include <utility>
 
 namespace gpupool::worker {
 
@@ -50,6 +59,13 @@ bool matches(const std::string& rel, const std::vector<std::string>& patterns) {
     return false;
 }
 
+// libarchive's message for the last failure; it has none for some (a truncated header, a zero-length
+// archive), and a null char* must not reach std::string.
+std::string library_error(archive* a) {
+    const char* text = archive_error_string(a);
+    return text != nullptr ? util::escape_control(text) : "unknown libarchive error";
+}
+
 std::string human_bytes(std::int64_t b) {
     const double mib = static_cast<double>(b) / (1024.0 * 1024.0);
     char buf[64];
@@ -68,9 +84,11 @@ struct Item {
     bool link;
 };
 
-// Every regular file and symlink under `root`, named relative to `base`, filtered by `keep`.
+// Every regular file and symlink under `root`, named relative to `base`, filtered by `keep`. A link
+// that unpacking would skip (absolute or upward) goes to `skipped` as "path: why" instead.
 template <class Keep>
-Status collect(const fs::path& root, const fs::path& base, Keep keep, std::vector<Item>& items) {
+Status collect(const fs::path& root, const fs::path& base, Keep keep, std::vector<Item>& items,
+               std::vector<std::string>& skipped) {
     std::error_code ec;
     auto add = [&](const fs::path& p) {
         const auto st = fs::symlink_status(p, ec);
@@ -86,6 +104,14 @@ Status collect(const fs::path& root, const fs::path& base, Keep keep, std::vecto
             return;
         }
         std::error_code sec;
+        if (link) {
+            const std::string target = fs::read_symlink(p, sec).string();
+            if (sec || !link_target_stays_inside(target)) {
+                skipped.push_back(util::escape_control(rel) + ": link to `" + util::escape_control(target) +
+                                  "` left out: only relative links without \"..\" travel");
+                return;
+            }
+        }
         const std::int64_t size = link ? 0 : static_cast<std::int64_t>(fs::file_size(p, sec));
         items.push_back({rel, p, sec ? 0 : size, link});
     };
@@ -107,9 +133,10 @@ Status collect(const fs::path& root, const fs::path& base, Keep keep, std::vecto
     return {};
 }
 
-Result<PackedOutputs> write_archive(std::vector<Item> items, std::int64_t max_bytes, const fs::path& archive_path,
-                                    const std::string& cap_field) {
+Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::string> skipped, std::int64_t max_bytes,
+                                    const fs::path& archive_path, const std::string& cap_field) {
     PackedOutputs out;
+    out.skipped = std::move(skipped);
     std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.rel < b.rel; });
     for (const auto& i : items) {
         out.content_bytes += i.size;
@@ -133,7 +160,7 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::int64_t max_by
     std::unique_ptr<archive, WriterDeleter> w(archive_write_new());
     archive_write_set_format_pax_restricted(w.get());
     if (archive_write_open_filename(w.get(), archive_path.c_str()) != ARCHIVE_OK) {
-        return make_error(ErrorCode::io, "cannot write " + archive_path.string() + ": " + archive_error_string(w.get()));
+        return make_error(ErrorCode::io, "cannot write " + archive_path.string() + ": " + library_error(w.get()));
     }
     std::vector<char> buf(std::size_t{1} << 16);
     for (const auto& i : items) {
@@ -148,6 +175,10 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::int64_t max_by
         if (i.link) {
             std::error_code lec;
             const auto target = fs::read_symlink(i.path, lec);
+            if (lec || !link_target_stays_inside(target.string())) {
+                out.skipped.push_back(util::escape_control(i.rel) + ": link changed while packing; left out");
+                continue;
+            }
             archive_entry_set_filetype(e.get(), AE_IFLNK);
             archive_entry_set_symlink(e.get(), target.c_str());
             archive_entry_set_size(e.get(), 0);
@@ -156,7 +187,7 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::int64_t max_by
             archive_entry_set_size(e.get(), st.st_size);
         }
         if (archive_write_header(w.get(), e.get()) != ARCHIVE_OK) {
-            return make_error(ErrorCode::io, "archiving " + i.rel + ": " + archive_error_string(w.get()));
+            return make_error(ErrorCode::io, "archiving " + i.rel + ": " + library_error(w.get()));
         }
         if (!i.link) {
             std::ifstream in(i.path, std::ios::binary);
@@ -164,14 +195,14 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::int64_t max_by
                 in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
                 const auto n = in.gcount();
                 if (n > 0 && archive_write_data(w.get(), buf.data(), static_cast<std::size_t>(n)) < 0) {
-                    return make_error(ErrorCode::io, "archiving " + i.rel + ": " + archive_error_string(w.get()));
+                    return make_error(ErrorCode::io, "archiving " + i.rel + ": " + library_error(w.get()));
                 }
             }
         }
         out.files.push_back(i.rel);
     }
     if (archive_write_close(w.get()) != ARCHIVE_OK) {
-        return make_error(ErrorCode::io, "closing " + archive_path.string() + ": " + archive_error_string(w.get()));
+        return make_error(ErrorCode::io, "closing " + archive_path.string() + ": " + library_error(w.get()));
     }
     std::error_code ec;
     const auto final_size = static_cast<std::int64_t>(fs::file_size(archive_path, ec));
@@ -189,92 +220,334 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::int64_t max_by
 Result<PackedOutputs> pack_outputs(const fs::path& dir, const std::vector<std::string>& patterns, std::int64_t max_bytes,
                                    const fs::path& archive_path) {
     std::vector<Item> items;
-    if (auto st = collect(dir, dir, [&](const std::string& rel) { return matches(rel, patterns); }, items); !st) {
+    std::vector<std::string> skipped;
+    if (auto st = collect(dir, dir, [&](const std::string& rel) { return matches(rel, patterns); }, items, skipped);
+        !st) {
         return st.error();
     }
-    return write_archive(std::move(items), max_bytes, archive_path, "outputs.max_size");
+    return write_archive(std::move(items), std::move(skipped), max_bytes, archive_path, "outputs.max_size");
 }
 
 Result<PackedOutputs> pack_paths(const std::vector<fs::path>& roots, std::int64_t max_bytes, const fs::path& archive_path) {
     std::vector<Item> items;
+    std::vector<std::string> skipped;
     for (const auto& root : roots) {
         const fs::path clean = root.lexically_normal();
         const fs::path base = (clean.has_filename() ? clean : clean.parent_path()).parent_path();
-        if (auto st = collect(clean, base, [](const std::string&) { return true; }, items); !st) {
+        if (auto st = collect(clean, base, [](const std::string&) { return true; }, items, skipped); !st) {
             return st.error();
         }
     }
-    return write_archive(std::move(items), max_bytes, archive_path, "inputs.max_size");
+    return write_archive(std::move(items), std::move(skipped), max_bytes, archive_path, "inputs.max_size");
 }
 
-Result<std::vector<std::string>> unpack_archive(const std::string& bytes, const fs::path& dest) {
-    std::vector<std::string> written;
-    std::unique_ptr<archive, ReaderDeleter> r(archive_read_new());
-    archive_read_support_format_tar(r.get());
-    archive_read_support_filter_none(r.get());
-    if (archive_read_open_memory(r.get(), bytes.data(), bytes.size()) != ARCHIVE_OK) {
-        return make_error(ErrorCode::invalid_input, std::string("not a tar archive: ") + archive_error_string(r.get()));
+bool link_target_stays_inside(std::string_view target) {
+    if (target.empty() || target.front() == '/') {
+        return false;
     }
+    std::size_t begin = 0;
+    while (begin <= target.size()) {
+        const std::size_t end = std::min(target.find('/', begin), target.size());
+        if (target.substr(begin, end - begin) == "..") {
+            return false;
+        }
+        begin = end + 1;
+    }
+    return true;
+}
+
+namespace {
+
+// A file descriptor that closes itself.
+class UniqueFd {
+public:
+    explicit UniqueFd(int fd = -1) : m_fd(fd) {}
+    ~UniqueFd() { reset(); }
+    UniqueFd(UniqueFd&& other) noexcept : m_fd(std::exchange(other.m_fd, -1)) {}
+    UniqueFd& operator=(UniqueFd&& other) noexcept {
+        if (this != &other) {
+            reset();
+            m_fd = std::exchange(other.m_fd, -1);
+        }
+        return *this;
+    }
+    UniqueFd(const UniqueFd&) = delete;
+    UniqueFd& operator=(const UniqueFd&) = delete;
+    int get() const { return m_fd; }
+
+private:
+    void reset() {
+        if (m_fd >= 0) {
+            ::close(m_fd);
+            m_fd = -1;
+        }
+    }
+    int m_fd;
+};
+
+constexpr std::size_t k_max_entry_name = 4096;
+constexpr int k_dir_flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+
+// An entry's name as it may be shown in a message: control characters escaped, very long names cut.
+std::string shown(std::string_view name) {
+    constexpr std::size_t k_shown = 120;
+    if (name.size() > k_shown) {
+        return util::escape_control(name.substr(0, k_shown)) + "… (" + std::to_string(name.size()) + " bytes)";
+    }
+    return util::escape_control(name);
+}
+
+Error refused(std::string_view name, const std::string& why) {
+    return make_error(ErrorCode::invalid_input, "refused archive entry `" + shown(name) + "`: " + why);
+}
+
+// A failed system call on an entry: what the archive can cause (a link or a file in the way, a name
+// too long) is the archive's fault; anything else (no space, no permission) is the machine's.
+Error sys_error(std::string_view name, const std::string& what, int err) {
+    const std::string why = what + ": " + std::generic_category().message(err);
+    if (err == ELOOP || err == ENOTDIR || err == EEXIST || err == EISDIR || err == ENAMETOOLONG) {
+        return refused(name, why);
+    }
+    return make_error(ErrorCode::io, "unpacking archive entry `" + shown(name) + "`: " + why);
+}
+
+// The components of an entry's name ("." and empty ones dropped), or why the name is refused.
+Result<std::vector<std::string>> split_entry_name(const char* raw) {
+    if (raw == nullptr || *raw == '\0') {
+        return make_error(ErrorCode::invalid_input, "refused an archive entry without a name");
+    }
+    const std::string_view name(raw);
+    if (name.size() > k_max_entry_name) {
+        return refused(name, "the name is longer than " + std::to_string(k_max_entry_name) + " bytes");
+    }
+    if (name.front() == '/') {
+        return refused(name, "absolute paths are not allowed");
+    }
+    std::vector<std::string> parts;
+    std::size_t begin = 0;
+    while (begin <= name.size()) {
+        const std::size_t end = std::min(name.find('/', begin), name.size());
+        const std::string_view part = name.substr(begin, end - begin);
+        begin = end + 1;
+        if (part.empty() || part == ".") {
+            continue;
+        }
+        if (part == "..") {
+            return refused(name, "\"..\" components are not allowed");
+        }
+        if (part.size() > NAME_MAX) {
+            return refused(name, "a component is longer than " + std::to_string(NAME_MAX) + " bytes");
+        }
+        parts.emplace_back(part);
+    }
+    return parts;
+}
+
+// Opens the directory made of the first `count` components below `root`, creating the missing ones
+// (0755) and following no link: a component that is a link or not a directory refuses the entry.
+Result<UniqueFd> open_dirs(int root, const std::vector<std::string>& parts, std::size_t count, std::string_view name) {
+    UniqueFd dir(::openat(root, ".", k_dir_flags));
+    if (dir.get() < 0) {
+        return sys_error(name, "opening the destination", errno);
+    }
+    std::string walked;
+    for (std::size_t i = 0; i < count; ++i) {
+        walked += (i ? "/" : "") + parts[i];
+        int fd = ::openat(dir.get(), parts[i].c_str(), k_dir_flags);
+        if (fd < 0 && errno == ENOENT) {
+            if (::mkdirat(dir.get(), parts[i].c_str(), 0755) != 0 && errno != EEXIST) {
+                return sys_error(name, "creating directory " + shown(walked), errno);
+            }
+            fd = ::openat(dir.get(), parts[i].c_str(), k_dir_flags);
+        }
+        if (fd < 0) {
+            if (errno == ELOOP || errno == ENOTDIR) {
+                return refused(name, "`" + shown(walked) + "` is a link or not a directory (links are never followed)");
+            }
+            return sys_error(name, "opening directory " + shown(walked), errno);
+        }
+        dir = UniqueFd(fd);
+    }
+    return dir;
+}
+
+// Removes what has the entry's name in `dir` so that a file or link can take its place; a directory
+// stays (and the entry is refused).
+Status clear_name(int dir, const std::string& leaf, std::string_view name) {
+    if (::unlinkat(dir, leaf.c_str(), 0) != 0 && errno != ENOENT) {
+        if (errno == EISDIR || errno == EPERM) {
+            return refused(name, "a directory of that name is already there");
+        }
+        return sys_error(name, "replacing the old entry", errno);
+    }
+    return {};
+}
+
+Status write_all(int fd, const char* data, std::size_t size, std::string_view name) {
+    while (size > 0) {
+        const ssize_t n = ::write(fd, data, size);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return sys_error(name, "writing", errno);
+        }
+        data += n;
+        size -= static_cast<std::size_t>(n);
+    }
+    return {};
+}
+
+std::string why_skipped(archive_entry* e) {
+    if (const char* target = archive_entry_hardlink(e)) {
+        return "hard link to `" + shown(target) + "` not unpacked";
+    }
+    switch (archive_entry_filetype(e)) {
+    case AE_IFLNK:
+        return "link to `" + shown(archive_entry_symlink(e) ? archive_entry_symlink(e) : "") +
+               "` not unpacked: only relative links without \"..\" are";
+    case AE_IFCHR:
+        return "character device not unpacked";
+    case AE_IFBLK:
+        return "block device not unpacked";
+    case AE_IFIFO:
+        return "fifo not unpacked";
+    case AE_IFSOCK:
+        return "socket not unpacked";
+    default:
+        return "entry of unknown type not unpacked";
+    }
+}
+
+// Reads every entry of the opened archive `r` into `dest`; `default_max_bytes` stands for a negative
+// limits.max_bytes.
+Result<UnpackReport> unpack_from(archive* r, const fs::path& dest, const UnpackLimits& limits,
+                                 std::int64_t default_max_bytes) {
     std::error_code ec;
     fs::create_directories(dest, ec);
     if (ec) {
         return make_error(ErrorCode::io, "cannot create " + dest.string() + ": " + ec.message());
     }
-    archive_entry* e = nullptr;
+    const UniqueFd root(::open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root.get() < 0) {
+        return make_error(ErrorCode::io, "cannot open " + dest.string() + ": " + std::generic_category().message(errno));
+    }
+    const std::int64_t max_bytes = limits.max_bytes < 0 ? default_max_bytes : limits.max_bytes;
+    std::int64_t bytes_left = max_bytes;
+    std::int64_t entries = 0;
+    UnpackReport report;
     std::vector<char> buf(std::size_t{1} << 16);
+    archive_entry* e = nullptr;
     for (;;) {
-        const int rc = archive_read_next_header(r.get(), &e);
+        const int rc = archive_read_next_header(r, &e);
         if (rc == ARCHIVE_EOF) {
             break;
         }
         if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
-            return make_error(ErrorCode::invalid_input, std::string("corrupt archive: ") + archive_error_string(r.get()));
+            return make_error(ErrorCode::invalid_input, "corrupt archive: " + library_error(r));
         }
-        const fs::path rel = fs::path(archive_entry_pathname(e)).lexically_normal();
-        const std::string rel_s = rel.generic_string();
-        if (rel.is_absolute() || rel_s.empty() || rel_s.rfind("..", 0) == 0) {
-            return make_error(ErrorCode::invalid_input, "archive entry escapes the output directory: " + rel_s);
+        if (++entries > limits.max_entries) {
+            return make_error(ErrorCode::invalid_input,
+                              "the archive holds more than " + std::to_string(limits.max_entries) + " entries");
         }
-        const fs::path target = dest / rel;
-        fs::create_directories(target.parent_path(), ec);
+        const char* raw = archive_entry_pathname(e);
+        auto parts = split_entry_name(raw);
+        if (!parts) {
+            return parts.error();
+        }
+        const std::string name = util::join(*parts, "/");
         const auto type = archive_entry_filetype(e);
-        if (type == AE_IFDIR) {
-            fs::create_directories(target, ec);
-            continue;
-        }
-        fs::remove(target, ec);
-        if (type == AE_IFLNK) {
-            const fs::path link = archive_entry_symlink(e) ? fs::path(archive_entry_symlink(e)) : fs::path();
-            const auto resolved = (target.parent_path() / link).lexically_normal();
-            const auto root = dest.lexically_normal();
-            if (link.is_absolute() || resolved.generic_string().rfind(root.generic_string(), 0) != 0) {
-                continue; // a link pointing outside is dropped, not followed
+        const bool hard_link = archive_entry_hardlink(e) != nullptr;
+        const char* link_target = archive_entry_symlink(e);
+        if (parts->empty()) {
+            if (type == AE_IFDIR && !hard_link) {
+                continue; // "./": the destination itself
             }
-            fs::create_symlink(link, target, ec);
-            written.push_back(rel_s);
+            return refused(raw, "the name is the destination directory itself");
+        }
+        if (hard_link || (type != AE_IFDIR && type != AE_IFREG && type != AE_IFLNK) ||
+            (type == AE_IFLNK && !link_target_stays_inside(link_target ? link_target : ""))) {
+            report.skipped.push_back(shown(name) + ": " + why_skipped(e));
             continue;
         }
-        if (type != AE_IFREG) {
+        const std::size_t parents = type == AE_IFDIR ? parts->size() : parts->size() - 1;
+        auto dir = open_dirs(root.get(), *parts, parents, name);
+        if (!dir) {
+            return dir.error();
+        }
+        if (type == AE_IFDIR) {
             continue;
         }
-        std::ofstream out(target, std::ios::binary | std::ios::trunc);
-        if (!out) {
-            return make_error(ErrorCode::io, "cannot write " + target.string());
+        const std::string& leaf = parts->back();
+        if (auto cleared = clear_name(dir->get(), leaf, name); !cleared) {
+            return cleared.error();
+        }
+        if (type == AE_IFLNK) {
+            if (::symlinkat(link_target, dir->get(), leaf.c_str()) != 0) {
+                return sys_error(name, "creating the link", errno);
+            }
+            report.written.push_back(name);
+            continue;
+        }
+        if (archive_entry_size_is_set(e) && archive_entry_size(e) > bytes_left) {
+            return refused(name, "it holds " + std::to_string(archive_entry_size(e)) + " bytes, over the " +
+                                     std::to_string(max_bytes) + " bytes this archive may write in all");
+        }
+        const UniqueFd out(::openat(dir->get(), leaf.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+        if (out.get() < 0) {
+            return sys_error(name, "creating the file", errno);
         }
         for (;;) {
-            const auto n = archive_read_data(r.get(), buf.data(), buf.size());
+            const la_ssize_t n = archive_read_data(r, buf.data(), buf.size());
             if (n < 0) {
-                return make_error(ErrorCode::invalid_input, std::string("corrupt archive: ") + archive_error_string(r.get()));
+                return make_error(ErrorCode::invalid_input, "corrupt archive: " + library_error(r));
             }
             if (n == 0) {
                 break;
             }
-            out.write(buf.data(), static_cast<std::streamsize>(n));
+            bytes_left -= n;
+            if (bytes_left < 0) {
+                return refused(name, "the archive writes more than " + std::to_string(max_bytes) + " bytes in all");
+            }
+            if (auto wrote = write_all(out.get(), buf.data(), static_cast<std::size_t>(n), name); !wrote) {
+                return wrote.error();
+            }
         }
-        fs::permissions(target, static_cast<fs::perms>((archive_entry_perm(e) & 0755) | 0600), ec);
-        written.push_back(rel_s);
+        const mode_t mode = (archive_entry_perm(e) & 0111) != 0 ? 0755 : 0644;
+        if (::fchmod(out.get(), mode) != 0) {
+            return sys_error(name, "setting its mode", errno);
+        }
+        report.written.push_back(name);
     }
-    return written;
+    return report;
+}
+
+} // namespace
+
+Result<UnpackReport> unpack_archive(std::string_view bytes, const fs::path& dest, const UnpackLimits& limits) {
+    std::unique_ptr<archive, ReaderDeleter> r(archive_read_new());
+    archive_read_support_format_tar(r.get());
+    archive_read_support_filter_none(r.get());
+    if (archive_read_open_memory(r.get(), bytes.data(), bytes.size()) != ARCHIVE_OK) {
+        return make_error(ErrorCode::invalid_input, "not a tar archive: " + library_error(r.get()));
+    }
+    return unpack_from(r.get(), dest, limits, static_cast<std::int64_t>(bytes.size()));
+}
+
+Result<UnpackReport> unpack_archive_file(const fs::path& archive_path, const fs::path& dest, const UnpackLimits& limits) {
+    std::error_code ec;
+    const auto size = fs::file_size(archive_path, ec);
+    if (ec) {
+        return make_error(ErrorCode::io, "cannot read " + archive_path.string() + ": " + ec.message());
+    }
+    std::unique_ptr<archive, ReaderDeleter> r(archive_read_new());
+    archive_read_support_format_tar(r.get());
+    archive_read_support_filter_none(r.get());
+    if (archive_read_open_filename(r.get(), archive_path.c_str(), std::size_t{1} << 16) != ARCHIVE_OK) {
+        return make_error(ErrorCode::invalid_input,
+                          "not a tar archive: " + archive_path.string() + ": " + library_error(r.get()));
+    }
+    return unpack_from(r.get(), dest, limits, static_cast<std::int64_t>(size));
 }
 
 } // namespace gpupool::worker

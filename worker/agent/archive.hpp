@@ -1,13 +1,37 @@
-// Output archives: what a job leaves in its output directory travels to the coordinator as one
-// tar archive (libarchive, POSIX pax format) and is unpacked on the researcher's side.
+// Output and input archives: what a job leaves in its output directory travels to the coordinator as
+// one tar archive (libarchive, POSIX pax format) and is unpacked on the researcher's side; a job's
+// [inputs] travel the same way to the worker. Either side may be hostile to the other, so unpacking
+// treats every archive as hostile.
 //
 // pack_outputs() takes the files under `dir` that match the recipe's outputs.paths — each pattern is
 // relative to `dir`, may use shell globs (fnmatch), and a pattern naming a directory takes all of it;
-// "." takes everything. Symbolic links are stored as links, never followed, so a job cannot smuggle
-// a host file into its outputs. If the archive would exceed `max_bytes` it fails with a message that
-// names the size, the cap and the largest files, and writes nothing.
-// unpack_archive() refuses absolute paths and ".." components (and links pointing out), so an
-// archive cannot write outside `dest`. Both are pure file-system functions, safe from any thread.
+// "." takes everything. If the archive would exceed `max_bytes` it fails with a message that names
+// the size, the cap and the largest files, and writes nothing.
+//
+// Archives may hold links, but only links that point inside, downwards:
+// - A symbolic link is stored, never followed, and kept only when its target is relative, non-empty
+//   and has no ".." component; any chain of such links can only point further down the tree. Other
+//   links (absolute, upward) are left out by the packer and skipped by the unpacker, and both report
+//   them as "path: why" in `skipped`, so a researcher learns at pack time what will not arrive.
+// - Hard links, devices, fifos and sockets are never unpacked (skipped and reported); the packer
+//   stores only regular files and symbolic links.
+//
+// unpack_archive() rules:
+// - It never follows a link: it opens `dest` once and walks each entry's path one component at a time
+//   (openat with O_NOFOLLOW), creating missing directories (0755). A component that is a symbolic
+//   link or not a directory — whether the archive wrote it earlier or it was in `dest` before — makes
+//   the entry hostile and the unpack fail.
+// - Entry names are relative, non-empty, without ".." components, each component at most NAME_MAX
+//   bytes and the whole name at most 4096; any other name fails the whole unpack (invalid_input).
+// - A regular file replaces whatever non-directory had its name (the old entry is unlinked, the file
+//   created with O_EXCL) and gets mode 0755 when the archive gives it any execute bit, else 0644:
+//   never setuid, setgid or sticky, and ownership is never changed.
+// - At most `limits.max_entries` entries and `limits.max_bytes` bytes written (by default the
+//   archive's own size: no compression is enabled, so only sparse entries could write more); a
+//   larger archive fails.
+// - On failure, what was written before the failing entry stays in `dest`; nothing is written
+//   outside it.
+// All functions are pure file-system functions, safe from any thread (for distinct `dest`s).
 #pragma once
 
 #include "core/util/result.hpp"
@@ -15,13 +39,15 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpupool::worker {
 
 struct PackedOutputs {
-    std::vector<std::string> files; // relative paths, in archive order
-    std::int64_t content_bytes = 0; // sum of the files' sizes
+    std::vector<std::string> files;   // relative paths, in archive order
+    std::int64_t content_bytes = 0;   // sum of the files' sizes
+    std::vector<std::string> skipped; // "path: why" for links left out (they point outside or upward)
 };
 
 Result<PackedOutputs> pack_outputs(const std::filesystem::path& dir, const std::vector<std::string>& patterns,
@@ -32,7 +58,22 @@ Result<PackedOutputs> pack_outputs(const std::filesystem::path& dir, const std::
 Result<PackedOutputs> pack_paths(const std::vector<std::filesystem::path>& roots, std::int64_t max_bytes,
                                  const std::filesystem::path& archive_path);
 
-// Returns the relative paths written.
-Result<std::vector<std::string>> unpack_archive(const std::string& archive_bytes, const std::filesystem::path& dest);
+struct UnpackLimits {
+    std::int64_t max_bytes = -1; // bytes written in all; negative: the archive's own size
+    std::int64_t max_entries = 100'000;
+};
+
+struct UnpackReport {
+    std::vector<std::string> written; // relative paths of the files and links written, in archive order
+    std::vector<std::string> skipped; // "path: why" for entries not unpacked (links out, hard links, devices)
+};
+
+Result<UnpackReport> unpack_archive(std::string_view archive_bytes, const std::filesystem::path& dest,
+                                    const UnpackLimits& limits = {});
+Result<UnpackReport> unpack_archive_file(const std::filesystem::path& archive, const std::filesystem::path& dest,
+                                         const UnpackLimits& limits = {});
+
+// Whether a symbolic link with this target is one archives may hold: relative, non-empty, no "..".
+bool link_target_stays_inside(std::string_view target);
 
 } // namespace gpupool::worker

@@ -229,7 +229,7 @@ TEST_CASE("agent: a job's environment, logs, outputs and exit code reach the coo
     test::TempDir out;
     auto files = worker::unpack_archive(tar->body, out.path());
     REQUIRE(files);
-    CHECK(*files == std::vector<std::string>{"result.txt"});
+    CHECK(files->written == std::vector<std::string>{"result.txt"});
     std::ifstream in(out.path() / "result.txt");
     std::string text((std::istreambuf_iterator<char>(in)), {});
     CHECK(text == "42\n");

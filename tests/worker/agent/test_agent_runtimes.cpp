@@ -186,7 +186,7 @@ TEST_CASE("agent with real runtimes: env, mounts, logs, outputs, exit codes, OOM
             test::TempDir out;
             auto files = worker::unpack_archive(outputs->body, out.path());
             REQUIRE(files);
-            CHECK(*files == std::vector<std::string>{"r.txt"});
+            CHECK(files->written == std::vector<std::string>{"r.txt"});
 
             // 2. A non-zero exit code, as is.
             const auto three = pool.submit(shell_job("three", "echo bye; exit 3"));

@@ -1,0 +1,152 @@
+// `gpupool fetch` against a hostile worker: a real coordinator process, a "worker" that is this test
+// speaking the worker API and uploading a hand-made outputs archive, and the real gpupool binary
+// fetching it into DIR/job-N/ next to a canary directory that must not change.
+#include "core/recipe/recipe_json.hpp"
+#include "tests/cli/processes.hpp"
+#include "tests/security/tar_builder.hpp"
+#include "tests/support.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+using namespace gpupool;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+json call(net::HttpClient& c, const std::string& method, const std::string& path, const std::string& body,
+          int expect) {
+    auto r = c.request(method, path, body);
+    REQUIRE(r);
+    INFO(method << " " << path << " -> " << r->status << " " << r->body);
+    REQUIRE(r->status == expect);
+    return json::parse(r->body, nullptr, false); // discarded (not an error) when the body is not JSON
+}
+
+// A pool with one member and one registered worker whose uploads the test writes itself.
+struct HostilePool {
+    test::TempDir dir;
+    test::CoordinatorProcess coord{dir.path()};
+    std::string url = coord.url();
+    std::string member;
+    std::string worker;
+
+    HostilePool() {
+        auto admin = test::http_client(url, coord.admin());
+        call(admin, "POST", "/v1/admin/teams", R"({"name": "fellows"})", 201);
+        call(admin, "POST", "/v1/admin/grants", R"({"team": "fellows", "amount_micro": 1000000000})", 201);
+        member = call(admin, "POST", "/v1/admin/tokens", R"({"role": "member", "team": "fellows"})", 201)["token"];
+        const std::string enroll =
+            call(admin, "POST", "/v1/admin/tokens", R"({"role": "enroll", "team": "fellows"})", 201)["token"];
+        auto e = test::http_client(url, enroll);
+        const json inventory = {{"cpu_milli", 4000}, {"memory_mib", 8192}, {"gpus", json::array()}};
+        worker = call(e, "POST", "/v1/workers/register", json{{"name", "hostile"}, {"inventory", inventory}}.dump(),
+                      201)["token"];
+        auto w = test::http_client(url, worker);
+        call(w, "POST", "/v1/workers/heartbeat", R"({"running": []})", 200);
+    }
+
+    // Submits a job; returns its id.
+    std::int64_t submit() {
+        recipe::JobSpec s;
+        s.name = "victim";
+        s.image = "busybox";
+        s.command = {"true"};
+        s.resources.cpu_milli = 100;
+        s.resources.memory_mib = 64;
+        auto m = test::http_client(url, member);
+        const json body = {{"source", "t.toml"},
+                           {"max_parallel", 0},
+                           {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}};
+        return call(m, "POST", "/v1/jobs", body.dump(), 201)["jobs"][0];
+    }
+
+    // Takes the submitted job as the worker, uploads `outputs` and completes it.
+    void deliver(const std::string& outputs) {
+        auto w = test::http_client(url, worker);
+        const json polled = call(w, "POST", "/v1/workers/poll?wait_ms=3000", "{}", 200);
+        REQUIRE(polled["assignments"].size() == 1);
+        const std::string attempt = std::to_string(polled["assignments"][0]["attempt"].get<std::int64_t>());
+        call(w, "POST", "/v1/attempts/" + attempt + "/start", "{}", 200);
+        call(w, "PUT", "/v1/attempts/" + attempt + "/outputs", outputs, 200);
+        call(w, "POST", "/v1/attempts/" + attempt + "/complete", R"({"exit_code": 0})", 200);
+    }
+};
+
+// Everything under `root` that is not under `skip`, with file contents and link targets.
+std::map<std::string, std::string> listing(const fs::path& root, const fs::path& skip) {
+    std::map<std::string, std::string> out;
+    for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+        if (it->path() == skip) {
+            it.disable_recursion_pending();
+            continue;
+        }
+        const auto rel = it->path().lexically_relative(root).string();
+        out[rel] = it->is_symlink() ? "link " + fs::read_symlink(it->path()).string()
+                   : it->is_directory() ? "dir"
+                                        : "file " + test::slurp(it->path());
+    }
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("gpupool fetch: a hostile worker's outputs cannot write outside DIR/job-N", "[archive][security][cli]") {
+    HostilePool pool;
+    test::TempDir sandbox;
+    const fs::path fetched = sandbox.path() / "fetched";
+    fs::create_directories(sandbox.path() / "canary");
+    std::ofstream(sandbox.path() / "canary" / "victim") << "canary\n";
+    const auto fetch = [&](std::int64_t id) {
+        return test::run_gpupool({"--url", pool.url, "--token", pool.member, "fetch", std::to_string(id),
+                                  fetched.string()});
+    };
+
+    SECTION("the link chain from the report: its links are skipped with a warning, the file stays inside") {
+        const auto id = pool.submit();
+        const fs::path dest = fetched / ("job-" + std::to_string(id));
+        const auto depth = static_cast<std::size_t>(std::distance(dest.begin(), dest.end()));
+        std::string chain;
+        std::string up;
+        for (std::size_t i = 0; i < depth; ++i) {
+            chain += "a/b/";
+            up += "../";
+        }
+        const auto before = listing(sandbox.path(), fetched);
+        pool.deliver(test::make_tar({test::tar_symlink("a/b", ".."), test::tar_symlink(chain + "L", up),
+                                     test::tar_file("L" + (sandbox.path() / "canary" / "pwned").string(), "pwned\n")}));
+        auto r = fetch(id);
+        INFO(r.err);
+        CHECK(r.exit_code == 0);
+        CHECK_THAT(r.err, Catch::Contains("warning: skipped a/b: link to `..`"));
+        CHECK_THAT(r.err, Catch::Contains("warning: skipped " + chain + "L: "));
+        CHECK(listing(sandbox.path(), fetched) == before);
+        CHECK_FALSE(fs::exists(sandbox.path() / "canary" / "pwned"));
+    }
+    SECTION("a file below a link is refused: exit 1, the entry named") {
+        const auto before = listing(sandbox.path(), fetched);
+        const auto id = pool.submit();
+        pool.deliver(test::make_tar({test::tar_dir("d"), test::tar_symlink("l", "d"), test::tar_file("l/f", "x")}));
+        auto r = fetch(id);
+        CHECK(r.exit_code == 1);
+        CHECK_THAT(r.err, Catch::Contains("`l/f`"));
+        CHECK(listing(sandbox.path(), fetched) == before);
+    }
+    SECTION("a name with .. is refused: exit 1, the entry named") {
+        const auto before = listing(sandbox.path(), fetched);
+        const auto id = pool.submit();
+        pool.deliver(test::make_tar({test::tar_file("../canary/pwned", "pwned\n")}));
+        auto r = fetch(id);
+        CHECK(r.exit_code == 1);
+        CHECK_THAT(r.err, Catch::Contains("`../canary/pwned`"));
+        CHECK(listing(sandbox.path(), fetched) == before);
+        CHECK(test::slurp(sandbox.path() / "canary" / "victim") == "canary\n");
+    }
+}

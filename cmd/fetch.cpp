@@ -41,7 +41,7 @@ int run_fetch(const GlobalOptions& global, const FetchOptions& o) {
             std::cout << "unpacked " << files->size() << (files->size() == 1 ? " file" : " files") << " into "
                       << dest.string() << "/\n";
             for (const auto& f : *files) {
-                std::cout << "  " << f << '\n';
+                std::cout << "  " << printable(f) << '\n';
             }
         }
         return k_exit_ok;

@@ -309,7 +309,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
             if (auto written = worker::unpack_archive(*bytes, dir)) {
                 files = *written;
             } else {
-                std::cerr << "job " << id << ": " << written.error().message << '\n';
+                std::cerr << "job " << id << ": " << printable(written.error().message) << '\n';
             }
         }
         if (auto logs = api.get("/v1/jobs/" + std::to_string(id) + "/logs?offset=0")) {
@@ -346,7 +346,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         for (std::size_t i = 0; i < done->size(); ++i) {
             const json& j = (*done)[i];
             if (j["state"].get<std::string>() != "succeeded") {
-                std::cout << "  " << j["name"].get<std::string>() << ": " << j.value("reason", "") << '\n';
+                std::cout << "  " << printable(j["name"]) << ": " << printable(j.value("reason", "")) << '\n';
             }
         }
     }

@@ -8,6 +8,7 @@
 #include "cmd/remote.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "core/util/files.hpp"
 #include "worker/agent/agent.hpp"
 #include "worker/agent/archive.hpp"
 #include "worker/gpu/gpu_probe.hpp"
@@ -82,14 +83,11 @@ Result<LocalCredentials> local_credentials(const fs::path& dir, std::uint16_t po
         return enroll.error();
     }
     LocalCredentials c{fresh_admin, (*member)["token"].get<std::string>(), (*enroll)["token"].get<std::string>()};
-    {
-        std::ofstream out(file, std::ios::trunc);
-        out << json{{"admin", c.admin}, {"member", c.member}, {"enroll", c.enroll}}.dump(2) << '\n';
-        if (!out.flush()) {
-            return make_error(ErrorCode::io, "cannot write " + file.string());
-        }
+    // 0600 from its first byte: the tokens are never readable by others, not even for a moment.
+    if (auto st = util::write_private_file(file, json{{"admin", c.admin}, {"member", c.member}, {"enroll", c.enroll}}.dump(2) + "\n");
+        !st) {
+        return st.error();
     }
-    ::chmod(file.c_str(), 0600);
     return c;
 }
 

@@ -1,6 +1,7 @@
 #include "worker/agent/agent.hpp"
 
 #include "core/resources/quantity.hpp"
+#include "core/util/files.hpp"
 #include "worker/agent/archive.hpp"
 #include "worker/gpu/memory_watchdog.hpp"
 
@@ -61,25 +62,8 @@ namespace {
 constexpr std::size_t k_max_chunk = std::size_t{1} << 20; // bytes per log POST
 constexpr std::int64_t k_eager_chunk = 64 * 1024;         // ship at once when this much is pending
 
-Status write_json_atomic(const fs::path& path, const json& j) {
-    const fs::path tmp = path.string() + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::trunc);
-        if (!out) {
-            return make_error(ErrorCode::io, "cannot write " + tmp.string() + ": " + std::strerror(errno));
-        }
-        out << j.dump(2) << '\n';
-        if (!out.flush()) {
-            return make_error(ErrorCode::io, "cannot write " + tmp.string());
-        }
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        return make_error(ErrorCode::io, "cannot replace " + path.string() + ": " + ec.message());
-    }
-    return {};
-}
+// 0600 from the first byte (worker.json holds the worker's token), under an unpredictable temporary name.
+Status write_json_atomic(const fs::path& path, const json& j) { return util::write_private_file(path, j.dump(2) + "\n"); }
 
 Result<json> read_json(const fs::path& path) {
     std::ifstream in(path);
@@ -254,7 +238,6 @@ struct Agent::Impl {
                 !st) {
                 return st;
             }
-            ::chmod(idf.c_str(), 0600);
             spdlog::info("registered with {} as worker {}", opt.coordinator_url, worker_id);
         }
         api.set_token(worker_token);
@@ -547,8 +530,10 @@ struct Agent::Impl {
                 }
                 bytes = std::move(*got);
                 fs::create_directories(cached.parent_path(), ec);
-                std::ofstream(cached.string() + ".tmp", std::ios::binary) << bytes;
-                fs::rename(cached.string() + ".tmp", cached, ec);
+                // 0600: another user of this machine has no business reading a team's inputs.
+                if (auto st = util::write_private_file(cached, bytes); !st) {
+                    spdlog::warn("cannot cache the inputs {}: {}", in.archive, st.error().message);
+                }
             }
             auto unpacked = unpack_archive(bytes, t.dir / "work");
             if (!unpacked) {

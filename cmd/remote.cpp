@@ -1,6 +1,7 @@
 #include "cmd/remote.hpp"
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/coordinator.hpp"
+#include "core/util/files.hpp"
 #include "core/util/strings.hpp"
 #include "worker/agent/archive.hpp"
 
@@ -195,20 +196,23 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs) {
             job.inputs.archive = it->second;
             continue;
         }
+        // An unpredictable name, created 0600 and O_EXCL (nobody can plant a file or symlink there
+        // first), removed when packed and read.
         std::error_code ec;
-        const auto tmp = std::filesystem::temp_directory_path(ec) /
-                         ("gpupool-inputs-" + std::to_string(::getpid()) + "-" + std::to_string(shipped.size()) + ".tar");
+        auto tmp = util::TempFile::create(std::filesystem::temp_directory_path(ec), "gpupool-inputs-", ".tar");
+        if (!tmp) {
+            return tmp.error();
+        }
         std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
-        auto packed = worker::pack_paths(roots, job.inputs.max_size_mib * 1024 * 1024, tmp);
+        auto packed = worker::pack_paths(roots, job.inputs.max_size_mib * 1024 * 1024, tmp->path());
         if (!packed) {
             return packed.error();
         }
         std::string bytes;
         {
-            std::ifstream in(tmp, std::ios::binary);
+            std::ifstream in(tmp->path(), std::ios::binary);
             bytes.assign(std::istreambuf_iterator<char>(in), {});
         }
-        std::filesystem::remove(tmp, ec);
         if (bytes.size() > coordinator::k_max_input_archive_bytes) {
             // Many small files: tar's 512-byte headers and padding can outgrow the files themselves.
             return make_error(ErrorCode::invalid_input,

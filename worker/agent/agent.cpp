@@ -933,10 +933,19 @@ struct Agent::Impl {
         if (t.outputs_done) {
             return true;
         }
-        const fs::path tar = t.dir / "outputs.tar";
+        const fs::path tar = t.dir / "outputs.tar"; // packed once, kept until uploaded (across restarts)
         const std::int64_t cap = t.a.spec.outputs.max_size_mib * 1024 * 1024;
-        if (!fs::exists(tar)) {
-            auto packed = pack_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, tar);
+        std::error_code ec;
+        if (!fs::is_regular_file(fs::symlink_status(tar, ec))) {
+            // Packed under an unpredictable name (created O_EXCL, 0600), then renamed into place.
+            auto tmp = util::TempFile::create(t.dir, ".outputs-", ".tar");
+            auto packed = tmp ? pack_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, tmp->path())
+                              : Result<PackedOutputs>(tmp.error());
+            if (packed) {
+                if (auto st = tmp->rename_to(tar); !st) {
+                    packed = st.error();
+                }
+            }
             if (!packed) {
                 // Over the cap (or unreadable): the job fails with the reason, and its log says so.
                 t.outputs_error = packed.error().message;
@@ -958,6 +967,7 @@ struct Agent::Impl {
         delivered();
         t.outputs_done = true;
         save(t);
+        fs::remove(tar, ec);
         return true;
     }
 

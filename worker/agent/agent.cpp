@@ -223,7 +223,7 @@ struct Agent::Impl {
                     worker_token = reg->token;
                     break;
                 }
-                if (reg.error().code != ErrorCode::unavailable || stopping) {
+                if (reg.error().code != ErrorCode::unavailable || stopping || draining) {
                     return make_error(reg.error().code, "cannot register with " + opt.coordinator_url + ": " +
                                                             reg.error().message);
                 }
@@ -263,9 +263,10 @@ struct Agent::Impl {
                 {"runtime", runtime.name()}};
     }
 
+    // Backoff waits end early on stop and on drain (a SIGTERM must not wait out a retry delay).
     void sleep_for(milliseconds d) {
         std::unique_lock lock(mu);
-        cv.wait_for(lock, d, [&] { return stopping.load(); });
+        cv.wait_for(lock, d, [&] { return stopping.load() || draining.load(); });
     }
 
     // ---- spool ----
@@ -808,6 +809,11 @@ struct Agent::Impl {
 
     // Classifies a failed call. Returns false when the link is down (stop using the network).
     bool handle(std::int64_t id, const Error& e, const char* what) {
+        if (net::is_tls_verification_failure(e)) {
+            fatal = e;
+            stopping = true;
+            return false;
+        }
         if (e.code == ErrorCode::unavailable) {
             const auto d = backoff.next_delay();
             offline_until = Clock::now() + d;
@@ -858,6 +864,11 @@ struct Agent::Impl {
             bad_gpus.push_back(u.index);
         }
         auto hb = api.heartbeat(running, bad_gpus, draining.load(), inventory_sent ? json() : inventory());
+        if (!hb && net::is_tls_verification_failure(hb.error())) {
+            fatal = hb.error(); // a wrong CA stays wrong: stop rather than retry forever
+            stopping = true;
+            return;
+        }
         if (!hb && !inventory_sent && hb.error().code == ErrorCode::invalid_input) {
             spdlog::error("the coordinator refused this worker's inventory ({}); it keeps the one from registration",
                           hb.error().message);
@@ -1114,6 +1125,10 @@ struct Agent::Impl {
         gpus = *g;
         enforcement = gpus.empty() ? MemoryEnforcement::none : gpus_probe.memory_enforcement();
         if (auto st = establish_identity(); !st) {
+            if (draining || stopping) {
+                spdlog::warn("stopped before registering ({})", st.error().message);
+                return {};
+            }
             return st;
         }
         recover();
@@ -1192,6 +1207,7 @@ Status Agent::run() { return m_impl->run(); }
 
 void Agent::drain() {
     m_impl->draining = true;
+    { std::lock_guard lock(m_impl->mu); } // a waiter between its check and its wait must not miss this
     m_impl->cv.notify_all();
 }
 

@@ -36,8 +36,8 @@ int admin_call(const GlobalOptions& global, const std::string& method, const std
 }
 
 void print_token(const json& t) {
-    std::cout << t["role"].get<std::string>() << " token " << t["id"] << (t["team"].get<std::string>().empty() ? "" : " for team " + t["team"].get<std::string>())
-              << " (shown once):\n" << t["token"].get<std::string>() << '\n';
+    std::cout << printable(t["role"]) << " token " << t["id"] << (t["team"].get<std::string>().empty() ? "" : " for team " + printable(t["team"]))
+              << " (shown once):\n" << printable(t["token"]) << '\n';
 }
 
 // "2026-12-31" (00:00 UTC) or "2026-12-31T18:00:00Z" -> Unix milliseconds.
@@ -91,7 +91,7 @@ void register_admin(Cli& cli) {
     team_create->add_option("--weight", team->weight, "Fair-share weight")->capture_default_str();
     team_create->callback([&cli, team] {
         cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/teams", {{"name", team->name}, {"weight", team->weight}},
-                                   [](const json& t) { std::cout << "created team " << t["name"].get<std::string>() << " (id " << t["id"] << ")\n"; });
+                                   [](const json& t) { std::cout << "created team " << printable(t["name"]) << " (id " << t["id"] << ")\n"; });
     });
     CLI::App* team_list = team_cmd->add_subcommand("list", "List teams");
     team_list->callback([&cli] {
@@ -177,7 +177,7 @@ void register_admin(Cli& cli) {
             cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/workers/" + std::to_string(*worker_id) + "/" + v,
                                        json::object(), [](const json& r) {
                                            std::cout << "worker " << r["worker"] << " is now "
-                                                     << r["state"].get<std::string>() << '\n';
+                                                     << printable(r["state"]) << '\n';
                                        });
         });
     }
@@ -217,7 +217,7 @@ void register_admin(Cli& cli) {
             body["expires_at"] = *at;
         }
         cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/grants", body, [](const json& r) {
-            std::cout << "granted " << credits_of(r["amount_micro"]) << " credits to team " << r["team"].get<std::string>()
+            std::cout << "granted " << credits_of(r["amount_micro"]) << " credits to team " << printable(r["team"])
                       << " (grant " << r["grant"] << ")"
                       << (r["expires_at"].is_null() ? "" : ", expires " + format_time(r["expires_at"]) + " UTC")
                       << "; its balance is now " << credits_of(r["balance_micro"]) << '\n';
@@ -238,10 +238,10 @@ void register_admin(Cli& cli) {
         }
         cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/adjustments",
                                    {{"team", g->team}, {"amount_micro", *amount}, {"note", g->note}}, [](const json& r) {
-                                       std::cout << "adjusted team " << r["team"].get<std::string>() << ": "
+                                       std::cout << "adjusted team " << printable(r["team"]) << ": "
                                                  << credits_of(r["amount_micro"]) << " credits from "
-                                                 << r["debit"].get<std::string>() << " to "
-                                                 << r["credit"].get<std::string>() << " (entry " << r["id"] << ")\n";
+                                                 << printable(r["debit"]) << " to "
+                                                 << printable(r["credit"]) << " (entry " << r["id"] << ")\n";
                                    });
     });
     CLI::App* budget = admin->add_subcommand("budget", "Set a team's spend caps (per day / per week; `none` removes)");
@@ -266,7 +266,7 @@ void register_admin(Cli& cli) {
         }
         cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/budgets", body, [](const json& r) {
             auto cap = [](const json& v) { return v.is_null() ? std::string("none") : credits_of(v); };
-            std::cout << "team " << r["team"].get<std::string>() << " budget: " << cap(r["day_micro"]) << " per day, "
+            std::cout << "team " << printable(r["team"]) << " budget: " << cap(r["day_micro"]) << " per day, "
                       << cap(r["week_micro"]) << " per week\n";
         });
     });

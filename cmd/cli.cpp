@@ -1,4 +1,5 @@
 #include "cmd/cli_app.hpp"
+#include "core/util/strings.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -60,9 +61,10 @@ void report_error(const GlobalOptions& global, const Error& error) {
         std::cout << out.dump(2) << '\n';
         return;
     }
-    std::cerr << "error: " << error.describe() << '\n';
+    // Messages can carry text from the coordinator (a name, a server's detail): escaped for the terminal.
+    std::cerr << "error: " << util::escape_control(error.describe()) << '\n';
     for (const auto& more : error.more) {
-        std::cerr << "error: " << more.describe() << '\n';
+        std::cerr << "error: " << util::escape_control(more.describe()) << '\n';
     }
 }
 

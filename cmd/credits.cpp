@@ -58,7 +58,7 @@ int run_credits(const GlobalOptions& global, const CreditsOptions& opts) {
     }
     const json& v = *r;
     const std::string account = "team:" + std::to_string(v["team_id"].get<std::int64_t>());
-    std::cout << "team " << v["team"].get<std::string>() << '\n';
+    std::cout << "team " << printable(v["team"]) << '\n';
     std::cout << "  available   " << micro(v["balance_micro"]) << " credits\n";
     std::cout << "  in escrow   " << micro(v["held_micro"]) << " credits (held for running jobs)\n";
     std::cout << "  spent       " << micro(v["spent_day_micro"]) << " in the last 24h, " << micro(v["spent_week_micro"])

@@ -36,7 +36,7 @@ int run_fetch(const GlobalOptions& global, const FetchOptions& o) {
             return k_exit_failed;
         }
         for (const auto& s : unpacked->skipped) {
-            std::cerr << "warning: skipped " << s << '\n';
+            std::cerr << "warning: skipped " << printable(s) << '\n';
         }
         const auto& files = unpacked->written;
         if (global.json) {
@@ -45,7 +45,7 @@ int run_fetch(const GlobalOptions& global, const FetchOptions& o) {
             std::cout << "unpacked " << files.size() << (files.size() == 1 ? " file" : " files") << " into "
                       << dest.string() << "/\n";
             for (const auto& f : files) {
-                std::cout << "  " << f << '\n';
+                std::cout << "  " << printable(f) << '\n';
             }
         }
         return k_exit_ok;

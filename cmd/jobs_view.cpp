@@ -18,12 +18,15 @@ void add_recipe_args(CLI::App* sub, RecipeArgs& args) {
     sub->add_option("--set", args.set, "Override a recipe key: --set resources.gpu=0.5 (value is TOML; repeatable)");
     sub->add_option("--max-jobs", args.max_jobs, "Refuse sweeps that expand to more jobs than this")
         ->capture_default_str();
+    sub->add_flag("--allow-outside", args.allow_outside,
+                  "Accept [inputs] paths outside the recipe's directory (they are uploaded with the job)");
 }
 
 std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_recipe(const GlobalOptions& global,
                                                                                    const RecipeArgs& args) {
     recipe::ParseOptions options;
     options.max_sweep_jobs = args.max_jobs;
+    options.allow_outside_inputs = args.allow_outside;
     for (const auto& kv : args.set) {
         auto eq = kv.find('=');
         if (eq == std::string::npos || eq == 0) {

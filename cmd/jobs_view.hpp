@@ -18,6 +18,7 @@ struct RecipeArgs {
     std::string file;
     std::vector<std::string> set; // key=value
     std::uint64_t max_jobs = recipe::k_default_max_sweep_jobs;
+    bool allow_outside = false; // inputs outside the recipe's directory
 };
 
 void add_recipe_args(CLI::App* sub, RecipeArgs& args);

@@ -195,7 +195,7 @@ void print_price_estimate(const json& e) {
                                 " of " + std::to_string(runs) + " past successful runs"
                           : std::string("no history yet: max_runtime"))
                   << (first["gpu_model"].get<std::string>().empty() ? ""
-                                                                    : ", on " + first["gpu_model"].get<std::string>())
+                                                                    : ", on " + printable(first["gpu_model"]))
                   << "); at most " << money(pool["total_max_micro"].get<Micro>()) << " held.\n";
         std::cout << "Your team has " << money(pool["available_micro"].get<Micro>()) << " credits available";
         if (!pool["budget_room_micro"].is_null()) {
@@ -210,7 +210,7 @@ void print_price_estimate(const json& e) {
                 << "This is more than your team can pay now: submit would refuse it (--allow-unfunded queues it).\n";
         }
     } else if (e.contains("pool_note")) {
-        std::cout << "\n(" << e["pool_note"].get<std::string>() << ")\n";
+        std::cout << "\n(" << printable(e["pool_note"]) << ")\n";
     }
     if (e.contains("cheaper") && !e["cheaper"]["restricted"].get<bool>()) {
         const json& c = e["cheaper"];

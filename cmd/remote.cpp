@@ -1,6 +1,8 @@
 #include "cmd/remote.hpp"
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/coordinator.hpp"
+#include "core/util/files.hpp"
+#include "core/util/strings.hpp"
 #include "worker/agent/archive.hpp"
 
 #include <unistd.h>
@@ -38,9 +40,29 @@ std::optional<client::ApiClient> connect(const GlobalOptions& global) {
     return client::ApiClient(*cfg);
 }
 
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-    if (rows.empty()) {
+std::string printable(std::string_view text) { return util::escape_control(text); }
+
+std::string printable(const std::string& text) { return util::escape_control(text); }
+
+std::string printable(const json& value) {
+    return value.is_string() ? util::escape_control(value.get_ref<const std::string&>()) : value.dump();
+}
+
+std::string log_text_for_terminal(std::string_view data) { return util::escape_control(data, /*keep_lines=*/true); }
+
+void print_table(const std::vector<std::vector<std::string>>& raw_rows) {
+    if (raw_rows.empty()) {
         return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    rows.reserve(raw_rows.size());
+    for (const auto& raw_row : raw_rows) {
+        std::vector<std::string> row;
+        row.reserve(raw_row.size());
+        for (const auto& cell : raw_row) {
+            row.push_back(printable(std::string_view(cell)));
+        }
+        rows.push_back(std::move(row));
     }
     std::vector<std::size_t> widths(rows.front().size(), 0);
     for (const auto& row : rows) {
@@ -101,7 +123,7 @@ std::optional<std::vector<json>> wait_for_jobs(const GlobalOptions& global, clie
         if (!global.json) {
             std::string line;
             for (const auto& [state, n] : counts) {
-                line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+                line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + printable(state);
             }
             if (line != last_line) {
                 std::cerr << "jobs: " << line << '\n';
@@ -115,7 +137,8 @@ std::optional<std::vector<json>> wait_for_jobs(const GlobalOptions& global, clie
     }
 }
 
-int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_t job, bool follow) {
+int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_t job, bool follow, bool raw) {
+    const bool escape = !raw && ::isatty(STDOUT_FILENO) == 1;
     std::int64_t offset = 0;
     std::int64_t attempt = 0;
     std::int64_t finished_attempt = -1; // the last attempt printed to its end
@@ -137,7 +160,12 @@ int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_
         if (attempt == 0 && got_attempt > 0) {
             attempt = got_attempt; // stay on one attempt's stream; offsets are per attempt
         }
-        std::cout << (*r)["data"].get<std::string>() << std::flush;
+        const std::string& data = (*r)["data"].get_ref<const std::string&>();
+        if (escape) {
+            std::cout << log_text_for_terminal(data) << std::flush;
+        } else {
+            std::cout << data << std::flush;
+        }
         offset = (*r)["next_offset"].get<std::int64_t>();
         if (!follow || (*r)["finished"].get<bool>()) {
             if (follow && attempt > 0) {
@@ -168,11 +196,15 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs) {
             job.inputs.archive = it->second;
             continue;
         }
+        // An unpredictable name, created 0600 and O_EXCL (nobody can plant a file or symlink there
+        // first), removed when packed and read.
         std::error_code ec;
-        const auto tmp = std::filesystem::temp_directory_path(ec) /
-                         ("gpupool-inputs-" + std::to_string(::getpid()) + "-" + std::to_string(shipped.size()) + ".tar");
+        auto tmp = util::TempFile::create(std::filesystem::temp_directory_path(ec), "gpupool-inputs-", ".tar");
+        if (!tmp) {
+            return tmp.error();
+        }
         std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
-        auto packed = worker::pack_paths(roots, job.inputs.max_size_mib * 1024 * 1024, tmp);
+        auto packed = worker::pack_paths(roots, job.inputs.max_size_mib * 1024 * 1024, tmp->path());
         if (!packed) {
             return packed.error();
         }
@@ -181,10 +213,9 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs) {
         }
         std::string bytes;
         {
-            std::ifstream in(tmp, std::ios::binary);
+            std::ifstream in(tmp->path(), std::ios::binary);
             bytes.assign(std::istreambuf_iterator<char>(in), {});
         }
-        std::filesystem::remove(tmp, ec);
         if (bytes.size() > coordinator::k_max_input_archive_bytes) {
             // Many small files: tar's 512-byte headers and padding can outgrow the files themselves.
             return make_error(ErrorCode::invalid_input,

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpupool::cmd {
@@ -21,7 +22,15 @@ config::ClientOverrides overrides(const GlobalOptions& global);
 // The API client for the configured coordinator, or nothing (the problem is already printed).
 std::optional<client::ApiClient> connect(const GlobalOptions& global);
 
-// Prints rows as aligned columns; the first row is the header.
+// Text that came from the coordinator or a worker (names, reasons, notes, messages), made safe to
+// print on a terminal: control characters become visible escapes (util::escape_control). A JSON
+// value that is not a string is printed as JSON. --json output needs none of this (the encoder
+// escapes).
+std::string printable(std::string_view text);
+std::string printable(const std::string& text);
+std::string printable(const nlohmann::json& value);
+
+// Prints rows as aligned columns; the first row is the header. Every cell goes through printable().
 void print_table(const std::vector<std::vector<std::string>>& rows);
 
 // "2026-11-30 03:41:34" in UTC from Unix milliseconds; "-" for null.
@@ -31,8 +40,15 @@ std::string format_time(const nlohmann::json& ms);
 std::optional<std::vector<nlohmann::json>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,
                                                          const std::vector<std::int64_t>& ids);
 
-// Streams a job's logs to stdout from `offset` until the attempt finishes (follow) or once.
-int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_t job, bool follow);
+// Streams a job's logs to stdout from `offset` until the attempt finishes (follow) or once. The job's
+// bytes are printed as they are with `raw` or when stdout is not a terminal; on a terminal they go
+// through log_text_for_terminal.
+int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_t job, bool follow,
+                bool raw = false);
+
+// What a job's log bytes look like on a terminal: its lines and tabs kept, every other control
+// character (a terminal escape, a carriage return that would overwrite a line) made visible.
+std::string log_text_for_terminal(std::string_view data);
 
 bool is_terminal_state(const std::string& state);
 

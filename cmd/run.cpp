@@ -8,6 +8,7 @@
 #include "cmd/remote.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "core/util/files.hpp"
 #include "worker/agent/agent.hpp"
 #include "worker/agent/archive.hpp"
 #include "worker/gpu/gpu_probe.hpp"
@@ -82,14 +83,11 @@ Result<LocalCredentials> local_credentials(const fs::path& dir, std::uint16_t po
         return enroll.error();
     }
     LocalCredentials c{fresh_admin, (*member)["token"].get<std::string>(), (*enroll)["token"].get<std::string>()};
-    {
-        std::ofstream out(file, std::ios::trunc);
-        out << json{{"admin", c.admin}, {"member", c.member}, {"enroll", c.enroll}}.dump(2) << '\n';
-        if (!out.flush()) {
-            return make_error(ErrorCode::io, "cannot write " + file.string());
-        }
+    // 0600 from its first byte: the tokens are never readable by others, not even for a moment.
+    if (auto st = util::write_private_file(file, json{{"admin", c.admin}, {"member", c.member}, {"enroll", c.enroll}}.dump(2) + "\n");
+        !st) {
+        return st.error();
     }
-    ::chmod(file.c_str(), 0600);
     return c;
 }
 
@@ -309,10 +307,10 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
             if (auto unpacked = worker::unpack_archive(*bytes, dir)) {
                 files = unpacked->written;
                 for (const auto& s : unpacked->skipped) {
-                    std::cerr << "warning: skipped " << s << '\n';
+                    std::cerr << "warning: skipped " << printable(s) << '\n';
                 }
             } else {
-                std::cerr << "job " << id << ": " << unpacked.error().message << '\n';
+                std::cerr << "job " << id << ": " << printable(unpacked.error().message) << '\n';
             }
         }
         if (auto logs = api.get("/v1/jobs/" + std::to_string(id) + "/logs?offset=0")) {
@@ -349,7 +347,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         for (std::size_t i = 0; i < done->size(); ++i) {
             const json& j = (*done)[i];
             if (j["state"].get<std::string>() != "succeeded") {
-                std::cout << "  " << j["name"].get<std::string>() << ": " << j.value("reason", "") << '\n';
+                std::cout << "  " << printable(j["name"]) << ": " << printable(j.value("reason", "")) << '\n';
             }
         }
     }

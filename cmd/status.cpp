@@ -22,12 +22,12 @@ int run_status(const GlobalOptions& global, std::int64_t job) {
         return k_exit_ok;
     }
     const auto& v = *j;
-    std::cout << "job " << v["id"] << " `" << v["name"].get<std::string>() << "` (sweep " << v["sweep_id"]
-              << "): " << v["state"].get<std::string>() << '\n';
+    std::cout << "job " << v["id"] << " `" << printable(v["name"]) << "` (sweep " << v["sweep_id"]
+              << "): " << printable(v["state"]) << '\n';
     if (v["state"] == "queued") {
-        std::cout << "  waiting: " << v["waiting_reason"].get<std::string>() << '\n';
+        std::cout << "  waiting: " << printable(v["waiting_reason"]) << '\n';
     } else if (!v["reason"].get<std::string>().empty()) {
-        std::cout << "  " << v["reason"].get<std::string>() << '\n';
+        std::cout << "  " << printable(v["reason"]) << '\n';
     }
     if (!v["exit_code"].is_null()) {
         std::cout << "  exit code " << v["exit_code"] << '\n';

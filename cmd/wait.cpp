@@ -18,7 +18,7 @@ int run_wait(const GlobalOptions& global, const std::vector<std::int64_t>& ids) 
     const int failed = count_unsuccessful(*done);
     for (const auto& j : *done) {
         if (!global.json) {
-            std::cout << "job " << j["id"] << ": " << j["state"].get<std::string>() << '\n';
+            std::cout << "job " << j["id"] << ": " << printable(j["state"]) << '\n';
         }
     }
     if (global.json) {

@@ -37,14 +37,18 @@ Error transfer_error(CURLcode code, const std::string& url, const char* detail, 
         return make_error(ErrorCode::unavailable, "no answer from " + url + " within " +
                                                       std::to_string(timeout.count()) + " ms: " + why);
     case CURLE_PEER_FAILED_VERIFICATION:
-        return make_error(ErrorCode::unavailable,
-                          "the TLS certificate of " + url + " could not be verified (" + why + ")" +
-                              (o.ca_cert.empty()
-                                   ? "; if the pool uses a self-signed certificate, pass its CA with --ca-cert FILE"
-                                   : "; it is not signed by the CA in '" + o.ca_cert + "' (--ca-cert)"));
     case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        // Retrying cannot help: the certificate or the CA is wrong until someone changes them.
         return make_error(ErrorCode::invalid_input,
-                          "could not use the CA certificate file '" + o.ca_cert + "' (--ca-cert): " + why);
+                          std::string(k_tls_failure) + " for " + url + ": " + why + "; check --ca-cert / ca_cert" +
+                              (o.ca_cert.empty()
+                                   ? " (a pool with a self-signed certificate needs its CA: --ca-cert FILE)"
+                                   : " (now '" + o.ca_cert + "')"),
+                          std::string(k_tls_field));
     case CURLE_SSL_CONNECT_ERROR:
         return make_error(ErrorCode::unavailable, "the TLS handshake with " + url + " failed: " + why);
     case CURLE_SEND_ERROR:
@@ -78,6 +82,10 @@ struct HeaderList {
 };
 
 } // namespace
+
+bool is_tls_verification_failure(const Error& e) {
+    return e.code == ErrorCode::invalid_input && e.field == k_tls_field && e.message.starts_with(k_tls_failure);
+}
 
 struct HttpClient::Handle {
     CURL* curl = nullptr;

@@ -8,8 +8,10 @@
 // Failure behaviour: request() returns an Error only when no HTTP response came back:
 //   - refused connection, unknown host, timeout, connection dropped -> ErrorCode::unavailable, with
 //     the URL in the message;
-//   - a certificate that cannot be verified -> ErrorCode::unavailable, saying so and suggesting
-//     --ca-cert;
+//   - a TLS certificate that cannot be verified, or a CA file that cannot be used ->
+//     ErrorCode::invalid_input with field `ca_cert` and a message starting "TLS verification
+//     failed for URL: <libcurl's detail>; check --ca-cert / ca_cert" (is_tls_verification_failure()).
+//     Not retryable: workers and commands stop on it instead of treating the pool as unreachable;
 //   - a malformed base URL or header -> ErrorCode::invalid_input; anything else -> ErrorCode::io.
 // Every HTTP status, 4xx and 5xx included, is a successful Result: callers map statuses themselves.
 //
@@ -27,6 +29,12 @@
 #include <string_view>
 
 namespace gpupool::net {
+
+inline constexpr std::string_view k_tls_failure = "TLS verification failed";
+inline constexpr std::string_view k_tls_field = "ca_cert";
+
+// True for the Error request() returns when TLS verification failed (see the header comment).
+bool is_tls_verification_failure(const Error& e);
 
 struct ClientOptions {
     std::string base_url;  // "https://pool.example.org:8443" (a path prefix is allowed)

@@ -667,6 +667,14 @@ std::int64_t tree_bytes(const fs::path& p, std::error_code& ec) {
     return total;
 }
 
+// True when `real` (symlinks resolved) is `base_dir` (the current directory when empty) or under it.
+bool is_within(const fs::path& real, const fs::path& base_dir) {
+    std::error_code ec;
+    const fs::path base = fs::weakly_canonical(base_dir.empty() ? fs::current_path() : base_dir, ec);
+    const fs::path rel = real.lexically_relative(base);
+    return !ec && !rel.empty() && *rel.begin() != "..";
+}
+
 void parse_inputs(const toml::table& t, Inputs& in, const fs::path& base_dir, const ParseOptions& options,
                   Diagnostics& diag) {
     check_keys(t, k_inputs_keys, "inputs", diag);
@@ -703,7 +711,14 @@ void parse_inputs(const toml::table& t, Inputs& in, const fs::path& base_dir, co
                      "input `" + (*list)[i] + "` does not exist (looked for " + full.string() + ")");
             continue;
         }
-        in.resolved.push_back(fs::weakly_canonical(full, ec).string());
+        const fs::path real = fs::weakly_canonical(full, ec);
+        if (!options.allow_outside_inputs && !is_within(real, base_dir)) {
+            diag.add(*arr->get(i), "inputs.paths[" + std::to_string(i) + "]",
+                     "input `" + (*list)[i] + "` is outside the recipe's directory (it is " + real.string() +
+                         ") and would be uploaded with the job; move it into the directory, or pass --allow-outside");
+            continue;
+        }
+        in.resolved.push_back(real.string());
         in.total_bytes += tree_bytes(full, ec);
     }
     if (in.total_bytes > in.max_size_mib * 1024 * 1024) {

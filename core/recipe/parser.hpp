@@ -30,6 +30,9 @@ inline constexpr int k_max_extends_depth = 8;
 struct ParseOptions {
     std::uint64_t max_sweep_jobs = k_default_max_sweep_jobs;
     bool allow_file_access = true; // follow `extends` paths and check `[inputs]` on disk
+    // `[inputs] paths` are uploaded with the job: outside the recipe's directory (`../`, an absolute
+    // path, a symlink that leads out) they are refused unless this is set (--allow-outside).
+    bool allow_outside_inputs = false;
     // `--set key=value` overrides, applied on top of the file (value is TOML: 0.5, "x", [1, 2]).
     std::vector<std::pair<std::string, std::string>> overrides;
 };

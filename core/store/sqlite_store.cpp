@@ -1,6 +1,7 @@
 #include "core/store/sqlite_store.hpp"
 
 #include "core/recipe/recipe_json.hpp"
+#include "core/util/files.hpp"
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
@@ -275,6 +276,12 @@ SqliteStore::SqliteStore(std::unique_ptr<SQLite::Database> db) : m_db(std::move(
 SqliteStore::~SqliteStore() = default;
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::filesystem::path& path) {
+    // The store holds token hashes, the ledger and the teams' input archives: 0600 before SQLite
+    // opens it (which would use the umask's mode), and SQLite gives its -wal and -shm files the
+    // database's mode.
+    if (auto st = util::create_private_file(path); !st) {
+        return st.error();
+    }
     try {
         auto db = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
         db->setBusyTimeout(5000);

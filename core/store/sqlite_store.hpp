@@ -2,7 +2,8 @@
 //
 // WAL journal, synchronous=FULL (a committed transaction survives power loss), foreign keys on,
 // a busy timeout. The schema is versioned with PRAGMA user_version and migrated forward on open;
-// a file from a newer gpupool is refused rather than damaged. Not thread-safe: one owner thread.
+// a file from a newer gpupool is refused rather than damaged. The file is created 0600 (so are its
+// -wal and -shm files). Not thread-safe: one owner thread.
 #pragma once
 
 #include "core/store/store.hpp"

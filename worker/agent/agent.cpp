@@ -1,6 +1,7 @@
 #include "worker/agent/agent.hpp"
 
 #include "core/resources/quantity.hpp"
+#include "core/util/files.hpp"
 #include "worker/agent/archive.hpp"
 #include "worker/gpu/memory_watchdog.hpp"
 
@@ -61,25 +62,8 @@ namespace {
 constexpr std::size_t k_max_chunk = std::size_t{1} << 20; // bytes per log POST
 constexpr std::int64_t k_eager_chunk = 64 * 1024;         // ship at once when this much is pending
 
-Status write_json_atomic(const fs::path& path, const json& j) {
-    const fs::path tmp = path.string() + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::trunc);
-        if (!out) {
-            return make_error(ErrorCode::io, "cannot write " + tmp.string() + ": " + std::strerror(errno));
-        }
-        out << j.dump(2) << '\n';
-        if (!out.flush()) {
-            return make_error(ErrorCode::io, "cannot write " + tmp.string());
-        }
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        return make_error(ErrorCode::io, "cannot replace " + path.string() + ": " + ec.message());
-    }
-    return {};
-}
+// 0600 from the first byte (worker.json holds the worker's token), under an unpredictable temporary name.
+Status write_json_atomic(const fs::path& path, const json& j) { return util::write_private_file(path, j.dump(2) + "\n"); }
 
 Result<json> read_json(const fs::path& path) {
     std::ifstream in(path);
@@ -239,7 +223,7 @@ struct Agent::Impl {
                     worker_token = reg->token;
                     break;
                 }
-                if (reg.error().code != ErrorCode::unavailable || stopping) {
+                if (reg.error().code != ErrorCode::unavailable || stopping || draining) {
                     return make_error(reg.error().code, "cannot register with " + opt.coordinator_url + ": " +
                                                             reg.error().message);
                 }
@@ -254,7 +238,6 @@ struct Agent::Impl {
                 !st) {
                 return st;
             }
-            ::chmod(idf.c_str(), 0600);
             spdlog::info("registered with {} as worker {}", opt.coordinator_url, worker_id);
         }
         api.set_token(worker_token);
@@ -280,9 +263,10 @@ struct Agent::Impl {
                 {"runtime", runtime.name()}};
     }
 
+    // Backoff waits end early on stop and on drain (a SIGTERM must not wait out a retry delay).
     void sleep_for(milliseconds d) {
         std::unique_lock lock(mu);
-        cv.wait_for(lock, d, [&] { return stopping.load(); });
+        cv.wait_for(lock, d, [&] { return stopping.load() || draining.load(); });
     }
 
     // ---- spool ----
@@ -552,8 +536,10 @@ struct Agent::Impl {
                 }
                 bytes = std::move(*got);
                 fs::create_directories(cached.parent_path(), ec);
-                std::ofstream(cached.string() + ".tmp", std::ios::binary) << bytes;
-                fs::rename(cached.string() + ".tmp", cached, ec);
+                // 0600: another user of this machine has no business reading a team's inputs.
+                if (auto st = util::write_private_file(cached, bytes); !st) {
+                    spdlog::warn("cannot cache the inputs {}: {}", in.archive, st.error().message);
+                }
             }
             auto unpacked = unpack_archive(bytes, t.dir / "work");
             if (!unpacked) {
@@ -831,6 +817,11 @@ struct Agent::Impl {
 
     // Classifies a failed call. Returns false when the link is down (stop using the network).
     bool handle(std::int64_t id, const Error& e, const char* what) {
+        if (net::is_tls_verification_failure(e)) {
+            fatal = e;
+            stopping = true;
+            return false;
+        }
         if (e.code == ErrorCode::unavailable) {
             const auto d = backoff.next_delay();
             offline_until = Clock::now() + d;
@@ -881,6 +872,11 @@ struct Agent::Impl {
             bad_gpus.push_back(u.index);
         }
         auto hb = api.heartbeat(running, bad_gpus, draining.load(), inventory_sent ? json() : inventory());
+        if (!hb && net::is_tls_verification_failure(hb.error())) {
+            fatal = hb.error(); // a wrong CA stays wrong: stop rather than retry forever
+            stopping = true;
+            return;
+        }
         if (!hb && !inventory_sent && hb.error().code == ErrorCode::invalid_input) {
             spdlog::error("the coordinator refused this worker's inventory ({}); it keeps the one from registration",
                           hb.error().message);
@@ -956,10 +952,19 @@ struct Agent::Impl {
         if (t.outputs_done) {
             return true;
         }
-        const fs::path tar = t.dir / "outputs.tar";
+        const fs::path tar = t.dir / "outputs.tar"; // packed once, kept until uploaded (across restarts)
         const std::int64_t cap = t.a.spec.outputs.max_size_mib * 1024 * 1024;
-        if (!fs::exists(tar)) {
-            auto packed = pack_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, tar);
+        std::error_code ec;
+        if (!fs::is_regular_file(fs::symlink_status(tar, ec))) {
+            // Packed under an unpredictable name (created O_EXCL, 0600), then renamed into place.
+            auto tmp = util::TempFile::create(t.dir, ".outputs-", ".tar");
+            auto packed = tmp ? pack_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, tmp->path())
+                              : Result<PackedOutputs>(tmp.error());
+            if (packed) {
+                if (auto st = tmp->rename_to(tar); !st) {
+                    packed = st.error();
+                }
+            }
             if (!packed) {
                 // Over the cap (or unreadable): the job fails with the reason, and its log says so.
                 t.outputs_error = packed.error().message;
@@ -985,6 +990,7 @@ struct Agent::Impl {
         delivered();
         t.outputs_done = true;
         save(t);
+        fs::remove(tar, ec);
         return true;
     }
 
@@ -1131,6 +1137,10 @@ struct Agent::Impl {
         gpus = *g;
         enforcement = gpus.empty() ? MemoryEnforcement::none : gpus_probe.memory_enforcement();
         if (auto st = establish_identity(); !st) {
+            if (draining || stopping) {
+                spdlog::warn("stopped before registering ({})", st.error().message);
+                return {};
+            }
             return st;
         }
         recover();
@@ -1209,6 +1219,7 @@ Status Agent::run() { return m_impl->run(); }
 
 void Agent::drain() {
     m_impl->draining = true;
+    { std::lock_guard lock(m_impl->mu); } // a waiter between its check and its wait must not miss this
     m_impl->cv.notify_all();
 }
 

@@ -14,6 +14,8 @@
 // - When the coordinator is unreachable (or answers 5xx) the agent keeps its jobs running, keeps
 //   enforcing their limits, and retries with exponential backoff and jitter; once it answers, logs,
 //   outputs and completions are delivered in order (all logs, then outputs, then complete).
+// - A TLS verification failure (net::is_tls_verification_failure: a wrong --ca-cert) is not an
+//   outage: run() returns it at once, whether registering or running, instead of retrying.
 // - A 409 means the attempt is no longer current (cancelled, lost, re-run elsewhere): its
 //   container is stopped and removed and its spool dropped; late bytes are never forced through.
 // - A heartbeat's `stop` list is obeyed at once: SIGTERM, then SIGKILL after stop_grace.
@@ -26,6 +28,7 @@
 // - drain() (SIGTERM): no new work; running jobs get drain_grace to finish, then are stopped and
 //   handed back to the queue (outcome owner_preempted); run() returns once everything is delivered
 //   (or after a bounded wait if the coordinator stays away, leaving the spool for the next start).
+//   It ends any retry wait at once; before registration succeeded, run() returns without error.
 #pragma once
 
 #include "worker/agent/worker_api.hpp"

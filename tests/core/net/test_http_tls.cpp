@@ -55,14 +55,16 @@ TEST_CASE("https: the client verifies the server with --ca-cert and refuses with
 
     auto untrusted = HttpClient(client_options(url, "", "")).get("/whoami");
     REQUIRE_FALSE(untrusted);
-    CHECK(untrusted.error().code == ErrorCode::unavailable);
+    // A verification failure is not "unreachable": retrying cannot fix it.
+    CHECK(untrusted.error().code == ErrorCode::invalid_input);
+    CHECK(is_tls_verification_failure(untrusted.error()));
+    CHECK(untrusted.error().message.starts_with("TLS verification failed for " + url + "/whoami: "));
     CHECK(untrusted.error().message.find("certificate") != std::string::npos);
-    CHECK(untrusted.error().message.find("could not be verified") != std::string::npos);
-    CHECK(untrusted.error().message.find("--ca-cert") != std::string::npos);
+    CHECK(untrusted.error().message.find("check --ca-cert / ca_cert") != std::string::npos);
 
     auto wrong_ca = HttpClient(client_options(url, "", other.cert.string())).get("/whoami");
     REQUIRE_FALSE(wrong_ca);
-    CHECK(wrong_ca.error().code == ErrorCode::unavailable);
+    CHECK(is_tls_verification_failure(wrong_ca.error()));
     CHECK(wrong_ca.error().message.find(other.cert.string()) != std::string::npos);
 
     auto missing_ca =

@@ -1,0 +1,51 @@
+// Files that must not be readable by others, and temporary files nobody can predict.
+//
+// write_private_file() replaces a file atomically with one that is 0600 from its first byte: the
+// bytes go to a fresh name made by mkstemp(3) in the same directory (created O_EXCL, mode 0600, so
+// no other user can open it in between), are fsync'ed, and the name is renamed over the target. A
+// reader sees the old file or the whole new one, never a partial or world-readable one.
+//
+// TempFile is a file with an unpredictable name (mkstemps(3): created O_EXCL, mode 0600), removed
+// when the object goes away; for archives packed or downloaded on the way to somewhere else.
+//
+// Failures are Errors (ErrorCode::io) naming the path and the system's reason. Thread-safe: no
+// shared state.
+#pragma once
+
+#include "core/util/result.hpp"
+
+#include <filesystem>
+#include <string_view>
+
+namespace gpupool::util {
+
+Status write_private_file(const std::filesystem::path& path, std::string_view bytes);
+
+// Creates `path` empty with mode 0600 when it does not exist (so that a program that opens it
+// later, like SQLite, does not create it with the umask's mode); an existing file is left as it is
+// but made 0600.
+Status create_private_file(const std::filesystem::path& path);
+
+class TempFile {
+public:
+    // A new empty file `<dir>/<prefix>XXXXXX<suffix>`.
+    static Result<TempFile> create(const std::filesystem::path& dir, std::string_view prefix, std::string_view suffix);
+
+    TempFile(TempFile&& other) noexcept;
+    TempFile& operator=(TempFile&& other) noexcept;
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+    ~TempFile();
+
+    const std::filesystem::path& path() const { return m_path; }
+
+    // Renames the file to `target` (replacing what is there, a symlink itself rather than what it
+    // points to); from then on it is no longer removed.
+    Status rename_to(const std::filesystem::path& target);
+
+private:
+    explicit TempFile(std::filesystem::path path) : m_path(std::move(path)) {}
+    std::filesystem::path m_path;
+};
+
+} // namespace gpupool::util

@@ -1,6 +1,7 @@
 #include "cmd/remote.hpp"
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/coordinator.hpp"
+#include "core/net/url.hpp"
 #include "core/util/files.hpp"
 #include "core/util/strings.hpp"
 #include "worker/agent/archive.hpp"
@@ -185,7 +186,7 @@ int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_
     }
 }
 
-Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs) {
+Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, const std::string& team) {
     std::map<std::vector<std::string>, std::string> shipped; // resolved paths -> digest
     for (auto& job : jobs) {
         const auto& paths = job.inputs.resolved;
@@ -209,7 +210,7 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs) {
             return packed.error();
         }
         for (const auto& s : packed->skipped) {
-            std::cerr << "warning: skipped " << s << '\n';
+            std::cerr << "warning: skipped " << printable(s) << '\n';
         }
         std::string bytes;
         {
@@ -226,7 +227,7 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs) {
                               "inputs.paths");
         }
         const std::string sha = coordinator::sha256_hex(bytes);
-        auto put = api.put_bytes("/v1/inputs/" + sha, bytes);
+        auto put = api.put_bytes("/v1/inputs/" + sha + (team.empty() ? "" : "?team=" + net::percent_encode(team)), bytes);
         if (!put) {
             return put.error();
         }

@@ -55,7 +55,8 @@ bool is_terminal_state(const std::string& state);
 // Packs each distinct set of the jobs' local inputs into one archive, uploads it (PUT
 // /v1/inputs/{sha256}; already-stored archives cost one small request) and records its digest in
 // the jobs (inputs.archive). Jobs without inputs are left alone.
-Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs);
+// `team`: the team the inputs are for, when an admin submits for one (members upload for their own).
+Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, const std::string& team = {});
 
 // How many of the finished jobs did not succeed.
 int count_unsuccessful(const std::vector<nlohmann::json>& jobs);

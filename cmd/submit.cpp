@@ -37,7 +37,7 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
     if (!api) {
         return k_exit_failed;
     }
-    if (auto st = ship_inputs(*api, jobs); !st) {
+    if (auto st = ship_inputs(*api, jobs, opts.team); !st) {
         report_error(global, st.error());
         return k_exit_failed;
     }

@@ -56,8 +56,9 @@ Status check_env_name(std::string_view name) {
 
 Status check_model_id(std::string_view id) {
     const std::size_t slash = id.find('/');
-    const bool ok = slash == std::string_view::npos ? model_part_ok(id)
-                                                    : model_part_ok(id.substr(0, slash)) && model_part_ok(id.substr(slash + 1));
+    const bool ok = slash == std::string_view::npos
+                        ? model_part_ok(id)
+                        : model_part_ok(id.substr(0, slash)) && model_part_ok(id.substr(slash + 1));
     if (!ok) {
         return rule_error("`" + util::escape_control(id) + "` is not a model id like \"org/model-name\"");
     }

@@ -160,7 +160,8 @@ Status check_path_component(std::string_view component) {
         return {};
     }
     const bool upper = std::any_of(component.begin(), component.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
-    return image_error("image name component " + quoted(component) + (upper ? " is not lowercase; a" : " is invalid; a") +
+    return image_error("image name component " + quoted(component) +
+                       (upper ? " is not lowercase; a" : " is invalid; a") +
                        " component is lowercase letters and digits, joined by `.`, `_`, `__` or `-`");
 }
 
@@ -183,8 +184,8 @@ Status validate_image_reference(std::string_view ref) {
         return st;
     }
     if (ref.front() == '-') {
-        return image_error("an image reference never starts with `-` (the container engine would read " +
-                           quoted(ref) + " as an option)");
+        return image_error("an image reference never starts with `-` (the container engine would read " + quoted(ref) +
+                           " as an option)");
     }
     std::string_view rest = ref;
     if (const std::size_t at = rest.find('@'); at != std::string_view::npos) {
@@ -212,8 +213,8 @@ Status validate_image_reference(std::string_view ref) {
         return image_error("names no image: " + quoted(ref));
     }
     if (rest.size() > k_max_image_name_length) {
-        return image_error("an image name is at most " + std::to_string(k_max_image_name_length) +
-                           " characters; got " + std::to_string(rest.size()));
+        return image_error("an image name is at most " + std::to_string(k_max_image_name_length) + " characters; got " +
+                           std::to_string(rest.size()));
     }
     std::vector<std::string_view> components = split(rest, '/');
     std::size_t first_path = 0;

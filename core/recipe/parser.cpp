@@ -1075,7 +1075,7 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
                                              [](const std::string& v) { return has_control_character(v); });
                 if (bad) {
                     diag.add(*n, "name",
-                             "`{" + p.name + "}` has a sweep value with a control character, which the job name must not hold");
+                             "`{" + p.name + "}` has a sweep value with a control character; a job name has none");
                 }
             }
         }

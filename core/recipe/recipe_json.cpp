@@ -149,7 +149,8 @@ Status check_strings(const JobSpec& job) {
     const auto& models = job.resources.gpu_models;
     for (std::size_t i = 0; i < models.size(); ++i) {
         if (models[i].empty() || has_control_character(models[i])) {
-            return field_error(element("resources.gpu_models", i), "a GPU model name is not empty and has no control characters");
+            return field_error(element("resources.gpu_models", i),
+                               "a GPU model name is not empty and has no control characters");
         }
     }
     for (std::size_t i = 0; i < job.outputs.paths.size(); ++i) {

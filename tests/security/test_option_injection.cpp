@@ -141,10 +141,10 @@ std::vector<JsonCase> json_cases() {
 // ---- (c) build_run_argv ----------------------------------------------------------------------
 
 // The flags build_run_argv writes, and whether each takes the next element as its value.
-const std::set<std::string> k_flags_with_value{"--name",       "--label",      "--log-driver", "--security-opt",
-                                                "--user",       "--pids-limit", "--memory",     "--memory-swap",
-                                                "--cpus",       "--ulimit",     "--tmpfs",      "-v",
-                                                "-e",           "--device",     "--gpus",       "--network"};
+const std::set<std::string> k_flags_with_value{"--name", "--label",      "--log-driver", "--security-opt",
+                                               "--user", "--pids-limit", "--memory",     "--memory-swap",
+                                               "--cpus", "--ulimit",     "--tmpfs",      "-v",
+                                               "-e",     "--device",     "--gpus",       "--network"};
 const std::set<std::string> k_flags_alone{"-d", "--init", "--cap-drop=ALL", "--read-only"};
 
 ContainerSpec hostile_spec(const std::string& image) {
@@ -299,7 +299,9 @@ TEST_CASE("option injection: the runtimes refuse env names and NUL bytes the eng
         {"env name with =", with([](ContainerSpec& s) { s.env["A=B"] = "1"; })},
         {"empty env name", with([](ContainerSpec& s) { s.env[""] = "1"; })},
         {"NUL in an env value", with([](ContainerSpec& s) { s.env["A"] = std::string("x\0y", 3); })},
-        {"NUL in the argv", with([](ContainerSpec& s) { s.argv = {"echo", std::string("x\0y", 3)}; })},
+        {"NUL in the argv", with([](ContainerSpec& s) {
+             s.argv = {"echo", std::string("x\0y", 3)};
+         })},
         {"a name with a slash", with([](ContainerSpec& s) { s.name = "../evil"; })},
     };
     for (const auto& [title, spec] : specs) {

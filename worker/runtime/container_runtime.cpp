@@ -46,7 +46,8 @@ Status check_container_spec(const ContainerSpec& spec, bool container) {
     }
     for (const auto& [key, value] : spec.env) {
         if (!util::is_identifier(key)) {
-            return spec_error(spec, "environment variable name `" + util::escape_control(key) + "` is not an identifier");
+            return spec_error(spec,
+                              "environment variable name `" + util::escape_control(key) + "` is not an identifier");
         }
         if (recipe::has_nul(value)) {
             return spec_error(spec, "environment variable " + key + " contains a NUL byte");
@@ -60,7 +61,8 @@ Status check_container_spec(const ContainerSpec& spec, bool container) {
     }
     for (const auto& [key, value] : spec.labels) {
         if (key.empty() || key.find('=') != std::string::npos || recipe::has_nul(key) || recipe::has_nul(value)) {
-            return spec_error(spec, "label `" + util::escape_control(key) + "` is not a key without `=` and a value without NUL");
+            return spec_error(spec, "label `" + util::escape_control(key) +
+                                        "` is not a key without `=` and a value without NUL");
         }
     }
     if (spec.user.empty() || recipe::has_nul(spec.user)) {

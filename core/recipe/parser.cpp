@@ -1,6 +1,8 @@
 #include "core/recipe/parser.hpp"
 
 #include "core/recipe/builtin.hpp"
+#include "core/recipe/field_rules.hpp"
+#include "core/recipe/image_ref.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/util/strings.hpp"
 
@@ -179,6 +181,10 @@ std::optional<std::string> expect_string(const toml::node& node, const std::stri
     }
     if (!allow_empty && s->get().empty()) {
         diag.add(node, field, "must not be empty");
+        return std::nullopt;
+    }
+    if (auto st = check_no_nul(s->get()); !st) {
+        diag.add(node, field, st.error().message);
         return std::nullopt;
     }
     return s->get();
@@ -587,6 +593,13 @@ void parse_resources(const toml::table& t, Resources& r, Diagnostics& diag) {
     }
     if (const auto* n = t.get("gpu_models")) {
         if (auto models = expect_string_list(*n, "resources.gpu_models", diag)) {
+            const auto* arr = n->as_array();
+            for (std::size_t i = 0; i < models->size(); ++i) {
+                if (has_control_character((*models)[i])) {
+                    diag.add(*arr->get(i), "resources.gpu_models[" + std::to_string(i) + "]",
+                             "a GPU model name has no control characters");
+                }
+            }
             if (models->empty()) {
                 diag.add(*n, "resources.gpu_models", "must list at least one GPU model (or be left out)");
             } else if (r.gpus == 0 && gpu == nullptr && gpu_memory == nullptr) {
@@ -628,12 +641,8 @@ void parse_env(const toml::table& t, EnvList& env, Diagnostics& diag) {
     for (auto&& [key, value] : t) {
         std::string k(key.str());
         std::string field = "env." + k;
-        if (!util::is_identifier(k)) {
-            diag.add(key.source(), field, "environment variable names use letters, digits and _ and must not start with a digit");
-            continue;
-        }
-        if (k.starts_with("GPUPOOL_")) {
-            diag.add(key.source(), field, "the GPUPOOL_ prefix is reserved for variables the worker sets");
+        if (auto st = check_env_name(k); !st) {
+            diag.add(key.source(), field, st.error().message);
             continue;
         }
         auto text = scalar_text(value);
@@ -641,16 +650,12 @@ void parse_env(const toml::table& t, EnvList& env, Diagnostics& diag) {
             diag.add(value, field, "expected a string, number or boolean, got " + type_phrase(value));
             continue;
         }
+        if (auto st = check_no_nul(*text); !st) {
+            diag.add(value, field, st.error().message);
+            continue;
+        }
         env.emplace_back(k, std::move(*text));
     }
-}
-
-bool is_safe_relative(const std::string& p) {
-    fs::path path(p);
-    if (path.is_absolute() || p.empty()) {
-        return false;
-    }
-    return std::none_of(path.begin(), path.end(), [](const fs::path& part) { return part == ".."; });
 }
 
 std::int64_t tree_bytes(const fs::path& p, std::error_code& ec) {
@@ -743,10 +748,8 @@ void parse_outputs(const toml::table& t, Outputs& out, Diagnostics& diag) {
         if (auto list = expect_string_list(*n, "outputs.paths", diag)) {
             const auto* arr = n->as_array();
             for (std::size_t i = 0; i < list->size(); ++i) {
-                if (!is_safe_relative((*list)[i])) {
-                    diag.add(*arr->get(i), "outputs.paths[" + std::to_string(i) + "]",
-                             "output paths are relative to the job's output directory and may not contain `..`: `" +
-                                 (*list)[i] + "`");
+                if (auto st = check_output_path((*list)[i]); !st) {
+                    diag.add(*arr->get(i), "outputs.paths[" + std::to_string(i) + "]", st.error().message);
                 }
             }
             if (list->empty()) {
@@ -757,32 +760,14 @@ void parse_outputs(const toml::table& t, Outputs& out, Diagnostics& diag) {
     }
 }
 
-bool is_model_id(std::string_view id) {
-    // Hugging Face style: `name` or `org/name`, each part [A-Za-z0-9][A-Za-z0-9._-]*.
-    auto part_ok = [](std::string_view part) {
-        if (part.empty() || part.size() > 96 || std::isalnum(static_cast<unsigned char>(part.front())) == 0) {
-            return false;
-        }
-        return std::all_of(part.begin(), part.end(), [](char c) {
-            return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
-        });
-    };
-    auto slash = id.find('/');
-    if (slash == std::string_view::npos) {
-        return part_ok(id);
-    }
-    return part_ok(id.substr(0, slash)) && part_ok(id.substr(slash + 1));
-}
-
 void parse_cache(const toml::table& t, std::vector<std::string>& models, Diagnostics& diag) {
     check_keys(t, k_cache_keys, "cache", diag);
     if (const auto* n = t.get("models")) {
         if (auto list = expect_string_list(*n, "cache.models", diag)) {
             const auto* arr = n->as_array();
             for (std::size_t i = 0; i < list->size(); ++i) {
-                if (!is_model_id((*list)[i])) {
-                    diag.add(*arr->get(i), "cache.models[" + std::to_string(i) + "]",
-                             "`" + (*list)[i] + "` is not a model id like \"org/model-name\"");
+                if (auto st = check_model_id((*list)[i]); !st) {
+                    diag.add(*arr->get(i), "cache.models[" + std::to_string(i) + "]", st.error().message);
                 }
             }
             models = std::move(*list);
@@ -866,6 +851,11 @@ void parse_sweep(const toml::table& t, Sweep& sweep, const ParseOptions& options
                 ok = false;
                 continue;
             }
+            if (auto st = check_no_nul(*text); !st) {
+                diag.add(el, efield, st.error().message);
+                ok = false;
+                continue;
+            }
             if (std::find(param.values.begin(), param.values.end(), *text) != param.values.end()) {
                 diag.add(el, efield, "duplicate sweep value `" + *text + "` (it would run the same job twice)");
                 ok = false;
@@ -917,6 +907,10 @@ void parse_command(const toml::node& n, JobSpec& job, Diagnostics& diag) {
     if (const auto* s = n.as_string()) {
         if (s->get().find_first_not_of(" \t\n") == std::string::npos) {
             diag.add(n, "command", "must not be empty");
+            return;
+        }
+        if (auto st = check_no_nul(s->get()); !st) {
+            diag.add(n, "command", st.error().message);
             return;
         }
         job.shell = true;
@@ -1024,12 +1018,15 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
         expect_string(*n, "description", diag, true);
     }
     if (const auto* n = root.get("image")) {
-        if (auto s = expect_string(*n, "image", diag)) {
-            if (s->find_first_of(" \t\n") != std::string::npos) {
-                diag.add(*n, "image", "an image reference has no spaces: `" + *s + "`");
+        if (const auto* s = n->as_string(); s != nullptr && !s->get().empty()) {
+            // Not expect_string: the image has its own messages for every bad byte, NUL included.
+            if (auto st = validate_image_reference(s->get()); !st) {
+                diag.add(*n, "image", st.error().message);
             } else {
-                job.image = *s;
+                job.image = s->get();
             }
+        } else {
+            expect_string(*n, "image", diag);
         }
     } else {
         diag.add_plain(loaded.source, "image", "missing required key `image` (the container image to run)");
@@ -1085,6 +1082,18 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
     }
     if (const auto* n = root.get("name"); n != nullptr && n->is_string()) {
         check_placeholders(*n, n->as_string()->get(), "name", names, diag);
+        // The name holds no control characters, and neither may the values put into it.
+        for (const auto& ph : find_placeholders(n->as_string()->get())) {
+            for (const auto& p : recipe.sweep.params) {
+                const bool bad = !ph.escaped && p.name == ph.name &&
+                                 std::any_of(p.values.begin(), p.values.end(),
+                                             [](const std::string& v) { return has_control_character(v); });
+                if (bad) {
+                    diag.add(*n, "name",
+                             "`{" + p.name + "}` has a sweep value with a control character; a job name has none");
+                }
+            }
+        }
     }
     if (const auto* n = root.get("command")) {
         if (const auto* s = n->as_string()) {

@@ -1,6 +1,9 @@
 #include "core/recipe/recipe_json.hpp"
 
+#include "core/recipe/field_rules.hpp"
+#include "core/recipe/image_ref.hpp"
 #include "core/resources/quantity.hpp"
+#include "core/util/strings.hpp"
 
 namespace gpupool::recipe {
 
@@ -89,6 +92,84 @@ private:
     const nlohmann::json& m_j;
     std::optional<Error> m_error;
 };
+
+// `field[i]` for list elements, `field.KEY` for map entries (the key made printable).
+std::string element(const std::string& field, std::size_t i) {
+    return field + "[" + std::to_string(i) + "]";
+}
+
+std::string entry(const std::string& field, const std::string& key) {
+    return field + "." + util::escape_control(key);
+}
+
+Status with_field(Status st, const std::string& field) {
+    if (!st) {
+        Error e = st.error();
+        e.field = field;
+        return e;
+    }
+    return {};
+}
+
+// The checks of the strings that reach a worker's command line, environment or file paths: the
+// same rules as the TOML parser's (field_rules.hpp, image_ref.hpp).
+Status check_strings(const JobSpec& job) {
+    if (has_control_character(job.name)) {
+        return field_error("name", "must not contain control characters");
+    }
+    if (auto st = with_field(validate_image_reference(job.image), "image"); !st) {
+        return st;
+    }
+    for (std::size_t i = 0; i < job.command.size(); ++i) {
+        if (auto st = with_field(check_no_nul(job.command[i]), element("command", i)); !st) {
+            return st;
+        }
+    }
+    for (const auto& [key, value] : job.env) {
+        if (auto st = with_field(check_env_name(key), entry("env", key)); !st) {
+            return st;
+        }
+        if (auto st = with_field(check_no_nul(value), entry("env", key)); !st) {
+            return st;
+        }
+    }
+    for (const auto& [key, value] : job.params) {
+        if (!util::is_identifier(key)) {
+            return field_error(entry("params", key), "sweep parameter names use letters, digits and _");
+        }
+        if (auto st = with_field(check_no_nul(value), entry("params", key)); !st) {
+            return st;
+        }
+    }
+    for (std::size_t i = 0; i < job.cache_models.size(); ++i) {
+        if (auto st = with_field(check_model_id(job.cache_models[i]), element("cache_models", i)); !st) {
+            return st;
+        }
+    }
+    const auto& models = job.resources.gpu_models;
+    for (std::size_t i = 0; i < models.size(); ++i) {
+        if (models[i].empty() || has_control_character(models[i])) {
+            return field_error(element("resources.gpu_models", i),
+                               "a GPU model name is not empty and has no control characters");
+        }
+    }
+    for (std::size_t i = 0; i < job.outputs.paths.size(); ++i) {
+        if (auto st = with_field(check_output_path(job.outputs.paths[i]), element("outputs.paths", i)); !st) {
+            return st;
+        }
+    }
+    // Input paths are as written in the recipe (an absolute path or `../x` names a file on the
+    // submitter's disk, which the parser allows); the worker reads the shipped archive, never these.
+    for (std::size_t i = 0; i < job.inputs.paths.size(); ++i) {
+        if (job.inputs.paths[i].empty()) {
+            return field_error(element("inputs.paths", i), "must not be empty");
+        }
+        if (auto st = with_field(check_no_nul(job.inputs.paths[i]), element("inputs.paths", i)); !st) {
+            return st;
+        }
+    }
+    return {};
+}
 
 } // namespace
 
@@ -206,8 +287,8 @@ Result<JobSpec> job_from_json(const nlohmann::json& j) {
     if (job.name.empty() || job.name.size() > 256) {
         return field_error("name", "must be 1 to 256 characters");
     }
-    if (job.image.empty()) {
-        return field_error("image", "must not be empty");
+    if (auto st = check_strings(job); !st) {
+        return st.error();
     }
     if (job.command.empty() || (job.shell && job.command.size() != 1)) {
         return field_error("command", job.shell ? "a shell command is exactly one string" : "must not be empty");

@@ -81,6 +81,16 @@ public:
     virtual Status reattach(const std::string& name, const std::filesystem::path& log_path) = 0;
 };
 
+// The checks every runtime makes in start() before it runs anything — defence in depth, since the
+// agent builds specs from JobSpecs that recipe::job_from_json has already checked. Everywhere: a
+// name [A-Za-z0-9][A-Za-z0-9_.-]*, a non-empty argv, environment names that are identifiers, and no
+// NUL byte in any argv element or environment value (it would cut the C string short). For a
+// container (`container` true) also: a valid image reference (recipe/image_ref.hpp, so it can never
+// be read as an engine option), label keys without `=`, a non-empty user, and mount paths without
+// `:` or `,` (they would split `-v host:container[:ro]` into other fields or options).
+// Failure: an invalid_input Error that names the offending part.
+Status check_container_spec(const ContainerSpec& spec, bool container);
+
 // "podman", "docker" or "process". The process runtime isolates nothing (see process_runtime.hpp).
 // `runtime_args` are extra global flags for the CLI tool (e.g. docker's -H, podman's --root);
 // `run_args` extra flags for every container (e.g. `--network none`); `state_dir` is where the

@@ -143,6 +143,8 @@ std::vector<std::string> build_run_argv(OciTool tool, const ContainerSpec& spec,
         }
     }
     a.insert(a.end(), extra_run_args.begin(), extra_run_args.end());
+    // Options end here: whatever the image is, the engine cannot read it (or anything after it) as a flag.
+    a.push_back("--");
     a.push_back(spec.image);
     a.insert(a.end(), spec.argv.begin(), spec.argv.end());
     return a;
@@ -285,8 +287,8 @@ Status OciRuntime::start(const ContainerSpec& spec) {
     if (m_missing) {
         return *m_missing;
     }
-    if (spec.argv.empty()) {
-        return make_error(ErrorCode::invalid_input, "job " + spec.name + " has an empty command");
+    if (auto st = check_container_spec(spec, true); !st) {
+        return st;
     }
     if (m_tracked.count(spec.name) != 0) {
         return make_error(ErrorCode::conflict, "a container named " + spec.name + " was already started here");

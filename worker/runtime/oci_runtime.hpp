@@ -10,7 +10,10 @@
 // nvidia.com/gpu=N; docker: --gpus device=N; CUDA_VISIBLE_DEVICES comes from the agent's env).
 // The network is the engine's default on purpose — jobs download models and data; OciConfig::run_args
 // can add e.g. `--network none` (the tests do: their dockerd has no bridge). Mount sources must be
-// readable (writable, for outputs) by spec.user; the agent prepares them.
+// readable (writable, for outputs) by spec.user; the agent prepares them. The engine's options end
+// with `--` before the image, so neither the image nor the job's argv can ever be read as a flag;
+// start() also refuses a spec that fails check_container_spec (an invalid image reference among
+// others) before it runs anything.
 //
 // Logs: after `run -d`, a follower `TOOL logs -f NAME` writes the container's stdout and stderr to one
 // file descriptor opened O_APPEND on spec.log_path. reattach() truncates the file and starts a new
@@ -54,7 +57,8 @@ struct OciConfig {
     std::chrono::seconds command_bound{120};     // the longest a CLI call (run, inspect, rm...) may take
 };
 
-// The arguments after the tool and its global flags: `run -d --name ... IMAGE argv...`. Pure.
+// The arguments after the tool and its global flags: `run -d --name ... -- IMAGE argv...`. Pure; it
+// checks nothing (start() does), but the `--` keeps even an unchecked image out of option position.
 std::vector<std::string> build_run_argv(OciTool tool, const ContainerSpec& spec,
                                         const std::vector<std::string>& extra_run_args = {});
 

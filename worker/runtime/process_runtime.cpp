@@ -188,8 +188,8 @@ void ProcessRuntime::reap_leftovers() {
 }
 
 Status ProcessRuntime::start(const ContainerSpec& spec) {
-    if (spec.argv.empty()) {
-        return make_error(ErrorCode::invalid_input, "job " + spec.name + " has an empty command");
+    if (auto st = check_container_spec(spec, false); !st) {
+        return st;
     }
     if (m_jobs.count(spec.name) != 0) {
         return make_error(ErrorCode::conflict, "a job named " + spec.name + " is already running here");

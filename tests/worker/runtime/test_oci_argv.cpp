@@ -73,10 +73,11 @@ TEST_CASE("oci run argv: isolation flags, limits, labels, mounts and env", "[run
             CHECK(has_pair(argv, "-e", "CUDA_VISIBLE_DEVICES=0"));
             CHECK_FALSE(has(argv, "--network")); // the engine's default: jobs may download
             CHECK_FALSE(has(argv, "--privileged"));
-            // The image, then the command exactly as given, at the end.
-            std::vector<std::string> tail(argv.end() - 5, argv.end());
-            CHECK(tail ==
-                  std::vector<std::string>{"localhost/gpupool/busybox:latest", "python", "train.py", "--lr", "0.1"});
+            // `--` ends the engine's options; then the image and the command exactly as given, at the end.
+            std::vector<std::string> tail(argv.end() - 6, argv.end());
+            CHECK(tail == std::vector<std::string>{"--", "localhost/gpupool/busybox:latest", "python", "train.py",
+                                                   "--lr", "0.1"});
+            CHECK(std::count(argv.begin(), argv.end(), "--") == 1);
         }
     }
 }
@@ -99,7 +100,7 @@ TEST_CASE("oci run argv: the one GPU, the podman (CDI) and the docker way", "[ru
     CHECK_FALSE(has(build_run_argv(OciTool::podman, cpu_only), "--device"));
 }
 
-TEST_CASE("oci run argv: unset limits are left out and extra run flags come before the image", "[runtime]") {
+TEST_CASE("oci run argv: unset limits are left out and extra run flags come before `--` and the image", "[runtime]") {
     ContainerSpec s = sample_spec();
     s.memory_mib = 0;
     s.cpu_milli = 0;
@@ -116,8 +117,9 @@ TEST_CASE("oci run argv: unset limits are left out and extra run flags come befo
     CHECK(has_pair(argv, "--user", "1000:1000"));
     auto image = std::find(argv.begin(), argv.end(), s.image);
     REQUIRE(image != argv.end());
-    CHECK(*(image - 2) == "--network");
-    CHECK(*(image - 1) == "none");
+    CHECK(*(image - 3) == "--network");
+    CHECK(*(image - 2) == "none");
+    CHECK(*(image - 1) == "--");
 
     s.cpu_milli = 250;
     CHECK(has_pair(build_run_argv(OciTool::docker, s), "--cpus", "0.25"));

@@ -1,0 +1,84 @@
+#include "core/recipe/field_rules.hpp"
+
+#include "core/util/strings.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <string>
+
+namespace gpupool::recipe {
+
+namespace {
+
+Error rule_error(std::string message) {
+    return make_error(ErrorCode::invalid_input, std::move(message));
+}
+
+bool model_part_ok(std::string_view part) {
+    if (part.empty() || part.size() > 96 || std::isalnum(static_cast<unsigned char>(part.front())) == 0) {
+        return false;
+    }
+    return std::all_of(part.begin(), part.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+    });
+}
+
+} // namespace
+
+bool has_nul(std::string_view text) {
+    return text.find('\0') != std::string_view::npos;
+}
+
+bool has_control_character(std::string_view text) {
+    return std::any_of(text.begin(), text.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u == 0x7f;
+    });
+}
+
+Status check_no_nul(std::string_view text) {
+    if (has_nul(text)) {
+        return rule_error("must not contain a NUL byte");
+    }
+    return {};
+}
+
+Status check_env_name(std::string_view name) {
+    if (!util::is_identifier(name)) {
+        return rule_error("environment variable names use letters, digits and _ and must not start with a digit");
+    }
+    if (name.starts_with("GPUPOOL_")) {
+        return rule_error("the GPUPOOL_ prefix is reserved for variables the worker sets");
+    }
+    return {};
+}
+
+Status check_model_id(std::string_view id) {
+    const std::size_t slash = id.find('/');
+    const bool ok = slash == std::string_view::npos
+                        ? model_part_ok(id)
+                        : model_part_ok(id.substr(0, slash)) && model_part_ok(id.substr(slash + 1));
+    if (!ok) {
+        return rule_error("`" + util::escape_control(id) + "` is not a model id like \"org/model-name\"");
+    }
+    return {};
+}
+
+Status check_output_path(std::string_view path) {
+    if (path.empty()) {
+        return rule_error("must not be empty");
+    }
+    if (has_nul(path)) {
+        return rule_error("must not contain a NUL byte");
+    }
+    const std::filesystem::path p{std::string(path)};
+    const bool parent = std::any_of(p.begin(), p.end(), [](const std::filesystem::path& part) { return part == ".."; });
+    if (p.is_absolute() || parent) {
+        return rule_error("output paths are relative to the job's output directory and may not contain `..`: `" +
+                          util::escape_control(path) + "`");
+    }
+    return {};
+}
+
+} // namespace gpupool::recipe

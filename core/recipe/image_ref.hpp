@@ -1,0 +1,34 @@
+// Image references: the one check a container image name passes before it may reach podman or
+// docker. The image is put on the engine's command line (`podman run <flags> -- IMAGE argv...`), so
+// a value that is not a reference (`--privileged`, `-v/:/host`) must never get that far. The TOML
+// parser, recipe::job_from_json (the coordinator's API and the worker's assignments) and the OCI
+// runtime's start() all call validate_image_reference.
+//
+// Rules (the OCI distribution reference grammar, github.com/distribution/reference):
+//   reference      := name [":" tag] ["@" digest]
+//   name           := [domain "/"] path-component ("/" path-component)*, at most 255 characters
+//   domain         := host [":" port]; host is DNS labels joined by ".", or "[" IPv6 "]"
+//   path-component := [a-z0-9]+ (separator [a-z0-9]+)*, separator := "." | "_" | "__" | "-"+
+//   tag            := [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
+//   digest         := "sha256:" 64 lowercase hex digits | "sha512:" 128 (the engines know no others)
+// - As docker decides it, the first component is a domain only when it contains "." or ":", is
+//   "localhost" or is a bracketed IPv6 address; otherwise it is a path component and must be
+//   lowercase (so `UPPER/case` is refused rather than taken for a host name).
+// - Hence a valid reference never starts with "-" and holds no space, NUL, control character or
+//   non-ASCII byte.
+// Pure functions, thread-safe. Failure: an invalid_input Error with field "image" whose message
+// says what is wrong with the reference (callers in the parser add the file position).
+#pragma once
+
+#include "core/util/result.hpp"
+
+#include <cstddef>
+#include <string_view>
+
+namespace gpupool::recipe {
+
+inline constexpr std::size_t k_max_image_name_length = 255; // the name, without tag and digest
+
+Status validate_image_reference(std::string_view reference);
+
+} // namespace gpupool::recipe

@@ -5,7 +5,7 @@
 #   make test       deps + configure + build + the whole test suite (ctest)
 #   make test SANITIZE=address,undefined   the same in a sanitizer build (build-san/)
 #   make demo       run a real sweep end to end on the embedded default
-#   make fuzz       libFuzzer on the recipe parser, then on the archive unpacker, each for
+#   make fuzz       libFuzzer on the recipe parser, the archive unpacker and the HTTP API, each for
 #                   FUZZ_SECONDS (default 60); FUZZ_SEED=N repeats a run (0, the default, is a
 #                   fresh random seed)
 #   make bench      benchmarks (print figures)
@@ -54,7 +54,7 @@ demo: deps
 fuzz:
 	@.ci/install-deps .ci/packages.txt .ci/packages-fuzz.txt
 	CC=clang-16 CXX=clang++-16 cmake -S . -B $(FUZZ_BUILD) -DGPUPOOL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
-	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target recipe_fuzzer archive_fuzzer
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target recipe_fuzzer archive_fuzzer http_fuzzer
 	@mkdir -p $(FUZZ_BUILD)/corpus
 	@cp recipes/*.toml recipes/builtin/*.toml tests/data/recipes/*.toml tests/fuzz/regressions/*.toml \
 	  $(FUZZ_BUILD)/corpus/ 2>/dev/null || true
@@ -64,6 +64,10 @@ fuzz:
 	@cp tests/fuzz/archive_regressions/* $(FUZZ_BUILD)/archive-corpus/
 	$(FUZZ_BUILD)/archive_fuzzer -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	  -print_final_stats=1 $(FUZZ_BUILD)/archive-corpus
+	@mkdir -p $(FUZZ_BUILD)/http-corpus
+	@cp tests/fuzz/http_seeds/* $(FUZZ_BUILD)/http-corpus/
+	$(FUZZ_BUILD)/http_fuzzer -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 \
+	  -max_len=65536 -dict=tests/fuzz/http.dict -print_final_stats=1 $(FUZZ_BUILD)/http-corpus
 
 bench: build
 	cmake --build $(BUILD) -j$(JOBS) --target coordinator_bench

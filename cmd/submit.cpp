@@ -2,12 +2,19 @@
 #include "cmd/jobs_view.hpp"
 #include "cmd/pricing.hpp"
 #include "cmd/remote.hpp"
+#include "core/coordinator/auth.hpp"
 #include "core/recipe/recipe_json.hpp"
 
+#include <chrono>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 namespace gpupool::cmd {
+
+namespace {
+constexpr int k_submit_retries = 3; // after a transport failure, with the same idempotency key
+} // namespace
 
 struct SubmitOptions {
     RecipeArgs recipe;
@@ -50,7 +57,21 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
     if (opts.allow_unfunded) {
         body["allow_unfunded"] = true;
     }
+    // One key for this submission: if the answer is lost (connection reset, coordinator restart),
+    // the retries below carry the same key and get the same sweep back, never a second copy.
+    auto key = coordinator::new_token_secret();
+    if (!key) {
+        report_error(global, key.error());
+        return k_exit_failed;
+    }
+    body["idempotency_key"] = "submit-" + key->substr(key->size() - 32);
     auto res = api->post("/v1/jobs", body);
+    for (int retry = 1; !res && res.error().code == ErrorCode::unavailable && retry <= k_submit_retries; ++retry) {
+        std::cerr << "submit: " << printable(res.error().message) << "; retrying (" << retry << "/" << k_submit_retries
+                  << ")\n";
+        std::this_thread::sleep_for(std::chrono::seconds(retry));
+        res = api->post("/v1/jobs", body);
+    }
     if (!res) {
         report_error(global, res.error());
         return k_exit_failed;

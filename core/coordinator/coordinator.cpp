@@ -157,6 +157,9 @@ void Coordinator::absorb(const Changes& changes) {
     }
     for (const auto& sw : changes.sweeps) {
         m_sweeps[sw.id] = sw;
+        if (!sw.idempotency_key.empty()) {
+            m_sweep_by_key[{sw.team, sw.idempotency_key}] = sw.id;
+        }
         m_next_sweep = std::max(m_next_sweep, sw.id + 1);
     }
     for (const auto& j : changes.jobs) {
@@ -515,6 +518,23 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
     } else {
         return denied("only team members and admins submit jobs");
     }
+    if (const auto& key = request.idempotency_key; !key.empty()) {
+        if (key.size() > 128 || key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                                    std::string::npos) {
+            return invalid("1 to 128 letters, digits, `_` or `-`", "idempotency_key");
+        }
+        if (auto it = m_sweep_by_key.find({*team, key}); it != m_sweep_by_key.end()) {
+            // Submitted before (the answer was lost): the same sweep again, nothing new.
+            SubmitResult again;
+            again.sweep_id = it->second;
+            for (const auto& [id, j] : m_jobs) {
+                if (j.sweep_id == it->second) {
+                    again.jobs.push_back(id);
+                }
+            }
+            return again;
+        }
+    }
     if (request.jobs.empty()) {
         return invalid("a submission needs at least one job", "jobs");
     }
@@ -570,7 +590,8 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
     const std::int64_t now = m_clock.now_ms();
     Changes c;
     SweepRecord sweep{m_next_sweep, *team, who.token_id, request.source,
-                      static_cast<std::int64_t>(request.jobs.size()), request.max_parallel, now};
+                      static_cast<std::int64_t>(request.jobs.size()), request.max_parallel, now,
+                      request.idempotency_key};
     c.sweeps.push_back(sweep);
     SubmitResult result;
     result.sweep_id = sweep.id;

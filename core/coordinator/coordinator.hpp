@@ -107,6 +107,9 @@ struct SubmitRequest {
     std::vector<recipe::JobSpec> jobs;
     std::optional<std::string> team; // admins submit for a named team
     bool allow_unfunded = false;     // submit even if the estimate exceeds the balance or budget
+    // Optional, 1-128 of [A-Za-z0-9_-]: the same key from the same team again returns the sweep
+    // it made the first time (a client retrying after a lost answer makes no duplicate).
+    std::string idempotency_key{};
 };
 
 // How a worker says an attempt ended.
@@ -374,6 +377,7 @@ private:
     std::unordered_map<std::string, store::TokenRecord> m_tokens; // by hash
     std::map<WorkerId, LiveWorker> m_workers;
     std::map<std::int64_t, store::SweepRecord> m_sweeps;
+    std::map<std::pair<TeamId, std::string>, std::int64_t> m_sweep_by_key; // (team, idempotency key) -> sweep
     std::map<JobId, store::JobRecord> m_jobs;
     std::map<AttemptId, store::AttemptRecord> m_attempts;
     std::map<JobId, AttemptId> m_latest_attempt;

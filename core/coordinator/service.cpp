@@ -32,6 +32,8 @@ struct Accepts {
     bool json_body = true;   // a JSON object, parsed on an io thread within size and depth limits
     bool to_file = false;    // spooled to disk by the server, its SHA-256 measured on an io thread
 };
+// Routes that read nothing from their body (it is ignored, within the default size).
+const Accepts k_no_json_body{k_max_json_body_bytes, {}, false, false};
 } // namespace
 
 int http_status(ErrorCode code) {
@@ -447,7 +449,7 @@ net::Router CoordinatorService::Impl::routes() {
             out.push_back({{"id", t.id.value()}, {"name", t.name}, {"weight", t.weight}});
         }
         return ok({{"teams", out}});
-    });
+    }, k_no_json_body);
     on(r, "POST", "/v1/admin/tokens", [this](const net::Request&, const Input& in, const Principal& who) {
         const json* body = &in.body;
         auto role_name = field<std::string>(*body, "role");
@@ -478,7 +480,7 @@ net::Router CoordinatorService::Impl::routes() {
         }
         auto st = coord->revoke_token(who, *id);
         return st ? ok({{"revoked", *id}}) : error_response(st.error());
-    });
+    }, k_no_json_body);
     on(r, "GET", "/v1/workers", [this](const net::Request&, const Input&, const Principal& who) {
         auto list = coord->list_workers(who);
         if (!list) {
@@ -494,7 +496,7 @@ net::Router CoordinatorService::Impl::routes() {
                            {"inventory", json::parse(w.inventory_json, nullptr, false)}});
         }
         return ok({{"workers", out}});
-    });
+    }, k_no_json_body);
     for (const auto& [verb, state] : {std::pair{"drain", WorkerState::draining}, std::pair{"ban", WorkerState::banned},
                                       std::pair{"activate", WorkerState::active}}) {
         std::string pattern = std::string("/v1/admin/workers/{id}/") + verb;
@@ -506,7 +508,7 @@ net::Router CoordinatorService::Impl::routes() {
             }
             auto st = coord->set_worker_state(who, WorkerId(*id), s);
             return st ? ok({{"worker", *id}, {"state", to_string(s)}}) : error_response(st.error());
-        });
+        }, k_no_json_body);
     }
 
     // ---- researchers ----
@@ -524,10 +526,12 @@ net::Router CoordinatorService::Impl::routes() {
             sr.team = (*body)["team"].get<std::string>();
         }
         auto unfunded = field<bool>(*body, "allow_unfunded", false);
-        if (!unfunded) {
-            return error_response(unfunded.error());
+        auto key = field<std::string>(*body, "idempotency_key", std::string());
+        if (!unfunded || !key) {
+            return error_response(!unfunded ? unfunded.error() : key.error());
         }
         sr.allow_unfunded = *unfunded;
+        sr.idempotency_key = *key;
         auto jobs = jobs_field(*body);
         if (!jobs) {
             return error_response(jobs.error());
@@ -581,7 +585,7 @@ net::Router CoordinatorService::Impl::routes() {
                            {"cost_micro", coord->job_cost_micro(j.id)}});
         }
         return ok({{"jobs", out}, {"more", list->more}});
-    });
+    }, k_no_json_body);
     on(r, "GET", "/v1/jobs/{id}", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
@@ -592,7 +596,7 @@ net::Router CoordinatorService::Impl::routes() {
             return error_response(j.error());
         }
         return ok(job_json(*coord, *j, coord->attempts_of(j->id), coord->waiting_reason(j->id)));
-    });
+    }, k_no_json_body);
     on(r, "POST", "/v1/jobs/{id}/cancel", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
@@ -600,7 +604,7 @@ net::Router CoordinatorService::Impl::routes() {
         }
         auto st = coord->cancel_job(who, JobId(*id));
         return st ? ok({{"cancelled", json::array({*id})}}) : error_response(st.error());
-    });
+    }, k_no_json_body);
     on(r, "POST", "/v1/sweeps/{id}/cancel", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
@@ -608,7 +612,7 @@ net::Router CoordinatorService::Impl::routes() {
         }
         auto n = coord->cancel_sweep(who, *id);
         return n ? ok({{"sweep_id", *id}, {"cancelled", *n}}) : error_response(n.error());
-    });
+    }, k_no_json_body);
     on(r, "GET", "/v1/jobs/{id}/logs", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         auto offset = parse_int(req.query_value("offset").empty() ? "0" : req.query_value("offset"), "offset");
@@ -634,14 +638,14 @@ net::Router CoordinatorService::Impl::routes() {
                     {"data", slice->data}};
         // JSON strings are UTF-8: invalid bytes are replaced in `data`; offsets count raw bytes.
         return net::json_response(200, out.dump(-1, ' ', false, json::error_handler_t::replace));
-    });
+    }, k_no_json_body);
     on(r, "GET", "/v1/jobs/{id}/outputs", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
             return error_response(id.error());
         }
         return bytes_response(coord->read_output(who, JobId(*id)));
-    });
+    }, k_no_json_body);
 
     on(r, "PUT", "/v1/inputs/{sha256}", [this](const net::Request& req, const Input& in, const Principal& who) {
         std::optional<std::string> team;
@@ -755,7 +759,7 @@ net::Router CoordinatorService::Impl::routes() {
             return error_response(id.error());
         }
         return bytes_response(coord->read_inputs(who, AttemptId(*id)));
-    });
+    }, k_no_json_body);
     on(r, "POST", "/v1/attempts/{id}/start", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {
@@ -763,7 +767,7 @@ net::Router CoordinatorService::Impl::routes() {
         }
         auto st = coord->start_attempt(who, AttemptId(*id));
         return st ? ok({{"attempt", *id}, {"state", "running"}}) : error_response(st.error());
-    });
+    }, k_no_json_body);
     on(r, "POST", "/v1/attempts/{id}/logs", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         auto offset = parse_int(req.query_value("offset"), "offset");
@@ -895,7 +899,7 @@ net::Router CoordinatorService::Impl::routes() {
                    {"spent_day_micro", v->spent_day_micro},
                    {"spent_week_micro", v->spent_week_micro},
                    {"movements", moves}});
-    });
+    }, k_no_json_body);
     on(r, "GET", "/v1/admin/report", [this](const net::Request& req, const Input&, const Principal& who) {
         std::int64_t since = 0;
         if (auto s = req.query_value("since"); !s.empty()) {
@@ -935,7 +939,7 @@ net::Router CoordinatorService::Impl::routes() {
                    {"pool_fee_micro", rep->pool_fee_micro},
                    {"escrow_micro", rep->escrow_micro},
                    {"issuer_micro", rep->issuer_micro}});
-    });
+    }, k_no_json_body);
     on(r, "POST", "/v1/estimate", [this](const net::Request&, const Input& in, const Principal& who) {
         const json* body = &in.body;
         auto source = field<std::string>(*body, "source", std::string("api"));

@@ -92,6 +92,9 @@ struct SweepRecord {
     std::int64_t job_count = 0;
     std::int64_t max_parallel = 0;
     std::int64_t created_at = 0;
+    // The client's key for this submission (empty: none): a retry with the same key from the same
+    // team gets this sweep back instead of a second copy.
+    std::string idempotency_key{};
     bool operator==(const SweepRecord&) const = default;
 };
 

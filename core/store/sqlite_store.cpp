@@ -198,6 +198,8 @@ DROP TABLE input_blobs;
 -- worker remembers the token it enrolled with, so a ban can revoke it (the owner's identity).
 ALTER TABLE tokens ADD COLUMN uses_left INTEGER;
 ALTER TABLE workers ADD COLUMN enrolled_by INTEGER;
+-- A submission's idempotency key: a retried submit gets its sweep back, not a second one.
+ALTER TABLE sweeps ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
 )sql",
 };
 
@@ -373,11 +375,11 @@ Result<Snapshot> SqliteStore::load() {
         }
         {
             SQLite::Statement q(*m_db, "SELECT id, team_id, submitter_token_id, source, job_count, max_parallel, "
-                                       "created_at FROM sweeps ORDER BY id");
+                                       "created_at, idempotency_key FROM sweeps ORDER BY id");
             while (q.executeStep()) {
                 s.sweeps.push_back({q.getColumn(0).getInt64(), TeamId(q.getColumn(1).getInt64()),
                                     q.getColumn(2).getInt64(), q.getColumn(3).getString(), q.getColumn(4).getInt64(),
-                                    q.getColumn(5).getInt64(), q.getColumn(6).getInt64()});
+                                    q.getColumn(5).getInt64(), q.getColumn(6).getInt64(), q.getColumn(7).getString()});
             }
         }
         {
@@ -540,7 +542,7 @@ Status SqliteStore::apply(const Changes& c) {
         }
         if (!c.sweeps.empty()) {
             SQLite::Statement q(*m_db, "INSERT INTO sweeps (id, team_id, submitter_token_id, source, job_count, "
-                                       "max_parallel, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                                       "max_parallel, created_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                                        "ON CONFLICT(id) DO NOTHING");
             for (const auto& s : c.sweeps) {
                 q.bind(1, s.id);
@@ -550,6 +552,7 @@ Status SqliteStore::apply(const Changes& c) {
                 q.bind(5, s.job_count);
                 q.bind(6, s.max_parallel);
                 q.bind(7, s.created_at);
+                q.bind(8, s.idempotency_key);
                 q.exec();
                 q.reset();
             }

@@ -378,3 +378,27 @@ TEST_CASE("hostile api: a job's log is capped, keeping its head and its tail, an
     CHECK(text.substr(0, static_cast<std::size_t>(chunk)) + text.substr(notice_end + 2) ==
           mib('a') + mib('j') + mib('k') + mib('l'));
 }
+
+TEST_CASE("hostile api: a retried submission with the same idempotency key makes no duplicate",
+          "[security][service]") {
+    Pool p;
+    auto m = p.server.client(p.member);
+    const json body = {{"source", "t"},
+                       {"idempotency_key", "submit-0123abcd"},
+                       {"jobs", json::parse(recipe::to_json(std::vector{spec("once"), spec("twice")}).dump())}};
+    auto first = call(m, "POST", "/v1/jobs", body, 201);
+    auto again = call(m, "POST", "/v1/jobs", body, 201);
+    CHECK(again["sweep_id"] == first["sweep_id"]);
+    CHECK(again["jobs"] == first["jobs"]);
+    CHECK(call(m, "GET", "/v1/jobs")["jobs"].size() == 2);
+    // The key is the team's own: another team's same key is another submission.
+    auto o = p.server.client(p.other);
+    auto theirs = call(o, "POST", "/v1/jobs", body, 201);
+    CHECK(theirs["sweep_id"] != first["sweep_id"]);
+    json bad = body;
+    bad["idempotency_key"] = "no spaces please";
+    auto r = m.request("POST", "/v1/jobs", bad.dump());
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(json::parse(r->body)["field"] == "idempotency_key");
+}

@@ -263,7 +263,8 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
     };
     const json job_body = {{"source", "m"}, {"team", "fellows"}, {"jobs", json::parse(recipe::to_json(std::vector{spec("m2")}).dump())}};
     std::map<std::string, Rule> rules{
-        {"GET /v1/health", {{none, bad, other, worker, enroll, member, admin}, false, "/v1/health", nullptr}},
+        {"GET /v1/health",
+         {{none, bad, revoked, banned, other, worker, other_worker, enroll, member, admin}, false, "/v1/health", nullptr}},
         {"POST /v1/admin/teams", {{admin}, false, "/v1/admin/teams", {{"name", "newteam"}}}},
         {"GET /v1/admin/teams", {{admin}, false, "/v1/admin/teams", nullptr}},
         {"POST /v1/admin/tokens", {{admin}, false, "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}}},

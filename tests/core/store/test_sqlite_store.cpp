@@ -29,7 +29,7 @@ Changes sample() {
     c.workers.push_back({WorkerId(1), TeamId(1), "box", R"({"gpus":[]})", WorkerState::active, 102, 103, 7});
     c.tokens.push_back({1, "aa", Role::admin, std::nullopt, std::nullopt, "admin", 100, std::nullopt, std::nullopt});
     c.tokens.push_back({2, "bb", Role::worker, TeamId(1), WorkerId(1), "w", 102, std::nullopt, 3});
-    c.sweeps.push_back({1, TeamId(2), 1, "eval.toml", 2, 1, 104});
+    c.sweeps.push_back({1, TeamId(2), 1, "eval.toml", 2, 1, 104, "key-1"});
     for (int i = 1; i <= 2; ++i) {
         JobRecord j;
         j.id = JobId(i);

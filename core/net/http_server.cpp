@@ -375,22 +375,6 @@ private:
         auto expect = msg[http::field::expect];
         m_expect_continue =
             !m_head->is_done() && iequals(std::string_view(expect.data(), expect.size()), "100-continue");
-        if (ro.body_to_file) {
-            auto slot = m_core->take_file_slot();
-            if (!slot) {
-                Response busy = json_error(503, "busy", "too many uploads are in progress; retry in a few seconds");
-                busy.headers.set("Retry-After", "5");
-                m_keep_alive = false;
-                write_response(std::move(busy));
-                return;
-            }
-            auto path = make_body_file(m_core->options.spool_dir);
-            if (!path) {
-                fail(500, "internal", path.error().message);
-                return;
-            }
-            m_body_file = std::make_shared<BodyFile>(std::move(*path), std::move(slot));
-        }
         if (ro.admit) {
             admit(ro.admit);
             return;
@@ -480,8 +464,24 @@ private:
     }
 
     // Moves the header into a parser for the route's body (memory or file) and reads the body.
+    // A spooled body takes one of the upload slots here, after admission: a client without a
+    // token never holds one.
     void begin_body() {
-        if (m_body_file) {
+        if (m_match.options->body_to_file) {
+            auto slot = m_core->take_file_slot();
+            if (!slot) {
+                Response busy = json_error(503, "busy", "too many uploads are in progress; retry in a few seconds");
+                busy.headers.set("Retry-After", "5");
+                m_keep_alive = false;
+                write_response(std::move(busy));
+                return;
+            }
+            auto path = make_body_file(m_core->options.spool_dir);
+            if (!path) {
+                fail(500, "internal", path.error().message);
+                return;
+            }
+            m_body_file = std::make_shared<BodyFile>(std::move(*path), std::move(slot));
             m_file_parser.emplace(std::move(*m_head));
             m_file_parser->body_limit(m_body_limit);
             error_code ec;

@@ -16,7 +16,6 @@
 #include <boost/beast/ssl.hpp>
 
 #include <openssl/ssl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -213,22 +212,6 @@ struct AdmitState {
         }
     }
 };
-
-// A new, empty file for a spooled body (mkstemp: unpredictable name, created 0600).
-Result<std::filesystem::path> make_body_file(const std::filesystem::path& spool_dir) {
-    std::error_code ec;
-    std::filesystem::path dir = spool_dir.empty() ? std::filesystem::temp_directory_path(ec) : spool_dir;
-    if (ec) {
-        dir = "/tmp";
-    }
-    std::string name = (dir / "gpupool-body-XXXXXX").string();
-    const int fd = ::mkstemp(name.data());
-    if (fd < 0) {
-        return make_error(ErrorCode::io, "cannot create a file in " + dir.string() + " for the request body");
-    }
-    ::close(fd);
-    return std::filesystem::path(name);
-}
 
 bool is_parse_error(const error_code& ec) {
     return ec.category() == http::make_error_code(http::error::bad_method).category() &&
@@ -476,12 +459,15 @@ private:
                 write_response(std::move(busy));
                 return;
             }
-            auto path = make_body_file(m_core->options.spool_dir);
-            if (!path) {
-                fail(500, "internal", path.error().message);
+            std::error_code dir_ec;
+            const auto dir = m_core->options.spool_dir.empty() ? std::filesystem::temp_directory_path(dir_ec)
+                                                               : m_core->options.spool_dir;
+            auto file = util::TempFile::create(dir, "gpupool-body-", ""); // unpredictable, 0600
+            if (!file) {
+                fail(500, "internal", file.error().message);
                 return;
             }
-            m_body_file = std::make_shared<BodyFile>(std::move(*path), std::move(slot));
+            m_body_file = std::make_shared<BodyFile>(std::move(*file), std::move(slot));
             m_file_parser.emplace(std::move(*m_head));
             m_file_parser->body_limit(m_body_limit);
             error_code ec;

@@ -14,14 +14,9 @@ char lower(char c) {
 }
 } // namespace
 
-BodyFile::~BodyFile() {
-    std::error_code ignored;
-    std::filesystem::remove(m_path, ignored);
-}
-
 std::uint64_t BodyFile::size() const {
     std::error_code ec;
-    const auto n = std::filesystem::file_size(m_path, ec);
+    const auto n = std::filesystem::file_size(path(), ec);
     return ec ? 0 : static_cast<std::uint64_t>(n);
 }
 

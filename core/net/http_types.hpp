@@ -17,6 +17,8 @@
 // from any thread.
 #pragma once
 
+#include "core/util/files.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -83,15 +85,12 @@ private:
 // one of the server's upload slots (ServerOptions::max_file_bodies).
 class BodyFile {
 public:
-    BodyFile(std::filesystem::path path, std::shared_ptr<void> slot) : m_path(std::move(path)), m_slot(std::move(slot)) {}
-    ~BodyFile();
-    BodyFile(const BodyFile&) = delete;
-    BodyFile& operator=(const BodyFile&) = delete;
-    const std::filesystem::path& path() const { return m_path; }
+    BodyFile(util::TempFile file, std::shared_ptr<void> slot) : m_file(std::move(file)), m_slot(std::move(slot)) {}
+    const std::filesystem::path& path() const { return m_file.path(); }
     std::uint64_t size() const;
 
 private:
-    std::filesystem::path m_path;
+    util::TempFile m_file; // removed with us
     std::shared_ptr<void> m_slot;
 };
 

@@ -4,6 +4,7 @@
 #include "core/recipe/recipe_json.hpp"
 #include "tests/cli/processes.hpp"
 #include "tests/security/tar_builder.hpp"
+#include "tests/core/net/net_support.hpp"
 #include "tests/support.hpp"
 
 #include <nlohmann/json.hpp>
@@ -21,14 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-json call(net::HttpClient& c, const std::string& method, const std::string& path, const std::string& body,
-          int expect) {
-    auto r = c.request(method, path, body);
-    REQUIRE(r);
-    INFO(method << " " << path << " -> " << r->status << " " << r->body);
-    REQUIRE(r->status == expect);
-    return json::parse(r->body, nullptr, false); // discarded (not an error) when the body is not JSON
-}
 
 // A pool with one member and one registered worker whose uploads the test writes itself.
 struct HostilePool {
@@ -40,17 +33,17 @@ struct HostilePool {
 
     HostilePool() {
         auto admin = test::http_client(url, coord.admin());
-        call(admin, "POST", "/v1/admin/teams", R"({"name": "fellows"})", 201);
-        call(admin, "POST", "/v1/admin/grants", R"({"team": "fellows", "amount_micro": 1000000000})", 201);
-        member = call(admin, "POST", "/v1/admin/tokens", R"({"role": "member", "team": "fellows"})", 201)["token"];
+        test::expect_call(admin, "POST", "/v1/admin/teams", R"({"name": "fellows"})", 201);
+        test::expect_call(admin, "POST", "/v1/admin/grants", R"({"team": "fellows", "amount_micro": 1000000000})", 201);
+        member = test::expect_call(admin, "POST", "/v1/admin/tokens", R"({"role": "member", "team": "fellows"})", 201)["token"];
         const std::string enroll =
-            call(admin, "POST", "/v1/admin/tokens", R"({"role": "enroll", "team": "fellows"})", 201)["token"];
+            test::expect_call(admin, "POST", "/v1/admin/tokens", R"({"role": "enroll", "team": "fellows"})", 201)["token"];
         auto e = test::http_client(url, enroll);
         const json inventory = {{"cpu_milli", 4000}, {"memory_mib", 8192}, {"gpus", json::array()}};
-        worker = call(e, "POST", "/v1/workers/register", json{{"name", "hostile"}, {"inventory", inventory}}.dump(),
+        worker = test::expect_call(e, "POST", "/v1/workers/register", json{{"name", "hostile"}, {"inventory", inventory}}.dump(),
                       201)["token"];
         auto w = test::http_client(url, worker);
-        call(w, "POST", "/v1/workers/heartbeat", R"({"running": []})", 200);
+        test::expect_call(w, "POST", "/v1/workers/heartbeat", R"({"running": []})", 200);
     }
 
     // Submits a job; returns its id.
@@ -65,18 +58,18 @@ struct HostilePool {
         const json body = {{"source", "t.toml"},
                            {"max_parallel", 0},
                            {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}};
-        return call(m, "POST", "/v1/jobs", body.dump(), 201)["jobs"][0];
+        return test::expect_call(m, "POST", "/v1/jobs", body.dump(), 201)["jobs"][0];
     }
 
     // Takes the submitted job as the worker, uploads `outputs` and completes it.
     void deliver(const std::string& outputs) {
         auto w = test::http_client(url, worker);
-        const json polled = call(w, "POST", "/v1/workers/poll?wait_ms=3000", "{}", 200);
+        const json polled = test::expect_call(w, "POST", "/v1/workers/poll?wait_ms=3000", "{}", 200);
         REQUIRE(polled["assignments"].size() == 1);
         const std::string attempt = std::to_string(polled["assignments"][0]["attempt"].get<std::int64_t>());
-        call(w, "POST", "/v1/attempts/" + attempt + "/start", "{}", 200);
-        call(w, "PUT", "/v1/attempts/" + attempt + "/outputs", outputs, 200);
-        call(w, "POST", "/v1/attempts/" + attempt + "/complete", R"({"exit_code": 0})", 200);
+        test::expect_call(w, "POST", "/v1/attempts/" + attempt + "/start", "{}", 200);
+        test::expect_call(w, "PUT", "/v1/attempts/" + attempt + "/outputs", outputs, 200);
+        test::expect_call(w, "POST", "/v1/attempts/" + attempt + "/complete", R"({"exit_code": 0})", 200);
     }
 };
 

@@ -6,6 +6,7 @@
 #include "core/coordinator/service.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "tests/core/net/net_support.hpp"
 #include "tests/support.hpp"
 
 #include <boost/process.hpp>
@@ -31,14 +32,6 @@ net::HttpClient client(const std::string& url, const std::string& token) {
     return net::HttpClient(o);
 }
 
-json call(net::HttpClient& c, const std::string& method, const std::string& path, const std::string& body,
-          int expect) {
-    auto r = c.request(method, path, body);
-    REQUIRE(r);
-    INFO(method << " " << path << " -> " << r->status << " " << r->body);
-    REQUIRE(r->status == expect);
-    return json::parse(r->body);
-}
 
 struct EvilPool {
     test::TempDir dir;
@@ -59,18 +52,18 @@ struct EvilPool {
         REQUIRE(service->start(&admin));
         url = "http://127.0.0.1:" + std::to_string(service->port());
         auto a = client(url, admin);
-        call(a, "POST", "/v1/admin/teams", json{{"name", "fellows"}}.dump(), 201);
-        call(a, "POST", "/v1/admin/grants",
+        test::expect_call(a, "POST", "/v1/admin/teams", json{{"name", "fellows"}}.dump(), 201);
+        test::expect_call(a, "POST", "/v1/admin/grants",
              json{{"team", "fellows"}, {"amount_micro", 1'000'000'000}, {"note", "seed" + k_evil}}.dump(), 201);
-        member = call(a, "POST", "/v1/admin/tokens", json{{"role", "member"}, {"team", "fellows"}}.dump(), 201)["token"]
+        member = test::expect_call(a, "POST", "/v1/admin/tokens", json{{"role", "member"}, {"team", "fellows"}}.dump(), 201)["token"]
                      .get<std::string>();
         const std::string enroll =
-            call(a, "POST", "/v1/admin/tokens", json{{"role", "enroll"}, {"team", "fellows"}}.dump(), 201)["token"];
+            test::expect_call(a, "POST", "/v1/admin/tokens", json{{"role", "enroll"}, {"team", "fellows"}}.dump(), 201)["token"];
 
         // A worker whose owner chose its name.
         auto e = client(url, enroll);
         const json inventory = {{"cpu_milli", 4000}, {"memory_mib", 4096}, {"gpus", json::array()}};
-        const std::string worker_token = call(e, "POST", "/v1/workers/register",
+        const std::string worker_token = test::expect_call(e, "POST", "/v1/workers/register",
                                               json{{"name", "box" + k_evil}, {"inventory", inventory}}.dump(), 201)["token"];
 
         // A job (its name cannot carry control characters: the coordinator refuses them, see
@@ -84,20 +77,20 @@ struct EvilPool {
         auto m = client(url, member);
         json body = {{"source", "t.toml"}, {"max_parallel", 0},
                      {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}};
-        job = call(m, "POST", "/v1/jobs", body.dump(), 201)["jobs"][0].get<std::int64_t>();
+        job = test::expect_call(m, "POST", "/v1/jobs", body.dump(), 201)["jobs"][0].get<std::int64_t>();
 
         // The worker runs it: its log and its reason are the worker's words.
         auto w = client(url, worker_token);
-        call(w, "POST", "/v1/workers/heartbeat", json{{"running", json::array()}}.dump(), 200);
+        test::expect_call(w, "POST", "/v1/workers/heartbeat", json{{"running", json::array()}}.dump(), 200);
         json assignments;
         REQUIRE(test::eventually([&] {
-            assignments = call(w, "POST", "/v1/workers/poll?wait_ms=0", "{}", 200)["assignments"];
+            assignments = test::expect_call(w, "POST", "/v1/workers/poll?wait_ms=0", "{}", 200)["assignments"];
             return !assignments.empty();
         }));
         const std::string attempt = std::to_string(assignments[0]["attempt"].get<std::int64_t>());
-        call(w, "POST", "/v1/attempts/" + attempt + "/start", "{}", 200);
-        call(w, "POST", "/v1/attempts/" + attempt + "/logs?offset=0", log_bytes, 200);
-        call(w, "POST", "/v1/attempts/" + attempt + "/complete",
+        test::expect_call(w, "POST", "/v1/attempts/" + attempt + "/start", "{}", 200);
+        test::expect_call(w, "POST", "/v1/attempts/" + attempt + "/logs?offset=0", log_bytes, 200);
+        test::expect_call(w, "POST", "/v1/attempts/" + attempt + "/complete",
              json{{"exit_code", 3}, {"reason", "boom" + k_evil}}.dump(), 200);
     }
 

@@ -1,4 +1,7 @@
 #include "tests/core/net/net_support.hpp"
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/read.hpp>
@@ -87,6 +90,15 @@ void RawConnection::close() {
     boost::system::error_code ignored;
     m_socket.shutdown(tcp::socket::shutdown_both, ignored);
     m_socket.close(ignored);
+}
+
+nlohmann::json expect_call(net::HttpClient& c, const std::string& method, const std::string& path,
+                           const std::string& body, int expect) {
+    auto r = c.request(method, path, body);
+    REQUIRE(r);
+    INFO(method << " " << path << " -> " << r->status << " " << r->body);
+    REQUIRE(r->status == expect);
+    return nlohmann::json::parse(r->body, nullptr, false);
 }
 
 std::string raw_request(const std::string& method, const std::string& target, const std::string& body,

@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -54,6 +55,11 @@ struct TlsFiles {
 };
 // A self-signed certificate (CA:TRUE, subjectAltName IP:127.0.0.1 and DNS:localhost) and its key.
 TlsFiles make_self_signed(const std::filesystem::path& dir, const std::string& stem);
+
+// One request that must answer `expect` (the test stops otherwise, showing the answer); its body
+// as JSON, discarded (not an error) when it is not JSON.
+nlohmann::json expect_call(net::HttpClient& c, const std::string& method, const std::string& path,
+                           const std::string& body, int expect);
 
 inline net::ClientOptions client_options(std::string base_url, std::string token, std::string ca_cert,
                                           std::chrono::milliseconds timeout = std::chrono::seconds(30)) {

@@ -62,14 +62,14 @@ Result<std::int64_t> parse_date_ms(const std::string& text, const std::string& f
 }
 
 // A date, or a duration meaning that long ago ("7d").
-Result<std::int64_t> parse_since_ms(const std::string& text) {
+Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& flag = "--since") {
     if (auto d = resources::parse_duration_s(text)) {
         const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
         return static_cast<std::int64_t>(now) - *d * 1000;
     }
-    return parse_date_ms(text, "--since");
+    return parse_date_ms(text, flag);
 }
 
 std::string credits_of(const json& v) { return credits::format_credits(v.get<std::int64_t>()); }
@@ -169,7 +169,38 @@ void register_admin(Cli& cli) {
         });
     });
     auto worker_id = std::make_shared<std::int64_t>(0);
-    for (const char* verb : {"drain", "ban", "activate"}) {
+    auto void_since = std::make_shared<std::string>();
+    CLI::App* ban = admin->add_subcommand(
+        "ban", "Ban a worker: it gets no work, its running jobs go back to the queue, the enrollment token it came "
+               "with is revoked; --void-since also voids its results");
+    ban->add_option("worker", *worker_id, "Worker id")->required();
+    ban->add_option("--void-since", *void_since,
+                    "Void the results it reported since this UTC time (2026-11-30T12:00:00Z) or this long ago (3d): "
+                    "their credits go back to the teams that paid and those jobs run again");
+    ban->callback([&cli, worker_id, void_since] {
+        json body = json::object();
+        if (!void_since->empty()) {
+            auto since = parse_since_ms(*void_since, "--void-since");
+            if (!since) {
+                report_error(cli.global, since.error());
+                cli.exit_code = k_exit_usage;
+                return;
+            }
+            body["void_since"] = *since;
+        }
+        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/workers/" + std::to_string(*worker_id) + "/ban", body,
+                                   [](const json& r) {
+                                       std::cout << "worker " << r["worker"] << " is now banned\n";
+                                       const auto& voided = r["voided_attempts"];
+                                       if (!voided.empty()) {
+                                           std::cout << "voided " << voided.size() << " attempt(s): "
+                                                     << credits_of(r["refunded_micro"])
+                                                     << " credits went back to the teams that paid; "
+                                                     << r["requeued_jobs"].size() << " job(s) run again\n";
+                                       }
+                                   });
+    });
+    for (const char* verb : {"drain", "activate"}) {
         CLI::App* c = admin->add_subcommand(verb, std::string(verb) + " a worker");
         c->add_option("worker", *worker_id, "Worker id")->required();
         std::string v = verb;
@@ -286,24 +317,28 @@ void register_admin(Cli& cli) {
         cli.exit_code = admin_call(cli.global, "GET", path, {}, [](const json& r) {
             std::cout << "since " << (r["since"].get<std::int64_t>() == 0 ? "the start" : format_time(r["since"]) + " UTC")
                       << "\n\n";
-            std::vector<std::vector<std::string>> rows{{"TEAM", "GRANTED", "EARNED", "SPENT", "BALANCE", "IN ESCROW"}};
+            std::vector<std::vector<std::string>> rows{
+                {"TEAM", "GRANTED", "EARNED", "SPENT", "BALANCE", "IN ESCROW", "SETTLING", "REFUNDED"}};
             for (const auto& t : r["teams"]) {
                 rows.push_back({t["team"].get<std::string>(), credits_of(t["granted_micro"]), credits_of(t["earned_micro"]),
-                                credits_of(t["spent_micro"]), credits_of(t["balance_micro"]), credits_of(t["held_micro"])});
+                                credits_of(t["spent_micro"]), credits_of(t["balance_micro"]), credits_of(t["held_micro"]),
+                                credits_of(t["settling_micro"]), credits_of(t["refunded_micro"])});
             }
             print_table(rows);
             std::cout << '\n';
-            std::vector<std::vector<std::string>> wrows{{"WORKER", "NAME", "TEAM", "GPU-HOURS", "ATTEMPTS", "FAILURES", "EARNED"}};
+            std::vector<std::vector<std::string>> wrows{{"WORKER", "NAME", "TEAM", "GPU-HOURS", "ATTEMPTS", "FAILURES", "VOIDED", "EARNED"}};
             for (const auto& w : r["workers"]) {
                 char hours[32];
                 std::snprintf(hours, sizeof hours, "%.3f", w["gpu_hours"].get<double>());
                 wrows.push_back({std::to_string(w["worker"].get<std::int64_t>()), w["name"].get<std::string>(),
                                  std::to_string(w["team_id"].get<std::int64_t>()), hours,
                                  std::to_string(w["attempts"].get<std::int64_t>()),
-                                 std::to_string(w["failures"].get<std::int64_t>()), credits_of(w["earned_micro"])});
+                                 std::to_string(w["failures"].get<std::int64_t>()),
+                                 std::to_string(w["voided"].get<std::int64_t>()), credits_of(w["earned_micro"])});
             }
             print_table(wrows);
             std::cout << "\npool fee " << credits_of(r["pool_fee_micro"]) << ", escrow " << credits_of(r["escrow_micro"])
+                      << ", settling " << credits_of(r["settling_micro"])
                       << ", issued " << credits::format_credits(-r["issuer_micro"].get<std::int64_t>()) << '\n';
         });
     });

@@ -25,6 +25,7 @@ struct CoordinatorCmdOptions {
     std::string gpu_catalog; // empty: the embedded core/resources/gpus.toml
     std::string pool_fee = "0"; // percent of each charge
     std::string credits = "enforce"; // or "record"
+    std::string settle = "24h";      // owners' earnings wait this long (voidable) before payout
     std::int64_t max_log_mib = 64;   // per attempt; 0 = no cap
     std::size_t max_connections_per_client = 512;
 };
@@ -78,6 +79,17 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
         report_error(global, make_error(ErrorCode::invalid_input, "--tls-cert and --tls-key go together", "--tls-cert"));
         return k_exit_usage;
     }
+    std::int64_t settle_s = 0;
+    if (o.settle != "0") {
+        auto parsed = resources::parse_duration_s(o.settle);
+        if (!parsed) {
+            Error e = parsed.error();
+            e.field = "--settle";
+            report_error(global, e);
+            return k_exit_usage;
+        }
+        settle_s = *parsed;
+    }
     coordinator::ServiceOptions so;
     so.http.host = listen->first;
     so.http.port = listen->second;
@@ -89,6 +101,7 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     so.coordinator.policy.placement.scorer = *scorer;
     so.tick = std::chrono::milliseconds(o.tick_ms);
     so.coordinator.credits.enforce = o.credits == "enforce";
+    so.coordinator.credits.settle_ms = settle_s * 1000;
     so.coordinator.max_log_bytes = o.max_log_mib * 1024 * 1024;
     so.http.max_connections_per_client = o.max_connections_per_client;
     if (!o.gpu_catalog.empty()) {
@@ -167,6 +180,10 @@ void register_coordinator(Cli& cli) {
                     "recorded (balances may go negative) but nothing waits")
         ->capture_default_str()
         ->check(CLI::IsMember({"enforce", "record"}));
+    sub->add_option("--settle", o->settle,
+                    "How long an owner's earnings for a job wait before they are paid out, so an admin who bans "
+                    "a lying worker can void its results (`admin ban --void-since`); 0: at once")
+        ->capture_default_str();
     sub->add_option("--max-log-mib", o->max_log_mib,
                     "Log kept per attempt: past it, the first MiB and the latest bytes (0: no cap)")
         ->check(CLI::Range(std::int64_t{0}, std::int64_t{100'000}))

@@ -61,6 +61,10 @@ int run_credits(const GlobalOptions& global, const CreditsOptions& opts) {
     std::cout << "team " << printable(v["team"]) << '\n';
     std::cout << "  available   " << micro(v["balance_micro"]) << " credits\n";
     std::cout << "  in escrow   " << micro(v["held_micro"]) << " credits (held for running jobs)\n";
+    if (v.value("settling_micro", std::int64_t{0}) != 0) {
+        std::cout << "  settling    " << micro(v["settling_micro"])
+                  << " credits (earned by your workers, paid out when the pool's settling period ends)\n";
+    }
     std::cout << "  spent       " << micro(v["spent_day_micro"]) << " in the last 24h, " << micro(v["spent_week_micro"])
               << " in the last 7 days\n";
     if (!v["budget_day_micro"].is_null() || !v["budget_week_micro"].is_null()) {

@@ -49,7 +49,8 @@ int run_status(const GlobalOptions& global, std::int64_t job) {
         for (const auto& a : v["attempt_history"]) {
             rows.push_back({std::to_string(a["id"].get<std::int64_t>()), std::to_string(a["worker"].get<std::int64_t>()),
                             a["gpu_index"].get<std::int64_t>() < 0 ? "-" : std::to_string(a["gpu_index"].get<std::int64_t>()),
-                            a["state"].get<std::string>(), format_time(a["started_at"]), format_time(a["ended_at"]),
+                            a["state"].get<std::string>() + (a.value("voided_at", nlohmann::json()).is_null() ? "" : " (voided)"),
+                            format_time(a["started_at"]), format_time(a["ended_at"]),
                             a["exit_code"].is_null() ? "-" : std::to_string(a["exit_code"].get<std::int64_t>()),
                             credits::format_credits(a.value("cost_micro", std::int64_t{0})), a["reason"].get<std::string>()});
         }

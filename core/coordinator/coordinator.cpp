@@ -422,12 +422,16 @@ Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, Work
     if (who.role != Role::admin) {
         return denied("only admins drain or ban workers");
     }
-    auto it = m_workers.find(worker);
-    if (it == m_workers.end()) {
+    if (m_workers.count(worker) == 0) {
         return not_found("no worker " + std::to_string(worker.value()));
     }
     Changes c;
-    WorkerRecord w = it->second.record;
+    worker_state_changes(worker, state, c);
+    return commit(c);
+}
+
+void Coordinator::worker_state_changes(WorkerId worker, WorkerState state, Changes& c) {
+    WorkerRecord w = m_workers.at(worker).record;
     w.state = state;
     c.workers.push_back(w);
     if (state == WorkerState::banned) {
@@ -448,7 +452,58 @@ Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, Work
             }
         }
     }
-    return commit(c);
+}
+
+Result<Voided> Coordinator::ban_worker(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since) {
+    if (who.role != Role::admin) {
+        return denied("only admins drain or ban workers");
+    }
+    if (m_workers.count(worker) == 0) {
+        return not_found("no worker " + std::to_string(worker.value()));
+    }
+    Voided out;
+    Changes c;
+    if (void_since) {
+        // Before the ban ends the worker's running attempts (as lost: nothing to void in them).
+        void_results(worker, *void_since, out, c);
+    }
+    worker_state_changes(worker, WorkerState::banned, c);
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return out;
+}
+
+void Coordinator::void_results(WorkerId worker, std::int64_t since_ms, Voided& out, Changes& c) {
+    const std::int64_t now = m_clock.now_ms();
+    const std::string note = "voided: worker " + std::to_string(worker.value()) + " was banned";
+    for (const auto& [id, attempt] : m_attempts) {
+        if (attempt.worker != worker || !attempt.ended_at || *attempt.ended_at < since_ms || attempt.voided_at ||
+            attempt.state == AttemptState::lost) {
+            continue;
+        }
+        AttemptRecord a = attempt;
+        a.voided_at = now;
+        c.attempts.push_back(a);
+        out.attempts.push_back(id);
+        auto refunds = m_ledger.refund_entries(next_entry_id(c), now, id.value(), note);
+        for (const auto& e : refunds) {
+            out.refunded_micro += e.amount;
+        }
+        c.ledger.insert(c.ledger.end(), refunds.begin(), refunds.end());
+        // The job's outcome came from this attempt: it runs again.
+        JobRecord job = m_jobs.at(a.job);
+        if (m_latest_attempt.at(a.job) == id && (job.state == JobState::succeeded || job.state == JobState::failed)) {
+            job.state = JobState::queued;
+            job.finished_at.reset();
+            job.exit_code.reset();
+            job.updated_at = now;
+            job.reason = "the result of attempt " + std::to_string(id.value()) + " was voided (worker " +
+                         std::to_string(worker.value()) + " was banned); queued to run again";
+            c.jobs.push_back(std::move(job));
+            out.requeued.push_back(a.job);
+        }
+    }
 }
 
 // ---- jobs ---------------------------------------------------------------------------------------
@@ -703,15 +758,17 @@ void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::o
         const auto s = credits::settle(m_ledger.held(aid), credits::cost_of(attempt.price_micro_per_hour, runtime_ms),
                                        chargeable && state != AttemptState::lost, m_options.credits.pool_fee_ppm,
                                        provider == job.team);
+        // Another team's earnings settle first (so a lying worker's results can still be voided).
+        const bool settle_later = m_options.credits.settle_ms > 0 && provider != job.team;
         auto entries = credits::Ledger::settlement_entries(next_entry_id(changes), now, aid, job.team.value(),
-                                                           provider.value(), s);
+                                                           provider.value(), s, settle_later);
         changes.ledger.insert(changes.ledger.end(), entries.begin(), entries.end());
     }
     job.updated_at = now;
     job.exit_code = exit_code;
     job.reason = reason;
     // Preempted attempts (by the scheduler or the owner) do not use up one of the job's attempts.
-    const bool attempts_left = job.attempts - preempted_attempts(job.id) < job.spec.retry.max_attempts;
+    const bool attempts_left = job.attempts - free_attempts(job.id) < job.spec.retry.max_attempts;
     switch (state) {
     case AttemptState::succeeded:
         job.state = JobState::succeeded;
@@ -861,6 +918,12 @@ Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
     auto latest = m_latest_attempt.find(id);
     if (latest == m_latest_attempt.end()) {
         return not_found("job " + std::to_string(id.value()) + " has not run yet");
+    }
+    if (const AttemptRecord& a = m_attempts.at(latest->second); a.voided_at) {
+        return make_error(ErrorCode::conflict, "the outputs of job " + std::to_string(id.value()) + " came from attempt " +
+                                                   std::to_string(a.id.value()) + " on worker " +
+                                                   std::to_string(a.worker.value()) +
+                                                   ", whose results an admin voided; the job runs again");
     }
     auto out = m_store.get_output(latest->second);
     if (!out) {
@@ -1394,6 +1457,7 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
 std::vector<WorkerId> Coordinator::tick() {
     Changes c;
     expire(c);
+    pay_out(c);
     if (!c.empty()) {
         (void)commit(c); // a failed write leaves the state as it was; the next tick retries
     }
@@ -1445,10 +1509,11 @@ std::int64_t Coordinator::budget_room(TeamId team, std::int64_t now) const {
     return room;
 }
 
-std::int64_t Coordinator::preempted_attempts(JobId job) const {
+std::int64_t Coordinator::free_attempts(JobId job) const {
     std::int64_t n = 0;
     for (AttemptId id : attempt_ids_of(job)) {
-        n += m_attempts.at(id).state == AttemptState::preempted ? 1 : 0;
+        const AttemptRecord& a = m_attempts.at(id);
+        n += (a.state == AttemptState::preempted || a.voided_at) ? 1 : 0;
     }
     return n;
 }
@@ -1573,6 +1638,18 @@ Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& 
         return invalid("an estimate needs at least one job", "jobs");
     }
     return estimate_for(id, source, jobs);
+}
+
+void Coordinator::pay_out(Changes& c) {
+    if (m_options.credits.settle_ms <= 0) {
+        return;
+    }
+    const std::int64_t now = m_clock.now_ms();
+    for (std::int64_t attempt : m_ledger.settling_due(now - m_options.credits.settle_ms)) {
+        if (auto e = m_ledger.payout_entry(next_entry_id(c), now, attempt)) {
+            c.ledger.push_back(*e);
+        }
+    }
 }
 
 void Coordinator::expire_grants(Changes& c) {
@@ -1715,14 +1792,17 @@ Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::opt
     v.name = t.name;
     v.balance_micro = m_ledger.balance(credits::Account::of_team(id.value()));
     v.held_micro = m_ledger.held_by_team(id.value());
+    v.settling_micro = m_ledger.balance(credits::Account::settling_of(id.value()));
     v.budget_day_micro = t.budget_day_micro;
     v.budget_week_micro = t.budget_week_micro;
     v.spent_day_micro = m_ledger.spent_since(id.value(), now - k_day_ms);
     v.spent_week_micro = m_ledger.spent_since(id.value(), now - k_week_ms);
     const auto acc = credits::Account::of_team(id.value());
+    const auto settling = credits::Account::settling_of(id.value());
     const auto& entries = m_ledger.entries();
     for (auto it = entries.rbegin(); it != entries.rend() && v.movements.size() < movements; ++it) {
-        if (it->debit == acc || it->credit == acc || it->payer == id.value()) {
+        if (it->debit == acc || it->credit == acc || it->debit == settling || it->credit == settling ||
+            it->payer == id.value()) {
             v.movements.push_back(*it);
         }
     }
@@ -1742,6 +1822,7 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
         tr.name = t.name;
         tr.balance_micro = m_ledger.balance(credits::Account::of_team(id.value()));
         tr.held_micro = m_ledger.held_by_team(id.value());
+        tr.settling_micro = m_ledger.balance(credits::Account::settling_of(id.value()));
         teams[id.value()] = tr;
     }
     std::map<std::int64_t, Micro> earned_by_attempt;
@@ -1767,8 +1848,18 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
         case credits::EntryReason::fee:
             teams[e.payer].spent_micro += e.amount;
             break;
+        case credits::EntryReason::refund:
+            // A voided attempt: its provider did not earn it, its team did not spend it.
+            if (e.debit.kind != credits::AccountKind::pool_fee) {
+                teams[e.debit.team].earned_micro -= e.amount;
+                earned_by_attempt[e.attempt] -= e.amount;
+            }
+            teams[e.payer].spent_micro -= e.amount;
+            teams[e.payer].refunded_micro += e.amount;
+            break;
         case credits::EntryReason::hold:
         case credits::EntryReason::release:
+        case credits::EntryReason::payout: // earned already, when charged
             break;
         }
     }
@@ -1778,7 +1869,7 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
     const std::int64_t now = m_clock.now_ms();
     std::map<WorkerId, WorkerReport> workers;
     for (const auto& [id, w] : m_workers) {
-        workers[id] = WorkerReport{id, w.record.name, w.record.team, 0.0, 0, 0, 0};
+        workers[id] = WorkerReport{id, w.record.name, w.record.team, 0.0, 0, 0, 0, 0};
     }
     for (const auto& [id, a] : m_attempts) {
         const std::int64_t end = a.ended_at.value_or(now);
@@ -1796,6 +1887,7 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
             if (a.state == AttemptState::lost) {
                 ++wr.failures;
             }
+            wr.voided += a.voided_at ? 1 : 0;
         }
         auto earned = earned_by_attempt.find(id.value());
         if (earned != earned_by_attempt.end()) {
@@ -1807,6 +1899,9 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
     }
     r.pool_fee_micro = m_ledger.balance(credits::Account::pool_fee());
     r.escrow_micro = m_ledger.balance(credits::Account::escrow());
+    for (const auto& [account, balance] : m_ledger.balances()) {
+        r.settling_micro += account.kind == credits::AccountKind::settling ? balance : 0;
+    }
     r.issuer_micro = m_ledger.balance(credits::Account::issuer());
     return r;
 }

@@ -20,7 +20,10 @@
 //   budget) cannot cover the hold stays queued with the numbers in its waiting reason. Ending an
 //   attempt settles it in the same transaction as the state change: price x runtime to the
 //   provider (the worker's team, less the pool fee), the rest back to the team — nothing charged
-//   for a worker fault or an owner preemption. With credits.enforce off (the embedded local mode)
+//   for a worker fault or an owner preemption. With a settling period (credits.settle_ms) the
+//   provider's share waits in its settling account and tick() pays it out once the period is over;
+//   until then an admin who bans a lying worker can void its results (ban_worker) and the teams
+//   get their credits back from there. With credits.enforce off (the embedded local mode)
 //   holds are still taken and charges recorded, but balances may go negative and nothing waits.
 //   start() rebuilds balances from the ledger rows and refuses to start if the cached ones differ.
 // - Authorization: admin tokens may do anything; member tokens act within their team; worker
@@ -57,6 +60,10 @@ struct CreditOptions {
     bool enforce = true;
     credits::RateCatalog rates = credits::default_rate_catalog();
     std::int64_t pool_fee_ppm = 0; // of each charge, to the pool-fee account
+    // How long an owner's earnings for an attempt settle before they reach its team account (0:
+    // at once). Results can be voided after that too, but then the refund is clawed back from
+    // the owner's balance, which may go negative.
+    std::int64_t settle_ms = 0;
 };
 
 // An upload the HTTP layer spooled to disk, with its size and SHA-256 measured there (off the
@@ -145,6 +152,7 @@ struct CreditsView {
     std::string name;
     std::int64_t balance_micro = 0; // available: holds are already out of it
     std::int64_t held_micro = 0;    // in escrow for its running attempts
+    std::int64_t settling_micro = 0; // earned by its workers, paid out when the settling period ends
     std::optional<std::int64_t> budget_day_micro;
     std::optional<std::int64_t> budget_week_micro;
     std::int64_t spent_day_micro = 0;
@@ -160,6 +168,8 @@ struct TeamReport {
     std::int64_t spent_micro = 0;   // charges and fees for its attempts
     std::int64_t balance_micro = 0;
     std::int64_t held_micro = 0;
+    std::int64_t settling_micro = 0; // earnings not paid out yet
+    std::int64_t refunded_micro = 0; // given back to it for voided attempts
 };
 
 struct WorkerReport {
@@ -169,7 +179,8 @@ struct WorkerReport {
     double gpu_hours = 0;          // GPU-hours delivered (runtime x share) by attempts that ran
     std::int64_t attempts = 0;     // attempts that ended on it
     std::int64_t failures = 0;     // of those, lost to the worker (lease expiry, worker fault, ban)
-    std::int64_t earned_micro = 0; // charged for attempts on it
+    std::int64_t earned_micro = 0; // charged for attempts on it, less what was voided
+    std::int64_t voided = 0;       // attempts whose results an admin voided
 };
 
 struct Report {
@@ -178,7 +189,15 @@ struct Report {
     std::vector<WorkerReport> workers;
     std::int64_t pool_fee_micro = 0; // the fee account's balance
     std::int64_t escrow_micro = 0;
+    std::int64_t settling_micro = 0; // all providers' earnings not paid out yet
     std::int64_t issuer_micro = 0;
+};
+
+// What ban_worker() voided.
+struct Voided {
+    std::vector<AttemptId> attempts; // marked voided now
+    std::vector<JobId> requeued;     // jobs whose result it was, queued to run again
+    std::int64_t refunded_micro = 0; // given back to the teams that paid
 };
 
 // Which jobs `jobs()` lists: those matching every filter that is set, oldest first; with `limit`,
@@ -247,6 +266,13 @@ public:
     Status revoke_token(const Principal& who, std::int64_t token_id);
     Result<std::vector<store::WorkerRecord>> list_workers(const Principal& who) const;
     Status set_worker_state(const Principal& who, WorkerId worker, store::WorkerState state);
+    // Admin: bans the worker (as set_worker_state) and, with `void_since`, voids every result it
+    // reported for attempts that ended at or after that time (lost attempts reported nothing): each
+    // is marked voided, its charge and fee go back to the team that paid (from the owner's settling
+    // earnings, or from its balance once paid out), and a job whose outcome it was (succeeded or
+    // failed) is queued to run again; voided attempts do not count against retry.max_attempts.
+    // One transaction. Banning again with an earlier time voids what is left.
+    Result<Voided> ban_worker(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since);
 
     // ---- researchers ----
     Result<SubmitResult> submit(const Principal& who, SubmitRequest request);
@@ -356,7 +382,12 @@ private:
     std::int64_t next_entry_id(const store::Changes& changes) const;
     // What the team may still hold now: its balance and, under budgets, what they leave.
     std::int64_t budget_room(TeamId team, std::int64_t now) const;
-    std::int64_t preempted_attempts(JobId job) const;
+    // Attempts that do not use up one of the job's retry.max_attempts: preempted or voided.
+    std::int64_t free_attempts(JobId job) const;
+    void pay_out(store::Changes& changes); // earnings whose settling period is over
+    // The worker's new state (a ban also revokes its enrollment token and ends its attempts).
+    void worker_state_changes(WorkerId worker, store::WorkerState state, store::Changes& changes);
+    void void_results(WorkerId worker, std::int64_t since_ms, Voided& out, store::Changes& changes);
     // Median runtime in seconds of the team's past successful runs of recipe `source`, and how many.
     std::pair<std::int64_t, std::int64_t> history(TeamId team, const std::string& source) const;
     void expire_grants(store::Changes& changes);

@@ -252,7 +252,8 @@ json job_json(const Coordinator& coord, const JobRecord& j, const std::vector<At
                      {"exit_code", at.exit_code ? json(*at.exit_code) : json()},
                      {"reason", at.reason},
                      {"price_micro_per_hour", at.price_micro_per_hour},
-                     {"cost_micro", c}});
+                     {"cost_micro", c},
+                     {"voided_at", at.voided_at ? json(*at.voided_at) : json()}});
     }
     return {{"id", j.id.value()},
             {"sweep_id", j.sweep_id},
@@ -497,8 +498,7 @@ net::Router CoordinatorService::Impl::routes() {
         }
         return ok({{"workers", out}});
     }, k_no_json_body);
-    for (const auto& [verb, state] : {std::pair{"drain", WorkerState::draining}, std::pair{"ban", WorkerState::banned},
-                                      std::pair{"activate", WorkerState::active}}) {
+    for (const auto& [verb, state] : {std::pair{"drain", WorkerState::draining}, std::pair{"activate", WorkerState::active}}) {
         std::string pattern = std::string("/v1/admin/workers/{id}/") + verb;
         WorkerState s = state;
         on(r, "POST", pattern.c_str(), [this, s](const net::Request& req, const Input&, const Principal& who) {
@@ -510,6 +510,35 @@ net::Router CoordinatorService::Impl::routes() {
             return st ? ok({{"worker", *id}, {"state", to_string(s)}}) : error_response(st.error());
         }, k_no_json_body);
     }
+
+    // A ban may void the worker's results since a time: {"void_since": ms} (optional).
+    on(r, "POST", "/v1/admin/workers/{id}/ban", [this](const net::Request& req, const Input& in, const Principal& who) {
+        auto id = parse_int(req.param("id"), "id");
+        if (!id) {
+            return error_response(id.error());
+        }
+        auto since = opt_field(in.body, "void_since");
+        if (!since) {
+            return error_response(since.error());
+        }
+        auto voided = coord->ban_worker(who, WorkerId(*id), *since);
+        if (!voided) {
+            return error_response(voided.error());
+        }
+        json attempts = json::array();
+        for (AttemptId a : voided->attempts) {
+            attempts.push_back(a.value());
+        }
+        json requeued = json::array();
+        for (JobId j : voided->requeued) {
+            requeued.push_back(j.value());
+        }
+        return ok({{"worker", *id},
+                   {"state", to_string(WorkerState::banned)},
+                   {"voided_attempts", attempts},
+                   {"requeued_jobs", requeued},
+                   {"refunded_micro", voided->refunded_micro}});
+    }, Accepts{k_max_json_body_bytes, {Role::admin}});
 
     // ---- researchers ----
     on(r, "POST", "/v1/jobs", [this](const net::Request&, const Input& in, const Principal& who) {
@@ -894,6 +923,7 @@ net::Router CoordinatorService::Impl::routes() {
                    {"team_id", v->team.value()},
                    {"balance_micro", v->balance_micro},
                    {"held_micro", v->held_micro},
+                   {"settling_micro", v->settling_micro},
                    {"budget_day_micro", opt_json(v->budget_day_micro)},
                    {"budget_week_micro", opt_json(v->budget_week_micro)},
                    {"spent_day_micro", v->spent_day_micro},
@@ -921,7 +951,9 @@ net::Router CoordinatorService::Impl::routes() {
                              {"earned_micro", t.earned_micro},
                              {"spent_micro", t.spent_micro},
                              {"balance_micro", t.balance_micro},
-                             {"held_micro", t.held_micro}});
+                             {"held_micro", t.held_micro},
+                             {"settling_micro", t.settling_micro},
+                             {"refunded_micro", t.refunded_micro}});
         }
         json workers = json::array();
         for (const auto& w : rep->workers) {
@@ -931,13 +963,15 @@ net::Router CoordinatorService::Impl::routes() {
                                {"gpu_hours", w.gpu_hours},
                                {"attempts", w.attempts},
                                {"failures", w.failures},
-                               {"earned_micro", w.earned_micro}});
+                               {"earned_micro", w.earned_micro},
+                               {"voided", w.voided}});
         }
         return ok({{"since", rep->since_ms},
                    {"teams", teams},
                    {"workers", workers},
                    {"pool_fee_micro", rep->pool_fee_micro},
                    {"escrow_micro", rep->escrow_micro},
+                   {"settling_micro", rep->settling_micro},
                    {"issuer_micro", rep->issuer_micro}});
     }, k_no_json_body);
     on(r, "POST", "/v1/estimate", [this](const net::Request&, const Input& in, const Principal& who) {

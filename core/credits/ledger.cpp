@@ -10,8 +10,8 @@ namespace gpupool::credits {
 
 namespace {
 
-constexpr std::array<const char*, 7> k_reason_names{"grant",  "adjustment", "expiry", "hold",
-                                                    "charge", "fee",        "release"};
+constexpr std::array<const char*, 9> k_reason_names{"grant", "adjustment", "expiry", "hold",  "charge",
+                                                    "fee",   "release",    "payout", "refund"};
 
 bool is_escrow_reason(EntryReason r) {
     return r == EntryReason::hold || r == EntryReason::charge || r == EntryReason::fee || r == EntryReason::release;
@@ -29,6 +29,8 @@ std::string to_string(const Account& a) {
         return "pool_fee";
     case AccountKind::escrow:
         return "escrow";
+    case AccountKind::settling:
+        return "settling:" + std::to_string(a.team);
     }
     return "?";
 }
@@ -43,13 +45,16 @@ std::optional<Account> account_from_string(std::string_view s) {
     if (s == "escrow") {
         return Account::escrow();
     }
-    constexpr std::string_view k_team = "team:";
-    if (s.starts_with(k_team)) {
+    for (auto [prefix, kind] : {std::pair{std::string_view("team:"), AccountKind::team},
+                                std::pair{std::string_view("settling:"), AccountKind::settling}}) {
+        if (!s.starts_with(prefix)) {
+            continue;
+        }
         std::int64_t id = 0;
-        auto rest = s.substr(k_team.size());
+        auto rest = s.substr(prefix.size());
         auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), id);
         if (ec == std::errc() && ptr == rest.data() + rest.size() && id > 0) {
-            return Account::of_team(id);
+            return Account{kind, id};
         }
     }
     return std::nullopt;
@@ -139,7 +144,8 @@ std::optional<std::string> Ledger::check(const Entry& e) const {
             return "attempt " + std::to_string(e.attempt) + " has only " + format_credits(held(e.attempt)) +
                    " in escrow, not " + format_credits(e.amount);
         }
-        const bool ok = (e.reason == EntryReason::charge && e.credit.kind == AccountKind::team) ||
+        const bool to_provider = e.credit.kind == AccountKind::team || e.credit.kind == AccountKind::settling;
+        const bool ok = (e.reason == EntryReason::charge && to_provider) ||
                         (e.reason == EntryReason::fee && e.credit.kind == AccountKind::pool_fee) ||
                         (e.reason == EntryReason::release && e.credit == Account::of_team(e.payer));
         if (!ok) {
@@ -147,6 +153,45 @@ std::optional<std::string> Ledger::check(const Entry& e) const {
                    (e.reason == EntryReason::fee      ? "the pool fee"
                     : e.reason == EntryReason::charge ? "the provider team"
                                                       : "the paying team");
+        }
+        return std::nullopt;
+    }
+    case EntryReason::payout: {
+        auto it = m_earnings.find(e.attempt);
+        if (e.attempt <= 0 || it == m_earnings.end() || it->second.settling <= 0) {
+            return "attempt " + std::to_string(e.attempt) + " has no earnings settling";
+        }
+        if (e.debit != Account::settling_of(it->second.provider) || e.credit != Account::of_team(it->second.provider)) {
+            return "a payout moves from the provider's settling account to its team";
+        }
+        if (e.payer != m_payer.at(e.attempt) || e.amount > it->second.settling) {
+            return "attempt " + std::to_string(e.attempt) + " has only " + format_credits(it->second.settling) +
+                   " settling";
+        }
+        return std::nullopt;
+    }
+    case EntryReason::refund: {
+        auto it = m_earnings.find(e.attempt);
+        if (e.attempt <= 0 || it == m_earnings.end()) {
+            return "attempt " + std::to_string(e.attempt) + " was not charged";
+        }
+        const Earnings& got = it->second;
+        if (e.payer != m_payer.at(e.attempt) || e.credit != Account::of_team(e.payer)) {
+            return "a refund goes to the paying team";
+        }
+        if (got.refunded + e.amount > got.charge + got.fee) {
+            return "attempt " + std::to_string(e.attempt) + " was charged " + format_credits(got.charge + got.fee) +
+                   " and refunded " + format_credits(got.refunded) + " already";
+        }
+        if (e.debit == Account::settling_of(got.provider)) {
+            if (e.amount > got.settling) {
+                return "attempt " + std::to_string(e.attempt) + " has only " + format_credits(got.settling) +
+                       " settling";
+            }
+            return std::nullopt;
+        }
+        if (e.debit != Account::of_team(got.provider) && e.debit != Account::pool_fee()) {
+            return "a refund comes from the provider (settling or team account) or the pool fee";
         }
         return std::nullopt;
     }
@@ -159,6 +204,21 @@ void Ledger::apply(const Entry& e) {
     m_entries.push_back(e);
     m_balances[e.debit] -= e.amount;
     m_balances[e.credit] += e.amount;
+    if (e.reason == EntryReason::payout || e.reason == EntryReason::refund) {
+        Earnings& got = m_earnings.at(e.attempt);
+        if (e.debit.kind == AccountKind::settling) {
+            m_settling.erase({got.charged_at_ms, e.attempt});
+            got.settling -= e.amount;
+            if (got.settling > 0) {
+                m_settling.insert({got.charged_at_ms, e.attempt});
+            }
+        }
+        if (e.reason == EntryReason::refund) {
+            got.refunded += e.amount;
+            m_charged[e.attempt] -= e.amount;
+        }
+        return;
+    }
     if (!is_escrow_reason(e.reason)) {
         return;
     }
@@ -167,6 +227,20 @@ void Ledger::apply(const Entry& e) {
         m_held[e.attempt] += e.amount;
         m_held_by_team[e.payer] += e.amount;
         return;
+    }
+    if (e.reason == EntryReason::charge || e.reason == EntryReason::fee) {
+        Earnings& got = m_earnings[e.attempt];
+        got.charged_at_ms = e.at_ms;
+        if (e.reason == EntryReason::fee) {
+            got.fee += e.amount;
+        } else {
+            got.provider = e.credit.team;
+            got.charge += e.amount;
+            if (e.credit.kind == AccountKind::settling) {
+                got.settling += e.amount;
+                m_settling.insert({e.at_ms, e.attempt});
+            }
+        }
     }
     if (e.reason != EntryReason::release) {
         m_charged[e.attempt] += e.amount;
@@ -208,6 +282,19 @@ Micro Ledger::held_by_team(std::int64_t team) const {
 Micro Ledger::charged(std::int64_t attempt) const {
     auto it = m_charged.find(attempt);
     return it == m_charged.end() ? 0 : it->second;
+}
+
+Ledger::Earnings Ledger::earnings(std::int64_t attempt) const {
+    auto it = m_earnings.find(attempt);
+    return it == m_earnings.end() ? Earnings{} : it->second;
+}
+
+std::vector<std::int64_t> Ledger::settling_due(std::int64_t until_ms) const {
+    std::vector<std::int64_t> out;
+    for (auto it = m_settling.begin(); it != m_settling.end() && it->first <= until_ms; ++it) {
+        out.push_back(it->second);
+    }
+    return out;
 }
 
 bool Ledger::has_hold(std::int64_t attempt) const {
@@ -266,7 +353,8 @@ Entry Ledger::hold_entry(std::int64_t id, std::int64_t at_ms, std::int64_t attem
 }
 
 std::vector<Entry> Ledger::settlement_entries(std::int64_t first_id, std::int64_t at_ms, std::int64_t attempt,
-                                              std::int64_t payer, std::int64_t provider, const Settlement& s) {
+                                              std::int64_t payer, std::int64_t provider, const Settlement& s,
+                                              bool settle_later) {
     std::vector<Entry> out;
     auto add = [&](EntryReason reason, Account to, Micro amount) {
         if (amount <= 0) {
@@ -283,9 +371,60 @@ std::vector<Entry> Ledger::settlement_entries(std::int64_t first_id, std::int64_
         e.payer = payer;
         out.push_back(e);
     };
-    add(EntryReason::charge, Account::of_team(provider), s.provider);
+    add(EntryReason::charge, settle_later ? Account::settling_of(provider) : Account::of_team(provider), s.provider);
     add(EntryReason::fee, Account::pool_fee(), s.fee);
     add(EntryReason::release, Account::of_team(payer), s.refund);
+    return out;
+}
+
+std::optional<Entry> Ledger::payout_entry(std::int64_t id, std::int64_t at_ms, std::int64_t attempt) const {
+    auto it = m_earnings.find(attempt);
+    if (it == m_earnings.end() || it->second.settling <= 0) {
+        return std::nullopt;
+    }
+    Entry e;
+    e.id = id;
+    e.at_ms = at_ms;
+    e.debit = Account::settling_of(it->second.provider);
+    e.credit = Account::of_team(it->second.provider);
+    e.amount = it->second.settling;
+    e.reason = EntryReason::payout;
+    e.attempt = attempt;
+    e.payer = m_payer.at(attempt);
+    return e;
+}
+
+std::vector<Entry> Ledger::refund_entries(std::int64_t first_id, std::int64_t at_ms, std::int64_t attempt,
+                                          const std::string& note) const {
+    std::vector<Entry> out;
+    auto it = m_earnings.find(attempt);
+    if (it == m_earnings.end()) {
+        return out;
+    }
+    const Earnings& got = it->second;
+    if (got.refunded > 0) {
+        return out; // voided already
+    }
+    const std::int64_t payer = m_payer.at(attempt);
+    auto add = [&](Account from, Micro amount) {
+        if (amount <= 0 || from == Account::of_team(payer)) {
+            return; // nothing to give back, or the team paid itself (no fee between one team)
+        }
+        Entry e;
+        e.id = first_id + static_cast<std::int64_t>(out.size());
+        e.at_ms = at_ms;
+        e.debit = from;
+        e.credit = Account::of_team(payer);
+        e.amount = amount;
+        e.reason = EntryReason::refund;
+        e.attempt = attempt;
+        e.payer = payer;
+        e.note = note;
+        out.push_back(e);
+    };
+    add(Account::settling_of(got.provider), got.settling);
+    add(Account::of_team(got.provider), got.charge - got.settling);
+    add(Account::pool_fee(), got.fee);
     return out;
 }
 

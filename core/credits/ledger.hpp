@@ -3,8 +3,9 @@
 // Every movement is one immutable Entry that takes `amount` (> 0) from its `debit` account and
 // gives it to its `credit` account, so the sum over all accounts is zero after every entry.
 // Accounts: one per team, the issuer (grants come out of it: its balance is minus everything ever
-// granted), the pool fee, and the escrow. Balances are derived from the entries; a cached copy is
-// kept by the store and verify() compares the two.
+// granted), the pool fee, the escrow, and one "settling" account per provider team (earnings not
+// yet paid out). Balances are derived from the entries; a cached copy is kept by the store and
+// verify() compares the two.
 //
 // Escrow rules (decision 7), enforced by check():
 // - A hold moves an attempt's maximum cost from its team to escrow, once per attempt.
@@ -13,6 +14,14 @@
 //   can never go below zero, so an attempt cannot be settled twice; once an attempt's escrow is
 //   back to zero it is closed and no further escrow entry may name it.
 // - Grants and adjustments move between the issuer and a team and never touch the escrow.
+//
+// Settling (docs/credits.md, "Settling and voiding"): a pool with a settling period charges into
+// the provider's settling account instead of its team account; a payout moves an attempt's settled
+// earnings to the team once the period is over. Until then an admin can void the attempt (its
+// worker lied about its results): refunds move the charge back to the paying team from the
+// settling account, from the provider's team account for what was already paid out (which may
+// leave it negative), and the fee from the pool fee. An attempt is refunded at most what it was
+// charged, and a voided attempt is never paid out.
 //
 // Who pays (settle()): an attempt that ran and ended by its own doing (success, failure, user
 // cancel, max_runtime, scheduler preemption) pays price x runtime, capped at its hold; an attempt
@@ -34,20 +43,21 @@
 
 namespace gpupool::credits {
 
-enum class AccountKind : std::uint8_t { team, issuer, pool_fee, escrow };
+enum class AccountKind : std::uint8_t { team, issuer, pool_fee, escrow, settling };
 
 struct Account {
     AccountKind kind = AccountKind::issuer;
-    std::int64_t team = 0; // for team accounts
+    std::int64_t team = 0; // for team and settling accounts
 
     static Account of_team(std::int64_t team) { return {AccountKind::team, team}; }
+    static Account settling_of(std::int64_t team) { return {AccountKind::settling, team}; }
     static Account issuer() { return {AccountKind::issuer, 0}; }
     static Account pool_fee() { return {AccountKind::pool_fee, 0}; }
     static Account escrow() { return {AccountKind::escrow, 0}; }
     auto operator<=>(const Account&) const = default;
 };
 
-// "team:3", "issuer", "pool_fee", "escrow".
+// "team:3", "settling:3", "issuer", "pool_fee", "escrow".
 std::string to_string(const Account& a);
 std::optional<Account> account_from_string(std::string_view s);
 
@@ -56,9 +66,11 @@ enum class EntryReason : std::uint8_t {
     adjustment, // issuer <-> team, by an admin, with a note
     expiry,     // team -> issuer: the unspent part of an expired grant
     hold,       // team -> escrow when an attempt is placed
-    charge,     // escrow -> provider team for the time an attempt ran
+    charge,     // escrow -> provider team (or its settling account) for the time an attempt ran
     fee,        // escrow -> pool fee
     release,    // escrow -> team: the part of the hold that was not used
+    payout,     // settling -> provider team: an attempt's earnings, once its settling period is over
+    refund,     // settling, provider team or pool fee -> paying team: a voided attempt's charge
 };
 
 const char* to_string(EntryReason r);
@@ -71,9 +83,9 @@ struct Entry {
     Account credit; // receives
     Micro amount = 0;
     EntryReason reason = EntryReason::grant;
-    std::int64_t attempt = 0; // hold/charge/fee/release: the attempt
+    std::int64_t attempt = 0; // hold/charge/fee/release/payout/refund: the attempt
     std::int64_t grant = 0;   // grant/expiry: the grant's id (its grant entry's id)
-    std::int64_t payer = 0;   // hold/charge/fee/release: the team whose job it is
+    std::int64_t payer = 0;   // hold/charge/fee/release/payout/refund: the team whose job it is
     std::string note;
     bool operator==(const Entry&) const = default;
 };
@@ -105,20 +117,42 @@ public:
 
     Micro held(std::int64_t attempt) const;      // in escrow now for this attempt
     Micro held_by_team(std::int64_t team) const; // in escrow now for the team's attempts
-    Micro charged(std::int64_t attempt) const;   // charge + fee settled for this attempt
+    Micro charged(std::int64_t attempt) const;   // charge + fee settled for this attempt, less refunds
     bool has_hold(std::int64_t attempt) const;
     bool closed(std::int64_t attempt) const; // held once, settled since
     // The team's charges and fees (what it spent) at or after `since_ms`. O(log n): budgets are
     // checked in every scheduling pass. Entries come in time order (they are stamped at commit).
     Micro spent_since(std::int64_t team, std::int64_t since_ms) const;
 
+    // What an attempt's settlement did, for payouts and voiding.
+    struct Earnings {
+        std::int64_t provider = 0; // the team its charge went to (0: not charged)
+        Micro charge = 0;          // to the provider (directly or through settling)
+        Micro fee = 0;
+        Micro settling = 0;        // of the charge, still in the provider's settling account
+        Micro refunded = 0;
+        std::int64_t charged_at_ms = 0;
+    };
+    Earnings earnings(std::int64_t attempt) const;
+    // Attempts with earnings still settling that were charged at or before `until_ms`, oldest first.
+    std::vector<std::int64_t> settling_due(std::int64_t until_ms) const;
+
     // The first difference between the derived balances and `cached`, described; nullopt if equal.
     std::optional<std::string> verify(const std::map<Account, Micro>& cached) const;
 
     // The hold and settlement entries for one attempt, ids from `first_id`; zero amounts are left out.
     static Entry hold_entry(std::int64_t id, std::int64_t at_ms, std::int64_t attempt, std::int64_t team, Micro amount);
+    // `settle_later`: the charge goes to the provider's settling account (a pool with a settling
+    // period), not straight to its team account.
     static std::vector<Entry> settlement_entries(std::int64_t first_id, std::int64_t at_ms, std::int64_t attempt,
-                                                 std::int64_t payer, std::int64_t provider, const Settlement& s);
+                                                 std::int64_t payer, std::int64_t provider, const Settlement& s,
+                                                 bool settle_later = false);
+    // Pays out what is settling for `attempt` (nullopt if nothing is).
+    std::optional<Entry> payout_entry(std::int64_t id, std::int64_t at_ms, std::int64_t attempt) const;
+    // Gives a voided attempt's charge and fee back to its team (nothing if it was not charged or is
+    // already refunded): from settling first, then from the provider's team account, then the fee.
+    std::vector<Entry> refund_entries(std::int64_t first_id, std::int64_t at_ms, std::int64_t attempt,
+                                      const std::string& note) const;
 
 private:
     std::vector<Entry> m_entries;
@@ -127,6 +161,8 @@ private:
     std::map<std::int64_t, std::int64_t> m_payer; // attempt -> team, from its hold
     std::map<std::int64_t, Micro> m_held_by_team;
     std::map<std::int64_t, Micro> m_charged; // by attempt
+    std::map<std::int64_t, Earnings> m_earnings; // by attempt, once charged
+    std::set<std::pair<std::int64_t, std::int64_t>> m_settling; // (charged_at_ms, attempt) with settling > 0
     std::set<std::int64_t> m_closed;
     struct Spent {
         std::int64_t at_ms = 0;

@@ -129,6 +129,8 @@ struct AttemptRecord {
     // What this attempt costs per hour (rate of its GPU model x billed share, or the CPU rate),
     // fixed when it is placed; its hold is this x max_runtime.
     std::int64_t price_micro_per_hour = 0;
+    // When an admin voided its result (its worker was banned): its charge went back to the team.
+    std::optional<std::int64_t> voided_at{};
     bool operator==(const AttemptRecord&) const = default;
 };
 

@@ -201,6 +201,10 @@ ALTER TABLE workers ADD COLUMN enrolled_by INTEGER;
 -- A submission's idempotency key: a retried submit gets its sweep back, not a second one.
 ALTER TABLE sweeps ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
 )sql",
+    // 4 -> 5: an admin can void a banned worker's results (their charges go back to the teams).
+    R"sql(
+ALTER TABLE attempts ADD COLUMN voided_at INTEGER;
+)sql",
 };
 
 Error db_error(const std::string& what, const std::exception& e) {
@@ -408,8 +412,8 @@ Result<Snapshot> SqliteStore::load() {
         }
         {
             SQLite::Statement q(*m_db, "SELECT id, job_id, worker_id, gpu_index, gpu_milli, state, lease_expires_at, "
-                                       "assigned_at, started_at, ended_at, exit_code, reason, price_micro_per_hour "
-                                       "FROM attempts ORDER BY id");
+                                       "assigned_at, started_at, ended_at, exit_code, reason, price_micro_per_hour, "
+                                       "voided_at FROM attempts ORDER BY id");
             while (q.executeStep()) {
                 AttemptRecord a;
                 a.id = AttemptId(q.getColumn(0).getInt64());
@@ -425,6 +429,7 @@ Result<Snapshot> SqliteStore::load() {
                 a.exit_code = opt_int(q.getColumn(10));
                 a.reason = q.getColumn(11).getString();
                 a.price_micro_per_hour = q.getColumn(12).getInt64();
+                a.voided_at = opt_int(q.getColumn(13));
                 s.attempts.push_back(std::move(a));
             }
         }
@@ -582,11 +587,12 @@ Status SqliteStore::apply(const Changes& c) {
         if (!c.attempts.empty()) {
             SQLite::Statement q(*m_db, "INSERT INTO attempts (id, job_id, worker_id, gpu_index, gpu_milli, state, "
                                        "lease_expires_at, assigned_at, started_at, ended_at, exit_code, reason, "
-                                       "price_micro_per_hour) "
-                                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                                       "price_micro_per_hour, voided_at) "
+                                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
                                        "state = excluded.state, lease_expires_at = excluded.lease_expires_at, "
                                        "started_at = excluded.started_at, ended_at = excluded.ended_at, "
-                                       "exit_code = excluded.exit_code, reason = excluded.reason");
+                                       "exit_code = excluded.exit_code, reason = excluded.reason, "
+                                       "voided_at = excluded.voided_at");
             for (const auto& a : c.attempts) {
                 q.bind(1, a.id.value());
                 q.bind(2, a.job.value());
@@ -601,6 +607,7 @@ Status SqliteStore::apply(const Changes& c) {
                 bind_opt(q, 11, a.exit_code);
                 q.bind(12, a.reason);
                 q.bind(13, a.price_micro_per_hour);
+                bind_opt(q, 14, a.voided_at);
                 q.exec();
                 q.reset();
             }

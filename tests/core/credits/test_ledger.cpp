@@ -90,6 +90,79 @@ TEST_CASE("ledger: entries that break the rules are refused", "[credits]") {
     CHECK(l.check(grant_into_escrow));
 }
 
+TEST_CASE("ledger: earnings settle before they are paid out, and a voided attempt is refunded", "[credits]") {
+    Ledger l;
+    apply_all(l, {grant(1, 1, 100), Ledger::hold_entry(2, 1'000, 7, 1, 60), Ledger::hold_entry(3, 1'000, 8, 1, 60)});
+    const Settlement s = settle(60, 25, true, 100'000, false); // provider 23, fee 2, back 35
+    apply_all(l, Ledger::settlement_entries(4, 2'000, 7, 1, 2, s, /*settle_later=*/true));
+    apply_all(l, Ledger::settlement_entries(7, 3'000, 8, 1, 2, s, /*settle_later=*/true));
+    CHECK(l.balance(Account::of_team(2)) == 0);
+    CHECK(l.balance(Account::settling_of(2)) == 46);
+    CHECK(l.earnings(7).settling == 23);
+    CHECK(l.settling_due(1'999).empty());
+    CHECK(l.settling_due(2'000) == std::vector<std::int64_t>{7});
+    CHECK(l.settling_due(3'000) == std::vector<std::int64_t>{7, 8});
+
+    // Attempt 7's period is over: its earnings reach the provider's team account.
+    auto payout = l.payout_entry(10, 5'000, 7);
+    REQUIRE(payout);
+    CHECK(payout->amount == 23);
+    apply_all(l, {*payout});
+    CHECK(l.balance(Account::of_team(2)) == 23);
+    CHECK(l.balance(Account::settling_of(2)) == 23);
+    CHECK_FALSE(l.payout_entry(11, 5'000, 7));
+    CHECK(l.settling_due(10'000) == std::vector<std::int64_t>{8});
+
+    // Attempt 8 is voided while settling: its charge comes back from settling, its fee from the pool.
+    auto refunds = l.refund_entries(11, 6'000, 8, "voided");
+    REQUIRE(refunds.size() == 2);
+    apply_all(l, refunds);
+    CHECK(l.balance(Account::settling_of(2)) == 0);
+    CHECK(l.balance(Account::pool_fee()) == 2);
+    CHECK(l.balance(Account::of_team(1)) == 100 - 25);
+    CHECK(l.charged(8) == 0);
+    CHECK_FALSE(l.payout_entry(13, 7'000, 8)); // a voided attempt is never paid out
+    CHECK(l.settling_due(10'000).empty());
+    CHECK(l.refund_entries(13, 7'000, 8, "again").empty()); // voided once
+
+    // Attempt 7, already paid out, is voided too: the provider's team pays it back (here to zero).
+    apply_all(l, l.refund_entries(13, 8'000, 7, "voided"));
+    CHECK(l.balance(Account::of_team(2)) == 0);
+    CHECK(l.balance(Account::of_team(1)) == 100);
+    CHECK(l.balance(Account::pool_fee()) == 0);
+    CHECK(l.total() == 0);
+}
+
+TEST_CASE("ledger: payouts and refunds that break the rules are refused", "[credits]") {
+    Ledger l;
+    apply_all(l, {grant(1, 1, 100), Ledger::hold_entry(2, 0, 7, 1, 60)});
+    apply_all(l, Ledger::settlement_entries(3, 0, 7, 1, 2, settle(60, 20, true, 0, false), true));
+    Entry payout = *l.payout_entry(10, 0, 7);
+    Entry too_much = payout;
+    too_much.amount = 21;
+    CHECK(l.check(too_much)->find("only 0.00002") != std::string::npos);
+    Entry wrong_team = payout;
+    wrong_team.credit = Account::of_team(3);
+    CHECK(l.check(wrong_team));
+    Entry unknown = payout;
+    unknown.attempt = 9;
+    CHECK(l.check(unknown)->find("no earnings settling") != std::string::npos);
+    Entry refund = l.refund_entries(10, 0, 7, "v").front();
+    Entry to_stranger = refund;
+    to_stranger.credit = Account::of_team(3);
+    CHECK(l.check(to_stranger)->find("paying team") != std::string::npos);
+    Entry from_issuer = refund;
+    from_issuer.debit = Account::issuer();
+    CHECK(l.check(from_issuer));
+    Entry over = refund;
+    over.debit = Account::of_team(2);
+    over.amount = 21;
+    CHECK(l.check(over)->find("refunded") != std::string::npos);
+    CHECK(account_from_string("settling:2") == Account::settling_of(2));
+    CHECK(to_string(Account::settling_of(2)) == "settling:2");
+    CHECK(entry_reason_from_string("refund") == EntryReason::refund);
+}
+
 TEST_CASE("ledger: verify finds a cached balance that differs from the entries", "[credits]") {
     Ledger l;
     apply_all(l, {grant(1, 1, 100)});
@@ -102,13 +175,16 @@ TEST_CASE("ledger: verify finds a cached balance that differs from the entries",
     CHECK(why->find("1.01") == std::string::npos); // micro, not credits: 0.000101
 }
 
-// Thousands of random histories: grants, adjustments, holds, settlements of every kind, double
-// settlement attempts and restarts (a ledger rebuilt from its rows) — the sum stays 0, no attempt
-// is settled twice, and every balance equals the sum of its rows.
+// Thousands of random histories: grants, adjustments, holds, settlements of every kind (straight to
+// the provider or through settling), payouts, voided attempts, double settlement attempts and
+// restarts (a ledger rebuilt from its rows) — the sum stays 0, no attempt is settled twice or
+// refunded more than it was charged, and every balance equals the sum of its rows.
 TEST_CASE("ledger: random histories keep the books balanced (property)", "[credits][property]") {
     constexpr int k_histories = 2000;
     constexpr int k_ops = 120;
     int double_settlements_refused = 0;
+    int voided = 0;
+    int paid_out = 0;
     for (int seed = 1; seed <= k_histories; ++seed) {
         std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
         auto pick = [&](std::int64_t lo, std::int64_t hi) {
@@ -122,7 +198,7 @@ TEST_CASE("ledger: random histories keep the books balanced (property)", "[credi
         std::int64_t now = 0;
         for (int op = 0; op < k_ops; ++op) {
             now += pick(0, 5000);
-            const std::int64_t kind = pick(0, 9);
+            const std::int64_t kind = pick(0, 11);
             std::vector<Entry> batch;
             if (kind == 0) { // grant
                 Entry e = grant(l.next_id(), pick(1, 4), pick(1, 10'000'000));
@@ -152,9 +228,21 @@ TEST_CASE("ledger: random histories keep the books balanced (property)", "[credi
                 Settlement s =
                     settle(l.held(a), pick(0, 6'000'000), chargeable, pick(0, 200'000), provider == payer[a]);
                 REQUIRE(s.provider + s.fee + s.refund == l.held(a));
-                batch = Ledger::settlement_entries(l.next_id(), now, a, payer[a], provider, s);
+                batch = Ledger::settlement_entries(l.next_id(), now, a, payer[a], provider, s, pick(0, 1) == 1);
                 open.erase(open.begin() + static_cast<std::ptrdiff_t>(i));
                 settled.push_back(a);
+            } else if (kind == 10) { // the settling period of the older charges is over
+                for (std::int64_t a : l.settling_due(now - 10'000)) {
+                    auto e = l.payout_entry(l.next_id() + static_cast<std::int64_t>(batch.size()), now, a);
+                    REQUIRE(e);
+                    batch.push_back(*e);
+                    ++paid_out;
+                }
+            } else if (kind == 11 && !settled.empty()) { // an admin voids an attempt (maybe again)
+                const std::int64_t a =
+                    settled[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(settled.size()) - 1))];
+                batch = l.refund_entries(l.next_id(), now, a, "voided");
+                voided += batch.empty() ? 0 : 1;
             } else if (!settled.empty()) { // a duplicate completion tries to settle again: refused
                 const std::int64_t a =
                     settled[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(settled.size()) - 1))];
@@ -191,8 +279,17 @@ TEST_CASE("ledger: random histories keep the books balanced (property)", "[credi
             open_held += l.held(a);
         }
         REQUIRE(l.balance(Account::escrow()) == open_held);
+        // The settling accounts hold exactly what is settling; nothing is refunded past its charge.
+        std::map<std::int64_t, Micro> settling_by_team;
         for (auto a : settled) {
             REQUIRE(l.closed(a));
+            const auto got = l.earnings(a);
+            REQUIRE(got.refunded <= got.charge + got.fee);
+            REQUIRE(l.charged(a) == got.charge + got.fee - got.refunded);
+            settling_by_team[got.provider] += got.settling;
+        }
+        for (std::int64_t team = 1; team <= 4; ++team) {
+            REQUIRE(l.balance(Account::settling_of(team)) == settling_by_team[team]);
         }
         // What each team spent since any moment equals the sum of its charges and fees from then on.
         for (int probe = 0; probe < 8; ++probe) {
@@ -209,4 +306,6 @@ TEST_CASE("ledger: random histories keep the books balanced (property)", "[credi
         }
     }
     CHECK(double_settlements_refused > 100);
+    CHECK(voided > 100);
+    CHECK(paid_out > 100);
 }

@@ -103,6 +103,7 @@ TEST_CASE("store: upserts update in place", "[store]") {
     a.state = AttemptState::succeeded;
     a.ended_at = 300;
     a.exit_code = 0;
+    a.voided_at = 400; // an admin voided it: durable like the rest
     update.attempts.push_back(a);
     REQUIRE((*s)->apply(update));
     auto snap = (*s)->load();

@@ -54,6 +54,26 @@ TEST_CASE("store: ledger entries, balances and grants round-trip, an entry id is
     CHECK(snap.teams[0].budget_day_micro == 5'000'000);
     CHECK_FALSE(snap.teams[0].budget_week_micro);
 
+    // Settling accounts and the payout and refund reasons round-trip too.
+    Changes settle;
+    LedgerEntry payout = grant_entry(3, 2);
+    payout.debit = Account::settling_of(1);
+    payout.reason = credits::EntryReason::payout;
+    payout.grant = 0;
+    payout.attempt = 5;
+    payout.payer = 1;
+    LedgerEntry refund = payout;
+    refund.id = 4;
+    refund.reason = credits::EntryReason::refund;
+    settle.ledger = {payout, refund};
+    settle.balances.push_back({Account::settling_of(1), -4});
+    REQUIRE(db->apply(settle));
+    snap = db->load().value();
+    REQUIRE(snap.ledger.size() == 3);
+    CHECK(snap.ledger[1] == payout);
+    CHECK(snap.ledger[2] == refund);
+    CHECK(snap.balances[1].account == Account::settling_of(1));
+
     // A zero or negative amount is refused by the schema too.
     Changes zero;
     zero.ledger.push_back(grant_entry(2, 0));

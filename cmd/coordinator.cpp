@@ -27,6 +27,7 @@ struct CoordinatorCmdOptions {
     std::string credits = "enforce"; // or "record"
     std::string settle = "24h";      // owners' earnings wait this long (voidable) before payout
     std::int64_t max_log_mib = 64;   // per attempt; 0 = no cap
+    std::int64_t max_log_limit_mib = 1024; // what a recipe's [logs] max_size may ask for; 0 = no limit
     std::size_t max_connections_per_client = 512;
 };
 
@@ -103,6 +104,7 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     so.coordinator.credits.enforce = o.credits == "enforce";
     so.coordinator.credits.settle_ms = settle_s * 1000;
     so.coordinator.max_log_bytes = o.max_log_mib * 1024 * 1024;
+    so.coordinator.max_log_limit_bytes = o.max_log_limit_mib * 1024 * 1024;
     so.http.max_connections_per_client = o.max_connections_per_client;
     if (!o.gpu_catalog.empty()) {
         std::ifstream in(o.gpu_catalog);
@@ -187,6 +189,10 @@ void register_coordinator(Cli& cli) {
     sub->add_option("--max-log-mib", o->max_log_mib,
                     "Log kept per attempt: past it, the first MiB and the latest bytes (0: no cap)")
         ->check(CLI::Range(std::int64_t{0}, std::int64_t{100'000}))
+        ->capture_default_str();
+    sub->add_option("--max-log-limit-mib", o->max_log_limit_mib,
+                    "The most log per attempt a recipe may keep with [logs] max_size (0: no limit)")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{64 * 1024}))
         ->capture_default_str();
     sub->add_option("--max-connections-per-client", o->max_connections_per_client,
                     "Open connections one address may hold (workers behind one NAT share one; 0: no cap)")

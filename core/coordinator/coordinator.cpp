@@ -376,8 +376,12 @@ Result<IssuedToken> Coordinator::create_token(const Principal& who, Role role, c
     return tok;
 }
 
-std::int64_t Coordinator::log_head_bytes() const {
-    return std::min(k_log_head_bytes, m_options.max_log_bytes / 2);
+std::int64_t Coordinator::log_cap(const recipe::JobSpec& spec) const {
+    return spec.logs.max_size_mib > 0 ? spec.logs.max_size_mib * 1024 * 1024 : m_options.max_log_bytes;
+}
+
+std::int64_t Coordinator::log_head_bytes(std::int64_t cap) {
+    return std::min(k_log_head_bytes, cap / 2);
 }
 
 const TokenRecord* Coordinator::token_by_id(std::int64_t id) const {
@@ -612,6 +616,14 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
                                    "`; upload the archive first (PUT /v1/inputs/" + sha + ")",
                                "jobs[" + std::to_string(i) + "].inputs.archive");
             }
+        }
+        if (const std::int64_t limit = m_options.max_log_limit_bytes;
+            limit > 0 && request.jobs[i].logs.max_size_mib * 1024 * 1024 > limit) {
+            return invalid("job `" + request.jobs[i].name + "` asks to keep " +
+                               std::to_string(request.jobs[i].logs.max_size_mib) +
+                               " MiB of log per attempt; this pool keeps at most " +
+                               std::to_string(limit / (1024 * 1024)) + " MiB (its operators set --max-log-limit-mib)",
+                           "jobs[" + std::to_string(i) + "].logs.max_size");
         }
         if (auto why = infeasible_reason(request.jobs[i])) {
             Error e = make_error(ErrorCode::invalid_input,
@@ -899,10 +911,11 @@ Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int
     s.attempt = aid;
     s.next_offset = from + static_cast<std::int64_t>(data->size());
     if (from > offset) {
+        const std::int64_t cap = log_cap(m_jobs.at(m_attempts.at(aid).job).spec);
         s.data = "[gpupool: bytes " + std::to_string(offset) + " to " + std::to_string(from) +
-                 " of this log were dropped: the pool keeps the first " + std::to_string(log_head_bytes()) +
-                 " bytes and the last " + std::to_string(m_options.max_log_bytes - log_head_bytes()) +
-                 " bytes of each attempt's log]\n";
+                 " of this log were dropped: the pool keeps the first " + std::to_string(log_head_bytes(cap)) +
+                 " bytes and the last " + std::to_string(cap - log_head_bytes(cap)) +
+                 " bytes of each attempt's log (a recipe can keep more: [logs] max_size)]\n";
     }
     s.data += *data;
     auto len = m_store.log_length(aid);
@@ -1091,10 +1104,10 @@ Result<LogAppend> Coordinator::append_log(const Principal& who, AttemptId id, st
         return a.error();
     }
     auto appended = m_store.append_log(id, offset, data);
-    const std::int64_t cap = m_options.max_log_bytes;
+    const std::int64_t cap = log_cap(m_jobs.at((*a)->job).spec);
     if (appended && cap > 0 && appended->stored_bytes > 0 && appended->length > cap) {
         // Keep the head and the newest bytes; what lies wholly between goes.
-        const std::int64_t head = log_head_bytes();
+        const std::int64_t head = log_head_bytes(cap);
         if (auto st = m_store.drop_log_range(id, head, appended->length - (cap - head)); !st) {
             return st.error();
         }

@@ -89,6 +89,8 @@ struct CoordinatorOptions {
     // Log bytes kept per attempt (0: no cap). Past it, the log keeps its first k_log_head_bytes and
     // its latest bytes; readers are told what was dropped. A job cannot grow the database for ever.
     std::int64_t max_log_bytes = std::int64_t{64} << 20;
+    // The most a recipe may ask for (`logs.max_size`, checked at submit; 0: no limit).
+    std::int64_t max_log_limit_bytes = std::int64_t{1} << 30;
     sched::Policy policy;
     CreditOptions credits;
 };
@@ -366,7 +368,9 @@ private:
 
     Status commit(store::Changes& changes);
     const store::TokenRecord* token_by_id(std::int64_t id) const;
-    std::int64_t log_head_bytes() const; // kept from the start of a capped log
+    // Log bytes kept for the job's attempts (0: no cap), and how many of them from the start.
+    std::int64_t log_cap(const recipe::JobSpec& spec) const;
+    static std::int64_t log_head_bytes(std::int64_t cap);
     std::vector<std::string> inventory_warnings(const nlohmann::json& inventory) const;
     const std::vector<AttemptId>& attempt_ids_of(JobId job) const; // ascending; empty if none
     void absorb(const store::Changes& changes);

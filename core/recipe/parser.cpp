@@ -48,11 +48,12 @@ namespace res = gpupool::resources;
 
 const std::vector<std::string> k_top_keys{"format", "name", "description", "image", "command", "extends",
                                           "priority", "resources", "env", "inputs", "outputs", "cache",
-                                          "sweep", "retry"};
+                                          "sweep", "retry", "logs"};
 const std::vector<std::string> k_resource_keys{"gpu",  "gpus",   "gpu_memory", "gpu_models",
                                                "cpus", "memory", "disk",       "max_runtime"};
 const std::vector<std::string> k_inputs_keys{"paths", "max_size"};
 const std::vector<std::string> k_outputs_keys{"paths", "max_size"};
+const std::vector<std::string> k_logs_keys{"max_size"};
 const std::vector<std::string> k_cache_keys{"models"};
 const std::vector<std::string> k_retry_keys{"max_attempts", "on_exit_codes"};
 const std::vector<std::string> k_gpu_choice{"gpu", "gpus", "gpu_memory"};
@@ -760,6 +761,20 @@ void parse_outputs(const toml::table& t, Outputs& out, Diagnostics& diag) {
     }
 }
 
+void parse_logs(const toml::table& t, Logs& logs, Diagnostics& diag) {
+    check_keys(t, k_logs_keys, "logs", diag);
+    if (const auto* n = t.get("max_size")) {
+        if (auto v = expect_memory(*n, "logs.max_size", diag)) {
+            if (*v > k_max_log_mib) {
+                diag.add(*n, "logs.max_size", "is larger than any pool allows (" + res::format_memory_mib(k_max_log_mib) +
+                                                  "); the pool's own limit is checked at submit");
+            } else {
+                logs.max_size_mib = *v;
+            }
+        }
+    }
+}
+
 void parse_cache(const toml::table& t, std::vector<std::string>& models, Diagnostics& diag) {
     check_keys(t, k_cache_keys, "cache", diag);
     if (const auto* n = t.get("models")) {
@@ -1057,6 +1072,11 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
     if (const auto* n = root.get("outputs")) {
         if (const auto* t = expect_table(*n, "outputs", diag)) {
             parse_outputs(*t, job.outputs, diag);
+        }
+    }
+    if (const auto* n = root.get("logs")) {
+        if (const auto* t = expect_table(*n, "logs", diag)) {
+            parse_logs(*t, job.logs, diag);
         }
     }
     if (const auto* n = root.get("cache")) {

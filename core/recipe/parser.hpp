@@ -25,6 +25,7 @@ inline constexpr std::uint64_t k_default_max_sweep_jobs = 10000;
 // tar headers): 900 MiB of files.
 inline constexpr std::int64_t k_max_inputs_mib = 900;
 inline constexpr std::int64_t k_max_outputs_mib = 900; // outputs are stored as one SQLite blob (1e9 bytes max)
+inline constexpr std::int64_t k_max_log_mib = 64 * 1024; // logs.max_size, before the pool's own limit
 inline constexpr int k_max_extends_depth = 8;
 
 struct ParseOptions {

@@ -52,6 +52,13 @@ struct Outputs {
     bool operator==(const Outputs&) const = default;
 };
 
+// Log bytes kept per attempt. 0: the pool's default (`coordinator --max-log-mib`); a recipe may
+// set it up to the pool's limit (`--max-log-limit-mib`), checked at submit.
+struct Logs {
+    std::int64_t max_size_mib = 0;
+    bool operator==(const Logs&) const = default;
+};
+
 struct Retry {
     std::int64_t max_attempts = 3;           // attempts in all, including ones lost to worker faults
     std::vector<std::int64_t> on_exit_codes; // job exit codes that earn another attempt
@@ -70,6 +77,7 @@ struct JobSpec {
     Resources resources;
     Inputs inputs;
     Outputs outputs;
+    Logs logs;
     std::vector<std::string> cache_models;
     Retry retry;
     Priority priority = Priority::normal;

@@ -2,6 +2,7 @@
 
 #include "core/recipe/field_rules.hpp"
 #include "core/recipe/image_ref.hpp"
+#include "core/recipe/parser.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/util/strings.hpp"
 
@@ -194,6 +195,7 @@ nlohmann::ordered_json to_json(const JobSpec& job) {
         {"resources", resources},
         {"inputs", {{"paths", job.inputs.paths}, {"max_size_mib", job.inputs.max_size_mib}, {"archive", job.inputs.archive}}},
         {"outputs", {{"paths", job.outputs.paths}, {"max_size_mib", job.outputs.max_size_mib}}},
+        {"logs", {{"max_size_mib", job.logs.max_size_mib}}},
         {"cache_models", job.cache_models},
         {"retry", {{"max_attempts", job.retry.max_attempts}, {"on_exit_codes", job.retry.on_exit_codes}}},
         {"priority", to_string(job.priority)},
@@ -264,6 +266,13 @@ Result<JobSpec> job_from_json(const nlohmann::json& j) {
             rd.fail(*ro.error());
         }
     }
+    if (const auto* lg = rd.object("logs", "logs")) {
+        Reader rl(*lg);
+        rl.get("max_size_mib", job.logs.max_size_mib, "logs.max_size_mib");
+        if (rl.error()) {
+            rd.fail(*rl.error());
+        }
+    }
     if (const auto* rt = rd.object("retry", "retry")) {
         Reader rr(*rt);
         rr.get("max_attempts", job.retry.max_attempts, "retry.max_attempts");
@@ -319,6 +328,12 @@ Result<JobSpec> job_from_json(const nlohmann::json& j) {
     }
     if (r.max_runtime_s <= 0 || r.max_runtime_s > resources::k_max_duration_s) {
         return field_error("resources.max_runtime_s", "must be from 1 to 2592000 seconds");
+    }
+    if (job.outputs.max_size_mib < 0 || job.outputs.max_size_mib > k_max_outputs_mib) {
+        return field_error("outputs.max_size_mib", "must be from 0 to " + std::to_string(k_max_outputs_mib));
+    }
+    if (job.logs.max_size_mib < 0 || job.logs.max_size_mib > k_max_log_mib) {
+        return field_error("logs.max_size_mib", "must be from 0 (the pool's default) to " + std::to_string(k_max_log_mib));
     }
     if (job.retry.max_attempts < 1 || job.retry.max_attempts > 20) {
         return field_error("retry.max_attempts", "must be from 1 to 20");

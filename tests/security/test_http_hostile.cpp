@@ -339,17 +339,18 @@ TEST_CASE("hostile api: an enrollment token registers as many workers as it says
     CHECK(json::parse(bad_uses->body)["field"] == "uses");
 }
 
-TEST_CASE("hostile api: a job's log is capped, keeping its head and its tail, and says so", "[security][service]") {
-    const std::int64_t cap = 4 * 1024 * 1024; // the head is 1 MiB of it
-    Pool p(30'000, cap);
-    const auto job = p.submit({spec("chatty")})["jobs"][0].get<std::int64_t>();
+namespace {
+
+// Runs `job_spec` on the pool's worker and writes 12 MiB of log, each MiB its own letter ('a' to
+// 'l'); returns the job id and the log as a member reads it back, notice included.
+std::pair<std::int64_t, std::string> write_12_mib_log(Pool& p, const recipe::JobSpec& job_spec) {
+    const auto job = p.submit({job_spec})["jobs"][0].get<std::int64_t>();
     auto w = p.server.client(p.worker);
     call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
     auto a = call(w, "POST", "/v1/workers/poll?wait_ms=3000", json::object())["assignments"];
     REQUIRE(a.size() == 1);
     const std::string attempt = std::to_string(a[0]["attempt"].get<std::int64_t>());
     call(w, "POST", "/v1/attempts/" + attempt + "/start", json::object());
-    // 12 chunks of 1 MiB, each filled with its own letter: 12 MiB written, 4 MiB kept.
     const std::int64_t chunk = 1024 * 1024;
     for (int i = 0; i < 12; ++i) {
         auto r = w.request("POST", "/v1/attempts/" + attempt + "/logs?offset=" + std::to_string(i * chunk),
@@ -362,21 +363,52 @@ TEST_CASE("hostile api: a job's log is capped, keeping its head and its tail, an
     std::int64_t offset = 0;
     for (int reads = 0; reads < 20; ++reads) {
         auto r = call(m, "GET", "/v1/jobs/" + std::to_string(job) + "/logs?offset=" + std::to_string(offset));
-        const auto data = r["data"].get<std::string>();
-        text += data;
+        text += r["data"].get<std::string>();
         if (r["next_offset"].get<std::int64_t>() == offset) {
             break;
         }
         offset = r["next_offset"].get<std::int64_t>();
     }
     CHECK(offset == 12 * chunk); // offsets still count every byte the job wrote
-    // The first MiB ('a'), a notice, then the last 3 MiB ('j', 'k', 'l').
-    const auto mib = [&](char c) { return std::string(static_cast<std::size_t>(chunk), c); };
-    REQUIRE(text.starts_with(mib('a') + "[gpupool: bytes 1048576 to 9437184 of this log were dropped"));
+    return {job, text};
+}
+
+std::string mib(char c) { return std::string(std::size_t{1024 * 1024}, c); }
+
+// The log without its notice.
+std::string without_notice(const std::string& text) {
     const auto notice_end = text.find("]\n");
     REQUIRE(notice_end != std::string::npos);
-    CHECK(text.substr(0, static_cast<std::size_t>(chunk)) + text.substr(notice_end + 2) ==
-          mib('a') + mib('j') + mib('k') + mib('l'));
+    return text.substr(0, std::size_t{1024 * 1024}) + text.substr(notice_end + 2);
+}
+
+} // namespace
+
+TEST_CASE("hostile api: a job's log is capped, keeping its head and its tail, and says so", "[security][service]") {
+    Pool p(30'000, 4 * 1024 * 1024); // the head is 1 MiB of it
+    auto [job, text] = write_12_mib_log(p, spec("chatty"));
+    // The first MiB ('a'), a notice, then the last 3 MiB ('j', 'k', 'l').
+    REQUIRE(text.starts_with(mib('a') + "[gpupool: bytes 1048576 to 9437184 of this log were dropped"));
+    CHECK(without_notice(text) == mib('a') + mib('j') + mib('k') + mib('l'));
+}
+
+TEST_CASE("hostile api: a recipe keeps more log within the pool's limit, and no more", "[security][service]") {
+    Pool p(30'000, 4 * 1024 * 1024);
+    auto longer = spec("verbose");
+    longer.logs.max_size_mib = 6;
+    auto [job, text] = write_12_mib_log(p, longer);
+    REQUIRE(text.starts_with(mib('a') + "[gpupool: bytes 1048576 to 7340032 of this log were dropped"));
+    CHECK(without_notice(text) == mib('a') + mib('h') + mib('i') + mib('j') + mib('k') + mib('l'));
+
+    // Past the pool's limit (1 GiB by default) the submission is refused, naming the field.
+    auto greedy = spec("greedy");
+    greedy.logs.max_size_mib = 2048;
+    auto m = p.server.client(p.member);
+    auto r = call(m, "POST", "/v1/jobs",
+                  {{"source", "t.toml"}, {"jobs", json::parse(recipe::to_json(std::vector{spec("fine"), greedy}).dump())}},
+                  400);
+    CHECK(r["field"] == "jobs[1].logs.max_size");
+    CHECK_THAT(r["detail"].get<std::string>(), Catch::Contains("at most 1024 MiB"));
 }
 
 TEST_CASE("hostile api: a retried submission with the same idempotency key makes no duplicate",

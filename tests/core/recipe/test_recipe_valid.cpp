@@ -40,6 +40,7 @@ TEST_CASE("a minimal recipe gets the documented defaults") {
     CHECK(j.priority == Priority::normal);
     CHECK(j.retry.max_attempts == 3);
     CHECK(j.outputs.paths == std::vector<std::string>{"."});
+    CHECK(j.logs.max_size_mib == 0); // the pool's default
     CHECK(j.params.empty());
 }
 
@@ -202,7 +203,8 @@ TEST_CASE("jobs survive a JSON round trip") {
     auto jobs = jobs_of("name = \"n-{a}\"\nimage = \"b\"\ncommand = [\"x\", \"{a}\"]\npriority = \"high\"\n"
                         "[resources]\ngpu = 0.25\ngpu_models = [\"L4\"]\nmax_runtime = \"2h\"\n"
                         "[env]\nK = \"v\"\n[cache]\nmodels = [\"org/m\"]\n[retry]\non_exit_codes = [3]\n"
-                        "[outputs]\npaths = [\"r\"]\n[sweep]\na = [1, 2]\n");
+                        "[outputs]\npaths = [\"r\"]\n[logs]\nmax_size = \"256MiB\"\n[sweep]\na = [1, 2]\n");
+    REQUIRE(jobs.front().logs.max_size_mib == 256);
     for (const auto& j : jobs) {
         auto back = job_from_json(nlohmann::json::parse(to_json(j).dump()));
         REQUIRE(back);
@@ -223,6 +225,14 @@ TEST_CASE("job JSON is validated field by field") {
     r = job_from_json(bad);
     REQUIRE_FALSE(r);
     CHECK(r.error().field == "resources.gpu_milli");
+
+    for (const char* section : {"logs", "outputs"}) {
+        bad = nlohmann::json::parse(good.dump());
+        bad[section]["max_size_mib"] = -1; // the API is checked like the parser
+        r = job_from_json(bad);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().field == std::string(section) + ".max_size_mib");
+    }
 
     bad = nlohmann::json::parse(good.dump());
     bad.erase("image");

@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -171,6 +172,9 @@ struct Agent::Impl {
     WorkerApi api;      // agent thread
     std::string worker_token;
     std::int64_t worker_id = 0;
+    // Unique on this machine: names and labels this worker's containers, so two pools' workers
+    // (or a worker and `gpupool run`), each counting worker and attempt ids from 1, never take
+    // each other's containers. "w<worker id>-<instance>", the instance random and kept in worker.json.
     std::string worker_label;
 
     std::map<std::int64_t, Tracked> tracked;
@@ -208,11 +212,34 @@ struct Agent::Impl {
     fs::path attempts_dir() const { return opt.work_dir / "attempts"; }
 
     // ---- identity ----
+    static std::string new_instance_id() {
+        std::random_device rd;
+        const std::uint64_t bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+        return hex;
+    }
+
+    static bool is_instance_id(const std::string& s) {
+        return s.size() == 16 && std::all_of(s.begin(), s.end(), [](char c) {
+                   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+               });
+    }
+
     Status establish_identity() {
         const fs::path idf = opt.work_dir / "worker.json";
+        std::string instance;
         if (auto j = read_json(idf); j && j->value("coordinator", "") == identity()) {
             worker_id = j->value("worker_id", std::int64_t{0});
             worker_token = j->value("token", "");
+            instance = j->value("instance", "");
+        }
+        bool rewrite = false;
+        if (!is_instance_id(instance)) {
+            // A new worker, or a worker.json from before instances existed (its containers, named
+            // the old way, are not recognised: attempts running across that upgrade are reported lost).
+            instance = new_instance_id();
+            rewrite = true;
         }
         if (worker_id == 0 || worker_token.empty()) {
             json inv = inventory();
@@ -232,16 +259,20 @@ struct Agent::Impl {
                 sleep_for(d);
             }
             backoff.reset();
+            rewrite = true;
+            spdlog::info("registered with {} as worker {}", opt.coordinator_url, worker_id);
+        }
+        if (rewrite) {
             if (auto st = write_json_atomic(idf, {{"coordinator", identity()},
                                                   {"worker_id", worker_id},
-                                                  {"token", worker_token}});
+                                                  {"token", worker_token},
+                                                  {"instance", instance}});
                 !st) {
                 return st;
             }
-            spdlog::info("registered with {} as worker {}", opt.coordinator_url, worker_id);
         }
         api.set_token(worker_token);
-        worker_label = std::to_string(worker_id);
+        worker_label = "w" + std::to_string(worker_id) + "-" + instance;
         self.m_worker_id = worker_id;
         return {};
     }
@@ -328,7 +359,11 @@ struct Agent::Impl {
         std::map<std::string, FoundContainer> found;
         if (auto list = runtime.list(worker_label)) {
             for (auto& c : *list) {
-                found[c.name] = c;
+                // Only containers whose labels are exactly this worker's (never another pool's).
+                auto label = c.labels.find("gpupool.worker");
+                if (label != c.labels.end() && label->second == worker_label) {
+                    found[c.name] = c;
+                }
             }
         } else {
             spdlog::warn("cannot list {} containers: {}", runtime.name(), list.error().message);
@@ -365,7 +400,8 @@ struct Agent::Impl {
             t.last_ship = Clock::now();
             if (s->value("phase", "running") == "ended") {
                 t.phase = Phase::ended;
-            } else if (auto f = found.find(t.container); f != found.end()) {
+            } else if (auto f = found.find(t.container);
+                       f != found.end() && f->second.labels["gpupool.attempt"] == std::to_string(t.a.attempt)) {
                 if (auto st = runtime.reattach(t.container, t.dir / "log"); st) {
                     spdlog::info("attempt {}: re-attached to {}", t.a.attempt, t.container);
                     t.phase = Phase::running;
@@ -447,7 +483,7 @@ struct Agent::Impl {
         const bool process = runtime.name() == "process";
         const auto& spec = t.a.spec;
         ContainerSpec c;
-        c.name = "gpupool-w" + worker_label + "-a" + std::to_string(t.a.attempt);
+        c.name = "gpupool-" + worker_label + "-a" + std::to_string(t.a.attempt);
         c.image = spec.image;
         c.argv = spec.argv();
         c.log_path = t.dir / "log";

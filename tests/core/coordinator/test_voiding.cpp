@@ -169,7 +169,7 @@ TEST_CASE("voiding: earnings already paid out are clawed back from the owner's b
     p.check_books();
 }
 
-TEST_CASE("voiding: without a settling period earnings are paid at once; a plain ban voids nothing",
+TEST_CASE("voiding: without a settling period earnings are paid at once, and a plain ban voids nothing",
           "[credits][coordinator][security]") {
     CreditPool p;
     REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));

@@ -1,0 +1,174 @@
+// The worker agent's test fixture: a coordinator that can be stopped and started again on the
+// same port and database, an agent running on its own thread, and the options and helpers the
+// agent tests share (a FakeRuntime stands in for podman).
+#pragma once
+
+#include "core/coordinator/service.hpp"
+#include "core/net/http_client.hpp"
+#include "core/recipe/recipe_json.hpp"
+#include "tests/support.hpp"
+#include "tests/worker/fake_runtime.hpp"
+#include "worker/agent/agent.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+namespace gpupool::test::agent {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using test::eventually;
+
+inline recipe::JobSpec job_spec(const std::string& name) {
+    recipe::JobSpec s;
+    s.name = name;
+    s.image = "localhost/gpupool/busybox:latest";
+    s.command = {"sh", "-c", "true"};
+    s.resources.gpus = 1;
+    s.resources.gpu_milli = 500;
+    s.resources.cpu_milli = 100;
+    s.resources.memory_mib = 64;
+    s.resources.max_runtime_s = 60;
+    s.params = {{"lr", "0.1"}};
+    s.env = {{"MODE", "test"}};
+    return s;
+}
+
+// A coordinator that can be stopped and started again on the same port and database.
+struct Pool {
+    test::TempDir dir;
+    std::unique_ptr<coordinator::CoordinatorService> service;
+    std::uint16_t port = 0;
+    std::string admin, member, enroll;
+
+    Pool() {
+        start();
+        auto a = client(admin);
+        call(a, "POST", "/v1/admin/teams", {{"name", "fellows"}}, 201);
+        member = call(a, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201)["token"];
+        enroll = call(a, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "fellows"}, {"uses", 100}}, 201)["token"];
+    }
+    ~Pool() { stop(); }
+
+    void start() {
+        coordinator::ServiceOptions o;
+        o.db_path = dir.path() / "pool.db";
+        o.http.host = "127.0.0.1";
+        o.http.port = port;
+        o.http.stop_grace = 500ms;
+        o.tick = 50ms;
+        o.coordinator.lease_ms = 5'000;
+        o.coordinator.worker_timeout_ms = 5'000;
+        o.coordinator.credits.enforce = false; // credits have their own tests
+        o.coordinator.policy.preemption.min_runtime_s = 0; // so a test can preempt at once
+        service = std::make_unique<coordinator::CoordinatorService>(o);
+        std::string token;
+        REQUIRE(service->start(&token));
+        if (!token.empty()) {
+            admin = token;
+        }
+        port = service->port();
+    }
+    void stop() {
+        if (service) {
+            service->stop();
+            service.reset();
+        }
+    }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+
+    net::HttpClient client(const std::string& token) const {
+        net::ClientOptions o;
+        o.base_url = url();
+        o.token = token;
+        o.timeout = 10s;
+        return net::HttpClient(o);
+    }
+    static json call(net::HttpClient& c, const std::string& method, const std::string& path, const json& body = nullptr,
+                     int expect = 200) {
+        auto r = c.request(method, path, body.is_null() ? std::string() : body.dump());
+        REQUIRE(r);
+        INFO(method << " " << path << " -> " << r->status << " " << r->body);
+        REQUIRE(r->status == expect);
+        return r->body.empty() ? json() : json::parse(r->body);
+    }
+    std::int64_t submit(const recipe::JobSpec& s) {
+        auto c = client(member);
+        auto r = call(c, "POST", "/v1/jobs",
+                      {{"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}},
+                      201);
+        return r["jobs"][0].get<std::int64_t>();
+    }
+    json job(std::int64_t id) {
+        auto c = client(member);
+        return call(c, "GET", "/v1/jobs/" + std::to_string(id));
+    }
+    std::string logs(std::int64_t id) {
+        auto c = client(member);
+        return call(c, "GET", "/v1/jobs/" + std::to_string(id) + "/logs?offset=0")["data"].get<std::string>();
+    }
+};
+
+struct RunningAgent {
+    worker::Agent agent;
+    std::thread thread;
+    Status result;
+
+    RunningAgent(worker::AgentOptions o, worker::ContainerRuntime& rt, worker::GpuProbe& probe) : agent(std::move(o), rt, probe) {
+        thread = std::thread([this] { result = agent.run(); });
+    }
+    ~RunningAgent() { halt(); }
+    void halt() {
+        agent.stop();
+        if (thread.joinable()) {
+            thread.join();
+        }
+    }
+    void drain_and_join() {
+        agent.drain();
+        thread.join();
+    }
+};
+
+inline worker::AgentOptions options(const Pool& pool, const std::filesystem::path& work) {
+    worker::AgentOptions o;
+    o.coordinator_url = pool.url();
+    o.token = pool.enroll;
+    o.name = "test-box";
+    o.work_dir = work;
+    o.cpu_milli = 8000;
+    o.memory_mib = 16384;
+    o.heartbeat = 200ms;
+    o.poll_wait = 500ms;
+    o.stop_grace = 300ms;
+    o.runtime_grace = 300ms;
+    o.log_flush = 100ms;
+    o.backoff_initial = 100ms;
+    o.backoff_max = 500ms;
+    o.tick = 20ms;
+    o.give_up_after_drain = 2s;
+    return o;
+}
+
+inline worker::StaticGpuProbe one_gpu() {
+    return worker::StaticGpuProbe({{0, "GPU-test-0", "NVIDIA L4", "L4", 24576}});
+}
+
+inline std::string container_of(test::FakeRuntime& rt, std::size_t n = 0) {
+    std::string name;
+    REQUIRE(eventually([&] {
+        auto s = rt.started();
+        if (s.size() > n) {
+            name = s[n];
+            return true;
+        }
+        return false;
+    }));
+    return name;
+}
+
+inline std::string state_of(Pool& pool, std::int64_t id) { return pool.job(id)["state"].get<std::string>(); }
+
+} // namespace gpupool::test::agent

@@ -42,6 +42,10 @@ public:
     }
     Result<std::optional<worker::ExitStatus>> poll(const std::string& name) override {
         std::lock_guard lock(m_mu);
+        ++m_polls;
+        if (m_fail_poll) {
+            return make_error(ErrorCode::io, "fake: the engine does not answer");
+        }
         auto it = m_containers.find(name);
         if (it == m_containers.end()) {
             return make_error(ErrorCode::not_found, "fake: no container " + name);
@@ -114,6 +118,15 @@ public:
         std::lock_guard lock(m_mu);
         m_fail_start = v;
     }
+    // poll() fails with an io error (an engine that does not answer) until set back.
+    void fail_poll(bool v) {
+        std::lock_guard lock(m_mu);
+        m_fail_poll = v;
+    }
+    std::int64_t polls() {
+        std::lock_guard lock(m_mu);
+        return m_polls;
+    }
     std::optional<Container> get(const std::string& name) {
         std::lock_guard lock(m_mu);
         auto it = m_containers.find(name);
@@ -130,6 +143,8 @@ private:
     std::vector<std::string> m_order;
     bool m_ignore_term_next = false;
     bool m_fail_start = false;
+    bool m_fail_poll = false;
+    std::int64_t m_polls = 0;
 };
 
 } // namespace gpupool::test

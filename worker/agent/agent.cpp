@@ -157,6 +157,7 @@ struct Agent::Impl {
         std::string outputs_error;
         bool fenced = false;                // 409: drop without delivering
         std::int64_t gpu_limit_mib = 0;     // a fractional GPU job's memory share (0: not watched)
+        std::optional<Clock::time_point> poll_failing_since; // the engine cannot tell how the job is
     };
 
     AgentOptions opt;
@@ -793,14 +794,36 @@ struct Agent::Impl {
                 continue;
             }
             auto st = runtime.poll(t.container);
-            if (!st) {
-                spdlog::warn("attempt {}: poll: {}", id, st.error().message);
+            if (!st && st.error().code == ErrorCode::not_found) {
+                // Removed behind the worker's back (`podman rm -f`, an engine reset): a worker
+                // fault for this attempt, reported once; the slot is free again.
+                end_as_fault(t, "the job's " + runtime.name() + " container disappeared while it ran (" +
+                                    st.error().message + ")");
+                save(t);
                 continue;
             }
-            if (*st) {
+            if (!st) {
+                if (!t.poll_failing_since) {
+                    t.poll_failing_since = now;
+                    spdlog::warn("attempt {}: cannot tell how the job is: {}", id, st.error().message);
+                } else if (now - *t.poll_failing_since > opt.engine_unanswered_max) {
+                    end_as_fault(t, "the " + runtime.name() + " engine could not say how the job is for " +
+                                        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                           opt.engine_unanswered_max)
+                                                           .count()) +
+                                        " s: " + st.error().message);
+                    (void)runtime.signal(t.container, SIGKILL);
+                    save(t);
+                    continue;
+                }
+            } else if (*st) {
                 finish(t, **st);
                 continue;
+            } else if (t.poll_failing_since) {
+                spdlog::info("attempt {}: the {} engine answers again", id, runtime.name());
+                t.poll_failing_since.reset();
             }
+            // The limits hold even while the engine does not answer.
             const auto max_rt = std::chrono::seconds(t.a.spec.resources.max_runtime_s);
             if (t.stop_reason.empty() && max_rt.count() > 0 && now - t.started > max_rt) {
                 request_stop(t, "exceeded max_runtime " + resources::format_duration_s(t.a.spec.resources.max_runtime_s),

@@ -67,6 +67,9 @@ struct AgentOptions {
     std::chrono::milliseconds gpu_health{15'000}; // how often the driver is asked whether each GPU is sound
     // Longest an assignment waits for jobs still stopping on its GPU (under the coordinator's lease).
     std::chrono::milliseconds gpu_wait_max{20'000};
+    // A job whose container the engine cannot report on for this long (errors other than "no such
+    // container", which ends it at once) is killed and reported as a worker fault.
+    std::chrono::milliseconds engine_unanswered_max{60'000};
     std::chrono::milliseconds give_up_after_drain{60'000}; // undeliverable results stay spooled
 };
 

@@ -1,5 +1,6 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/net/url.hpp"
 #include "core/credits/money.hpp"
 #include "core/resources/quantity.hpp"
 
@@ -275,14 +276,30 @@ void register_admin(Cli& cli) {
                                                  << printable(r["credit"]) << " (entry " << r["id"] << ")\n";
                                    });
     });
-    CLI::App* budget = admin->add_subcommand("budget", "Set a team's spend caps (per day / per week; `none` removes)");
+    CLI::App* budget = admin->add_subcommand(
+        "budget", "Show a team's spend caps, or set them (per day / per week; a cap left out keeps its value, "
+                  "`none` removes it)");
     budget->add_option("team", g->team, "Team")->required();
     budget->add_option("--day", g->day, "Credits per rolling 24 hours, or none");
     budget->add_option("--week", g->week, "Credits per rolling 7 days, or none");
     budget->callback([&cli, g] {
-        json body = {{"team", g->team}, {"day_micro", nullptr}, {"week_micro", nullptr}};
+        auto cap = [](const json& v) { return v.is_null() ? std::string("none") : credits_of(v); };
+        if (g->day.empty() && g->week.empty()) {
+            cli.exit_code = admin_call(cli.global, "GET", "/v1/credits?limit=0&team=" + net::percent_encode(g->team), {}, [cap](const json& r) {
+                std::cout << "team " << printable(r["team"]) << " budget: " << cap(r["budget_day_micro"])
+                          << " per day, " << cap(r["budget_week_micro"]) << " per week; spent "
+                          << credits_of(r["spent_day_micro"]) << " in the last 24h, "
+                          << credits_of(r["spent_week_micro"]) << " in the last 7 days\n";
+            });
+            return;
+        }
+        json body = {{"team", g->team}};
         for (auto [text, key] : {std::pair{&g->day, "day_micro"}, std::pair{&g->week, "week_micro"}}) {
-            if (text->empty() || *text == "none") {
+            if (text->empty()) {
+                continue; // kept as it is
+            }
+            if (*text == "none") {
+                body[key] = nullptr;
                 continue;
             }
             auto v = credits::parse_credits(*text);
@@ -295,8 +312,7 @@ void register_admin(Cli& cli) {
             }
             body[key] = *v;
         }
-        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/budgets", body, [](const json& r) {
-            auto cap = [](const json& v) { return v.is_null() ? std::string("none") : credits_of(v); };
+        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/budgets", body, [cap](const json& r) {
             std::cout << "team " << printable(r["team"]) << " budget: " << cap(r["day_micro"]) << " per day, "
                       << cap(r["week_micro"]) << " per week\n";
         });

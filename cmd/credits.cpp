@@ -1,5 +1,6 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/net/url.hpp"
 #include "core/credits/money.hpp"
 
 #include <iostream>
@@ -45,7 +46,7 @@ int run_credits(const GlobalOptions& global, const CreditsOptions& opts) {
     }
     std::string path = "/v1/credits?limit=" + std::to_string(opts.limit);
     if (!opts.team.empty()) {
-        path += "&team=" + opts.team;
+        path += "&team=" + net::percent_encode(opts.team);
     }
     auto r = api->get(path);
     if (!r) {

@@ -891,6 +891,19 @@ net::Router CoordinatorService::Impl::routes() {
         if (!team || !day || !week) {
             return error_response(!team ? team.error() : !day ? day.error() : week.error());
         }
+        // A cap left out keeps its value; null removes it.
+        if (!body->contains("day_micro") || !body->contains("week_micro")) {
+            auto now = coord->credits_of(who, *team, 0);
+            if (!now) {
+                return error_response(now.error());
+            }
+            if (!body->contains("day_micro")) {
+                day = now->budget_day_micro;
+            }
+            if (!body->contains("week_micro")) {
+                week = now->budget_week_micro;
+            }
+        }
         auto st = coord->set_budget(who, *team, *day, *week);
         if (!st) {
             return error_response(st.error());

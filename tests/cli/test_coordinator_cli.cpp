@@ -221,6 +221,16 @@ TEST_CASE("coordinator process: grants, credits, budgets, report, refusal and pr
     auto budget = as_admin({"admin", "budget", "poor", "--day", "2.5"});
     CHECK(budget.exit_code == 0);
     CHECK_THAT(budget.out, Catch::Contains("2.5 per day, none per week"));
+    // A cap left out keeps its value, `none` removes one, no flags shows them.
+    budget = as_admin({"admin", "budget", "poor", "--week", "10"});
+    CHECK_THAT(budget.out, Catch::Contains("2.5 per day, 10 per week"));
+    budget = as_admin({"admin", "budget", "poor"});
+    CHECK(budget.exit_code == 0);
+    CHECK_THAT(budget.out, Catch::Contains("team poor budget: 2.5 per day, 10 per week; spent"));
+    budget = as_admin({"admin", "budget", "poor", "--day", "none"});
+    CHECK_THAT(budget.out, Catch::Contains("none per day, 10 per week"));
+    budget = as_admin({"admin", "budget", "poor", "--week", "none", "--day", "2.5"});
+    CHECK_THAT(budget.out, Catch::Contains("2.5 per day, none per week"));
     auto adjust = as_admin({"admin", "adjust", "poor", "-0.00005", "--note", "typo"});
     CHECK(adjust.exit_code == 0);
     CHECK_THAT(adjust.out, Catch::Contains("0.00005 credits from team:"));

@@ -119,7 +119,8 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
         return k_exit_usage;
     }
 
-    // First SIGTERM/SIGINT drains; a second one stops at once (jobs keep running; a restart re-attaches).
+    // First SIGTERM/SIGINT drains (running jobs may finish within --drain-grace); a second one stops
+    // the running jobs now and hands them back; a third leaves at once (results stay spooled).
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
@@ -133,11 +134,18 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
         if (sig == SIGUSR2) {
             return;
         }
-        spdlog::warn("signal {}: draining (send it again to stop at once)", sig);
+        spdlog::warn("signal {}: draining: running jobs may finish (send it again to stop them now)", sig);
         agent.drain();
         sigwait(&signals, &sig);
+        if (sig == SIGUSR2) {
+            return;
+        }
+        spdlog::warn("signal {}: stopping the running jobs now and handing them back to the pool (again to leave "
+                     "at once)", sig);
+        agent.drain_now();
+        sigwait(&signals, &sig);
         if (sig != SIGUSR2) {
-            spdlog::warn("signal {}: stopping now; running jobs are left for the next start", sig);
+            spdlog::warn("signal {}: leaving now; undelivered results stay spooled for the next start", sig);
             agent.stop();
         }
     });

@@ -192,6 +192,30 @@ TEST_CASE("worker process: SIGTERM drains — the running job finishes, nothing 
     CHECK_THAT(w.stderr_text(), Catch::Contains("draining"));
 }
 
+TEST_CASE("worker process: a second SIGINT stops the running job now and hands it back, then exits",
+          "[worker-cli]") {
+    test::TempDir dir;
+    CoordinatorProcess coord(dir.path());
+    const auto url = coord.url();
+    const auto tokens = setup_team(url, coord.admin());
+    WorkerProcess w(dir.path() / "w", url, tokens.enroll); // the default drain grace: 5 minutes
+    const auto pid_file = dir.path() / "job.pid";
+    const auto id = submit_shell(url, tokens.member, "long", "echo $$ > " + pid_file.string() + "; exec sleep 120");
+    REQUIRE(eventually([&] { return fs::exists(pid_file) && !test::slurp(pid_file).empty(); }, 15s));
+    const pid_t job_pid = std::stoi(test::slurp(pid_file));
+    REQUIRE(::kill(job_pid, 0) == 0);
+    w.signal(SIGINT);
+    std::this_thread::sleep_for(500ms);
+    CHECK(::kill(job_pid, 0) == 0); // the first one lets it finish
+    w.signal(SIGINT);
+    CHECK(w.wait_exit(15s) == 0);
+    CHECK(::kill(job_pid, 0) != 0); // stopped, not left running on the owner's machine
+    const auto j = get_job(url, tokens.member, id);
+    CHECK(j["state"] == "queued"); // handed back at once, not lost 30 s later
+    CHECK(j["attempt_history"][0]["state"] == "preempted");
+    CHECK_THAT(w.stderr_text(), Catch::Contains("stopping the running jobs now"));
+}
+
 TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in ./gpupool-out", "[worker-cli]") {
     test::TempDir dir;
     const auto recipe = (test::source_dir() / "recipes/hello-sweep.toml").string();

@@ -62,6 +62,7 @@ namespace {
 
 constexpr std::size_t k_max_chunk = std::size_t{1} << 20; // bytes per log POST
 constexpr std::int64_t k_eager_chunk = 64 * 1024;         // ship at once when this much is pending
+constexpr std::chrono::milliseconds k_hurried_give_up{5'000}; // drain_now(): undelivered results stay spooled
 
 // 0600 from the first byte (worker.json holds the worker's token), under an unpredictable temporary name.
 Status write_json_atomic(const fs::path& path, const json& j) { return util::write_private_file(path, j.dump(2) + "\n"); }
@@ -197,6 +198,7 @@ struct Agent::Impl {
     std::condition_variable cv;
     std::vector<AssignmentMsg> inbox;
     std::atomic<bool> draining{false};
+    std::atomic<bool> hurry{false}; // drain_now(): stop the running jobs without waiting
     std::atomic<bool> stopping{false};
     std::atomic<int> active{0};
     std::optional<Clock::time_point> drain_deadline;
@@ -1233,6 +1235,11 @@ struct Agent::Impl {
             deliver();
             if (draining) {
                 const auto now = Clock::now();
+                if (hurry && (!drain_deadline || *drain_deadline > now)) {
+                    drain_deadline = now;
+                    give_up_at.reset();
+                    spdlog::warn("stopping {} running job(s) now and handing them back", active.load());
+                }
                 if (!drain_deadline) {
                     drain_deadline = now + opt.drain_grace;
                     next_heartbeat = now; // tell the coordinator at once: no new work here
@@ -1250,7 +1257,8 @@ struct Agent::Impl {
                 }
                 if (active.load() == 0) {
                     if (!give_up_at) {
-                        give_up_at = now + opt.give_up_after_drain;
+                        give_up_at = now + (hurry ? std::min<milliseconds>(opt.give_up_after_drain, k_hurried_give_up)
+                                                  : opt.give_up_after_drain);
                     } else if (now >= *give_up_at) {
                         spdlog::warn("drain: the coordinator did not take {} result(s); they stay spooled in {}",
                                      tracked.size(), attempts_dir().string());
@@ -1280,6 +1288,11 @@ void Agent::drain() {
     m_impl->draining = true;
     { std::lock_guard lock(m_impl->mu); } // a waiter between its check and its wait must not miss this
     m_impl->cv.notify_all();
+}
+
+void Agent::drain_now() {
+    m_impl->hurry = true;
+    drain();
 }
 
 void Agent::stop() {

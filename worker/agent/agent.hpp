@@ -86,6 +86,10 @@ public:
     Status run();
     // Graceful: no new work; finish or hand back running jobs; deliver; return from run().
     void drain();
+    // A drain that does not wait: running jobs are stopped now (SIGTERM, stop_grace, SIGKILL) and
+    // handed back to the queue; run() returns once that is delivered (or after a few seconds
+    // without the coordinator: the results stay spooled).
+    void drain_now();
     // Immediate: return from run() as soon as possible, leaving jobs running and the spool intact
     // (the next start re-attaches).
     void stop();

@@ -79,7 +79,11 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
     app.add_option("--config", cli.global.config_file, "Client config file (default ~/.config/gpupool/config.toml)");
     app.add_option("--url", cli.global.url, "Coordinator URL (overrides GPUPOOL_URL and the config file)");
-    app.add_option("--token", cli.global.token, "API token (overrides GPUPOOL_TOKEN and the config file)");
+    app.add_option("--token", cli.global.token,
+                   "API token (overrides GPUPOOL_TOKEN and the config file; visible to other users in `ps`: "
+                   "prefer --token-file or GPUPOOL_TOKEN)");
+    app.add_option("--token-file", cli.global.token_file,
+                   "File holding the API token (overrides GPUPOOL_TOKEN_FILE, GPUPOOL_TOKEN and the config file)");
     app.add_option("--ca-cert", cli.global.ca_cert, "PEM CA certificate that signs the coordinator's TLS certificate");
     app.footer("Docs: README.md, docs/recipes.md. Exit codes: 0 ok, 1 failed, 2 usage error.\n");
 

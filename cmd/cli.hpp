@@ -24,6 +24,7 @@ struct GlobalOptions {
     std::optional<std::string> config_file;
     std::optional<std::string> url;
     std::optional<std::string> token;
+    std::optional<std::string> token_file;
     std::optional<std::string> ca_cert;
 };
 

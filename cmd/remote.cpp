@@ -28,6 +28,9 @@ config::ClientOverrides overrides(const GlobalOptions& global) {
     }
     o.url = global.url;
     o.token = global.token;
+    if (global.token_file) {
+        o.token_file = *global.token_file;
+    }
     o.ca_cert = global.ca_cert;
     return o;
 }

@@ -113,9 +113,12 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     ao.heartbeat = std::chrono::milliseconds(o.heartbeat_ms);
     ao.poll_wait = std::chrono::milliseconds(o.poll_wait_ms);
     ao.stop_grace = std::chrono::milliseconds(o.stop_grace_ms);
-    if (ao.token.empty()) {
+    if (ao.token.empty() && !worker::has_stored_identity(ao.work_dir, ao.coordinator_url)) {
+        // Later starts reuse the identity in worker.json; only the first needs an enrollment token.
         report_error(global, make_error(ErrorCode::invalid_input,
-                                        "no token: pass --token ENROLL_TOKEN (from `gpupool admin enroll TEAM`)", "--token"));
+                                        "no token: the first start registers with an enrollment token (from `gpupool "
+                                        "admin enroll TEAM`): --token-file FILE, or GPUPOOL_TOKEN, or --token",
+                                        "--token"));
         return k_exit_usage;
     }
 

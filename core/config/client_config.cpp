@@ -4,7 +4,9 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <vector>
 
 namespace gpupool::config {
@@ -70,6 +72,28 @@ Status read_file(const fs::path& path, ClientConfig& cfg) {
     return {};
 }
 
+Result<std::string> read_token_file(const fs::path& path, const std::string& source) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return make_error(ErrorCode::not_found, "cannot read the token file `" + path.string() + "`", source);
+    }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.size() > 4096) {
+        return make_error(ErrorCode::invalid_input, "the token file `" + path.string() + "` is not a token (too long)",
+                          source);
+    }
+    const auto first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) {
+        return make_error(ErrorCode::invalid_input, "the token file `" + path.string() + "` is empty", source);
+    }
+    text = text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+    if (std::any_of(text.begin(), text.end(), [](unsigned char c) { return c < 0x21 || c == 0x7f; })) {
+        return make_error(ErrorCode::invalid_input,
+                          "the token file `" + path.string() + "` holds more than one word (a token has no spaces or control characters)", source);
+    }
+    return text;
+}
+
 } // namespace
 
 Result<ClientConfig> load_client_config(const ClientOverrides& overrides, const EnvLookup& env) {
@@ -87,6 +111,13 @@ Result<ClientConfig> load_client_config(const ClientOverrides& overrides, const 
         cfg.url = *v;
         cfg.url_source = "GPUPOOL_URL";
     }
+    if (auto v = env("GPUPOOL_TOKEN_FILE")) {
+        auto t = read_token_file(*v, "GPUPOOL_TOKEN_FILE");
+        if (!t) {
+            return t.error();
+        }
+        cfg.token = *t;
+    }
     if (auto v = env("GPUPOOL_TOKEN")) {
         cfg.token = *v;
     }
@@ -96,6 +127,13 @@ Result<ClientConfig> load_client_config(const ClientOverrides& overrides, const 
     if (overrides.url) {
         cfg.url = *overrides.url;
         cfg.url_source = "--url";
+    }
+    if (overrides.token_file) {
+        auto t = read_token_file(*overrides.token_file, "--token-file");
+        if (!t) {
+            return t.error();
+        }
+        cfg.token = *t;
     }
     if (overrides.token) {
         cfg.token = *overrides.token;

@@ -2,7 +2,9 @@
 //
 // Sources, later ones winning: built-in defaults, the config file
 // (~/.config/gpupool/config.toml, or $XDG_CONFIG_HOME/gpupool/config.toml, or --config), the
-// environment (GPUPOOL_URL, GPUPOOL_TOKEN, GPUPOOL_CA_CERT), then command-line flags. A missing
+// environment (GPUPOOL_URL, GPUPOOL_TOKEN_FILE, GPUPOOL_TOKEN, GPUPOOL_CA_CERT), then command-line
+// flags (--token-file, then --token). A token file holds the token alone (surrounding whitespace
+// is ignored); a file that is missing, unreadable or empty is an Error naming it. A missing
 // default config file is fine; a missing file named with --config, a TOML error or an unknown key
 // is an Error naming the file, line and key. Pure apart from reading the file; thread-safe.
 #pragma once
@@ -29,6 +31,7 @@ struct ClientOverrides {
     std::optional<std::filesystem::path> config_file; // --config (must exist)
     std::optional<std::string> url;                   // --url
     std::optional<std::string> token;                 // --token
+    std::optional<std::filesystem::path> token_file;  // --token-file
     std::optional<std::string> ca_cert;               // --ca-cert
 };
 

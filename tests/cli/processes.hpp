@@ -86,11 +86,15 @@ public:
         : m_work(work) {
         namespace bp = boost::process;
         std::filesystem::create_directories(work);
-        std::vector<std::string> args{"--log-level", "info", "--url", url, "--token", token, "worker", "--share",
+        // An empty token passes none (a restart reuses worker.json; or `extra` names --token-file).
+        std::vector<std::string> args{"--log-level", "info", "--url", url, "worker", "--share",
                                       "--runtime", "process", "--unsafe-process-runtime", "--work-dir",
                                       work.string(), "--heartbeat-ms", "300", "--poll-wait-ms", "1000",
                                       "--cpus-milli", "4000", "--memory-mib", "4096"};
         args.insert(args.end(), extra.begin(), extra.end());
+        if (!token.empty()) {
+            args.insert(args.begin(), {"--token", token});
+        }
         m_child = bp::child(bp::exe = GPUPOOL_BINARY, bp::args = args, bp::std_out > (work / "stdout").string(),
                             bp::std_err > (work / "stderr").string(), bp::std_in < bp::null);
     }

@@ -192,6 +192,33 @@ TEST_CASE("worker process: SIGTERM drains — the running job finishes, nothing 
     CHECK_THAT(w.stderr_text(), Catch::Contains("draining"));
 }
 
+TEST_CASE("worker process: the first start reads its token from a file, a restart needs none", "[worker-cli]") {
+    test::TempDir dir;
+    CoordinatorProcess coord(dir.path());
+    const auto url = coord.url();
+    const auto tokens = setup_team(url, coord.admin());
+    const auto token_file = dir.write("enroll.token", tokens.enroll + "\n");
+    std::int64_t first_worker = 0;
+    {
+        WorkerProcess w(dir.path() / "w", url, "", {"--token-file", token_file.string()});
+        const auto id = submit_shell(url, tokens.member, "first", "echo one");
+        REQUIRE(eventually([&] { return job_state(url, tokens.member, id) == "succeeded"; }, 15s));
+        first_worker = get_job(url, tokens.member, id)["attempt_history"][0]["worker"];
+        w.signal(SIGTERM);
+        REQUIRE(w.wait_exit(15s) == 0);
+    }
+    // No token at all: the identity in worker.json is reused.
+    WorkerProcess again(dir.path() / "w", url, "");
+    const auto id = submit_shell(url, tokens.member, "second", "echo two");
+    REQUIRE(eventually([&] { return job_state(url, tokens.member, id) == "succeeded"; }, 15s));
+    CHECK(get_job(url, tokens.member, id)["attempt_history"][0]["worker"] == first_worker);
+    // Another work dir has no identity: it asks for a token, naming the ways to give one.
+    auto fresh = test::run_gpupool({"--url", url, "worker", "--share", "--runtime", "process",
+                                    "--unsafe-process-runtime", "--work-dir", (dir.path() / "other").string()});
+    CHECK(fresh.exit_code == 2);
+    CHECK_THAT(fresh.err, Catch::Contains("--token-file") && Catch::Contains("GPUPOOL_TOKEN"));
+}
+
 TEST_CASE("worker process: a second SIGINT stops the running job now and hands it back, then exits",
           "[worker-cli]") {
     test::TempDir dir;

@@ -1277,6 +1277,12 @@ struct Agent::Impl {
     }
 };
 
+bool has_stored_identity(const fs::path& work_dir, const std::string& identity_key) {
+    auto j = read_json(work_dir / "worker.json");
+    return j && j->value("coordinator", "") == identity_key && j->value("worker_id", std::int64_t{0}) > 0 &&
+           !j->value("token", "").empty();
+}
+
 Agent::Agent(AgentOptions options, ContainerRuntime& runtime, GpuProbe& gpus)
     : m_impl(std::make_unique<Impl>(std::move(options), runtime, gpus, *this)) {}
 

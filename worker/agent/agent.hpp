@@ -73,6 +73,10 @@ struct AgentOptions {
     std::chrono::milliseconds give_up_after_drain{60'000}; // undeliverable results stay spooled
 };
 
+// Whether <work_dir>/worker.json holds a registered identity for this pool (`identity_key`, or the
+// coordinator URL): a start with it needs no enrollment token.
+bool has_stored_identity(const std::filesystem::path& work_dir, const std::string& identity_key);
+
 class Agent {
 public:
     Agent(AgentOptions options, ContainerRuntime& runtime, GpuProbe& gpus);

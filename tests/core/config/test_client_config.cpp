@@ -54,6 +54,38 @@ TEST_CASE("client config: file, then environment, then flags") {
     CHECK(from_flags->url_source == "--url");
 }
 
+TEST_CASE("client config: a token from a file, kept out of the command line") {
+    test::TempDir home;
+    const auto file = home.write("token", "  gpp_from_file\n");
+    auto env = std::map<std::string, std::string>{{"HOME", home.path().string()}};
+
+    ClientOverrides flags;
+    flags.token_file = file;
+    auto cfg = load_client_config(flags, env_of(env));
+    REQUIRE(cfg);
+    CHECK(cfg->token == "gpp_from_file");
+
+    env["GPUPOOL_TOKEN_FILE"] = file.string();
+    auto from_env = load_client_config({}, env_of(env));
+    REQUIRE(from_env);
+    CHECK(from_env->token == "gpp_from_file");
+    env["GPUPOOL_TOKEN"] = "env-token"; // the token itself wins over the file
+    CHECK(load_client_config({}, env_of(env))->token == "env-token");
+    CHECK(load_client_config(flags, env_of(env))->token == "gpp_from_file"); // a flag wins over both
+
+    flags.token_file = home.path() / "missing";
+    auto missing = load_client_config(flags, env_of(env));
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().field == "--token-file");
+    CHECK_THAT(missing.error().message, Catch::Contains("missing"));
+    for (const char* bad : {"\n \n", "gpp_a gpp_b\n"}) {
+        flags.token_file = home.write("bad", bad);
+        auto r = load_client_config(flags, env_of(env));
+        REQUIRE_FALSE(r);
+        CHECK(r.error().field == "--token-file");
+    }
+}
+
 TEST_CASE("client config: XDG_CONFIG_HOME wins over HOME") {
     test::TempDir dir;
     dir.write("xdg/gpupool/config.toml", "url = \"http://xdg:1\"\n");

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -130,6 +131,17 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGUSR2); // our own wake-up for the signal thread
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    // The owner's view, at any log level: what is offered, then one line per job start and end.
+    ao.on_event = [json_out = global.json](const std::string& line) {
+        const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+        if (json_out) {
+            std::cout << nlohmann::json{{"at", now}, {"event", line}}.dump() << std::endl;
+        } else {
+            std::cerr << "gpupool worker: " << format_time(now) << " UTC " << printable(line) << std::endl;
+        }
+    };
     worker::Agent agent(ao, **runtime, probe);
     std::thread waiter([&] {
         int sig = 0;
@@ -152,8 +164,10 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
             agent.stop();
         }
     });
-    std::cerr << "gpupool worker: sharing with " << ao.coordinator_url << " (runtime " << (*runtime)->name()
-              << ", work dir " << ao.work_dir.string() << ")" << std::endl;
+    if (!global.json) {
+        std::cerr << "gpupool worker: joining " << ao.coordinator_url << " (runtime " << (*runtime)->name()
+                  << ", work dir " << ao.work_dir.string() << ")" << std::endl;
+    }
     auto st = agent.run();
     // Wake the signal thread if it is still waiting.
     pthread_kill(waiter.native_handle(), SIGUSR2);

@@ -1068,7 +1068,7 @@ Result<std::vector<Assignment>> Coordinator::assignments(const Principal& who) c
         const AttemptRecord& a = m_attempts.at(id);
         if (a.worker == *who.worker && a.state == AttemptState::assigned) {
             const JobRecord& j = m_jobs.at(a.job);
-            out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team});
+            out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team, m_teams.at(j.team).name});
         }
     }
     return out;

@@ -230,6 +230,7 @@ struct Assignment {
     std::int64_t gpu_index = -1;
     std::int64_t gpu_milli = 0;
     TeamId team; // whose job: the worker gives each team its own writable cache
+    std::string team_name{}; // for the owner's log
 };
 
 struct HeartbeatReply {

@@ -275,7 +275,7 @@ json job_json(const Coordinator& coord, const JobRecord& j, const std::vector<At
 
 json assignment_json(const Assignment& a) {
     return {{"attempt", a.attempt.value()}, {"job", a.job.value()},         {"attempt_number", a.attempt_number},
-            {"gpu_index", a.gpu_index},     {"gpu_milli", a.gpu_milli}, {"team", a.team.value()},
+            {"gpu_index", a.gpu_index},     {"gpu_milli", a.gpu_milli}, {"team", a.team.value()}, {"team_name", a.team_name},
             {"spec", json::parse(recipe::to_json(a.spec).dump())}};
 }
 

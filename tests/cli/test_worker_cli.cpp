@@ -206,6 +206,14 @@ TEST_CASE("worker process: the first start reads its token from a file, a restar
         first_worker = get_job(url, tokens.member, id)["attempt_history"][0]["worker"];
         w.signal(SIGTERM);
         REQUIRE(w.wait_exit(15s) == 0);
+        // The owner sees what is offered and one line per job start and end, at the default level.
+        const std::string told = w.stderr_text();
+        CHECK_THAT(told, Catch::Contains("sharing with " + url + " as worker " + std::to_string(first_worker) +
+                                         ": 4 CPUs, 4GiB memory, "));
+        CHECK_THAT(told, Catch::Contains("job " + std::to_string(id) + " `first` (team fellows) started: no GPU, "
+                                                                           "0.1 CPU, 64MiB memory"));
+        CHECK_THAT(told, Catch::Contains("job " + std::to_string(id) + " `first` (team fellows) ended after ") &&
+                             Catch::Contains(": exited with status 0"));
     }
     // No token at all: the identity in worker.json is reused.
     WorkerProcess again(dir.path() / "w", url, "");

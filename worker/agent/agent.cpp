@@ -427,6 +427,49 @@ struct Agent::Impl {
         refresh_active();
     }
 
+    // ---- what the owner sees ----
+    void event(const std::string& line) const {
+        if (opt.on_event) {
+            opt.on_event(line);
+        }
+    }
+
+    static std::string job_label(const AssignmentMsg& a) {
+        return "job " + std::to_string(a.job) + " `" + a.spec.name + "` (team " +
+               (a.team_name.empty() ? std::to_string(a.team) : a.team_name) + ")";
+    }
+
+    static std::string share_of(const AssignmentMsg& a) {
+        std::string gpu = "no GPU";
+        if (a.gpu_index >= 0) {
+            gpu = (a.gpu_milli >= 1000 ? std::string("GPU ") : resources::format_milli(a.gpu_milli) + " of GPU ") +
+                  std::to_string(a.gpu_index);
+        }
+        return gpu + ", " + resources::format_milli(a.spec.resources.cpu_milli) + " CPU, " +
+               resources::format_memory_mib(a.spec.resources.memory_mib) + " memory";
+    }
+
+    void event_ended(const Tracked& t) const {
+        const auto ran = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t.started).count();
+        event(job_label(t.a) + " ended after " + resources::format_duration_s(std::max<std::int64_t>(ran, 0)) + ": " +
+              (t.outcome == Outcome::worker_fault ? "worker fault: " : "") + t.reason);
+    }
+
+    void event_offer() const {
+        const json inv = inventory();
+        std::string line = "sharing with " + opt.coordinator_url + " as worker " + std::to_string(worker_id) + ": " +
+                           resources::format_milli(inv["cpu_milli"].get<std::int64_t>()) + " CPUs, " +
+                           resources::format_memory_mib(inv["memory_mib"].get<std::int64_t>()) + " memory, ";
+        if (gpus.empty()) {
+            line += "no NVIDIA driver found: CPU-only jobs";
+        }
+        for (std::size_t i = 0; i < gpus.size(); ++i) {
+            line += (i == 0 ? "" : "; ") + std::string("GPU ") + std::to_string(gpus[i].index) + " " + gpus[i].name +
+                    " (" + resources::format_memory_mib(gpus[i].memory_mib) + ")";
+        }
+        event(line + "; jobs run with " + runtime.name());
+    }
+
     void end_as_fault(Tracked& t, const std::string& why) {
         t.phase = Phase::ended;
         t.exit_code.reset();
@@ -434,6 +477,7 @@ struct Agent::Impl {
         t.outcome = Outcome::worker_fault;
         t.outputs_done = true; // nothing to trust in a half-run's outputs
         spdlog::warn("attempt {}: {}", t.a.attempt, why);
+        event_ended(t);
     }
 
     void refresh_active() {
@@ -650,12 +694,14 @@ struct Agent::Impl {
                 t.reason = e.message;
                 t.outcome = Outcome::exited;
                 t.outputs_done = true;
+                event_ended(t);
             } else {
                 end_as_fault(t, "could not start on " + runtime.name() + ": " + e.message);
             }
             append_note(t, "gpupool-worker: " + t.reason + "\n");
         } else {
             spdlog::info("attempt {} (job {} `{}`): started as {}", t.a.attempt, t.a.job, t.a.spec.name, t.container);
+            event(job_label(t.a) + " started: " + share_of(t.a));
         }
         save(t);
         const auto id = t.a.attempt;
@@ -870,6 +916,7 @@ struct Agent::Impl {
             t.outputs_done = true; // handed back: a later attempt produces the outputs
         }
         spdlog::info("attempt {}: {}", t.a.attempt, t.reason);
+        event_ended(t);
         save(t);
     }
 
@@ -1205,6 +1252,7 @@ struct Agent::Impl {
             return st;
         }
         recover();
+        event_offer();
         std::thread poller([this] { poll_loop(); });
         while (!stopping) {
             std::vector<AssignmentMsg> fresh;

@@ -38,6 +38,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -71,6 +72,10 @@ struct AgentOptions {
     // container", which ends it at once) is killed and reported as a worker fault.
     std::chrono::milliseconds engine_unanswered_max{60'000};
     std::chrono::milliseconds give_up_after_drain{60'000}; // undeliverable results stay spooled
+    // What the machine's owner is told, one line each, whatever the log level: what it offers once
+    // registered, and each job's start and end (team, job, share, outcome). Text from the pool is
+    // passed as it came; the receiver escapes it. Called on the agent's thread.
+    std::function<void(const std::string&)> on_event;
 };
 
 // Whether <work_dir>/worker.json holds a registered identity for this pool (`identity_key`, or the

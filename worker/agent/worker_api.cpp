@@ -137,6 +137,10 @@ Result<AssignmentMsg> parse_assignment(const json& j) {
         if (a.team < 0) {
             return make_error(ErrorCode::invalid_input, "assignment: team must be 0 or more", "assignments");
         }
+        a.team_name = j.value("team_name", std::string());
+        if (a.team_name.size() > 256) {
+            return make_error(ErrorCode::invalid_input, "assignment: team_name is longer than 256 bytes", "assignments");
+        }
         auto spec = recipe::job_from_json(j.at("spec"));
         if (!spec) {
             return spec.error();

@@ -30,6 +30,7 @@ struct AssignmentMsg {
     std::int64_t gpu_index = -1;
     std::int64_t gpu_milli = 0;
     std::int64_t team = 0; // the job's team (0 from a coordinator that does not say)
+    std::string team_name; // for the owner's log (printed escaped; empty when not said)
     recipe::JobSpec spec;
     nlohmann::json raw; // the assignment as received (kept in the spool)
 };

@@ -1,6 +1,8 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/client/api_client.hpp"
 #include "core/config/client_config.hpp"
+#include "core/credits/money.hpp"
 #include "core/resources/quantity.hpp"
 #include "worker/agent/agent.hpp"
 #include "worker/gpu/gpu_probe.hpp"
@@ -12,6 +14,8 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -35,9 +39,12 @@ struct WorkerCmdOptions {
     std::int64_t stop_grace_ms = 1500;
     std::int64_t cpu_milli = 0;
     std::int64_t memory_mib = 0;
+    std::int64_t status_limit = 50;
 };
 
 namespace {
+
+namespace fs = std::filesystem;
 
 void print_inventory(const GlobalOptions& global, const std::vector<worker::GpuInfo>& gpus, const std::string& runtime) {
     if (global.json) {
@@ -179,6 +186,86 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     return k_exit_ok;
 }
 
+// `gpupool worker status`: the owner's view with the identity the machine already has (no
+// second token): which pool and worker this is, what its team has earned, what is spooled.
+int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
+    const fs::path work = o.work_dir.empty() ? fs::path(default_data_dir() + "/worker") : fs::path(o.work_dir);
+    std::ifstream in(work / "worker.json");
+    const auto id = nlohmann::json::parse(in, nullptr, false);
+    if (!in || !id.is_object() || !id.contains("token") || !id["token"].is_string() ||
+        !id.value("coordinator", nlohmann::json()).is_string()) {
+        report_error(global, make_error(ErrorCode::not_found,
+                                        "no worker identity in " + (work / "worker.json").string() +
+                                            ": this machine has not joined a pool with this work dir "
+                                            "(`gpupool worker --share`; or pass --work-dir)",
+                                        "--work-dir"));
+        return k_exit_failed;
+    }
+    const std::string coordinator = id["coordinator"].get<std::string>();
+    if (!coordinator.starts_with("http://") && !coordinator.starts_with("https://")) {
+        report_error(global, make_error(ErrorCode::invalid_input,
+                                        "this work dir belongs to the local pool of `gpupool run` (" + coordinator +
+                                            "), which has no earnings",
+                                        "--work-dir"));
+        return k_exit_failed;
+    }
+    std::size_t spooled = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(work / "attempts", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        ++spooled;
+    }
+    config::ClientConfig cfg;
+    cfg.url = coordinator;
+    cfg.url_source = (work / "worker.json").string();
+    cfg.token = id["token"].get<std::string>();
+    if (global.ca_cert) {
+        cfg.ca_cert = *global.ca_cert;
+    }
+    client::ApiClient api(cfg);
+    auto credits = api.get("/v1/credits?limit=" + std::to_string(o.status_limit));
+    if (!credits) {
+        report_error(global, credits.error());
+        return k_exit_failed;
+    }
+    if (global.json) {
+        std::cout << nlohmann::json{{"coordinator", coordinator},
+                                    {"worker_id", id.value("worker_id", std::int64_t{0})},
+                                    {"spooled_attempts", spooled},
+                                    {"credits", *credits}}
+                         .dump(2)
+                  << '\n';
+        return k_exit_ok;
+    }
+    const auto& c = *credits;
+    const std::string team_account = "team:" + std::to_string(c["team_id"].get<std::int64_t>());
+    const std::string settling_account = "settling:" + std::to_string(c["team_id"].get<std::int64_t>());
+    std::cout << "worker " << id.value("worker_id", std::int64_t{0}) << " of team " << printable(c["team"]) << " on "
+              << coordinator << " (work dir " << work.string() << ", " << spooled << " attempt(s) spooled)\n";
+    std::cout << "  available   " << credits::format_credits(c["balance_micro"].get<std::int64_t>()) << " credits\n";
+    std::cout << "  settling    " << credits::format_credits(c.value("settling_micro", std::int64_t{0}))
+              << " credits (earned, paid out when the pool's settling period ends)\n";
+    std::vector<std::vector<std::string>> rows{{"WHEN (UTC)", "AMOUNT", "WHAT"}};
+    for (const auto& e : c["movements"]) {
+        const std::string reason = e["reason"].get<std::string>();
+        const bool earning = reason == "charge" && (e["credit"] == team_account || e["credit"] == settling_account);
+        const bool voided = reason == "refund" && (e["debit"] == team_account || e["debit"] == settling_account);
+        if (!earning && !voided && reason != "payout") {
+            continue;
+        }
+        const std::string amount = credits::format_credits(e["amount_micro"].get<std::int64_t>());
+        const std::string attempt = e["attempt"].is_number_integer() ? std::to_string(e["attempt"].get<std::int64_t>()) : "?";
+        rows.push_back({format_time(e["at"]), earning ? "+" + amount : voided ? "-" + amount : amount,
+                        earning   ? "earned for attempt " + attempt + (e["credit"] == settling_account ? " (settling)" : "")
+                        : voided  ? "voided: attempt " + attempt + " (" + e["note"].get<std::string>() + ")"
+                                  : "paid out for attempt " + attempt});
+    }
+    if (rows.size() > 1) {
+        std::cout << "\nrecent earnings (newest first):\n";
+        print_table(rows);
+    }
+    return k_exit_ok;
+}
+
 void register_worker(Cli& cli) {
     auto o = std::make_shared<WorkerCmdOptions>();
     CLI::App* sub = add_command(cli, "worker", "Share this machine's GPU with the pool (outbound connections only)");
@@ -203,7 +290,16 @@ void register_worker(Cli& cli) {
     sub->add_option("--poll-wait-ms", o->poll_wait_ms, "Long-poll wait")->capture_default_str();
     sub->add_option("--stop-grace-ms", o->stop_grace_ms, "SIGTERM to SIGKILL for cancelled or preempted jobs")
         ->capture_default_str();
-    sub->callback([&cli, o] { cli.exit_code = run_worker(cli.global, *o); });
+    CLI::App* status = sub->add_subcommand(
+        "status", "What this machine's worker has earned, with the identity it already has (no token needed)");
+    status->add_option("--limit", o->status_limit, "How many recent movements to look through")->capture_default_str();
+    status->fallthrough(); // `worker status --work-dir D`
+    status->callback([&cli, o] { cli.exit_code = run_worker_status(cli.global, *o); });
+    sub->callback([&cli, o, status] {
+        if (!status->parsed()) {
+            cli.exit_code = run_worker(cli.global, *o);
+        }
+    });
 }
 
 } // namespace gpupool::cmd

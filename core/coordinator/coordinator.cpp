@@ -1781,9 +1781,11 @@ Status Coordinator::set_budget(const Principal& who, const std::string& team, st
 Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::optional<std::string>& team,
                                             std::size_t movements) const {
     TeamId id;
-    if (who.role == Role::member && who.team) {
+    if ((who.role == Role::member || who.role == Role::worker) && who.team) {
+        // A worker reads its owner team's credits: the owner sees its earnings with the identity
+        // the machine already has (`gpupool worker status`).
         if (team && *team != m_teams.at(*who.team).name) {
-            return denied("members see their own team's credits");
+            return denied("members and workers see their own team's credits");
         }
         id = *who.team;
     } else if (who.role == Role::admin) {
@@ -1796,7 +1798,7 @@ Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::opt
         }
         id = *t;
     } else {
-        return denied("only team members and admins read credits");
+        return denied("only team members, their workers and admins read credits");
     }
     const std::int64_t now = m_clock.now_ms();
     const TeamRecord& t = m_teams.at(id);

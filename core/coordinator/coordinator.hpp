@@ -333,7 +333,7 @@ public:
     // Admin: spend caps over the last 24 hours and 7 days; nullopt removes one.
     Status set_budget(const Principal& who, const std::string& team, std::optional<std::int64_t> day_micro,
                       std::optional<std::int64_t> week_micro);
-    // Members see their own team; admins name one (`team`).
+    // Members and workers see their own team; admins name one (`team`).
     Result<CreditsView> credits_of(const Principal& who, const std::optional<std::string>& team,
                                    std::size_t movements = 20) const;
     Result<Report> report(const Principal& who, std::int64_t since_ms) const;

@@ -220,6 +220,15 @@ TEST_CASE("worker process: the first start reads its token from a file, a restar
     const auto id = submit_shell(url, tokens.member, "second", "echo two");
     REQUIRE(eventually([&] { return job_state(url, tokens.member, id) == "succeeded"; }, 15s));
     CHECK(get_job(url, tokens.member, id)["attempt_history"][0]["worker"] == first_worker);
+    // The owner reads the team's credits with the worker's own identity: no second token.
+    auto status = test::run_gpupool({"worker", "status", "--work-dir", (dir.path() / "w").string()});
+    INFO(status.out << status.err);
+    CHECK(status.exit_code == 0);
+    CHECK_THAT(status.out, Catch::Contains("worker " + std::to_string(first_worker) + " of team fellows on " + url) &&
+                               Catch::Contains("available") && Catch::Contains("settling"));
+    auto no_identity = test::run_gpupool({"worker", "status", "--work-dir", (dir.path() / "none").string()});
+    CHECK(no_identity.exit_code == 1);
+    CHECK_THAT(no_identity.err, Catch::Contains("no worker identity"));
     // Another work dir has no identity: it asks for a token, naming the ways to give one.
     auto fresh = test::run_gpupool({"--url", url, "worker", "--share", "--runtime", "process",
                                     "--unsafe-process-runtime", "--work-dir", (dir.path() / "other").string()});

@@ -295,7 +295,8 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         {"POST /v1/admin/adjustments", {{admin}, false, "/v1/admin/adjustments", {{"team", "fellows"}, {"amount_micro", 1}, {"note", "n"}}}},
         {"POST /v1/admin/budgets", {{admin}, false, "/v1/admin/budgets", {{"team", "fellows"}}}},
         {"GET /v1/admin/report", {{admin}, false, "/v1/admin/report", nullptr}},
-        {"GET /v1/credits", {{other, member, admin}, false, "/v1/credits", nullptr}}, // members: their own team
+        // members and workers: their own team
+        {"GET /v1/credits", {{other, worker, other_worker, member, admin}, false, "/v1/credits", nullptr}},
         {"POST /v1/estimate", {{other, member, admin}, false, "/v1/estimate", job_body}},
     };
     // Every route the server serves is in the matrix, and nothing else.

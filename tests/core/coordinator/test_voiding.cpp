@@ -50,6 +50,12 @@ TEST_CASE("voiding: an owner's earnings settle for the pool's period, survive a 
     auto view = p.coord->credits_of(p.admin, std::string("owners")).value();
     CHECK(view.settling_micro == settling(p));
     CHECK(view.balance_micro == 0);
+    // The owner sees it with its worker's own token (`gpupool worker status`), and only its own team.
+    auto own = p.coord->credits_of(p.owner_worker, std::nullopt);
+    REQUIRE(own);
+    CHECK(own->name == "owners");
+    CHECK(own->settling_micro == settling(p));
+    CHECK(p.coord->credits_of(p.owner_worker, std::string("fellows")).error().code == ErrorCode::forbidden);
 
     p.clock.advance_ms(24 * k_hour_ms - 1); // a millisecond short of the period (from the charge)
     p.coord->tick();

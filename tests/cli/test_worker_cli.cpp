@@ -236,6 +236,24 @@ TEST_CASE("worker process: the first start reads its token from a file, a restar
     CHECK_THAT(fresh.err, Catch::Contains("--token-file") && Catch::Contains("GPUPOOL_TOKEN"));
 }
 
+TEST_CASE("worker process: docker without a daemon says what to fix and does not join the pool", "[worker-cli]") {
+    test::TempDir dir;
+    CoordinatorProcess coord(dir.path());
+    const auto url = coord.url();
+    const auto tokens = setup_team(url, coord.admin());
+    const auto token_file = dir.write("enroll.token", tokens.enroll);
+    auto r = test::run_gpupool({"--url", url, "--token-file", token_file.string(), "worker", "--share", "--runtime",
+                                "docker", "--runtime-arg=-H=unix://" + (dir.path() / "no-daemon.sock").string(),
+                                "--work-dir", (dir.path() / "w").string()});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Catch::Contains("docker"));
+    auto admin = test::http_client(url, coord.admin());
+    auto workers = admin.request("GET", "/v1/workers");
+    REQUIRE(workers);
+    CHECK(json::parse(workers->body)["workers"].empty()); // not registered as active
+}
+
 TEST_CASE("worker process: a second SIGINT stops the running job now and hands it back, then exits",
           "[worker-cli]") {
     test::TempDir dir;

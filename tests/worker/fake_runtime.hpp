@@ -26,6 +26,13 @@ public:
     };
 
     std::string name() const override { return "fake"; }
+    Status check() override {
+        std::lock_guard lock(m_mu);
+        if (m_fail_check) {
+            return make_error(ErrorCode::unavailable, "the fake engine is not usable: its daemon is down");
+        }
+        return {};
+    }
 
     Status start(const worker::ContainerSpec& spec) override {
         std::lock_guard lock(m_mu);
@@ -118,6 +125,10 @@ public:
         std::lock_guard lock(m_mu);
         m_fail_start = v;
     }
+    void fail_check(bool v) {
+        std::lock_guard lock(m_mu);
+        m_fail_check = v;
+    }
     // poll() fails with an io error (an engine that does not answer) until set back.
     void fail_poll(bool v) {
         std::lock_guard lock(m_mu);
@@ -144,6 +155,7 @@ private:
     bool m_ignore_term_next = false;
     bool m_fail_start = false;
     bool m_fail_poll = false;
+    bool m_fail_check = false;
     std::int64_t m_polls = 0;
 };
 

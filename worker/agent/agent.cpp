@@ -1244,6 +1244,10 @@ struct Agent::Impl {
         }
         gpus = *g;
         enforcement = gpus.empty() ? MemoryEnforcement::none : gpus_probe.memory_enforcement();
+        // A worker whose engine cannot run jobs must not join as active (every job would fail).
+        if (auto st = runtime.check(); !st) {
+            return st;
+        }
         if (auto st = establish_identity(); !st) {
             if (draining || stopping) {
                 spdlog::warn("stopped before registering ({})", st.error().message);

@@ -70,6 +70,9 @@ public:
     virtual ~ContainerRuntime() = default;
 
     virtual std::string name() const = 0; // "podman", "docker", "process", "fake"
+    // Whether jobs can run at all (the engine is installed and answers: a docker daemon is up);
+    // the error says what to fix. Asked before a worker registers.
+    virtual Status check() { return {}; }
     virtual Status start(const ContainerSpec& spec) = 0;
     virtual Result<std::optional<ExitStatus>> poll(const std::string& name) = 0;
     // Sends a signal (SIGTERM to ask, SIGKILL to force) to the job's main process (the process

@@ -309,6 +309,22 @@ Status OciRuntime::start(const ContainerSpec& spec) {
     return follow(spec.name, spec.log_path, false);
 }
 
+Status OciRuntime::check() {
+    auto ran = run_tool({"info"});
+    if (!ran) {
+        return ran.error();
+    }
+    if (ran->exit_code != 0) {
+        Error e = tool_error("info", *ran);
+        e.message = "the " + name() + " engine is not usable (" + e.message + "); " +
+                    (m_config.tool == OciTool::docker
+                         ? "start the docker daemon (or point to one with --runtime-arg -H=…), or use --runtime podman"
+                         : "check `podman info` as the user the worker runs as");
+        return e;
+    }
+    return {};
+}
+
 Result<ExitStatus> OciRuntime::inspect_exit(const std::string& name, bool& running) const {
     auto ran = run_tool(
         {"container", "inspect", "--format", "{{.State.Running}} {{.State.ExitCode}} {{.State.OOMKilled}}", name});

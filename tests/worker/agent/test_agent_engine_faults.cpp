@@ -32,6 +32,21 @@ TEST_CASE("agent: a container removed behind the worker's back is a worker fault
     REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }));
 }
 
+TEST_CASE("agent: a worker whose engine is not usable says so and does not join the pool", "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime engine;
+    engine.fail_check(true);
+    auto probe = one_gpu();
+    worker::Agent agent(options(pool, work.path()), engine, probe);
+    auto st = agent.run();
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.error().message, Catch::Contains("not usable"));
+    auto admin = pool.client(pool.admin);
+    CHECK(Pool::call(admin, "GET", "/v1/workers")["workers"].empty()); // never registered
+    CHECK_FALSE(std::filesystem::exists(work.path() / "worker.json"));
+}
+
 TEST_CASE("agent: max_runtime holds while the engine does not answer, and a silent engine ends the attempt",
           "[agent]") {
     Pool pool;

@@ -36,9 +36,13 @@ int admin_call(const GlobalOptions& global, const std::string& method, const std
     return k_exit_ok;
 }
 
+// What the token is goes to stderr, the secret alone to stdout: `admin enroll TEAM > enroll.token`
+// writes a file that `--token-file` reads.
 void print_token(const json& t) {
-    std::cout << printable(t["role"]) << " token " << t["id"] << (t["team"].get<std::string>().empty() ? "" : " for team " + printable(t["team"]))
-              << " (shown once):\n" << printable(t["token"]) << '\n';
+    std::cerr << printable(t["role"]) << " token " << t["id"]
+              << (t["team"].get<std::string>().empty() ? "" : " for team " + printable(t["team"])) << " (shown once):"
+              << std::endl;
+    std::cout << printable(t["token"]) << '\n';
 }
 
 // "2026-12-31" (00:00 UTC) or "2026-12-31T18:00:00Z" -> Unix milliseconds.

@@ -93,6 +93,11 @@ Status validate_inventory(const nlohmann::json& inv) {
     return {};
 }
 
+std::string no_team_message(const std::string& name) {
+    return "no team named `" + name + "`; create it first (`gpupool admin team create " + name +
+           "`) or see `gpupool admin team list`";
+}
+
 } // namespace
 
 Coordinator::Coordinator(Store& store, const Clock& clock, CoordinatorOptions options)
@@ -358,7 +363,7 @@ Result<IssuedToken> Coordinator::create_token(const Principal& who, Role role, c
     if (role != Role::admin) {
         auto it = std::find_if(m_teams.begin(), m_teams.end(), [&](const auto& kv) { return kv.second.name == team; });
         if (it == m_teams.end()) {
-            return make_error(ErrorCode::not_found, "no team named `" + team + "`", "team");
+            return make_error(ErrorCode::not_found, no_team_message(team), "team");
         }
         team_id = it->first;
     }
@@ -572,7 +577,7 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
             }
         }
         if (!team) {
-            return make_error(ErrorCode::not_found, "no team named `" + *request.team + "`", "team");
+            return make_error(ErrorCode::not_found, no_team_message(*request.team), "team");
         }
     } else {
         return denied("only team members and admins submit jobs");
@@ -1506,7 +1511,7 @@ Result<TeamId> Coordinator::team_named(const std::string& name) const {
             return id;
         }
     }
-    return make_error(ErrorCode::not_found, "no team named `" + name + "`", "team");
+    return make_error(ErrorCode::not_found, no_team_message(name), "team");
 }
 
 std::int64_t Coordinator::budget_room(TeamId team, std::int64_t now) const {

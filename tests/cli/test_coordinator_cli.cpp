@@ -199,7 +199,10 @@ TEST_CASE("coordinator process: grants, credits, budgets, report, refusal and pr
     CHECK(grant.exit_code == 0);
     CHECK_THAT(grant.out, Catch::Contains("granted 0.0001 credits to team poor") && Catch::Contains("2099-01-01"));
     CHECK(as_admin({"admin", "grant", "poor", "1.0000001"}).exit_code == 2); // finer than a micro-credit
-    CHECK(as_admin({"admin", "grant", "nobody", "1"}).exit_code == 1);
+    auto nobody = as_admin({"admin", "grant", "nobody", "1"});
+    CHECK(nobody.exit_code == 1);
+    CHECK_THAT(nobody.err, Catch::Contains("no team named `nobody`") &&
+                               Catch::Contains("gpupool admin team create nobody"));
 
     // Six CPU jobs of up to a minute at 0.1 core: 6 x 0.000033 = 0.000198 credits > 0.0001.
     auto recipe = (test::source_dir() / "recipes/hello-sweep.toml").string();

@@ -197,7 +197,12 @@ TEST_CASE("worker process: the first start reads its token from a file, a restar
     CoordinatorProcess coord(dir.path());
     const auto url = coord.url();
     const auto tokens = setup_team(url, coord.admin());
-    const auto token_file = dir.write("enroll.token", tokens.enroll + "\n");
+    // As the README says: `admin enroll TEAM > enroll.token` (the secret alone on stdout).
+    auto enroll = test::run_gpupool({"--url", url, "--token", coord.admin(), "admin", "enroll", "fellows"});
+    REQUIRE(enroll.exit_code == 0);
+    CHECK_THAT(enroll.err, Catch::Contains("enroll token") && Catch::Contains("for team fellows (shown once)"));
+    CHECK(enroll.out.starts_with("gpp_"));
+    const auto token_file = dir.write("enroll.token", enroll.out);
     std::int64_t first_worker = 0;
     {
         WorkerProcess w(dir.path() / "w", url, "", {"--token-file", token_file.string()});

@@ -158,7 +158,7 @@ void register_admin(Cli& cli) {
     CLI::App* workers = admin->add_subcommand("workers", "List workers");
     workers->callback([&cli] {
         cli.exit_code = admin_call(cli.global, "GET", "/v1/workers", {}, [](const json& r) {
-            std::vector<std::vector<std::string>> rows{{"ID", "TEAM", "NAME", "STATE", "GPUS", "LAST SEEN (UTC)"}};
+            std::vector<std::vector<std::string>> rows{{"ID", "NAME", "TEAM", "STATE", "GPUS", "LAST SEEN (UTC)"}};
             for (const auto& w : r["workers"]) {
                 std::string gpus;
                 if (w["inventory"].is_object() && w["inventory"].contains("gpus")) {
@@ -166,9 +166,11 @@ void register_admin(Cli& cli) {
                         gpus += (gpus.empty() ? "" : ",") + g.value("model", std::string("?"));
                     }
                 }
-                rows.push_back({std::to_string(w["id"].get<std::int64_t>()), std::to_string(w["team"].get<std::int64_t>()),
-                                w["name"].get<std::string>(), w["state"].get<std::string>(), gpus.empty() ? "-" : gpus,
-                                format_time(w["last_seen_at"])});
+                const std::string presence = w.value("presence", w["state"].get<std::string>());
+                rows.push_back({std::to_string(w["id"].get<std::int64_t>()), w["name"].get<std::string>(),
+                                w.value("team_name", std::to_string(w["team"].get<std::int64_t>())),
+                                presence == "offline" ? "offline since " + format_time(w["last_seen_at"]) : presence,
+                                gpus.empty() ? "-" : gpus, format_time(w["last_seen_at"])});
             }
             print_table(rows);
         });

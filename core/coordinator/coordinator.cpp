@@ -427,6 +427,25 @@ Result<std::vector<WorkerRecord>> Coordinator::list_workers(const Principal& who
     return out;
 }
 
+std::string Coordinator::presence(WorkerId worker) const {
+    const LiveWorker& w = m_workers.at(worker);
+    if (w.record.state == WorkerState::banned) {
+        return "banned";
+    }
+    if (m_clock.now_ms() - w.record.last_seen_at > m_options.worker_timeout_ms) {
+        return "offline";
+    }
+    if (w.record.state == WorkerState::draining) {
+        return "drained";
+    }
+    return w.draining ? "draining" : "online";
+}
+
+std::string Coordinator::team_name(TeamId team) const {
+    auto it = m_teams.find(team);
+    return it == m_teams.end() ? std::to_string(team.value()) : it->second.name;
+}
+
 Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, WorkerState state) {
     if (who.role != Role::admin) {
         return denied("only admins drain or ban workers");

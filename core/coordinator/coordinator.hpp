@@ -268,6 +268,10 @@ public:
                                      std::int64_t uses = 1);
     Status revoke_token(const Principal& who, std::int64_t token_id);
     Result<std::vector<store::WorkerRecord>> list_workers(const Principal& who) const;
+    // How a worker is now: "banned", "drained" (by an admin), "offline" (no heartbeat within the
+    // worker timeout), "draining" (the worker is shutting down) or "online".
+    std::string presence(WorkerId worker) const;
+    std::string team_name(TeamId team) const;
     Status set_worker_state(const Principal& who, WorkerId worker, store::WorkerState state);
     // Admin: bans the worker (as set_worker_state) and, with `void_since`, voids every result it
     // reported for attempts that ended at or after that time (lost attempts reported nothing): each

@@ -491,8 +491,10 @@ net::Router CoordinatorService::Impl::routes() {
         for (const auto& w : *list) {
             out.push_back({{"id", w.id.value()},
                            {"team", w.team.value()},
+                           {"team_name", coord->team_name(w.team)},
                            {"name", w.name},
                            {"state", to_string(w.state)},
+                           {"presence", coord->presence(w.id)},
                            {"last_seen_at", w.last_seen_at},
                            {"inventory", json::parse(w.inventory_json, nullptr, false)}});
         }

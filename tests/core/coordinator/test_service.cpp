@@ -474,3 +474,27 @@ TEST_CASE("service: input archives are uploaded by digest, checked at submit and
     // Members cannot read it through the worker route.
     CHECK(m.request("GET", "/v1/attempts/" + attempt + "/inputs")->status == 403);
 }
+
+TEST_CASE("service: admin workers shows each worker's presence and team name", "[service]") {
+    Pool p(600); // workers are offline 600 ms after their last heartbeat
+    auto w = p.server.client(p.worker);
+    auto workers_table = [&] {
+        auto r = test::run_gpupool({"--url", p.server.url, "--token", p.server.admin_token, "admin", "workers"});
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        return r.out;
+    };
+    call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
+    auto a = p.server.client(p.server.admin_token);
+    auto listed = call(a, "GET", "/v1/workers")["workers"][0];
+    CHECK(listed["presence"] == "online");
+    CHECK(listed["team_name"] == "owners");
+    CHECK_THAT(workers_table(), Catch::Contains("box") && Catch::Contains("owners") && Catch::Contains("online"));
+    call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}, {"draining", true}});
+    CHECK(call(a, "GET", "/v1/workers")["workers"][0]["presence"] == "draining");
+    std::this_thread::sleep_for(std::chrono::milliseconds(900));
+    CHECK(call(a, "GET", "/v1/workers")["workers"][0]["presence"] == "offline");
+    CHECK_THAT(workers_table(), Catch::Contains("offline since "));
+    call(a, "POST", "/v1/admin/workers/" + std::to_string(p.worker_id) + "/ban", json::object());
+    CHECK(call(a, "GET", "/v1/workers")["workers"][0]["presence"] == "banned");
+}

@@ -13,7 +13,12 @@ struct CancelOptions {
 
 int run_cancel(const GlobalOptions& global, const CancelOptions& o) {
     if (o.jobs.empty() == (o.sweep == 0)) {
-        report_error(global, make_error(ErrorCode::invalid_input, "name job ids or --sweep ID (not both)"));
+        report_error(global,
+                     make_error(ErrorCode::invalid_input,
+                                o.jobs.empty() ? "cancel what? name job ids (`gpupool cancel 12 13`) or a sweep "
+                                                 "(`gpupool cancel --sweep 4`); `gpupool jobs` lists them"
+                                               : "name job ids or --sweep ID, not both",
+                                o.jobs.empty() ? "jobs" : "--sweep"));
         return k_exit_usage;
     }
     auto api = connect(global);

@@ -42,17 +42,29 @@ int run_jobs(const GlobalOptions& global, const JobsOptions& o) {
         return k_exit_failed;
     }
     if (global.json) {
-        std::cout << (*r)["jobs"].dump(2) << '\n';
+        // The whole answer: `jobs` and `more` (older jobs match too).
+        std::cout << nlohmann::json{{"jobs", (*r)["jobs"]}, {"more", r->value("more", false)}}.dump(2) << '\n';
         return k_exit_ok;
     }
     const nlohmann::json& jobs = (*r)["jobs"];
-    std::vector<std::vector<std::string>> rows{{"ID", "SWEEP", "NAME", "STATE", "ATTEMPTS", "EXIT", "CREDITS", "REASON"}};
+    std::vector<std::string> header{"ID", "SWEEP", "NAME", "STATE", "ATTEMPTS", "EXIT", "CREDITS", "REASON"};
+    if (o.all_teams) {
+        header.insert(header.begin() + 2, "TEAM");
+    }
+    std::vector<std::vector<std::string>> rows{header};
     for (const auto& j : jobs) {
-        rows.push_back({std::to_string(j["id"].get<std::int64_t>()), std::to_string(j["sweep_id"].get<std::int64_t>()),
-                        j["name"].get<std::string>(), j["state"].get<std::string>(),
-                        std::to_string(j["attempts"].get<std::int64_t>()),
-                        j["exit_code"].is_null() ? "-" : std::to_string(j["exit_code"].get<std::int64_t>()),
-                        credits::format_credits(j.value("cost_micro", std::int64_t{0})), j["reason"].get<std::string>()});
+        std::vector<std::string> row{std::to_string(j["id"].get<std::int64_t>()),
+                                     std::to_string(j["sweep_id"].get<std::int64_t>()),
+                                     j["name"].get<std::string>(),
+                                     j["state"].get<std::string>(),
+                                     std::to_string(j["attempts"].get<std::int64_t>()),
+                                     j["exit_code"].is_null() ? "-" : std::to_string(j["exit_code"].get<std::int64_t>()),
+                                     credits::format_credits(j.value("cost_micro", std::int64_t{0})),
+                                     j["reason"].get<std::string>()};
+        if (o.all_teams) {
+            row.insert(row.begin() + 2, j.value("team_name", std::to_string(j["team"].get<std::int64_t>())));
+        }
+        rows.push_back(std::move(row));
     }
     print_table(rows);
     if (r->value("more", false)) {

@@ -608,6 +608,7 @@ net::Router CoordinatorService::Impl::routes() {
             out.push_back({{"id", j.id.value()},
                            {"sweep_id", j.sweep_id},
                            {"team", j.team.value()},
+                           {"team_name", coord->team_name(j.team)},
                            {"name", j.spec.name},
                            {"state", to_string(j.state)},
                            {"attempts", j.attempts},

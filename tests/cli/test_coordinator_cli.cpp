@@ -58,6 +58,10 @@ TEST_CASE("coordinator process: submit, list, status and cancel through the CLI"
     auto jobs = test::run_gpupool({"--url", url, "--token", member, "jobs"});
     CHECK(jobs.exit_code == 0);
     CHECK_THAT(jobs.out, Catch::Contains("hello-bonjour-2") && Catch::Contains("no worker is connected"));
+    CHECK_THAT(jobs.out, !Catch::Contains("TEAM"));
+    auto all_teams = test::run_gpupool({"--url", url, "--token", coord.admin(), "jobs", "--all-teams"});
+    CHECK(all_teams.exit_code == 0);
+    CHECK_THAT(all_teams.out, Catch::Contains("TEAM") && Catch::Contains("fellows"));
     CHECK_THAT(jobs.out, Catch::Contains("CREDITS"));
     CHECK_THAT(jobs.out, !Catch::Contains("newest shown"));
 
@@ -69,7 +73,14 @@ TEST_CASE("coordinator process: submit, list, status and cancel through the CLI"
     CHECK_THAT(newest.out, Catch::Contains("the 2 newest shown"));
     auto other_sweep = test::run_gpupool({"--url", url, "--token", member, "--json", "jobs", "--sweep", "2"});
     CHECK(other_sweep.exit_code == 0);
-    CHECK(json::parse(other_sweep.out).empty());
+    CHECK(json::parse(other_sweep.out)["jobs"].empty());
+    CHECK(json::parse(other_sweep.out)["more"] == false);
+    auto more = test::run_gpupool({"--url", url, "--token", member, "--json", "jobs", "--limit", "2"});
+    CHECK(json::parse(more.out)["more"] == true); // the --json answer keeps what the table says in words
+    CHECK(json::parse(more.out)["jobs"].size() == 2);
+    auto nothing = test::run_gpupool({"--url", url, "--token", member, "cancel"});
+    CHECK(nothing.exit_code == 2);
+    CHECK_THAT(nothing.err, Catch::Contains("cancel what?") && Catch::Contains("--sweep"));
 
     auto status = test::run_gpupool({"--url", url, "--token", member, "status", std::to_string(ids[0].get<int>())});
     CHECK(status.exit_code == 0);

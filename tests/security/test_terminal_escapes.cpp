@@ -148,7 +148,7 @@ TEST_CASE("terminal escapes: names, reasons and notes from others are printed es
     // --json is left to the JSON encoder (which escapes control characters its own way).
     auto as_json = pool.as(pool.member, {"--json", "jobs"});
     REQUIRE(as_json.exit_code == 0);
-    CHECK(json::parse(as_json.out)[0]["reason"] == "boom" + k_evil); // JSON carries the bytes, encoded
+    CHECK(json::parse(as_json.out)["jobs"][0]["reason"] == "boom" + k_evil); // JSON carries the bytes, encoded
 }
 
 TEST_CASE("terminal escapes: logs keep the job's bytes off a terminal and with --raw", "[security][cli]") {

@@ -171,4 +171,19 @@ inline std::string container_of(test::FakeRuntime& rt, std::size_t n = 0) {
 
 inline std::string state_of(Pool& pool, std::int64_t id) { return pool.job(id)["state"].get<std::string>(); }
 
+// The job's first attempt was lost, `why` in its reason; its second container (`second`, a new
+// name) then finishes the job.
+inline void expect_lost_then_rerun(Pool& pool, test::FakeRuntime& rt, std::int64_t id, const std::string& first,
+                                   const std::string& why) {
+    const auto second = container_of(rt, 1);
+    CHECK(second != first);
+    REQUIRE(eventually([&] { return pool.job(id)["attempts"] == 2; }));
+    const json history = pool.job(id)["attempt_history"];
+    REQUIRE(history.size() == 2);
+    CHECK(history[0]["state"] == "lost");
+    CHECK_THAT(history[0]["reason"].get<std::string>(), Catch::Contains(why));
+    rt.exit(second, 0);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }));
+}
+
 } // namespace gpupool::test::agent

@@ -230,16 +230,7 @@ TEST_CASE("agent: an attempt whose container vanished during a restart is report
     rt.vanish(name);
     RunningAgent again(options(pool, work.path()), rt, probe);
     // The second attempt starts on the same worker (the only one) as a new container.
-    const auto second = container_of(rt, 1);
-    CHECK(second != name);
-    REQUIRE(eventually([&] { return pool.job(id)["attempts"] == 2; }));
-    auto j = pool.job(id);
-    const json history = j["attempt_history"];
-    REQUIRE(history.size() == 2);
-    CHECK(history[0]["state"] == "lost");
-    CHECK_THAT(history[0]["reason"].get<std::string>(), Catch::Contains("restarted"));
-    rt.exit(second, 0);
-    REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }));
+    expect_lost_then_rerun(pool, rt, id, name, "restarted");
 }
 
 TEST_CASE("agent: drain lets a short job finish, hands a long one back, and takes no new work", "[agent]") {

@@ -21,15 +21,7 @@ TEST_CASE("agent: a container removed behind the worker's back is a worker fault
     const std::string first = container_of(engine);
     REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
     engine.vanish(first); // `podman rm -f`
-
-    const std::string second = container_of(engine, 1);
-    CHECK(second != first);
-    auto history = pool.job(id)["attempt_history"];
-    REQUIRE(history.size() == 2);
-    CHECK(history[0]["state"] == "lost");
-    CHECK_THAT(history[0]["reason"].get<std::string>(), Catch::Contains("disappeared while it ran"));
-    engine.exit(second, 0);
-    REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }));
+    expect_lost_then_rerun(pool, engine, id, first, "disappeared while it ran");
 }
 
 TEST_CASE("agent: a worker whose engine is not usable says so and does not join the pool", "[agent]") {

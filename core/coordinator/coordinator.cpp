@@ -952,9 +952,15 @@ Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
     if (!j) {
         return j.error();
     }
+    const JobRecord& job = **j;
+    const std::string name = "job " + std::to_string(id.value());
     auto latest = m_latest_attempt.find(id);
     if (latest == m_latest_attempt.end()) {
-        return not_found("job " + std::to_string(id.value()) + " has not run yet");
+        if (job.state == JobState::cancelled) {
+            return not_found(name + " was cancelled before it ran: it has no outputs");
+        }
+        const std::string why = waiting_reason(id);
+        return not_found(name + " has not run yet" + (why.empty() ? std::string() : ": " + why));
     }
     if (const AttemptRecord& a = m_attempts.at(latest->second); a.voided_at) {
         return make_error(ErrorCode::conflict, "the outputs of job " + std::to_string(id.value()) + " came from attempt " +
@@ -967,7 +973,19 @@ Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
         return out.error();
     }
     if (!*out) {
-        return not_found("job " + std::to_string(id.value()) + " has no outputs (yet)");
+        switch (job.state) {
+        case JobState::queued:
+        case JobState::assigned:
+        case JobState::running:
+            return not_found(name + " is " + to_string(job.state) + ": its outputs come back when it ends (`gpupool wait " +
+                             std::to_string(id.value()) + "`)");
+        case JobState::succeeded:
+            return not_found(name + " succeeded but its worker sent no outputs");
+        case JobState::failed:
+            return not_found(name + " failed (" + job.reason + ") and no outputs came back");
+        case JobState::cancelled:
+            return not_found(name + " was cancelled (" + job.reason + ") and no outputs came back");
+        }
     }
     return std::move(**out);
 }

@@ -498,3 +498,24 @@ TEST_CASE("service: admin workers shows each worker's presence and team name", "
     call(a, "POST", "/v1/admin/workers/" + std::to_string(p.worker_id) + "/ban", json::object());
     CHECK(call(a, "GET", "/v1/workers")["workers"][0]["presence"] == "banned");
 }
+
+TEST_CASE("service: fetching a job without outputs says why", "[service]") {
+    Pool p;
+    const auto job = std::to_string(p.submit({spec("waiting")})["jobs"][0].get<std::int64_t>());
+    auto m = p.server.client(p.member);
+    auto fetch = [&] {
+        auto r = test::run_gpupool({"--url", p.server.url, "--token", p.member, "fetch", job, p.server.dir.path().string()});
+        CHECK(r.exit_code == 1);
+        return r.err;
+    };
+    auto r = m.request("GET", "/v1/jobs/" + job + "/outputs");
+    REQUIRE(r);
+    CHECK(r->status == 404);
+    // Queued, or already assigned to the pool's worker: either way it says the outputs come later.
+    CHECK_THAT(json::parse(r->body)["detail"].get<std::string>(),
+               Catch::Contains("has not run yet") || Catch::Contains("its outputs come back when it ends"));
+    CHECK_THAT(fetch(), Catch::Contains("job " + job + " ") &&
+                            (Catch::Contains("has not run yet") || Catch::Contains("its outputs come back when it ends")));
+    call(m, "POST", "/v1/jobs/" + job + "/cancel", json::object());
+    CHECK_THAT(fetch(), Catch::Contains("job " + job + " was cancelled") && Catch::Contains("no outputs"));
+}

@@ -27,8 +27,12 @@ Error ApiClient::http_error(const net::Response& r, std::string_view method, std
     switch (r.status) {
     case 401:
         return make_error(ErrorCode::unauthorized,
-                          "the coordinator refused the token (" + detail + "); set one with --token, GPUPOOL_TOKEN "
-                          "or `token` in ~/.config/gpupool/config.toml");
+                          "the coordinator at " + m_config.url + " (URL from " + m_config.url_source + ") refused " +
+                              (m_config.token.empty() ? std::string("the request: no token was given")
+                                                      : "the token from " + m_config.token_source) +
+                              " (" + detail +
+                              "); give a token with --token-file FILE, GPUPOOL_TOKEN or `token` in "
+                              "~/.config/gpupool/config.toml, and the pool's URL with --url, GPUPOOL_URL or `url` there");
     case 403: return make_error(ErrorCode::forbidden, "not allowed: " + detail);
     case 404: return make_error(ErrorCode::not_found, detail);
     case 409: return make_error(ErrorCode::conflict, detail);

@@ -65,6 +65,7 @@ Status read_file(const fs::path& path, ClientConfig& cfg) {
             cfg.url_source = path.string();
         } else if (k == "token") {
             cfg.token = s->get();
+            cfg.token_source = path.string();
         } else {
             cfg.ca_cert = s->get();
         }
@@ -117,9 +118,11 @@ Result<ClientConfig> load_client_config(const ClientOverrides& overrides, const 
             return t.error();
         }
         cfg.token = *t;
+        cfg.token_source = "GPUPOOL_TOKEN_FILE (" + *v + ")";
     }
     if (auto v = env("GPUPOOL_TOKEN")) {
         cfg.token = *v;
+        cfg.token_source = "GPUPOOL_TOKEN";
     }
     if (auto v = env("GPUPOOL_CA_CERT")) {
         cfg.ca_cert = *v;
@@ -134,9 +137,11 @@ Result<ClientConfig> load_client_config(const ClientOverrides& overrides, const 
             return t.error();
         }
         cfg.token = *t;
+        cfg.token_source = "--token-file " + overrides.token_file->string();
     }
     if (overrides.token) {
         cfg.token = *overrides.token;
+        cfg.token_source = "--token";
     }
     if (overrides.ca_cert) {
         cfg.ca_cert = *overrides.ca_cert;

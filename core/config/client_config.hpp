@@ -25,6 +25,7 @@ struct ClientConfig {
     std::string token;
     std::string ca_cert; // PEM file to trust for a self-signed coordinator; empty = system CAs
     std::string url_source = "default"; // where `url` came from, for error messages
+    std::string token_source = "nowhere"; // where `token` came from, for error messages
 };
 
 struct ClientOverrides {

@@ -96,7 +96,11 @@ TEST_CASE("coordinator process: submit, list, status and cancel through the CLI"
     // Clear errors for a bad token, a missing job and an unreachable coordinator.
     auto bad = test::run_gpupool({"--url", url, "--token", "gpp_nope", "jobs"});
     CHECK(bad.exit_code == 1);
-    CHECK_THAT(bad.err, Catch::Contains("refused the token"));
+    CHECK_THAT(bad.err, Catch::Contains("the coordinator at " + url + " (URL from --url) refused the token from --token") &&
+                            Catch::Contains("GPUPOOL_URL"));
+    auto none = test::run_gpupool({"--url", url, "jobs"});
+    CHECK(none.exit_code == 1);
+    CHECK_THAT(none.err, Catch::Contains("no token was given") && Catch::Contains("--token-file"));
     auto missing = test::run_gpupool({"--url", url, "--token", member, "status", "999"});
     CHECK(missing.exit_code == 1);
     CHECK_THAT(missing.err, Catch::Contains("no job 999"));

@@ -64,6 +64,7 @@ TEST_CASE("client config: a token from a file, kept out of the command line") {
     auto cfg = load_client_config(flags, env_of(env));
     REQUIRE(cfg);
     CHECK(cfg->token == "gpp_from_file");
+    CHECK(cfg->token_source == "--token-file " + file.string());
 
     env["GPUPOOL_TOKEN_FILE"] = file.string();
     auto from_env = load_client_config({}, env_of(env));

@@ -1,4 +1,5 @@
 #include "cmd/cli_app.hpp"
+#include "core/config/client_config.hpp"
 #include "core/util/strings.hpp"
 
 #include <nlohmann/json.hpp>
@@ -104,7 +105,13 @@ int main(int argc, char** argv) {
     register_sim(cli);
     register_version(cli);
 
-    app.parse_complete_callback([&cli] { setup_logging(cli.global.log_level); });
+    app.parse_complete_callback([&cli, &app] {
+        // The coordinator is a server: its operators read its log, so it says what happens (starts,
+        // registrations, bans, grants, errors) unless told otherwise.
+        const bool level_given = app.get_option("--log-level")->count() > 0 || config::real_env("GPUPOOL_LOG_LEVEL");
+        const bool server = app.got_subcommand("coordinator");
+        setup_logging(server && !level_given ? std::string("info") : cli.global.log_level);
+    });
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

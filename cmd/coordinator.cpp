@@ -145,6 +145,8 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     if (!o.port_file.empty()) {
         std::ofstream(o.port_file) << service.port() << '\n';
     }
+    spdlog::info("coordinator started: {} (store {}, policy {}, lease {}, credits {}, pool fee {}%, settle {})", url,
+                 o.db, o.policy, o.lease, o.credits, o.pool_fee, o.settle);
     if (global.json) {
         nlohmann::json j = {{"url", url}, {"port", service.port()}, {"db", o.db}};
         if (!admin_token.empty()) {

@@ -54,6 +54,9 @@ int http_status(ErrorCode code) {
 namespace {
 
 net::Response error_response(const Error& e) {
+    if (http_status(e.code) >= 500) {
+        spdlog::error("{}", util::escape_control(e.message)); // the operators' business, not the caller's only
+    }
     return net::json_error(http_status(e.code), to_string(e.code), e.message, e.field);
 }
 
@@ -439,6 +442,8 @@ net::Router CoordinatorService::Impl::routes() {
         if (!t) {
             return error_response(t.error());
         }
+        spdlog::info("team {} `{}` created (weight {}) by token {}", t->id.value(), util::escape_control(t->name),
+                     t->weight, who.token_id);
         return ok({{"id", t->id.value()}, {"name", t->name}, {"weight", t->weight}}, 201);
     });
     on(r, "GET", "/v1/admin/teams", [this](const net::Request&, const Input&, const Principal& who) {
@@ -472,6 +477,8 @@ net::Router CoordinatorService::Impl::routes() {
         if (!tok) {
             return error_response(tok.error());
         }
+        spdlog::info("{} token {} created{} by token {}", to_string(tok->role), tok->id,
+                     team->empty() ? std::string() : " for team `" + util::escape_control(*team) + "`", who.token_id);
         return ok({{"id", tok->id}, {"token", tok->secret}, {"role", to_string(tok->role)}, {"team", *team}}, 201);
     });
     on(r, "DELETE", "/v1/admin/tokens/{id}", [this](const net::Request& req, const Input&, const Principal& who) {
@@ -480,6 +487,9 @@ net::Router CoordinatorService::Impl::routes() {
             return error_response(id.error());
         }
         auto st = coord->revoke_token(who, *id);
+        if (st) {
+            spdlog::info("token {} revoked by token {}", *id, who.token_id);
+        }
         return st ? ok({{"revoked", *id}}) : error_response(st.error());
     }, k_no_json_body);
     on(r, "GET", "/v1/workers", [this](const net::Request&, const Input&, const Principal& who) {
@@ -509,6 +519,9 @@ net::Router CoordinatorService::Impl::routes() {
                 return error_response(id.error());
             }
             auto st = coord->set_worker_state(who, WorkerId(*id), s);
+            if (st) {
+                spdlog::info("worker {} set {} by token {}", *id, to_string(s), who.token_id);
+            }
             return st ? ok({{"worker", *id}, {"state", to_string(s)}}) : error_response(st.error());
         }, k_no_json_body);
     }
@@ -527,6 +540,11 @@ net::Router CoordinatorService::Impl::routes() {
         if (!voided) {
             return error_response(voided.error());
         }
+        spdlog::info("worker {} banned by token {}{}", *id, who.token_id,
+                     *since ? "; " + std::to_string(voided->attempts.size()) + " result(s) voided, " +
+                                  std::to_string(voided->refunded_micro) + " micro-credits refunded, " +
+                                  std::to_string(voided->requeued.size()) + " job(s) queued again"
+                            : std::string());
         json attempts = json::array();
         for (AttemptId a : voided->attempts) {
             attempts.push_back(a.value());
@@ -699,6 +717,8 @@ net::Router CoordinatorService::Impl::routes() {
         if (!reg) {
             return error_response(reg.error());
         }
+        spdlog::info("worker {} `{}` registered for team `{}`", reg->worker.value(), util::escape_control(*name),
+                     util::escape_control(coord->team_name(*who.team)));
         for (const auto& w : reg->warnings) {
             spdlog::warn("worker `{}`: {}", util::escape_control(*name), util::escape_control(w));
         }
@@ -861,6 +881,8 @@ net::Router CoordinatorService::Impl::routes() {
         if (!g) {
             return error_response(g.error());
         }
+        spdlog::info("grant {}: {} micro-credits to team `{}` by token {}", g->id, g->amount,
+                     util::escape_control(*team), who.token_id);
         schedule_soon();
         return ok({{"grant", g->id},
                    {"team", *team},
@@ -881,6 +903,8 @@ net::Router CoordinatorService::Impl::routes() {
         if (!e) {
             return error_response(e.error());
         }
+        spdlog::info("adjustment {}: {} micro-credits for team `{}` by token {} ({})", e->id, *amount,
+                     util::escape_control(*team), who.token_id, util::escape_control(*note));
         schedule_soon();
         json out = entry_json(*e);
         out["team"] = *team;
@@ -911,6 +935,9 @@ net::Router CoordinatorService::Impl::routes() {
         if (!st) {
             return error_response(st.error());
         }
+        auto cap = [](const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string("none"); };
+        spdlog::info("budget of team `{}`: {} per day, {} per week (micro-credits) by token {}",
+                     util::escape_control(*team), cap(*day), cap(*week), who.token_id);
         schedule_soon();
         return ok({{"team", *team}, {"day_micro", opt_json(*day)}, {"week_micro", opt_json(*week)}});
     });

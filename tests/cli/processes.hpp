@@ -67,6 +67,7 @@ public:
     }
     std::uint16_t port() const { return m_port; }
     const std::string& admin() const { return m_admin; }
+    std::string stderr_text() const { return slurp(m_dir / "stderr"); }
     std::string url(const std::string& scheme = "http") const {
         return scheme + "://127.0.0.1:" + std::to_string(m_port);
     }

@@ -234,6 +234,14 @@ TEST_CASE("worker process: the first start reads its token from a file, a restar
     auto no_identity = test::run_gpupool({"worker", "status", "--work-dir", (dir.path() / "none").string()});
     CHECK(no_identity.exit_code == 1);
     CHECK_THAT(no_identity.err, Catch::Contains("no worker identity"));
+    // The coordinator's log says what happened, one line each, at its default level.
+    const std::string log = coord.stderr_text();
+    CHECK_THAT(log, Catch::Contains("coordinator started: " + url));
+    CHECK_THAT(log, Catch::Contains("team 1 `fellows` created"));
+    CHECK_THAT(log, Catch::Contains("grant ") && Catch::Contains("to team `fellows`"));
+    CHECK_THAT(log, Catch::Contains("enroll token ") && Catch::Contains("for team `fellows`"));
+    CHECK_THAT(log, Catch::Contains("worker " + std::to_string(first_worker) + " `") &&
+                        Catch::Contains("registered for team `fellows`"));
     // Another work dir has no identity: it asks for a token, naming the ways to give one.
     auto fresh = test::run_gpupool({"--url", url, "worker", "--share", "--runtime", "process",
                                     "--unsafe-process-runtime", "--work-dir", (dir.path() / "other").string()});

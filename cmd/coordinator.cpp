@@ -29,6 +29,7 @@ struct CoordinatorCmdOptions {
     std::int64_t max_log_mib = 64;   // per attempt; 0 = no cap
     std::int64_t max_log_limit_mib = 1024; // what a recipe's [logs] max_size may ask for; 0 = no limit
     std::size_t max_connections_per_client = 512;
+    bool new_admin_token = false;
 };
 
 namespace {
@@ -56,7 +57,28 @@ Result<std::pair<std::string, std::uint16_t>> parse_listen(const std::string& s)
 
 } // namespace
 
+// `coordinator --new-admin-token`: the recovery for a lost admin token, by whoever can open the
+// database file, while the coordinator is stopped.
+int run_new_admin_token(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
+    auto tok = coordinator::recover_admin_token(o.db);
+    if (!tok) {
+        report_error(global, tok.error());
+        return k_exit_failed;
+    }
+    if (global.json) {
+        std::cout << nlohmann::json{{"id", tok->id}, {"token", tok->secret}, {"role", "admin"}}.dump() << std::endl;
+    } else {
+        std::cerr << "new admin token " << tok->id << " for " << o.db
+                  << " (shown once; revoke the lost one with `gpupool admin token revoke ID`):" << std::endl;
+        std::cout << tok->secret << std::endl;
+    }
+    return k_exit_ok;
+}
+
 int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
+    if (o.new_admin_token) {
+        return run_new_admin_token(global, o);
+    }
     auto listen = parse_listen(o.listen);
     if (!listen) {
         report_error(global, listen.error());
@@ -184,6 +206,9 @@ void register_coordinator(Cli& cli) {
                     "recorded (balances may go negative) but nothing waits")
         ->capture_default_str()
         ->check(CLI::IsMember({"enforce", "record"}));
+    sub->add_flag("--new-admin-token", o->new_admin_token,
+                  "Print a new admin token for --db and exit (a lost admin token's recovery; the coordinator must "
+                  "be stopped)");
     sub->add_option("--settle", o->settle,
                     "How long an owner's earnings for a job wait before they are paid out, so an admin who bans "
                     "a lying worker can void its results (`admin ban --void-since`); 0: at once")

@@ -135,21 +135,6 @@ std::string credits_text(const json& job) {
     return buf;
 }
 
-class LockFile {
-public:
-    explicit LockFile(const fs::path& p) : m_fd(::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {}
-    ~LockFile() {
-        if (m_fd >= 0) {
-            ::close(m_fd);
-        }
-    }
-    LockFile(const LockFile&) = delete;
-    LockFile& operator=(const LockFile&) = delete;
-    bool try_lock() { return m_fd >= 0 && ::flock(m_fd, LOCK_EX | LOCK_NB) == 0; }
-
-private:
-    int m_fd;
-};
 
 } // namespace
 
@@ -166,10 +151,12 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         report_error(global, make_error(ErrorCode::io, "cannot create " + data.string() + ": " + ec.message()));
         return k_exit_failed;
     }
-    LockFile lock(data / "lock");
-    if (!lock.try_lock()) {
-        report_error(global, make_error(ErrorCode::conflict, "another `gpupool run` is using the local pool in " +
-                                                                 data.string() + "; wait for it or pass --data-dir"));
+    auto lock = util::FileLock::acquire(data / "lock");
+    if (!lock) {
+        report_error(global, lock.error().code != ErrorCode::conflict
+                                 ? lock.error()
+                                 : make_error(ErrorCode::conflict, "another `gpupool run` is using the local pool in " +
+                                                                       data.string() + "; wait for it or pass --data-dir"));
         return k_exit_failed;
     }
     // The process runtime's records let the next run clean up after a run that was killed with SIGKILL.

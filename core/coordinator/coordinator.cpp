@@ -293,6 +293,18 @@ Result<IssuedToken> Coordinator::issue(Role role, std::optional<TeamId> team, st
     return IssuedToken{t.id, *secret, role, team};
 }
 
+Result<IssuedToken> Coordinator::recover_admin() {
+    Changes c;
+    auto tok = issue(Role::admin, std::nullopt, std::nullopt, "recovered admin", c);
+    if (!tok) {
+        return tok;
+    }
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return tok;
+}
+
 Result<IssuedToken> Coordinator::init_admin() {
     if (has_admin()) {
         return make_error(ErrorCode::conflict, "the pool already has an admin token");

@@ -257,6 +257,9 @@ public:
     bool has_admin() const;
     // Creates the first admin token; refused once an admin exists.
     Result<IssuedToken> init_admin();
+    // Creates another admin token whatever exists (the recovery for a lost one; only reachable by
+    // whoever can open the database file).
+    Result<IssuedToken> recover_admin();
 
     // ---- admin ----
     Result<store::TeamRecord> create_team(const Principal& who, const std::string& name, std::int64_t weight);

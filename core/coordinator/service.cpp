@@ -2,6 +2,7 @@
 
 #include "core/coordinator/auth.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "core/util/files.hpp"
 #include "core/util/strings.hpp"
 #include "core/store/sqlite_store.hpp"
 
@@ -286,6 +287,7 @@ json assignment_json(const Assignment& a) {
 
 struct CoordinatorService::Impl {
     ServiceOptions options;
+    std::optional<util::FileLock> db_lock; // one coordinator per database
     SystemClock clock;
     std::unique_ptr<SqliteStore> store;
     std::unique_ptr<Coordinator> coord;
@@ -1061,8 +1063,42 @@ CoordinatorService::CoordinatorService(ServiceOptions options) : m_impl(std::mak
 
 CoordinatorService::~CoordinatorService() { stop(); }
 
+Result<util::FileLock> lock_database(const std::filesystem::path& db_path) {
+    auto lock = util::FileLock::acquire(db_path.string() + ".lock");
+    if (!lock && lock.error().code == ErrorCode::conflict) {
+        return make_error(ErrorCode::conflict, "another gpupool coordinator is using " + db_path.string() +
+                                                   " (it holds " + db_path.string() + ".lock); stop it first");
+    }
+    return lock;
+}
+
+Result<IssuedToken> recover_admin_token(const std::filesystem::path& db_path) {
+    auto lock = lock_database(db_path);
+    if (!lock) {
+        return lock.error();
+    }
+    if (!std::filesystem::exists(db_path)) {
+        return make_error(ErrorCode::not_found, "no pool database at " + db_path.string(), "--db");
+    }
+    auto store = SqliteStore::open(db_path);
+    if (!store) {
+        return store.error();
+    }
+    SystemClock clock;
+    Coordinator coord(**store, clock);
+    if (auto st = coord.start(); !st) {
+        return st.error();
+    }
+    return coord.recover_admin();
+}
+
 Status CoordinatorService::start(std::string* first_admin_token) {
     Impl& s = *m_impl;
+    auto lock = lock_database(s.options.db_path);
+    if (!lock) {
+        return lock.error();
+    }
+    s.db_lock.emplace(std::move(*lock));
     auto store = SqliteStore::open(s.options.db_path);
     if (!store) {
         return store.error();
@@ -1119,6 +1155,9 @@ void CoordinatorService::stop() {
     }
     s.guard.reset();
     s.thread.join();
+    s.coord.reset();
+    s.store.reset(); // nothing more is written: another process may take the database now
+    s.db_lock.reset();
 }
 
 std::uint16_t CoordinatorService::port() const { return m_impl->server ? m_impl->server->port() : 0; }

@@ -12,6 +12,7 @@
 
 #include "core/coordinator/coordinator.hpp"
 #include "core/net/http_server.hpp"
+#include "core/util/files.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -47,6 +48,15 @@ private:
     struct Impl;
     std::unique_ptr<Impl> m_impl;
 };
+
+// The lock that lets one process at a time use a pool's database (`<db>.lock`): the coordinator
+// holds it while it runs; `coordinator --new-admin-token` needs it too, so it runs only while the
+// coordinator is stopped. A conflict says so.
+Result<util::FileLock> lock_database(const std::filesystem::path& db_path);
+
+// Creates a new admin token in a stopped pool's database (the recovery for a lost admin token),
+// holding the database lock while it does.
+Result<IssuedToken> recover_admin_token(const std::filesystem::path& db_path);
 
 // The HTTP status an ErrorCode maps to.
 int http_status(ErrorCode code);

@@ -1,6 +1,7 @@
 #include "core/util/files.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -118,6 +119,39 @@ Status TempFile::rename_to(const fs::path& target) {
 TempFile::~TempFile() {
     if (!m_path.empty()) {
         ::unlink(m_path.c_str());
+    }
+}
+
+Result<FileLock> FileLock::acquire(const fs::path& path) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return make_error(ErrorCode::io, "cannot open the lock file " + path.string() + ": " + std::strerror(errno));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        ::close(fd);
+        if (err == EWOULDBLOCK) {
+            return make_error(ErrorCode::conflict, "another process holds the lock " + path.string());
+        }
+        return make_error(ErrorCode::io, "cannot lock " + path.string() + ": " + std::strerror(err));
+    }
+    return FileLock(fd);
+}
+
+FileLock& FileLock::operator=(FileLock&& other) noexcept {
+    if (this != &other) {
+        if (m_fd >= 0) {
+            ::close(m_fd);
+        }
+        m_fd = other.m_fd;
+        other.m_fd = -1;
+    }
+    return *this;
+}
+
+FileLock::~FileLock() {
+    if (m_fd >= 0) {
+        ::close(m_fd); // releases the lock
     }
 }
 

@@ -48,4 +48,22 @@ private:
     std::filesystem::path m_path;
 };
 
+// An exclusive advisory lock (flock(2)) on `path` (created 0600 if missing), held while the object
+// lives: one process at a time owns what it guards (a pool's database, the local pool's data dir).
+class FileLock {
+public:
+    // The lock, or ErrorCode::conflict when another process holds it (io when it cannot be opened).
+    static Result<FileLock> acquire(const std::filesystem::path& path);
+
+    FileLock(FileLock&& other) noexcept : m_fd(other.m_fd) { other.m_fd = -1; }
+    FileLock& operator=(FileLock&& other) noexcept;
+    FileLock(const FileLock&) = delete;
+    FileLock& operator=(const FileLock&) = delete;
+    ~FileLock();
+
+private:
+    explicit FileLock(int fd) : m_fd(fd) {}
+    int m_fd = -1;
+};
+
 } // namespace gpupool::util

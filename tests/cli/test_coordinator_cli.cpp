@@ -290,3 +290,34 @@ TEST_CASE("coordinator process: --credits record accepts work a team cannot pay 
     CHECK(recorded.exit_code == 0);
     CHECK_THAT(recorded.out, Catch::Contains("submitted sweep 1: 6 jobs"));
 }
+
+TEST_CASE("coordinator process: a lost admin token is recovered from the database, with the coordinator stopped",
+          "[coordinator-cli]") {
+    test::TempDir dir;
+    const std::string db = (dir.path() / "pool.db").string();
+    std::uint16_t port = 0;
+    {
+        CoordinatorProcess coord(dir.path());
+        port = coord.port();
+        // A second coordinator on the same database is refused, and so is the recovery while it runs.
+        auto twice = test::run_gpupool({"coordinator", "--listen", "127.0.0.1:0", "--db", db});
+        CHECK(twice.exit_code != 0);
+        CHECK_THAT(twice.err, Catch::Contains("another gpupool coordinator is using"));
+        auto busy = test::run_gpupool({"coordinator", "--db", db, "--new-admin-token"});
+        CHECK(busy.exit_code == 1);
+        CHECK_THAT(busy.err, Catch::Contains("stop it first"));
+        CHECK(coord.terminate_and_wait() == 0);
+    }
+    auto recovered = test::run_gpupool({"coordinator", "--db", db, "--new-admin-token"});
+    INFO(recovered.err);
+    REQUIRE(recovered.exit_code == 0);
+    CHECK_THAT(recovered.err, Catch::Contains("new admin token"));
+    const std::string token = recovered.out.substr(0, recovered.out.find('\n'));
+    REQUIRE(token.starts_with("gpp_"));
+    CoordinatorProcess again(dir.path(), {}, port);
+    auto teams = test::run_gpupool({"--url", again.url(), "--token", token, "admin", "team", "list"});
+    CHECK(teams.exit_code == 0);
+    auto missing = test::run_gpupool({"coordinator", "--db", (dir.path() / "nope.db").string(), "--new-admin-token"});
+    CHECK(missing.exit_code == 1);
+    CHECK_THAT(missing.err, Catch::Contains("no pool database"));
+}

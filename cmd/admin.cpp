@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <algorithm>
+#include <cctype>
 #include <iostream>
 #include <memory>
 
@@ -114,7 +116,8 @@ void register_admin(Cli& cli) {
         std::string role = "member";
         std::string team;
         std::string label;
-        std::int64_t id = 0;
+        std::string which; // revoke: an id or a label
+        bool all = false;  // list: revoked ones too
         std::int64_t uses = 1;
     };
     auto tok = std::make_shared<TokenArgs>();
@@ -133,10 +136,79 @@ void register_admin(Cli& cli) {
                                    {{"role", tok->role}, {"team", tok->team}, {"label", tok->label}, {"uses", tok->uses}},
                                    print_token);
     });
-    CLI::App* token_revoke = token_cmd->add_subcommand("revoke", "Revoke a token by id");
-    token_revoke->add_option("id", tok->id, "Token id")->required();
+    CLI::App* token_list = token_cmd->add_subcommand("list", "List tokens: role, team, label, created, last used");
+    token_list->add_option("--team", tok->team, "Only this team's tokens");
+    token_list->add_flag("--all", tok->all, "Revoked tokens too");
+    token_list->callback([&cli, tok] {
+        const std::string path =
+            "/v1/admin/tokens" + (tok->team.empty() ? std::string() : "?team=" + net::percent_encode(tok->team));
+        cli.exit_code = admin_call(cli.global, "GET", path, {}, [all = tok->all](const json& r) {
+            std::vector<std::vector<std::string>> rows{
+                {"ID", "ROLE", "TEAM", "LABEL", "CREATED (UTC)", "LAST USED (UTC)", "STATE"}};
+            for (const auto& t : r["tokens"]) {
+                const bool revoked = !t["revoked_at"].is_null();
+                if (revoked && !all) {
+                    continue;
+                }
+                std::string state = revoked ? "revoked " + format_time(t["revoked_at"]) : "active";
+                if (!revoked && t["uses_left"].is_number_integer()) {
+                    state += ", " + std::to_string(t["uses_left"].get<std::int64_t>()) + " use(s) left";
+                }
+                if (t["worker"].is_number_integer()) {
+                    state += ", worker " + std::to_string(t["worker"].get<std::int64_t>());
+                }
+                rows.push_back({std::to_string(t["id"].get<std::int64_t>()), t["role"].get<std::string>(),
+                                t["team"].is_string() ? t["team"].get<std::string>() : "-", t["label"].get<std::string>(),
+                                format_time(t["created_at"]),
+                                t["last_used_at"].is_null() ? "-" : format_time(t["last_used_at"]), state});
+            }
+            print_table(rows);
+            std::cout << "(last use is counted since the coordinator started)\n";
+        });
+    });
+    CLI::App* token_revoke = token_cmd->add_subcommand("revoke", "Revoke a token by id, or by its label when one "
+                                                                 "active token has it");
+    token_revoke->add_option("token", tok->which, "Token id or label")->required();
     token_revoke->callback([&cli, tok] {
-        cli.exit_code = admin_call(cli.global, "DELETE", "/v1/admin/tokens/" + std::to_string(tok->id), {},
+        std::string id = tok->which;
+        if (id.empty() || !std::all_of(id.begin(), id.end(), [](unsigned char c) { return std::isdigit(c) != 0; })) {
+            // A label: it must name exactly one active token.
+            auto api = connect(cli.global);
+            if (!api) {
+                cli.exit_code = k_exit_failed;
+                return;
+            }
+            auto r = api->get("/v1/admin/tokens");
+            if (!r) {
+                report_error(cli.global, r.error());
+                cli.exit_code = k_exit_failed;
+                return;
+            }
+            std::vector<std::string> ids;
+            for (const auto& t : (*r)["tokens"]) {
+                if (t["revoked_at"].is_null() && t["label"] == tok->which) {
+                    ids.push_back(std::to_string(t["id"].get<std::int64_t>()));
+                }
+            }
+            if (ids.size() != 1) {
+                std::string list;
+                for (const auto& i : ids) {
+                    list += (list.empty() ? "" : ", ") + i;
+                }
+                report_error(cli.global,
+                             make_error(ErrorCode::invalid_input,
+                                        ids.empty() ? "no active token has the label `" + tok->which +
+                                                          "` (`gpupool admin token list`)"
+                                                    : "the label `" + tok->which + "` names " +
+                                                          std::to_string(ids.size()) + " active tokens (" + list +
+                                                          "): revoke by id",
+                                        "token"));
+                cli.exit_code = k_exit_failed;
+                return;
+            }
+            id = ids.front();
+        }
+        cli.exit_code = admin_call(cli.global, "DELETE", "/v1/admin/tokens/" + id, {},
                                    [](const json& r) { std::cout << "revoked token " << r["revoked"] << '\n'; });
     });
 

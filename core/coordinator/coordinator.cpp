@@ -267,7 +267,37 @@ Result<Principal> Coordinator::authenticate(std::string_view bearer_secret) cons
             return make_error(ErrorCode::forbidden, "this worker is banned from the pool");
         }
     }
+    m_token_last_used[t.id] = m_clock.now_ms();
     return Principal{t.role, t.team, t.worker, t.id};
+}
+
+Result<std::vector<TokenRecord>> Coordinator::list_tokens(const Principal& who,
+                                                          const std::optional<std::string>& team) const {
+    if (who.role != Role::admin) {
+        return denied("only admins list tokens");
+    }
+    std::optional<TeamId> only;
+    if (team) {
+        auto t = team_named(*team);
+        if (!t) {
+            return t.error();
+        }
+        only = *t;
+    }
+    std::vector<TokenRecord> out;
+    for (const auto& [hash, t] : m_tokens) {
+        if (!only || t.team == only) {
+            out.push_back(t);
+            out.back().hash.clear();
+        }
+    }
+    std::sort(out.begin(), out.end(), [](const TokenRecord& a, const TokenRecord& b) { return a.id < b.id; });
+    return out;
+}
+
+std::optional<std::int64_t> Coordinator::last_used(std::int64_t token_id) const {
+    auto it = m_token_last_used.find(token_id);
+    return it == m_token_last_used.end() ? std::nullopt : std::optional<std::int64_t>(it->second);
 }
 
 bool Coordinator::has_admin() const {

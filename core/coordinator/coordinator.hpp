@@ -270,6 +270,10 @@ public:
     Result<IssuedToken> create_token(const Principal& who, Role role, const std::string& team, const std::string& label,
                                      std::int64_t uses = 1);
     Status revoke_token(const Principal& who, std::int64_t token_id);
+    // Admin: tokens (their secrets are never stored), oldest first; `team` narrows to one team's.
+    Result<std::vector<store::TokenRecord>> list_tokens(const Principal& who, const std::optional<std::string>& team) const;
+    // When a token last authenticated a request since this coordinator started (not durable).
+    std::optional<std::int64_t> last_used(std::int64_t token_id) const;
     Result<std::vector<store::WorkerRecord>> list_workers(const Principal& who) const;
     // How a worker is now: "banned", "drained" (by an admin), "offline" (no heartbeat within the
     // worker timeout), "draining" (the worker is shutting down) or "online".
@@ -418,6 +422,7 @@ private:
 
     std::map<TeamId, store::TeamRecord> m_teams;
     std::unordered_map<std::string, store::TokenRecord> m_tokens; // by hash
+    mutable std::unordered_map<std::int64_t, std::int64_t> m_token_last_used; // id -> ms (memory only)
     std::map<WorkerId, LiveWorker> m_workers;
     std::map<std::int64_t, store::SweepRecord> m_sweeps;
     std::map<std::pair<TeamId, std::string>, std::int64_t> m_sweep_by_key; // (team, idempotency key) -> sweep

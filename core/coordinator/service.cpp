@@ -483,6 +483,29 @@ net::Router CoordinatorService::Impl::routes() {
                      team->empty() ? std::string() : " for team `" + util::escape_control(*team) + "`", who.token_id);
         return ok({{"id", tok->id}, {"token", tok->secret}, {"role", to_string(tok->role)}, {"team", *team}}, 201);
     });
+    on(r, "GET", "/v1/admin/tokens", [this](const net::Request& req, const Input&, const Principal& who) {
+        std::optional<std::string> team;
+        if (auto t = req.query_value("team"); !t.empty()) {
+            team = t;
+        }
+        auto list = coord->list_tokens(who, team);
+        if (!list) {
+            return error_response(list.error());
+        }
+        json out = json::array();
+        for (const auto& t : *list) {
+            out.push_back({{"id", t.id},
+                           {"role", to_string(t.role)},
+                           {"team", t.team ? json(coord->team_name(*t.team)) : json()},
+                           {"worker", t.worker ? json(t.worker->value()) : json()},
+                           {"label", t.label},
+                           {"created_at", t.created_at},
+                           {"revoked_at", opt_json(t.revoked_at)},
+                           {"uses_left", opt_json(t.uses_left)},
+                           {"last_used_at", opt_json(coord->last_used(t.id))}});
+        }
+        return ok({{"tokens", out}});
+    }, k_no_json_body);
     on(r, "DELETE", "/v1/admin/tokens/{id}", [this](const net::Request& req, const Input&, const Principal& who) {
         auto id = parse_int(req.param("id"), "id");
         if (!id) {

@@ -253,6 +253,22 @@ TEST_CASE("coordinator process: grants, credits, budgets, report, refusal and pr
     CHECK(adjust.exit_code == 0);
     CHECK_THAT(adjust.out, Catch::Contains("0.00005 credits from team:"));
 
+    // Tokens: listed with role, team, label and last use; revoked by id or by a unique label.
+    REQUIRE(as_admin({"admin", "token", "create", "--team", "poor", "--label", "laptop"}).exit_code == 0);
+    auto tokens = as_admin({"admin", "token", "list", "--team", "poor"});
+    CHECK(tokens.exit_code == 0);
+    CHECK_THAT(tokens.out, Catch::Contains("laptop") && Catch::Contains("member") && Catch::Contains("poor") &&
+                               Catch::Contains("active"));
+    auto revoked = as_admin({"admin", "token", "revoke", "laptop"});
+    CHECK(revoked.exit_code == 0);
+    CHECK_THAT(revoked.out, Catch::Contains("revoked token"));
+    CHECK_THAT(as_admin({"admin", "token", "list", "--team", "poor"}).out, !Catch::Contains("laptop"));
+    CHECK_THAT(as_admin({"admin", "token", "list", "--team", "poor", "--all"}).out,
+               Catch::Contains("laptop") && Catch::Contains("revoked"));
+    auto unknown = as_admin({"admin", "token", "revoke", "laptop"});
+    CHECK(unknown.exit_code == 1);
+    CHECK_THAT(unknown.err, Catch::Contains("no active token has the label `laptop`"));
+
     auto report = as_admin({"admin", "report", "--since", "2020-01-01"});
     CHECK(report.exit_code == 0);
     CHECK_THAT(report.out, Catch::Contains("GRANTED") && Catch::Contains("poor") && Catch::Contains("0.00005"));

@@ -269,6 +269,7 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         {"GET /v1/admin/teams", {{admin}, false, "/v1/admin/teams", nullptr}},
         {"POST /v1/admin/tokens", {{admin}, false, "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}}},
         {"DELETE /v1/admin/tokens/{id}", {{admin}, false, "/v1/admin/tokens/999", nullptr}},
+        {"GET /v1/admin/tokens", {{admin}, false, "/v1/admin/tokens", nullptr}},
         {"GET /v1/workers", {{other, member, admin}, false, "/v1/workers", nullptr}},
         {"POST /v1/admin/workers/{id}/drain", {{admin}, false, "/v1/admin/workers/" + wid + "/drain", json::object()}},
         {"POST /v1/admin/workers/{id}/ban", {{admin}, false, "/v1/admin/workers/999/ban", json::object()}},

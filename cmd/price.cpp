@@ -159,7 +159,8 @@ json pool_estimate(const GlobalOptions& global, const std::string& source, const
     client::ApiClient api(*cfg);
     auto r = api.post("/v1/estimate", {{"source", source}, {"jobs", json::parse(recipe::to_json(jobs).dump())}});
     if (!r) {
-        why = "the pool's estimate is unavailable: " + r.error().message;
+        why = r.error().code == ErrorCode::invalid_input ? "no estimate from the pool: " + r.error().message
+                                                         : "the pool's estimate is unavailable: " + r.error().message;
         return nullptr;
     }
     return *r;

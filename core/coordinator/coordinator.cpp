@@ -1734,6 +1734,13 @@ Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& 
     if (jobs.empty()) {
         return invalid("an estimate needs at least one job", "jobs");
     }
+    // As submit says it: a job no worker in the pool can ever run has no price here.
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        if (auto why = infeasible_reason(jobs[i])) {
+            return invalid("job `" + jobs[i].name + "` can never run on this pool: " + *why,
+                           "jobs[" + std::to_string(i) + "].resources");
+        }
+    }
     return estimate_for(id, source, jobs);
 }
 

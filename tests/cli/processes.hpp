@@ -33,7 +33,10 @@ public:
                                       (dir / "pool.db").string(), "--port-file", (dir / "port").string(),
                                       "--tick-ms", "50"};
         args.insert(args.end(), extra.begin(), extra.end());
-        m_child = bp::child(bp::exe = GPUPOOL_BINARY, bp::args = args, bp::std_out > (dir / "stdout").string(),
+        // At the coordinator's own default log level (ctest sets GPUPOOL_LOG_LEVEL=warn for the tests).
+        bp::environment env = boost::this_process::environment();
+        env.erase("GPUPOOL_LOG_LEVEL");
+        m_child = bp::child(bp::exe = GPUPOOL_BINARY, bp::args = args, env, bp::std_out > (dir / "stdout").string(),
                             bp::std_err > (dir / "stderr").string(), bp::std_in < bp::null);
         for (int i = 0; i < 400 && m_port == 0; ++i) {
             std::this_thread::sleep_for(std::chrono::milliseconds(25));

@@ -55,6 +55,19 @@ TEST_CASE("credits scenario: the owner earns for a finished job, the team withou
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 4);
 }
 
+TEST_CASE("credits scenario: an estimate for a job no worker can ever run says so, as submit does",
+          "[credits][coordinator]") {
+    CreditPool p;
+    auto big = half_l4("big");
+    big.resources.gpu_milli = 0;
+    big.resources.gpu_memory_mib = 80 * 1024; // the pool's only GPU is a 24 GiB L4
+    auto est = p.coord->estimate(p.fellow, "big.toml", {half_l4("fits"), big}, std::nullopt);
+    REQUIRE_FALSE(est);
+    CHECK(est.error().field == "jobs[1].resources");
+    CHECK_THAT(est.error().message, Catch::Contains("can never run on this pool"));
+    CHECK(p.coord->estimate(p.fellow, "fits.toml", {half_l4("fits")}, std::nullopt));
+}
+
 TEST_CASE("credits scenario: a pool fee goes to the fee account, never on the owner's own jobs",
           "[credits][coordinator]") {
     CreditPool p(true, 100'000); // 10%

@@ -323,9 +323,9 @@ Result<IssuedToken> Coordinator::issue(Role role, std::optional<TeamId> team, st
     return IssuedToken{t.id, *secret, role, team};
 }
 
-Result<IssuedToken> Coordinator::recover_admin() {
+Result<IssuedToken> Coordinator::recover_admin(const std::string& label) {
     Changes c;
-    auto tok = issue(Role::admin, std::nullopt, std::nullopt, "recovered admin", c);
+    auto tok = issue(Role::admin, std::nullopt, std::nullopt, label, c);
     if (!tok) {
         return tok;
     }
@@ -339,15 +339,7 @@ Result<IssuedToken> Coordinator::init_admin() {
     if (has_admin()) {
         return make_error(ErrorCode::conflict, "the pool already has an admin token");
     }
-    Changes c;
-    auto tok = issue(Role::admin, std::nullopt, std::nullopt, "first admin", c);
-    if (!tok) {
-        return tok;
-    }
-    if (auto st = commit(c); !st) {
-        return st.error();
-    }
-    return tok;
+    return recover_admin("first admin");
 }
 
 // ---- admin --------------------------------------------------------------------------------------

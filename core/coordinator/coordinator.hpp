@@ -259,7 +259,7 @@ public:
     Result<IssuedToken> init_admin();
     // Creates another admin token whatever exists (the recovery for a lost one; only reachable by
     // whoever can open the database file).
-    Result<IssuedToken> recover_admin();
+    Result<IssuedToken> recover_admin(const std::string& label = "recovered admin");
 
     // ---- admin ----
     Result<store::TeamRecord> create_team(const Principal& who, const std::string& name, std::int64_t weight);

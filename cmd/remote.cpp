@@ -146,6 +146,8 @@ int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_
     std::int64_t offset = 0;
     std::int64_t attempt = 0;
     std::int64_t finished_attempt = -1; // the last attempt printed to its end
+    std::string told;                   // the last "waiting" line printed
+    auto waits = std::chrono::steady_clock::time_point{};
     while (true) {
         std::string path = "/v1/jobs/" + std::to_string(job) + "/logs?offset=" + std::to_string(offset);
         if (attempt > 0) {
@@ -157,6 +159,21 @@ int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_
             return k_exit_failed;
         }
         std::int64_t got_attempt = (*r)["attempt"].get<std::int64_t>();
+        if (follow && got_attempt == 0 && !(*r)["finished"].get<bool>() &&
+            std::chrono::steady_clock::now() >= waits) {
+            // Not started yet: say why it waits (once per change), and keep waiting.
+            waits = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+            if (auto j = api.get("/v1/jobs/" + std::to_string(job))) {
+                const std::string why = j->value("waiting_reason", std::string());
+                const std::string line = "-- job " + std::to_string(job) + " is " +
+                                         j->value("state", std::string("queued")) + (why.empty() ? "" : ": " + why) +
+                                         " --";
+                if (line != told) {
+                    std::cerr << printable(line) << std::endl;
+                    told = line;
+                }
+            }
+        }
         if (attempt == 0 && got_attempt == finished_attempt) {
             std::this_thread::sleep_for(std::chrono::milliseconds(300)); // waiting for the next attempt
             continue;

@@ -86,9 +86,23 @@ TEST_CASE("coordinator process: submit, list, status and cancel through the CLI"
     CHECK(status.exit_code == 0);
     CHECK_THAT(status.out, Catch::Contains("queued") && Catch::Contains("waiting: no worker is connected"));
 
+    // `logs -f` on a job that cannot start yet says why it waits, waits, then says how it ended and
+    // exits with its outcome (here: cancelled meanwhile, so 1).
+    const std::string first = std::to_string(ids[0].get<int>());
+    std::thread canceller([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        (void)test::http_client(url, member).request("POST", "/v1/jobs/" + first + "/cancel", "{}");
+    });
+    auto follow = test::run_gpupool({"--url", url, "--token", member, "logs", "-f", first});
+    canceller.join();
+    CHECK(follow.exit_code == 1);
+    CHECK_THAT(follow.err, Catch::Contains("-- job " + first + " is queued: ") &&
+                               Catch::Contains("no worker is connected") &&
+                               Catch::Contains("-- job " + first + " cancelled"));
+
     auto cancel = test::run_gpupool({"--url", url, "--token", member, "cancel", "--sweep", "1"});
     CHECK(cancel.exit_code == 0);
-    CHECK_THAT(cancel.out, Catch::Contains("cancelled 6 jobs"));
+    CHECK_THAT(cancel.out, Catch::Contains("cancelled 5 jobs")); // the sixth was cancelled above
 
     auto wait = test::run_gpupool({"--url", url, "--token", member, "wait", std::to_string(ids[0].get<int>())});
     CHECK(wait.exit_code == 1); // cancelled is not success

@@ -15,7 +15,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -121,7 +120,8 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     ao.heartbeat = std::chrono::milliseconds(o.heartbeat_ms);
     ao.poll_wait = std::chrono::milliseconds(o.poll_wait_ms);
     ao.stop_grace = std::chrono::milliseconds(o.stop_grace_ms);
-    if (ao.token.empty() && !worker::has_stored_identity(ao.work_dir, ao.coordinator_url)) {
+    if (auto stored = worker::read_stored_identity(ao.work_dir);
+        ao.token.empty() && !(stored && stored->coordinator == ao.coordinator_url)) {
         // Later starts reuse the identity in worker.json; only the first needs an enrollment token.
         report_error(global, make_error(ErrorCode::invalid_input,
                                         "no token: the first start registers with an enrollment token (from `gpupool "
@@ -190,10 +190,8 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
 // second token): which pool and worker this is, what its team has earned, what is spooled.
 int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     const fs::path work = o.work_dir.empty() ? fs::path(default_data_dir() + "/worker") : fs::path(o.work_dir);
-    std::ifstream in(work / "worker.json");
-    const auto id = nlohmann::json::parse(in, nullptr, false);
-    if (!in || !id.is_object() || !id.contains("token") || !id["token"].is_string() ||
-        !id.value("coordinator", nlohmann::json()).is_string()) {
+    const auto id = worker::read_stored_identity(work);
+    if (!id) {
         report_error(global, make_error(ErrorCode::not_found,
                                         "no worker identity in " + (work / "worker.json").string() +
                                             ": this machine has not joined a pool with this work dir "
@@ -201,7 +199,7 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
                                         "--work-dir"));
         return k_exit_failed;
     }
-    const std::string coordinator = id["coordinator"].get<std::string>();
+    const std::string& coordinator = id->coordinator;
     if (!coordinator.starts_with("http://") && !coordinator.starts_with("https://")) {
         report_error(global, make_error(ErrorCode::invalid_input,
                                         "this work dir belongs to the local pool of `gpupool run` (" + coordinator +
@@ -217,7 +215,7 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     config::ClientConfig cfg;
     cfg.url = coordinator;
     cfg.url_source = (work / "worker.json").string();
-    cfg.token = id["token"].get<std::string>();
+    cfg.token = id->token;
     if (global.ca_cert) {
         cfg.ca_cert = *global.ca_cert;
     }
@@ -229,7 +227,7 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     }
     if (global.json) {
         std::cout << nlohmann::json{{"coordinator", coordinator},
-                                    {"worker_id", id.value("worker_id", std::int64_t{0})},
+                                    {"worker_id", id->worker_id},
                                     {"spooled_attempts", spooled},
                                     {"credits", *credits}}
                          .dump(2)
@@ -239,7 +237,7 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     const auto& c = *credits;
     const std::string team_account = "team:" + std::to_string(c["team_id"].get<std::int64_t>());
     const std::string settling_account = "settling:" + std::to_string(c["team_id"].get<std::int64_t>());
-    std::cout << "worker " << id.value("worker_id", std::int64_t{0}) << " of team " << printable(c["team"]) << " on "
+    std::cout << "worker " << id->worker_id << " of team " << printable(c["team"]) << " on "
               << coordinator << " (work dir " << work.string() << ", " << spooled << " attempt(s) spooled)\n";
     std::cout << "  available   " << credits::format_credits(c["balance_micro"].get<std::int64_t>()) << " credits\n";
     std::cout << "  settling    " << credits::format_credits(c.value("settling_micro", std::int64_t{0}))

@@ -215,7 +215,6 @@ void Ledger::apply(const Entry& e) {
         }
         if (e.reason == EntryReason::refund) {
             got.refunded += e.amount;
-            m_charged[e.attempt] -= e.amount;
         }
         return;
     }
@@ -243,7 +242,6 @@ void Ledger::apply(const Entry& e) {
         }
     }
     if (e.reason != EntryReason::release) {
-        m_charged[e.attempt] += e.amount;
         auto& spent = m_spent_by_team[e.payer];
         spent.push_back({e.at_ms, (spent.empty() ? 0 : spent.back().total) + e.amount});
     }
@@ -280,8 +278,8 @@ Micro Ledger::held_by_team(std::int64_t team) const {
 }
 
 Micro Ledger::charged(std::int64_t attempt) const {
-    auto it = m_charged.find(attempt);
-    return it == m_charged.end() ? 0 : it->second;
+    auto it = m_earnings.find(attempt);
+    return it == m_earnings.end() ? 0 : it->second.charge + it->second.fee - it->second.refunded;
 }
 
 Ledger::Earnings Ledger::earnings(std::int64_t attempt) const {

@@ -160,7 +160,6 @@ private:
     std::map<std::int64_t, Micro> m_held;         // by attempt, while open
     std::map<std::int64_t, std::int64_t> m_payer; // attempt -> team, from its hold
     std::map<std::int64_t, Micro> m_held_by_team;
-    std::map<std::int64_t, Micro> m_charged; // by attempt
     std::map<std::int64_t, Earnings> m_earnings; // by attempt, once charged
     std::set<std::pair<std::int64_t, std::int64_t>> m_settling; // (charged_at_ms, attempt) with settling > 0
     std::set<std::int64_t> m_closed;

@@ -232,10 +232,10 @@ struct Agent::Impl {
     Status establish_identity() {
         const fs::path idf = opt.work_dir / "worker.json";
         std::string instance;
-        if (auto j = read_json(idf); j && j->value("coordinator", "") == identity()) {
-            worker_id = j->value("worker_id", std::int64_t{0});
-            worker_token = j->value("token", "");
-            instance = j->value("instance", "");
+        if (auto stored = read_stored_identity(opt.work_dir); stored && stored->coordinator == identity()) {
+            worker_id = stored->worker_id;
+            worker_token = stored->token;
+            instance = stored->instance;
         }
         bool rewrite = false;
         if (!is_instance_id(instance)) {
@@ -1329,10 +1329,21 @@ struct Agent::Impl {
     }
 };
 
-bool has_stored_identity(const fs::path& work_dir, const std::string& identity_key) {
+std::optional<StoredIdentity> read_stored_identity(const fs::path& work_dir) {
     auto j = read_json(work_dir / "worker.json");
-    return j && j->value("coordinator", "") == identity_key && j->value("worker_id", std::int64_t{0}) > 0 &&
-           !j->value("token", "").empty();
+    if (!j || !j->is_object()) {
+        return std::nullopt;
+    }
+    try {
+        StoredIdentity id{j->value("coordinator", ""), j->value("worker_id", std::int64_t{0}), j->value("token", ""),
+                          j->value("instance", "")};
+        if (id.coordinator.empty() || id.worker_id <= 0 || id.token.empty()) {
+            return std::nullopt;
+        }
+        return id;
+    } catch (const json::exception&) {
+        return std::nullopt; // a field of the wrong type: not an identity
+    }
 }
 
 Agent::Agent(AgentOptions options, ContainerRuntime& runtime, GpuProbe& gpus)

@@ -40,6 +40,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace gpupool::worker {
@@ -78,9 +79,17 @@ struct AgentOptions {
     std::function<void(const std::string&)> on_event;
 };
 
-// Whether <work_dir>/worker.json holds a registered identity for this pool (`identity_key`, or the
-// coordinator URL): a start with it needs no enrollment token.
-bool has_stored_identity(const std::filesystem::path& work_dir, const std::string& identity_key);
+// What <work_dir>/worker.json holds: the pool it belongs to (`identity_key`, or the coordinator URL),
+// the worker's id and own token, and its machine-unique instance id ("" in a file from before
+// instances existed). nullopt when there is no registered identity. A start with one for its pool
+// needs no enrollment token; `gpupool worker status` reads the team's credits with it.
+struct StoredIdentity {
+    std::string coordinator;
+    std::int64_t worker_id = 0;
+    std::string token;
+    std::string instance;
+};
+std::optional<StoredIdentity> read_stored_identity(const std::filesystem::path& work_dir);
 
 class Agent {
 public:

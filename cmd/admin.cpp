@@ -81,6 +81,70 @@ Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& 
 
 std::string credits_of(const json& v) { return credits::format_credits(v.get<std::int64_t>()); }
 
+struct BudgetArgs {
+    std::string team;
+    std::string member;
+    std::string day;
+    std::string week;
+};
+
+std::string cap_text(const json& v) { return v.is_null() ? std::string("none") : credits_of(v); }
+
+// "team fellows budget: 50 per day, none per week; spent ..." and one line per member with caps.
+void print_budgets(const json& r) {
+    std::cout << "team " << printable(r["team"]) << " budget: " << cap_text(r["budget_day_micro"]) << " per day, "
+              << cap_text(r["budget_week_micro"]) << " per week; spent " << credits_of(r["spent_day_micro"])
+              << " in the last 24h, " << credits_of(r["spent_week_micro"]) << " in the last 7 days\n";
+    for (const auto& m : r.value("members", json::array())) {
+        std::cout << "  member " << printable(m["label"]) << " (token " << m["token_id"]
+                  << "): " << cap_text(m["day_micro"]) << " per day, " << cap_text(m["week_micro"])
+                  << " per week; spent " << credits_of(m["spent_day_micro"]) << " in the last 24h, "
+                  << credits_of(m["spent_week_micro"]) << " in the last 7 days, " << credits_of(m["held_micro"])
+                  << " held\n";
+    }
+}
+
+int run_admin_budget(const GlobalOptions& global, const BudgetArgs& b) {
+    if (b.day.empty() && b.week.empty()) {
+        if (!b.member.empty()) {
+            report_error(global, make_error(ErrorCode::invalid_input,
+                                            "--member sets a member's caps: give --day and/or --week (without "
+                                            "--member, the command shows the team's and its members' caps)",
+                                            "--member"));
+            return k_exit_usage;
+        }
+        return admin_call(global, "GET", "/v1/credits?limit=0&team=" + net::percent_encode(b.team), {}, print_budgets);
+    }
+    json body = {{"team", b.team}};
+    if (!b.member.empty()) {
+        body["member"] = b.member;
+    }
+    for (auto [text, key] : {std::pair{&b.day, "day_micro"}, std::pair{&b.week, "week_micro"}}) {
+        if (text->empty()) {
+            continue; // kept as it is
+        }
+        if (*text == "none") {
+            body[key] = nullptr;
+            continue;
+        }
+        auto v = credits::parse_credits(*text);
+        if (!v) {
+            Error e = v.error();
+            e.field = key == std::string("day_micro") ? "--day" : "--week";
+            report_error(global, e);
+            return k_exit_usage;
+        }
+        body[key] = *v;
+    }
+    return admin_call(global, "POST", "/v1/admin/budgets", body, [](const json& r) {
+        const std::string who = r.contains("member") ? "member " + printable(r["member"]["label"]) + " of team " +
+                                                           printable(r["team"])
+                                                     : "team " + printable(r["team"]);
+        std::cout << who << " budget: " << cap_text(r["day_micro"]) << " per day, " << cap_text(r["week_micro"])
+                  << " per week\n";
+    });
+}
+
 } // namespace
 
 void register_admin(Cli& cli) {
@@ -355,46 +419,18 @@ void register_admin(Cli& cli) {
                                    });
     });
     CLI::App* budget = admin->add_subcommand(
-        "budget", "Show a team's spend caps, or set them (per day / per week; a cap left out keeps its value, "
-                  "`none` removes it)");
-    budget->add_option("team", g->team, "Team")->required();
-    budget->add_option("--day", g->day, "Credits per rolling 24 hours, or none");
-    budget->add_option("--week", g->week, "Credits per rolling 7 days, or none");
-    budget->callback([&cli, g] {
-        auto cap = [](const json& v) { return v.is_null() ? std::string("none") : credits_of(v); };
-        if (g->day.empty() && g->week.empty()) {
-            cli.exit_code = admin_call(cli.global, "GET", "/v1/credits?limit=0&team=" + net::percent_encode(g->team), {}, [cap](const json& r) {
-                std::cout << "team " << printable(r["team"]) << " budget: " << cap(r["budget_day_micro"])
-                          << " per day, " << cap(r["budget_week_micro"]) << " per week; spent "
-                          << credits_of(r["spent_day_micro"]) << " in the last 24h, "
-                          << credits_of(r["spent_week_micro"]) << " in the last 7 days\n";
-            });
-            return;
-        }
-        json body = {{"team", g->team}};
-        for (auto [text, key] : {std::pair{&g->day, "day_micro"}, std::pair{&g->week, "week_micro"}}) {
-            if (text->empty()) {
-                continue; // kept as it is
-            }
-            if (*text == "none") {
-                body[key] = nullptr;
-                continue;
-            }
-            auto v = credits::parse_credits(*text);
-            if (!v) {
-                Error e = v.error();
-                e.field = key == std::string("day_micro") ? "--day" : "--week";
-                report_error(cli.global, e);
-                cli.exit_code = k_exit_usage;
-                return;
-            }
-            body[key] = *v;
-        }
-        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/budgets", body, [cap](const json& r) {
-            std::cout << "team " << printable(r["team"]) << " budget: " << cap(r["day_micro"]) << " per day, "
-                      << cap(r["week_micro"]) << " per week\n";
-        });
-    });
+        "budget", "Show a team's spend caps (and its members'), or set the team's or one member's (per day / per "
+                  "week; a cap left out keeps its value, `none` removes it)");
+    auto b = std::make_shared<BudgetArgs>();
+    budget->add_option("team", b->team, "Team")->required();
+    budget->add_option("--member", b->member,
+                       "Set a member's own caps (within the team's): its member token's label, or its id");
+    budget->add_option("--day", b->day, "Credits per rolling 24 hours, or none");
+    budget->add_option("--week", b->week, "Credits per rolling 7 days, or none");
+    budget->footer("Examples:\n  gpupool admin budget fellows --day 50 --week 200\n"
+                   "  gpupool admin budget fellows --member alice --day 10\n  gpupool admin budget fellows\n"
+                   "Docs: docs/credits.md (budgets)");
+    budget->callback([&cli, b] { cli.exit_code = run_admin_budget(cli.global, *b); });
     CLI::App* report = admin->add_subcommand("report", "Credits per team and GPU-hours per worker");
     report->add_option("--since", g->since, "From this UTC date (2026-11-01) or this long ago (7d)");
     report->callback([&cli, g] {

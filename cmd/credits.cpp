@@ -72,6 +72,11 @@ int run_credits(const GlobalOptions& global, const CreditsOptions& opts) {
         std::cout << "  budget      " << micro(v["budget_day_micro"]) << " per day, " << micro(v["budget_week_micro"])
                   << " per week\n";
     }
+    for (const auto& m : v.value("members", json::array())) {
+        std::cout << "  member      " << printable(m["label"]) << ": " << micro(m["day_micro"]) << " per day, "
+                  << micro(m["week_micro"]) << " per week; " << micro(m["spent_day_micro"]) << " spent in the last 24h, "
+                  << micro(m["held_micro"]) << " held\n";
+    }
     const json& moves = v["movements"];
     if (moves.empty()) {
         std::cout << "no movements yet\n";

@@ -1,6 +1,7 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "core/credits/money.hpp"
+#include "core/net/url.hpp"
 
 #include <iostream>
 #include <memory>
@@ -12,6 +13,8 @@ struct JobsOptions {
     std::int64_t sweep = 0;
     std::int64_t limit = 50;
     bool all_teams = false;
+    std::string by;    // submitter label
+    bool mine = false; // submitted with the token in use
 };
 
 int run_jobs(const GlobalOptions& global, const JobsOptions& o) {
@@ -35,6 +38,14 @@ int run_jobs(const GlobalOptions& global, const JobsOptions& o) {
     }
     if (o.all_teams) {
         path += sep + "all_teams=1";
+        sep = "&";
+    }
+    if (!o.by.empty()) {
+        path += sep + "submitter=" + net::percent_encode(o.by);
+        sep = "&";
+    }
+    if (o.mine) {
+        path += sep + "mine=1";
     }
     auto r = api->get(path);
     if (!r) {
@@ -47,7 +58,7 @@ int run_jobs(const GlobalOptions& global, const JobsOptions& o) {
         return k_exit_ok;
     }
     const nlohmann::json& jobs = (*r)["jobs"];
-    std::vector<std::string> header{"ID", "SWEEP", "NAME", "STATE", "ATTEMPTS", "EXIT", "CREDITS", "REASON"};
+    std::vector<std::string> header{"ID", "SWEEP", "NAME", "BY", "STATE", "ATTEMPTS", "EXIT", "CREDITS", "REASON"};
     if (o.all_teams) {
         header.insert(header.begin() + 2, "TEAM");
     }
@@ -56,6 +67,7 @@ int run_jobs(const GlobalOptions& global, const JobsOptions& o) {
         std::vector<std::string> row{std::to_string(j["id"].get<std::int64_t>()),
                                      std::to_string(j["sweep_id"].get<std::int64_t>()),
                                      j["name"].get<std::string>(),
+                                     j.value("submitted_by", std::string("-")),
                                      j["state"].get<std::string>(),
                                      std::to_string(j["attempts"].get<std::int64_t>()),
                                      j["exit_code"].is_null() ? "-" : std::to_string(j["exit_code"].get<std::int64_t>()),
@@ -81,6 +93,8 @@ void register_jobs(Cli& cli) {
     sub->add_option("--sweep", o->sweep, "Only the jobs of this sweep")->check(CLI::PositiveNumber);
     sub->add_option("--limit", o->limit, "Show the N newest (0: all)")->capture_default_str()->check(CLI::NonNegativeNumber);
     sub->add_flag("--all-teams", o->all_teams, "Jobs of every team (admins)");
+    sub->add_option("--by", o->by, "Only jobs submitted with tokens of this label (the BY column)");
+    sub->add_flag("--mine", o->mine, "Only jobs submitted with the token in use");
     sub->callback([&cli, o] { cli.exit_code = run_jobs(cli.global, *o); });
 }
 

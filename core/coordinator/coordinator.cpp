@@ -151,6 +151,7 @@ void Coordinator::absorb(const Changes& changes) {
     }
     for (const auto& t : changes.tokens) {
         m_tokens[t.hash] = t;
+        m_token_hash_by_id[t.id] = t.hash;
         m_next_token = std::max(m_next_token, t.id + 1);
     }
     for (const auto& w : changes.workers) {
@@ -424,12 +425,12 @@ std::int64_t Coordinator::log_head_bytes(std::int64_t cap) {
 }
 
 const TokenRecord* Coordinator::token_by_id(std::int64_t id) const {
-    for (const auto& [hash, t] : m_tokens) {
-        if (t.id == id) {
-            return &t;
-        }
+    auto hash = m_token_hash_by_id.find(id);
+    if (hash == m_token_hash_by_id.end()) {
+        return nullptr;
     }
-    return nullptr;
+    auto it = m_tokens.find(hash->second);
+    return it == m_tokens.end() ? nullptr : &it->second;
 }
 
 Status Coordinator::revoke_token(const Principal& who, std::int64_t token_id) {
@@ -711,6 +712,15 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
                                   credits_text(std::max<Micro>(*est.budget_room_micro, 0)) + " more now" + hint,
                               "credits");
         }
+        if (auto mine = member_room(who.token_id, m_clock.now_ms()); mine && est.total_estimate_micro > *mine) {
+            const TokenRecord* t = token_by_id(who.token_id);
+            return make_error(ErrorCode::conflict,
+                              what + " but your own budget (member `" + (t ? t->label : std::string()) + "`) allows " +
+                                  credits_text(std::max<Micro>(*mine, 0)) + " more now; ask an admin to raise it " +
+                                  "(`gpupool admin budget " + name + " --member ...`), or submit with " +
+                                  "--allow-unfunded to queue it until your budget has room",
+                              "credits");
+        }
     }
     const std::int64_t now = m_clock.now_ms();
     Changes c;
@@ -773,6 +783,12 @@ Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const
         if (q.sweep && j.sweep_id != *q.sweep) {
             return false;
         }
+        if (q.submitter_token && m_sweeps.at(j.sweep_id).submitter_token != *q.submitter_token) {
+            return false;
+        }
+        if (q.submitter_label && submitter_of(j.id) != *q.submitter_label) {
+            return false;
+        }
         if (!q.all_teams && who.team != j.team && who.role != Role::admin) {
             return false;
         }
@@ -793,6 +809,12 @@ Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const
     }
     std::reverse(out.jobs.begin(), out.jobs.end());
     return out;
+}
+
+std::string Coordinator::submitter_of(JobId job) const {
+    const std::int64_t token = m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token;
+    const TokenRecord* t = token_by_id(token);
+    return t != nullptr && !t->label.empty() ? t->label : "token " + std::to_string(token);
 }
 
 const std::vector<AttemptId>& Coordinator::attempt_ids_of(JobId id) const {
@@ -1397,6 +1419,18 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
         }
         return it->second;
     };
+    // And what each submitting member may still hold, for members with caps of their own.
+    std::map<std::int64_t, std::optional<Micro>> member_rooms;
+    auto member_room_of = [&](JobId job) -> std::optional<Micro>& {
+        const std::int64_t token = m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token;
+        auto it = member_rooms.find(token);
+        if (it == member_rooms.end()) {
+            it = member_rooms.emplace(token, member_room(token, now)).first;
+        }
+        return it->second;
+    };
+    auto member_of = [&](JobId job) { return m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token; };
+    std::map<std::int64_t, Micro> member_reserved; // by the member's jobs that entered this pass
     // "team `x` can hold 0.2 credits now (balance 5; budget 1/day, 0.8 spent or held)".
     auto can_hold = [&](TeamId team, Micro left) {
         const TeamRecord& t = m_teams.at(team);
@@ -1445,6 +1479,18 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
                                 credits_text(need) + " (price x max_runtime " +
                                 resources::format_duration_s(j.spec.resources.max_runtime_s) + ")";
                 continue;
+            }
+            // A member's jobs beyond what its own budget can hold stay out of the pass, so that they
+            // do not take a GPU from a teammate's job only to be dropped below.
+            if (const auto& mine = member_room_of(id)) {
+                Micro& reserved = member_reserved[member_of(id)];
+                if (need > *mine - reserved) {
+                    m_waiting[id] = "waiting for credits: " + member_can_hold(member_of(id), *mine - reserved, reserved, now) +
+                                    " but this job's hold may be " + credits_text(need) + " (price x max_runtime " +
+                                    resources::format_duration_s(j.spec.resources.max_runtime_s) + ")";
+                    continue;
+                }
+                reserved += need;
             }
         }
         const auto& sweep = m_sweeps.at(j.sweep_id);
@@ -1512,7 +1558,17 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
                                    resources::format_duration_s(j.spec.resources.max_runtime_s) + ")";
                 continue;
             }
+            auto& mine = member_room_of(p.job);
+            if (mine && hold > *mine) {
+                m_waiting[p.job] = "waiting for credits: " + member_can_hold(member_of(p.job), *mine, 0, now) +
+                                   " but this job's hold on worker " + std::to_string(p.worker.value()) + " is " +
+                                   credits_text(hold);
+                continue;
+            }
             left -= hold;
+            if (mine) {
+                *mine -= hold;
+            }
         }
         AttemptRecord a;
         a.id = AttemptId(m_next_attempt + static_cast<std::int64_t>(c.attempts.size()));
@@ -1733,7 +1789,11 @@ Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& 
                            "jobs[" + std::to_string(i) + "].resources");
         }
     }
-    return estimate_for(id, source, jobs);
+    Estimate est = estimate_for(id, source, jobs);
+    if (auto mine = member_room(who.token_id, m_clock.now_ms())) {
+        est.budget_room_micro = std::min(est.budget_room_micro.value_or(k_unlimited), *mine);
+    }
+    return est;
 }
 
 void Coordinator::pay_out(Changes& c) {
@@ -1841,26 +1901,6 @@ Result<credits::Entry> Coordinator::adjust(const Principal& who, const std::stri
     return e;
 }
 
-Status Coordinator::set_budget(const Principal& who, const std::string& team, std::optional<std::int64_t> day_micro,
-                               std::optional<std::int64_t> week_micro) {
-    if (who.role != Role::admin) {
-        return denied("only admins set budgets");
-    }
-    auto id = team_named(team);
-    if (!id) {
-        return id.error();
-    }
-    if ((day_micro && *day_micro < 0) || (week_micro && *week_micro < 0)) {
-        return invalid("a budget is 0 or more", day_micro && *day_micro < 0 ? "day_micro" : "week_micro");
-    }
-    Changes c;
-    TeamRecord t = m_teams.at(*id);
-    t.budget_day_micro = day_micro;
-    t.budget_week_micro = week_micro;
-    c.teams.push_back(t);
-    return commit(c);
-}
-
 Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::optional<std::string>& team,
                                             std::size_t movements) const {
     TeamId id;
@@ -1895,6 +1935,14 @@ Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::opt
     v.budget_week_micro = t.budget_week_micro;
     v.spent_day_micro = m_ledger.spent_since(id.value(), now - k_day_ms);
     v.spent_week_micro = m_ledger.spent_since(id.value(), now - k_week_ms);
+    for (const auto& [hash, tok] : m_tokens) {
+        if (tok.team == id && tok.role == Role::member && !tok.revoked_at &&
+            (tok.budget_day_micro || tok.budget_week_micro)) {
+            v.members.push_back(member_budget(tok, now));
+        }
+    }
+    std::sort(v.members.begin(), v.members.end(),
+              [](const MemberBudget& a, const MemberBudget& b) { return a.token_id < b.token_id; });
     const auto acc = credits::Account::of_team(id.value());
     const auto settling = credits::Account::settling_of(id.value());
     const auto& entries = m_ledger.entries();

@@ -149,6 +149,35 @@ struct Estimate {
     bool enforced = true;
 };
 
+// One spend cap in a budget change: left as it is, removed, or set to `micro`.
+struct CapChange {
+    enum class Kind : std::uint8_t { keep, remove, set };
+    Kind kind = Kind::keep;
+    std::int64_t micro = 0;
+    static CapChange keep() { return {}; }
+    static CapChange remove() { return {Kind::remove, 0}; }
+    static CapChange set(std::int64_t m) { return {Kind::set, m}; }
+};
+
+// An admin's change to a team's budget, or (with `member`) to one member's budget within it.
+struct BudgetChange {
+    std::string team;
+    std::string member{}; // a member token of the team: its id, or its label when that is unique
+    CapChange day{};      // per rolling 24 hours
+    CapChange week{};     // per rolling 7 days
+};
+
+// A member's own caps (a member token's), what its jobs spent and hold now.
+struct MemberBudget {
+    std::int64_t token_id = 0;
+    std::string label;
+    std::optional<std::int64_t> day_micro{};
+    std::optional<std::int64_t> week_micro{};
+    std::int64_t spent_day_micro = 0; // charges of its jobs' attempts that ended in the last 24 hours
+    std::int64_t spent_week_micro = 0;
+    std::int64_t held_micro = 0; // in escrow for its jobs' running attempts
+};
+
 struct CreditsView {
     TeamId team;
     std::string name;
@@ -159,6 +188,7 @@ struct CreditsView {
     std::optional<std::int64_t> budget_week_micro;
     std::int64_t spent_day_micro = 0;
     std::int64_t spent_week_micro = 0;
+    std::vector<MemberBudget> members{}; // members with caps of their own
     std::vector<credits::Entry> movements; // newest first
 };
 
@@ -207,6 +237,9 @@ struct Voided {
 struct JobQuery {
     std::optional<store::JobState> state;
     std::optional<std::int64_t> sweep;
+    // Jobs submitted with this token (its id), or with tokens of this label: who submitted them.
+    std::optional<std::int64_t> submitter_token{};
+    std::optional<std::string> submitter_label{};
     bool all_teams = false; // admins only
     std::size_t limit = 0;  // 0: all
     std::optional<JobId> before;
@@ -279,6 +312,8 @@ public:
     // worker timeout), "draining" (the worker is shutting down) or "online".
     std::string presence(WorkerId worker) const;
     std::string team_name(TeamId team) const;
+    // Who submitted the job: the label of the token it came with ("token N" for an unlabelled one).
+    std::string submitter_of(JobId job) const;
     Status set_worker_state(const Principal& who, WorkerId worker, store::WorkerState state);
     // Admin: bans the worker (as set_worker_state) and, with `void_since`, voids every result it
     // reported for attempts that ended at or after that time (lost attempts reported nothing): each
@@ -344,6 +379,9 @@ public:
     // Admin: spend caps over the last 24 hours and 7 days; nullopt removes one.
     Status set_budget(const Principal& who, const std::string& team, std::optional<std::int64_t> day_micro,
                       std::optional<std::int64_t> week_micro);
+    // Admin: changes a team's caps, or one member's (caps within the team's: a member's jobs wait
+    // when either is spent). Returns the caps as they are afterwards (`label` set for a member).
+    Result<MemberBudget> change_budget(const Principal& who, const BudgetChange& change);
     // Members and workers see their own team; admins name one (`team`).
     Result<CreditsView> credits_of(const Principal& who, const std::optional<std::string>& team,
                                    std::size_t movements = 20) const;
@@ -398,6 +436,13 @@ private:
     std::int64_t next_entry_id(const store::Changes& changes) const;
     // What the team may still hold now: its balance and, under budgets, what they leave.
     std::int64_t budget_room(TeamId team, std::int64_t now) const;
+    // What a member (a token with caps of its own) may still hold now, or nullopt without caps.
+    std::optional<std::int64_t> member_room(std::int64_t token_id, std::int64_t now) const;
+    MemberBudget member_budget(const store::TokenRecord& token, std::int64_t now) const;
+    // "member `alice` can hold 0.5 credits now (budget 2/day, 1.5 spent or held)"; `placing`: what
+    // the member's jobs placed in this pass hold on top of the stored holds.
+    std::string member_can_hold(std::int64_t token_id, std::int64_t left, std::int64_t placing, std::int64_t now) const;
+    Result<const store::TokenRecord*> member_token(TeamId team, const std::string& member) const;
     // Attempts that do not use up one of the job's retry.max_attempts: preempted or voided.
     std::int64_t free_attempts(JobId job) const;
     void pay_out(store::Changes& changes); // earnings whose settling period is over
@@ -422,6 +467,7 @@ private:
 
     std::map<TeamId, store::TeamRecord> m_teams;
     std::unordered_map<std::string, store::TokenRecord> m_tokens; // by hash
+    std::unordered_map<std::int64_t, std::string> m_token_hash_by_id;
     mutable std::unordered_map<std::int64_t, std::int64_t> m_token_last_used; // id -> ms (memory only)
     std::map<WorkerId, LiveWorker> m_workers;
     std::map<std::int64_t, store::SweepRecord> m_sweeps;

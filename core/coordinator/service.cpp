@@ -220,6 +220,13 @@ Result<std::optional<std::int64_t>> opt_field(const json& j, const char* name) {
     return std::optional<std::int64_t>(it->get<std::int64_t>());
 }
 
+json member_budget_json(const MemberBudget& m) {
+    return {{"token_id", m.token_id},           {"label", m.label},
+            {"day_micro", opt_json(m.day_micro)}, {"week_micro", opt_json(m.week_micro)},
+            {"spent_day_micro", m.spent_day_micro}, {"spent_week_micro", m.spent_week_micro},
+            {"held_micro", m.held_micro}};
+}
+
 Result<std::vector<recipe::JobSpec>> jobs_field(const json& body) {
     auto jobs_it = body.find("jobs");
     if (jobs_it == body.end() || !jobs_it->is_array()) {
@@ -262,6 +269,7 @@ json job_json(const Coordinator& coord, const JobRecord& j, const std::vector<At
     return {{"id", j.id.value()},
             {"sweep_id", j.sweep_id},
             {"team", j.team.value()},
+            {"submitted_by", coord.submitter_of(j.id)},
             {"name", j.spec.name},
             {"state", to_string(j.state)},
             {"attempts", j.attempts},
@@ -642,6 +650,12 @@ net::Router CoordinatorService::Impl::routes() {
             q.before = JobId(**before);
         }
         q.all_teams = req.query_value("all_teams") == "1" || req.query_value("all_teams") == "true";
+        if (auto by = req.query_value("submitter"); !by.empty()) {
+            q.submitter_label = by;
+        }
+        if (req.query_value("mine") == "1" || req.query_value("mine") == "true") {
+            q.submitter_token = who.token_id;
+        }
         auto list = coord->jobs(who, q);
         if (!list) {
             return error_response(list.error());
@@ -652,6 +666,7 @@ net::Router CoordinatorService::Impl::routes() {
                            {"sweep_id", j.sweep_id},
                            {"team", j.team.value()},
                            {"team_name", coord->team_name(j.team)},
+                           {"submitted_by", coord->submitter_of(j.id)},
                            {"name", j.spec.name},
                            {"state", to_string(j.state)},
                            {"attempts", j.attempts},
@@ -936,35 +951,38 @@ net::Router CoordinatorService::Impl::routes() {
         return ok(out, 201);
     });
     on(r, "POST", "/v1/admin/budgets", [this](const net::Request&, const Input& in, const Principal& who) {
-        const json* body = &in.body;
-        auto team = field<std::string>(*body, "team");
-        auto day = opt_field(*body, "day_micro");
-        auto week = opt_field(*body, "week_micro");
-        if (!team || !day || !week) {
-            return error_response(!team ? team.error() : !day ? day.error() : week.error());
+        const json& body = in.body;
+        auto team = field<std::string>(body, "team");
+        auto member = field<std::string>(body, "member", std::string());
+        if (!team || !member) {
+            return error_response(!team ? team.error() : member.error());
         }
+        BudgetChange change{*team, *member};
         // A cap left out keeps its value; null removes it.
-        if (!body->contains("day_micro") || !body->contains("week_micro")) {
-            auto now = coord->credits_of(who, *team, 0);
-            if (!now) {
-                return error_response(now.error());
+        for (auto [cap, key] : {std::pair{&change.day, "day_micro"}, std::pair{&change.week, "week_micro"}}) {
+            if (!body.contains(key)) {
+                continue;
             }
-            if (!body->contains("day_micro")) {
-                day = now->budget_day_micro;
+            auto v = opt_field(body, key);
+            if (!v) {
+                return error_response(v.error());
             }
-            if (!body->contains("week_micro")) {
-                week = now->budget_week_micro;
-            }
+            *cap = *v ? CapChange::set(**v) : CapChange::remove();
         }
-        auto st = coord->set_budget(who, *team, *day, *week);
-        if (!st) {
-            return error_response(st.error());
+        auto b = coord->change_budget(who, change);
+        if (!b) {
+            return error_response(b.error());
         }
         auto cap = [](const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string("none"); };
-        spdlog::info("budget of team `{}`: {} per day, {} per week (micro-credits) by token {}",
-                     util::escape_control(*team), cap(*day), cap(*week), who.token_id);
+        spdlog::info("budget of {}team `{}`: {} per day, {} per week (micro-credits) by token {}",
+                     member->empty() ? "" : "member `" + util::escape_control(b->label) + "` of ",
+                     util::escape_control(*team), cap(b->day_micro), cap(b->week_micro), who.token_id);
         schedule_soon();
-        return ok({{"team", *team}, {"day_micro", opt_json(*day)}, {"week_micro", opt_json(*week)}});
+        json out = {{"team", *team}, {"day_micro", opt_json(b->day_micro)}, {"week_micro", opt_json(b->week_micro)}};
+        if (!member->empty()) {
+            out["member"] = member_budget_json(*b);
+        }
+        return ok(out);
     });
     on(r, "GET", "/v1/credits", [this](const net::Request& req, const Input&, const Principal& who) {
         std::optional<std::string> team;
@@ -987,6 +1005,10 @@ net::Router CoordinatorService::Impl::routes() {
         for (const auto& e : v->movements) {
             moves.push_back(entry_json(e));
         }
+        json members = json::array();
+        for (const auto& m : v->members) {
+            members.push_back(member_budget_json(m));
+        }
         return ok({{"team", v->name},
                    {"team_id", v->team.value()},
                    {"balance_micro", v->balance_micro},
@@ -996,6 +1018,7 @@ net::Router CoordinatorService::Impl::routes() {
                    {"budget_week_micro", opt_json(v->budget_week_micro)},
                    {"spent_day_micro", v->spent_day_micro},
                    {"spent_week_micro", v->spent_week_micro},
+                   {"members", members},
                    {"movements", moves}});
     }, k_no_json_body);
     on(r, "GET", "/v1/admin/report", [this](const net::Request& req, const Input&, const Principal& who) {

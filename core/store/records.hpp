@@ -69,6 +69,10 @@ struct TokenRecord {
     // Enrollment tokens: registrations left (the token is revoked when the last is used);
     // nullopt = unlimited (enrollment tokens made before counting existed).
     std::optional<std::int64_t> uses_left;
+    // Member tokens: the member's own spend caps (24 hours / 7 days, micro-credits), within the
+    // team's; the jobs it submitted count against them.
+    std::optional<std::int64_t> budget_day_micro{};
+    std::optional<std::int64_t> budget_week_micro{};
     bool operator==(const TokenRecord&) const = default;
 };
 

@@ -205,6 +205,11 @@ ALTER TABLE sweeps ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
     R"sql(
 ALTER TABLE attempts ADD COLUMN voided_at INTEGER;
 )sql",
+    // 5 -> 6: a team member (a member token) can have spend caps of its own.
+    R"sql(
+ALTER TABLE tokens ADD COLUMN budget_day_micro INTEGER;
+ALTER TABLE tokens ADD COLUMN budget_week_micro INTEGER;
+)sql",
 };
 
 Error db_error(const std::string& what, const std::exception& e) {
@@ -342,7 +347,7 @@ Result<Snapshot> SqliteStore::load() {
         }
         {
             SQLite::Statement q(*m_db, "SELECT id, hash, role, team_id, worker_id, label, created_at, revoked_at, "
-                                       "uses_left FROM tokens ORDER BY id");
+                                       "uses_left, budget_day_micro, budget_week_micro FROM tokens ORDER BY id");
             while (q.executeStep()) {
                 TokenRecord t;
                 t.id = q.getColumn(0).getInt64();
@@ -358,6 +363,8 @@ Result<Snapshot> SqliteStore::load() {
                 t.created_at = q.getColumn(6).getInt64();
                 t.revoked_at = opt_int(q.getColumn(7));
                 t.uses_left = opt_int(q.getColumn(8));
+                t.budget_day_micro = opt_int(q.getColumn(9));
+                t.budget_week_micro = opt_int(q.getColumn(10));
                 s.tokens.push_back(std::move(t));
             }
         }
@@ -528,9 +535,12 @@ Status SqliteStore::apply(const Changes& c) {
         }
         if (!c.tokens.empty()) {
             SQLite::Statement q(*m_db, "INSERT INTO tokens (id, hash, role, team_id, worker_id, label, created_at, "
-                                       "revoked_at, uses_left) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                                       "revoked_at, uses_left, budget_day_micro, budget_week_micro) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                                       "ON CONFLICT(id) DO UPDATE SET "
                                        "worker_id = excluded.worker_id, label = excluded.label, "
-                                       "revoked_at = excluded.revoked_at, uses_left = excluded.uses_left");
+                                       "revoked_at = excluded.revoked_at, uses_left = excluded.uses_left, "
+                                       "budget_day_micro = excluded.budget_day_micro, "
+                                       "budget_week_micro = excluded.budget_week_micro");
             for (const auto& t : c.tokens) {
                 q.bind(1, t.id);
                 q.bind(2, t.hash);
@@ -541,6 +551,8 @@ Status SqliteStore::apply(const Changes& c) {
                 q.bind(7, t.created_at);
                 bind_opt(q, 8, t.revoked_at);
                 bind_opt(q, 9, t.uses_left);
+                bind_opt(q, 10, t.budget_day_micro);
+                bind_opt(q, 11, t.budget_week_micro);
                 q.exec();
                 q.reset();
             }

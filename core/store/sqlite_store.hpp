@@ -17,7 +17,7 @@ class Database;
 
 namespace gpupool::store {
 
-inline constexpr int k_schema_version = 5;
+inline constexpr int k_schema_version = 6;
 
 class SqliteStore final : public Store {
 public:

@@ -64,6 +64,17 @@ TEST_CASE("coordinator process: submit, list, status and cancel through the CLI"
     CHECK_THAT(all_teams.out, Catch::Contains("TEAM") && Catch::Contains("fellows"));
     CHECK_THAT(jobs.out, Catch::Contains("CREDITS"));
     CHECK_THAT(jobs.out, !Catch::Contains("newest shown"));
+    // Who submitted them (an unlabelled token is shown by its id), and the filters on it.
+    CHECK_THAT(jobs.out, Catch::Contains("BY") && Catch::Contains("token 2"));
+    auto mine = test::run_gpupool({"--url", url, "--token", member, "--json", "jobs", "--mine"});
+    CHECK(json::parse(mine.out)["jobs"].size() == 6);
+    CHECK(json::parse(mine.out)["jobs"][0]["submitted_by"] == "token 2");
+    auto theirs = test::run_gpupool({"--url", url, "--token", coord.admin(), "--json", "jobs", "--mine"});
+    CHECK(json::parse(theirs.out)["jobs"].empty());
+    auto by = test::run_gpupool({"--url", url, "--token", member, "--json", "jobs", "--by", "token 2"});
+    CHECK(json::parse(by.out)["jobs"].size() == 6);
+    by = test::run_gpupool({"--url", url, "--token", member, "--json", "jobs", "--by", "alice"});
+    CHECK(json::parse(by.out)["jobs"].empty());
 
     // The newest two of the sweep, and the hint that there are more.
     auto newest = test::run_gpupool({"--url", url, "--token", member, "jobs", "--sweep", "1", "--limit", "2"});
@@ -263,6 +274,19 @@ TEST_CASE("coordinator process: grants, credits, budgets, report, refusal and pr
     CHECK_THAT(budget.out, Catch::Contains("none per day, 10 per week"));
     budget = as_admin({"admin", "budget", "poor", "--week", "none", "--day", "2.5"});
     CHECK_THAT(budget.out, Catch::Contains("2.5 per day, none per week"));
+    // A member's own caps, within the team's: set by label, shown with the team's.
+    REQUIRE(as_admin({"admin", "token", "create", "--team", "poor", "--label", "alice"}).exit_code == 0);
+    budget = as_admin({"admin", "budget", "poor", "--member", "alice", "--day", "1"});
+    CHECK(budget.exit_code == 0);
+    CHECK_THAT(budget.out, Catch::Contains("member alice of team poor budget: 1 per day, none per week"));
+    budget = as_admin({"admin", "budget", "poor"});
+    CHECK_THAT(budget.out, Catch::Contains("2.5 per day") && Catch::Contains("member alice (token") &&
+                               Catch::Contains("): 1 per day, none per week"));
+    CHECK(as_admin({"admin", "budget", "poor", "--member", "alice"}).exit_code == 2);
+    auto no_member = as_admin({"admin", "budget", "poor", "--member", "bob", "--day", "1"});
+    CHECK(no_member.exit_code == 1);
+    CHECK_THAT(no_member.err, Catch::Contains("no live member token labelled `bob`"));
+    CHECK_THAT(as_member({"credits"}).out, Catch::Contains("member      alice: 1 per day"));
     auto adjust = as_admin({"admin", "adjust", "poor", "-0.00005", "--note", "typo"});
     CHECK(adjust.exit_code == 0);
     CHECK_THAT(adjust.out, Catch::Contains("0.00005 credits from team:"));

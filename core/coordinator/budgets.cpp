@@ -1,0 +1,180 @@
+// Budgets: spend caps of a team and of its members (Coordinator's budget methods).
+//
+// A team's caps bound what all of its jobs spend and hold over a rolling day and week. A member's
+// caps (on a member token) bound what the jobs that token submitted spend and hold, within the
+// team's: a job waits when either is used up, and its waiting reason names the one that binds.
+#include "core/coordinator/coordinator.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace gpupool::coordinator {
+
+using namespace gpupool::store;
+using credits::format_credits;
+using credits::Micro;
+
+namespace {
+
+constexpr std::int64_t k_day_ms = 24LL * 3600 * 1000;
+constexpr std::int64_t k_week_ms = 7 * k_day_ms;
+
+std::optional<std::int64_t> applied(const CapChange& change, const std::optional<std::int64_t>& now) {
+    switch (change.kind) {
+    case CapChange::Kind::keep:
+        return now;
+    case CapChange::Kind::remove:
+        return std::nullopt;
+    case CapChange::Kind::set:
+        return change.micro;
+    }
+    return now;
+}
+
+} // namespace
+
+Status Coordinator::set_budget(const Principal& who, const std::string& team, std::optional<std::int64_t> day_micro,
+                               std::optional<std::int64_t> week_micro) {
+    BudgetChange change{team};
+    change.day = day_micro ? CapChange::set(*day_micro) : CapChange::remove();
+    change.week = week_micro ? CapChange::set(*week_micro) : CapChange::remove();
+    auto r = change_budget(who, change);
+    return r ? Status{} : Status(r.error());
+}
+
+Result<const TokenRecord*> Coordinator::member_token(TeamId team, const std::string& member) const {
+    const bool by_id = !member.empty() && std::all_of(member.begin(), member.end(), [](char ch) {
+        return ch >= '0' && ch <= '9';
+    }) && member.size() < 19;
+    std::vector<const TokenRecord*> found;
+    for (const auto& [hash, t] : m_tokens) {
+        if (t.role != Role::member || t.team != team || t.revoked_at) {
+            continue;
+        }
+        if ((by_id && t.id == std::stoll(member)) || (!by_id && t.label == member)) {
+            found.push_back(&t);
+        }
+    }
+    const std::string team_name = m_teams.at(team).name;
+    if (found.empty()) {
+        return make_error(ErrorCode::not_found,
+                          "team `" + team_name + "` has no live member token " +
+                              (by_id ? member : "labelled `" + member + "`") +
+                              " (see `gpupool admin token list --team " + team_name + "`)",
+                          "member");
+    }
+    if (found.size() > 1) {
+        return make_error(ErrorCode::invalid_input,
+                          std::to_string(found.size()) + " member tokens of team `" + team_name + "` are labelled `" +
+                              member + "`: name one by its id (see `gpupool admin token list --team " + team_name + "`)",
+                          "member");
+    }
+    return found.front();
+}
+
+Result<MemberBudget> Coordinator::change_budget(const Principal& who, const BudgetChange& change) {
+    if (who.role != Role::admin) {
+        return make_error(ErrorCode::forbidden, "only admins set budgets");
+    }
+    auto id = team_named(change.team);
+    if (!id) {
+        return id.error();
+    }
+    for (const auto& [cap, field] : {std::pair{&change.day, "day_micro"}, std::pair{&change.week, "week_micro"}}) {
+        if (cap->kind == CapChange::Kind::set && cap->micro < 0) {
+            return make_error(ErrorCode::invalid_input, "a budget is 0 or more", field);
+        }
+    }
+    Changes c;
+    const std::int64_t now = m_clock.now_ms();
+    if (change.member.empty()) {
+        TeamRecord t = m_teams.at(*id);
+        t.budget_day_micro = applied(change.day, t.budget_day_micro);
+        t.budget_week_micro = applied(change.week, t.budget_week_micro);
+        c.teams.push_back(t);
+        if (auto st = commit(c); !st) {
+            return st.error();
+        }
+        MemberBudget out;
+        out.day_micro = t.budget_day_micro;
+        out.week_micro = t.budget_week_micro;
+        out.spent_day_micro = m_ledger.spent_since(id->value(), now - k_day_ms);
+        out.spent_week_micro = m_ledger.spent_since(id->value(), now - k_week_ms);
+        out.held_micro = m_ledger.held_by_team(id->value());
+        return out;
+    }
+    auto token = member_token(*id, change.member);
+    if (!token) {
+        return token.error();
+    }
+    TokenRecord t = **token;
+    t.budget_day_micro = applied(change.day, t.budget_day_micro);
+    t.budget_week_micro = applied(change.week, t.budget_week_micro);
+    c.tokens.push_back(t);
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return member_budget(t, now);
+}
+
+MemberBudget Coordinator::member_budget(const TokenRecord& token, std::int64_t now) const {
+    MemberBudget b;
+    b.token_id = token.id;
+    b.label = token.label;
+    b.day_micro = token.budget_day_micro;
+    b.week_micro = token.budget_week_micro;
+    // The member's attempts: those of the jobs in the sweeps it submitted. Linear in the attempts
+    // held in memory, and only for members with caps.
+    for (const auto& [aid, a] : m_attempts) {
+        const JobRecord& j = m_jobs.at(a.job);
+        if (m_sweeps.at(j.sweep_id).submitter_token != token.id) {
+            continue;
+        }
+        b.held_micro += m_ledger.held(aid.value());
+        if (a.ended_at) {
+            const Micro charged = m_ledger.charged(aid.value());
+            b.spent_day_micro += *a.ended_at >= now - k_day_ms ? charged : 0;
+            b.spent_week_micro += *a.ended_at >= now - k_week_ms ? charged : 0;
+        }
+    }
+    return b;
+}
+
+std::optional<std::int64_t> Coordinator::member_room(std::int64_t token_id, std::int64_t now) const {
+    const TokenRecord* t = token_by_id(token_id);
+    if (t == nullptr || (!t->budget_day_micro && !t->budget_week_micro)) {
+        return std::nullopt;
+    }
+    const MemberBudget b = member_budget(*t, now);
+    Micro room = std::numeric_limits<Micro>::max();
+    if (b.day_micro) {
+        room = std::min(room, *b.day_micro - b.spent_day_micro - b.held_micro);
+    }
+    if (b.week_micro) {
+        room = std::min(room, *b.week_micro - b.spent_week_micro - b.held_micro);
+    }
+    return room;
+}
+
+std::string Coordinator::member_can_hold(std::int64_t token_id, std::int64_t left, std::int64_t placing,
+                                         std::int64_t now) const {
+    const TokenRecord* t = token_by_id(token_id);
+    if (t == nullptr) {
+        return {};
+    }
+    const MemberBudget b = member_budget(*t, now);
+    const Micro shown = std::max<Micro>(left, 0);
+    std::string out = "member `" + b.label + "` can hold " + format_credits(shown) +
+                      (shown == 1'000'000 ? " credit" : " credits") + " now (";
+    if (b.day_micro) {
+        out += "budget " + format_credits(*b.day_micro) + "/day, " +
+               format_credits(b.spent_day_micro + b.held_micro + placing) + " spent or held";
+    }
+    if (b.week_micro) {
+        out += std::string(b.day_micro ? "; " : "") + "budget " + format_credits(*b.week_micro) + "/week, " +
+               format_credits(b.spent_week_micro + b.held_micro + placing) + " spent or held";
+    }
+    return out + ")";
+}
+
+} // namespace gpupool::coordinator

@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
     register_recipe(cli);
     register_admin(cli);
     register_sim(cli);
+    register_login(cli);
     register_version(cli);
 
     app.parse_complete_callback([&cli, &app] {

@@ -60,6 +60,21 @@ CliResult run_gpupool(const std::vector<std::string>& args, const fs::path& cwd)
     return r;
 }
 
+CliResult run_gpupool_with_input(const std::vector<std::string>& args, const std::string& input) {
+    TempDir io;
+    const fs::path in = io.write("stdin", input);
+    const fs::path out = io.path() / "stdout";
+    const fs::path err = io.path() / "stderr";
+    CliResult r;
+    bp::child c(bp::exe = GPUPOOL_BINARY, bp::args = args, bp::std_out > out.string(), bp::std_err > err.string(),
+                bp::std_in < in.string());
+    c.wait();
+    r.exit_code = c.exit_code();
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+}
+
 fs::path source_dir() { return GPUPOOL_SOURCE_DIR; }
 
 bool eventually(const std::function<bool()>& ok, std::chrono::milliseconds within, std::chrono::milliseconds every) {

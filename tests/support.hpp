@@ -37,6 +37,8 @@ struct CliResult {
 
 // Runs the built gpupool binary with `args` (no shell), capturing stdout and stderr.
 CliResult run_gpupool(const std::vector<std::string>& args, const std::filesystem::path& cwd = {});
+// The same, with `input` as its stdin (not a terminal).
+CliResult run_gpupool_with_input(const std::vector<std::string>& args, const std::string& input);
 
 std::filesystem::path source_dir();
 

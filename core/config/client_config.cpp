@@ -1,5 +1,6 @@
 #include "core/config/client_config.hpp"
 
+#include "core/util/files.hpp"
 #include "core/util/strings.hpp"
 
 #include <toml++/toml.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 namespace gpupool::config {
@@ -73,29 +75,62 @@ Status read_file(const fs::path& path, ClientConfig& cfg) {
     return {};
 }
 
+} // namespace
+
+Result<std::string> parse_token_text(std::string text, const std::string& what, const std::string& source) {
+    if (text.size() > 4096) {
+        return make_error(ErrorCode::invalid_input, what + " is not a token (too long)", source);
+    }
+    const auto first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) {
+        return make_error(ErrorCode::invalid_input, what + " is empty", source);
+    }
+    text = text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+    if (std::any_of(text.begin(), text.end(), [](unsigned char c) { return c < 0x21 || c == 0x7f; })) {
+        return make_error(ErrorCode::invalid_input,
+                          what + " holds more than one word (a token has no spaces or control characters)", source);
+    }
+    return text;
+}
+
 Result<std::string> read_token_file(const fs::path& path, const std::string& source) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         return make_error(ErrorCode::not_found, "cannot read the token file `" + path.string() + "`", source);
     }
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (text.size() > 4096) {
-        return make_error(ErrorCode::invalid_input, "the token file `" + path.string() + "` is not a token (too long)",
-                          source);
-    }
-    const auto first = text.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos) {
-        return make_error(ErrorCode::invalid_input, "the token file `" + path.string() + "` is empty", source);
-    }
-    text = text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
-    if (std::any_of(text.begin(), text.end(), [](unsigned char c) { return c < 0x21 || c == 0x7f; })) {
-        return make_error(ErrorCode::invalid_input,
-                          "the token file `" + path.string() + "` holds more than one word (a token has no spaces or control characters)", source);
-    }
-    return text;
+    std::string text;
+    // At most one byte past the limit: a huge file is refused without reading it all.
+    text.resize(4097);
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(in.gcount()));
+    return parse_token_text(std::move(text), "the token file `" + path.string() + "`", source);
 }
 
-} // namespace
+Status write_client_config(const fs::path& file, const ClientConfig& values) {
+    toml::table table;
+    std::error_code ec;
+    if (fs::exists(file, ec)) {
+        ClientConfig check; // a broken file is reported, not silently replaced
+        if (auto st = read_file(file, check); !st) {
+            return st.error();
+        }
+        table = toml::parse_file(file.string());
+    }
+    table.insert_or_assign("url", values.url);
+    table.insert_or_assign("token", values.token);
+    if (!values.ca_cert.empty()) {
+        table.insert_or_assign("ca_cert", values.ca_cert);
+    }
+    if (file.has_parent_path()) {
+        fs::create_directories(file.parent_path(), ec);
+        if (ec) {
+            return make_error(ErrorCode::io, "cannot create `" + file.parent_path().string() + "`: " + ec.message());
+        }
+    }
+    std::ostringstream text;
+    text << "# gpupool client config (written by `gpupool login`; see README.md, Configuration)\n" << table << '\n';
+    return util::write_private_file(file, text.str());
+}
 
 Result<ClientConfig> load_client_config(const ClientOverrides& overrides, const EnvLookup& env) {
     ClientConfig cfg;

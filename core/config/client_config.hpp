@@ -46,4 +46,15 @@ std::filesystem::path default_config_path(const EnvLookup& env);
 
 Result<ClientConfig> load_client_config(const ClientOverrides& overrides, const EnvLookup& env = real_env);
 
+// A token from text (a file's or a line typed in): surrounding whitespace dropped; an empty text,
+// one with inner spaces or control characters, or one over 4 KiB is an Error that names `what`,
+// with `source` as its field.
+Result<std::string> parse_token_text(std::string text, const std::string& what, const std::string& source);
+Result<std::string> read_token_file(const std::filesystem::path& path, const std::string& source);
+
+// Writes `url`, `token` and (when set) `ca_cert` into the config file, keeping the file's other
+// keys; the file is replaced atomically with mode 0600 (it holds a secret), its directory created.
+// An existing file that does not parse is an Error naming it, and is left as it is.
+Status write_client_config(const std::filesystem::path& file, const ClientConfig& values);
+
 } // namespace gpupool::config

@@ -811,10 +811,22 @@ Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const
     return out;
 }
 
+const JobRecord* Coordinator::job_of_attempt(AttemptId attempt) const {
+    auto a = m_attempts.find(attempt);
+    if (a == m_attempts.end()) {
+        return nullptr;
+    }
+    auto j = m_jobs.find(a->second.job);
+    return j == m_jobs.end() ? nullptr : &j->second;
+}
+
 std::string Coordinator::submitter_of(JobId job) const {
-    const std::int64_t token = m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token;
-    const TokenRecord* t = token_by_id(token);
-    return t != nullptr && !t->label.empty() ? t->label : "token " + std::to_string(token);
+    return token_name(m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token);
+}
+
+std::string Coordinator::token_name(std::int64_t token_id) const {
+    const TokenRecord* t = token_by_id(token_id);
+    return t != nullptr && !t->label.empty() ? t->label : "token " + std::to_string(token_id);
 }
 
 const std::vector<AttemptId>& Coordinator::attempt_ids_of(JobId id) const {

@@ -314,6 +314,8 @@ public:
     std::string team_name(TeamId team) const;
     // Who submitted the job: the label of the token it came with ("token N" for an unlabelled one).
     std::string submitter_of(JobId job) const;
+    // A token's label, or "token N" for an unlabelled (or unknown) one.
+    std::string token_name(std::int64_t token_id) const;
     Status set_worker_state(const Principal& who, WorkerId worker, store::WorkerState state);
     // Admin: bans the worker (as set_worker_state) and, with `void_since`, voids every result it
     // reported for attempts that ended at or after that time (lost attempts reported nothing): each
@@ -328,6 +330,8 @@ public:
     Result<store::JobRecord> job(const Principal& who, JobId id) const;
     Result<JobList> jobs(const Principal& who, const JobQuery& query) const;
     std::vector<store::AttemptRecord> attempts_of(JobId id) const;
+    // The job an attempt belongs to, with its team and name (for ledger rows); nullptr if unknown.
+    const store::JobRecord* job_of_attempt(AttemptId attempt) const;
     Status cancel_job(const Principal& who, JobId id);
     Result<std::int64_t> cancel_sweep(const Principal& who, std::int64_t sweep_id);
     // Logs of the job's latest attempt (or `attempt`), from `offset`.

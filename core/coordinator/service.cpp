@@ -668,6 +668,7 @@ net::Router CoordinatorService::Impl::routes() {
                            {"team_name", coord->team_name(j.team)},
                            {"submitted_by", coord->submitter_of(j.id)},
                            {"name", j.spec.name},
+                           {"sweep_index", j.spec.sweep_index},
                            {"state", to_string(j.state)},
                            {"attempts", j.attempts},
                            {"exit_code", j.exit_code ? json(*j.exit_code) : json()},
@@ -984,6 +985,12 @@ net::Router CoordinatorService::Impl::routes() {
         }
         return ok(out);
     });
+    on(r, "GET", "/v1/whoami", [this](const net::Request&, const Input&, const Principal& who) {
+        json out = {{"role", to_string(who.role)}, {"token_id", who.token_id}, {"label", coord->token_name(who.token_id)}};
+        out["team"] = who.team ? json(coord->team_name(*who.team)) : json();
+        out["worker"] = who.worker ? json(who.worker->value()) : json();
+        return ok(out);
+    }, k_no_json_body);
     on(r, "GET", "/v1/credits", [this](const net::Request& req, const Input&, const Principal& who) {
         std::optional<std::string> team;
         if (auto t = req.query_value("team"); !t.empty()) {
@@ -1003,7 +1010,19 @@ net::Router CoordinatorService::Impl::routes() {
         }
         json moves = json::array();
         for (const auto& e : v->movements) {
-            moves.push_back(entry_json(e));
+            json m = entry_json(e);
+            // In the reader's words: team names, and the job an attempt's row is about (its name
+            // only for the team's own jobs).
+            m["payer_team_name"] = e.payer != 0 ? json(coord->team_name(TeamId(e.payer))) : json();
+            m["job"] = json();
+            m["job_name"] = json();
+            if (e.attempt != 0) {
+                if (const JobRecord* j = coord->job_of_attempt(AttemptId(e.attempt))) {
+                    m["job"] = j->id.value();
+                    m["job_name"] = j->team == v->team ? json(j->spec.name) : json();
+                }
+            }
+            moves.push_back(std::move(m));
         }
         json members = json::array();
         for (const auto& m : v->members) {

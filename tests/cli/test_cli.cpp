@@ -11,7 +11,7 @@ using gpupool::test::source_dir;
 namespace {
 const std::vector<std::string> k_subcommands{"coordinator", "worker", "submit", "run",     "status", "jobs",
                                              "logs",        "cancel", "fetch",  "wait",    "credits", "price",
-                                             "recipe",      "admin",  "sim",    "version"};
+                                             "recipe",      "admin",  "sim",    "login",   "version"};
 } // namespace
 
 TEST_CASE("cli: --help lists every subcommand") {

@@ -4,6 +4,7 @@
 #include "core/credits/money.hpp"
 
 #include <iostream>
+#include <map>
 #include <memory>
 
 namespace gpupool::cmd {
@@ -14,6 +15,7 @@ using credits::format_credits;
 struct CreditsOptions {
     std::string team; // admins
     std::int64_t limit = 20;
+    bool ledger = false; // the raw ledger rows instead of one row per job
 };
 
 namespace {
@@ -37,6 +39,140 @@ std::string describe(const json& e) {
     return what;
 }
 
+
+std::string signed_credits(std::int64_t micro) { return (micro > 0 ? "+" : "") + format_credits(micro); }
+
+std::string cap_text(const json& v) { return v.is_number_integer() ? format_credits(v.get<std::int64_t>()) : "none"; }
+
+// The ledger rows of one job as this team sees them.
+struct JobActivity {
+    std::int64_t job = 0;
+    std::string name;
+    std::string payer; // the paying team's name
+    bool ours = false;  // our team paid
+    json at;           // the newest row's time
+    std::int64_t net = 0;      // change to the team's available balance
+    std::int64_t settling = 0; // change to its settling account (earnings not paid out yet)
+    std::int64_t charged = 0;  // charge + fee
+    bool held = false, settled = false, refunded = false, own_worker = false;
+};
+
+std::string what_happened(const JobActivity& a) {
+    const std::string job = "job " + std::to_string(a.job) + (a.name.empty() ? "" : " " + a.name);
+    if (!a.ours) {
+        return "earned from team " + a.payer + "'s " + job +
+               (a.settling > 0 ? " (settling: paid out when the pool's settling period ends)" : "") +
+               (a.refunded ? " (voided: given back to the team)" : "");
+    }
+    if (a.refunded) {
+        return job + ": refunded (its worker's results were voided)";
+    }
+    if (a.own_worker) {
+        return job + ": ran on your team's own worker";
+    }
+    if (a.settled) {
+        return job + ": charged " + format_credits(a.charged);
+    }
+    return job + (a.held ? ": held while it runs (the unused part comes back when it ends)" : "");
+}
+
+// One row per job (its hold, charge, fee, release, payout and refund folded), newest first; other
+// rows (grants, adjustments, expiries) as they are.
+std::vector<std::vector<std::string>> activity_rows(const json& v, std::size_t limit) {
+    const std::string account = "team:" + std::to_string(v["team_id"].get<std::int64_t>());
+    const std::string settling = "settling:" + std::to_string(v["team_id"].get<std::int64_t>());
+    std::vector<JobActivity> jobs;
+    std::vector<std::pair<std::size_t, const json*>> order; // (index into jobs, or npos with the entry)
+    std::map<std::int64_t, std::size_t> by_job;
+    for (const auto& e : v["movements"]) {
+        if (!e.value("job", json()).is_number_integer()) {
+            order.emplace_back(std::string::npos, &e);
+            continue;
+        }
+        const auto id = e["job"].get<std::int64_t>();
+        auto [it, fresh] = by_job.emplace(id, jobs.size());
+        if (fresh) {
+            JobActivity a;
+            a.job = id;
+            a.name = e["job_name"].is_string() ? e["job_name"].get<std::string>() : "";
+            a.payer = e["payer_team_name"].is_string() ? e["payer_team_name"].get<std::string>() : "?";
+            a.ours = e["payer_team"] == v["team_id"];
+            a.at = e["at"];
+            jobs.push_back(a);
+            order.emplace_back(it->second, nullptr);
+        }
+        JobActivity& a = jobs[it->second];
+        const auto amount = e["amount_micro"].get<std::int64_t>();
+        a.net += (e["credit"] == account ? amount : 0) - (e["debit"] == account ? amount : 0);
+        a.settling += (e["credit"] == settling ? amount : 0) - (e["debit"] == settling ? amount : 0);
+        const std::string reason = e["reason"].get<std::string>();
+        a.held = a.held || reason == "hold";
+        a.settled = a.settled || reason == "charge" || reason == "fee" || reason == "release";
+        a.charged += (reason == "charge" || reason == "fee") ? amount : 0;
+        a.refunded = a.refunded || reason == "refund";
+        a.own_worker = a.own_worker || (a.ours && reason == "charge" && (e["credit"] == account || e["credit"] == settling));
+    }
+    std::vector<std::vector<std::string>> rows{{"WHEN (UTC)", "AMOUNT", "WHAT"}};
+    for (const auto& [index, entry] : order) {
+        if (rows.size() > limit) {
+            break;
+        }
+        if (entry != nullptr) {
+            const auto amount = (*entry)["amount_micro"].get<std::int64_t>();
+            const std::int64_t net = ((*entry)["credit"] == account ? amount : 0) - ((*entry)["debit"] == account ? amount : 0);
+            rows.push_back({format_time((*entry)["at"]), signed_credits(net), describe(*entry)});
+            continue;
+        }
+        const JobActivity& a = jobs[index];
+        rows.push_back({format_time(a.at), signed_credits(a.ours ? a.net : a.net + a.settling), what_happened(a)});
+    }
+    return rows;
+}
+
+} // namespace
+
+namespace {
+
+void print_summary(const json& v) {
+    std::cout << "team " << printable(v["team"]) << '\n';
+    std::cout << "  available   " << micro(v["balance_micro"]) << " credits\n";
+    std::cout << "  in escrow   " << micro(v["held_micro"]) << " credits (held for running jobs)\n";
+    if (v.value("settling_micro", std::int64_t{0}) != 0) {
+        std::cout << "  settling    " << micro(v["settling_micro"])
+                  << " credits (earned by your workers, paid out when the pool's settling period ends)\n";
+    }
+    std::cout << "  spent       " << micro(v["spent_day_micro"]) << " in the last 24h, " << micro(v["spent_week_micro"])
+              << " in the last 7 days\n";
+    if (!v["budget_day_micro"].is_null() || !v["budget_week_micro"].is_null()) {
+        std::cout << "  budget      " << cap_text(v["budget_day_micro"]) << " per day, "
+                  << cap_text(v["budget_week_micro"]) << " per week\n";
+    }
+    for (const auto& m : v.value("members", json::array())) {
+        std::cout << "  member      " << printable(m["label"]) << ": " << cap_text(m["day_micro"]) << " per day, "
+                  << cap_text(m["week_micro"]) << " per week; " << micro(m["spent_day_micro"])
+                  << " spent in the last 24h, " << micro(m["held_micro"]) << " held\n";
+    }
+}
+
+// The ledger's own rows: every entry, signed from the team's point of view (escrow moves of its
+// attempts that do not touch its account, such as a charge to the provider, unsigned).
+void print_ledger(const json& v) {
+    const std::string account = "team:" + std::to_string(v["team_id"].get<std::int64_t>());
+    std::vector<std::vector<std::string>> rows{{"ID", "WHEN (UTC)", "AMOUNT", "WHAT", "FROM", "TO"}};
+    for (const auto& e : v["movements"]) {
+        const auto amount = e["amount_micro"].get<std::int64_t>();
+        std::string signed_amount = format_credits(amount);
+        if (e["credit"] == account) {
+            signed_amount = "+" + signed_amount;
+        } else if (e["debit"] == account) {
+            signed_amount = "-" + signed_amount;
+        }
+        rows.push_back({std::to_string(e["id"].get<std::int64_t>()), format_time(e["at"]), signed_amount, describe(e),
+                        e["debit"].get<std::string>(), e["credit"].get<std::string>()});
+    }
+    print_table(rows);
+}
+
 } // namespace
 
 int run_credits(const GlobalOptions& global, const CreditsOptions& opts) {
@@ -44,7 +180,9 @@ int run_credits(const GlobalOptions& global, const CreditsOptions& opts) {
     if (!api) {
         return k_exit_failed;
     }
-    std::string path = "/v1/credits?limit=" + std::to_string(opts.limit);
+    // One row per job folds several ledger rows: read more of them than the rows shown.
+    const std::int64_t rows = opts.ledger ? opts.limit : std::min<std::int64_t>(opts.limit * 6, 10'000);
+    std::string path = "/v1/credits?limit=" + std::to_string(rows);
     if (!opts.team.empty()) {
         path += "&team=" + net::percent_encode(opts.team);
     }
@@ -57,55 +195,33 @@ int run_credits(const GlobalOptions& global, const CreditsOptions& opts) {
         std::cout << r->dump(2) << '\n';
         return k_exit_ok;
     }
-    const json& v = *r;
-    const std::string account = "team:" + std::to_string(v["team_id"].get<std::int64_t>());
-    std::cout << "team " << printable(v["team"]) << '\n';
-    std::cout << "  available   " << micro(v["balance_micro"]) << " credits\n";
-    std::cout << "  in escrow   " << micro(v["held_micro"]) << " credits (held for running jobs)\n";
-    if (v.value("settling_micro", std::int64_t{0}) != 0) {
-        std::cout << "  settling    " << micro(v["settling_micro"])
-                  << " credits (earned by your workers, paid out when the pool's settling period ends)\n";
-    }
-    std::cout << "  spent       " << micro(v["spent_day_micro"]) << " in the last 24h, " << micro(v["spent_week_micro"])
-              << " in the last 7 days\n";
-    if (!v["budget_day_micro"].is_null() || !v["budget_week_micro"].is_null()) {
-        std::cout << "  budget      " << micro(v["budget_day_micro"]) << " per day, " << micro(v["budget_week_micro"])
-                  << " per week\n";
-    }
-    for (const auto& m : v.value("members", json::array())) {
-        std::cout << "  member      " << printable(m["label"]) << ": " << micro(m["day_micro"]) << " per day, "
-                  << micro(m["week_micro"]) << " per week; " << micro(m["spent_day_micro"]) << " spent in the last 24h, "
-                  << micro(m["held_micro"]) << " held\n";
-    }
-    const json& moves = v["movements"];
-    if (moves.empty()) {
+    print_summary(*r);
+    if ((*r)["movements"].empty()) {
         std::cout << "no movements yet\n";
         return k_exit_ok;
     }
-    std::cout << "\nrecent movements (newest first):\n";
-    std::vector<std::vector<std::string>> rows{{"ID", "WHEN (UTC)", "AMOUNT", "WHAT", "FROM", "TO"}};
-    for (const auto& e : moves) {
-        const auto amount = e["amount_micro"].get<std::int64_t>();
-        // Signed from the team's point of view; escrow moves of its attempts that do not touch it
-        // (a charge to the provider) are shown unsigned.
-        std::string signed_amount = format_credits(amount);
-        if (e["credit"] == account) {
-            signed_amount = "+" + signed_amount;
-        } else if (e["debit"] == account) {
-            signed_amount = "-" + signed_amount;
-        }
-        rows.push_back({std::to_string(e["id"].get<std::int64_t>()), format_time(e["at"]), signed_amount, describe(e),
-                        e["debit"].get<std::string>(), e["credit"].get<std::string>()});
+    if (opts.ledger) {
+        std::cout << "\nledger rows (newest first):\n";
+        print_ledger(*r);
+        return k_exit_ok;
     }
-    print_table(rows);
+    std::cout << "\nrecent activity (newest first; one row per job, --ledger for the ledger's rows):\n";
+    print_table(activity_rows(*r, static_cast<std::size_t>(opts.limit)));
     return k_exit_ok;
 }
 
 void register_credits(Cli& cli) {
     auto opts = std::make_shared<CreditsOptions>();
-    CLI::App* sub = add_command(cli, "credits", "Show your team's credit balance, escrow and recent movements");
+    CLI::App* sub = add_command(cli, "credits", "Show your team's credit balance, escrow and recent activity");
     sub->add_option("--team", opts->team, "Team (admins; members see their own)");
-    sub->add_option("--limit", opts->limit, "How many recent movements to show")->capture_default_str();
+    sub->add_option("--limit", opts->limit, "How many recent rows to show")
+        ->capture_default_str()
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{10'000}));
+    sub->add_flag("--ledger", opts->ledger,
+                  "The ledger's own rows (hold, charge, fee, release, payout, refund...) with their accounts, "
+                  "instead of one row per job");
+    sub->footer("Examples:\n  gpupool credits\n  gpupool credits --ledger --limit 50\n"
+                "  gpupool admin grant fellows 100   # admins fund a team\nDocs: docs/credits.md");
     sub->callback([&cli, opts] { cli.exit_code = run_credits(cli.global, *opts); });
 }
 

@@ -1,5 +1,6 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "cmd/sweeps.hpp"
 
 #include <iostream>
 #include <memory>
@@ -8,14 +9,45 @@ namespace gpupool::cmd {
 
 struct LogsOptions {
     std::int64_t job = 0;
+    std::int64_t sweep = 0;
     bool follow = false;
     bool raw = false;
 };
 
+namespace {
+
+// The logs of every job of a sweep: one after another (each under a header), or followed together.
+int sweep_logs(const GlobalOptions& global, client::ApiClient& api, const LogsOptions& o) {
+    auto jobs = sweep_jobs(api, o.sweep);
+    if (!jobs) {
+        report_error(global, jobs.error());
+        return k_exit_failed;
+    }
+    if (o.follow) {
+        return follow_logs(global, api, *jobs, o.raw);
+    }
+    for (const auto& j : *jobs) {
+        std::cout << "==> " << printable(j.name) << " (job " << j.id << ") <==" << std::endl;
+        if (const int rc = stream_logs(global, api, j.id, false, o.raw); rc != k_exit_ok) {
+            return rc;
+        }
+    }
+    return k_exit_ok;
+}
+
+} // namespace
+
 int run_logs(const GlobalOptions& global, const LogsOptions& o) {
+    if ((o.job > 0) == (o.sweep > 0)) {
+        report_error(global, make_error(ErrorCode::invalid_input, "name one job (its id) or a sweep (--sweep ID)", "job"));
+        return k_exit_usage;
+    }
     auto api = connect(global);
     if (!api) {
         return k_exit_failed;
+    }
+    if (o.sweep > 0) {
+        return sweep_logs(global, *api, o);
     }
     const int rc = stream_logs(global, *api, o.job, o.follow, o.raw);
     if (rc != k_exit_ok || !o.follow) {
@@ -38,14 +70,20 @@ int run_logs(const GlobalOptions& global, const LogsOptions& o) {
 
 void register_logs(Cli& cli) {
     auto o = std::make_shared<LogsOptions>();
-    CLI::App* sub = add_command(cli, "logs", "Print a job's logs (its latest attempt); -f follows them");
-    sub->add_option("job", o->job, "Job id")->required();
+    CLI::App* sub = add_command(cli, "logs", "Print a job's logs (its latest attempt), or a sweep's; -f follows them");
+    sub->add_option("job", o->job, "Job id")->check(CLI::PositiveNumber);
+    sub->add_option("--sweep", o->sweep,
+                    "Every job of this sweep: one after another, or with -f all together, each line prefixed with "
+                    "the job's name")
+        ->check(CLI::PositiveNumber);
     sub->add_flag("--follow,-f", o->follow,
                   "Keep printing until the job ends (a queued job: say why it waits, and wait); then print how it "
                   "ended and exit 0 only if it succeeded");
     sub->add_flag("--raw", o->raw,
                   "The job's bytes exactly as it wrote them, even on a terminal (where control characters "
                   "are otherwise shown escaped)");
+    sub->footer("Examples:\n  gpupool logs -f 12\n  gpupool logs --sweep 4 -f        # every job of sweep 4, "
+                "prefixed with its name");
     sub->callback([&cli, o] { cli.exit_code = run_logs(cli.global, *o); });
 }
 

@@ -6,7 +6,9 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/jobs_view.hpp"
 #include "cmd/remote.hpp"
+#include "cmd/sweeps.hpp"
 #include "core/coordinator/service.hpp"
+#include "core/credits/money.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "core/util/files.hpp"
 #include "worker/agent/agent.hpp"
@@ -91,29 +93,6 @@ Result<LocalCredentials> local_credentials(const fs::path& dir, std::uint16_t po
     return c;
 }
 
-// A directory name for each job: its name when unique in the sweep, else name-INDEX.
-std::vector<std::string> output_names(const std::vector<recipe::JobSpec>& jobs) {
-    std::map<std::string, int> seen;
-    for (const auto& j : jobs) {
-        seen[j.name]++;
-    }
-    std::vector<std::string> out;
-    for (const auto& j : jobs) {
-        std::string n;
-        for (char c : j.name) {
-            n += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
-        }
-        if (n.empty() || n == "." || n == "..") {
-            n = "job";
-        }
-        if (seen[j.name] > 1) {
-            n += "-" + std::to_string(j.sweep_index);
-        }
-        out.push_back(n);
-    }
-    return out;
-}
-
 std::string seconds_text(const json& attempt) {
     if (!attempt.is_object() || !attempt["started_at"].is_number() || !attempt["ended_at"].is_number()) {
         return "-";
@@ -128,11 +107,7 @@ std::string credits_text(const json& job) {
     if (!job.contains("cost_micro") || !job["cost_micro"].is_number_integer()) {
         return "-";
     }
-    const auto micro = job["cost_micro"].get<std::int64_t>();
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%lld.%06lld", static_cast<long long>(micro / 1'000'000),
-                  static_cast<long long>(micro % 1'000'000));
-    return buf;
+    return credits::format_credits(job["cost_micro"].get<std::int64_t>()); // one format everywhere
 }
 
 
@@ -278,7 +253,11 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
     }
 
     // Outputs and logs, one directory per job.
-    const auto names = output_names(jobs);
+    std::vector<NamedJob> named;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        named.push_back({ids[i], jobs[i].name, jobs[i].sweep_index});
+    }
+    const auto names = folder_names(named);
     const fs::path out_root = o.out_dir;
     json summary = json::array();
     std::vector<std::vector<std::string>> rows{{"JOB", "STATE", "EXIT", "RUNTIME", "CREDITS", "OUTPUTS"}};

@@ -1,37 +1,53 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "cmd/sweeps.hpp"
 
 #include <iostream>
 #include <memory>
 
 namespace gpupool::cmd {
 
-int run_wait(const GlobalOptions& global, const std::vector<std::int64_t>& ids) {
+struct WaitOptions {
+    std::vector<std::int64_t> ids;
+    std::int64_t sweep = 0;
+};
+
+int run_wait(const GlobalOptions& global, const WaitOptions& o) {
     auto api = connect(global);
     if (!api) {
         return k_exit_failed;
+    }
+    auto chosen = chosen_jobs(*api, o.ids, o.sweep);
+    if (!chosen) {
+        report_error(global, chosen.error());
+        return chosen.error().code == ErrorCode::invalid_input ? k_exit_usage : k_exit_failed;
+    }
+    std::vector<std::int64_t> ids;
+    for (const auto& j : *chosen) {
+        ids.push_back(j.id);
     }
     auto done = wait_for_jobs(global, *api, ids);
     if (!done) {
         return k_exit_failed;
     }
     const int failed = count_unsuccessful(*done);
-    for (const auto& j : *done) {
-        if (!global.json) {
-            std::cout << "job " << j["id"] << ": " << printable(j["state"]) << '\n';
-        }
-    }
     if (global.json) {
         std::cout << nlohmann::json(*done).dump(2) << '\n';
+    } else {
+        for (const auto& j : *done) {
+            std::cout << "job " << j["id"] << " " << printable(j["name"]) << ": " << printable(j["state"]) << '\n';
+        }
     }
     return failed == 0 ? k_exit_ok : k_exit_failed;
 }
 
 void register_wait(Cli& cli) {
-    auto ids = std::make_shared<std::vector<std::int64_t>>();
+    auto o = std::make_shared<WaitOptions>();
     CLI::App* sub = add_command(cli, "wait", "Wait until jobs finish; exit 1 if any did not succeed");
-    sub->add_option("jobs", *ids, "Job ids")->required();
-    sub->callback([&cli, ids] { cli.exit_code = run_wait(cli.global, *ids); });
+    sub->add_option("jobs", o->ids, "Job ids");
+    sub->add_option("--sweep", o->sweep, "Every job of this sweep (the id `submit` printed)")->check(CLI::PositiveNumber);
+    sub->footer("Examples:\n  gpupool wait 12 13\n  gpupool wait --sweep 4 && gpupool fetch --sweep 4 results/");
+    sub->callback([&cli, o] { cli.exit_code = run_wait(cli.global, *o); });
 }
 
 } // namespace gpupool::cmd

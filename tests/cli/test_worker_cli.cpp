@@ -127,7 +127,7 @@ TEST_CASE("worker process: kill -9 mid-job, the job reruns elsewhere and the fir
     auto fetched = test::run_gpupool({"--url", url, "--token", tokens.member, "fetch", std::to_string(id),
                                       (dir.path() / "fetched").string()});
     CHECK(fetched.exit_code == 0);
-    CHECK(test::slurp(dir.path() / "fetched" / ("job-" + std::to_string(id)) / "r.txt") == "ok\n");
+    CHECK(test::slurp(dir.path() / "fetched" / "survivor" / "r.txt") == "ok\n");
 
     // Worker a comes back: its spooled first attempt is refused (409) and dropped; nothing changes.
     a = std::make_unique<WorkerProcess>(dir.path() / "a", url, tokens.enroll);

@@ -1,6 +1,6 @@
 // `gpupool fetch` against a hostile worker: a real coordinator process, a "worker" that is this test
 // speaking the worker API and uploading a hand-made outputs archive, and the real gpupool binary
-// fetching it into DIR/job-N/ next to a canary directory that must not change.
+// fetching it into DIR/<job name>/ next to a canary directory that must not change.
 #include "core/recipe/recipe_json.hpp"
 #include "tests/cli/processes.hpp"
 #include "tests/security/tar_builder.hpp"
@@ -46,19 +46,42 @@ struct HostilePool {
         test::expect_call(w, "POST", "/v1/workers/heartbeat", R"({"running": []})", 200);
     }
 
-    // Submits a job; returns its id.
-    std::int64_t submit() {
-        recipe::JobSpec s;
-        s.name = "victim";
-        s.image = "busybox";
-        s.command = {"true"};
-        s.resources.cpu_milli = 100;
-        s.resources.memory_mib = 64;
+    // Submits one sweep of jobs with these names; returns the answer ({sweep_id, jobs}).
+    json submit_sweep(const std::vector<std::string>& names) {
+        std::vector<recipe::JobSpec> specs;
+        for (const auto& name : names) {
+            recipe::JobSpec s;
+            s.name = name;
+            s.image = "busybox";
+            s.command = {"true"};
+            s.resources.cpu_milli = 100;
+            s.resources.memory_mib = 64;
+            s.sweep_index = static_cast<std::int64_t>(specs.size());
+            specs.push_back(s);
+        }
         auto m = test::http_client(url, member);
-        const json body = {{"source", "t.toml"},
-                           {"max_parallel", 0},
-                           {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}};
-        return test::expect_call(m, "POST", "/v1/jobs", body.dump(), 201)["jobs"][0];
+        const json body = {{"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(specs).dump())}};
+        return test::expect_call(m, "POST", "/v1/jobs", body.dump(), 201);
+    }
+
+    // Submits a job; returns its id.
+    std::int64_t submit() { return submit_sweep({"victim"})["jobs"][0]; }
+
+    // Takes every submitted job as the worker and completes those `outputs` has an archive for (by
+    // job id) after uploading it; the others stay running.
+    void deliver_each(const std::map<std::int64_t, std::string>& outputs, std::size_t expected) {
+        auto w = test::http_client(url, worker);
+        const json polled = test::expect_call(w, "POST", "/v1/workers/poll?wait_ms=3000", "{}", 200);
+        REQUIRE(polled["assignments"].size() == expected);
+        for (const auto& a : polled["assignments"]) {
+            const std::string attempt = std::to_string(a["attempt"].get<std::int64_t>());
+            test::expect_call(w, "POST", "/v1/attempts/" + attempt + "/start", "{}", 200);
+            auto it = outputs.find(a["job"].get<std::int64_t>());
+            if (it != outputs.end()) {
+                test::expect_call(w, "PUT", "/v1/attempts/" + attempt + "/outputs", it->second, 200);
+                test::expect_call(w, "POST", "/v1/attempts/" + attempt + "/complete", R"({"exit_code": 0})", 200);
+            }
+        }
     }
 
     // Takes the submitted job as the worker, uploads `outputs` and completes it.
@@ -91,7 +114,7 @@ std::map<std::string, std::string> listing(const fs::path& root, const fs::path&
 
 } // namespace
 
-TEST_CASE("gpupool fetch: a hostile worker's outputs cannot write outside DIR/job-N", "[archive][security][cli]") {
+TEST_CASE("gpupool fetch: a hostile worker's outputs cannot write outside DIR/<job name>", "[archive][security][cli]") {
     HostilePool pool;
     test::TempDir sandbox;
     const fs::path fetched = sandbox.path() / "fetched";
@@ -104,7 +127,7 @@ TEST_CASE("gpupool fetch: a hostile worker's outputs cannot write outside DIR/jo
 
     SECTION("the link chain from the report: its links are skipped with a warning, the file stays inside") {
         const auto id = pool.submit();
-        const fs::path dest = fetched / ("job-" + std::to_string(id));
+        const fs::path dest = fetched / "victim";
         const auto depth = static_cast<std::size_t>(std::distance(dest.begin(), dest.end()));
         std::string chain;
         std::string up;
@@ -142,4 +165,49 @@ TEST_CASE("gpupool fetch: a hostile worker's outputs cannot write outside DIR/jo
         CHECK(listing(sandbox.path(), fetched) == before);
         CHECK(test::slurp(sandbox.path() / "canary" / "victim") == "canary\n");
     }
+}
+
+TEST_CASE("gpupool fetch --sweep: each job into DIR/<its name>/, hostile names kept inside, the missing ones named",
+          "[archive][security][cli]") {
+    HostilePool pool;
+    test::TempDir sandbox;
+    const fs::path fetched = sandbox.path() / "fetched";
+    const json sweep = pool.submit_sweep({"../escape", "eval-n0", "eval-n0", "slow"});
+    const std::vector<std::int64_t> ids = sweep["jobs"];
+    const std::string id = std::to_string(sweep["sweep_id"].get<std::int64_t>());
+    pool.deliver_each({{ids[0], test::make_tar({test::tar_file("f", "0")})},
+                       {ids[1], test::make_tar({test::tar_file("f", "1")})},
+                       {ids[2], test::make_tar({test::tar_file("f", "2")})}},
+                      4);
+    auto fetch = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args{"--url", pool.url, "--token", pool.member, "fetch", "--sweep", id, fetched.string()};
+        args.insert(args.end(), extra.begin(), extra.end());
+        return test::run_gpupool(args);
+    };
+    auto r = fetch({});
+    INFO(r.err);
+    CHECK(r.exit_code == 1); // one job has no outputs yet
+    CHECK(test::slurp(fetched / ".._escape" / "f") == "0");
+    CHECK(test::slurp(fetched / "eval-n0-1" / "f") == "1");
+    CHECK(test::slurp(fetched / "eval-n0-2" / "f") == "2");
+    CHECK_FALSE(fs::exists(sandbox.path() / "escape"));
+    CHECK_THAT(r.err, Catch::Contains("error: slow: job " + std::to_string(ids[3]) + " is running"));
+    CHECK_THAT(r.out, Catch::Contains("fetched 3 of 4 jobs"));
+
+    // Fetched again: what is there is kept unless --force replaces it.
+    test::write_file(fetched / "eval-n0-1" / "f", "mine");
+    auto again = fetch({});
+    CHECK_THAT(again.err, Catch::Contains("eval-n0-1 exists: --force replaces it"));
+    CHECK(test::slurp(fetched / "eval-n0-1" / "f") == "mine");
+    auto forced = fetch({"--force", "--json"});
+    CHECK(test::slurp(fetched / "eval-n0-1" / "f") == "1");
+    const json out = json::parse(forced.out); // one document: what was fetched, and why not the rest
+    REQUIRE(out.size() == 4);
+    CHECK(out[1]["name"] == "eval-n0");
+    CHECK(out[1]["files"] == json::array({"f"}));
+    CHECK_THAT(out[3]["error"].get<std::string>(), Catch::Contains("is running"));
+
+    // Usage: a job id and --sweep together, or neither.
+    CHECK(test::run_gpupool({"--url", pool.url, "--token", pool.member, "fetch"}).exit_code == 2);
+    CHECK(test::run_gpupool({"--url", pool.url, "--token", pool.member, "fetch", "abc"}).exit_code == 2);
 }

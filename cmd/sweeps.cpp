@@ -1,0 +1,187 @@
+#include "cmd/sweeps.hpp"
+
+#include "cmd/remote.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <thread>
+
+namespace gpupool::cmd {
+
+using json = nlohmann::json;
+
+std::vector<std::string> folder_names(const std::vector<NamedJob>& jobs) {
+    std::map<std::string, int> seen;
+    for (const auto& j : jobs) {
+        seen[j.name]++;
+    }
+    std::vector<std::string> out;
+    out.reserve(jobs.size());
+    for (const auto& j : jobs) {
+        std::string n;
+        for (char c : j.name) {
+            n += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+        }
+        if (n.empty() || n == "." || n == "..") {
+            n = "job";
+        }
+        if (seen[j.name] > 1) {
+            n += "-" + std::to_string(j.sweep_index);
+        }
+        out.push_back(n);
+    }
+    return out;
+}
+
+Result<std::vector<NamedJob>> sweep_jobs(client::ApiClient& api, std::int64_t sweep) {
+    auto r = api.get("/v1/jobs?sweep=" + std::to_string(sweep));
+    if (!r) {
+        return r.error();
+    }
+    std::vector<NamedJob> out;
+    for (const auto& j : (*r)["jobs"]) {
+        out.push_back({j["id"].get<std::int64_t>(), j["name"].get<std::string>(), j.value("sweep_index", std::int64_t{0})});
+    }
+    if (out.empty()) {
+        return make_error(ErrorCode::not_found,
+                          "sweep " + std::to_string(sweep) + " has no jobs your token can see (`gpupool jobs` lists "
+                          "your team's jobs with their sweeps)",
+                          "--sweep");
+    }
+    return out;
+}
+
+Result<std::vector<NamedJob>> chosen_jobs(client::ApiClient& api, const std::vector<std::int64_t>& ids,
+                                          std::int64_t sweep) {
+    if (sweep > 0) {
+        if (!ids.empty()) {
+            return make_error(ErrorCode::invalid_input, "name jobs or --sweep, not both", "--sweep");
+        }
+        return sweep_jobs(api, sweep);
+    }
+    if (ids.empty()) {
+        return make_error(ErrorCode::invalid_input, "name the jobs (their ids) or a sweep (--sweep ID)", "jobs");
+    }
+    std::vector<NamedJob> out;
+    for (auto id : ids) {
+        auto j = api.get("/v1/jobs/" + std::to_string(id));
+        if (!j) {
+            return j.error();
+        }
+        const json& spec = (*j)["spec"];
+        out.push_back({id, j->value("name", std::string()), spec.is_object() ? spec.value("sweep_index", std::int64_t{0}) : 0});
+    }
+    return out;
+}
+
+namespace {
+
+// One job's place in its log while several are followed.
+struct Followed {
+    NamedJob job;
+    std::string prefix;
+    std::int64_t attempt = 0;          // the attempt being read (0: not known yet)
+    std::int64_t finished_attempt = -1; // the last attempt read to its end
+    std::int64_t offset = 0;
+    std::string partial{}; // bytes after the last newline
+    bool done = false;
+    bool succeeded = false;
+};
+
+void print_lines(Followed& f, std::string_view data, bool escape, bool flush_partial) {
+    f.partial.append(data);
+    std::size_t start = 0;
+    for (std::size_t nl = f.partial.find('\n'); nl != std::string::npos; nl = f.partial.find('\n', start)) {
+        const std::string_view line(f.partial.data() + start, nl - start);
+        std::cout << f.prefix << (escape ? log_text_for_terminal(line) : std::string(line)) << '\n';
+        start = nl + 1;
+    }
+    f.partial.erase(0, start);
+    if (flush_partial && !f.partial.empty()) {
+        std::cout << f.prefix << (escape ? log_text_for_terminal(f.partial) : f.partial) << '\n';
+        f.partial.clear();
+    }
+    std::cout << std::flush;
+}
+
+// Reads what is new in one job's log; false on an error (already printed).
+bool poll(const GlobalOptions& global, client::ApiClient& api, Followed& f, bool escape) {
+    std::string path = "/v1/jobs/" + std::to_string(f.job.id) + "/logs?offset=" + std::to_string(f.offset);
+    if (f.attempt > 0) {
+        path += "&attempt=" + std::to_string(f.attempt);
+    }
+    auto r = api.get(path);
+    if (!r) {
+        report_error(global, r.error());
+        return false;
+    }
+    const std::int64_t got = (*r)["attempt"].get<std::int64_t>();
+    const bool finished = (*r)["finished"].get<bool>();
+    if (got == 0 && !finished) {
+        return true; // not started yet
+    }
+    if (f.attempt == 0 && got == f.finished_attempt) {
+        return true; // the next attempt has not started yet
+    }
+    f.attempt = got;
+    print_lines(f, (*r)["data"].get_ref<const std::string&>(), escape, finished);
+    f.offset = (*r)["next_offset"].get<std::int64_t>();
+    if (!finished) {
+        return true;
+    }
+    auto j = api.get("/v1/jobs/" + std::to_string(f.job.id));
+    if (!j) {
+        report_error(global, j.error());
+        return false;
+    }
+    const std::string state = j->value("state", std::string());
+    if (!is_terminal_state(state)) {
+        // Retried: its next attempt's log follows.
+        f.finished_attempt = f.attempt;
+        f.attempt = 0;
+        f.offset = 0;
+        return true;
+    }
+    f.done = true;
+    f.succeeded = state == "succeeded";
+    std::cerr << "-- " << printable(f.job.name) << " (job " << f.job.id << ") " << printable(state) << " --"
+              << std::endl;
+    return true;
+}
+
+} // namespace
+
+int follow_logs(const GlobalOptions& global, client::ApiClient& api, const std::vector<NamedJob>& jobs, bool raw) {
+    const bool escape = !raw && ::isatty(STDOUT_FILENO) == 1;
+    const auto names = folder_names(jobs);
+    std::size_t width = 0;
+    for (const auto& n : names) {
+        width = std::max(width, n.size());
+    }
+    std::vector<Followed> all;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        all.push_back({jobs[i], names[i] + std::string(width - names[i].size(), ' ') + " | "});
+    }
+    std::size_t left = all.size();
+    while (left > 0) {
+        for (auto& f : all) {
+            if (f.done) {
+                continue;
+            }
+            if (!poll(global, api, f, escape)) {
+                return k_exit_failed;
+            }
+            left -= f.done ? 1 : 0;
+        }
+        if (left > 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        }
+    }
+    const bool all_ok = std::all_of(all.begin(), all.end(), [](const Followed& f) { return f.succeeded; });
+    return all_ok ? k_exit_ok : k_exit_failed;
+}
+
+} // namespace gpupool::cmd

@@ -1,0 +1,116 @@
+// A whole sweep through the CLI on real processes (coordinator, worker with the process runtime):
+// `wait`, `logs` and `fetch` with --sweep, and the credit history in the team's words.
+#include "core/recipe/recipe_json.hpp"
+#include "tests/cli/processes.hpp"
+#include "tests/support.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+using namespace gpupool;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string token(net::HttpClient& admin, const std::string& body) {
+    auto t = admin.request("POST", "/v1/admin/tokens", body);
+    REQUIRE(t);
+    REQUIRE(t->status == 201);
+    return json::parse(t->body)["token"];
+}
+
+// Submits one sweep of shell jobs (name -> script) as `member`; returns {sweep_id, jobs}.
+json submit_scripts(const std::string& url, const std::string& member,
+                    const std::vector<std::pair<std::string, std::string>>& scripts) {
+    std::vector<recipe::JobSpec> specs;
+    for (const auto& [name, script] : scripts) {
+        recipe::JobSpec s;
+        s.name = name;
+        s.image = "localhost/gpupool/busybox:latest";
+        s.command = {script};
+        s.shell = true;
+        s.resources.cpu_milli = 2000; // two cores for a second or two: a charge of some micro-credits
+        s.resources.memory_mib = 64;
+        s.resources.max_runtime_s = 60;
+        s.sweep_index = static_cast<std::int64_t>(specs.size());
+        specs.push_back(s);
+    }
+    auto c = test::http_client(url, member);
+    const json body = {{"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(specs).dump())}};
+    auto r = c.request("POST", "/v1/jobs", body.dump());
+    REQUIRE(r);
+    REQUIRE(r->status == 201);
+    return json::parse(r->body);
+}
+
+} // namespace
+
+TEST_CASE("sweep CLI: wait, logs and fetch take --sweep; credits show one row per job, earnings as earnings",
+          "[sweep-cli][worker-cli]") {
+    test::TempDir dir;
+    test::CoordinatorProcess coord(dir.path());
+    const std::string url = coord.url();
+    auto admin = test::http_client(url, coord.admin());
+    for (const char* team : {R"({"name": "fellows"})", R"({"name": "owners"})"}) {
+        REQUIRE(admin.request("POST", "/v1/admin/teams", team)->status == 201);
+    }
+    REQUIRE(admin.request("POST", "/v1/admin/grants", R"({"team": "fellows", "amount_micro": 1000000000})")->status == 201);
+    const std::string fellow = token(admin, R"({"role": "member", "team": "fellows", "label": "alice"})");
+    const std::string owner = token(admin, R"({"role": "member", "team": "owners"})");
+    const std::string enroll = token(admin, R"({"role": "enroll", "team": "owners"})");
+    auto as = [&](const std::string& who, std::vector<std::string> args) {
+        args.insert(args.begin(), {"--url", url, "--token", who});
+        return test::run_gpupool(args);
+    };
+
+    auto submitted = as(fellow, {"--json", "submit", (test::source_dir() / "recipes/hello-sweep.toml").string()});
+    REQUIRE(submitted.exit_code == 0);
+    const std::string sweep = std::to_string(json::parse(submitted.out)["sweep_id"].get<std::int64_t>());
+    test::WorkerProcess worker(dir.path() / "w", url, enroll);
+
+    auto waited = as(fellow, {"wait", "--sweep", sweep});
+    INFO(waited.err);
+    CHECK(waited.exit_code == 0);
+    CHECK_THAT(waited.out, Catch::Contains("hello-hola-2: succeeded") && Catch::Contains("hello-hello-1: succeeded"));
+
+    auto logs = as(fellow, {"logs", "--sweep", sweep});
+    CHECK(logs.exit_code == 0);
+    CHECK_THAT(logs.out, Catch::Contains("==> hello-bonjour-1 (job ") && Catch::Contains("bonjour from job"));
+    auto followed = as(fellow, {"logs", "--sweep", sweep, "-f"});
+    CHECK(followed.exit_code == 0);
+    CHECK_THAT(followed.out, Catch::Contains("hello-bonjour-2 | bonjour from job") &&
+                                 Catch::Contains("hello-hello-1   | hello from job"));
+    CHECK_THAT(followed.err, Catch::Contains("-- hello-hola-1 (job ") && Catch::Contains(") succeeded --"));
+
+    const fs::path out = dir.path() / "results";
+    auto fetched = as(fellow, {"fetch", "--sweep", sweep, out.string()});
+    CHECK(fetched.exit_code == 0);
+    CHECK_THAT(test::slurp(out / "hello-hola-2" / "hello.txt"), Catch::Contains("hola from job"));
+    CHECK_THAT(fetched.out, Catch::Contains("fetched 6 of 6 jobs"));
+    CHECK(as(fellow, {"fetch", "--sweep", "999"}).exit_code == 1);
+    CHECK(as(fellow, {"wait", "12", "--sweep", sweep}).exit_code == 2);
+
+    // A sweep with a failing job, followed while it runs: each line under its job's name, exit 1.
+    const json second = submit_scripts(url, fellow, {{"ok", "sleep 1; echo fine"}, {"bad", "sleep 1; echo broken; exit 3"}});
+    auto live = as(fellow, {"logs", "--sweep", std::to_string(second["sweep_id"].get<std::int64_t>()), "-f"});
+    CHECK(live.exit_code == 1);
+    CHECK_THAT(live.out, Catch::Contains("ok  | fine") && Catch::Contains("bad | broken"));
+    CHECK_THAT(live.err, Catch::Contains("-- bad (job ") && Catch::Contains(") failed --"));
+
+    // Credits: the paying team sees one charged row per job; the owners see earnings (settling).
+    auto paid = as(fellow, {"credits", "--limit", "100"});
+    CHECK(paid.exit_code == 0);
+    CHECK_THAT(paid.out, Catch::Contains("hello-hola-2: charged") && Catch::Contains("+1000") &&
+                             !Catch::Contains("hold") && !Catch::Contains("release"));
+    auto ledger = as(fellow, {"credits", "--ledger", "--limit", "100"});
+    CHECK_THAT(ledger.out, Catch::Contains("hold") && Catch::Contains("release") && Catch::Contains("escrow"));
+    auto earned = as(owner, {"credits", "--limit", "100"});
+    CHECK(earned.exit_code == 0);
+    CHECK_THAT(earned.out, Catch::Contains("earned from team fellows's job") && Catch::Contains("(settling") &&
+                               !Catch::Contains("hello-")); // another team's job names are not shown
+}

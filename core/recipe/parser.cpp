@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -94,61 +95,95 @@ std::string render_float(double v) {
     return s;
 }
 
-// Collects every problem found in one pass.
+// Collects every problem found in one pass and orders them root causes first.
+//
+// Rules:
+// - A consequence (a required key that is missing, a placeholder no sweep defines, a setting that
+//   needs another one) is listed after every other problem: a misspelt key or a value of the wrong
+//   type is usually why it happened, and the reader should see that first.
+// - Within each group: files in the order their first problem was found, then by position.
+// - Positions inside a `--set KEY` override (registered with add_override_source) have no line or
+//   column: the source is the command line, and "line 1" would send the reader to the recipe.
 class Diagnostics {
 public:
     void add(const toml::source_region& where, std::string field, std::string message) {
-        Error e = make_error(ErrorCode::invalid_input, std::move(message), std::move(field));
-        e.where = to_pos(where);
-        m_errors.push_back(std::move(e));
+        push(where, std::move(field), std::move(message), false);
     }
     void add(const toml::node& node, std::string field, std::string message) {
         add(node.source(), std::move(field), std::move(message));
     }
-    void add_plain(std::string file, std::string field, std::string message) {
+    void add_consequence(const toml::node& node, std::string field, std::string message) {
+        push(node.source(), std::move(field), std::move(message), true);
+    }
+    void add_plain(std::string file, std::string field, std::string message, bool consequence = false) {
         Error e = make_error(ErrorCode::invalid_input, std::move(message), std::move(field));
         e.where = SourcePos{std::move(file), 0, 0};
-        m_errors.push_back(std::move(e));
+        m_errors.push_back({std::move(e), consequence});
     }
+    void add_override_source(std::string source) { m_override_sources.push_back(std::move(source)); }
     bool empty() const { return m_errors.empty(); }
     std::size_t count() const { return m_errors.size(); }
 
     Error take() {
-        // File order first (files in the order their first problem was found), then position.
         std::vector<std::string> files;
         auto rank = [&files](const std::string& f) {
             auto it = std::find(files.begin(), files.end(), f);
             return static_cast<std::size_t>(it - files.begin());
         };
-        for (const auto& e : m_errors) {
-            if (std::find(files.begin(), files.end(), e.where->file) == files.end()) {
-                files.push_back(e.where->file);
+        for (const auto& p : m_errors) {
+            if (std::find(files.begin(), files.end(), p.error.where->file) == files.end()) {
+                files.push_back(p.error.where->file);
             }
         }
-        std::stable_sort(m_errors.begin(), m_errors.end(), [&](const Error& a, const Error& b) {
-            const auto& pa = *a.where;
-            const auto& pb = *b.where;
-            return std::make_tuple(rank(pa.file), pa.line, pa.column) < std::make_tuple(rank(pb.file), pb.line, pb.column);
+        std::stable_sort(m_errors.begin(), m_errors.end(), [&](const Problem& a, const Problem& b) {
+            const auto& pa = *a.error.where;
+            const auto& pb = *b.error.where;
+            return std::make_tuple(a.consequence, rank(pa.file), pa.line, pa.column) <
+                   std::make_tuple(b.consequence, rank(pb.file), pb.line, pb.column);
         });
-        Error first = std::move(m_errors.front());
+        Error first = std::move(m_errors.front().error);
         for (std::size_t i = 1; i < m_errors.size(); ++i) {
-            first.more.push_back(std::move(m_errors[i]));
+            first.more.push_back(std::move(m_errors[i].error));
         }
         m_errors.clear();
         return first;
     }
 
 private:
-    std::vector<Error> m_errors;
+    struct Problem {
+        Error error{};
+        bool consequence = false;
+    };
+
+    void push(const toml::source_region& where, std::string field, std::string message, bool consequence) {
+        Error e = make_error(ErrorCode::invalid_input, std::move(message), std::move(field));
+        e.where = to_pos(where);
+        if (std::find(m_override_sources.begin(), m_override_sources.end(), e.where->file) !=
+            m_override_sources.end()) {
+            e.where->line = 0;
+            e.where->column = 0;
+        }
+        m_errors.push_back({std::move(e), consequence});
+    }
+
+    std::vector<Problem> m_errors;
+    std::vector<std::string> m_override_sources;
 };
 
 std::string join_field(const std::string& prefix, std::string_view key) {
     return prefix.empty() ? std::string(key) : prefix + "." + std::string(key);
 }
 
-// Flags keys of `table` that are not in `known`, with a suggestion.
-void check_keys(const toml::table& table, const std::vector<std::string>& known, const std::string& prefix,
-                Diagnostics& diag) {
+// A key that is not in its table's list but is near one that is (`sweeps` for `sweep`).
+struct Misspelt {
+    std::string meant{};
+    const toml::node* value = nullptr;
+};
+
+// Flags keys of `table` that are not in `known`, with a suggestion; returns the keys that have one.
+std::vector<Misspelt> check_keys(const toml::table& table, const std::vector<std::string>& known,
+                                 const std::string& prefix, Diagnostics& diag) {
+    std::vector<Misspelt> misspelt;
     for (auto&& [key, value] : table) {
         const std::string k(key.str());
         if (std::find(known.begin(), known.end(), k) != known.end()) {
@@ -158,11 +193,14 @@ void check_keys(const toml::table& table, const std::vector<std::string>& known,
         std::string msg = "unknown key `" + k + "` " + where;
         if (auto s = util::nearest(k, known)) {
             msg += "; did you mean `" + *s + "`?";
+            misspelt.push_back({*s, &value});
         } else {
             msg += "; valid keys are " + util::join(known, ", ");
         }
-        diag.add(key.source(), join_field(prefix, k), std::move(msg));
+        // A key inserted by hand has no position; its value has one.
+        diag.add(key.source().path ? key.source() : value.source(), join_field(prefix, k), std::move(msg));
     }
+    return misspelt;
 }
 
 const toml::table* expect_table(const toml::node& node, const std::string& field, Diagnostics& diag) {
@@ -378,10 +416,14 @@ std::string substitute(std::string_view s, const EnvList& params) {
     return out;
 }
 
+// `params` are the sweep's parameters; `explained` are names a problem already reported accounts
+// for (a parameter with a bad value, one in a misspelt `[sweeps]` table): not reported again.
 void check_placeholders(const toml::node& node, std::string_view text, const std::string& field,
-                        const std::vector<std::string>& params, Diagnostics& diag) {
+                        const std::vector<std::string>& params, const std::vector<std::string>& explained,
+                        Diagnostics& diag) {
     for (const auto& ph : find_placeholders(text)) {
-        if (ph.escaped || std::find(params.begin(), params.end(), ph.name) != params.end()) {
+        if (ph.escaped || std::find(params.begin(), params.end(), ph.name) != params.end() ||
+            std::find(explained.begin(), explained.end(), ph.name) != explained.end()) {
             continue;
         }
         std::string msg = "`{" + ph.name + "}` names no sweep parameter";
@@ -393,7 +435,7 @@ void check_placeholders(const toml::node& node, std::string_view text, const std
             msg += "; parameters are " + util::join(params, ", ");
         }
         msg += " (write `{{" + ph.name + "}}` for literal braces)";
-        diag.add(node, field, std::move(msg));
+        diag.add_consequence(node, field, std::move(msg));
     }
 }
 
@@ -604,8 +646,9 @@ void parse_resources(const toml::table& t, Resources& r, Diagnostics& diag) {
             if (models->empty()) {
                 diag.add(*n, "resources.gpu_models", "must list at least one GPU model (or be left out)");
             } else if (r.gpus == 0 && gpu == nullptr && gpu_memory == nullptr) {
-                diag.add(*n, "resources.gpu_models",
-                         "`gpu_models` is set but the job asks for no GPU; add `gpu`, `gpu_memory` or `gpus = 1`");
+                diag.add_consequence(
+                    *n, "resources.gpu_models",
+                    "`gpu_models` is set but the job asks for no GPU; add `gpu`, `gpu_memory` or `gpus = 1`");
             }
             r.gpu_models = std::move(*models);
         }
@@ -948,71 +991,168 @@ void parse_command(const toml::node& n, JobSpec& job, Diagnostics& diag) {
     diag.add(n, "command", "expected an array of arguments or a shell command string, got " + type_phrase(n));
 }
 
-// Applies `--set a.b=value` overrides to the table before validation.
-void apply_overrides(toml::table& root, const ParseOptions& options, Diagnostics& diag) {
-    for (const auto& [path, value] : options.overrides) {
-        std::string source = "--set " + path;
-        std::vector<std::string> parts;
-        std::size_t start = 0;
-        while (true) {
-            std::size_t dot = path.find('.', start);
-            parts.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
-            if (dot == std::string::npos) {
-                break;
-            }
-            start = dot + 1;
+// ---- `--set` -------------------------------------------------------------------------------
+
+// `text` as a TOML basic string ("..."), byte for byte.
+std::string toml_quoted(std::string_view text) {
+    std::string out = "\"";
+    for (char c : text) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (u < 0x20 || u == 0x7f) {
+            std::array<char, 8> buf{};
+            std::snprintf(buf.data(), buf.size(), "\\u%04x", static_cast<unsigned>(u));
+            out += buf.data();
+        } else {
+            out += c;
         }
-        if (std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
-            diag.add_plain(source, path, "`--set` needs a key path like resources.gpu=0.5");
-            continue;
+    }
+    return out + "\"";
+}
+
+std::vector<std::string> split_key_path(const std::string& path) {
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t dot = path.find('.', start);
+        parts.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+        if (dot == std::string::npos) {
+            return parts;
         }
-        toml::table parsed;
-        try {
-            parsed = toml::parse("v = " + value, source);
-        } catch (const toml::parse_error&) {
-            // Not a TOML value: take it as a plain string (so --set image=foo:1 works unquoted).
-            parsed = toml::table{};
-            parsed.insert_or_assign("v", value);
-        }
-        toml::table* target = &root;
-        for (std::size_t i = 0; i + 1 < parts.size() && target != nullptr; ++i) {
-            auto* next = target->get(parts[i]);
-            if (next == nullptr) {
-                target->insert_or_assign(parts[i], toml::table{});
-                next = target->get(parts[i]);
-            }
-            target = next->as_table();
-        }
-        if (target == nullptr) {
-            diag.add_plain(source, path, "`" + path + "` does not lead to a table in the recipe");
-            continue;
-        }
-        if (parts.size() == 2 && parts[0] == "resources" &&
-            std::find(k_gpu_choice.begin(), k_gpu_choice.end(), parts[1]) != k_gpu_choice.end()) {
-            for (const auto& k : k_gpu_choice) {
-                target->erase(k);
-            }
-        }
-        parsed.get("v")->visit([&](auto& v) { target->insert_or_assign(parts.back(), std::move(v)); });
+        start = dot + 1;
     }
 }
 
-Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseOptions& options) {
-    Diagnostics diag;
-    toml::table& root = loaded.table;
-    apply_overrides(root, options, diag);
-    Recipe recipe;
-    recipe.source = loaded.source;
-    recipe.extends = std::move(chain);
-    JobSpec& job = recipe.base;
+// True when `parsed` holds nothing but `parts` (a value with a newline could set more than KEY).
+bool sets_one_key(const toml::table& parsed, const std::vector<std::string>& parts) {
+    const toml::table* level = &parsed;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        const toml::node* next = level == nullptr ? nullptr : level->get(parts[i]);
+        if (next == nullptr || level->size() != 1) {
+            return false;
+        }
+        level = next->as_table();
+    }
+    return true;
+}
 
-    check_keys(root, k_top_keys, "", diag);
-
-    if (const auto* n = root.get("format")) {
-        if (!n->is_integer() || n->as_integer()->get() != 1) {
-            diag.add(*n, "format", "this gpupool reads recipe format 1 (`format = 1`)");
+// `KEY = VALUE` as its own TOML document named `source`, so that every node in it (the tables on
+// the way included) carries `source` as its position. VALUE is TOML; text that is not (a bare
+// word, `image:tag`) is taken as a string, unless it looks like TOML that went wrong.
+Result<toml::table> parse_override(const std::vector<std::string>& parts, const std::string& value,
+                                   const std::string& source) {
+    std::string key;
+    for (const auto& part : parts) {
+        key += (key.empty() ? "" : ".") + toml_quoted(part);
+    }
+    const std::size_t first = value.find_first_not_of(" \t\r\n");
+    const bool looks_like_toml =
+        first != std::string::npos && std::string_view("[{\"'").find(value[first]) != std::string_view::npos;
+    std::string why;
+    for (const std::string& text : {value, toml_quoted(value)}) {
+        try {
+            toml::table parsed = toml::parse(key + " = " + text, std::string_view(source));
+            if (!sets_one_key(parsed, parts)) {
+                return make_error(ErrorCode::invalid_input, "`--set` takes one value; `" + util::escape_control(value) +
+                                                                "` sets more than one key");
+            }
+            return parsed;
+        } catch (const toml::parse_error& e) {
+            if (why.empty()) {
+                why = std::string(e.description());
+            }
+            if (looks_like_toml) {
+                return make_error(ErrorCode::invalid_input, "`" + util::escape_control(value) +
+                                                                "` is not a TOML value (" + why +
+                                                                "); quote text that starts with a bracket or a quote");
+            }
         }
     }
+    return make_error(ErrorCode::invalid_input,
+                      "`" + util::escape_control(value) + "` cannot be read as text (" + why + ")");
+}
+
+// Lays one `--set path=value` over the recipe's table. The GPU request is one choice, as in
+// `extends`: setting one of gpu/gpus/gpu_memory drops the recipe's others.
+void apply_override(toml::table& root, const std::string& path, const std::string& value, Diagnostics& diag) {
+    const std::string source = "--set " + path;
+    diag.add_override_source(source);
+    const std::vector<std::string> parts = split_key_path(path);
+    if (std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
+        diag.add_plain(source, path, "`--set` needs a key path like resources.gpu=0.5");
+        return;
+    }
+    auto parsed = parse_override(parts, value, source);
+    if (!parsed) {
+        diag.add_plain(source, path, parsed.error().message);
+        return;
+    }
+    toml::table* target = &root;
+    toml::table* from = &*parsed;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+        auto it = from->find(parts[i]);
+        toml::node* existing = target->get(parts[i]);
+        if (existing == nullptr) {
+            // Nothing there yet: the rest of the path comes over with its position.
+            target->insert_or_assign(it->first, std::move(*it->second.as_table()));
+            return;
+        }
+        if (!existing->is_table()) {
+            std::vector<std::string> here(parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+            diag.add_plain(source, path,
+                           "`" + util::join(here, ".") + "` is " + type_phrase(*existing) +
+                               " in the recipe, not a table, so it has no `" + parts[i + 1] + "`");
+            return;
+        }
+        target = existing->as_table();
+        from = it->second.as_table();
+    }
+    if (parts.size() == 2 && parts[0] == "resources" &&
+        std::find(k_gpu_choice.begin(), k_gpu_choice.end(), parts[1]) != k_gpu_choice.end()) {
+        for (const auto& k : k_gpu_choice) {
+            target->erase(k);
+        }
+    }
+    auto it = from->find(parts.back());
+    it->second.visit([&, &k = it->first](auto& v) { target->insert_or_assign(k, std::move(v)); });
+}
+
+// ---- The recipe as a whole -------------------------------------------------------------------
+
+// What the top level's misspelt keys account for: a required key they were meant to be, and the
+// placeholders a misspelt `[sweep]` would have defined.
+struct Explained {
+    std::vector<std::string> keys{};
+    std::vector<std::string> placeholders{};
+
+    bool has_key(std::string_view key) const { return std::find(keys.begin(), keys.end(), key) != keys.end(); }
+};
+
+Explained explained_by(const std::vector<Misspelt>& misspelt, const toml::table& root) {
+    Explained out;
+    auto add_names = [&out](const toml::node* table) {
+        if (table != nullptr && table->is_table()) {
+            for (auto&& [key, value] : *table->as_table()) {
+                if (key.str() != "max_parallel") {
+                    out.placeholders.emplace_back(key.str());
+                }
+            }
+        }
+    };
+    for (const auto& m : misspelt) {
+        out.keys.push_back(m.meant);
+        if (m.meant == "sweep") {
+            add_names(m.value);
+        }
+    }
+    // A parameter of [sweep] with a bad value has its own error.
+    add_names(root.get("sweep"));
+    return out;
+}
+
+void parse_name(const toml::table& root, const std::string& source, JobSpec& job, Diagnostics& diag) {
     if (const auto* n = root.get("name")) {
         if (auto s = expect_string(*n, "name", diag)) {
             if (s->size() > 200) {
@@ -1024,11 +1164,22 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
             }
         }
     } else {
-        job.name = fs::path(loaded.source).stem().string();
+        job.name = fs::path(source).stem().string();
         if (job.name.empty()) {
             job.name = "job";
         }
     }
+}
+
+// The top-level scalars: format, name, description, image, command, priority.
+void parse_top(const toml::table& root, const std::string& source, const Explained& explained, JobSpec& job,
+               Diagnostics& diag) {
+    if (const auto* n = root.get("format")) {
+        if (!n->is_integer() || n->as_integer()->get() != 1) {
+            diag.add(*n, "format", "this gpupool reads recipe format 1 (`format = 1`)");
+        }
+    }
+    parse_name(root, source, job, diag);
     if (const auto* n = root.get("description")) {
         expect_string(*n, "description", diag, true);
     }
@@ -1043,17 +1194,22 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
         } else {
             expect_string(*n, "image", diag);
         }
-    } else {
-        diag.add_plain(loaded.source, "image", "missing required key `image` (the container image to run)");
+    } else if (!explained.has_key("image")) {
+        diag.add_plain(source, "image", "missing required key `image` (the container image to run)", true);
     }
     if (const auto* n = root.get("command")) {
         parse_command(*n, job, diag);
-    } else {
-        diag.add_plain(loaded.source, "command", "missing required key `command` (what to run in the container)");
+    } else if (!explained.has_key("command")) {
+        diag.add_plain(source, "command", "missing required key `command` (what to run in the container)", true);
     }
     if (const auto* n = root.get("priority")) {
         job.priority = parse_priority(*n, diag);
     }
+}
+
+void parse_tables(const toml::table& root, const fs::path& base_dir, const ParseOptions& options, Recipe& recipe,
+                  Diagnostics& diag) {
+    JobSpec& job = recipe.base;
     if (const auto* n = root.get("resources")) {
         if (const auto* t = expect_table(*n, "resources", diag)) {
             parse_resources(*t, job.resources, diag);
@@ -1066,7 +1222,7 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
     }
     if (const auto* n = root.get("inputs")) {
         if (const auto* t = expect_table(*n, "inputs", diag)) {
-            parse_inputs(*t, job.inputs, loaded.base_dir, options, diag);
+            parse_inputs(*t, job.inputs, base_dir, options, diag);
         }
     }
     if (const auto* n = root.get("outputs")) {
@@ -1094,14 +1250,18 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
             parse_sweep(*t, recipe.sweep, options, diag);
         }
     }
+}
 
-    // Placeholders may only name sweep parameters.
+// Placeholders may only name sweep parameters.
+void check_all_placeholders(const toml::table& root, const Recipe& recipe, const Explained& explained,
+                            Diagnostics& diag) {
     std::vector<std::string> names;
     for (const auto& p : recipe.sweep.params) {
         names.push_back(p.name);
     }
+    const std::vector<std::string>& known = explained.placeholders;
     if (const auto* n = root.get("name"); n != nullptr && n->is_string()) {
-        check_placeholders(*n, n->as_string()->get(), "name", names, diag);
+        check_placeholders(*n, n->as_string()->get(), "name", names, known, diag);
         // The name holds no control characters, and neither may the values put into it.
         for (const auto& ph : find_placeholders(n->as_string()->get())) {
             for (const auto& p : recipe.sweep.params) {
@@ -1117,11 +1277,12 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
     }
     if (const auto* n = root.get("command")) {
         if (const auto* s = n->as_string()) {
-            check_placeholders(*n, s->get(), "command", names, diag);
+            check_placeholders(*n, s->get(), "command", names, known, diag);
         } else if (const auto* arr = n->as_array()) {
             for (std::size_t i = 0; i < arr->size(); ++i) {
                 if (const auto* s2 = arr->get(i)->as_string()) {
-                    check_placeholders(*arr->get(i), s2->get(), "command[" + std::to_string(i) + "]", names, diag);
+                    check_placeholders(*arr->get(i), s2->get(), "command[" + std::to_string(i) + "]", names, known,
+                                       diag);
                 }
             }
         }
@@ -1129,10 +1290,26 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
     if (const auto* env = root.get("env"); env != nullptr && env->is_table()) {
         for (auto&& [key, value] : *env->as_table()) {
             if (const auto* s = value.as_string()) {
-                check_placeholders(value, s->get(), "env." + std::string(key.str()), names, diag);
+                check_placeholders(value, s->get(), "env." + std::string(key.str()), names, known, diag);
             }
         }
     }
+}
+
+Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseOptions& options) {
+    Diagnostics diag;
+    toml::table& root = loaded.table;
+    for (const auto& [path, value] : options.overrides) {
+        apply_override(root, path, value, diag);
+    }
+    Recipe recipe;
+    recipe.source = loaded.source;
+    recipe.extends = std::move(chain);
+
+    const Explained explained = explained_by(check_keys(root, k_top_keys, "", diag), root);
+    parse_top(root, loaded.source, explained, recipe.base, diag);
+    parse_tables(root, loaded.base_dir, options, recipe, diag);
+    check_all_placeholders(root, recipe, explained, diag);
 
     if (!diag.empty()) {
         return diag.take();

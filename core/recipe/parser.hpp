@@ -2,8 +2,11 @@
 //
 // Every problem is reported as an Error whose `where` names the file, line and column of the
 // offending key or value and whose `field` is its dotted path (`resources.gpu_memory`); all
-// problems found in one pass are returned (the first in the Error, the rest in Error::more).
-// Unknown keys get the nearest valid key as a suggestion. The parser never throws: toml++ parse
+// problems found in one pass are returned (the first in the Error, the rest in Error::more), root
+// causes first: problems that follow from others (a missing required key, a placeholder no sweep
+// defines) come after the rest, and those a misspelt key explains (`imgae`, `[sweeps]`) are left
+// out. Unknown keys get the nearest valid key as a suggestion. A problem in a `--set KEY=VALUE`
+// override names `--set KEY` as its file, with no line or column. The parser never throws: toml++ parse
 // errors are converted here. It reads files only to follow `extends` and to check `[inputs]`, and
 // both can be switched off (the fuzz target does).
 #pragma once

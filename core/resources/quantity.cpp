@@ -210,6 +210,55 @@ Result<std::int64_t> parse_memory_mib(std::string_view text) {
                    "`; use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)");
 }
 
+namespace {
+
+bool is_blank(char c) {
+    return c == ' ' || c == '\t';
+}
+
+std::string_view skip_blanks(std::string_view s) {
+    while (!s.empty() && is_blank(s.front())) {
+        s.remove_prefix(1);
+    }
+    return s;
+}
+
+// Seconds in one `unit`, or 0 for an unknown unit. Lower case only: "M" would read as months.
+std::int64_t duration_unit_s(std::string_view unit) {
+    struct Unit {
+        std::string_view name;
+        std::int64_t seconds;
+    };
+    static constexpr std::array<Unit, 18> units{{
+        {"s", 1},
+        {"sec", 1},
+        {"secs", 1},
+        {"second", 1},
+        {"seconds", 1},
+        {"m", 60},
+        {"min", 60},
+        {"mins", 60},
+        {"minute", 60},
+        {"minutes", 60},
+        {"h", 3600},
+        {"hr", 3600},
+        {"hrs", 3600},
+        {"hour", 3600},
+        {"hours", 3600},
+        {"d", 86400},
+        {"day", 86400},
+        {"days", 86400},
+    }};
+    for (const auto& u : units) {
+        if (u.name == unit) {
+            return u.seconds;
+        }
+    }
+    return 0;
+}
+
+} // namespace
+
 Result<std::int64_t> parse_duration_s(std::string_view text) {
     std::string_view t = trim(text);
     if (t.empty()) {
@@ -220,6 +269,7 @@ Result<std::int64_t> parse_duration_s(std::string_view text) {
     }
     // Sum of parts, each exact: total = sum(mantissa * unit_seconds / 10^frac), kept in
     // thousandths of a second so "1.5h" and "0.5s" stay exact before the final rounding.
+    // Blanks may separate a number from its unit and one part from the next ("5 min", "1h 30m").
     i128 total_ms = 0;
     std::string_view rest = t;
     while (!rest.empty()) {
@@ -228,27 +278,20 @@ Result<std::int64_t> parse_duration_s(std::string_view text) {
         if (!d) {
             return invalid("expected a duration like \"90m\" or \"1h30m\", got `" + std::string(t) + "`");
         }
-        rest.remove_prefix(used);
+        rest = skip_blanks(rest.substr(used));
         std::size_t unit_len = 0;
         while (unit_len < rest.size() && std::isalpha(static_cast<unsigned char>(rest[unit_len])) != 0) {
             ++unit_len;
         }
-        std::string_view unit = rest.substr(0, unit_len);
-        rest.remove_prefix(unit_len);
-        std::int64_t unit_s = 0;
-        if (unit == "s") {
-            unit_s = 1;
-        } else if (unit == "m") {
-            unit_s = 60;
-        } else if (unit == "h") {
-            unit_s = 3600;
-        } else if (unit == "d") {
-            unit_s = 86400;
-        } else if (unit.empty()) {
+        const std::string_view unit = rest.substr(0, unit_len);
+        rest = skip_blanks(rest.substr(unit_len));
+        const std::int64_t unit_s = duration_unit_s(unit);
+        if (unit.empty()) {
             return invalid("duration `" + std::string(t) + "` needs a unit on every number: s, m, h or d (e.g. \"90m\")");
-        } else {
+        }
+        if (unit_s == 0) {
             return invalid("unknown duration unit `" + std::string(unit) + "` in `" + std::string(t) +
-                           "`; use s, m, h or d");
+                           "`; use s, m, h or d (or sec, min, hour, day)");
         }
         total_ms += static_cast<i128>(d->mantissa) * unit_s * 1000 / pow10(d->frac_digits);
         if (total_ms > static_cast<i128>(k_max_duration_s) * 1000 * 2) {

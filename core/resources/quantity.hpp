@@ -30,11 +30,14 @@ Result<std::int64_t> parse_milli(std::string_view text);
 // three decimals (0.0005) are refused rather than silently rounded to something else.
 Result<std::int64_t> milli_from_double(double value);
 
-// "16GiB", "512MiB", "1.5GiB", "16GB", "16G" (= GiB, as docker) -> MiB, rounded up. A unit is
-// required: a bare number is ambiguous.
+// "16GiB", "512MiB", "1.5GiB", "16GB", "16G" (= GiB, as docker), "16 GiB" -> MiB, rounded up. A
+// unit is required: a bare number is ambiguous.
 Result<std::int64_t> parse_memory_mib(std::string_view text);
 
-// "90m", "1h30m", "45s", "2d", "1.5h" -> seconds. A unit is required on every part.
+// "90m", "1h30m", "45s", "2d", "1.5h", "5 min", "1h 30m" -> seconds. A unit is required on every
+// part: s, m, h, d or a word for one (sec, second, min, minute, hr, hour, day, each also with a
+// plural s), in lower case ("M" could be read as months). Blanks may stand between a number and
+// its unit and between parts.
 Result<std::int64_t> parse_duration_s(std::string_view text);
 
 // Printing, in the shortest exact form: 250 -> "0.25", 1000 -> "1"; 16384 -> "16GiB",

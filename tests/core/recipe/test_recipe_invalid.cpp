@@ -87,6 +87,10 @@ const Case k_cases[] = {
      "resources.max_runtime"},
     {"max_runtime too long", HEAD "[resources]\nmax_runtime = \"40d\"\n", 4, "30-day maximum",
      "resources.max_runtime"},
+    {"max_runtime unknown word", HEAD "[resources]\nmax_runtime = \"5 weeks\"\n", 4,
+     "unknown duration unit `weeks` in `5 weeks`; use s, m, h or d (or sec, min, hour, day)", "resources.max_runtime"},
+    {"max_runtime upper-case unit", HEAD "[resources]\nmax_runtime = \"5M\"\n", 4, "unknown duration unit `M`",
+     "resources.max_runtime"},
     {"resources not a table", HEAD "resources = 3\n", 3, "expected a table, got an integer", "resources"},
     {"env bad name", HEAD "[env]\n\"1BAD\" = \"x\"\n", 4, "must not start with a digit", "env.1BAD"},
     {"env reserved prefix", HEAD "[env]\nGPUPOOL_JOB_ID = \"x\"\n", 4, "reserved", "env.GPUPOOL_JOB_ID"},
@@ -234,6 +238,117 @@ TEST_CASE("overrides from --set are validated like the file") {
     REQUIRE_FALSE(r);
     CHECK(r.error().field == "resources.gpus");
     CHECK(r.error().where->file == "--set resources.gpus");
+    CHECK(r.error().where->line == 0); // the command line has no lines to point at
+}
+
+TEST_CASE("every --set problem names --set KEY as its source") {
+    struct Row {
+        const char* key;
+        const char* value;
+        const char* fragment;
+        const char* field;
+    };
+    const Row rows[] = {
+        // A value that is not TOML is taken as a string: the string's own error names --set too.
+        {"resources.gpu_memory", "abc", "expected a size like \"16GiB\" or \"512MiB\", got `abc`",
+         "resources.gpu_memory"},
+        {"resources.max_runtime", "soon", "expected a duration like", "resources.max_runtime"},
+        {"resources.gpu_mem", "16GiB", "unknown key `gpu_mem` in [resources]; did you mean `gpu_memory`?",
+         "resources.gpu_mem"},
+        // A table that the recipe does not have comes from --set as a whole.
+        {"retyr.max_attempts", "3", "unknown key `retyr` at the top level; did you mean `retry`?", "retyr"},
+        {"retry.max_attempts", "0", "expected an integer from 1 to 20", "retry.max_attempts"},
+        {"command", "[1", "`[1` is not a TOML value", "command"},
+        {"image.tag", "2", "`image` is a string in the recipe, not a table, so it has no `tag`", "image.tag"},
+        {"a..b", "1", "`--set` needs a key path like resources.gpu=0.5", "a..b"},
+        {"name", "\"x\"\nimage = \"other\"", "`--set` takes one value", "name"},
+    };
+    for (const Row& row : rows) {
+        DYNAMIC_SECTION(row.key << "=" << row.value) {
+            ParseOptions options;
+            options.overrides = {{row.key, row.value}};
+            auto r = parse_recipe_text("image = \"b\"\ncommand = [\"true\"]\n", "o.toml", options);
+            REQUIRE_FALSE(r);
+            const Error& e = r.error();
+            INFO("got: " << e.describe());
+            CHECK(e.more.empty());
+            REQUIRE(e.where);
+            CHECK(e.where->file == std::string("--set ") + row.key);
+            CHECK(e.where->line == 0);
+            CHECK(e.where->column == 0);
+            CHECK(e.field == row.field);
+            CHECK_THAT(e.message, Catch::Contains(row.fragment));
+        }
+    }
+}
+
+TEST_CASE("a misspelt [sweep] is the one error: the placeholders it defines are not blamed") {
+    const char* text = "image = \"busybox\"\n"
+                       "command = [\"echo\", \"{n}\", \"{lr}\"]\n"
+                       "name = \"job-{n}\"\n"
+                       "[sweeps]\n"
+                       "n = [1, 2]\n"
+                       "lr = [0.1]\n";
+    auto r = parse_recipe_text(text, "s.toml");
+    REQUIRE_FALSE(r);
+    const Error& e = r.error();
+    INFO("got: " << e.describe());
+    CHECK(e.where->line == 4);
+    CHECK(e.field == "sweeps");
+    CHECK_THAT(e.message, Catch::Contains("did you mean `sweep`?"));
+    CHECK(e.more.empty());
+}
+
+TEST_CASE("a placeholder that no table defines is still reported, after the root cause") {
+    const char* text = "image = \"busybox\"\n"
+                       "command = [\"echo\", \"{n}\", \"{m}\"]\n"
+                       "[sweeps]\n"
+                       "n = [1, 2]\n";
+    auto r = parse_recipe_text(text, "s.toml");
+    REQUIRE_FALSE(r);
+    const Error& e = r.error();
+    CHECK(e.where->line == 3);
+    CHECK_THAT(e.message, Catch::Contains("did you mean `sweep`?"));
+    REQUIRE(e.more.size() == 1);
+    CHECK(e.more[0].where->line == 2);
+    CHECK(e.more[0].field == "command[2]");
+    CHECK_THAT(e.more[0].message, Catch::Contains("`{m}` names no sweep parameter"));
+}
+
+TEST_CASE("a sweep parameter with a bad value is blamed once, not again at its placeholder") {
+    auto r = parse_recipe_text("image = \"busybox\"\ncommand = \"run {lr}\"\n[sweep]\nlr = 0.1\n", "s.toml");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().field == "sweep.lr");
+    CHECK(r.error().more.empty());
+}
+
+TEST_CASE("a misspelt required key is the one error: its absence is not reported again") {
+    auto r = parse_recipe_text("imgae = \"busybox\"\ncommand = [\"true\"]\n", "i.toml");
+    REQUIRE_FALSE(r);
+    const Error& e = r.error();
+    INFO("got: " << e.describe());
+    CHECK(e.where->line == 1);
+    CHECK(e.field == "imgae");
+    CHECK_THAT(e.message, Catch::Contains("did you mean `image`?"));
+    CHECK(e.more.empty());
+}
+
+TEST_CASE("errors that follow from others come after every root cause") {
+    // A missing key and an undefined placeholder are listed after the bad values, whatever their line.
+    const char* text = "command = [\"echo\", \"{x}\"]\n"
+                       "[resources]\n"
+                       "gpus = 0\n"
+                       "gpu_models = [\"A100\"]\n"
+                       "cpus = \"many\"\n";
+    auto r = parse_recipe_text(text, "c.toml");
+    REQUIRE_FALSE(r);
+    const Error& e = r.error();
+    INFO("got: " << e.describe());
+    CHECK(e.field == "resources.cpus");
+    REQUIRE(e.more.size() == 3);
+    CHECK(e.more[0].field == "image"); // no line: it is missing
+    CHECK(e.more[1].field == "command[1]");
+    CHECK(e.more[2].field == "resources.gpu_models");
 }
 
 TEST_CASE("the sweep cap is configurable") {

@@ -82,6 +82,25 @@ TEST_CASE("GPU requests: share, memory, whole GPU, CPU-only") {
     }
 }
 
+TEST_CASE("durations and sizes may put a space before the unit, and durations may spell it out") {
+    struct Row {
+        const char* runtime;
+        std::int64_t seconds;
+    };
+    const Row rows[] = {{"5 min", 300},   {"5min", 300},  {"1h 30m", 5400}, {"1 h 30 m", 5400},  {"2 hours", 7200},
+                        {"1 day", 86400}, {"45 sec", 45}, {"1.5 hr", 5400}, {"10 minutes", 600}, {"90 seconds", 90}};
+    for (const Row& row : rows) {
+        DYNAMIC_SECTION(row.runtime) {
+            auto j = jobs_of(std::string("image = \"b\"\ncommand = \"x\"\n[resources]\nmax_runtime = \"") +
+                             row.runtime + "\"\n")[0];
+            CHECK(j.resources.max_runtime_s == row.seconds);
+        }
+    }
+    auto j = jobs_of("image = \"b\"\ncommand = \"x\"\n[resources]\nmemory = \"16 GiB\"\ngpu_memory = \"1.5 GiB\"\n")[0];
+    CHECK(j.resources.memory_mib == 16384);
+    CHECK(j.resources.gpu_memory_mib == 1536);
+}
+
 TEST_CASE("a string command runs through the shell") {
     auto j = jobs_of("image = \"b\"\ncommand = \"echo $HOME | wc -c\"\n")[0];
     CHECK(j.shell);
@@ -186,6 +205,16 @@ TEST_CASE("overrides from --set replace values, including the GPU choice") {
     CHECK(jobs[0].image == "other:1");
     CHECK(jobs[0].resources.gpu_milli == 500);
     CHECK(jobs[2].command[0] == "x 3");
+}
+
+TEST_CASE("overrides from --set may add a table the recipe lacks, and take text as it is") {
+    ParseOptions options;
+    options.overrides = {{"retry.max_attempts", "5"}, {"env.NOTE", "it's \"quoted\" \\ here"}, {"name", "plain-word"}};
+    auto jobs = jobs_of("image = \"b\"\ncommand = \"x\"\n", options);
+    REQUIRE(jobs.size() == 1);
+    CHECK(jobs[0].retry.max_attempts == 5);
+    CHECK(jobs[0].env == EnvList{{"NOTE", "it's \"quoted\" \\ here"}});
+    CHECK(jobs[0].name == "plain-word");
 }
 
 TEST_CASE("the shipped recipes are valid") {

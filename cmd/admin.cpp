@@ -150,6 +150,11 @@ int run_admin_budget(const GlobalOptions& global, const BudgetArgs& b) {
 void register_admin(Cli& cli) {
     CLI::App* admin = add_command(cli, "admin", "Administer the pool: teams, tokens, workers, credits (admin token)");
     admin->require_subcommand(1);
+    add_help_footer(admin,
+                    "gpupool admin team create fellows\ngpupool admin token create --team fellows --label alice\n"
+                    "gpupool admin enroll owners               # an enrollment token for a GPU owner\n"
+                    "gpupool admin grant fellows 100 --expires 2027-03-01\ngpupool admin workers",
+                    "README.md (What works today), docs/security.md, docs/credits.md", Reach::coordinator);
 
     struct TeamArgs {
         std::string name;
@@ -427,9 +432,10 @@ void register_admin(Cli& cli) {
                        "Set a member's own caps (within the team's): its member token's label, or its id");
     budget->add_option("--day", b->day, "Credits per rolling 24 hours, or none");
     budget->add_option("--week", b->week, "Credits per rolling 7 days, or none");
-    budget->footer("Examples:\n  gpupool admin budget fellows --day 50 --week 200\n"
-                   "  gpupool admin budget fellows --member alice --day 10\n  gpupool admin budget fellows\n"
-                   "Docs: docs/credits.md (budgets)");
+    add_help_footer(budget,
+                    "gpupool admin budget fellows --day 50 --week 200\ngpupool admin budget fellows --member alice "
+                    "--day 10\ngpupool admin budget fellows          # show the caps and what was spent",
+                    "docs/credits.md (Grants, adjustments, budgets)", Reach::coordinator);
     budget->callback([&cli, b] { cli.exit_code = run_admin_budget(cli.global, *b); });
     CLI::App* report = admin->add_subcommand("report", "Credits per team and GPU-hours per worker");
     report->add_option("--since", g->since, "From this UTC date (2026-11-01) or this long ago (7d)");

@@ -52,6 +52,8 @@ int run_cancel(const GlobalOptions& global, const CancelOptions& o) {
 void register_cancel(Cli& cli) {
     auto o = std::make_shared<CancelOptions>();
     CLI::App* sub = add_command(cli, "cancel", "Cancel jobs, or a whole sweep");
+    add_help_footer(sub, "gpupool cancel 12 13\ngpupool cancel --sweep 4", "README.md (Client commands)",
+                    Reach::coordinator);
     sub->add_option("jobs", o->jobs, "Job ids");
     sub->add_option("--sweep", o->sweep, "Cancel every unfinished job of this sweep");
     sub->callback([&cli, o] { cli.exit_code = run_cancel(cli.global, *o); });

@@ -1,4 +1,5 @@
 #include "cmd/cli_app.hpp"
+#include "cmd/usage_errors.hpp"
 #include "core/config/client_config.hpp"
 #include "core/util/strings.hpp"
 
@@ -6,8 +7,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <string_view>
+#include <vector>
 
 namespace gpupool::cmd {
 
@@ -15,6 +19,22 @@ CLI::App* add_command(Cli& cli, const std::string& name, const std::string& desc
     CLI::App* sub = cli.app.add_subcommand(name, description);
     sub->fallthrough();
     return sub;
+}
+
+void add_help_footer(CLI::App* sub, const std::string& examples, const std::string& doc, Reach reach) {
+    std::string text = "Examples:\n";
+    std::size_t start = 0;
+    while (start < examples.size()) {
+        const std::size_t end = examples.find('\n', start);
+        text += "  " + examples.substr(start, end == std::string::npos ? std::string::npos : end - start) + "\n";
+        start = end == std::string::npos ? examples.size() : end + 1;
+    }
+    text += reach == Reach::coordinator
+                ? "Global options (before or after the command): --url URL, --token-file FILE (or --token, "
+                  "GPUPOOL_TOKEN), --config FILE, --ca-cert PEM, --json, --log-level LEVEL\n"
+                : "Global options (before or after the command): --json, --log-level LEVEL\n";
+    text += "Docs: " + doc + "\n";
+    sub->footer(text);
 }
 
 std::string default_data_dir() {
@@ -42,6 +62,14 @@ nlohmann::ordered_json error_json(const Error& e) {
     return j;
 }
 
+// describe(), less the field where the source already names it: `--set resources.gpus: ...`.
+std::string describe(const Error& e) {
+    if (e.where && e.where->line == 0 && !e.field.empty() && e.where->file == "--set " + e.field) {
+        return e.where->file + ": " + e.message;
+    }
+    return e.describe();
+}
+
 void setup_logging(const std::string& level) {
     auto logger = spdlog::stderr_color_mt("gpupool");
     spdlog::set_default_logger(logger);
@@ -63,9 +91,9 @@ void report_error(const GlobalOptions& global, const Error& error) {
         return;
     }
     // Messages can carry text from the coordinator (a name, a server's detail): escaped for the terminal.
-    std::cerr << "error: " << util::escape_control(error.describe()) << '\n';
+    std::cerr << "error: " << util::escape_control(describe(error)) << '\n';
     for (const auto& more : error.more) {
-        std::cerr << "error: " << util::escape_control(more.describe()) << '\n';
+        std::cerr << "error: " << util::escape_control(describe(more)) << '\n';
     }
 }
 
@@ -122,7 +150,9 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        app.exit(e);
+        GlobalOptions global = cli.global;
+        global.json = global.json || json_in_argv(argc, argv);
+        report_error(global, usage_error(e, app));
         return k_exit_usage;
     } catch (const ErrorException& e) {
         report_error(cli.global, e.error());

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace gpupool::cmd {
@@ -17,5 +18,13 @@ struct Cli {
 
 // A subcommand with the project's conventions (global flags accepted after it).
 CLI::App* add_command(Cli& cli, const std::string& name, const std::string& description);
+
+// Which global options a command's help lists: those of every command, or also the ones that say
+// where the coordinator is and who is asking.
+enum class Reach : std::uint8_t { local, coordinator };
+
+// The end of a command's --help: its examples (one per line, a comment after `#` allowed), the
+// global options that apply to it, and the doc to read.
+void add_help_footer(CLI::App* sub, const std::string& examples, const std::string& doc, Reach reach);
 
 } // namespace gpupool::cmd

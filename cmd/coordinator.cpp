@@ -191,6 +191,10 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
 void register_coordinator(Cli& cli) {
     auto o = std::make_shared<CoordinatorCmdOptions>();
     CLI::App* sub = add_command(cli, "coordinator", "Run the pool's coordinator: HTTP API, scheduler, SQLite store");
+    add_help_footer(sub,
+                    "gpupool coordinator --db pool.db --listen 0.0.0.0:7070 --tls-cert cert.pem --tls-key key.pem\n"
+                    "gpupool coordinator --db pool.db --new-admin-token   # with the coordinator stopped",
+                    "README.md (What works today), docs/security.md, docs/credits.md, docs/api.md", Reach::local);
     sub->add_option("--listen", o->listen, "HOST:PORT to serve on (port 0 picks a free one)")->capture_default_str();
     sub->add_option("--db", o->db, "SQLite file (created on first start)")->capture_default_str();
     sub->add_option("--tls-cert", o->tls_cert, "PEM certificate: serve HTTPS");

@@ -220,8 +220,8 @@ void register_credits(Cli& cli) {
     sub->add_flag("--ledger", opts->ledger,
                   "The ledger's own rows (hold, charge, fee, release, payout, refund...) with their accounts, "
                   "instead of one row per job");
-    sub->footer("Examples:\n  gpupool credits\n  gpupool credits --ledger --limit 50\n"
-                "  gpupool admin grant fellows 100   # admins fund a team\nDocs: docs/credits.md");
+    add_help_footer(sub, "gpupool credits\ngpupool credits --ledger --limit 50\ngpupool --json credits",
+                    "docs/credits.md (For researchers)", Reach::coordinator);
     sub->callback([&cli, opts] { cli.exit_code = run_credits(cli.global, *opts); });
 }
 

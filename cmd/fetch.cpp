@@ -158,9 +158,11 @@ void register_fetch(Cli& cli) {
         ->check(CLI::PositiveNumber);
     sub->add_flag("--tar", o->tar, "Keep each archive as it came (DIR/<job name>-outputs.tar) instead of unpacking it");
     sub->add_flag("--force", o->force, "Replace what is already at DIR/<job name>");
-    sub->footer("Examples:\n  gpupool fetch 12 results/         # results/<name of job 12>/\n"
-                "  gpupool fetch --sweep 4 results/  # results/eval-n0/, results/eval-n1/, ...\n"
-                "Folder names are the jobs' names (`-INDEX` added where a name repeats), as `gpupool run` writes them.");
+    add_help_footer(sub,
+                    "gpupool fetch 12 results/           # results/<name of job 12>/\n"
+                    "gpupool fetch --sweep 4 results/    # results/eval-n0/, results/eval-n1/, ... (-INDEX where a "
+                    "name repeats)",
+                    "README.md (Client commands), docs/recipes.md ([outputs])", Reach::coordinator);
     sub->callback([&cli, o] { cli.exit_code = run_fetch(cli.global, *o); });
 }
 

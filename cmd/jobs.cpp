@@ -88,6 +88,8 @@ int run_jobs(const GlobalOptions& global, const JobsOptions& o) {
 void register_jobs(Cli& cli) {
     auto o = std::make_shared<JobsOptions>();
     CLI::App* sub = add_command(cli, "jobs", "List your team's jobs");
+    add_help_footer(sub, "gpupool jobs --state running\ngpupool jobs --sweep 4 --limit 0\ngpupool jobs --mine",
+                    "README.md (Client commands)", Reach::coordinator);
     sub->add_option("--state", o->state, "Only jobs in this state")
         ->check(CLI::IsMember({"queued", "assigned", "running", "succeeded", "failed", "cancelled"}));
     sub->add_option("--sweep", o->sweep, "Only the jobs of this sweep")->check(CLI::PositiveNumber);

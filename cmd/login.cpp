@@ -131,11 +131,12 @@ void register_login(Cli& cli) {
                                 "Check a coordinator URL and a token, then save both in the client config "
                                 "(the token is read from stdin, or --token-file)");
     sub->add_option("url", o->url, "The coordinator's URL, e.g. https://pool.example.org:7070")->required();
-    sub->footer("Examples:\n"
-                "  gpupool login https://pool.example.org:7070              # paste the token when asked\n"
-                "  gpupool --token-file ~/fellows.token login https://pool.example.org:7070\n"
-                "  gpupool --ca-cert pool-ca.pem login https://pool.example.org:7070\n"
-                "Writes ~/.config/gpupool/config.toml (or --config FILE). Docs: README.md, Configuration");
+    add_help_footer(sub,
+                    "gpupool login https://pool.example.org:7070       # paste the token when asked\n"
+                    "gpupool --token-file ~/fellows.token login https://pool.example.org:7070\n"
+                    "gpupool --ca-cert pool-ca.pem login https://pool.example.org:7070",
+                    "README.md (Configuration); it writes ~/.config/gpupool/config.toml, or --config FILE",
+                    Reach::coordinator);
     sub->callback([&cli, o] { cli.exit_code = run_login(cli.global, *o); });
 }
 

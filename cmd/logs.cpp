@@ -82,8 +82,9 @@ void register_logs(Cli& cli) {
     sub->add_flag("--raw", o->raw,
                   "The job's bytes exactly as it wrote them, even on a terminal (where control characters "
                   "are otherwise shown escaped)");
-    sub->footer("Examples:\n  gpupool logs -f 12\n  gpupool logs --sweep 4 -f        # every job of sweep 4, "
-                "prefixed with its name");
+    add_help_footer(sub, "gpupool logs -f 12\ngpupool logs --sweep 4 -f          # every job of sweep 4, each line "
+                         "under its name",
+                    "README.md (Client commands)", Reach::coordinator);
     sub->callback([&cli, o] { cli.exit_code = run_logs(cli.global, *o); });
 }
 

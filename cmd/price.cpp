@@ -283,6 +283,8 @@ int run_price(const GlobalOptions& global, const PriceOptions& opts) {
 void register_price(Cli& cli) {
     auto opts = std::make_shared<PriceOptions>();
     CLI::App* sub = add_command(cli, "price", "Estimate a recipe's cost in credits and at cloud prices");
+    add_help_footer(sub, "gpupool price eval.toml\ngpupool price eval.toml --offline --set resources.gpu_memory=40GiB",
+                    "docs/credits.md (For researchers)", Reach::coordinator);
     add_recipe_args(sub, opts->recipe);
     sub->add_flag("--offline", opts->offline, "Use the embedded catalogs only; do not ask the coordinator");
     sub->callback([&cli, opts] { cli.exit_code = run_price(cli.global, *opts); });

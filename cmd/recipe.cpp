@@ -43,6 +43,7 @@ int run_recipe_show(const GlobalOptions& global, const std::string& name) {
 
 void register_recipe(Cli& cli) {
     CLI::App* sub = add_command(cli, "recipe", "Check recipes and list the built-in ones (no coordinator needed)");
+    add_help_footer(sub, "gpupool recipe validate eval.toml --set n=3\ngpupool recipe builtins\ngpupool recipe show inspect", "docs/recipes.md", Reach::local);
     sub->require_subcommand(1);
 
     auto args = std::make_shared<RecipeArgs>();

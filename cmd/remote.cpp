@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -206,7 +207,23 @@ int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_
     }
 }
 
-Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, const std::string& team) {
+namespace {
+
+std::string mib_text(std::int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return buf;
+}
+
+} // namespace
+
+Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, const std::string& team,
+                   const std::function<void(const std::string&)>& progress) {
+    auto say = [&](const std::string& line) {
+        if (progress) {
+            progress(line);
+        }
+    };
     std::map<std::vector<std::string>, std::string> shipped; // resolved paths -> digest
     for (auto& job : jobs) {
         const auto& paths = job.inputs.resolved;
@@ -225,6 +242,8 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, c
             return tmp.error();
         }
         std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
+        say("inputs of `" + job.name + "`: packing " + std::to_string(paths.size()) +
+            (paths.size() == 1 ? " path" : " paths") + " ...");
         auto packed = worker::pack_paths(roots, job.inputs.max_size_mib * 1024 * 1024, tmp->path());
         if (!packed) {
             return packed.error();
@@ -247,10 +266,19 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, c
                               "inputs.paths");
         }
         const std::string sha = coordinator::sha256_hex(bytes);
+        say("inputs of `" + job.name + "`: " + std::to_string(packed->files.size()) +
+            (packed->files.size() == 1 ? " file, " : " files, ") + mib_text(packed->content_bytes) + "; uploading " +
+            mib_text(static_cast<std::int64_t>(bytes.size())) + " ...");
+        const auto started = std::chrono::steady_clock::now();
         auto put = api.put_bytes("/v1/inputs/" + sha + (team.empty() ? "" : "?team=" + net::percent_encode(team)), bytes);
         if (!put) {
             return put.error();
         }
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        char took[32];
+        std::snprintf(took, sizeof took, "%.1f s", seconds);
+        say("inputs of `" + job.name + "`: uploaded in " + took + " (shared by every job with the same inputs)");
         shipped[paths] = sha;
         job.inputs.archive = sha;
     }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,7 +57,9 @@ bool is_terminal_state(const std::string& state);
 // /v1/inputs/{sha256}; already-stored archives cost one small request) and records its digest in
 // the jobs (inputs.archive). Jobs without inputs are left alone.
 // `team`: the team the inputs are for, when an admin submits for one (members upload for their own).
-Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, const std::string& team = {});
+// `progress` (when set) gets a line as each archive is packed, uploaded and stored.
+Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, const std::string& team = {},
+                   const std::function<void(const std::string&)>& progress = {});
 
 // How many of the finished jobs did not succeed.
 int count_unsuccessful(const std::vector<nlohmann::json>& jobs);

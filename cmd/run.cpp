@@ -207,7 +207,12 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         }
     }
 
-    if (auto st = ship_inputs(api, jobs); !st) {
+    auto progress = [&global](const std::string& line) {
+        if (!global.json) {
+            std::cerr << line << std::endl;
+        }
+    };
+    if (auto st = ship_inputs(api, jobs, {}, progress); !st) {
         report_error(global, st.error());
         return finish(k_exit_failed);
     }
@@ -328,6 +333,8 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
 void register_run(Cli& cli) {
     auto o = std::make_shared<RunOptions>();
     CLI::App* sub = add_command(cli, "run", "Run a recipe locally: in-process coordinator + worker, logs and outputs here");
+    add_help_footer(sub, "gpupool run recipes/hello-sweep.toml\ngpupool run eval.toml --runtime podman --out results",
+                    "docs/worker.md (The local mode), docs/recipes.md", Reach::local);
     add_recipe_args(sub, o->recipe);
     sub->add_option("--runtime", o->runtime, "How jobs run: process (default, no isolation), podman or docker")
         ->check(CLI::IsMember({"podman", "docker", "process"}))

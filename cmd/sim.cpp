@@ -456,6 +456,8 @@ int run_sim(const GlobalOptions& global, const SimArgs& args) {
 void register_sim(Cli& cli) {
     CLI::App* sub =
         add_command(cli, "sim", "Replay a cluster trace through the scheduler and report allocation and fragmentation");
+    add_help_footer(sub, "gpupool sim --policy all\ngpupool sim --mode time --policy fgd", "docs/scheduler.md",
+                    Reach::local);
     auto args = std::make_shared<SimArgs>();
     sub->add_option("--mode", args->mode,
                     "alloc: the FGD paper's arrivals-only protocol (default); time: arrivals and departures over "

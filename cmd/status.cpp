@@ -62,6 +62,7 @@ int run_status(const GlobalOptions& global, std::int64_t job) {
 void register_status(Cli& cli) {
     auto job = std::make_shared<std::int64_t>(0);
     CLI::App* sub = add_command(cli, "status", "Show a job's state, attempts and why it is waiting");
+    add_help_footer(sub, "gpupool status 12\ngpupool --json status 12", "README.md (Client commands)", Reach::coordinator);
     sub->add_option("job", *job, "Job id")->required();
     sub->callback([&cli, job] { cli.exit_code = run_status(cli.global, *job); });
 }

@@ -44,7 +44,12 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
     if (!api) {
         return k_exit_failed;
     }
-    if (auto st = ship_inputs(*api, jobs, opts.team); !st) {
+    auto progress = [&global](const std::string& line) {
+        if (!global.json) {
+            std::cerr << line << std::endl;
+        }
+    };
+    if (auto st = ship_inputs(*api, jobs, opts.team, progress); !st) {
         report_error(global, st.error());
         return k_exit_failed;
     }
@@ -112,6 +117,10 @@ int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
 void register_submit(Cli& cli) {
     auto opts = std::make_shared<SubmitOptions>();
     CLI::App* sub = add_command(cli, "submit", "Submit a recipe (one job or a whole sweep) to the pool");
+    add_help_footer(sub,
+                    "gpupool submit eval.toml\ngpupool submit eval.toml --set resources.gpu_memory=16GiB --wait\n"
+                    "gpupool submit eval.toml --dry-run    # the expanded jobs and their estimate",
+                    "docs/recipes.md, docs/credits.md", Reach::coordinator);
     add_recipe_args(sub, opts->recipe);
     sub->add_flag("--dry-run", opts->dry_run, "Validate and print the jobs and their estimated cost; submits nothing");
     sub->add_flag("--wait", opts->wait, "Wait for the jobs to finish; exit 1 if any did not succeed");

@@ -17,6 +17,7 @@ int run_version(const GlobalOptions& global) {
 
 void register_version(Cli& cli) {
     CLI::App* sub = add_command(cli, "version", "Print the version");
+    add_help_footer(sub, "gpupool version", "README.md", Reach::local);
     sub->callback([&cli] { cli.exit_code = run_version(cli.global); });
 }
 

@@ -46,7 +46,8 @@ void register_wait(Cli& cli) {
     CLI::App* sub = add_command(cli, "wait", "Wait until jobs finish; exit 1 if any did not succeed");
     sub->add_option("jobs", o->ids, "Job ids");
     sub->add_option("--sweep", o->sweep, "Every job of this sweep (the id `submit` printed)")->check(CLI::PositiveNumber);
-    sub->footer("Examples:\n  gpupool wait 12 13\n  gpupool wait --sweep 4 && gpupool fetch --sweep 4 results/");
+    add_help_footer(sub, "gpupool wait 12 13\ngpupool wait --sweep 4 && gpupool fetch --sweep 4 results/",
+                    "README.md (Client commands)", Reach::coordinator);
     sub->callback([&cli, o] { cli.exit_code = run_wait(cli.global, *o); });
 }
 

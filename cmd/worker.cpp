@@ -39,6 +39,7 @@ struct WorkerCmdOptions {
     std::int64_t cpu_milli = 0;
     std::int64_t memory_mib = 0;
     std::int64_t status_limit = 50;
+    std::string pause_why; // worker pause --why
 };
 
 namespace {
@@ -226,8 +227,10 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
         return k_exit_failed;
     }
     if (global.json) {
+        const auto paused = worker::paused_since(work);
         std::cout << nlohmann::json{{"coordinator", coordinator},
                                     {"worker_id", id->worker_id},
+                                    {"paused", paused ? nlohmann::json(*paused) : nlohmann::json()},
                                     {"spooled_attempts", spooled},
                                     {"credits", *credits}}
                          .dump(2)
@@ -239,6 +242,11 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     const std::string settling_account = "settling:" + std::to_string(c["team_id"].get<std::int64_t>());
     std::cout << "worker " << id->worker_id << " of team " << printable(c["team"]) << " on "
               << coordinator << " (work dir " << work.string() << ", " << spooled << " attempt(s) spooled)\n";
+    const auto paused = worker::paused_since(work);
+    std::cout << "  sharing     "
+              << (paused ? "paused since " + printable(*paused) + " (`gpupool worker resume` shares again)"
+                         : std::string("on (`gpupool worker pause` stops new jobs)"))
+              << '\n';
     std::cout << "  available   " << credits::format_credits(c["balance_micro"].get<std::int64_t>()) << " credits\n";
     std::cout << "  settling    " << credits::format_credits(c.value("settling_micro", std::int64_t{0}))
               << " credits (earned, paid out when the pool's settling period ends)\n";
@@ -260,6 +268,32 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     if (rows.size() > 1) {
         std::cout << "\nrecent earnings (newest first):\n";
         print_table(rows);
+    }
+    return k_exit_ok;
+}
+
+// `gpupool worker pause|resume`: flips <work_dir>/paused, which the running worker reads before each
+// heartbeat (a stopped worker finds it at its next start).
+int run_worker_pause(const GlobalOptions& global, const WorkerCmdOptions& o, bool pause) {
+    const fs::path work = o.work_dir.empty() ? fs::path(default_data_dir() + "/worker") : fs::path(o.work_dir);
+    if (!worker::read_stored_identity(work)) {
+        report_error(global, make_error(ErrorCode::not_found,
+                                        "no worker identity in " + (work / "worker.json").string() +
+                                            ": no worker shares from this work dir (pass --work-dir)",
+                                        "--work-dir"));
+        return k_exit_failed;
+    }
+    auto st = pause ? worker::pause_sharing(work, o.pause_why) : worker::resume_sharing(work);
+    if (!st) {
+        report_error(global, st.error());
+        return k_exit_failed;
+    }
+    if (global.json) {
+        std::cout << nlohmann::json{{"paused", pause}, {"work_dir", work.string()}}.dump() << '\n';
+    } else {
+        std::cout << (pause ? "paused: the worker takes no new jobs from its next heartbeat (seconds); running jobs go "
+                              "on. `gpupool worker resume` shares again\n"
+                            : "resumed: the worker takes jobs again from its next heartbeat\n");
     }
     return k_exit_ok;
 }
@@ -293,8 +327,26 @@ void register_worker(Cli& cli) {
     status->add_option("--limit", o->status_limit, "How many recent movements to look through")->capture_default_str();
     status->fallthrough(); // `worker status --work-dir D`
     status->callback([&cli, o] { cli.exit_code = run_worker_status(cli.global, *o); });
-    sub->callback([&cli, o, status] {
-        if (!status->parsed()) {
+    CLI::App* pause = sub->add_subcommand(
+        "pause", "Stop taking new jobs on this machine (running ones go on); the worker tells the pool within seconds");
+    pause->add_option("--why", o->pause_why, "A note for yourself, shown by `worker status`");
+    pause->fallthrough();
+    pause->callback([&cli, o] { cli.exit_code = run_worker_pause(cli.global, *o, true); });
+    CLI::App* resume = sub->add_subcommand("resume", "Take jobs again after `worker pause`");
+    resume->fallthrough();
+    resume->callback([&cli, o] { cli.exit_code = run_worker_pause(cli.global, *o, false); });
+    add_help_footer(sub,
+                    "gpupool worker                                     # what this machine would offer\n"
+                    "gpupool worker --share --coordinator URL --token-file enroll.token\n"
+                    "gpupool worker pause --why \"training tonight\"      # then: gpupool worker resume\n"
+                    "gpupool worker status",
+                    "docs/worker.md (every option, the work dir, what the owner sees)", Reach::coordinator);
+    add_help_footer(status, "gpupool worker status\ngpupool worker status --work-dir /srv/gpupool", "docs/worker.md",
+                    Reach::local);
+    add_help_footer(pause, "gpupool worker pause --why \"my own training tonight\"", "docs/worker.md", Reach::local);
+    add_help_footer(resume, "gpupool worker resume", "docs/worker.md", Reach::local);
+    sub->callback([&cli, o, status, pause, resume] {
+        if (!status->parsed() && !pause->parsed() && !resume->parsed()) {
             cli.exit_code = run_worker(cli.global, *o);
         }
     });

@@ -473,7 +473,10 @@ std::string Coordinator::presence(WorkerId worker) const {
     if (w.record.state == WorkerState::draining) {
         return "drained";
     }
-    return w.draining ? "draining" : "online";
+    if (w.draining) {
+        return "draining";
+    }
+    return w.paused ? "paused" : "online";
 }
 
 std::string Coordinator::team_name(TeamId team) const {
@@ -1129,7 +1132,7 @@ Result<AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& w
 
 Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::vector<AttemptId>& running,
                                               const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
-                                              const nlohmann::json* inventory) {
+                                              const nlohmann::json* inventory, bool paused) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers send heartbeats");
     }
@@ -1140,6 +1143,7 @@ Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::v
     }
     m_workers.at(*who.worker).unhealthy_gpus = unhealthy_gpus;
     m_workers.at(*who.worker).draining = draining;
+    m_workers.at(*who.worker).paused = paused;
     const std::int64_t now = m_clock.now_ms();
     HeartbeatReply reply;
     reply.lease_ms = m_options.lease_ms;
@@ -1360,7 +1364,7 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
     sched::ClusterView view;
     std::map<WorkerId, std::size_t> index;
     for (const auto& [id, w] : m_workers) {
-        if (w.record.state != WorkerState::active || w.draining ||
+        if (w.record.state != WorkerState::active || w.draining || w.paused ||
             now - w.record.last_seen_at > m_options.worker_timeout_ms) {
             continue;
         }
@@ -1534,8 +1538,15 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
         return {};
     }
     if (view.workers.empty()) {
+        std::size_t paused = 0;
+        for (const auto& [id, w] : m_workers) {
+            paused += (w.paused && presence(id) == "paused") ? 1 : 0;
+        }
+        const std::string why = paused == 0 ? std::string("no worker is connected")
+                                            : "no worker is taking work: " + std::to_string(paused) +
+                                                  (paused == 1 ? " is" : " are") + " paused by its owner";
         for (const auto& p : pending) {
-            m_waiting[p.id] = "no worker is connected";
+            m_waiting[p.id] = why;
         }
         return {};
     }

@@ -309,7 +309,7 @@ public:
     std::optional<std::int64_t> last_used(std::int64_t token_id) const;
     Result<std::vector<store::WorkerRecord>> list_workers(const Principal& who) const;
     // How a worker is now: "banned", "drained" (by an admin), "offline" (no heartbeat within the
-    // worker timeout), "draining" (the worker is shutting down) or "online".
+    // worker timeout), "paused" (by its owner), "draining" (the worker is shutting down) or "online".
     std::string presence(WorkerId worker) const;
     std::string team_name(TeamId team) const;
     // Who submitted the job: the label of the token it came with ("token N" for an unlabelled one).
@@ -359,9 +359,11 @@ public:
     // worker says so in every heartbeat; an admin's drain is the durable kind).
     // `inventory`: what the machine offers now (the registration's shape, validated the same way);
     // sent by a worker after each start, it replaces the stored one when it differs.
+    // `paused`: its owner paused sharing; it takes no new work, its running jobs go on (not
+    // durable either: the worker says so in every heartbeat).
     Result<HeartbeatReply> heartbeat(const Principal& who, const std::vector<AttemptId>& running,
                                      const std::vector<std::int64_t>& unhealthy_gpus = {}, bool draining = false,
-                                     const nlohmann::json* inventory = nullptr);
+                                     const nlohmann::json* inventory = nullptr, bool paused = false);
     // Attempts assigned to this worker and not yet started (re-sent until started).
     Result<std::vector<Assignment>> assignments(const Principal& who) const;
     Status start_attempt(const Principal& who, AttemptId attempt);
@@ -418,6 +420,7 @@ private:
         std::int64_t slots = 0;                    // most jobs at once (inventory `slots`); 0 = no cap
         std::vector<std::int64_t> unhealthy_gpus; // from the last heartbeat (not durable)
         bool draining = false;                     // from the last heartbeat (not durable)
+        bool paused = false;                       // by its owner, from the last heartbeat (not durable)
     };
 
     Status commit(store::Changes& changes);

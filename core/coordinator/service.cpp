@@ -780,14 +780,15 @@ net::Router CoordinatorService::Impl::routes() {
             ids.emplace_back(v);
         }
         auto draining = field<bool>(*body, "draining", false);
-        if (!draining) {
-            return error_response(draining.error());
+        auto paused = field<bool>(*body, "paused", false);
+        if (!draining || !paused) {
+            return error_response(!draining ? draining.error() : paused.error());
         }
         const json* inventory = nullptr;
         if (auto it = body->find("inventory"); it != body->end() && !it->is_null()) {
             inventory = &*it;
         }
-        auto reply = coord->heartbeat(who, ids, *unhealthy, *draining, inventory);
+        auto reply = coord->heartbeat(who, ids, *unhealthy, *draining, inventory, *paused);
         if (!reply) {
             return error_response(reply.error());
         }

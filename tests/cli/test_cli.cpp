@@ -39,7 +39,14 @@ TEST_CASE("cli: every subcommand is real: it has --help and never claims to be u
         auto r = run_gpupool({sub, "--help"});
         CHECK(r.exit_code == 0);
         CHECK_THAT(r.out + r.err, !Catch::Contains("not implemented"));
+        // Examples, the global options that apply, and where to read more.
+        CHECK_THAT(r.out, Catch::Contains("Examples:\n  gpupool " + sub) && Catch::Contains("Global options") &&
+                              Catch::Contains("Docs: "));
     }
+    // Commands that talk to a coordinator say how it is found; the rest do not list those options.
+    CHECK_THAT(run_gpupool({"jobs", "--help"}).out, Catch::Contains("--url URL, --token-file FILE"));
+    CHECK_THAT(run_gpupool({"recipe", "--help"}).out, !Catch::Contains("--token-file"));
+    CHECK_THAT(run_gpupool({"worker", "--help"}).out, Catch::Contains("docs/worker.md"));
 }
 
 TEST_CASE("cli: recipe validate prints the expanded sweep") {

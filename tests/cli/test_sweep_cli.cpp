@@ -50,7 +50,7 @@ json submit_scripts(const std::string& url, const std::string& member,
 
 } // namespace
 
-TEST_CASE("sweep CLI: wait, logs and fetch take --sweep; credits show one row per job, earnings as earnings",
+TEST_CASE("sweep CLI: wait, logs and fetch take --sweep, and credits show one row per job with earnings as earnings",
           "[sweep-cli][worker-cli]") {
     test::TempDir dir;
     test::CoordinatorProcess coord(dir.path());

@@ -321,6 +321,9 @@ TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in .
     INFO(in.out << in.err);
     REQUIRE(in.exit_code == 0);
     CHECK(test::slurp(dir.path() / "gpupool-out" / "reader" / "count.txt") == "1\n");
+    // Progress while the inputs are packed and uploaded.
+    CHECK_THAT(in.err, Catch::Contains("inputs of `reader`: packing 1 path") &&
+                           Catch::Contains("inputs of `reader`: 1 file, ") && Catch::Contains("uploaded in "));
 
     // A failing job: exit 1 and the reason in the summary; the state persists across runs.
     const auto bad = dir.write("bad.toml", "format = 1\nname = \"bad\"\nimage = \"x\"\ncommand = \"echo oops; exit 3\"\n"

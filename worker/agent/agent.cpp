@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -198,6 +199,7 @@ struct Agent::Impl {
     std::condition_variable cv;
     std::vector<AssignmentMsg> inbox;
     std::atomic<bool> draining{false};
+    bool paused = false; // by the owner (<work_dir>/paused), as last told to the coordinator
     std::atomic<bool> hurry{false}; // drain_now(): stop the running jobs without waiting
     std::atomic<bool> stopping{false};
     std::atomic<int> active{0};
@@ -979,7 +981,14 @@ struct Agent::Impl {
         for (const auto& u : unhealthy) {
             bad_gpus.push_back(u.index);
         }
-        auto hb = api.heartbeat(running, bad_gpus, draining.load(), inventory_sent ? json() : inventory());
+        const bool paused_now = paused_since(opt.work_dir).has_value();
+        if (paused_now != paused) {
+            paused = paused_now;
+            event(paused ? "paused by the owner: no new jobs (" + std::to_string(active.load()) +
+                               " running go on); `gpupool worker resume` shares again"
+                         : "sharing again: the owner resumed");
+        }
+        auto hb = api.heartbeat(running, bad_gpus, draining.load(), inventory_sent ? json() : inventory(), paused);
         if (!hb && net::is_tls_verification_failure(hb.error())) {
             fatal = hb.error(); // a wrong CA stays wrong: stop rather than retry forever
             stopping = true;
@@ -1344,6 +1353,42 @@ std::optional<StoredIdentity> read_stored_identity(const fs::path& work_dir) {
     } catch (const json::exception&) {
         return std::nullopt; // a field of the wrong type: not an identity
     }
+}
+
+namespace {
+const char* const k_pause_file = "paused";
+} // namespace
+
+Status pause_sharing(const fs::path& work_dir, const std::string& why) {
+    std::error_code ec;
+    fs::create_directories(work_dir, ec);
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    std::tm utc{};
+    gmtime_r(&t, &utc);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &utc);
+    return util::write_private_file(work_dir / k_pause_file, std::string(when) + (why.empty() ? "" : ": " + why) + "\n");
+}
+
+Status resume_sharing(const fs::path& work_dir) {
+    std::error_code ec;
+    fs::remove(work_dir / k_pause_file, ec);
+    if (ec) {
+        return make_error(ErrorCode::io, "cannot remove " + (work_dir / k_pause_file).string() + ": " + ec.message());
+    }
+    return {};
+}
+
+std::optional<std::string> paused_since(const fs::path& work_dir) {
+    std::error_code ec;
+    if (!fs::exists(work_dir / k_pause_file, ec)) {
+        return std::nullopt;
+    }
+    std::ifstream in(work_dir / k_pause_file);
+    std::string line;
+    std::getline(in, line);
+    return line.substr(0, 200);
 }
 
 Agent::Agent(AgentOptions options, ContainerRuntime& runtime, GpuProbe& gpus)

@@ -91,6 +91,14 @@ struct StoredIdentity {
 };
 std::optional<StoredIdentity> read_stored_identity(const std::filesystem::path& work_dir);
 
+// The owner's pause: while <work_dir>/paused exists the running worker takes no new jobs (it tells
+// the coordinator in every heartbeat, and says so to the owner once); jobs already running go on.
+// The file holds when and why it was paused. `gpupool worker pause` / `resume` write and remove it
+// (the work dir is the owner's: nobody else can). `paused_since` is nullopt when sharing.
+Status pause_sharing(const std::filesystem::path& work_dir, const std::string& why);
+Status resume_sharing(const std::filesystem::path& work_dir);
+std::optional<std::string> paused_since(const std::filesystem::path& work_dir);
+
 class Agent {
 public:
     Agent(AgentOptions options, ContainerRuntime& runtime, GpuProbe& gpus);

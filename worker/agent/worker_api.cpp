@@ -106,8 +106,8 @@ Result<WorkerApi::Registration> WorkerApi::register_worker(const std::string& na
 
 Result<HeartbeatAnswer> WorkerApi::heartbeat(const std::vector<std::int64_t>& running,
                                              const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
-                                             const json& inventory) {
-    json body{{"running", running}, {"unhealthy_gpus", unhealthy_gpus}, {"draining", draining}};
+                                             const json& inventory, bool paused) {
+    json body{{"running", running}, {"unhealthy_gpus", unhealthy_gpus}, {"draining", draining}, {"paused", paused}};
     if (!inventory.is_null()) {
         body["inventory"] = inventory;
     }

@@ -62,7 +62,7 @@ public:
     // `inventory` (when not null) tells the coordinator what this machine offers now.
     Result<HeartbeatAnswer> heartbeat(const std::vector<std::int64_t>& running,
                                       const std::vector<std::int64_t>& unhealthy_gpus, bool draining = false,
-                                      const nlohmann::json& inventory = nullptr);
+                                      const nlohmann::json& inventory = nullptr, bool paused = false);
     Result<std::vector<AssignmentMsg>> poll(std::chrono::milliseconds wait);
     Status start(std::int64_t attempt);
     // The job's input archive (GET /v1/attempts/{id}/inputs).

@@ -299,6 +299,8 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         // members and workers: their own team
         {"GET /v1/credits", {{other, worker, other_worker, member, admin}, false, "/v1/credits", nullptr}},
         {"POST /v1/estimate", {{other, member, admin}, false, "/v1/estimate", job_body}},
+        // any valid token: who it is
+        {"GET /v1/whoami", {{other, worker, other_worker, enroll, member, admin}, false, "/v1/whoami", nullptr}},
     };
     // Every route the server serves is in the matrix, and nothing else.
     std::set<std::string> served;

@@ -5,19 +5,16 @@
 // team's: a job waits when either is used up, and its waiting reason names the one that binds.
 #include "core/coordinator/coordinator.hpp"
 
+#include "core/coordinator/internal.hpp"
+
 #include <algorithm>
-#include <limits>
 
 namespace gpupool::coordinator {
 
 using namespace gpupool::store;
-using credits::format_credits;
-using credits::Micro;
+using namespace gpupool::coordinator::detail;
 
 namespace {
-
-constexpr std::int64_t k_day_ms = 24LL * 3600 * 1000;
-constexpr std::int64_t k_week_ms = 7 * k_day_ms;
 
 std::optional<std::int64_t> applied(const CapChange& change, const std::optional<std::int64_t>& now) {
     switch (change.kind) {
@@ -40,6 +37,19 @@ Status Coordinator::set_budget(const Principal& who, const std::string& team, st
     change.week = week_micro ? CapChange::set(*week_micro) : CapChange::remove();
     auto r = change_budget(who, change);
     return r ? Status{} : Status(r.error());
+}
+
+std::int64_t Coordinator::budget_room(TeamId team, std::int64_t now) const {
+    Micro room = m_ledger.balance(credits::Account::of_team(team.value()));
+    const TeamRecord& t = m_teams.at(team);
+    const Micro held = m_ledger.held_by_team(team.value());
+    if (t.budget_day_micro) {
+        room = std::min(room, *t.budget_day_micro - m_ledger.spent_since(team.value(), now - k_day_ms) - held);
+    }
+    if (t.budget_week_micro) {
+        room = std::min(room, *t.budget_week_micro - m_ledger.spent_since(team.value(), now - k_week_ms) - held);
+    }
+    return room;
 }
 
 Result<const TokenRecord*> Coordinator::member_token(TeamId team, const std::string& member) const {
@@ -74,7 +84,7 @@ Result<const TokenRecord*> Coordinator::member_token(TeamId team, const std::str
 
 Result<MemberBudget> Coordinator::change_budget(const Principal& who, const BudgetChange& change) {
     if (who.role != Role::admin) {
-        return make_error(ErrorCode::forbidden, "only admins set budgets");
+        return denied("only admins set budgets");
     }
     auto id = team_named(change.team);
     if (!id) {
@@ -146,7 +156,7 @@ std::optional<std::int64_t> Coordinator::member_room(std::int64_t token_id, std:
         return std::nullopt;
     }
     const MemberBudget b = member_budget(*t, now);
-    Micro room = std::numeric_limits<Micro>::max();
+    Micro room = k_unlimited;
     if (b.day_micro) {
         room = std::min(room, *b.day_micro - b.spent_day_micro - b.held_micro);
     }

@@ -1,0 +1,415 @@
+// Credits: estimates, grants and adjustments, settling payouts and grant expiry, the credits view
+// and the pool report, and what attempts and jobs cost (Coordinator's credit methods; the ledger's
+// rules are in core/credits/ledger.hpp, budgets in budgets.cpp).
+#include "core/coordinator/coordinator.hpp"
+
+#include "core/coordinator/internal.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace gpupool::coordinator {
+
+using namespace gpupool::store;
+using namespace gpupool::coordinator::detail;
+
+std::pair<std::int64_t, std::int64_t> Coordinator::history(TeamId team, const std::string& source) const {
+    std::vector<std::int64_t> runtimes;
+    for (const auto& [id, a] : m_attempts) {
+        if (a.state != AttemptState::succeeded || !a.started_at || !a.ended_at) {
+            continue;
+        }
+        const JobRecord& j = m_jobs.at(a.job);
+        if (j.team != team || m_sweeps.at(j.sweep_id).source != source) {
+            continue;
+        }
+        runtimes.push_back((*a.ended_at - *a.started_at + 999) / 1000);
+    }
+    if (runtimes.empty()) {
+        return {0, 0};
+    }
+    std::sort(runtimes.begin(), runtimes.end());
+    const std::size_t n = runtimes.size();
+    const std::int64_t median = n % 2 == 1 ? runtimes[n / 2] : (runtimes[n / 2 - 1] + runtimes[n / 2] + 1) / 2;
+    return {median, static_cast<std::int64_t>(n)};
+}
+
+Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const {
+    Estimate est;
+    est.enforced = m_options.credits.enforce;
+    const auto& rates = m_options.credits.rates;
+    const auto [median_s, runs] = history(team, source);
+    for (const auto& spec : jobs) {
+        JobEstimate je;
+        je.name = spec.name;
+        const auto& r = spec.resources;
+        if (r.gpus == 0) {
+            je.price_micro_per_hour = credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, r.cpu_milli);
+        } else {
+            // The priciest GPU in the pool the job may land on; the catalog default in an empty pool.
+            bool seen = false;
+            for (const auto& [wid, w] : m_workers) {
+                if (w.record.state == WorkerState::banned) {
+                    continue;
+                }
+                for (std::size_t g = 0; g < w.gpus.size(); ++g) {
+                    const bool model_ok = r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(),
+                                                                            w.gpu_models[g]) != r.gpu_models.end();
+                    if (!model_ok || w.gpus[g].memory_mib < r.gpu_memory_mib) {
+                        continue;
+                    }
+                    const Micro price = attempt_price(spec, wid, static_cast<std::int64_t>(g), r.gpu_milli);
+                    if (!seen || price > je.price_micro_per_hour) {
+                        je.price_micro_per_hour = price;
+                        je.gpu_model = w.gpu_models[g];
+                        seen = true;
+                    }
+                }
+            }
+            if (!seen) {
+                const std::int64_t share = r.gpu_milli > 0 ? r.gpu_milli : 1000;
+                je.price_micro_per_hour = credits::gpu_price_per_hour(rates.default_micro_per_gpu_hour, share);
+            }
+        }
+        je.max_micro = credits::cost_of(je.price_micro_per_hour, r.max_runtime_s * 1000);
+        je.history_runs = runs;
+        je.runtime_s = runs > 0 ? std::min(median_s, r.max_runtime_s) : r.max_runtime_s;
+        je.estimate_micro = credits::cost_of(je.price_micro_per_hour, je.runtime_s * 1000);
+        est.total_max_micro += je.max_micro;
+        est.total_estimate_micro += je.estimate_micro;
+        est.jobs.push_back(std::move(je));
+    }
+    const std::int64_t now = m_clock.now_ms();
+    est.available_micro = m_ledger.balance(credits::Account::of_team(team.value()));
+    const TeamRecord& t = m_teams.at(team);
+    if (t.budget_day_micro || t.budget_week_micro) {
+        // What the budgets leave, whatever the balance.
+        Micro room = k_unlimited;
+        const Micro held = m_ledger.held_by_team(team.value());
+        if (t.budget_day_micro) {
+            room = std::min(room, *t.budget_day_micro - m_ledger.spent_since(team.value(), now - k_day_ms) - held);
+        }
+        if (t.budget_week_micro) {
+            room = std::min(room, *t.budget_week_micro - m_ledger.spent_since(team.value(), now - k_week_ms) - held);
+        }
+        est.budget_room_micro = room;
+    }
+    return est;
+}
+
+Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& source,
+                                       const std::vector<recipe::JobSpec>& jobs,
+                                       const std::optional<std::string>& team) const {
+    TeamId id;
+    if (who.role == Role::member && who.team) {
+        id = *who.team;
+    } else if (who.role == Role::admin) {
+        if (!team) {
+            return invalid("admins estimate for a team: set `team`", "team");
+        }
+        auto t = team_named(*team);
+        if (!t) {
+            return t.error();
+        }
+        id = *t;
+    } else {
+        return denied("only team members and admins ask for estimates");
+    }
+    if (jobs.empty()) {
+        return invalid("an estimate needs at least one job", "jobs");
+    }
+    // As submit says it: a job no worker in the pool can ever run has no price here.
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        if (auto why = infeasible_reason(jobs[i])) {
+            return invalid("job `" + jobs[i].name + "` can never run on this pool: " + *why,
+                           "jobs[" + std::to_string(i) + "].resources");
+        }
+    }
+    Estimate est = estimate_for(id, source, jobs);
+    if (auto mine = member_room(who.token_id, m_clock.now_ms())) {
+        est.budget_room_micro = std::min(est.budget_room_micro.value_or(k_unlimited), *mine);
+    }
+    return est;
+}
+
+void Coordinator::pay_out(Changes& c) {
+    if (m_options.credits.settle_ms <= 0) {
+        return;
+    }
+    const std::int64_t now = m_clock.now_ms();
+    for (std::int64_t attempt : m_ledger.settling_due(now - m_options.credits.settle_ms)) {
+        if (auto e = m_ledger.payout_entry(next_entry_id(c), now, attempt)) {
+            c.ledger.push_back(*e);
+        }
+    }
+}
+
+void Coordinator::expire_grants(Changes& c) {
+    const std::int64_t now = m_clock.now_ms();
+    for (const auto& [id, g] : m_grants) {
+        if (g.expired_at || !g.expires_at || *g.expires_at > now) {
+            continue;
+        }
+        GrantRecord done = g;
+        done.expired_at = now;
+        c.grants.push_back(done);
+        // What is left of it: up to the team's positive balance (spending is not traced per grant).
+        const Micro left = std::min(g.amount, m_ledger.balance(credits::Account::of_team(g.team.value())));
+        if (left > 0) {
+            credits::Entry e;
+            e.id = next_entry_id(c);
+            e.at_ms = now;
+            e.debit = credits::Account::of_team(g.team.value());
+            e.credit = credits::Account::issuer();
+            e.amount = left;
+            e.reason = credits::EntryReason::expiry;
+            e.grant = g.id;
+            e.note = "grant " + std::to_string(g.id) + " expired";
+            c.ledger.push_back(e);
+        }
+    }
+}
+
+Result<GrantRecord> Coordinator::grant(const Principal& who, const std::string& team, std::int64_t amount_micro,
+                                       std::optional<std::int64_t> expires_at, const std::string& note) {
+    if (who.role != Role::admin) {
+        return denied("only admins grant credits");
+    }
+    auto id = team_named(team);
+    if (!id) {
+        return id.error();
+    }
+    if (amount_micro <= 0 || amount_micro > credits::k_max_amount) {
+        return invalid("a grant is a positive amount", "amount_micro");
+    }
+    const std::int64_t now = m_clock.now_ms();
+    if (expires_at && *expires_at <= now) {
+        return invalid("the expiry date is in the past", "expires_at");
+    }
+    Changes c;
+    credits::Entry e;
+    e.id = next_entry_id(c);
+    e.at_ms = now;
+    e.debit = credits::Account::issuer();
+    e.credit = credits::Account::of_team(id->value());
+    e.amount = amount_micro;
+    e.reason = credits::EntryReason::grant;
+    e.grant = e.id;
+    e.note = note;
+    c.ledger.push_back(e);
+    GrantRecord g{e.id, *id, amount_micro, expires_at, note, now, std::nullopt};
+    c.grants.push_back(g);
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return g;
+}
+
+Result<credits::Entry> Coordinator::adjust(const Principal& who, const std::string& team, std::int64_t amount_micro,
+                                           const std::string& note) {
+    if (who.role != Role::admin) {
+        return denied("only admins adjust balances");
+    }
+    auto id = team_named(team);
+    if (!id) {
+        return id.error();
+    }
+    if (amount_micro == 0 || amount_micro > credits::k_max_amount || amount_micro < -credits::k_max_amount) {
+        return invalid("an adjustment is a non-zero amount", "amount_micro");
+    }
+    if (note.empty()) {
+        return invalid("say why: an adjustment needs a note", "note");
+    }
+    Changes c;
+    credits::Entry e;
+    e.id = next_entry_id(c);
+    e.at_ms = m_clock.now_ms();
+    const auto t = credits::Account::of_team(id->value());
+    e.debit = amount_micro > 0 ? credits::Account::issuer() : t;
+    e.credit = amount_micro > 0 ? t : credits::Account::issuer();
+    e.amount = amount_micro > 0 ? amount_micro : -amount_micro;
+    e.reason = credits::EntryReason::adjustment;
+    e.note = note;
+    c.ledger.push_back(e);
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return e;
+}
+
+Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::optional<std::string>& team,
+                                            std::size_t movements) const {
+    TeamId id;
+    if ((who.role == Role::member || who.role == Role::worker) && who.team) {
+        // A worker reads its owner team's credits: the owner sees its earnings with the identity
+        // the machine already has (`gpupool worker status`).
+        if (team && *team != m_teams.at(*who.team).name) {
+            return denied("members and workers see their own team's credits");
+        }
+        id = *who.team;
+    } else if (who.role == Role::admin) {
+        if (!team) {
+            return invalid("admins name the team: set `team`", "team");
+        }
+        auto t = team_named(*team);
+        if (!t) {
+            return t.error();
+        }
+        id = *t;
+    } else {
+        return denied("only team members, their workers and admins read credits");
+    }
+    const std::int64_t now = m_clock.now_ms();
+    const TeamRecord& t = m_teams.at(id);
+    CreditsView v;
+    v.team = id;
+    v.name = t.name;
+    v.balance_micro = m_ledger.balance(credits::Account::of_team(id.value()));
+    v.held_micro = m_ledger.held_by_team(id.value());
+    v.settling_micro = m_ledger.balance(credits::Account::settling_of(id.value()));
+    v.budget_day_micro = t.budget_day_micro;
+    v.budget_week_micro = t.budget_week_micro;
+    v.spent_day_micro = m_ledger.spent_since(id.value(), now - k_day_ms);
+    v.spent_week_micro = m_ledger.spent_since(id.value(), now - k_week_ms);
+    for (const auto& [hash, tok] : m_tokens) {
+        if (tok.team == id && tok.role == Role::member && !tok.revoked_at &&
+            (tok.budget_day_micro || tok.budget_week_micro)) {
+            v.members.push_back(member_budget(tok, now));
+        }
+    }
+    std::sort(v.members.begin(), v.members.end(),
+              [](const MemberBudget& a, const MemberBudget& b) { return a.token_id < b.token_id; });
+    const auto acc = credits::Account::of_team(id.value());
+    const auto settling = credits::Account::settling_of(id.value());
+    const auto& entries = m_ledger.entries();
+    for (auto it = entries.rbegin(); it != entries.rend() && v.movements.size() < movements; ++it) {
+        if (it->debit == acc || it->credit == acc || it->debit == settling || it->credit == settling ||
+            it->payer == id.value()) {
+            v.movements.push_back(*it);
+        }
+    }
+    return v;
+}
+
+Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) const {
+    if (who.role != Role::admin) {
+        return denied("only admins read the pool report");
+    }
+    Report r;
+    r.since_ms = since_ms;
+    std::map<std::int64_t, TeamReport> teams;
+    for (const auto& [id, t] : m_teams) {
+        TeamReport tr;
+        tr.team = id;
+        tr.name = t.name;
+        tr.balance_micro = m_ledger.balance(credits::Account::of_team(id.value()));
+        tr.held_micro = m_ledger.held_by_team(id.value());
+        tr.settling_micro = m_ledger.balance(credits::Account::settling_of(id.value()));
+        teams[id.value()] = tr;
+    }
+    std::map<std::int64_t, Micro> earned_by_attempt;
+    for (const auto& e : m_ledger.entries()) {
+        if (e.at_ms < since_ms) {
+            continue;
+        }
+        switch (e.reason) {
+        case credits::EntryReason::grant:
+        case credits::EntryReason::adjustment:
+        case credits::EntryReason::expiry:
+            if (e.credit.kind == credits::AccountKind::team) {
+                teams[e.credit.team].granted_micro += e.amount;
+            } else {
+                teams[e.debit.team].granted_micro -= e.amount;
+            }
+            break;
+        case credits::EntryReason::charge:
+            teams[e.credit.team].earned_micro += e.amount;
+            teams[e.payer].spent_micro += e.amount;
+            earned_by_attempt[e.attempt] += e.amount;
+            break;
+        case credits::EntryReason::fee:
+            teams[e.payer].spent_micro += e.amount;
+            break;
+        case credits::EntryReason::refund:
+            // A voided attempt: its provider did not earn it, its team did not spend it.
+            if (e.debit.kind != credits::AccountKind::pool_fee) {
+                teams[e.debit.team].earned_micro -= e.amount;
+                earned_by_attempt[e.attempt] -= e.amount;
+            }
+            teams[e.payer].spent_micro -= e.amount;
+            teams[e.payer].refunded_micro += e.amount;
+            break;
+        case credits::EntryReason::hold:
+        case credits::EntryReason::release:
+        case credits::EntryReason::payout: // earned already, when charged
+            break;
+        }
+    }
+    for (auto& [id, tr] : teams) {
+        r.teams.push_back(tr);
+    }
+    const std::int64_t now = m_clock.now_ms();
+    std::map<WorkerId, WorkerReport> workers;
+    for (const auto& [id, w] : m_workers) {
+        workers[id] = WorkerReport{id, w.record.name, w.record.team, 0.0, 0, 0, 0, 0};
+    }
+    for (const auto& [id, a] : m_attempts) {
+        const std::int64_t end = a.ended_at.value_or(now);
+        if (end < since_ms) {
+            continue;
+        }
+        WorkerReport& wr = workers[a.worker];
+        if (a.started_at && a.gpu_milli > 0) {
+            const std::int64_t from = std::max(*a.started_at, since_ms);
+            wr.gpu_hours += static_cast<double>(std::max<std::int64_t>(0, end - from)) / 3.6e6 *
+                            static_cast<double>(a.gpu_milli) / 1000.0;
+        }
+        if (a.ended_at) {
+            ++wr.attempts;
+            if (a.state == AttemptState::lost) {
+                ++wr.failures;
+            }
+            wr.voided += a.voided_at ? 1 : 0;
+        }
+        auto earned = earned_by_attempt.find(id.value());
+        if (earned != earned_by_attempt.end()) {
+            wr.earned_micro += earned->second;
+        }
+    }
+    for (auto& [id, wr] : workers) {
+        r.workers.push_back(wr);
+    }
+    r.pool_fee_micro = m_ledger.balance(credits::Account::pool_fee());
+    r.escrow_micro = m_ledger.balance(credits::Account::escrow());
+    for (const auto& [account, balance] : m_ledger.balances()) {
+        r.settling_micro += account.kind == credits::AccountKind::settling ? balance : 0;
+    }
+    r.issuer_micro = m_ledger.balance(credits::Account::issuer());
+    return r;
+}
+
+std::int64_t Coordinator::cost_micro(const AttemptRecord& a) const {
+    if (a.ended_at) {
+        return m_ledger.charged(a.id.value());
+    }
+    if (!a.started_at) {
+        return 0;
+    }
+    const Micro accrued = credits::cost_of(a.price_micro_per_hour, m_clock.now_ms() - *a.started_at);
+    return std::min(accrued, m_ledger.held(a.id.value()));
+}
+
+std::int64_t Coordinator::job_cost_micro(JobId job) const {
+    std::int64_t total = 0;
+    for (AttemptId id : attempt_ids_of(job)) {
+        total += cost_micro(m_attempts.at(id));
+    }
+    return total;
+}
+
+std::int64_t Coordinator::held_micro(JobId job) const {
+    auto latest = m_latest_attempt.find(job);
+    return latest == m_latest_attempt.end() ? 0 : m_ledger.held(latest->second.value());
+}
+
+} // namespace gpupool::coordinator

@@ -1,0 +1,31 @@
+// Helpers shared by the files that implement Coordinator (coordinator.cpp, budgets.cpp,
+// credits.cpp): error constructors, time windows, credit amounts in words. Not part of the
+// coordinator's interface; include it only from core/coordinator/*.cpp.
+#pragma once
+
+#include "core/credits/money.hpp"
+#include "core/util/result.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace gpupool::coordinator::detail {
+
+inline Error denied(const std::string& what) { return make_error(ErrorCode::forbidden, what); }
+inline Error not_found(const std::string& what) { return make_error(ErrorCode::not_found, what); }
+inline Error invalid(const std::string& what, const std::string& field = {}) {
+    return make_error(ErrorCode::invalid_input, what, field);
+}
+
+using credits::format_credits;
+using credits::Micro;
+
+inline constexpr std::int64_t k_day_ms = 24LL * 3600 * 1000; // budget windows: rolling day and week
+inline constexpr std::int64_t k_week_ms = 7 * k_day_ms;
+inline constexpr Micro k_unlimited = std::numeric_limits<Micro>::max();
+
+// "0.5 credits", "1 credit".
+inline std::string credits_text(Micro m) { return format_credits(m) + (m == 1'000'000 ? " credit" : " credits"); }
+
+} // namespace gpupool::coordinator::detail

@@ -34,12 +34,12 @@ Error ApiClient::http_error(const net::Response& r, std::string_view method, std
                               "); give a token with --token-file FILE, GPUPOOL_TOKEN or `token` in "
                               "~/.config/gpupool/config.toml, and the pool's URL with --url, GPUPOOL_URL or `url` there");
     case 403: return make_error(ErrorCode::forbidden, "not allowed: " + detail);
-    case 404: return make_error(ErrorCode::not_found, detail);
-    case 409: return make_error(ErrorCode::conflict, detail);
     case 400:
-    case 413: return make_error(ErrorCode::invalid_input, detail, field);
+    case 404:
+    case 409:
+    case 413: return make_error(net::error_code_for_status(r.status), detail, field);
     default:
-        return make_error(r.status >= 500 ? ErrorCode::unavailable : ErrorCode::internal,
+        return make_error(net::error_code_for_status(r.status),
                           where + " answered " + std::to_string(r.status) + ": " + detail, field);
     }
 }

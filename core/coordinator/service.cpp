@@ -37,20 +37,7 @@ struct Accepts {
 const Accepts k_no_json_body{k_max_json_body_bytes, {}, false, false};
 } // namespace
 
-int http_status(ErrorCode code) {
-    switch (code) {
-    case ErrorCode::invalid_input: return 400;
-    case ErrorCode::unauthorized: return 401;
-    case ErrorCode::forbidden: return 403;
-    case ErrorCode::not_found: return 404;
-    case ErrorCode::conflict: return 409;
-    case ErrorCode::not_implemented: return 501;
-    case ErrorCode::unavailable: return 503;
-    case ErrorCode::io:
-    case ErrorCode::internal: return 500;
-    }
-    return 500;
-}
+int http_status(ErrorCode code) { return net::http_status_for(code); }
 
 namespace {
 

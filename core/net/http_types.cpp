@@ -100,6 +100,45 @@ std::string Request::query_value(const std::string& name) const {
     return it != query.end() ? it->second : std::string();
 }
 
+namespace {
+
+struct StatusRow {
+    ErrorCode code;
+    int status;
+};
+// Read both ways; for a status that two codes share, the first row is the code it reads back as.
+constexpr StatusRow k_status_table[] = {
+    {ErrorCode::invalid_input, 400}, {ErrorCode::unauthorized, 401}, {ErrorCode::forbidden, 403},
+    {ErrorCode::not_found, 404},     {ErrorCode::conflict, 409},     {ErrorCode::not_implemented, 501},
+    {ErrorCode::unavailable, 503},   {ErrorCode::internal, 500},     {ErrorCode::io, 500},
+};
+
+} // namespace
+
+int http_status_for(ErrorCode code) {
+    for (const auto& row : k_status_table) {
+        if (row.code == code) {
+            return row.status;
+        }
+    }
+    return 500;
+}
+
+ErrorCode error_code_for_status(int status) {
+    if (status >= 500) {
+        return ErrorCode::unavailable;
+    }
+    if (status == 413) {
+        return ErrorCode::invalid_input; // a body over the route's limit
+    }
+    for (const auto& row : k_status_table) {
+        if (row.status == status) {
+            return row.code;
+        }
+    }
+    return ErrorCode::internal;
+}
+
 Response json_error(int status, std::string_view error, std::string_view detail, std::string_view field) {
     nlohmann::ordered_json j;
     j["error"] = std::string(error);

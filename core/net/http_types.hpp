@@ -128,6 +128,12 @@ using Handler = std::function<void(Request, Responder)>;
 // A Response with the JSON error body {"error": error, "detail": detail[, "field": field]}.
 Response json_error(int status, std::string_view error, std::string_view detail, std::string_view field = {});
 
+// The one table between the project's error codes and HTTP statuses, used both ways: the server
+// answers an Error with http_status_for(code); the clients turn a status back into a code (any 5xx
+// is `unavailable`: worth a retry; a 4xx not in the table is `internal`).
+int http_status_for(ErrorCode code);
+ErrorCode error_code_for_status(int status);
+
 // A Response with the given JSON text as body.
 Response json_response(int status, std::string body);
 

@@ -29,20 +29,6 @@ net::ClientOptions client_options(const std::string& url, std::string token, con
     return o;
 }
 
-ErrorCode code_for_status(int status) {
-    if (status >= 500) {
-        return ErrorCode::unavailable;
-    }
-    switch (status) {
-    case 400: return ErrorCode::invalid_input;
-    case 401: return ErrorCode::unauthorized;
-    case 403: return ErrorCode::forbidden;
-    case 404: return ErrorCode::not_found;
-    case 409: return ErrorCode::conflict;
-    case 413: return ErrorCode::invalid_input;
-    default: return ErrorCode::io;
-    }
-}
 
 } // namespace
 
@@ -71,7 +57,7 @@ Result<std::string> WorkerApi::raw(std::string_view method, const std::string& p
         field = j.value("field", "");
     } catch (const json::exception&) {
     }
-    return make_error(code_for_status(r->status),
+    return make_error(net::error_code_for_status(r->status),
                       std::string(method) + " " + path + " -> " + std::to_string(r->status) + ": " + detail, field);
 }
 

@@ -4,6 +4,7 @@
 #include "core/coordinator/coordinator.hpp"
 
 #include "core/coordinator/internal.hpp"
+#include "core/resources/quantity.hpp"
 
 #include <algorithm>
 #include <map>
@@ -362,7 +363,7 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
         if (a.started_at && a.gpu_milli > 0) {
             const std::int64_t from = std::max(*a.started_at, since_ms);
             wr.gpu_hours += static_cast<double>(std::max<std::int64_t>(0, end - from)) / 3.6e6 *
-                            static_cast<double>(a.gpu_milli) / 1000.0;
+                            static_cast<double>(a.gpu_milli) / static_cast<double>(resources::k_milli_per_gpu);
         }
         if (a.ended_at) {
             ++wr.attempts;

@@ -1,5 +1,7 @@
 #include "core/credits/rates.hpp"
 
+#include "core/resources/quantity.hpp"
+
 #include <algorithm>
 #include <cctype>
 
@@ -54,9 +56,9 @@ Micro RateCatalog::gpu_rate(std::string_view model) const {
 std::int64_t billed_share_milli(std::int64_t gpu_milli, std::int64_t gpu_memory_mib, std::int64_t gpu_total_mib) {
     std::int64_t memory_share = 0;
     if (gpu_memory_mib > 0 && gpu_total_mib > 0) {
-        memory_share = (gpu_memory_mib * 1000 + gpu_total_mib - 1) / gpu_total_mib;
+        memory_share = resources::gpu_milli_for_memory(gpu_memory_mib, gpu_total_mib);
     }
-    return std::clamp<std::int64_t>(std::max(gpu_milli, memory_share), 1, 1000);
+    return std::clamp<std::int64_t>(std::max(gpu_milli, memory_share), 1, resources::k_milli_per_gpu);
 }
 
 Micro gpu_price_per_hour(Micro micro_per_gpu_hour, std::int64_t share_milli) {

@@ -18,6 +18,15 @@
 namespace gpupool::resources {
 
 inline constexpr std::int64_t k_milli_per_unit = 1000;
+inline constexpr std::int64_t k_milli_per_gpu = k_milli_per_unit; // a whole GPU, in milli-GPU
+
+// The share of a GPU with `gpu_total_mib` of memory that `memory_mib` of it is, in milli-GPU,
+// rounded up (a job asking for memory never gets less than it asked for). The one place this
+// rounding lives: the scheduler packs with it, the ledger bills with it, the worker caps with it.
+// `gpu_total_mib` must be positive.
+constexpr std::int64_t gpu_milli_for_memory(std::int64_t memory_mib, std::int64_t gpu_total_mib) {
+    return (memory_mib * k_milli_per_gpu + gpu_total_mib - 1) / gpu_total_mib;
+}
 inline constexpr std::int64_t k_max_units = 1'000'000'000'000; // largest milli-unit quantity, in units
 inline constexpr std::int64_t k_max_memory_mib = std::int64_t{1} << 30; // 1 PiB
 inline constexpr std::int64_t k_max_duration_s = 30LL * 24 * 3600;      // 30 days

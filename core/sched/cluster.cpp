@@ -60,8 +60,7 @@ std::int64_t milli_on(const JobRequest& job, const Gpu& gpu) {
         if (gpu.memory_mib <= 0) {
             return k_milli_per_gpu + 1; // cannot fit
         }
-        // share = memory / this GPU's memory, rounded up to whole milli-GPU
-        return (job.gpu_memory_mib * k_milli_per_gpu + gpu.memory_mib - 1) / gpu.memory_mib;
+        return resources::gpu_milli_for_memory(job.gpu_memory_mib, gpu.memory_mib);
     }
     return job.gpu_milli;
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "core/recipe/recipe.hpp"
+#include "core/resources/quantity.hpp"
 #include "core/sched/ids.hpp"
 
 #include <cstdint>
@@ -21,7 +22,7 @@
 
 namespace gpupool::sched {
 
-inline constexpr std::int64_t k_milli_per_gpu = 1000;
+inline constexpr std::int64_t k_milli_per_gpu = resources::k_milli_per_gpu;
 
 using recipe::Priority;
 

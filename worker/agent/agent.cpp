@@ -505,7 +505,7 @@ struct Agent::Impl {
                 used += t.a.gpu_milli;
             }
         }
-        return used + a.gpu_milli <= 1000;
+        return used + a.gpu_milli <= resources::k_milli_per_gpu;
     }
 
     void start_deferred() {
@@ -571,9 +571,10 @@ struct Agent::Impl {
             milli = t.a.gpu_milli;
             const auto g = std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& x) { return x.index == t.a.gpu_index; });
             const std::int64_t total = g != gpus.end() ? g->memory_mib : 0;
-            gpu_mem = spec.resources.gpu_memory_mib > 0 ? spec.resources.gpu_memory_mib : total * milli / 1000;
+            gpu_mem = spec.resources.gpu_memory_mib > 0 ? spec.resources.gpu_memory_mib
+                                                        : total * milli / resources::k_milli_per_gpu;
             if (milli == 0 && total > 0) {
-                milli = (gpu_mem * 1000 + total - 1) / total;
+                milli = resources::gpu_milli_for_memory(gpu_mem, total);
             }
             // Inside a container the one visible GPU is device 0; a bare process sees them all.
             c.env["CUDA_VISIBLE_DEVICES"] = process ? std::to_string(t.a.gpu_index) : "0";

@@ -91,3 +91,12 @@ TEST_CASE("quantities print in their shortest exact form") {
     CHECK(format_duration_s(45) == "45s");
     CHECK(format_duration_s(0) == "0s");
 }
+
+TEST_CASE("gpu_milli_for_memory: a memory request as a share of one GPU, rounded up", "[quantity]") {
+    using gpupool::resources::gpu_milli_for_memory;
+    CHECK(gpu_milli_for_memory(12288, 24576) == 500);  // exactly half an L4
+    CHECK(gpu_milli_for_memory(8192, 24576) == 334);   // 333.3...: never less than asked
+    CHECK(gpu_milli_for_memory(1, 81920) == 1);        // the smallest request still takes a share
+    CHECK(gpu_milli_for_memory(24576, 24576) == 1000); // the whole GPU
+    CHECK(gpu_milli_for_memory(24577, 24576) == 1001); // more than it has: the caller refuses it
+}

@@ -12,7 +12,7 @@
 
 #include "core/recipe/recipe.hpp"
 #include "core/resources/quantity.hpp"
-#include "core/sched/ids.hpp"
+#include "core/util/ids.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -21,6 +21,12 @@
 #include <vector>
 
 namespace gpupool::sched {
+
+// The pool's typed ids (core/util/ids.hpp), by their scheduler names too.
+using gpupool::AttemptId;
+using gpupool::JobId;
+using gpupool::TeamId;
+using gpupool::WorkerId;
 
 inline constexpr std::int64_t k_milli_per_gpu = resources::k_milli_per_gpu;
 

@@ -9,7 +9,7 @@
 
 #include "core/credits/ledger.hpp"
 #include "core/recipe/recipe.hpp"
-#include "core/sched/ids.hpp"
+#include "core/util/ids.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -18,10 +18,10 @@
 
 namespace gpupool::store {
 
-using sched::AttemptId;
-using sched::JobId;
-using sched::TeamId;
-using sched::WorkerId;
+using gpupool::AttemptId;
+using gpupool::JobId;
+using gpupool::TeamId;
+using gpupool::WorkerId;
 
 enum class Role : std::uint8_t {
     admin,  // everything, every team

@@ -1,4 +1,6 @@
-// Distinct identifier types for the scheduler: JobId, AttemptId, WorkerId, TeamId.
+// Distinct identifier types for the pool's entities: JobId, AttemptId, WorkerId, TeamId. They live
+// here, below every layer that names them (the scheduler, the store, the coordinator), so that no
+// lower layer has to reach up into sched/ for them.
 //
 // Each is a TaggedId<Tag> wrapping a 64-bit integer, so a WorkerId cannot be passed where a JobId is
 // expected (the compiler refuses), while copying and comparing stay as cheap as for the integer.
@@ -11,7 +13,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace gpupool::sched {
+namespace gpupool {
 
 template <class Tag>
 class TaggedId {
@@ -30,11 +32,11 @@ using AttemptId = TaggedId<struct AttemptTag>;
 using WorkerId = TaggedId<struct WorkerTag>;
 using TeamId = TaggedId<struct TeamTag>;
 
-} // namespace gpupool::sched
+} // namespace gpupool
 
 template <class Tag>
-struct std::hash<gpupool::sched::TaggedId<Tag>> {
-    std::size_t operator()(const gpupool::sched::TaggedId<Tag>& id) const noexcept {
+struct std::hash<gpupool::TaggedId<Tag>> {
+    std::size_t operator()(const gpupool::TaggedId<Tag>& id) const noexcept {
         return std::hash<std::int64_t>{}(id.value());
     }
 };

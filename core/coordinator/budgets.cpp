@@ -16,6 +16,19 @@ using namespace gpupool::coordinator::detail;
 
 namespace {
 
+// What caps leave now: the smallest of cap - spent in its window - held, over the caps that are set.
+Micro room_under_caps(const std::optional<Micro>& day, const std::optional<Micro>& week, Micro spent_day,
+                      Micro spent_week, Micro held) {
+    Micro room = k_unlimited;
+    if (day) {
+        room = std::min(room, *day - spent_day - held);
+    }
+    if (week) {
+        room = std::min(room, *week - spent_week - held);
+    }
+    return room;
+}
+
 std::optional<std::int64_t> applied(const CapChange& change, const std::optional<std::int64_t>& now) {
     switch (change.kind) {
     case CapChange::Kind::keep:
@@ -39,17 +52,18 @@ Status Coordinator::set_budget(const Principal& who, const std::string& team, st
     return r ? Status{} : Status(r.error());
 }
 
-std::int64_t Coordinator::budget_room(TeamId team, std::int64_t now) const {
-    Micro room = m_ledger.balance(credits::Account::of_team(team.value()));
+std::optional<std::int64_t> Coordinator::team_caps_room(TeamId team, std::int64_t now) const {
     const TeamRecord& t = m_teams.at(team);
-    const Micro held = m_ledger.held_by_team(team.value());
-    if (t.budget_day_micro) {
-        room = std::min(room, *t.budget_day_micro - m_ledger.spent_since(team.value(), now - k_day_ms) - held);
+    if (!t.budget_day_micro && !t.budget_week_micro) {
+        return std::nullopt;
     }
-    if (t.budget_week_micro) {
-        room = std::min(room, *t.budget_week_micro - m_ledger.spent_since(team.value(), now - k_week_ms) - held);
-    }
-    return room;
+    return room_under_caps(t.budget_day_micro, t.budget_week_micro, m_ledger.spent_since(team.value(), now - k_day_ms),
+                           m_ledger.spent_since(team.value(), now - k_week_ms), m_ledger.held_by_team(team.value()));
+}
+
+std::int64_t Coordinator::budget_room(TeamId team, std::int64_t now) const {
+    const Micro balance = m_ledger.balance(credits::Account::of_team(team.value()));
+    return std::min(balance, team_caps_room(team, now).value_or(k_unlimited));
 }
 
 Result<const TokenRecord*> Coordinator::member_token(TeamId team, const std::string& member) const {
@@ -156,14 +170,7 @@ std::optional<std::int64_t> Coordinator::member_room(std::int64_t token_id, std:
         return std::nullopt;
     }
     const MemberBudget b = member_budget(*t, now);
-    Micro room = k_unlimited;
-    if (b.day_micro) {
-        room = std::min(room, *b.day_micro - b.spent_day_micro - b.held_micro);
-    }
-    if (b.week_micro) {
-        room = std::min(room, *b.week_micro - b.spent_week_micro - b.held_micro);
-    }
-    return room;
+    return room_under_caps(b.day_micro, b.week_micro, b.spent_day_micro, b.spent_week_micro, b.held_micro);
 }
 
 std::string Coordinator::member_can_hold(std::int64_t token_id, std::int64_t left, std::int64_t placing,

@@ -1425,16 +1425,16 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
         return it->second;
     };
     // And what each submitting member may still hold, for members with caps of their own.
+    auto member_of = [&](JobId job) { return m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token; };
     std::map<std::int64_t, std::optional<Micro>> member_rooms;
     auto member_room_of = [&](JobId job) -> std::optional<Micro>& {
-        const std::int64_t token = m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token;
+        const std::int64_t token = member_of(job);
         auto it = member_rooms.find(token);
         if (it == member_rooms.end()) {
             it = member_rooms.emplace(token, member_room(token, now)).first;
         }
         return it->second;
     };
-    auto member_of = [&](JobId job) { return m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token; };
     std::map<std::int64_t, Micro> member_reserved; // by the member's jobs that entered this pass
     // "team `x` can hold 0.2 credits now (balance 5; budget 1/day, 0.8 spent or held)".
     auto can_hold = [&](TeamId team, Micro left) {

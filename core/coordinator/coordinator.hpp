@@ -443,6 +443,8 @@ private:
     std::int64_t next_entry_id(const store::Changes& changes) const;
     // What the team may still hold now: its balance and, under budgets, what they leave.
     std::int64_t budget_room(TeamId team, std::int64_t now) const;
+    // What the team's own caps leave now, whatever the balance; nullopt without caps.
+    std::optional<std::int64_t> team_caps_room(TeamId team, std::int64_t now) const;
     // What a member (a token with caps of its own) may still hold now, or nullopt without caps.
     std::optional<std::int64_t> member_room(std::int64_t token_id, std::int64_t now) const;
     MemberBudget member_budget(const store::TokenRecord& token, std::int64_t now) const;

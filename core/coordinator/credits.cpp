@@ -80,21 +80,8 @@ Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const
         est.total_estimate_micro += je.estimate_micro;
         est.jobs.push_back(std::move(je));
     }
-    const std::int64_t now = m_clock.now_ms();
     est.available_micro = m_ledger.balance(credits::Account::of_team(team.value()));
-    const TeamRecord& t = m_teams.at(team);
-    if (t.budget_day_micro || t.budget_week_micro) {
-        // What the budgets leave, whatever the balance.
-        Micro room = k_unlimited;
-        const Micro held = m_ledger.held_by_team(team.value());
-        if (t.budget_day_micro) {
-            room = std::min(room, *t.budget_day_micro - m_ledger.spent_since(team.value(), now - k_day_ms) - held);
-        }
-        if (t.budget_week_micro) {
-            room = std::min(room, *t.budget_week_micro - m_ledger.spent_since(team.value(), now - k_week_ms) - held);
-        }
-        est.budget_room_micro = room;
-    }
+    est.budget_room_micro = team_caps_room(team, m_clock.now_ms()); // what the budgets leave, whatever the balance
     return est;
 }
 

@@ -30,6 +30,7 @@
 //   tokens speak only for their worker; enrollment tokens may only register a worker.
 #pragma once
 
+#include "core/api/inventory.hpp"
 #include "core/coordinator/clock.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/credits/ledger.hpp"
@@ -352,7 +353,7 @@ public:
         std::string secret; // the worker's own token, shown once
         std::vector<std::string> warnings; // e.g. GPU models missing from the rate catalog
     };
-    Result<Registered> register_worker(const Principal& who, const std::string& name, const nlohmann::json& inventory);
+    Result<Registered> register_worker(const Principal& who, const std::string& name, const api::Inventory& inventory);
     // `unhealthy_gpus`: indices of GPUs the worker reports as failing (ECC errors, fell off the
     // bus, ...); they get no new work until a later heartbeat reports them healthy again.
     // `draining`: the worker is shutting down and takes no new work (not durable: a draining
@@ -363,7 +364,7 @@ public:
     // durable either: the worker says so in every heartbeat).
     Result<HeartbeatReply> heartbeat(const Principal& who, const std::vector<AttemptId>& running,
                                      const std::vector<std::int64_t>& unhealthy_gpus = {}, bool draining = false,
-                                     const nlohmann::json* inventory = nullptr, bool paused = false);
+                                     const api::Inventory* inventory = nullptr, bool paused = false);
     // Attempts assigned to this worker and not yet started (re-sent until started).
     Result<std::vector<Assignment>> assignments(const Principal& who) const;
     Status start_attempt(const Principal& who, AttemptId attempt);
@@ -410,9 +411,11 @@ public:
     // Why a queued job is not running (empty when it is not queued).
     std::string waiting_reason(JobId id) const;
 
-private:
+    // A worker as the coordinator keeps it: its record, its inventory as the scheduler reads it,
+    // and what its last heartbeat said.
     struct LiveWorker {
         store::WorkerRecord record;
+        api::Inventory inventory;
         std::vector<sched::Gpu> gpus;
         std::vector<std::string> gpu_models; // per GPU, for the model catalog
         std::int64_t cpu_milli = 0;
@@ -423,12 +426,14 @@ private:
         bool paused = false;                       // by its owner, from the last heartbeat (not durable)
     };
 
+private:
+
     Status commit(store::Changes& changes);
     const store::TokenRecord* token_by_id(std::int64_t id) const;
     // Log bytes kept for the job's attempts (0: no cap), and how many of them from the start.
     std::int64_t log_cap(const recipe::JobSpec& spec) const;
     static std::int64_t log_head_bytes(std::int64_t cap);
-    std::vector<std::string> inventory_warnings(const nlohmann::json& inventory) const;
+    std::vector<std::string> inventory_warnings(const api::Inventory& inventory) const;
     const std::vector<AttemptId>& attempt_ids_of(JobId job) const; // ascending; empty if none
     void absorb(const store::Changes& changes);
     void record_usage(const store::AttemptRecord& attempt);

@@ -400,4 +400,40 @@ std::int64_t Coordinator::held_micro(JobId job) const {
     return latest == m_latest_attempt.end() ? 0 : m_ledger.held(latest->second.value());
 }
 
+std::int64_t Coordinator::next_entry_id(const Changes& changes) const {
+    return m_ledger.next_id() + static_cast<std::int64_t>(changes.ledger.size());
+}
+
+Result<TeamId> Coordinator::team_named(const std::string& name) const {
+    for (const auto& [id, t] : m_teams) {
+        if (t.name == name) {
+            return id;
+        }
+    }
+    return make_error(ErrorCode::not_found, no_team_message(name), "team");
+}
+
+std::int64_t Coordinator::free_attempts(JobId job) const {
+    std::int64_t n = 0;
+    for (AttemptId id : attempt_ids_of(job)) {
+        const AttemptRecord& a = m_attempts.at(id);
+        n += (a.state == AttemptState::preempted || a.voided_at) ? 1 : 0;
+    }
+    return n;
+}
+
+std::int64_t Coordinator::attempt_price(const recipe::JobSpec& spec, WorkerId worker, std::int64_t gpu_index,
+                                        std::int64_t gpu_milli) const {
+    const auto& rates = m_options.credits.rates;
+    if (spec.resources.gpus == 0 || gpu_index < 0) {
+        return credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, spec.resources.cpu_milli);
+    }
+    const LiveWorker& w = m_workers.at(worker);
+    const auto g = static_cast<std::size_t>(gpu_index);
+    const std::int64_t total = g < w.gpus.size() ? w.gpus[g].memory_mib : 0;
+    const std::string model = g < w.gpu_models.size() ? w.gpu_models[g] : std::string();
+    const std::int64_t share = credits::billed_share_milli(gpu_milli, spec.resources.gpu_memory_mib, total);
+    return credits::gpu_price_per_hour(rates.gpu_rate(model), share) * std::max<std::int64_t>(1, spec.resources.gpus);
+}
+
 } // namespace gpupool::coordinator

@@ -1,9 +1,12 @@
-// Helpers shared by the files that implement Coordinator (coordinator.cpp, budgets.cpp,
-// credits.cpp): error constructors, time windows, credit amounts in words. Not part of the
-// coordinator's interface; include it only from core/coordinator/*.cpp.
+// Helpers shared by the files that implement Coordinator (coordinator.cpp, tokens.cpp, jobs.cpp,
+// workers.cpp, scheduling.cpp, budgets.cpp, credits.cpp): error constructors, time windows, credit
+// amounts in words. Not part of the coordinator's interface; include it only from
+// core/coordinator/*.cpp.
 #pragma once
 
 #include "core/credits/money.hpp"
+#include "core/store/records.hpp"
+#include "core/util/ids.hpp"
 #include "core/util/result.hpp"
 
 #include <cstdint>
@@ -24,6 +27,20 @@ using credits::Micro;
 inline constexpr std::int64_t k_day_ms = 24LL * 3600 * 1000; // budget windows: rolling day and week
 inline constexpr std::int64_t k_week_ms = 7 * k_day_ms;
 inline constexpr Micro k_unlimited = std::numeric_limits<Micro>::max();
+
+inline Error fenced(AttemptId id, const std::string& why) {
+    return make_error(ErrorCode::conflict,
+                      "attempt " + std::to_string(id.value()) + " is no longer current (" + why + "); refused");
+}
+
+inline bool is_active(store::AttemptState s) {
+    return s == store::AttemptState::assigned || s == store::AttemptState::running;
+}
+
+inline std::string no_team_message(const std::string& name) {
+    return "no team named `" + name + "`; create it first (`gpupool admin team create " + name +
+           "`) or see `gpupool admin team list`";
+}
 
 // "0.5 credits", "1 credit".
 inline std::string credits_text(Micro m) { return format_credits(m) + (m == 1'000'000 ? " credit" : " credits"); }

@@ -741,7 +741,11 @@ net::Router CoordinatorService::Impl::routes() {
         if (!name) {
             return error_response(name.error());
         }
-        auto reg = coord->register_worker(who, *name, body->value("inventory", json()));
+        auto inventory = api::inventory_from_json(body->value("inventory", json()));
+        if (!inventory) {
+            return error_response(inventory.error());
+        }
+        auto reg = coord->register_worker(who, *name, *inventory);
         if (!reg) {
             return error_response(reg.error());
         }
@@ -771,11 +775,15 @@ net::Router CoordinatorService::Impl::routes() {
         if (!draining || !paused) {
             return error_response(!draining ? draining.error() : paused.error());
         }
-        const json* inventory = nullptr;
+        std::optional<api::Inventory> inventory;
         if (auto it = body->find("inventory"); it != body->end() && !it->is_null()) {
-            inventory = &*it;
+            auto parsed = api::inventory_from_json(*it);
+            if (!parsed) {
+                return error_response(parsed.error());
+            }
+            inventory = std::move(*parsed);
         }
-        auto reply = coord->heartbeat(who, ids, *unhealthy, *draining, inventory, *paused);
+        auto reply = coord->heartbeat(who, ids, *unhealthy, *draining, inventory ? &*inventory : nullptr, *paused);
         if (!reply) {
             return error_response(reply.error());
         }

@@ -29,10 +29,12 @@ inline recipe::JobSpec half_l4(const std::string& name, std::int64_t max_runtime
     return s;
 }
 
-inline nlohmann::json l4_box() {
-    return {{"cpu_milli", 8000},
-            {"memory_mib", 32768},
-            {"gpus", nlohmann::json::array({{{"index", 0}, {"model", "NVIDIA L4"}, {"memory_mib", 24576}}})}};
+inline api::Inventory l4_box() {
+    api::Inventory inv;
+    inv.cpu_milli = 8000;
+    inv.memory_mib = 32768;
+    inv.gpus.push_back({0, "NVIDIA L4", 24576, "", ""});
+    return inv;
 }
 
 // An admin; team "fellows" (no hardware) with a member; team "owners" with one L4 worker.

@@ -256,7 +256,7 @@ TEST_CASE("credits scenario: an unknown GPU model gets the default rate and a re
     CHECK(p.warnings.empty()); // "NVIDIA L4" is in the catalog
     auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "e2").value();
     auto inv = l4_box();
-    inv["gpus"][0]["model"] = "Quantum Accelerator 9000";
+    inv.gpus[0].model = "Quantum Accelerator 9000";
     auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "odd-box", inv).value();
     REQUIRE(reg.warnings.size() == 1);
     CHECK_THAT(reg.warnings[0],

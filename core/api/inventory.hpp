@@ -1,0 +1,43 @@
+// What a worker's machine offers, as the worker reports it at registration and after each start,
+// and as the coordinator stores it and schedules by it.
+//
+// One struct on both sides of the wire: the worker builds it, `from_json` validates it once where it
+// arrives (every error names its field, `inventory.gpus[1].memory_mib`), the coordinator keeps it
+// and compares it by value to notice a machine that changed. Fields the scheduler does not read
+// (uuid, memory enforcement, runtime) travel for `gpupool admin workers`.
+#pragma once
+
+#include "core/util/result.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpupool::api {
+
+struct GpuInventory {
+    std::int64_t index = 0;         // the device index on the worker
+    std::string model{};            // e.g. "NVIDIA H100 80GB HBM3" (the rate catalog's key)
+    std::int64_t memory_mib = 0;    // > 0
+    std::string uuid{};             // may be empty
+    std::string memory_enforcement{}; // how the worker holds jobs to their GPU memory share
+    bool operator==(const GpuInventory&) const = default;
+};
+
+struct Inventory {
+    std::int64_t cpu_milli = 0;  // > 0
+    std::int64_t memory_mib = 0; // > 0
+    std::int64_t slots = 0;      // most jobs at once; 0 = no cap
+    std::vector<GpuInventory> gpus{};
+    std::string runtime{}; // the container runtime's name
+    bool operator==(const Inventory&) const = default;
+};
+
+// Validates and reads an inventory; `field` prefixes the field names in errors. Unknown keys are
+// ignored (an older coordinator meets a newer worker).
+Result<Inventory> inventory_from_json(const nlohmann::json& j, const std::string& field = "inventory");
+nlohmann::json to_json(const Inventory& inventory);
+
+} // namespace gpupool::api

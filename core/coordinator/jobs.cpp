@@ -1,0 +1,574 @@
+// The life of jobs and attempts as researchers see it: submit, the job views, cancel, logs,
+// outputs and input archives, and how an ended attempt moves its job on.
+#include "core/coordinator/coordinator.hpp"
+
+#include "core/coordinator/internal.hpp"
+#include "core/resources/quantity.hpp"
+
+#include <algorithm>
+#include <iterator>
+
+namespace gpupool::coordinator {
+
+using namespace gpupool::store;
+using namespace gpupool::coordinator::detail;
+
+std::optional<std::string> Coordinator::infeasible_reason(const recipe::JobSpec& spec) const {
+    // Only once the pool has workers: an empty pool may still be filling up.
+    if (m_workers.empty()) {
+        return std::nullopt;
+    }
+    const auto& r = spec.resources;
+    std::int64_t max_cpu = 0;
+    std::int64_t max_mem = 0;
+    std::int64_t max_gpu_mem = 0;
+    bool model_seen = r.gpu_models.empty();
+    for (const auto& [id, w] : m_workers) {
+        if (w.record.state == WorkerState::banned) {
+            continue;
+        }
+        max_cpu = std::max(max_cpu, w.cpu_milli);
+        max_mem = std::max(max_mem, w.memory_mib);
+        for (std::size_t g = 0; g < w.gpus.size(); ++g) {
+            bool model_ok = r.gpu_models.empty() ||
+                            std::find(r.gpu_models.begin(), r.gpu_models.end(), w.gpu_models[g]) != r.gpu_models.end();
+            if (model_ok) {
+                model_seen = true;
+                max_gpu_mem = std::max(max_gpu_mem, w.gpus[g].memory_mib);
+            }
+        }
+    }
+    if (r.cpu_milli > max_cpu) {
+        return "needs " + resources::format_milli(r.cpu_milli) + " CPUs; the largest worker has " +
+               resources::format_milli(max_cpu);
+    }
+    if (r.memory_mib > max_mem) {
+        return "needs " + resources::format_memory_mib(r.memory_mib) + " of memory; the largest worker has " +
+               resources::format_memory_mib(max_mem);
+    }
+    if (r.gpus > 0 && !model_seen) {
+        return "no worker has a GPU of the models it accepts";
+    }
+    if (r.gpus > 0 && max_gpu_mem == 0) {
+        return "needs a GPU; no worker in the pool has one";
+    }
+    if (r.gpu_memory_mib > max_gpu_mem) {
+        return "needs " + resources::format_memory_mib(r.gpu_memory_mib) + " of GPU memory; the largest GPU has " +
+               resources::format_memory_mib(max_gpu_mem);
+    }
+    return std::nullopt;
+}
+
+Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest request) {
+    std::optional<TeamId> team;
+    if (who.role == Role::member) {
+        team = who.team;
+    } else if (who.role == Role::admin) {
+        if (!request.team) {
+            return invalid("admins submit for a team: set `team`", "team");
+        }
+        for (const auto& [id, t] : m_teams) {
+            if (t.name == *request.team) {
+                team = id;
+            }
+        }
+        if (!team) {
+            return make_error(ErrorCode::not_found, no_team_message(*request.team), "team");
+        }
+    } else {
+        return denied("only team members and admins submit jobs");
+    }
+    if (const auto& key = request.idempotency_key; !key.empty()) {
+        if (key.size() > 128 || key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                                    std::string::npos) {
+            return invalid("1 to 128 letters, digits, `_` or `-`", "idempotency_key");
+        }
+        if (auto it = m_sweep_by_key.find({*team, key}); it != m_sweep_by_key.end()) {
+            // Submitted before (the answer was lost): the same sweep again, nothing new.
+            SubmitResult again;
+            again.sweep_id = it->second;
+            for (const auto& [id, j] : m_jobs) {
+                if (j.sweep_id == it->second) {
+                    again.jobs.push_back(id);
+                }
+            }
+            return again;
+        }
+    }
+    if (request.jobs.empty()) {
+        return invalid("a submission needs at least one job", "jobs");
+    }
+    if (request.jobs.size() > k_max_jobs_per_submission) {
+        return invalid("a submission has at most " + std::to_string(k_max_jobs_per_submission) + " jobs, got " +
+                           std::to_string(request.jobs.size()),
+                       "jobs");
+    }
+    if (request.max_parallel < 0) {
+        return invalid("must be 0 (no limit) or more", "max_parallel");
+    }
+    for (std::size_t i = 0; i < request.jobs.size(); ++i) {
+        if (const auto& sha = request.jobs[i].inputs.archive; !sha.empty()) {
+            auto size = m_store.input_blob_size(*team, sha);
+            if (!size) {
+                return size.error();
+            }
+            if (!*size) {
+                return invalid("no inputs with digest " + sha + " were uploaded for team `" + m_teams.at(*team).name +
+                                   "`; upload the archive first (PUT /v1/inputs/" + sha + ")",
+                               "jobs[" + std::to_string(i) + "].inputs.archive");
+            }
+        }
+        if (const std::int64_t limit = m_options.max_log_limit_bytes;
+            limit > 0 && request.jobs[i].logs.max_size_mib * 1024 * 1024 > limit) {
+            return invalid("job `" + request.jobs[i].name + "` asks to keep " +
+                               std::to_string(request.jobs[i].logs.max_size_mib) +
+                               " MiB of log per attempt; this pool keeps at most " +
+                               std::to_string(limit / (1024 * 1024)) + " MiB (its operators set --max-log-limit-mib)",
+                           "jobs[" + std::to_string(i) + "].logs.max_size");
+        }
+        if (auto why = infeasible_reason(request.jobs[i])) {
+            Error e = make_error(ErrorCode::invalid_input,
+                                 "job `" + request.jobs[i].name + "` can never run on this pool: " + *why,
+                                 "jobs[" + std::to_string(i) + "].resources");
+            return e;
+        }
+    }
+    if (m_options.credits.enforce && !request.allow_unfunded) {
+        const Estimate est = estimate_for(*team, request.source, request.jobs);
+        const std::string& name = m_teams.at(*team).name;
+        const std::string what = "this submission (" + std::to_string(request.jobs.size()) +
+                                 (request.jobs.size() == 1 ? " job" : " jobs") + ") is estimated at " +
+                                 credits_text(est.total_estimate_micro) + " (at most " +
+                                 credits_text(est.total_max_micro) + ")";
+        const std::string hint = "; ask an admin for a grant (`gpupool admin grant " + name +
+                                 " AMOUNT`), or submit with --allow-unfunded to queue it until funds arrive";
+        if (est.total_estimate_micro > est.available_micro) {
+            return make_error(ErrorCode::conflict,
+                              what + " but team `" + name + "` has " + credits_text(est.available_micro) +
+                                  " available" + hint,
+                              "credits");
+        }
+        if (est.budget_room_micro && est.total_estimate_micro > *est.budget_room_micro) {
+            return make_error(ErrorCode::conflict,
+                              what + " but team `" + name + "`'s budget allows " +
+                                  credits_text(std::max<Micro>(*est.budget_room_micro, 0)) + " more now" + hint,
+                              "credits");
+        }
+        if (auto mine = member_room(who.token_id, m_clock.now_ms()); mine && est.total_estimate_micro > *mine) {
+            const TokenRecord* t = token_by_id(who.token_id);
+            return make_error(ErrorCode::conflict,
+                              what + " but your own budget (member `" + (t ? t->label : std::string()) + "`) allows " +
+                                  credits_text(std::max<Micro>(*mine, 0)) + " more now; ask an admin to raise it " +
+                                  "(`gpupool admin budget " + name + " --member ...`), or submit with " +
+                                  "--allow-unfunded to queue it until your budget has room",
+                              "credits");
+        }
+    }
+    const std::int64_t now = m_clock.now_ms();
+    Changes c;
+    SweepRecord sweep{m_next_sweep, *team, who.token_id, request.source,
+                      static_cast<std::int64_t>(request.jobs.size()), request.max_parallel, now,
+                      request.idempotency_key};
+    c.sweeps.push_back(sweep);
+    SubmitResult result;
+    result.sweep_id = sweep.id;
+    std::int64_t next_job = m_next_job;
+    for (auto& spec : request.jobs) {
+        JobRecord j;
+        j.id = JobId(next_job++);
+        j.sweep_id = sweep.id;
+        j.team = *team;
+        j.spec = std::move(spec);
+        j.created_at = j.updated_at = now;
+        j.reason = "queued";
+        result.jobs.push_back(j.id);
+        c.jobs.push_back(std::move(j));
+    }
+    // All N jobs in one transaction, or none.
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return result;
+}
+
+Result<const JobRecord*> Coordinator::visible_job(const Principal& who, JobId id) const {
+    auto it = m_jobs.find(id);
+    // A job of another team is reported as missing, not forbidden: ids are not a side channel.
+    if (it == m_jobs.end() || (who.role != Role::admin && !(who.role == Role::member && who.team == it->second.team))) {
+        if (who.role != Role::admin && who.role != Role::member) {
+            return denied("only team members and admins read jobs");
+        }
+        return not_found("no job " + std::to_string(id.value()));
+    }
+    return &it->second;
+}
+
+Result<JobRecord> Coordinator::job(const Principal& who, JobId id) const {
+    auto j = visible_job(who, id);
+    if (!j) {
+        return j.error();
+    }
+    return **j;
+}
+
+Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const {
+    if (who.role != Role::admin && who.role != Role::member) {
+        return denied("only team members and admins list jobs");
+    }
+    if (q.all_teams && who.role != Role::admin) {
+        return denied("only admins list the jobs of all teams");
+    }
+    auto matches = [&](const JobRecord& j) {
+        if (q.state && j.state != *q.state) {
+            return false;
+        }
+        if (q.sweep && j.sweep_id != *q.sweep) {
+            return false;
+        }
+        if (q.submitter_token && m_sweeps.at(j.sweep_id).submitter_token != *q.submitter_token) {
+            return false;
+        }
+        if (q.submitter_label && submitter_of(j.id) != *q.submitter_label) {
+            return false;
+        }
+        if (!q.all_teams && who.team != j.team && who.role != Role::admin) {
+            return false;
+        }
+        return !(!q.all_teams && who.role == Role::admin && who.team && who.team != j.team);
+    };
+    // Newest first, so that a limit costs what it returns (until `more` finds one older match).
+    JobList out;
+    auto end = q.before ? m_jobs.lower_bound(*q.before) : m_jobs.end();
+    for (auto it = std::make_reverse_iterator(end); it != m_jobs.rend(); ++it) {
+        if (!matches(it->second)) {
+            continue;
+        }
+        if (q.limit > 0 && out.jobs.size() == q.limit) {
+            out.more = true;
+            break;
+        }
+        out.jobs.push_back(it->second);
+    }
+    std::reverse(out.jobs.begin(), out.jobs.end());
+    return out;
+}
+
+const JobRecord* Coordinator::job_of_attempt(AttemptId attempt) const {
+    auto a = m_attempts.find(attempt);
+    if (a == m_attempts.end()) {
+        return nullptr;
+    }
+    auto j = m_jobs.find(a->second.job);
+    return j == m_jobs.end() ? nullptr : &j->second;
+}
+
+std::string Coordinator::submitter_of(JobId job) const {
+    return token_name(m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token);
+}
+
+std::string Coordinator::token_name(std::int64_t token_id) const {
+    const TokenRecord* t = token_by_id(token_id);
+    return t != nullptr && !t->label.empty() ? t->label : "token " + std::to_string(token_id);
+}
+
+const std::vector<AttemptId>& Coordinator::attempt_ids_of(JobId id) const {
+    static const std::vector<AttemptId> none;
+    auto it = m_attempts_by_job.find(id);
+    return it == m_attempts_by_job.end() ? none : it->second;
+}
+
+std::vector<AttemptRecord> Coordinator::attempts_of(JobId id) const {
+    std::vector<AttemptRecord> out;
+    for (AttemptId aid : attempt_ids_of(id)) {
+        out.push_back(m_attempts.at(aid));
+    }
+    return out;
+}
+
+void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::optional<std::int64_t> exit_code,
+                              const std::string& reason, Changes& changes, bool chargeable) {
+    const std::int64_t now = m_clock.now_ms();
+    attempt.state = state;
+    attempt.ended_at = now;
+    attempt.exit_code = exit_code;
+    attempt.reason = reason;
+    changes.attempts.push_back(attempt);
+    JobRecord job = m_jobs.at(attempt.job);
+    // Settle the escrow in the same transaction as the state change.
+    const std::int64_t aid = attempt.id.value();
+    if (m_ledger.has_hold(aid) && !m_ledger.closed(aid)) {
+        assert(std::none_of(changes.ledger.begin(), changes.ledger.end(),
+                            [&](const credits::Entry& e) { return e.attempt == aid; }));
+        const std::int64_t runtime_ms = attempt.started_at ? now - *attempt.started_at : 0;
+        const TeamId provider = m_workers.at(attempt.worker).record.team;
+        const auto s = credits::settle(m_ledger.held(aid), credits::cost_of(attempt.price_micro_per_hour, runtime_ms),
+                                       chargeable && state != AttemptState::lost, m_options.credits.pool_fee_ppm,
+                                       provider == job.team);
+        // Another team's earnings settle first (so a lying worker's results can still be voided).
+        const bool settle_later = m_options.credits.settle_ms > 0 && provider != job.team;
+        auto entries = credits::Ledger::settlement_entries(next_entry_id(changes), now, aid, job.team.value(),
+                                                           provider.value(), s, settle_later);
+        changes.ledger.insert(changes.ledger.end(), entries.begin(), entries.end());
+    }
+    job.updated_at = now;
+    job.exit_code = exit_code;
+    job.reason = reason;
+    // Preempted attempts (by the scheduler or the owner) do not use up one of the job's attempts.
+    const bool attempts_left = job.attempts - free_attempts(job.id) < job.spec.retry.max_attempts;
+    switch (state) {
+    case AttemptState::succeeded:
+        job.state = JobState::succeeded;
+        break;
+    case AttemptState::cancelled:
+        job.state = JobState::cancelled;
+        break;
+    case AttemptState::failed: {
+        const auto& codes = job.spec.retry.on_exit_codes;
+        bool retry = exit_code && std::find(codes.begin(), codes.end(), *exit_code) != codes.end();
+        job.state = (retry && attempts_left) ? JobState::queued : JobState::failed;
+        break;
+    }
+    case AttemptState::lost:
+    case AttemptState::preempted:
+        if (state == AttemptState::preempted || attempts_left) {
+            job.state = JobState::queued;
+        } else {
+            job.state = JobState::failed;
+            job.reason = reason + "; no attempts left (retry.max_attempts = " +
+                         std::to_string(job.spec.retry.max_attempts) + ")";
+        }
+        break;
+    case AttemptState::assigned:
+    case AttemptState::running:
+        break;
+    }
+    if (is_terminal(job.state)) {
+        job.finished_at = now;
+    }
+    changes.jobs.push_back(std::move(job));
+}
+
+Status Coordinator::cancel_job(const Principal& who, JobId id) {
+    auto j = visible_job(who, id);
+    if (!j) {
+        return j.error();
+    }
+    JobRecord job = **j;
+    if (is_terminal(job.state)) {
+        return make_error(ErrorCode::conflict, "job " + std::to_string(id.value()) + " has already " +
+                                                   to_string(job.state));
+    }
+    Changes c;
+    auto latest = m_latest_attempt.find(id);
+    if (latest != m_latest_attempt.end() && is_active(m_attempts.at(latest->second).state)) {
+        AttemptRecord a = m_attempts.at(latest->second);
+        end_attempt(a, AttemptState::cancelled, std::nullopt, "cancelled by user", c);
+    } else {
+        job.state = JobState::cancelled;
+        job.reason = "cancelled by user";
+        job.updated_at = job.finished_at.emplace(m_clock.now_ms());
+        c.jobs.push_back(job);
+    }
+    return commit(c);
+}
+
+Result<std::int64_t> Coordinator::cancel_sweep(const Principal& who, std::int64_t sweep_id) {
+    auto s = m_sweeps.find(sweep_id);
+    if (s == m_sweeps.end() || (who.role != Role::admin && who.team != s->second.team) ||
+        (who.role != Role::admin && who.role != Role::member)) {
+        if (who.role != Role::admin && who.role != Role::member) {
+            return denied("only team members and admins cancel sweeps");
+        }
+        return not_found("no sweep " + std::to_string(sweep_id));
+    }
+    std::vector<JobId> ids;
+    for (const auto& [id, j] : m_jobs) {
+        if (j.sweep_id == sweep_id && !is_terminal(j.state)) {
+            ids.push_back(id);
+        }
+    }
+    Changes c;
+    const std::int64_t now = m_clock.now_ms();
+    for (JobId id : ids) {
+        auto latest = m_latest_attempt.find(id);
+        if (latest != m_latest_attempt.end() && is_active(m_attempts.at(latest->second).state)) {
+            AttemptRecord a = m_attempts.at(latest->second);
+            end_attempt(a, AttemptState::cancelled, std::nullopt, "sweep cancelled by user", c);
+        } else {
+            JobRecord job = m_jobs.at(id);
+            job.state = JobState::cancelled;
+            job.reason = "sweep cancelled by user";
+            job.updated_at = job.finished_at.emplace(now);
+            c.jobs.push_back(job);
+        }
+    }
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return static_cast<std::int64_t>(ids.size());
+}
+
+Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int64_t offset,
+                                        std::optional<AttemptId> attempt) {
+    auto j = visible_job(who, id);
+    if (!j) {
+        return j.error();
+    }
+    AttemptId aid;
+    if (attempt) {
+        auto it = m_attempts.find(*attempt);
+        if (it == m_attempts.end() || it->second.job != id) {
+            return not_found("job " + std::to_string(id.value()) + " has no attempt " + std::to_string(attempt->value()));
+        }
+        aid = *attempt;
+    } else {
+        auto latest = m_latest_attempt.find(id);
+        if (latest == m_latest_attempt.end()) {
+            return LogSlice{AttemptId(0), {}, 0, is_terminal((*j)->state)};
+        }
+        aid = latest->second;
+    }
+    if (offset < 0) {
+        return invalid("must be 0 or more", "offset");
+    }
+    constexpr std::int64_t k_max_slice = 1 << 20;
+    auto resume = m_store.log_resume_offset(aid, offset);
+    if (!resume) {
+        return resume.error();
+    }
+    const std::int64_t from = resume->value_or(offset);
+    auto data = m_store.read_log(aid, from, k_max_slice);
+    if (!data) {
+        return data.error();
+    }
+    LogSlice s;
+    s.attempt = aid;
+    s.next_offset = from + static_cast<std::int64_t>(data->size());
+    if (from > offset) {
+        const std::int64_t cap = log_cap(m_jobs.at(m_attempts.at(aid).job).spec);
+        s.data = "[gpupool: bytes " + std::to_string(offset) + " to " + std::to_string(from) +
+                 " of this log were dropped: the pool keeps the first " + std::to_string(log_head_bytes(cap)) +
+                 " bytes and the last " + std::to_string(cap - log_head_bytes(cap)) +
+                 " bytes of each attempt's log (a recipe can keep more: [logs] max_size)]\n";
+    }
+    s.data += *data;
+    auto len = m_store.log_length(aid);
+    s.finished = !is_active(m_attempts.at(aid).state) && len && s.next_offset >= *len;
+    return s;
+}
+
+Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
+    auto j = visible_job(who, id);
+    if (!j) {
+        return j.error();
+    }
+    const JobRecord& job = **j;
+    const std::string name = "job " + std::to_string(id.value());
+    auto latest = m_latest_attempt.find(id);
+    if (latest == m_latest_attempt.end()) {
+        if (job.state == JobState::cancelled) {
+            return not_found(name + " was cancelled before it ran: it has no outputs");
+        }
+        const std::string why = waiting_reason(id);
+        return not_found(name + " has not run yet" + (why.empty() ? std::string() : ": " + why));
+    }
+    if (const AttemptRecord& a = m_attempts.at(latest->second); a.voided_at) {
+        return make_error(ErrorCode::conflict, "the outputs of job " + std::to_string(id.value()) + " came from attempt " +
+                                                   std::to_string(a.id.value()) + " on worker " +
+                                                   std::to_string(a.worker.value()) +
+                                                   ", whose results an admin voided; the job runs again");
+    }
+    auto out = m_store.get_output(latest->second);
+    if (!out) {
+        return out.error();
+    }
+    if (!*out) {
+        switch (job.state) {
+        case JobState::queued:
+        case JobState::assigned:
+        case JobState::running:
+            return not_found(name + " is " + to_string(job.state) + ": its outputs come back when it ends (`gpupool wait " +
+                             std::to_string(id.value()) + "`)");
+        case JobState::succeeded:
+            return not_found(name + " succeeded but its worker sent no outputs");
+        case JobState::failed:
+            return not_found(name + " failed (" + job.reason + ") and no outputs came back");
+        case JobState::cancelled:
+            return not_found(name + " was cancelled (" + job.reason + ") and no outputs came back");
+        }
+    }
+    return std::move(**out);
+}
+
+std::int64_t Coordinator::log_cap(const recipe::JobSpec& spec) const {
+    return spec.logs.max_size_mib > 0 ? spec.logs.max_size_mib * 1024 * 1024 : m_options.max_log_bytes;
+}
+
+std::int64_t Coordinator::log_head_bytes(std::int64_t cap) {
+    return std::min(k_log_head_bytes, cap / 2);
+}
+
+std::optional<Outcome> outcome_from_string(std::string_view s) {
+    if (s == "exited") {
+        return Outcome::exited;
+    }
+    if (s == "worker_fault") {
+        return Outcome::worker_fault;
+    }
+    if (s == "owner_preempted") {
+        return Outcome::owner_preempted;
+    }
+    return std::nullopt;
+}
+
+Status Coordinator::put_inputs(const Principal& who, const std::string& sha, const UploadedFile& file,
+                               const std::optional<std::string>& team_name) {
+    std::optional<TeamId> team;
+    if (who.role == Role::member) {
+        team = who.team;
+    } else if (who.role == Role::admin) {
+        if (!team_name) {
+            return invalid("admins name the team the inputs are for: ?team=NAME", "team");
+        }
+        auto t = team_named(*team_name);
+        if (!t) {
+            return t.error();
+        }
+        team = *t;
+    } else {
+        return denied("only team members and admins upload inputs");
+    }
+    if (sha.size() != 64 || sha.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return invalid("must be the lowercase hex SHA-256 of the body", "sha256");
+    }
+    if (file.size > static_cast<std::int64_t>(k_max_input_archive_bytes)) {
+        return invalid("the inputs archive is " + std::to_string(file.size) + " bytes, over the pool's limit of " +
+                           std::to_string(k_max_input_archive_bytes),
+                       "inputs");
+    }
+    if (file.sha256_hex != sha) {
+        return invalid("the body's SHA-256 is " + file.sha256_hex + ", not the digest in the path", "sha256");
+    }
+    return m_store.put_input_blob(*team, sha, file.path, m_clock.now_ms());
+}
+
+Result<std::string> Coordinator::read_inputs(const Principal& who, AttemptId id) {
+    auto a = current_attempt_of_worker(who, id);
+    if (!a) {
+        return a.error();
+    }
+    const auto& sha = m_jobs.at((*a)->job).spec.inputs.archive;
+    if (sha.empty()) {
+        return make_error(ErrorCode::not_found, "this job has no inputs archive");
+    }
+    auto blob = m_store.get_input_blob(m_jobs.at((*a)->job).team, sha);
+    if (!blob) {
+        return blob.error();
+    }
+    if (!*blob) {
+        return make_error(ErrorCode::not_found, "the inputs archive " + sha + " is missing from the store");
+    }
+    return std::move(**blob);
+}
+
+} // namespace gpupool::coordinator

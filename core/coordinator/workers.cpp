@@ -1,0 +1,338 @@
+// Workers: registration, presence, heartbeats, assignments and the attempt reports a worker
+// sends (start, log chunks, outputs, completion); admins' drain and ban with voiding of results.
+#include "core/coordinator/coordinator.hpp"
+
+#include "core/coordinator/internal.hpp"
+#include "core/resources/quantity.hpp"
+
+#include <algorithm>
+
+namespace gpupool::coordinator {
+
+using namespace gpupool::store;
+using namespace gpupool::coordinator::detail;
+
+Result<std::vector<WorkerRecord>> Coordinator::list_workers(const Principal& who) const {
+    std::vector<WorkerRecord> out;
+    for (const auto& [id, w] : m_workers) {
+        if (who.role == Role::admin || (who.role == Role::member && who.team && *who.team == w.record.team)) {
+            out.push_back(w.record);
+        }
+    }
+    if (who.role != Role::admin && who.role != Role::member) {
+        return denied("workers are listed by admins and team members");
+    }
+    return out;
+}
+
+std::string Coordinator::presence(WorkerId worker) const {
+    const LiveWorker& w = m_workers.at(worker);
+    if (w.record.state == WorkerState::banned) {
+        return "banned";
+    }
+    if (m_clock.now_ms() - w.record.last_seen_at > m_options.worker_timeout_ms) {
+        return "offline";
+    }
+    if (w.record.state == WorkerState::draining) {
+        return "drained";
+    }
+    if (w.draining) {
+        return "draining";
+    }
+    return w.paused ? "paused" : "online";
+}
+
+std::string Coordinator::team_name(TeamId team) const {
+    auto it = m_teams.find(team);
+    return it == m_teams.end() ? std::to_string(team.value()) : it->second.name;
+}
+
+Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, WorkerState state) {
+    if (who.role != Role::admin) {
+        return denied("only admins drain or ban workers");
+    }
+    if (m_workers.count(worker) == 0) {
+        return not_found("no worker " + std::to_string(worker.value()));
+    }
+    Changes c;
+    worker_state_changes(worker, state, c);
+    return commit(c);
+}
+
+void Coordinator::worker_state_changes(WorkerId worker, WorkerState state, Changes& c) {
+    WorkerRecord w = m_workers.at(worker).record;
+    w.state = state;
+    c.workers.push_back(w);
+    if (state == WorkerState::banned) {
+        // The ban sticks to the owner: the enrollment token the worker came in with is revoked, so
+        // registering again with it fails.
+        if (w.enrolled_by) {
+            if (const TokenRecord* enrollment = token_by_id(*w.enrolled_by); enrollment != nullptr && !enrollment->revoked_at) {
+                TokenRecord revoked = *enrollment;
+                revoked.revoked_at = m_clock.now_ms();
+                c.tokens.push_back(revoked);
+            }
+        }
+        for (AttemptId id : m_active_attempts) {
+            const AttemptRecord& a = m_attempts.at(id);
+            if (a.worker == worker) {
+                AttemptRecord copy = a;
+                end_attempt(copy, AttemptState::lost, std::nullopt, "worker banned", c);
+            }
+        }
+    }
+}
+
+Result<Voided> Coordinator::ban_worker(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since) {
+    if (who.role != Role::admin) {
+        return denied("only admins drain or ban workers");
+    }
+    if (m_workers.count(worker) == 0) {
+        return not_found("no worker " + std::to_string(worker.value()));
+    }
+    Voided out;
+    Changes c;
+    if (void_since) {
+        // Before the ban ends the worker's running attempts (as lost: nothing to void in them).
+        void_results(worker, *void_since, out, c);
+    }
+    worker_state_changes(worker, WorkerState::banned, c);
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return out;
+}
+
+void Coordinator::void_results(WorkerId worker, std::int64_t since_ms, Voided& out, Changes& c) {
+    const std::int64_t now = m_clock.now_ms();
+    const std::string note = "voided: worker " + std::to_string(worker.value()) + " was banned";
+    for (const auto& [id, attempt] : m_attempts) {
+        if (attempt.worker != worker || !attempt.ended_at || *attempt.ended_at < since_ms || attempt.voided_at ||
+            attempt.state == AttemptState::lost) {
+            continue;
+        }
+        AttemptRecord a = attempt;
+        a.voided_at = now;
+        c.attempts.push_back(a);
+        out.attempts.push_back(id);
+        auto refunds = m_ledger.refund_entries(next_entry_id(c), now, id.value(), note);
+        for (const auto& e : refunds) {
+            out.refunded_micro += e.amount;
+        }
+        c.ledger.insert(c.ledger.end(), refunds.begin(), refunds.end());
+        // The job's outcome came from this attempt: it runs again.
+        JobRecord job = m_jobs.at(a.job);
+        if (m_latest_attempt.at(a.job) == id && (job.state == JobState::succeeded || job.state == JobState::failed)) {
+            job.state = JobState::queued;
+            job.finished_at.reset();
+            job.exit_code.reset();
+            job.updated_at = now;
+            job.reason = "the result of attempt " + std::to_string(id.value()) + " was voided (worker " +
+                         std::to_string(worker.value()) + " was banned); queued to run again";
+            c.jobs.push_back(std::move(job));
+            out.requeued.push_back(a.job);
+        }
+    }
+}
+
+Result<Coordinator::Registered> Coordinator::register_worker(const Principal& who, const std::string& name,
+                                                             const api::Inventory& inventory) {
+    if (who.role != Role::enroll || !who.team) {
+        return denied("workers register with an enrollment token (`gpupool admin enroll TEAM`)");
+    }
+    if (name.empty() || name.size() > 128) {
+        return invalid("worker names are 1-128 characters", "name");
+    }
+    const std::int64_t now = m_clock.now_ms();
+    Changes c;
+    WorkerRecord w{WorkerId(m_next_worker), *who.team, name, api::to_json(inventory).dump(), WorkerState::active, now, now,
+                   who.token_id};
+    c.workers.push_back(w);
+    auto tok = issue(Role::worker, who.team, w.id, "worker " + name, c);
+    if (!tok) {
+        return tok.error();
+    }
+    // Each registration uses up one of the enrollment token's registrations; the last revokes it.
+    // (After issue(): it numbers new tokens by their place in `c`.)
+    if (const TokenRecord* enrollment = token_by_id(who.token_id); enrollment != nullptr && enrollment->uses_left) {
+        TokenRecord used = *enrollment;
+        used.uses_left = *used.uses_left - 1;
+        if (*used.uses_left <= 0) {
+            used.revoked_at = now;
+        }
+        c.tokens.push_back(used);
+    }
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return Registered{w.id, tok->secret, inventory_warnings(inventory)};
+}
+
+std::vector<std::string> Coordinator::inventory_warnings(const api::Inventory& inventory) const {
+    std::vector<std::string> out;
+    const auto& rates = m_options.credits.rates;
+    for (const auto& g : inventory.gpus) {
+        if (rates.find(g.model) == nullptr) {
+            out.push_back("GPU model `" + g.model + "` is not in the GPU catalog (" + rates.source +
+                          "): its time is priced at the default rate of " +
+                          credits_text(rates.default_micro_per_gpu_hour) + " per GPU-hour; ask the pool's admins to add it");
+        }
+    }
+    return out;
+}
+
+Result<AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& who, AttemptId id) {
+    if (who.role != Role::worker || !who.worker) {
+        return denied("only workers report on attempts");
+    }
+    auto it = m_attempts.find(id);
+    if (it == m_attempts.end() || it->second.worker != *who.worker) {
+        return not_found("no attempt " + std::to_string(id.value()) + " on this worker");
+    }
+    if (!is_active(it->second.state)) {
+        return fenced(id, std::string("it is ") + to_string(it->second.state));
+    }
+    return &it->second;
+}
+
+Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::vector<AttemptId>& running,
+                                              const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
+                                              const api::Inventory* inventory, bool paused) {
+    if (who.role != Role::worker || !who.worker) {
+        return denied("only workers send heartbeats");
+    }
+    m_workers.at(*who.worker).unhealthy_gpus = unhealthy_gpus;
+    m_workers.at(*who.worker).draining = draining;
+    m_workers.at(*who.worker).paused = paused;
+    const std::int64_t now = m_clock.now_ms();
+    HeartbeatReply reply;
+    reply.lease_ms = m_options.lease_ms;
+    Changes c;
+    WorkerRecord w = m_workers.at(*who.worker).record;
+    w.last_seen_at = now;
+    if (inventory != nullptr && *inventory != m_workers.at(*who.worker).inventory) {
+        // The machine changed since it registered (a GPU added or gone, other --cpus-milli,
+        // --memory-mib or --slots): schedule by what it has now.
+        w.inventory_json = api::to_json(*inventory).dump();
+        reply.warnings = inventory_warnings(*inventory);
+    }
+    c.workers.push_back(w);
+    for (AttemptId id : running) {
+        auto it = m_attempts.find(id);
+        if (it == m_attempts.end() || it->second.worker != *who.worker || !is_active(it->second.state)) {
+            reply.stop.push_back(id); // cancelled, lost, timed out, or never ours: stop it
+            continue;
+        }
+        AttemptRecord a = it->second;
+        a.lease_expires_at = now + m_options.lease_ms;
+        c.attempts.push_back(a);
+    }
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    return reply;
+}
+
+Result<std::vector<Assignment>> Coordinator::assignments(const Principal& who) const {
+    if (who.role != Role::worker || !who.worker) {
+        return denied("only workers poll for assignments");
+    }
+    std::vector<Assignment> out;
+    for (AttemptId id : m_active_attempts) {
+        const AttemptRecord& a = m_attempts.at(id);
+        if (a.worker == *who.worker && a.state == AttemptState::assigned) {
+            const JobRecord& j = m_jobs.at(a.job);
+            out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team, m_teams.at(j.team).name});
+        }
+    }
+    return out;
+}
+
+Status Coordinator::start_attempt(const Principal& who, AttemptId id) {
+    auto a = current_attempt_of_worker(who, id);
+    if (!a) {
+        return a.error();
+    }
+    if ((*a)->state == AttemptState::running) {
+        return {}; // a repeated start is harmless
+    }
+    const std::int64_t now = m_clock.now_ms();
+    Changes c;
+    AttemptRecord copy = **a;
+    copy.state = AttemptState::running;
+    copy.started_at = now;
+    copy.lease_expires_at = now + m_options.lease_ms;
+    c.attempts.push_back(copy);
+    JobRecord j = m_jobs.at(copy.job);
+    j.state = JobState::running;
+    j.updated_at = now;
+    j.reason = "running on worker " + std::to_string(copy.worker.value());
+    c.jobs.push_back(j);
+    return commit(c);
+}
+
+Result<LogAppend> Coordinator::append_log(const Principal& who, AttemptId id, std::int64_t offset,
+                                          std::string_view data) {
+    auto a = current_attempt_of_worker(who, id);
+    if (!a) {
+        return a.error();
+    }
+    auto appended = m_store.append_log(id, offset, data);
+    const std::int64_t cap = log_cap(m_jobs.at((*a)->job).spec);
+    if (appended && cap > 0 && appended->stored_bytes > 0 && appended->length > cap) {
+        // Keep the head and the newest bytes; what lies wholly between goes.
+        const std::int64_t head = log_head_bytes(cap);
+        if (auto st = m_store.drop_log_range(id, head, appended->length - (cap - head)); !st) {
+            return st.error();
+        }
+    }
+    return appended;
+}
+
+Status Coordinator::upload_output(const Principal& who, AttemptId id, const UploadedFile& file) {
+    auto a = current_attempt_of_worker(who, id);
+    if (!a) {
+        return a.error();
+    }
+    const auto cap = m_jobs.at((*a)->job).spec.outputs.max_size_mib * 1024 * 1024;
+    if (file.size > cap) {
+        return invalid("outputs are " + std::to_string(file.size) + " bytes, over the job's outputs.max_size",
+                       "outputs");
+    }
+    return m_store.put_output(id, file.path, file.sha256_hex);
+}
+
+Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::optional<std::int64_t> exit_code,
+                                     const std::string& reason, Outcome outcome) {
+    auto a = current_attempt_of_worker(who, id);
+    if (!a) {
+        return a.error();
+    }
+    Changes c;
+    AttemptRecord copy = **a;
+    switch (outcome) {
+    case Outcome::exited: {
+        if (!exit_code) {
+            return invalid("missing required field", "exit_code");
+        }
+        if (*exit_code < 0 || *exit_code > 255) {
+            return invalid("exit codes are 0-255", "exit_code");
+        }
+        std::string why = reason.empty() ? "exited with status " + std::to_string(*exit_code) : reason;
+        end_attempt(copy, *exit_code == 0 ? AttemptState::succeeded : AttemptState::failed, exit_code, why, c);
+        break;
+    }
+    case Outcome::worker_fault:
+        end_attempt(copy, AttemptState::lost, std::nullopt,
+                    reason.empty() ? "worker fault" : "worker fault: " + reason, c, false);
+        break;
+    case Outcome::owner_preempted:
+        end_attempt(copy, AttemptState::preempted, std::nullopt,
+                    reason.empty() ? "preempted by the GPU's owner" : "preempted by the GPU's owner: " + reason, c,
+                    false);
+        break;
+    }
+    return commit(c);
+}
+
+} // namespace gpupool::coordinator

@@ -471,7 +471,23 @@ private:
     Estimate estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const;
     std::optional<std::string> infeasible_reason(const recipe::JobSpec& spec) const;
     void expire(store::Changes& changes);
+
+    // ---- the scheduling pass (scheduling.cpp; its input from pool_view.cpp) ----
+    // What one pass decides over: the scheduler's view, the queued jobs, admission's plain data.
+    struct PassInput {
+        sched::ClusterView view;
+        std::vector<sched::JobRequest> queued; // in queue order (job id)
+        sched::Admission admission;
+    };
+    PassInput pass_input(std::int64_t now) const;
+    void add_live_workers(sched::ClusterView& view, std::int64_t now) const;
+    void add_running(sched::ClusterView& view, std::map<std::int64_t, std::int64_t>& sweep_running) const;
+    void add_queued(PassInput& in, std::int64_t now) const;
     std::vector<WorkerId> place(store::Changes& changes);
+    void assign(const sched::PlacementDecision& placement, std::int64_t now, store::Changes& changes);
+    std::string team_can_hold(TeamId team, std::int64_t left, std::int64_t now) const;
+    std::string credit_wait_reason(const sched::WaitingJob& waiting, std::int64_t now) const;
+    std::string no_worker_reason() const;
     Result<IssuedToken> issue(Role role, std::optional<TeamId> team, std::optional<WorkerId> worker,
                               const std::string& label, store::Changes& changes);
 

@@ -49,6 +49,8 @@ JobRequest make_request(JobId id, TeamId team, const recipe::JobSpec& spec, std:
     r.memory_mib = spec.resources.memory_mib;
     r.image = spec.image;
     r.cache_models = spec.cache_models;
+    r.max_runtime_s = spec.resources.max_runtime_s;
+    r.no_known_model = !spec.resources.gpu_models.empty() && r.gpu_models == 0;
     return r;
 }
 

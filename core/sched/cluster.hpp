@@ -94,6 +94,11 @@ struct JobRequest {
     std::int64_t memory_mib = 0;
     std::string image;
     std::vector<std::string> cache_models;
+    // For admission (admission.hpp); zero where the caller does not use it.
+    std::int64_t max_runtime_s = 0;
+    std::int64_t sweep = 0;  // its sweep, for max_parallel
+    std::int64_t member = 0; // the submitting token when it has caps of its own
+    bool no_known_model = false; // names GPU models, none of them in the catalog
 };
 
 // Builds a request from a recipe's resources. Unknown GPU model names make the job infeasible

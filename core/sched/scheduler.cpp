@@ -27,105 +27,182 @@ std::string preempt_reason(std::size_t victims, const Worker& w, std::int64_t gr
            std::to_string(grace_s) + "s)";
 }
 
+// One call of schedule(): the workers as this pass leaves them, and what it decided so far.
+class Pass {
+public:
+    Pass(const ClusterView& view, const std::vector<JobRequest>& pending, const Policy& policy, std::int64_t now,
+         const Admission* admission)
+        : m_view(view), m_pending(pending), m_policy(policy), m_now(now), m_admission(admission),
+          m_workers(view.workers), m_scale(scale_of(m_workers)), m_shares(view.teams, policy.ordering),
+          m_rng(policy.seed ^ static_cast<std::uint64_t>(now)), m_taken(view.running.size(), false) {
+        if (admission != nullptr && admission->credits) {
+            m_rooms = *admission->credits;
+        }
+        for (std::size_t i = 0; i < m_workers.size(); ++i) {
+            m_worker_index[m_workers[i].id] = i;
+            m_was_draining.push_back(m_workers[i].draining);
+        }
+        for (const auto& r : view.running) {
+            if (r.stopping) {
+                ++m_stopping_for[r.preempted_for];
+                if (auto it = m_worker_index.find(r.worker); it != m_worker_index.end()) {
+                    reserve(r.preempted_for, it->second);
+                }
+            }
+        }
+    }
+
+    Decisions run() {
+        OrderingCursor cursor(m_pending, m_now, m_policy.ordering);
+        while (auto idx = cursor.next(m_shares)) {
+            one(m_pending[*idx]);
+        }
+        return std::move(m_out);
+    }
+
+private:
+    void one(const JobRequest& job) {
+        const bool may_preempt = m_policy.preemption.enabled && job.priority == Priority::high;
+        if (!may_preempt) {
+            if (auto it = m_failed.find(signature(job)); it != m_failed.end()) {
+                m_out.waiting.push_back({job.id, it->second.outcome, it->second.reason, Gate::none, {}});
+                return;
+            }
+        }
+        auto own = m_reserved_for.find(job.id);
+        if (own != m_reserved_for.end()) {
+            for (auto w : own->second) {
+                m_workers[w].draining = m_was_draining[w];
+            }
+        }
+        Placement p = place(m_workers, m_view.models, job, m_policy.placement, m_scale, m_rng);
+        if (own != m_reserved_for.end() && p.outcome != PlaceOutcome::placed) {
+            for (auto w : own->second) {
+                m_workers[w].draining = true;
+            }
+        }
+        if (p.outcome == PlaceOutcome::placed) {
+            if (covered(job, p)) {
+                commit(job, p);
+            }
+            return;
+        }
+        if (p.outcome == PlaceOutcome::not_now && may_preempt && try_preempt(job)) {
+            return;
+        }
+        WaitingJob w{job.id, p.outcome, p.reason, Gate::none, {}};
+        if (!may_preempt) {
+            m_failed.emplace(signature(job), w);
+        }
+        m_out.waiting.push_back(std::move(w));
+    }
+
+    // Credits: the placement's actual hold comes out of its payers' rooms, or it is not made.
+    bool covered(const JobRequest& job, const Placement& p) {
+        if (!m_rooms) {
+            return true;
+        }
+        const Worker& w = m_workers[p.worker];
+        const std::optional<std::uint32_t> gpu =
+            p.choice.gpus.empty() ? std::nullopt : std::optional<std::uint32_t>(p.choice.gpus.front());
+        const credits::Micro price = hourly_price(job, w, gpu, p.choice.milli, m_admission->prices);
+        const credits::Micro hold = hold_of(job, price);
+        credits::Micro& left = m_rooms->team[job.team];
+        if (hold > left) {
+            m_out.waiting.push_back({job.id, PlaceOutcome::not_now, "waiting for credits", Gate::team_credits,
+                                     CreditWait{hold, left, 0, w.id, price}});
+            return false;
+        }
+        auto mine = m_rooms->member.find(job.member);
+        if (job.member != 0 && mine != m_rooms->member.end()) {
+            if (hold > mine->second) {
+                m_out.waiting.push_back({job.id, PlaceOutcome::not_now, "waiting for credits", Gate::member_credits,
+                                         CreditWait{hold, mine->second, 0, w.id, price}});
+                return false;
+            }
+            mine->second -= hold;
+        }
+        left -= hold;
+        return true;
+    }
+
+    void commit(const JobRequest& job, const Placement& p) {
+        take(m_workers[p.worker], job, p.choice);
+        PlacementDecision d{job.id, m_workers[p.worker].id, p.choice.gpus, p.choice.milli, job.cpu_milli,
+                            job.memory_mib};
+        m_shares.charge(job.team, gpu_share(job, d) * m_policy.ordering.placement_charge_s);
+        m_out.placements.push_back(std::move(d));
+    }
+
+    // A high-priority job that does not fit now: victims to stop for it, if any. True if it is
+    // settled (waiting on victims chosen now or before).
+    bool try_preempt(const JobRequest& job) {
+        if (auto it = m_stopping_for.find(job.id); it != m_stopping_for.end()) {
+            m_out.waiting.push_back({job.id, PlaceOutcome::not_now,
+                                     "waiting for " + std::to_string(it->second) + " preempted job(s) to stop",
+                                     Gate::none, {}});
+            return true;
+        }
+        auto set = m_no_victims.contains(signature(job))
+                       ? std::nullopt
+                       : find_victims(m_workers, m_view.running, job, m_shares, m_now, m_policy.preemption,
+                                      m_policy.placement.owner_allows, m_taken);
+        if (!set) {
+            m_no_victims[signature(job)] = true;
+            return false;
+        }
+        reserve(job.id, set->worker);
+        for (auto v : set->victims) {
+            m_taken[v] = true;
+            const RunningJob& r = m_view.running[v];
+            m_out.preemptions.push_back({r.job, r.attempt, r.worker, job.id, m_now + m_policy.preemption.grace_s});
+        }
+        m_out.waiting.push_back({job.id, PlaceOutcome::not_now,
+                                 preempt_reason(set->victims.size(), m_workers[set->worker], m_policy.preemption.grace_s),
+                                 Gate::none, {}});
+        return true;
+    }
+
+    // A worker whose attempts are stopping for a preemptor is reserved for it: nobody else may take
+    // what is free there meanwhile (that could leave the preemptor short again when they stop).
+    void reserve(JobId job, std::size_t w) {
+        m_workers[w].draining = true;
+        m_reserved_for[job].push_back(w);
+    }
+
+    const ClusterView& m_view;
+    const std::vector<JobRequest>& m_pending;
+    const Policy& m_policy;
+    std::int64_t m_now;
+    const Admission* m_admission;
+    std::optional<CreditRooms> m_rooms;
+    std::vector<Worker> m_workers;
+    ScoreScale m_scale;
+    FairShareSorter m_shares;
+    Rng m_rng;
+    Decisions m_out;
+    std::map<Signature, WaitingJob> m_failed;
+    std::map<Signature, bool> m_no_victims; // victim sets only shrink during a call
+    std::vector<bool> m_taken;
+    std::unordered_map<JobId, std::size_t> m_stopping_for;
+    std::unordered_map<WorkerId, std::size_t> m_worker_index;
+    std::vector<bool> m_was_draining;
+    std::unordered_map<JobId, std::vector<std::size_t>> m_reserved_for;
+};
+
 } // namespace
 
 Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& pending, const Policy& policy,
                    std::int64_t now) {
-    Decisions out;
-    std::vector<Worker> workers = view.workers;
-    const ScoreScale scale = scale_of(workers);
-    FairShareSorter shares(view.teams, policy.ordering);
-    OrderingCursor cursor(pending, now, policy.ordering);
-    Rng rng(policy.seed ^ static_cast<std::uint64_t>(now));
-    std::map<Signature, WaitingJob> failed;
-    std::map<Signature, bool> no_victims; // victim sets only shrink during a call
-    std::vector<bool> taken(view.running.size(), false);
-    // A worker whose attempts are stopping for a preemptor is reserved for it: nobody else may take
-    // what is free there meanwhile (that could leave the preemptor short again when they stop).
-    std::unordered_map<JobId, std::size_t> stopping_for;
-    std::unordered_map<WorkerId, std::size_t> worker_index;
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-        worker_index[workers[i].id] = i;
-    }
-    std::vector<bool> was_draining(workers.size());
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-        was_draining[i] = workers[i].draining;
-    }
-    std::unordered_map<JobId, std::vector<std::size_t>> reserved_for;
-    auto reserve = [&](JobId job, std::size_t w) {
-        workers[w].draining = true;
-        reserved_for[job].push_back(w);
-    };
-    for (const auto& r : view.running) {
-        if (r.stopping) {
-            ++stopping_for[r.preempted_for];
-            if (auto it = worker_index.find(r.worker); it != worker_index.end()) {
-                reserve(r.preempted_for, it->second);
-            }
-        }
-    }
+    return Pass(view, pending, policy, now, nullptr).run();
+}
 
-    while (auto idx = cursor.next(shares)) {
-        const JobRequest& job = pending[*idx];
-        const bool may_preempt = policy.preemption.enabled && job.priority == Priority::high;
-        if (!may_preempt) {
-            if (auto it = failed.find(signature(job)); it != failed.end()) {
-                out.waiting.push_back({job.id, it->second.outcome, it->second.reason});
-                continue;
-            }
-        }
-        auto own = reserved_for.find(job.id);
-        if (own != reserved_for.end()) {
-            for (auto w : own->second) {
-                workers[w].draining = was_draining[w];
-            }
-        }
-        Placement p = place(workers, view.models, job, policy.placement, scale, rng);
-        if (own != reserved_for.end() && p.outcome != PlaceOutcome::placed) {
-            for (auto w : own->second) {
-                workers[w].draining = true;
-            }
-        }
-        if (p.outcome == PlaceOutcome::placed) {
-            take(workers[p.worker], job, p.choice);
-            PlacementDecision d{job.id,         workers[p.worker].id, p.choice.gpus,
-                                p.choice.milli, job.cpu_milli,        job.memory_mib};
-            shares.charge(job.team, gpu_share(job, d) * policy.ordering.placement_charge_s);
-            out.placements.push_back(std::move(d));
-            continue;
-        }
-        if (p.outcome == PlaceOutcome::not_now && may_preempt) {
-            if (auto it = stopping_for.find(job.id); it != stopping_for.end()) {
-                out.waiting.push_back({job.id, PlaceOutcome::not_now,
-                                       "waiting for " + std::to_string(it->second) + " preempted job(s) to stop"});
-                continue;
-            }
-            auto set = no_victims.contains(signature(job))
-                           ? std::nullopt
-                           : find_victims(workers, view.running, job, shares, now, policy.preemption,
-                                          policy.placement.owner_allows, taken);
-            if (!set) {
-                no_victims[signature(job)] = true;
-            }
-            if (set) {
-                reserve(job.id, set->worker);
-                for (auto v : set->victims) {
-                    taken[v] = true;
-                    const RunningJob& r = view.running[v];
-                    out.preemptions.push_back({r.job, r.attempt, r.worker, job.id, now + policy.preemption.grace_s});
-                }
-                out.waiting.push_back(
-                    {job.id, PlaceOutcome::not_now,
-                     preempt_reason(set->victims.size(), workers[set->worker], policy.preemption.grace_s)});
-                continue;
-            }
-        }
-        WaitingJob w{job.id, p.outcome, p.reason};
-        if (!may_preempt) {
-            failed.emplace(signature(job), w);
-        }
-        out.waiting.push_back(std::move(w));
-    }
+Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& queued, const Admission& admission,
+                   const Policy& policy, std::int64_t now) {
+    std::vector<WaitingJob> waiting;
+    Admitted admitted = admit(queued, view.workers, admission, waiting);
+    Decisions out = Pass(view, admitted.jobs, policy, now, &admission).run();
+    out.waiting.insert(out.waiting.begin(), waiting.begin(), waiting.end());
     return out;
 }
 

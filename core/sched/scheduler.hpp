@@ -15,6 +15,7 @@
 // Thread safety: reentrant; the view is only read.
 #pragma once
 
+#include "core/sched/admission.hpp"
 #include "core/sched/cluster.hpp"
 #include "core/sched/ordering.hpp"
 #include "core/sched/placement.hpp"
@@ -52,12 +53,6 @@ struct PreemptionDecision {
     std::int64_t stop_by = 0; // now + grace
 };
 
-struct WaitingJob {
-    JobId job;
-    PlaceOutcome outcome = PlaceOutcome::not_now; // not_now or infeasible
-    std::string reason;
-};
-
 struct Decisions {
     std::vector<PlacementDecision> placements; // in the order they were decided
     std::vector<PreemptionDecision> preemptions;
@@ -66,5 +61,9 @@ struct Decisions {
 
 Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& pending, const Policy& policy,
                    std::int64_t now);
+// The same behind admission (admission.hpp): `queued` jobs first pass its filters; each placement
+// then takes its hold from its payers' rooms, and one they cannot cover is not made.
+Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& queued, const Admission& admission,
+                   const Policy& policy, std::int64_t now);
 
 } // namespace gpupool::sched

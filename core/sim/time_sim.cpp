@@ -270,7 +270,7 @@ TimeSimResult run_time_sim(const SimCluster& cluster, const std::vector<TimedJob
 
         sched::Policy policy = options.policy;
         policy.seed = options.policy.seed + static_cast<std::uint64_t>(res.schedule_calls);
-        sched::Decisions d = sched::schedule(view, pending, policy, now);
+        sched::Decisions d = sched::schedule(view, pending, options.admission, policy, now);
         ++res.schedule_calls;
 
         std::unordered_map<std::int64_t, bool> remove;

@@ -50,6 +50,10 @@ std::vector<TimedJob> trace_jobs(const std::vector<TracePod>& pods, sched::Model
 
 struct TimeSimOptions {
     sched::Policy policy;
+    // The coordinator's admission rules, through the same schedule() entry point it calls. The
+    // workloads here carry no credits and no sweep caps, so every job enters; a study of credit
+    // rooms or max_parallel sets them here.
+    sched::Admission admission{};
     int utilization_samples = 10;
     std::int64_t max_events = 0; // 0 = all
 };

@@ -3,6 +3,8 @@
 // through the same API a remote pool uses, its logs and outputs come back here, and the summary
 // says how every job ended. State persists between runs (history for estimates); a lock file keeps
 // two runs from sharing it.
+#include "cmd/run.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/jobs_view.hpp"
 #include "cmd/remote.hpp"
@@ -14,7 +16,7 @@
 #include "worker/agent/agent.hpp"
 #include "worker/agent/archive.hpp"
 #include "worker/gpu/gpu_probe.hpp"
-#include "worker/runtime/container_runtime.hpp"
+#include "worker/runtime/runtime_registry.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -34,14 +36,6 @@
 #include <thread>
 
 namespace gpupool::cmd {
-
-struct RunOptions {
-    RecipeArgs recipe;
-    std::string runtime = "process";
-    std::vector<std::string> runtime_args;
-    std::string out_dir = "gpupool-out";
-    std::string data_dir;
-};
 
 namespace {
 
@@ -337,7 +331,7 @@ void register_run(Cli& cli) {
                     "docs/worker.md (The local mode), docs/recipes.md", Reach::local);
     add_recipe_args(sub, o->recipe);
     sub->add_option("--runtime", o->runtime, "How jobs run: process (default, no isolation), podman or docker")
-        ->check(CLI::IsMember({"podman", "docker", "process"}))
+        ->check(CLI::IsMember(worker::runtime_names()))
         ->capture_default_str();
     sub->add_option("--runtime-arg", o->runtime_args, "Extra global flag for podman/docker (repeatable)");
     sub->add_option("--out", o->out_dir, "Where outputs go: OUT/<job>/ and OUT/<job>.log")->capture_default_str();

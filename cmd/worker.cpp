@@ -1,3 +1,5 @@
+#include "cmd/worker.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "core/client/api_client.hpp"
@@ -6,7 +8,7 @@
 #include "core/resources/quantity.hpp"
 #include "worker/agent/agent.hpp"
 #include "worker/gpu/gpu_probe.hpp"
-#include "worker/runtime/container_runtime.hpp"
+#include "worker/runtime/runtime_registry.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -20,27 +22,6 @@
 #include <thread>
 
 namespace gpupool::cmd {
-
-struct WorkerCmdOptions {
-    bool share = false;
-    std::string coordinator;
-    std::string runtime = "podman";
-    bool unsafe_process_runtime = false;
-    std::string work_dir;
-    std::string cache_dir;
-    std::string name;
-    int slots = 0;
-    std::vector<std::string> runtime_args;
-    std::vector<std::string> container_args;
-    std::string drain_grace = "5m";
-    std::int64_t heartbeat_ms = 5000;
-    std::int64_t poll_wait_ms = 10'000;
-    std::int64_t stop_grace_ms = 1500;
-    std::int64_t cpu_milli = 0;
-    std::int64_t memory_mib = 0;
-    std::int64_t status_limit = 50;
-    std::string pause_why; // worker pause --why
-};
 
 namespace {
 
@@ -82,7 +63,8 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
         print_inventory(global, *gpus, o.runtime);
         return k_exit_ok;
     }
-    if (o.runtime == "process" && !o.unsafe_process_runtime) {
+    const worker::RuntimeKind* kind = worker::find_runtime_kind(o.runtime);
+    if (kind != nullptr && !kind->isolates && !o.unsafe_process_runtime) {
         report_error(global, make_error(ErrorCode::invalid_input,
                                         "the process runtime isolates nothing (jobs run as you, with your files); "
                                         "refusing to share this machine with it. Use --runtime podman or docker, or "
@@ -304,7 +286,7 @@ void register_worker(Cli& cli) {
     sub->add_flag("--share", o->share, "Join the pool and run its jobs (without it: show what would be shared)");
     sub->add_option("--coordinator", o->coordinator, "Coordinator URL (same as --url)");
     sub->add_option("--runtime", o->runtime, "How jobs run: podman, docker, or process (no isolation)")
-        ->check(CLI::IsMember({"podman", "docker", "process"}))
+        ->check(CLI::IsMember(worker::runtime_names()))
         ->capture_default_str();
     sub->add_flag("--unsafe-process-runtime", o->unsafe_process_runtime,
                   "Allow --runtime process with --share (jobs run unisolated, as this user)");

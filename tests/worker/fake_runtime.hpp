@@ -26,6 +26,11 @@ public:
     };
 
     std::string name() const override { return "fake"; }
+    // Like a container engine unless a test says otherwise (set_capabilities).
+    worker::RuntimeCapabilities capabilities() const override {
+        std::lock_guard lock(m_mu);
+        return m_capabilities;
+    }
     Status check() override {
         std::lock_guard lock(m_mu);
         if (m_fail_check) {
@@ -129,6 +134,10 @@ public:
         std::lock_guard lock(m_mu);
         m_fail_check = v;
     }
+    void set_capabilities(worker::RuntimeCapabilities c) {
+        std::lock_guard lock(m_mu);
+        m_capabilities = c;
+    }
     // poll() fails with an io error (an engine that does not answer) until set back.
     void fail_poll(bool v) {
         std::lock_guard lock(m_mu);
@@ -149,7 +158,8 @@ public:
     }
 
 private:
-    std::mutex m_mu;
+    mutable std::mutex m_mu;
+    worker::RuntimeCapabilities m_capabilities{};
     std::map<std::string, Container> m_containers;
     std::vector<std::string> m_order;
     bool m_ignore_term_next = false;

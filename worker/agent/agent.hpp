@@ -6,6 +6,12 @@
 // and hands them over; the agent thread (the caller of run()) owns all other state — runtime calls,
 // the spool, heartbeats and deliveries — in a loop that never blocks on a job.
 //
+// The agent is a façade over its parts, each with its own contract and tests: Spool (spool.hpp:
+// attempt directories, state.json, recovery after a restart), Delivery (delivery.hpp: everything sent
+// to the coordinator, and its backoff), GpuWatch (gpu_watch.hpp: probe, memory watchdog, health) and
+// job_container.hpp (what a job sees). Time comes from a coordinator::Clock and the coordinator is
+// reached through CoordinatorLink (coordinator_link.hpp), both injectable (AgentDeps) for tests.
+//
 // Rules:
 // - The spool is the truth. Each attempt has a directory under <work_dir>/attempts/<id>/ with the
 //   assignment, the job's log file (appended by the runtime), its outputs, and state.json (what has
@@ -31,6 +37,9 @@
 //   It ends any retry wait at once; before registration succeeded, run() returns without error.
 #pragma once
 
+#include "core/coordinator/clock.hpp"
+#include "worker/agent/backoff.hpp"
+#include "worker/agent/coordinator_link.hpp"
 #include "worker/agent/worker_api.hpp"
 #include "worker/gpu/gpu_probe.hpp"
 #include "worker/runtime/container_runtime.hpp"
@@ -99,9 +108,17 @@ Status pause_sharing(const std::filesystem::path& work_dir, const std::string& w
 Status resume_sharing(const std::filesystem::path& work_dir);
 std::optional<std::string> paused_since(const std::filesystem::path& work_dir);
 
+// What the agent talks to besides its runtime and GPUs. Tests pass a ManualClock and fake links;
+// the defaults are a SteadyClock and HTTP(S) links to AgentOptions::coordinator_url. The clock, when
+// given, must outlive the agent.
+struct AgentDeps {
+    const coordinator::Clock* clock = nullptr;
+    LinkFactory links{};
+};
+
 class Agent {
 public:
-    Agent(AgentOptions options, ContainerRuntime& runtime, GpuProbe& gpus);
+    Agent(AgentOptions options, ContainerRuntime& runtime, GpuProbe& gpus, AgentDeps deps = {});
     ~Agent();
     Agent(const Agent&) = delete;
     Agent& operator=(const Agent&) = delete;
@@ -126,23 +143,6 @@ private:
     struct Impl;
     std::unique_ptr<Impl> m_impl;
     std::atomic<std::int64_t> m_worker_id{0};
-};
-
-// Exponential backoff with "equal jitter" (half fixed, half random): the n-th consecutive failure
-// waits a uniformly random time in [d/2, d] for d = initial*2^(n-1), capped at `max`. Pure apart
-// from the seedable rng, so two workers do not retry in lockstep.
-class Backoff {
-public:
-    Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max, std::uint64_t seed);
-    std::chrono::milliseconds next_delay(); // records a failure and returns the wait
-    void reset();
-    int failures() const { return m_failures; }
-
-private:
-    std::chrono::milliseconds m_initial;
-    std::chrono::milliseconds m_max;
-    std::uint64_t m_state;
-    int m_failures = 0;
 };
 
 } // namespace gpupool::worker

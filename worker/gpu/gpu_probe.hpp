@@ -8,10 +8,10 @@
 #pragma once
 
 #include "core/util/result.hpp"
+#include "core/util/thread_safety.hpp"
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -94,22 +94,29 @@ private:
 class StaticGpuProbe final : public GpuProbe {
 public:
     explicit StaticGpuProbe(std::vector<GpuInfo> gpus) : m_gpus(std::move(gpus)) {}
-    StaticGpuProbe(const StaticGpuProbe& o) : m_gpus(o.m_gpus), m_processes(o.m_processes) {}
+    StaticGpuProbe(const StaticGpuProbe& o) : m_gpus(o.m_gpus), m_processes(o.processes_now()) {}
     Result<std::vector<GpuInfo>> list() override { return m_gpus; }
     Result<std::vector<GpuProcess>> processes() override {
-        std::lock_guard lock(m_mu);
+        util::MutexLock lock(m_mu);
+        ++m_process_queries;
         return m_processes;
     }
     MemoryEnforcement memory_enforcement() override {
         return m_gpus.empty() ? MemoryEnforcement::none : MemoryEnforcement::watchdog;
     }
     void set_processes(std::vector<GpuProcess> p) {
-        std::lock_guard lock(m_mu);
+        util::MutexLock lock(m_mu);
         m_processes = std::move(p);
+    }
+    // How many times processes() was asked (a test waits for the watchdog to have looked).
+    std::int64_t process_queries() const {
+        util::MutexLock lock(m_mu);
+        return m_process_queries;
     }
     // Every GPU present without ECC errors, unless a test says otherwise.
     Result<std::vector<GpuStatus>> status() override {
-        std::lock_guard lock(m_mu);
+        util::MutexLock lock(m_mu);
+        ++m_status_queries;
         if (m_status) {
             return *m_status;
         }
@@ -120,15 +127,27 @@ public:
         return out;
     }
     void set_status(std::optional<Result<std::vector<GpuStatus>>> s) {
-        std::lock_guard lock(m_mu);
+        util::MutexLock lock(m_mu);
         m_status = std::move(s);
+    }
+    // How many times status() was asked.
+    std::int64_t status_queries() const {
+        util::MutexLock lock(m_mu);
+        return m_status_queries;
     }
 
 private:
-    std::vector<GpuInfo> m_gpus;
-    std::mutex m_mu;
-    std::vector<GpuProcess> m_processes;
-    std::optional<Result<std::vector<GpuStatus>>> m_status;
+    std::vector<GpuProcess> processes_now() const {
+        util::MutexLock lock(m_mu);
+        return m_processes;
+    }
+
+    const std::vector<GpuInfo> m_gpus;
+    mutable util::Mutex m_mu;
+    std::vector<GpuProcess> m_processes GUARDED_BY(m_mu);
+    std::optional<Result<std::vector<GpuStatus>>> m_status GUARDED_BY(m_mu);
+    std::int64_t m_process_queries GUARDED_BY(m_mu) = 0;
+    std::int64_t m_status_queries GUARDED_BY(m_mu) = 0;
 };
 
 // Parses nvidia-smi's CSV answer (the query above). Pure.

@@ -59,6 +59,25 @@ struct ExitStatus {
     bool oom_killed = false; // only when the runtime reports it
 };
 
+// What a runtime can do, asked instead of its name: the agent builds a job's environment, reads
+// its exits and recovers after a restart by these, and `gpupool worker --share` refuses a runtime
+// that does not isolate jobs unless told otherwise.
+struct RuntimeCapabilities {
+    // The job runs in its own file system view (only its mounts, at /work, /outputs and /cache), as an
+    // unprivileged user, within its limits. false: a bare process that sees the host as the worker does.
+    bool isolates = true;
+    // A running job is found again after a worker restart (list(), reattach()). false: such attempts
+    // are reported lost.
+    bool reattaches = true;
+    // The job's memory limit is enforced by the runtime, so exit 137 under a limit reads as an
+    // out-of-memory kill.
+    bool limits_memory = true;
+    // Only the job's GPU is passed into it, as device 0 (podman's CDI device, docker's --gpus).
+    // false: the job sees every GPU of the host and CUDA_VISIBLE_DEVICES names its own by index.
+    bool gpu_as_device_zero = true;
+    bool operator==(const RuntimeCapabilities&) const = default;
+};
+
 struct FoundContainer {
     std::string name;
     std::map<std::string, std::string> labels;
@@ -69,7 +88,8 @@ class ContainerRuntime {
 public:
     virtual ~ContainerRuntime() = default;
 
-    virtual std::string name() const = 0; // "podman", "docker", "process", "fake"
+    virtual std::string name() const = 0; // "podman", "docker", "process", "fake": for people to read
+    virtual RuntimeCapabilities capabilities() const = 0;
     // Whether jobs can run at all (the engine is installed and answers: a docker daemon is up);
     // the error says what to fix. Asked before a worker registers.
     virtual Status check() { return {}; }
@@ -94,13 +114,6 @@ public:
 // Failure: an invalid_input Error that names the offending part.
 Status check_container_spec(const ContainerSpec& spec, bool container);
 
-// "podman", "docker" or "process". The process runtime isolates nothing (see process_runtime.hpp).
-// `runtime_args` are extra global flags for the CLI tool (e.g. docker's -H, podman's --root);
-// `run_args` extra flags for every container (e.g. `--network none`); `state_dir` is where the
-// process runtime keeps its records of running jobs (so that a restart can clean up after a crash).
-Result<std::unique_ptr<ContainerRuntime>> make_runtime(const std::string& kind,
-                                                       const std::vector<std::string>& runtime_args = {},
-                                                       const std::vector<std::string>& run_args = {},
-                                                       const std::filesystem::path& state_dir = {});
+// Which runtimes exist and how one is made: runtime_registry.hpp.
 
 } // namespace gpupool::worker

@@ -73,6 +73,7 @@ public:
     OciRuntime& operator=(const OciRuntime&) = delete;
 
     std::string name() const override { return to_string(m_config.tool); }
+    RuntimeCapabilities capabilities() const override { return {}; } // isolates, re-attaches, limits, one GPU
     Status check() override;
     Status start(const ContainerSpec& spec) override;
     Result<std::optional<ExitStatus>> poll(const std::string& name) override;

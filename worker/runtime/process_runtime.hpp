@@ -43,6 +43,8 @@ public:
     ProcessRuntime& operator=(const ProcessRuntime&) = delete;
 
     std::string name() const override { return "process"; }
+    // Isolates nothing, re-attaches to nothing, limits no memory, hides no GPU.
+    RuntimeCapabilities capabilities() const override { return {false, false, false, false}; }
     Status start(const ContainerSpec& spec) override;
     Result<std::optional<ExitStatus>> poll(const std::string& name) override;
     Status signal(const std::string& name, int signo) override;

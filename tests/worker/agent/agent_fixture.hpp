@@ -9,9 +9,11 @@
 #include "tests/support.hpp"
 #include "tests/worker/fake_runtime.hpp"
 #include "worker/agent/agent.hpp"
+#include "worker/agent/steady_clock.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -111,12 +113,95 @@ struct Pool {
     }
 };
 
+// What the agent said to the real coordinator, counted, so a test waits for "three more
+// heartbeats" instead of sleeping for what it hopes is long enough.
+struct LinkCounts {
+    std::atomic<std::int64_t> heartbeats{0};
+    std::atomic<std::int64_t> draining_heartbeats{0};
+    std::atomic<std::int64_t> unhealthy_heartbeats{0}; // naming a GPU as unhealthy
+    std::atomic<std::int64_t> paused_heartbeats{0};
+    std::atomic<std::int64_t> polls{0};                // answered
+    std::atomic<std::int64_t> unavailable{0};          // calls that found the coordinator away
+};
+
+// The real HTTP link, counting into LinkCounts.
+class CountingLink final : public worker::CoordinatorLink {
+public:
+    CountingLink(const std::string& url, const std::string& token, LinkCounts& counts)
+        : m_real(url, token, ""), m_counts(counts) {}
+    void set_token(std::string token) override { m_real.set_token(std::move(token)); }
+    Result<worker::WorkerApi::Registration> register_worker(const std::string& name, const json& inventory) override {
+        return count(m_real.register_worker(name, inventory));
+    }
+    Result<worker::HeartbeatAnswer> heartbeat(const std::vector<std::int64_t>& running,
+                                              const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
+                                              const json& inventory, bool paused) override {
+        auto r = count(m_real.heartbeat(running, unhealthy_gpus, draining, inventory, paused));
+        if (r) {
+            ++m_counts.heartbeats;
+            m_counts.draining_heartbeats += draining ? 1 : 0;
+            m_counts.unhealthy_heartbeats += unhealthy_gpus.empty() ? 0 : 1;
+            m_counts.paused_heartbeats += paused ? 1 : 0;
+        }
+        return r;
+    }
+    Result<std::vector<worker::AssignmentMsg>> poll(std::chrono::milliseconds wait) override {
+        auto r = count(m_real.poll(wait));
+        m_counts.polls += r ? 1 : 0;
+        return r;
+    }
+    Status start(std::int64_t attempt) override { return count(m_real.start(attempt)); }
+    Result<std::string> inputs(std::int64_t attempt) override { return count(m_real.inputs(attempt)); }
+    Result<std::int64_t> append_log(std::int64_t attempt, std::int64_t offset, std::string_view data) override {
+        return count(m_real.append_log(attempt, offset, data));
+    }
+    Status upload_outputs(std::int64_t attempt, std::string_view archive) override {
+        return count(m_real.upload_outputs(attempt, archive));
+    }
+    Status complete(std::int64_t attempt, std::optional<int> exit_code, const std::string& reason,
+                    worker::Outcome outcome) override {
+        return count(m_real.complete(attempt, exit_code, reason, outcome));
+    }
+
+private:
+    template <class R>
+    R count(R r) {
+        if (!r && r.error().code == ErrorCode::unavailable) {
+            ++m_counts.unavailable;
+        }
+        return r;
+    }
+
+    worker::HttpCoordinatorLink m_real;
+    LinkCounts& m_counts;
+};
+
+inline worker::LinkFactory counting_links(const std::string& url, LinkCounts& counts) {
+    return [url, &counts](const std::string& token) {
+        return std::unique_ptr<worker::CoordinatorLink>(std::make_unique<CountingLink>(url, token, counts));
+    };
+}
+
+// Real (monotonic) time that a test can jump forward: grace periods pass at once, while
+// heartbeats and leases go on as usual.
+class JumpClock final : public coordinator::Clock {
+public:
+    std::int64_t now_ms() const override { return m_real.now_ms() + m_jumped.load(); }
+    void jump_ms(std::int64_t ms) { m_jumped += ms; }
+
+private:
+    worker::SteadyClock m_real;
+    std::atomic<std::int64_t> m_jumped{0};
+};
+
 struct RunningAgent {
     worker::Agent agent;
     std::thread thread;
     Status result;
 
-    RunningAgent(worker::AgentOptions o, worker::ContainerRuntime& rt, worker::GpuProbe& probe) : agent(std::move(o), rt, probe) {
+    RunningAgent(worker::AgentOptions o, worker::ContainerRuntime& rt, worker::GpuProbe& probe,
+                 worker::AgentDeps deps = {})
+        : agent(std::move(o), rt, probe, std::move(deps)) {
         thread = std::thread([this] { result = agent.run(); });
     }
     ~RunningAgent() { halt(); }

@@ -3,6 +3,7 @@
 // goes away and comes back, restarts that re-attach, and drains.
 #include "tests/worker/agent/agent_fixture.hpp"
 #include "worker/agent/archive.hpp"
+#include "worker/agent/spool.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -157,7 +158,8 @@ TEST_CASE("agent: with the coordinator away the job keeps running, logs and resu
     test::TempDir work;
     test::FakeRuntime rt;
     auto probe = one_gpu();
-    RunningAgent ra(options(pool, work.path()), rt, probe);
+    LinkCounts counts;
+    RunningAgent ra(options(pool, work.path()), rt, probe, {nullptr, counting_links(pool.url(), counts)});
     const auto id = pool.submit(job_spec("resilient"));
     const auto name = container_of(rt);
     REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
@@ -171,11 +173,16 @@ TEST_CASE("agent: with the coordinator away the job keeps running, logs and resu
         rt.write(name, line);
         expected += line;
     }
-    std::this_thread::sleep_for(1500ms); // several failed deliveries and backoffs
-    CHECK_FALSE(rt.get(name)->exit);     // the job was left alone
+    const auto failed_before = counts.unavailable.load();
+    REQUIRE(eventually([&] { return counts.unavailable >= failed_before + 4; })); // failed deliveries, backoffs
+    CHECK_FALSE(rt.get(name)->exit); // the job was left alone
     std::ofstream(rt.get(name)->spec.mounts[1].host / "out.txt") << "done\n";
     rt.exit(name, 0);
-    std::this_thread::sleep_for(500ms);
+    // The agent saw the exit while the coordinator was away: the spool says it ended.
+    REQUIRE(eventually([&] {
+        const auto spooled = worker::Spool(work.path()).load(0);
+        return spooled.size() == 1 && !spooled[0].running();
+    }));
 
     pool.start();
     REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }, 15s));
@@ -240,7 +247,8 @@ TEST_CASE("agent: drain lets a short job finish, hands a long one back, and take
     auto probe = one_gpu();
     auto o = options(pool, work.path());
     o.drain_grace = 1s;
-    RunningAgent ra(o, rt, probe);
+    LinkCounts counts;
+    RunningAgent ra(o, rt, probe, {nullptr, counting_links(pool.url(), counts)});
     const auto quick = pool.submit(job_spec("quick"));
     const auto slow = pool.submit(job_spec("slow"));
     const auto a = container_of(rt, 0);
@@ -249,7 +257,7 @@ TEST_CASE("agent: drain lets a short job finish, hands a long one back, and take
     const std::string quick_name = rt.get(a)->spec.env.at("GPUPOOL_JOB_ID") == std::to_string(quick) ? a : b;
     const std::string slow_name = quick_name == a ? b : a;
     ra.agent.drain();
-    std::this_thread::sleep_for(200ms);
+    REQUIRE(eventually([&] { return counts.draining_heartbeats > 0; })); // the coordinator knows
     const auto later = pool.submit(job_spec("later"));
     rt.exit(quick_name, 0);
     ra.thread.join(); // returns once both are delivered
@@ -319,7 +327,8 @@ TEST_CASE("agent: the GPU memory watchdog stops a fractional job that holds more
     REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
     // Within its share (pid 999999 does not exist: attributed as the GPU's only attempt).
     probe.set_processes({{999999, "GPU-test-0", 12000}});
-    std::this_thread::sleep_for(400ms);
+    const auto looks = probe.process_queries();
+    REQUIRE(eventually([&] { return probe.process_queries() >= looks + 3; })); // the watchdog looked 3 times
     CHECK(rt.get(name)->signals.empty());
     probe.set_processes({{999999, "GPU-test-0", 20000}});
     REQUIRE(eventually([&] { return state_of(pool, id) == "failed"; }));
@@ -389,10 +398,12 @@ TEST_CASE("agent: --slots caps the jobs placed on the worker, a restart with a n
     {
         auto o = options(pool, work.path());
         o.slots = 1;
-        RunningAgent ra(o, rt, probe);
+        LinkCounts counts;
+        RunningAgent ra(o, rt, probe, {nullptr, counting_links(pool.url(), counts)});
         const auto first = container_of(rt, 0);
         REQUIRE(eventually([&] { return count("running") == 1; }));
-        std::this_thread::sleep_for(1s); // several scheduling passes and polls
+        const auto beats = counts.heartbeats.load();
+        REQUIRE(eventually([&] { return counts.heartbeats >= beats + 3; })); // several scheduling passes
         CHECK(rt.started().size() == 1);
         CHECK(count("queued") == 2);
         const auto queued = *std::find_if(ids.begin(), ids.end(), [&](auto id) { return state_of(pool, id) == "queued"; });
@@ -420,7 +431,8 @@ TEST_CASE("agent: a GPU that fails stops its jobs as a worker fault and takes no
     auto probe = one_gpu();
     auto o = options(pool, work.path());
     o.gpu_health = 100ms;
-    RunningAgent ra(o, rt, probe);
+    LinkCounts counts;
+    RunningAgent ra(o, rt, probe, {nullptr, counting_links(pool.url(), counts)});
 
     const auto id = pool.submit(job_spec("on-the-gpu"));
     const auto first = container_of(rt, 0);
@@ -432,7 +444,8 @@ TEST_CASE("agent: a GPU that fails stops its jobs as a worker fault and takes no
     CHECK_THAT(j["attempt_history"][0]["reason"].get<std::string>(),
                Catch::Contains("GPU 0 failed on the worker") && Catch::Contains("ECC"));
     // The coordinator heard: the job waits rather than landing on the failed GPU again.
-    std::this_thread::sleep_for(700ms);
+    const auto told = counts.unhealthy_heartbeats.load();
+    REQUIRE(eventually([&] { return counts.unhealthy_heartbeats >= told + 3; }));
     CHECK(rt.started().size() == 1);
     CHECK(state_of(pool, id) == "queued");
     CHECK_THAT(pool.job(id)["waiting_reason"].get<std::string>(), Catch::Contains("of a GPU free"));
@@ -475,8 +488,10 @@ TEST_CASE("agent: a preemptor waits for the victim to leave its GPU before it st
     test::FakeRuntime rt;
     auto probe = one_gpu();
     auto o = options(pool, work.path());
-    o.stop_grace = 4s; // the victim ignores SIGTERM: it holds the GPU until SIGKILL, 4 s later
-    RunningAgent ra(o, rt, probe);
+    o.stop_grace = 1h;   // the victim ignores SIGTERM: it holds the GPU until SIGKILL, an hour later
+    o.gpu_wait_max = 2h; // ...and the preemptor waits for it that long
+    JumpClock clock;
+    RunningAgent ra(o, rt, probe, {&clock, {}});
     auto low = job_spec("low");
     low.resources.gpu_milli = 1000;
     low.priority = recipe::Priority::low;
@@ -493,9 +508,11 @@ TEST_CASE("agent: a preemptor waits for the victim to leave its GPU before it st
     // The coordinator has given the GPU to the high job already; the worker holds it back while
     // the victim still runs on that GPU.
     REQUIRE(eventually([&] { return state_of(pool, hid) == "assigned"; }, 2s));
-    std::this_thread::sleep_for(1s); // still inside the victim's grace, even on a slow machine
+    const auto polls = rt.polls();
+    REQUIRE(eventually([&] { return rt.polls() >= polls + 5; })); // the agent went round its loop
     CHECK(rt.started().size() == 1);
     CHECK_FALSE(rt.get(victim)->exit);
+    clock.jump_ms(std::chrono::milliseconds(1h).count()); // the victim's grace is over
     const auto winner = container_of(rt, 1); // after the SIGKILL
     CHECK(rt.get(victim)->exit);
     CHECK(rt.get(victim)->signals.back() == SIGKILL);

@@ -37,7 +37,8 @@ TEST_CASE("agent pause: no new jobs while paused, the running one goes on, prese
         return std::any_of(events.begin(), events.end(),
                            [&](const std::string& e) { return e.find(part) != std::string::npos; });
     };
-    RunningAgent ra(o, engine, probe);
+    LinkCounts counts;
+    RunningAgent ra(o, engine, probe, {nullptr, counting_links(pool.url(), counts)});
     const auto first = pool.submit(job_spec("first"));
     const std::string running = container_of(engine);
     REQUIRE(eventually([&] { return state_of(pool, first) == "running"; }));
@@ -54,7 +55,8 @@ TEST_CASE("agent pause: no new jobs while paused, the running one goes on, prese
     CHECK(state_of(pool, first) == "running"); // not stopped by a pause
     engine.exit(running, 0);
     REQUIRE(eventually([&] { return state_of(pool, first) == "succeeded"; }));
-    std::this_thread::sleep_for(500ms); // several heartbeats and polls: still nothing new
+    const auto beats = counts.paused_heartbeats.load();
+    REQUIRE(eventually([&] { return counts.paused_heartbeats >= beats + 3; })); // still nothing new
     CHECK(state_of(pool, second) == "queued");
 
     REQUIRE(worker::resume_sharing(work.path()));

@@ -1,6 +1,7 @@
 #include "tests/worker/runtime/runtimes_under_test.hpp"
 
 #include "worker/runtime/oci_runtime.hpp"
+#include "worker/runtime/runtime_registry.hpp"
 
 #include <boost/process.hpp>
 

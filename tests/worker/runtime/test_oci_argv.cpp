@@ -1,8 +1,8 @@
 // Pure parts of the podman/docker runtime: the `run` argv built from a ContainerSpec, the inspect
 // JSON reader, make_runtime's choices. No engine needed.
 #include "tests/support.hpp"
-#include "worker/runtime/container_runtime.hpp"
 #include "worker/runtime/oci_runtime.hpp"
+#include "worker/runtime/runtime_registry.hpp"
 
 #include <algorithm>
 
@@ -169,6 +169,8 @@ TEST_CASE("oci runtime: a missing tool is a clear error", "[runtime]") {
     CHECK(started.error().code == ErrorCode::io);
     CHECK_FALSE(rt.list("w1"));
     CHECK(rt.name() == "podman");
+    // A container engine isolates, re-attaches, limits memory and passes one GPU as device 0.
+    CHECK(rt.capabilities() == RuntimeCapabilities{true, true, true, true});
 
     CHECK(make_runtime("process", {"--root", "/x"}).has_error());
     auto unknown = make_runtime("lxc");

@@ -4,8 +4,8 @@
 // them), or a failure when GPUPOOL_REQUIRE_CONTAINERS=1 (CI).
 #include "tests/support.hpp"
 #include "tests/worker/runtime/runtimes_under_test.hpp"
-#include "worker/runtime/container_runtime.hpp"
 #include "worker/runtime/oci_runtime.hpp"
+#include "worker/runtime/runtime_registry.hpp"
 
 #include <boost/process.hpp>
 

@@ -1,0 +1,25 @@
+// `gpupool run RECIPE.toml`: the embedded default — a coordinator on loopback and a worker in this
+// process run the recipe's jobs; logs and outputs come back under --out. register_run(Cli&)
+// (cli.hpp) declares the options; run_run does the work and returns the exit code (0 when every job
+// succeeded, 1 otherwise, 2 for a usage error), so tests call it without argv.
+#pragma once
+
+#include "cmd/cli.hpp"
+#include "cmd/jobs_view.hpp"
+
+#include <string>
+#include <vector>
+
+namespace gpupool::cmd {
+
+struct RunOptions {
+    RecipeArgs recipe{};
+    std::string runtime = "process";
+    std::vector<std::string> runtime_args{};
+    std::string out_dir = "gpupool-out";
+    std::string data_dir{};
+};
+
+int run_run(const GlobalOptions& global, const RunOptions& o);
+
+} // namespace gpupool::cmd

@@ -1,0 +1,256 @@
+// Delivery against a FakeCoordinator on a ManualClock: what goes out in which order, backoff while
+// the coordinator is away (measured on the clock, not waited for), fencing, stop orders, and the
+// refusals that end the worker.
+#include "core/coordinator/clock.hpp"
+#include "core/recipe/recipe_json.hpp"
+#include "tests/support.hpp"
+#include "tests/worker/agent/fake_link.hpp"
+#include "worker/agent/delivery.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+using namespace gpupool;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct DeliveryBench {
+    test::TempDir work;
+    worker::AgentOptions opt;
+    coordinator::ManualClock clock;
+    test::FakeCoordinator coordinator;
+    test::FakeLink link{coordinator};
+    worker::Spool spool{work.path()};
+    worker::Attempts attempts;
+    std::vector<std::string> stopped;
+    std::vector<std::int64_t> cancelled_waiting;
+    std::vector<std::string> events;
+    std::unique_ptr<worker::Delivery> delivery;
+
+    DeliveryBench() {
+        opt.work_dir = work.path();
+        opt.heartbeat = 1s;
+        opt.log_flush = 500ms;
+        opt.backoff_initial = 1s;
+        opt.backoff_max = 8s;
+        worker::Delivery::Hooks hooks{
+            [this](worker::Attempt& t, const std::string& why) {
+                t.stop_reason = why;
+                stopped.push_back(std::to_string(t.id()) + ": " + why);
+            },
+            [this](std::int64_t id) {
+                cancelled_waiting.push_back(id);
+                return id == 99;
+            },
+            [this](const std::string& line) { events.push_back(line); }};
+        delivery = std::make_unique<worker::Delivery>(opt, link, clock, spool, worker::Backoff(1s, 8s, 42), hooks);
+    }
+
+    worker::Attempt& add(std::int64_t id) {
+        worker::AssignmentMsg a;
+        a.attempt = id;
+        a.job = id * 10;
+        a.spec.name = "job" + std::to_string(id);
+        a.spec.outputs.max_size_mib = 1;
+        a.spec.image = "localhost/gpupool/busybox:latest";
+        a.spec.command = {"true"};
+        a.spec.resources.cpu_milli = 100;
+        a.spec.resources.memory_mib = 64;
+        a.raw = {{"attempt", id}, {"job", id * 10}, {"spec", nlohmann::json::parse(recipe::to_json(a.spec).dump())}};
+        auto t = spool.create(a, clock.now_ms());
+        t.container = "c" + std::to_string(id);
+        std::filesystem::create_directories(t.dir / "outputs");
+        spool.save(t);
+        return attempts.emplace(id, std::move(t)).first->second;
+    }
+    static void write_log(const worker::Attempt& t, const std::string& text) {
+        std::ofstream(t.log_path(), std::ios::app | std::ios::binary) << text;
+    }
+    static void end(worker::Attempt& t, int code) {
+        t.phase = worker::AttemptPhase::ended;
+        t.exit_code = code;
+        t.reason = "exited with status " + std::to_string(code);
+    }
+    std::vector<std::int64_t> deliver() {
+        return delivery->deliver(attempts, [] {
+            worker::Delivery::Facts f;
+            f.inventory = {{"gpus", nlohmann::json::array()}};
+            return f;
+        });
+    }
+};
+
+} // namespace
+
+TEST_CASE("delivery: start, logs, outputs and completion go out in order, then the attempt is done", "[delivery]") {
+    DeliveryBench b;
+    auto& t = b.add(1);
+    b.write_log(t, "hello\n");
+    b.clock.advance_ms(500); // log_flush
+    CHECK(b.deliver().empty()); // running: started and its log shipped, nothing to drop
+    CHECK(b.coordinator.started(1));
+    CHECK(b.coordinator.log(1) == "hello\n");
+    CHECK(t.shipped == 6);
+    std::ofstream(t.dir / "outputs" / "r.txt") << "42\n";
+    b.end(t, 0);
+    CHECK(b.deliver() == std::vector<std::int64_t>{1});
+    REQUIRE(b.coordinator.outputs(1));
+    CHECK_FALSE(b.coordinator.outputs(1)->empty());
+    REQUIRE(b.coordinator.completion(1));
+    CHECK(b.coordinator.completion(1)->exit_code == 0);
+    CHECK(b.coordinator.completion(1)->reason == "exited with status 0");
+}
+
+TEST_CASE("delivery: a small log chunk waits for log_flush on the clock, a running job's bytes are not forced",
+          "[delivery]") {
+    DeliveryBench b;
+    auto& t = b.add(1);
+    b.deliver();
+    b.write_log(t, "a little\n");
+    b.clock.advance_ms(100);
+    b.deliver();
+    CHECK(b.coordinator.log(1).empty()); // under 64 KiB and within log_flush (500 ms)
+    b.clock.advance_ms(400);
+    b.deliver();
+    CHECK(b.coordinator.log(1) == "a little\n");
+    b.write_log(t, std::string(70 * 1024, 'x')); // over 64 KiB: at once
+    b.deliver();
+    CHECK(b.coordinator.log(1).size() == 9 + 70 * 1024);
+}
+
+TEST_CASE("delivery: while the coordinator is away nothing goes out until the backoff has passed, and the "
+          "result stays spooled until it is taken",
+          "[delivery]") {
+    DeliveryBench b;
+    auto& t = b.add(1);
+    b.write_log(t, "done\n");
+    b.end(t, 3);
+    b.coordinator.fail_all(ErrorCode::unavailable);
+    CHECK(b.deliver().empty());
+    CHECK_FALSE(b.delivery->online());
+    const auto calls = b.coordinator.calls();
+    b.deliver();
+    CHECK(b.coordinator.calls() == calls); // offline: no call at all
+    // The spool still holds the ended attempt: a restart would deliver it.
+    b.spool.save(t);
+    auto back = b.spool.load(b.clock.now_ms());
+    REQUIRE(back.size() == 1);
+    CHECK(back[0].phase == worker::AttemptPhase::ended);
+    CHECK(back[0].exit_code == 3);
+    // The first failure waits within [0.5 s, 1 s] (backoff_initial 1 s, equal jitter).
+    b.clock.advance_ms(1'000);
+    CHECK(b.delivery->online());
+    b.deliver(); // fails again: the second wait is within [1 s, 2 s]
+    b.clock.advance_ms(900);
+    CHECK_FALSE(b.delivery->online());
+    b.clock.advance_ms(1'100);
+    REQUIRE(b.delivery->online());
+    b.coordinator.fail_all(std::nullopt);
+    CHECK(b.deliver() == std::vector<std::int64_t>{1});
+    CHECK(b.coordinator.log(1) == "done\n");
+    CHECK(b.coordinator.completion(1)->exit_code == 3);
+}
+
+TEST_CASE("delivery: a 409 fences the attempt: a running one is stopped, an ended one dropped undelivered",
+          "[delivery]") {
+    DeliveryBench b;
+    auto& running = b.add(1);
+    auto& ended = b.add(2);
+    b.end(ended, 0);
+    b.coordinator.conflict(1);
+    b.coordinator.conflict(2);
+    CHECK(b.deliver().empty());
+    CHECK(running.fenced);
+    CHECK(ended.fenced);
+    REQUIRE(b.stopped.size() == 1);
+    CHECK(b.stopped[0] == "1: the coordinator no longer knows this attempt");
+    CHECK(b.deliver() == std::vector<std::int64_t>{2}); // fenced and ended: done with, nothing sent
+    CHECK_FALSE(b.coordinator.completion(2));
+    CHECK(b.delivery->online()); // a refusal is not an outage
+}
+
+TEST_CASE("delivery: a heartbeat's stop orders stop running attempts and cancel waiting ones", "[delivery]") {
+    DeliveryBench b;
+    b.add(1);
+    b.coordinator.order_stop(1);
+    b.coordinator.order_stop(99); // waiting for its GPU (the hook says so)
+    b.deliver();
+    CHECK(b.cancelled_waiting == std::vector<std::int64_t>{1, 99});
+    REQUIRE(b.stopped.size() == 1);
+    CHECK(b.stopped[0] == "1: stopped by the coordinator (cancelled, preempted or lost)");
+    CHECK(b.attempts.at(1).fenced);
+    const auto beats = b.coordinator.beats();
+    REQUIRE(beats.size() == 1);
+    CHECK(beats[0].running == std::vector<std::int64_t>{1});
+    CHECK(beats[0].with_inventory); // the first one since the start
+}
+
+TEST_CASE("delivery: heartbeats go every `heartbeat` on the clock, at once when asked, inventory only first",
+          "[delivery]") {
+    DeliveryBench b;
+    b.deliver();
+    b.clock.advance_ms(500);
+    b.deliver();
+    CHECK(b.coordinator.beats().size() == 1);
+    b.clock.advance_ms(500);
+    b.deliver();
+    CHECK(b.coordinator.beats().size() == 2);
+    b.delivery->heartbeat_now();
+    b.deliver();
+    const auto beats = b.coordinator.beats();
+    REQUIRE(beats.size() == 3);
+    CHECK_FALSE(beats[2].with_inventory);
+}
+
+TEST_CASE("delivery: the owner's pause goes with the heartbeat and is told once", "[delivery]") {
+    DeliveryBench b;
+    REQUIRE(worker::pause_sharing(b.work.path(), "tonight"));
+    b.deliver();
+    b.delivery->heartbeat_now();
+    b.deliver();
+    const auto beats = b.coordinator.beats();
+    REQUIRE(beats.size() == 2);
+    CHECK(beats[0].paused);
+    CHECK(beats[1].paused);
+    REQUIRE(b.events.size() == 1);
+    CHECK_THAT(b.events[0], Catch::StartsWith("paused by the owner"));
+}
+
+TEST_CASE("delivery: a refused worker (401/403) is fatal and names worker.json", "[delivery]") {
+    DeliveryBench b;
+    b.coordinator.fail_all(ErrorCode::forbidden);
+    b.deliver();
+    REQUIRE(b.delivery->fatal());
+    CHECK(b.delivery->fatal()->code == ErrorCode::forbidden);
+    CHECK_THAT(b.delivery->fatal()->message, Catch::Contains("worker.json"));
+}
+
+TEST_CASE("delivery: hand_back completes unstarted assignments as owner_preempted", "[delivery]") {
+    DeliveryBench b;
+    std::vector<std::int64_t> ids{5, 6};
+    b.coordinator.fail_all(ErrorCode::unavailable);
+    b.delivery->hand_back(ids, b.attempts);
+    CHECK(ids.size() == 2); // kept for later
+    b.clock.advance_ms(2'000);
+    b.coordinator.fail_all(std::nullopt);
+    b.delivery->hand_back(ids, b.attempts);
+    CHECK(ids.empty());
+    REQUIRE(b.coordinator.completion(5));
+    CHECK(b.coordinator.completion(5)->outcome == worker::Outcome::owner_preempted);
+    CHECK_FALSE(b.coordinator.completion(5)->exit_code);
+}
+
+TEST_CASE("delivery: outputs over the cap fail the job with the reason, and its log says so", "[delivery]") {
+    DeliveryBench b;
+    auto& t = b.add(1);
+    std::ofstream(t.dir / "outputs" / "big.bin") << std::string(2 * 1024 * 1024, 'x');
+    b.end(t, 0);
+    CHECK(b.deliver() == std::vector<std::int64_t>{1});
+    REQUIRE(b.coordinator.completion(1));
+    CHECK(b.coordinator.completion(1)->exit_code == 1);
+    CHECK_THAT(b.coordinator.completion(1)->reason, Catch::StartsWith("outputs not uploaded"));
+    CHECK_THAT(b.coordinator.log(1), Catch::Contains("gpupool-worker: outputs not uploaded"));
+    CHECK_FALSE(b.coordinator.outputs(1));
+}

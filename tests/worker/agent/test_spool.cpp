@@ -1,0 +1,151 @@
+// The spool: state.json round trips, unreadable attempt directories are dropped, and recovery after
+// a restart re-attaches, reports lost attempts and removes this worker's orphaned containers.
+#include "core/recipe/recipe_json.hpp"
+#include "tests/support.hpp"
+#include "tests/worker/fake_runtime.hpp"
+#include "worker/agent/spool.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+using namespace gpupool;
+
+namespace {
+
+worker::AssignmentMsg assignment(std::int64_t id) {
+    worker::AssignmentMsg a;
+    a.attempt = id;
+    a.job = 100 + id;
+    a.attempt_number = 1;
+    a.spec.name = "spooled";
+    a.spec.image = "localhost/gpupool/busybox:latest";
+    a.spec.command = {"true"};
+    a.spec.resources.cpu_milli = 100;
+    a.spec.resources.memory_mib = 64;
+    a.raw = {{"attempt", id},
+             {"job", 100 + id},
+             {"attempt_number", 1},
+             {"gpu_index", -1},
+             {"spec", nlohmann::json::parse(recipe::to_json(a.spec).dump())}};
+    return a;
+}
+
+worker::ContainerSpec spec_for(const worker::Attempt& t, const std::string& label) {
+    worker::ContainerSpec c;
+    c.name = t.container;
+    c.argv = {"true"};
+    c.log_path = t.log_path();
+    c.labels = {{"gpupool.worker", label}, {"gpupool.attempt", std::to_string(t.id())}};
+    return c;
+}
+
+} // namespace
+
+TEST_CASE("spool: state.json keeps what was delivered and how the attempt ended", "[spool]") {
+    worker::Attempt t;
+    t.container = "gpupool-w1-x-a3";
+    t.phase = worker::AttemptPhase::ended;
+    t.start_reported = true;
+    t.shipped = 1234;
+    t.outputs_done = true;
+    t.exit_code = 137;
+    t.reason = "killed";
+    t.outcome = worker::Outcome::owner_preempted;
+    t.stop_reason = "drain";
+    t.stop_outcome = worker::Outcome::worker_fault;
+    t.outputs_error = "too big";
+    worker::Attempt back;
+    worker::Spool::apply_state(back, worker::Spool::state_json(t));
+    CHECK(worker::Spool::state_json(back) == worker::Spool::state_json(t));
+    CHECK(back.exit_code == 137);
+    CHECK(back.outcome == worker::Outcome::owner_preempted);
+    CHECK(back.stop_outcome == worker::Outcome::worker_fault);
+    CHECK_FALSE(back.running());
+    worker::Attempt fresh;
+    worker::Spool::apply_state(fresh, nlohmann::json::object()); // an older file: defaults
+    CHECK(fresh.running());
+    CHECK_FALSE(fresh.exit_code);
+}
+
+TEST_CASE("spool: load reads attempts back and drops directories it cannot trust", "[spool]") {
+    test::TempDir work;
+    worker::Spool spool(work.path());
+    auto t = spool.create(assignment(1), 5'000);
+    t.shipped = 42;
+    spool.save(t);
+    CHECK(std::filesystem::exists(t.dir / "assignment.json"));
+    std::filesystem::create_directories(spool.dir() / "2"); // no files: a crash mid-create
+    std::filesystem::create_directories(spool.dir() / "3");
+    std::ofstream(spool.dir() / "3" / "assignment.json") << "{not json";
+    std::ofstream(spool.dir() / "3" / "state.json") << "{}";
+    const auto back = spool.load(9'000);
+    REQUIRE(back.size() == 1);
+    CHECK(back[0].id() == 1);
+    CHECK(back[0].shipped == 42);
+    CHECK(back[0].started_ms == 9'000); // max_runtime starts again from the restart
+    CHECK_FALSE(std::filesystem::exists(spool.dir() / "2"));
+    CHECK_FALSE(std::filesystem::exists(spool.dir() / "3"));
+    spool.remove(back[0]);
+    CHECK(spool.load(9'000).empty());
+}
+
+TEST_CASE("spool: recovery re-attaches running containers, reports the lost and removes orphans", "[spool]") {
+    test::TempDir work;
+    test::FakeRuntime rt;
+    worker::Spool spool(work.path());
+    const std::string label = "w1-00000000000000aa";
+    auto alive = spool.create(assignment(1), 0);
+    alive.container = "gpupool-" + label + "-a1";
+    spool.save(alive);
+    REQUIRE(rt.start(spec_for(alive, label)));
+    auto gone = spool.create(assignment(2), 0);
+    gone.container = "gpupool-" + label + "-a2";
+    spool.save(gone);
+    auto ended = spool.create(assignment(3), 0);
+    ended.phase = worker::AttemptPhase::ended;
+    ended.exit_code = 0;
+    spool.save(ended);
+    worker::Attempt orphan;
+    orphan.container = "gpupool-" + label + "-a9";
+    orphan.a.attempt = 9;
+    orphan.dir = work.path();
+    REQUIRE(rt.start(spec_for(orphan, label)));
+    worker::Attempt foreign; // another pool's worker on the same engine
+    foreign.container = "gpupool-w1-00000000000000bb-a1";
+    foreign.a.attempt = 1;
+    foreign.dir = work.path();
+    REQUIRE(rt.start(spec_for(foreign, "w1-00000000000000bb")));
+
+    const auto back = spool.recover(rt, label, 0);
+    REQUIRE(back.size() == 3);
+    std::map<std::int64_t, worker::Spool::Recovered> by_id;
+    for (const auto& r : back) {
+        by_id.emplace(r.attempt.id(), r);
+    }
+    CHECK_FALSE(by_id.at(1).lost);
+    CHECK(rt.get(alive.container)->reattached == 1);
+    REQUIRE(by_id.at(2).lost);
+    CHECK_THAT(*by_id.at(2).lost, Catch::Contains("container was gone"));
+    CHECK_FALSE(by_id.at(3).lost); // ended before: only its delivery is left
+    CHECK(rt.get(orphan.container)->removed);
+    CHECK_FALSE(rt.get(foreign.container)->removed);
+}
+
+TEST_CASE("spool: a runtime that cannot re-attach reports every running attempt lost, without asking it", "[spool]") {
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto caps = rt.capabilities();
+    caps.reattaches = false;
+    rt.set_capabilities(caps);
+    worker::Spool spool(work.path());
+    auto t = spool.create(assignment(1), 0);
+    t.container = "gpupool-w1-00000000000000aa-a1";
+    spool.save(t);
+    REQUIRE(rt.start(spec_for(t, "w1-00000000000000aa")));
+    const auto back = spool.recover(rt, "w1-00000000000000aa", 0);
+    REQUIRE(back.size() == 1);
+    REQUIRE(back[0].lost);
+    CHECK_THAT(*back[0].lost, Catch::Contains("cannot be re-attached"));
+    CHECK(rt.get(t.container)->reattached == 0);
+}

@@ -1,0 +1,50 @@
+// Attempt: what the worker knows of one attempt it holds — the assignment, where its spool is, how
+// far its log has been shipped, and how it ended. A plain value owned by the agent thread; the spool
+// (spool.hpp) persists the part that must survive a restart (state.json), delivery.hpp ships it.
+// Times are milliseconds on the agent's Clock (core/coordinator/clock.hpp).
+#pragma once
+
+#include "worker/agent/worker_api.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace gpupool::worker {
+
+enum class AttemptPhase : std::uint8_t { running, ended };
+
+struct Attempt {
+    AssignmentMsg a{};
+    std::filesystem::path dir{};
+    std::string container{};
+    AttemptPhase phase = AttemptPhase::running;
+    bool start_reported = false;
+    std::int64_t shipped = 0;                 // log bytes the coordinator has confirmed
+    std::int64_t started_ms = 0;              // local start (for max_runtime)
+    std::int64_t last_ship_ms = 0;
+    std::optional<std::int64_t> kill_at_ms{}; // SIGKILL after a SIGTERM
+    bool killed = false;
+    std::string stop_reason{};                // why we stopped it (empty: it ended by itself)
+    Outcome stop_outcome = Outcome::exited;
+    // Once ended:
+    std::optional<int> exit_code{};
+    std::string reason{};
+    Outcome outcome = Outcome::exited;
+    bool outputs_done = false;                // packed and uploaded (or nothing to upload)
+    std::string outputs_error{};
+    bool fenced = false;                      // 409: drop without delivering
+    std::int64_t gpu_limit_mib = 0;           // a fractional GPU job's memory share (0: not watched)
+    std::optional<std::int64_t> poll_failing_since_ms{}; // the engine cannot tell how the job is
+
+    std::int64_t id() const { return a.attempt; }
+    bool running() const { return phase == AttemptPhase::running; }
+    std::filesystem::path log_path() const { return dir / "log"; }
+};
+
+// The attempts the agent holds, by attempt id.
+using Attempts = std::map<std::int64_t, Attempt>;
+
+} // namespace gpupool::worker

@@ -1,0 +1,304 @@
+#include "worker/agent/delivery.hpp"
+
+#include "core/util/files.hpp"
+#include "worker/agent/archive.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace gpupool::worker {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr std::size_t k_max_chunk = std::size_t{1} << 20; // bytes per log POST
+constexpr std::int64_t k_eager_chunk = 64 * 1024;         // ship at once when this much is pending
+
+std::int64_t file_size_or_zero(const fs::path& p) {
+    std::error_code ec;
+    const auto n = fs::file_size(p, ec);
+    return ec ? 0 : static_cast<std::int64_t>(n);
+}
+
+std::string read_range(const fs::path& p, std::int64_t offset, std::size_t max) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) {
+        return {};
+    }
+    in.seekg(offset);
+    std::string buf(max, '\0');
+    in.read(buf.data(), static_cast<std::streamsize>(max));
+    buf.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    return buf;
+}
+
+} // namespace
+
+Delivery::Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock,
+                   const Spool& spool, Backoff backoff, Hooks hooks)
+    : m_opt(options), m_link(link), m_clock(clock), m_spool(spool), m_backoff(backoff), m_hooks(std::move(hooks)) {}
+
+bool Delivery::handle(Attempts& attempts, std::int64_t id, const Error& e, const char* what) {
+    if (net::is_tls_verification_failure(e)) {
+        m_fatal = e;
+        return false;
+    }
+    if (e.code == ErrorCode::unavailable) {
+        const auto d = m_backoff.next_delay();
+        m_offline_until_ms = m_clock.now_ms() + d.count();
+        spdlog::warn("coordinator unreachable during {} ({}); retrying in {} ms", what, e.message, d.count());
+        return false;
+    }
+    if (e.code == ErrorCode::conflict && id != 0) {
+        auto it = attempts.find(id);
+        if (it != attempts.end()) {
+            it->second.fenced = true;
+            if (it->second.running()) {
+                m_hooks.stop(it->second, "the coordinator no longer knows this attempt");
+            }
+        }
+        spdlog::info("attempt {}: {} refused, the attempt is no longer current: {}", id, what, e.message);
+        return true;
+    }
+    spdlog::error("{} for attempt {}: {}", what, id, e.message);
+    if (id != 0) {
+        auto it = attempts.find(id);
+        if (it != attempts.end() && !it->second.running()) {
+            it->second.fenced = true; // a request the coordinator will never take: give up on it
+        }
+    }
+    return true;
+}
+
+void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>& facts) {
+    const auto now = m_clock.now_ms();
+    if (now < m_next_heartbeat_ms || !online()) {
+        return;
+    }
+    Facts f = facts();
+    std::vector<std::int64_t> held;
+    for (const auto& [id, t] : attempts) {
+        if (!t.fenced) {
+            held.push_back(id);
+        }
+    }
+    held.insert(held.end(), f.waiting.begin(), f.waiting.end()); // they keep their lease while they wait
+    const bool paused_now = paused_since(m_opt.work_dir).has_value();
+    if (paused_now != m_paused) {
+        m_paused = paused_now;
+        m_hooks.event(m_paused ? "paused by the owner: no new jobs (" + std::to_string(f.active) +
+                                     " running go on); `gpupool worker resume` shares again"
+                               : "sharing again: the owner resumed");
+    }
+    // The first heartbeat after a start carries the inventory: the machine may have changed since it
+    // registered (other GPUs, --cpus-milli, --memory-mib, --slots).
+    auto hb = m_link.heartbeat(held, f.unhealthy_gpus, f.draining, m_inventory_sent ? json() : f.inventory, m_paused);
+    if (!hb && net::is_tls_verification_failure(hb.error())) {
+        m_fatal = hb.error(); // a wrong CA stays wrong: stop rather than retry forever
+        return;
+    }
+    if (!hb && !m_inventory_sent && hb.error().code == ErrorCode::invalid_input) {
+        spdlog::error("the coordinator refused this worker's inventory ({}); it keeps the one from registration",
+                      hb.error().message);
+        m_inventory_sent = true;
+        return; // the next pass sends a plain heartbeat
+    }
+    if (!hb) {
+        const auto code = hb.error().code;
+        if (code == ErrorCode::unauthorized || code == ErrorCode::forbidden) {
+            // Banned, or a pool that no longer knows us: nothing here will work again.
+            m_fatal = make_error(code, "the coordinator refused this worker (" + hb.error().message +
+                                           "); if the pool was reset, delete " +
+                                           (m_opt.work_dir / "worker.json").string() + " to register again");
+            return;
+        }
+        handle(attempts, 0, hb.error(), "heartbeat");
+        return;
+    }
+    delivered();
+    m_inventory_sent = true;
+    if (hb->lease_ms > 0) {
+        m_lease_ms = hb->lease_ms;
+    }
+    const auto interval = std::min<milliseconds>(m_opt.heartbeat, milliseconds(std::max<std::int64_t>(m_lease_ms / 3, 100)));
+    m_next_heartbeat_ms = now + interval.count();
+    obey(*hb, attempts);
+}
+
+void Delivery::obey(const HeartbeatAnswer& answer, Attempts& attempts) {
+    for (auto id : answer.stop) {
+        if (m_hooks.cancel_waiting(id)) {
+            spdlog::info("attempt {}: cancelled while it waited for its GPU share", id);
+            continue;
+        }
+        auto it = attempts.find(id);
+        if (it == attempts.end()) {
+            continue;
+        }
+        it->second.fenced = true;
+        if (it->second.running()) {
+            m_hooks.stop(it->second, "stopped by the coordinator (cancelled, preempted or lost)");
+        }
+    }
+}
+
+bool Delivery::ship_logs(Attempts& attempts, Attempt& t, bool flush) {
+    const fs::path log = t.log_path();
+    for (;;) {
+        const std::int64_t size = file_size_or_zero(log);
+        if (size <= t.shipped) {
+            return true;
+        }
+        const auto pending = size - t.shipped;
+        if (!flush && pending < k_eager_chunk && m_clock.now_ms() - t.last_ship_ms < m_opt.log_flush.count()) {
+            return true;
+        }
+        const std::string chunk = read_range(log, t.shipped, std::min<std::size_t>(k_max_chunk, static_cast<std::size_t>(pending)));
+        if (chunk.empty()) {
+            return true;
+        }
+        auto r = m_link.append_log(t.a.attempt, t.shipped, chunk);
+        if (!r) {
+            return handle(attempts, t.a.attempt, r.error(), "log upload");
+        }
+        delivered();
+        t.shipped = std::max(*r, t.shipped + static_cast<std::int64_t>(chunk.size()));
+        t.last_ship_ms = m_clock.now_ms();
+        m_spool.save(t);
+    }
+}
+
+bool Delivery::pack_outputs_once(Attempt& t) {
+    const fs::path tar = t.dir / "outputs.tar"; // packed once, kept until uploaded (across restarts)
+    std::error_code ec;
+    if (fs::is_regular_file(fs::symlink_status(tar, ec))) {
+        return true;
+    }
+    const std::int64_t cap = t.a.spec.outputs.max_size_mib * 1024 * 1024;
+    // Packed under an unpredictable name (created O_EXCL, 0600), then renamed into place.
+    auto tmp = util::TempFile::create(t.dir, ".outputs-", ".tar");
+    auto packed = tmp ? pack_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, tmp->path())
+                      : Result<PackedOutputs>(tmp.error());
+    if (packed) {
+        if (auto st = tmp->rename_to(tar); !st) {
+            packed = st.error();
+        }
+    }
+    if (!packed) {
+        // Over the cap (or unreadable): the job fails with the reason, and its log says so.
+        t.outputs_error = packed.error().message;
+        t.outputs_done = true;
+        t.exit_code = (t.exit_code && *t.exit_code != 0) ? *t.exit_code : 1;
+        t.reason = "outputs not uploaded: " + packed.error().message;
+        Spool::append_note(t, "gpupool-worker: " + t.reason + "\n");
+        m_spool.save(t);
+        return false;
+    }
+    for (const auto& s : packed->skipped) {
+        spdlog::warn("attempt {}: outputs: skipped {}", t.a.attempt, s);
+        Spool::append_note(t, "gpupool-worker: outputs: skipped " + s + "\n");
+    }
+    return true;
+}
+
+bool Delivery::upload_outputs(Attempts& attempts, Attempt& t) {
+    if (t.outputs_done || !pack_outputs_once(t)) {
+        return true;
+    }
+    const fs::path tar = t.dir / "outputs.tar";
+    std::ifstream in(tar, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto st = m_link.upload_outputs(t.a.attempt, ss.str());
+    if (!st) {
+        return handle(attempts, t.a.attempt, st.error(), "outputs upload");
+    }
+    delivered();
+    t.outputs_done = true;
+    m_spool.save(t);
+    std::error_code ec;
+    fs::remove(tar, ec);
+    return true;
+}
+
+bool Delivery::deliver_one(Attempts& attempts, Attempt& t, bool& done) {
+    const auto id = t.id();
+    if (t.fenced) {
+        done = !t.running();
+        return true;
+    }
+    if (!t.start_reported && !t.container.empty()) {
+        if (auto st = m_link.start(id); !st) {
+            return handle(attempts, id, st.error(), "start");
+        }
+        delivered();
+        t.start_reported = true;
+        m_spool.save(t);
+    }
+    const bool ended = !t.running();
+    if (!ship_logs(attempts, t, ended)) {
+        return false;
+    }
+    if (!ended || t.fenced) {
+        return true;
+    }
+    if (!upload_outputs(attempts, t)) {
+        return false;
+    }
+    if (t.fenced) {
+        return true;
+    }
+    // A final look: our own notes may have been appended after the last chunk.
+    if (!ship_logs(attempts, t, true)) {
+        return false;
+    }
+    if (auto st = m_link.complete(id, t.exit_code, t.reason, t.outcome); !st) {
+        return handle(attempts, id, st.error(), "complete");
+    }
+    delivered();
+    done = true;
+    return true;
+}
+
+std::vector<std::int64_t> Delivery::deliver(Attempts& attempts, const std::function<Facts()>& facts) {
+    std::vector<std::int64_t> done;
+    if (!online()) {
+        return done;
+    }
+    heartbeat_if_due(attempts, facts);
+    for (auto& [id, t] : attempts) {
+        bool finished = false;
+        if (!online() || !deliver_one(attempts, t, finished)) {
+            break;
+        }
+        if (finished) {
+            done.push_back(id);
+        }
+    }
+    return done;
+}
+
+void Delivery::hand_back(std::vector<std::int64_t>& ids, const Attempts& attempts) {
+    Attempts none;
+    while (!ids.empty() && online()) {
+        const auto id = ids.back();
+        if (attempts.count(id)) {
+            ids.pop_back();
+            continue;
+        }
+        auto st = m_link.complete(id, std::nullopt, "the worker is shutting down: handed back to the queue",
+                                  Outcome::owner_preempted);
+        if (!st && !handle(none, 0, st.error(), "hand back")) {
+            return;
+        }
+        ids.pop_back();
+    }
+}
+
+} // namespace gpupool::worker

@@ -1,0 +1,101 @@
+// Delivery: the agent thread's side of the exchange with the coordinator — heartbeats (and the stop
+// orders they carry), start reports, log chunks by offset, outputs, completions and hand-backs —
+// with backoff while the coordinator is away. The spool stays the truth: an attempt is delivered
+// (and only then dropped by the agent) once the coordinator has taken its completion.
+//
+// Rules:
+// - Per attempt, in order: start report, log bytes (by offset; a resend is harmless), and once it
+//   ended: outputs (packed once into outputs.tar, kept until uploaded), a last look at the log (the
+//   worker's own notes), then complete. Log bytes go at once when 64 KiB are pending, else at least
+//   every log_flush; at most 1 MiB per request.
+// - unavailable (unreachable, 5xx): nothing more goes out until a backoff delay (exponential, with
+//   jitter) has passed on the Clock; any success resets it.
+// - conflict (409): the attempt is fenced — stopped if it runs (Hooks::stop) and dropped without
+//   delivering. Another refusal of an ended attempt fences it too (the coordinator will never take it).
+// - A TLS verification failure, or a heartbeat refused as unauthorized or forbidden (a banned
+//   worker, a pool that forgot it), is fatal(): the agent stops rather than retry forever.
+// - Heartbeats go every `heartbeat` at most (lease/3 when that is shorter) or at once after
+//   heartbeat_now(); the first one since the start carries the inventory; each says whether the
+//   owner has paused sharing (<work_dir>/paused), and the owner is told when that changes.
+// Not thread-safe: the agent thread owns it (the poll thread has its own link).
+#pragma once
+
+#include "core/coordinator/clock.hpp"
+#include "worker/agent/agent.hpp"
+#include "worker/agent/attempt.hpp"
+#include "worker/agent/backoff.hpp"
+#include "worker/agent/coordinator_link.hpp"
+#include "worker/agent/spool.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpupool::worker {
+
+class Delivery {
+public:
+    struct Hooks {
+        // Stop a running attempt the coordinator no longer wants (SIGTERM, then SIGKILL after stop_grace).
+        std::function<void(Attempt&, const std::string& why)> stop;
+        // A stop order for an assignment still waiting for its GPU: true when it was one (now cancelled).
+        std::function<bool(std::int64_t attempt)> cancel_waiting;
+        // A line for the machine's owner.
+        std::function<void(const std::string&)> event;
+    };
+    // What a heartbeat says besides the attempts held.
+    struct Facts {
+        std::vector<std::int64_t> waiting{};        // assignments waiting for their GPU (they keep their lease)
+        std::vector<std::int64_t> unhealthy_gpus{};
+        bool draining = false;
+        int active = 0;                             // for the owner's "paused" line
+        nlohmann::json inventory{};                 // sent with the first heartbeat since the start
+    };
+
+    Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, const Spool& spool,
+             Backoff backoff, Hooks hooks);
+
+    bool online() const { return m_clock.now_ms() >= m_offline_until_ms; }
+    void heartbeat_now() { m_next_heartbeat_ms = m_clock.now_ms(); }
+    // Sends what is due, attempt by attempt; returns the attempts that are done with (delivered, or
+    // fenced and ended) for the agent to drop.
+    std::vector<std::int64_t> deliver(Attempts& attempts, const std::function<Facts()>& facts);
+    // Completes assignments never started here (`ids`, taken from the back) as owner_preempted so
+    // they queue again at once; those still in `ids` afterwards wait for the coordinator.
+    void hand_back(std::vector<std::int64_t>& ids, const Attempts& attempts);
+
+    // Why the agent must stop (see the rules); nullopt while it may go on.
+    const std::optional<Error>& fatal() const { return m_fatal; }
+    std::int64_t lease_ms() const { return m_lease_ms; }
+
+private:
+    void heartbeat_if_due(Attempts& attempts, const std::function<Facts()>& facts);
+    void obey(const HeartbeatAnswer& answer, Attempts& attempts);
+    // Classifies a failed call. Returns false when the link is down (stop using the network).
+    bool handle(Attempts& attempts, std::int64_t id, const Error& e, const char* what);
+    // One attempt's due deliveries; false when the link went down. Sets `done` when it is finished.
+    bool deliver_one(Attempts& attempts, Attempt& t, bool& done);
+    bool ship_logs(Attempts& attempts, Attempt& t, bool flush);
+    bool upload_outputs(Attempts& attempts, Attempt& t);
+    // Packs outputs.tar once; false when the outputs cannot be shipped (the attempt then fails with why).
+    bool pack_outputs_once(Attempt& t);
+    void delivered() { m_backoff.reset(); }
+
+    const AgentOptions& m_opt;
+    CoordinatorLink& m_link;
+    const coordinator::Clock& m_clock;
+    const Spool& m_spool;
+    Backoff m_backoff;
+    Hooks m_hooks;
+    std::int64_t m_offline_until_ms = 0;
+    std::int64_t m_next_heartbeat_ms = 0;
+    std::int64_t m_lease_ms = 30'000;
+    bool m_inventory_sent = false; // the inventory went with a heartbeat since this start
+    bool m_paused = false;         // by the owner, as last told to the coordinator
+    std::optional<Error> m_fatal;
+};
+
+} // namespace gpupool::worker

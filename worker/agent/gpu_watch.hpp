@@ -1,0 +1,64 @@
+// GpuWatch: the agent's eye on its GPUs — what the machine has (probed once at start), whether a
+// fractional job holds more GPU memory than its share, and whether each GPU is still sound. It
+// decides; the agent acts (stops jobs, tells the coordinator). Exists so that these rules are tested
+// with a StaticGpuProbe and a ManualClock, without a driver and without waiting.
+//
+// Rules:
+// - The memory watchdog looks every `watch_period`, and only where the driver cannot cap a share
+//   itself (MemoryEnforcement::watchdog): a process is charged to the attempt its environment names
+//   (GPUPOOL_ATTEMPT_ID in /proc/<pid>/environ), see memory_watchdog.hpp for the arithmetic.
+// - Health is asked every `health_period`, or at once when forced (a GPU job failed: was it the GPU?).
+//   A GPU is unhealthy while the driver says so (assess_gpu_health); the verdict is reported when it
+//   changes, and each GPU's going bad or recovering is logged once.
+// - A probe that fails is logged; the watchdog then skips that look (no job is stopped on a guess).
+// Not thread-safe: the agent thread owns it. Times come from the Clock.
+#pragma once
+
+#include "core/coordinator/clock.hpp"
+#include "worker/gpu/gpu_probe.hpp"
+#include "worker/gpu/memory_watchdog.hpp"
+
+#include <chrono>
+#include <optional>
+#include <vector>
+
+namespace gpupool::worker {
+
+class GpuWatch {
+public:
+    GpuWatch(GpuProbe& probe, const coordinator::Clock& clock, std::chrono::milliseconds watch_period,
+             std::chrono::milliseconds health_period)
+        : m_probe(probe), m_clock(clock), m_watch_period(watch_period), m_health_period(health_period) {}
+
+    // Asks the driver what the machine has; an Error when a driver is there and answers garbage.
+    Status discover();
+    const std::vector<GpuInfo>& gpus() const { return m_gpus; }
+    MemoryEnforcement enforcement() const { return m_enforcement; }
+    // The GPU's memory in MiB (0 for an index the machine does not have).
+    std::int64_t memory_mib(std::int64_t index) const;
+
+    // The attempts over their share, when a look is due (empty otherwise). `running` lists the
+    // fractional attempts still running and not already being stopped.
+    std::vector<Overuse> overuse(const std::vector<WatchedAttempt>& running);
+
+    // The new verdict when a check was due (or `now`) and it differs from the last one; nullopt
+    // otherwise. unhealthy() is the last verdict (sent in every heartbeat).
+    std::optional<std::vector<UnhealthyGpu>> check_health(bool now = false);
+    const std::vector<UnhealthyGpu>& unhealthy() const { return m_unhealthy; }
+
+private:
+    GpuProbe& m_probe;
+    const coordinator::Clock& m_clock;
+    std::chrono::milliseconds m_watch_period;
+    std::chrono::milliseconds m_health_period;
+    std::vector<GpuInfo> m_gpus;
+    MemoryEnforcement m_enforcement = MemoryEnforcement::none;
+    std::int64_t m_next_watch_ms = 0;
+    std::int64_t m_next_health_ms = 0;
+    std::vector<UnhealthyGpu> m_unhealthy;
+};
+
+// The attempt a process says it belongs to (GPUPOOL_ATTEMPT_ID in its environment), if it says.
+std::optional<std::int64_t> attempt_of_pid(std::int64_t pid);
+
+} // namespace gpupool::worker

@@ -1,0 +1,203 @@
+#include "worker/agent/job_container.hpp"
+
+#include "core/resources/quantity.hpp"
+#include "core/util/files.hpp"
+#include "worker/agent/archive.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+namespace gpupool::worker {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fraction_text(std::int64_t milli) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(milli / 1000),
+                  static_cast<long long>(milli % 1000));
+    return buf;
+}
+
+std::string upper_env_name(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        out += std::isalnum(u) ? static_cast<char>(std::toupper(u)) : '_';
+    }
+    return out;
+}
+
+// The job's GPU, its share and the variables that tell the job about them.
+void set_gpu(ContainerSpec& c, const Attempt& t, const ContainerContext& ctx) {
+    const auto& spec = t.a.spec;
+    std::int64_t gpu_mem = 0;
+    std::int64_t milli = 0;
+    if (t.a.gpu_index >= 0) {
+        c.gpu_index = t.a.gpu_index;
+        milli = t.a.gpu_milli;
+        const auto g = std::find_if(ctx.gpus.begin(), ctx.gpus.end(), [&](const GpuInfo& x) { return x.index == t.a.gpu_index; });
+        const std::int64_t total = g != ctx.gpus.end() ? g->memory_mib : 0;
+        gpu_mem = spec.resources.gpu_memory_mib > 0 ? spec.resources.gpu_memory_mib
+                                                    : total * milli / resources::k_milli_per_gpu;
+        if (milli == 0 && total > 0) {
+            milli = resources::gpu_milli_for_memory(gpu_mem, total);
+        }
+        // Inside a container the one visible GPU is device 0; a bare process sees them all.
+        c.env["CUDA_VISIBLE_DEVICES"] = ctx.runtime.gpu_as_device_zero ? "0" : std::to_string(t.a.gpu_index);
+        c.env["NVIDIA_VISIBLE_DEVICES"] = std::to_string(t.a.gpu_index);
+        if (milli < 1000 && gpu_mem > 0) {
+            // Honoured when the host runs the MPS control daemon (docs/architecture.md).
+            c.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = "0=" + std::to_string(gpu_mem) + "M";
+        }
+    } else {
+        c.env["CUDA_VISIBLE_DEVICES"] = "";
+    }
+    c.env["GPUPOOL_GPU_MEMORY_MB"] = std::to_string(gpu_mem);
+    c.env["GPUPOOL_GPU_FRACTION"] = fraction_text(milli);
+}
+
+Result<std::string> input_archive(const Attempt& t, const fs::path& work_dir, CoordinatorLink& link) {
+    const auto& in = t.a.spec.inputs;
+    // Shipped through the coordinator; kept per digest, so a sweep downloads it once.
+    const fs::path cached = work_dir / "inputs" / (in.archive + ".tar");
+    std::error_code ec;
+    if (fs::exists(cached, ec)) {
+        std::ifstream f(cached, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), {});
+    }
+    auto got = link.inputs(t.a.attempt);
+    if (!got) {
+        return make_error(got.error().code == ErrorCode::invalid_input ? ErrorCode::io : got.error().code,
+                          "fetching the job's inputs: " + got.error().message);
+    }
+    fs::create_directories(cached.parent_path(), ec);
+    // 0600: another user of this machine has no business reading a team's inputs.
+    if (auto st = util::write_private_file(cached, *got); !st) {
+        spdlog::warn("cannot cache the inputs {}: {}", in.archive, st.error().message);
+    }
+    return got;
+}
+
+// Without an archive, inputs can only come from this machine's disk (shared file systems).
+Status copy_local_inputs(const Attempt& t) {
+    const auto& in = t.a.spec.inputs;
+    std::error_code ec;
+    for (std::size_t i = 0; i < in.resolved.size(); ++i) {
+        const fs::path src = in.resolved[i];
+        if (!fs::exists(src, ec)) {
+            return make_error(ErrorCode::invalid_input,
+                              "input `" + in.paths[i] + "` is not on this worker (" + src.string() +
+                                  ") and the job carries no inputs archive",
+                              "inputs");
+        }
+        const fs::path dst = t.dir / "work" / src.filename();
+        fs::copy(src, dst, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+        if (ec) {
+            return make_error(ErrorCode::io, "copying input " + src.string() + ": " + ec.message());
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+fs::path team_cache_dir(const fs::path& cache_dir, std::int64_t team) {
+    return cache_dir / "teams" / std::to_string(team);
+}
+
+ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) {
+    const bool host_paths = !ctx.runtime.isolates;
+    const auto& spec = t.a.spec;
+    ContainerSpec c;
+    c.name = "gpupool-" + ctx.worker_label + "-a" + std::to_string(t.a.attempt);
+    c.image = spec.image;
+    c.argv = spec.argv();
+    c.log_path = t.log_path();
+    c.workdir = t.dir / "work";
+    c.cpu_milli = spec.resources.cpu_milli;
+    c.memory_mib = spec.resources.memory_mib;
+    c.labels = {{"gpupool.worker", ctx.worker_label},
+                {"gpupool.job", std::to_string(t.a.job)},
+                {"gpupool.attempt", std::to_string(t.a.attempt)}};
+    const fs::path team_cache = team_cache_dir(ctx.cache_dir, t.a.team);
+    const fs::path work = host_paths ? t.dir / "work" : fs::path("/work");
+    const fs::path outputs = host_paths ? t.dir / "outputs" : fs::path("/outputs");
+    const fs::path cache = host_paths ? team_cache : fs::path("/cache");
+    c.mounts = {{t.dir / "work", "/work", true}, {t.dir / "outputs", "/outputs", false}, {team_cache, "/cache", false}};
+    for (const auto& [k, v] : spec.env) {
+        c.env[k] = v;
+    }
+    c.env["GPUPOOL_JOB_ID"] = std::to_string(t.a.job);
+    c.env["GPUPOOL_ATTEMPT"] = std::to_string(t.a.attempt_number);
+    c.env["GPUPOOL_ATTEMPT_ID"] = std::to_string(t.a.attempt);
+    c.env["GPUPOOL_JOB_NAME"] = spec.name;
+    c.env["GPUPOOL_WORK_DIR"] = work.string();
+    c.env["GPUPOOL_OUTPUT_DIR"] = outputs.string();
+    c.env["GPUPOOL_CACHE_DIR"] = cache.string();
+    c.env["HF_HOME"] = (cache / "huggingface").string();
+    if (!host_paths) {
+        c.env["HOME"] = "/tmp";
+    }
+    for (const auto& [k, v] : spec.params) {
+        c.env["GPUPOOL_PARAM_" + upper_env_name(k)] = v;
+    }
+    set_gpu(c, t, ctx);
+    if (host_paths && !c.env.count("PATH")) {
+        c.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    }
+    return c;
+}
+
+std::int64_t gpu_limit_mib(const ContainerSpec& c) {
+    if (!c.gpu_index || c.env.at("GPUPOOL_GPU_FRACTION") == "1.000") {
+        return 0;
+    }
+    try {
+        return std::stoll(c.env.at("GPUPOOL_GPU_MEMORY_MB"));
+    } catch (const std::exception&) {
+        return 0;
+    }
+}
+
+Status prepare_attempt_dirs(const Attempt& t, const fs::path& work_dir, const fs::path& cache_dir, CoordinatorLink& link) {
+    const fs::path team_cache = team_cache_dir(cache_dir, t.a.team);
+    std::error_code ec;
+    fs::create_directories(t.dir / "work", ec);
+    fs::create_directories(t.dir / "outputs", ec);
+    fs::create_directories(team_cache / "huggingface", ec);
+    if (ec) {
+        return make_error(ErrorCode::io, "cannot create " + t.dir.string() + ": " + ec.message());
+    }
+    if (!t.a.spec.inputs.archive.empty()) {
+        auto bytes = input_archive(t, work_dir, link);
+        if (!bytes) {
+            return bytes.error();
+        }
+        auto unpacked = unpack_archive(*bytes, t.dir / "work");
+        if (!unpacked) {
+            return make_error(ErrorCode::io, "unpacking the job's inputs: " + unpacked.error().message);
+        }
+        for (const auto& s : unpacked->skipped) {
+            spdlog::warn("attempt {}: inputs: skipped {}", t.a.attempt, s);
+        }
+    } else if (auto st = copy_local_inputs(t); !st) {
+        return st;
+    }
+    // Containers run as an unprivileged user: let it write its outputs.
+    ::chmod((t.dir / "outputs").c_str(), 0777);
+    ::chmod(team_cache.c_str(), 0777);
+    ::chmod((team_cache / "huggingface").c_str(), 0777);
+    ::chmod((t.dir / "work").c_str(), 0755);
+    return {};
+}
+
+} // namespace gpupool::worker

@@ -1,0 +1,50 @@
+// How an assignment becomes a container: the ContainerSpec the runtime starts (names, labels,
+// mounts, the job's environment, its GPU and its share) and the attempt's directories on the host
+// (work/ with the job's inputs, outputs/, the team's cache). Separate from the agent so that the
+// environment a job sees is unit-tested for every kind of runtime.
+//
+// Rules:
+// - A runtime that isolates the job (RuntimeCapabilities::isolates) gets the mounts and container
+//   paths (/work read-only, /outputs, /cache) and HOME=/tmp; one that does not (a bare process) gets
+//   the host paths in the same variables and a default PATH when the job sets none.
+// - A job with a GPU sees it as device 0 where the runtime passes only that GPU, else by its index;
+//   a fractional share sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (honoured where the host runs MPS) and
+//   GPUPOOL_GPU_MEMORY_MB / GPUPOOL_GPU_FRACTION.
+// - Each team writes only its own cache (<cache_dir>/teams/<team>): one team cannot plant files
+//   that another team's jobs then load.
+// - Inputs come as the job's archive through the coordinator (cached per digest under
+//   <work_dir>/inputs, 0600), or, without one, from this machine's disk (shared file systems); an
+//   input that is not there is an invalid_input Error (the job's own problem).
+#pragma once
+
+#include "core/util/result.hpp"
+#include "worker/agent/attempt.hpp"
+#include "worker/agent/coordinator_link.hpp"
+#include "worker/gpu/gpu_probe.hpp"
+#include "worker/runtime/container_runtime.hpp"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace gpupool::worker {
+
+struct ContainerContext {
+    std::string worker_label{};          // names and labels this worker's containers
+    std::filesystem::path cache_dir{};
+    RuntimeCapabilities runtime{};
+    std::vector<GpuInfo> gpus{};
+};
+
+ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx);
+
+std::filesystem::path team_cache_dir(const std::filesystem::path& cache_dir, std::int64_t team);
+
+// A fractional GPU job's memory share in MiB, from its spec (0: a whole GPU or none: not watched).
+std::int64_t gpu_limit_mib(const ContainerSpec& c);
+
+// Creates the attempt's directories and puts the job's inputs in work/.
+Status prepare_attempt_dirs(const Attempt& t, const std::filesystem::path& work_dir,
+                            const std::filesystem::path& cache_dir, CoordinatorLink& link);
+
+} // namespace gpupool::worker

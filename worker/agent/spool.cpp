@@ -1,0 +1,179 @@
+#include "worker/agent/spool.hpp"
+
+#include "core/util/files.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <map>
+
+namespace gpupool::worker {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Result<json> read_json_file(const fs::path& path) {
+    std::ifstream in(path);
+    if (!in) {
+        return make_error(ErrorCode::not_found, "cannot read " + path.string());
+    }
+    try {
+        return Result<json>(boost::system::in_place_value, json::parse(in));
+    } catch (const json::exception& e) {
+        return make_error(ErrorCode::invalid_input, path.string() + ": " + e.what());
+    }
+}
+
+// 0600 from the first byte (worker.json holds the worker's token), under an unpredictable temporary name.
+Status write_json_file(const fs::path& path, const json& j) { return util::write_private_file(path, j.dump(2) + "\n"); }
+
+namespace {
+
+Outcome outcome_from(const std::string& s) {
+    if (s == "worker_fault") {
+        return Outcome::worker_fault;
+    }
+    if (s == "owner_preempted") {
+        return Outcome::owner_preempted;
+    }
+    return Outcome::exited;
+}
+
+} // namespace
+
+json Spool::state_json(const Attempt& t) {
+    json j{{"container", t.container},
+           {"phase", t.running() ? "running" : "ended"},
+           {"start_reported", t.start_reported},
+           {"shipped", t.shipped},
+           {"outputs_done", t.outputs_done},
+           {"reason", t.reason},
+           {"outcome", to_string(t.outcome)},
+           {"stop_reason", t.stop_reason},
+           {"stop_outcome", to_string(t.stop_outcome)},
+           {"outputs_error", t.outputs_error}};
+    if (t.exit_code) {
+        j["exit_code"] = *t.exit_code;
+    }
+    return j;
+}
+
+void Spool::apply_state(Attempt& t, const json& s) {
+    t.container = s.value("container", "");
+    t.start_reported = s.value("start_reported", false);
+    t.shipped = s.value("shipped", std::int64_t{0});
+    t.outputs_done = s.value("outputs_done", false);
+    t.reason = s.value("reason", "");
+    t.outcome = outcome_from(s.value("outcome", "exited"));
+    t.stop_reason = s.value("stop_reason", "");
+    t.stop_outcome = outcome_from(s.value("stop_outcome", "exited"));
+    t.outputs_error = s.value("outputs_error", "");
+    if (s.contains("exit_code") && s["exit_code"].is_number_integer()) {
+        t.exit_code = s["exit_code"].get<int>();
+    }
+    t.phase = s.value("phase", "running") == "ended" ? AttemptPhase::ended : AttemptPhase::running;
+}
+
+Attempt Spool::create(AssignmentMsg assignment, std::int64_t now_ms) const {
+    Attempt t;
+    t.a = std::move(assignment);
+    t.dir = m_dir / std::to_string(t.a.attempt);
+    t.started_ms = now_ms;
+    t.last_ship_ms = now_ms;
+    std::error_code ec;
+    fs::create_directories(t.dir, ec);
+    if (auto st = write_json_file(t.dir / "assignment.json", t.a.raw); !st) {
+        spdlog::error("attempt {}: {}", t.a.attempt, st.error().message);
+    }
+    return t;
+}
+
+void Spool::save(const Attempt& t) const {
+    if (auto st = write_json_file(t.dir / "state.json", state_json(t)); !st) {
+        spdlog::error("spool: {}", st.error().message);
+    }
+}
+
+std::vector<Attempt> Spool::load(std::int64_t now_ms) const {
+    std::vector<Attempt> out;
+    std::error_code ec;
+    fs::create_directories(m_dir, ec);
+    for (const auto& entry : fs::directory_iterator(m_dir, ec)) {
+        auto a = read_json_file(entry.path() / "assignment.json");
+        auto s = read_json_file(entry.path() / "state.json");
+        auto msg = a ? parse_assignment(*a) : Result<AssignmentMsg>(a.error());
+        if (!msg || !s) {
+            fs::remove_all(entry.path(), ec);
+            continue;
+        }
+        Attempt t;
+        t.a = std::move(*msg);
+        t.dir = entry.path();
+        try {
+            apply_state(t, *s);
+        } catch (const json::exception& e) {
+            spdlog::warn("spool: {}: {}", (entry.path() / "state.json").string(), e.what());
+            fs::remove_all(entry.path(), ec);
+            continue;
+        }
+        t.started_ms = now_ms; // max_runtime restarts from here: conservative for the job
+        t.last_ship_ms = now_ms;
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+std::vector<Spool::Recovered> Spool::recover(ContainerRuntime& runtime, const std::string& worker_label,
+                                             std::int64_t now_ms) const {
+    std::map<std::string, FoundContainer> found;
+    if (!runtime.capabilities().reattaches) {
+        // Nothing to find: every attempt that was running is lost.
+    } else if (auto list = runtime.list(worker_label)) {
+        for (auto& c : *list) {
+            // Only containers whose labels are exactly this worker's (never another pool's).
+            auto label = c.labels.find("gpupool.worker");
+            if (label != c.labels.end() && label->second == worker_label) {
+                found[c.name] = c;
+            }
+        }
+    } else {
+        spdlog::warn("cannot list {} containers: {}", runtime.name(), list.error().message);
+    }
+    std::vector<Recovered> out;
+    for (auto& t : load(now_ms)) {
+        Recovered r{std::move(t), std::nullopt};
+        Attempt& a = r.attempt;
+        if (!a.running()) {
+            // Ended before the restart: only its delivery is left.
+        } else if (auto f = found.find(a.container);
+                   f != found.end() && f->second.labels["gpupool.attempt"] == std::to_string(a.id())) {
+            if (auto st = runtime.reattach(a.container, a.log_path()); st) {
+                spdlog::info("attempt {}: re-attached to {}", a.id(), a.container);
+            } else {
+                r.lost = "the worker restarted and could not re-attach: " + st.error().message;
+            }
+        } else {
+            r.lost = "the worker restarted and the job's " + runtime.name() +
+                     " container was gone (it cannot be re-attached)";
+        }
+        found.erase(a.container);
+        out.push_back(std::move(r));
+    }
+    for (const auto& [name, c] : found) {
+        spdlog::warn("removing container {} left by an earlier run (no spool for it)", name);
+        (void)runtime.remove(name);
+    }
+    return out;
+}
+
+void Spool::remove(const Attempt& t) const {
+    std::error_code ec;
+    fs::remove_all(t.dir, ec);
+}
+
+void Spool::append_note(const Attempt& t, const std::string& text) {
+    std::ofstream out(t.log_path(), std::ios::app | std::ios::binary);
+    out << text;
+}
+
+} // namespace gpupool::worker

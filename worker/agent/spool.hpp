@@ -1,0 +1,68 @@
+// Spool: the worker's on-disk truth about the attempts it holds, so that nothing is lost while the
+// coordinator is away or the worker restarts.
+//
+// Layout: <work_dir>/attempts/<attempt id>/ holds assignment.json (the assignment as received), log
+// (appended by the runtime), work/, outputs/, outputs.tar once packed, and state.json (what has been
+// delivered: Attempt's persistent fields). Files holding tokens or state are written 0600 under an
+// unpredictable temporary name and renamed into place, so a crash leaves the old or the new file.
+//
+// Rules:
+// - load() reads back every attempt directory; one whose assignment.json or state.json is missing or
+//   unreadable is removed (it can be neither delivered nor trusted).
+// - recover() is load() after a restart, matched against the runtime's containers labelled
+//   gpupool.worker=<worker label>: a running attempt whose container is there (with the right
+//   gpupool.attempt label) is re-attached; one the runtime cannot re-attach (it does not reattach at
+//   all, the container is gone, reattach() failed) comes back with the reason it is lost; containers
+//   with this worker's label and no spool are removed.
+// - save() failures are logged, not returned: the agent goes on (the job still runs), and the worst
+//   case is a resend the coordinator skips.
+// Not thread-safe: the agent thread owns it.
+#pragma once
+
+#include "core/util/result.hpp"
+#include "worker/agent/attempt.hpp"
+#include "worker/runtime/container_runtime.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpupool::worker {
+
+class Spool {
+public:
+    explicit Spool(std::filesystem::path work_dir) : m_dir(std::move(work_dir) / "attempts") {}
+
+    const std::filesystem::path& dir() const { return m_dir; }
+
+    // A new attempt's directory with its assignment.json; `now_ms` starts its clocks.
+    Attempt create(AssignmentMsg assignment, std::int64_t now_ms) const;
+    void save(const Attempt& t) const;
+    std::vector<Attempt> load(std::int64_t now_ms) const;
+    struct Recovered {
+        Attempt attempt;
+        std::optional<std::string> lost; // why it cannot go on (it is reported as a worker fault)
+    };
+    std::vector<Recovered> recover(ContainerRuntime& runtime, const std::string& worker_label, std::int64_t now_ms) const;
+    void remove(const Attempt& t) const;
+
+    // A line of the worker's own in the job's log (start failures, outputs over the cap).
+    static void append_note(const Attempt& t, const std::string& text);
+
+    // state.json's content, and back (missing fields take their defaults). Pure.
+    static nlohmann::json state_json(const Attempt& t);
+    static void apply_state(Attempt& t, const nlohmann::json& state);
+
+private:
+    std::filesystem::path m_dir;
+};
+
+// A JSON file: read (not_found when missing, invalid_input when not JSON), and written 0600 under an
+// unpredictable temporary name, then renamed into place.
+Result<nlohmann::json> read_json_file(const std::filesystem::path& path);
+Status write_json_file(const std::filesystem::path& path, const nlohmann::json& j);
+
+} // namespace gpupool::worker

@@ -2,6 +2,7 @@
 // The engines live in core/sim; this file is option wiring, data-file discovery and printing.
 #include "cmd/cli_app.hpp"
 #include "core/sched/placement.hpp"
+#include "core/sched/scorers.hpp"
 #include "core/sim/alloc_sim.hpp"
 #include "core/sim/decision_bench.hpp"
 #include "core/sim/time_sim.hpp"
@@ -181,8 +182,9 @@ int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
     }
     std::vector<sched::ScorerKind> policies;
     if (args.policy == "all") {
-        policies = {sched::ScorerKind::fgd, sched::ScorerKind::fgd_k8s, sched::ScorerKind::bestfit,
-                    sched::ScorerKind::packing, sched::ScorerKind::random};
+        for (std::size_t i = 0; i < sched::scorers().size(); ++i) {
+            policies.emplace_back(static_cast<std::uint8_t>(i)); // every scorer the registry holds
+        }
     } else {
         auto k = sched::parse_scorer(args.policy);
         if (!k) {

@@ -1,10 +1,13 @@
 #include "core/sched/placement.hpp"
 
+#include "core/sched/scorers.hpp"
+
 #include "core/resources/quantity.hpp"
 
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <ostream>
 
 namespace gpupool::sched {
 
@@ -27,10 +30,6 @@ std::string model_list(const ModelCatalog& models, ModelMask mask) {
     return out;
 }
 
-bool is_share(const JobRequest& job) {
-    return job.gpus == 1 && (job.gpu_memory_mib > 0 || job.gpu_milli < k_milli_per_gpu);
-}
-
 bool gpu_usable(const Gpu& g, const JobRequest& job) {
     return model_allowed(job.gpu_models, g.model) && milli_on(job, g) <= g.milli_free;
 }
@@ -51,7 +50,13 @@ std::int64_t free_gpu_total(const Worker& w) {
     return t;
 }
 
-Choice choose_share_fgd(const Worker& w, const JobRequest& job, const Workload& workload) {
+} // namespace
+
+bool is_share(const JobRequest& job) {
+    return job.gpus == 1 && (job.gpu_memory_mib > 0 || job.gpu_milli < k_milli_per_gpu);
+}
+
+Choice least_fragmenting_share(const Worker& w, const JobRequest& job, const Workload& workload) {
     std::array<GpuSlot, k_max_gpus_per_worker> slots{};
     const std::size_t n = to_slots(w, slots);
     const NodeFragmentation frag(w.cpu_milli_free, std::span<const GpuSlot>(slots.data(), n), workload);
@@ -83,7 +88,6 @@ Choice choose_share_fgd(const Worker& w, const JobRequest& job, const Workload& 
     return best;
 }
 
-// Fragmentation growth of taking `cpu` and `milli` on each of `gpus` (whole GPUs, CPU-only jobs).
 std::int64_t frag_delta(const Worker& w, std::int64_t cpu, const std::vector<std::uint32_t>& gpus, std::int64_t milli,
                         const Workload& workload) {
     std::array<GpuSlot, k_max_gpus_per_worker> slots{};
@@ -130,38 +134,34 @@ std::uint32_t random_usable(const Worker& w, const JobRequest& job, Rng& rng) {
     return chosen;
 }
 
-} // namespace
 
 const char* to_string(ScorerKind kind) {
-    switch (kind) {
-    case ScorerKind::fgd:
-        return "fgd";
-    case ScorerKind::fgd_k8s:
-        return "fgd-k8s";
-    case ScorerKind::bestfit:
-        return "bestfit";
-    case ScorerKind::packing:
-        return "packing";
-    case ScorerKind::random:
-        return "random";
-    }
-    return "?";
+    return kind.index() < scorers().size() ? scorers()[kind.index()].name.data() : "?";
 }
 
+std::ostream& operator<<(std::ostream& os, ScorerKind kind) { return os << to_string(kind); }
+
 const std::vector<std::string>& scorer_names() {
-    static const std::vector<std::string> names{"fgd", "fgd-k8s", "bestfit", "packing", "random"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const auto& s : scorers()) {
+            out.emplace_back(s.name);
+        }
+        return out;
+    }();
     return names;
 }
 
 Result<ScorerKind> parse_scorer(std::string_view name) {
-    for (auto k :
-         {ScorerKind::fgd, ScorerKind::fgd_k8s, ScorerKind::bestfit, ScorerKind::packing, ScorerKind::random}) {
-        if (name == to_string(k)) {
-            return k;
+    std::string known;
+    for (std::size_t i = 0; i < scorers().size(); ++i) {
+        if (name == scorers()[i].name) {
+            return ScorerKind(static_cast<std::uint8_t>(i));
         }
+        known += (i ? ", " : "") + std::string(scorers()[i].name);
     }
-    return make_error(ErrorCode::invalid_input, "unknown placement policy `" + std::string(name) +
-                                                    "` (known: fgd, fgd-k8s, bestfit, packing, random)");
+    return make_error(ErrorCode::invalid_input,
+                      "unknown placement policy `" + std::string(name) + "` (known: " + known + ")");
 }
 
 const char* to_string(PlaceOutcome outcome) {
@@ -279,54 +279,8 @@ std::optional<Choice> choose_on_worker(const Worker& w, const JobRequest& job, S
     if (!filter_cpu(w, job) || !filter_memory(w, job) || !filter_gpu(w, job)) {
         return std::nullopt;
     }
-    Choice c;
-    if (job.gpus > 0) {
-        if (is_share(job)) {
-            if (kind == ScorerKind::fgd || kind == ScorerKind::fgd_k8s) {
-                c = choose_share_fgd(w, job, workload);
-            } else {
-                std::uint32_t g = kind == ScorerKind::random ? random_usable(w, job, rng) : tightest_usable(w, job);
-                c.gpus = {g};
-                c.milli = milli_on(job, w.gpus[g]);
-            }
-        } else {
-            c.gpus = first_usable(w, job, job.gpus);
-            c.milli = c.gpus.empty() ? 0 : milli_on(job, w.gpus[c.gpus.front()]);
-        }
-    }
-    const double bestfit = kind == ScorerKind::random || kind == ScorerKind::packing
-                               ? 0.0
-                               : static_cast<double>(bestfit_points(w, job, scale)) / 100.0;
-    switch (kind) {
-    case ScorerKind::fgd:
-    case ScorerKind::fgd_k8s: {
-        if (!is_share(job)) {
-            c.frag_delta = frag_delta(w, job.cpu_milli, c.gpus, c.milli, workload);
-        }
-        const double gpus_saved =
-            workload.total_count == 0
-                ? 0.0
-                : -static_cast<double>(c.frag_delta) / (static_cast<double>(workload.total_count) * k_milli_per_gpu);
-        if (kind == ScorerKind::fgd) {
-            c.score = gpus_saved + k_fgd_bestfit_weight * bestfit;
-        } else {
-            // int(100 sigmoid(x)) / 100, then best fit below the score's resolution of 0.01
-            const auto points = static_cast<std::int64_t>(100.0 / (1.0 + std::exp(-gpus_saved)));
-            c.score = static_cast<double>(points) / 100.0 + 1e-4 * bestfit;
-        }
-        break;
-    }
-    case ScorerKind::bestfit:
-        c.score = bestfit;
-        break;
-    case ScorerKind::packing:
-        c.score = static_cast<double>(packing_points(w, c.gpus)) / 100.0;
-        break;
-    case ScorerKind::random:
-        c.score = 0.0;
-        break;
-    }
-    return c;
+    const ScoreContext context{workload, scale};
+    return scorers().at(kind.index()).choose(w, job, context, rng);
 }
 
 double affinity_score(const Worker& w, const JobRequest& job, const ScoreWeights& weights) {

@@ -9,7 +9,7 @@
 //   owner      the owner policy hook (e.g. "only my team at night") accepts the job
 //   gpu        one GPU with the share free (or `gpus` completely free GPUs), of an accepted model
 //   cpu, ram   free CPU and memory
-// Scorers (selectable by name):
+// Scorers (selectable by name; the registry is scorers.hpp):
 //   `fgd`      least growth of fragmentation (fragmentation.hpp), in GPUs, plus k_fgd_bestfit_weight x
 //              the bestfit score: FGD says nothing about the many placements that leave fragmentation
 //              unchanged (a CPU-only job on any node, say), and spreading those at random strands
@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,11 +40,29 @@
 
 namespace gpupool::sched {
 
-enum class ScorerKind : std::uint8_t { fgd, fgd_k8s, bestfit, packing, random };
+// A scorer of the registry (scorers.hpp), by its place there. The built-in ones have names here;
+// any scorer is reachable by its name (parse_scorer).
+class ScorerKind {
+public:
+    constexpr ScorerKind() = default;
+    constexpr explicit ScorerKind(std::uint8_t index) : m_index(index) {}
+    constexpr std::uint8_t index() const { return m_index; }
+    constexpr bool operator==(const ScorerKind&) const = default;
+    static const ScorerKind fgd, fgd_k8s, bestfit, packing, random;
+
+private:
+    std::uint8_t m_index = 0;
+};
+inline constexpr ScorerKind ScorerKind::fgd{0};
+inline constexpr ScorerKind ScorerKind::fgd_k8s{1};
+inline constexpr ScorerKind ScorerKind::bestfit{2};
+inline constexpr ScorerKind ScorerKind::packing{3};
+inline constexpr ScorerKind ScorerKind::random{4};
 inline constexpr double k_fgd_bestfit_weight = 0.05;
 
 enum class TieBreak : std::uint8_t { random, first };
 const char* to_string(ScorerKind kind);
+std::ostream& operator<<(std::ostream& os, ScorerKind kind); // its name
 Result<ScorerKind> parse_scorer(std::string_view name);
 const std::vector<std::string>& scorer_names();
 

@@ -1,5 +1,7 @@
 #include "core/sim/alloc_sim.hpp"
 
+#include "core/sched/scorers.hpp"
+
 #include "core/sched/rng.hpp"
 
 #include <algorithm>
@@ -123,7 +125,8 @@ AllocRun run_alloc_seed(const SimCluster& cluster, const std::vector<JobRequest>
         type_of[i] = type_ids.emplace(key, type_ids.size()).first->second;
     }
     const std::size_t types = type_ids.size();
-    const bool cached = scorer != ScorerKind::random; // the others are deterministic in (node state, type)
+    // Scorers that do not draw are deterministic in (node state, type): their choices can be cached.
+    const bool cached = !sched::scorers().at(scorer.index()).draws;
     std::vector<CacheEntry> cache(cached ? workers.size() * types : 0);
     std::vector<std::uint32_t> version(workers.size(), 0);
 

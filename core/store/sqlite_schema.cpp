@@ -164,6 +164,18 @@ ALTER TABLE tokens ADD COLUMN budget_week_micro INTEGER;
 )sql",
 };
 
+// Version 4 first shipped without the sweeps' idempotency key (454bb39); the key was then added to
+// the same migration (5e8dfc7), so a file made in between is at version 4 or later without the
+// column. Adds it where it is missing; a no-op everywhere else.
+void add_missing_idempotency_key(SQLite::Database& db) {
+    SQLite::Statement columns(db, "SELECT COUNT(*) FROM pragma_table_info('sweeps') WHERE name = 'idempotency_key'");
+    if (columns.executeStep() && columns.getColumn(0).getInt() == 0) {
+        SQLite::Transaction tx(db);
+        db.exec("ALTER TABLE sweeps ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT ''");
+        tx.commit();
+    }
+}
+
 } // namespace
 
 int schema_version(SQLite::Database& db) { return db.execAndGet("PRAGMA user_version").getInt(); }
@@ -182,6 +194,7 @@ Status migrate(SQLite::Database& db) {
             db.exec("PRAGMA user_version = " + std::to_string(v + 1));
             tx.commit();
         }
+        add_missing_idempotency_key(db);
         return {};
     } catch (const std::exception& e) {
         return db_error("migration failed", e);

@@ -1,7 +1,12 @@
+// `gpupool coordinator`: the pool's coordinator as a process (run_coordinator), and its recovery of
+// a lost admin token (--new-admin-token).
+#include "cmd/coordinator.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/resources/quantity.hpp"
+#include "core/store/open_store.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -13,24 +18,6 @@
 
 namespace gpupool::cmd {
 
-struct CoordinatorCmdOptions {
-    std::string listen = "127.0.0.1:7070";
-    std::string db = "gpupool.db";
-    std::string tls_cert;
-    std::string tls_key;
-    std::string lease = "30s";
-    std::string port_file;
-    std::string policy = "fgd";
-    std::int64_t tick_ms = 250;
-    std::string gpu_catalog; // empty: the embedded core/resources/gpus.toml
-    std::string pool_fee = "0"; // percent of each charge
-    std::string credits = "enforce"; // or "record"
-    std::string settle = "24h";      // owners' earnings wait this long (voidable) before payout
-    std::int64_t max_log_mib = 64;   // per attempt; 0 = no cap
-    std::int64_t max_log_limit_mib = 1024; // what a recipe's [logs] max_size may ask for; 0 = no limit
-    std::size_t max_connections_per_client = 512;
-    bool new_admin_token = false;
-};
 
 namespace {
 
@@ -55,7 +42,70 @@ Result<std::pair<std::string, std::uint16_t>> parse_listen(const std::string& s)
     return std::make_pair(host, static_cast<std::uint16_t>(port));
 }
 
-} // namespace
+// The service's options from the command line's (every error here is a usage error).
+Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions& o) {
+    auto listen = parse_listen(o.listen);
+    if (!listen) {
+        return listen.error();
+    }
+    auto lease_s = resources::parse_duration_s(o.lease);
+    if (!lease_s) {
+        Error e = lease_s.error();
+        e.field = "--lease";
+        return e;
+    }
+    auto scorer = sched::parse_scorer(o.policy);
+    if (!scorer) {
+        Error e = scorer.error();
+        e.field = "--policy";
+        return e;
+    }
+    if (o.tls_cert.empty() != o.tls_key.empty()) {
+        return make_error(ErrorCode::invalid_input, "--tls-cert and --tls-key go together", "--tls-cert");
+    }
+    std::int64_t settle_s = 0;
+    if (o.settle != "0") {
+        auto parsed = resources::parse_duration_s(o.settle);
+        if (!parsed) {
+            Error e = parsed.error();
+            e.field = "--settle";
+            return e;
+        }
+        settle_s = *parsed;
+    }
+    coordinator::ServiceOptions so;
+    so.http.host = listen->first;
+    so.http.port = listen->second;
+    so.http.tls_cert_file = o.tls_cert;
+    so.http.tls_key_file = o.tls_key;
+    so.coordinator.lease_ms = *lease_s * 1000;
+    so.coordinator.worker_timeout_ms = *lease_s * 1000;
+    so.coordinator.policy.placement.scorer = *scorer;
+    so.tick = std::chrono::milliseconds(o.tick_ms);
+    so.coordinator.credits.enforce = o.credits == "enforce";
+    so.coordinator.credits.settle_ms = settle_s * 1000;
+    so.coordinator.max_log_bytes = o.max_log_mib * 1024 * 1024;
+    so.coordinator.max_log_limit_bytes = o.max_log_limit_mib * 1024 * 1024;
+    so.http.max_connections_per_client = o.max_connections_per_client;
+    if (!o.gpu_catalog.empty()) {
+        std::ifstream in(o.gpu_catalog);
+        if (!in) {
+            return make_error(ErrorCode::io, "cannot read `" + o.gpu_catalog + "`", "--gpu-catalog");
+        }
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        auto rates = credits::parse_rate_catalog(text, o.gpu_catalog);
+        if (!rates) {
+            return rates.error();
+        }
+        so.coordinator.credits.rates = std::move(*rates);
+    }
+    auto fee = credits::parse_credits(o.pool_fee); // a percent, exact to 6 decimals
+    if (!fee || *fee > 100 * credits::k_micro_per_credit) {
+        return make_error(ErrorCode::invalid_input, "expected a percentage from 0 to 100", "--pool-fee");
+    }
+    so.coordinator.credits.pool_fee_ppm = *fee / 100; // percent x 10^6 / 100 = parts per million
+    return so;
+}
 
 // `coordinator --new-admin-token`: the recovery for a lost admin token, by whoever can open the
 // database file, while the coordinator is stopped.
@@ -75,80 +125,22 @@ int run_new_admin_token(const GlobalOptions& global, const CoordinatorCmdOptions
     return k_exit_ok;
 }
 
+} // namespace
+
 int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
+    auto spec = store::parse_store_spec(o.db);
+    if (!spec) {
+        report_error(global, spec.error());
+        return k_exit_usage;
+    }
     if (o.new_admin_token) {
         return run_new_admin_token(global, o);
     }
-    auto listen = parse_listen(o.listen);
-    if (!listen) {
-        report_error(global, listen.error());
+    auto so = service_options(o);
+    if (!so) {
+        report_error(global, so.error());
         return k_exit_usage;
     }
-    auto lease_s = resources::parse_duration_s(o.lease);
-    if (!lease_s) {
-        Error e = lease_s.error();
-        e.field = "--lease";
-        report_error(global, e);
-        return k_exit_usage;
-    }
-    auto scorer = sched::parse_scorer(o.policy);
-    if (!scorer) {
-        Error e = scorer.error();
-        e.field = "--policy";
-        report_error(global, e);
-        return k_exit_usage;
-    }
-    if (o.tls_cert.empty() != o.tls_key.empty()) {
-        report_error(global, make_error(ErrorCode::invalid_input, "--tls-cert and --tls-key go together", "--tls-cert"));
-        return k_exit_usage;
-    }
-    std::int64_t settle_s = 0;
-    if (o.settle != "0") {
-        auto parsed = resources::parse_duration_s(o.settle);
-        if (!parsed) {
-            Error e = parsed.error();
-            e.field = "--settle";
-            report_error(global, e);
-            return k_exit_usage;
-        }
-        settle_s = *parsed;
-    }
-    coordinator::ServiceOptions so;
-    so.http.host = listen->first;
-    so.http.port = listen->second;
-    so.http.tls_cert_file = o.tls_cert;
-    so.http.tls_key_file = o.tls_key;
-    so.db_path = o.db;
-    so.coordinator.lease_ms = *lease_s * 1000;
-    so.coordinator.worker_timeout_ms = *lease_s * 1000;
-    so.coordinator.policy.placement.scorer = *scorer;
-    so.tick = std::chrono::milliseconds(o.tick_ms);
-    so.coordinator.credits.enforce = o.credits == "enforce";
-    so.coordinator.credits.settle_ms = settle_s * 1000;
-    so.coordinator.max_log_bytes = o.max_log_mib * 1024 * 1024;
-    so.coordinator.max_log_limit_bytes = o.max_log_limit_mib * 1024 * 1024;
-    so.http.max_connections_per_client = o.max_connections_per_client;
-    if (!o.gpu_catalog.empty()) {
-        std::ifstream in(o.gpu_catalog);
-        if (!in) {
-            report_error(global, make_error(ErrorCode::io, "cannot read `" + o.gpu_catalog + "`", "--gpu-catalog"));
-            return k_exit_usage;
-        }
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        auto rates = credits::parse_rate_catalog(text, o.gpu_catalog);
-        if (!rates) {
-            report_error(global, rates.error());
-            return k_exit_usage;
-        }
-        so.coordinator.credits.rates = std::move(*rates);
-    }
-    auto fee = credits::parse_credits(o.pool_fee); // a percent, exact to 6 decimals
-    if (!fee || *fee > 100 * credits::k_micro_per_credit) {
-        report_error(global, make_error(ErrorCode::invalid_input, "expected a percentage from 0 to 100", "--pool-fee"));
-        return k_exit_usage;
-    }
-    so.coordinator.credits.pool_fee_ppm = *fee / 100; // percent x 10^6 / 100 = parts per million
-
     // Block the stop signals in every thread; this one waits for them.
     sigset_t signals;
     sigemptyset(&signals);
@@ -156,14 +148,19 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    coordinator::CoordinatorService service(so);
+    auto opened = store::open_store(*spec);
+    if (!opened) {
+        report_error(global, opened.error());
+        return k_exit_failed;
+    }
+    coordinator::CoordinatorService service(*so, std::move(*opened), coordinator::system_clock());
     std::string admin_token;
     if (auto st = service.start(&admin_token); !st) {
         report_error(global, st.error());
         return k_exit_failed;
     }
     const std::string scheme = o.tls_cert.empty() ? "http" : "https";
-    const std::string url = scheme + "://" + listen->first + ":" + std::to_string(service.port());
+    const std::string url = scheme + "://" + so->http.host + ":" + std::to_string(service.port());
     if (!o.port_file.empty()) {
         std::ofstream(o.port_file) << service.port() << '\n';
     }
@@ -196,7 +193,7 @@ void register_coordinator(Cli& cli) {
                     "gpupool coordinator --db pool.db --new-admin-token   # with the coordinator stopped",
                     "README.md (What works today), docs/security.md, docs/credits.md, docs/api.md", Reach::local);
     sub->add_option("--listen", o->listen, "HOST:PORT to serve on (port 0 picks a free one)")->capture_default_str();
-    sub->add_option("--db", o->db, "SQLite file (created on first start)")->capture_default_str();
+    sub->add_option("--db", o->db, "The pool's store: a SQLite file, as a path or sqlite:PATH (created on first start)")->capture_default_str();
     sub->add_option("--tls-cert", o->tls_cert, "PEM certificate: serve HTTPS");
     sub->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert");
     sub->add_option("--lease", o->lease, "How long an attempt survives without a heartbeat")->capture_default_str();

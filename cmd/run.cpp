@@ -12,6 +12,7 @@
 #include "core/coordinator/service.hpp"
 #include "core/credits/money.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "core/store/open_store.hpp"
 #include "core/util/files.hpp"
 #include "worker/agent/agent.hpp"
 #include "worker/agent/archive.hpp"
@@ -146,11 +147,15 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
     coordinator::ServiceOptions so;
     so.http.host = "127.0.0.1";
     so.http.port = 0;
-    so.db_path = data / "pool.db";
     so.tick = std::chrono::milliseconds(100);
     // The local team has no grant: charges are recorded (the summary shows them) but not enforced.
     so.coordinator.credits.enforce = false;
-    coordinator::CoordinatorService service(so);
+    auto opened = store::open_store(store::StoreSpec{store::Engine::sqlite, (data / "pool.db").string()});
+    if (!opened) {
+        report_error(global, opened.error());
+        return k_exit_failed;
+    }
+    coordinator::CoordinatorService service(so, std::move(*opened), coordinator::system_clock());
     std::string fresh_admin;
     if (auto st = service.start(&fresh_admin); !st) {
         report_error(global, st.error());

@@ -541,9 +541,9 @@ Status Coordinator::put_inputs(const Principal& who, const std::string& sha, con
     if (sha.size() != 64 || sha.find_first_not_of("0123456789abcdef") != std::string::npos) {
         return invalid("must be the lowercase hex SHA-256 of the body", "sha256");
     }
-    if (file.size > static_cast<std::int64_t>(k_max_input_archive_bytes)) {
+    if (file.size > m_store.max_blob_bytes()) {
         return invalid("the inputs archive is " + std::to_string(file.size) + " bytes, over the pool's limit of " +
-                           std::to_string(k_max_input_archive_bytes),
+                           std::to_string(m_store.max_blob_bytes()),
                        "inputs");
     }
     if (file.sha256_hex != sha) {

@@ -1,6 +1,10 @@
 // CoordinatorService: the coordinator as a network service — the HTTP API (/v1) in front of a
 // Coordinator, a Store and a clock.
 //
+// The service is handed its store (store::open_store picks one from the coordinator's --db) and its
+// clock; it opens no database itself. It owns the store from then on and closes it in stop(), so
+// that another process may take the database once the service has stopped.
+//
 // Threads: the HTTP server's io threads parse requests; every request is then handed, as a
 // command, to ONE coordinator thread that owns the Coordinator (no locks around pool state). Long
 // polls from workers are parked on that thread and answered as soon as a scheduling pass places
@@ -10,20 +14,23 @@
 // requests (up to the server's grace period) and joins the threads.
 #pragma once
 
+#include "core/coordinator/clock.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/net/http_server.hpp"
-#include "core/util/files.hpp"
+#include "core/store/store.hpp"
 
 #include <chrono>
-#include <filesystem>
 #include <memory>
 #include <string>
 
 namespace gpupool::coordinator {
 
+namespace service_detail {
+struct ServiceState;
+}
+
 struct ServiceOptions {
     net::ServerOptions http;
-    std::filesystem::path db_path;
     CoordinatorOptions coordinator;
     std::chrono::milliseconds tick{250};
     std::chrono::milliseconds max_poll_wait{25'000};
@@ -31,13 +38,15 @@ struct ServiceOptions {
 
 class CoordinatorService {
 public:
-    explicit CoordinatorService(ServiceOptions options);
+    // `clock` must outlive the service (system_clock() does).
+    CoordinatorService(ServiceOptions options, std::unique_ptr<store::Store> store, const Clock& clock);
     ~CoordinatorService();
     CoordinatorService(const CoordinatorService&) = delete;
     CoordinatorService& operator=(const CoordinatorService&) = delete;
 
-    // Opens the store, rebuilds the state, starts serving. When the pool has no admin yet, the
-    // secret of a new admin token is placed in `first_admin_token` (to be shown once).
+    // Rebuilds the state from the store, starts serving. When the pool has no admin yet, the
+    // secret of a new admin token is placed in `first_admin_token` (to be shown once). A service
+    // starts once: after stop() its store is closed.
     Status start(std::string* first_admin_token = nullptr);
     void stop();
     std::uint16_t port() const;
@@ -45,18 +54,16 @@ public:
     std::vector<net::RouteInfo> routes() const;
 
 private:
-    struct Impl;
-    std::unique_ptr<Impl> m_impl;
+    std::unique_ptr<service_detail::ServiceState> m_impl;
 };
 
-// The lock that lets one process at a time use a pool's database (`<db>.lock`): the coordinator
-// holds it while it runs; `coordinator --new-admin-token` needs it too, so it runs only while the
-// coordinator is stopped. A conflict says so.
-Result<util::FileLock> lock_database(const std::filesystem::path& db_path);
+// The process's real clock (a SystemClock that lives as long as the program).
+const Clock& system_clock();
 
-// Creates a new admin token in a stopped pool's database (the recovery for a lost admin token),
-// holding the database lock while it does.
-Result<IssuedToken> recover_admin_token(const std::filesystem::path& db_path);
+// Creates a new admin token in a stopped pool's database (the recovery for a lost admin token):
+// `db_spec` as --db names it (store::open_store); the store must exist, and is held exclusively
+// (for SQLite, its lock file) while the token is made.
+Result<IssuedToken> recover_admin_token(const std::string& db_spec);
 
 // The HTTP status an ErrorCode maps to.
 int http_status(ErrorCode code);

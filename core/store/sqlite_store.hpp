@@ -3,13 +3,17 @@
 // WAL journal, synchronous=FULL (a committed transaction survives power loss), foreign keys on,
 // a busy timeout. The schema is versioned with PRAGMA user_version and migrated forward on open;
 // a file from a newer gpupool is refused rather than damaged. The file is created 0600 (so are its
-// -wal and -shm files). Not thread-safe: one owner thread.
+// -wal and -shm files). Opened with `lock`, it holds `<path>.lock` for as long as it is open, so one
+// process at a time uses the file (the coordinator, or its admin-token recovery while it is
+// stopped); the lock goes with the process, however it ends. Not thread-safe: one owner thread.
 #pragma once
 
 #include "core/store/store.hpp"
+#include "core/util/files.hpp"
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 namespace SQLite {
 class Database;
@@ -19,10 +23,20 @@ namespace gpupool::store {
 
 inline constexpr int k_schema_version = 6;
 
+// SQLite keeps a blob under 1e9 bytes (SQLITE_MAX_LENGTH); the store takes no more than this.
+inline constexpr std::int64_t k_sqlite_max_blob_bytes = 950'000'000;
+
+struct SqliteOptions {
+    bool lock = false;   // hold `<path>.lock` while open (lock_database); a holder is a conflict
+    bool create = true;  // false: a missing file is not_found instead of a new pool
+    std::int64_t max_blob_bytes = k_sqlite_max_blob_bytes; // lower only (tests of the cap)
+};
+
 class SqliteStore final : public Store {
 public:
     // Opens (creating if needed) and migrates the database at `path`.
-    static Result<std::unique_ptr<SqliteStore>> open(const std::filesystem::path& path);
+    static Result<std::unique_ptr<SqliteStore>> open(const std::filesystem::path& path,
+                                                     const SqliteOptions& options = {});
     ~SqliteStore() override;
 
     Result<Snapshot> load() override;
@@ -38,14 +52,21 @@ public:
                           std::int64_t now) override;
     Result<std::optional<std::int64_t>> input_blob_size(TeamId team, std::string_view sha256_hex) override;
     Result<std::optional<std::string>> get_input_blob(TeamId team, std::string_view sha256_hex) override;
+    std::int64_t max_blob_bytes() const override;
 
     int schema_version() const;
 
 private:
-    explicit SqliteStore(std::unique_ptr<SQLite::Database> db);
-    Status migrate();
+    SqliteStore(std::unique_ptr<SQLite::Database> db, std::int64_t max_blob_bytes);
 
+    std::optional<util::FileLock> m_lock{}; // declared first: released after m_db has closed
     std::unique_ptr<SQLite::Database> m_db;
+    std::int64_t m_max_blob_bytes = k_sqlite_max_blob_bytes;
 };
+
+// The lock that lets one process at a time use a SQLite pool database (`<db>.lock`): the
+// coordinator holds it while it runs; `coordinator --new-admin-token` needs it too, so it runs only
+// while the coordinator is stopped. A conflict says so.
+Result<util::FileLock> lock_database(const std::filesystem::path& db_path);
 
 } // namespace gpupool::store

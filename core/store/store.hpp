@@ -81,6 +81,11 @@ public:
                                   std::int64_t now) = 0;
     virtual Result<std::optional<std::int64_t>> input_blob_size(TeamId team, std::string_view sha256_hex) = 0;
     virtual Result<std::optional<std::string>> get_input_blob(TeamId team, std::string_view sha256_hex) = 0;
+
+    // The largest blob (an attempt's outputs, an input archive) this store keeps, in bytes: a
+    // larger put_output or put_input_blob is refused with ErrorCode::invalid_input and stores
+    // nothing. Fixed for the store's lifetime; the service caps upload bodies with it.
+    virtual std::int64_t max_blob_bytes() const = 0;
 };
 
 } // namespace gpupool::store

@@ -7,6 +7,7 @@
 // Checked beyond "no crash, no sanitizer report in any server thread": after every input the
 // server still answers GET /v1/health with 200.
 #include "core/coordinator/service.hpp"
+#include "core/store/open_store.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -111,7 +112,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
         std::abort();
     }
     ServiceOptions o;
-    o.db_path = std::filesystem::path(dir) / "pool.db";
     o.http.host = "127.0.0.1";
     o.http.port = 0;
     o.http.header_timeout = std::chrono::milliseconds(1000);
@@ -121,7 +121,11 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     o.http.max_connections_per_client = 0; // every input comes from loopback, hundreds a second
     o.tick = std::chrono::milliseconds(50);
     o.max_poll_wait = std::chrono::milliseconds(100);
-    g_service = std::make_unique<CoordinatorService>(o);
+    auto opened = gpupool::store::open_store((std::filesystem::path(dir) / "pool.db").string());
+    if (!opened) {
+        std::abort();
+    }
+    g_service = std::make_unique<CoordinatorService>(o, std::move(*opened), gpupool::coordinator::system_clock());
     if (!g_service->start(&g_admin)) {
         std::abort();
     }

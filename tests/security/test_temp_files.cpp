@@ -2,6 +2,7 @@
 // nobody can plant a symlink where gpupool is about to write, and two packs never share a file.
 #include "cmd/remote.hpp"
 #include "core/coordinator/service.hpp"
+#include "core/store/open_store.hpp"
 #include "core/net/http_client.hpp"
 #include "core/util/files.hpp"
 #include "tests/support.hpp"
@@ -62,10 +63,11 @@ struct MemberPool {
 
     MemberPool() {
         coordinator::ServiceOptions o;
-        o.db_path = dir.path() / "pool.db";
         o.http.host = "127.0.0.1";
         o.http.port = 0;
-        service = std::make_unique<coordinator::CoordinatorService>(o);
+        auto opened = store::open_store((dir.path() / "pool.db").string());
+        REQUIRE(opened);
+        service = std::make_unique<coordinator::CoordinatorService>(o, std::move(*opened), coordinator::system_clock());
         std::string admin;
         REQUIRE(service->start(&admin));
         const std::string url = "http://127.0.0.1:" + std::to_string(service->port());

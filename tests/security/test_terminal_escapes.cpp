@@ -4,6 +4,7 @@
 // coordinator service, with a clear-screen sequence and a newline in everything it controls.
 #include "cmd/remote.hpp"
 #include "core/coordinator/service.hpp"
+#include "core/store/open_store.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "tests/core/net/net_support.hpp"
@@ -44,11 +45,12 @@ struct EvilPool {
 
     EvilPool() {
         coordinator::ServiceOptions o;
-        o.db_path = dir.path() / "pool.db";
         o.http.host = "127.0.0.1";
         o.http.port = 0;
         o.tick = std::chrono::milliseconds(50);
-        service = std::make_unique<coordinator::CoordinatorService>(o);
+        auto opened = store::open_store((dir.path() / "pool.db").string());
+        REQUIRE(opened);
+        service = std::make_unique<coordinator::CoordinatorService>(o, std::move(*opened), coordinator::system_clock());
         REQUIRE(service->start(&admin));
         url = "http://127.0.0.1:" + std::to_string(service->port());
         auto a = client(url, admin);

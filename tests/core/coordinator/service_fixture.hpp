@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/coordinator/service.hpp"
+#include "core/store/open_store.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "tests/support.hpp"
@@ -46,7 +47,6 @@ struct Server {
 
     explicit Server(std::int64_t lease_ms = 30'000, std::int64_t max_log_bytes = std::int64_t{64} << 20) {
         coordinator::ServiceOptions o;
-        o.db_path = dir.path() / "pool.db";
         o.http.host = "127.0.0.1";
         o.http.port = 0;
         o.http.max_body_bytes = 1024 * 1024;
@@ -55,7 +55,9 @@ struct Server {
         o.coordinator.worker_timeout_ms = lease_ms;
         o.coordinator.max_log_bytes = max_log_bytes;
         o.coordinator.policy.placement.scorer = sched::ScorerKind::bestfit;
-        service = std::make_unique<coordinator::CoordinatorService>(o);
+        auto opened = store::open_store((dir.path() / "pool.db").string());
+        REQUIRE(opened);
+        service = std::make_unique<coordinator::CoordinatorService>(o, std::move(*opened), coordinator::system_clock());
         REQUIRE(service->start(&admin_token));
         REQUIRE(admin_token.starts_with("gpp_"));
         url = "http://127.0.0.1:" + std::to_string(service->port());

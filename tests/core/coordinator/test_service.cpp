@@ -2,6 +2,7 @@
 // with the real HTTP client, as workers and researchers would.
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/service.hpp"
+#include "core/store/open_store.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
@@ -358,8 +359,9 @@ TEST_CASE("service: acknowledged state survives a restart", "[service]") {
     std::string member;
     {
         coordinator::ServiceOptions o;
-        o.db_path = keep.path() / "pool.db";
-        coordinator::CoordinatorService s(o);
+        auto opened = store::open_store((keep.path() / "pool.db").string());
+        REQUIRE(opened);
+        coordinator::CoordinatorService s(o, std::move(*opened), coordinator::system_clock());
         REQUIRE(s.start(&admin_token));
         net::ClientOptions co;
         co.base_url = "http://127.0.0.1:" + std::to_string(s.port());
@@ -375,8 +377,9 @@ TEST_CASE("service: acknowledged state survives a restart", "[service]") {
         s.stop();
     }
     coordinator::ServiceOptions o;
-    o.db_path = keep.path() / "pool.db";
-    coordinator::CoordinatorService s(o);
+    auto opened = store::open_store((keep.path() / "pool.db").string());
+    REQUIRE(opened);
+    coordinator::CoordinatorService s(o, std::move(*opened), coordinator::system_clock());
     std::string second_admin;
     REQUIRE(s.start(&second_admin));
     CHECK(second_admin.empty()); // the admin exists already: no new token is minted

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/coordinator/service.hpp"
+#include "core/store/open_store.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "tests/support.hpp"
@@ -56,7 +57,6 @@ struct Pool {
 
     void start() {
         coordinator::ServiceOptions o;
-        o.db_path = dir.path() / "pool.db";
         o.http.host = "127.0.0.1";
         o.http.port = port;
         o.http.stop_grace = 500ms;
@@ -65,7 +65,9 @@ struct Pool {
         o.coordinator.worker_timeout_ms = 5'000;
         o.coordinator.credits.enforce = false; // credits have their own tests
         o.coordinator.policy.preemption.min_runtime_s = 0; // so a test can preempt at once
-        service = std::make_unique<coordinator::CoordinatorService>(o);
+        auto opened = store::open_store((dir.path() / "pool.db").string());
+        REQUIRE(opened);
+        service = std::make_unique<coordinator::CoordinatorService>(o, std::move(*opened), coordinator::system_clock());
         std::string token;
         REQUIRE(service->start(&token));
         if (!token.empty()) {

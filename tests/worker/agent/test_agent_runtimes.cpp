@@ -3,6 +3,7 @@
 // mounts, inputs, exit codes, log order, output upload, the memory-limit kill, max_runtime and cancel.
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/service.hpp"
+#include "core/store/open_store.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "tests/support.hpp"
@@ -34,11 +35,12 @@ struct LivePool {
 
     LivePool() {
         coordinator::ServiceOptions o;
-        o.db_path = dir.path() / "pool.db";
         o.http.host = "127.0.0.1";
         o.tick = 50ms;
         o.coordinator.credits.enforce = false;
-        service = std::make_unique<coordinator::CoordinatorService>(o);
+        auto opened = store::open_store((dir.path() / "pool.db").string());
+        REQUIRE(opened);
+        service = std::make_unique<coordinator::CoordinatorService>(o, std::move(*opened), coordinator::system_clock());
         std::string admin;
         REQUIRE(service->start(&admin));
         url = "http://127.0.0.1:" + std::to_string(service->port());

@@ -1,0 +1,37 @@
+// `gpupool coordinator`: its options and the function that runs it, callable without argv (tests);
+// register_coordinator (cli.hpp) wires them to the command line.
+#pragma once
+
+#include "cmd/cli.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gpupool::cmd {
+
+struct CoordinatorCmdOptions {
+    std::string listen = "127.0.0.1:7070";
+    std::string db = "gpupool.db"; // a store spec: a SQLite path or sqlite:PATH (store::open_store)
+    std::string tls_cert;
+    std::string tls_key;
+    std::string lease = "30s";
+    std::string port_file;
+    std::string policy = "fgd";
+    std::int64_t tick_ms = 250;
+    std::string gpu_catalog; // empty: the embedded core/resources/gpus.toml
+    std::string pool_fee = "0"; // percent of each charge
+    std::string credits = "enforce"; // or "record"
+    std::string settle = "24h";      // owners' earnings wait this long (voidable) before payout
+    std::int64_t max_log_mib = 64;   // per attempt; 0 = no cap
+    std::int64_t max_log_limit_mib = 1024; // what a recipe's [logs] max_size may ask for; 0 = no limit
+    std::size_t max_connections_per_client = 512;
+    bool new_admin_token = false;
+};
+
+// Serves until SIGINT or SIGTERM (blocked in every thread, waited for here), or with
+// `new_admin_token` prints a new admin token for a stopped pool and returns. Returns the exit code:
+// usage errors (a bad --listen, --db scheme, ...) are k_exit_usage before anything is opened.
+int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o);
+
+} // namespace gpupool::cmd

@@ -1,0 +1,162 @@
+// CoordinatorService's insides, shared by service.cpp (the state, its thread, start and stop), the
+// request and response helpers (service_json.cpp) and the routes_*.cpp files, one per area of the
+// API, that register the routes. Not part of the service's interface: include it only from those.
+//
+// Rules every route follows (ServiceState::on): what a body may be (size, JSON depth, a file) is
+// checked on the io thread that read it; who may send one is checked from the headers before a
+// byte of it is read; the handler then runs on the coordinator thread with the caller's Principal
+// and returns the whole response. Handlers are plain functions of the state, so each is small and
+// named after what it does.
+#pragma once
+
+#include "core/coordinator/service.hpp"
+
+#include <boost/asio.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace gpupool::coordinator::service_detail {
+
+namespace asio = boost::asio;
+using json = nlohmann::json;
+
+inline constexpr std::size_t k_max_json_body_bytes = std::size_t{1} << 20; // most routes: a small JSON object
+inline constexpr std::size_t k_max_submit_bytes = std::size_t{64} << 20;   // a sweep of 10,000 jobs fits
+inline constexpr std::size_t k_max_string_field_bytes = 4096;              // names, notes, labels
+
+// What a route accepts, checked before its handler runs on the coordinator thread.
+struct Accepts {
+    std::size_t max_body = k_max_json_body_bytes;
+    std::vector<store::Role> roles{}; // who may send a body here, checked from the headers; empty: any valid token
+    bool json_body = true;            // a JSON object, parsed on an io thread within size and depth limits
+    bool to_file = false;             // spooled to disk by the server, its SHA-256 measured on an io thread
+};
+// Routes that read nothing from their body (it is ignored, within the default size).
+inline const Accepts k_no_json_body{k_max_json_body_bytes, {}, false, false};
+
+// What a handler gets besides the request: the body as checked on an io thread.
+struct Input {
+    json body = json::object();       // routes with a JSON body
+    std::optional<UploadedFile> file{}; // routes whose body is spooled to disk
+};
+
+struct ServiceState;
+using Handler = std::function<net::Response(ServiceState&, const net::Request&, const Input&, const Principal&)>;
+
+// Everything the service holds while it runs. Its fields other than the io context are touched
+// only on the coordinator thread once start() has launched it.
+struct ServiceState {
+    ServiceState(ServiceOptions o, std::unique_ptr<store::Store> s, const Clock& c)
+        : options(std::move(o)), clock(c), store(std::move(s)) {}
+
+    ServiceOptions options;
+    const Clock& clock;
+    std::unique_ptr<store::Store> store; // closed by stop(): another process may take it then
+    std::unique_ptr<Coordinator> coord;
+    std::unique_ptr<net::HttpServer> server;
+    asio::io_context ctx;
+    std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+    std::thread thread;
+    asio::steady_timer tick_timer{ctx};
+    bool stopped = false;
+
+    // Long polls parked until work is placed on their worker or their wait ends.
+    struct Poller {
+        net::Responder respond;
+        std::shared_ptr<asio::steady_timer> timer;
+    };
+    std::map<WorkerId, std::vector<Poller>> pollers;
+
+    // Admission from the headers alone, on the coordinator thread: nobody reaches a body without a
+    // valid token of a role the route takes.
+    std::optional<net::Response> admission(const std::string& token, const std::vector<store::Role>& roles) const;
+    net::RouteOptions route_options(const Accepts& accepts);
+    // The body's checks that need no pool state, on the io thread that read it.
+    static Result<Input> prepare(const net::Request& req, const Accepts& accepts);
+    // A route whose handler runs on the coordinator thread after authentication.
+    void on(net::Router& router, const std::string& method, const std::string& pattern, Handler handler,
+            Accepts accepts = {});
+
+    void schedule_soon();
+    void run_tick();
+    void answer_pollers(WorkerId w);
+    void arm_tick();
+
+    // Every route of the API, from the area functions below.
+    net::Router routes();
+};
+
+// ---- the routes, one function per area (docs/api.md) -------------------------------------------
+
+// Teams, tokens, whoami, and the fleet as admins see it (list, drain, activate, ban).
+void add_admin_routes(ServiceState& s, net::Router& r);
+// Submissions, jobs and sweeps, their logs and outputs, and input archives.
+void add_job_routes(ServiceState& s, net::Router& r);
+// The workers' protocol: register, heartbeat, the long poll, and their attempts.
+void add_worker_routes(ServiceState& s, net::Router& r);
+// Grants, adjustments, budgets, balances, the report and estimates.
+void add_credit_routes(ServiceState& s, net::Router& r);
+
+// ---- requests and responses (service_json.cpp) --------------------------------------------------
+
+net::Response error_response(const Error& e);
+net::Response ok(const json& body, int status = 200);
+// An archive (outputs, inputs) as raw bytes, or the error.
+net::Response bytes_response(Result<std::string> data);
+// The token of an `Authorization: Bearer` header (empty when there is none).
+std::string bearer(const net::Request& req);
+
+Result<std::int64_t> parse_int(const std::string& text, const std::string& field);
+// An optional query parameter that must be a positive integer when given.
+Result<std::optional<std::int64_t>> positive_query(const net::Request& req, const char* name);
+// An optional integer field: absent or null -> nullopt.
+Result<std::optional<std::int64_t>> opt_field(const json& j, const char* name);
+json opt_json(const std::optional<std::int64_t>& v);
+// The body's "jobs" array as job specs; errors name the job's index.
+Result<std::vector<recipe::JobSpec>> jobs_field(const json& body);
+json assignment_json(const Assignment& a);
+
+// A required field (or `fallback` when absent or null) of the JSON type T, with no silent
+// conversions: 1.9 is not an integer (nlohmann would truncate it to 1).
+template <class T>
+Result<T> field(const json& j, const char* name, std::optional<T> fallback = std::nullopt) {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) {
+        if (fallback) {
+            return *fallback;
+        }
+        return make_error(ErrorCode::invalid_input, "missing required field", name);
+    }
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        if (!it->is_number_integer()) {
+            return make_error(ErrorCode::invalid_input, std::string("expected an integer, got ") + it->type_name(), name);
+        }
+    } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+        if (!it->is_array() || !std::all_of(it->begin(), it->end(), [](const json& v) { return v.is_number_integer(); })) {
+            return make_error(ErrorCode::invalid_input, "expected an array of integers", name);
+        }
+    } else if constexpr (std::is_same_v<T, std::string>) {
+        if (it->is_string() && it->get_ref<const std::string&>().size() > k_max_string_field_bytes) {
+            return make_error(ErrorCode::invalid_input,
+                              "longer than " + std::to_string(k_max_string_field_bytes) + " bytes", name);
+        }
+    }
+    try {
+        return it->get<T>();
+    } catch (const json::exception&) {
+        return make_error(ErrorCode::invalid_input, std::string("wrong type: got ") + it->type_name(), name);
+    }
+}
+
+} // namespace gpupool::coordinator::service_detail

@@ -1,0 +1,164 @@
+// CoordinatorService's requests and responses: bodies parsed within limits, fields read without
+// silent conversions, errors as JSON with the HTTP status of their code.
+#include "core/coordinator/service_impl.hpp"
+
+#include "core/recipe/recipe_json.hpp"
+#include "core/util/strings.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+
+namespace gpupool::coordinator {
+
+using json = nlohmann::json;
+
+int http_status(ErrorCode code) { return net::http_status_for(code); }
+
+namespace {
+
+// Counts nesting and stops at the first level too deep, before anything is built: 8 MiB of `[`
+// costs a scan, not a tree of millions of arrays.
+class DepthCheck : public nlohmann::json_sax<json> {
+public:
+    explicit DepthCheck(std::size_t max_depth) : m_max(max_depth) {}
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return ++m_depth <= m_max; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return --m_depth, true; }
+    bool start_array(std::size_t) override { return ++m_depth <= m_max; }
+    bool end_array() override { return --m_depth, true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+        m_syntax_error = true;
+        return false;
+    }
+    bool too_deep() const { return m_depth > m_max; }
+    bool syntax_error() const { return m_syntax_error; }
+
+private:
+    std::size_t m_max;
+    std::size_t m_depth = 0;
+    bool m_syntax_error = false;
+};
+
+} // namespace
+
+Result<json> parse_json_object(std::string_view text, std::size_t max_depth) {
+    if (text.empty()) {
+        return Result<json>(boost::system::in_place_value, json::object());
+    }
+    DepthCheck depth(max_depth);
+    if (!json::sax_parse(text, &depth)) {
+        if (depth.too_deep()) {
+            return make_error(ErrorCode::invalid_input,
+                              "the request body nests deeper than " + std::to_string(max_depth) + " levels", "body");
+        }
+        return make_error(ErrorCode::invalid_input, "the request body is not valid JSON", "body");
+    }
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) {
+        return make_error(ErrorCode::invalid_input, "the request body is not valid JSON", "body");
+    }
+    if (!j.is_object()) {
+        return make_error(ErrorCode::invalid_input, "the request body must be a JSON object", "body");
+    }
+    return Result<json>(boost::system::in_place_value, std::move(j));
+}
+
+namespace service_detail {
+
+net::Response error_response(const Error& e) {
+    if (http_status(e.code) >= 500) {
+        spdlog::error("{}", util::escape_control(e.message)); // the operators' business, not the caller's only
+    }
+    return net::json_error(http_status(e.code), to_string(e.code), e.message, e.field);
+}
+
+net::Response ok(const json& body, int status) { return net::json_response(status, body.dump()); }
+
+net::Response bytes_response(Result<std::string> data) {
+    if (!data) {
+        return error_response(data.error());
+    }
+    net::Response resp;
+    resp.content_type = "application/octet-stream";
+    resp.body = std::move(*data);
+    return resp;
+}
+
+std::string bearer(const net::Request& req) {
+    std::string h = req.header("Authorization");
+    constexpr std::string_view k_prefix = "Bearer ";
+    if (h.size() > k_prefix.size() && net::iequals(std::string_view(h).substr(0, k_prefix.size()), k_prefix)) {
+        return h.substr(k_prefix.size());
+    }
+    return {};
+}
+
+Result<std::int64_t> parse_int(const std::string& text, const std::string& field) {
+    std::int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+        return make_error(ErrorCode::invalid_input, "expected an integer, got `" + text + "`", field);
+    }
+    return v;
+}
+
+Result<std::optional<std::int64_t>> positive_query(const net::Request& req, const char* name) {
+    const std::string s = req.query_value(name);
+    if (s.empty()) {
+        return std::optional<std::int64_t>{};
+    }
+    auto v = parse_int(s, name);
+    if (!v || *v <= 0) {
+        return make_error(ErrorCode::invalid_input, "expected a positive integer, got `" + s + "`", name);
+    }
+    return std::optional<std::int64_t>{*v};
+}
+
+json opt_json(const std::optional<std::int64_t>& v) { return v ? json(*v) : json(); }
+
+Result<std::optional<std::int64_t>> opt_field(const json& j, const char* name) {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) {
+        return std::optional<std::int64_t>();
+    }
+    if (!it->is_number_integer()) {
+        return make_error(ErrorCode::invalid_input, std::string("wrong type: got ") + it->type_name(), name);
+    }
+    return std::optional<std::int64_t>(it->get<std::int64_t>());
+}
+
+Result<std::vector<recipe::JobSpec>> jobs_field(const json& body) {
+    auto jobs_it = body.find("jobs");
+    if (jobs_it == body.end() || !jobs_it->is_array()) {
+        return make_error(ErrorCode::invalid_input, "expected an array of jobs", "jobs");
+    }
+    std::vector<recipe::JobSpec> out;
+    for (std::size_t i = 0; i < jobs_it->size(); ++i) {
+        auto spec = recipe::job_from_json((*jobs_it)[i]);
+        if (!spec) {
+            Error e = spec.error();
+            e.field = "jobs[" + std::to_string(i) + "]." + e.field;
+            return e;
+        }
+        out.push_back(std::move(*spec));
+    }
+    return out;
+}
+
+json assignment_json(const Assignment& a) {
+    return {{"attempt", a.attempt.value()}, {"job", a.job.value()},         {"attempt_number", a.attempt_number},
+            {"gpu_index", a.gpu_index},     {"gpu_milli", a.gpu_milli}, {"team", a.team.value()}, {"team_name", a.team_name},
+            {"spec", json::parse(recipe::to_json(a.spec).dump())}};
+}
+
+} // namespace service_detail
+
+} // namespace gpupool::coordinator

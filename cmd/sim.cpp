@@ -99,6 +99,31 @@ Inputs resolve_inputs(const SimArgs& args) {
     return in;
 }
 
+// The trace's cluster and pods, read once per run for the mode that replays them.
+struct Trace {
+    Inputs in;
+    std::vector<sim::TraceNode> nodes;
+    std::vector<sim::TracePod> pods;
+};
+
+std::optional<Trace> load_trace(const GlobalOptions& global, const SimArgs& args) {
+    Trace t;
+    t.in = resolve_inputs(args);
+    auto nodes = sim::load_nodes(t.in.nodes);
+    if (!nodes) {
+        report_error(global, nodes.error());
+        return std::nullopt;
+    }
+    auto pods = sim::load_pods(t.in.pods);
+    if (!pods) {
+        report_error(global, pods.error());
+        return std::nullopt;
+    }
+    t.nodes = std::move(*nodes);
+    t.pods = std::move(*pods);
+    return t;
+}
+
 const sim::PublishedResult* find_published(const std::vector<sim::PublishedResult>& rows, const std::string& workload,
                                            const std::string& policy) {
     for (const auto& r : rows) {
@@ -160,18 +185,10 @@ nlohmann::ordered_json summary_json(const sim::AllocSummary& s, const sim::Publi
     return j;
 }
 
-int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
-    const Inputs in = resolve_inputs(args);
-    auto nodes = sim::load_nodes(in.nodes);
-    if (!nodes) {
-        report_error(global, nodes.error());
-        return k_exit_failed;
-    }
-    auto pods = sim::load_pods(in.pods);
-    if (!pods) {
-        report_error(global, pods.error());
-        return k_exit_failed;
-    }
+int run_alloc_mode(const GlobalOptions& global, const SimArgs& args, Trace trace) {
+    const Inputs& in = trace.in;
+    auto& nodes = trace.nodes;
+    auto& pods = trace.pods;
     std::vector<sim::PublishedResult> published;
     if (auto pr = sim::load_published(in.published)) {
         published = std::move(*pr);
@@ -191,17 +208,17 @@ int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
         }
         policies = {*k};
     }
-    std::sort(pods->begin(), pods->end(),
+    std::sort(pods.begin(), pods.end(),
               [](const sim::TracePod& a, const sim::TracePod& b) { return a.name < b.name; });
-    sim::SimCluster cluster = sim::build_cluster(*nodes);
-    auto requests = sim::to_requests(*pods, cluster.models, args.no_sharing);
+    sim::SimCluster cluster = sim::build_cluster(nodes);
+    auto requests = sim::to_requests(pods, cluster.models, args.no_sharing);
     const unsigned threads = args.threads > 0 ? args.threads : std::max(1U, std::thread::hardware_concurrency());
     const std::string workload = in.workload + (args.no_sharing ? " (no sharing)" : "");
     const std::int64_t gpus = cluster.total_gpu_milli / sched::k_milli_per_gpu;
 
     nlohmann::ordered_json results = nlohmann::ordered_json::array();
     if (!global.json) {
-        std::cout << "gpupool sim: " << workload << ", " << nodes->size() << " nodes, " << gpus << " GPUs, "
+        std::cout << "gpupool sim: " << workload << ", " << nodes.size() << " nodes, " << gpus << " GPUs, "
                   << requests.size() << " pods; " << args.seeds << " seed(s) from " << args.first_seed << ", tune "
                   << fixed(args.tune, 2) << "x, " << threads << " thread(s)\n";
         if (args.no_sharing) {
@@ -241,7 +258,7 @@ int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
         nlohmann::ordered_json out = {{"mode", "alloc"},
                                       {"workload", in.workload},
                                       {"no_sharing", args.no_sharing},
-                                      {"nodes", nodes->size()},
+                                      {"nodes", nodes.size()},
                                       {"gpus", gpus},
                                       {"pods", requests.size()},
                                       {"seeds", args.seeds},
@@ -257,7 +274,7 @@ int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
     return k_exit_ok;
 }
 
-int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
+int run_time_mode(const GlobalOptions& global, const SimArgs& args, std::optional<Trace> trace) {
     sim::SimCluster cluster;
     std::vector<sim::TimedJob> jobs;
     std::vector<sched::TeamShare> teams;
@@ -278,19 +295,9 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
                  std::to_string(g.workers) + " workers x 8 GPUs, load " + fixed(g.load, 2) + ", seed " +
                  std::to_string(g.seed) + ")";
     } else {
-        const Inputs in = resolve_inputs(args);
-        auto nodes = sim::load_nodes(in.nodes);
-        if (!nodes) {
-            report_error(global, nodes.error());
-            return k_exit_failed;
-        }
-        auto pods = sim::load_pods(in.pods);
-        if (!pods) {
-            report_error(global, pods.error());
-            return k_exit_failed;
-        }
-        cluster = sim::build_cluster(*nodes);
-        jobs = sim::trace_jobs(*pods, cluster.models);
+        const Inputs& in = trace->in;
+        cluster = sim::build_cluster(trace->nodes);
+        jobs = sim::trace_jobs(trace->pods, cluster.models);
         for (auto& j : jobs) { // compress arrivals (run times unchanged) to raise the load
             j.request.submitted_at =
                 static_cast<std::int64_t>(static_cast<double>(j.request.submitted_at) * args.arrival_scale);
@@ -382,25 +389,14 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
     return k_exit_ok;
 }
 
-int run_decision_mode(const GlobalOptions& global, const SimArgs& args) {
-    const Inputs in = resolve_inputs(args);
-    auto nodes = sim::load_nodes(in.nodes);
-    if (!nodes) {
-        report_error(global, nodes.error());
-        return k_exit_failed;
-    }
-    auto pods = sim::load_pods(in.pods);
-    if (!pods) {
-        report_error(global, pods.error());
-        return k_exit_failed;
-    }
+int run_decision_mode(const GlobalOptions& global, const SimArgs& args, const Trace& trace) {
     auto scorer = sched::parse_scorer(args.policy);
     if (!scorer) {
         report_error(global, scorer.error());
         return k_exit_usage;
     }
-    sim::SimCluster cluster = sim::build_cluster(*nodes);
-    auto requests = sim::to_requests(*pods, cluster.models, false);
+    sim::SimCluster cluster = sim::build_cluster(trace.nodes);
+    auto requests = sim::to_requests(trace.pods, cluster.models, false);
     sim::DecisionBenchOptions opt;
     opt.scorer = *scorer;
     opt.seed = args.first_seed;
@@ -444,13 +440,21 @@ int run_decision_mode(const GlobalOptions& global, const SimArgs& args) {
 } // namespace
 
 int run_sim(const GlobalOptions& global, const SimArgs& args) {
+    // The trace is read here, once, for whichever mode replays it (all but a generated time run).
+    std::optional<Trace> trace;
+    if (!(args.mode == "time" && args.generate)) {
+        trace = load_trace(global, args);
+        if (!trace) {
+            return k_exit_failed;
+        }
+    }
     if (args.mode == "time") {
-        return run_time_mode(global, args);
+        return run_time_mode(global, args, std::move(trace));
     }
     if (args.mode == "decision") {
-        return run_decision_mode(global, args);
+        return run_decision_mode(global, args, *trace);
     }
-    return run_alloc_mode(global, args);
+    return run_alloc_mode(global, args, std::move(*trace));
 }
 
 void register_sim(Cli& cli) {

@@ -1,3 +1,5 @@
+#include "cmd/price.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/jobs_view.hpp"
 #include "cmd/pricing.hpp"
@@ -190,12 +192,8 @@ json estimate_recipe(const GlobalOptions& global, const std::string& source, con
     return e;
 }
 
-struct PriceOptions {
-    RecipeArgs recipe;
-    bool offline = false;
-};
-
-int run_price(const GlobalOptions& global, const PriceOptions& opts) {
+int run_price(const PriceOptions& opts) {
+    const GlobalOptions& global = opts.global;
     auto loaded = load_recipe(global, opts.recipe);
     if (!loaded) {
         return k_exit_failed;
@@ -217,7 +215,10 @@ void register_price(Cli& cli) {
                     "docs/credits.md (For researchers)", Reach::coordinator);
     add_recipe_args(sub, opts->recipe);
     sub->add_flag("--offline", opts->offline, "Use the embedded catalogs only; do not ask the coordinator");
-    sub->callback([&cli, opts] { cli.exit_code = run_price(cli.global, *opts); });
+    sub->callback([&cli, opts] {
+        opts->global = cli.global;
+        cli.exit_code = run_price(*opts);
+    });
 }
 
 } // namespace gpupool::cmd

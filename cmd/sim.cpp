@@ -1,5 +1,7 @@
 // `gpupool sim`: replays a cluster trace (or a generated workload) through the scheduler.
 // The engines live in core/sim; this file is option wiring, data-file discovery and printing.
+#include "cmd/sim.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "core/sched/placement.hpp"
 #include "core/sim/alloc_sim.hpp"
@@ -23,42 +25,13 @@ namespace gpupool::cmd {
 
 namespace fs = std::filesystem;
 
-struct SimArgs {
-    std::string mode = "alloc";
-    std::string policy = "fgd";
-    std::string data_dir;
-    std::string trace;
-    std::string nodes;
-    std::string published;
-    std::string workload;
-    int seeds = 10;
-    std::uint64_t first_seed = 0;
-    double tune = 1.3;
-    bool no_sharing = false;
-    unsigned threads = 0;
-    std::string tie_break = "random";
-    // time mode
-    bool generate = false;
-    int teams = 4;
-    std::int64_t jobs = 0; // 0: 2000 generated, the whole trace, 10000 queued (decision)
-    int workers = 32;
-    double load = 1.2;
-    std::vector<double> team_weights;
-    std::int64_t min_runtime_s = 600;
-    std::int64_t grace_s = 60;
-    double half_life_s = 7.0 * 24 * 3600;
-    bool no_preemption = false;
-    std::int64_t max_events = 0;
-    double arrival_scale = 1.0;
-};
-
 namespace {
 
 constexpr const char* k_default_data = "../shared/data/alibaba-gpu-v2023";
 
 // The data folder: --data-dir, else ../shared/data/alibaba-gpu-v2023 next to the repository that
 // holds the working directory or the binary (the binary sits in <repo>/build*/).
-fs::path find_data_dir(const SimArgs& args) {
+fs::path find_data_dir(const SimOptions& args) {
     if (!args.data_dir.empty()) {
         return args.data_dir;
     }
@@ -89,7 +62,7 @@ struct Inputs {
     std::string workload;
 };
 
-Inputs resolve_inputs(const SimArgs& args) {
+Inputs resolve_inputs(const SimOptions& args) {
     const fs::path dir = find_data_dir(args);
     Inputs in;
     in.nodes = args.nodes.empty() ? dir / "openb_node_list_gpu_node.csv" : fs::path(args.nodes);
@@ -106,7 +79,7 @@ struct Trace {
     std::vector<sim::TracePod> pods;
 };
 
-std::optional<Trace> load_trace(const GlobalOptions& global, const SimArgs& args) {
+std::optional<Trace> load_trace(const GlobalOptions& global, const SimOptions& args) {
     Trace t;
     t.in = resolve_inputs(args);
     auto nodes = sim::load_nodes(t.in.nodes);
@@ -185,7 +158,7 @@ nlohmann::ordered_json summary_json(const sim::AllocSummary& s, const sim::Publi
     return j;
 }
 
-int run_alloc_mode(const GlobalOptions& global, const SimArgs& args, Trace trace) {
+int run_alloc_mode(const GlobalOptions& global, const SimOptions& args, Trace trace) {
     const Inputs& in = trace.in;
     auto& nodes = trace.nodes;
     auto& pods = trace.pods;
@@ -274,7 +247,7 @@ int run_alloc_mode(const GlobalOptions& global, const SimArgs& args, Trace trace
     return k_exit_ok;
 }
 
-int run_time_mode(const GlobalOptions& global, const SimArgs& args, std::optional<Trace> trace) {
+int run_time_mode(const GlobalOptions& global, const SimOptions& args, std::optional<Trace> trace) {
     sim::SimCluster cluster;
     std::vector<sim::TimedJob> jobs;
     std::vector<sched::TeamShare> teams;
@@ -389,7 +362,7 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args, std::optiona
     return k_exit_ok;
 }
 
-int run_decision_mode(const GlobalOptions& global, const SimArgs& args, const Trace& trace) {
+int run_decision_mode(const GlobalOptions& global, const SimOptions& args, const Trace& trace) {
     auto scorer = sched::parse_scorer(args.policy);
     if (!scorer) {
         report_error(global, scorer.error());
@@ -439,7 +412,8 @@ int run_decision_mode(const GlobalOptions& global, const SimArgs& args, const Tr
 
 } // namespace
 
-int run_sim(const GlobalOptions& global, const SimArgs& args) {
+int run_sim(const SimOptions& args) {
+    const GlobalOptions& global = args.global;
     // The trace is read here, once, for whichever mode replays it (all but a generated time run).
     std::optional<Trace> trace;
     if (!(args.mode == "time" && args.generate)) {
@@ -462,7 +436,7 @@ void register_sim(Cli& cli) {
         add_command(cli, "sim", "Replay a cluster trace through the scheduler and report allocation and fragmentation");
     add_help_footer(sub, "gpupool sim --policy all\ngpupool sim --mode time --policy fgd", "docs/scheduler.md",
                     Reach::local);
-    auto args = std::make_shared<SimArgs>();
+    auto args = std::make_shared<SimOptions>();
     sub->add_option("--mode", args->mode,
                     "alloc: the FGD paper's arrivals-only protocol (default); time: arrivals and departures over "
                     "time; decision: latency of one decision on the trace's cluster with a long queue")
@@ -504,7 +478,10 @@ void register_sim(Cli& cli) {
                     "Time mode, trace: multiply arrival times by this (< 1 compresses arrivals; run times unchanged)")
         ->check(CLI::Range(0.0001, 1000.0));
     sub->add_option("--max-events", args->max_events, "Time mode: stop after this many event times (0 = all)");
-    sub->callback([&cli, args] { cli.exit_code = run_sim(cli.global, *args); });
+    sub->callback([&cli, args] {
+        args->global = cli.global;
+        cli.exit_code = run_sim(*args);
+    });
 }
 
 } // namespace gpupool::cmd

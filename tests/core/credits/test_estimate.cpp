@@ -59,7 +59,7 @@ TEST_CASE("estimate: each model that fits, cheapest first, with the cloud price 
     CHECK(e.models[1].accepted);
 }
 
-TEST_CASE("estimate: a model with less memory than a job asks for is left out; memory sets the share",
+TEST_CASE("estimate: a model with less memory than a job asks for is left out, and memory sets the share",
           "[credits][estimate]") {
     const auto rates = small_rates();
     // 40 GiB of an 80 GiB H100 for two hours: half a GPU, 2 credits/h x 2 h = 4 credits.

@@ -23,7 +23,7 @@ TEST_CASE("url: malformed escapes fail wherever they are", "[net][url]") {
     CHECK_FALSE(parse_query("a=1&b=%zz&c=3"));
 }
 
-TEST_CASE("url: an encoded NUL is refused; a raw one is kept as it is", "[net][url]") {
+TEST_CASE("url: an encoded NUL is refused, a raw one is kept as it is", "[net][url]") {
     CHECK_FALSE(percent_decode("a%00b"));
     CHECK_FALSE(percent_decode("%00"));
     CHECK_FALSE(parse_query("k=a%00"));

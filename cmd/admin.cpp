@@ -1,3 +1,5 @@
+#include "cmd/admin.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "core/net/url.hpp"
@@ -10,7 +12,9 @@
 #include <algorithm>
 #include <cctype>
 #include <iostream>
+#include <functional>
 #include <memory>
+#include <optional>
 
 namespace gpupool::cmd {
 
@@ -81,13 +85,6 @@ Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& 
 
 std::string credits_of(const json& v) { return credits::format_credits(v.get<std::int64_t>()); }
 
-struct BudgetArgs {
-    std::string team;
-    std::string member;
-    std::string day;
-    std::string week;
-};
-
 std::string cap_text(const json& v) { return v.is_null() ? std::string("none") : credits_of(v); }
 
 // "team fellows budget: 50 per day, none per week; spent ..." and one line per member with caps.
@@ -104,7 +101,8 @@ void print_budgets(const json& r) {
     }
 }
 
-int run_admin_budget(const GlobalOptions& global, const BudgetArgs& b) {
+int run_admin_budget(const AdminOptions& b) {
+    const GlobalOptions& global = b.global;
     if (b.day.empty() && b.week.empty()) {
         if (!b.member.empty()) {
             report_error(global, make_error(ErrorCode::invalid_input,
@@ -145,6 +143,344 @@ int run_admin_budget(const GlobalOptions& global, const BudgetArgs& b) {
     });
 }
 
+int run_team_create(const AdminOptions& o) {
+    return admin_call(o.global, "POST", "/v1/admin/teams", {{"name", o.team}, {"weight", o.weight}},
+                      [](const json& t) { std::cout << "created team " << printable(t["name"]) << " (id " << t["id"] << ")\n"; });
+}
+
+int run_team_list(const AdminOptions& o) {
+    return admin_call(o.global, "GET", "/v1/admin/teams", {}, [](const json& r) {
+        std::vector<std::vector<std::string>> rows{{"ID", "NAME", "WEIGHT"}};
+        for (const auto& t : r["teams"]) {
+            rows.push_back({std::to_string(t["id"].get<std::int64_t>()), t["name"].get<std::string>(),
+                            std::to_string(t["weight"].get<std::int64_t>())});
+        }
+        print_table(rows);
+    });
+}
+
+int run_token_create(const AdminOptions& o) {
+    return admin_call(o.global, "POST", "/v1/admin/tokens",
+                      {{"role", o.role}, {"team", o.team}, {"label", o.label}, {"uses", o.uses}}, print_token);
+}
+
+void print_tokens(const json& r, bool all) {
+    std::vector<std::vector<std::string>> rows{{"ID", "ROLE", "TEAM", "LABEL", "CREATED (UTC)", "LAST USED (UTC)", "STATE"}};
+    for (const auto& t : r["tokens"]) {
+        const bool revoked = !t["revoked_at"].is_null();
+        if (revoked && !all) {
+            continue;
+        }
+        std::string state = revoked ? "revoked " + format_time(t["revoked_at"]) : "active";
+        if (!revoked && t["uses_left"].is_number_integer()) {
+            state += ", " + std::to_string(t["uses_left"].get<std::int64_t>()) + " use(s) left";
+        }
+        if (t["worker"].is_number_integer()) {
+            state += ", worker " + std::to_string(t["worker"].get<std::int64_t>());
+        }
+        rows.push_back({std::to_string(t["id"].get<std::int64_t>()), t["role"].get<std::string>(),
+                        t["team"].is_string() ? t["team"].get<std::string>() : "-", t["label"].get<std::string>(),
+                        format_time(t["created_at"]), t["last_used_at"].is_null() ? "-" : format_time(t["last_used_at"]),
+                        state});
+    }
+    print_table(rows);
+    std::cout << "(last use is counted since the coordinator started)\n";
+}
+
+int run_token_list(const AdminOptions& o) {
+    const std::string path = "/v1/admin/tokens" + (o.team.empty() ? std::string() : "?team=" + net::percent_encode(o.team));
+    return admin_call(o.global, "GET", path, {}, [all = o.all](const json& r) { print_tokens(r, all); });
+}
+
+// The id of the one active token labelled `label`; nothing (the problem printed) otherwise.
+std::optional<std::string> token_id_for_label(const GlobalOptions& global, const std::string& label) {
+    auto api = connect(global);
+    if (!api) {
+        return std::nullopt;
+    }
+    auto r = api->get("/v1/admin/tokens");
+    if (!r) {
+        report_error(global, r.error());
+        return std::nullopt;
+    }
+    std::vector<std::string> ids;
+    for (const auto& t : (*r)["tokens"]) {
+        if (t["revoked_at"].is_null() && t["label"] == label) {
+            ids.push_back(std::to_string(t["id"].get<std::int64_t>()));
+        }
+    }
+    if (ids.size() != 1) {
+        std::string list;
+        for (const auto& i : ids) {
+            list += (list.empty() ? "" : ", ") + i;
+        }
+        report_error(global, make_error(ErrorCode::invalid_input,
+                                        ids.empty() ? "no active token has the label `" + label +
+                                                          "` (`gpupool admin token list`)"
+                                                    : "the label `" + label + "` names " + std::to_string(ids.size()) +
+                                                          " active tokens (" + list + "): revoke by id",
+                                        "token"));
+        return std::nullopt;
+    }
+    return ids.front();
+}
+
+int run_token_revoke(const AdminOptions& o) {
+    std::string id = o.token;
+    if (id.empty() || !std::all_of(id.begin(), id.end(), [](unsigned char c) { return std::isdigit(c) != 0; })) {
+        // A label: it must name exactly one active token.
+        auto found = token_id_for_label(o.global, o.token);
+        if (!found) {
+            return k_exit_failed;
+        }
+        id = *found;
+    }
+    return admin_call(o.global, "DELETE", "/v1/admin/tokens/" + id, {},
+                      [](const json& r) { std::cout << "revoked token " << r["revoked"] << '\n'; });
+}
+
+int run_enroll(const AdminOptions& o) {
+    return admin_call(o.global, "POST", "/v1/admin/tokens",
+                      {{"role", "enroll"}, {"team", o.team}, {"label", "enrollment"}, {"uses", o.uses}}, print_token);
+}
+
+int run_workers(const AdminOptions& o) {
+    return admin_call(o.global, "GET", "/v1/workers", {}, [](const json& r) {
+        std::vector<std::vector<std::string>> rows{{"ID", "NAME", "TEAM", "STATE", "GPUS", "LAST SEEN (UTC)"}};
+        for (const auto& w : r["workers"]) {
+            std::string gpus;
+            if (w["inventory"].is_object() && w["inventory"].contains("gpus")) {
+                for (const auto& g : w["inventory"]["gpus"]) {
+                    gpus += (gpus.empty() ? "" : ",") + g.value("model", std::string("?"));
+                }
+            }
+            const std::string presence = w.value("presence", w["state"].get<std::string>());
+            rows.push_back({std::to_string(w["id"].get<std::int64_t>()), w["name"].get<std::string>(),
+                            w.value("team_name", std::to_string(w["team"].get<std::int64_t>())),
+                            presence == "offline" ? "offline since " + format_time(w["last_seen_at"]) : presence,
+                            gpus.empty() ? "-" : gpus, format_time(w["last_seen_at"])});
+        }
+        print_table(rows);
+    });
+}
+
+int run_ban(const AdminOptions& o) {
+    json body = json::object();
+    if (!o.void_since.empty()) {
+        auto since = parse_since_ms(o.void_since, "--void-since");
+        if (!since) {
+            report_error(o.global, since.error());
+            return k_exit_usage;
+        }
+        body["void_since"] = *since;
+    }
+    return admin_call(o.global, "POST", "/v1/admin/workers/" + std::to_string(o.worker) + "/ban", body, [](const json& r) {
+        std::cout << "worker " << r["worker"] << " is now banned\n";
+        const auto& voided = r["voided_attempts"];
+        if (!voided.empty()) {
+            std::cout << "voided " << voided.size() << " attempt(s): " << credits_of(r["refunded_micro"])
+                      << " credits went back to the teams that paid; " << r["requeued_jobs"].size()
+                      << " job(s) run again\n";
+        }
+    });
+}
+
+// drain or activate.
+int run_worker_state(const AdminOptions& o, const std::string& verb) {
+    return admin_call(o.global, "POST", "/v1/admin/workers/" + std::to_string(o.worker) + "/" + verb, json::object(),
+                      [](const json& r) {
+                          std::cout << "worker " << r["worker"] << " is now " << printable(r["state"]) << '\n';
+                      });
+}
+
+int run_grant(const AdminOptions& o) {
+    auto amount = credits::parse_credits(o.amount);
+    if (!amount) {
+        Error e = amount.error();
+        e.field = "amount";
+        report_error(o.global, e);
+        return k_exit_usage;
+    }
+    json body = {{"team", o.team}, {"amount_micro", *amount}, {"note", o.note}};
+    if (!o.expires.empty()) {
+        auto at = parse_date_ms(o.expires, "--expires");
+        if (!at) {
+            report_error(o.global, at.error());
+            return k_exit_usage;
+        }
+        body["expires_at"] = *at;
+    }
+    return admin_call(o.global, "POST", "/v1/admin/grants", body, [](const json& r) {
+        std::cout << "granted " << credits_of(r["amount_micro"]) << " credits to team " << printable(r["team"])
+                  << " (grant " << r["grant"] << ")"
+                  << (r["expires_at"].is_null() ? "" : ", expires " + format_time(r["expires_at"]) + " UTC")
+                  << "; its balance is now " << credits_of(r["balance_micro"]) << '\n';
+    });
+}
+
+int run_adjust(const AdminOptions& o) {
+    auto amount = credits::parse_credits(o.amount, true);
+    if (!amount || *amount == 0) {
+        Error e = amount ? make_error(ErrorCode::invalid_input, "an adjustment is a non-zero amount") : amount.error();
+        e.field = "amount";
+        report_error(o.global, e);
+        return k_exit_usage;
+    }
+    return admin_call(o.global, "POST", "/v1/admin/adjustments",
+                      {{"team", o.team}, {"amount_micro", *amount}, {"note", o.note}}, [](const json& r) {
+                          std::cout << "adjusted team " << printable(r["team"]) << ": " << credits_of(r["amount_micro"])
+                                    << " credits from " << printable(r["debit"]) << " to " << printable(r["credit"])
+                                    << " (entry " << r["id"] << ")\n";
+                      });
+}
+
+void print_report(const json& r) {
+    std::cout << "since " << (r["since"].get<std::int64_t>() == 0 ? "the start" : format_time(r["since"]) + " UTC")
+              << "\n\n";
+    std::vector<std::vector<std::string>> rows{
+        {"TEAM", "GRANTED", "EARNED", "SPENT", "BALANCE", "IN ESCROW", "SETTLING", "REFUNDED"}};
+    for (const auto& t : r["teams"]) {
+        rows.push_back({t["team"].get<std::string>(), credits_of(t["granted_micro"]), credits_of(t["earned_micro"]),
+                        credits_of(t["spent_micro"]), credits_of(t["balance_micro"]), credits_of(t["held_micro"]),
+                        credits_of(t["settling_micro"]), credits_of(t["refunded_micro"])});
+    }
+    print_table(rows);
+    std::cout << '\n';
+    std::vector<std::vector<std::string>> wrows{{"WORKER", "NAME", "TEAM", "GPU-HOURS", "ATTEMPTS", "FAILURES", "VOIDED", "EARNED"}};
+    for (const auto& w : r["workers"]) {
+        char hours[32];
+        std::snprintf(hours, sizeof hours, "%.3f", w["gpu_hours"].get<double>());
+        wrows.push_back({std::to_string(w["worker"].get<std::int64_t>()), w["name"].get<std::string>(),
+                         std::to_string(w["team_id"].get<std::int64_t>()), hours,
+                         std::to_string(w["attempts"].get<std::int64_t>()),
+                         std::to_string(w["failures"].get<std::int64_t>()),
+                         std::to_string(w["voided"].get<std::int64_t>()), credits_of(w["earned_micro"])});
+    }
+    print_table(wrows);
+    std::cout << "\npool fee " << credits_of(r["pool_fee_micro"]) << ", escrow " << credits_of(r["escrow_micro"])
+              << ", settling " << credits_of(r["settling_micro"]) << ", issued "
+              << credits::format_credits(-r["issuer_micro"].get<std::int64_t>()) << '\n';
+}
+
+int run_report(const AdminOptions& o) {
+    std::string path = "/v1/admin/report";
+    if (!o.since.empty()) {
+        auto since = parse_since_ms(o.since);
+        if (!since) {
+            report_error(o.global, since.error());
+            return k_exit_usage;
+        }
+        path += "?since=" + std::to_string(*since);
+    }
+    return admin_call(o.global, "GET", path, {}, print_report);
+}
+
+} // namespace
+
+int run_admin(const AdminOptions& o) {
+    switch (o.action) {
+    case AdminAction::team_create: return run_team_create(o);
+    case AdminAction::team_list: return run_team_list(o);
+    case AdminAction::token_create: return run_token_create(o);
+    case AdminAction::token_list: return run_token_list(o);
+    case AdminAction::token_revoke: return run_token_revoke(o);
+    case AdminAction::enroll: return run_enroll(o);
+    case AdminAction::workers: return run_workers(o);
+    case AdminAction::ban: return run_ban(o);
+    case AdminAction::drain: return run_worker_state(o, "drain");
+    case AdminAction::activate: return run_worker_state(o, "activate");
+    case AdminAction::grant: return run_grant(o);
+    case AdminAction::adjust: return run_adjust(o);
+    case AdminAction::budget: return run_admin_budget(o);
+    case AdminAction::report: return run_report(o);
+    }
+    return k_exit_usage;
+}
+
+namespace {
+
+// The subcommands bind their options into one AdminOptions: only one subcommand runs per invocation.
+using RunAs = std::function<std::function<void()>(AdminAction)>;
+
+void add_token_commands(CLI::App* admin, AdminOptions& o, const RunAs& run_as) {
+    CLI::App* token_cmd = admin->add_subcommand("token", "API tokens")->require_subcommand(1);
+    CLI::App* token_create = token_cmd->add_subcommand("create", "Create a token (its secret is shown once)");
+    token_create->add_option("--role", o.role, "member, admin or enroll")
+        ->check(CLI::IsMember({"member", "admin", "enroll"}))
+        ->capture_default_str();
+    token_create->add_option("--team", o.team, "Team (member and enroll tokens)");
+    token_create->add_option("--label", o.label, "A note to recognise it by");
+    token_create->add_option("--uses", o.uses, "Enrollment tokens: how many workers it may register")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000}))
+        ->capture_default_str();
+    token_create->callback(run_as(AdminAction::token_create));
+    CLI::App* token_list = token_cmd->add_subcommand("list", "List tokens: role, team, label, created, last used");
+    token_list->add_option("--team", o.team, "Only this team's tokens");
+    token_list->add_flag("--all", o.all, "Revoked tokens too");
+    token_list->callback(run_as(AdminAction::token_list));
+    CLI::App* token_revoke = token_cmd->add_subcommand("revoke", "Revoke a token by id, or by its label when one "
+                                                                 "active token has it");
+    token_revoke->add_option("token", o.token, "Token id or label")->required();
+    token_revoke->callback(run_as(AdminAction::token_revoke));
+
+    CLI::App* enroll = admin->add_subcommand(
+        "enroll", "Create an enrollment token: a GPU owner's worker registers with it (once, or --uses N times; "
+                  "banning a worker revokes the token it enrolled with)");
+    enroll->add_option("team", o.team, "The owner's team (credited for the GPU time)")->required();
+    enroll->add_option("--uses", o.uses, "How many workers it may register")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000}))
+        ->capture_default_str();
+    enroll->callback(run_as(AdminAction::enroll));
+}
+
+void add_worker_commands(CLI::App* admin, AdminOptions& o, const RunAs& run_as) {
+    CLI::App* workers = admin->add_subcommand("workers", "List workers");
+    workers->callback(run_as(AdminAction::workers));
+    CLI::App* ban = admin->add_subcommand(
+        "ban", "Ban a worker: it gets no work, its running jobs go back to the queue, the enrollment token it came "
+               "with is revoked; --void-since also voids its results");
+    ban->add_option("worker", o.worker, "Worker id")->required();
+    ban->add_option("--void-since", o.void_since,
+                    "Void the results it reported since this UTC time (2026-11-30T12:00:00Z) or this long ago (3d): "
+                    "their credits go back to the teams that paid and those jobs run again");
+    ban->callback(run_as(AdminAction::ban));
+    for (auto [verb, action] : {std::pair{"drain", AdminAction::drain}, std::pair{"activate", AdminAction::activate}}) {
+        CLI::App* c = admin->add_subcommand(verb, std::string(verb) + " a worker");
+        c->add_option("worker", o.worker, "Worker id")->required();
+        c->callback(run_as(action));
+    }
+}
+
+void add_credit_commands(CLI::App* admin, AdminOptions& o, const RunAs& run_as) {
+    CLI::App* grant = admin->add_subcommand("grant", "Grant credits to a team (minted from the issuer account)");
+    grant->add_option("team", o.team, "Team")->required();
+    grant->add_option("amount", o.amount, "Credits, exact decimal (e.g. 100 or 12.5)")->required();
+    grant->add_option("--expires", o.expires, "UTC date when what is left of it goes back (2026-12-31)");
+    grant->add_option("--note", o.note, "Why (shown in the team's movements)");
+    grant->callback(run_as(AdminAction::grant));
+    CLI::App* adjust = admin->add_subcommand("adjust", "Correct a team's balance by a signed amount (with a note)");
+    adjust->add_option("team", o.team, "Team")->required();
+    adjust->add_option("amount", o.amount, "Credits, signed exact decimal (e.g. -2.5)")->required();
+    adjust->add_option("--note", o.note, "Why (required)")->required();
+    adjust->callback(run_as(AdminAction::adjust));
+    CLI::App* budget = admin->add_subcommand(
+        "budget", "Show a team's spend caps (and its members'), or set the team's or one member's (per day / per "
+                  "week; a cap left out keeps its value, `none` removes it)");
+    budget->add_option("team", o.team, "Team")->required();
+    budget->add_option("--member", o.member,
+                       "Set a member's own caps (within the team's): its member token's label, or its id");
+    budget->add_option("--day", o.day, "Credits per rolling 24 hours, or none");
+    budget->add_option("--week", o.week, "Credits per rolling 7 days, or none");
+    add_help_footer(budget,
+                    "gpupool admin budget fellows --day 50 --week 200\ngpupool admin budget fellows --member alice "
+                    "--day 10\ngpupool admin budget fellows          # show the caps and what was spent",
+                    "docs/credits.md (Grants, adjustments, budgets)", Reach::coordinator);
+    budget->callback(run_as(AdminAction::budget));
+    CLI::App* report = admin->add_subcommand("report", "Credits per team and GPU-hours per worker");
+    report->add_option("--since", o.since, "From this UTC date (2026-11-01) or this long ago (7d)");
+    report->callback(run_as(AdminAction::report));
+}
+
 } // namespace
 
 void register_admin(Cli& cli) {
@@ -155,329 +491,25 @@ void register_admin(Cli& cli) {
                     "gpupool admin enroll owners               # an enrollment token for a GPU owner\n"
                     "gpupool admin grant fellows 100 --expires 2027-03-01\ngpupool admin workers",
                     "README.md (What works today), docs/security.md, docs/credits.md", Reach::coordinator);
-
-    struct TeamArgs {
-        std::string name;
-        std::int64_t weight = 1;
+    auto o = std::make_shared<AdminOptions>();
+    const RunAs run_as = [&cli, o](AdminAction action) {
+        return std::function<void()>([&cli, o, action] {
+            o->global = cli.global;
+            o->action = action;
+            cli.exit_code = run_admin(*o);
+        });
     };
-    auto team = std::make_shared<TeamArgs>();
+
     CLI::App* team_cmd = admin->add_subcommand("team", "Teams")->require_subcommand(1);
     CLI::App* team_create = team_cmd->add_subcommand("create", "Create a team");
-    team_create->add_option("name", team->name, "Team name")->required();
-    team_create->add_option("--weight", team->weight, "Fair-share weight")->capture_default_str();
-    team_create->callback([&cli, team] {
-        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/teams", {{"name", team->name}, {"weight", team->weight}},
-                                   [](const json& t) { std::cout << "created team " << printable(t["name"]) << " (id " << t["id"] << ")\n"; });
-    });
+    team_create->add_option("name", o->team, "Team name")->required();
+    team_create->add_option("--weight", o->weight, "Fair-share weight")->capture_default_str();
+    team_create->callback(run_as(AdminAction::team_create));
     CLI::App* team_list = team_cmd->add_subcommand("list", "List teams");
-    team_list->callback([&cli] {
-        cli.exit_code = admin_call(cli.global, "GET", "/v1/admin/teams", {}, [](const json& r) {
-            std::vector<std::vector<std::string>> rows{{"ID", "NAME", "WEIGHT"}};
-            for (const auto& t : r["teams"]) {
-                rows.push_back({std::to_string(t["id"].get<std::int64_t>()), t["name"].get<std::string>(),
-                                std::to_string(t["weight"].get<std::int64_t>())});
-            }
-            print_table(rows);
-        });
-    });
-
-    struct TokenArgs {
-        std::string role = "member";
-        std::string team;
-        std::string label;
-        std::string which; // revoke: an id or a label
-        bool all = false;  // list: revoked ones too
-        std::int64_t uses = 1;
-    };
-    auto tok = std::make_shared<TokenArgs>();
-    CLI::App* token_cmd = admin->add_subcommand("token", "API tokens")->require_subcommand(1);
-    CLI::App* token_create = token_cmd->add_subcommand("create", "Create a token (its secret is shown once)");
-    token_create->add_option("--role", tok->role, "member, admin or enroll")
-        ->check(CLI::IsMember({"member", "admin", "enroll"}))
-        ->capture_default_str();
-    token_create->add_option("--team", tok->team, "Team (member and enroll tokens)");
-    token_create->add_option("--label", tok->label, "A note to recognise it by");
-    token_create->add_option("--uses", tok->uses, "Enrollment tokens: how many workers it may register")
-        ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000}))
-        ->capture_default_str();
-    token_create->callback([&cli, tok] {
-        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/tokens",
-                                   {{"role", tok->role}, {"team", tok->team}, {"label", tok->label}, {"uses", tok->uses}},
-                                   print_token);
-    });
-    CLI::App* token_list = token_cmd->add_subcommand("list", "List tokens: role, team, label, created, last used");
-    token_list->add_option("--team", tok->team, "Only this team's tokens");
-    token_list->add_flag("--all", tok->all, "Revoked tokens too");
-    token_list->callback([&cli, tok] {
-        const std::string path =
-            "/v1/admin/tokens" + (tok->team.empty() ? std::string() : "?team=" + net::percent_encode(tok->team));
-        cli.exit_code = admin_call(cli.global, "GET", path, {}, [all = tok->all](const json& r) {
-            std::vector<std::vector<std::string>> rows{
-                {"ID", "ROLE", "TEAM", "LABEL", "CREATED (UTC)", "LAST USED (UTC)", "STATE"}};
-            for (const auto& t : r["tokens"]) {
-                const bool revoked = !t["revoked_at"].is_null();
-                if (revoked && !all) {
-                    continue;
-                }
-                std::string state = revoked ? "revoked " + format_time(t["revoked_at"]) : "active";
-                if (!revoked && t["uses_left"].is_number_integer()) {
-                    state += ", " + std::to_string(t["uses_left"].get<std::int64_t>()) + " use(s) left";
-                }
-                if (t["worker"].is_number_integer()) {
-                    state += ", worker " + std::to_string(t["worker"].get<std::int64_t>());
-                }
-                rows.push_back({std::to_string(t["id"].get<std::int64_t>()), t["role"].get<std::string>(),
-                                t["team"].is_string() ? t["team"].get<std::string>() : "-", t["label"].get<std::string>(),
-                                format_time(t["created_at"]),
-                                t["last_used_at"].is_null() ? "-" : format_time(t["last_used_at"]), state});
-            }
-            print_table(rows);
-            std::cout << "(last use is counted since the coordinator started)\n";
-        });
-    });
-    CLI::App* token_revoke = token_cmd->add_subcommand("revoke", "Revoke a token by id, or by its label when one "
-                                                                 "active token has it");
-    token_revoke->add_option("token", tok->which, "Token id or label")->required();
-    token_revoke->callback([&cli, tok] {
-        std::string id = tok->which;
-        if (id.empty() || !std::all_of(id.begin(), id.end(), [](unsigned char c) { return std::isdigit(c) != 0; })) {
-            // A label: it must name exactly one active token.
-            auto api = connect(cli.global);
-            if (!api) {
-                cli.exit_code = k_exit_failed;
-                return;
-            }
-            auto r = api->get("/v1/admin/tokens");
-            if (!r) {
-                report_error(cli.global, r.error());
-                cli.exit_code = k_exit_failed;
-                return;
-            }
-            std::vector<std::string> ids;
-            for (const auto& t : (*r)["tokens"]) {
-                if (t["revoked_at"].is_null() && t["label"] == tok->which) {
-                    ids.push_back(std::to_string(t["id"].get<std::int64_t>()));
-                }
-            }
-            if (ids.size() != 1) {
-                std::string list;
-                for (const auto& i : ids) {
-                    list += (list.empty() ? "" : ", ") + i;
-                }
-                report_error(cli.global,
-                             make_error(ErrorCode::invalid_input,
-                                        ids.empty() ? "no active token has the label `" + tok->which +
-                                                          "` (`gpupool admin token list`)"
-                                                    : "the label `" + tok->which + "` names " +
-                                                          std::to_string(ids.size()) + " active tokens (" + list +
-                                                          "): revoke by id",
-                                        "token"));
-                cli.exit_code = k_exit_failed;
-                return;
-            }
-            id = ids.front();
-        }
-        cli.exit_code = admin_call(cli.global, "DELETE", "/v1/admin/tokens/" + id, {},
-                                   [](const json& r) { std::cout << "revoked token " << r["revoked"] << '\n'; });
-    });
-
-    auto enroll_args = std::make_shared<TokenArgs>();
-    CLI::App* enroll = admin->add_subcommand(
-        "enroll", "Create an enrollment token: a GPU owner's worker registers with it (once, or --uses N times; "
-                  "banning a worker revokes the token it enrolled with)");
-    enroll->add_option("team", enroll_args->team, "The owner's team (credited for the GPU time)")->required();
-    enroll->add_option("--uses", enroll_args->uses, "How many workers it may register")
-        ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000}))
-        ->capture_default_str();
-    enroll->callback([&cli, enroll_args] {
-        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/tokens",
-                                   {{"role", "enroll"}, {"team", enroll_args->team}, {"label", "enrollment"},
-                                    {"uses", enroll_args->uses}},
-                                   print_token);
-    });
-
-    CLI::App* workers = admin->add_subcommand("workers", "List workers");
-    workers->callback([&cli] {
-        cli.exit_code = admin_call(cli.global, "GET", "/v1/workers", {}, [](const json& r) {
-            std::vector<std::vector<std::string>> rows{{"ID", "NAME", "TEAM", "STATE", "GPUS", "LAST SEEN (UTC)"}};
-            for (const auto& w : r["workers"]) {
-                std::string gpus;
-                if (w["inventory"].is_object() && w["inventory"].contains("gpus")) {
-                    for (const auto& g : w["inventory"]["gpus"]) {
-                        gpus += (gpus.empty() ? "" : ",") + g.value("model", std::string("?"));
-                    }
-                }
-                const std::string presence = w.value("presence", w["state"].get<std::string>());
-                rows.push_back({std::to_string(w["id"].get<std::int64_t>()), w["name"].get<std::string>(),
-                                w.value("team_name", std::to_string(w["team"].get<std::int64_t>())),
-                                presence == "offline" ? "offline since " + format_time(w["last_seen_at"]) : presence,
-                                gpus.empty() ? "-" : gpus, format_time(w["last_seen_at"])});
-            }
-            print_table(rows);
-        });
-    });
-    auto worker_id = std::make_shared<std::int64_t>(0);
-    auto void_since = std::make_shared<std::string>();
-    CLI::App* ban = admin->add_subcommand(
-        "ban", "Ban a worker: it gets no work, its running jobs go back to the queue, the enrollment token it came "
-               "with is revoked; --void-since also voids its results");
-    ban->add_option("worker", *worker_id, "Worker id")->required();
-    ban->add_option("--void-since", *void_since,
-                    "Void the results it reported since this UTC time (2026-11-30T12:00:00Z) or this long ago (3d): "
-                    "their credits go back to the teams that paid and those jobs run again");
-    ban->callback([&cli, worker_id, void_since] {
-        json body = json::object();
-        if (!void_since->empty()) {
-            auto since = parse_since_ms(*void_since, "--void-since");
-            if (!since) {
-                report_error(cli.global, since.error());
-                cli.exit_code = k_exit_usage;
-                return;
-            }
-            body["void_since"] = *since;
-        }
-        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/workers/" + std::to_string(*worker_id) + "/ban", body,
-                                   [](const json& r) {
-                                       std::cout << "worker " << r["worker"] << " is now banned\n";
-                                       const auto& voided = r["voided_attempts"];
-                                       if (!voided.empty()) {
-                                           std::cout << "voided " << voided.size() << " attempt(s): "
-                                                     << credits_of(r["refunded_micro"])
-                                                     << " credits went back to the teams that paid; "
-                                                     << r["requeued_jobs"].size() << " job(s) run again\n";
-                                       }
-                                   });
-    });
-    for (const char* verb : {"drain", "activate"}) {
-        CLI::App* c = admin->add_subcommand(verb, std::string(verb) + " a worker");
-        c->add_option("worker", *worker_id, "Worker id")->required();
-        std::string v = verb;
-        c->callback([&cli, worker_id, v] {
-            cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/workers/" + std::to_string(*worker_id) + "/" + v,
-                                       json::object(), [](const json& r) {
-                                           std::cout << "worker " << r["worker"] << " is now "
-                                                     << printable(r["state"]) << '\n';
-                                       });
-        });
-    }
-    // ---- credits ----
-    struct GrantArgs {
-        std::string team;
-        std::string amount;
-        std::string expires;
-        std::string note;
-        std::string day;
-        std::string week;
-        std::string since;
-    };
-    auto g = std::make_shared<GrantArgs>();
-    CLI::App* grant = admin->add_subcommand("grant", "Grant credits to a team (minted from the issuer account)");
-    grant->add_option("team", g->team, "Team")->required();
-    grant->add_option("amount", g->amount, "Credits, exact decimal (e.g. 100 or 12.5)")->required();
-    grant->add_option("--expires", g->expires, "UTC date when what is left of it goes back (2026-12-31)");
-    grant->add_option("--note", g->note, "Why (shown in the team's movements)");
-    grant->callback([&cli, g] {
-        auto amount = credits::parse_credits(g->amount);
-        if (!amount) {
-            Error e = amount.error();
-            e.field = "amount";
-            report_error(cli.global, e);
-            cli.exit_code = k_exit_usage;
-            return;
-        }
-        json body = {{"team", g->team}, {"amount_micro", *amount}, {"note", g->note}};
-        if (!g->expires.empty()) {
-            auto at = parse_date_ms(g->expires, "--expires");
-            if (!at) {
-                report_error(cli.global, at.error());
-                cli.exit_code = k_exit_usage;
-                return;
-            }
-            body["expires_at"] = *at;
-        }
-        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/grants", body, [](const json& r) {
-            std::cout << "granted " << credits_of(r["amount_micro"]) << " credits to team " << printable(r["team"])
-                      << " (grant " << r["grant"] << ")"
-                      << (r["expires_at"].is_null() ? "" : ", expires " + format_time(r["expires_at"]) + " UTC")
-                      << "; its balance is now " << credits_of(r["balance_micro"]) << '\n';
-        });
-    });
-    CLI::App* adjust = admin->add_subcommand("adjust", "Correct a team's balance by a signed amount (with a note)");
-    adjust->add_option("team", g->team, "Team")->required();
-    adjust->add_option("amount", g->amount, "Credits, signed exact decimal (e.g. -2.5)")->required();
-    adjust->add_option("--note", g->note, "Why (required)")->required();
-    adjust->callback([&cli, g] {
-        auto amount = credits::parse_credits(g->amount, true);
-        if (!amount || *amount == 0) {
-            Error e = amount ? make_error(ErrorCode::invalid_input, "an adjustment is a non-zero amount") : amount.error();
-            e.field = "amount";
-            report_error(cli.global, e);
-            cli.exit_code = k_exit_usage;
-            return;
-        }
-        cli.exit_code = admin_call(cli.global, "POST", "/v1/admin/adjustments",
-                                   {{"team", g->team}, {"amount_micro", *amount}, {"note", g->note}}, [](const json& r) {
-                                       std::cout << "adjusted team " << printable(r["team"]) << ": "
-                                                 << credits_of(r["amount_micro"]) << " credits from "
-                                                 << printable(r["debit"]) << " to "
-                                                 << printable(r["credit"]) << " (entry " << r["id"] << ")\n";
-                                   });
-    });
-    CLI::App* budget = admin->add_subcommand(
-        "budget", "Show a team's spend caps (and its members'), or set the team's or one member's (per day / per "
-                  "week; a cap left out keeps its value, `none` removes it)");
-    auto b = std::make_shared<BudgetArgs>();
-    budget->add_option("team", b->team, "Team")->required();
-    budget->add_option("--member", b->member,
-                       "Set a member's own caps (within the team's): its member token's label, or its id");
-    budget->add_option("--day", b->day, "Credits per rolling 24 hours, or none");
-    budget->add_option("--week", b->week, "Credits per rolling 7 days, or none");
-    add_help_footer(budget,
-                    "gpupool admin budget fellows --day 50 --week 200\ngpupool admin budget fellows --member alice "
-                    "--day 10\ngpupool admin budget fellows          # show the caps and what was spent",
-                    "docs/credits.md (Grants, adjustments, budgets)", Reach::coordinator);
-    budget->callback([&cli, b] { cli.exit_code = run_admin_budget(cli.global, *b); });
-    CLI::App* report = admin->add_subcommand("report", "Credits per team and GPU-hours per worker");
-    report->add_option("--since", g->since, "From this UTC date (2026-11-01) or this long ago (7d)");
-    report->callback([&cli, g] {
-        std::string path = "/v1/admin/report";
-        if (!g->since.empty()) {
-            auto since = parse_since_ms(g->since);
-            if (!since) {
-                report_error(cli.global, since.error());
-                cli.exit_code = k_exit_usage;
-                return;
-            }
-            path += "?since=" + std::to_string(*since);
-        }
-        cli.exit_code = admin_call(cli.global, "GET", path, {}, [](const json& r) {
-            std::cout << "since " << (r["since"].get<std::int64_t>() == 0 ? "the start" : format_time(r["since"]) + " UTC")
-                      << "\n\n";
-            std::vector<std::vector<std::string>> rows{
-                {"TEAM", "GRANTED", "EARNED", "SPENT", "BALANCE", "IN ESCROW", "SETTLING", "REFUNDED"}};
-            for (const auto& t : r["teams"]) {
-                rows.push_back({t["team"].get<std::string>(), credits_of(t["granted_micro"]), credits_of(t["earned_micro"]),
-                                credits_of(t["spent_micro"]), credits_of(t["balance_micro"]), credits_of(t["held_micro"]),
-                                credits_of(t["settling_micro"]), credits_of(t["refunded_micro"])});
-            }
-            print_table(rows);
-            std::cout << '\n';
-            std::vector<std::vector<std::string>> wrows{{"WORKER", "NAME", "TEAM", "GPU-HOURS", "ATTEMPTS", "FAILURES", "VOIDED", "EARNED"}};
-            for (const auto& w : r["workers"]) {
-                char hours[32];
-                std::snprintf(hours, sizeof hours, "%.3f", w["gpu_hours"].get<double>());
-                wrows.push_back({std::to_string(w["worker"].get<std::int64_t>()), w["name"].get<std::string>(),
-                                 std::to_string(w["team_id"].get<std::int64_t>()), hours,
-                                 std::to_string(w["attempts"].get<std::int64_t>()),
-                                 std::to_string(w["failures"].get<std::int64_t>()),
-                                 std::to_string(w["voided"].get<std::int64_t>()), credits_of(w["earned_micro"])});
-            }
-            print_table(wrows);
-            std::cout << "\npool fee " << credits_of(r["pool_fee_micro"]) << ", escrow " << credits_of(r["escrow_micro"])
-                      << ", settling " << credits_of(r["settling_micro"])
-                      << ", issued " << credits::format_credits(-r["issuer_micro"].get<std::int64_t>()) << '\n';
-        });
-    });
+    team_list->callback(run_as(AdminAction::team_list));
+    add_token_commands(admin, *o, run_as);
+    add_worker_commands(admin, *o, run_as);
+    add_credit_commands(admin, *o, run_as);
 
     for (CLI::App* c : admin->get_subcommands({})) {
         c->fallthrough();

@@ -1,3 +1,5 @@
+#include "cmd/cancel.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 
@@ -6,12 +8,8 @@
 
 namespace gpupool::cmd {
 
-struct CancelOptions {
-    std::vector<std::int64_t> jobs;
-    std::int64_t sweep = 0;
-};
-
-int run_cancel(const GlobalOptions& global, const CancelOptions& o) {
+int run_cancel(const CancelOptions& o) {
+    const GlobalOptions& global = o.global;
     if (o.jobs.empty() == (o.sweep == 0)) {
         report_error(global,
                      make_error(ErrorCode::invalid_input,
@@ -56,7 +54,10 @@ void register_cancel(Cli& cli) {
                     Reach::coordinator);
     sub->add_option("jobs", o->jobs, "Job ids");
     sub->add_option("--sweep", o->sweep, "Cancel every unfinished job of this sweep");
-    sub->callback([&cli, o] { cli.exit_code = run_cancel(cli.global, *o); });
+    sub->callback([&cli, o] {
+        o->global = cli.global;
+        cli.exit_code = run_cancel(*o);
+    });
 }
 
 } // namespace gpupool::cmd

@@ -1,3 +1,5 @@
+#include "cmd/credits.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "core/net/url.hpp"
@@ -11,12 +13,6 @@ namespace gpupool::cmd {
 
 using json = nlohmann::json;
 using credits::format_credits;
-
-struct CreditsOptions {
-    std::string team; // admins
-    std::int64_t limit = 20;
-    bool ledger = false; // the raw ledger rows instead of one row per job
-};
 
 namespace {
 
@@ -175,7 +171,8 @@ void print_ledger(const json& v) {
 
 } // namespace
 
-int run_credits(const GlobalOptions& global, const CreditsOptions& opts) {
+int run_credits(const CreditsOptions& opts) {
+    const GlobalOptions& global = opts.global;
     auto api = connect(global);
     if (!api) {
         return k_exit_failed;
@@ -222,7 +219,10 @@ void register_credits(Cli& cli) {
                   "instead of one row per job");
     add_help_footer(sub, "gpupool credits\ngpupool credits --ledger --limit 50\ngpupool --json credits",
                     "docs/credits.md (For researchers)", Reach::coordinator);
-    sub->callback([&cli, opts] { cli.exit_code = run_credits(cli.global, *opts); });
+    sub->callback([&cli, opts] {
+        opts->global = cli.global;
+        cli.exit_code = run_credits(*opts);
+    });
 }
 
 } // namespace gpupool::cmd

@@ -1,3 +1,5 @@
+#include "cmd/fetch.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
@@ -12,13 +14,6 @@ namespace gpupool::cmd {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-struct FetchOptions {
-    std::vector<std::string> args; // [JOB] [DIR], or [DIR] with --sweep
-    std::int64_t sweep = 0;
-    bool tar = false;
-    bool force = false;
-};
 
 namespace {
 
@@ -81,7 +76,8 @@ void print_fetched(const json& r, bool list_files) {
 
 } // namespace
 
-int run_fetch(const GlobalOptions& global, const FetchOptions& o) {
+int run_fetch(const FetchOptions& o) {
+    const GlobalOptions& global = o.global;
     std::vector<std::int64_t> ids;
     std::string dir = ".";
     const std::size_t dir_at = o.sweep > 0 ? 0 : 1;
@@ -163,7 +159,10 @@ void register_fetch(Cli& cli) {
                     "gpupool fetch --sweep 4 results/    # results/eval-n0/, results/eval-n1/, ... (-INDEX where a "
                     "name repeats)",
                     "README.md (Client commands), docs/recipes.md ([outputs])", Reach::coordinator);
-    sub->callback([&cli, o] { cli.exit_code = run_fetch(cli.global, *o); });
+    sub->callback([&cli, o] {
+        o->global = cli.global;
+        cli.exit_code = run_fetch(*o);
+    });
 }
 
 } // namespace gpupool::cmd

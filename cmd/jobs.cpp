@@ -1,3 +1,5 @@
+#include "cmd/jobs.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "core/credits/money.hpp"
@@ -8,16 +10,8 @@
 
 namespace gpupool::cmd {
 
-struct JobsOptions {
-    std::string state;
-    std::int64_t sweep = 0;
-    std::int64_t limit = 50;
-    bool all_teams = false;
-    std::string by;    // submitter label
-    bool mine = false; // submitted with the token in use
-};
-
-int run_jobs(const GlobalOptions& global, const JobsOptions& o) {
+int run_jobs(const JobsOptions& o) {
+    const GlobalOptions& global = o.global;
     auto api = connect(global);
     if (!api) {
         return k_exit_failed;
@@ -97,7 +91,10 @@ void register_jobs(Cli& cli) {
     sub->add_flag("--all-teams", o->all_teams, "Jobs of every team (admins)");
     sub->add_option("--by", o->by, "Only jobs submitted with tokens of this label (the BY column)");
     sub->add_flag("--mine", o->mine, "Only jobs submitted with the token in use");
-    sub->callback([&cli, o] { cli.exit_code = run_jobs(cli.global, *o); });
+    sub->callback([&cli, o] {
+        o->global = cli.global;
+        cli.exit_code = run_jobs(*o);
+    });
 }
 
 } // namespace gpupool::cmd

@@ -1,4 +1,6 @@
 // `gpupool login URL`: checks a coordinator and a token, then writes them into the client config.
+#include "cmd/login.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 
@@ -12,10 +14,6 @@
 namespace gpupool::cmd {
 
 namespace {
-
-struct LoginOptions {
-    std::string url;
-};
 
 // One line from stdin; on a terminal, asked for with the typing hidden.
 Result<std::string> token_from_stdin() {
@@ -55,7 +53,8 @@ std::filesystem::path config_path(const GlobalOptions& global) {
 
 } // namespace
 
-int run_login(const GlobalOptions& global, const LoginOptions& o) {
+int run_login(const LoginOptions& o) {
+    const GlobalOptions& global = o.global;
     const auto file = config_path(global);
     if (file.empty()) {
         report_error(global, make_error(ErrorCode::invalid_input,
@@ -137,7 +136,10 @@ void register_login(Cli& cli) {
                     "gpupool --ca-cert pool-ca.pem login https://pool.example.org:7070",
                     "README.md (Configuration); it writes ~/.config/gpupool/config.toml, or --config FILE",
                     Reach::coordinator);
-    sub->callback([&cli, o] { cli.exit_code = run_login(cli.global, *o); });
+    sub->callback([&cli, o] {
+        o->global = cli.global;
+        cli.exit_code = run_login(*o);
+    });
 }
 
 } // namespace gpupool::cmd

@@ -1,3 +1,5 @@
+#include "cmd/logs.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
@@ -6,13 +8,6 @@
 #include <memory>
 
 namespace gpupool::cmd {
-
-struct LogsOptions {
-    std::int64_t job = 0;
-    std::int64_t sweep = 0;
-    bool follow = false;
-    bool raw = false;
-};
 
 namespace {
 
@@ -37,7 +32,8 @@ int sweep_logs(const GlobalOptions& global, client::ApiClient& api, const LogsOp
 
 } // namespace
 
-int run_logs(const GlobalOptions& global, const LogsOptions& o) {
+int run_logs(const LogsOptions& o) {
+    const GlobalOptions& global = o.global;
     if ((o.job > 0) == (o.sweep > 0)) {
         report_error(global, make_error(ErrorCode::invalid_input, "name one job (its id) or a sweep (--sweep ID)", "job"));
         return k_exit_usage;
@@ -85,7 +81,10 @@ void register_logs(Cli& cli) {
     add_help_footer(sub, "gpupool logs -f 12\ngpupool logs --sweep 4 -f          # every job of sweep 4, each line "
                          "under its name",
                     "README.md (Client commands)", Reach::coordinator);
-    sub->callback([&cli, o] { cli.exit_code = run_logs(cli.global, *o); });
+    sub->callback([&cli, o] {
+        o->global = cli.global;
+        cli.exit_code = run_logs(*o);
+    });
 }
 
 } // namespace gpupool::cmd

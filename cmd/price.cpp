@@ -1,3 +1,5 @@
+#include "cmd/price.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/jobs_view.hpp"
 #include "cmd/pricing.hpp"
@@ -5,12 +7,14 @@
 #include "core/client/api_client.hpp"
 #include "core/config/client_config.hpp"
 #include "core/credits/catalog.hpp"
+#include "core/credits/estimate.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "core/resources/quantity.hpp"
 
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 namespace gpupool::cmd {
 
@@ -19,17 +23,6 @@ using credits::format_credits;
 using credits::Micro;
 
 namespace {
-
-bool accepts(const recipe::JobSpec& spec, const credits::GpuRate& g) {
-    const auto& models = spec.resources.gpu_models;
-    if (models.empty()) {
-        return true;
-    }
-    return std::any_of(models.begin(), models.end(), [&](const std::string& m) {
-        const credits::GpuRate* r = credits::default_rate_catalog().find(m);
-        return r != nullptr && r->model == g.model;
-    });
-}
 
 std::string money(Micro m) {
     return format_credits(m);
@@ -46,105 +39,44 @@ std::string dollars(Micro micro_usd) {
 
 json price_estimate(const std::string& source, const std::vector<recipe::JobSpec>& jobs, const json& pool) {
     const auto& rates = credits::default_rate_catalog();
+    const auto& prices = credits::default_price_catalog();
+    const credits::CostEstimate estimate = credits::estimate_cost(jobs, rates, prices);
     json models = json::array();
-    std::int64_t need_gpu_mem = 0; // the most GPU memory any job asks for by size
-    bool any_gpu = false;
-    for (const auto& s : jobs) {
-        need_gpu_mem = std::max(need_gpu_mem, s.resources.gpu_memory_mib);
-        any_gpu = any_gpu || s.resources.gpus > 0;
-    }
-    Micro cpu_total = 0;
-    for (const auto& s : jobs) {
-        if (s.resources.gpus == 0) {
-            cpu_total +=
-                credits::cost_of(credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, s.resources.cpu_milli),
-                                 s.resources.max_runtime_s * 1000);
+    for (const auto& m : estimate.models) {
+        json cloud = json::array();
+        for (const auto& c : m.cloud) {
+            cloud.push_back({{"provider", c.price->provider},
+                             {"offering", c.price->offering},
+                             {"usd_per_gpu_hour", money(c.price->micro_usd_per_gpu_hour)},
+                             {"micro_usd", c.micro_usd},
+                             {"date", c.price->date},
+                             {"source", c.price->source}});
         }
-    }
-    if (any_gpu) {
-        for (const auto& g : rates.gpus) {
-            if (g.memory_mib < need_gpu_mem) {
-                continue; // does not fit
-            }
-            Micro total = cpu_total;
-            std::int64_t gpu_milli_seconds = 0; // share x runtime: the GPU-hours it uses, x 3.6e6
-            for (const auto& s : jobs) {
-                if (s.resources.gpus == 0) {
-                    continue;
-                }
-                const std::int64_t share =
-                    credits::billed_share_milli(s.resources.gpu_milli, s.resources.gpu_memory_mib, g.memory_mib) *
-                    std::max<std::int64_t>(1, s.resources.gpus);
-                total += credits::cost_of(credits::gpu_price_per_hour(g.micro_per_gpu_hour, share),
-                                          s.resources.max_runtime_s * 1000);
-                gpu_milli_seconds += share * s.resources.max_runtime_s;
-            }
-            json cloud = json::array();
-            for (const auto& p : credits::default_price_catalog().prices) {
-                const credits::GpuRate* pm = rates.find(p.gpu);
-                if (pm == nullptr || pm->model != g.model) {
-                    continue;
-                }
-                // micro-dollars per GPU-hour x milli-GPU-seconds / (1000 x 3600)
-                const auto usd = static_cast<Micro>(static_cast<long double>(p.micro_usd_per_gpu_hour) *
-                                                    static_cast<long double>(gpu_milli_seconds) / 3.6e6L);
-                cloud.push_back({{"provider", p.provider},
-                                 {"offering", p.offering},
-                                 {"usd_per_gpu_hour", money(p.micro_usd_per_gpu_hour)},
-                                 {"micro_usd", usd},
-                                 {"date", p.date},
-                                 {"source", p.source}});
-            }
-            models.push_back({{"model", g.model},
-                              {"memory_mib", g.memory_mib},
-                              {"accepted", std::all_of(jobs.begin(), jobs.end(),
-                                                       [&](const recipe::JobSpec& s) { return accepts(s, g); })},
-                              {"credits_per_gpu_hour_micro", g.micro_per_gpu_hour},
-                              {"max_micro", total},
-                              {"gpu_hours", static_cast<double>(gpu_milli_seconds) / 3.6e6},
-                              {"cloud", cloud}});
-        }
-        std::sort(models.begin(), models.end(), [](const json& a, const json& b) {
-            return a["max_micro"].get<Micro>() < b["max_micro"].get<Micro>();
-        });
+        models.push_back({{"model", m.gpu->model},
+                          {"memory_mib", m.gpu->memory_mib},
+                          {"accepted", m.accepted},
+                          {"credits_per_gpu_hour_micro", m.gpu->micro_per_gpu_hour},
+                          {"max_micro", m.max_micro},
+                          {"gpu_hours", m.gpu_hours()},
+                          {"cloud", cloud}});
     }
     json out = {{"source", source},
                 {"jobs", jobs.size()},
-                {"cpu_only_max_micro", cpu_total},
+                {"cpu_only_max_micro", estimate.cpu_only_max_micro},
                 {"models", models},
-                {"prices_as_of", credits::default_price_catalog().as_of},
+                {"prices_as_of", prices.as_of},
                 {"pool", pool}};
-    // The model it would cost most on among those it accepts, and the cheapest that fits.
-    const json* chosen = nullptr;
-    const json* cheapest = nullptr;
-    for (const auto& m : models) {
-        if (m["accepted"].get<bool>() &&
-            (chosen == nullptr || m["max_micro"].get<Micro>() > (*chosen)["max_micro"].get<Micro>())) {
-            chosen = &m;
-        }
-        if (cheapest == nullptr) {
-            cheapest = &m;
-        }
-    }
-    bool restricted =
-        std::any_of(jobs.begin(), jobs.end(), [](const recipe::JobSpec& s) { return !s.resources.gpu_models.empty(); });
+    std::optional<std::string> pool_model;
     if (!pool.is_null() && pool.contains("jobs") && !pool["jobs"].empty()) {
-        restricted = restricted || !pool["jobs"][0].value("gpu_model", std::string()).empty();
-        const std::string pm = pool["jobs"][0].value("gpu_model", std::string());
-        const auto* r = rates.find(pm);
-        for (const auto& m : models) {
-            if (r != nullptr && m["model"] == r->model) {
-                chosen = &m;
-            }
-        }
+        pool_model = pool["jobs"][0].value("gpu_model", std::string());
     }
-    if (chosen != nullptr && cheapest != nullptr &&
-        (*cheapest)["max_micro"].get<Micro>() < (*chosen)["max_micro"].get<Micro>()) {
-        out["cheaper"] = {{"model", (*cheapest)["model"]},
-                          {"max_micro", (*cheapest)["max_micro"]},
-                          {"instead_of", (*chosen)["model"]},
-                          {"instead_of_max_micro", (*chosen)["max_micro"]},
-                          {"restricted", restricted}};
+    // The model it would cost most on among those it accepts (or the pool's), and the cheapest that fits.
+    if (auto c = credits::cheaper_model(estimate, jobs, rates, pool_model)) {
+        out["cheaper"] = {{"model", c->cheapest->gpu->model},
+                          {"max_micro", c->cheapest->max_micro},
+                          {"instead_of", c->instead_of->gpu->model},
+                          {"instead_of_max_micro", c->instead_of->max_micro},
+                          {"restricted", c->restricted}};
     }
     return out;
 }
@@ -260,12 +192,8 @@ json estimate_recipe(const GlobalOptions& global, const std::string& source, con
     return e;
 }
 
-struct PriceOptions {
-    RecipeArgs recipe;
-    bool offline = false;
-};
-
-int run_price(const GlobalOptions& global, const PriceOptions& opts) {
+int run_price(const PriceOptions& opts) {
+    const GlobalOptions& global = opts.global;
     auto loaded = load_recipe(global, opts.recipe);
     if (!loaded) {
         return k_exit_failed;
@@ -287,7 +215,10 @@ void register_price(Cli& cli) {
                     "docs/credits.md (For researchers)", Reach::coordinator);
     add_recipe_args(sub, opts->recipe);
     sub->add_flag("--offline", opts->offline, "Use the embedded catalogs only; do not ask the coordinator");
-    sub->callback([&cli, opts] { cli.exit_code = run_price(cli.global, *opts); });
+    sub->callback([&cli, opts] {
+        opts->global = cli.global;
+        cli.exit_code = run_price(*opts);
+    });
 }
 
 } // namespace gpupool::cmd

@@ -1,3 +1,5 @@
+#include "cmd/recipe.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/jobs_view.hpp"
 #include "core/recipe/builtin.hpp"
@@ -8,6 +10,8 @@
 #include <memory>
 
 namespace gpupool::cmd {
+
+namespace {
 
 int run_recipe_validate(const GlobalOptions& global, const RecipeArgs& args) {
     auto loaded = load_recipe(global, args);
@@ -41,26 +45,43 @@ int run_recipe_show(const GlobalOptions& global, const std::string& name) {
     return k_exit_ok;
 }
 
+} // namespace
+
+int run_recipe(const RecipeOptions& options) {
+    switch (options.action) {
+    case RecipeAction::validate: return run_recipe_validate(options.global, options.recipe);
+    case RecipeAction::builtins: return run_recipe_builtins(options.global);
+    case RecipeAction::show: return run_recipe_show(options.global, options.name);
+    }
+    return k_exit_usage;
+}
+
 void register_recipe(Cli& cli) {
     CLI::App* sub = add_command(cli, "recipe", "Check recipes and list the built-in ones (no coordinator needed)");
     add_help_footer(sub, "gpupool recipe validate eval.toml --set n=3\ngpupool recipe builtins\ngpupool recipe show inspect", "docs/recipes.md", Reach::local);
     sub->require_subcommand(1);
 
-    auto args = std::make_shared<RecipeArgs>();
+    auto opts = std::make_shared<RecipeOptions>();
+    auto run_as = [&cli, opts](RecipeAction action) {
+        return [&cli, opts, action] {
+            opts->global = cli.global;
+            opts->action = action;
+            cli.exit_code = run_recipe(*opts);
+        };
+    };
     CLI::App* validate = sub->add_subcommand("validate", "Validate a recipe and print the jobs it expands to");
     validate->fallthrough();
-    add_recipe_args(validate, *args);
-    validate->callback([&cli, args] { cli.exit_code = run_recipe_validate(cli.global, *args); });
+    add_recipe_args(validate, opts->recipe);
+    validate->callback(run_as(RecipeAction::validate));
 
     CLI::App* builtins = sub->add_subcommand("builtins", "List the built-in recipes that `extends` may name");
     builtins->fallthrough();
-    builtins->callback([&cli] { cli.exit_code = run_recipe_builtins(cli.global); });
+    builtins->callback(run_as(RecipeAction::builtins));
 
-    auto name = std::make_shared<std::string>();
     CLI::App* show = sub->add_subcommand("show", "Print a built-in recipe");
     show->fallthrough();
-    show->add_option("name", *name, "Built-in recipe name")->required();
-    show->callback([&cli, name] { cli.exit_code = run_recipe_show(cli.global, *name); });
+    show->add_option("name", opts->name, "Built-in recipe name")->required();
+    show->callback(run_as(RecipeAction::show));
 }
 
 } // namespace gpupool::cmd

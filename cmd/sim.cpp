@@ -1,5 +1,7 @@
 // `gpupool sim`: replays a cluster trace (or a generated workload) through the scheduler.
 // The engines live in core/sim; this file is option wiring, data-file discovery and printing.
+#include "cmd/sim.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "core/sched/placement.hpp"
 #include "core/sched/scorers.hpp"
@@ -24,42 +26,13 @@ namespace gpupool::cmd {
 
 namespace fs = std::filesystem;
 
-struct SimArgs {
-    std::string mode = "alloc";
-    std::string policy = "fgd";
-    std::string data_dir;
-    std::string trace;
-    std::string nodes;
-    std::string published;
-    std::string workload;
-    int seeds = 10;
-    std::uint64_t first_seed = 0;
-    double tune = 1.3;
-    bool no_sharing = false;
-    unsigned threads = 0;
-    std::string tie_break = "random";
-    // time mode
-    bool generate = false;
-    int teams = 4;
-    std::int64_t jobs = 0; // 0: 2000 generated, the whole trace, 10000 queued (decision)
-    int workers = 32;
-    double load = 1.2;
-    std::vector<double> team_weights;
-    std::int64_t min_runtime_s = 600;
-    std::int64_t grace_s = 60;
-    double half_life_s = 7.0 * 24 * 3600;
-    bool no_preemption = false;
-    std::int64_t max_events = 0;
-    double arrival_scale = 1.0;
-};
-
 namespace {
 
 constexpr const char* k_default_data = "../shared/data/alibaba-gpu-v2023";
 
 // The data folder: --data-dir, else ../shared/data/alibaba-gpu-v2023 next to the repository that
 // holds the working directory or the binary (the binary sits in <repo>/build*/).
-fs::path find_data_dir(const SimArgs& args) {
+fs::path find_data_dir(const SimOptions& args) {
     if (!args.data_dir.empty()) {
         return args.data_dir;
     }
@@ -90,7 +63,7 @@ struct Inputs {
     std::string workload;
 };
 
-Inputs resolve_inputs(const SimArgs& args) {
+Inputs resolve_inputs(const SimOptions& args) {
     const fs::path dir = find_data_dir(args);
     Inputs in;
     in.nodes = args.nodes.empty() ? dir / "openb_node_list_gpu_node.csv" : fs::path(args.nodes);
@@ -98,6 +71,31 @@ Inputs resolve_inputs(const SimArgs& args) {
     in.published = args.published.empty() ? dir / "fgd_published_alloc.csv" : fs::path(args.published);
     in.workload = args.workload.empty() ? in.pods.stem().string() : args.workload;
     return in;
+}
+
+// The trace's cluster and pods, read once per run for the mode that replays them.
+struct Trace {
+    Inputs in;
+    std::vector<sim::TraceNode> nodes;
+    std::vector<sim::TracePod> pods;
+};
+
+std::optional<Trace> load_trace(const GlobalOptions& global, const SimOptions& args) {
+    Trace t;
+    t.in = resolve_inputs(args);
+    auto nodes = sim::load_nodes(t.in.nodes);
+    if (!nodes) {
+        report_error(global, nodes.error());
+        return std::nullopt;
+    }
+    auto pods = sim::load_pods(t.in.pods);
+    if (!pods) {
+        report_error(global, pods.error());
+        return std::nullopt;
+    }
+    t.nodes = std::move(*nodes);
+    t.pods = std::move(*pods);
+    return t;
 }
 
 const sim::PublishedResult* find_published(const std::vector<sim::PublishedResult>& rows, const std::string& workload,
@@ -161,18 +159,10 @@ nlohmann::ordered_json summary_json(const sim::AllocSummary& s, const sim::Publi
     return j;
 }
 
-int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
-    const Inputs in = resolve_inputs(args);
-    auto nodes = sim::load_nodes(in.nodes);
-    if (!nodes) {
-        report_error(global, nodes.error());
-        return k_exit_failed;
-    }
-    auto pods = sim::load_pods(in.pods);
-    if (!pods) {
-        report_error(global, pods.error());
-        return k_exit_failed;
-    }
+int run_alloc_mode(const GlobalOptions& global, const SimOptions& args, Trace trace) {
+    const Inputs& in = trace.in;
+    auto& nodes = trace.nodes;
+    auto& pods = trace.pods;
     std::vector<sim::PublishedResult> published;
     if (auto pr = sim::load_published(in.published)) {
         published = std::move(*pr);
@@ -193,17 +183,17 @@ int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
         }
         policies = {*k};
     }
-    std::sort(pods->begin(), pods->end(),
+    std::sort(pods.begin(), pods.end(),
               [](const sim::TracePod& a, const sim::TracePod& b) { return a.name < b.name; });
-    sim::SimCluster cluster = sim::build_cluster(*nodes);
-    auto requests = sim::to_requests(*pods, cluster.models, args.no_sharing);
+    sim::SimCluster cluster = sim::build_cluster(nodes);
+    auto requests = sim::to_requests(pods, cluster.models, args.no_sharing);
     const unsigned threads = args.threads > 0 ? args.threads : std::max(1U, std::thread::hardware_concurrency());
     const std::string workload = in.workload + (args.no_sharing ? " (no sharing)" : "");
     const std::int64_t gpus = cluster.total_gpu_milli / sched::k_milli_per_gpu;
 
     nlohmann::ordered_json results = nlohmann::ordered_json::array();
     if (!global.json) {
-        std::cout << "gpupool sim: " << workload << ", " << nodes->size() << " nodes, " << gpus << " GPUs, "
+        std::cout << "gpupool sim: " << workload << ", " << nodes.size() << " nodes, " << gpus << " GPUs, "
                   << requests.size() << " pods; " << args.seeds << " seed(s) from " << args.first_seed << ", tune "
                   << fixed(args.tune, 2) << "x, " << threads << " thread(s)\n";
         if (args.no_sharing) {
@@ -243,7 +233,7 @@ int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
         nlohmann::ordered_json out = {{"mode", "alloc"},
                                       {"workload", in.workload},
                                       {"no_sharing", args.no_sharing},
-                                      {"nodes", nodes->size()},
+                                      {"nodes", nodes.size()},
                                       {"gpus", gpus},
                                       {"pods", requests.size()},
                                       {"seeds", args.seeds},
@@ -259,7 +249,7 @@ int run_alloc_mode(const GlobalOptions& global, const SimArgs& args) {
     return k_exit_ok;
 }
 
-int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
+int run_time_mode(const GlobalOptions& global, const SimOptions& args, std::optional<Trace> trace) {
     sim::SimCluster cluster;
     std::vector<sim::TimedJob> jobs;
     std::vector<sched::TeamShare> teams;
@@ -280,19 +270,9 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
                  std::to_string(g.workers) + " workers x 8 GPUs, load " + fixed(g.load, 2) + ", seed " +
                  std::to_string(g.seed) + ")";
     } else {
-        const Inputs in = resolve_inputs(args);
-        auto nodes = sim::load_nodes(in.nodes);
-        if (!nodes) {
-            report_error(global, nodes.error());
-            return k_exit_failed;
-        }
-        auto pods = sim::load_pods(in.pods);
-        if (!pods) {
-            report_error(global, pods.error());
-            return k_exit_failed;
-        }
-        cluster = sim::build_cluster(*nodes);
-        jobs = sim::trace_jobs(*pods, cluster.models);
+        const Inputs& in = trace->in;
+        cluster = sim::build_cluster(trace->nodes);
+        jobs = sim::trace_jobs(trace->pods, cluster.models);
         for (auto& j : jobs) { // compress arrivals (run times unchanged) to raise the load
             j.request.submitted_at =
                 static_cast<std::int64_t>(static_cast<double>(j.request.submitted_at) * args.arrival_scale);
@@ -384,25 +364,14 @@ int run_time_mode(const GlobalOptions& global, const SimArgs& args) {
     return k_exit_ok;
 }
 
-int run_decision_mode(const GlobalOptions& global, const SimArgs& args) {
-    const Inputs in = resolve_inputs(args);
-    auto nodes = sim::load_nodes(in.nodes);
-    if (!nodes) {
-        report_error(global, nodes.error());
-        return k_exit_failed;
-    }
-    auto pods = sim::load_pods(in.pods);
-    if (!pods) {
-        report_error(global, pods.error());
-        return k_exit_failed;
-    }
+int run_decision_mode(const GlobalOptions& global, const SimOptions& args, const Trace& trace) {
     auto scorer = sched::parse_scorer(args.policy);
     if (!scorer) {
         report_error(global, scorer.error());
         return k_exit_usage;
     }
-    sim::SimCluster cluster = sim::build_cluster(*nodes);
-    auto requests = sim::to_requests(*pods, cluster.models, false);
+    sim::SimCluster cluster = sim::build_cluster(trace.nodes);
+    auto requests = sim::to_requests(trace.pods, cluster.models, false);
     sim::DecisionBenchOptions opt;
     opt.scorer = *scorer;
     opt.seed = args.first_seed;
@@ -445,14 +414,23 @@ int run_decision_mode(const GlobalOptions& global, const SimArgs& args) {
 
 } // namespace
 
-int run_sim(const GlobalOptions& global, const SimArgs& args) {
+int run_sim(const SimOptions& args) {
+    const GlobalOptions& global = args.global;
+    // The trace is read here, once, for whichever mode replays it (all but a generated time run).
+    std::optional<Trace> trace;
+    if (!(args.mode == "time" && args.generate)) {
+        trace = load_trace(global, args);
+        if (!trace) {
+            return k_exit_failed;
+        }
+    }
     if (args.mode == "time") {
-        return run_time_mode(global, args);
+        return run_time_mode(global, args, std::move(trace));
     }
     if (args.mode == "decision") {
-        return run_decision_mode(global, args);
+        return run_decision_mode(global, args, *trace);
     }
-    return run_alloc_mode(global, args);
+    return run_alloc_mode(global, args, std::move(*trace));
 }
 
 void register_sim(Cli& cli) {
@@ -460,7 +438,7 @@ void register_sim(Cli& cli) {
         add_command(cli, "sim", "Replay a cluster trace through the scheduler and report allocation and fragmentation");
     add_help_footer(sub, "gpupool sim --policy all\ngpupool sim --mode time --policy fgd", "docs/scheduler.md",
                     Reach::local);
-    auto args = std::make_shared<SimArgs>();
+    auto args = std::make_shared<SimOptions>();
     sub->add_option("--mode", args->mode,
                     "alloc: the FGD paper's arrivals-only protocol (default); time: arrivals and departures over "
                     "time; decision: latency of one decision on the trace's cluster with a long queue")
@@ -502,7 +480,10 @@ void register_sim(Cli& cli) {
                     "Time mode, trace: multiply arrival times by this (< 1 compresses arrivals; run times unchanged)")
         ->check(CLI::Range(0.0001, 1000.0));
     sub->add_option("--max-events", args->max_events, "Time mode: stop after this many event times (0 = all)");
-    sub->callback([&cli, args] { cli.exit_code = run_sim(cli.global, *args); });
+    sub->callback([&cli, args] {
+        args->global = cli.global;
+        cli.exit_code = run_sim(*args);
+    });
 }
 
 } // namespace gpupool::cmd

@@ -1,3 +1,5 @@
+#include "cmd/status.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "core/credits/money.hpp"
@@ -7,7 +9,9 @@
 
 namespace gpupool::cmd {
 
-int run_status(const GlobalOptions& global, std::int64_t job) {
+int run_status(const StatusOptions& o) {
+    const GlobalOptions& global = o.global;
+    const std::int64_t job = o.job;
     auto api = connect(global);
     if (!api) {
         return k_exit_failed;
@@ -60,11 +64,14 @@ int run_status(const GlobalOptions& global, std::int64_t job) {
 }
 
 void register_status(Cli& cli) {
-    auto job = std::make_shared<std::int64_t>(0);
+    auto o = std::make_shared<StatusOptions>();
     CLI::App* sub = add_command(cli, "status", "Show a job's state, attempts and why it is waiting");
     add_help_footer(sub, "gpupool status 12\ngpupool --json status 12", "README.md (Client commands)", Reach::coordinator);
-    sub->add_option("job", *job, "Job id")->required();
-    sub->callback([&cli, job] { cli.exit_code = run_status(cli.global, *job); });
+    sub->add_option("job", o->job, "Job id")->required();
+    sub->callback([&cli, o] {
+        o->global = cli.global;
+        cli.exit_code = run_status(*o);
+    });
 }
 
 } // namespace gpupool::cmd

@@ -1,3 +1,5 @@
+#include "cmd/submit.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/jobs_view.hpp"
 #include "cmd/pricing.hpp"
@@ -16,16 +18,8 @@ namespace {
 constexpr int k_submit_retries = 3; // after a transport failure, with the same idempotency key
 } // namespace
 
-struct SubmitOptions {
-    RecipeArgs recipe;
-    bool dry_run = false;
-    bool wait = false;
-    bool follow = false;
-    bool allow_unfunded = false;
-    std::string team;
-};
-
-int run_submit(const GlobalOptions& global, const SubmitOptions& opts) {
+int run_submit(const SubmitOptions& opts) {
+    const GlobalOptions& global = opts.global;
     auto loaded = load_recipe(global, opts.recipe);
     if (!loaded) {
         return k_exit_failed;
@@ -128,7 +122,10 @@ void register_submit(Cli& cli) {
     sub->add_flag("--allow-unfunded", opts->allow_unfunded,
                   "Submit even if the estimate exceeds your team's credits or budget; jobs wait for funds");
     sub->add_option("--team", opts->team, "Team to submit for (admins only; members submit for their team)");
-    sub->callback([&cli, opts] { cli.exit_code = run_submit(cli.global, *opts); });
+    sub->callback([&cli, opts] {
+        opts->global = cli.global;
+        cli.exit_code = run_submit(*opts);
+    });
 }
 
 } // namespace gpupool::cmd

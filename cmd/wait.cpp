@@ -1,3 +1,5 @@
+#include "cmd/wait.hpp"
+
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
@@ -7,12 +9,8 @@
 
 namespace gpupool::cmd {
 
-struct WaitOptions {
-    std::vector<std::int64_t> ids;
-    std::int64_t sweep = 0;
-};
-
-int run_wait(const GlobalOptions& global, const WaitOptions& o) {
+int run_wait(const WaitOptions& o) {
+    const GlobalOptions& global = o.global;
     auto api = connect(global);
     if (!api) {
         return k_exit_failed;
@@ -48,7 +46,10 @@ void register_wait(Cli& cli) {
     sub->add_option("--sweep", o->sweep, "Every job of this sweep (the id `submit` printed)")->check(CLI::PositiveNumber);
     add_help_footer(sub, "gpupool wait 12 13\ngpupool wait --sweep 4 && gpupool fetch --sweep 4 results/",
                     "README.md (Client commands)", Reach::coordinator);
-    sub->callback([&cli, o] { cli.exit_code = run_wait(cli.global, *o); });
+    sub->callback([&cli, o] {
+        o->global = cli.global;
+        cli.exit_code = run_wait(*o);
+    });
 }
 
 } // namespace gpupool::cmd

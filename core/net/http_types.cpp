@@ -49,13 +49,13 @@ std::string Headers::get(std::string_view name, std::string_view fallback) const
 }
 
 bool ClientLink::gone() const {
-    std::lock_guard lock(m_mutex);
+    util::MutexLock lock(m_mutex);
     return m_gone;
 }
 
 void ClientLink::on_gone(std::function<void()> callback) {
     {
-        std::lock_guard lock(m_mutex);
+        util::MutexLock lock(m_mutex);
         if (m_finished) {
             return;
         }
@@ -70,7 +70,7 @@ void ClientLink::on_gone(std::function<void()> callback) {
 void ClientLink::notify_gone() {
     std::vector<std::function<void()>> callbacks;
     {
-        std::lock_guard lock(m_mutex);
+        util::MutexLock lock(m_mutex);
         if (m_gone || m_finished) {
             m_gone = true;
             return;
@@ -85,7 +85,7 @@ void ClientLink::notify_gone() {
 
 void ClientLink::finish() {
     std::vector<std::function<void()>> dropped;
-    std::lock_guard lock(m_mutex);
+    util::MutexLock lock(m_mutex);
     m_finished = true;
     dropped.swap(m_callbacks);
 }

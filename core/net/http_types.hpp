@@ -18,13 +18,13 @@
 #pragma once
 
 #include "core/util/files.hpp"
+#include "core/util/thread_safety.hpp"
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -62,22 +62,22 @@ bool iequals(std::string_view a, std::string_view b);
 // when its answer is written.
 class ClientLink {
 public:
-    bool gone() const;
+    bool gone() const EXCLUDES(m_mutex);
     // Runs `callback` once when the client goes away before the answer is written: on a server
     // thread, or right now in this thread if it is already gone. Callbacks are dropped, uncalled,
     // once the answer has been written. Keep them short and non-blocking.
-    void on_gone(std::function<void()> callback);
+    void on_gone(std::function<void()> callback) EXCLUDES(m_mutex);
 
     // Server side: marks the link gone and runs the callbacks (in the calling thread).
-    void notify_gone();
+    void notify_gone() EXCLUDES(m_mutex);
     // Server side: the answer was written; forget the callbacks.
-    void finish();
+    void finish() EXCLUDES(m_mutex);
 
 private:
-    mutable std::mutex m_mutex;
-    bool m_gone = false;
-    bool m_finished = false;
-    std::vector<std::function<void()>> m_callbacks;
+    mutable util::Mutex m_mutex;
+    bool m_gone GUARDED_BY(m_mutex) = false;
+    bool m_finished GUARDED_BY(m_mutex) = false;
+    std::vector<std::function<void()>> m_callbacks GUARDED_BY(m_mutex);
 };
 
 // A request body the server wrote to a temporary file (routes with RouteOptions::body_to_file).

@@ -1,86 +1,59 @@
 #include "core/net/url.hpp"
 
+#include <boost/url/encode.hpp>
+#include <boost/url/encoding_opts.hpp>
+#include <boost/url/params_view.hpp>
+#include <boost/url/pct_string_view.hpp>
+#include <boost/url/rfc/unreserved_chars.hpp>
+#include <boost/url/url.hpp>
+
 namespace gpupool::net {
 
+namespace urls = boost::urls;
+
 namespace {
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
+
+// `text` as a pct_string_view: nullopt on a malformed escape ("%4", "%zz") or an encoded NUL. A
+// valid pct_string_view starts an escape at every '%', so "%00" can only be an encoded NUL.
+std::optional<urls::pct_string_view> checked_escapes(std::string_view text) {
+    auto pct = urls::make_pct_string_view(urls::string_view(text.data(), text.size()));
+    if (!pct || text.find("%00") != std::string_view::npos) {
+        return std::nullopt;
     }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
+    return *pct;
 }
 
-bool is_unreserved(char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-           c == '_' || c == '~';
-}
 } // namespace
 
 std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {
-    std::string out;
-    out.reserve(text.size());
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        char c = text[i];
-        if (c == '%') {
-            if (i + 2 >= text.size()) {
-                return std::nullopt;
-            }
-            int hi = hex_value(text[i + 1]);
-            int lo = hex_value(text[i + 2]);
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-                return std::nullopt;
-            }
-            out.push_back(static_cast<char>(hi * 16 + lo));
-            i += 2;
-        } else if (c == '+' && plus_is_space) {
-            out.push_back(' ');
-        } else {
-            out.push_back(c);
-        }
+    auto pct = checked_escapes(text);
+    if (!pct) {
+        return std::nullopt;
     }
-    return out;
+    urls::encoding_opts opts;
+    opts.space_as_plus = plus_is_space;
+    return pct->decode(opts);
 }
 
 std::string percent_encode(std::string_view text) {
-    static constexpr char k_hex[] = "0123456789ABCDEF";
-    std::string out;
-    out.reserve(text.size());
-    for (char c : text) {
-        if (is_unreserved(c)) {
-            out.push_back(c);
-        } else {
-            auto u = static_cast<unsigned char>(c);
-            out.push_back('%');
-            out.push_back(k_hex[u >> 4]);
-            out.push_back(k_hex[u & 0x0f]);
-        }
-    }
-    return out;
+    return urls::encode(urls::string_view(text.data(), text.size()), urls::unreserved_chars);
 }
 
 std::optional<std::map<std::string, std::string>> parse_query(std::string_view query) {
+    auto pct = checked_escapes(query);
+    if (!pct) {
+        return std::nullopt;
+    }
+    // set_encoded_query keeps the escapes and escapes what a query may not hold raw (a space,
+    // quotes, bytes over 0x7f), so such bytes read back as themselves, as they were sent.
+    urls::url url;
+    url.set_encoded_query(*pct);
     std::map<std::string, std::string> out;
-    while (!query.empty()) {
-        std::size_t amp = query.find('&');
-        std::string_view pair = query.substr(0, amp);
-        query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-        if (pair.empty()) {
-            continue;
+    for (const auto& param : url.params(urls::encoding_opts(true))) {
+        if (param.key.empty() && !param.has_value) {
+            continue; // "a=1&&b=2", or an empty query
         }
-        std::size_t eq = pair.find('=');
-        auto key = percent_decode(pair.substr(0, eq), true);
-        auto value = eq == std::string_view::npos ? std::optional<std::string>(std::string())
-                                                  : percent_decode(pair.substr(eq + 1), true);
-        if (!key || !value) {
-            return std::nullopt;
-        }
-        out[*key] = std::move(*value);
+        out[param.key] = param.value;
     }
     return out;
 }

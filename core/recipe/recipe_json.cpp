@@ -212,22 +212,10 @@ nlohmann::ordered_json to_json(const std::vector<JobSpec>& jobs) {
     return out;
 }
 
-Result<JobSpec> job_from_json(const nlohmann::json& j) {
-    if (!j.is_object()) {
-        return field_error("job", std::string("expected an object, got ") + j.type_name());
-    }
-    JobSpec job;
-    Reader rd(j);
-    rd.get("name", job.name, "name", true);
-    rd.get("image", job.image, "image", true);
-    rd.get("command", job.command, "command", true);
-    rd.get("shell", job.shell, "shell");
-    rd.env("env", job.env, "env");
-    rd.env("params", job.params, "params");
-    rd.get("cache_models", job.cache_models, "cache_models");
-    rd.get("sweep_index", job.sweep_index, "sweep_index");
-    std::string priority = "normal";
-    rd.get("priority", priority, "priority");
+namespace {
+
+// The nested objects: resources, inputs, outputs, logs, retry; problems go to `rd`.
+void read_tables(Reader& rd, JobSpec& job) {
     if (const auto* r = rd.object("resources", "resources")) {
         Reader rr(*r);
         Resources& res = job.resources;
@@ -281,10 +269,10 @@ Result<JobSpec> job_from_json(const nlohmann::json& j) {
             rd.fail(*rr.error());
         }
     }
-    if (rd.error()) {
-        return *rd.error();
-    }
-    // Semantic checks: the same invariants the TOML parser guarantees.
+}
+
+// The same invariants the TOML parser guarantees; sets the job's priority from its name.
+Status check_job(JobSpec& job, const std::string& priority) {
     const Resources& r = job.resources;
     if (priority == "low") {
         job.priority = Priority::low;
@@ -297,7 +285,7 @@ Result<JobSpec> job_from_json(const nlohmann::json& j) {
         return field_error("name", "must be 1 to 256 characters");
     }
     if (auto st = check_strings(job); !st) {
-        return st.error();
+        return st;
     }
     if (job.command.empty() || (job.shell && job.command.size() != 1)) {
         return field_error("command", job.shell ? "a shell command is exactly one string" : "must not be empty");
@@ -342,6 +330,34 @@ Result<JobSpec> job_from_json(const nlohmann::json& j) {
         if (code < 1 || code > 255) {
             return field_error("retry.on_exit_codes", "exit codes are from 1 to 255");
         }
+    }
+    return {};
+}
+
+} // namespace
+
+Result<JobSpec> job_from_json(const nlohmann::json& j) {
+    if (!j.is_object()) {
+        return field_error("job", std::string("expected an object, got ") + j.type_name());
+    }
+    JobSpec job;
+    Reader rd(j);
+    rd.get("name", job.name, "name", true);
+    rd.get("image", job.image, "image", true);
+    rd.get("command", job.command, "command", true);
+    rd.get("shell", job.shell, "shell");
+    rd.env("env", job.env, "env");
+    rd.env("params", job.params, "params");
+    rd.get("cache_models", job.cache_models, "cache_models");
+    rd.get("sweep_index", job.sweep_index, "sweep_index");
+    std::string priority = "normal";
+    rd.get("priority", priority, "priority");
+    read_tables(rd, job);
+    if (rd.error()) {
+        return *rd.error();
+    }
+    if (auto st = check_job(job, priority); !st) {
+        return st.error();
     }
     return job;
 }

@@ -1,0 +1,47 @@
+// `gpupool admin ...`: administering the pool with an admin token: teams, tokens (and enrollment
+// tokens for GPU owners), workers (list, ban, drain, activate), credits (grants, adjustments,
+// budgets, the report). Each subcommand is one request to the coordinator; the answer is printed.
+// run_admin does the work for parsed options (tests call it without argv); register_admin
+// (cli.hpp) wires it to the command line.
+#pragma once
+
+#include "cmd/cli.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace gpupool::cmd {
+
+enum class AdminAction : std::uint8_t {
+    team_create, team_list,
+    token_create, token_list, token_revoke, enroll,
+    workers, ban, drain, activate,
+    grant, adjust, budget, report,
+};
+
+// What the subcommands take; each reads the fields its action names.
+struct AdminOptions {
+    GlobalOptions global{};
+    AdminAction action = AdminAction::team_list;
+    std::string team{};          // team create: the new team's name; otherwise the team acted on
+    std::int64_t weight = 1;     // team create: fair-share weight
+    std::string role = "member"; // token create
+    std::string label{};         // token create
+    std::int64_t uses = 1;       // token create, enroll: workers an enrollment token may register
+    bool all = false;            // token list: revoked tokens too
+    std::string token{};         // token revoke: an id, or the label of one active token
+    std::int64_t worker = 0;     // ban, drain, activate
+    std::string void_since{};    // ban: a UTC time or a duration ago
+    std::string amount{};        // grant, adjust: credits as an exact decimal
+    std::string expires{};       // grant: a UTC date
+    std::string note{};          // grant, adjust
+    std::string member{};        // budget: a member token's label or id
+    std::string day{};           // budget: credits per day, or "none"
+    std::string week{};          // budget: credits per week, or "none"
+    std::string since{};         // report: a UTC date or a duration ago
+};
+
+// The exit code (cli.hpp); problems are printed as it goes.
+int run_admin(const AdminOptions& options);
+
+} // namespace gpupool::cmd

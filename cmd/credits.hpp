@@ -1,0 +1,23 @@
+// `gpupool credits`: the team's balance and what its jobs cost.
+// run_credits does the work for parsed options (tests call it without argv); register_credits
+// (cli.hpp) wires it to the command line.
+#pragma once
+
+#include "cmd/cli.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace gpupool::cmd {
+
+struct CreditsOptions {
+    GlobalOptions global{};
+    std::string team{}; // admins
+    std::int64_t limit = 20;
+    bool ledger = false; // the raw ledger rows instead of one row per job
+};
+
+// The exit code (cli.hpp); problems are printed as it goes.
+int run_credits(const CreditsOptions& options);
+
+} // namespace gpupool::cmd

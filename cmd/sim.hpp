@@ -1,0 +1,48 @@
+// `gpupool sim`: replays a cluster trace (or a generated workload) through the scheduler: the FGD
+// paper's allocation protocol, a run over time, or the latency of one decision.
+// run_sim does the work for parsed options (tests call it without argv); register_sim (cli.hpp)
+// wires it to the command line.
+#pragma once
+
+#include "cmd/cli.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpupool::cmd {
+
+struct SimOptions {
+    GlobalOptions global{};
+    std::string mode = "alloc";
+    std::string policy = "fgd";
+    std::string data_dir{};
+    std::string trace{};
+    std::string nodes{};
+    std::string published{};
+    std::string workload{};
+    int seeds = 10;
+    std::uint64_t first_seed = 0;
+    double tune = 1.3;
+    bool no_sharing = false;
+    unsigned threads = 0;
+    std::string tie_break = "random";
+    // time mode
+    bool generate = false;
+    int teams = 4;
+    std::int64_t jobs = 0; // 0: 2000 generated, the whole trace, 10000 queued (decision)
+    int workers = 32;
+    double load = 1.2;
+    std::vector<double> team_weights{};
+    std::int64_t min_runtime_s = 600;
+    std::int64_t grace_s = 60;
+    double half_life_s = 7.0 * 24 * 3600;
+    bool no_preemption = false;
+    std::int64_t max_events = 0;
+    double arrival_scale = 1.0;
+};
+
+// The exit code (cli.hpp); results go to stdout, problems to stderr.
+int run_sim(const SimOptions& options);
+
+} // namespace gpupool::cmd

@@ -1,0 +1,26 @@
+// `gpupool submit`: submits a recipe's jobs (or prices them with --dry-run).
+// run_submit does the work for parsed options (tests call it without argv); register_submit
+// (cli.hpp) wires it to the command line.
+#pragma once
+
+#include "cmd/cli.hpp"
+#include "cmd/jobs_view.hpp"
+
+#include <string>
+
+namespace gpupool::cmd {
+
+struct SubmitOptions {
+    GlobalOptions global{};
+    RecipeArgs recipe{};
+    bool dry_run = false;
+    bool wait = false;
+    bool follow = false;
+    bool allow_unfunded = false;
+    std::string team{};
+};
+
+// The exit code (cli.hpp); problems are printed as it goes.
+int run_submit(const SubmitOptions& options);
+
+} // namespace gpupool::cmd

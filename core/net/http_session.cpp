@@ -1,0 +1,590 @@
+#include "core/net/http_session.hpp"
+
+#include "core/net/request_head.hpp"
+#include "core/net/url.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <limits>
+#include <optional>
+
+namespace gpupool::net::detail {
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+constexpr std::size_t k_raw_read_bytes = 4096;
+constexpr std::chrono::milliseconds k_linger{1000}; // drain time after our last response
+
+template <class Stream>
+class Session final : public SessionBase {
+public:
+    static constexpr bool k_tls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+    template <class... StreamArgs>
+    Session(std::shared_ptr<Core> core, std::uint64_t id, tcp::endpoint remote, StreamArgs&&... args)
+        : m_core(std::move(core)), m_id(id), m_remote(std::move(remote)), m_stream(std::forward<StreamArgs>(args)...),
+          m_timer(m_stream.get_executor()) {}
+
+    void post_start() override {
+        asio::post(m_stream.get_executor(), [self = self()] { self->start(); });
+    }
+
+    void post_reply(std::uint64_t seq, Response response, bool dropped) override {
+        asio::post(m_stream.get_executor(), [self = self(), seq, r = std::move(response), dropped]() mutable {
+            self->on_reply(seq, std::move(r), dropped);
+        });
+    }
+
+    void post_admitted(std::uint64_t seq, std::optional<Response> refusal) override {
+        asio::post(m_stream.get_executor(), [self = self(), seq, r = std::move(refusal)]() mutable {
+            self->on_admitted(seq, std::move(r));
+        });
+    }
+
+    void post_begin_stop() override {
+        asio::post(m_stream.get_executor(), [self = self()] { self->begin_stop(); });
+    }
+
+    void post_force_stop() override {
+        asio::post(m_stream.get_executor(), [self = self()] { self->force_stop(); });
+    }
+
+private:
+    enum class State { handshake, reading_header, admitting, reading_body, handling, writing, idle, lingering, closed };
+
+    void start() {
+        if (m_core->stopping.load()) {
+            close_now();
+            return;
+        }
+        if constexpr (k_tls) {
+            m_state = State::handshake;
+            lowest().expires_after(m_core->options.header_timeout);
+            m_stream.async_handshake(ssl::stream_base::server, [self = self()](const error_code& ec) {
+                self->on_handshake(ec);
+            });
+        } else {
+            read_header();
+        }
+    }
+
+    std::shared_ptr<Session> self() { return std::static_pointer_cast<Session>(shared_from_this()); }
+    beast::tcp_stream& lowest() { return beast::get_lowest_layer(m_stream); }
+
+    // ---- reading ------------------------------------------------------------------------------
+
+    void on_handshake(const error_code& ec) {
+        if (ec) {
+            close_now();
+            return;
+        }
+        read_header();
+    }
+
+    // Between requests: parse what is buffered, else wait (idle) for the next request's first bytes.
+    void read_next() {
+        if (m_core->stopping.load()) {
+            close_now(); // an idle keep-alive connection, as stop() closes the others
+            return;
+        }
+        if (m_buffer.size() > 0) {
+            read_header();
+            return;
+        }
+        m_state = State::idle;
+        arm_timer(m_core->options.idle_timeout);
+        start_raw_read();
+    }
+
+    void read_header() {
+        m_state = State::reading_header;
+        m_parser.reset();
+        m_file_parser.reset();
+        m_body_file.reset();
+        m_head.emplace();
+        m_head->header_limit(static_cast<std::uint32_t>(
+            std::min<std::size_t>(m_core->options.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+        m_head->body_limit(boost::none); // checked against the route's limit once the header is in
+        lowest().expires_after(m_core->options.header_timeout);
+        http::async_read_header(m_stream, m_buffer, *m_head,
+                                [self = self()](const error_code& ec, std::size_t) { self->on_header(ec); });
+    }
+
+    void on_header(const error_code& ec) {
+        if (m_state == State::closed) {
+            return;
+        }
+        if (ec) {
+            if (ec == http::error::header_limit) {
+                fail(431, "headers_too_large", "the request header is larger than the server accepts");
+            } else if (is_parse_error(ec)) {
+                fail(400, "bad_request", "malformed HTTP request: " + ec.message());
+            } else {
+                close_now(); // closed, reset or timed out before a whole header arrived
+            }
+            return;
+        }
+        auto& msg = m_head->get();
+        m_version = msg.version();
+        m_keep_alive = msg.keep_alive();
+        std::string_view target(msg.target().data(), msg.target().size());
+        if (target.empty() || target.front() != '/') {
+            fail(400, "bad_request", "the request target must be an absolute path");
+            return;
+        }
+        auto parts = split_target(target);
+        std::string_view method(msg.method_string().data(), msg.method_string().size());
+        m_match = m_core->router.match(method, parts.path);
+        if (m_match.kind != Router::Match::Kind::found) {
+            answer_unmatched(); // the body, if any, is never read
+            return;
+        }
+        const RouteOptions& ro = *m_match.options;
+        m_body_limit = ro.max_body_bytes.value_or(m_core->options.max_body_bytes);
+        auto length = m_head->content_length();
+        if (length && *length > m_body_limit) {
+            fail(413, "body_too_large",
+                 "the request body has " + std::to_string(*length) + " bytes; this endpoint accepts at most " +
+                     std::to_string(m_body_limit));
+            return;
+        }
+        auto expect = msg[http::field::expect];
+        m_expect_continue =
+            !m_head->is_done() && iequals(std::string_view(expect.data(), expect.size()), "100-continue");
+        if (ro.admit) {
+            admit(ro.admit);
+            return;
+        }
+        begin_body();
+    }
+
+    // 404 or 405 from the header alone; a connection with an unread body is closed after it.
+    void answer_unmatched() {
+        Response r = unmatched_response(m_head->get(), m_match);
+        if (r.status == 400 || !m_head->is_done()) {
+            m_keep_alive = false;
+        }
+        write_response(std::move(r));
+    }
+
+    // The request line and headers as a Request (no body yet); false on bad percent-encoding.
+    bool fill_head(const http::request_header<>& msg, Request& req) {
+        return fill_request_head(msg, m_match, m_remote, k_tls, req);
+    }
+
+    void admit(const Admission& admission) {
+        Request head;
+        if (!fill_head(m_head->get(), head)) {
+            fail(400, "bad_request", "malformed percent-encoding in the request target");
+            return;
+        }
+        m_state = State::admitting;
+        auto state = std::make_shared<AdmitState>();
+        state->gate = m_core->gate;
+        state->session = weak_from_this();
+        state->seq = ++m_admit_seq;
+        try {
+            admission(head, [state](std::optional<Response> refusal) { state->decide(std::move(refusal)); });
+        } catch (const std::exception& e) {
+            state->decide(json_error(500, "internal", std::string("the request failed: ") + e.what()));
+        }
+    }
+
+    void on_admitted(std::uint64_t seq, std::optional<Response> refusal) {
+        if (m_state != State::admitting || seq != m_admit_seq) {
+            return;
+        }
+        if (refusal) {
+            m_keep_alive = false; // the body stays unread
+            write_response(std::move(*refusal));
+            return;
+        }
+        begin_body();
+    }
+
+    // Moves the header into a parser for the route's body (memory or file) and reads the body.
+    // A spooled body takes one of the upload slots here, after admission: a client without a
+    // token never holds one.
+    void begin_body() {
+        if (m_match.options->body_to_file) {
+            auto slot = m_core->take_file_slot();
+            if (!slot) {
+                Response busy = json_error(503, "busy", "too many uploads are in progress; retry in a few seconds");
+                busy.headers.set("Retry-After", "5");
+                m_keep_alive = false;
+                write_response(std::move(busy));
+                return;
+            }
+            std::error_code dir_ec;
+            const auto dir = m_core->options.spool_dir.empty() ? std::filesystem::temp_directory_path(dir_ec)
+                                                               : m_core->options.spool_dir;
+            auto file = util::TempFile::create(dir, "gpupool-body-", ""); // unpredictable, 0600
+            if (!file) {
+                fail(500, "internal", file.error().message);
+                return;
+            }
+            m_body_file = std::make_shared<BodyFile>(std::move(*file), std::move(slot));
+            m_file_parser.emplace(std::move(*m_head));
+            m_file_parser->body_limit(m_body_limit);
+            error_code ec;
+            m_file_parser->get().body().open(m_body_file->path().c_str(), beast::file_mode::write, ec);
+            if (ec) {
+                m_head.reset();
+                fail(500, "internal", "cannot write the request body to disk: " + ec.message());
+                return;
+            }
+        } else {
+            m_parser.emplace(std::move(*m_head));
+            m_parser->body_limit(m_body_limit);
+        }
+        m_head.reset();
+        m_body_start = std::chrono::steady_clock::now();
+        m_body_bytes = 0;
+        if (m_expect_continue) {
+            m_continue.emplace(http::status::continue_, m_version);
+            lowest().expires_after(m_core->options.io_timeout);
+            http::async_write(m_stream, *m_continue, [self = self()](const error_code& wec, std::size_t) {
+                if (wec) {
+                    self->close_now();
+                    return;
+                }
+                self->read_body();
+            });
+            return;
+        }
+        read_body();
+    }
+
+    bool body_done() const { return m_file_parser ? m_file_parser->is_done() : m_parser->is_done(); }
+
+    void read_body() {
+        if (m_state == State::closed) {
+            return;
+        }
+        m_state = State::reading_body;
+        if (body_done()) {
+            on_request();
+            return;
+        }
+        // Each read must make progress within io_timeout, and the body as a whole must keep up
+        // min_body_rate on average after body_grace: a trickle is cut off (the socket is closed).
+        const auto& o = m_core->options;
+        const auto deadline = body_deadline(o, m_body_start, m_body_bytes);
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) {
+            close_now();
+            return;
+        }
+        lowest().expires_after(std::min<std::chrono::steady_clock::duration>(o.io_timeout, deadline - now));
+        auto done = [self = self()](const error_code& ec, std::size_t n) { self->on_body(ec, n); };
+        if (m_file_parser) {
+            http::async_read_some(m_stream, m_buffer, *m_file_parser, std::move(done));
+        } else {
+            http::async_read_some(m_stream, m_buffer, *m_parser, std::move(done));
+        }
+    }
+
+    void on_body(const error_code& ec, std::size_t n) {
+        if (m_state == State::closed) {
+            return;
+        }
+        m_body_bytes += n;
+        if (ec == http::error::body_limit) {
+            fail(413, "body_too_large", "the request body is larger than this endpoint accepts");
+        } else if (ec && is_parse_error(ec)) {
+            fail(400, "bad_request", "malformed HTTP request body: " + ec.message());
+        } else if (ec) {
+            close_now();
+        } else {
+            read_body();
+        }
+    }
+
+    // A read that waits for the next request's first bytes (idle) and, while a handler holds the
+    // Responder, notices a client that closes or resets the connection. Bytes it reads stay in
+    // m_buffer for the next request.
+    void start_raw_read() {
+        if (m_raw_reading || m_state == State::closed) {
+            return;
+        }
+        m_raw_reading = true;
+        lowest().expires_never();
+        m_stream.async_read_some(m_buffer.prepare(k_raw_read_bytes),
+                                 [self = self()](const error_code& ec, std::size_t n) { self->on_raw_read(ec, n); });
+    }
+
+    void on_raw_read(const error_code& ec, std::size_t n) {
+        m_raw_reading = false;
+        if (m_state == State::closed) {
+            return;
+        }
+        if (!ec) {
+            m_buffer.commit(n);
+        }
+        switch (m_state) {
+        case State::idle:
+            if (ec) {
+                close_now();
+            } else {
+                m_timer_generation++;
+                m_timer.cancel();
+                read_header();
+            }
+            break;
+        case State::handling:
+            if (ec) {
+                close_now(); // the client went away while its request was pending
+            }
+            break;
+        case State::writing:
+            if (ec) {
+                m_peer_closed = true; // finish the write, then close
+            }
+            break;
+        case State::lingering:
+            if (ec) {
+                close_now();
+            } else {
+                m_buffer.consume(m_buffer.size());
+                start_raw_read();
+            }
+            break;
+        default: break;
+        }
+    }
+
+    // ---- dispatching --------------------------------------------------------------------------
+
+    void on_request() {
+        m_state = State::handling;
+        Request req;
+        bool ok = false;
+        if (m_file_parser) {
+            ok = fill_head(m_file_parser->get(), req);
+            m_file_parser->get().body().close();
+            req.body_file = std::move(m_body_file);
+        } else {
+            ok = fill_head(m_parser->get(), req);
+            req.body = std::move(m_parser->get().body());
+        }
+        if (!ok) {
+            fail(400, "bad_request", "malformed percent-encoding in the request target");
+            return;
+        }
+        m_link = std::make_shared<ClientLink>();
+        req.client = m_link;
+        const Handler* handler = m_match.handler;
+        m_parser.reset();
+        m_file_parser.reset();
+        m_match = {};
+
+        ++m_seq;
+        auto state = std::make_shared<ReplyState>();
+        state->gate = m_core->gate;
+        state->session = weak_from_this();
+        state->seq = m_seq;
+        start_raw_read();
+        try {
+            (*handler)(std::move(req), [state](Response response) { state->answer(std::move(response), false); });
+        } catch (const std::exception& e) {
+            state->answer(json_error(500, "internal", std::string("the request failed: ") + e.what()), false);
+        } catch (...) {
+            state->answer(json_error(500, "internal", "the request failed"), false);
+        }
+    }
+
+    void on_reply(std::uint64_t seq, Response response, bool dropped) {
+        if (m_state != State::handling || seq != m_seq) {
+            return; // closed, already answered by stop(), or stale
+        }
+        if (dropped) {
+            response = m_core->stopping.load()
+                           ? json_error(503, "shutting_down", "the server is shutting down; retry later")
+                           : json_error(500, "no_response", "the server dropped this request without answering");
+        }
+        write_response(std::move(response));
+    }
+
+    // ---- writing ------------------------------------------------------------------------------
+
+    // Answers a request that cannot be read further, then closes.
+    void fail(int status, std::string_view error, const std::string& detail) {
+        m_keep_alive = false;
+        write_response(json_error(status, error, detail));
+    }
+
+    void write_response(Response response, bool force_close = false) {
+        if (m_link) {
+            m_link->finish();
+            m_link.reset();
+        }
+        m_state = State::writing;
+        bool keep = m_keep_alive && !force_close && !m_core->stopping.load() && !m_peer_closed;
+        const std::string* conn = response.headers.find("Connection");
+        if (conn != nullptr && iequals(*conn, "close")) {
+            keep = false;
+        }
+        m_keep_after_write = keep;
+
+        m_response.emplace();
+        fill_beast_response(std::move(response), m_version, keep, *m_response);
+        m_serializer.emplace(*m_response);
+        write_some();
+    }
+
+    void write_some() {
+        lowest().expires_after(m_core->options.io_timeout); // stall timeout per write
+        http::async_write_some(m_stream, *m_serializer,
+                               [self = self()](const error_code& ec, std::size_t) { self->on_write(ec); });
+    }
+
+    void on_write(const error_code& ec) {
+        if (m_state == State::closed) {
+            return;
+        }
+        if (ec) {
+            close_now();
+            return;
+        }
+        if (!m_serializer->is_done()) {
+            write_some();
+            return;
+        }
+        m_serializer.reset();
+        m_response.reset();
+        if (!m_keep_after_write || m_peer_closed) {
+            close_gracefully();
+            return;
+        }
+        read_next();
+    }
+
+    // ---- closing ------------------------------------------------------------------------------
+
+    void arm_timer(std::chrono::milliseconds after) {
+        std::uint64_t generation = ++m_timer_generation;
+        m_timer.expires_after(after);
+        m_timer.async_wait([self = self(), generation](const error_code& ec) {
+            if (!ec && generation == self->m_timer_generation) {
+                self->close_now();
+            }
+        });
+    }
+
+    // Our last response is out: send FIN, then drain what the client still sends for a moment, so
+    // that closing does not reset the connection before the client has read the response.
+    void close_gracefully() {
+        if (m_state == State::closed) {
+            return;
+        }
+        m_state = State::lingering;
+        error_code ignored;
+        lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+        arm_timer(k_linger);
+        if (!m_raw_reading) {
+            m_buffer.consume(m_buffer.size());
+            start_raw_read();
+        }
+    }
+
+    void close_now() {
+        if (m_state == State::closed) {
+            return;
+        }
+        m_state = State::closed;
+        m_timer_generation++;
+        m_timer.cancel();
+        if (m_link) {
+            auto link = std::move(m_link);
+            link->notify_gone();
+        }
+        error_code ignored;
+        lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+        lowest().close();
+        auto keep = self(); // remove() may drop the registry's reference
+        m_core->remove(m_id);
+    }
+
+    void begin_stop() {
+        switch (m_state) {
+        case State::idle:
+        case State::handshake: close_now(); break;
+        case State::reading_header:
+            if (m_buffer.size() == 0 && !m_head->got_some()) {
+                close_now();
+            }
+            break;
+        default: break; // finishes its request; the response says Connection: close
+        }
+    }
+
+    void force_stop() {
+        if (m_state == State::handling) {
+            if (m_link) {
+                auto link = std::move(m_link);
+                link->notify_gone();
+            }
+            write_response(json_error(503, "shutting_down", "the server is shutting down; retry later"), true);
+        } else if (m_state != State::writing && m_state != State::lingering) {
+            close_now();
+        }
+    }
+
+    std::shared_ptr<Core> m_core;
+    std::uint64_t m_id;
+    tcp::endpoint m_remote;
+    Stream m_stream;
+    asio::steady_timer m_timer;
+    std::uint64_t m_timer_generation = 0;
+    beast::flat_buffer m_buffer;
+    std::optional<http::request_parser<http::empty_body>> m_head;       // until the header is in
+    std::optional<http::request_parser<http::string_body>> m_parser;    // then the body in memory,
+    std::optional<http::request_parser<http::file_body>> m_file_parser; // or spooled to m_body_file
+    std::shared_ptr<BodyFile> m_body_file;
+    std::size_t m_body_limit = 0;
+    std::uint64_t m_body_bytes = 0;
+    std::chrono::steady_clock::time_point m_body_start;
+    bool m_expect_continue = false;
+    std::uint64_t m_admit_seq = 0;
+    Router::Match m_match;
+    std::optional<http::response<http::empty_body>> m_continue;
+    std::optional<http::response<http::string_body>> m_response;
+    std::optional<http::response_serializer<http::string_body>> m_serializer;
+    std::shared_ptr<ClientLink> m_link;
+    State m_state = State::reading_header;
+    unsigned m_version = 11;
+    std::uint64_t m_seq = 0;
+    bool m_keep_alive = true;
+    bool m_keep_after_write = false;
+    bool m_raw_reading = false;
+    bool m_peer_closed = false;
+};
+
+using PlainSession = Session<beast::tcp_stream>;
+using TlsSession = Session<beast::ssl_stream<beast::tcp_stream>>;
+
+} // namespace
+
+std::shared_ptr<SessionBase> make_session(std::shared_ptr<Core> core, std::uint64_t id, tcp::endpoint remote,
+                                          tcp::socket socket, ssl::context* tls) {
+    if (tls != nullptr) {
+        return std::make_shared<TlsSession>(std::move(core), id, std::move(remote), std::move(socket), *tls);
+    }
+    return std::make_shared<PlainSession>(std::move(core), id, std::move(remote), std::move(socket));
+}
+
+} // namespace gpupool::net::detail

@@ -1,0 +1,200 @@
+#include "core/recipe/field_rules.hpp"
+#include "core/recipe/image_ref.hpp"
+#include "core/recipe/sections.hpp"
+#include "core/recipe/toml_values.hpp"
+#include "core/util/strings.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace gpupool::recipe::detail {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> k_retry_keys{"max_attempts", "on_exit_codes"};
+
+void parse_name(const toml::table& root, const std::string& source, JobSpec& job, Diagnostics& diag) {
+    if (const auto* n = root.get("name")) {
+        if (auto s = expect_string(*n, "name", diag)) {
+            if (s->size() > 200) {
+                diag.add(*n, "name", "must be at most 200 characters");
+            } else if (std::any_of(s->begin(), s->end(), [](char c) { return std::iscntrl(static_cast<unsigned char>(c)) != 0; })) {
+                diag.add(*n, "name", "must not contain control characters");
+            } else {
+                job.name = *s;
+            }
+        }
+    } else {
+        job.name = fs::path(source).stem().string();
+        if (job.name.empty()) {
+            job.name = "job";
+        }
+    }
+}
+
+Priority parse_priority(const toml::node& n, Diagnostics& diag) {
+    auto s = expect_string(n, "priority", diag);
+    if (!s) {
+        return Priority::normal;
+    }
+    if (*s == "low") {
+        return Priority::low;
+    }
+    if (*s == "normal") {
+        return Priority::normal;
+    }
+    if (*s == "high") {
+        return Priority::high;
+    }
+    std::string msg = "expected \"low\", \"normal\" or \"high\", got \"" + *s + "\"";
+    if (auto near = util::nearest(*s, {"low", "normal", "high"})) {
+        msg += "; did you mean \"" + *near + "\"?";
+    }
+    diag.add(n, "priority", std::move(msg));
+    return Priority::normal;
+}
+
+void parse_command(const toml::node& n, JobSpec& job, Diagnostics& diag) {
+    if (const auto* s = n.as_string()) {
+        if (s->get().find_first_not_of(" \t\n") == std::string::npos) {
+            diag.add(n, "command", "must not be empty");
+            return;
+        }
+        if (auto st = check_no_nul(s->get()); !st) {
+            diag.add(n, "command", st.error().message);
+            return;
+        }
+        job.shell = true;
+        job.command = {s->get()};
+        return;
+    }
+    if (n.is_array()) {
+        auto list = expect_string_list(n, "command", diag);
+        if (!list) {
+            return;
+        }
+        if (list->empty()) {
+            diag.add(n, "command", "must name a program to run (an empty array runs nothing)");
+            return;
+        }
+        job.shell = false;
+        job.command = std::move(*list);
+        return;
+    }
+    diag.add(n, "command", "expected an array of arguments or a shell command string, got " + type_phrase(n));
+}
+
+} // namespace
+
+bool Explained::has_key(std::string_view key) const {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+Explained explained_by(const std::vector<Misspelt>& misspelt, const toml::table& root) {
+    Explained out;
+    auto add_names = [&out](const toml::node* table) {
+        if (table != nullptr && table->is_table()) {
+            for (auto&& [key, value] : *table->as_table()) {
+                if (key.str() != "max_parallel") {
+                    out.placeholders.emplace_back(key.str());
+                }
+            }
+        }
+    };
+    for (const auto& m : misspelt) {
+        out.keys.push_back(m.meant);
+        if (m.meant == "sweep") {
+            add_names(m.value);
+        }
+    }
+    // A parameter of [sweep] with a bad value has its own error.
+    add_names(root.get("sweep"));
+    return out;
+}
+
+void parse_top(const toml::table& root, const std::string& source, const Explained& explained, JobSpec& job,
+               Diagnostics& diag) {
+    if (const auto* n = root.get("format")) {
+        if (!n->is_integer() || n->as_integer()->get() != 1) {
+            diag.add(*n, "format", "this gpupool reads recipe format 1 (`format = 1`)");
+        }
+    }
+    parse_name(root, source, job, diag);
+    if (const auto* n = root.get("description")) {
+        expect_string(*n, "description", diag, true);
+    }
+    if (const auto* n = root.get("image")) {
+        if (const auto* s = n->as_string(); s != nullptr && !s->get().empty()) {
+            // Not expect_string: the image has its own messages for every bad byte, NUL included.
+            if (auto st = validate_image_reference(s->get()); !st) {
+                diag.add(*n, "image", st.error().message);
+            } else {
+                job.image = s->get();
+            }
+        } else {
+            expect_string(*n, "image", diag);
+        }
+    } else if (!explained.has_key("image")) {
+        diag.add_plain(source, "image", "missing required key `image` (the container image to run)", true);
+    }
+    if (const auto* n = root.get("command")) {
+        parse_command(*n, job, diag);
+    } else if (!explained.has_key("command")) {
+        diag.add_plain(source, "command", "missing required key `command` (what to run in the container)", true);
+    }
+    if (const auto* n = root.get("priority")) {
+        job.priority = parse_priority(*n, diag);
+    }
+}
+
+void parse_env(const toml::table& t, EnvList& env, Diagnostics& diag) {
+    for (auto&& [key, value] : t) {
+        std::string k(key.str());
+        std::string field = "env." + k;
+        if (auto st = check_env_name(k); !st) {
+            diag.add(key.source(), field, st.error().message);
+            continue;
+        }
+        auto text = scalar_text(value);
+        if (!text) {
+            diag.add(value, field, "expected a string, number or boolean, got " + type_phrase(value));
+            continue;
+        }
+        if (auto st = check_no_nul(*text); !st) {
+            diag.add(value, field, st.error().message);
+            continue;
+        }
+        env.emplace_back(k, std::move(*text));
+    }
+}
+
+void parse_retry(const toml::table& t, Retry& retry, Diagnostics& diag) {
+    check_keys(t, k_retry_keys, "retry", diag);
+    if (const auto* n = t.get("max_attempts")) {
+        if (auto v = expect_integer(*n, "retry.max_attempts", diag, 1, 20)) {
+            retry.max_attempts = *v;
+        }
+    }
+    if (const auto* n = t.get("on_exit_codes")) {
+        const auto* arr = n->as_array();
+        if (arr == nullptr) {
+            diag.add(*n, "retry.on_exit_codes", "expected an array of exit codes, got " + type_phrase(*n));
+            return;
+        }
+        for (std::size_t i = 0; i < arr->size(); ++i) {
+            const toml::node& el = *arr->get(i);
+            std::string field = "retry.on_exit_codes[" + std::to_string(i) + "]";
+            if (el.is_integer() && el.as_integer()->get() == 0) {
+                diag.add(el, field, "exit code 0 is success and is never retried");
+                continue;
+            }
+            if (auto v = expect_integer(el, field, diag, 1, 255)) {
+                retry.on_exit_codes.push_back(*v);
+            }
+        }
+    }
+}
+
+} // namespace gpupool::recipe::detail

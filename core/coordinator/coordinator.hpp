@@ -470,6 +470,7 @@ private:
                                std::int64_t gpu_milli) const;
     Estimate estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const;
     std::optional<std::string> infeasible_reason(const recipe::JobSpec& spec) const;
+    Status check_funded(const Principal& who, TeamId team, const SubmitRequest& request) const;
     void expire(store::Changes& changes);
 
     // ---- the scheduling pass (scheduling.cpp; its input from pool_view.cpp) ----

@@ -59,6 +59,40 @@ std::optional<std::string> Coordinator::infeasible_reason(const recipe::JobSpec&
     return std::nullopt;
 }
 
+// Refuses a submission its team (or its submitting member) cannot fund by the estimate.
+Status Coordinator::check_funded(const Principal& who, TeamId team, const SubmitRequest& request) const {
+    const Estimate est = estimate_for(team, request.source, request.jobs);
+    const std::string& name = m_teams.at(team).name;
+    const std::string what = "this submission (" + std::to_string(request.jobs.size()) +
+                             (request.jobs.size() == 1 ? " job" : " jobs") + ") is estimated at " +
+                             credits_text(est.total_estimate_micro) + " (at most " +
+                             credits_text(est.total_max_micro) + ")";
+    const std::string hint = "; ask an admin for a grant (`gpupool admin grant " + name +
+                             " AMOUNT`), or submit with --allow-unfunded to queue it until funds arrive";
+    if (est.total_estimate_micro > est.available_micro) {
+        return make_error(ErrorCode::conflict,
+                          what + " but team `" + name + "` has " + credits_text(est.available_micro) +
+                              " available" + hint,
+                          "credits");
+    }
+    if (est.budget_room_micro && est.total_estimate_micro > *est.budget_room_micro) {
+        return make_error(ErrorCode::conflict,
+                          what + " but team `" + name + "`'s budget allows " +
+                              credits_text(std::max<Micro>(*est.budget_room_micro, 0)) + " more now" + hint,
+                          "credits");
+    }
+    if (auto mine = member_room(who.token_id, m_clock.now_ms()); mine && est.total_estimate_micro > *mine) {
+        const TokenRecord* t = token_by_id(who.token_id);
+        return make_error(ErrorCode::conflict,
+                          what + " but your own budget (member `" + (t ? t->label : std::string()) + "`) allows " +
+                              credits_text(std::max<Micro>(*mine, 0)) + " more now; ask an admin to raise it " +
+                              "(`gpupool admin budget " + name + " --member ...`), or submit with " +
+                              "--allow-unfunded to queue it until your budget has room",
+                          "credits");
+    }
+    return {};
+}
+
 Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest request) {
     std::optional<TeamId> team;
     if (who.role == Role::member) {
@@ -134,34 +168,8 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
         }
     }
     if (m_options.credits.enforce && !request.allow_unfunded) {
-        const Estimate est = estimate_for(*team, request.source, request.jobs);
-        const std::string& name = m_teams.at(*team).name;
-        const std::string what = "this submission (" + std::to_string(request.jobs.size()) +
-                                 (request.jobs.size() == 1 ? " job" : " jobs") + ") is estimated at " +
-                                 credits_text(est.total_estimate_micro) + " (at most " +
-                                 credits_text(est.total_max_micro) + ")";
-        const std::string hint = "; ask an admin for a grant (`gpupool admin grant " + name +
-                                 " AMOUNT`), or submit with --allow-unfunded to queue it until funds arrive";
-        if (est.total_estimate_micro > est.available_micro) {
-            return make_error(ErrorCode::conflict,
-                              what + " but team `" + name + "` has " + credits_text(est.available_micro) +
-                                  " available" + hint,
-                              "credits");
-        }
-        if (est.budget_room_micro && est.total_estimate_micro > *est.budget_room_micro) {
-            return make_error(ErrorCode::conflict,
-                              what + " but team `" + name + "`'s budget allows " +
-                                  credits_text(std::max<Micro>(*est.budget_room_micro, 0)) + " more now" + hint,
-                              "credits");
-        }
-        if (auto mine = member_room(who.token_id, m_clock.now_ms()); mine && est.total_estimate_micro > *mine) {
-            const TokenRecord* t = token_by_id(who.token_id);
-            return make_error(ErrorCode::conflict,
-                              what + " but your own budget (member `" + (t ? t->label : std::string()) + "`) allows " +
-                                  credits_text(std::max<Micro>(*mine, 0)) + " more now; ask an admin to raise it " +
-                                  "(`gpupool admin budget " + name + " --member ...`), or submit with " +
-                                  "--allow-unfunded to queue it until your budget has room",
-                              "credits");
+        if (auto st = check_funded(who, *team, request); !st) {
+            return st.error();
         }
     }
     const std::int64_t now = m_clock.now_ms();

@@ -7,6 +7,7 @@
 #include "core/credits/catalog.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/store/open_store.hpp"
+#include "core/util/files.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -161,9 +162,6 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     }
     const std::string scheme = o.tls_cert.empty() ? "http" : "https";
     const std::string url = scheme + "://" + so->http.host + ":" + std::to_string(service.port());
-    if (!o.port_file.empty()) {
-        std::ofstream(o.port_file) << service.port() << '\n';
-    }
     spdlog::info("coordinator started: {} (store {}, policy {}, lease {}, credits {}, pool fee {}%, settle {})", url,
                  o.db, o.policy, o.lease, o.credits, o.pool_fee, o.settle);
     if (global.json) {
@@ -176,6 +174,14 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
         std::cout << "gpupool coordinator listening on " << url << " (store " << o.db << ")" << std::endl;
         if (!admin_token.empty()) {
             std::cout << "admin token (shown once, keep it safe): " << admin_token << std::endl;
+        }
+    }
+    // Last, and whole at once: whoever waits for this file finds the banner and token printed.
+    if (!o.port_file.empty()) {
+        if (auto st = util::write_private_file(o.port_file, std::to_string(service.port()) + "\n"); !st) {
+            report_error(global, st.error());
+            service.stop();
+            return k_exit_failed;
         }
     }
     int sig = 0;

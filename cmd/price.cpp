@@ -89,7 +89,7 @@ json pool_estimate(const GlobalOptions& global, const std::string& source, const
         return nullptr;
     }
     client::ApiClient api(*cfg);
-    auto r = api.post("/v1/estimate", {{"source", source}, {"jobs", json::parse(recipe::to_json(jobs).dump())}});
+    auto r = api.post("/v1/estimate", {{"source", source}, {"jobs", recipe::to_wire_json(jobs)}});
     if (!r) {
         why = r.error().code == ErrorCode::invalid_input ? "no estimate from the pool: " + r.error().message
                                                          : "the pool's estimate is unavailable: " + r.error().message;

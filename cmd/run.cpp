@@ -217,7 +217,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
     }
     json body = {{"source", recipe.source},
                  {"max_parallel", recipe.sweep.max_parallel},
-                 {"jobs", json::parse(recipe::to_json(jobs).dump())}};
+                 {"jobs", recipe::to_wire_json(jobs)}};
     auto res = api.post("/v1/jobs", body);
     if (!res) {
         report_error(global, res.error());

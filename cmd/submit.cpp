@@ -49,7 +49,7 @@ int run_submit(const SubmitOptions& opts) {
     }
     nlohmann::json body = {{"source", recipe.source},
                            {"max_parallel", recipe.sweep.max_parallel},
-                           {"jobs", nlohmann::json::parse(recipe::to_json(jobs).dump())}};
+                           {"jobs", recipe::to_wire_json(jobs)}};
     if (!opts.team.empty()) {
         body["team"] = opts.team;
     }

@@ -108,4 +108,10 @@ json to_json(const Inventory& inv) {
             {"runtime", inv.runtime}};
 }
 
+std::string to_text(const Inventory& inventory) { return to_json(inventory).dump(); }
+
+Result<Inventory> inventory_from_text(std::string_view text) {
+    return inventory_from_json(json::parse(text, nullptr, false));
+}
+
 } // namespace gpupool::api

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpupool::api {
@@ -39,5 +40,8 @@ struct Inventory {
 // ignored (an older coordinator meets a newer worker).
 Result<Inventory> inventory_from_json(const nlohmann::json& j, const std::string& field = "inventory");
 nlohmann::json to_json(const Inventory& inventory);
+// The stored form (a JSON document), and reading it back with the same validation.
+std::string to_text(const Inventory& inventory);
+Result<Inventory> inventory_from_text(std::string_view text);
 
 } // namespace gpupool::api

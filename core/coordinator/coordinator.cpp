@@ -93,7 +93,7 @@ void Coordinator::absorb(const Changes& changes) {
         auto& live = m_workers[w.id];
         live.record = w;
         // Validated when it arrived; a row that no longer reads (edited by hand) offers nothing.
-        auto inv = api::inventory_from_json(nlohmann::json::parse(w.inventory_json, nullptr, false));
+        auto inv = api::inventory_from_text(w.inventory_json);
         set_inventory(live, inv ? std::move(*inv) : api::Inventory{});
         m_next_worker = std::max(m_next_worker, w.id.value() + 1);
     }

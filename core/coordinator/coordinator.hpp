@@ -38,7 +38,6 @@
 #include "core/sched/scheduler.hpp"
 #include "core/store/store.hpp"
 
-#include <nlohmann/json.hpp>
 
 #include <map>
 #include <optional>

@@ -46,7 +46,7 @@ json job_json(const Coordinator& coord, const JobRecord& j, const std::vector<At
             {"exit_code", j.exit_code ? json(*j.exit_code) : json()},
             {"reason", j.reason},
             {"waiting_reason", waiting},
-            {"spec", json::parse(recipe::to_json(j.spec).dump())},
+            {"spec", recipe::to_wire_json(j.spec)},
             {"cost_micro", cost},
             {"held_micro", coord.held_micro(j.id)},
             {"attempt_history", a}};

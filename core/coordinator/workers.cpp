@@ -145,7 +145,7 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     }
     const std::int64_t now = m_clock.now_ms();
     Changes c;
-    WorkerRecord w{WorkerId(m_next_worker), *who.team, name, api::to_json(inventory).dump(), WorkerState::active, now, now,
+    WorkerRecord w{WorkerId(m_next_worker), *who.team, name, api::to_text(inventory), WorkerState::active, now, now,
                    who.token_id};
     c.workers.push_back(w);
     auto tok = issue(Role::worker, who.team, w.id, "worker " + name, c);
@@ -213,7 +213,7 @@ Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::v
     if (inventory != nullptr && *inventory != m_workers.at(*who.worker).inventory) {
         // The machine changed since it registered (a GPU added or gone, other --cpus-milli,
         // --memory-mib or --slots): schedule by what it has now.
-        w.inventory_json = api::to_json(*inventory).dump();
+        w.inventory_json = api::to_text(*inventory);
         reply.warnings = inventory_warnings(*inventory);
     }
     c.workers.push_back(w);

@@ -10,8 +10,9 @@ namespace gpupool::recipe {
 
 namespace {
 
-nlohmann::ordered_json env_json(const EnvList& env) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+template <class Json>
+Json env_json(const EnvList& env) {
+    Json out = Json::object();
     for (const auto& [k, v] : env) {
         out[k] = v;
     }
@@ -174,9 +175,14 @@ Status check_strings(const JobSpec& job) {
 
 } // namespace
 
-nlohmann::ordered_json to_json(const JobSpec& job) {
+namespace {
+
+// One JobSpec as JSON of either kind: ordered (the CLI's --json, fields in the recipe's order) or
+// plain (request and reply bodies, built directly rather than dumped and parsed again).
+template <class Json>
+Json spec_json(const JobSpec& job) {
     const Resources& r = job.resources;
-    nlohmann::ordered_json resources = {
+    Json resources = {
         {"gpus", r.gpus},
         {"gpu_milli", r.gpu_milli},
         {"gpu_memory_mib", r.gpu_memory_mib},
@@ -191,7 +197,7 @@ nlohmann::ordered_json to_json(const JobSpec& job) {
         {"image", job.image},
         {"command", job.command},
         {"shell", job.shell},
-        {"env", env_json(job.env)},
+        {"env", env_json<Json>(job.env)},
         {"resources", resources},
         {"inputs", {{"paths", job.inputs.paths}, {"max_size_mib", job.inputs.max_size_mib}, {"archive", job.inputs.archive}}},
         {"outputs", {{"paths", job.outputs.paths}, {"max_size_mib", job.outputs.max_size_mib}}},
@@ -199,18 +205,29 @@ nlohmann::ordered_json to_json(const JobSpec& job) {
         {"cache_models", job.cache_models},
         {"retry", {{"max_attempts", job.retry.max_attempts}, {"on_exit_codes", job.retry.on_exit_codes}}},
         {"priority", to_string(job.priority)},
-        {"params", env_json(job.params)},
+        {"params", env_json<Json>(job.params)},
         {"sweep_index", job.sweep_index},
     };
 }
 
-nlohmann::ordered_json to_json(const std::vector<JobSpec>& jobs) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+template <class Json>
+Json specs_json(const std::vector<JobSpec>& jobs) {
+    Json out = Json::array();
     for (const auto& j : jobs) {
-        out.push_back(to_json(j));
+        out.push_back(spec_json<Json>(j));
     }
     return out;
 }
+
+} // namespace
+
+nlohmann::ordered_json to_json(const JobSpec& job) { return spec_json<nlohmann::ordered_json>(job); }
+
+nlohmann::json to_wire_json(const JobSpec& job) { return spec_json<nlohmann::json>(job); }
+
+nlohmann::json to_wire_json(const std::vector<JobSpec>& jobs) { return specs_json<nlohmann::json>(jobs); }
+
+nlohmann::ordered_json to_json(const std::vector<JobSpec>& jobs) { return specs_json<nlohmann::ordered_json>(jobs); }
 
 namespace {
 

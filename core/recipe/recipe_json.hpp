@@ -15,6 +15,9 @@ namespace gpupool::recipe {
 
 nlohmann::ordered_json to_json(const JobSpec& job);
 nlohmann::ordered_json to_json(const std::vector<JobSpec>& jobs);
+// The same as plain JSON, for request and reply bodies (no dump-and-parse to change kinds).
+nlohmann::json to_wire_json(const JobSpec& job);
+nlohmann::json to_wire_json(const std::vector<JobSpec>& jobs);
 
 Result<JobSpec> job_from_json(const nlohmann::json& j);
 

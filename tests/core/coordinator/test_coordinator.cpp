@@ -4,6 +4,7 @@
 #include "tests/support.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 using namespace gpupool;
 using namespace gpupool::coordinator;

@@ -108,9 +108,10 @@ Row run(std::int64_t history, int reps, const fs::path& dir) {
     const auto enroll = must(coord.create_token(admin, store::Role::enroll, "bench", "e"), "token");
     std::vector<Principal> workers;
     for (int i = 0; i < 4; ++i) {
-        nlohmann::json inv = {{"cpu_milli", 64'000},
-                              {"memory_mib", 1 << 20},
-                              {"gpus", {{{"index", 0}, {"model", "A100-80GB"}, {"memory_mib", 81920}}}}};
+        api::Inventory inv;
+        inv.cpu_milli = 64'000;
+        inv.memory_mib = 1 << 20;
+        inv.gpus.push_back({0, "A100-80GB", 81920, "", ""});
         auto reg = must(coord.register_worker(must(coord.authenticate(enroll.secret), "auth"), "box-" + std::to_string(i),
                                               inv),
                         "register");

@@ -105,7 +105,7 @@ Row run(std::int64_t history, int reps, const fs::path& dir) {
     const Principal member =
         must(coord.authenticate(must(coord.create_token(admin, store::Role::member, "bench", "m"), "token").secret),
              "auth");
-    const auto enroll = must(coord.create_token(admin, store::Role::enroll, "bench", "e"), "token");
+    const auto enroll = must(coord.create_token(admin, store::Role::enroll, "bench", "e", 4), "token");
     std::vector<Principal> workers;
     for (int i = 0; i < 4; ++i) {
         api::Inventory inv;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
@@ -134,213 +135,267 @@ using EndQueue = std::priority_queue<std::tuple<std::int64_t, std::int64_t, std:
 
 } // namespace
 
-TimeSimResult run_time_sim(const SimCluster& cluster, const std::vector<TimedJob>& jobs,
-                           const std::vector<sched::TeamShare>& teams, const TimeSimOptions& options) {
-    TimeSimResult res;
-    res.jobs = static_cast<std::int64_t>(jobs.size());
-    sched::ClusterView view;
-    view.models = cluster.models;
-    view.workers = cluster.workers;
-    std::unordered_map<std::int64_t, std::size_t> worker_index;
-    for (std::size_t i = 0; i < view.workers.size(); ++i) {
-        worker_index[view.workers[i].id.value()] = i;
-    }
-    std::unordered_map<std::int64_t, std::size_t> job_index;
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-        job_index[jobs[i].request.id.value()] = i;
-    }
-    std::map<std::int64_t, double> weight;
-    for (const auto& t : teams) {
-        weight[t.team.value()] = t.weight;
-    }
-    for (const auto& j : jobs) {
-        weight.emplace(j.request.team.value(), 1.0);
-    }
-    sched::UsageLedger ledger(options.policy.ordering.half_life_s);
-    std::map<std::int64_t, TeamResult> team_results;
-    for (const auto& [t, w] : weight) {
-        team_results[t] = TeamResult{t, w, 0.0, 0};
-    }
+namespace {
 
-    std::vector<JobRequest> pending;
-    std::unordered_map<std::int64_t, Active> active; // by job id
-    EndQueue ends;
-    std::int64_t seq = 0;
-    std::int64_t next_attempt = 1;
-    std::vector<double> delays;
-    std::vector<double> delays_high;
-    std::vector<bool> started(jobs.size(), false);
-
-    const std::int64_t t0 = jobs.empty() ? 0 : jobs.front().request.submitted_at;
-    std::int64_t allocated = 0; // milli-GPU in use
-    double alloc_integral = 0.0;
-    std::int64_t last_t = t0;
-    std::size_t next_arrival = 0;
-    std::int64_t events = 0;
-    const double total_gpu = std::max<double>(1.0, static_cast<double>(cluster.total_gpu_milli));
-    // Utilisation is sampled at evenly spaced times between the first and the last arrival.
-    std::vector<std::int64_t> sample_times;
-    if (!jobs.empty() && options.utilization_samples > 0) {
-        const std::int64_t t1 = jobs.back().request.submitted_at;
-        const auto n = static_cast<std::int64_t>(options.utilization_samples);
-        for (std::int64_t k = 1; k <= n; ++k) {
-            sample_times.push_back(t0 + (t1 - t0) * k / n);
+// One run of the time simulation: the pool as the events leave it, and the figures so far.
+class TimeSim {
+public:
+    TimeSim(const SimCluster& cluster, const std::vector<TimedJob>& jobs, const std::vector<sched::TeamShare>& teams,
+            const TimeSimOptions& options)
+        : m_cluster(cluster), m_jobs(jobs), m_options(options), m_ledger(options.policy.ordering.half_life_s),
+          m_started(jobs.size(), false),
+          m_total_gpu(std::max<double>(1.0, static_cast<double>(cluster.total_gpu_milli))) {
+        m_res.jobs = static_cast<std::int64_t>(jobs.size());
+        m_view.models = cluster.models;
+        m_view.workers = cluster.workers;
+        for (std::size_t i = 0; i < m_view.workers.size(); ++i) {
+            m_worker_index[m_view.workers[i].id.value()] = i;
+        }
+        for (std::size_t i = 0; i < jobs.size(); ++i) {
+            m_job_index[jobs[i].request.id.value()] = i;
+        }
+        for (const auto& t : teams) {
+            m_weight[t.team.value()] = t.weight;
+        }
+        for (const auto& j : jobs) {
+            m_weight.emplace(j.request.team.value(), 1.0);
+        }
+        for (const auto& [t, w] : m_weight) {
+            m_team_results[t] = TeamResult{t, w, 0.0, 0};
+        }
+        m_t0 = jobs.empty() ? 0 : jobs.front().request.submitted_at;
+        m_last_t = m_t0;
+        // Utilisation is sampled at evenly spaced times between the first and the last arrival.
+        if (!jobs.empty() && options.utilization_samples > 0) {
+            const std::int64_t t1 = jobs.back().request.submitted_at;
+            const auto n = static_cast<std::int64_t>(options.utilization_samples);
+            for (std::int64_t k = 1; k <= n; ++k) {
+                m_sample_times.push_back(m_t0 + (t1 - m_t0) * k / n);
+            }
         }
     }
-    std::size_t next_sample = 0;
 
-    auto gpu_of = [](const sched::RunningJob& r) {
+    TimeSimResult run() {
+        std::int64_t events = 0;
+        while (options_allow(events)) {
+            auto now = next_event();
+            if (!now) {
+                break;
+            }
+            ++events;
+            advance_to(*now);
+            end_attempts(*now);
+            while (m_next_arrival < m_jobs.size() && m_jobs[m_next_arrival].request.submitted_at == *now) {
+                m_pending.push_back(m_jobs[m_next_arrival].request);
+                ++m_next_arrival;
+            }
+            if (!m_pending.empty()) {
+                schedule_at(*now);
+            }
+        }
+        return figures();
+    }
+
+private:
+    static std::int64_t gpu_of(const sched::RunningJob& r) {
         return r.gpu_milli * static_cast<std::int64_t>(r.gpu_indices.size());
-    };
-    auto finish = [&](Active& a, std::int64_t now, bool preempted) {
-        sched::Worker& w = view.workers[worker_index.at(a.run.worker.value())];
-        sched::give_back(w, a.run.cpu_milli, a.run.memory_mib, a.run.gpu_indices, a.run.gpu_milli);
-        const std::int64_t g = gpu_of(a.run);
-        allocated -= g;
-        const double gpu_s = static_cast<double>(g) / 1000.0 * static_cast<double>(now - a.run.started_at);
-        ledger.record(a.run.team, gpu_s, now);
-        team_results[a.run.team.value()].gpu_seconds += gpu_s;
-        if (preempted) {
-            res.lost_gpu_seconds += gpu_s;
-            JobRequest again = jobs[a.job].request;
-            again.submitted_at = now; // requeued: its age restarts, so it cannot outrank its preemptor
-            pending.push_back(again);
-        } else {
-            ++res.finished;
-        }
-    };
+    }
 
-    while (true) {
-        if (options.max_events > 0 && events >= options.max_events) {
-            break;
+    bool options_allow(std::int64_t events) const {
+        return m_options.max_events <= 0 || events < m_options.max_events;
+    }
+
+    // The next arrival or attempt end, whichever comes first.
+    std::optional<std::int64_t> next_event() const {
+        std::optional<std::int64_t> now;
+        if (m_next_arrival < m_jobs.size()) {
+            now = m_jobs[m_next_arrival].request.submitted_at;
         }
-        std::int64_t now = 0;
-        bool have = false;
-        if (next_arrival < jobs.size()) {
-            now = jobs[next_arrival].request.submitted_at;
-            have = true;
+        if (!m_ends.empty() && (!now || std::get<0>(m_ends.top()) < *now)) {
+            now = std::get<0>(m_ends.top());
         }
-        if (!ends.empty() && (!have || std::get<0>(ends.top()) < now)) {
-            now = std::get<0>(ends.top());
-            have = true;
+        return now;
+    }
+
+    void advance_to(std::int64_t now) {
+        while (m_next_sample < m_sample_times.size() && m_sample_times[m_next_sample] < now) {
+            m_res.utilization.emplace_back(m_sample_times[m_next_sample],
+                                           static_cast<double>(m_allocated) / m_total_gpu);
+            ++m_next_sample;
         }
-        if (!have) {
-            break;
-        }
-        ++events;
-        while (next_sample < sample_times.size() && sample_times[next_sample] < now) {
-            res.utilization.emplace_back(sample_times[next_sample], static_cast<double>(allocated) / total_gpu);
-            ++next_sample;
-        }
-        alloc_integral += static_cast<double>(allocated) * static_cast<double>(now - last_t);
-        last_t = now;
-        while (!ends.empty() && std::get<0>(ends.top()) == now) {
-            const std::int64_t id = std::get<2>(ends.top());
-            ends.pop();
-            auto it = active.find(id);
-            if (it == active.end() || it->second.end != now) {
+        m_alloc_integral += static_cast<double>(m_allocated) * static_cast<double>(now - m_last_t);
+        m_last_t = now;
+    }
+
+    void end_attempts(std::int64_t now) {
+        while (!m_ends.empty() && std::get<0>(m_ends.top()) == now) {
+            const std::int64_t id = std::get<2>(m_ends.top());
+            m_ends.pop();
+            auto it = m_active.find(id);
+            if (it == m_active.end() || it->second.end != now) {
                 continue; // stale entry (the attempt was preempted earlier)
             }
             finish(it->second, now, it->second.stopping);
-            active.erase(it);
+            m_active.erase(it);
         }
-        while (next_arrival < jobs.size() && jobs[next_arrival].request.submitted_at == now) {
-            pending.push_back(jobs[next_arrival].request);
-            ++next_arrival;
-        }
-        if (pending.empty()) {
-            continue;
-        }
+    }
 
-        view.running.clear();
-        for (const auto& [id, a] : active) {
-            view.running.push_back(a.run);
+    void finish(Active& a, std::int64_t now, bool preempted) {
+        sched::Worker& w = m_view.workers[m_worker_index.at(a.run.worker.value())];
+        sched::give_back(w, a.run.cpu_milli, a.run.memory_mib, a.run.gpu_indices, a.run.gpu_milli);
+        const std::int64_t g = gpu_of(a.run);
+        m_allocated -= g;
+        const double gpu_s = static_cast<double>(g) / 1000.0 * static_cast<double>(now - a.run.started_at);
+        m_ledger.record(a.run.team, gpu_s, now);
+        m_team_results[a.run.team.value()].gpu_seconds += gpu_s;
+        if (preempted) {
+            m_res.lost_gpu_seconds += gpu_s;
+            JobRequest again = m_jobs[a.job].request;
+            again.submitted_at = now; // requeued: its age restarts, so it cannot outrank its preemptor
+            m_pending.push_back(again);
+        } else {
+            ++m_res.finished;
         }
-        std::sort(view.running.begin(), view.running.end(),
+    }
+
+    // The running attempts and the teams' usage (decayed, plus what is in flight) as of `now`.
+    void refresh_view(std::int64_t now) {
+        m_view.running.clear();
+        for (const auto& [id, a] : m_active) {
+            m_view.running.push_back(a.run);
+        }
+        std::sort(m_view.running.begin(), m_view.running.end(),
                   [](const sched::RunningJob& a, const sched::RunningJob& b) { return a.job < b.job; });
         std::map<std::int64_t, double> in_flight;
-        for (const auto& r : view.running) {
+        for (const auto& r : m_view.running) {
             in_flight[r.team.value()] +=
                 static_cast<double>(gpu_of(r)) / 1000.0 * static_cast<double>(now - r.started_at);
         }
-        view.teams.clear();
-        for (const auto& [t, w] : weight) {
-            view.teams.push_back(sched::TeamShare{TeamId(t), w, ledger.usage(TeamId(t), now) + in_flight[t]});
+        m_view.teams.clear();
+        for (const auto& [t, w] : m_weight) {
+            m_view.teams.push_back(sched::TeamShare{TeamId(t), w, m_ledger.usage(TeamId(t), now) + in_flight[t]});
         }
+    }
 
-        sched::Policy policy = options.policy;
-        policy.seed = options.policy.seed + static_cast<std::uint64_t>(res.schedule_calls);
-        sched::Decisions d = sched::schedule(view, pending, options.admission, policy, now);
-        ++res.schedule_calls;
-
+    void schedule_at(std::int64_t now) {
+        refresh_view(now);
+        sched::Policy policy = m_options.policy;
+        policy.seed = m_options.policy.seed + static_cast<std::uint64_t>(m_res.schedule_calls);
+        sched::Decisions d = sched::schedule(m_view, m_pending, m_options.admission, policy, now);
+        ++m_res.schedule_calls;
         std::unordered_map<std::int64_t, bool> remove;
         for (const auto& p : d.placements) {
-            const std::size_t ji = job_index.at(p.job.value());
-            const JobRequest& req = jobs[ji].request;
-            sched::Worker& w = view.workers[worker_index.at(p.worker.value())];
-            sched::Choice c;
-            c.gpus = p.gpus;
-            c.milli = p.gpu_milli;
-            sched::take(w, req, c);
-            Active a;
-            a.run = sched::RunningJob{p.job,          sched::AttemptId(next_attempt++),
-                                      req.team,       req.priority,
-                                      p.worker,       p.gpus,
-                                      p.gpu_milli,    req.cpu_milli,
-                                      req.memory_mib, now,
-                                      false,          sched::JobId{}};
-            a.job = ji;
-            a.end = now + jobs[ji].duration_s;
-            allocated += gpu_of(a.run);
-            ends.emplace(a.end, seq++, p.job.value());
-            active[p.job.value()] = std::move(a);
+            start(p, now);
             remove[p.job.value()] = true;
-            if (!started[ji]) {
-                started[ji] = true;
-                ++res.started;
-                ++team_results[req.team.value()].jobs_started;
-                const double delay = static_cast<double>(now - req.submitted_at);
-                delays.push_back(delay);
-                if (req.priority == Priority::high) {
-                    delays_high.push_back(delay);
-                }
-            }
         }
         for (const auto& p : d.preemptions) {
-            auto it = active.find(p.victim.value());
-            if (it == active.end() || it->second.stopping) {
-                continue;
-            }
-            it->second.stopping = true;
-            it->second.run.stopping = true;
-            it->second.run.preempted_for = p.for_job;
-            it->second.end = p.stop_by;
-            ends.emplace(p.stop_by, seq++, p.victim.value());
-            ++res.preemptions;
+            preempt(p);
         }
         for (const auto& w : d.waiting) {
             if (w.outcome == sched::PlaceOutcome::infeasible) {
                 remove[w.job.value()] = true;
-                ++res.rejected;
+                ++m_res.rejected;
             }
         }
-        std::erase_if(pending, [&](const JobRequest& j) { return remove.contains(j.id.value()); });
-        res.end_time = now;
+        std::erase_if(m_pending, [&](const JobRequest& j) { return remove.contains(j.id.value()); });
+        m_res.end_time = now;
     }
-    const double span = static_cast<double>(last_t - t0);
-    const double total = static_cast<double>(cluster.total_gpu_milli);
-    res.utilization_avg = span > 0.0 && total > 0.0 ? alloc_integral / span / total : 0.0;
-    res.delay_p50_s = percentile(delays, 50);
-    res.delay_p90_s = percentile(delays, 90);
-    res.delay_p99_s = percentile(delays, 99);
-    res.delay_p99_high_s = percentile(delays_high, 99);
-    std::vector<double> per_weight;
-    for (const auto& [t, r] : team_results) {
-        res.teams.push_back(r);
-        per_weight.push_back(r.gpu_seconds / (r.weight > 0 ? r.weight : 1.0));
+
+    void start(const sched::PlacementDecision& p, std::int64_t now) {
+        const std::size_t ji = m_job_index.at(p.job.value());
+        const JobRequest& req = m_jobs[ji].request;
+        sched::Worker& w = m_view.workers[m_worker_index.at(p.worker.value())];
+        sched::Choice c;
+        c.gpus = p.gpus;
+        c.milli = p.gpu_milli;
+        sched::take(w, req, c);
+        Active a;
+        a.run = sched::RunningJob{p.job,          sched::AttemptId(m_next_attempt++),
+                                  req.team,       req.priority,
+                                  p.worker,       p.gpus,
+                                  p.gpu_milli,    req.cpu_milli,
+                                  req.memory_mib, now,
+                                  false,          sched::JobId{}};
+        a.job = ji;
+        a.end = now + m_jobs[ji].duration_s;
+        m_allocated += gpu_of(a.run);
+        m_ends.emplace(a.end, m_seq++, p.job.value());
+        m_active[p.job.value()] = std::move(a);
+        if (!m_started[ji]) {
+            m_started[ji] = true;
+            ++m_res.started;
+            ++m_team_results[req.team.value()].jobs_started;
+            const double delay = static_cast<double>(now - req.submitted_at);
+            m_delays.push_back(delay);
+            if (req.priority == Priority::high) {
+                m_delays_high.push_back(delay);
+            }
+        }
     }
-    res.jain_index = jain_index(per_weight);
-    return res;
+
+    void preempt(const sched::PreemptionDecision& p) {
+        auto it = m_active.find(p.victim.value());
+        if (it == m_active.end() || it->second.stopping) {
+            return;
+        }
+        it->second.stopping = true;
+        it->second.run.stopping = true;
+        it->second.run.preempted_for = p.for_job;
+        it->second.end = p.stop_by;
+        m_ends.emplace(p.stop_by, m_seq++, p.victim.value());
+        ++m_res.preemptions;
+    }
+
+    TimeSimResult figures() {
+        const double span = static_cast<double>(m_last_t - m_t0);
+        const double total = static_cast<double>(m_cluster.total_gpu_milli);
+        m_res.utilization_avg = span > 0.0 && total > 0.0 ? m_alloc_integral / span / total : 0.0;
+        m_res.delay_p50_s = percentile(m_delays, 50);
+        m_res.delay_p90_s = percentile(m_delays, 90);
+        m_res.delay_p99_s = percentile(m_delays, 99);
+        m_res.delay_p99_high_s = percentile(m_delays_high, 99);
+        std::vector<double> per_weight;
+        for (const auto& [t, r] : m_team_results) {
+            m_res.teams.push_back(r);
+            per_weight.push_back(r.gpu_seconds / (r.weight > 0 ? r.weight : 1.0));
+        }
+        m_res.jain_index = jain_index(per_weight);
+        return std::move(m_res);
+    }
+
+    const SimCluster& m_cluster;
+    const std::vector<TimedJob>& m_jobs;
+    const TimeSimOptions& m_options;
+    TimeSimResult m_res;
+    sched::ClusterView m_view;
+    std::unordered_map<std::int64_t, std::size_t> m_worker_index;
+    std::unordered_map<std::int64_t, std::size_t> m_job_index;
+    std::map<std::int64_t, double> m_weight;
+    sched::UsageLedger m_ledger;
+    std::map<std::int64_t, TeamResult> m_team_results;
+    std::vector<JobRequest> m_pending;
+    std::unordered_map<std::int64_t, Active> m_active; // by job id
+    EndQueue m_ends;
+    std::int64_t m_seq = 0;
+    std::int64_t m_next_attempt = 1;
+    std::vector<double> m_delays;
+    std::vector<double> m_delays_high;
+    std::vector<bool> m_started;
+    std::int64_t m_t0 = 0;
+    std::int64_t m_allocated = 0; // milli-GPU in use
+    double m_alloc_integral = 0.0;
+    std::int64_t m_last_t = 0;
+    std::size_t m_next_arrival = 0;
+    double m_total_gpu = 1.0;
+    std::vector<std::int64_t> m_sample_times;
+    std::size_t m_next_sample = 0;
+};
+
+} // namespace
+
+TimeSimResult run_time_sim(const SimCluster& cluster, const std::vector<TimedJob>& jobs,
+                           const std::vector<sched::TeamShare>& teams, const TimeSimOptions& options) {
+    return TimeSim(cluster, jobs, teams, options).run();
 }
 
 } // namespace gpupool::sim

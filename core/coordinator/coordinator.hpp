@@ -31,6 +31,7 @@
 #pragma once
 
 #include "core/api/inventory.hpp"
+#include "core/api/outcome.hpp"
 #include "core/coordinator/clock.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/credits/ledger.hpp"
@@ -121,13 +122,9 @@ struct SubmitRequest {
     std::string idempotency_key{};
 };
 
-// How a worker says an attempt ended.
-enum class Outcome : std::uint8_t {
-    exited,          // the job's process exited with exit_code
-    worker_fault,    // the worker could not run it (container failed to start, lost on restart)
-    owner_preempted, // the GPU's owner reclaimed the machine
-};
-std::optional<Outcome> outcome_from_string(std::string_view s);
+// How a worker says an attempt ended (one enum for both ends: core/api/outcome.hpp).
+using api::Outcome;
+using api::outcome_from_string;
 
 // What a sweep is expected to cost, before it runs.
 struct JobEstimate {

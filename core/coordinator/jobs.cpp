@@ -516,19 +516,6 @@ std::int64_t Coordinator::log_head_bytes(std::int64_t cap) {
     return std::min(k_log_head_bytes, cap / 2);
 }
 
-std::optional<Outcome> outcome_from_string(std::string_view s) {
-    if (s == "exited") {
-        return Outcome::exited;
-    }
-    if (s == "worker_fault") {
-        return Outcome::worker_fault;
-    }
-    if (s == "owner_preempted") {
-        return Outcome::owner_preempted;
-    }
-    return std::nullopt;
-}
-
 Status Coordinator::put_inputs(const Principal& who, const std::string& sha, const UploadedFile& file,
                                const std::optional<std::string>& team_name) {
     std::optional<TeamId> team;

@@ -8,15 +8,6 @@ namespace gpupool::worker {
 
 using nlohmann::json;
 
-const char* to_string(Outcome o) {
-    switch (o) {
-    case Outcome::exited: return "exited";
-    case Outcome::worker_fault: return "worker_fault";
-    case Outcome::owner_preempted: return "owner_preempted";
-    }
-    return "exited";
-}
-
 namespace {
 
 net::ClientOptions client_options(const std::string& url, std::string token, const std::string& ca) {

@@ -9,6 +9,7 @@
 // One WorkerApi per thread (it owns a curl handle). Log chunks and archives are sent as raw bytes.
 #pragma once
 
+#include "core/api/outcome.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe.hpp"
 #include "core/util/result.hpp"
@@ -40,13 +41,9 @@ struct HeartbeatAnswer {
     std::int64_t lease_ms = 0;
 };
 
-// How an attempt ended, as the worker reports it (see docs/api.md, complete).
-enum class Outcome : std::uint8_t {
-    exited,          // the job's process ended by itself or was stopped by the pool's rules
-    worker_fault,    // the worker could not run it (start failure, lost on restart): not the job's fault
-    owner_preempted, // the GPU's owner took the machine back (drain): not the job's fault
-};
-const char* to_string(Outcome o);
+// How an attempt ended, as the worker reports it (one enum for both ends: core/api/outcome.hpp).
+using api::Outcome;
+using api::to_string;
 
 class WorkerApi {
 public:

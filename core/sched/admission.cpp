@@ -35,7 +35,7 @@ Micro largest_hold(const JobRequest& job, const std::vector<Worker>& workers, co
             continue;
         }
         for (std::uint32_t g = 0; g < w.gpus.size(); ++g) {
-            const bool model_ok = job.gpu_models == 0 || (job.gpu_models & (ModelMask{1} << w.gpus[g].model)) != 0;
+            const bool model_ok = model_allowed(job.gpu_models, w.gpus[g].model);
             if (model_ok && w.gpus[g].memory_mib >= job.gpu_memory_mib) {
                 worst = std::max(worst, hourly_price(job, w, g, job.gpu_milli, prices));
             }

@@ -1,16 +1,21 @@
 #include "core/sched/cluster.hpp"
 
-#include <cassert>
-
 namespace gpupool::sched {
 
 std::uint32_t ModelCatalog::intern(std::string_view name) {
     if (auto found = find(name)) {
         return *found;
     }
-    assert(m_names.size() < k_max_models && "ModelCatalog holds at most 64 models");
+    if (full()) {
+        return k_uncatalogued;
+    }
     m_names.emplace_back(name);
     return static_cast<std::uint32_t>(m_names.size() - 1);
+}
+
+const std::string& ModelCatalog::name(std::uint32_t index) const {
+    static const std::string uncatalogued = "(uncatalogued)";
+    return index < m_names.size() ? m_names[index] : uncatalogued;
 }
 
 std::optional<std::uint32_t> ModelCatalog::find(std::string_view name) const {

@@ -39,26 +39,33 @@ using ModelMask = std::uint64_t;
 class ModelCatalog {
 public:
     static constexpr std::size_t k_max_models = 64;
-    // Index of `name`, adding it if new. Asserts when the catalog is full.
+    // The index of every model past the 64th: such GPUs take only jobs that accept any model
+    // (workers reporting 65 model names must not shift a mask past its width).
+    static constexpr std::uint32_t k_uncatalogued = k_max_models;
+    // Index of `name`, adding it if new; k_uncatalogued when the catalog is full.
     std::uint32_t intern(std::string_view name);
     std::optional<std::uint32_t> find(std::string_view name) const;
-    const std::string& name(std::uint32_t index) const { return m_names.at(index); }
+    // "(uncatalogued)" for k_uncatalogued.
+    const std::string& name(std::uint32_t index) const;
     std::size_t size() const { return m_names.size(); }
+    bool full() const { return m_names.size() >= k_max_models; }
     // Mask of the named models; names the catalog does not know are reported in `unknown`.
     ModelMask mask(const std::vector<std::string>& names, std::vector<std::string>* unknown = nullptr) const;
+    bool operator==(const ModelCatalog&) const = default;
 
 private:
     std::vector<std::string> m_names;
 };
 
 inline bool model_allowed(ModelMask accepted, std::uint32_t model) {
-    return accepted == 0 || ((accepted >> model) & 1U) != 0;
+    return accepted == 0 || (model < ModelCatalog::k_max_models && ((accepted >> model) & 1U) != 0);
 }
 
 struct Gpu {
     std::uint32_t model = 0;         // index in the view's ModelCatalog
     std::int64_t memory_mib = 16384; // this GPU's total memory
     std::int64_t milli_free = k_milli_per_gpu;
+    bool operator==(const Gpu&) const = default;
 };
 
 enum class WorkerHealth : std::uint8_t { healthy, degraded, lost };
@@ -78,6 +85,7 @@ struct Worker {
     double reliability = 1.0;               // share of recent attempts not lost to a worker fault
     std::vector<std::string> cached_images; // container images already pulled
     std::vector<std::string> cached_models; // model weights already in the worker's cache
+    bool operator==(const Worker&) const = default;
 };
 
 // What one job asks of the scheduler.
@@ -99,6 +107,7 @@ struct JobRequest {
     std::int64_t sweep = 0;  // its sweep, for max_parallel
     std::int64_t member = 0; // the submitting token when it has caps of its own
     bool no_known_model = false; // names GPU models, none of them in the catalog
+    bool operator==(const JobRequest&) const = default;
 };
 
 // Builds a request from a recipe's resources. Unknown GPU model names make the job infeasible
@@ -124,12 +133,14 @@ struct RunningJob {
     // Already told to stop (preempted) for `preempted_for`; it holds its resources until it exits.
     bool stopping = false;
     JobId preempted_for;
+    bool operator==(const RunningJob&) const = default;
 };
 
 struct TeamShare {
     TeamId team;
     double weight = 1.0;        // relative entitlement
     double decayed_usage = 0.0; // GPU-seconds, exponentially decayed (see ordering.hpp), as of `now`
+    bool operator==(const TeamShare&) const = default;
 };
 
 struct ClusterView {

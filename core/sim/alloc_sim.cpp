@@ -59,7 +59,9 @@ std::vector<JobRequest> to_requests(const std::vector<TracePod>& pods, sched::Mo
         r.cpu_milli = p.cpu_milli;
         r.memory_mib = p.memory_mib;
         for (const auto& m : p.gpu_spec) {
-            r.gpu_models |= sched::ModelMask{1} << models.intern(m);
+            if (const std::uint32_t index = models.intern(m); index < sched::ModelCatalog::k_max_models) {
+                r.gpu_models |= sched::ModelMask{1} << index;
+            }
         }
         out.push_back(std::move(r));
     }

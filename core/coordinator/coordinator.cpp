@@ -37,7 +37,7 @@ void set_inventory(Coordinator::LiveWorker& live, api::Inventory inventory) {
 
 Coordinator::Coordinator(Store& store, const Clock& clock, CoordinatorOptions options)
     : m_store(store), m_clock(clock), m_options(std::move(options)),
-      m_usage(m_options.policy.ordering.half_life_s) {}
+      m_pool(m_options.worker_timeout_ms), m_usage(m_options.policy.ordering.half_life_s) {}
 
 void Coordinator::record_usage(const AttemptRecord& a) {
     if (!a.started_at || !a.ended_at || a.gpu_milli <= 0) {
@@ -133,6 +133,17 @@ void Coordinator::absorb(const Changes& changes) {
     for (const auto& e : changes.ledger) {
         assert(!m_ledger.check(e));
         m_ledger.apply(e);
+    }
+    // The scheduler's view, in an order that finds what each change refers to: workers, then
+    // attempts on them, then jobs (a job re-queued by preemption reads its ended attempt).
+    for (const auto& w : changes.workers) {
+        m_pool.set_worker(w.id, m_workers.at(w.id));
+    }
+    for (const auto& a : changes.attempts) {
+        m_pool.set_attempt(m_attempts.at(a.id), m_jobs.at(a.job));
+    }
+    for (const auto& j : changes.jobs) {
+        feed_job(m_pool, m_jobs.at(j.id));
     }
 }
 

@@ -33,6 +33,7 @@
 #include "core/api/inventory.hpp"
 #include "core/api/outcome.hpp"
 #include "core/coordinator/clock.hpp"
+#include "core/coordinator/pool_view.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/credits/ledger.hpp"
 #include "core/recipe/recipe.hpp"
@@ -407,20 +408,12 @@ public:
     // Why a queued job is not running (empty when it is not queued).
     std::string waiting_reason(JobId id) const;
 
-    // A worker as the coordinator keeps it: its record, its inventory as the scheduler reads it,
-    // and what its last heartbeat said.
-    struct LiveWorker {
-        store::WorkerRecord record;
-        api::Inventory inventory;
-        std::vector<sched::Gpu> gpus;
-        std::vector<std::string> gpu_models; // per GPU, for the model catalog
-        std::int64_t cpu_milli = 0;
-        std::int64_t memory_mib = 0;
-        std::int64_t slots = 0;                    // most jobs at once (inventory `slots`); 0 = no cap
-        std::vector<std::int64_t> unhealthy_gpus; // from the last heartbeat (not durable)
-        bool draining = false;                     // from the last heartbeat (not durable)
-        bool paused = false;                       // by its owner, from the last heartbeat (not durable)
-    };
+    // A worker as the coordinator keeps it (pool_view.hpp).
+    using LiveWorker = coordinator::LiveWorker;
+
+    // Tests: how the scheduler's view, kept up to date change by change, differs from one built
+    // from every record now; nullopt when they are the same.
+    std::optional<std::string> pool_view_drift();
 
 private:
 
@@ -472,14 +465,14 @@ private:
     // ---- the scheduling pass (scheduling.cpp; its input from pool_view.cpp) ----
     // What one pass decides over: the scheduler's view, the queued jobs, admission's plain data.
     struct PassInput {
-        sched::ClusterView view;
-        std::vector<sched::JobRequest> queued; // in queue order (job id)
+        const sched::ClusterView& view;
+        const std::vector<sched::JobRequest>& queued; // in queue order (job id)
         sched::Admission admission;
     };
-    PassInput pass_input(std::int64_t now) const;
-    void add_live_workers(sched::ClusterView& view, std::int64_t now) const;
-    void add_running(sched::ClusterView& view, std::map<std::int64_t, std::int64_t>& sweep_running) const;
-    void add_queued(PassInput& in, std::int64_t now) const;
+    PassInput pass_input(std::int64_t now);
+    // Tells `view` about every live record, as absorb() does change by change.
+    void feed(PoolView& view) const;
+    void feed_job(PoolView& view, const store::JobRecord& job) const;
     std::vector<WorkerId> place(store::Changes& changes);
     void assign(const sched::PlacementDecision& placement, std::int64_t now, store::Changes& changes);
     std::string team_can_hold(TeamId team, std::int64_t left, std::int64_t now) const;
@@ -508,6 +501,7 @@ private:
     std::set<AttemptId> m_active_attempts;                     // assigned or running
     std::set<JobId> m_queued_jobs;
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)
+    PoolView m_pool; // the scheduler's view, kept by absorb() and heartbeat()
     // Decayed GPU-seconds per team for fair share; rebuilt from ended attempts on start.
     sched::UsageLedger m_usage;
     credits::Ledger m_ledger;

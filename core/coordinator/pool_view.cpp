@@ -1,8 +1,15 @@
-// What the scheduler sees of the pool for one pass (Coordinator::pass_input): the live workers with
-// what their running attempts leave free, the running attempts, the teams' fair-share usage, the
-// queued jobs as requests, and the plain data admission needs (credit rooms, prices by GPU model,
-// sweeps' caps and running counts). The policy itself is sched::schedule's.
-#include "core/coordinator/coordinator.hpp"
+// PoolView: the scheduler's picture of the pool, changed record by record (pool_view.hpp).
+//
+// Three lists reach the scheduler: live workers, the attempts running on them and the queued jobs,
+// each in id order. Each has a map of prepared entries that is the truth and a list that is its
+// copy for the scheduler. A change edits the map (a job's request is made once, when it joins the
+// queue; an attempt's use of its worker is added when it starts and taken back when it ends) and
+// notes what moved; refresh() brings the lists level. The slots of changed workers are overwritten
+// in place; the worker list is rebuilt only when a worker joins or leaves the view. The attempt and
+// job lists are copied from their maps when they changed: no record is read, no request made.
+// GPU model masks cover live models only, as a per-pass catalog would: a job naming only models
+// no live worker has is `no_known_model`, so the live set changing re-masks the queue.
+#include "core/coordinator/pool_view.hpp"
 
 #include "core/coordinator/internal.hpp"
 
@@ -11,127 +18,330 @@
 namespace gpupool::coordinator {
 
 using namespace gpupool::store;
-using namespace gpupool::coordinator::detail;
 
-void Coordinator::add_live_workers(sched::ClusterView& view, std::int64_t now) const {
-    for (const auto& [id, w] : m_workers) {
-        if (w.record.state != WorkerState::active || w.draining || w.paused ||
-            now - w.record.last_seen_at > m_options.worker_timeout_ms) {
+PoolView::PoolView(std::int64_t worker_timeout_ms, sched::ModelCatalog seed) : m_timeout_ms(worker_timeout_ms) {
+    m_view.models = std::move(seed);
+    m_model_gpus.assign(m_view.models.size(), 0);
+}
+
+// ---- workers ------------------------------------------------------------------------------------
+
+void PoolView::intern_models(WorkerEntry& entry, const LiveWorker& worker) {
+    for (const auto& gpu : entry.base.gpus) {
+        if (gpu.model < m_model_gpus.size()) {
+            --m_model_gpus[gpu.model];
+        }
+    }
+    entry.base.gpus = worker.gpus;
+    const std::size_t known = m_view.models.size();
+    for (std::size_t g = 0; g < entry.base.gpus.size(); ++g) {
+        const std::uint32_t model = m_view.models.intern(worker.gpu_models[g]);
+        entry.base.gpus[g].model = model;
+        if (model == sched::ModelCatalog::k_uncatalogued) {
+            m_overflowed = true;
             continue;
         }
-        sched::Worker sw;
-        sw.id = id;
-        sw.name = w.record.name;
-        sw.cpu_milli_total = sw.cpu_milli_free = w.cpu_milli;
-        sw.memory_mib_total = sw.memory_mib_free = w.memory_mib;
-        if (w.slots > 0) {
-            sw.slots_free = w.slots; // less the attempts on it, in add_running
-        }
-        sw.gpus = w.gpus;
-        for (std::size_t g = 0; g < sw.gpus.size(); ++g) {
-            sw.gpus[g].model = view.models.intern(w.gpu_models[g]);
-            if (std::find(w.unhealthy_gpus.begin(), w.unhealthy_gpus.end(), static_cast<std::int64_t>(g)) !=
-                w.unhealthy_gpus.end()) {
-                sw.gpus[g].milli_free = 0; // a failing GPU takes no new work
-            }
-        }
-        view.workers.push_back(std::move(sw));
+        m_model_gpus.resize(m_view.models.size(), 0);
+        ++m_model_gpus[model];
+    }
+    if (m_view.models.size() != known) {
+        m_membership_changed = true; // the live models are worked out again, and the queue re-masked
     }
 }
 
-void Coordinator::add_running(sched::ClusterView& view, std::map<std::int64_t, std::int64_t>& sweep_running) const {
-    std::map<WorkerId, std::size_t> index;
-    for (std::size_t i = 0; i < view.workers.size(); ++i) {
-        index[view.workers[i].id] = i;
+void PoolView::set_worker(WorkerId id, const LiveWorker& worker) {
+    auto [it, added] = m_workers.try_emplace(id);
+    WorkerEntry& e = it->second;
+    const bool offered = e.offers;
+    e.offers = worker.record.state == WorkerState::active && !worker.draining && !worker.paused;
+    e.last_seen_ms = worker.record.last_seen_at;
+    sched::Worker& b = e.base;
+    b.id = id;
+    b.name = worker.record.name;
+    b.cpu_milli_total = b.cpu_milli_free = worker.cpu_milli;
+    b.memory_mib_total = b.memory_mib_free = worker.memory_mib;
+    b.slots_free = worker.slots > 0 ? std::optional<std::int64_t>(worker.slots) : std::nullopt;
+    if (added || worker.gpus.size() != b.gpus.size() || worker.gpu_models.size() != b.gpus.size() ||
+        !std::equal(worker.gpus.begin(), worker.gpus.end(), b.gpus.begin(),
+                    [](const sched::Gpu& x, const sched::Gpu& y) { return x.memory_mib == y.memory_mib; }) ||
+        !std::equal(worker.gpu_models.begin(), worker.gpu_models.end(), b.gpus.begin(),
+                    [this](const std::string& m, const sched::Gpu& g) { return m_view.models.name(g.model) == m; })) {
+        intern_models(e, worker);
+        // What runs on it, counted again against the GPUs it has now.
+        e.gpu_used.assign(b.gpus.size(), 0);
+        e.cpu_used = e.memory_used = e.attempts = 0;
+        for (const auto& [aid, a] : m_active) {
+            if (a.running.worker == id) {
+                add_use(e, a.running, +1);
+            }
+        }
+        m_membership_changed = true; // the live models may differ
     }
-    for (AttemptId id : m_active_attempts) {
-        const AttemptRecord& a = m_attempts.at(id);
-        const JobRecord& j = m_jobs.at(a.job);
-        sweep_running[j.sweep_id]++;
-        auto wi = index.find(a.worker);
-        if (wi == index.end()) {
-            continue;
+    e.unhealthy = worker.unhealthy_gpus;
+    if (offered != e.offers) {
+        m_membership_changed = true;
+    }
+    m_touched.insert(id);
+}
+
+sched::Worker PoolView::current(const WorkerEntry& e) const {
+    sched::Worker w = e.base;
+    w.cpu_milli_free -= e.cpu_used;
+    w.memory_mib_free -= e.memory_used;
+    if (w.slots_free) {
+        *w.slots_free -= e.attempts;
+    }
+    for (std::size_t g = 0; g < w.gpus.size(); ++g) {
+        const bool failing = std::find(e.unhealthy.begin(), e.unhealthy.end(), static_cast<std::int64_t>(g)) !=
+                             e.unhealthy.end();
+        // A failing GPU takes no new work (what runs on it still counts against it).
+        w.gpus[g].milli_free = (failing ? 0 : w.gpus[g].milli_free) - (g < e.gpu_used.size() ? e.gpu_used[g] : 0);
+    }
+    return w;
+}
+
+void PoolView::refresh_workers(std::int64_t now_ms) {
+    for (auto& [id, e] : m_workers) {
+        const bool live = e.offers && now_ms - e.last_seen_ms <= m_timeout_ms;
+        if (live != e.in_view) {
+            e.in_view = live;
+            m_membership_changed = true;
         }
-        sched::Worker& sw = view.workers[wi->second];
-        if (sw.slots_free) {
-            --*sw.slots_free;
+    }
+    if (m_membership_changed) {
+        m_view.workers.clear();
+        m_worker_index.clear();
+        sched::ModelMask live_models = 0;
+        for (const auto& [id, e] : m_workers) {
+            if (!e.in_view) {
+                continue;
+            }
+            m_worker_index[id] = m_view.workers.size();
+            m_view.workers.push_back(current(e));
+            for (const auto& g : e.base.gpus) {
+                live_models |= g.model < sched::ModelCatalog::k_max_models ? sched::ModelMask{1} << g.model : 0;
+            }
         }
-        sw.cpu_milli_free -= j.spec.resources.cpu_milli;
-        sw.memory_mib_free -= j.spec.resources.memory_mib;
-        if (a.gpu_index >= 0 && static_cast<std::size_t>(a.gpu_index) < sw.gpus.size()) {
-            sw.gpus[static_cast<std::size_t>(a.gpu_index)].milli_free -= a.gpu_milli;
+        if (live_models != m_live_models) {
+            m_live_models = live_models;
+            remask_queued();
         }
-        sched::RunningJob r;
-        r.job = a.job;
-        r.attempt = a.id;
-        r.team = j.team;
-        r.priority = j.spec.priority;
-        r.worker = a.worker;
-        if (a.gpu_index >= 0) {
-            r.gpu_indices = {static_cast<std::uint32_t>(a.gpu_index)};
+        m_running_changed = true; // attempts on workers that left or came back
+    } else {
+        for (WorkerId id : m_touched) {
+            if (auto slot = m_worker_index.find(id); slot != m_worker_index.end()) {
+                m_view.workers[slot->second] = current(m_workers.at(id));
+            }
         }
-        r.gpu_milli = a.gpu_milli;
-        r.cpu_milli = j.spec.resources.cpu_milli;
-        r.memory_mib = j.spec.resources.memory_mib;
-        r.started_at = (a.started_at ? *a.started_at : a.assigned_at) / 1000;
-        view.running.push_back(r);
+    }
+    m_touched.clear();
+    m_membership_changed = false;
+}
+
+// ---- attempts -----------------------------------------------------------------------------------
+
+void PoolView::use(const Active& a, std::int64_t sign) {
+    auto it = m_workers.find(a.running.worker);
+    m_sweep_running[a.sweep] += sign;
+    if (m_sweep_running[a.sweep] == 0) {
+        m_sweep_running.erase(a.sweep);
+    }
+    if (it == m_workers.end()) {
+        return;
+    }
+    add_use(it->second, a.running, sign);
+    m_touched.insert(a.running.worker);
+}
+
+void PoolView::add_use(WorkerEntry& e, const sched::RunningJob& r, std::int64_t sign) {
+    e.attempts += sign;
+    e.cpu_used += sign * r.cpu_milli;
+    e.memory_used += sign * r.memory_mib;
+    for (std::uint32_t g : r.gpu_indices) {
+        if (g < e.gpu_used.size()) {
+            e.gpu_used[g] += sign * r.gpu_milli;
+        }
     }
 }
 
-void Coordinator::add_queued(PassInput& in, std::int64_t now) const {
-    const bool enforce = m_options.credits.enforce;
-    if (enforce) {
-        in.admission.credits.emplace();
+void PoolView::set_attempt(const AttemptRecord& a, const JobRecord& j) {
+    auto old = m_active.find(a.id);
+    if (old != m_active.end()) {
+        use(old->second, -1);
+        m_active.erase(old);
     }
-    for (JobId id : m_queued_jobs) {
-        const JobRecord& j = m_jobs.at(id);
-        // A job re-queued by preemption queues again from when it stopped, so that aging cannot lift
-        // it straight back above the job it made room for.
-        std::int64_t queued_since = j.created_at;
-        if (auto latest = m_latest_attempt.find(id); latest != m_latest_attempt.end()) {
-            const AttemptRecord& last = m_attempts.at(latest->second);
-            if (last.state == AttemptState::preempted && last.ended_at) {
-                queued_since = *last.ended_at;
-            }
+    m_running_changed = true;
+    if (!detail::is_active(a.state)) {
+        return;
+    }
+    Active act;
+    act.sweep = j.sweep_id;
+    sched::RunningJob& r = act.running;
+    r.job = a.job;
+    r.attempt = a.id;
+    r.team = j.team;
+    r.priority = j.spec.priority;
+    r.worker = a.worker;
+    if (a.gpu_index >= 0) {
+        r.gpu_indices = {static_cast<std::uint32_t>(a.gpu_index)};
+    }
+    r.gpu_milli = a.gpu_milli;
+    r.cpu_milli = j.spec.resources.cpu_milli;
+    r.memory_mib = j.spec.resources.memory_mib;
+    r.started_at = (a.started_at ? *a.started_at : a.assigned_at) / 1000;
+    use(act, +1);
+    m_active.emplace(a.id, std::move(act));
+}
+
+void PoolView::refresh_running() {
+    if (!m_running_changed) {
+        return;
+    }
+    // Attempts change a few per pass, but a rebuild only copies prepared entries: no record is
+    // read and no string is formatted.
+    m_view.running.clear();
+    for (const auto& [id, a] : m_active) {
+        if (m_worker_index.contains(a.running.worker)) {
+            m_view.running.push_back(a.running);
         }
-        sched::JobRequest r = sched::make_request(id, j.team, j.spec, queued_since / 1000, in.view.models);
-        const SweepRecord& sweep = m_sweeps.at(j.sweep_id);
-        r.sweep = j.sweep_id;
-        if (sweep.max_parallel > 0) {
-            in.admission.sweep_max_parallel[j.sweep_id] = sweep.max_parallel;
+    }
+    m_running_changed = false;
+}
+
+// ---- queued jobs --------------------------------------------------------------------------------
+
+void PoolView::count_queued(const Queued& q, int sign) {
+    auto bump = [sign](auto& counts, const auto& key) {
+        if ((counts[key] += sign) == 0) {
+            counts.erase(key);
         }
-        if (enforce) {
-            auto& rooms = *in.admission.credits;
-            if (!rooms.team.contains(j.team)) {
-                rooms.team[j.team] = budget_room(j.team, now);
-            }
-            const std::int64_t token = sweep.submitter_token;
-            if (!rooms.member.contains(token)) {
-                if (auto room = member_room(token, now)) {
-                    rooms.member[token] = *room;
-                }
-            }
-            r.member = rooms.member.contains(token) ? token : 0;
+    };
+    bump(m_queued_by_team, q.request.team);
+    bump(m_queued_by_member, q.request.member);
+    if (q.sweep_cap > 0) {
+        auto& [cap, count] = m_queued_by_sweep[q.request.sweep];
+        cap = q.sweep_cap;
+        if ((count += sign) == 0) {
+            m_queued_by_sweep.erase(q.request.sweep);
         }
-        in.queued.push_back(std::move(r));
     }
 }
 
-Coordinator::PassInput Coordinator::pass_input(std::int64_t now) const {
-    PassInput in;
-    add_live_workers(in.view, now);
-    add_running(in.view, in.admission.sweep_running);
-    for (const auto& [id, t] : m_teams) {
-        in.view.teams.push_back({id, static_cast<double>(t.weight), m_usage.usage(id, now / 1000)});
+void PoolView::set_job(const JobRecord& j, std::int64_t queued_since_ms, std::int64_t submitter,
+                       std::int64_t sweep_cap) {
+    if (auto old = m_queued.find(j.id); old != m_queued.end()) {
+        count_queued(old->second, -1);
+        m_queued.erase(old);
+        m_queued_changed = true;
     }
-    const auto& rates = m_options.credits.rates;
-    in.admission.prices.cpu_micro_per_core_hour = rates.cpu_micro_per_core_hour;
-    in.admission.prices.default_gpu_micro_per_hour = rates.default_micro_per_gpu_hour;
-    for (std::uint32_t m = 0; m < in.view.models.size(); ++m) {
-        in.admission.prices.gpu_micro_per_hour.push_back(rates.gpu_rate(in.view.models.name(m)));
+    if (j.state != JobState::queued) {
+        return;
     }
-    add_queued(in, now);
-    return in;
+    Queued q;
+    q.request = sched::make_request(j.id, j.team, j.spec, queued_since_ms / 1000, m_view.models);
+    q.request.sweep = j.sweep_id;
+    q.request.member = submitter;
+    q.models = j.spec.resources.gpu_models;
+    mask(q);
+    q.sweep_cap = sweep_cap;
+    count_queued(q, +1);
+    m_queued.emplace(j.id, std::move(q));
+    m_queued_changed = true;
+}
+
+void PoolView::mask(Queued& q) const {
+    if (!q.models.empty()) {
+        q.request.gpu_models = m_view.models.mask(q.models) & m_live_models;
+        q.request.no_known_model = q.request.gpu_models == 0;
+    }
+}
+
+void PoolView::remask_queued() {
+    for (auto& [id, q] : m_queued) {
+        if (!q.models.empty()) {
+            mask(q);
+            m_queued_changed = true;
+        }
+    }
+}
+
+void PoolView::refresh_queued() {
+    if (!m_queued_changed) {
+        return;
+    }
+    m_queued_list.clear();
+    m_queued_list.reserve(m_queued.size());
+    for (const auto& [id, q] : m_queued) {
+        m_queued_list.push_back(q.request);
+    }
+    m_queued_changed = false;
+}
+
+// ---- per pass -----------------------------------------------------------------------------------
+
+const sched::ClusterView& PoolView::refresh(std::int64_t now_ms) {
+    refresh_workers(now_ms);
+    refresh_running();
+    refresh_queued();
+    return m_view;
+}
+
+std::map<std::int64_t, std::int64_t> PoolView::sweep_caps() const {
+    std::map<std::int64_t, std::int64_t> out;
+    for (const auto& [sweep, cap_count] : m_queued_by_sweep) {
+        out[sweep] = cap_count.first;
+    }
+    return out;
+}
+
+std::vector<TeamId> PoolView::queued_teams() const {
+    std::vector<TeamId> out;
+    for (const auto& [team, n] : m_queued_by_team) {
+        out.push_back(team);
+    }
+    return out;
+}
+
+std::vector<std::int64_t> PoolView::queued_members() const {
+    std::vector<std::int64_t> out;
+    for (const auto& [member, n] : m_queued_by_member) {
+        out.push_back(member);
+    }
+    return out;
+}
+
+bool PoolView::needs_rebuild() const {
+    return m_overflowed && std::find(m_model_gpus.begin(), m_model_gpus.end(), 0) != m_model_gpus.end();
+}
+
+std::optional<std::string> first_difference(const PoolView& a, const PoolView& b) {
+    const auto& x = a.view();
+    const auto& y = b.view();
+    if (!(x.models == y.models)) {
+        return "the GPU model catalogs differ";
+    }
+    for (std::size_t i = 0; i < std::max(x.workers.size(), y.workers.size()); ++i) {
+        if (i >= x.workers.size() || i >= y.workers.size() || !(x.workers[i] == y.workers[i])) {
+            return "workers differ at position " + std::to_string(i);
+        }
+    }
+    for (std::size_t i = 0; i < std::max(x.running.size(), y.running.size()); ++i) {
+        if (i >= x.running.size() || i >= y.running.size() || !(x.running[i] == y.running[i])) {
+            return "running attempts differ at position " + std::to_string(i);
+        }
+    }
+    for (std::size_t i = 0; i < std::max(a.queued().size(), b.queued().size()); ++i) {
+        if (i >= a.queued().size() || i >= b.queued().size() || !(a.queued()[i] == b.queued()[i])) {
+            return "queued jobs differ at position " + std::to_string(i);
+        }
+    }
+    if (a.sweep_running() != b.sweep_running() || a.sweep_caps() != b.sweep_caps()) {
+        return "sweep counts differ";
+    }
+    if (a.queued_teams() != b.queued_teams() || a.queued_members() != b.queued_members()) {
+        return "queued teams or members differ";
+    }
+    return std::nullopt;
 }
 
 } // namespace gpupool::coordinator

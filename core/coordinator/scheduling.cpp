@@ -1,5 +1,6 @@
-// The scheduling pass: sched::schedule decides over the view pool_view.cpp builds; this file turns
-// its decisions into assignments, holds and preemptions, and words the waiting reasons.
+// The scheduling pass: sched::schedule decides over the view PoolView keeps (pool_view.hpp) with
+// what this file adds per pass (usage, credit rooms, prices); the rest of the file turns its
+// decisions into assignments, holds and preemptions, and words the waiting reasons.
 #include "core/coordinator/coordinator.hpp"
 
 #include "core/coordinator/internal.hpp"
@@ -57,6 +58,82 @@ std::string Coordinator::no_worker_reason() const {
                        : "no worker is taking work: " + std::to_string(paused) + (paused == 1 ? " is" : " are") +
                              " paused by its owner";
 }
+
+// ---- the pass's input --------------------------------------------------------------------------
+
+void Coordinator::feed_job(PoolView& view, const JobRecord& j) const {
+    // A job re-queued by preemption queues again from when it stopped, so that aging cannot lift
+    // it straight back above the job it made room for.
+    std::int64_t queued_since = j.created_at;
+    if (auto latest = m_latest_attempt.find(j.id); latest != m_latest_attempt.end()) {
+        const AttemptRecord& last = m_attempts.at(latest->second);
+        if (last.state == AttemptState::preempted && last.ended_at) {
+            queued_since = *last.ended_at;
+        }
+    }
+    const SweepRecord& sweep = m_sweeps.at(j.sweep_id);
+    view.set_job(j, queued_since, sweep.submitter_token, sweep.max_parallel);
+}
+
+void Coordinator::feed(PoolView& view) const {
+    for (const auto& [id, w] : m_workers) {
+        view.set_worker(id, w);
+    }
+    for (AttemptId id : m_active_attempts) {
+        const AttemptRecord& a = m_attempts.at(id);
+        view.set_attempt(a, m_jobs.at(a.job));
+    }
+    for (JobId id : m_queued_jobs) {
+        feed_job(view, m_jobs.at(id));
+    }
+}
+
+std::optional<std::string> Coordinator::pool_view_drift() {
+    const std::int64_t now = m_clock.now_ms();
+    m_pool.refresh(now);
+    PoolView fresh(m_options.worker_timeout_ms, m_pool.view().models);
+    feed(fresh);
+    fresh.refresh(now);
+    return first_difference(m_pool, fresh);
+}
+
+// What one pass decides over: the view as of now, with what depends on the time (fair-share
+// usage) and on the ledger (credit rooms) added for the teams and members that have queued jobs.
+Coordinator::PassInput Coordinator::pass_input(std::int64_t now) {
+    if (m_pool.needs_rebuild()) {
+        PoolView fresh(m_options.worker_timeout_ms); // a new catalog: the models of workers that exist
+        feed(fresh);
+        m_pool = std::move(fresh);
+    }
+    std::vector<sched::TeamShare> teams;
+    for (const auto& [id, t] : m_teams) {
+        teams.push_back({id, static_cast<double>(t.weight), m_usage.usage(id, now / 1000)});
+    }
+    m_pool.set_teams(std::move(teams));
+    PassInput in{m_pool.refresh(now), m_pool.queued(), {}};
+    in.admission.sweep_running = m_pool.sweep_running();
+    in.admission.sweep_max_parallel = m_pool.sweep_caps();
+    const auto& rates = m_options.credits.rates;
+    in.admission.prices.cpu_micro_per_core_hour = rates.cpu_micro_per_core_hour;
+    in.admission.prices.default_gpu_micro_per_hour = rates.default_micro_per_gpu_hour;
+    for (std::uint32_t m = 0; m < in.view.models.size(); ++m) {
+        in.admission.prices.gpu_micro_per_hour.push_back(rates.gpu_rate(in.view.models.name(m)));
+    }
+    if (m_options.credits.enforce) {
+        auto& rooms = in.admission.credits.emplace();
+        for (TeamId team : m_pool.queued_teams()) {
+            rooms.team[team] = budget_room(team, now);
+        }
+        for (std::int64_t token : m_pool.queued_members()) {
+            if (auto room = member_room(token, now)) {
+                rooms.member[token] = *room;
+            }
+        }
+    }
+    return in;
+}
+
+// ---- applying the decisions ---------------------------------------------------------------------
 
 void Coordinator::assign(const sched::PlacementDecision& p, std::int64_t now, Changes& c) {
     JobRecord j = m_jobs.at(p.job);

@@ -204,6 +204,7 @@ Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::v
     m_workers.at(*who.worker).unhealthy_gpus = unhealthy_gpus;
     m_workers.at(*who.worker).draining = draining;
     m_workers.at(*who.worker).paused = paused;
+    m_pool.set_worker(*who.worker, m_workers.at(*who.worker)); // a pause counts from now, written or not
     const std::int64_t now = m_clock.now_ms();
     HeartbeatReply reply;
     reply.lease_ms = m_options.lease_ms;

@@ -1,0 +1,137 @@
+// PoolView: the scheduler's picture of the pool, kept up to date as records change instead of
+// rebuilt from every record for each pass.
+//
+// The coordinator tells it what changed, in the order the changes were committed: a worker (its
+// record, inventory and last heartbeat), a job (queued or not), an attempt (active or ended). A
+// pass then asks for the view as of `now`: workers whose heartbeats stopped leave it, the rest keep
+// what their running attempts leave free. What depends on the time or on the ledger (fair-share
+// usage, credit rooms) is the caller's to add per pass; the membership counts it needs (which
+// teams, members and capped sweeps have queued jobs) are kept here.
+//
+// The contract: after any sequence of changes, refresh(now) gives exactly the view a PoolView fed
+// the same records from scratch gives (`Coordinator::pool_view_drift` checks it; the tests drive it
+// through random sequences). Model indices stay stable while the catalog has room; a full catalog
+// with models no worker has any more asks for a rebuild (needs_rebuild()).
+#pragma once
+
+#include "core/api/inventory.hpp"
+#include "core/sched/admission.hpp"
+#include "core/sched/cluster.hpp"
+#include "core/store/records.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gpupool::coordinator {
+
+// A worker as the coordinator keeps it: its record, its inventory as the scheduler reads it,
+// and what its last heartbeat said.
+struct LiveWorker {
+    store::WorkerRecord record;
+    api::Inventory inventory;
+    std::vector<sched::Gpu> gpus;
+    std::vector<std::string> gpu_models; // per GPU, for the model catalog
+    std::int64_t cpu_milli = 0;
+    std::int64_t memory_mib = 0;
+    std::int64_t slots = 0;                   // most jobs at once (inventory `slots`); 0 = no cap
+    std::vector<std::int64_t> unhealthy_gpus; // from the last heartbeat (not durable)
+    bool draining = false;                    // from the last heartbeat (not durable)
+    bool paused = false;                      // by its owner, from the last heartbeat (not durable)
+};
+
+class PoolView {
+public:
+    // Workers silent for longer than `worker_timeout_ms` are out of the view.
+    explicit PoolView(std::int64_t worker_timeout_ms, sched::ModelCatalog seed = {});
+
+    void set_worker(WorkerId id, const LiveWorker& worker);
+    // `queued_since_ms`: when it (re)joined the queue; `submitter`: the token that submitted it;
+    // `sweep_cap`: its sweep's max_parallel (0: none). Ignored unless the job is queued.
+    void set_job(const store::JobRecord& job, std::int64_t queued_since_ms, std::int64_t submitter,
+                 std::int64_t sweep_cap);
+    // `job`: the attempt's job record (its team, spec and sweep).
+    void set_attempt(const store::AttemptRecord& attempt, const store::JobRecord& job);
+
+    // The view as of `now` (seconds in RunningJob::started_at, as the scheduler counts). Its
+    // `teams` are the caller's: set them per pass with set_teams.
+    const sched::ClusterView& refresh(std::int64_t now_ms);
+    void set_teams(std::vector<sched::TeamShare> teams) { m_view.teams = std::move(teams); }
+    const sched::ClusterView& view() const { return m_view; }
+    // Queued jobs in queue order (job id), as of the last refresh.
+    const std::vector<sched::JobRequest>& queued() const { return m_queued_list; }
+
+    // Admission's counts: attempts active per sweep, and the caps of sweeps with queued jobs.
+    const std::map<std::int64_t, std::int64_t>& sweep_running() const { return m_sweep_running; }
+    std::map<std::int64_t, std::int64_t> sweep_caps() const;
+    // Teams and members (submitting tokens) with queued jobs.
+    std::vector<TeamId> queued_teams() const;
+    std::vector<std::int64_t> queued_members() const;
+
+    // The catalog filled up while it still names models no worker has: rebuild from the records.
+    bool needs_rebuild() const;
+
+private:
+    struct WorkerEntry {
+        bool offers = false; // active, not draining, not paused (time aside)
+        std::int64_t last_seen_ms = 0;
+        bool in_view = false;
+        sched::Worker base; // totals, GPUs with their models, slots: free amounts as if idle
+        std::vector<std::int64_t> unhealthy;
+        std::vector<std::int64_t> gpu_used; // milli-GPU taken by active attempts, per GPU
+        std::int64_t cpu_used = 0;
+        std::int64_t memory_used = 0;
+        std::int64_t attempts = 0;
+    };
+    struct Active {
+        sched::RunningJob running;
+        std::int64_t sweep = 0;
+    };
+    struct Queued {
+        sched::JobRequest request;
+        std::vector<std::string> models; // the GPU models the spec names
+        std::int64_t sweep_cap = 0;
+    };
+
+    sched::Worker current(const WorkerEntry& w) const;
+    void use(const Active& a, std::int64_t sign);
+    static void add_use(WorkerEntry& e, const sched::RunningJob& r, std::int64_t sign);
+    void intern_models(WorkerEntry& entry, const LiveWorker& worker);
+    void mask(Queued& q) const; // the request's mask over the live models
+    void remask_queued();
+    void refresh_workers(std::int64_t now_ms);
+    void refresh_running();
+    void refresh_queued();
+    void count_queued(const Queued& q, int sign);
+
+    std::int64_t m_timeout_ms;
+    sched::ClusterView m_view;
+    std::vector<std::int64_t> m_model_gpus; // GPUs of known workers per catalog index
+    bool m_overflowed = false;              // a model got k_uncatalogued
+
+    std::map<WorkerId, WorkerEntry> m_workers;
+    std::unordered_map<WorkerId, std::size_t> m_worker_index; // into m_view.workers
+    std::set<WorkerId> m_touched;                              // changed since the last refresh
+    bool m_membership_changed = true;
+    sched::ModelMask m_live_models = 0;
+
+    std::map<AttemptId, Active> m_active;
+    std::map<std::int64_t, std::int64_t> m_sweep_running;
+    bool m_running_changed = true;
+
+    std::map<JobId, Queued> m_queued;
+    std::vector<sched::JobRequest> m_queued_list;
+    bool m_queued_changed = true;
+    std::map<TeamId, std::int64_t> m_queued_by_team;
+    std::map<std::int64_t, std::int64_t> m_queued_by_member;
+    std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> m_queued_by_sweep; // cap, count
+};
+
+// The first way two views differ ("worker 3: ..."), or nullopt when they are the same.
+std::optional<std::string> first_difference(const PoolView& a, const PoolView& b);
+
+} // namespace gpupool::coordinator

@@ -6,7 +6,10 @@
 // A coordinator whose hot paths walk its whole history slows down as the pool ages; these figures
 // show whether it does.
 //
-//   coordinator_bench [--history 0,10000,50000] [--reps 200] [--dir /dev/shm]
+//   coordinator_bench [--history 0,10000,50000] [--reps 200] [--workers 4] [--dir /dev/shm]
+//
+// --workers scales the fleet (every GPU is kept full, so the 200 queued jobs still fit nowhere and
+// each pass weighs them against every worker).
 #include "core/coordinator/clock.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/store/sqlite_store.hpp"
@@ -86,7 +89,7 @@ struct Row {
     Timing tick_idle, tick_queued, poll, heartbeat, list_all, list_50;
 };
 
-Row run(std::int64_t history, int reps, const fs::path& dir) {
+Row run(std::int64_t history, int reps, const fs::path& dir, int fleet) {
     fs::remove_all(dir);
     fs::create_directories(dir);
     auto db = must(store::SqliteStore::open(dir / "pool.db"), "open");
@@ -105,9 +108,9 @@ Row run(std::int64_t history, int reps, const fs::path& dir) {
     const Principal member =
         must(coord.authenticate(must(coord.create_token(admin, store::Role::member, "bench", "m"), "token").secret),
              "auth");
-    const auto enroll = must(coord.create_token(admin, store::Role::enroll, "bench", "e", 4), "token");
+    const auto enroll = must(coord.create_token(admin, store::Role::enroll, "bench", "e", fleet), "token");
     std::vector<Principal> workers;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < fleet; ++i) {
         api::Inventory inv;
         inv.cpu_milli = 64'000;
         inv.memory_mib = 1 << 20;
@@ -146,9 +149,9 @@ Row run(std::int64_t history, int reps, const fs::path& dir) {
     }
     row.fill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-    // Now a live pool: 16 quarter-GPU jobs running, started.
+    // Now a live pool: every GPU full of quarter-GPU jobs, started.
     std::vector<recipe::JobSpec> live;
-    for (int i = 0; i < 16; ++i) {
+    for (int i = 0; i < 4 * fleet; ++i) {
         live.push_back(spec("live-" + std::to_string(i), 250, 1000));
     }
     must(coord.submit(member, SubmitRequest{"live.toml", 0, std::move(live), std::nullopt}), "submit");
@@ -190,9 +193,12 @@ int main(int argc, char** argv) {
     CLI::App app{"coordinator hot paths against the pool's history"};
     std::vector<std::int64_t> history{0, 10'000, 50'000};
     int reps = 200;
+    int fleet = 4;
     std::string dir = fs::exists("/dev/shm") ? "/dev/shm" : fs::temp_directory_path().string();
     app.add_option("--history", history, "finished jobs before timing (comma-separated)")->delimiter(',');
     app.add_option("--reps", reps, "repetitions per figure")->check(CLI::PositiveNumber);
+    app.add_option("--workers", fleet, "workers, one A100 each (their GPUs are filled before timing)")
+        ->check(CLI::Range(1, 100'000));
     app.add_option("--dir", dir, "where the SQLite file goes (tmpfs keeps fsync out of the figures)");
     CLI11_PARSE(app, argc, argv);
     const fs::path base = fs::path(dir) / ("gpupool-coordinator-bench-" + std::to_string(::getpid()));
@@ -202,7 +208,7 @@ int main(int argc, char** argv) {
     std::printf("%9s %8s %16s %18s %14s %14s %16s %14s\n", "", "", "median / p99", "median / p99", "median / p99",
                 "median / p99", "median / p99", "median / p99");
     for (auto h : history) {
-        Row r = run(h, reps, base);
+        Row r = run(h, reps, base, fleet);
         std::printf("%9lld %8.1f %16s %18s %14s %14s %16s %14s\n", static_cast<long long>(r.history), r.fill_s,
                     us(r.tick_idle).c_str(), us(r.tick_queued).c_str(), us(r.poll).c_str(), us(r.heartbeat).c_str(),
                     us(r.list_all).c_str(), us(r.list_50).c_str());

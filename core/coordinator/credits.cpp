@@ -425,15 +425,16 @@ std::int64_t Coordinator::free_attempts(JobId job) const {
 std::int64_t Coordinator::attempt_price(const recipe::JobSpec& spec, WorkerId worker, std::int64_t gpu_index,
                                         std::int64_t gpu_milli) const {
     const auto& rates = m_options.credits.rates;
-    if (spec.resources.gpus == 0 || gpu_index < 0) {
-        return credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, spec.resources.cpu_milli);
+    const auto& r = spec.resources;
+    std::optional<credits::PricedGpu> on;
+    if (gpu_index >= 0) {
+        const LiveWorker& w = m_workers.at(worker);
+        const auto g = static_cast<std::size_t>(gpu_index);
+        on.emplace(credits::PricedGpu{rates.gpu_rate(g < w.gpu_models.size() ? w.gpu_models[g] : std::string()),
+                                      g < w.gpus.size() ? w.gpus[g].memory_mib : 0});
     }
-    const LiveWorker& w = m_workers.at(worker);
-    const auto g = static_cast<std::size_t>(gpu_index);
-    const std::int64_t total = g < w.gpus.size() ? w.gpus[g].memory_mib : 0;
-    const std::string model = g < w.gpu_models.size() ? w.gpu_models[g] : std::string();
-    const std::int64_t share = credits::billed_share_milli(gpu_milli, spec.resources.gpu_memory_mib, total);
-    return credits::gpu_price_per_hour(rates.gpu_rate(model), share) * std::max<std::int64_t>(1, spec.resources.gpus);
+    return credits::attempt_price_per_hour({r.gpus, gpu_milli, r.gpu_memory_mib, r.cpu_milli}, on,
+                                           rates.cpu_micro_per_core_hour);
 }
 
 } // namespace gpupool::coordinator

@@ -69,6 +69,14 @@ Micro cpu_price_per_hour(Micro micro_per_core_hour, std::int64_t cpu_milli) {
     return static_cast<Micro>(static_cast<Wide>(micro_per_core_hour) * cpu_milli / 1000);
 }
 
+Micro attempt_price_per_hour(const PricedUse& use, const std::optional<PricedGpu>& gpu, Micro micro_per_core_hour) {
+    if (use.gpus == 0 || !gpu) {
+        return cpu_price_per_hour(micro_per_core_hour, use.cpu_milli);
+    }
+    const std::int64_t share = billed_share_milli(use.gpu_milli, use.gpu_memory_mib, gpu->memory_mib);
+    return gpu_price_per_hour(gpu->micro_per_gpu_hour, share) * std::max<std::int64_t>(1, use.gpus);
+}
+
 Micro cost_of(Micro price_per_hour, std::int64_t duration_ms) {
     if (duration_ms <= 0 || price_per_hour <= 0) {
         return 0;

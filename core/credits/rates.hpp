@@ -51,6 +51,24 @@ std::int64_t billed_share_milli(std::int64_t gpu_milli, std::int64_t gpu_memory_
 Micro gpu_price_per_hour(Micro micro_per_gpu_hour, std::int64_t share_milli);
 Micro cpu_price_per_hour(Micro micro_per_core_hour, std::int64_t cpu_milli);
 
+// What an attempt uses, as its price reads it.
+struct PricedUse {
+    std::int64_t gpus = 0;           // 0: CPU-only; n > 1: n whole GPUs
+    std::int64_t gpu_milli = 0;      // the share placed on each GPU
+    std::int64_t gpu_memory_mib = 0; // when the job asked for memory rather than a share
+    std::int64_t cpu_milli = 0;
+};
+// The GPU an attempt was placed on, as its price reads it.
+struct PricedGpu {
+    Micro micro_per_gpu_hour = 0; // its model's rate
+    std::int64_t memory_mib = 0;  // its total memory (0: unknown)
+};
+
+// Micro-credits per hour for one attempt, the one rule the scheduler's holds and the coordinator's
+// charges both follow: without a GPU, the CPU rate x cores; on a GPU, its rate x the billed share,
+// x the number of GPUs.
+Micro attempt_price_per_hour(const PricedUse& use, const std::optional<PricedGpu>& gpu, Micro micro_per_core_hour);
+
 // price_per_hour x duration, rounded down; 0 for a non-positive duration.
 Micro cost_of(Micro price_per_hour, std::int64_t duration_ms);
 

@@ -10,17 +10,18 @@ using credits::Micro;
 
 Micro hourly_price(const JobRequest& job, const Worker& w, std::optional<std::uint32_t> gpu, std::int64_t gpu_milli,
                    const Prices& prices) {
-    if (job.gpus == 0 || !gpu) {
-        return credits::cpu_price_per_hour(prices.cpu_micro_per_core_hour, job.cpu_milli);
+    const credits::PricedUse use{job.gpus, gpu_milli, job.gpu_memory_mib, job.cpu_milli};
+    std::optional<credits::PricedGpu> on;
+    if (gpu) {
+        on.emplace(credits::PricedGpu{prices.default_gpu_micro_per_hour, 0});
+        if (*gpu < w.gpus.size()) {
+            on->memory_mib = w.gpus[*gpu].memory_mib;
+            if (w.gpus[*gpu].model < prices.gpu_micro_per_hour.size()) {
+                on->micro_per_gpu_hour = prices.gpu_micro_per_hour[w.gpus[*gpu].model];
+            }
+        }
     }
-    const bool known = *gpu < w.gpus.size();
-    const std::int64_t total = known ? w.gpus[*gpu].memory_mib : 0;
-    Micro rate = prices.default_gpu_micro_per_hour;
-    if (known && w.gpus[*gpu].model < prices.gpu_micro_per_hour.size()) {
-        rate = prices.gpu_micro_per_hour[w.gpus[*gpu].model];
-    }
-    const std::int64_t share = credits::billed_share_milli(gpu_milli, job.gpu_memory_mib, total);
-    return credits::gpu_price_per_hour(rate, share) * std::max<std::int64_t>(1, job.gpus);
+    return credits::attempt_price_per_hour(use, on, prices.cpu_micro_per_core_hour);
 }
 
 Micro hold_of(const JobRequest& job, Micro price_per_hour) {

@@ -30,6 +30,8 @@
 //   tokens speak only for their worker; enrollment tokens may only register a worker.
 #pragma once
 
+#include "core/api/assignment.hpp"
+#include "core/api/heartbeat.hpp"
 #include "core/api/inventory.hpp"
 #include "core/api/outcome.hpp"
 #include "core/coordinator/clock.hpp"
@@ -253,22 +255,9 @@ struct SubmitResult {
     std::vector<JobId> jobs;
 };
 
-struct Assignment {
-    AttemptId attempt;
-    JobId job;
-    std::int64_t attempt_number = 0; // 1 for the first attempt of the job
-    recipe::JobSpec spec;
-    std::int64_t gpu_index = -1;
-    std::int64_t gpu_milli = 0;
-    TeamId team; // whose job: the worker gives each team its own writable cache
-    std::string team_name{}; // for the owner's log
-};
-
-struct HeartbeatReply {
-    std::vector<AttemptId> stop;      // attempts the worker must stop now (cancelled, lost, over time)
-    std::int64_t lease_ms = 0;
-    std::vector<std::string> warnings; // about a changed inventory (e.g. a GPU model not in the catalog)
-};
+// What a worker is handed to run, and the heartbeat's answer: the wire types (core/api).
+using api::Assignment;
+using api::HeartbeatReply;
 
 struct LogSlice {
     AttemptId attempt;

@@ -2,6 +2,7 @@
 // logs, outputs, completion).
 #include "core/coordinator/service_impl.hpp"
 
+#include "core/api/worker_protocol.hpp"
 #include "core/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
@@ -13,66 +14,36 @@ using namespace gpupool::store;
 namespace {
 
 net::Response register_worker(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    const json* body = &in.body;
-    auto name = field<std::string>(*body, "name");
-    if (!name) {
-        return error_response(name.error());
+    auto req = api::registration_from_json(in.body);
+    if (!req) {
+        return error_response(req.error());
     }
-    auto inventory = api::inventory_from_json(body->value("inventory", json()));
-    if (!inventory) {
-        return error_response(inventory.error());
-    }
-    auto reg = svc.coord->register_worker(who, *name, *inventory);
+    auto reg = svc.coord->register_worker(who, req->name, req->inventory);
     if (!reg) {
         return error_response(reg.error());
     }
-    spdlog::info("worker {} `{}` registered for team `{}`", reg->worker.value(), util::escape_control(*name),
+    spdlog::info("worker {} `{}` registered for team `{}`", reg->worker.value(), util::escape_control(req->name),
                  util::escape_control(svc.coord->team_name(*who.team)));
     for (const auto& w : reg->warnings) {
-        spdlog::warn("worker `{}`: {}", util::escape_control(*name), util::escape_control(w));
+        spdlog::warn("worker `{}`: {}", util::escape_control(req->name), util::escape_control(w));
     }
-    return ok({{"worker_id", reg->worker.value()}, {"token", reg->secret}, {"warnings", reg->warnings}}, 201);
+    return ok(api::to_json(api::RegistrationReply{reg->worker, reg->secret, reg->warnings}), 201);
 }
 
 net::Response heartbeat(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    const json* body = &in.body;
-    auto running = field<std::vector<std::int64_t>>(*body, "running", std::vector<std::int64_t>{});
-    if (!running) {
-        return error_response(running.error());
+    auto beat = api::heartbeat_from_json(in.body);
+    if (!beat) {
+        return error_response(beat.error());
     }
-    auto unhealthy = field<std::vector<std::int64_t>>(*body, "unhealthy_gpus", std::vector<std::int64_t>{});
-    if (!unhealthy) {
-        return error_response(unhealthy.error());
-    }
-    std::vector<AttemptId> ids;
-    for (auto v : *running) {
-        ids.emplace_back(v);
-    }
-    auto draining = field<bool>(*body, "draining", false);
-    auto paused = field<bool>(*body, "paused", false);
-    if (!draining || !paused) {
-        return error_response(!draining ? draining.error() : paused.error());
-    }
-    std::optional<api::Inventory> inventory;
-    if (auto it = body->find("inventory"); it != body->end() && !it->is_null()) {
-        auto parsed = api::inventory_from_json(*it);
-        if (!parsed) {
-            return error_response(parsed.error());
-        }
-        inventory = std::move(*parsed);
-    }
-    auto reply = svc.coord->heartbeat(who, ids, *unhealthy, *draining, inventory ? &*inventory : nullptr, *paused);
+    auto reply = svc.coord->heartbeat(who, beat->running, beat->unhealthy_gpus, beat->draining,
+                                      beat->inventory ? &*beat->inventory : nullptr, beat->paused);
     if (!reply) {
         return error_response(reply.error());
     }
     for (const auto& w : reply->warnings) {
         spdlog::warn("worker {}: {}", who.worker->value(), util::escape_control(w));
     }
-    json stop = json::array();
-    for (AttemptId a : reply->stop) {
-        stop.push_back(a.value());
-    }
-    return ok({{"stop", stop}, {"lease_ms", reply->lease_ms}});
+    return ok(api::to_json(*reply));
 }
 
 // Long poll: answered at once when work is waiting, else parked until work or the wait ends.
@@ -96,7 +67,7 @@ void poll(ServiceState& svc, const net::Request& req, net::Responder respond) {
     if (!list->empty() || *wait == 0 || svc.stopped) {
         json arr = json::array();
         for (const auto& a : *list) {
-            arr.push_back(assignment_json(a));
+            arr.push_back(api::to_json(a));
         }
         respond(ok({{"assignments", arr}}));
         return;
@@ -164,25 +135,15 @@ net::Response complete_attempt(ServiceState& svc, const net::Request& req, const
     if (!id) {
         return error_response(id.error());
     }
-    const json* body = &in.body;
-    auto exit_code = opt_field(*body, "exit_code");
-    auto reason = field<std::string>(*body, "reason", std::string());
-    auto outcome_name = field<std::string>(*body, "outcome", std::string("exited"));
-    if (!exit_code || !reason || !outcome_name) {
-        return error_response(!exit_code ? exit_code.error() : !reason ? reason.error() : outcome_name.error());
+    auto done = api::completion_from_json(in.body);
+    if (!done) {
+        return error_response(done.error());
     }
-    auto outcome = outcome_from_string(*outcome_name);
-    if (!outcome) {
-        return error_response(make_error(ErrorCode::invalid_input,
-                                         "expected exited, worker_fault or owner_preempted, got `" +
-                                             *outcome_name + "`",
-                                         "outcome"));
-    }
-    auto st = svc.coord->complete_attempt(who, AttemptId(*id), *exit_code, *reason, *outcome);
+    auto st = svc.coord->complete_attempt(who, AttemptId(*id), done->exit_code, done->reason, done->outcome);
     if (st) {
         svc.schedule_soon();
     }
-    return st ? ok({{"attempt", *id}, {"exit_code", opt_json(*exit_code)}, {"outcome", *outcome_name}})
+    return st ? ok({{"attempt", *id}, {"exit_code", opt_json(done->exit_code)}, {"outcome", to_string(done->outcome)}})
               : error_response(st.error());
 }
 

@@ -104,7 +104,7 @@ void ServiceState::answer_pollers(WorkerId w) {
     }
     json arr = json::array();
     for (const auto& a : *list) {
-        arr.push_back(assignment_json(a));
+        arr.push_back(api::to_json(a));
     }
     for (auto& poller : it->second) {
         poller.timer->cancel();

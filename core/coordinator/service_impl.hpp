@@ -125,7 +125,6 @@ Result<std::optional<std::int64_t>> opt_field(const json& j, const char* name);
 json opt_json(const std::optional<std::int64_t>& v);
 // The body's "jobs" array as job specs; errors name the job's index.
 Result<std::vector<recipe::JobSpec>> jobs_field(const json& body);
-json assignment_json(const Assignment& a);
 
 // A required field (or `fallback` when absent or null) of the JSON type T, with no silent
 // conversions: 1.9 is not an integer (nlohmann would truncate it to 1).

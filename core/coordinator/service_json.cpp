@@ -153,12 +153,6 @@ Result<std::vector<recipe::JobSpec>> jobs_field(const json& body) {
     return out;
 }
 
-json assignment_json(const Assignment& a) {
-    return {{"attempt", a.attempt.value()}, {"job", a.job.value()},         {"attempt_number", a.attempt_number},
-            {"gpu_index", a.gpu_index},     {"gpu_milli", a.gpu_milli}, {"team", a.team.value()}, {"team_name", a.team_name},
-            {"spec", recipe::to_wire_json(a.spec)}};
-}
-
 } // namespace service_detail
 
 } // namespace gpupool::coordinator

@@ -258,7 +258,7 @@ TEST_CASE("hostile api: numbers are integers or refused, never truncated", "[sec
     auto hb = w.request("POST", "/v1/workers/heartbeat", R"({"running": [1.5]})");
     REQUIRE(hb);
     CHECK(hb->status == 400);
-    CHECK(json::parse(hb->body)["field"] == "running");
+    CHECK(json::parse(hb->body)["field"] == "running[0]"); // the element, by its index
     auto label = a.request("POST", "/v1/admin/tokens",
                            json{{"role", "member"}, {"team", "fellows"}, {"label", std::string(300, 'l')}}.dump());
     REQUIRE(label);

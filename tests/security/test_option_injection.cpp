@@ -8,11 +8,11 @@
 // the field; (c) build_run_argv, given a spec that bypassed both, still ends the options with `--`
 // before the image, and everything before `--` is a flag of its own or that flag's value;
 // (d) OciRuntime::start refuses an invalid image before it runs the engine at all.
+#include "core/api/assignment.hpp"
 #include "core/recipe/parser.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "core/util/strings.hpp"
 #include "tests/support.hpp"
-#include "worker/agent/worker_api.hpp"
 #include "worker/runtime/oci_runtime.hpp"
 #include "worker/runtime/process_runtime.hpp"
 
@@ -220,9 +220,9 @@ TEST_CASE("option injection: job_from_json refuses hostile values and names the 
 TEST_CASE("option injection: the worker reads assignments through job_from_json", "[security]") {
     nlohmann::json spec = valid_job();
     spec["image"] = "--privileged";
-    auto a = parse_assignment({{"attempt", 7}, {"job", 42}, {"spec", spec}});
+    auto a = api::assignment_from_json({{"attempt", 7}, {"job", 42}, {"spec", spec}}, "assignments[0]");
     REQUIRE_FALSE(a);
-    CHECK(a.error().field == "image");
+    CHECK(a.error().field == "assignments[0].spec.image");
 }
 
 TEST_CASE("option injection: build_run_argv ends the options with -- before an unchecked image", "[security]") {

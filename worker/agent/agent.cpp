@@ -61,12 +61,12 @@ bool is_instance_id(const std::string& s) {
            });
 }
 
-std::string job_label(const AssignmentMsg& a) {
-    return "job " + std::to_string(a.job) + " `" + a.spec.name + "` (team " +
-           (a.team_name.empty() ? std::to_string(a.team) : a.team_name) + ")";
+std::string job_label(const api::Assignment& a) {
+    return "job " + std::to_string(a.job.value()) + " `" + a.spec.name + "` (team " +
+           (a.team_name.empty() ? std::to_string(a.team.value()) : a.team_name) + ")";
 }
 
-std::string share_of(const AssignmentMsg& a) {
+std::string share_of(const api::Assignment& a) {
     std::string gpu = "no GPU";
     if (a.gpu_index >= 0) {
         gpu = (a.gpu_milli >= 1000 ? std::string("GPU ") : resources::format_milli(a.gpu_milli) + " of GPU ") +
@@ -87,7 +87,7 @@ std::uint64_t backoff_seed() {
 // drop), the drain, and the threads. The spool, the deliveries and the GPUs are its parts.
 struct Agent::Impl {
     struct Deferred {
-        AssignmentMsg a;
+        api::Assignment a;
         std::int64_t since_ms = 0;
     };
 
@@ -110,9 +110,9 @@ struct Agent::Impl {
     std::string worker_label;
 
     Attempts tracked;
-    std::vector<std::int64_t> handback; // unstarted assignments to give back (drain)
-    std::set<std::int64_t> finished;    // attempts delivered or dropped: never taken again
-    std::vector<Deferred> deferred;     // assignments waiting for their GPU share (see start_deferred)
+    std::vector<AttemptId> handback; // unstarted assignments to give back (drain)
+    std::set<AttemptId> finished;    // attempts delivered or dropped: never taken again
+    std::vector<Deferred> deferred;  // assignments waiting for their GPU share (see start_deferred)
     std::optional<std::int64_t> drain_deadline_ms;
     std::optional<std::int64_t> give_up_at_ms;
     std::optional<Error> fatal; // why run() must end with an error
@@ -120,7 +120,7 @@ struct Agent::Impl {
     // Shared with the poll thread and with drain()/stop() callers.
     util::Mutex mu;
     std::condition_variable_any cv;
-    std::vector<AssignmentMsg> inbox GUARDED_BY(mu);
+    std::vector<api::Assignment> inbox GUARDED_BY(mu);
     std::atomic<bool> draining{false};
     std::atomic<bool> hurry{false}; // drain_now(): stop the running jobs without waiting
     std::atomic<bool> stopping{false};
@@ -134,7 +134,7 @@ struct Agent::Impl {
 
     Delivery::Hooks hooks() {
         return {[this](Attempt& t, const std::string& why) { request_stop(t, why, Outcome::exited, opt.stop_grace); },
-                [this](std::int64_t id) { return cancel_deferred(id); }, [this](const std::string& line) { event(line); }};
+                [this](AttemptId id) { return cancel_deferred(id); }, [this](const std::string& line) { event(line); }};
     }
 
     std::string identity() const { return opt.identity_key.empty() ? opt.coordinator_url : opt.identity_key; }
@@ -142,12 +142,12 @@ struct Agent::Impl {
 
     // ---- identity ----
     Status register_with_coordinator() {
-        const json inv = inventory();
+        const api::Registration registration{opt.name, inventory()};
         Backoff backoff(opt.backoff_initial, opt.backoff_max, backoff_seed());
         for (;;) {
-            auto reg = link->register_worker(opt.name, inv);
+            auto reg = link->register_worker(registration);
             if (reg) {
-                worker_id = reg->worker_id;
+                worker_id = reg->worker_id.value();
                 worker_token = reg->token;
                 spdlog::info("registered with {} as worker {}", opt.coordinator_url, worker_id);
                 return {};
@@ -194,21 +194,17 @@ struct Agent::Impl {
         return {};
     }
 
-    json inventory() const {
-        json g = json::array();
+    api::Inventory inventory() const {
+        api::Inventory inv;
         for (const auto& info : gpu.gpus()) {
-            g.push_back({{"index", info.index},
-                         {"model", info.model},
-                         {"memory_mib", info.memory_mib},
-                         {"uuid", info.uuid},
-                         {"memory_enforcement", to_string(gpu.enforcement())}});
+            inv.gpus.push_back({info.index, info.model, info.memory_mib, info.uuid, to_string(gpu.enforcement())});
         }
         const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-        return {{"cpu_milli", opt.cpu_milli > 0 ? opt.cpu_milli : cores * 1000},
-                {"memory_mib", opt.memory_mib > 0 ? opt.memory_mib : total_memory_mib()},
-                {"gpus", g},
-                {"slots", std::max(0, opt.slots)},
-                {"runtime", runtime.name()}};
+        inv.cpu_milli = opt.cpu_milli > 0 ? opt.cpu_milli : cores * 1000;
+        inv.memory_mib = opt.memory_mib > 0 ? opt.memory_mib : total_memory_mib();
+        inv.slots = std::max(0, opt.slots);
+        inv.runtime = runtime.name();
+        return inv;
     }
 
     // Backoff waits end early on stop and on drain (a SIGTERM must not wait out a retry delay).
@@ -231,10 +227,10 @@ struct Agent::Impl {
     }
 
     void event_offer() const {
-        const json inv = inventory();
+        const api::Inventory inv = inventory();
         std::string line = "sharing with " + opt.coordinator_url + " as worker " + std::to_string(worker_id) + ": " +
-                           resources::format_milli(inv["cpu_milli"].get<std::int64_t>()) + " CPUs, " +
-                           resources::format_memory_mib(inv["memory_mib"].get<std::int64_t>()) + " memory, ";
+                           resources::format_milli(inv.cpu_milli) + " CPUs, " +
+                           resources::format_memory_mib(inv.memory_mib) + " memory, ";
         const auto& gpus = gpu.gpus();
         if (gpus.empty()) {
             line += "no NVIDIA driver found: CPU-only jobs";
@@ -253,7 +249,7 @@ struct Agent::Impl {
         t.reason = why;
         t.outcome = Outcome::worker_fault;
         t.outputs_done = true; // nothing to trust in a half-run's outputs
-        spdlog::warn("attempt {}: {}", t.a.attempt, why);
+        spdlog::warn("attempt {}: {}", t.a.attempt.value(), why);
         event_ended(t);
     }
 
@@ -263,19 +259,19 @@ struct Agent::Impl {
                                   deferred.size());
     }
 
-    void drop(std::int64_t id, const std::string& why) {
+    void drop(AttemptId id, const std::string& why) {
         auto it = tracked.find(id);
         if (it == tracked.end()) {
             return;
         }
         if (!it->second.container.empty()) {
             if (auto st = runtime.remove(it->second.container); !st) {
-                spdlog::warn("attempt {}: removing {}: {}", id, it->second.container, st.error().message);
+                spdlog::warn("attempt {}: removing {}: {}", id.value(), it->second.container, st.error().message);
             }
         }
         spool.remove(it->second);
         finished.insert(id);
-        spdlog::info("attempt {}: {}", id, why);
+        spdlog::info("attempt {}: {}", id.value(), why);
         tracked.erase(it);
         refresh_active();
     }
@@ -306,7 +302,7 @@ struct Agent::Impl {
     // the jobs still running on its GPU leave room for its share; until then it waits (its lease
     // renewed by the heartbeats, which are sent at once to learn what must stop), for at most
     // gpu_wait_max.
-    bool gpu_share_free(const AssignmentMsg& a) const {
+    bool gpu_share_free(const api::Assignment& a) const {
         if (a.gpu_index < 0 || a.gpu_milli <= 0) {
             return true;
         }
@@ -328,17 +324,17 @@ struct Agent::Impl {
                 continue;
             }
             if (!free) {
-                spdlog::warn("attempt {}: GPU {} still looks full after {} s; starting it anyway", it->a.attempt,
+                spdlog::warn("attempt {}: GPU {} still looks full after {} s; starting it anyway", it->a.attempt.value(),
                              it->a.gpu_index, opt.gpu_wait_max.count() / 1000);
             }
-            AssignmentMsg a = std::move(it->a);
+            api::Assignment a = std::move(it->a);
             it = deferred.erase(it);
             take(std::move(a), true);
             refresh_active();
         }
     }
 
-    bool cancel_deferred(std::int64_t id) {
+    bool cancel_deferred(AttemptId id) {
         if (std::erase_if(deferred, [&](const Deferred& d) { return d.a.attempt == id; }) == 0) {
             return false;
         }
@@ -347,13 +343,13 @@ struct Agent::Impl {
     }
 
     // ---- starting ----
-    void take(AssignmentMsg a, bool waited = false) {
+    void take(api::Assignment a, bool waited = false) {
         if (tracked.count(a.attempt) || finished.count(a.attempt)) {
             return; // re-sent until our start reaches the coordinator, or already done with here
         }
         if (!waited && !gpu_share_free(a)) {
             if (std::none_of(deferred.begin(), deferred.end(), [&](const Deferred& d) { return d.a.attempt == a.attempt; })) {
-                spdlog::info("attempt {}: waiting for GPU {} to be freed by the jobs still stopping on it", a.attempt,
+                spdlog::info("attempt {}: waiting for GPU {} to be freed by the jobs still stopping on it", a.attempt.value(),
                              a.gpu_index);
                 deferred.push_back({std::move(a), now_ms()});
                 delivery.heartbeat_now(); // learn now which of ours must stop
@@ -370,7 +366,7 @@ struct Agent::Impl {
         if (!started) {
             fail_start(t, started.error());
         } else {
-            spdlog::info("attempt {} (job {} `{}`): started as {}", t.a.attempt, t.a.job, t.a.spec.name, t.container);
+            spdlog::info("attempt {} (job {} `{}`): started as {}", t.a.attempt.value(), t.a.job.value(), t.a.spec.name, t.container);
             event(job_label(t.a) + " started: " + share_of(t.a));
         }
         spool.save(t);
@@ -401,11 +397,11 @@ struct Agent::Impl {
         std::vector<WatchedAttempt> watched;
         for (const auto& [id, t] : tracked) {
             if (t.running() && t.gpu_limit_mib > 0 && t.stop_reason.empty()) {
-                watched.push_back({id, t.a.gpu_index, t.gpu_limit_mib});
+                watched.push_back({id.value(), t.a.gpu_index, t.gpu_limit_mib});
             }
         }
         for (const auto& o : gpu.overuse(watched)) {
-            request_stop(tracked.at(o.attempt),
+            request_stop(tracked.at(AttemptId(o.attempt)),
                          "exceeded its GPU memory share: " + std::to_string(o.used_mib) + " MiB in use, limit " +
                              std::to_string(o.limit_mib) + " MiB",
                          Outcome::exited, opt.stop_grace);
@@ -440,9 +436,9 @@ struct Agent::Impl {
         t.stop_outcome = outcome;
         t.kill_at_ms = now_ms() + grace.count();
         if (auto st = runtime.signal(t.container, SIGTERM); !st) {
-            spdlog::warn("attempt {}: SIGTERM: {}", t.a.attempt, st.error().message);
+            spdlog::warn("attempt {}: SIGTERM: {}", t.a.attempt.value(), st.error().message);
         }
-        spdlog::info("attempt {}: stopping ({})", t.a.attempt, why);
+        spdlog::info("attempt {}: stopping ({})", t.a.attempt.value(), why);
         spool.save(t);
     }
 
@@ -460,7 +456,7 @@ struct Agent::Impl {
         if (!st) {
             if (!t.poll_failing_since_ms) {
                 t.poll_failing_since_ms = now;
-                spdlog::warn("attempt {}: cannot tell how the job is: {}", t.id(), st.error().message);
+                spdlog::warn("attempt {}: cannot tell how the job is: {}", t.id().value(), st.error().message);
             } else if (now - *t.poll_failing_since_ms > opt.engine_unanswered_max.count()) {
                 end_as_fault(t, "the " + runtime.name() + " engine could not say how the job is for " +
                                     std::to_string(opt.engine_unanswered_max.count() / 1000) + " s: " + st.error().message);
@@ -472,7 +468,7 @@ struct Agent::Impl {
             finish(t, **st);
             return false;
         } else if (t.poll_failing_since_ms) {
-            spdlog::info("attempt {}: the {} engine answers again", t.id(), runtime.name());
+            spdlog::info("attempt {}: the {} engine answers again", t.id().value(), runtime.name());
             t.poll_failing_since_ms.reset();
         }
         return true;
@@ -493,7 +489,7 @@ struct Agent::Impl {
             if (t.kill_at_ms && now >= *t.kill_at_ms && !t.killed) {
                 t.killed = true;
                 if (auto k = runtime.signal(t.container, SIGKILL); !k) {
-                    spdlog::warn("attempt {}: SIGKILL: {}", id, k.error().message);
+                    spdlog::warn("attempt {}: SIGKILL: {}", id.value(), k.error().message);
                 }
             }
         }
@@ -528,7 +524,7 @@ struct Agent::Impl {
         if (t.outcome != Outcome::exited) {
             t.outputs_done = true; // handed back: a later attempt produces the outputs
         }
-        spdlog::info("attempt {}: {}", t.a.attempt, t.reason);
+        spdlog::info("attempt {}: {}", t.a.attempt.value(), t.reason);
         event_ended(t);
         spool.save(t);
     }
@@ -566,7 +562,7 @@ struct Agent::Impl {
     // ---- poll thread ----
     void poll_loop() {
         auto plink = links(worker_token);
-        std::set<std::int64_t> handed;
+        std::set<AttemptId> handed;
         Backoff pb(opt.backoff_initial, opt.backoff_max, static_cast<std::uint64_t>(getpid()) * 7919u + 1);
         while (!stopping && !draining) {
             if (opt.slots > 0 && active.load() >= opt.slots) {
@@ -629,8 +625,8 @@ struct Agent::Impl {
         return runtime.check();
     }
 
-    std::vector<AssignmentMsg> wait_for_inbox() {
-        std::vector<AssignmentMsg> fresh;
+    std::vector<api::Assignment> wait_for_inbox() {
+        std::vector<api::Assignment> fresh;
         util::MutexLock lock(mu);
         cv.wait_for(lock, opt.tick, [&]() REQUIRES(mu) { return !inbox.empty() || stopping.load(); });
         fresh.swap(inbox);

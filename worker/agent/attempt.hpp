@@ -17,7 +17,7 @@ namespace gpupool::worker {
 enum class AttemptPhase : std::uint8_t { running, ended };
 
 struct Attempt {
-    AssignmentMsg a{};
+    api::Assignment a{};
     std::filesystem::path dir{};
     std::string container{};
     AttemptPhase phase = AttemptPhase::running;
@@ -39,12 +39,12 @@ struct Attempt {
     std::int64_t gpu_limit_mib = 0;           // a fractional GPU job's memory share (0: not watched)
     std::optional<std::int64_t> poll_failing_since_ms{}; // the engine cannot tell how the job is
 
-    std::int64_t id() const { return a.attempt; }
+    AttemptId id() const { return a.attempt; }
     bool running() const { return phase == AttemptPhase::running; }
     std::filesystem::path log_path() const { return dir / "log"; }
 };
 
 // The attempts the agent holds, by attempt id.
-using Attempts = std::map<std::int64_t, Attempt>;
+using Attempts = std::map<AttemptId, Attempt>;
 
 } // namespace gpupool::worker

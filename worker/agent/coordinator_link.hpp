@@ -10,13 +10,10 @@
 
 #include "worker/agent/worker_api.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,19 +25,15 @@ public:
     virtual ~CoordinatorLink() = default;
 
     virtual void set_token(std::string token) = 0;
-    virtual Result<WorkerApi::Registration> register_worker(const std::string& name, const nlohmann::json& inventory) = 0;
-    // `inventory` (when not null) tells the coordinator what this machine offers now.
-    virtual Result<HeartbeatAnswer> heartbeat(const std::vector<std::int64_t>& running,
-                                              const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
-                                              const nlohmann::json& inventory, bool paused) = 0;
-    virtual Result<std::vector<AssignmentMsg>> poll(std::chrono::milliseconds wait) = 0;
-    virtual Status start(std::int64_t attempt) = 0;
-    virtual Result<std::string> inputs(std::int64_t attempt) = 0;
+    virtual Result<api::RegistrationReply> register_worker(const api::Registration& registration) = 0;
+    virtual Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) = 0;
+    virtual Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait) = 0;
+    virtual Status start(AttemptId attempt) = 0;
+    virtual Result<std::string> inputs(AttemptId attempt) = 0;
     // Appends `data` at `offset`; returns the attempt's stored log length afterwards.
-    virtual Result<std::int64_t> append_log(std::int64_t attempt, std::int64_t offset, std::string_view data) = 0;
-    virtual Status upload_outputs(std::int64_t attempt, std::string_view archive) = 0;
-    virtual Status complete(std::int64_t attempt, std::optional<int> exit_code, const std::string& reason,
-                            Outcome outcome) = 0;
+    virtual Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) = 0;
+    virtual Status upload_outputs(AttemptId attempt, std::string_view archive) = 0;
+    virtual Status complete(AttemptId attempt, const api::Completion& completion) = 0;
 };
 
 using LinkFactory = std::function<std::unique_ptr<CoordinatorLink>(const std::string& token)>;
@@ -52,26 +45,21 @@ public:
         : m_api(std::move(base_url), std::move(token), std::move(ca_cert)) {}
 
     void set_token(std::string token) override { m_api.set_token(std::move(token)); }
-    Result<WorkerApi::Registration> register_worker(const std::string& name, const nlohmann::json& inventory) override {
-        return m_api.register_worker(name, inventory);
+    Result<api::RegistrationReply> register_worker(const api::Registration& registration) override {
+        return m_api.register_worker(registration);
     }
-    Result<HeartbeatAnswer> heartbeat(const std::vector<std::int64_t>& running,
-                                      const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
-                                      const nlohmann::json& inventory, bool paused) override {
-        return m_api.heartbeat(running, unhealthy_gpus, draining, inventory, paused);
-    }
-    Result<std::vector<AssignmentMsg>> poll(std::chrono::milliseconds wait) override { return m_api.poll(wait); }
-    Status start(std::int64_t attempt) override { return m_api.start(attempt); }
-    Result<std::string> inputs(std::int64_t attempt) override { return m_api.inputs(attempt); }
-    Result<std::int64_t> append_log(std::int64_t attempt, std::int64_t offset, std::string_view data) override {
+    Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) override { return m_api.heartbeat(beat); }
+    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait) override { return m_api.poll(wait); }
+    Status start(AttemptId attempt) override { return m_api.start(attempt); }
+    Result<std::string> inputs(AttemptId attempt) override { return m_api.inputs(attempt); }
+    Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) override {
         return m_api.append_log(attempt, offset, data);
     }
-    Status upload_outputs(std::int64_t attempt, std::string_view archive) override {
+    Status upload_outputs(AttemptId attempt, std::string_view archive) override {
         return m_api.upload_outputs(attempt, archive);
     }
-    Status complete(std::int64_t attempt, std::optional<int> exit_code, const std::string& reason,
-                    Outcome outcome) override {
-        return m_api.complete(attempt, exit_code, reason, outcome);
+    Status complete(AttemptId attempt, const api::Completion& completion) override {
+        return m_api.complete(attempt, completion);
     }
 
 private:

@@ -12,7 +12,6 @@
 namespace gpupool::worker {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using std::chrono::milliseconds;
 
 namespace {
@@ -38,13 +37,17 @@ std::string read_range(const fs::path& p, std::int64_t offset, std::size_t max) 
     return buf;
 }
 
+api::Completion completion_of(const Attempt& t) {
+    return {t.exit_code ? std::optional<std::int64_t>(*t.exit_code) : std::nullopt, t.reason, t.outcome};
+}
+
 } // namespace
 
 Delivery::Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock,
                    const Spool& spool, Backoff backoff, Hooks hooks)
     : m_opt(options), m_link(link), m_clock(clock), m_spool(spool), m_backoff(backoff), m_hooks(std::move(hooks)) {}
 
-bool Delivery::handle(Attempts& attempts, std::int64_t id, const Error& e, const char* what) {
+bool Delivery::handle(Attempts& attempts, AttemptId id, const Error& e, const char* what) {
     if (net::is_tls_verification_failure(e)) {
         m_fatal = e;
         return false;
@@ -55,7 +58,7 @@ bool Delivery::handle(Attempts& attempts, std::int64_t id, const Error& e, const
         spdlog::warn("coordinator unreachable during {} ({}); retrying in {} ms", what, e.message, d.count());
         return false;
     }
-    if (e.code == ErrorCode::conflict && id != 0) {
+    if (e.code == ErrorCode::conflict && id != AttemptId()) {
         auto it = attempts.find(id);
         if (it != attempts.end()) {
             it->second.fenced = true;
@@ -63,11 +66,11 @@ bool Delivery::handle(Attempts& attempts, std::int64_t id, const Error& e, const
                 m_hooks.stop(it->second, "the coordinator no longer knows this attempt");
             }
         }
-        spdlog::info("attempt {}: {} refused, the attempt is no longer current: {}", id, what, e.message);
+        spdlog::info("attempt {}: {} refused, the attempt is no longer current: {}", id.value(), what, e.message);
         return true;
     }
-    spdlog::error("{} for attempt {}: {}", what, id, e.message);
-    if (id != 0) {
+    spdlog::error("{} for attempt {}: {}", what, id.value(), e.message);
+    if (id != AttemptId()) {
         auto it = attempts.find(id);
         if (it != attempts.end() && !it->second.running()) {
             it->second.fenced = true; // a request the coordinator will never take: give up on it
@@ -82,13 +85,15 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
         return;
     }
     Facts f = facts();
-    std::vector<std::int64_t> held;
+    api::Heartbeat beat;
     for (const auto& [id, t] : attempts) {
         if (!t.fenced) {
-            held.push_back(id);
+            beat.running.push_back(id);
         }
     }
-    held.insert(held.end(), f.waiting.begin(), f.waiting.end()); // they keep their lease while they wait
+    beat.running.insert(beat.running.end(), f.waiting.begin(), f.waiting.end()); // they keep their lease while they wait
+    beat.unhealthy_gpus = f.unhealthy_gpus;
+    beat.draining = f.draining;
     const bool paused_now = paused_since(m_opt.work_dir).has_value();
     if (paused_now != m_paused) {
         m_paused = paused_now;
@@ -98,7 +103,11 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
     }
     // The first heartbeat after a start carries the inventory: the machine may have changed since it
     // registered (other GPUs, --cpus-milli, --memory-mib, --slots).
-    auto hb = m_link.heartbeat(held, f.unhealthy_gpus, f.draining, m_inventory_sent ? json() : f.inventory, m_paused);
+    if (!m_inventory_sent) {
+        beat.inventory = f.inventory;
+    }
+    beat.paused = m_paused;
+    auto hb = m_link.heartbeat(beat);
     if (!hb && net::is_tls_verification_failure(hb.error())) {
         m_fatal = hb.error(); // a wrong CA stays wrong: stop rather than retry forever
         return;
@@ -118,7 +127,7 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
                                            (m_opt.work_dir / "worker.json").string() + " to register again");
             return;
         }
-        handle(attempts, 0, hb.error(), "heartbeat");
+        handle(attempts, AttemptId(), hb.error(), "heartbeat");
         return;
     }
     delivered();
@@ -131,10 +140,10 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
     obey(*hb, attempts);
 }
 
-void Delivery::obey(const HeartbeatAnswer& answer, Attempts& attempts) {
+void Delivery::obey(const api::HeartbeatReply& answer, Attempts& attempts) {
     for (auto id : answer.stop) {
         if (m_hooks.cancel_waiting(id)) {
-            spdlog::info("attempt {}: cancelled while it waited for its GPU share", id);
+            spdlog::info("attempt {}: cancelled while it waited for its GPU share", id.value());
             continue;
         }
         auto it = attempts.find(id);
@@ -201,7 +210,7 @@ bool Delivery::pack_outputs_once(Attempt& t) {
         return false;
     }
     for (const auto& s : packed->skipped) {
-        spdlog::warn("attempt {}: outputs: skipped {}", t.a.attempt, s);
+        spdlog::warn("attempt {}: outputs: skipped {}", t.a.attempt.value(), s);
         Spool::append_note(t, "gpupool-worker: outputs: skipped " + s + "\n");
     }
     return true;
@@ -258,7 +267,7 @@ bool Delivery::deliver_one(Attempts& attempts, Attempt& t, bool& done) {
     if (!ship_logs(attempts, t, true)) {
         return false;
     }
-    if (auto st = m_link.complete(id, t.exit_code, t.reason, t.outcome); !st) {
+    if (auto st = m_link.complete(id, completion_of(t)); !st) {
         return handle(attempts, id, st.error(), "complete");
     }
     delivered();
@@ -266,8 +275,8 @@ bool Delivery::deliver_one(Attempts& attempts, Attempt& t, bool& done) {
     return true;
 }
 
-std::vector<std::int64_t> Delivery::deliver(Attempts& attempts, const std::function<Facts()>& facts) {
-    std::vector<std::int64_t> done;
+std::vector<AttemptId> Delivery::deliver(Attempts& attempts, const std::function<Facts()>& facts) {
+    std::vector<AttemptId> done;
     if (!online()) {
         return done;
     }
@@ -284,7 +293,7 @@ std::vector<std::int64_t> Delivery::deliver(Attempts& attempts, const std::funct
     return done;
 }
 
-void Delivery::hand_back(std::vector<std::int64_t>& ids, const Attempts& attempts) {
+void Delivery::hand_back(std::vector<AttemptId>& ids, const Attempts& attempts) {
     Attempts none;
     while (!ids.empty() && online()) {
         const auto id = ids.back();
@@ -292,9 +301,9 @@ void Delivery::hand_back(std::vector<std::int64_t>& ids, const Attempts& attempt
             ids.pop_back();
             continue;
         }
-        auto st = m_link.complete(id, std::nullopt, "the worker is shutting down: handed back to the queue",
-                                  Outcome::owner_preempted);
-        if (!st && !handle(none, 0, st.error(), "hand back")) {
+        auto st = m_link.complete(id, {std::nullopt, "the worker is shutting down: handed back to the queue",
+                                       Outcome::owner_preempted});
+        if (!st && !handle(none, AttemptId(), st.error(), "hand back")) {
             return;
         }
         ids.pop_back();

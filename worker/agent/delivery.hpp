@@ -27,8 +27,6 @@
 #include "worker/agent/coordinator_link.hpp"
 #include "worker/agent/spool.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <functional>
 #include <optional>
 #include <string>
@@ -42,17 +40,17 @@ public:
         // Stop a running attempt the coordinator no longer wants (SIGTERM, then SIGKILL after stop_grace).
         std::function<void(Attempt&, const std::string& why)> stop;
         // A stop order for an assignment still waiting for its GPU: true when it was one (now cancelled).
-        std::function<bool(std::int64_t attempt)> cancel_waiting;
+        std::function<bool(AttemptId attempt)> cancel_waiting;
         // A line for the machine's owner.
         std::function<void(const std::string&)> event;
     };
     // What a heartbeat says besides the attempts held.
     struct Facts {
-        std::vector<std::int64_t> waiting{};        // assignments waiting for their GPU (they keep their lease)
+        std::vector<AttemptId> waiting{};           // assignments waiting for their GPU (they keep their lease)
         std::vector<std::int64_t> unhealthy_gpus{};
         bool draining = false;
         int active = 0;                             // for the owner's "paused" line
-        nlohmann::json inventory{};                 // sent with the first heartbeat since the start
+        api::Inventory inventory{};                 // sent with the first heartbeat since the start
     };
 
     Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, const Spool& spool,
@@ -62,10 +60,10 @@ public:
     void heartbeat_now() { m_next_heartbeat_ms = m_clock.now_ms(); }
     // Sends what is due, attempt by attempt; returns the attempts that are done with (delivered, or
     // fenced and ended) for the agent to drop.
-    std::vector<std::int64_t> deliver(Attempts& attempts, const std::function<Facts()>& facts);
+    std::vector<AttemptId> deliver(Attempts& attempts, const std::function<Facts()>& facts);
     // Completes assignments never started here (`ids`, taken from the back) as owner_preempted so
     // they queue again at once; those still in `ids` afterwards wait for the coordinator.
-    void hand_back(std::vector<std::int64_t>& ids, const Attempts& attempts);
+    void hand_back(std::vector<AttemptId>& ids, const Attempts& attempts);
 
     // Why the agent must stop (see the rules); nullopt while it may go on.
     const std::optional<Error>& fatal() const { return m_fatal; }
@@ -73,9 +71,10 @@ public:
 
 private:
     void heartbeat_if_due(Attempts& attempts, const std::function<Facts()>& facts);
-    void obey(const HeartbeatAnswer& answer, Attempts& attempts);
+    void obey(const api::HeartbeatReply& answer, Attempts& attempts);
     // Classifies a failed call. Returns false when the link is down (stop using the network).
-    bool handle(Attempts& attempts, std::int64_t id, const Error& e, const char* what);
+    // `id` is AttemptId() for calls about no attempt (the heartbeat).
+    bool handle(Attempts& attempts, AttemptId id, const Error& e, const char* what);
     // One attempt's due deliveries; false when the link went down. Sets `done` when it is finished.
     bool deliver_one(Attempts& attempts, Attempt& t, bool& done);
     bool ship_logs(Attempts& attempts, Attempt& t, bool flush);

@@ -110,15 +110,15 @@ Status copy_local_inputs(const Attempt& t) {
 
 } // namespace
 
-fs::path team_cache_dir(const fs::path& cache_dir, std::int64_t team) {
-    return cache_dir / "teams" / std::to_string(team);
+fs::path team_cache_dir(const fs::path& cache_dir, TeamId team) {
+    return cache_dir / "teams" / std::to_string(team.value());
 }
 
 ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) {
     const bool host_paths = !ctx.runtime.isolates;
     const auto& spec = t.a.spec;
     ContainerSpec c;
-    c.name = "gpupool-" + ctx.worker_label + "-a" + std::to_string(t.a.attempt);
+    c.name = "gpupool-" + ctx.worker_label + "-a" + std::to_string(t.a.attempt.value());
     c.image = spec.image;
     c.argv = spec.argv();
     c.log_path = t.log_path();
@@ -126,8 +126,8 @@ ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) 
     c.cpu_milli = spec.resources.cpu_milli;
     c.memory_mib = spec.resources.memory_mib;
     c.labels = {{"gpupool.worker", ctx.worker_label},
-                {"gpupool.job", std::to_string(t.a.job)},
-                {"gpupool.attempt", std::to_string(t.a.attempt)}};
+                {"gpupool.job", std::to_string(t.a.job.value())},
+                {"gpupool.attempt", std::to_string(t.a.attempt.value())}};
     const fs::path team_cache = team_cache_dir(ctx.cache_dir, t.a.team);
     const fs::path work = host_paths ? t.dir / "work" : fs::path("/work");
     const fs::path outputs = host_paths ? t.dir / "outputs" : fs::path("/outputs");
@@ -136,9 +136,9 @@ ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) 
     for (const auto& [k, v] : spec.env) {
         c.env[k] = v;
     }
-    c.env["GPUPOOL_JOB_ID"] = std::to_string(t.a.job);
+    c.env["GPUPOOL_JOB_ID"] = std::to_string(t.a.job.value());
     c.env["GPUPOOL_ATTEMPT"] = std::to_string(t.a.attempt_number);
-    c.env["GPUPOOL_ATTEMPT_ID"] = std::to_string(t.a.attempt);
+    c.env["GPUPOOL_ATTEMPT_ID"] = std::to_string(t.a.attempt.value());
     c.env["GPUPOOL_JOB_NAME"] = spec.name;
     c.env["GPUPOOL_WORK_DIR"] = work.string();
     c.env["GPUPOOL_OUTPUT_DIR"] = outputs.string();
@@ -187,7 +187,7 @@ Status prepare_attempt_dirs(const Attempt& t, const fs::path& work_dir, const fs
             return make_error(ErrorCode::io, "unpacking the job's inputs: " + unpacked.error().message);
         }
         for (const auto& s : unpacked->skipped) {
-            spdlog::warn("attempt {}: inputs: skipped {}", t.a.attempt, s);
+            spdlog::warn("attempt {}: inputs: skipped {}", t.a.attempt.value(), s);
         }
     } else if (auto st = copy_local_inputs(t); !st) {
         return st;

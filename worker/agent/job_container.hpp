@@ -38,7 +38,7 @@ struct ContainerContext {
 
 ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx);
 
-std::filesystem::path team_cache_dir(const std::filesystem::path& cache_dir, std::int64_t team);
+std::filesystem::path team_cache_dir(const std::filesystem::path& cache_dir, TeamId team);
 
 // A fractional GPU job's memory share in MiB, from its spec (0: a whole GPU or none: not watched).
 std::int64_t gpu_limit_mib(const ContainerSpec& c);

@@ -74,16 +74,16 @@ void Spool::apply_state(Attempt& t, const json& s) {
     t.phase = s.value("phase", "running") == "ended" ? AttemptPhase::ended : AttemptPhase::running;
 }
 
-Attempt Spool::create(AssignmentMsg assignment, std::int64_t now_ms) const {
+Attempt Spool::create(api::Assignment assignment, std::int64_t now_ms) const {
     Attempt t;
     t.a = std::move(assignment);
-    t.dir = m_dir / std::to_string(t.a.attempt);
+    t.dir = m_dir / std::to_string(t.a.attempt.value());
     t.started_ms = now_ms;
     t.last_ship_ms = now_ms;
     std::error_code ec;
     fs::create_directories(t.dir, ec);
-    if (auto st = write_json_file(t.dir / "assignment.json", t.a.raw); !st) {
-        spdlog::error("attempt {}: {}", t.a.attempt, st.error().message);
+    if (auto st = write_json_file(t.dir / "assignment.json", api::to_json(t.a)); !st) {
+        spdlog::error("attempt {}: {}", t.a.attempt.value(), st.error().message);
     }
     return t;
 }
@@ -101,7 +101,7 @@ std::vector<Attempt> Spool::load(std::int64_t now_ms) const {
     for (const auto& entry : fs::directory_iterator(m_dir, ec)) {
         auto a = read_json_file(entry.path() / "assignment.json");
         auto s = read_json_file(entry.path() / "state.json");
-        auto msg = a ? parse_assignment(*a) : Result<AssignmentMsg>(a.error());
+        auto msg = a ? api::assignment_from_json(*a) : Result<api::Assignment>(a.error());
         if (!msg || !s) {
             fs::remove_all(entry.path(), ec);
             continue;
@@ -146,9 +146,9 @@ std::vector<Spool::Recovered> Spool::recover(ContainerRuntime& runtime, const st
         if (!a.running()) {
             // Ended before the restart: only its delivery is left.
         } else if (auto f = found.find(a.container);
-                   f != found.end() && f->second.labels["gpupool.attempt"] == std::to_string(a.id())) {
+                   f != found.end() && f->second.labels["gpupool.attempt"] == std::to_string(a.id().value())) {
             if (auto st = runtime.reattach(a.container, a.log_path()); st) {
-                spdlog::info("attempt {}: re-attached to {}", a.id(), a.container);
+                spdlog::info("attempt {}: re-attached to {}", a.id().value(), a.container);
             } else {
                 r.lost = "the worker restarted and could not re-attach: " + st.error().message;
             }

@@ -1,10 +1,12 @@
 // Spool: the worker's on-disk truth about the attempts it holds, so that nothing is lost while the
 // coordinator is away or the worker restarts.
 //
-// Layout: <work_dir>/attempts/<attempt id>/ holds assignment.json (the assignment as received), log
-// (appended by the runtime), work/, outputs/, outputs.tar once packed, and state.json (what has been
-// delivered: Attempt's persistent fields). Files holding tokens or state are written 0600 under an
-// unpredictable temporary name and renamed into place, so a crash leaves the old or the new file.
+// Layout: <work_dir>/attempts/<attempt id>/ holds assignment.json (the assignment in core/api's wire
+// form; older workers kept the poll answer's object as received, which is the same form and loads
+// the same way), log (appended by the runtime), work/, outputs/, outputs.tar once packed, and
+// state.json (what has been delivered: Attempt's persistent fields). Files holding tokens or state
+// are written 0600 under an unpredictable temporary name and renamed into place, so a crash leaves
+// the old or the new file.
 //
 // Rules:
 // - load() reads back every attempt directory; one whose assignment.json or state.json is missing or
@@ -39,7 +41,7 @@ public:
     const std::filesystem::path& dir() const { return m_dir; }
 
     // A new attempt's directory with its assignment.json; `now_ms` starts its clocks.
-    Attempt create(AssignmentMsg assignment, std::int64_t now_ms) const;
+    Attempt create(api::Assignment assignment, std::int64_t now_ms) const;
     void save(const Attempt& t) const;
     std::vector<Attempt> load(std::int64_t now_ms) const;
     struct Recovered {

@@ -1,7 +1,5 @@
 #include "worker/agent/worker_api.hpp"
 
-#include "core/recipe/recipe_json.hpp"
-
 #include <utility>
 
 namespace gpupool::worker {
@@ -20,6 +18,19 @@ net::ClientOptions client_options(const std::string& url, std::string token, con
     return o;
 }
 
+std::string attempt_path(AttemptId attempt, const std::string& rest) {
+    return "/v1/attempts/" + std::to_string(attempt.value()) + rest;
+}
+
+// A reply that does not read as its type: the coordinator is not one this worker can talk to now.
+template <class T>
+Result<T> unexpected_as_unavailable(Result<T> r, const char* what) {
+    if (!r) {
+        return make_error(ErrorCode::unavailable, std::string(what) + ": unexpected answer: " + r.error().field + ": " +
+                                                      r.error().message);
+    }
+    return r;
+}
 
 } // namespace
 
@@ -69,77 +80,35 @@ Result<json> WorkerApi::call(std::string_view method, const std::string& path, s
     }
 }
 
-Result<WorkerApi::Registration> WorkerApi::register_worker(const std::string& name, const json& inventory) {
-    auto r = call("POST", "/v1/workers/register", json{{"name", name}, {"inventory", inventory}}.dump());
+Result<api::RegistrationReply> WorkerApi::register_worker(const api::Registration& registration) {
+    auto r = call("POST", "/v1/workers/register", api::to_json(registration).dump());
     if (!r) {
         return r.error();
     }
-    try {
-        return Registration{r->at("worker_id").get<std::int64_t>(), r->at("token").get<std::string>()};
-    } catch (const json::exception& e) {
-        return make_error(ErrorCode::unavailable, std::string("register: unexpected answer: ") + e.what());
-    }
+    return unexpected_as_unavailable(api::registration_reply_from_json(*r), "register");
 }
 
-Result<HeartbeatAnswer> WorkerApi::heartbeat(const std::vector<std::int64_t>& running,
-                                             const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
-                                             const json& inventory, bool paused) {
-    json body{{"running", running}, {"unhealthy_gpus", unhealthy_gpus}, {"draining", draining}, {"paused", paused}};
-    if (!inventory.is_null()) {
-        body["inventory"] = inventory;
-    }
-    auto r = call("POST", "/v1/workers/heartbeat", body.dump());
+Result<api::HeartbeatReply> WorkerApi::heartbeat(const api::Heartbeat& beat) {
+    auto r = call("POST", "/v1/workers/heartbeat", api::to_json(beat).dump());
     if (!r) {
         return r.error();
     }
-    try {
-        HeartbeatAnswer a;
-        a.stop = r->value("stop", std::vector<std::int64_t>{});
-        a.lease_ms = r->value("lease_ms", std::int64_t{0});
-        return a;
-    } catch (const json::exception& e) {
-        return make_error(ErrorCode::unavailable, std::string("heartbeat: unexpected answer: ") + e.what());
-    }
+    return unexpected_as_unavailable(api::heartbeat_reply_from_json(*r), "heartbeat");
 }
 
-Result<AssignmentMsg> parse_assignment(const json& j) {
-    try {
-        AssignmentMsg a;
-        a.attempt = j.at("attempt").get<std::int64_t>();
-        a.job = j.at("job").get<std::int64_t>();
-        a.attempt_number = j.value("attempt_number", std::int64_t{1});
-        a.gpu_index = j.value("gpu_index", std::int64_t{-1});
-        a.gpu_milli = j.value("gpu_milli", std::int64_t{0});
-        a.team = j.value("team", std::int64_t{0});
-        if (a.team < 0) {
-            return make_error(ErrorCode::invalid_input, "assignment: team must be 0 or more", "assignments");
-        }
-        a.team_name = j.value("team_name", std::string());
-        if (a.team_name.size() > 256) {
-            return make_error(ErrorCode::invalid_input, "assignment: team_name is longer than 256 bytes", "assignments");
-        }
-        auto spec = recipe::job_from_json(j.at("spec"));
-        if (!spec) {
-            return spec.error();
-        }
-        a.spec = std::move(*spec);
-        a.raw = j;
-        return a;
-    } catch (const json::exception& e) {
-        return make_error(ErrorCode::invalid_input, std::string("assignment: ") + e.what(), "assignments");
-    }
-}
-
-Result<std::vector<AssignmentMsg>> WorkerApi::poll(std::chrono::milliseconds wait) {
+Result<std::vector<api::Assignment>> WorkerApi::poll(std::chrono::milliseconds wait) {
     auto r = call("POST", "/v1/workers/poll?wait_ms=" + std::to_string(wait.count()), "{}",
                   wait + std::chrono::milliseconds(10'000));
     if (!r) {
         return r.error();
     }
-    std::vector<AssignmentMsg> out;
+    std::vector<api::Assignment> out;
     const json list = r->value("assignments", json::array());
-    for (const auto& item : list) {
-        auto a = parse_assignment(item);
+    if (!list.is_array()) {
+        return make_error(ErrorCode::invalid_input, "expected an array", "assignments");
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        auto a = api::assignment_from_json(list[i], "assignments[" + std::to_string(i) + "]");
         if (!a) {
             return a.error();
         }
@@ -148,36 +117,30 @@ Result<std::vector<AssignmentMsg>> WorkerApi::poll(std::chrono::milliseconds wai
     return out;
 }
 
-Status WorkerApi::start(std::int64_t attempt) {
-    auto r = call("POST", "/v1/attempts/" + std::to_string(attempt) + "/start", "{}");
+Status WorkerApi::start(AttemptId attempt) {
+    auto r = call("POST", attempt_path(attempt, "/start"), "{}");
     return r ? Status{} : Status(r.error());
 }
 
-Result<std::string> WorkerApi::inputs(std::int64_t attempt) {
-    return raw("GET", "/v1/attempts/" + std::to_string(attempt) + "/inputs", {}, std::chrono::milliseconds(600'000));
+Result<std::string> WorkerApi::inputs(AttemptId attempt) {
+    return raw("GET", attempt_path(attempt, "/inputs"), {}, std::chrono::milliseconds(600'000));
 }
 
-Result<std::int64_t> WorkerApi::append_log(std::int64_t attempt, std::int64_t offset, std::string_view data) {
-    auto r = call("POST", "/v1/attempts/" + std::to_string(attempt) + "/logs?offset=" + std::to_string(offset), data);
+Result<std::int64_t> WorkerApi::append_log(AttemptId attempt, std::int64_t offset, std::string_view data) {
+    auto r = call("POST", attempt_path(attempt, "/logs?offset=" + std::to_string(offset)), data);
     if (!r) {
         return r.error();
     }
     return r->value("length", offset + static_cast<std::int64_t>(data.size()));
 }
 
-Status WorkerApi::upload_outputs(std::int64_t attempt, std::string_view archive) {
-    auto r = call("PUT", "/v1/attempts/" + std::to_string(attempt) + "/outputs", archive,
-                  std::chrono::milliseconds(600'000));
+Status WorkerApi::upload_outputs(AttemptId attempt, std::string_view archive) {
+    auto r = call("PUT", attempt_path(attempt, "/outputs"), archive, std::chrono::milliseconds(600'000));
     return r ? Status{} : Status(r.error());
 }
 
-Status WorkerApi::complete(std::int64_t attempt, std::optional<int> exit_code, const std::string& reason,
-                           Outcome outcome) {
-    json body{{"reason", reason}, {"outcome", to_string(outcome)}};
-    if (exit_code) {
-        body["exit_code"] = *exit_code;
-    }
-    auto r = call("POST", "/v1/attempts/" + std::to_string(attempt) + "/complete", body.dump());
+Status WorkerApi::complete(AttemptId attempt, const api::Completion& completion) {
+    auto r = call("POST", attempt_path(attempt, "/complete"), api::to_json(completion).dump());
     return r ? Status{} : Status(r.error());
 }
 

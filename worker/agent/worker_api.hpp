@@ -6,12 +6,17 @@
 //     work, spool, retry later with backoff;
 //   - ErrorCode::conflict — the attempt is no longer current (fencing, 409): drop it;
 //   - anything else (400, 401, 403, 404) — a bug or a revoked token: log it, do not retry blindly.
-// One WorkerApi per thread (it owns a curl handle). Log chunks and archives are sent as raw bytes.
+// One WorkerApi per thread (it owns a curl handle). The JSON bodies are core/api's wire types; a
+// reply that does not read as its type counts as unavailable. Log chunks and archives are sent as
+// raw bytes.
 #pragma once
 
+#include "core/api/assignment.hpp"
+#include "core/api/heartbeat.hpp"
 #include "core/api/outcome.hpp"
+#include "core/api/worker_protocol.hpp"
 #include "core/net/http_client.hpp"
-#include "core/recipe/recipe.hpp"
+#include "core/util/ids.hpp"
 #include "core/util/result.hpp"
 
 #include <nlohmann/json.hpp>
@@ -24,23 +29,6 @@
 
 namespace gpupool::worker {
 
-struct AssignmentMsg {
-    std::int64_t attempt = 0;
-    std::int64_t job = 0;
-    std::int64_t attempt_number = 0;
-    std::int64_t gpu_index = -1;
-    std::int64_t gpu_milli = 0;
-    std::int64_t team = 0; // the job's team (0 from a coordinator that does not say)
-    std::string team_name; // for the owner's log (printed escaped; empty when not said)
-    recipe::JobSpec spec;
-    nlohmann::json raw; // the assignment as received (kept in the spool)
-};
-
-struct HeartbeatAnswer {
-    std::vector<std::int64_t> stop;
-    std::int64_t lease_ms = 0;
-};
-
 // How an attempt ended, as the worker reports it (one enum for both ends: core/api/outcome.hpp).
 using api::Outcome;
 using api::to_string;
@@ -51,23 +39,16 @@ public:
 
     void set_token(std::string token);
 
-    struct Registration {
-        std::int64_t worker_id = 0;
-        std::string token;
-    };
-    Result<Registration> register_worker(const std::string& name, const nlohmann::json& inventory);
-    // `inventory` (when not null) tells the coordinator what this machine offers now.
-    Result<HeartbeatAnswer> heartbeat(const std::vector<std::int64_t>& running,
-                                      const std::vector<std::int64_t>& unhealthy_gpus, bool draining = false,
-                                      const nlohmann::json& inventory = nullptr, bool paused = false);
-    Result<std::vector<AssignmentMsg>> poll(std::chrono::milliseconds wait);
-    Status start(std::int64_t attempt);
+    Result<api::RegistrationReply> register_worker(const api::Registration& registration);
+    Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat);
+    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait);
+    Status start(AttemptId attempt);
     // The job's input archive (GET /v1/attempts/{id}/inputs).
-    Result<std::string> inputs(std::int64_t attempt);
+    Result<std::string> inputs(AttemptId attempt);
     // Appends `data` at `offset`; returns the attempt's stored log length afterwards.
-    Result<std::int64_t> append_log(std::int64_t attempt, std::int64_t offset, std::string_view data);
-    Status upload_outputs(std::int64_t attempt, std::string_view archive);
-    Status complete(std::int64_t attempt, std::optional<int> exit_code, const std::string& reason, Outcome outcome);
+    Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data);
+    Status upload_outputs(AttemptId attempt, std::string_view archive);
+    Status complete(AttemptId attempt, const api::Completion& completion);
 
 private:
     // The body of a 2xx answer; anything else as an Error classified as above.
@@ -80,8 +61,5 @@ private:
     std::string m_ca_cert;
     net::HttpClient m_http;
 };
-
-// Parses one assignment object from a poll answer. Pure.
-Result<AssignmentMsg> parse_assignment(const nlohmann::json& j);
 
 } // namespace gpupool::worker

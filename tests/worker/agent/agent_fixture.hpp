@@ -132,37 +132,34 @@ public:
     CountingLink(const std::string& url, const std::string& token, LinkCounts& counts)
         : m_real(url, token, ""), m_counts(counts) {}
     void set_token(std::string token) override { m_real.set_token(std::move(token)); }
-    Result<worker::WorkerApi::Registration> register_worker(const std::string& name, const json& inventory) override {
-        return count(m_real.register_worker(name, inventory));
+    Result<api::RegistrationReply> register_worker(const api::Registration& registration) override {
+        return count(m_real.register_worker(registration));
     }
-    Result<worker::HeartbeatAnswer> heartbeat(const std::vector<std::int64_t>& running,
-                                              const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
-                                              const json& inventory, bool paused) override {
-        auto r = count(m_real.heartbeat(running, unhealthy_gpus, draining, inventory, paused));
+    Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) override {
+        auto r = count(m_real.heartbeat(beat));
         if (r) {
             ++m_counts.heartbeats;
-            m_counts.draining_heartbeats += draining ? 1 : 0;
-            m_counts.unhealthy_heartbeats += unhealthy_gpus.empty() ? 0 : 1;
-            m_counts.paused_heartbeats += paused ? 1 : 0;
+            m_counts.draining_heartbeats += beat.draining ? 1 : 0;
+            m_counts.unhealthy_heartbeats += beat.unhealthy_gpus.empty() ? 0 : 1;
+            m_counts.paused_heartbeats += beat.paused ? 1 : 0;
         }
         return r;
     }
-    Result<std::vector<worker::AssignmentMsg>> poll(std::chrono::milliseconds wait) override {
+    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait) override {
         auto r = count(m_real.poll(wait));
         m_counts.polls += r ? 1 : 0;
         return r;
     }
-    Status start(std::int64_t attempt) override { return count(m_real.start(attempt)); }
-    Result<std::string> inputs(std::int64_t attempt) override { return count(m_real.inputs(attempt)); }
-    Result<std::int64_t> append_log(std::int64_t attempt, std::int64_t offset, std::string_view data) override {
+    Status start(AttemptId attempt) override { return count(m_real.start(attempt)); }
+    Result<std::string> inputs(AttemptId attempt) override { return count(m_real.inputs(attempt)); }
+    Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) override {
         return count(m_real.append_log(attempt, offset, data));
     }
-    Status upload_outputs(std::int64_t attempt, std::string_view archive) override {
+    Status upload_outputs(AttemptId attempt, std::string_view archive) override {
         return count(m_real.upload_outputs(attempt, archive));
     }
-    Status complete(std::int64_t attempt, std::optional<int> exit_code, const std::string& reason,
-                    worker::Outcome outcome) override {
-        return count(m_real.complete(attempt, exit_code, reason, outcome));
+    Status complete(AttemptId attempt, const api::Completion& completion) override {
+        return count(m_real.complete(attempt, completion));
     }
 
 private:

@@ -17,51 +17,38 @@ namespace gpupool::test {
 
 class FakeCoordinator {
 public:
-    struct Completion {
-        std::optional<int> exit_code{};
-        std::string reason{};
-        worker::Outcome outcome = worker::Outcome::exited;
-    };
-    struct Beat {
-        std::vector<std::int64_t> running{};
-        std::vector<std::int64_t> unhealthy_gpus{};
-        bool draining = false;
-        bool with_inventory = false;
-        bool paused = false;
-    };
-
     // ---- the link's calls ----
-    Result<worker::WorkerApi::Registration> register_worker() {
+    Result<api::RegistrationReply> register_worker() {
         std::lock_guard lock(m_mu);
         ++m_calls;
-        if (auto e = refusal(0)) {
+        if (auto e = refusal(AttemptId())) {
             return *e;
         }
-        return worker::WorkerApi::Registration{7, "worker-token"};
+        return api::RegistrationReply{WorkerId(7), "worker-token", {}};
     }
-    Result<worker::HeartbeatAnswer> heartbeat(const Beat& beat) {
+    Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) {
         std::lock_guard lock(m_mu);
         ++m_calls;
-        if (auto e = refusal(0)) {
+        if (auto e = refusal(AttemptId())) {
             return *e;
         }
         m_beats.push_back(beat);
-        worker::HeartbeatAnswer a;
+        api::HeartbeatReply a;
         a.stop.swap(m_stop);
         a.lease_ms = 30'000;
         return a;
     }
-    Result<std::vector<worker::AssignmentMsg>> poll() {
+    Result<std::vector<api::Assignment>> poll() {
         std::lock_guard lock(m_mu);
         ++m_polls;
-        if (auto e = refusal(0)) {
+        if (auto e = refusal(AttemptId())) {
             return *e;
         }
-        std::vector<worker::AssignmentMsg> out;
+        std::vector<api::Assignment> out;
         out.swap(m_assignments);
         return out;
     }
-    Status start(std::int64_t attempt) {
+    Status start(AttemptId attempt) {
         std::lock_guard lock(m_mu);
         ++m_calls;
         if (auto e = refusal(attempt)) {
@@ -70,7 +57,7 @@ public:
         m_started.insert(attempt);
         return {};
     }
-    Result<std::int64_t> append_log(std::int64_t attempt, std::int64_t offset, std::string_view data) {
+    Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) {
         std::lock_guard lock(m_mu);
         ++m_calls;
         if (auto e = refusal(attempt)) {
@@ -84,7 +71,7 @@ public:
         ++m_chunks;
         return static_cast<std::int64_t>(log.size());
     }
-    Status upload_outputs(std::int64_t attempt, std::string_view archive) {
+    Status upload_outputs(AttemptId attempt, std::string_view archive) {
         std::lock_guard lock(m_mu);
         ++m_calls;
         if (auto e = refusal(attempt)) {
@@ -93,14 +80,13 @@ public:
         m_outputs[attempt] = std::string(archive);
         return {};
     }
-    Status complete(std::int64_t attempt, std::optional<int> exit_code, const std::string& reason,
-                    worker::Outcome outcome) {
+    Status complete(AttemptId attempt, const api::Completion& completion) {
         std::lock_guard lock(m_mu);
         ++m_calls;
         if (auto e = refusal(attempt)) {
             return *e;
         }
-        m_completed[attempt] = {exit_code, reason, outcome};
+        m_completed[attempt] = completion;
         return {};
     }
 
@@ -111,15 +97,15 @@ public:
         m_fail_all = code;
     }
     // Calls about this attempt are refused with 409.
-    void conflict(std::int64_t attempt) {
+    void conflict(AttemptId attempt) {
         std::lock_guard lock(m_mu);
         m_conflicts.insert(attempt);
     }
-    void order_stop(std::int64_t attempt) {
+    void order_stop(AttemptId attempt) {
         std::lock_guard lock(m_mu);
         m_stop.push_back(attempt);
     }
-    void assign(worker::AssignmentMsg a) {
+    void assign(api::Assignment a) {
         std::lock_guard lock(m_mu);
         m_assignments.push_back(std::move(a));
     }
@@ -137,55 +123,56 @@ public:
         std::lock_guard lock(m_mu);
         return m_chunks;
     }
-    std::vector<Beat> beats() {
+    std::vector<api::Heartbeat> beats() {
         std::lock_guard lock(m_mu);
         return m_beats;
     }
-    bool started(std::int64_t attempt) {
+    bool started(AttemptId attempt) {
         std::lock_guard lock(m_mu);
         return m_started.count(attempt) > 0;
     }
-    std::string log(std::int64_t attempt) {
+    std::string log(AttemptId attempt) {
         std::lock_guard lock(m_mu);
         return m_logs[attempt];
     }
-    std::optional<std::string> outputs(std::int64_t attempt) {
+    std::optional<std::string> outputs(AttemptId attempt) {
         std::lock_guard lock(m_mu);
         auto it = m_outputs.find(attempt);
         return it == m_outputs.end() ? std::nullopt : std::optional<std::string>(it->second);
     }
-    std::optional<Completion> completion(std::int64_t attempt) {
+    std::optional<api::Completion> completion(AttemptId attempt) {
         std::lock_guard lock(m_mu);
         auto it = m_completed.find(attempt);
-        return it == m_completed.end() ? std::nullopt : std::optional<Completion>(it->second);
+        return it == m_completed.end() ? std::nullopt : std::optional<api::Completion>(it->second);
     }
 
     worker::LinkFactory links();
 
 private:
-    std::optional<Error> refusal(std::int64_t attempt) const {
+    std::optional<Error> refusal(AttemptId attempt) const {
         if (m_fail_all) {
             return make_error(*m_fail_all, "fake coordinator: refused");
         }
-        if (attempt != 0 && m_conflicts.count(attempt)) {
-            return make_error(ErrorCode::conflict, "fake coordinator: attempt " + std::to_string(attempt) + " is not current");
+        if (attempt != AttemptId() && m_conflicts.count(attempt)) {
+            return make_error(ErrorCode::conflict,
+                              "fake coordinator: attempt " + std::to_string(attempt.value()) + " is not current");
         }
         return std::nullopt;
     }
 
     std::mutex m_mu;
     std::optional<ErrorCode> m_fail_all;
-    std::set<std::int64_t> m_conflicts;
-    std::vector<std::int64_t> m_stop;
-    std::vector<worker::AssignmentMsg> m_assignments;
+    std::set<AttemptId> m_conflicts;
+    std::vector<AttemptId> m_stop;
+    std::vector<api::Assignment> m_assignments;
     std::int64_t m_calls = 0;
     std::int64_t m_polls = 0;
     std::int64_t m_chunks = 0;
-    std::vector<Beat> m_beats;
-    std::set<std::int64_t> m_started;
-    std::map<std::int64_t, std::string> m_logs;
-    std::map<std::int64_t, std::string> m_outputs;
-    std::map<std::int64_t, Completion> m_completed;
+    std::vector<api::Heartbeat> m_beats;
+    std::set<AttemptId> m_started;
+    std::map<AttemptId, std::string> m_logs;
+    std::map<AttemptId, std::string> m_outputs;
+    std::map<AttemptId, api::Completion> m_completed;
 };
 
 // One thread's link to a FakeCoordinator.
@@ -193,26 +180,19 @@ class FakeLink final : public worker::CoordinatorLink {
 public:
     explicit FakeLink(FakeCoordinator& c) : m_c(c) {}
     void set_token(std::string) override {}
-    Result<worker::WorkerApi::Registration> register_worker(const std::string&, const nlohmann::json&) override {
-        return m_c.register_worker();
-    }
-    Result<worker::HeartbeatAnswer> heartbeat(const std::vector<std::int64_t>& running,
-                                              const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
-                                              const nlohmann::json& inventory, bool paused) override {
-        return m_c.heartbeat({running, unhealthy_gpus, draining, !inventory.is_null(), paused});
-    }
-    Result<std::vector<worker::AssignmentMsg>> poll(std::chrono::milliseconds) override { return m_c.poll(); }
-    Status start(std::int64_t attempt) override { return m_c.start(attempt); }
-    Result<std::string> inputs(std::int64_t) override { return make_error(ErrorCode::not_found, "fake: no inputs"); }
-    Result<std::int64_t> append_log(std::int64_t attempt, std::int64_t offset, std::string_view data) override {
+    Result<api::RegistrationReply> register_worker(const api::Registration&) override { return m_c.register_worker(); }
+    Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) override { return m_c.heartbeat(beat); }
+    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds) override { return m_c.poll(); }
+    Status start(AttemptId attempt) override { return m_c.start(attempt); }
+    Result<std::string> inputs(AttemptId) override { return make_error(ErrorCode::not_found, "fake: no inputs"); }
+    Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) override {
         return m_c.append_log(attempt, offset, data);
     }
-    Status upload_outputs(std::int64_t attempt, std::string_view archive) override {
+    Status upload_outputs(AttemptId attempt, std::string_view archive) override {
         return m_c.upload_outputs(attempt, archive);
     }
-    Status complete(std::int64_t attempt, std::optional<int> exit_code, const std::string& reason,
-                    worker::Outcome outcome) override {
-        return m_c.complete(attempt, exit_code, reason, outcome);
+    Status complete(AttemptId attempt, const api::Completion& completion) override {
+        return m_c.complete(attempt, completion);
     }
 
 private:

@@ -2,7 +2,6 @@
 // the coordinator is away (measured on the clock, not waited for), fencing, stop orders, and the
 // refusals that end the worker.
 #include "core/coordinator/clock.hpp"
-#include "core/recipe/recipe_json.hpp"
 #include "tests/support.hpp"
 #include "tests/worker/agent/fake_link.hpp"
 #include "worker/agent/delivery.hpp"
@@ -38,32 +37,31 @@ struct DeliveryBench {
         worker::Delivery::Hooks hooks{
             [this](worker::Attempt& t, const std::string& why) {
                 t.stop_reason = why;
-                stopped.push_back(std::to_string(t.id()) + ": " + why);
+                stopped.push_back(std::to_string(t.id().value()) + ": " + why);
             },
-            [this](std::int64_t id) {
-                cancelled_waiting.push_back(id);
-                return id == 99;
+            [this](AttemptId id) {
+                cancelled_waiting.push_back(id.value());
+                return id == AttemptId(99);
             },
             [this](const std::string& line) { events.push_back(line); }};
         delivery = std::make_unique<worker::Delivery>(opt, link, clock, spool, worker::Backoff(1s, 8s, 42), hooks);
     }
 
     worker::Attempt& add(std::int64_t id) {
-        worker::AssignmentMsg a;
-        a.attempt = id;
-        a.job = id * 10;
+        api::Assignment a;
+        a.attempt = AttemptId(id);
+        a.job = JobId(id * 10);
         a.spec.name = "job" + std::to_string(id);
         a.spec.outputs.max_size_mib = 1;
         a.spec.image = "localhost/gpupool/busybox:latest";
         a.spec.command = {"true"};
         a.spec.resources.cpu_milli = 100;
         a.spec.resources.memory_mib = 64;
-        a.raw = {{"attempt", id}, {"job", id * 10}, {"spec", nlohmann::json::parse(recipe::to_json(a.spec).dump())}};
         auto t = spool.create(a, clock.now_ms());
         t.container = "c" + std::to_string(id);
         std::filesystem::create_directories(t.dir / "outputs");
         spool.save(t);
-        return attempts.emplace(id, std::move(t)).first->second;
+        return attempts.emplace(AttemptId(id), std::move(t)).first->second;
     }
     static void write_log(const worker::Attempt& t, const std::string& text) {
         std::ofstream(t.log_path(), std::ios::app | std::ios::binary) << text;
@@ -73,12 +71,13 @@ struct DeliveryBench {
         t.exit_code = code;
         t.reason = "exited with status " + std::to_string(code);
     }
+    // The attempts done with, as numbers.
     std::vector<std::int64_t> deliver() {
-        return delivery->deliver(attempts, [] {
-            worker::Delivery::Facts f;
-            f.inventory = {{"gpus", nlohmann::json::array()}};
-            return f;
-        });
+        std::vector<std::int64_t> out;
+        for (AttemptId id : delivery->deliver(attempts, [] { return worker::Delivery::Facts{}; })) {
+            out.push_back(id.value());
+        }
+        return out;
     }
 };
 
@@ -90,17 +89,17 @@ TEST_CASE("delivery: start, logs, outputs and completion go out in order, then t
     b.write_log(t, "hello\n");
     b.clock.advance_ms(500); // log_flush
     CHECK(b.deliver().empty()); // running: started and its log shipped, nothing to drop
-    CHECK(b.coordinator.started(1));
-    CHECK(b.coordinator.log(1) == "hello\n");
+    CHECK(b.coordinator.started(AttemptId(1)));
+    CHECK(b.coordinator.log(AttemptId(1)) == "hello\n");
     CHECK(t.shipped == 6);
     std::ofstream(t.dir / "outputs" / "r.txt") << "42\n";
     b.end(t, 0);
     CHECK(b.deliver() == std::vector<std::int64_t>{1});
-    REQUIRE(b.coordinator.outputs(1));
-    CHECK_FALSE(b.coordinator.outputs(1)->empty());
-    REQUIRE(b.coordinator.completion(1));
-    CHECK(b.coordinator.completion(1)->exit_code == 0);
-    CHECK(b.coordinator.completion(1)->reason == "exited with status 0");
+    REQUIRE(b.coordinator.outputs(AttemptId(1)));
+    CHECK_FALSE(b.coordinator.outputs(AttemptId(1))->empty());
+    REQUIRE(b.coordinator.completion(AttemptId(1)));
+    CHECK(b.coordinator.completion(AttemptId(1))->exit_code == 0);
+    CHECK(b.coordinator.completion(AttemptId(1))->reason == "exited with status 0");
 }
 
 TEST_CASE("delivery: a small log chunk waits for log_flush on the clock, a running job's bytes are not forced",
@@ -111,13 +110,13 @@ TEST_CASE("delivery: a small log chunk waits for log_flush on the clock, a runni
     b.write_log(t, "a little\n");
     b.clock.advance_ms(100);
     b.deliver();
-    CHECK(b.coordinator.log(1).empty()); // under 64 KiB and within log_flush (500 ms)
+    CHECK(b.coordinator.log(AttemptId(1)).empty()); // under 64 KiB and within log_flush (500 ms)
     b.clock.advance_ms(400);
     b.deliver();
-    CHECK(b.coordinator.log(1) == "a little\n");
+    CHECK(b.coordinator.log(AttemptId(1)) == "a little\n");
     b.write_log(t, std::string(70 * 1024, 'x')); // over 64 KiB: at once
     b.deliver();
-    CHECK(b.coordinator.log(1).size() == 9 + 70 * 1024);
+    CHECK(b.coordinator.log(AttemptId(1)).size() == 9 + 70 * 1024);
 }
 
 TEST_CASE("delivery: while the coordinator is away nothing goes out until the backoff has passed, and the "
@@ -149,8 +148,8 @@ TEST_CASE("delivery: while the coordinator is away nothing goes out until the ba
     REQUIRE(b.delivery->online());
     b.coordinator.fail_all(std::nullopt);
     CHECK(b.deliver() == std::vector<std::int64_t>{1});
-    CHECK(b.coordinator.log(1) == "done\n");
-    CHECK(b.coordinator.completion(1)->exit_code == 3);
+    CHECK(b.coordinator.log(AttemptId(1)) == "done\n");
+    CHECK(b.coordinator.completion(AttemptId(1))->exit_code == 3);
 }
 
 TEST_CASE("delivery: a 409 fences the attempt: a running one is stopped, an ended one dropped undelivered",
@@ -159,32 +158,32 @@ TEST_CASE("delivery: a 409 fences the attempt: a running one is stopped, an ende
     auto& running = b.add(1);
     auto& ended = b.add(2);
     b.end(ended, 0);
-    b.coordinator.conflict(1);
-    b.coordinator.conflict(2);
+    b.coordinator.conflict(AttemptId(1));
+    b.coordinator.conflict(AttemptId(2));
     CHECK(b.deliver().empty());
     CHECK(running.fenced);
     CHECK(ended.fenced);
     REQUIRE(b.stopped.size() == 1);
     CHECK(b.stopped[0] == "1: the coordinator no longer knows this attempt");
     CHECK(b.deliver() == std::vector<std::int64_t>{2}); // fenced and ended: done with, nothing sent
-    CHECK_FALSE(b.coordinator.completion(2));
+    CHECK_FALSE(b.coordinator.completion(AttemptId(2)));
     CHECK(b.delivery->online()); // a refusal is not an outage
 }
 
 TEST_CASE("delivery: a heartbeat's stop orders stop running attempts and cancel waiting ones", "[delivery]") {
     DeliveryBench b;
     b.add(1);
-    b.coordinator.order_stop(1);
-    b.coordinator.order_stop(99); // waiting for its GPU (the hook says so)
+    b.coordinator.order_stop(AttemptId(1));
+    b.coordinator.order_stop(AttemptId(99)); // waiting for its GPU (the hook says so)
     b.deliver();
     CHECK(b.cancelled_waiting == std::vector<std::int64_t>{1, 99});
     REQUIRE(b.stopped.size() == 1);
     CHECK(b.stopped[0] == "1: stopped by the coordinator (cancelled, preempted or lost)");
-    CHECK(b.attempts.at(1).fenced);
+    CHECK(b.attempts.at(AttemptId(1)).fenced);
     const auto beats = b.coordinator.beats();
     REQUIRE(beats.size() == 1);
-    CHECK(beats[0].running == std::vector<std::int64_t>{1});
-    CHECK(beats[0].with_inventory); // the first one since the start
+    CHECK(beats[0].running == std::vector<AttemptId>{AttemptId(1)});
+    CHECK(beats[0].inventory.has_value()); // the first one since the start
 }
 
 TEST_CASE("delivery: heartbeats go every `heartbeat` on the clock, at once when asked, inventory only first",
@@ -201,7 +200,7 @@ TEST_CASE("delivery: heartbeats go every `heartbeat` on the clock, at once when 
     b.deliver();
     const auto beats = b.coordinator.beats();
     REQUIRE(beats.size() == 3);
-    CHECK_FALSE(beats[2].with_inventory);
+    CHECK_FALSE(beats[2].inventory.has_value());
 }
 
 TEST_CASE("delivery: the owner's pause goes with the heartbeat and is told once", "[delivery]") {
@@ -229,7 +228,7 @@ TEST_CASE("delivery: a refused worker (401/403) is fatal and names worker.json",
 
 TEST_CASE("delivery: hand_back completes unstarted assignments as owner_preempted", "[delivery]") {
     DeliveryBench b;
-    std::vector<std::int64_t> ids{5, 6};
+    std::vector<AttemptId> ids{AttemptId(5), AttemptId(6)};
     b.coordinator.fail_all(ErrorCode::unavailable);
     b.delivery->hand_back(ids, b.attempts);
     CHECK(ids.size() == 2); // kept for later
@@ -237,9 +236,9 @@ TEST_CASE("delivery: hand_back completes unstarted assignments as owner_preempte
     b.coordinator.fail_all(std::nullopt);
     b.delivery->hand_back(ids, b.attempts);
     CHECK(ids.empty());
-    REQUIRE(b.coordinator.completion(5));
-    CHECK(b.coordinator.completion(5)->outcome == worker::Outcome::owner_preempted);
-    CHECK_FALSE(b.coordinator.completion(5)->exit_code);
+    REQUIRE(b.coordinator.completion(AttemptId(5)));
+    CHECK(b.coordinator.completion(AttemptId(5))->outcome == worker::Outcome::owner_preempted);
+    CHECK_FALSE(b.coordinator.completion(AttemptId(5))->exit_code);
 }
 
 TEST_CASE("delivery: outputs over the cap fail the job with the reason, and its log says so", "[delivery]") {
@@ -248,9 +247,9 @@ TEST_CASE("delivery: outputs over the cap fail the job with the reason, and its 
     std::ofstream(t.dir / "outputs" / "big.bin") << std::string(2 * 1024 * 1024, 'x');
     b.end(t, 0);
     CHECK(b.deliver() == std::vector<std::int64_t>{1});
-    REQUIRE(b.coordinator.completion(1));
-    CHECK(b.coordinator.completion(1)->exit_code == 1);
-    CHECK_THAT(b.coordinator.completion(1)->reason, Catch::StartsWith("outputs not uploaded"));
-    CHECK_THAT(b.coordinator.log(1), Catch::Contains("gpupool-worker: outputs not uploaded"));
-    CHECK_FALSE(b.coordinator.outputs(1));
+    REQUIRE(b.coordinator.completion(AttemptId(1)));
+    CHECK(b.coordinator.completion(AttemptId(1))->exit_code == 1);
+    CHECK_THAT(b.coordinator.completion(AttemptId(1))->reason, Catch::StartsWith("outputs not uploaded"));
+    CHECK_THAT(b.coordinator.log(AttemptId(1)), Catch::Contains("gpupool-worker: outputs not uploaded"));
+    CHECK_FALSE(b.coordinator.outputs(AttemptId(1)));
 }

@@ -11,10 +11,10 @@ namespace {
 
 worker::Attempt gpu_attempt(const std::filesystem::path& dir) {
     worker::Attempt t;
-    t.a.attempt = 12;
-    t.a.job = 4;
+    t.a.attempt = AttemptId(12);
+    t.a.job = JobId(4);
     t.a.attempt_number = 2;
-    t.a.team = 3;
+    t.a.team = TeamId(3);
     t.a.gpu_index = 1;
     t.a.gpu_milli = 250;
     t.a.spec.name = "quarter";

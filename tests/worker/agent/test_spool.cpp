@@ -1,6 +1,5 @@
 // The spool: state.json round trips, unreadable attempt directories are dropped, and recovery after
 // a restart re-attaches, reports lost attempts and removes this worker's orphaned containers.
-#include "core/recipe/recipe_json.hpp"
 #include "tests/support.hpp"
 #include "tests/worker/fake_runtime.hpp"
 #include "worker/agent/spool.hpp"
@@ -13,21 +12,16 @@ using namespace gpupool;
 
 namespace {
 
-worker::AssignmentMsg assignment(std::int64_t id) {
-    worker::AssignmentMsg a;
-    a.attempt = id;
-    a.job = 100 + id;
+api::Assignment assignment(std::int64_t id) {
+    api::Assignment a;
+    a.attempt = AttemptId(id);
+    a.job = JobId(100 + id);
     a.attempt_number = 1;
     a.spec.name = "spooled";
     a.spec.image = "localhost/gpupool/busybox:latest";
     a.spec.command = {"true"};
     a.spec.resources.cpu_milli = 100;
     a.spec.resources.memory_mib = 64;
-    a.raw = {{"attempt", id},
-             {"job", 100 + id},
-             {"attempt_number", 1},
-             {"gpu_index", -1},
-             {"spec", nlohmann::json::parse(recipe::to_json(a.spec).dump())}};
     return a;
 }
 
@@ -36,7 +30,7 @@ worker::ContainerSpec spec_for(const worker::Attempt& t, const std::string& labe
     c.name = t.container;
     c.argv = {"true"};
     c.log_path = t.log_path();
-    c.labels = {{"gpupool.worker", label}, {"gpupool.attempt", std::to_string(t.id())}};
+    c.labels = {{"gpupool.worker", label}, {"gpupool.attempt", std::to_string(t.id().value())}};
     return c;
 }
 
@@ -81,7 +75,7 @@ TEST_CASE("spool: load reads attempts back and drops directories it cannot trust
     std::ofstream(spool.dir() / "3" / "state.json") << "{}";
     const auto back = spool.load(9'000);
     REQUIRE(back.size() == 1);
-    CHECK(back[0].id() == 1);
+    CHECK(back[0].id() == AttemptId(1));
     CHECK(back[0].shipped == 42);
     CHECK(back[0].started_ms == 9'000); // max_runtime starts again from the restart
     CHECK_FALSE(std::filesystem::exists(spool.dir() / "2"));
@@ -108,12 +102,12 @@ TEST_CASE("spool: recovery re-attaches running containers, reports the lost and 
     spool.save(ended);
     worker::Attempt orphan;
     orphan.container = "gpupool-" + label + "-a9";
-    orphan.a.attempt = 9;
+    orphan.a.attempt = AttemptId(9);
     orphan.dir = work.path();
     REQUIRE(rt.start(spec_for(orphan, label)));
     worker::Attempt foreign; // another pool's worker on the same engine
     foreign.container = "gpupool-w1-00000000000000bb-a1";
-    foreign.a.attempt = 1;
+    foreign.a.attempt = AttemptId(1);
     foreign.dir = work.path();
     REQUIRE(rt.start(spec_for(foreign, "w1-00000000000000bb")));
 
@@ -121,7 +115,7 @@ TEST_CASE("spool: recovery re-attaches running containers, reports the lost and 
     REQUIRE(back.size() == 3);
     std::map<std::int64_t, worker::Spool::Recovered> by_id;
     for (const auto& r : back) {
-        by_id.emplace(r.attempt.id(), r);
+        by_id.emplace(r.attempt.id().value(), r);
     }
     CHECK_FALSE(by_id.at(1).lost);
     CHECK(rt.get(alive.container)->reattached == 1);
@@ -148,4 +142,65 @@ TEST_CASE("spool: a runtime that cannot re-attach reports every running attempt 
     REQUIRE(back[0].lost);
     CHECK_THAT(*back[0].lost, Catch::Contains("cannot be re-attached"));
     CHECK(rt.get(t.container)->reattached == 0);
+}
+
+TEST_CASE("spool: an assignment.json written by an older worker (the assignment as received) still loads",
+          "[spool]") {
+    test::TempDir work;
+    worker::Spool spool(work.path());
+    const auto dir = spool.dir() / "17";
+    std::filesystem::create_directories(dir);
+    // Written by the worker before the wire types were shared: the poll answer's object, verbatim
+    // (recipe::to_json's key order, pretty-printed), and the state of a job that ended.
+    std::ofstream(dir / "assignment.json") << R"({
+  "attempt": 17,
+  "attempt_number": 2,
+  "gpu_index": 0,
+  "gpu_milli": 250,
+  "job": 5,
+  "spec": {
+    "name": "old-spool",
+    "image": "localhost/gpupool/busybox:latest",
+    "command": ["sh", "-c", "true"],
+    "resources": {"gpus": 1, "gpu_milli": 250, "cpu_milli": 100, "memory_mib": 64, "max_runtime_s": 60}
+  },
+  "team": 3,
+  "team_name": "fellows"
+}
+)";
+    std::ofstream(dir / "state.json") << R"({"container": "gpupool-w1-x-a17", "phase": "ended", "exit_code": 0,
+                                            "shipped": 12, "outcome": "exited"})";
+    const auto back = spool.load(1'000);
+    REQUIRE(back.size() == 1);
+    const auto& a = back[0].a;
+    CHECK(a.attempt == AttemptId(17));
+    CHECK(a.job == JobId(5));
+    CHECK(a.attempt_number == 2);
+    CHECK(a.gpu_index == 0);
+    CHECK(a.gpu_milli == 250);
+    CHECK(a.team == TeamId(3));
+    CHECK(a.team_name == "fellows");
+    CHECK(a.spec.name == "old-spool");
+    CHECK(a.spec.resources.gpu_milli == 250);
+    CHECK(back[0].shipped == 12);
+    CHECK_FALSE(back[0].running());
+}
+
+TEST_CASE("spool: an assignment.json from a coordinator that did not say the team loads with the defaults",
+          "[spool]") {
+    test::TempDir work;
+    worker::Spool spool(work.path());
+    const auto dir = spool.dir() / "4";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "assignment.json")
+        << R"({"attempt": 4, "job": 40, "spec": {"name": "j", "image": "localhost/i:1", "command": ["true"],
+               "resources": {"cpu_milli": 100, "memory_mib": 64}}})";
+    std::ofstream(dir / "state.json") << "{}";
+    const auto back = spool.load(0);
+    REQUIRE(back.size() == 1);
+    CHECK(back[0].a.attempt_number == 1);
+    CHECK(back[0].a.gpu_index == -1);
+    CHECK(back[0].a.team == TeamId(0));
+    CHECK(back[0].a.team_name.empty());
+    CHECK(back[0].running());
 }

@@ -1,0 +1,82 @@
+// FieldReader: reads the members of one JSON object of a wire message with no silent conversions
+// (1.9 is not an integer, "true" is not a bool), checking each against its range, and keeps the
+// first problem as an Error naming the field with its path (`assignments[2].gpu_milli`).
+//
+// A parser reads every member it wants, then asks error(): a member that is wrong yields its
+// fallback (or zero) so that reading goes on without branches, and only the first error is kept.
+// Absent and null members are the same: the fallback when there is one, else "missing required
+// field". Unknown members are ignored (an older peer meets a newer one). Used by core/api only.
+#pragma once
+
+#include "core/util/result.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpupool::api {
+
+// The longest name, reason or label a wire message may carry (the service's limit for strings).
+inline constexpr std::size_t k_max_text_bytes = 4096;
+inline constexpr std::int64_t k_max_integer = std::numeric_limits<std::int64_t>::max();
+
+class FieldReader {
+public:
+    // `prefix` is the path of `j` itself ("" for a request body, whose members are named alone).
+    FieldReader(const nlohmann::json& j, std::string prefix);
+
+    // The member's path, as errors name it.
+    std::string name(const char* key) const;
+
+    std::int64_t integer(const char* key, std::int64_t min, std::int64_t max,
+                         std::optional<std::int64_t> fallback = std::nullopt);
+    // An optional integer: absent or null is nullopt.
+    std::optional<std::int64_t> optional_integer(const char* key, std::int64_t min, std::int64_t max);
+    std::string text(const char* key, std::size_t max_bytes, std::optional<std::string> fallback = std::nullopt);
+    bool boolean(const char* key, bool fallback);
+    // An array of integers, each at least `min`; absent or null is empty. Errors name the element.
+    std::vector<std::int64_t> integers(const char* key, std::int64_t min);
+    // An array of strings; absent or null is empty.
+    std::vector<std::string> texts(const char* key, std::size_t max_bytes);
+
+    // The first problem met, if any.
+    const std::optional<Error>& error() const { return m_error; }
+    void fail(const std::string& what, const std::string& field);
+
+private:
+    // The member, or null when absent (or when `j` is not an object).
+    const nlohmann::json& member(const char* key) const;
+    std::optional<std::int64_t> checked_integer(const nlohmann::json& v, const std::string& field, std::int64_t min,
+                                                std::int64_t max);
+
+    const nlohmann::json& m_j;
+    std::string m_prefix;
+    std::optional<Error> m_error;
+};
+
+// Ids of the kind `Id` from an array of positive integers (errors name the element: `running[3]`).
+template <class Id>
+std::vector<Id> read_ids(FieldReader& r, const char* key) {
+    std::vector<Id> out;
+    for (std::int64_t v : r.integers(key, 1)) {
+        out.emplace_back(v);
+    }
+    return out;
+}
+
+// The same, written as an array of integers.
+template <class Id>
+nlohmann::json ids_json(const std::vector<Id>& ids) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Id& id : ids) {
+        out.push_back(id.value());
+    }
+    return out;
+}
+
+} // namespace gpupool::api

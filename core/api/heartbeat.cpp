@@ -1,0 +1,67 @@
+#include "core/api/heartbeat.hpp"
+
+#include "core/api/field_reader.hpp"
+
+namespace gpupool::api {
+
+using nlohmann::json;
+
+namespace {
+// Warnings are the coordinator's own sentences; generous, so that a long one never fails a heartbeat.
+constexpr std::size_t k_max_warning_bytes = 64 * 1024;
+} // namespace
+
+Result<Heartbeat> heartbeat_from_json(const json& j) {
+    if (!j.is_object()) {
+        return make_error(ErrorCode::invalid_input, std::string("expected an object, got ") + j.type_name(), "body");
+    }
+    FieldReader r(j, "");
+    Heartbeat h;
+    h.running = read_ids<AttemptId>(r, "running");
+    h.unhealthy_gpus = r.integers("unhealthy_gpus", 0);
+    h.draining = r.boolean("draining", false);
+    h.paused = r.boolean("paused", false);
+    if (r.error()) {
+        return *r.error();
+    }
+    if (auto it = j.find("inventory"); it != j.end() && !it->is_null()) {
+        auto inventory = inventory_from_json(*it);
+        if (!inventory) {
+            return inventory.error();
+        }
+        h.inventory = std::move(*inventory);
+    }
+    return h;
+}
+
+json to_json(const Heartbeat& h) {
+    json j{{"running", ids_json(h.running)},
+           {"unhealthy_gpus", h.unhealthy_gpus},
+           {"draining", h.draining},
+           {"paused", h.paused}};
+    if (h.inventory) {
+        j["inventory"] = to_json(*h.inventory);
+    }
+    return j;
+}
+
+Result<HeartbeatReply> heartbeat_reply_from_json(const json& j) {
+    if (!j.is_object()) {
+        return make_error(ErrorCode::invalid_input, std::string("expected an object, got ") + j.type_name(), "body");
+    }
+    FieldReader r(j, "");
+    HeartbeatReply reply;
+    reply.stop = read_ids<AttemptId>(r, "stop");
+    reply.lease_ms = r.integer("lease_ms", 0, k_max_integer, 0);
+    reply.warnings = r.texts("warnings", k_max_warning_bytes);
+    if (r.error()) {
+        return *r.error();
+    }
+    return reply;
+}
+
+json to_json(const HeartbeatReply& reply) {
+    return {{"stop", ids_json(reply.stop)}, {"lease_ms", reply.lease_ms}, {"warnings", reply.warnings}};
+}
+
+} // namespace gpupool::api

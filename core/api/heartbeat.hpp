@@ -1,0 +1,42 @@
+// The worker's heartbeat (POST /v1/workers/heartbeat, docs/api.md) and the coordinator's reply: one
+// pair of structs on both sides of the wire. The worker says what it holds and how it is; the
+// coordinator renews the leases of what it holds and answers which attempts to stop.
+//
+// heartbeat_from_json validates the request once where it arrives: every error names its field
+// (`running[3]`, `inventory.gpus[0].model`), absent or null members take the defaults below.
+// heartbeat_reply_from_json reads the reply the same way on the worker.
+#pragma once
+
+#include "core/api/inventory.hpp"
+#include "core/util/ids.hpp"
+#include "core/util/result.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpupool::api {
+
+struct Heartbeat {
+    std::vector<AttemptId> running{};           // the attempts the worker holds (their leases are renewed)
+    std::vector<std::int64_t> unhealthy_gpus{}; // indexes of GPUs that are failing (no new work on them)
+    bool draining = false;                      // shutting down: no new work (said in every heartbeat)
+    bool paused = false;                        // its owner paused sharing: no new work, running jobs go on
+    std::optional<Inventory> inventory{};       // what the machine offers now (after a start)
+};
+
+struct HeartbeatReply {
+    std::vector<AttemptId> stop{}; // attempts the worker must stop now (cancelled, lost, over time)
+    std::int64_t lease_ms = 0;
+    std::vector<std::string> warnings{}; // about a changed inventory (e.g. a GPU model not in the catalog)
+};
+
+Result<Heartbeat> heartbeat_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const Heartbeat& h);
+Result<HeartbeatReply> heartbeat_reply_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const HeartbeatReply& r);
+
+} // namespace gpupool::api

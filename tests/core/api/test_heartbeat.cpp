@@ -1,0 +1,162 @@
+// The heartbeat and its reply on the wire, and the rest of the workers' protocol (registration,
+// completion): one struct per message for both ends; absent members take their defaults, every
+// refused member is named, and the wire names are pinned by the JSON the worker and the
+// coordinator wrote before the types were shared.
+#include "core/api/heartbeat.hpp"
+#include "core/api/worker_protocol.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace gpupool;
+using nlohmann::json;
+
+namespace {
+
+template <class Parse>
+std::string refused(Parse parse, const json& j) {
+    auto r = parse(j);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code == ErrorCode::invalid_input);
+    return r.error().field;
+}
+
+const json k_inventory = {
+    {"cpu_milli", 8000}, {"memory_mib", 32768}, {"gpus", json::array()}, {"slots", 0}, {"runtime", "podman"}};
+
+} // namespace
+
+TEST_CASE("heartbeat: the body the worker wrote before the shared type reads field by field", "[api][heartbeat]") {
+    auto h = api::heartbeat_from_json(json::parse(
+        R"({"running": [4, 9], "unhealthy_gpus": [1], "draining": true, "paused": false,
+            "inventory": {"cpu_milli": 8000, "memory_mib": 32768, "gpus": [], "slots": 0, "runtime": "podman"}})"));
+    REQUIRE(h.has_value());
+    CHECK(h->running == std::vector<AttemptId>{AttemptId(4), AttemptId(9)});
+    CHECK(h->unhealthy_gpus == std::vector<std::int64_t>{1});
+    CHECK(h->draining);
+    CHECK_FALSE(h->paused);
+    REQUIRE(h->inventory.has_value());
+    CHECK(h->inventory->cpu_milli == 8000);
+    CHECK(h->inventory->runtime == "podman");
+}
+
+TEST_CASE("heartbeat: absent members take their defaults, null included", "[api][heartbeat]") {
+    for (const json& j : {json::object(), json{{"running", nullptr}, {"inventory", nullptr}, {"paused", nullptr}}}) {
+        auto h = api::heartbeat_from_json(j);
+        REQUIRE(h.has_value());
+        CHECK(h->running.empty());
+        CHECK(h->unhealthy_gpus.empty());
+        CHECK_FALSE(h->draining);
+        CHECK_FALSE(h->paused);
+        CHECK_FALSE(h->inventory.has_value());
+    }
+}
+
+TEST_CASE("heartbeat: to_json writes the wire names and survives a round trip", "[api][heartbeat]") {
+    api::Heartbeat h;
+    h.running = {AttemptId(4), AttemptId(9)};
+    h.unhealthy_gpus = {0};
+    h.paused = true;
+    const json j = api::to_json(h);
+    CHECK(j == json{{"running", {4, 9}}, {"unhealthy_gpus", {0}}, {"draining", false}, {"paused", true}});
+    h.inventory = api::inventory_from_json(k_inventory).value();
+    auto back = api::heartbeat_from_json(api::to_json(h));
+    REQUIRE(back.has_value());
+    CHECK(back->running == h.running);
+    CHECK(back->unhealthy_gpus == h.unhealthy_gpus);
+    CHECK(back->paused);
+    CHECK(back->inventory == h.inventory);
+}
+
+TEST_CASE("heartbeat: every refused member is named, array elements by index", "[api][heartbeat]") {
+    auto parse = [](const json& j) { return api::heartbeat_from_json(j); };
+    CHECK(refused(parse, json::array()) == "body");
+    CHECK(refused(parse, {{"running", 4}}) == "running");
+    CHECK(refused(parse, {{"running", {1, 2, 3, "4"}}}) == "running[3]");
+    CHECK(refused(parse, {{"running", {1.5}}}) == "running[0]");
+    CHECK(refused(parse, {{"running", {1, 0}}}) == "running[1]");
+    CHECK(refused(parse, {{"running", {-7}}}) == "running[0]");
+    CHECK(refused(parse, {{"unhealthy_gpus", {0, -1}}}) == "unhealthy_gpus[1]");
+    CHECK(refused(parse, {{"unhealthy_gpus", "0"}}) == "unhealthy_gpus");
+    CHECK(refused(parse, {{"draining", 1}}) == "draining");
+    CHECK(refused(parse, {{"paused", "yes"}}) == "paused");
+    CHECK(refused(parse, {{"inventory", {{"cpu_milli", 0}, {"memory_mib", 1}}}}) == "inventory.cpu_milli");
+}
+
+TEST_CASE("heartbeat reply: the coordinator's answer reads back, warnings included", "[api][heartbeat]") {
+    auto old = api::heartbeat_reply_from_json(json::parse(R"({"stop": [12], "lease_ms": 30000})"));
+    REQUIRE(old.has_value());
+    CHECK(old->stop == std::vector<AttemptId>{AttemptId(12)});
+    CHECK(old->lease_ms == 30'000);
+    CHECK(old->warnings.empty());
+    api::HeartbeatReply r{{AttemptId(3), AttemptId(5)}, 9'000, {"GPU model `X1` is not in the rate catalog"}};
+    const json j = api::to_json(r);
+    CHECK(j ==
+          json{{"stop", {3, 5}}, {"lease_ms", 9'000}, {"warnings", {"GPU model `X1` is not in the rate catalog"}}});
+    auto back = api::heartbeat_reply_from_json(j);
+    REQUIRE(back.has_value());
+    CHECK(back->stop == r.stop);
+    CHECK(back->lease_ms == r.lease_ms);
+    CHECK(back->warnings == r.warnings);
+    auto defaults = api::heartbeat_reply_from_json(json::object());
+    REQUIRE(defaults.has_value());
+    CHECK(defaults->stop.empty());
+    CHECK(defaults->lease_ms == 0);
+    auto parse = [](const json& x) { return api::heartbeat_reply_from_json(x); };
+    CHECK(refused(parse, {{"stop", {"3"}}}) == "stop[0]");
+    CHECK(refused(parse, {{"lease_ms", -1}}) == "lease_ms");
+    CHECK(refused(parse, {{"warnings", {1}}}) == "warnings[0]");
+}
+
+TEST_CASE("registration: request and reply keep their wire names, refusals are named", "[api][registration]") {
+    auto req = api::registration_from_json({{"name", "gpu-box"}, {"inventory", k_inventory}});
+    REQUIRE(req.has_value());
+    CHECK(req->name == "gpu-box");
+    CHECK(req->inventory.memory_mib == 32768);
+    CHECK(api::to_json(*req) == json{{"name", "gpu-box"}, {"inventory", api::to_json(req->inventory)}});
+    auto parse = [](const json& j) { return api::registration_from_json(j); };
+    CHECK(refused(parse, {{"inventory", k_inventory}}) == "name");
+    CHECK(refused(parse, {{"name", 3}, {"inventory", k_inventory}}) == "name");
+    CHECK(refused(parse, {{"name", std::string(4097, 'n')}, {"inventory", k_inventory}}) == "name");
+    CHECK(refused(parse, {{"name", "gpu-box"}}) == "inventory");
+
+    auto reply =
+        api::registration_reply_from_json(json::parse(R"({"worker_id": 7, "token": "gpw_x", "warnings": []})"));
+    REQUIRE(reply.has_value());
+    CHECK(reply->worker_id == WorkerId(7));
+    CHECK(reply->token == "gpw_x");
+    CHECK(api::to_json(*reply) == json{{"worker_id", 7}, {"token", "gpw_x"}, {"warnings", json::array()}});
+    auto parse_reply = [](const json& j) { return api::registration_reply_from_json(j); };
+    CHECK(refused(parse_reply, {{"token", "gpw_x"}}) == "worker_id");
+    CHECK(refused(parse_reply, {{"worker_id", 0}, {"token", "gpw_x"}}) == "worker_id");
+    CHECK(refused(parse_reply, {{"worker_id", 7}}) == "token");
+}
+
+TEST_CASE("completion: the outcome defaults to exited, the exit code may be absent", "[api][completion]") {
+    auto bare = api::completion_from_json(json::object());
+    REQUIRE(bare.has_value());
+    CHECK_FALSE(bare->exit_code.has_value());
+    CHECK(bare->reason.empty());
+    CHECK(bare->outcome == api::Outcome::exited);
+    auto old = api::completion_from_json(
+        json::parse(R"({"reason": "exited with status 3", "outcome": "exited", "exit_code": 3})"));
+    REQUIRE(old.has_value());
+    CHECK(old->exit_code == 3);
+    CHECK(old->reason == "exited with status 3");
+    const api::Completion fault{std::nullopt, "could not start", api::Outcome::worker_fault};
+    CHECK(api::to_json(fault) == json{{"reason", "could not start"}, {"outcome", "worker_fault"}});
+    auto back = api::completion_from_json(api::to_json(*old));
+    REQUIRE(back.has_value());
+    CHECK(back->exit_code == 3);
+    CHECK(api::completion_from_json({{"exit_code", nullptr}, {"outcome", "owner_preempted"}})->outcome ==
+          api::Outcome::owner_preempted);
+    auto parse = [](const json& j) { return api::completion_from_json(j); };
+    CHECK(refused(parse, {{"exit_code", "0"}}) == "exit_code");
+    CHECK(refused(parse, {{"exit_code", 0.5}}) == "exit_code");
+    CHECK(refused(parse, {{"outcome", "exploded"}}) == "outcome");
+    CHECK(refused(parse, {{"outcome", 1}}) == "outcome");
+    CHECK(refused(parse, {{"reason", std::string(4097, 'r')}}) == "reason");
+}

@@ -39,6 +39,15 @@ std::string percent_encode(std::string_view text) {
     return urls::encode(urls::string_view(text.data(), text.size()), urls::unreserved_chars);
 }
 
+std::string with_query(std::string_view path, const QueryParams& params) {
+    urls::url url;
+    url.set_encoded_path(urls::string_view(path.data(), path.size()));
+    for (const auto& [key, value] : params) {
+        url.params().append({key, value});
+    }
+    return std::string(url.buffer());
+}
+
 std::optional<std::map<std::string, std::string>> parse_query(std::string_view query) {
     auto pct = checked_escapes(query);
     if (!pct) {

@@ -43,7 +43,11 @@ std::string with_query(std::string_view path, const QueryParams& params) {
     urls::url url;
     url.set_encoded_path(urls::string_view(path.data(), path.size()));
     for (const auto& [key, value] : params) {
-        url.params().append({key, value});
+        // Everything but the unreserved characters escaped: Boost.URL's params() would leave a `+`
+        // as it is, which a query's reader takes for a space.
+        const std::string k = percent_encode(key);
+        const std::string v = percent_encode(value);
+        url.encoded_params().append({urls::pct_string_view(k), urls::pct_string_view(v)});
     }
     return std::string(url.buffer());
 }

@@ -2,6 +2,7 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/client/jobs_client.hpp"
 
 #include <iostream>
 #include <memory>
@@ -23,26 +24,27 @@ int run_cancel(const CancelOptions& o) {
     if (!api) {
         return k_exit_failed;
     }
-    int rc = k_exit_ok;
+    client::JobsClient pool(*api);
     if (o.sweep != 0) {
-        auto r = api->post("/v1/sweeps/" + std::to_string(o.sweep) + "/cancel", nlohmann::json::object());
+        auto r = pool.cancel_sweep(o.sweep);
         if (!r) {
             report_error(global, r.error());
             return k_exit_failed;
         }
-        std::cout << (global.json ? r->dump() : "cancelled " + std::to_string((*r)["cancelled"].get<std::int64_t>()) +
-                                                    " jobs of sweep " + std::to_string(o.sweep))
+        std::cout << (global.json ? wire::to_json(*r).dump()
+                                  : "cancelled " + std::to_string(r->cancelled) + " jobs of sweep " + std::to_string(o.sweep))
                   << '\n';
-        return rc;
+        return k_exit_ok;
     }
+    int rc = k_exit_ok;
     for (auto id : o.jobs) {
-        auto r = api->post("/v1/jobs/" + std::to_string(id) + "/cancel", nlohmann::json::object());
+        auto r = pool.cancel_job(JobId(id));
         if (!r) {
             report_error(global, r.error());
             rc = k_exit_failed;
             continue;
         }
-        std::cout << (global.json ? r->dump() : "cancelled job " + std::to_string(id)) << '\n';
+        std::cout << (global.json ? wire::to_json(*r).dump() : "cancelled job " + std::to_string(id)) << '\n';
     }
     return rc;
 }

@@ -3,6 +3,7 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
+#include "core/client/jobs_client.hpp"
 #include "worker/agent/archive.hpp"
 
 #include <filesystem>
@@ -36,7 +37,7 @@ Result<fs::path> destination(const fs::path& dir, const std::string& name, const
 
 // Downloads and writes one job's outputs; the JSON line describes what was written.
 Result<json> fetch_one(client::ApiClient& api, const NamedJob& job, const fs::path& dest, bool tar) {
-    auto data = api.get_bytes("/v1/jobs/" + std::to_string(job.id) + "/outputs");
+    auto data = client::JobsClient(api).outputs(job.id);
     if (!data) {
         return data.error();
     }
@@ -46,7 +47,7 @@ Result<json> fetch_one(client::ApiClient& api, const NamedJob& job, const fs::pa
         if (!out) {
             return make_error(ErrorCode::io, "cannot write " + dest.string());
         }
-        return Result<json>(boost::system::in_place_value, json{{"job", job.id}, {"name", job.name}, {"path", dest.string()}, {"bytes", data->size()}});
+        return Result<json>(boost::system::in_place_value, json{{"job", job.id.value()}, {"name", job.name}, {"path", dest.string()}, {"bytes", data->size()}});
     }
     // Unpacked into DEST/ (the archive cannot write outside it).
     auto unpacked = worker::unpack_archive(*data, dest);
@@ -56,7 +57,7 @@ Result<json> fetch_one(client::ApiClient& api, const NamedJob& job, const fs::pa
     for (const auto& s : unpacked->skipped) {
         std::cerr << "warning: skipped " << printable(s) << '\n';
     }
-    return Result<json>(boost::system::in_place_value, json{{"job", job.id}, {"name", job.name}, {"dir", dest.string()}, {"files", unpacked->written}});
+    return Result<json>(boost::system::in_place_value, json{{"job", job.id.value()}, {"name", job.name}, {"dir", dest.string()}, {"files", unpacked->written}});
 }
 
 void print_fetched(const json& r, bool list_files) {
@@ -124,7 +125,7 @@ int run_fetch(const FetchOptions& o) {
             if (o.sweep == 0) {
                 report_error(global, e);
             } else if (global.json) {
-                results.push_back({{"job", job.id}, {"name", job.name}, {"error", e.describe()}});
+                results.push_back({{"job", job.id.value()}, {"name", job.name}, {"error", e.describe()}});
             } else {
                 std::cerr << "error: " << printable(job.name) << ": " << printable(e.describe()) << '\n';
             }

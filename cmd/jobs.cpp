@@ -2,8 +2,8 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/client/jobs_client.hpp"
 #include "core/credits/money.hpp"
-#include "core/net/url.hpp"
 
 #include <iostream>
 #include <memory>
@@ -16,65 +16,46 @@ int run_jobs(const JobsOptions& o) {
     if (!api) {
         return k_exit_failed;
     }
-    std::string path = "/v1/jobs";
-    std::string sep = "?";
-    if (!o.state.empty()) {
-        path += sep + "state=" + o.state;
-        sep = "&";
-    }
-    if (o.sweep > 0) {
-        path += sep + "sweep=" + std::to_string(o.sweep);
-        sep = "&";
-    }
-    if (o.limit > 0) {
-        path += sep + "limit=" + std::to_string(o.limit);
-        sep = "&";
-    }
-    if (o.all_teams) {
-        path += sep + "all_teams=1";
-        sep = "&";
-    }
-    if (!o.by.empty()) {
-        path += sep + "submitter=" + net::percent_encode(o.by);
-        sep = "&";
-    }
-    if (o.mine) {
-        path += sep + "mine=1";
-    }
-    auto r = api->get(path);
+    client::JobsQuery query;
+    query.state = o.state;
+    query.sweep = o.sweep;
+    query.limit = o.limit;
+    query.all_teams = o.all_teams;
+    query.submitted_by = o.by;
+    query.mine = o.mine;
+    auto r = client::JobsClient(*api).jobs(query);
     if (!r) {
         report_error(global, r.error());
         return k_exit_failed;
     }
     if (global.json) {
         // The whole answer: `jobs` and `more` (older jobs match too).
-        std::cout << nlohmann::json{{"jobs", (*r)["jobs"]}, {"more", r->value("more", false)}}.dump(2) << '\n';
+        std::cout << wire::to_json(*r).dump(2) << '\n';
         return k_exit_ok;
     }
-    const nlohmann::json& jobs = (*r)["jobs"];
     std::vector<std::string> header{"ID", "SWEEP", "NAME", "BY", "STATE", "ATTEMPTS", "EXIT", "CREDITS", "REASON"};
     if (o.all_teams) {
         header.insert(header.begin() + 2, "TEAM");
     }
     std::vector<std::vector<std::string>> rows{header};
-    for (const auto& j : jobs) {
-        std::vector<std::string> row{std::to_string(j["id"].get<std::int64_t>()),
-                                     std::to_string(j["sweep_id"].get<std::int64_t>()),
-                                     j["name"].get<std::string>(),
-                                     j.value("submitted_by", std::string("-")),
-                                     j["state"].get<std::string>(),
-                                     std::to_string(j["attempts"].get<std::int64_t>()),
-                                     j["exit_code"].is_null() ? "-" : std::to_string(j["exit_code"].get<std::int64_t>()),
-                                     credits::format_credits(j.value("cost_micro", std::int64_t{0})),
-                                     j["reason"].get<std::string>()};
+    for (const auto& j : r->jobs) {
+        std::vector<std::string> row{std::to_string(j.id.value()),
+                                     std::to_string(j.sweep_id),
+                                     j.name,
+                                     j.submitted_by.value_or("-"),
+                                     j.state,
+                                     std::to_string(j.attempts),
+                                     j.exit_code ? std::to_string(*j.exit_code) : "-",
+                                     credits::format_credits(j.cost_micro),
+                                     j.reason};
         if (o.all_teams) {
-            row.insert(row.begin() + 2, j.value("team_name", std::to_string(j["team"].get<std::int64_t>())));
+            row.insert(row.begin() + 2, j.team_name.value_or(std::to_string(j.team.value())));
         }
         rows.push_back(std::move(row));
     }
     print_table(rows);
-    if (r->value("more", false)) {
-        std::cout << "(the " << jobs.size() << " newest shown; --limit N for more, --limit 0 for all)\n";
+    if (r->more) {
+        std::cout << "(the " << r->jobs.size() << " newest shown; --limit N for more, --limit 0 for all)\n";
     }
     return k_exit_ok;
 }

@@ -2,6 +2,7 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/client/jobs_client.hpp"
 #include "cmd/sweeps.hpp"
 
 #include <iostream>
@@ -22,7 +23,7 @@ int sweep_logs(const GlobalOptions& global, client::ApiClient& api, const LogsOp
         return follow_logs(global, api, *jobs, o.raw);
     }
     for (const auto& j : *jobs) {
-        std::cout << "==> " << printable(j.name) << " (job " << j.id << ") <==" << std::endl;
+        std::cout << "==> " << printable(j.name) << " (job " << j.id.value() << ") <==" << std::endl;
         if (const int rc = stream_logs(global, api, j.id, false, o.raw); rc != k_exit_ok) {
             return rc;
         }
@@ -45,23 +46,21 @@ int run_logs(const LogsOptions& o) {
     if (o.sweep > 0) {
         return sweep_logs(global, *api, o);
     }
-    const int rc = stream_logs(global, *api, o.job, o.follow, o.raw);
+    const JobId job(o.job);
+    const int rc = stream_logs(global, *api, job, o.follow, o.raw);
     if (rc != k_exit_ok || !o.follow) {
         return rc;
     }
     // Followed to the end: say how the job ended, and exit with its outcome.
-    auto j = api->get("/v1/jobs/" + std::to_string(o.job));
+    auto j = client::JobsClient(*api).job(job);
     if (!j) {
         report_error(global, j.error());
         return k_exit_failed;
     }
-    const std::string state = j->value("state", std::string());
-    std::cerr << "-- job " << o.job << " " << printable(state)
-              << ((*j)["exit_code"].is_number_integer() ? " (exit " + std::to_string((*j)["exit_code"].get<std::int64_t>()) + ")"
-                                                         : std::string())
-              << (j->value("reason", std::string()).empty() ? "" : ": " + printable(j->value("reason", std::string())))
-              << " --" << std::endl;
-    return state == "succeeded" ? k_exit_ok : k_exit_failed;
+    std::cerr << "-- job " << o.job << " " << printable(j->state)
+              << (j->exit_code ? " (exit " + std::to_string(*j->exit_code) + ")" : std::string())
+              << (j->reason.empty() ? "" : ": " + printable(j->reason)) << " --" << std::endl;
+    return j->state == "succeeded" ? k_exit_ok : k_exit_failed;
 }
 
 void register_logs(Cli& cli) {

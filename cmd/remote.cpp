@@ -1,4 +1,5 @@
 #include "cmd/remote.hpp"
+#include "core/client/jobs_client.hpp"
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/net/url.hpp"
@@ -87,11 +88,8 @@ void print_table(const std::vector<std::vector<std::string>>& raw_rows) {
     }
 }
 
-std::string format_time(const json& ms) {
-    if (!ms.is_number_integer()) {
-        return "-";
-    }
-    std::time_t t = static_cast<std::time_t>(ms.get<std::int64_t>() / 1000);
+std::string format_time(std::int64_t ms) {
+    std::time_t t = static_cast<std::time_t>(ms / 1000);
     std::tm tm{};
     gmtime_r(&t, &tm);
     char buf[32];
@@ -99,32 +97,46 @@ std::string format_time(const json& ms) {
     return buf;
 }
 
+std::string format_time(const std::optional<std::int64_t>& ms) { return ms ? format_time(*ms) : "-"; }
+
+std::string format_time(const json& ms) {
+    return ms.is_number_integer() ? format_time(ms.get<std::int64_t>()) : std::string("-");
+}
+
 bool is_terminal_state(const std::string& state) {
     return state == "succeeded" || state == "failed" || state == "cancelled";
 }
 
-int count_unsuccessful(const std::vector<json>& jobs) {
+int count_unsuccessful(const std::vector<wire::JobView>& jobs) {
     return static_cast<int>(
-        std::count_if(jobs.begin(), jobs.end(), [](const json& j) { return j["state"] != "succeeded"; }));
+        std::count_if(jobs.begin(), jobs.end(), [](const wire::JobView& j) { return j.state != "succeeded"; }));
 }
 
-std::optional<std::vector<json>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,
-                                               const std::vector<std::int64_t>& ids) {
+json jobs_json(const std::vector<wire::JobView>& jobs) {
+    json out = json::array();
+    for (const auto& j : jobs) {
+        out.push_back(wire::to_json(j));
+    }
+    return out;
+}
+
+std::optional<std::vector<wire::JobView>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,
+                                                       const std::vector<JobId>& ids) {
+    client::JobsClient pool(api);
     std::string last_line;
     while (true) {
-        std::vector<json> jobs;
+        std::vector<wire::JobView> jobs;
         std::map<std::string, int> counts;
-        for (auto id : ids) {
-            auto j = api.get("/v1/jobs/" + std::to_string(id));
+        for (JobId id : ids) {
+            auto j = pool.job(id);
             if (!j) {
                 report_error(global, j.error());
                 return std::nullopt;
             }
-            counts[(*j)["state"].get<std::string>()]++;
+            counts[j->state]++;
             jobs.push_back(std::move(*j));
         }
-        bool done = std::all_of(jobs.begin(), jobs.end(),
-                                [](const json& j) { return is_terminal_state(j["state"].get<std::string>()); });
+        bool done = std::all_of(jobs.begin(), jobs.end(), [](const wire::JobView& j) { return is_terminal_state(j.state); });
         if (!global.json) {
             std::string line;
             for (const auto& [state, n] : counts) {
@@ -142,61 +154,65 @@ std::optional<std::vector<json>> wait_for_jobs(const GlobalOptions& global, clie
     }
 }
 
-int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_t job, bool follow, bool raw) {
+namespace {
+
+// While a followed job has not started: why it waits, once per change (and at most every 2 s).
+void tell_waiting(client::JobsClient& pool, JobId job, std::string& told) {
+    auto j = pool.job(job);
+    if (!j) {
+        return;
+    }
+    const std::string line = "-- job " + std::to_string(job.value()) + " is " + j->state +
+                             (j->waiting_reason.empty() ? "" : ": " + j->waiting_reason) + " --";
+    if (line != told) {
+        std::cerr << printable(line) << std::endl;
+        told = line;
+    }
+}
+
+} // namespace
+
+int stream_logs(const GlobalOptions& global, client::ApiClient& api, JobId job, bool follow, bool raw) {
+    client::JobsClient pool(api);
     const bool escape = !raw && ::isatty(STDOUT_FILENO) == 1;
     std::int64_t offset = 0;
-    std::int64_t attempt = 0;
-    std::int64_t finished_attempt = -1; // the last attempt printed to its end
-    std::string told;                   // the last "waiting" line printed
+    AttemptId attempt{};                 // the attempt being read (0: not known yet)
+    AttemptId finished_attempt{-1};      // the last attempt printed to its end
+    std::string told;                    // the last "waiting" line printed
     auto waits = std::chrono::steady_clock::time_point{};
     while (true) {
-        std::string path = "/v1/jobs/" + std::to_string(job) + "/logs?offset=" + std::to_string(offset);
-        if (attempt > 0) {
-            path += "&attempt=" + std::to_string(attempt);
-        }
-        auto r = api.get(path);
+        auto r = pool.logs(job, offset, attempt.value() > 0 ? std::optional<AttemptId>(attempt) : std::nullopt);
         if (!r) {
             report_error(global, r.error());
             return k_exit_failed;
         }
-        std::int64_t got_attempt = (*r)["attempt"].get<std::int64_t>();
-        if (follow && got_attempt == 0 && !(*r)["finished"].get<bool>() &&
-            std::chrono::steady_clock::now() >= waits) {
+        const AttemptId got_attempt = r->attempt;
+        if (follow && got_attempt.value() == 0 && !r->finished && std::chrono::steady_clock::now() >= waits) {
             // Not started yet: say why it waits (once per change), and keep waiting.
             waits = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-            if (auto j = api.get("/v1/jobs/" + std::to_string(job))) {
-                const std::string why = j->value("waiting_reason", std::string());
-                const std::string line = "-- job " + std::to_string(job) + " is " +
-                                         j->value("state", std::string("queued")) + (why.empty() ? "" : ": " + why) +
-                                         " --";
-                if (line != told) {
-                    std::cerr << printable(line) << std::endl;
-                    told = line;
-                }
-            }
+            tell_waiting(pool, job, told);
         }
-        if (attempt == 0 && got_attempt == finished_attempt) {
+        if (attempt.value() == 0 && got_attempt == finished_attempt) {
             std::this_thread::sleep_for(std::chrono::milliseconds(300)); // waiting for the next attempt
             continue;
         }
-        if (attempt == 0 && got_attempt > 0) {
+        if (attempt.value() == 0 && got_attempt.value() > 0) {
             attempt = got_attempt; // stay on one attempt's stream; offsets are per attempt
         }
-        const std::string& data = (*r)["data"].get_ref<const std::string&>();
         if (escape) {
-            std::cout << log_text_for_terminal(data) << std::flush;
+            std::cout << log_text_for_terminal(r->data) << std::flush;
         } else {
-            std::cout << data << std::flush;
+            std::cout << r->data << std::flush;
         }
-        offset = (*r)["next_offset"].get<std::int64_t>();
-        if (!follow || (*r)["finished"].get<bool>()) {
-            if (follow && attempt > 0) {
+        offset = r->next_offset;
+        if (!follow || r->finished) {
+            if (follow && attempt.value() > 0) {
                 // A retried job has a newer attempt: follow it too.
-                auto j = api.get("/v1/jobs/" + std::to_string(job));
-                if (j && !is_terminal_state((*j)["state"].get<std::string>())) {
+                auto j = pool.job(job);
+                if (j && !is_terminal_state(j->state)) {
                     finished_attempt = attempt;
-                    std::cerr << "-- attempt " << attempt << " ended; following the job's next attempt --\n";
-                    attempt = 0;
+                    std::cerr << "-- attempt " << attempt.value() << " ended; following the job's next attempt --\n";
+                    attempt = AttemptId{};
                     offset = 0;
                     continue;
                 }
@@ -270,7 +286,11 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, c
             (packed->files.size() == 1 ? " file, " : " files, ") + mib_text(packed->content_bytes) + "; uploading " +
             mib_text(static_cast<std::int64_t>(bytes.size())) + " ...");
         const auto started = std::chrono::steady_clock::now();
-        auto put = api.put_bytes("/v1/inputs/" + sha + (team.empty() ? "" : "?team=" + net::percent_encode(team)), bytes);
+        net::QueryParams query;
+        if (!team.empty()) {
+            query.emplace_back("team", team);
+        }
+        auto put = api.put_bytes(net::with_query("/v1/inputs/" + sha, query), bytes);
         if (!put) {
             return put.error();
         }

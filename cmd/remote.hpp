@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cmd/cli.hpp"
+#include "core/api/jobs.hpp"
 #include "core/client/api_client.hpp"
 #include "core/config/client_config.hpp"
 #include "core/recipe/recipe.hpp"
@@ -16,6 +17,9 @@
 #include <vector>
 
 namespace gpupool::cmd {
+
+// The wire types (core/api/) by another name: the commands call their ApiClient `api`.
+namespace wire = gpupool::api;
 
 // The config overrides the global flags (--config, --url, --token, --ca-cert) make.
 config::ClientOverrides overrides(const GlobalOptions& global);
@@ -34,18 +38,21 @@ std::string printable(const nlohmann::json& value);
 // Prints rows as aligned columns; the first row is the header. Every cell goes through printable().
 void print_table(const std::vector<std::vector<std::string>>& rows);
 
-// "2026-11-30 03:41:34" in UTC from Unix milliseconds; "-" for null.
+// "2026-11-30 03:41:34" in UTC from Unix milliseconds; "-" for null (or nullopt).
 std::string format_time(const nlohmann::json& ms);
+std::string format_time(std::int64_t ms);
+std::string format_time(const std::optional<std::int64_t>& ms);
 
-// Polls until every job is finished; prints progress unless --json. Returns the final job objects.
-std::optional<std::vector<nlohmann::json>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,
-                                                         const std::vector<std::int64_t>& ids);
+// Polls until every job is finished; prints progress unless --json. Returns the final jobs.
+std::optional<std::vector<wire::JobView>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,
+                                                       const std::vector<JobId>& ids);
+// The jobs as a JSON array (their wire form), for --json.
+nlohmann::json jobs_json(const std::vector<wire::JobView>& jobs);
 
 // Streams a job's logs to stdout from `offset` until the attempt finishes (follow) or once. The job's
 // bytes are printed as they are with `raw` or when stdout is not a terminal; on a terminal they go
 // through log_text_for_terminal.
-int stream_logs(const GlobalOptions& global, client::ApiClient& api, std::int64_t job, bool follow,
-                bool raw = false);
+int stream_logs(const GlobalOptions& global, client::ApiClient& api, JobId job, bool follow, bool raw = false);
 
 // What a job's log bytes look like on a terminal: its lines and tabs kept, every other control
 // character (a terminal escape, a carriage return that would overwrite a line) made visible.
@@ -62,6 +69,6 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, c
                    const std::function<void(const std::string&)>& progress = {});
 
 // How many of the finished jobs did not succeed.
-int count_unsuccessful(const std::vector<nlohmann::json>& jobs);
+int count_unsuccessful(const std::vector<wire::JobView>& jobs);
 
 } // namespace gpupool::cmd

@@ -9,9 +9,10 @@
 #include "cmd/jobs_view.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
+#include "core/api/fields.hpp"
+#include "core/client/jobs_client.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/money.hpp"
-#include "core/recipe/recipe_json.hpp"
 #include "core/store/open_store.hpp"
 #include "core/util/files.hpp"
 #include "worker/agent/agent.hpp"
@@ -88,23 +89,33 @@ Result<LocalCredentials> local_credentials(const fs::path& dir, std::uint16_t po
     return c;
 }
 
-std::string seconds_text(const json& attempt) {
-    if (!attempt.is_object() || !attempt["started_at"].is_number() || !attempt["ended_at"].is_number()) {
+std::string seconds_text(const wire::AttemptView* attempt) {
+    if (attempt == nullptr || !attempt->started_at || !attempt->ended_at) {
         return "-";
     }
-    const auto ms = attempt["ended_at"].get<std::int64_t>() - attempt["started_at"].get<std::int64_t>();
+    const auto ms = *attempt->ended_at - *attempt->started_at;
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000.0);
     return buf;
 }
 
-std::string credits_text(const json& job) {
-    if (!job.contains("cost_micro") || !job["cost_micro"].is_number_integer()) {
+std::string credits_text(const wire::JobView& job) {
+    if (!job.cost_micro) {
         return "-";
     }
-    return credits::format_credits(job["cost_micro"].get<std::int64_t>()); // one format everywhere
+    return credits::format_credits(*job.cost_micro); // one format everywhere
 }
 
+// Jobs an interrupted earlier run left behind would otherwise run now, unasked.
+void cancel_leftovers(client::JobsClient& pool) {
+    if (auto left = pool.jobs()) {
+        for (const auto& j : left->jobs) {
+            if (!is_terminal_state(j.state)) {
+                (void)pool.cancel_job(j.id);
+            }
+        }
+    }
+}
 
 } // namespace
 
@@ -196,15 +207,8 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         return rc;
     };
 
-    // Jobs an interrupted earlier run left behind would otherwise run now, unasked.
-    if (auto left = api.get("/v1/jobs")) {
-        const json list = (*left)["jobs"];
-        for (const auto& j : list) {
-            if (!is_terminal_state(j["state"].get<std::string>())) {
-                (void)api.post("/v1/jobs/" + std::to_string(j["id"].get<std::int64_t>()) + "/cancel", json::object());
-            }
-        }
-    }
+    client::JobsClient jobs_api(api);
+    cancel_leftovers(jobs_api);
 
     auto progress = [&global](const std::string& line) {
         if (!global.json) {
@@ -215,16 +219,22 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         report_error(global, st.error());
         return finish(k_exit_failed);
     }
-    json body = {{"source", recipe.source},
-                 {"max_parallel", recipe.sweep.max_parallel},
-                 {"jobs", recipe::to_wire_json(jobs)}};
-    auto res = api.post("/v1/jobs", body);
+    wire::SubmitRequest request;
+    request.source = recipe.source;
+    request.max_parallel = recipe.sweep.max_parallel;
+    request.jobs = jobs;
+    auto res = jobs_api.submit(request);
     if (!res) {
         report_error(global, res.error());
         return finish(k_exit_failed);
     }
-    const std::vector<std::int64_t> ids = (*res)["jobs"].get<std::vector<std::int64_t>>();
-    const std::int64_t sweep = (*res)["sweep_id"].get<std::int64_t>();
+    const std::vector<JobId> ids = res->jobs;
+    const std::int64_t sweep = res->sweep_id;
+    if (ids.size() != jobs.size()) {
+        report_error(global, make_error(ErrorCode::internal, "the local coordinator answered " + std::to_string(ids.size()) +
+                                                                 " job ids for " + std::to_string(jobs.size()) + " jobs"));
+        return finish(k_exit_failed);
+    }
     if (!global.json) {
         std::cerr << "gpupool run: " << ids.size() << (ids.size() == 1 ? " job" : " jobs") << " from " << recipe.source
                   << " on the local pool (runtime " << (*runtime)->name() << ", state in " << data.string() << ")\n";
@@ -241,7 +251,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         std::cerr << "\ngpupool run: interrupted; cancelling the run's jobs" << std::endl;
         config::ClientConfig c2 = cfg;
         client::ApiClient api2(c2);
-        (void)api2.post("/v1/sweeps/" + std::to_string(sweep) + "/cancel", json::object());
+        (void)client::JobsClient(api2).cancel_sweep(sweep);
     });
 
     if (ids.size() == 1 && !global.json) {
@@ -267,43 +277,39 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
     std::vector<std::vector<std::string>> rows{{"JOB", "STATE", "EXIT", "RUNTIME", "CREDITS", "OUTPUTS"}};
     int failed = 0;
     for (std::size_t i = 0; i < done->size(); ++i) {
-        const json& j = (*done)[i];
-        const std::int64_t id = ids[i];
+        const wire::JobView& j = (*done)[i];
+        const JobId id = ids[i];
         const fs::path dir = out_root / names[i];
         fs::remove_all(dir, ec);
         fs::create_directories(dir, ec);
         std::vector<std::string> files;
-        if (auto bytes = api.get_bytes("/v1/jobs/" + std::to_string(id) + "/outputs"); bytes && !bytes->empty()) {
+        if (auto bytes = jobs_api.outputs(id); bytes && !bytes->empty()) {
             if (auto unpacked = worker::unpack_archive(*bytes, dir)) {
                 files = unpacked->written;
                 for (const auto& s : unpacked->skipped) {
                     std::cerr << "warning: skipped " << printable(s) << '\n';
                 }
             } else {
-                std::cerr << "job " << id << ": " << printable(unpacked.error().message) << '\n';
+                std::cerr << "job " << id.value() << ": " << printable(unpacked.error().message) << '\n';
             }
         }
-        if (auto logs = api.get("/v1/jobs/" + std::to_string(id) + "/logs?offset=0")) {
-            std::ofstream(out_root / (names[i] + ".log"), std::ios::binary) << (*logs)["data"].get<std::string>();
+        if (auto logs = jobs_api.logs(id, 0)) {
+            std::ofstream(out_root / (names[i] + ".log"), std::ios::binary) << logs->data;
         }
-        const std::string state = j["state"].get<std::string>();
-        if (state != "succeeded") {
+        if (j.state != "succeeded") {
             ++failed;
         }
-        json last;
-        if (j.contains("attempt_history") && j["attempt_history"].is_array() && !j["attempt_history"].empty()) {
-            last = j["attempt_history"].back();
-        }
-        const std::string exit = j["exit_code"].is_number() ? std::to_string(j["exit_code"].get<std::int64_t>()) : "-";
-        rows.push_back({j["name"].get<std::string>(), state, exit, seconds_text(last), credits_text(j),
+        const wire::AttemptView* last = j.attempt_history.empty() ? nullptr : &j.attempt_history.back();
+        const std::string exit = j.exit_code ? std::to_string(*j.exit_code) : "-";
+        rows.push_back({j.name, j.state, exit, seconds_text(last), credits_text(j),
                         files.empty() ? "-" : dir.string() + "/ (" + std::to_string(files.size()) + ")"});
-        summary.push_back({{"id", id},
-                           {"name", j["name"]},
-                           {"state", state},
-                           {"exit_code", j["exit_code"]},
-                           {"reason", j.value("reason", "")},
+        summary.push_back({{"id", id.value()},
+                           {"name", j.name},
+                           {"state", j.state},
+                           {"exit_code", wire::fields::or_null(j.exit_code)},
+                           {"reason", j.reason},
                            {"runtime", seconds_text(last)},
-                           {"cost_micro", j.value("cost_micro", json())},
+                           {"cost_micro", wire::fields::or_null(j.cost_micro)},
                            {"outputs_dir", dir.string()},
                            {"outputs", files}});
     }
@@ -315,9 +321,9 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         std::cout << (ids.size() - static_cast<std::size_t>(failed)) << " of " << ids.size() << " succeeded"
                   << (interrupted ? " (interrupted)" : "") << "; outputs and logs in " << out_root.string() << "/\n";
         for (std::size_t i = 0; i < done->size(); ++i) {
-            const json& j = (*done)[i];
-            if (j["state"].get<std::string>() != "succeeded") {
-                std::cout << "  " << printable(j["name"]) << ": " << printable(j.value("reason", "")) << '\n';
+            const wire::JobView& j = (*done)[i];
+            if (j.state != "succeeded") {
+                std::cout << "  " << printable(j.name) << ": " << printable(j.reason) << '\n';
             }
         }
     }

@@ -2,6 +2,7 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/client/jobs_client.hpp"
 #include "core/credits/money.hpp"
 
 #include <iostream>
@@ -9,56 +10,61 @@
 
 namespace gpupool::cmd {
 
+namespace {
+
+void print_attempts(const std::vector<wire::AttemptView>& attempts) {
+    std::vector<std::vector<std::string>> rows{{"ATTEMPT", "WORKER", "GPU", "STATE", "STARTED", "ENDED", "EXIT", "CREDITS", "REASON"}};
+    for (const auto& a : attempts) {
+        rows.push_back({std::to_string(a.id.value()), std::to_string(a.worker.value()),
+                        a.gpu_index < 0 ? "-" : std::to_string(a.gpu_index), a.state + (a.voided_at ? " (voided)" : ""),
+                        format_time(a.started_at), format_time(a.ended_at),
+                        a.exit_code ? std::to_string(*a.exit_code) : "-", credits::format_credits(a.cost_micro), a.reason});
+    }
+    print_table(rows);
+}
+
+} // namespace
+
 int run_status(const StatusOptions& o) {
     const GlobalOptions& global = o.global;
-    const std::int64_t job = o.job;
     auto api = connect(global);
     if (!api) {
         return k_exit_failed;
     }
-    auto j = api->get("/v1/jobs/" + std::to_string(job));
+    auto j = client::JobsClient(*api).job(JobId(o.job));
     if (!j) {
         report_error(global, j.error());
         return k_exit_failed;
     }
     if (global.json) {
-        std::cout << j->dump(2) << '\n';
+        std::cout << wire::to_json(*j).dump(2) << '\n';
         return k_exit_ok;
     }
-    const auto& v = *j;
-    std::cout << "job " << v["id"] << " `" << printable(v["name"]) << "` (sweep " << v["sweep_id"]
-              << "): " << printable(v["state"]) << '\n';
-    if (v["state"] == "queued") {
-        std::cout << "  waiting: " << printable(v["waiting_reason"]) << '\n';
-    } else if (!v["reason"].get<std::string>().empty()) {
-        std::cout << "  " << printable(v["reason"]) << '\n';
+    const wire::JobView& v = *j;
+    std::cout << "job " << v.id.value() << " `" << printable(v.name) << "` (sweep " << v.sweep_id
+              << "): " << printable(v.state) << '\n';
+    if (v.state == "queued") {
+        std::cout << "  waiting: " << printable(v.waiting_reason) << '\n';
+    } else if (!v.reason.empty()) {
+        std::cout << "  " << printable(v.reason) << '\n';
     }
-    if (!v["exit_code"].is_null()) {
-        std::cout << "  exit code " << v["exit_code"] << '\n';
+    if (v.exit_code) {
+        std::cout << "  exit code " << *v.exit_code << '\n';
     }
-    std::cout << "  submitted " << format_time(v["created_at"]) << " UTC";
-    if (!v["finished_at"].is_null()) {
-        std::cout << ", finished " << format_time(v["finished_at"]) << " UTC";
+    std::cout << "  submitted " << format_time(v.created_at) << " UTC";
+    if (v.finished_at) {
+        std::cout << ", finished " << format_time(v.finished_at) << " UTC";
     }
     std::cout << '\n';
-    if (v.contains("cost_micro")) {
-        std::cout << "  credits: " << credits::format_credits(v["cost_micro"].get<std::int64_t>()) << " charged";
-        if (v["held_micro"].get<std::int64_t>() > 0) {
-            std::cout << ", " << credits::format_credits(v["held_micro"].get<std::int64_t>()) << " held in escrow";
+    if (v.cost_micro) {
+        std::cout << "  credits: " << credits::format_credits(*v.cost_micro) << " charged";
+        if (v.held_micro > 0) {
+            std::cout << ", " << credits::format_credits(v.held_micro) << " held in escrow";
         }
         std::cout << '\n';
     }
-    if (!v["attempt_history"].empty()) {
-        std::vector<std::vector<std::string>> rows{{"ATTEMPT", "WORKER", "GPU", "STATE", "STARTED", "ENDED", "EXIT", "CREDITS", "REASON"}};
-        for (const auto& a : v["attempt_history"]) {
-            rows.push_back({std::to_string(a["id"].get<std::int64_t>()), std::to_string(a["worker"].get<std::int64_t>()),
-                            a["gpu_index"].get<std::int64_t>() < 0 ? "-" : std::to_string(a["gpu_index"].get<std::int64_t>()),
-                            a["state"].get<std::string>() + (a.value("voided_at", nlohmann::json()).is_null() ? "" : " (voided)"),
-                            format_time(a["started_at"]), format_time(a["ended_at"]),
-                            a["exit_code"].is_null() ? "-" : std::to_string(a["exit_code"].get<std::int64_t>()),
-                            credits::format_credits(a.value("cost_micro", std::int64_t{0})), a["reason"].get<std::string>()});
-        }
-        print_table(rows);
+    if (!v.attempt_history.empty()) {
+        print_attempts(v.attempt_history);
     }
     return k_exit_ok;
 }

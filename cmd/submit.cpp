@@ -4,8 +4,8 @@
 #include "cmd/jobs_view.hpp"
 #include "cmd/pricing.hpp"
 #include "cmd/remote.hpp"
+#include "core/client/jobs_client.hpp"
 #include "core/coordinator/auth.hpp"
-#include "core/recipe/recipe_json.hpp"
 
 #include <chrono>
 #include <iostream>
@@ -47,15 +47,14 @@ int run_submit(const SubmitOptions& opts) {
         report_error(global, st.error());
         return k_exit_failed;
     }
-    nlohmann::json body = {{"source", recipe.source},
-                           {"max_parallel", recipe.sweep.max_parallel},
-                           {"jobs", recipe::to_wire_json(jobs)}};
+    wire::SubmitRequest request;
+    request.source = recipe.source;
+    request.max_parallel = recipe.sweep.max_parallel;
+    request.jobs = std::move(jobs);
     if (!opts.team.empty()) {
-        body["team"] = opts.team;
+        request.team = opts.team;
     }
-    if (opts.allow_unfunded) {
-        body["allow_unfunded"] = true;
-    }
+    request.allow_unfunded = opts.allow_unfunded;
     // One key for this submission: if the answer is lost (connection reset, coordinator restart),
     // the retries below carry the same key and get the same sweep back, never a second copy.
     auto key = coordinator::new_token_secret();
@@ -63,26 +62,31 @@ int run_submit(const SubmitOptions& opts) {
         report_error(global, key.error());
         return k_exit_failed;
     }
-    body["idempotency_key"] = "submit-" + key->substr(key->size() - 32);
-    auto res = api->post("/v1/jobs", body);
+    request.idempotency_key = "submit-" + key->substr(key->size() - 32);
+    client::JobsClient pool(*api);
+    auto res = pool.submit(request);
     for (int retry = 1; !res && res.error().code == ErrorCode::unavailable && retry <= k_submit_retries; ++retry) {
         std::cerr << "submit: " << printable(res.error().message) << "; retrying (" << retry << "/" << k_submit_retries
                   << ")\n";
         std::this_thread::sleep_for(std::chrono::seconds(retry));
-        res = api->post("/v1/jobs", body);
+        res = pool.submit(request);
     }
     if (!res) {
         report_error(global, res.error());
         return k_exit_failed;
     }
-    std::vector<std::int64_t> ids = (*res)["jobs"].get<std::vector<std::int64_t>>();
+    const std::vector<JobId>& ids = res->jobs;
+    if (ids.empty()) {
+        report_error(global, make_error(ErrorCode::internal, "the coordinator answered the submission with no jobs"));
+        return k_exit_failed;
+    }
     if (global.json && !opts.wait) {
-        std::cout << res->dump(2) << '\n';
+        std::cout << wire::to_json(*res).dump(2) << '\n';
     } else if (!global.json) {
-        std::cout << "submitted sweep " << (*res)["sweep_id"] << ": " << ids.size()
-                  << (ids.size() == 1 ? " job" : " jobs") << " (id " << ids.front();
+        std::cout << "submitted sweep " << res->sweep_id << ": " << ids.size() << (ids.size() == 1 ? " job" : " jobs")
+                  << " (id " << ids.front().value();
         if (ids.size() > 1) {
-            std::cout << ".." << ids.back();
+            std::cout << ".." << ids.back().value();
         }
         std::cout << ")\n";
     }
@@ -98,7 +102,7 @@ int run_submit(const SubmitOptions& opts) {
         }
         const int failed = count_unsuccessful(*done);
         if (global.json) {
-            std::cout << nlohmann::json{{"sweep_id", (*res)["sweep_id"]}, {"jobs", *done}}.dump(2) << '\n';
+            std::cout << nlohmann::json{{"sweep_id", res->sweep_id}, {"jobs", jobs_json(*done)}}.dump(2) << '\n';
         } else {
             std::cout << (ids.size() - static_cast<std::size_t>(failed)) << " succeeded, " << failed
                       << " did not\n";

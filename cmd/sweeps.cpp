@@ -1,6 +1,7 @@
 #include "cmd/sweeps.hpp"
 
 #include "cmd/remote.hpp"
+#include "core/client/jobs_client.hpp"
 
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <thread>
 
 namespace gpupool::cmd {
-
-using json = nlohmann::json;
 
 std::vector<std::string> folder_names(const std::vector<NamedJob>& jobs) {
     std::map<std::string, int> seen;
@@ -37,13 +36,15 @@ std::vector<std::string> folder_names(const std::vector<NamedJob>& jobs) {
 }
 
 Result<std::vector<NamedJob>> sweep_jobs(client::ApiClient& api, std::int64_t sweep) {
-    auto r = api.get("/v1/jobs?sweep=" + std::to_string(sweep));
+    client::JobsQuery query;
+    query.sweep = sweep;
+    auto r = client::JobsClient(api).jobs(query);
     if (!r) {
         return r.error();
     }
     std::vector<NamedJob> out;
-    for (const auto& j : (*r)["jobs"]) {
-        out.push_back({j["id"].get<std::int64_t>(), j["name"].get<std::string>(), j.value("sweep_index", std::int64_t{0})});
+    for (const auto& j : r->jobs) {
+        out.push_back({j.id, j.name, j.sweep_index});
     }
     if (out.empty()) {
         return make_error(ErrorCode::not_found,
@@ -65,14 +66,14 @@ Result<std::vector<NamedJob>> chosen_jobs(client::ApiClient& api, const std::vec
     if (ids.empty()) {
         return make_error(ErrorCode::invalid_input, "name the jobs (their ids) or a sweep (--sweep ID)", "jobs");
     }
+    client::JobsClient pool(api);
     std::vector<NamedJob> out;
     for (auto id : ids) {
-        auto j = api.get("/v1/jobs/" + std::to_string(id));
+        auto j = pool.job(JobId(id));
         if (!j) {
             return j.error();
         }
-        const json& spec = (*j)["spec"];
-        out.push_back({id, j->value("name", std::string()), spec.is_object() ? spec.value("sweep_index", std::int64_t{0}) : 0});
+        out.push_back({j->id, j->name, j->spec.sweep_index});
     }
     return out;
 }
@@ -83,8 +84,8 @@ namespace {
 struct Followed {
     NamedJob job;
     std::string prefix;
-    std::int64_t attempt = 0;          // the attempt being read (0: not known yet)
-    std::int64_t finished_attempt = -1; // the last attempt read to its end
+    AttemptId attempt{};              // the attempt being read (0: not known yet)
+    AttemptId finished_attempt{-1};   // the last attempt read to its end
     std::int64_t offset = 0;
     std::string partial{}; // bytes after the last newline
     bool done = false;
@@ -109,45 +110,39 @@ void print_lines(Followed& f, std::string_view data, bool escape, bool flush_par
 
 // Reads what is new in one job's log; false on an error (already printed).
 bool poll(const GlobalOptions& global, client::ApiClient& api, Followed& f, bool escape) {
-    std::string path = "/v1/jobs/" + std::to_string(f.job.id) + "/logs?offset=" + std::to_string(f.offset);
-    if (f.attempt > 0) {
-        path += "&attempt=" + std::to_string(f.attempt);
-    }
-    auto r = api.get(path);
+    client::JobsClient pool(api);
+    auto r = pool.logs(f.job.id, f.offset, f.attempt.value() > 0 ? std::optional<AttemptId>(f.attempt) : std::nullopt);
     if (!r) {
         report_error(global, r.error());
         return false;
     }
-    const std::int64_t got = (*r)["attempt"].get<std::int64_t>();
-    const bool finished = (*r)["finished"].get<bool>();
-    if (got == 0 && !finished) {
+    if (r->attempt.value() == 0 && !r->finished) {
         return true; // not started yet
     }
-    if (f.attempt == 0 && got == f.finished_attempt) {
+    if (f.attempt.value() == 0 && r->attempt == f.finished_attempt) {
         return true; // the next attempt has not started yet
     }
-    f.attempt = got;
-    print_lines(f, (*r)["data"].get_ref<const std::string&>(), escape, finished);
-    f.offset = (*r)["next_offset"].get<std::int64_t>();
-    if (!finished) {
+    f.attempt = r->attempt;
+    print_lines(f, r->data, escape, r->finished);
+    f.offset = r->next_offset;
+    if (!r->finished) {
         return true;
     }
-    auto j = api.get("/v1/jobs/" + std::to_string(f.job.id));
+    auto j = pool.job(f.job.id);
     if (!j) {
         report_error(global, j.error());
         return false;
     }
-    const std::string state = j->value("state", std::string());
-    if (!is_terminal_state(state)) {
+    if (!is_terminal_state(j->state)) {
         // Retried: its next attempt's log follows.
         f.finished_attempt = f.attempt;
-        f.attempt = 0;
+        f.attempt = AttemptId{};
         f.offset = 0;
         return true;
     }
     f.done = true;
-    f.succeeded = state == "succeeded";
-    std::cerr << "-- " << printable(f.job.name) << " (job " << f.job.id << ") " << printable(state) << " --"
+    f.succeeded = j->state == "succeeded";
+    std::cerr << "-- " << printable(f.job.name) << " (job " << f.job.id.value() << ") " << printable(j->state) << " --"
               << std::endl;
     return true;
 }

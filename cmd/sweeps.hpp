@@ -4,6 +4,7 @@
 
 #include "cmd/cli.hpp"
 #include "core/client/api_client.hpp"
+#include "core/util/ids.hpp"
 
 #include <cstdint>
 #include <string>
@@ -12,8 +13,8 @@
 namespace gpupool::cmd {
 
 struct NamedJob {
-    std::int64_t id = 0;
-    std::string name;
+    JobId id{};
+    std::string name{};
     std::int64_t sweep_index = 0;
 };
 

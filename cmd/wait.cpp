@@ -20,7 +20,7 @@ int run_wait(const WaitOptions& o) {
         report_error(global, chosen.error());
         return chosen.error().code == ErrorCode::invalid_input ? k_exit_usage : k_exit_failed;
     }
-    std::vector<std::int64_t> ids;
+    std::vector<JobId> ids;
     for (const auto& j : *chosen) {
         ids.push_back(j.id);
     }
@@ -30,10 +30,10 @@ int run_wait(const WaitOptions& o) {
     }
     const int failed = count_unsuccessful(*done);
     if (global.json) {
-        std::cout << nlohmann::json(*done).dump(2) << '\n';
+        std::cout << jobs_json(*done).dump(2) << '\n';
     } else {
         for (const auto& j : *done) {
-            std::cout << "job " << j["id"] << " " << printable(j["name"]) << ": " << printable(j["state"]) << '\n';
+            std::cout << "job " << j.id.value() << " " << printable(j.name) << ": " << printable(j.state) << '\n';
         }
     }
     return failed == 0 ? k_exit_ok : k_exit_failed;

@@ -8,6 +8,7 @@
 // field". Unknown members are ignored (an older peer meets a newer one). Used by core/api only.
 #pragma once
 
+#include "core/api/fields.hpp"
 #include "core/util/result.hpp"
 
 #include <nlohmann/json.hpp>
@@ -22,7 +23,7 @@
 namespace gpupool::api {
 
 // The longest name, reason or label a wire message may carry (the service's limit for strings).
-inline constexpr std::size_t k_max_text_bytes = 4096;
+inline constexpr std::size_t k_max_text_bytes = k_max_string_field_bytes;
 inline constexpr std::int64_t k_max_integer = std::numeric_limits<std::int64_t>::max();
 
 class FieldReader {

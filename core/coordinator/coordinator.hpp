@@ -34,6 +34,7 @@
 #include "core/api/heartbeat.hpp"
 #include "core/api/inventory.hpp"
 #include "core/api/outcome.hpp"
+#include "core/api/submit.hpp"
 #include "core/coordinator/clock.hpp"
 #include "core/coordinator/pool_view.hpp"
 #include "core/credits/catalog.hpp"
@@ -114,16 +115,9 @@ struct IssuedToken {
     std::optional<TeamId> team;
 };
 
-struct SubmitRequest {
-    std::string source; // recipe file name, for humans
-    std::int64_t max_parallel = 0;
-    std::vector<recipe::JobSpec> jobs;
-    std::optional<std::string> team; // admins submit for a named team
-    bool allow_unfunded = false;     // submit even if the estimate exceeds the balance or budget
-    // Optional, 1-128 of [A-Za-z0-9_-]: the same key from the same team again returns the sweep
-    // it made the first time (a client retrying after a lost answer makes no duplicate).
-    std::string idempotency_key{};
-};
+// A submission and its answer: the wire types (core/api/submit.hpp), taken as they are.
+using api::SubmitRequest;
+using SubmitResult = api::SubmitReply;
 
 // How a worker says an attempt ended (one enum for both ends: core/api/outcome.hpp).
 using api::Outcome;
@@ -248,11 +242,6 @@ struct JobQuery {
 struct JobList {
     std::vector<store::JobRecord> jobs;
     bool more = false; // older jobs match too (ask again with before = jobs.front().id)
-};
-
-struct SubmitResult {
-    std::int64_t sweep_id = 0;
-    std::vector<JobId> jobs;
 };
 
 // What a worker is handed to run, and the heartbeat's answer: the wire types (core/api).

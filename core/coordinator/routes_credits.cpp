@@ -2,6 +2,7 @@
 // report, and estimates of a submission's cost.
 #include "core/coordinator/service_impl.hpp"
 
+#include "core/api/submit.hpp"
 #include "core/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
@@ -217,7 +218,7 @@ net::Response estimate(ServiceState& svc, const net::Request&, const Input& in, 
     if (body->contains("team") && (*body)["team"].is_string()) {
         team = (*body)["team"].get<std::string>();
     }
-    auto jobs = jobs_field(*body);
+    auto jobs = api::jobs_from_json(*body);
     if (!jobs) {
         return error_response(jobs.error());
     }

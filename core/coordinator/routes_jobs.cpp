@@ -1,7 +1,8 @@
 // The researchers' routes: submissions, jobs and sweeps, their logs and outputs, input archives.
 #include "core/coordinator/service_impl.hpp"
 
-#include "core/recipe/recipe_json.hpp"
+#include "core/api/jobs.hpp"
+#include "core/api/submit.hpp"
 #include "core/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
@@ -12,81 +13,64 @@ using namespace gpupool::store;
 
 namespace {
 
-json job_json(const Coordinator& coord, const JobRecord& j, const std::vector<AttemptRecord>& attempts,
-              const std::string& waiting) {
-    json a = json::array();
+api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::vector<AttemptRecord>& attempts,
+                      const std::string& waiting) {
+    api::JobView v;
     std::int64_t cost = 0;
     for (const auto& at : attempts) {
         const std::int64_t c = coord.cost_micro(at);
         cost += c;
-        a.push_back({{"id", at.id.value()},
-                     {"worker", at.worker.value()},
-                     {"gpu_index", at.gpu_index},
-                     {"gpu_milli", at.gpu_milli},
-                     {"state", to_string(at.state)},
-                     {"assigned_at", at.assigned_at},
-                     {"started_at", at.started_at ? json(*at.started_at) : json()},
-                     {"ended_at", at.ended_at ? json(*at.ended_at) : json()},
-                     {"exit_code", at.exit_code ? json(*at.exit_code) : json()},
-                     {"reason", at.reason},
-                     {"price_micro_per_hour", at.price_micro_per_hour},
-                     {"cost_micro", c},
-                     {"voided_at", at.voided_at ? json(*at.voided_at) : json()}});
+        v.attempt_history.push_back({at.id, at.worker, at.gpu_index, at.gpu_milli, to_string(at.state), at.assigned_at,
+                                     at.started_at, at.ended_at, at.exit_code, at.reason, at.price_micro_per_hour, c,
+                                     at.voided_at});
     }
-    return {{"id", j.id.value()},
-            {"sweep_id", j.sweep_id},
-            {"team", j.team.value()},
-            {"submitted_by", coord.submitter_of(j.id)},
-            {"name", j.spec.name},
-            {"state", to_string(j.state)},
-            {"attempts", j.attempts},
-            {"created_at", j.created_at},
-            {"updated_at", j.updated_at},
-            {"finished_at", j.finished_at ? json(*j.finished_at) : json()},
-            {"exit_code", j.exit_code ? json(*j.exit_code) : json()},
-            {"reason", j.reason},
-            {"waiting_reason", waiting},
-            {"spec", recipe::to_wire_json(j.spec)},
-            {"cost_micro", cost},
-            {"held_micro", coord.held_micro(j.id)},
-            {"attempt_history", a}};
+    v.id = j.id;
+    v.sweep_id = j.sweep_id;
+    v.team = j.team;
+    v.submitted_by = coord.submitter_of(j.id);
+    v.name = j.spec.name;
+    v.state = to_string(j.state);
+    v.attempts = j.attempts;
+    v.created_at = j.created_at;
+    v.updated_at = j.updated_at;
+    v.finished_at = j.finished_at;
+    v.exit_code = j.exit_code;
+    v.reason = j.reason;
+    v.waiting_reason = waiting;
+    v.spec = j.spec;
+    v.cost_micro = cost;
+    v.held_micro = coord.held_micro(j.id);
+    return v;
+}
+
+api::JobSummary job_summary(const Coordinator& coord, const JobRecord& j) {
+    api::JobSummary s;
+    s.id = j.id;
+    s.sweep_id = j.sweep_id;
+    s.team = j.team;
+    s.team_name = coord.team_name(j.team);
+    s.submitted_by = coord.submitter_of(j.id);
+    s.name = j.spec.name;
+    s.sweep_index = j.spec.sweep_index;
+    s.state = to_string(j.state);
+    s.attempts = j.attempts;
+    s.exit_code = j.exit_code;
+    s.reason = j.state == JobState::queued ? coord.waiting_reason(j.id) : j.reason;
+    s.cost_micro = coord.job_cost_micro(j.id);
+    return s;
 }
 
 net::Response submit_jobs(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    const json* body = &in.body;
-    SubmitRequest sr;
-    auto source = field<std::string>(*body, "source", std::string("api"));
-    auto max_parallel = field<std::int64_t>(*body, "max_parallel", std::int64_t{0});
-    if (!source || !max_parallel) {
-        return error_response(!source ? source.error() : max_parallel.error());
+    auto request = api::submit_request_from_json(in.body);
+    if (!request) {
+        return error_response(request.error());
     }
-    sr.source = *source;
-    sr.max_parallel = *max_parallel;
-    if (body->contains("team") && (*body)["team"].is_string()) {
-        sr.team = (*body)["team"].get<std::string>();
-    }
-    auto unfunded = field<bool>(*body, "allow_unfunded", false);
-    auto key = field<std::string>(*body, "idempotency_key", std::string());
-    if (!unfunded || !key) {
-        return error_response(!unfunded ? unfunded.error() : key.error());
-    }
-    sr.allow_unfunded = *unfunded;
-    sr.idempotency_key = *key;
-    auto jobs = jobs_field(*body);
-    if (!jobs) {
-        return error_response(jobs.error());
-    }
-    sr.jobs = std::move(*jobs);
-    auto res = svc.coord->submit(who, std::move(sr));
+    auto res = svc.coord->submit(who, std::move(*request));
     if (!res) {
         return error_response(res.error());
     }
-    json ids = json::array();
-    for (JobId id : res->jobs) {
-        ids.push_back(id.value());
-    }
     svc.schedule_soon();
-    return ok({{"sweep_id", res->sweep_id}, {"jobs", ids}}, 201);
+    return ok(api::to_json(*res), 201);
 }
 
 net::Response list_jobs(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -119,22 +103,12 @@ net::Response list_jobs(ServiceState& svc, const net::Request& req, const Input&
     if (!list) {
         return error_response(list.error());
     }
-    json out = json::array();
+    api::JobList out;
+    out.more = list->more;
     for (const auto& j : list->jobs) {
-        out.push_back({{"id", j.id.value()},
-                       {"sweep_id", j.sweep_id},
-                       {"team", j.team.value()},
-                       {"team_name", svc.coord->team_name(j.team)},
-                       {"submitted_by", svc.coord->submitter_of(j.id)},
-                       {"name", j.spec.name},
-                       {"sweep_index", j.spec.sweep_index},
-                       {"state", to_string(j.state)},
-                       {"attempts", j.attempts},
-                       {"exit_code", j.exit_code ? json(*j.exit_code) : json()},
-                       {"reason", j.state == JobState::queued ? svc.coord->waiting_reason(j.id) : j.reason},
-                       {"cost_micro", svc.coord->job_cost_micro(j.id)}});
+        out.jobs.push_back(job_summary(*svc.coord, j));
     }
-    return ok({{"jobs", out}, {"more", list->more}});
+    return ok(api::to_json(out));
 }
 
 net::Response show_job(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -146,7 +120,7 @@ net::Response show_job(ServiceState& svc, const net::Request& req, const Input&,
     if (!j) {
         return error_response(j.error());
     }
-    return ok(job_json(*svc.coord, *j, svc.coord->attempts_of(j->id), svc.coord->waiting_reason(j->id)));
+    return ok(api::to_json(job_view(*svc.coord, *j, svc.coord->attempts_of(j->id), svc.coord->waiting_reason(j->id))));
 }
 
 net::Response cancel_job(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -155,7 +129,7 @@ net::Response cancel_job(ServiceState& svc, const net::Request& req, const Input
         return error_response(id.error());
     }
     auto st = svc.coord->cancel_job(who, JobId(*id));
-    return st ? ok({{"cancelled", json::array({*id})}}) : error_response(st.error());
+    return st ? ok(api::to_json(api::JobCancelled{{JobId(*id)}})) : error_response(st.error());
 }
 
 net::Response cancel_sweep(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -164,7 +138,7 @@ net::Response cancel_sweep(ServiceState& svc, const net::Request& req, const Inp
         return error_response(id.error());
     }
     auto n = svc.coord->cancel_sweep(who, *id);
-    return n ? ok({{"sweep_id", *id}, {"cancelled", *n}}) : error_response(n.error());
+    return n ? ok(api::to_json(api::SweepCancelled{*id, *n})) : error_response(n.error());
 }
 
 net::Response read_job_logs(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -185,11 +159,7 @@ net::Response read_job_logs(ServiceState& svc, const net::Request& req, const In
     if (!slice) {
         return error_response(slice.error());
     }
-    json out = {{"attempt", slice->attempt.value()},
-                {"offset", *offset},
-                {"next_offset", slice->next_offset},
-                {"finished", slice->finished},
-                {"data", slice->data}};
+    const json out = api::to_json(api::LogSlice{slice->attempt, *offset, slice->next_offset, slice->finished, slice->data});
     // JSON strings are UTF-8: invalid bytes are replaced in `data`; offsets count raw bytes.
     return net::json_response(200, out.dump(-1, ' ', false, json::error_handler_t::replace));
 }

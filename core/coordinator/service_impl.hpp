@@ -9,6 +9,7 @@
 // named after what it does.
 #pragma once
 
+#include "core/api/fields.hpp"
 #include "core/coordinator/service.hpp"
 
 #include <boost/asio.hpp>
@@ -33,7 +34,7 @@ using json = nlohmann::json;
 
 inline constexpr std::size_t k_max_json_body_bytes = std::size_t{1} << 20; // most routes: a small JSON object
 inline constexpr std::size_t k_max_submit_bytes = std::size_t{64} << 20;   // a sweep of 10,000 jobs fits
-inline constexpr std::size_t k_max_string_field_bytes = 4096;              // names, notes, labels
+inline constexpr std::size_t k_max_string_field_bytes = api::k_max_string_field_bytes; // names, notes, labels
 
 // What a route accepts, checked before its handler runs on the coordinator thread.
 struct Accepts {
@@ -123,8 +124,6 @@ Result<std::optional<std::int64_t>> positive_query(const net::Request& req, cons
 // An optional integer field: absent or null -> nullopt.
 Result<std::optional<std::int64_t>> opt_field(const json& j, const char* name);
 json opt_json(const std::optional<std::int64_t>& v);
-// The body's "jobs" array as job specs; errors name the job's index.
-Result<std::vector<recipe::JobSpec>> jobs_field(const json& body);
 
 // A required field (or `fallback` when absent or null) of the JSON type T, with no silent
 // conversions: 1.9 is not an integer (nlohmann would truncate it to 1).

@@ -135,24 +135,6 @@ Result<std::optional<std::int64_t>> opt_field(const json& j, const char* name) {
     return std::optional<std::int64_t>(it->get<std::int64_t>());
 }
 
-Result<std::vector<recipe::JobSpec>> jobs_field(const json& body) {
-    auto jobs_it = body.find("jobs");
-    if (jobs_it == body.end() || !jobs_it->is_array()) {
-        return make_error(ErrorCode::invalid_input, "expected an array of jobs", "jobs");
-    }
-    std::vector<recipe::JobSpec> out;
-    for (std::size_t i = 0; i < jobs_it->size(); ++i) {
-        auto spec = recipe::job_from_json((*jobs_it)[i]);
-        if (!spec) {
-            Error e = spec.error();
-            e.field = "jobs[" + std::to_string(i) + "]." + e.field;
-            return e;
-        }
-        out.push_back(std::move(*spec));
-    }
-    return out;
-}
-
 } // namespace service_detail
 
 } // namespace gpupool::coordinator

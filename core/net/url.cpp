@@ -39,6 +39,19 @@ std::string percent_encode(std::string_view text) {
     return urls::encode(urls::string_view(text.data(), text.size()), urls::unreserved_chars);
 }
 
+std::string with_query(std::string_view path, const QueryParams& params) {
+    urls::url url;
+    url.set_encoded_path(urls::string_view(path.data(), path.size()));
+    for (const auto& [key, value] : params) {
+        // Everything but the unreserved characters escaped: Boost.URL's params() would leave a `+`
+        // as it is, which a query's reader takes for a space.
+        const std::string k = percent_encode(key);
+        const std::string v = percent_encode(value);
+        url.encoded_params().append({urls::pct_string_view(k), urls::pct_string_view(v)});
+    }
+    return std::string(url.buffer());
+}
+
 std::optional<std::map<std::string, std::string>> parse_query(std::string_view query) {
     auto pct = checked_escapes(query);
     if (!pct) {

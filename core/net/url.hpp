@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace gpupool::net {
 
@@ -16,6 +18,12 @@ std::optional<std::string> percent_decode(std::string_view text, bool plus_is_sp
 // Encodes everything but RFC 3986 unreserved characters (A-Z a-z 0-9 - . _ ~): for one path
 // segment or one query key/value.
 std::string percent_encode(std::string_view text);
+
+// A request target: `path` (already a valid path) and the query `params` in their order, each key
+// and value percent-encoded by Boost.URL ("&", "=", "+", "#" and spaces in a value stay inside
+// it). No params: the path alone.
+using QueryParams = std::vector<std::pair<std::string, std::string>>;
+std::string with_query(std::string_view path, const QueryParams& params);
 
 // "a=1&b=x%20y&flag" -> {a: "1", b: "x y", flag: ""}; a repeated key keeps its last value.
 std::optional<std::map<std::string, std::string>> parse_query(std::string_view query);

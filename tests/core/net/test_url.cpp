@@ -75,3 +75,17 @@ TEST_CASE("url: encoding keeps only unreserved characters and round-trips every 
     CHECK(percent_decode(enc) == std::optional<std::string>(all));
     CHECK(parse_query("k=" + enc)->at("k") == all);
 }
+
+TEST_CASE("url: with_query encodes every key and value, and parse_query reads them back", "[net][url]") {
+    CHECK(with_query("/v1/jobs", {}) == "/v1/jobs");
+    CHECK(with_query("/v1/jobs", {{"sweep", "4"}, {"limit", "50"}}) == "/v1/jobs?sweep=4&limit=50");
+    const std::string hostile = "a&b=c+d #e%f/g?h";
+    const std::string target = with_query("/v1/jobs", {{"submitter", hostile}, {"mine", "1"}});
+    const auto parts = split_target(target);
+    CHECK(parts.path == "/v1/jobs");
+    CHECK(parts.query.find('#') == std::string_view::npos);
+    CHECK(parts.query.find(' ') == std::string_view::npos);
+    auto q = parse_query(parts.query);
+    REQUIRE(q);
+    CHECK(*q == std::map<std::string, std::string>{{"submitter", hostile}, {"mine", "1"}});
+}

@@ -9,7 +9,7 @@
 #include "cmd/jobs_view.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
-#include "core/api/fields.hpp"
+#include "core/api/field_reader.hpp"
 #include "core/client/jobs_client.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/money.hpp"
@@ -306,10 +306,10 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         summary.push_back({{"id", id.value()},
                            {"name", j.name},
                            {"state", j.state},
-                           {"exit_code", wire::fields::or_null(j.exit_code)},
+                           {"exit_code", wire::or_null(j.exit_code)},
                            {"reason", j.reason},
                            {"runtime", seconds_text(last)},
-                           {"cost_micro", wire::fields::or_null(j.cost_micro)},
+                           {"cost_micro", wire::or_null(j.cost_micro)},
                            {"outputs_dir", dir.string()},
                            {"outputs", files}});
     }

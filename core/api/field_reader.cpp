@@ -93,22 +93,41 @@ std::string FieldReader::text(const char* key, std::size_t max_bytes, std::optio
     return s;
 }
 
-bool FieldReader::boolean(const char* key, bool fallback) {
+std::optional<std::string> FieldReader::optional_text(const char* key, std::size_t max_bytes) {
+    if (member(key).is_null()) {
+        return std::nullopt;
+    }
+    return text(key, max_bytes, std::string());
+}
+
+bool FieldReader::boolean(const char* key, std::optional<bool> fallback) {
     const json& v = member(key);
     if (v.is_null()) {
-        return fallback;
+        if (!fallback) {
+            fail("missing required field", name(key));
+        }
+        return fallback.value_or(false);
     }
     if (!v.is_boolean()) {
         fail(std::string("expected true or false, got ") + v.type_name(), name(key));
-        return fallback;
+        return fallback.value_or(false);
     }
     return v.get<bool>();
 }
 
-std::vector<std::int64_t> FieldReader::integers(const char* key, std::int64_t min) {
+void FieldReader::object() {
+    if (!m_j.is_object()) {
+        fail(std::string("expected a JSON object, got ") + m_j.type_name(), m_prefix.empty() ? "body" : m_prefix);
+    }
+}
+
+std::vector<std::int64_t> FieldReader::integers(const char* key, std::int64_t min, bool required) {
     const json& v = member(key);
     std::vector<std::int64_t> out;
     if (v.is_null()) {
+        if (required) {
+            fail("missing required field", name(key));
+        }
         return out;
     }
     if (!v.is_array()) {
@@ -145,5 +164,7 @@ std::vector<std::string> FieldReader::texts(const char* key, std::size_t max_byt
     }
     return out;
 }
+
+json or_null(const std::optional<std::int64_t>& v) { return v ? json(*v) : json(); }
 
 } // namespace gpupool::api

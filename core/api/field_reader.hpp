@@ -5,10 +5,10 @@
 // A parser reads every member it wants, then asks error(): a member that is wrong yields its
 // fallback (or zero) so that reading goes on without branches, and only the first error is kept.
 // Absent and null members are the same: the fallback when there is one, else "missing required
-// field". Unknown members are ignored (an older peer meets a newer one). Used by core/api only.
+// field". Unknown members are ignored (an older peer meets a newer one). Every from_json in
+// core/api reads through it.
 #pragma once
 
-#include "core/api/fields.hpp"
 #include "core/util/result.hpp"
 
 #include <nlohmann/json.hpp>
@@ -23,7 +23,9 @@
 namespace gpupool::api {
 
 // The longest name, reason or label a wire message may carry (the service's limit for strings).
-inline constexpr std::size_t k_max_text_bytes = k_max_string_field_bytes;
+inline constexpr std::size_t k_max_text_bytes = 4096;
+inline constexpr std::size_t k_max_string_field_bytes = k_max_text_bytes; // the service's name for it
+inline constexpr std::int64_t k_min_integer = std::numeric_limits<std::int64_t>::min();
 inline constexpr std::int64_t k_max_integer = std::numeric_limits<std::int64_t>::max();
 
 class FieldReader {
@@ -39,9 +41,34 @@ public:
     // An optional integer: absent or null is nullopt.
     std::optional<std::int64_t> optional_integer(const char* key, std::int64_t min, std::int64_t max);
     std::string text(const char* key, std::size_t max_bytes, std::optional<std::string> fallback = std::nullopt);
-    bool boolean(const char* key, bool fallback);
-    // An array of integers, each at least `min`; absent or null is empty. Errors name the element.
-    std::vector<std::int64_t> integers(const char* key, std::int64_t min);
+    // An optional string: absent or null is nullopt.
+    std::optional<std::string> optional_text(const char* key, std::size_t max_bytes);
+    // No fallback: the member is required.
+    bool boolean(const char* key, std::optional<bool> fallback);
+    // An array of integers, each at least `min`; absent or null is empty unless `required`.
+    // Errors name the element.
+    std::vector<std::int64_t> integers(const char* key, std::int64_t min, bool required = false);
+    // Each element of an array member with its path (`key[i]`); absent or null: none, unless
+    // `required`. Returns false (and keeps the error) when the member is there but not an array.
+    template <class Each>
+    void elements(const char* key, bool required, Each each) {
+        const nlohmann::json& v = member(key);
+        if (v.is_null()) {
+            if (required) {
+                fail("missing required field", name(key));
+            }
+            return;
+        }
+        if (!v.is_array()) {
+            fail(std::string("expected an array, got ") + v.type_name(), name(key));
+            return;
+        }
+        for (std::size_t i = 0; i < v.size() && !m_error; ++i) {
+            each(v[i], name(key) + "[" + std::to_string(i) + "]");
+        }
+    }
+    // Fails unless the message itself is a JSON object.
+    void object();
     // An array of strings; absent or null is empty.
     std::vector<std::string> texts(const char* key, std::size_t max_bytes);
 
@@ -62,9 +89,9 @@ private:
 
 // Ids of the kind `Id` from an array of positive integers (errors name the element: `running[3]`).
 template <class Id>
-std::vector<Id> read_ids(FieldReader& r, const char* key) {
+std::vector<Id> read_ids(FieldReader& r, const char* key, bool required = false) {
     std::vector<Id> out;
-    for (std::int64_t v : r.integers(key, 1)) {
+    for (std::int64_t v : r.integers(key, 1, required)) {
         out.emplace_back(v);
     }
     return out;
@@ -79,5 +106,8 @@ nlohmann::json ids_json(const std::vector<Id>& ids) {
     }
     return out;
 }
+
+// An optional integer as the wire writes it: null when unset.
+nlohmann::json or_null(const std::optional<std::int64_t>& v);
 
 } // namespace gpupool::api

@@ -1,75 +1,45 @@
 #include "core/api/jobs.hpp"
 
-#include "core/api/fields.hpp"
+#include "core/api/field_reader.hpp"
 #include "core/recipe/recipe_json.hpp"
 
 #include <nlohmann/json.hpp>
 
-#include <initializer_list>
-
 namespace gpupool::api {
 
 using nlohmann::json;
-using fields::or_null;
 
 namespace {
 
-// The first error of checks made in order (each reader has already run).
-Status first_error(std::initializer_list<Status> checks) {
-    for (const auto& st : checks) {
-        if (!st) {
-            return st;
-        }
-    }
-    return {};
-}
+// Every member is what the coordinator wrote; none is trusted to be of the right type.
+constexpr std::int64_t lo = k_min_integer;
+constexpr std::int64_t hi = k_max_integer;
+constexpr std::size_t text_max = std::size_t{1} << 30; // reasons and names: the body's cap applies
 
 template <class Id>
-Status typed_id(const json& j, const char* key, Id& out, const std::string& at, bool required = false) {
-    std::int64_t v = out.value();
-    auto st = fields::integer(j, key, v, at, required);
-    out = Id(v);
-    return st;
+Id id_of(FieldReader& r, const char* key, bool required) {
+    return Id(r.integer(key, required ? 1 : 0, hi, required ? std::nullopt : std::optional<std::int64_t>(0)));
 }
 
-std::string element(const std::string& at, const char* key, std::size_t i) {
-    return fields::path(at, key) + "[" + std::to_string(i) + "]";
-}
-
-// An array member (absent or null: empty), each element read by `read`.
-template <class T, class Read>
-Status array(const json& j, const char* key, std::vector<T>& out, const std::string& at, Read read) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) {
-        return {};
+void read_spec(FieldReader& r, const json& j, const std::string& at, recipe::JobSpec& out) {
+    if (!j.is_object() || !j.contains("spec") || j["spec"].is_null() || r.error()) {
+        return;
     }
-    if (!it->is_array()) {
-        return make_error(ErrorCode::invalid_input, std::string("expected an array, got ") + it->type_name(),
-                          fields::path(at, key));
-    }
-    for (std::size_t i = 0; i < it->size(); ++i) {
-        auto v = read((*it)[i], element(at, key, i));
-        if (!v) {
-            return v.error();
-        }
-        out.push_back(std::move(*v));
-    }
-    return {};
-}
-
-Status spec(const json& j, recipe::JobSpec& out) {
-    auto it = j.find("spec");
-    if (it == j.end() || it->is_null()) {
-        return {};
-    }
-    auto s = recipe::job_from_json(*it);
+    auto s = recipe::job_from_json(j["spec"]);
     if (!s) {
-        Error e = s.error();
-        e.field = e.field.empty() ? "spec" : "spec." + e.field;
-        return e;
+        const std::string spec = at.empty() ? "spec" : at + ".spec";
+        r.fail(s.error().message, s.error().field.empty() ? spec : spec + "." + s.error().field);
+        return;
     }
     out = std::move(*s);
-    return {};
+}
+
+template <class T>
+Result<T> done(const FieldReader& r, T value) {
+    if (r.error()) {
+        return *r.error();
+    }
+    return value;
 }
 
 } // namespace
@@ -91,22 +61,23 @@ json to_json(const AttemptView& a) {
 }
 
 Result<AttemptView> attempt_view_from_json(const json& j, const std::string& at) {
-    if (auto st = fields::object(j, at); !st) {
-        return st.error();
-    }
+    FieldReader r(j, at);
+    r.object();
     AttemptView a;
-    auto st = first_error({typed_id(j, "id", a.id, at, true), typed_id(j, "worker", a.worker, at),
-                           fields::integer(j, "gpu_index", a.gpu_index, at), fields::integer(j, "gpu_milli", a.gpu_milli, at),
-                           fields::text(j, "state", a.state, at), fields::integer(j, "assigned_at", a.assigned_at, at),
-                           fields::integer(j, "started_at", a.started_at, at), fields::integer(j, "ended_at", a.ended_at, at),
-                           fields::integer(j, "exit_code", a.exit_code, at), fields::text(j, "reason", a.reason, at),
-                           fields::integer(j, "price_micro_per_hour", a.price_micro_per_hour, at),
-                           fields::integer(j, "cost_micro", a.cost_micro, at),
-                           fields::integer(j, "voided_at", a.voided_at, at)});
-    if (!st) {
-        return st.error();
-    }
-    return a;
+    a.id = id_of<AttemptId>(r, "id", true);
+    a.worker = id_of<WorkerId>(r, "worker", false);
+    a.gpu_index = r.integer("gpu_index", lo, hi, a.gpu_index);
+    a.gpu_milli = r.integer("gpu_milli", lo, hi, 0);
+    a.state = r.text("state", text_max, std::string());
+    a.assigned_at = r.integer("assigned_at", lo, hi, 0);
+    a.started_at = r.optional_integer("started_at", lo, hi);
+    a.ended_at = r.optional_integer("ended_at", lo, hi);
+    a.exit_code = r.optional_integer("exit_code", lo, hi);
+    a.reason = r.text("reason", text_max, std::string());
+    a.price_micro_per_hour = r.integer("price_micro_per_hour", lo, hi, 0);
+    a.cost_micro = r.integer("cost_micro", lo, hi, 0);
+    a.voided_at = r.optional_integer("voided_at", lo, hi);
+    return done(r, std::move(a));
 }
 
 json to_json(const JobView& v) {
@@ -137,24 +108,30 @@ json to_json(const JobView& v) {
 }
 
 Result<JobView> job_view_from_json(const json& j) {
-    if (auto st = fields::object(j, ""); !st) {
-        return st.error();
-    }
+    FieldReader r(j, "");
+    r.object();
     JobView v;
-    const std::string at;
-    auto st = first_error(
-        {typed_id(j, "id", v.id, at, true), fields::integer(j, "sweep_id", v.sweep_id, at), typed_id(j, "team", v.team, at),
-         fields::text(j, "submitted_by", v.submitted_by, at), fields::text(j, "name", v.name, at),
-         fields::text(j, "state", v.state, at, true), fields::integer(j, "attempts", v.attempts, at),
-         fields::integer(j, "created_at", v.created_at, at), fields::integer(j, "updated_at", v.updated_at, at),
-         fields::integer(j, "finished_at", v.finished_at, at), fields::integer(j, "exit_code", v.exit_code, at),
-         fields::text(j, "reason", v.reason, at), fields::text(j, "waiting_reason", v.waiting_reason, at), spec(j, v.spec),
-         fields::integer(j, "cost_micro", v.cost_micro, at), fields::integer(j, "held_micro", v.held_micro, at),
-         array(j, "attempt_history", v.attempt_history, at, attempt_view_from_json)});
-    if (!st) {
-        return st.error();
-    }
-    return v;
+    v.id = id_of<JobId>(r, "id", true);
+    v.sweep_id = r.integer("sweep_id", lo, hi, 0);
+    v.team = id_of<TeamId>(r, "team", false);
+    v.submitted_by = r.text("submitted_by", text_max, std::string());
+    v.name = r.text("name", text_max, std::string());
+    v.state = r.text("state", text_max);
+    v.attempts = r.integer("attempts", lo, hi, 0);
+    v.created_at = r.integer("created_at", lo, hi, 0);
+    v.updated_at = r.integer("updated_at", lo, hi, 0);
+    v.finished_at = r.optional_integer("finished_at", lo, hi);
+    v.exit_code = r.optional_integer("exit_code", lo, hi);
+    v.reason = r.text("reason", text_max, std::string());
+    v.waiting_reason = r.text("waiting_reason", text_max, std::string());
+    read_spec(r, j, "", v.spec);
+    v.cost_micro = r.optional_integer("cost_micro", lo, hi);
+    v.held_micro = r.integer("held_micro", lo, hi, 0);
+    r.elements("attempt_history", false, [&](const json& e, const std::string& at) {
+        auto a = attempt_view_from_json(e, at);
+        a ? v.attempt_history.push_back(std::move(*a)) : r.fail(a.error().message, a.error().field);
+    });
+    return done(r, std::move(v));
 }
 
 json to_json(const JobSummary& s) {
@@ -178,20 +155,22 @@ json to_json(const JobSummary& s) {
 }
 
 Result<JobSummary> job_summary_from_json(const json& j, const std::string& at) {
-    if (auto st = fields::object(j, at); !st) {
-        return st.error();
-    }
+    FieldReader r(j, at);
+    r.object();
     JobSummary s;
-    auto st = first_error({typed_id(j, "id", s.id, at, true), fields::integer(j, "sweep_id", s.sweep_id, at),
-                           typed_id(j, "team", s.team, at), fields::text(j, "team_name", s.team_name, at),
-                           fields::text(j, "submitted_by", s.submitted_by, at), fields::text(j, "name", s.name, at),
-                           fields::integer(j, "sweep_index", s.sweep_index, at), fields::text(j, "state", s.state, at, true),
-                           fields::integer(j, "attempts", s.attempts, at), fields::integer(j, "exit_code", s.exit_code, at),
-                           fields::text(j, "reason", s.reason, at), fields::integer(j, "cost_micro", s.cost_micro, at)});
-    if (!st) {
-        return st.error();
-    }
-    return s;
+    s.id = id_of<JobId>(r, "id", true);
+    s.sweep_id = r.integer("sweep_id", lo, hi, 0);
+    s.team = id_of<TeamId>(r, "team", false);
+    s.team_name = r.optional_text("team_name", text_max);
+    s.submitted_by = r.optional_text("submitted_by", text_max);
+    s.name = r.text("name", text_max, std::string());
+    s.sweep_index = r.integer("sweep_index", lo, hi, 0);
+    s.state = r.text("state", text_max);
+    s.attempts = r.integer("attempts", lo, hi, 0);
+    s.exit_code = r.optional_integer("exit_code", lo, hi);
+    s.reason = r.text("reason", text_max, std::string());
+    s.cost_micro = r.integer("cost_micro", lo, hi, 0);
+    return done(r, std::move(s));
 }
 
 json to_json(const JobList& list) {
@@ -203,18 +182,15 @@ json to_json(const JobList& list) {
 }
 
 Result<JobList> job_list_from_json(const json& j) {
-    if (auto st = fields::object(j, ""); !st) {
-        return st.error();
-    }
+    FieldReader r(j, "");
+    r.object();
     JobList list;
-    auto st = first_error({fields::boolean(j, "more", list.more, ""),
-                           array(j, "jobs", list.jobs, "", [](const json& e, const std::string& at) {
-                               return job_summary_from_json(e, at);
-                           })});
-    if (!st) {
-        return st.error();
-    }
-    return list;
+    list.more = r.boolean("more", false);
+    r.elements("jobs", false, [&](const json& e, const std::string& at) {
+        auto s = job_summary_from_json(e, at);
+        s ? list.jobs.push_back(std::move(*s)) : r.fail(s.error().message, s.error().field);
+    });
+    return done(r, std::move(list));
 }
 
 json to_json(const LogSlice& s) {
@@ -226,17 +202,18 @@ json to_json(const LogSlice& s) {
 }
 
 Result<LogSlice> log_slice_from_json(const json& j) {
-    if (auto st = fields::object(j, ""); !st) {
-        return st.error();
-    }
+    FieldReader r(j, "");
+    r.object();
     LogSlice s;
-    auto st = first_error({typed_id(j, "attempt", s.attempt, "", true), fields::integer(j, "offset", s.offset, ""),
-                           fields::integer(j, "next_offset", s.next_offset, "", true),
-                           fields::boolean(j, "finished", s.finished, "", true), fields::text(j, "data", s.data, "", true)});
-    if (!st) {
-        return st.error();
+    s.attempt = id_of<AttemptId>(r, "attempt", false);
+    if (!j.is_object() || !j.contains("attempt")) {
+        r.fail("missing required field", "attempt");
     }
-    return s;
+    s.offset = r.integer("offset", lo, hi, 0);
+    s.next_offset = r.integer("next_offset", lo, hi);
+    s.finished = r.boolean("finished", std::nullopt);
+    s.data = r.text("data", std::string::npos);
+    return done(r, std::move(s));
 }
 
 json to_json(const JobCancelled& c) {
@@ -248,35 +225,22 @@ json to_json(const JobCancelled& c) {
 }
 
 Result<JobCancelled> job_cancelled_from_json(const json& j) {
-    if (auto st = fields::object(j, ""); !st) {
-        return st.error();
-    }
+    FieldReader r(j, "");
+    r.object();
     JobCancelled c;
-    auto st = array(j, "cancelled", c.cancelled, "", [](const json& e, const std::string& at) -> Result<JobId> {
-        if (!e.is_number_integer()) {
-            return make_error(ErrorCode::invalid_input, std::string("expected an integer, got ") + e.type_name(), at);
-        }
-        return JobId(e.get<std::int64_t>());
-    });
-    if (!st) {
-        return st.error();
-    }
-    return c;
+    c.cancelled = read_ids<JobId>(r, "cancelled");
+    return done(r, std::move(c));
 }
 
 json to_json(const SweepCancelled& c) { return {{"sweep_id", c.sweep_id}, {"cancelled", c.cancelled}}; }
 
 Result<SweepCancelled> sweep_cancelled_from_json(const json& j) {
-    if (auto st = fields::object(j, ""); !st) {
-        return st.error();
-    }
+    FieldReader r(j, "");
+    r.object();
     SweepCancelled c;
-    auto st = first_error({fields::integer(j, "sweep_id", c.sweep_id, ""),
-                           fields::integer(j, "cancelled", c.cancelled, "", true)});
-    if (!st) {
-        return st.error();
-    }
-    return c;
+    c.sweep_id = r.integer("sweep_id", lo, hi, 0);
+    c.cancelled = r.integer("cancelled", lo, hi);
+    return done(r, c);
 }
 
 } // namespace gpupool::api

@@ -1,6 +1,6 @@
 #include "core/api/submit.hpp"
 
-#include "core/api/fields.hpp"
+#include "core/api/field_reader.hpp"
 #include "core/recipe/recipe_json.hpp"
 
 #include <nlohmann/json.hpp>
@@ -29,31 +29,25 @@ Result<std::vector<recipe::JobSpec>> jobs_from_json(const json& body) {
 }
 
 Result<SubmitRequest> submit_request_from_json(const json& body) {
-    if (auto st = fields::object(body, ""); !st) {
-        return st.error();
+    FieldReader r(body, "");
+    r.object();
+    SubmitRequest req;
+    req.source = r.text("source", k_max_string_field_bytes, req.source);
+    req.max_parallel = r.integer("max_parallel", k_min_integer, k_max_integer, 0);
+    if (auto it = body.find("team"); body.is_object() && it != body.end() && it->is_string()) {
+        req.team = it->get<std::string>(); // anything else: the member's own team, as before
     }
-    SubmitRequest r;
-    if (auto st = fields::text(body, "source", r.source, "", false, k_max_string_field_bytes); !st) {
-        return st.error();
-    }
-    if (auto st = fields::integer(body, "max_parallel", r.max_parallel, ""); !st) {
-        return st.error();
-    }
-    if (auto it = body.find("team"); it != body.end() && it->is_string()) {
-        r.team = it->get<std::string>();
-    }
-    if (auto st = fields::boolean(body, "allow_unfunded", r.allow_unfunded, ""); !st) {
-        return st.error();
-    }
-    if (auto st = fields::text(body, "idempotency_key", r.idempotency_key, "", false, k_max_string_field_bytes); !st) {
-        return st.error();
+    req.allow_unfunded = r.boolean("allow_unfunded", false);
+    req.idempotency_key = r.text("idempotency_key", k_max_string_field_bytes, std::string());
+    if (r.error()) {
+        return *r.error();
     }
     auto jobs = jobs_from_json(body);
     if (!jobs) {
         return jobs.error();
     }
-    r.jobs = std::move(*jobs);
-    return r;
+    req.jobs = std::move(*jobs);
+    return req;
 }
 
 json to_json(const SubmitRequest& r) {
@@ -71,26 +65,15 @@ json to_json(const SubmitRequest& r) {
 }
 
 Result<SubmitReply> submit_reply_from_json(const json& j) {
-    if (auto st = fields::object(j, ""); !st) {
-        return st.error();
+    FieldReader r(j, "");
+    r.object();
+    SubmitReply reply;
+    reply.sweep_id = r.integer("sweep_id", k_min_integer, k_max_integer);
+    reply.jobs = read_ids<JobId>(r, "jobs", true);
+    if (r.error()) {
+        return *r.error();
     }
-    SubmitReply r;
-    if (auto st = fields::integer(j, "sweep_id", r.sweep_id, "", true); !st) {
-        return st.error();
-    }
-    auto it = j.find("jobs");
-    if (it == j.end() || !it->is_array()) {
-        return make_error(ErrorCode::invalid_input, "expected an array of job ids", "jobs");
-    }
-    for (std::size_t i = 0; i < it->size(); ++i) {
-        const json& id = (*it)[i];
-        if (!id.is_number_integer()) {
-            return make_error(ErrorCode::invalid_input, std::string("expected an integer, got ") + id.type_name(),
-                              "jobs[" + std::to_string(i) + "]");
-        }
-        r.jobs.emplace_back(id.get<std::int64_t>());
-    }
-    return r;
+    return reply;
 }
 
 json to_json(const SubmitReply& r) {

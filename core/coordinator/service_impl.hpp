@@ -9,7 +9,7 @@
 // named after what it does.
 #pragma once
 
-#include "core/api/fields.hpp"
+#include "core/api/field_reader.hpp"
 #include "core/coordinator/service.hpp"
 
 #include <boost/asio.hpp>

@@ -1,6 +1,6 @@
 // A submission on the wire (core/api/submit.hpp): the body the client sends and the service reads,
 // with its defaults for absent members and a refusal naming every bad field; and the answer.
-#include "core/api/fields.hpp"
+#include "core/api/field_reader.hpp"
 #include "core/api/submit.hpp"
 #include "core/recipe/recipe_json.hpp"
 

@@ -77,7 +77,15 @@ void PoolView::set_worker(WorkerId id, const LiveWorker& worker) {
         }
         m_membership_changed = true; // the live models may differ
     }
-    e.unhealthy = worker.unhealthy_gpus;
+    // Only indices of GPUs it has, once each: a heartbeat's list is the worker's word, and its
+    // length is bounded by the body cap alone.
+    e.unhealthy.clear();
+    for (std::int64_t g : worker.unhealthy_gpus) {
+        if (g >= 0 && static_cast<std::size_t>(g) < b.gpus.size() &&
+            std::find(e.unhealthy.begin(), e.unhealthy.end(), g) == e.unhealthy.end()) {
+            e.unhealthy.push_back(g);
+        }
+    }
     if (offered != e.offers) {
         m_membership_changed = true;
     }

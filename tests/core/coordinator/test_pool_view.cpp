@@ -234,3 +234,23 @@ TEST_CASE("pool view: a catalog full of models nobody has any more is rebuilt an
     view.refresh(0);
     CHECK(view.view().workers[0].gpus[0].model == sched::ModelCatalog::k_uncatalogued);
 }
+
+TEST_CASE("pool view: a failing GPU takes no new work and indices of GPUs a worker lacks change nothing",
+          "[coordinator][sched][pool_view]") {
+    PoolView view(10'000);
+    LiveWorker w;
+    w.record.state = store::WorkerState::active;
+    w.gpus.resize(2);
+    w.gpu_models = {"L4", "L4"};
+    w.unhealthy_gpus = {7, -3, 1, 1};
+    view.set_worker(WorkerId(1), w);
+    view.refresh(0);
+    REQUIRE(view.view().workers.size() == 1);
+    CHECK(view.view().workers[0].gpus[0].milli_free == sched::k_milli_per_gpu);
+    CHECK(view.view().workers[0].gpus[1].milli_free == 0);
+
+    w.unhealthy_gpus = {};
+    view.set_worker(WorkerId(1), w); // healthy again: the next pass offers it
+    view.refresh(0);
+    CHECK(view.view().workers[0].gpus[1].milli_free == sched::k_milli_per_gpu);
+}

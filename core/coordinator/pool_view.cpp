@@ -209,9 +209,15 @@ void PoolView::refresh_running() {
     // read and no string is formatted.
     m_view.running.clear();
     for (const auto& [id, a] : m_active) {
-        if (m_worker_index.contains(a.running.worker)) {
-            m_view.running.push_back(a.running);
+        if (!m_worker_index.contains(a.running.worker)) {
+            continue;
         }
+        m_view.running.push_back(a.running);
+        // A worker may come back reporting fewer GPUs while an attempt on a later one still holds
+        // its lease: the scheduler only ever sees indices of GPUs the worker has.
+        auto& gpus = m_view.running.back().gpu_indices;
+        const std::size_t count = m_workers.at(a.running.worker).base.gpus.size();
+        std::erase_if(gpus, [count](std::uint32_t g) { return g >= count; });
     }
     m_running_changed = false;
 }

@@ -508,6 +508,9 @@ void give_back(Worker& w, std::int64_t cpu_milli, std::int64_t memory_mib, const
         ++*w.slots_free;
     }
     for (auto g : gpus) {
+        if (g >= w.gpus.size()) {
+            continue; // the worker reports fewer GPUs than when this attempt was placed
+        }
         w.gpus[g].milli_free += milli;
         assert(w.gpus[g].milli_free <= k_milli_per_gpu);
     }

@@ -254,3 +254,42 @@ TEST_CASE("pool view: a failing GPU takes no new work and indices of GPUs a work
     view.refresh(0);
     CHECK(view.view().workers[0].gpus[1].milli_free == sched::k_milli_per_gpu);
 }
+
+TEST_CASE("pool view: an attempt on a GPU its worker no longer reports shows the scheduler no such GPU",
+          "[coordinator][sched][pool_view]") {
+    // A worker restarted with one GPU fewer while an attempt on its second GPU still holds its
+    // lease: preemption gives a victim's share back to the GPUs it names, which must exist.
+    PoolView view(10'000);
+    LiveWorker w;
+    w.record.state = store::WorkerState::active;
+    w.gpus.resize(2);
+    w.gpu_models = {"L4", "L4"};
+    view.set_worker(WorkerId(1), w);
+    store::JobRecord j;
+    j.id = JobId(1);
+    j.team = TeamId(1);
+    j.sweep_id = 1;
+    j.state = store::JobState::running;
+    j.spec = half_l4("on-gpu-1");
+    store::AttemptRecord a;
+    a.id = AttemptId(1);
+    a.job = j.id;
+    a.worker = WorkerId(1);
+    a.gpu_index = 1;
+    a.gpu_milli = 500;
+    a.state = store::AttemptState::running;
+    view.set_attempt(a, j);
+    view.refresh(0);
+    REQUIRE(view.view().running.size() == 1);
+    CHECK(view.view().running[0].gpu_indices == std::vector<std::uint32_t>{1U});
+    CHECK(view.view().workers[0].gpus[1].milli_free == 500);
+
+    w.gpus.resize(1);
+    w.gpu_models = {"L4"};
+    view.set_worker(WorkerId(1), w);
+    view.refresh(0);
+    REQUIRE(view.view().workers[0].gpus.size() == 1);
+    CHECK(view.view().workers[0].gpus[0].milli_free == sched::k_milli_per_gpu);
+    REQUIRE(view.view().running.size() == 1);
+    CHECK(view.view().running[0].gpu_indices.empty());
+}

@@ -204,7 +204,6 @@ Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::v
     m_workers.at(*who.worker).unhealthy_gpus = unhealthy_gpus;
     m_workers.at(*who.worker).draining = draining;
     m_workers.at(*who.worker).paused = paused;
-    m_pool.set_worker(*who.worker, m_workers.at(*who.worker)); // a pause counts from now, written or not
     const std::int64_t now = m_clock.now_ms();
     HeartbeatReply reply;
     reply.lease_ms = m_options.lease_ms;
@@ -229,6 +228,8 @@ Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::v
         c.attempts.push_back(a);
     }
     if (auto st = commit(c); !st) {
+        // The flags above count from now, written or not (absorb tells the view when it is).
+        m_pool.set_worker(*who.worker, m_workers.at(*who.worker));
         return st.error();
     }
     return reply;

@@ -26,6 +26,15 @@ api::Inventory box(std::vector<std::string> models, std::int64_t slots = 0) {
     return inv;
 }
 
+// An active worker with one GPU of each of `models`, last seen at time 0.
+LiveWorker live_worker(const std::vector<std::string>& models) {
+    LiveWorker w;
+    w.record.state = store::WorkerState::active;
+    w.gpus.resize(models.size());
+    w.gpu_models = models;
+    return w;
+}
+
 struct Fleet {
     struct Member {
         Principal who;
@@ -186,12 +195,7 @@ TEST_CASE("pool view: a job waits for a model until a live worker has it and aga
     CHECK(view.queued()[0].no_known_model);
     CHECK(view.queued()[0].member == 7);
 
-    LiveWorker w;
-    w.record.state = store::WorkerState::active;
-    w.record.last_seen_at = 0;
-    w.gpus.push_back({});
-    w.gpu_models.push_back("H100");
-    view.set_worker(WorkerId(1), w);
+    view.set_worker(WorkerId(1), live_worker({"H100"}));
     view.refresh(5'000);
     REQUIRE(view.view().workers.size() == 1);
     CHECK_FALSE(view.queued()[0].no_known_model);
@@ -217,19 +221,12 @@ TEST_CASE("pool view: a catalog full of models nobody has any more is rebuilt an
     CHECK_FALSE(sched::model_allowed(~sched::ModelMask{0}, extra));
 
     PoolView view(10'000);
-    auto worker = [](const std::string& model) {
-        LiveWorker w;
-        w.record.state = store::WorkerState::active;
-        w.gpus.push_back({});
-        w.gpu_models.push_back(model);
-        return w;
-    };
     for (int i = 0; i < 64; ++i) {
-        view.set_worker(WorkerId(i + 1), worker("M" + std::to_string(i)));
+        view.set_worker(WorkerId(i + 1), live_worker({"M" + std::to_string(i)}));
     }
     CHECK_FALSE(view.needs_rebuild());
     // Worker 1 now reports a new model: its old one is in no worker any more, and the catalog is full.
-    view.set_worker(WorkerId(1), worker("M64"));
+    view.set_worker(WorkerId(1), live_worker({"M64"}));
     CHECK(view.needs_rebuild());
     view.refresh(0);
     CHECK(view.view().workers[0].gpus[0].model == sched::ModelCatalog::k_uncatalogued);
@@ -238,10 +235,7 @@ TEST_CASE("pool view: a catalog full of models nobody has any more is rebuilt an
 TEST_CASE("pool view: a failing GPU takes no new work and indices of GPUs a worker lacks change nothing",
           "[coordinator][sched][pool_view]") {
     PoolView view(10'000);
-    LiveWorker w;
-    w.record.state = store::WorkerState::active;
-    w.gpus.resize(2);
-    w.gpu_models = {"L4", "L4"};
+    LiveWorker w = live_worker({"L4", "L4"});
     w.unhealthy_gpus = {7, -3, 1, 1};
     view.set_worker(WorkerId(1), w);
     view.refresh(0);
@@ -260,10 +254,7 @@ TEST_CASE("pool view: an attempt on a GPU its worker no longer reports shows the
     // A worker restarted with one GPU fewer while an attempt on its second GPU still holds its
     // lease: preemption gives a victim's share back to the GPUs it names, which must exist.
     PoolView view(10'000);
-    LiveWorker w;
-    w.record.state = store::WorkerState::active;
-    w.gpus.resize(2);
-    w.gpu_models = {"L4", "L4"};
+    LiveWorker w = live_worker({"L4", "L4"});
     view.set_worker(WorkerId(1), w);
     store::JobRecord j;
     j.id = JobId(1);

@@ -24,7 +24,6 @@ namespace gpupool::api {
 
 // The longest name, reason or label a wire message may carry (the service's limit for strings).
 inline constexpr std::size_t k_max_text_bytes = 4096;
-inline constexpr std::size_t k_max_string_field_bytes = k_max_text_bytes; // the service's name for it
 inline constexpr std::int64_t k_min_integer = std::numeric_limits<std::int64_t>::min();
 inline constexpr std::int64_t k_max_integer = std::numeric_limits<std::int64_t>::max();
 

@@ -32,13 +32,13 @@ Result<SubmitRequest> submit_request_from_json(const json& body) {
     FieldReader r(body, "");
     r.object();
     SubmitRequest req;
-    req.source = r.text("source", k_max_string_field_bytes, req.source);
+    req.source = r.text("source", k_max_text_bytes, req.source);
     req.max_parallel = r.integer("max_parallel", k_min_integer, k_max_integer, 0);
     if (auto it = body.find("team"); body.is_object() && it != body.end() && it->is_string()) {
         req.team = it->get<std::string>(); // anything else: the member's own team, as before
     }
     req.allow_unfunded = r.boolean("allow_unfunded", false);
-    req.idempotency_key = r.text("idempotency_key", k_max_string_field_bytes, std::string());
+    req.idempotency_key = r.text("idempotency_key", k_max_text_bytes, std::string());
     if (r.error()) {
         return *r.error();
     }

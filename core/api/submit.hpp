@@ -37,7 +37,7 @@ struct SubmitReply {
     bool operator==(const SubmitReply&) const = default;
 };
 
-// The body: `source` and `idempotency_key` at most k_max_string_field_bytes; a `team` that is not
+// The body: `source` and `idempotency_key` at most k_max_text_bytes; a `team` that is not
 // a string is ignored; `jobs` must be an array of job specs (recipe::job_from_json).
 Result<SubmitRequest> submit_request_from_json(const nlohmann::json& body);
 // The members left at their defaults (team, allow_unfunded, idempotency_key) are left out.

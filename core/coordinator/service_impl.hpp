@@ -34,7 +34,7 @@ using json = nlohmann::json;
 
 inline constexpr std::size_t k_max_json_body_bytes = std::size_t{1} << 20; // most routes: a small JSON object
 inline constexpr std::size_t k_max_submit_bytes = std::size_t{64} << 20;   // a sweep of 10,000 jobs fits
-inline constexpr std::size_t k_max_string_field_bytes = api::k_max_string_field_bytes; // names, notes, labels
+inline constexpr std::size_t k_max_string_field_bytes = api::k_max_text_bytes; // names, notes, labels (the wire types' limit)
 
 // What a route accepts, checked before its handler runs on the coordinator thread.
 struct Accepts {

@@ -103,7 +103,7 @@ TEST_CASE("submit request: every refusal names its field", "[api][submit]") {
     j["source"] = 7;
     CHECK(field_of(j) == "source");
     j = body();
-    j["source"] = std::string(api::k_max_string_field_bytes + 1, 'x');
+    j["source"] = std::string(api::k_max_text_bytes + 1, 'x');
     CHECK(field_of(j) == "source");
     j = body();
     j["allow_unfunded"] = "yes";

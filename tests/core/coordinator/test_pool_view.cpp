@@ -35,6 +35,17 @@ LiveWorker live_worker(const std::vector<std::string>& models) {
     return w;
 }
 
+// Job 1 of team 1, sweep 1, in `state`.
+store::JobRecord job_record(store::JobState state, recipe::JobSpec spec) {
+    store::JobRecord j;
+    j.id = JobId(1);
+    j.team = TeamId(1);
+    j.sweep_id = 1;
+    j.state = state;
+    j.spec = std::move(spec);
+    return j;
+}
+
 struct Fleet {
     struct Member {
         Principal who;
@@ -182,12 +193,7 @@ TEST_CASE("pool view: the view kept change by change is the view built from ever
 TEST_CASE("pool view: a job waits for a model until a live worker has it and again after it goes",
           "[coordinator][sched][pool_view]") {
     PoolView view(10'000);
-    store::JobRecord j;
-    j.id = JobId(1);
-    j.team = TeamId(1);
-    j.sweep_id = 1;
-    j.state = store::JobState::queued;
-    j.spec = half_l4("wants-h100");
+    store::JobRecord j = job_record(store::JobState::queued, half_l4("wants-h100"));
     j.spec.resources.gpu_models = {"H100"};
     view.set_job(j, 0, 7, 0);
     view.refresh(0);
@@ -256,12 +262,7 @@ TEST_CASE("pool view: an attempt on a GPU its worker no longer reports shows the
     PoolView view(10'000);
     LiveWorker w = live_worker({"L4", "L4"});
     view.set_worker(WorkerId(1), w);
-    store::JobRecord j;
-    j.id = JobId(1);
-    j.team = TeamId(1);
-    j.sweep_id = 1;
-    j.state = store::JobState::running;
-    j.spec = half_l4("on-gpu-1");
+    const store::JobRecord j = job_record(store::JobState::running, half_l4("on-gpu-1"));
     store::AttemptRecord a;
     a.id = AttemptId(1);
     a.job = j.id;

@@ -2,6 +2,8 @@
 
 #include "core/api/field_reader.hpp"
 
+#include <algorithm>
+
 namespace gpupool::api {
 
 using nlohmann::json;
@@ -11,6 +13,14 @@ namespace {
 constexpr std::size_t k_max_warning_bytes = 64 * 1024;
 } // namespace
 
+std::vector<std::int64_t> gpus_without_new_work(const Heartbeat& h) {
+    std::vector<std::int64_t> out = h.unhealthy_gpus;
+    out.insert(out.end(), h.reclaimed_gpus.begin(), h.reclaimed_gpus.end());
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
 Result<Heartbeat> heartbeat_from_json(const json& j) {
     if (!j.is_object()) {
         return make_error(ErrorCode::invalid_input, std::string("expected an object, got ") + j.type_name(), "body");
@@ -19,6 +29,7 @@ Result<Heartbeat> heartbeat_from_json(const json& j) {
     Heartbeat h;
     h.running = read_ids<AttemptId>(r, "running");
     h.unhealthy_gpus = r.integers("unhealthy_gpus", 0);
+    h.reclaimed_gpus = r.integers("reclaimed_gpus", 0);
     h.draining = r.boolean("draining", false);
     h.paused = r.boolean("paused", false);
     if (r.error()) {
@@ -37,6 +48,7 @@ Result<Heartbeat> heartbeat_from_json(const json& j) {
 json to_json(const Heartbeat& h) {
     json j{{"running", ids_json(h.running)},
            {"unhealthy_gpus", h.unhealthy_gpus},
+           {"reclaimed_gpus", h.reclaimed_gpus},
            {"draining", h.draining},
            {"paused", h.paused}};
     if (h.inventory) {

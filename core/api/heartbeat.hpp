@@ -23,6 +23,7 @@ namespace gpupool::api {
 struct Heartbeat {
     std::vector<AttemptId> running{};           // the attempts the worker holds (their leases are renewed)
     std::vector<std::int64_t> unhealthy_gpus{}; // indexes of GPUs that are failing (no new work on them)
+    std::vector<std::int64_t> reclaimed_gpus{}; // indexes of GPUs the machine's owner is using (no new work)
     bool draining = false;                      // shutting down: no new work (said in every heartbeat)
     bool paused = false;                        // its owner paused sharing: no new work, running jobs go on
     std::optional<Inventory> inventory{};       // what the machine offers now (after a start)
@@ -33,6 +34,9 @@ struct HeartbeatReply {
     std::int64_t lease_ms = 0;
     std::vector<std::string> warnings{}; // about a changed inventory (e.g. a GPU model not in the catalog)
 };
+
+// The GPUs that take no new work: unhealthy or reclaimed, each once, ascending.
+std::vector<std::int64_t> gpus_without_new_work(const Heartbeat& h);
 
 Result<Heartbeat> heartbeat_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const Heartbeat& h);

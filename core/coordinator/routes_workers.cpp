@@ -35,7 +35,8 @@ net::Response heartbeat(ServiceState& svc, const net::Request&, const Input& in,
     if (!beat) {
         return error_response(beat.error());
     }
-    auto reply = svc.coord->heartbeat(who, beat->running, beat->unhealthy_gpus, beat->draining,
+    // A GPU its owner reclaimed takes no new work, as a failing one (what runs there stops on the worker).
+    auto reply = svc.coord->heartbeat(who, beat->running, api::gpus_without_new_work(*beat), beat->draining,
                                       beat->inventory ? &*beat->inventory : nullptr, beat->paused);
     if (!reply) {
         return error_response(reply.error());

@@ -49,6 +49,7 @@ TEST_CASE("heartbeat: absent members take their defaults, null included", "[api]
         REQUIRE(h.has_value());
         CHECK(h->running.empty());
         CHECK(h->unhealthy_gpus.empty());
+        CHECK(h->reclaimed_gpus.empty());
         CHECK_FALSE(h->draining);
         CHECK_FALSE(h->paused);
         CHECK_FALSE(h->inventory.has_value());
@@ -61,12 +62,19 @@ TEST_CASE("heartbeat: to_json writes the wire names and survives a round trip", 
     h.unhealthy_gpus = {0};
     h.paused = true;
     const json j = api::to_json(h);
-    CHECK(j == json{{"running", {4, 9}}, {"unhealthy_gpus", {0}}, {"draining", false}, {"paused", true}});
+    CHECK(j == json{{"running", {4, 9}},
+                    {"unhealthy_gpus", {0}},
+                    {"reclaimed_gpus", json::array()},
+                    {"draining", false},
+                    {"paused", true}});
+    h.reclaimed_gpus = {1, 0};
     h.inventory = api::inventory_from_json(k_inventory).value();
     auto back = api::heartbeat_from_json(api::to_json(h));
     REQUIRE(back.has_value());
     CHECK(back->running == h.running);
     CHECK(back->unhealthy_gpus == h.unhealthy_gpus);
+    CHECK(back->reclaimed_gpus == std::vector<std::int64_t>{1, 0});
+    CHECK(api::gpus_without_new_work(*back) == std::vector<std::int64_t>{0, 1}); // each once
     CHECK(back->paused);
     CHECK(back->inventory == h.inventory);
 }
@@ -81,6 +89,8 @@ TEST_CASE("heartbeat: every refused member is named, array elements by index", "
     CHECK(refused(parse, {{"running", {-7}}}) == "running[0]");
     CHECK(refused(parse, {{"unhealthy_gpus", {0, -1}}}) == "unhealthy_gpus[1]");
     CHECK(refused(parse, {{"unhealthy_gpus", "0"}}) == "unhealthy_gpus");
+    CHECK(refused(parse, {{"reclaimed_gpus", {-1}}}) == "reclaimed_gpus[0]");
+    CHECK(refused(parse, {{"reclaimed_gpus", {{"gpu", 0}}}}) == "reclaimed_gpus");
     CHECK(refused(parse, {{"draining", 1}}) == "draining");
     CHECK(refused(parse, {{"paused", "yes"}}) == "paused");
     CHECK(refused(parse, {{"inventory", {{"cpu_milli", 0}, {"memory_mib", 1}}}}) == "inventory.cpu_milli");

@@ -77,12 +77,18 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
         report_error(global, cfg.error());
         return k_exit_usage;
     }
-    auto drain = resources::parse_duration_s(o.drain_grace);
-    if (!drain) {
-        Error e = drain.error();
-        e.field = "--drain-grace";
-        report_error(global, e);
-        return k_exit_usage;
+    std::int64_t durations[3] = {};
+    const std::pair<const char*, const std::string*> duration_flags[3] = {
+        {"--drain-grace", &o.drain_grace}, {"--reclaim-grace", &o.reclaim_grace}, {"--reclaim-quiet", &o.reclaim_quiet}};
+    for (int i = 0; i < 3; ++i) {
+        auto d = resources::parse_duration_s(*duration_flags[i].second);
+        if (!d) {
+            Error e = d.error();
+            e.field = duration_flags[i].first;
+            report_error(global, e);
+            return k_exit_usage;
+        }
+        durations[i] = *d;
     }
     worker::AgentOptions ao;
     ao.work_dir = o.work_dir.empty() ? default_data_dir() + "/worker" : o.work_dir;
@@ -99,7 +105,9 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     ao.slots = o.slots;
     ao.cpu_milli = o.cpu_milli;
     ao.memory_mib = o.memory_mib;
-    ao.drain_grace = std::chrono::seconds(*drain);
+    ao.drain_grace = std::chrono::seconds(durations[0]);
+    ao.reclaim_grace = std::chrono::seconds(durations[1]);
+    ao.reclaim_quiet = std::chrono::seconds(durations[2]);
     ao.heartbeat = std::chrono::milliseconds(o.heartbeat_ms);
     ao.poll_wait = std::chrono::milliseconds(o.poll_wait_ms);
     ao.stop_grace = std::chrono::milliseconds(o.stop_grace_ms);
@@ -298,6 +306,12 @@ void register_worker(Cli& cli) {
     sub->add_option("--container-arg", o->container_args,
                     "Extra flag for every job's container (repeatable), e.g. --container-arg=--network=none");
     sub->add_option("--drain-grace", o->drain_grace, "On SIGTERM, how long running jobs may finish")->capture_default_str();
+    sub->add_option("--reclaim-grace", o->reclaim_grace,
+                    "When you use a shared GPU yourself, how long the pool's jobs on it get to stop")
+        ->capture_default_str();
+    sub->add_option("--reclaim-quiet", o->reclaim_quiet,
+                    "How long a GPU you used must be free of your processes before it is shared again")
+        ->capture_default_str();
     sub->add_option("--cpus-milli", o->cpu_milli, "CPU to offer, in milli-CPUs (default: all cores)");
     sub->add_option("--memory-mib", o->memory_mib, "Memory to offer, in MiB (default: all)");
     sub->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period at most (lease/3 when shorter)")->capture_default_str();

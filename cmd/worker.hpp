@@ -25,6 +25,8 @@ struct WorkerCmdOptions {
     std::vector<std::string> runtime_args{};
     std::vector<std::string> container_args{};
     std::string drain_grace = "5m";
+    std::string reclaim_grace = "30s"; // the owner uses a GPU: how long its jobs get to stop
+    std::string reclaim_quiet = "10m"; // free of the owner's processes this long: shared again
     std::int64_t heartbeat_ms = 5000;
     std::int64_t poll_wait_ms = 10'000;
     std::int64_t stop_grace_ms = 1500;

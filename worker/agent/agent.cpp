@@ -129,7 +129,9 @@ struct Agent::Impl {
     Impl(AgentOptions o, ContainerRuntime& rt, GpuProbe& probe, Agent& owner, AgentDeps deps)
         : opt(std::move(o)), runtime(rt), self(owner), clock(deps.clock ? *deps.clock : steady),
           links(deps.links ? std::move(deps.links) : http_links(opt.coordinator_url, opt.ca_cert)),
-          link(links(opt.token)), spool(opt.work_dir), gpu(probe, clock, opt.gpu_watch, opt.gpu_health),
+          link(links(opt.token)), spool(opt.work_dir),
+          gpu(probe, clock, opt.gpu_watch, opt.gpu_health, {opt.reclaim_grace.count(), opt.reclaim_quiet.count()},
+              opt.proc_root),
           delivery(opt, *link, clock, spool, Backoff(opt.backoff_initial, opt.backoff_max, backoff_seed()), hooks()) {}
 
     Delivery::Hooks hooks() {
@@ -347,6 +349,10 @@ struct Agent::Impl {
         if (tracked.count(a.attempt) || finished.count(a.attempt)) {
             return; // re-sent until our start reaches the coordinator, or already done with here
         }
+        if (a.gpu_index >= 0 && gpu.reclaimed(a.gpu_index)) {
+            handback.push_back(a.attempt); // placed before the coordinator heard: its owner uses that GPU
+            return;
+        }
         if (!waited && !gpu_share_free(a)) {
             if (std::none_of(deferred.begin(), deferred.end(), [&](const Deferred& d) { return d.a.attempt == a.attempt; })) {
                 spdlog::info("attempt {}: waiting for GPU {} to be freed by the jobs still stopping on it", a.attempt.value(),
@@ -425,6 +431,26 @@ struct Agent::Impl {
             }
         }
         delivery.heartbeat_now(); // tell the coordinator at once
+    }
+
+    // The owner's own use of a GPU (reclaim.hpp): no new work there; its jobs get reclaim_grace, then
+    // go back to the queue unpaid.
+    void check_reclaim() {
+        const ReclaimStep step = gpu.reclaim(gpu_job_marks(tracked, runtime));
+        for (const auto& c : step.changes) {
+            event(describe(c, gpu.reclaim_policy()));
+        }
+        for (auto id : step.term) {
+            Attempt& t = tracked.at(AttemptId(id));
+            request_stop(t, "GPU " + std::to_string(t.a.gpu_index) + " reclaimed by its owner", Outcome::owner_preempted,
+                         opt.reclaim_grace);
+        }
+        for (auto id : step.kill) {
+            tracked.at(AttemptId(id)).kill_at_ms = now_ms(); // watch() kills it now
+        }
+        if (!step.changes.empty()) {
+            delivery.heartbeat_now(); // tell the coordinator at once
+        }
     }
 
     // ---- watching ----
@@ -538,6 +564,7 @@ struct Agent::Impl {
         for (const auto& u : gpu.unhealthy()) {
             f.unhealthy_gpus.push_back(u.index);
         }
+        f.reclaimed_gpus = gpu.reclaimed();
         f.draining = draining.load();
         f.active = active.load();
         f.inventory = inventory();
@@ -707,6 +734,7 @@ struct Agent::Impl {
             delivery.hand_back(handback, tracked);
             take_fatal();
             watch();
+            check_reclaim();
             watch_gpu_memory();
             check_gpu_health();
             deliver();

@@ -31,6 +31,10 @@
 // - A fractional GPU job's memory share is capped by MPS where the host runs it; elsewhere a
 //   watchdog (memory_watchdog.hpp) stops a job whose processes hold more than its share. The
 //   inventory says which mechanism each GPU has.
+// - A process the worker did not start on a shared GPU (the owner's own work: reclaim.hpp) reclaims
+//   it at once: no new work there (the heartbeat's reclaimed_gpus), its jobs get reclaim_grace
+//   (SIGTERM, then SIGKILL) and go back to the queue as owner_preempted; after reclaim_quiet without
+//   the owner's processes it is offered again. The owner is told each change once (on_event).
 // - drain() (SIGTERM): no new work; running jobs get drain_grace to finish, then are stopped and
 //   handed back to the queue (outcome owner_preempted); run() returns once everything is delivered
 //   (or after a bounded wait if the coordinator stays away, leaving the spool for the next start).
@@ -76,6 +80,9 @@ struct AgentOptions {
     std::chrono::milliseconds tick{100};
     std::chrono::milliseconds gpu_watch{2'000}; // GPU memory watchdog period (where MPS does not cap)
     std::chrono::milliseconds gpu_health{15'000}; // how often the driver is asked whether each GPU is sound
+    std::chrono::milliseconds reclaim_grace{30'000};  // the owner uses a GPU: its jobs' SIGTERM -> SIGKILL
+    std::chrono::milliseconds reclaim_quiet{600'000}; // free of the owner's processes this long: shared again
+    std::filesystem::path proc_root = "/proc";        // where GPU processes are attributed (tests: a fake tree)
     // Longest an assignment waits for jobs still stopping on its GPU (under the coordinator's lease).
     std::chrono::milliseconds gpu_wait_max{20'000};
     // A job whose container the engine cannot report on for this long (errors other than "no such

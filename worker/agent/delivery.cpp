@@ -93,6 +93,7 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
     }
     beat.running.insert(beat.running.end(), f.waiting.begin(), f.waiting.end()); // they keep their lease while they wait
     beat.unhealthy_gpus = f.unhealthy_gpus;
+    beat.reclaimed_gpus = f.reclaimed_gpus;
     beat.draining = f.draining;
     const bool paused_now = paused_since(m_opt.work_dir).has_value();
     if (paused_now != m_paused) {

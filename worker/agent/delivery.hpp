@@ -48,6 +48,7 @@ public:
     struct Facts {
         std::vector<AttemptId> waiting{};           // assignments waiting for their GPU (they keep their lease)
         std::vector<std::int64_t> unhealthy_gpus{};
+        std::vector<std::int64_t> reclaimed_gpus{}; // in use by the machine's owner (reclaim.hpp)
         bool draining = false;
         int active = 0;                             // for the owner's "paused" line
         api::Inventory inventory{};                 // sent with the first heartbeat since the start

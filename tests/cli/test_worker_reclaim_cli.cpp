@@ -8,9 +8,8 @@
 #include "tests/support.hpp"
 
 #include <boost/process.hpp>
-#include <nlohmann/json.hpp>
-
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -64,9 +63,11 @@ TEST_CASE("worker process: the owner's own process reclaims the GPU and the job 
                                              "case \"$*\" in\n"
                                              "  *query-gpu=index*) echo '0, GPU-aaaa, NVIDIA L4, 23034' ;;\n"
                                              "  *query-gpu=uuid*) echo 'GPU-aaaa, 0' ;;\n"
-                                             "  *query-compute-apps*) cat '" + apps.string() + "' ;;\n"
-                                             "  *) exit 6 ;;\n"
-                                             "esac\n");
+                                             "  *query-compute-apps*) cat '" +
+                                                 apps.string() +
+                                                 "' ;;\n"
+                                                 "  *) exit 6 ;;\n"
+                                                 "esac\n");
     fs::permissions(smi, fs::perms::owner_all);
     PathFirst path(dir.path());
 
@@ -75,9 +76,10 @@ TEST_CASE("worker process: the owner's own process reclaims the GPU and the job 
     const auto admin = coord.admin();
     request(url, admin, "POST", "/v1/admin/teams", {{"name", "fellows"}});
     request(url, admin, "POST", "/v1/admin/grants", {{"team", "fellows"}, {"amount_micro", 1'000'000'000}});
-    const std::string member = request(url, admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}})["token"];
-    const std::string enroll =
-        request(url, admin, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "fellows"}, {"uses", 10}})["token"];
+    const std::string member =
+        request(url, admin, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}})["token"];
+    const std::string enroll = request(url, admin, "POST", "/v1/admin/tokens",
+                                       {{"role", "enroll"}, {"team", "fellows"}, {"uses", 10}})["token"];
     test::WorkerProcess w(dir.path() / "w", url, enroll, {"--reclaim-grace", "5s", "--reclaim-quiet", "3s"});
 
     // A whole-GPU job that checkpoints on SIGTERM and otherwise runs until the test lets it finish.
@@ -114,14 +116,18 @@ TEST_CASE("worker process: the owner's own process reclaims the GPU and the job 
     // The owner starts something of their own on the GPU.
     boost::process::child mine(boost::process::search_path("sleep"), "60");
     set_apps(apps, job_pid + ", GPU-aaaa, 20000\n" + std::to_string(mine.id()) + ", GPU-aaaa, 3000\n");
-    REQUIRE(eventually([&] { return w.stderr_text().find("GPU 0 reclaimed: a process you started (pid " +
-                                                         std::to_string(mine.id()) + ") uses it") != std::string::npos; },
-                       15s));
+    REQUIRE(eventually(
+        [&] {
+            return w.stderr_text().find("GPU 0 reclaimed: a process you started (pid " + std::to_string(mine.id()) +
+                                        ") uses it") != std::string::npos;
+        },
+        15s));
     CHECK_THAT(w.stderr_text(), Catch::Contains("the job there gets 5s to stop"));
     REQUIRE(eventually([&] { return state() == "queued"; }, 20s));
     const json first = request(url, member, "GET", job)["attempt_history"][0];
     CHECK(first["state"] == "preempted");
-    CHECK_THAT(first["reason"].get<std::string>(), Catch::Contains("preempted by the GPU's owner: GPU 0 reclaimed by its owner"));
+    CHECK_THAT(first["reason"].get<std::string>(),
+               Catch::Contains("preempted by the GPU's owner: GPU 0 reclaimed by its owner"));
     CHECK_THAT(logs(), Catch::Contains("checkpointed\n"));
     // Nothing is placed there while the owner's process runs.
     std::this_thread::sleep_for(3s);

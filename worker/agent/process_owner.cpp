@@ -31,7 +31,9 @@ std::optional<std::string> read_small(const fs::path& p) {
     return text;
 }
 
-bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+bool is_hex(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
 
 // The attempt its environment names, where the worker may read it.
 std::optional<std::int64_t> attempt_in_environ(const fs::path& environ) {
@@ -101,7 +103,8 @@ ProcessOwner owner_of_process(const fs::path& proc_root, std::int64_t pid, const
             return ProcessOwner::job;
         }
     }
-    if (std::any_of(jobs.begin(), jobs.end(), [&](const JobMark& j) { return j.session > 0 && j.session == stat->session; })) {
+    if (std::any_of(jobs.begin(), jobs.end(),
+                    [&](const JobMark& j) { return j.session > 0 && j.session == stat->session; })) {
         return ProcessOwner::job;
     }
     if (const auto attempt = attempt_in_environ(dir / "environ");

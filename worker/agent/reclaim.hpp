@@ -91,7 +91,7 @@ private:
     };
 
     ReclaimPolicy m_policy;
-    std::map<std::int64_t, Reclaimed> m_gpus; // by GPU index
+    std::map<std::int64_t, Reclaimed> m_gpus;    // by GPU index
     std::map<std::int64_t, Stopping> m_stopping; // by attempt
 };
 

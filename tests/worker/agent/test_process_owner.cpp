@@ -24,8 +24,8 @@ const std::string k_other_id = "a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d
 struct FakeProc {
     test::TempDir root;
 
-    void add(std::int64_t pid, const std::string& cgroup, const std::string& comm = "python3",
-             std::int64_t session = 0, const std::string& environ = "") const {
+    void add(std::int64_t pid, const std::string& cgroup, const std::string& comm = "python3", std::int64_t session = 0,
+             const std::string& environ = "") const {
         const fs::path dir = root.path() / std::to_string(pid);
         fs::create_directories(dir);
         test::write_file(dir / "cgroup", cgroup);
@@ -44,8 +44,8 @@ struct FakeProc {
 };
 
 std::string v1_hybrid(const std::string& path) {
-    return "13:misc:/\n12:pids:" + path + "\n11:memory:" + path + "\n10:cpu,cpuacct:" + path +
-           "\n5:devices:" + path + "\n1:name=systemd:" + path + "\n0::" + path + "\n";
+    return "13:misc:/\n12:pids:" + path + "\n11:memory:" + path + "\n10:cpu,cpuacct:" + path + "\n5:devices:" + path +
+           "\n1:name=systemd:" + path + "\n0::" + path + "\n";
 }
 
 } // namespace
@@ -133,11 +133,12 @@ TEST_CASE("process owner: a real process-runtime job is the worker's and this te
     CHECK(worker::owner_of_process("/proc", marks->session, jobs) == ProcessOwner::job);
     // Its child `sleep` too (same session), once it is there.
     std::int64_t child = 0;
+    const std::string sleep_cmdline = std::string("sleep") + '\0' + "30" + '\0';
     REQUIRE(test::eventually([&] {
         for (const auto& e : fs::directory_iterator("/proc")) {
             const auto name = e.path().filename().string();
             if (name.find_first_not_of("0123456789") == std::string::npos &&
-                test::slurp(e.path() / "cmdline") == std::string("sleep\0" "30\0", 9) &&
+                test::slurp(e.path() / "cmdline") == sleep_cmdline &&
                 test::slurp(e.path() / "stat").find(" " + std::to_string(marks->session) + " ") != std::string::npos) {
                 child = std::stoll(name);
                 return true;

@@ -93,10 +93,8 @@ TEST_CASE("reclaim: offered again after the quiet period, which starts again at 
 
 TEST_CASE("reclaim: the worker's own jobs the driver's processes and unknown pids never reclaim", "[reclaim]") {
     Reclaimer r;
-    const std::vector<SeenProcess> ours{{0, 50, ProcessOwner::job},
-                                        {0, 51, ProcessOwner::system},
-                                        {1, 52, ProcessOwner::unknown},
-                                        {1, 0, ProcessOwner::unknown},
+    const std::vector<SeenProcess> ours{{0, 50, ProcessOwner::job},      {0, 51, ProcessOwner::system},
+                                        {1, 52, ProcessOwner::unknown},  {1, 0, ProcessOwner::unknown},
                                         {-1, 53, ProcessOwner::foreign}, // a GPU index the worker does not have
                                         {7, 54, ProcessOwner::foreign}};
     for (std::int64_t t = 0; t < 5; ++t) {

@@ -36,7 +36,8 @@ net::Response heartbeat(ServiceState& svc, const net::Request&, const Input& in,
         return error_response(beat.error());
     }
     auto reply = svc.coord->heartbeat(who, beat->running, beat->unhealthy_gpus, beat->draining,
-                                      beat->inventory ? &*beat->inventory : nullptr, beat->paused);
+                                      beat->inventory ? &*beat->inventory : nullptr,
+                                      beat->sharing != api::SharingState::sharing); // every reason counts as paused for now
     if (!reply) {
         return error_response(reply.error());
     }

@@ -31,6 +31,11 @@
 // - A fractional GPU job's memory share is capped by MPS where the host runs it; elsewhere a
 //   watchdog (memory_watchdog.hpp) stops a job whose processes hold more than its share. The
 //   inventory says which mechanism each GPU has.
+// - The owner's terms (OwnerPolicy): paused, reclaimed or outside its sharing window, the worker
+//   takes no new work (what arrives is handed back as owner_preempted); when a window ends, running
+//   jobs get the drain grace and are then handed back the same way; an assignment outside the terms
+//   (a GPU not shared, a team, registry or max_runtime not allowed) is handed back unstarted. The
+//   owner controls it over <work_dir>/control.sock (status, pause, resume, reload; SIGHUP reloads).
 // - drain() (SIGTERM): no new work; running jobs get drain_grace to finish, then are stopped and
 //   handed back to the queue (outcome owner_preempted); run() returns once everything is delivered
 //   (or after a bounded wait if the coordinator stays away, leaving the spool for the next start).
@@ -42,6 +47,8 @@
 #include "worker/agent/coordinator_link.hpp"
 #include "worker/agent/worker_api.hpp"
 #include "worker/gpu/gpu_probe.hpp"
+#include "worker/owner/owner_config.hpp"
+#include "worker/owner/pause_file.hpp" // the owner's pause (pause_sharing, resume_sharing)
 #include "worker/runtime/container_runtime.hpp"
 
 #include <atomic>
@@ -82,6 +89,14 @@ struct AgentOptions {
     // container", which ends it at once) is killed and reported as a worker fault.
     std::chrono::milliseconds engine_unanswered_max{60'000};
     std::chrono::milliseconds give_up_after_drain{60'000}; // undeliverable results stay spooled
+    // The owner's terms (worker/owner/owner_policy.hpp): `share` as in force at start (the flags over
+    // worker.toml), `share_flags` the flags alone (a reload keeps them over the file), `config_file`
+    // the worker.toml a reload re-reads (empty: none). Unset parts of `share` leave slots, cpu_milli,
+    // memory_mib and drain_grace above in force.
+    ShareSettings share{};
+    ShareSettings share_flags{};
+    std::filesystem::path config_file{};
+    bool control_socket = true; // answer the owner on <work_dir>/control.sock (worker/owner/control_socket.hpp)
     // What the machine's owner is told, one line each, whatever the log level: what it offers once
     // registered, and each job's start and end (team, job, share, outcome). Text from the pool is
     // passed as it came; the receiver escapes it. Called on the agent's thread.
@@ -100,20 +115,13 @@ struct StoredIdentity {
 };
 std::optional<StoredIdentity> read_stored_identity(const std::filesystem::path& work_dir);
 
-// The owner's pause: while <work_dir>/paused exists the running worker takes no new jobs (it tells
-// the coordinator in every heartbeat, and says so to the owner once); jobs already running go on.
-// The file holds when and why it was paused. `gpupool worker pause` / `resume` write and remove it
-// (the work dir is the owner's: nobody else can). `paused_since` is nullopt when sharing.
-Status pause_sharing(const std::filesystem::path& work_dir, const std::string& why);
-Status resume_sharing(const std::filesystem::path& work_dir);
-std::optional<std::string> paused_since(const std::filesystem::path& work_dir);
-
 // What the agent talks to besides its runtime and GPUs. Tests pass a ManualClock and fake links;
-// the defaults are a SteadyClock and HTTP(S) links to AgentOptions::coordinator_url. The clock, when
+// the defaults are a SteadyClock (the system clock for wall time) and HTTP(S) links to AgentOptions::coordinator_url. The clock, when
 // given, must outlive the agent.
 struct AgentDeps {
     const coordinator::Clock* clock = nullptr;
     LinkFactory links{};
+    const coordinator::Clock* wall_clock = nullptr; // Unix ms, for the sharing windows and timed pauses
 };
 
 class Agent {
@@ -133,6 +141,9 @@ public:
     // handed back to the queue; run() returns once that is delivered (or after a few seconds
     // without the coordinator: the results stay spooled).
     void drain_now();
+    // Re-reads worker.toml (AgentOptions::config_file) on the agent's thread, as `gpupool worker
+    // reload` does; the owner is told the outcome. Safe from any thread (SIGHUP's).
+    void reload();
     // Immediate: return from run() as soon as possible, leaving jobs running and the spool intact
     // (the next start re-attaches).
     void stop();

@@ -53,7 +53,8 @@ json offline_state(const fs::path& work, const std::optional<worker::OwnerConfig
     json j{{"running", false}};
     if (auto p = worker::pause_in_force(work, now_ms())) {
         j["state"] = "paused";
-        j["description"] = "paused" + (p->until_ms ? " until " + worker::local_time_text(*p->until_ms) : std::string()) +
+        j["description"] = "paused" +
+                           (p->until_ms ? " until " + worker::local_time_text(*p->until_ms) : std::string()) +
                            (p->why.empty() ? std::string() : " (" + p->why + ")");
         return j;
     }
@@ -61,10 +62,11 @@ json offline_state(const fs::path& work, const std::optional<worker::OwnerConfig
                                                  : std::vector<worker::ShareWindow>{},
                                              now_ms());
     j["state"] = v.open ? "sharing" : "outside_window";
-    j["description"] = v.open ? std::string("sharing when started")
-                              : "outside its sharing window" +
-                                    (v.changes_at_ms ? "; the next window opens " + worker::local_time_text(*v.changes_at_ms)
-                                                     : std::string());
+    j["description"] =
+        v.open ? std::string("sharing when started")
+               : "outside its sharing window" +
+                     (v.changes_at_ms ? "; the next window opens " + worker::local_time_text(*v.changes_at_ms)
+                                      : std::string());
     return j;
 }
 
@@ -78,9 +80,9 @@ void print_live(const json& live) {
         bool any = false;
         for (const auto& j : live["jobs"]) {
             if (j["gpu_index"] == g["index"]) {
-                std::cout << (any ? "; " : ": ") << "job " << j["job"].get<std::int64_t>() << " `" << printable(j["name"])
-                          << "` (team " << printable(j["team"]) << ", " << printable(j["image"]) << ", "
-                          << resources::format_milli(j["gpu_milli"].get<std::int64_t>()) << " GPU, running "
+                std::cout << (any ? "; " : ": ") << "job " << j["job"].get<std::int64_t>() << " `"
+                          << printable(j["name"]) << "` (team " << printable(j["team"]) << ", " << printable(j["image"])
+                          << ", " << resources::format_milli(j["gpu_milli"].get<std::int64_t>()) << " GPU, running "
                           << resources::format_duration_s(j["runtime_s"].get<std::int64_t>()) << ")";
                 any = true;
             }
@@ -89,8 +91,8 @@ void print_live(const json& live) {
     }
     for (const auto& j : live["jobs"]) {
         if (j["gpu_index"].get<std::int64_t>() < 0) {
-            std::cout << "  no GPU      job " << j["job"].get<std::int64_t>() << " `" << printable(j["name"]) << "` (team "
-                      << printable(j["team"]) << ", running "
+            std::cout << "  no GPU      job " << j["job"].get<std::int64_t>() << " `" << printable(j["name"])
+                      << "` (team " << printable(j["team"]) << ", running "
                       << resources::format_duration_s(j["runtime_s"].get<std::int64_t>()) << ")\n";
         }
     }
@@ -129,7 +131,8 @@ void print_credits(const json& c, const std::string& coordinator) {
     std::cout << "  settling    " << credits::format_credits(c.value("settling_micro", std::int64_t{0}))
               << " credits (earned, paid out when the pool's settling period ends)\n";
     std::cout << "  earned      " << credits::format_credits(earned_since(c, day)) << " today, "
-              << credits::format_credits(earned_since(c, week)) << " this week (from the movements read; --limit for more)\n";
+              << credits::format_credits(earned_since(c, week))
+              << " this week (from the movements read; --limit for more)\n";
     std::vector<std::vector<std::string>> rows{{"WHEN (UTC)", "AMOUNT", "WHAT"}};
     for (const auto& e : c["movements"]) {
         const std::string reason = e["reason"].get<std::string>();
@@ -139,11 +142,16 @@ void print_credits(const json& c, const std::string& coordinator) {
             continue;
         }
         const std::string amount = credits::format_credits(e["amount_micro"].get<std::int64_t>());
-        const std::string attempt = e["attempt"].is_number_integer() ? std::to_string(e["attempt"].get<std::int64_t>()) : "?";
-        rows.push_back({format_time(e["at"]), earning ? "+" + amount : voided ? "-" + amount : amount,
-                        earning   ? "earned for attempt " + attempt + (e["credit"] == settling_account ? " (settling)" : "")
-                        : voided  ? "voided: attempt " + attempt + " (" + e["note"].get<std::string>() + ")"
-                                  : "paid out for attempt " + attempt});
+        const std::string attempt =
+            e["attempt"].is_number_integer() ? std::to_string(e["attempt"].get<std::int64_t>()) : "?";
+        rows.push_back({format_time(e["at"]),
+                        earning  ? "+" + amount
+                        : voided ? "-" + amount
+                                 : amount,
+                        earning
+                            ? "earned for attempt " + attempt + (e["credit"] == settling_account ? " (settling)" : "")
+                        : voided ? "voided: attempt " + attempt + " (" + e["note"].get<std::string>() + ")"
+                                 : "paid out for attempt " + attempt});
     }
     if (rows.size() > 1) {
         std::cout << "\nrecent earnings on " << coordinator << " (newest first):\n";
@@ -188,7 +196,8 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     }
     std::size_t spooled = 0;
     std::error_code ec;
-    for (auto it = fs::directory_iterator(work / "attempts", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    for (auto it = fs::directory_iterator(work / "attempts", ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
         ++spooled;
     }
     config::ClientConfig cc;
@@ -201,9 +210,13 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     client::ApiClient api(cc);
     auto credits = api.get("/v1/credits?limit=" + std::to_string(o.status_limit));
     if (global.json) {
-        json out{{"coordinator", coordinator},  {"worker_id", id->worker_id}, {"worker", state},
-                 {"state", state["state"]},     {"paused", worker::paused_since(work) ? json(*worker::paused_since(work)) : json()},
-                 {"spooled_attempts", spooled}, {"credits", credits ? *credits : json()}};
+        json out{{"coordinator", coordinator},
+                 {"worker_id", id->worker_id},
+                 {"worker", state},
+                 {"state", state["state"]},
+                 {"paused", worker::paused_since(work) ? json(*worker::paused_since(work)) : json()},
+                 {"spooled_attempts", spooled},
+                 {"credits", credits ? *credits : json()}};
         if (credits) {
             const auto [day, week] = day_and_week_start(now_ms());
             out["earned_today_micro"] = earned_since(*credits, day);
@@ -301,7 +314,9 @@ int run_worker_pause(const GlobalOptions& global, const WorkerCmdOptions& o, boo
         said += ". `gpupool worker resume` shares again";
     }
     if (global.json) {
-        std::cout << json{{"paused", pause}, {"work_dir", work.string()}, {"running", live.has_value()},
+        std::cout << json{{"paused", pause},
+                          {"work_dir", work.string()},
+                          {"running", live.has_value()},
                           {"until_ms", until ? json(*until) : json()}}
                          .dump()
                   << '\n';
@@ -317,13 +332,14 @@ int run_worker_reload(const GlobalOptions& global, const WorkerCmdOptions& o) {
     auto live = worker::control_request(work, json{{"op", "reload"}});
     if (!live) {
         report_error(global, live.error().code == ErrorCode::not_found
-                                 ? make_error(ErrorCode::not_found, live.error().message +
-                                                                        ": worker.toml is read when the worker starts")
+                                 ? make_error(ErrorCode::not_found,
+                                              live.error().message + ": worker.toml is read when the worker starts")
                                  : live.error());
         return k_exit_failed;
     }
     if (!live->value("ok", false)) {
-        report_error(global, make_error(ErrorCode::invalid_input, "not reloaded: " + live->value("error", std::string())));
+        report_error(global,
+                     make_error(ErrorCode::invalid_input, "not reloaded: " + live->value("error", std::string())));
         return k_exit_failed;
     }
     if (global.json) {

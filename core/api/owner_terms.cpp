@@ -99,7 +99,8 @@ std::optional<std::string> outside_terms(const OwnerTerms& terms, std::string_vi
     if (terms.max_runtime_s > 0 && (max_runtime_s <= 0 || max_runtime_s > terms.max_runtime_s)) {
         return "the owner takes jobs of at most " + resources::format_duration_s(terms.max_runtime_s) +
                " (this one may run " +
-               (max_runtime_s <= 0 ? std::string("without a limit") : resources::format_duration_s(max_runtime_s)) + ")";
+               (max_runtime_s <= 0 ? std::string("without a limit") : resources::format_duration_s(max_runtime_s)) +
+               ")";
     }
     return std::nullopt;
 }

@@ -5,9 +5,8 @@
 #include "tests/cli/processes.hpp"
 #include "tests/support.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <thread>
 
@@ -39,7 +38,8 @@ std::int64_t submit(const std::string& url, const std::string& member, const std
     s.resources.memory_mib = 64;
     s.resources.max_runtime_s = 600;
     auto c = test::http_client(url, member);
-    json body = {{"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}};
+    json body = {
+        {"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}};
     auto r = c.request("POST", "/v1/jobs", body.dump());
     REQUIRE(r);
     REQUIRE(r->status == 201);
@@ -54,8 +54,9 @@ std::string state_of(const std::string& url, const std::string& member, std::int
 
 } // namespace
 
-TEST_CASE("worker owner process: status, pause --for and --now, SIGHUP and reload, then the same with the worker stopped",
-          "[worker-cli][owner]") {
+TEST_CASE(
+    "worker owner process: status, pause --for and --now, SIGHUP and reload, then the same with the worker stopped",
+    "[worker-cli][owner]") {
     test::TempDir dir;
     test::CoordinatorProcess coord(dir.path());
     const auto url = coord.url();

@@ -2,15 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <cstring>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 namespace gpupool::worker {
 
@@ -22,7 +21,9 @@ namespace {
 constexpr std::size_t k_max_answer = 4 * 1024 * 1024;
 constexpr int k_server_io_timeout_s = 3;
 
-std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string sys_error(const std::string& what) {
+    return what + ": " + std::strerror(errno);
+}
 
 bool fill_address(const fs::path& path, sockaddr_un& addr) {
     const std::string p = path.string();
@@ -92,7 +93,9 @@ bool read_message(int fd, std::string& out, std::size_t max) {
     }
 }
 
-json refusal(const std::string& why) { return json{{"ok", false}, {"error", why}}; }
+json refusal(const std::string& why) {
+    return json{{"ok", false}, {"error", why}};
+}
 
 // The work dir holds the socket: it must be this user's and closed to everyone else.
 Status secure_dir(const fs::path& dir) {
@@ -117,7 +120,9 @@ Status secure_dir(const fs::path& dir) {
 
 } // namespace
 
-fs::path control_socket_path(const fs::path& work_dir) { return work_dir / "control.sock"; }
+fs::path control_socket_path(const fs::path& work_dir) {
+    return work_dir / "control.sock";
+}
 
 Result<std::unique_ptr<ControlServer>> ControlServer::start(const fs::path& work_dir, Handler handler) {
     if (auto st = secure_dir(work_dir); !st) {
@@ -126,8 +131,9 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(const fs::path& work
     const fs::path path = control_socket_path(work_dir);
     sockaddr_un addr{};
     if (!fill_address(path, addr)) {
-        return make_error(ErrorCode::invalid_input, "the control socket path " + path.string() + " is longer than " +
-                                                        std::to_string(sizeof addr.sun_path - 1) + " bytes",
+        return make_error(ErrorCode::invalid_input,
+                          "the control socket path " + path.string() + " is longer than " +
+                              std::to_string(sizeof addr.sun_path - 1) + " bytes",
                           "--work-dir");
     }
     struct stat st {};
@@ -263,8 +269,8 @@ Result<json> control_request(const fs::path& work_dir, const json& request, std:
     ::shutdown(fd, SHUT_WR);
     std::string text;
     if (!read_message(fd, text, k_max_answer)) {
-        return make_error(ErrorCode::unavailable, "the worker did not answer within " +
-                                                      std::to_string(timeout.count() / 1000) + " s");
+        return make_error(ErrorCode::unavailable,
+                          "the worker did not answer within " + std::to_string(timeout.count() / 1000) + " s");
     }
     json reply = json::parse(text, nullptr, false);
     if (!reply.is_object()) {

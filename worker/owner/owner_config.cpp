@@ -24,8 +24,8 @@ namespace {
 
 constexpr std::int64_t k_max_jobs = 1024;
 constexpr std::int64_t k_max_gpu_index = 1023;
-constexpr std::size_t k_max_list = 64;       // teams, registries (the wire's bound: api::k_max_owner_list)
-constexpr std::size_t k_max_entry = 256;     // one team name or registry prefix
+constexpr std::size_t k_max_list = 64;   // teams, registries (the wire's bound: api::k_max_owner_list)
+constexpr std::size_t k_max_entry = 256; // one team name or registry prefix
 constexpr std::size_t k_max_windows = 64;
 constexpr std::size_t k_max_gpus = 64;
 constexpr std::size_t k_max_file_bytes = 1 << 20;
@@ -58,13 +58,20 @@ private:
 
 std::string type_of(const toml::node& n) {
     switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a number";
-    case toml::node_type::boolean: return "true or false";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date or time";
+    case toml::node_type::string:
+        return "a string";
+    case toml::node_type::integer:
+        return "an integer";
+    case toml::node_type::floating_point:
+        return "a number";
+    case toml::node_type::boolean:
+        return "true or false";
+    case toml::node_type::array:
+        return "an array";
+    case toml::node_type::table:
+        return "a table";
+    default:
+        return "a date or time";
     }
 }
 
@@ -107,8 +114,9 @@ std::optional<std::int64_t> get_integer(const toml::node& n, const std::string& 
         return std::nullopt;
     }
     if (i->get() < lo || i->get() > hi) {
-        p.add(n, field, "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " +
-                            std::to_string(i->get()));
+        p.add(n, field,
+              "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " +
+                  std::to_string(i->get()));
         return std::nullopt;
     }
     return i->get();
@@ -174,8 +182,8 @@ std::optional<std::vector<std::string>> get_names(const toml::node& n, const std
         const bool bad = s->size() > k_max_entry ||
                          std::any_of(s->begin(), s->end(), [](unsigned char c) { return c <= ' ' || c >= 0x7f; });
         if (bad) {
-            p.add(*a->get(i), at, "expected at most " + std::to_string(k_max_entry) +
-                                      " printable characters without blanks");
+            p.add(*a->get(i), at,
+                  "expected at most " + std::to_string(k_max_entry) + " printable characters without blanks");
             continue;
         }
         if (registry && s->back() != '/') {
@@ -187,8 +195,8 @@ std::optional<std::vector<std::string>> get_names(const toml::node& n, const std
 }
 
 constexpr std::array<const char*, 7> k_day_names{"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
-constexpr std::array<const char*, 7> k_day_words{"sunday", "monday", "tuesday", "wednesday", "thursday", "friday",
-                                                 "saturday"};
+constexpr std::array<const char*, 7> k_day_words{"sunday",   "monday", "tuesday", "wednesday",
+                                                 "thursday", "friday", "saturday"};
 
 std::optional<int> day_number(std::string_view word) {
     for (int d = 0; d < 7; ++d) {
@@ -246,7 +254,8 @@ void parse_window(const toml::table& t, const std::string& field, Problems& p, s
             p.add(t, field, "a window needs `from` and `to` (\"19:00\", \"08:00\") or all_day = true");
             return;
         }
-        for (auto [node, key, allow_24, slot] : {std::tuple{from, ".from", false, &w.from_min}, std::tuple{to, ".to", true, &w.to_min}}) {
+        for (auto [node, key, allow_24, slot] :
+             {std::tuple{from, ".from", false, &w.from_min}, std::tuple{to, ".to", true, &w.to_min}}) {
             auto s = get_string(*node, field + key, p);
             if (!s) {
                 ok = false;
@@ -271,8 +280,8 @@ void parse_window(const toml::table& t, const std::string& field, Problems& p, s
 }
 
 void parse_share(const toml::table& t, Problems& p, ShareSettings& s) {
-    check_keys(t, {"max_jobs", "max_runtime", "cpus", "memory", "teams", "registries", "drain_grace", "window"}, "share",
-               p);
+    check_keys(t, {"max_jobs", "max_runtime", "cpus", "memory", "teams", "registries", "drain_grace", "window"},
+               "share", p);
     if (const auto* n = t.get("max_jobs")) {
         if (auto v = get_integer(*n, "share.max_jobs", p, 0, k_max_jobs)) {
             s.max_jobs = static_cast<int>(*v);
@@ -299,8 +308,8 @@ void parse_share(const toml::table& t, Problems& p, ShareSettings& s) {
     if (const auto* n = t.get("window")) {
         const auto* a = n->as_array();
         if (a == nullptr || !a->is_array_of_tables() || a->size() > k_max_windows) {
-            p.add(*n, "share.window", "expected up to " + std::to_string(k_max_windows) +
-                                          " [[share.window]] tables, got " + type_of(*n));
+            p.add(*n, "share.window",
+                  "expected up to " + std::to_string(k_max_windows) + " [[share.window]] tables, got " + type_of(*n));
             return;
         }
         std::vector<ShareWindow> windows;
@@ -333,7 +342,8 @@ void parse_gpus(const toml::node& n, Problems& p, ShareSettings& s) {
             continue;
         }
         if (!seen.insert(*index).second) {
-            p.add(*idx, field + ".index", "GPU " + std::to_string(*index) + " is already described by an earlier [[gpu]]");
+            p.add(*idx, field + ".index",
+                  "GPU " + std::to_string(*index) + " is already described by an earlier [[gpu]]");
             continue;
         }
         g.index = *index;
@@ -348,10 +358,10 @@ void parse_gpus(const toml::node& n, Problems& p, ShareSettings& s) {
 }
 
 void parse_pool(const toml::table& t, Problems& p, PoolSettings& pool) {
-    check_keys(t,
-               {"coordinator", "token_file", "ca_cert", "name", "work_dir", "cache_dir", "runtime",
-                "unsafe_process_runtime"},
-               "pool", p);
+    check_keys(
+        t,
+        {"coordinator", "token_file", "ca_cert", "name", "work_dir", "cache_dir", "runtime", "unsafe_process_runtime"},
+        "pool", p);
     for (auto [key, slot] : {std::pair{"coordinator", &pool.coordinator}, std::pair{"token_file", &pool.token_file},
                              std::pair{"ca_cert", &pool.ca_cert}, std::pair{"name", &pool.name},
                              std::pair{"work_dir", &pool.work_dir}, std::pair{"cache_dir", &pool.cache_dir}}) {
@@ -382,7 +392,8 @@ Result<std::uint8_t> parse_days(std::string_view text) {
     std::uint8_t bits = 0;
     const std::string lower = [&] {
         std::string s(text);
-        std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        std::transform(s.begin(), s.end(), s.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
         return s;
     }();
     std::string_view rest = lower;
@@ -435,7 +446,8 @@ Result<int> parse_clock_time(std::string_view text, bool allow_24) {
     const auto rh = std::from_chars(text.data(), text.data() + colon, h);
     const auto rm = std::from_chars(text.data() + colon + 1, text.data() + text.size(), m);
     if (rh.ec != std::errc() || rh.ptr != text.data() + colon || rm.ec != std::errc() ||
-        rm.ptr != text.data() + text.size() || m < 0 || m > 59 || h < 0 || h > 24 || (h == 24 && (m != 0 || !allow_24))) {
+        rm.ptr != text.data() + text.size() || m < 0 || m > 59 || h < 0 || h > 24 ||
+        (h == 24 && (m != 0 || !allow_24))) {
         return bad;
     }
     return h * 60 + m;
@@ -480,8 +492,9 @@ Result<OwnerConfig> load_owner_config(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         std::error_code ec;
-        return make_error(ErrorCode::not_found, "worker config `" + path.string() + "` " +
-                                                    (fs::exists(path, ec) ? "cannot be read" : "does not exist"),
+        return make_error(ErrorCode::not_found,
+                          "worker config `" + path.string() + "` " +
+                              (fs::exists(path, ec) ? "cannot be read" : "does not exist"),
                           "--config");
     }
     std::string text(k_max_file_bytes + 1, '\0');

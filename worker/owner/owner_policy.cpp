@@ -13,7 +13,9 @@ namespace {
 
 constexpr std::int64_t k_pause_recheck_ms = 1'000;
 
-std::string jobs_going_on(int running) { return std::to_string(running) + " running go on"; }
+std::string jobs_going_on(int running) {
+    return std::to_string(running) + " running go on";
+}
 
 } // namespace
 
@@ -179,7 +181,8 @@ std::optional<std::string> OwnerPolicy::refusal(const api::Assignment& a, const 
 
 Status OwnerPolicy::reload() {
     if (m_opt.config_file.empty()) {
-        return make_error(ErrorCode::not_found, "this worker was started without a worker.toml (--config): nothing to reload");
+        return make_error(ErrorCode::not_found,
+                          "this worker was started without a worker.toml (--config): nothing to reload");
     }
     auto cfg = load_owner_config(m_opt.config_file);
     if (!cfg) {
@@ -190,7 +193,8 @@ Status OwnerPolicy::reload() {
     }
     apply(merge(m_opt.flags, cfg->share));
     if (m_opt.event) {
-        m_opt.event("reload: applied " + m_opt.config_file.string() + " ([pool] changes take effect at the next start)");
+        m_opt.event("reload: applied " + m_opt.config_file.string() +
+                    " ([pool] changes take effect at the next start)");
     }
     return {};
 }
@@ -215,7 +219,8 @@ void OwnerPolicy::set_reclaimed(bool reclaimed, int running) {
 std::string OwnerPolicy::describe() const {
     switch (m_state) {
     case api::SharingState::paused:
-        return "paused" + (m_pause && m_pause->until_ms ? " until " + local_time_text(*m_pause->until_ms) : std::string()) +
+        return "paused" +
+               (m_pause && m_pause->until_ms ? " until " + local_time_text(*m_pause->until_ms) : std::string()) +
                (m_pause && !m_pause->why.empty() ? " (" + m_pause->why + ")" : std::string());
     case api::SharingState::reclaimed:
         return "reclaimed: the owner is using the GPU";

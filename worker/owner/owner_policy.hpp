@@ -40,9 +40,9 @@ class OwnerPolicy {
 public:
     struct Options {
         std::filesystem::path work_dir{};
-        std::filesystem::path config_file{}; // worker.toml, re-read by reload(); empty: none
-        ShareSettings flags{};               // from the command line: win over the file
-        ShareSettings start{};               // flags over the file, as read at start
+        std::filesystem::path config_file{};            // worker.toml, re-read by reload(); empty: none
+        ShareSettings flags{};                          // from the command line: win over the file
+        ShareSettings start{};                          // flags over the file, as read at start
         std::chrono::milliseconds drain_grace{300'000}; // when neither says
         std::function<void(const std::string&)> event{};
     };
@@ -91,7 +91,7 @@ private:
     const coordinator::Clock& m_wall;
     ShareSettings m_settings;
     api::SharingState m_state = api::SharingState::sharing;
-    bool m_told = false;                       // the first state was told
+    bool m_told = false; // the first state was told
     bool m_reclaimed = false;
     std::optional<PauseRecord> m_pause{};
     WindowVerdict m_window{};

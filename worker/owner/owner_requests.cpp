@@ -9,8 +9,12 @@ using nlohmann::json;
 
 namespace {
 
-json failed(const std::string& why) { return json{{"ok", false}, {"error", why}}; }
-json failed(const Error& e) { return failed(e.field.empty() ? e.message : e.field + ": " + e.message); }
+json failed(const std::string& why) {
+    return json{{"ok", false}, {"error", why}};
+}
+json failed(const Error& e) {
+    return failed(e.field.empty() ? e.message : e.field + ": " + e.message);
+}
 
 json status_of(const OwnerPolicy& policy, const WorkerFacts& f) {
     json jobs = json::array();
@@ -28,7 +32,8 @@ json status_of(const OwnerPolicy& policy, const WorkerFacts& f) {
     json gpus = json::array();
     const auto offered = policy.offered_gpus(f.gpus);
     for (const auto& g : f.gpus) {
-        const auto o = std::find_if(offered.begin(), offered.end(), [&](const GpuInfo& x) { return x.index == g.index; });
+        const auto o =
+            std::find_if(offered.begin(), offered.end(), [&](const GpuInfo& x) { return x.index == g.index; });
         gpus.push_back({{"index", g.index},
                         {"name", g.name},
                         {"memory_mib", g.memory_mib},
@@ -115,8 +120,11 @@ json answer_owner_request(OwnerPolicy& policy, const json& request, const Worker
         if (now && running > 0) {
             stop_running_now("paused by the owner: handed back to the queue");
         }
-        return {{"ok", true}, {"state", api::to_string(policy.state())}, {"description", policy.describe()},
-                {"until_ms", api::or_null(until)}, {"stopped", now ? running : 0}};
+        return {{"ok", true},
+                {"state", api::to_string(policy.state())},
+                {"description", policy.describe()},
+                {"until_ms", api::or_null(until)},
+                {"stopped", now ? running : 0}};
     }
     if (op == "resume") {
         if (auto st = policy.resume(); !st) {

@@ -40,7 +40,8 @@ struct Span {
 
 std::int64_t local_instant(int year, unsigned month, unsigned day, int minute) {
     if (minute >= 24 * 60) {
-        const sys_days next = sys_days{std::chrono::year{year} / std::chrono::month{month} / std::chrono::day{day}} + days{1};
+        const sys_days next =
+            sys_days{std::chrono::year{year} / std::chrono::month{month} / std::chrono::day{day}} + days{1};
         return instant_of(next, minute - 24 * 60);
     }
     std::tm want{};
@@ -89,7 +90,8 @@ WindowVerdict sharing_window_at(const std::vector<ShareWindow>& windows, std::in
     }
     const std::int64_t now = unix_ms >= 0 ? unix_ms / 1000 : -((-unix_ms + 999) / 1000);
     const std::tm today_tm = local_tm(static_cast<std::time_t>(now));
-    const sys_days today{std::chrono::year{today_tm.tm_year + 1900} / std::chrono::month{unsigned(today_tm.tm_mon + 1)} /
+    const sys_days today{std::chrono::year{today_tm.tm_year + 1900} /
+                         std::chrono::month{unsigned(today_tm.tm_mon + 1)} /
                          std::chrono::day{unsigned(today_tm.tm_mday)}};
     std::vector<Span> spans;
     for (int k = -1; k < k_horizon_days; ++k) {

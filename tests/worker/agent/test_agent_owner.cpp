@@ -9,13 +9,11 @@
 #include "worker/owner/control_socket.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <nlohmann/json.hpp>
-
-#include <sys/stat.h>
 
 #include <cstdlib>
 #include <ctime>
+#include <sys/stat.h>
 #include <thread>
 
 using namespace gpupool;
@@ -110,7 +108,8 @@ struct OwnerBench {
         return o;
     }
     void start(worker::AgentOptions o) {
-        agent = std::make_unique<worker::Agent>(std::move(o), engine, probe, worker::AgentDeps{nullptr, coordinator.links(), &wall});
+        agent = std::make_unique<worker::Agent>(std::move(o), engine, probe,
+                                                worker::AgentDeps{nullptr, coordinator.links(), &wall});
         thread = std::thread([this] { result = agent->run(); });
         REQUIRE(eventually([&] { return !coordinator.beats().empty(); }));
     }
@@ -122,7 +121,8 @@ struct OwnerBench {
     }
     bool said(const std::string& part) {
         std::lock_guard lock(mu);
-        return std::any_of(events.begin(), events.end(), [&](const std::string& e) { return e.find(part) != std::string::npos; });
+        return std::any_of(events.begin(), events.end(),
+                           [&](const std::string& e) { return e.find(part) != std::string::npos; });
     }
     api::Heartbeat last_beat() { return coordinator.beats().back(); }
     // A heartbeat sent from now on that satisfies `ok`.
@@ -149,8 +149,9 @@ worker::ShareSettings nights(std::int64_t grace_s) {
 
 } // namespace
 
-TEST_CASE("agent owner: outside its window the worker takes no work, and a window's end hands jobs back after the grace",
-          "[agent][owner]") {
+TEST_CASE(
+    "agent owner: outside its window the worker takes no work, and a window's end hands jobs back after the grace",
+    "[agent][owner]") {
     OwnerBench b;
     auto o = b.options();
     o.share = nights(60);
@@ -207,8 +208,9 @@ TEST_CASE("agent owner: a window that opens again within the grace lets the runn
     CHECK_FALSE(b.coordinator.completion(AttemptId(1)));
 }
 
-TEST_CASE("agent owner: the terms go to the coordinator, GPUs not shared are not offered, jobs outside the terms go back",
-          "[agent][owner]") {
+TEST_CASE(
+    "agent owner: the terms go to the coordinator, GPUs not shared are not offered, jobs outside the terms go back",
+    "[agent][owner]") {
     OwnerBench b;
     auto o = b.options();
     o.share.teams = std::vector<std::string>{"fellows"};
@@ -255,7 +257,8 @@ TEST_CASE("agent owner: the terms go to the coordinator, GPUs not shared are not
     // One within the terms runs, with the GPU's memory as offered (half of 20 GiB).
     b.coordinator.assign(assignment(5));
     REQUIRE(eventually([&] { return b.engine.started().size() == 1; }));
-    CHECK(b.engine.get(b.engine.started()[0])->spec.env.at("GPUPOOL_GPU_MEMORY_MB") == std::to_string((24576 - 4096) / 2));
+    CHECK(b.engine.get(b.engine.started()[0])->spec.env.at("GPUPOOL_GPU_MEMORY_MB") ==
+          std::to_string((24576 - 4096) / 2));
 }
 
 TEST_CASE("agent owner: status, pause --for and --now, resume and reload over the real control socket",
@@ -317,12 +320,14 @@ TEST_CASE("agent owner: status, pause --for and --now, resume and reload over th
     test::write_file(config, "[share]\nmax_jobs = 1\ncpus = 2\nteams = [\"vision\"]\n");
     json r = b.ask({{"op", "reload"}});
     CHECK(r["ok"] == true);
-    REQUIRE(b.beat_says([](const api::Heartbeat& h) { return h.terms && h.terms->teams == std::vector<std::string>{"vision"}; }));
+    REQUIRE(b.beat_says(
+        [](const api::Heartbeat& h) { return h.terms && h.terms->teams == std::vector<std::string>{"vision"}; }));
     REQUIRE(eventually([&] { return b.ask({{"op", "status"}})["offer"]["max_jobs"] == 1; }));
     CHECK(b.ask({{"op", "status"}})["offer"]["cpu_milli"] == 3000);
     CHECK(eventually([&] {
         const auto beats = b.coordinator.beats();
-        return std::any_of(beats.begin(), beats.end(), [](const api::Heartbeat& h) { return h.inventory && h.inventory->slots == 1; });
+        return std::any_of(beats.begin(), beats.end(),
+                           [](const api::Heartbeat& h) { return h.inventory && h.inventory->slots == 1; });
     }));
     test::write_file(config, "[share]\nmax_jobs = \"many\"\n");
     r = b.ask({{"op", "reload"}});

@@ -6,13 +6,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <cstring>
 
 using namespace gpupool;
 using nlohmann::json;
@@ -114,7 +113,9 @@ TEST_CASE("control socket: another user is kept out by the modes, and refused by
     test::TempDir dir;
     const auto work = dir.path() / "w";
     std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
-    auto server = worker::ControlServer::start(work, [](const json&) { return json{{"ok", true}, {"state", "sharing"}}; });
+    auto server = worker::ControlServer::start(work, [](const json&) {
+        return json{{"ok", true}, {"state", "sharing"}};
+    });
     REQUIRE(server.has_value());
     const auto sock = worker::control_socket_path(work);
     CHECK(ask_as(k_nobody, sock) == 10); // the 0700 dir: nobody cannot even reach the socket

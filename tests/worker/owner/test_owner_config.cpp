@@ -126,12 +126,14 @@ TEST_CASE("owner config: each mistake names its line and field", "[owner][config
         {"[share]\nteams = [\"a\", 3]\n", 2, "share.teams[1]", "expected a string"},
         {"[share]\nregistries = [\"ghcr io/\"]\n", 2, "share.registries[0]", "without blanks"},
         {"[share]\nwindow = 3\n", 2, "share.window", "[[share.window]]"},
-        {"[[share.window]]\ndays = \"mon-fry\"\nfrom = \"19:00\"\nto = \"08:00\"\n", 2, "share.window[0].days", "`mon-fry`"},
+        {"[[share.window]]\ndays = \"mon-fry\"\nfrom = \"19:00\"\nto = \"08:00\"\n", 2, "share.window[0].days",
+         "`mon-fry`"},
         {"[[share.window]]\nfrom = \"25:00\"\nto = \"08:00\"\n", 2, "share.window[0].from", "HH:MM"},
         {"[[share.window]]\nfrom = \"08:00\"\nto = \"08:00\"\n", 3, "share.window[0].to", "all_day = true"},
         {"[[share.window]]\nall_day = true\nfrom = \"08:00\"\n", 3, "share.window[0].from", "no `from` or `to`"},
         {"[[share.window]]\nfrom = \"08:00\"\n", 1, "share.window[0]", "needs `from` and `to`"},
-        {"[[share.window]]\nfrom = \"08:00\"\nto = \"09:00\"\nuntil = \"x\"\n", 4, "share.window[0].until", "unknown key"},
+        {"[[share.window]]\nfrom = \"08:00\"\nto = \"09:00\"\nuntil = \"x\"\n", 4, "share.window[0].until",
+         "unknown key"},
         {"[[gpu]]\nindex = 0\n[[gpu]]\nindex = 0\n", 4, "gpu[1].index", "already described"},
         {"[[gpu]]\nshare = false\n", 1, "gpu[0].index", "missing required key `index`"},
         {"[[gpu]]\nindex = 0\nkeep_mib = -5\n", 3, "gpu[0].keep_mib", "from 0"},
@@ -172,7 +174,8 @@ TEST_CASE("owner config: every problem of a file is reported at once, in order",
 TEST_CASE("owner config: a missing file is named and flags win over the file in merge", "[owner][config]") {
     auto missing = worker::load_owner_config("/nonexistent/worker.toml");
     REQUIRE_FALSE(missing.has_value());
-    CHECK_THAT(missing.error().message, Catch::Contains("/nonexistent/worker.toml") && Catch::Contains("does not exist"));
+    CHECK_THAT(missing.error().message,
+               Catch::Contains("/nonexistent/worker.toml") && Catch::Contains("does not exist"));
     worker::ShareSettings file;
     file.max_jobs = 4;
     file.cpu_milli = 8000;

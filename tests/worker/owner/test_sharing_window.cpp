@@ -52,7 +52,9 @@ ShareWindow window(const char* days, int from_h, int from_m, int to_h, int to_m)
     return {worker::parse_days(days).value(), from_h * 60 + from_m, to_h * 60 + to_m, false, 0};
 }
 
-ShareWindow all_day(const char* days) { return {worker::parse_days(days).value(), 0, 0, true, 0}; }
+ShareWindow all_day(const char* days) {
+    return {worker::parse_days(days).value(), 0, 0, true, 0};
+}
 
 } // namespace
 
@@ -65,8 +67,8 @@ TEST_CASE("windows: no windows is always open, and so is a week with no gap", "[
     CHECK(always.open);
     CHECK_FALSE(always.changes_at_ms);
     // Nights every day plus days every day: no gap either.
-    const auto joined = worker::sharing_window_at({window("all", 19, 0, 8, 0), window("all", 8, 0, 19, 0)},
-                                                  utc(2026, 12, 1, 12, 0));
+    const auto joined =
+        worker::sharing_window_at({window("all", 19, 0, 8, 0), window("all", 8, 0, 19, 0)}, utc(2026, 12, 1, 12, 0));
     CHECK(joined.open);
     CHECK_FALSE(joined.changes_at_ms);
 }

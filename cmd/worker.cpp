@@ -2,6 +2,7 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "cmd/worker_install.hpp"
 #include "core/client/api_client.hpp"
 #include "core/config/client_config.hpp"
 #include "core/credits/money.hpp"
@@ -327,8 +328,9 @@ void register_worker(Cli& cli) {
                     Reach::local);
     add_help_footer(pause, "gpupool worker pause --why \"my own training tonight\"", "docs/worker.md", Reach::local);
     add_help_footer(resume, "gpupool worker resume", "docs/worker.md", Reach::local);
-    sub->callback([&cli, o, status, pause, resume] {
-        if (!status->parsed() && !pause->parsed() && !resume->parsed()) {
+    register_worker_install(cli, sub);
+    sub->callback([&cli, o, sub] {
+        if (sub->get_subcommands().empty()) { // not status, pause, resume, install, uninstall
             cli.exit_code = run_worker(cli.global, *o);
         }
     });

@@ -84,7 +84,9 @@ int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& 
     worker::SystemctlCommand systemctl(o.systemctl, o.user);
     worker::ServiceReport report;
     auto st = worker::install_service(io, systemctl, report);
-    print_report(global, report, st.has_value(), o.user);
+    if (st || !global.json) { // --json: one document on stdout, the error's when it failed
+        print_report(global, report, st.has_value(), o.user);
+    }
     if (!st) {
         report_error(global, st.error());
         return st.error().code == ErrorCode::conflict || st.error().code == ErrorCode::invalid_input ? k_exit_usage
@@ -125,7 +127,9 @@ int run_worker_uninstall(const GlobalOptions& global, const WorkerInstallOptions
     worker::SystemctlCommand systemctl(o.systemctl, o.user);
     worker::ServiceReport report;
     auto st = worker::uninstall_service({*paths, o.purge}, systemctl, report);
-    print_report(global, report, st.has_value(), o.user);
+    if (st || !global.json) {
+        print_report(global, report, st.has_value(), o.user);
+    }
     if (!st) {
         report_error(global, st.error());
         return st.error().code == ErrorCode::invalid_input ? k_exit_usage : k_exit_failed;

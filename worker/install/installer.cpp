@@ -155,6 +155,7 @@ Result<std::vector<Planned>> plan_install(const InstallOptions& o, const PoolTab
     files[2].path = o.paths.unit;
     files[2].text = *unit;
     files[2].mode = k_mode_0644;
+    files[2].note = "runs " + o.binary.string() + " worker --share";
     std::vector<std::string> conflicts;
     for (std::size_t i = 0; i < files.size(); ++i) {
         auto c = i == 1 ? plan_config(o.paths, pool, o.force, files[i]) : plan_owned(o.paths, o.force, files[i]);

@@ -90,6 +90,8 @@ Result<std::optional<std::string>> plan_config(const ServicePaths& paths, const 
         }
         config.text = *merged;
         config.note = "[pool] updated, the file's other settings kept";
+    } else {
+        config.note = "the old file did not parse: replaced whole";
     }
     return std::optional<std::string>{};
 }

@@ -39,6 +39,13 @@ struct Machine {
     fs::path at(const fs::path& p) const { return paths.on_disk(p); }
 };
 
+// Writes a file, its directories too, and checks that it is there.
+void put(const fs::path& p, const std::string& text) {
+    fs::create_directories(p.parent_path());
+    test::write_file(p, text);
+    REQUIRE(test::slurp(p) == text);
+}
+
 Status install(const InstallOptions& o, RecordingSystemctl& s, ServiceReport& r) {
     return install_service(o, s, r);
 }
@@ -94,7 +101,7 @@ TEST_CASE("worker install: different settings are refused without --force, repla
     REQUIRE(install(m.install_options(), s, r).has_value());
     // The owner added terms of their own to worker.toml.
     const std::string owners = test::slurp(m.at(m.paths.config)) + "\n[share]\nmax_jobs = 2\n";
-    test::write_file(m.at(m.paths.config), owners);
+    put(m.at(m.paths.config), owners);
     const std::string unit_before = test::slurp(m.at(m.paths.unit));
 
     auto moved = m.install_options();
@@ -165,7 +172,7 @@ TEST_CASE("worker uninstall: stops (drains) and removes the service, keeps the w
         ServiceReport r;
         REQUIRE(install(o, s, r).has_value());
     }
-    test::write_file(m.at("/srv/gpupool-spool/worker.json"), "{}");
+    put(m.at("/srv/gpupool-spool/worker.json"), "{}");
     RecordingSystemctl s;
     ServiceReport r;
     REQUIRE(uninstall_service({m.paths, false}, s, r).has_value());
@@ -192,7 +199,7 @@ TEST_CASE("worker uninstall --purge removes the work dir, but only one that look
         ServiceReport r;
         REQUIRE(install(m.install_options(), s, r).has_value());
     }
-    test::write_file(m.at(m.paths.work_dir / "attempts/7/log"), "spooled");
+    put(m.at(m.paths.work_dir / "attempts/7/log"), "spooled");
     RecordingSystemctl s;
     ServiceReport r;
     REQUIRE(uninstall_service({m.paths, true}, s, r).has_value());
@@ -208,7 +215,7 @@ TEST_CASE("worker uninstall --purge removes the work dir, but only one that look
         ServiceReport r2;
         REQUIRE(install(o, s2, r2).has_value());
     }
-    test::write_file(other.at("/home/owner/data/thesis.tex"), "precious");
+    put(other.at("/home/owner/data/thesis.tex"), "precious");
     RecordingSystemctl s3;
     ServiceReport r3;
     auto refused = uninstall_service({other.paths, true}, s3, r3);
@@ -290,4 +297,23 @@ TEST_CASE("worker install/uninstall: the real binary under a temp root with a fa
     CHECK_THAT(user.out, Catch::Contains("/.config/systemd/user/gpupool-worker.service") &&
                              Catch::Contains("loginctl enable-linger"));
     CHECK(test::slurp(calls) == "--user daemon-reload\n--user enable --now gpupool-worker.service\n");
+}
+
+TEST_CASE("worker install: a worker.toml that does not parse is refused, and replaced whole with --force",
+          "[install]") {
+    Machine m;
+    put(m.at(m.paths.config), "[pool\ncoordinator = 1\n");
+    RecordingSystemctl s;
+    ServiceReport r;
+    auto refused = install(m.install_options(), s, r);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK_THAT(refused.error().message, Catch::Contains("/etc/gpupool/worker.toml: does not parse") &&
+                                            Catch::Contains("worker.toml:1"));
+    CHECK_FALSE(fs::exists(m.at(m.paths.unit)));
+    auto forced = m.install_options();
+    forced.force = true;
+    REQUIRE(install(forced, s, r).has_value());
+    CHECK(read_pool_table(test::slurp(m.at(m.paths.config)), "w").value().coordinator == "https://pool.example.org:7443");
+    CHECK(r.steps[1].what == "replaced");
+    CHECK(r.steps[1].note == "the old file did not parse: replaced whole");
 }

@@ -92,6 +92,17 @@ eventually() {
 }
 say() { printf 'nat_test: [%3ds] %s\n' "$((SECONDS - t0))" "$*"; }
 
+# Namespaces an earlier run left behind when it was killed before its trap ran (ctest's timeout
+# kills with SIGKILL): ours are named gpn<pid>-c|r|w; those whose test process is gone go.
+for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep -E '^gpn[0-9]+-[crw]$'); do
+    owner=${ns#gpn}
+    owner=${owner%-*}
+    if ! kill -0 "$owner" 2> /dev/null; then
+        for pid in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$pid" 2> /dev/null; done
+        ip netns del "$ns" 2> /dev/null && echo "nat_test: removed $ns, left by an earlier run" >&2
+    fi
+done
+
 # ---- the network: C (10.213.1.1) -- (10.213.1.2) R (10.213.2.1) -- (10.213.2.2) W ----
 ip netns add "$ns_c" 2> /dev/null || skip "\`ip netns add\` does not work here"
 ip netns add "$ns_r" || fail "ip netns add $ns_r"

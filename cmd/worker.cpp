@@ -2,6 +2,7 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "cmd/worker_install.hpp"
 #include "core/client/api_client.hpp"
 #include "core/config/client_config.hpp"
 #include "core/credits/money.hpp"
@@ -314,14 +315,15 @@ void register_worker(Cli& cli) {
                     "docs/worker.md", Reach::local);
     add_help_footer(reload, "gpupool worker reload", "docs/worker.md", Reach::local);
     add_help_footer(resume, "gpupool worker resume", "docs/worker.md", Reach::local);
-    sub->callback([&cli, o, sub, status, pause, resume, reload] {
+    register_worker_install(cli, sub);
+    sub->callback([&cli, o, sub] {
         for (const char* flag : {"--runtime", "--work-dir", "--cache-dir", "--name", "--slots", "--drain-grace",
                                  "--cpus-milli", "--memory-mib", "--unsafe-process-runtime"}) {
             if (sub->count(flag) > 0) {
                 o->given.insert(flag);
             }
         }
-        if (!status->parsed() && !pause->parsed() && !resume->parsed() && !reload->parsed()) {
+        if (sub->get_subcommands().empty()) { // not status, pause, resume, reload, install, uninstall
             cli.exit_code = run_worker(cli.global, *o);
         }
     });

@@ -37,7 +37,8 @@ net::Response heartbeat(ServiceState& svc, const net::Request&, const Input& in,
     }
     // A GPU its owner reclaimed takes no new work, as a failing one (what runs there stops on the worker).
     auto reply = svc.coord->heartbeat(who, beat->running, api::gpus_without_new_work(*beat), beat->draining,
-                                      beat->inventory ? &*beat->inventory : nullptr, beat->paused);
+                                      beat->inventory ? &*beat->inventory : nullptr,
+                                      beat->sharing != api::SharingState::sharing); // every reason counts as paused for now
     if (!reply) {
         return error_response(reply.error());
     }

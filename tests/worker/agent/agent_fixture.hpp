@@ -142,7 +142,7 @@ public:
             ++m_counts.heartbeats;
             m_counts.draining_heartbeats += beat.draining ? 1 : 0;
             m_counts.unhealthy_heartbeats += beat.unhealthy_gpus.empty() ? 0 : 1;
-            m_counts.paused_heartbeats += beat.paused ? 1 : 0;
+            m_counts.paused_heartbeats += beat.sharing != api::SharingState::sharing ? 1 : 0;
             m_counts.reclaimed_heartbeats += beat.reclaimed_gpus.empty() ? 0 : 1;
         }
         return r;

@@ -66,23 +66,6 @@ json to_json(const OwnerTerms& t) {
     return {{"max_runtime_s", t.max_runtime_s}, {"teams", t.teams}, {"registries", t.registries}};
 }
 
-std::string qualified_image(std::string_view image) {
-    const auto slash = image.find('/');
-    if (slash != std::string_view::npos) {
-        const std::string_view first = image.substr(0, slash);
-        if (first == "docker.io" || first == "index.docker.io") {
-            const std::string_view rest = image.substr(slash + 1);
-            return "docker.io/" + std::string(rest.find('/') == std::string_view::npos ? "library/" : "") +
-                   std::string(rest);
-        }
-        if (first.find_first_of(".:[") != std::string_view::npos || first == "localhost") {
-            return std::string(image); // the first component names the registry
-        }
-        return "docker.io/" + std::string(image);
-    }
-    return "docker.io/library/" + std::string(image);
-}
-
 std::optional<std::string> outside_terms(const OwnerTerms& terms, std::string_view team, std::string_view image,
                                          std::int64_t max_runtime_s) {
     if (!terms.teams.empty() && std::find(terms.teams.begin(), terms.teams.end(), team) == terms.teams.end()) {

@@ -10,6 +10,7 @@
 // Pure functions, thread-safe.
 #pragma once
 
+#include "core/recipe/image_ref.hpp"
 #include "core/util/result.hpp"
 
 #include <nlohmann/json_fwd.hpp>
@@ -48,10 +49,8 @@ struct OwnerTerms {
 Result<OwnerTerms> owner_terms_from_json(const nlohmann::json& j, const std::string& field = "terms");
 nlohmann::json to_json(const OwnerTerms& terms);
 
-// The image with its registry spelled out as the engines resolve it: "ubuntu:22.04" ->
-// "docker.io/library/ubuntu:22.04", "me/x" -> "docker.io/me/x"; a reference whose first component
-// is a host ("ghcr.io/...", "localhost/...", "host:5000/...") is returned as it is.
-std::string qualified_image(std::string_view image);
+// The image with its registry spelled out (core/recipe/image_ref.hpp).
+using recipe::qualified_image;
 
 // Why a job (its team's name, image and max_runtime in seconds, 0 = none) is outside the terms,
 // in words for the owner and the researcher; nullopt when the terms allow it. A registry prefix

@@ -350,7 +350,7 @@ public:
     // placed on it (api::OwnerTerms; absent from workers before terms: any job). Neither is durable
     // either: the worker says both in every heartbeat. GPUs in `reclaimed_gpus` are taken as
     // unhealthy ones (no new work there).
-    Result<HeartbeatReply> heartbeat(const Principal& who, const api::Heartbeat& beat);
+    Result<HeartbeatReply> receive_heartbeat(const Principal& who, const api::Heartbeat& beat);
     // The same from its parts (tests): `paused` is SharingState::paused.
     Result<HeartbeatReply> heartbeat(const Principal& who, const std::vector<AttemptId>& running,
                                      const std::vector<std::int64_t>& unhealthy_gpus = {}, bool draining = false,

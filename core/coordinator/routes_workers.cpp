@@ -35,7 +35,7 @@ net::Response heartbeat(ServiceState& svc, const net::Request&, const Input& in,
     if (!beat) {
         return error_response(beat.error());
     }
-    auto reply = svc.coord->heartbeat(who, *beat);
+    auto reply = svc.coord->receive_heartbeat(who, *beat);
     if (!reply) {
         return error_response(reply.error());
     }

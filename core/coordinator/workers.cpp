@@ -239,10 +239,10 @@ Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::v
         beat.inventory = *inventory;
     }
     beat.sharing = paused ? api::SharingState::paused : api::SharingState::sharing;
-    return heartbeat(who, beat);
+    return receive_heartbeat(who, beat);
 }
 
-Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const api::Heartbeat& beat) {
+Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, const api::Heartbeat& beat) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers send heartbeats");
     }

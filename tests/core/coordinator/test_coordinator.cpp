@@ -494,8 +494,8 @@ api::Heartbeat beat_with(std::optional<api::OwnerTerms> terms,
 TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and a job none takes says why",
           "[coordinator]") {
     Pool p;
-    REQUIRE(p.coord->heartbeat(p.worker, beat_with(api::OwnerTerms{0, {"others"}, {}})));
-    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(api::OwnerTerms{0, {}, {"ghcr.io/"}})));
+    REQUIRE(p.coord->receive_heartbeat(p.worker, beat_with(api::OwnerTerms{0, {"others"}, {}})));
+    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(api::OwnerTerms{0, {}, {"ghcr.io/"}})));
     const JobId fellows_job = p.submit({job_spec("f")})[0]; // team fellows, image busybox
     p.coord->tick();
     CHECK(p.state(fellows_job) == JobState::queued);
@@ -512,7 +512,7 @@ TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and 
     CHECK_FALSE(p.coord->pool_view_drift().has_value());
 
     // The owner of box-2 drops its terms (a worker from before terms sends none): any job.
-    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(std::nullopt)));
+    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt)));
     p.coord->tick();
     REQUIRE(p.assigned(p.worker2).size() == 1);
     CHECK(p.assigned(p.worker2)[0].job == fellows_job);
@@ -521,8 +521,8 @@ TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and 
 
 TEST_CASE("coordinator: terms that name a team created later take its jobs once it exists", "[coordinator]") {
     Pool p;
-    REQUIRE(p.coord->heartbeat(p.worker, beat_with(api::OwnerTerms{0, {"late"}, {}})));
-    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(api::OwnerTerms{0, {"late"}, {}})));
+    REQUIRE(p.coord->receive_heartbeat(p.worker, beat_with(api::OwnerTerms{0, {"late"}, {}})));
+    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(api::OwnerTerms{0, {"late"}, {}})));
     const JobId early = p.submit({job_spec("early")})[0];
     p.coord->tick();
     CHECK(p.state(early) == JobState::queued);
@@ -541,8 +541,8 @@ TEST_CASE("coordinator: terms that name a team created later take its jobs once 
 TEST_CASE("coordinator: workers not sharing take no work, and the queue says why and until when", "[coordinator]") {
     Pool p;
     const std::int64_t opens = p.clock.now_ms() + 3 * 3600 * 1000;
-    REQUIRE(p.coord->heartbeat(p.worker, beat_with(std::nullopt, api::SharingState::outside_window, opens)));
-    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::outside_window, opens + 60'000)));
+    REQUIRE(p.coord->receive_heartbeat(p.worker, beat_with(std::nullopt, api::SharingState::outside_window, opens)));
+    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::outside_window, opens + 60'000)));
     CHECK(p.coord->presence(p.worker.worker.value()) == "off-hours");
     const JobId id = p.submit({job_spec("a")})[0];
     p.coord->tick();
@@ -550,13 +550,13 @@ TEST_CASE("coordinator: workers not sharing take no work, and the queue says why
     CHECK(p.coord->waiting_reason(id) ==
           "no worker is taking work: 2 are outside their owners' sharing hours (the first shares again in 3h)");
 
-    REQUIRE(p.coord->heartbeat(p.worker, beat_with(std::nullopt, api::SharingState::paused)));
-    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::reclaimed)));
+    REQUIRE(p.coord->receive_heartbeat(p.worker, beat_with(std::nullopt, api::SharingState::paused)));
+    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::reclaimed)));
     CHECK(p.coord->presence(p.worker2.worker.value()) == "reclaimed");
     p.coord->tick();
     CHECK(p.coord->waiting_reason(id) == "no worker is taking work: 1 is paused by its owner, 1 is in use by its owner");
 
-    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(std::nullopt)));
+    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt)));
     p.coord->tick();
     CHECK(p.assigned(p.worker2).size() == 1);
     CHECK_FALSE(p.coord->pool_view_drift().has_value());
@@ -568,8 +568,8 @@ TEST_CASE("coordinator: a GPU its owner reclaimed takes no new work, the worker'
     api::Heartbeat b;
     b.inventory = two;
     b.reclaimed_gpus = {0};
-    REQUIRE(p.coord->heartbeat(p.worker, b));
-    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::paused)));
+    REQUIRE(p.coord->receive_heartbeat(p.worker, b));
+    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::paused)));
     p.submit({job_spec("a", 1000), job_spec("b", 1000)});
     p.coord->tick();
     const auto got = p.assigned(p.worker);

@@ -2,6 +2,7 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "cmd/worker_install.hpp"
 #include "core/client/api_client.hpp"
 #include "core/config/client_config.hpp"
 #include "core/credits/money.hpp"
@@ -46,12 +47,95 @@ void print_inventory(const GlobalOptions& global, const std::vector<worker::GpuI
                  "the pool.\n";
 }
 
+std::string expand_home(const std::string& path) {
+    const char* home = std::getenv("HOME");
+    return path.starts_with("~/") && home != nullptr ? std::string(home) + path.substr(1) : path;
+}
+
+// The [pool] settings of worker.toml where no flag gave them.
+void apply_pool_settings(const worker::PoolSettings& pool, const GlobalOptions& global, WorkerCmdOptions& o,
+                         config::ClientOverrides& ov) {
+    const auto unset = [&](const char* flag) { return o.given.count(flag) == 0; };
+    if (!ov.url && pool.coordinator) {
+        ov.url = *pool.coordinator;
+    }
+    if (!global.token && !global.token_file && pool.token_file) {
+        ov.token_file = expand_home(*pool.token_file);
+    }
+    if (!global.ca_cert && pool.ca_cert) {
+        ov.ca_cert = expand_home(*pool.ca_cert);
+    }
+    for (auto [flag, slot, value] : {std::tuple{"--name", &o.name, pool.name}, std::tuple{"--work-dir", &o.work_dir, pool.work_dir},
+                                     std::tuple{"--cache-dir", &o.cache_dir, pool.cache_dir},
+                                     std::tuple{"--runtime", &o.runtime, pool.runtime}}) {
+        if (unset(flag) && value) {
+            *slot = std::string(flag) == "--name" || std::string(flag) == "--runtime" ? *value : expand_home(*value);
+        }
+    }
+    if (unset("--unsafe-process-runtime") && pool.unsafe_process_runtime) {
+        o.unsafe_process_runtime = *pool.unsafe_process_runtime;
+    }
+}
+
+// The [share] settings the flags give (they win over the file, at start and on every reload).
+worker::ShareSettings share_flags(const WorkerCmdOptions& o, std::int64_t drain_s) {
+    worker::ShareSettings f;
+    if (o.given.count("--slots")) {
+        f.max_jobs = o.slots;
+    }
+    if (o.given.count("--cpus-milli") && o.cpu_milli > 0) {
+        f.cpu_milli = o.cpu_milli;
+    }
+    if (o.given.count("--memory-mib") && o.memory_mib > 0) {
+        f.memory_mib = o.memory_mib;
+    }
+    if (o.given.count("--drain-grace")) {
+        f.drain_grace_s = drain_s;
+    }
+    return f;
+}
+
 } // namespace
+
+Result<std::optional<worker::OwnerConfig>> load_worker_toml(const WorkerCmdOptions& o) {
+    fs::path path = o.config.empty() ? worker::default_owner_config_path() : fs::path(o.config);
+    std::error_code ec;
+    if (o.config.empty() && !fs::exists(path, ec)) {
+        return std::optional<worker::OwnerConfig>();
+    }
+    auto cfg = worker::load_owner_config(path);
+    if (!cfg) {
+        return cfg.error();
+    }
+    return std::optional<worker::OwnerConfig>(std::move(*cfg));
+}
+
+// Absolute, so that what the worker hands its jobs (GPUPOOL_OUTPUT_DIR under the process runtime)
+// does not depend on their working directory.
+fs::path worker_work_dir(const WorkerCmdOptions& o, const std::optional<worker::OwnerConfig>& cfg) {
+    fs::path dir = default_data_dir() + "/worker";
+    if (!o.work_dir.empty()) {
+        dir = o.work_dir;
+    } else if (cfg && cfg->pool.work_dir) {
+        dir = expand_home(*cfg->pool.work_dir);
+    }
+    std::error_code ec;
+    fs::path abs = fs::absolute(dir, ec);
+    return ec ? dir : abs;
+}
 
 int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     config::ClientOverrides ov = overrides(global);
     if (!o.coordinator.empty()) {
         ov.url = o.coordinator;
+    }
+    auto owner_file = load_worker_toml(o);
+    if (!owner_file) {
+        report_error(global, owner_file.error());
+        return k_exit_usage;
+    }
+    if (*owner_file) {
+        apply_pool_settings((*owner_file)->pool, global, o, ov);
     }
     worker::NvidiaSmiProbe probe;
     if (!o.share) {
@@ -77,15 +161,21 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
         report_error(global, cfg.error());
         return k_exit_usage;
     }
-    auto drain = resources::parse_duration_s(o.drain_grace);
-    if (!drain) {
-        Error e = drain.error();
-        e.field = "--drain-grace";
-        report_error(global, e);
-        return k_exit_usage;
+    std::int64_t durations[3] = {};
+    const std::pair<const char*, const std::string*> duration_flags[3] = {
+        {"--drain-grace", &o.drain_grace}, {"--reclaim-grace", &o.reclaim_grace}, {"--reclaim-quiet", &o.reclaim_quiet}};
+    for (int i = 0; i < 3; ++i) {
+        auto d = resources::parse_duration_s(*duration_flags[i].second);
+        if (!d) {
+            Error e = d.error();
+            e.field = duration_flags[i].first;
+            report_error(global, e);
+            return k_exit_usage;
+        }
+        durations[i] = *d;
     }
     worker::AgentOptions ao;
-    ao.work_dir = o.work_dir.empty() ? default_data_dir() + "/worker" : o.work_dir;
+    ao.work_dir = worker_work_dir(o, *owner_file);
     auto runtime = worker::make_runtime(o.runtime, o.runtime_args, o.container_args, ao.work_dir / "process-runtime");
     if (!runtime) {
         report_error(global, runtime.error());
@@ -99,7 +189,12 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     ao.slots = o.slots;
     ao.cpu_milli = o.cpu_milli;
     ao.memory_mib = o.memory_mib;
-    ao.drain_grace = std::chrono::seconds(*drain);
+    ao.share_flags = share_flags(o, durations[0]);
+    ao.share = *owner_file ? worker::merge(ao.share_flags, (*owner_file)->share) : ao.share_flags;
+    ao.config_file = *owner_file ? fs::path((*owner_file)->file) : fs::path();
+    ao.drain_grace = std::chrono::seconds(ao.share.drain_grace_s.value_or(durations[0]));
+    ao.reclaim_grace = std::chrono::seconds(durations[1]);
+    ao.reclaim_quiet = std::chrono::seconds(durations[2]);
     ao.heartbeat = std::chrono::milliseconds(o.heartbeat_ms);
     ao.poll_wait = std::chrono::milliseconds(o.poll_wait_ms);
     ao.stop_grace = std::chrono::milliseconds(o.stop_grace_ms);
@@ -120,6 +215,7 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGUSR2); // our own wake-up for the signal thread
+    sigaddset(&signals, SIGHUP);  // re-read worker.toml
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     // The owner's view, at any log level: what is offered, then one line per job start and end.
     ao.on_event = [json_out = global.json](const std::string& line) {
@@ -135,20 +231,25 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     worker::Agent agent(ao, **runtime, probe);
     std::thread waiter([&] {
         int sig = 0;
-        sigwait(&signals, &sig);
+        const auto next = [&] {
+            while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+                agent.reload(); // the outcome is told as an event
+            }
+        };
+        next();
         if (sig == SIGUSR2) {
             return;
         }
         spdlog::warn("signal {}: draining: running jobs may finish (send it again to stop them now)", sig);
         agent.drain();
-        sigwait(&signals, &sig);
+        next();
         if (sig == SIGUSR2) {
             return;
         }
         spdlog::warn("signal {}: stopping the running jobs now and handing them back to the pool (again to leave "
                      "at once)", sig);
         agent.drain_now();
-        sigwait(&signals, &sig);
+        next();
         if (sig != SIGUSR2) {
             spdlog::warn("signal {}: leaving now; undelivered results stay spooled for the next start", sig);
             agent.stop();
@@ -169,121 +270,12 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     return k_exit_ok;
 }
 
-// `gpupool worker status`: the owner's view with the identity the machine already has (no
-// second token): which pool and worker this is, what its team has earned, what is spooled.
-int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
-    const fs::path work = o.work_dir.empty() ? fs::path(default_data_dir() + "/worker") : fs::path(o.work_dir);
-    const auto id = worker::read_stored_identity(work);
-    if (!id) {
-        report_error(global, make_error(ErrorCode::not_found,
-                                        "no worker identity in " + (work / "worker.json").string() +
-                                            ": this machine has not joined a pool with this work dir "
-                                            "(`gpupool worker --share`; or pass --work-dir)",
-                                        "--work-dir"));
-        return k_exit_failed;
-    }
-    const std::string& coordinator = id->coordinator;
-    if (!coordinator.starts_with("http://") && !coordinator.starts_with("https://")) {
-        report_error(global, make_error(ErrorCode::invalid_input,
-                                        "this work dir belongs to the local pool of `gpupool run` (" + coordinator +
-                                            "), which has no earnings",
-                                        "--work-dir"));
-        return k_exit_failed;
-    }
-    std::size_t spooled = 0;
-    std::error_code ec;
-    for (auto it = fs::directory_iterator(work / "attempts", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        ++spooled;
-    }
-    config::ClientConfig cfg;
-    cfg.url = coordinator;
-    cfg.url_source = (work / "worker.json").string();
-    cfg.token = id->token;
-    if (global.ca_cert) {
-        cfg.ca_cert = *global.ca_cert;
-    }
-    client::ApiClient api(cfg);
-    auto credits = api.get("/v1/credits?limit=" + std::to_string(o.status_limit));
-    if (!credits) {
-        report_error(global, credits.error());
-        return k_exit_failed;
-    }
-    if (global.json) {
-        const auto paused = worker::paused_since(work);
-        std::cout << nlohmann::json{{"coordinator", coordinator},
-                                    {"worker_id", id->worker_id},
-                                    {"paused", paused ? nlohmann::json(*paused) : nlohmann::json()},
-                                    {"spooled_attempts", spooled},
-                                    {"credits", *credits}}
-                         .dump(2)
-                  << '\n';
-        return k_exit_ok;
-    }
-    const auto& c = *credits;
-    const std::string team_account = "team:" + std::to_string(c["team_id"].get<std::int64_t>());
-    const std::string settling_account = "settling:" + std::to_string(c["team_id"].get<std::int64_t>());
-    std::cout << "worker " << id->worker_id << " of team " << printable(c["team"]) << " on "
-              << coordinator << " (work dir " << work.string() << ", " << spooled << " attempt(s) spooled)\n";
-    const auto paused = worker::paused_since(work);
-    std::cout << "  sharing     "
-              << (paused ? "paused since " + printable(*paused) + " (`gpupool worker resume` shares again)"
-                         : std::string("on (`gpupool worker pause` stops new jobs)"))
-              << '\n';
-    std::cout << "  available   " << credits::format_credits(c["balance_micro"].get<std::int64_t>()) << " credits\n";
-    std::cout << "  settling    " << credits::format_credits(c.value("settling_micro", std::int64_t{0}))
-              << " credits (earned, paid out when the pool's settling period ends)\n";
-    std::vector<std::vector<std::string>> rows{{"WHEN (UTC)", "AMOUNT", "WHAT"}};
-    for (const auto& e : c["movements"]) {
-        const std::string reason = e["reason"].get<std::string>();
-        const bool earning = reason == "charge" && (e["credit"] == team_account || e["credit"] == settling_account);
-        const bool voided = reason == "refund" && (e["debit"] == team_account || e["debit"] == settling_account);
-        if (!earning && !voided && reason != "payout") {
-            continue;
-        }
-        const std::string amount = credits::format_credits(e["amount_micro"].get<std::int64_t>());
-        const std::string attempt = e["attempt"].is_number_integer() ? std::to_string(e["attempt"].get<std::int64_t>()) : "?";
-        rows.push_back({format_time(e["at"]), earning ? "+" + amount : voided ? "-" + amount : amount,
-                        earning   ? "earned for attempt " + attempt + (e["credit"] == settling_account ? " (settling)" : "")
-                        : voided  ? "voided: attempt " + attempt + " (" + e["note"].get<std::string>() + ")"
-                                  : "paid out for attempt " + attempt});
-    }
-    if (rows.size() > 1) {
-        std::cout << "\nrecent earnings (newest first):\n";
-        print_table(rows);
-    }
-    return k_exit_ok;
-}
-
-// `gpupool worker pause|resume`: flips <work_dir>/paused, which the running worker reads before each
-// heartbeat (a stopped worker finds it at its next start).
-int run_worker_pause(const GlobalOptions& global, const WorkerCmdOptions& o, bool pause) {
-    const fs::path work = o.work_dir.empty() ? fs::path(default_data_dir() + "/worker") : fs::path(o.work_dir);
-    if (!worker::read_stored_identity(work)) {
-        report_error(global, make_error(ErrorCode::not_found,
-                                        "no worker identity in " + (work / "worker.json").string() +
-                                            ": no worker shares from this work dir (pass --work-dir)",
-                                        "--work-dir"));
-        return k_exit_failed;
-    }
-    auto st = pause ? worker::pause_sharing(work, o.pause_why) : worker::resume_sharing(work);
-    if (!st) {
-        report_error(global, st.error());
-        return k_exit_failed;
-    }
-    if (global.json) {
-        std::cout << nlohmann::json{{"paused", pause}, {"work_dir", work.string()}}.dump() << '\n';
-    } else {
-        std::cout << (pause ? "paused: the worker takes no new jobs from its next heartbeat (seconds); running jobs go "
-                              "on. `gpupool worker resume` shares again\n"
-                            : "resumed: the worker takes jobs again from its next heartbeat\n");
-    }
-    return k_exit_ok;
-}
-
 void register_worker(Cli& cli) {
     auto o = std::make_shared<WorkerCmdOptions>();
     CLI::App* sub = add_command(cli, "worker", "Share this machine's GPU with the pool (outbound connections only)");
     sub->add_flag("--share", o->share, "Join the pool and run its jobs (without it: show what would be shared)");
+    sub->add_option("--config", o->config,
+                    "The owner's terms, worker.toml (default ~/.config/gpupool/worker.toml when it exists; flags win)");
     sub->add_option("--coordinator", o->coordinator, "Coordinator URL (same as --url)");
     sub->add_option("--runtime", o->runtime, "How jobs run: podman, docker, or process (no isolation)")
         ->check(CLI::IsMember(worker::runtime_names()))
@@ -298,6 +290,12 @@ void register_worker(Cli& cli) {
     sub->add_option("--container-arg", o->container_args,
                     "Extra flag for every job's container (repeatable), e.g. --container-arg=--network=none");
     sub->add_option("--drain-grace", o->drain_grace, "On SIGTERM, how long running jobs may finish")->capture_default_str();
+    sub->add_option("--reclaim-grace", o->reclaim_grace,
+                    "When you use a shared GPU yourself, how long the pool's jobs on it get to stop")
+        ->capture_default_str();
+    sub->add_option("--reclaim-quiet", o->reclaim_quiet,
+                    "How long a GPU you used must be free of your processes before it is shared again")
+        ->capture_default_str();
     sub->add_option("--cpus-milli", o->cpu_milli, "CPU to offer, in milli-CPUs (default: all cores)");
     sub->add_option("--memory-mib", o->memory_mib, "Memory to offer, in MiB (default: all)");
     sub->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period at most (lease/3 when shorter)")->capture_default_str();
@@ -305,30 +303,45 @@ void register_worker(Cli& cli) {
     sub->add_option("--stop-grace-ms", o->stop_grace_ms, "SIGTERM to SIGKILL for cancelled or preempted jobs")
         ->capture_default_str();
     CLI::App* status = sub->add_subcommand(
-        "status", "What this machine's worker has earned, with the identity it already has (no token needed)");
+        "status", "Whether this machine shares now, what runs on each GPU, and what it has earned (no token needed)");
     status->add_option("--limit", o->status_limit, "How many recent movements to look through")->capture_default_str();
     status->fallthrough(); // `worker status --work-dir D`
     status->callback([&cli, o] { cli.exit_code = run_worker_status(cli.global, *o); });
     CLI::App* pause = sub->add_subcommand(
-        "pause", "Stop taking new jobs on this machine (running ones go on); the worker tells the pool within seconds");
+        "pause", "Stop taking new jobs on this machine (running ones go on unless --now); kept across restarts");
     pause->add_option("--why", o->pause_why, "A note for yourself, shown by `worker status`");
+    pause->add_option("--for", o->pause_for, "Share again by itself after this long (e.g. 2h)");
+    pause->add_flag("--now", o->pause_now, "Also stop the running jobs now and hand them back to the pool (not charged)");
     pause->fallthrough();
     pause->callback([&cli, o] { cli.exit_code = run_worker_pause(cli.global, *o, true); });
     CLI::App* resume = sub->add_subcommand("resume", "Take jobs again after `worker pause`");
     resume->fallthrough();
     resume->callback([&cli, o] { cli.exit_code = run_worker_pause(cli.global, *o, false); });
+    CLI::App* reload = sub->add_subcommand("reload", "Make the running worker re-read worker.toml (as SIGHUP does)");
+    reload->fallthrough();
+    reload->callback([&cli, o] { cli.exit_code = run_worker_reload(cli.global, *o); });
     add_help_footer(sub,
                     "gpupool worker                                     # what this machine would offer\n"
                     "gpupool worker --share --coordinator URL --token-file enroll.token\n"
-                    "gpupool worker pause --why \"training tonight\"      # then: gpupool worker resume\n"
+                    "gpupool worker --share --config ~/.config/gpupool/worker.toml\n"
+                    "gpupool worker pause --for 3h --why \"training\"      # or: gpupool worker resume\n"
                     "gpupool worker status",
                     "docs/worker.md (every option, the work dir, what the owner sees)", Reach::coordinator);
     add_help_footer(status, "gpupool worker status\ngpupool worker status --work-dir /srv/gpupool", "docs/worker.md",
                     Reach::local);
-    add_help_footer(pause, "gpupool worker pause --why \"my own training tonight\"", "docs/worker.md", Reach::local);
+    add_help_footer(pause, "gpupool worker pause --why \"my own training tonight\"\ngpupool worker pause --for 2h --now",
+                    "docs/worker.md", Reach::local);
+    add_help_footer(reload, "gpupool worker reload", "docs/worker.md", Reach::local);
     add_help_footer(resume, "gpupool worker resume", "docs/worker.md", Reach::local);
-    sub->callback([&cli, o, status, pause, resume] {
-        if (!status->parsed() && !pause->parsed() && !resume->parsed()) {
+    register_worker_install(cli, sub);
+    sub->callback([&cli, o, sub] {
+        for (const char* flag : {"--runtime", "--work-dir", "--cache-dir", "--name", "--slots", "--drain-grace",
+                                 "--cpus-milli", "--memory-mib", "--unsafe-process-runtime"}) {
+            if (sub->count(flag) > 0) {
+                o->given.insert(flag);
+            }
+        }
+        if (sub->get_subcommands().empty()) { // not status, pause, resume, reload, install, uninstall
             cli.exit_code = run_worker(cli.global, *o);
         }
     });

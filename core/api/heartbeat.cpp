@@ -2,6 +2,8 @@
 
 #include "core/api/field_reader.hpp"
 
+#include <algorithm>
+
 namespace gpupool::api {
 
 using nlohmann::json;
@@ -11,6 +13,14 @@ namespace {
 constexpr std::size_t k_max_warning_bytes = 64 * 1024;
 } // namespace
 
+std::vector<std::int64_t> gpus_without_new_work(const Heartbeat& h) {
+    std::vector<std::int64_t> out = h.unhealthy_gpus;
+    out.insert(out.end(), h.reclaimed_gpus.begin(), h.reclaimed_gpus.end());
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
 Result<Heartbeat> heartbeat_from_json(const json& j) {
     if (!j.is_object()) {
         return make_error(ErrorCode::invalid_input, std::string("expected an object, got ") + j.type_name(), "body");
@@ -19,10 +29,28 @@ Result<Heartbeat> heartbeat_from_json(const json& j) {
     Heartbeat h;
     h.running = read_ids<AttemptId>(r, "running");
     h.unhealthy_gpus = r.integers("unhealthy_gpus", 0);
+    h.reclaimed_gpus = r.integers("reclaimed_gpus", 0);
     h.draining = r.boolean("draining", false);
-    h.paused = r.boolean("paused", false);
+    const bool legacy_paused = r.boolean("paused", false); // from workers before `sharing`
+    const auto state = r.optional_text("sharing", 64);
+    h.sharing = legacy_paused ? SharingState::paused : SharingState::sharing;
+    if (state) {
+        if (auto s = sharing_state_from_string(*state)) {
+            h.sharing = *s;
+        } else {
+            r.fail("expected sharing, paused, outside_window or reclaimed", "sharing");
+        }
+    }
+    h.sharing_changes_at_ms = r.optional_integer("sharing_changes_at_ms", 0, k_max_integer);
     if (r.error()) {
         return *r.error();
+    }
+    if (auto it = j.find("terms"); it != j.end() && !it->is_null()) {
+        auto terms = owner_terms_from_json(*it);
+        if (!terms) {
+            return terms.error();
+        }
+        h.terms = std::move(*terms);
     }
     if (auto it = j.find("inventory"); it != j.end() && !it->is_null()) {
         auto inventory = inventory_from_json(*it);
@@ -37,8 +65,14 @@ Result<Heartbeat> heartbeat_from_json(const json& j) {
 json to_json(const Heartbeat& h) {
     json j{{"running", ids_json(h.running)},
            {"unhealthy_gpus", h.unhealthy_gpus},
+           {"reclaimed_gpus", h.reclaimed_gpus},
            {"draining", h.draining},
-           {"paused", h.paused}};
+           {"sharing", to_string(h.sharing)},
+           {"paused", h.sharing != SharingState::sharing}, // what coordinators before `sharing` read
+           {"sharing_changes_at_ms", or_null(h.sharing_changes_at_ms)}};
+    if (h.terms) {
+        j["terms"] = to_json(*h.terms);
+    }
     if (h.inventory) {
         j["inventory"] = to_json(*h.inventory);
     }

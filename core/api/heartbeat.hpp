@@ -8,6 +8,7 @@
 #pragma once
 
 #include "core/api/inventory.hpp"
+#include "core/api/owner_terms.hpp"
 #include "core/util/ids.hpp"
 #include "core/util/result.hpp"
 
@@ -23,8 +24,13 @@ namespace gpupool::api {
 struct Heartbeat {
     std::vector<AttemptId> running{};           // the attempts the worker holds (their leases are renewed)
     std::vector<std::int64_t> unhealthy_gpus{}; // indexes of GPUs that are failing (no new work on them)
+    std::vector<std::int64_t> reclaimed_gpus{}; // indexes of GPUs the machine's owner is using (no new work)
     bool draining = false;                      // shutting down: no new work (said in every heartbeat)
-    bool paused = false;                        // its owner paused sharing: no new work, running jobs go on
+    // Whether it takes new work, and why not (running jobs go on). Written also as the `paused` bool
+    // that coordinators from before this field read; read from that bool when a worker sends no state.
+    SharingState sharing = SharingState::sharing;
+    std::optional<std::int64_t> sharing_changes_at_ms{}; // Unix ms when `sharing` changes by itself (a window, a timed pause)
+    std::optional<OwnerTerms> terms{};                    // what its owner allows (worker.toml)
     std::optional<Inventory> inventory{};       // what the machine offers now (after a start)
 };
 
@@ -33,6 +39,9 @@ struct HeartbeatReply {
     std::int64_t lease_ms = 0;
     std::vector<std::string> warnings{}; // about a changed inventory (e.g. a GPU model not in the catalog)
 };
+
+// The GPUs that take no new work: unhealthy or reclaimed, each once, ascending.
+std::vector<std::int64_t> gpus_without_new_work(const Heartbeat& h);
 
 Result<Heartbeat> heartbeat_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const Heartbeat& h);

@@ -29,11 +29,22 @@ Result<Registration> registration_from_json(const json& j) {
         return inventory.error();
     }
     reg.inventory = std::move(*inventory);
+    if (auto it = j.find("terms"); it != j.end() && !it->is_null()) {
+        auto terms = owner_terms_from_json(*it);
+        if (!terms) {
+            return terms.error();
+        }
+        reg.terms = std::move(*terms);
+    }
     return reg;
 }
 
 json to_json(const Registration& reg) {
-    return {{"name", reg.name}, {"inventory", to_json(reg.inventory)}};
+    json j{{"name", reg.name}, {"inventory", to_json(reg.inventory)}};
+    if (reg.terms) {
+        j["terms"] = to_json(*reg.terms);
+    }
+    return j;
 }
 
 Result<RegistrationReply> registration_reply_from_json(const json& j) {

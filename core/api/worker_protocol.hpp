@@ -7,6 +7,7 @@
 
 #include "core/api/inventory.hpp"
 #include "core/api/outcome.hpp"
+#include "core/api/owner_terms.hpp"
 #include "core/util/ids.hpp"
 #include "core/util/result.hpp"
 
@@ -22,6 +23,7 @@ namespace gpupool::api {
 struct Registration {
     std::string name{}; // the worker's name, as its owner gave it (required)
     Inventory inventory{};
+    std::optional<OwnerTerms> terms{}; // what its owner allows (the heartbeats say it again)
 };
 
 struct RegistrationReply {

@@ -84,6 +84,15 @@ void Coordinator::absorb(const Changes& changes) {
         m_teams[t.id] = t;
         m_next_team = std::max(m_next_team, t.id.value() + 1);
     }
+    if (!changes.teams.empty()) {
+        // A new team may be one an owner's terms name (they name teams, the scheduler compares ids).
+        for (auto& [id, live] : m_workers) {
+            if (live.terms && !live.terms->teams.empty()) {
+                set_terms(live, live.terms);
+                m_pool.set_worker(id, live);
+            }
+        }
+    }
     for (const auto& t : changes.tokens) {
         m_tokens[t.hash] = t;
         m_token_hash_by_id[t.id] = t.hash;

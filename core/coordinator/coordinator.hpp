@@ -285,8 +285,16 @@ public:
     std::optional<std::int64_t> last_used(std::int64_t token_id) const;
     Result<std::vector<store::WorkerRecord>> list_workers(const Principal& who) const;
     // How a worker is now: "banned", "drained" (by an admin), "offline" (no heartbeat within the
-    // worker timeout), "paused" (by its owner), "draining" (the worker is shutting down) or "online".
+    // worker timeout), "draining" (the worker is shutting down), "paused" (by its owner),
+    // "off-hours" (outside its owner's sharing hours), "reclaimed" (its owner uses its GPUs) or "online".
     std::string presence(WorkerId worker) const;
+    // What the worker's owner said in its last heartbeat: whether it shares, until when, its terms.
+    struct OwnerSays {
+        api::SharingState sharing = api::SharingState::sharing;
+        std::optional<std::int64_t> changes_at_ms;
+        std::optional<api::OwnerTerms> terms;
+    };
+    OwnerSays owner_says(WorkerId worker) const;
     std::string team_name(TeamId team) const;
     // Who submitted the job: the label of the token it came with ("token N" for an unlabelled one).
     std::string submitter_of(JobId job) const;
@@ -328,15 +336,22 @@ public:
         std::string secret; // the worker's own token, shown once
         std::vector<std::string> warnings; // e.g. GPU models missing from the rate catalog
     };
-    Result<Registered> register_worker(const Principal& who, const std::string& name, const api::Inventory& inventory);
+    // `terms`: what its owner allows (each heartbeat says it again).
+    Result<Registered> register_worker(const Principal& who, const std::string& name, const api::Inventory& inventory,
+                                       const std::optional<api::OwnerTerms>& terms = std::nullopt);
     // `unhealthy_gpus`: indices of GPUs the worker reports as failing (ECC errors, fell off the
     // bus, ...); they get no new work until a later heartbeat reports them healthy again.
     // `draining`: the worker is shutting down and takes no new work (not durable: a draining
     // worker says so in every heartbeat; an admin's drain is the durable kind).
     // `inventory`: what the machine offers now (the registration's shape, validated the same way);
     // sent by a worker after each start, it replaces the stored one when it differs.
-    // `paused`: its owner paused sharing; it takes no new work, its running jobs go on (not
-    // durable either: the worker says so in every heartbeat).
+    // `sharing` other than `sharing` (its owner paused it, it is outside the owner's hours, the
+    // owner uses its GPUs): no new work, running jobs go on; `terms`: only jobs they allow are
+    // placed on it (api::OwnerTerms; absent from workers before terms: any job). Neither is durable
+    // either: the worker says both in every heartbeat. GPUs in `reclaimed_gpus` are taken as
+    // unhealthy ones (no new work there).
+    Result<HeartbeatReply> heartbeat(const Principal& who, const api::Heartbeat& beat);
+    // The same from its parts (tests): `paused` is SharingState::paused.
     Result<HeartbeatReply> heartbeat(const Principal& who, const std::vector<AttemptId>& running,
                                      const std::vector<std::int64_t>& unhealthy_gpus = {}, bool draining = false,
                                      const api::Inventory* inventory = nullptr, bool paused = false);
@@ -455,7 +470,9 @@ private:
     void assign(const sched::PlacementDecision& placement, std::int64_t now, store::Changes& changes);
     std::string team_can_hold(TeamId team, std::int64_t left, std::int64_t now) const;
     std::string credit_wait_reason(const sched::WaitingJob& waiting, std::int64_t now) const;
-    std::string no_worker_reason() const;
+    std::string no_worker_reason(std::int64_t now) const;
+    // Sets the owner's terms on `live`, resolving team names to ids (a name no team has is dropped).
+    void set_terms(LiveWorker& live, std::optional<api::OwnerTerms> terms) const;
     Result<IssuedToken> issue(Role role, std::optional<TeamId> team, std::optional<WorkerId> worker,
                               const std::string& label, store::Changes& changes);
 

@@ -53,7 +53,8 @@ void PoolView::set_worker(WorkerId id, const LiveWorker& worker) {
     auto [it, added] = m_workers.try_emplace(id);
     WorkerEntry& e = it->second;
     const bool offered = e.offers;
-    e.offers = worker.record.state == WorkerState::active && !worker.draining && !worker.paused;
+    e.offers = worker.record.state == WorkerState::active && !worker.draining &&
+               worker.sharing == api::SharingState::sharing;
     e.last_seen_ms = worker.record.last_seen_at;
     sched::Worker& b = e.base;
     b.id = id;
@@ -61,6 +62,7 @@ void PoolView::set_worker(WorkerId id, const LiveWorker& worker) {
     b.cpu_milli_total = b.cpu_milli_free = worker.cpu_milli;
     b.memory_mib_total = b.memory_mib_free = worker.memory_mib;
     b.slots_free = worker.slots > 0 ? std::optional<std::int64_t>(worker.slots) : std::nullopt;
+    b.terms = worker.placement_terms;
     if (added || worker.gpus.size() != b.gpus.size() || worker.gpu_models.size() != b.gpus.size() ||
         !std::equal(worker.gpus.begin(), worker.gpus.end(), b.gpus.begin(),
                     [](const sched::Gpu& x, const sched::Gpu& y) { return x.memory_mib == y.memory_mib; }) ||

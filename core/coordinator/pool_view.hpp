@@ -15,6 +15,7 @@
 #pragma once
 
 #include "core/api/inventory.hpp"
+#include "core/api/owner_terms.hpp"
 #include "core/sched/admission.hpp"
 #include "core/sched/cluster.hpp"
 #include "core/store/records.hpp"
@@ -41,7 +42,11 @@ struct LiveWorker {
     std::int64_t slots = 0;                   // most jobs at once (inventory `slots`); 0 = no cap
     std::vector<std::int64_t> unhealthy_gpus; // from the last heartbeat (not durable)
     bool draining = false;                    // from the last heartbeat (not durable)
-    bool paused = false;                      // by its owner, from the last heartbeat (not durable)
+    // What its owner said in the last heartbeat (not durable: every heartbeat says it again).
+    api::SharingState sharing = api::SharingState::sharing; // anything else takes no new work
+    std::optional<std::int64_t> sharing_changes_at_ms;      // when that changes by itself
+    std::optional<api::OwnerTerms> terms;                    // what the owner allows, as told
+    std::optional<sched::WorkerTerms> placement_terms;       // the same, team names resolved to ids
 };
 
 class PoolView {
@@ -77,7 +82,7 @@ public:
 
 private:
     struct WorkerEntry {
-        bool offers = false; // active, not draining, not paused (time aside)
+        bool offers = false; // active, not draining, sharing (time aside)
         std::int64_t last_seen_ms = 0;
         bool in_view = false;
         sched::Worker base; // totals, GPUs with their models, slots: free amounts as if idle

@@ -108,12 +108,16 @@ net::Response list_workers(ServiceState& svc, const net::Request&, const Input&,
     }
     json out = json::array();
     for (const auto& w : *list) {
+        const auto says = svc.coord->owner_says(w.id);
         out.push_back({{"id", w.id.value()},
                        {"team", w.team.value()},
                        {"team_name", svc.coord->team_name(w.team)},
                        {"name", w.name},
                        {"state", to_string(w.state)},
                        {"presence", svc.coord->presence(w.id)},
+                       {"sharing", api::to_string(says.sharing)},
+                       {"sharing_changes_at_ms", says.changes_at_ms ? json(*says.changes_at_ms) : json()},
+                       {"terms", says.terms ? api::to_json(*says.terms) : json()},
                        {"last_seen_at", w.last_seen_at},
                        {"inventory", json::parse(w.inventory_json, nullptr, false)}});
     }

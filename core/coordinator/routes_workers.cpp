@@ -18,7 +18,7 @@ net::Response register_worker(ServiceState& svc, const net::Request&, const Inpu
     if (!req) {
         return error_response(req.error());
     }
-    auto reg = svc.coord->register_worker(who, req->name, req->inventory);
+    auto reg = svc.coord->register_worker(who, req->name, req->inventory, req->terms);
     if (!reg) {
         return error_response(reg.error());
     }
@@ -35,8 +35,7 @@ net::Response heartbeat(ServiceState& svc, const net::Request&, const Input& in,
     if (!beat) {
         return error_response(beat.error());
     }
-    auto reply = svc.coord->heartbeat(who, beat->running, beat->unhealthy_gpus, beat->draining,
-                                      beat->inventory ? &*beat->inventory : nullptr, beat->paused);
+    auto reply = svc.coord->heartbeat(who, *beat);
     if (!reply) {
         return error_response(reply.error());
     }

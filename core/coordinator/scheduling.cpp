@@ -49,14 +49,40 @@ std::string Coordinator::credit_wait_reason(const sched::WaitingJob& w, std::int
     return out;
 }
 
-std::string Coordinator::no_worker_reason() const {
+std::string Coordinator::no_worker_reason(std::int64_t now) const {
+    // "no worker is taking work: 1 is paused by its owner, 2 are outside their owners' sharing
+    // hours (the first shares again in 3h10m)"
     std::size_t paused = 0;
+    std::size_t off_hours = 0;
+    std::size_t reclaimed = 0;
+    std::optional<std::int64_t> next;
     for (const auto& [id, w] : m_workers) {
-        paused += (w.paused && presence(id) == "paused") ? 1 : 0;
+        const std::string p = presence(id);
+        paused += p == "paused" ? 1 : 0;
+        off_hours += p == "off-hours" ? 1 : 0;
+        reclaimed += p == "reclaimed" ? 1 : 0;
+        if ((p == "paused" || p == "off-hours") && w.sharing_changes_at_ms && *w.sharing_changes_at_ms > now) {
+            next = std::min(next.value_or(*w.sharing_changes_at_ms), *w.sharing_changes_at_ms);
+        }
     }
-    return paused == 0 ? std::string("no worker is connected")
-                       : "no worker is taking work: " + std::to_string(paused) + (paused == 1 ? " is" : " are") +
-                             " paused by its owner";
+    if (paused + off_hours + reclaimed == 0) {
+        return "no worker is connected";
+    }
+    std::string out = "no worker is taking work";
+    std::string sep = ": ";
+    auto add = [&](std::size_t n, const char* one, const char* many) {
+        if (n > 0) {
+            out += sep + std::to_string(n) + (n == 1 ? one : many);
+            sep = ", ";
+        }
+    };
+    add(paused, " is paused by its owner", " are paused by their owners");
+    add(off_hours, " is outside its owner's sharing hours", " are outside their owners' sharing hours");
+    add(reclaimed, " is in use by its owner", " are in use by their owners");
+    if (next) {
+        out += " (the first shares again in " + resources::format_duration_s((*next - now + 999) / 1000) + ")";
+    }
+    return out;
 }
 
 // ---- the pass's input --------------------------------------------------------------------------
@@ -174,7 +200,7 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
     if (in.view.workers.empty()) {
         // Nothing to place on: the admission reasons still say which jobs would wait anyway.
         const auto admitted = sched::admit(in.queued, in.view.workers, in.admission, d.waiting);
-        const std::string why = no_worker_reason();
+        const std::string why = no_worker_reason(now);
         for (const auto& job : admitted.jobs) {
             d.waiting.push_back({job.id, sched::PlaceOutcome::not_now, why, sched::Gate::none, {}});
         }

@@ -39,7 +39,37 @@ std::string Coordinator::presence(WorkerId worker) const {
     if (w.draining) {
         return "draining";
     }
-    return w.paused ? "paused" : "online";
+    switch (w.sharing) {
+    case api::SharingState::paused: return "paused";
+    case api::SharingState::outside_window: return "off-hours";
+    case api::SharingState::reclaimed: return "reclaimed";
+    case api::SharingState::sharing: break;
+    }
+    return "online";
+}
+
+Coordinator::OwnerSays Coordinator::owner_says(WorkerId worker) const {
+    const LiveWorker& w = m_workers.at(worker);
+    return {w.sharing, w.sharing_changes_at_ms, w.terms};
+}
+
+void Coordinator::set_terms(LiveWorker& live, std::optional<api::OwnerTerms> terms) const {
+    live.terms = std::move(terms);
+    live.placement_terms.reset();
+    if (!live.terms) {
+        return;
+    }
+    sched::WorkerTerms& t = live.placement_terms.emplace();
+    t.max_runtime_s = live.terms->max_runtime_s;
+    t.registries = live.terms->registries;
+    if (!live.terms->teams.empty()) {
+        auto& ids = t.teams.emplace();
+        for (const auto& [id, team] : m_teams) {
+            if (std::find(live.terms->teams.begin(), live.terms->teams.end(), team.name) != live.terms->teams.end()) {
+                ids.push_back(id); // m_teams is ordered by id: sorted
+            }
+        }
+    }
 }
 
 std::string Coordinator::team_name(TeamId team) const {
@@ -136,7 +166,8 @@ void Coordinator::void_results(WorkerId worker, std::int64_t since_ms, Voided& o
 }
 
 Result<Coordinator::Registered> Coordinator::register_worker(const Principal& who, const std::string& name,
-                                                             const api::Inventory& inventory) {
+                                                             const api::Inventory& inventory,
+                                                             const std::optional<api::OwnerTerms>& terms) {
     if (who.role != Role::enroll || !who.team) {
         return denied("workers register with an enrollment token (`gpupool admin enroll TEAM`)");
     }
@@ -165,6 +196,8 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     if (auto st = commit(c); !st) {
         return st.error();
     }
+    set_terms(m_workers.at(w.id), terms);
+    m_pool.set_worker(w.id, m_workers.at(w.id));
     return Registered{w.id, tok->secret, inventory_warnings(inventory)};
 }
 
@@ -198,12 +231,32 @@ Result<AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& w
 Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::vector<AttemptId>& running,
                                               const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
                                               const api::Inventory* inventory, bool paused) {
+    api::Heartbeat beat;
+    beat.running = running;
+    beat.unhealthy_gpus = unhealthy_gpus;
+    beat.draining = draining;
+    if (inventory != nullptr) {
+        beat.inventory = *inventory;
+    }
+    beat.sharing = paused ? api::SharingState::paused : api::SharingState::sharing;
+    return heartbeat(who, beat);
+}
+
+Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const api::Heartbeat& beat) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers send heartbeats");
     }
-    m_workers.at(*who.worker).unhealthy_gpus = unhealthy_gpus;
-    m_workers.at(*who.worker).draining = draining;
-    m_workers.at(*who.worker).paused = paused;
+    LiveWorker& live = m_workers.at(*who.worker);
+    // A GPU its owner reclaimed takes no new work, as a failing one (what runs there stops on the worker).
+    live.unhealthy_gpus = api::gpus_without_new_work(beat);
+    live.draining = beat.draining;
+    live.sharing = beat.sharing;
+    live.sharing_changes_at_ms = beat.sharing_changes_at_ms;
+    if (beat.terms != live.terms) {
+        set_terms(live, beat.terms);
+    }
+    const std::vector<AttemptId>& running = beat.running;
+    const api::Inventory* inventory = beat.inventory ? &*beat.inventory : nullptr;
     const std::int64_t now = m_clock.now_ms();
     HeartbeatReply reply;
     reply.lease_ms = m_options.lease_ms;

@@ -232,4 +232,21 @@ Status validate_image_reference(std::string_view ref) {
     return {};
 }
 
+std::string qualified_image(std::string_view image) {
+    const auto slash = image.find('/');
+    if (slash != std::string_view::npos) {
+        const std::string_view first = image.substr(0, slash);
+        if (first == "docker.io" || first == "index.docker.io") {
+            const std::string_view rest = image.substr(slash + 1);
+            return "docker.io/" + std::string(rest.find('/') == std::string_view::npos ? "library/" : "") +
+                   std::string(rest);
+        }
+        if (first.find_first_of(".:[") != std::string_view::npos || first == "localhost") {
+            return std::string(image); // the first component names the registry
+        }
+        return "docker.io/" + std::string(image);
+    }
+    return "docker.io/library/" + std::string(image);
+}
+
 } // namespace gpupool::recipe

@@ -23,6 +23,7 @@
 #include "core/util/result.hpp"
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace gpupool::recipe {
@@ -30,5 +31,11 @@ namespace gpupool::recipe {
 inline constexpr std::size_t k_max_image_name_length = 255; // the name, without tag and digest
 
 Status validate_image_reference(std::string_view reference);
+
+// The image with its registry spelled out as the engines resolve it: "ubuntu:22.04" ->
+// "docker.io/library/ubuntu:22.04", "me/x" -> "docker.io/me/x"; a reference whose first component
+// is a host ("ghcr.io/...", "localhost/...", "host:5000/...") is returned as it is. What a worker
+// owner's `registries` prefixes are matched against (api::outside_terms, sched::WorkerTerms).
+std::string qualified_image(std::string_view image);
 
 } // namespace gpupool::recipe

@@ -1,5 +1,9 @@
 #include "core/sched/cluster.hpp"
 
+#include "core/recipe/image_ref.hpp"
+
+#include <algorithm>
+
 namespace gpupool::sched {
 
 std::uint32_t ModelCatalog::intern(std::string_view name) {
@@ -53,10 +57,26 @@ JobRequest make_request(JobId id, TeamId team, const recipe::JobSpec& spec, std:
     r.cpu_milli = spec.resources.cpu_milli;
     r.memory_mib = spec.resources.memory_mib;
     r.image = spec.image;
+    r.qualified_image = recipe::qualified_image(spec.image);
     r.cache_models = spec.cache_models;
     r.max_runtime_s = spec.resources.max_runtime_s;
     r.no_known_model = !spec.resources.gpu_models.empty() && r.gpu_models == 0;
     return r;
+}
+
+TermsRefusal refused_by(const WorkerTerms& terms, const JobRequest& job) {
+    if (terms.teams && !std::binary_search(terms.teams->begin(), terms.teams->end(), job.team)) {
+        return TermsRefusal::team;
+    }
+    if (!terms.registries.empty() &&
+        std::none_of(terms.registries.begin(), terms.registries.end(),
+                     [&](const std::string& prefix) { return job.qualified_image.starts_with(prefix); })) {
+        return TermsRefusal::registry;
+    }
+    if (terms.max_runtime_s > 0 && (job.max_runtime_s <= 0 || job.max_runtime_s > terms.max_runtime_s)) {
+        return TermsRefusal::max_runtime;
+    }
+    return TermsRefusal::none;
 }
 
 std::int64_t milli_on(const JobRequest& job, const Gpu& gpu) {

@@ -70,6 +70,16 @@ struct Gpu {
 
 enum class WorkerHealth : std::uint8_t { healthy, degraded, lost };
 
+// What a worker's owner lets it run (api::OwnerTerms, with the team names resolved by the caller):
+// the placement filter `owner` keeps every other job off the worker. 0 and empty mean no limit.
+struct WorkerTerms {
+    std::int64_t max_runtime_s = 0; // a job whose max_runtime is longer, or unlimited (0), is refused
+    // Sorted. nullopt: every team; empty: none (the owner named only teams that do not exist).
+    std::optional<std::vector<TeamId>> teams{};
+    std::vector<std::string> registries{}; // prefixes of the job's qualified image; empty = any
+    bool operator==(const WorkerTerms&) const = default;
+};
+
 struct Worker {
     WorkerId id;
     std::string name;
@@ -85,6 +95,7 @@ struct Worker {
     double reliability = 1.0;               // share of recent attempts not lost to a worker fault
     std::vector<std::string> cached_images; // container images already pulled
     std::vector<std::string> cached_models; // model weights already in the worker's cache
+    std::optional<WorkerTerms> terms;       // none: its owner takes any job
     bool operator==(const Worker&) const = default;
 };
 
@@ -101,6 +112,7 @@ struct JobRequest {
     std::int64_t cpu_milli = 0;
     std::int64_t memory_mib = 0;
     std::string image;
+    std::string qualified_image; // the image with its registry spelled out, for owners' registries
     std::vector<std::string> cache_models;
     // For admission (admission.hpp); zero where the caller does not use it.
     std::int64_t max_runtime_s = 0;
@@ -114,6 +126,10 @@ struct JobRequest {
 // (an empty but non-zero mask cannot be expressed, so they are returned for the caller to report).
 JobRequest make_request(JobId id, TeamId team, const recipe::JobSpec& spec, std::int64_t submitted_at,
                         const ModelCatalog& catalog, std::vector<std::string>* unknown_models = nullptr);
+
+// Which of a worker owner's terms refuses the job, if any (the same rule as api::outside_terms).
+enum class TermsRefusal : std::uint8_t { none, team, registry, max_runtime };
+TermsRefusal refused_by(const WorkerTerms& terms, const JobRequest& job);
 
 // Milli-GPU this request takes on `gpu` (memory requests converted, rounded up); 0 when CPU-only.
 std::int64_t milli_on(const JobRequest& job, const Gpu& gpu);

@@ -213,7 +213,7 @@ bool filter_memory(const Worker& w, const JobRequest& job) {
 }
 
 bool filter_owner(const Worker& w, const JobRequest& job, const OwnerPolicy& owner) {
-    return !owner || owner(w, job);
+    return (!w.terms || refused_by(*w.terms, job) == TermsRefusal::none) && (!owner || owner(w, job));
 }
 
 bool filter_slots(const Worker& w) {
@@ -359,6 +359,39 @@ Feasibility check_feasible(const std::vector<Worker>& workers, const ModelCatalo
                        format_memory_mib(job.memory_mib) + " of memory together"};
 }
 
+namespace {
+
+// "the owners of the 3 worker(s) that could run it do not take it: 2 take only other teams' jobs, 1 no
+// job that may run for more than their limit"
+std::string owners_refusal(const std::vector<const Worker*>& workers, const JobRequest& job) {
+    std::size_t team = 0;
+    std::size_t registry = 0;
+    std::size_t runtime = 0;
+    for (const auto* w : workers) {
+        switch (w->terms ? refused_by(*w->terms, job) : TermsRefusal::none) {
+        case TermsRefusal::team: ++team; break;
+        case TermsRefusal::registry: ++registry; break;
+        case TermsRefusal::max_runtime: ++runtime; break;
+        case TermsRefusal::none: break;
+        }
+    }
+    std::string out = "the owners of the " + std::to_string(workers.size()) + " worker(s) that could run it do not take it";
+    std::string sep = ": ";
+    auto add = [&](std::size_t n, const std::string& what) {
+        if (n > 0) {
+            out += sep + std::to_string(n) + " " + what;
+            sep = ", ";
+        }
+    };
+    add(team, "take only other teams' jobs");
+    add(registry, "take no images from `" + job.qualified_image + "`'s registry");
+    add(runtime, job.max_runtime_s <= 0 ? "take no job without a max_runtime"
+                                        : "take no job that may run for " + resources::format_duration_s(job.max_runtime_s));
+    return out;
+}
+
+} // namespace
+
 std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest& job, const OwnerPolicy& owner) {
     std::vector<const Worker*> left;
     for (const auto& w : workers) {
@@ -385,7 +418,7 @@ std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest&
     left = next;
     next = keep([&](const Worker& w) { return filter_owner(w, job, owner); });
     if (next.empty()) {
-        return "the owners of the " + std::to_string(left.size()) + " worker(s) that could run it do not accept it now";
+        return owners_refusal(left, job);
     }
     left = next;
     next = keep([&](const Worker& w) { return filter_slots(w); });

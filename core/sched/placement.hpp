@@ -6,7 +6,8 @@
 // Filters, each usable alone:
 //   available  healthy or degraded, and not draining
 //   models     the worker has at least `gpus` GPUs of an accepted model
-//   owner      the owner policy hook (e.g. "only my team at night") accepts the job
+//   owner      the worker owner's terms (Worker::terms: teams, registries, max_runtime) and the
+//              owner policy hook (e.g. "only my team at night") accept the job
 //   gpu        one GPU with the share free (or `gpus` completely free GPUs), of an accepted model
 //   cpu, ram   free CPU and memory
 // Scorers (selectable by name; the registry is scorers.hpp):

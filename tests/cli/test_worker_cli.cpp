@@ -102,6 +102,10 @@ TEST_CASE("worker process: without --share it only shows what it would offer, th
                                        "--unsafe-process-runtime", "--work-dir", "/tmp/gpupool-test-none"});
     CHECK(no_token.exit_code == 2);
     CHECK_THAT(no_token.err, Catch::Contains("--token"));
+    auto bad_quiet = test::run_gpupool({"--url", "http://127.0.0.1:1", "--token", "gpp_x", "worker", "--share",
+                                        "--runtime", "process", "--unsafe-process-runtime", "--reclaim-quiet", "soon"});
+    CHECK(bad_quiet.exit_code == 2);
+    CHECK_THAT(bad_quiet.err, Catch::Contains("--reclaim-quiet"));
 }
 
 TEST_CASE("worker process: kill -9 mid-job, the job reruns elsewhere and the first attempt's late messages are refused",

@@ -108,6 +108,26 @@ public:
         return {};
     }
 
+    // A container's "id" is its name in hex (padded to 64 digits): a test builds the cgroup path
+    // of a job's process with container_id(name).
+    Result<worker::ProcessMarks> process_marks(const std::string& name) override {
+        std::lock_guard lock(m_mu);
+        if (m_containers.count(name) == 0) {
+            return make_error(ErrorCode::not_found, "fake: no container " + name);
+        }
+        return worker::ProcessMarks{container_id(name), 0};
+    }
+    static std::string container_id(const std::string& name) {
+        static const char* const k_hex = "0123456789abcdef";
+        std::string id;
+        for (unsigned char c : name) {
+            id += k_hex[c >> 4];
+            id += k_hex[c & 15];
+        }
+        id.resize(64, '0');
+        return id;
+    }
+
     // ---- test controls ----
     void write(const std::string& name, const std::string& text) {
         std::lock_guard lock(m_mu);

@@ -7,6 +7,7 @@
 #include "worker/agent/job_container.hpp"
 #include "worker/agent/spool.hpp"
 #include "worker/agent/steady_clock.hpp"
+#include "worker/owner/owner_desk.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -30,52 +31,6 @@ namespace {
 
 constexpr milliseconds k_hurried_give_up{5'000}; // drain_now(): undelivered results stay spooled
 
-std::string host_name() {
-    char buf[256] = {};
-    if (gethostname(buf, sizeof buf - 1) != 0) {
-        return "worker";
-    }
-    return buf;
-}
-
-std::int64_t total_memory_mib() {
-    const long pages = sysconf(_SC_PHYS_PAGES);
-    const long page = sysconf(_SC_PAGE_SIZE);
-    if (pages <= 0 || page <= 0) {
-        return 0;
-    }
-    return static_cast<std::int64_t>(pages) * page / (1024 * 1024);
-}
-
-std::string new_instance_id() {
-    std::random_device rd;
-    const std::uint64_t bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
-    return hex;
-}
-
-bool is_instance_id(const std::string& s) {
-    return s.size() == 16 && std::all_of(s.begin(), s.end(), [](char c) {
-               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-           });
-}
-
-std::string job_label(const api::Assignment& a) {
-    return "job " + std::to_string(a.job.value()) + " `" + a.spec.name + "` (team " +
-           (a.team_name.empty() ? std::to_string(a.team.value()) : a.team_name) + ")";
-}
-
-std::string share_of(const api::Assignment& a) {
-    std::string gpu = "no GPU";
-    if (a.gpu_index >= 0) {
-        gpu = (a.gpu_milli >= 1000 ? std::string("GPU ") : resources::format_milli(a.gpu_milli) + " of GPU ") +
-              std::to_string(a.gpu_index);
-    }
-    return gpu + ", " + resources::format_milli(a.spec.resources.cpu_milli) + " CPU, " +
-           resources::format_memory_mib(a.spec.resources.memory_mib) + " memory";
-}
-
 std::uint64_t backoff_seed() {
     return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
            static_cast<std::uint64_t>(getpid());
@@ -96,11 +51,15 @@ struct Agent::Impl {
     Agent& self;
     SteadyClock steady;
     const coordinator::Clock& clock;
+    coordinator::SystemClock system;
+    const coordinator::Clock& wall; // Unix ms: the owner's windows and timed pauses
     LinkFactory links;
     std::unique_ptr<CoordinatorLink> link; // the agent thread's
     Spool spool;
     GpuWatch gpu;
     Delivery delivery;
+    OwnerPolicy owner;
+    OwnerDesk desk; // the owner's requests from <work_dir>/control.sock
 
     std::string worker_token;
     std::int64_t worker_id = 0;
@@ -110,7 +69,7 @@ struct Agent::Impl {
     std::string worker_label;
 
     Attempts tracked;
-    std::vector<AttemptId> handback; // unstarted assignments to give back (drain)
+    std::vector<Delivery::HandBack> handback; // unstarted assignments to give back (drain, the owner's terms)
     std::set<AttemptId> finished;    // attempts delivered or dropped: never taken again
     std::vector<Deferred> deferred;  // assignments waiting for their GPU share (see start_deferred)
     std::optional<std::int64_t> drain_deadline_ms;
@@ -121,16 +80,23 @@ struct Agent::Impl {
     util::Mutex mu;
     std::condition_variable_any cv;
     std::vector<api::Assignment> inbox GUARDED_BY(mu);
+    std::atomic<int> slots{0}; // the owner's max_jobs, for the poll thread
     std::atomic<bool> draining{false};
     std::atomic<bool> hurry{false}; // drain_now(): stop the running jobs without waiting
     std::atomic<bool> stopping{false};
     std::atomic<int> active{0};
 
-    Impl(AgentOptions o, ContainerRuntime& rt, GpuProbe& probe, Agent& owner, AgentDeps deps)
-        : opt(std::move(o)), runtime(rt), self(owner), clock(deps.clock ? *deps.clock : steady),
+    Impl(AgentOptions o, ContainerRuntime& rt, GpuProbe& probe, Agent& outer, AgentDeps deps)
+        : opt(std::move(o)), runtime(rt), self(outer), clock(deps.clock ? *deps.clock : steady),
+          wall(deps.wall_clock ? *deps.wall_clock : system),
           links(deps.links ? std::move(deps.links) : http_links(opt.coordinator_url, opt.ca_cert)),
-          link(links(opt.token)), spool(opt.work_dir), gpu(probe, clock, opt.gpu_watch, opt.gpu_health),
-          delivery(opt, *link, clock, spool, Backoff(opt.backoff_initial, opt.backoff_max, backoff_seed()), hooks()) {}
+          link(links(opt.token)), spool(opt.work_dir),
+          gpu(probe, clock, opt.gpu_watch, opt.gpu_health, {opt.reclaim_grace.count(), opt.reclaim_quiet.count()},
+              opt.proc_root),
+          delivery(opt, *link, clock, spool, Backoff(opt.backoff_initial, opt.backoff_max, backoff_seed()), hooks()),
+          owner({opt.work_dir, opt.config_file, opt.share_flags, opt.share, opt.drain_grace,
+                 [this](const std::string& line) { event(line); }},
+                wall) {}
 
     Delivery::Hooks hooks() {
         return {[this](Attempt& t, const std::string& why) { request_stop(t, why, Outcome::exited, opt.stop_grace); },
@@ -142,7 +108,7 @@ struct Agent::Impl {
 
     // ---- identity ----
     Status register_with_coordinator() {
-        const api::Registration registration{opt.name, inventory()};
+        const api::Registration registration{opt.name, inventory(), owner.terms()};
         Backoff backoff(opt.backoff_initial, opt.backoff_max, backoff_seed());
         for (;;) {
             auto reg = link->register_worker(registration);
@@ -183,8 +149,7 @@ struct Agent::Impl {
             rewrite = true;
         }
         if (rewrite) {
-            const json id{{"coordinator", identity()}, {"worker_id", worker_id}, {"token", worker_token}, {"instance", instance}};
-            if (auto st = write_json_file(opt.work_dir / "worker.json", id); !st) {
+            if (auto st = write_stored_identity(opt.work_dir, {identity(), worker_id, worker_token, instance}); !st) {
                 return st;
             }
         }
@@ -196,13 +161,14 @@ struct Agent::Impl {
 
     api::Inventory inventory() const {
         api::Inventory inv;
-        for (const auto& info : gpu.gpus()) {
+        for (const auto& info : owner.offered_gpus(gpu.gpus())) {
             inv.gpus.push_back({info.index, info.model, info.memory_mib, info.uuid, to_string(gpu.enforcement())});
         }
         const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-        inv.cpu_milli = opt.cpu_milli > 0 ? opt.cpu_milli : cores * 1000;
-        inv.memory_mib = opt.memory_mib > 0 ? opt.memory_mib : total_memory_mib();
-        inv.slots = std::max(0, opt.slots);
+        const auto& share = owner.settings();
+        inv.cpu_milli = share.cpu_milli.value_or(opt.cpu_milli > 0 ? opt.cpu_milli : cores * 1000);
+        inv.memory_mib = share.memory_mib.value_or(opt.memory_mib > 0 ? opt.memory_mib : total_memory_mib());
+        inv.slots = std::max(0, share.max_jobs.value_or(opt.slots));
         inv.runtime = runtime.name();
         return inv;
     }
@@ -231,7 +197,7 @@ struct Agent::Impl {
         std::string line = "sharing with " + opt.coordinator_url + " as worker " + std::to_string(worker_id) + ": " +
                            resources::format_milli(inv.cpu_milli) + " CPUs, " +
                            resources::format_memory_mib(inv.memory_mib) + " memory, ";
-        const auto& gpus = gpu.gpus();
+        const auto gpus = owner.offered_gpus(gpu.gpus());
         if (gpus.empty()) {
             line += "no NVIDIA driver found: CPU-only jobs";
         }
@@ -292,7 +258,7 @@ struct Agent::Impl {
     }
 
     ContainerSpec container_spec(const Attempt& t) const {
-        return container_spec_for(t, {worker_label, opt.cache_dir, runtime.capabilities(), gpu.gpus()});
+        return container_spec_for(t, {worker_label, opt.cache_dir, runtime.capabilities(), owner.jobs_view(gpu.gpus())});
     }
 
     // ---- waiting for a GPU share ----
@@ -346,6 +312,11 @@ struct Agent::Impl {
     void take(api::Assignment a, bool waited = false) {
         if (tracked.count(a.attempt) || finished.count(a.attempt)) {
             return; // re-sent until our start reaches the coordinator, or already done with here
+        }
+        if (a.gpu_index >= 0 && gpu.reclaimed(a.gpu_index)) {
+            // Placed before the coordinator heard: its owner uses that GPU.
+            handback.push_back({a.attempt, "GPU " + std::to_string(a.gpu_index) + " reclaimed by its owner: handed back to the queue"});
+            return;
         }
         if (!waited && !gpu_share_free(a)) {
             if (std::none_of(deferred.begin(), deferred.end(), [&](const Deferred& d) { return d.a.attempt == a.attempt; })) {
@@ -425,6 +396,31 @@ struct Agent::Impl {
             }
         }
         delivery.heartbeat_now(); // tell the coordinator at once
+    }
+
+    // The owner's own use of a GPU (reclaim.hpp): no new work there; its jobs get reclaim_grace, then
+    // go back to the queue unpaid.
+    void check_reclaim() {
+        const ReclaimStep step = gpu.reclaim(gpu_job_marks(tracked, runtime));
+        for (const auto& c : step.changes) {
+            event(describe(c, gpu.reclaim_policy()));
+        }
+        for (auto id : step.term) {
+            Attempt& t = tracked.at(AttemptId(id));
+            request_stop(t, "GPU " + std::to_string(t.a.gpu_index) + " reclaimed by its owner", Outcome::owner_preempted,
+                         opt.reclaim_grace);
+        }
+        for (auto id : step.kill) {
+            tracked.at(AttemptId(id)).kill_at_ms = now_ms(); // watch() kills it now
+        }
+        if (!step.changes.empty()) {
+            // The worker as a whole is `reclaimed` once every GPU it offers is; until then the others share.
+            const auto offered = owner.offered_gpus(gpu.gpus());
+            owner.set_reclaimed(!offered.empty() && std::all_of(offered.begin(), offered.end(),
+                                                                [&](const GpuInfo& g) { return gpu.reclaimed(g.index); }),
+                                active.load());
+            delivery.heartbeat_now(); // tell the coordinator at once
+        }
     }
 
     // ---- watching ----
@@ -538,9 +534,13 @@ struct Agent::Impl {
         for (const auto& u : gpu.unhealthy()) {
             f.unhealthy_gpus.push_back(u.index);
         }
+        f.reclaimed_gpus = gpu.reclaimed();
         f.draining = draining.load();
         f.active = active.load();
         f.inventory = inventory();
+        f.sharing = owner.state();
+        f.sharing_changes_at_ms = owner.changes_at_ms();
+        f.terms = owner.terms();
         return f;
     }
 
@@ -565,7 +565,7 @@ struct Agent::Impl {
         std::set<AttemptId> handed;
         Backoff pb(opt.backoff_initial, opt.backoff_max, static_cast<std::uint64_t>(getpid()) * 7919u + 1);
         while (!stopping && !draining) {
-            if (opt.slots > 0 && active.load() >= opt.slots) {
+            if (slots > 0 && active.load() >= slots) {
                 sleep_for(opt.tick);
                 continue;
             }
@@ -604,6 +604,45 @@ struct Agent::Impl {
         }
     }
 
+    // ---- the owner's terms (worker/owner) ----
+    void hand_back_running(const std::string& why) {
+        for (auto& [id, t] : tracked) {
+            request_stop(t, why, Outcome::owner_preempted, opt.stop_grace);
+        }
+    }
+
+    void owner_step() {
+        const auto before = owner.state();
+        owner.refresh(active.load());
+        if (owner.window_grace_over()) {
+            hand_back_running("the owner's sharing window ended: handed back to the queue");
+        }
+        slots = std::max(0, owner.settings().max_jobs.value_or(opt.slots));
+        if (owner.state() != before) {
+            delivery.heartbeat_now(); // tell the coordinator at once
+        }
+        answer_requests();
+    }
+
+    void answer_requests() {
+        const auto answered = desk.answer_all([this](const json& req) {
+            return answer_owner_request(owner, req, facts(), active.load(),
+                                        [this](const std::string& why) { hand_back_running(why); });
+        });
+        if (answered > 0) {
+            delivery.heartbeat_now();
+        }
+    }
+
+    WorkerFacts facts() const {
+        const auto inv = inventory();
+        const auto contact = delivery.last_contact_ms();
+        return {worker_id, opt.coordinator_url,
+                contact ? std::optional(wall.now_ms() - (now_ms() - *contact)) : std::nullopt,
+                draining.load(), gpu.gpus(), running_jobs(tracked, now_ms()), inv.cpu_milli, inv.memory_mib,
+                static_cast<int>(inv.slots)};
+    }
+
     // ---- the agent thread ----
     Status prepare() {
         std::error_code ec;
@@ -628,7 +667,7 @@ struct Agent::Impl {
     std::vector<api::Assignment> wait_for_inbox() {
         std::vector<api::Assignment> fresh;
         util::MutexLock lock(mu);
-        cv.wait_for(lock, opt.tick, [&]() REQUIRES(mu) { return !inbox.empty() || stopping.load(); });
+        cv.wait_for(lock, opt.tick, [&]() REQUIRES(mu) { return !inbox.empty() || desk.pending() || stopping.load(); });
         fresh.swap(inbox);
         return fresh;
     }
@@ -636,14 +675,17 @@ struct Agent::Impl {
     void take_inbox() {
         for (auto& a : wait_for_inbox()) {
             if (draining) {
-                handback.push_back(a.attempt); // never started here: give it straight back
-                continue;
+                handback.push_back({a.attempt}); // never started here: give it straight back
+            } else if (auto no = owner.refusal(a, gpu.gpus())) {
+                spdlog::info("attempt {}: handed back unstarted: {}", a.attempt.value(), *no);
+                handback.push_back({a.attempt, *no + ": handed back to the queue"});
+            } else {
+                take(std::move(a));
             }
-            take(std::move(a));
         }
-        if (draining && !deferred.empty()) {
+        if ((draining || !owner.taking_work()) && !deferred.empty()) {
             for (const auto& d : deferred) {
-                handback.push_back(d.a.attempt);
+                handback.push_back({d.a.attempt, draining ? Delivery::HandBack().why : "the owner stopped sharing"});
             }
             deferred.clear();
             refresh_active();
@@ -665,10 +707,7 @@ struct Agent::Impl {
                          opt.drain_grace.count() / 1000);
         }
         if (now >= *drain_deadline_ms) {
-            for (auto& [id, t] : tracked) {
-                request_stop(t, "the worker is shutting down: handed back to the queue", Outcome::owner_preempted,
-                             opt.stop_grace);
-            }
+            hand_back_running("the worker is shutting down: handed back to the queue");
         }
         if (tracked.empty() && handback.empty()) {
             return true;
@@ -688,8 +727,12 @@ struct Agent::Impl {
     }
 
     Status run() {
+        const auto wake = [this] { { util::MutexLock lock(mu); } cv.notify_all(); }; // not between check and wait
         if (auto st = prepare(); !st) {
             return st;
+        }
+        if (auto st = opt.control_socket ? desk.open(opt.work_dir, wake) : Status(); !st) {
+            return st; // another worker runs on this work dir
         }
         if (auto st = establish_identity(); !st) {
             if (draining || stopping) {
@@ -702,11 +745,13 @@ struct Agent::Impl {
         event_offer();
         std::thread poller([this] { poll_loop(); });
         while (!stopping) {
+            owner_step();
             take_inbox();
             start_deferred();
             delivery.hand_back(handback, tracked);
             take_fatal();
             watch();
+            check_reclaim();
             watch_gpu_memory();
             check_gpu_health();
             deliver();
@@ -717,6 +762,7 @@ struct Agent::Impl {
         stopping = true;
         cv.notify_all();
         poller.join();
+        desk.close();
         if (fatal) {
             return *fatal;
         }
@@ -741,6 +787,8 @@ void Agent::drain_now() {
     m_impl->hurry = true;
     drain();
 }
+
+void Agent::reload() { m_impl->desk.post(json{{"op", "reload"}}, false); }
 
 void Agent::stop() {
     m_impl->stopping = true;

@@ -31,6 +31,15 @@
 // - A fractional GPU job's memory share is capped by MPS where the host runs it; elsewhere a
 //   watchdog (memory_watchdog.hpp) stops a job whose processes hold more than its share. The
 //   inventory says which mechanism each GPU has.
+// - A process the worker did not start on a shared GPU (the owner's own work: reclaim.hpp) reclaims
+//   it at once: no new work there (the heartbeat's reclaimed_gpus), its jobs get reclaim_grace
+//   (SIGTERM, then SIGKILL) and go back to the queue as owner_preempted; after reclaim_quiet without
+//   the owner's processes it is offered again. The owner is told each change once (on_event).
+// - The owner's terms (OwnerPolicy): paused, reclaimed or outside its sharing window, the worker
+//   takes no new work (what arrives is handed back as owner_preempted); when a window ends, running
+//   jobs get the drain grace and are then handed back the same way; an assignment outside the terms
+//   (a GPU not shared, a team, registry or max_runtime not allowed) is handed back unstarted. The
+//   owner controls it over <work_dir>/control.sock (status, pause, resume, reload; SIGHUP reloads).
 // - drain() (SIGTERM): no new work; running jobs get drain_grace to finish, then are stopped and
 //   handed back to the queue (outcome owner_preempted); run() returns once everything is delivered
 //   (or after a bounded wait if the coordinator stays away, leaving the spool for the next start).
@@ -40,8 +49,11 @@
 #include "core/coordinator/clock.hpp"
 #include "worker/agent/backoff.hpp"
 #include "worker/agent/coordinator_link.hpp"
+#include "worker/agent/identity.hpp" // worker.json (read_stored_identity)
 #include "worker/agent/worker_api.hpp"
 #include "worker/gpu/gpu_probe.hpp"
+#include "worker/owner/owner_config.hpp"
+#include "worker/owner/pause_file.hpp" // the owner's pause (pause_sharing, resume_sharing)
 #include "worker/runtime/container_runtime.hpp"
 
 #include <atomic>
@@ -76,44 +88,38 @@ struct AgentOptions {
     std::chrono::milliseconds tick{100};
     std::chrono::milliseconds gpu_watch{2'000}; // GPU memory watchdog period (where MPS does not cap)
     std::chrono::milliseconds gpu_health{15'000}; // how often the driver is asked whether each GPU is sound
+    std::chrono::milliseconds reclaim_grace{30'000};  // the owner uses a GPU: its jobs' SIGTERM -> SIGKILL
+    std::chrono::milliseconds reclaim_quiet{600'000}; // free of the owner's processes this long: shared again
+    std::filesystem::path proc_root = "/proc";        // where GPU processes are attributed (tests: a fake tree)
     // Longest an assignment waits for jobs still stopping on its GPU (under the coordinator's lease).
     std::chrono::milliseconds gpu_wait_max{20'000};
     // A job whose container the engine cannot report on for this long (errors other than "no such
     // container", which ends it at once) is killed and reported as a worker fault.
     std::chrono::milliseconds engine_unanswered_max{60'000};
     std::chrono::milliseconds give_up_after_drain{60'000}; // undeliverable results stay spooled
+    // The owner's terms (worker/owner/owner_policy.hpp): `share` as in force at start (the flags over
+    // worker.toml), `share_flags` the flags alone (a reload keeps them over the file), `config_file`
+    // the worker.toml a reload re-reads (empty: none). Unset parts of `share` leave slots, cpu_milli,
+    // memory_mib and drain_grace above in force.
+    ShareSettings share{};
+    ShareSettings share_flags{};
+    std::filesystem::path config_file{};
+    bool control_socket = true; // answer the owner on <work_dir>/control.sock (worker/owner/control_socket.hpp)
     // What the machine's owner is told, one line each, whatever the log level: what it offers once
     // registered, and each job's start and end (team, job, share, outcome). Text from the pool is
     // passed as it came; the receiver escapes it. Called on the agent's thread.
     std::function<void(const std::string&)> on_event;
 };
 
-// What <work_dir>/worker.json holds: the pool it belongs to (`identity_key`, or the coordinator URL),
-// the worker's id and own token, and its machine-unique instance id ("" in a file from before
-// instances existed). nullopt when there is no registered identity. A start with one for its pool
-// needs no enrollment token; `gpupool worker status` reads the team's credits with it.
-struct StoredIdentity {
-    std::string coordinator;
-    std::int64_t worker_id = 0;
-    std::string token;
-    std::string instance;
-};
-std::optional<StoredIdentity> read_stored_identity(const std::filesystem::path& work_dir);
-
-// The owner's pause: while <work_dir>/paused exists the running worker takes no new jobs (it tells
-// the coordinator in every heartbeat, and says so to the owner once); jobs already running go on.
-// The file holds when and why it was paused. `gpupool worker pause` / `resume` write and remove it
-// (the work dir is the owner's: nobody else can). `paused_since` is nullopt when sharing.
-Status pause_sharing(const std::filesystem::path& work_dir, const std::string& why);
-Status resume_sharing(const std::filesystem::path& work_dir);
-std::optional<std::string> paused_since(const std::filesystem::path& work_dir);
+// The stored identity (worker.json): identity.hpp.
 
 // What the agent talks to besides its runtime and GPUs. Tests pass a ManualClock and fake links;
-// the defaults are a SteadyClock and HTTP(S) links to AgentOptions::coordinator_url. The clock, when
+// the defaults are a SteadyClock (the system clock for wall time) and HTTP(S) links to AgentOptions::coordinator_url. The clock, when
 // given, must outlive the agent.
 struct AgentDeps {
     const coordinator::Clock* clock = nullptr;
     LinkFactory links{};
+    const coordinator::Clock* wall_clock = nullptr; // Unix ms, for the sharing windows and timed pauses
 };
 
 class Agent {
@@ -133,6 +139,9 @@ public:
     // handed back to the queue; run() returns once that is delivered (or after a few seconds
     // without the coordinator: the results stay spooled).
     void drain_now();
+    // Re-reads worker.toml (AgentOptions::config_file) on the agent's thread, as `gpupool worker
+    // reload` does; the owner is told the outcome. Safe from any thread (SIGHUP's).
+    void reload();
     // Immediate: return from run() as soon as possible, leaving jobs running and the spool intact
     // (the next start re-attaches).
     void stop();

@@ -93,29 +93,27 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
     }
     beat.running.insert(beat.running.end(), f.waiting.begin(), f.waiting.end()); // they keep their lease while they wait
     beat.unhealthy_gpus = f.unhealthy_gpus;
+    beat.reclaimed_gpus = f.reclaimed_gpus;
     beat.draining = f.draining;
-    const bool paused_now = paused_since(m_opt.work_dir).has_value();
-    if (paused_now != m_paused) {
-        m_paused = paused_now;
-        m_hooks.event(m_paused ? "paused by the owner: no new jobs (" + std::to_string(f.active) +
-                                     " running go on); `gpupool worker resume` shares again"
-                               : "sharing again: the owner resumed");
-    }
-    // The first heartbeat after a start carries the inventory: the machine may have changed since it
-    // registered (other GPUs, --cpus-milli, --memory-mib, --slots).
-    if (!m_inventory_sent) {
+    // The inventory goes with the first heartbeat after a start, and again whenever it changed (the
+    // owner reloaded worker.toml): the machine may differ from when it registered.
+    const bool send_inventory = !m_inventory_sent || !(m_sent_inventory == f.inventory);
+    if (send_inventory) {
         beat.inventory = f.inventory;
     }
-    beat.paused = m_paused;
+    beat.sharing = f.sharing;
+    beat.sharing_changes_at_ms = f.sharing_changes_at_ms;
+    beat.terms = f.terms;
     auto hb = m_link.heartbeat(beat);
     if (!hb && net::is_tls_verification_failure(hb.error())) {
         m_fatal = hb.error(); // a wrong CA stays wrong: stop rather than retry forever
         return;
     }
-    if (!hb && !m_inventory_sent && hb.error().code == ErrorCode::invalid_input) {
-        spdlog::error("the coordinator refused this worker's inventory ({}); it keeps the one from registration",
+    if (!hb && send_inventory && hb.error().code == ErrorCode::invalid_input) {
+        spdlog::error("the coordinator refused this worker's inventory ({}); it keeps the one it had",
                       hb.error().message);
         m_inventory_sent = true;
+        m_sent_inventory = f.inventory;
         return; // the next pass sends a plain heartbeat
     }
     if (!hb) {
@@ -132,6 +130,7 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
     }
     delivered();
     m_inventory_sent = true;
+    m_sent_inventory = f.inventory;
     if (hb->lease_ms > 0) {
         m_lease_ms = hb->lease_ms;
     }
@@ -293,16 +292,15 @@ std::vector<AttemptId> Delivery::deliver(Attempts& attempts, const std::function
     return done;
 }
 
-void Delivery::hand_back(std::vector<AttemptId>& ids, const Attempts& attempts) {
+void Delivery::hand_back(std::vector<HandBack>& ids, const Attempts& attempts) {
     Attempts none;
     while (!ids.empty() && online()) {
-        const auto id = ids.back();
+        const auto id = ids.back().attempt;
         if (attempts.count(id)) {
             ids.pop_back();
             continue;
         }
-        auto st = m_link.complete(id, {std::nullopt, "the worker is shutting down: handed back to the queue",
-                                       Outcome::owner_preempted});
+        auto st = m_link.complete(id, {std::nullopt, ids.back().why, Outcome::owner_preempted});
         if (!st && !handle(none, AttemptId(), st.error(), "hand back")) {
             return;
         }

@@ -15,8 +15,9 @@
 // - A TLS verification failure, or a heartbeat refused as unauthorized or forbidden (a banned
 //   worker, a pool that forgot it), is fatal(): the agent stops rather than retry forever.
 // - Heartbeats go every `heartbeat` at most (lease/3 when that is shorter) or at once after
-//   heartbeat_now(); the first one since the start carries the inventory; each says whether the
-//   owner has paused sharing (<work_dir>/paused), and the owner is told when that changes.
+//   heartbeat_now(); the first one since the start carries the inventory, and so does any after it
+//   changed; each says whether the worker takes work (Facts::sharing: the owner's pause, window or
+//   use) and what its owner allows (Facts::terms).
 // Not thread-safe: the agent thread owns it (the poll thread has its own link).
 #pragma once
 
@@ -48,9 +49,13 @@ public:
     struct Facts {
         std::vector<AttemptId> waiting{};           // assignments waiting for their GPU (they keep their lease)
         std::vector<std::int64_t> unhealthy_gpus{};
+        std::vector<std::int64_t> reclaimed_gpus{}; // in use by the machine's owner (reclaim.hpp)
         bool draining = false;
-        int active = 0;                             // for the owner's "paused" line
-        api::Inventory inventory{};                 // sent with the first heartbeat since the start
+        int active = 0;
+        api::Inventory inventory{};                 // sent with the first heartbeat since the start, and when changed
+        api::SharingState sharing = api::SharingState::sharing;
+        std::optional<std::int64_t> sharing_changes_at_ms{};
+        std::optional<api::OwnerTerms> terms{};
     };
 
     Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, const Spool& spool,
@@ -61,9 +66,16 @@ public:
     // Sends what is due, attempt by attempt; returns the attempts that are done with (delivered, or
     // fenced and ended) for the agent to drop.
     std::vector<AttemptId> deliver(Attempts& attempts, const std::function<Facts()>& facts);
+    // An assignment never started here, to give back, and why.
+    struct HandBack {
+        AttemptId attempt{};
+        std::string why = "the worker is shutting down: handed back to the queue";
+    };
     // Completes assignments never started here (`ids`, taken from the back) as owner_preempted so
-    // they queue again at once; those still in `ids` afterwards wait for the coordinator.
-    void hand_back(std::vector<AttemptId>& ids, const Attempts& attempts);
+    // they queue again at once (nobody is charged); those still in `ids` afterwards wait for the coordinator.
+    void hand_back(std::vector<HandBack>& ids, const Attempts& attempts);
+    // When the coordinator last answered (the Clock's ms), if it has since the start.
+    std::optional<std::int64_t> last_contact_ms() const { return m_last_contact_ms; }
 
     // Why the agent must stop (see the rules); nullopt while it may go on.
     const std::optional<Error>& fatal() const { return m_fatal; }
@@ -81,7 +93,10 @@ private:
     bool upload_outputs(Attempts& attempts, Attempt& t);
     // Packs outputs.tar once; false when the outputs cannot be shipped (the attempt then fails with why).
     bool pack_outputs_once(Attempt& t);
-    void delivered() { m_backoff.reset(); }
+    void delivered() {
+        m_backoff.reset();
+        m_last_contact_ms = m_clock.now_ms();
+    }
 
     const AgentOptions& m_opt;
     CoordinatorLink& m_link;
@@ -93,7 +108,8 @@ private:
     std::int64_t m_next_heartbeat_ms = 0;
     std::int64_t m_lease_ms = 30'000;
     bool m_inventory_sent = false; // the inventory went with a heartbeat since this start
-    bool m_paused = false;         // by the owner, as last told to the coordinator
+    api::Inventory m_sent_inventory{}; // as last taken by the coordinator
+    std::optional<std::int64_t> m_last_contact_ms{};
     std::optional<Error> m_fatal;
 };
 

@@ -48,16 +48,16 @@ std::vector<Overuse> GpuWatch::overuse(const std::vector<WatchedAttempt>& runnin
     if (running.empty()) {
         return {};
     }
-    auto procs = m_probe.processes();
+    const auto& procs = processes(now);
     if (!procs) {
         spdlog::warn("GPU memory watchdog: {}", procs.error().message);
         return {};
     }
     std::vector<GpuUse> uses;
     for (const auto& p : *procs) {
-        const auto g = std::find_if(m_gpus.begin(), m_gpus.end(), [&](const GpuInfo& x) { return x.uuid == p.gpu_uuid; });
-        if (g != m_gpus.end()) {
-            uses.push_back({p.pid, g->index, p.used_mib, attempt_of_pid(p.pid)});
+        const auto g = index_of(p.gpu_uuid);
+        if (g && m_foreign.count(p.pid) == 0) { // the owner's memory is not a job's (reclaim deals with it)
+            uses.push_back({p.pid, *g, p.used_mib, attempt_of_pid(p.pid)});
         }
     }
     auto verdict = check_gpu_memory(running, uses);
@@ -66,6 +66,58 @@ std::vector<Overuse> GpuWatch::overuse(const std::vector<WatchedAttempt>& runnin
                      u.used_mib);
     }
     return std::move(verdict.over);
+}
+
+std::optional<std::int64_t> GpuWatch::index_of(const std::string& uuid) const {
+    const auto g = std::find_if(m_gpus.begin(), m_gpus.end(), [&](const GpuInfo& x) { return x.uuid == uuid; });
+    return g != m_gpus.end() ? std::optional<std::int64_t>(g->index) : std::nullopt;
+}
+
+const Result<std::vector<GpuProcess>>& GpuWatch::processes(std::int64_t now) {
+    // Both looks fall due in the same pass of the agent's loop: one query serves them.
+    if (!m_processes_ms || now - *m_processes_ms >= std::max<std::int64_t>(m_watch_period.count() / 2, 1)) {
+        m_processes = m_probe.processes();
+        m_processes_ms = now;
+    }
+    return m_processes;
+}
+
+ReclaimStep GpuWatch::reclaim(const std::vector<JobMark>& jobs) {
+    const auto now = m_clock.now_ms();
+    if (m_gpus.empty() || now < m_next_reclaim_ms) {
+        return {};
+    }
+    m_next_reclaim_ms = now + m_watch_period.count();
+    std::vector<std::int64_t> indices;
+    for (const auto& g : m_gpus) {
+        indices.push_back(g.index);
+    }
+    std::vector<JobOnGpu> running;
+    for (const auto& j : jobs) {
+        running.push_back({j.attempt, j.gpu_index});
+    }
+    const auto& procs = processes(now);
+    if (!procs) {
+        spdlog::warn("looking for the owner's GPU processes: {}", procs.error().message);
+        return m_reclaim.look(indices, std::nullopt, running, now);
+    }
+    std::vector<SeenProcess> seen;
+    m_foreign.clear();
+    for (const auto& p : *procs) {
+        if (const auto g = index_of(p.gpu_uuid)) {
+            seen.push_back({*g, p.pid, owner_of_process(m_proc_root, p.pid, jobs)});
+            if (seen.back().owner == ProcessOwner::foreign) {
+                m_foreign.insert(p.pid);
+            }
+        }
+    }
+    auto step = m_reclaim.look(indices, seen, running, now);
+    for (const auto& c : step.changes) {
+        spdlog::warn("GPU {} {}", c.gpu_index,
+                     c.reclaimed ? "reclaimed by its owner (pid " + std::to_string(c.pid) + "): no new work there"
+                                 : "free of its owner's processes: offered again");
+    }
+    return step;
 }
 
 std::optional<std::vector<UnhealthyGpu>> GpuWatch::check_health(bool now_please) {

@@ -10,16 +10,24 @@
 // - Health is asked every `health_period`, or at once when forced (a GPU job failed: was it the GPU?).
 //   A GPU is unhealthy while the driver says so (assess_gpu_health); the verdict is reported when it
 //   changes, and each GPU's going bad or recovering is logged once.
-// - A probe that fails is logged; the watchdog then skips that look (no job is stopped on a guess).
+// - The owner's own use of a GPU (reclaim.hpp) is looked for every `watch_period` too, whatever the
+//   enforcement: each process is attributed from `proc_root` (process_owner.hpp). One driver query
+//   serves both looks, and the watchdog does not charge an attempt with a process found foreign.
+// - A probe that fails is logged; the watchdog then skips that look (no job is stopped on a guess),
+//   and reclaim decides nothing from it.
 // Not thread-safe: the agent thread owns it. Times come from the Clock.
 #pragma once
 
 #include "core/coordinator/clock.hpp"
 #include "worker/gpu/gpu_probe.hpp"
 #include "worker/gpu/memory_watchdog.hpp"
+#include "worker/agent/process_owner.hpp"
+#include "worker/agent/reclaim.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
+#include <set>
 #include <vector>
 
 namespace gpupool::worker {
@@ -27,8 +35,10 @@ namespace gpupool::worker {
 class GpuWatch {
 public:
     GpuWatch(GpuProbe& probe, const coordinator::Clock& clock, std::chrono::milliseconds watch_period,
-             std::chrono::milliseconds health_period)
-        : m_probe(probe), m_clock(clock), m_watch_period(watch_period), m_health_period(health_period) {}
+             std::chrono::milliseconds health_period, ReclaimPolicy reclaim = {},
+             std::filesystem::path proc_root = "/proc")
+        : m_probe(probe), m_clock(clock), m_watch_period(watch_period), m_health_period(health_period),
+          m_reclaim(reclaim), m_proc_root(std::move(proc_root)) {}
 
     // Asks the driver what the machine has; an Error when a driver is there and answers garbage.
     Status discover();
@@ -46,7 +56,18 @@ public:
     std::optional<std::vector<UnhealthyGpu>> check_health(bool now = false);
     const std::vector<UnhealthyGpu>& unhealthy() const { return m_unhealthy; }
 
+    // The owner's use of the GPUs, when a look is due (an empty step otherwise). `jobs`: the GPU jobs
+    // running, with their marks. reclaimed() is the GPUs reclaimed now (sent in every heartbeat).
+    ReclaimStep reclaim(const std::vector<JobMark>& jobs);
+    bool reclaimed(std::int64_t gpu_index) const { return m_reclaim.reclaimed(gpu_index); }
+    std::vector<std::int64_t> reclaimed() const { return m_reclaim.reclaimed(); }
+    const ReclaimPolicy& reclaim_policy() const { return m_reclaim.policy(); }
+
 private:
+    // The driver's process list, asked at most once per look (overuse and reclaim share it).
+    const Result<std::vector<GpuProcess>>& processes(std::int64_t now);
+    std::optional<std::int64_t> index_of(const std::string& uuid) const;
+
     GpuProbe& m_probe;
     const coordinator::Clock& m_clock;
     std::chrono::milliseconds m_watch_period;
@@ -56,6 +77,12 @@ private:
     std::int64_t m_next_watch_ms = 0;
     std::int64_t m_next_health_ms = 0;
     std::vector<UnhealthyGpu> m_unhealthy;
+    Reclaimer m_reclaim;
+    std::filesystem::path m_proc_root;
+    std::int64_t m_next_reclaim_ms = 0;
+    std::set<std::int64_t> m_foreign; // pids found foreign at the last reclaim look
+    Result<std::vector<GpuProcess>> m_processes = std::vector<GpuProcess>{};
+    std::optional<std::int64_t> m_processes_ms; // when m_processes was asked
 };
 
 // The attempt a process says it belongs to (GPUPOOL_ATTEMPT_ID in its environment), if it says.

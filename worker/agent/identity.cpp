@@ -1,21 +1,19 @@
-// The worker's files under its work dir besides the spool: worker.json (its identity) and paused
-// (the owner's pause). Declared in agent.hpp.
-#include "core/util/files.hpp"
-#include "worker/agent/agent.hpp"
+#include "worker/agent/identity.hpp"
+
 #include "worker/agent/spool.hpp"
 
-#include <chrono>
-#include <ctime>
-#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
 
 namespace gpupool::worker {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
-const char* const k_pause_file = "paused";
-} // namespace
 
 std::optional<StoredIdentity> read_stored_identity(const fs::path& work_dir) {
     auto j = read_json_file(work_dir / "worker.json");
@@ -34,36 +32,42 @@ std::optional<StoredIdentity> read_stored_identity(const fs::path& work_dir) {
     }
 }
 
-Status pause_sharing(const fs::path& work_dir, const std::string& why) {
-    std::error_code ec;
-    fs::create_directories(work_dir, ec);
-    const auto now = std::chrono::system_clock::now();
-    const std::time_t t = std::chrono::system_clock::to_time_t(now);
-    std::tm utc{};
-    gmtime_r(&t, &utc);
-    char when[32];
-    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &utc);
-    return util::write_private_file(work_dir / k_pause_file, std::string(when) + (why.empty() ? "" : ": " + why) + "\n");
+Status write_stored_identity(const fs::path& work_dir, const StoredIdentity& id) {
+    return write_json_file(work_dir / "worker.json", json{{"coordinator", id.coordinator},
+                                                          {"worker_id", id.worker_id},
+                                                          {"token", id.token},
+                                                          {"instance", id.instance}});
 }
 
-Status resume_sharing(const fs::path& work_dir) {
-    std::error_code ec;
-    fs::remove(work_dir / k_pause_file, ec);
-    if (ec) {
-        return make_error(ErrorCode::io, "cannot remove " + (work_dir / k_pause_file).string() + ": " + ec.message());
-    }
-    return {};
+std::string new_instance_id() {
+    std::random_device rd;
+    const std::uint64_t bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+    return hex;
 }
 
-std::optional<std::string> paused_since(const fs::path& work_dir) {
-    std::error_code ec;
-    if (!fs::exists(work_dir / k_pause_file, ec)) {
-        return std::nullopt;
+bool is_instance_id(const std::string& s) {
+    return s.size() == 16 && std::all_of(s.begin(), s.end(), [](char c) {
+               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+           });
+}
+
+std::string host_name() {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) != 0) {
+        return "worker";
     }
-    std::ifstream in(work_dir / k_pause_file);
-    std::string line;
-    std::getline(in, line);
-    return line.substr(0, 200);
+    return buf;
+}
+
+std::int64_t total_memory_mib() {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) {
+        return 0;
+    }
+    return static_cast<std::int64_t>(pages) * page / (1024 * 1024);
 }
 
 } // namespace gpupool::worker

@@ -84,6 +84,14 @@ struct FoundContainer {
     bool running = false;
 };
 
+// What marks a running job's processes on the host, so that the worker tells them from its owner's
+// own GPU use (worker/agent/process_owner.hpp): the engine's full container id, which names the
+// container's cgroup, or the session every process of the job shares. Empty / 0 where not known.
+struct ProcessMarks {
+    std::string container_id; // 64 hex digits
+    std::int64_t session = 0;
+};
+
 class ContainerRuntime {
 public:
     virtual ~ContainerRuntime() = default;
@@ -102,6 +110,12 @@ public:
     // Containers this runtime knows that carry the label gpupool.worker=worker_label.
     virtual Result<std::vector<FoundContainer>> list(const std::string& worker_label) = 0;
     virtual Status reattach(const std::string& name, const std::filesystem::path& log_path) = 0;
+    // The marks of a job this runtime started or re-attached (ProcessMarks). Cheap after the first
+    // call per job (podman/docker: its id from `run`, else one `inspect`). Default: nothing known.
+    virtual Result<ProcessMarks> process_marks(const std::string& name) {
+        (void)name;
+        return ProcessMarks{};
+    }
 };
 
 // The checks every runtime makes in start() before it runs anything — defence in depth, since the

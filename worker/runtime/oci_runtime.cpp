@@ -56,6 +56,16 @@ std::string trim(std::string s) {
     return s.substr(start);
 }
 
+// The last line of an engine's answer when it is a full container id (64 hex digits), else "".
+std::string full_container_id(const std::string& out) {
+    std::string text = trim(out);
+    text = text.substr(text.find_last_of('\n') == std::string::npos ? 0 : text.find_last_of('\n') + 1);
+    const bool ok = text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+                        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                    });
+    return ok ? text : std::string();
+}
+
 bool says_no_such_container(const std::string& err) {
     std::string e = lower(err);
     return e.find("no such container") != std::string::npos || e.find("no container with") != std::string::npos;
@@ -182,6 +192,7 @@ struct OciRuntime::Tracked {
     std::optional<bp::child> follower; // TOOL logs -f NAME, output to the job's log file
     std::optional<bp::child> waiter;   // TOOL wait NAME, ends when the container does
     int waiter_restarts = 0;
+    std::string id;                 // the container's full id, once known
     std::optional<ExitStatus> exit; // from inspect, once the waiter has ended
     Clock::time_point exited_at;
     bool drained = false;
@@ -306,7 +317,11 @@ Status OciRuntime::start(const ContainerSpec& spec) {
         return tool_error("run " + spec.name, *ran);
     }
     spdlog::debug("{}: started {} ({})", to_string(m_config.tool), spec.name, trim(ran->out));
-    return follow(spec.name, spec.log_path, false);
+    if (auto st = follow(spec.name, spec.log_path, false); !st) {
+        return st;
+    }
+    m_tracked[spec.name]->id = full_container_id(ran->out); // `run -d` answers the id ("" if not)
+    return {};
 }
 
 Status OciRuntime::check() {
@@ -482,6 +497,28 @@ Status OciRuntime::reattach(const std::string& name, const std::filesystem::path
     }
     m_tracked.erase(name);
     return follow(name, log_path, true);
+}
+
+Result<ProcessMarks> OciRuntime::process_marks(const std::string& name) {
+    auto it = m_tracked.find(name);
+    if (it == m_tracked.end()) {
+        return make_error(ErrorCode::not_found, "no container named " + name + " was started or re-attached by this " +
+                                                    to_string(m_config.tool) + " runtime");
+    }
+    if (it->second->id.empty()) {
+        auto ran = run_tool({"container", "inspect", "--format", "{{.Id}}", name});
+        if (!ran) {
+            return ran.error();
+        }
+        if (ran->exit_code != 0) {
+            return tool_error("inspect " + name, *ran);
+        }
+        it->second->id = full_container_id(ran->out);
+        if (it->second->id.empty()) {
+            return make_error(ErrorCode::io, "unexpected container id for " + name + ": `" + trim(ran->out) + "`");
+        }
+    }
+    return ProcessMarks{it->second->id, 0};
 }
 
 } // namespace gpupool::worker

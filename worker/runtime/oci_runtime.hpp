@@ -81,6 +81,8 @@ public:
     Status remove(const std::string& name) override;
     Result<std::vector<FoundContainer>> list(const std::string& worker_label) override;
     Status reattach(const std::string& name, const std::filesystem::path& log_path) override;
+    // The container's full id: from `run`'s answer, else asked once with `inspect` (then kept).
+    Result<ProcessMarks> process_marks(const std::string& name) override;
 
     // The missing-tool Error when the program is not found; empty when it is.
     std::optional<Error> missing_tool() const { return m_missing; }

@@ -307,4 +307,12 @@ Status ProcessRuntime::reattach(const std::string& name, const std::filesystem::
                       "the process runtime cannot re-attach to " + name + ": its processes are not found again");
 }
 
+Result<ProcessMarks> ProcessRuntime::process_marks(const std::string& name) {
+    auto it = m_jobs.find(name);
+    if (it == m_jobs.end()) {
+        return make_error(ErrorCode::not_found, "no process job named " + name);
+    }
+    return ProcessMarks{"", it->second.exit ? 0 : static_cast<std::int64_t>(it->second.pid)};
+}
+
 } // namespace gpupool::worker

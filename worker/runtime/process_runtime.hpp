@@ -51,6 +51,8 @@ public:
     Status remove(const std::string& name) override;
     Result<std::vector<FoundContainer>> list(const std::string& worker_label) override;
     Status reattach(const std::string& name, const std::filesystem::path& log_path) override;
+    // The job's session (its leader's pid), while it runs.
+    Result<ProcessMarks> process_marks(const std::string& name) override;
 
 private:
     struct Job {

@@ -37,7 +37,7 @@ TEST_CASE("heartbeat: the body the worker wrote before the shared type reads fie
     CHECK(h->running == std::vector<AttemptId>{AttemptId(4), AttemptId(9)});
     CHECK(h->unhealthy_gpus == std::vector<std::int64_t>{1});
     CHECK(h->draining);
-    CHECK_FALSE(h->paused);
+    CHECK(h->sharing == api::SharingState::sharing);
     REQUIRE(h->inventory.has_value());
     CHECK(h->inventory->cpu_milli == 8000);
     CHECK(h->inventory->runtime == "podman");
@@ -49,9 +49,11 @@ TEST_CASE("heartbeat: absent members take their defaults, null included", "[api]
         REQUIRE(h.has_value());
         CHECK(h->running.empty());
         CHECK(h->unhealthy_gpus.empty());
+        CHECK(h->reclaimed_gpus.empty());
         CHECK_FALSE(h->draining);
-        CHECK_FALSE(h->paused);
+        CHECK(h->sharing == api::SharingState::sharing);
         CHECK_FALSE(h->inventory.has_value());
+        CHECK_FALSE(h->terms.has_value());
     }
 }
 
@@ -59,15 +61,28 @@ TEST_CASE("heartbeat: to_json writes the wire names and survives a round trip", 
     api::Heartbeat h;
     h.running = {AttemptId(4), AttemptId(9)};
     h.unhealthy_gpus = {0};
-    h.paused = true;
+    h.sharing = api::SharingState::outside_window;
+    h.sharing_changes_at_ms = 1'765'000'000'000;
     const json j = api::to_json(h);
-    CHECK(j == json{{"running", {4, 9}}, {"unhealthy_gpus", {0}}, {"draining", false}, {"paused", true}});
+    CHECK(j == json{{"running", {4, 9}},
+                    {"unhealthy_gpus", {0}},
+                    {"reclaimed_gpus", json::array()},
+                    {"draining", false},
+                    {"sharing", "outside_window"},
+                    {"paused", true}, // for coordinators that read only this
+                    {"sharing_changes_at_ms", 1'765'000'000'000}});
+    h.reclaimed_gpus = {1, 0};
+    h.terms = api::OwnerTerms{3600, {"fellows"}, {"ghcr.io/"}};
     h.inventory = api::inventory_from_json(k_inventory).value();
     auto back = api::heartbeat_from_json(api::to_json(h));
     REQUIRE(back.has_value());
     CHECK(back->running == h.running);
     CHECK(back->unhealthy_gpus == h.unhealthy_gpus);
-    CHECK(back->paused);
+    CHECK(back->reclaimed_gpus == std::vector<std::int64_t>{1, 0});
+    CHECK(api::gpus_without_new_work(*back) == std::vector<std::int64_t>{0, 1}); // each once
+    CHECK(back->sharing == api::SharingState::outside_window);
+    CHECK(back->sharing_changes_at_ms == h.sharing_changes_at_ms);
+    CHECK(back->terms == h.terms);
     CHECK(back->inventory == h.inventory);
 }
 
@@ -81,9 +96,46 @@ TEST_CASE("heartbeat: every refused member is named, array elements by index", "
     CHECK(refused(parse, {{"running", {-7}}}) == "running[0]");
     CHECK(refused(parse, {{"unhealthy_gpus", {0, -1}}}) == "unhealthy_gpus[1]");
     CHECK(refused(parse, {{"unhealthy_gpus", "0"}}) == "unhealthy_gpus");
+    CHECK(refused(parse, {{"reclaimed_gpus", {-1}}}) == "reclaimed_gpus[0]");
+    CHECK(refused(parse, {{"reclaimed_gpus", {{"gpu", 0}}}}) == "reclaimed_gpus");
     CHECK(refused(parse, {{"draining", 1}}) == "draining");
     CHECK(refused(parse, {{"paused", "yes"}}) == "paused");
+    CHECK(refused(parse, {{"sharing", "napping"}}) == "sharing");
+    CHECK(refused(parse, {{"sharing", true}}) == "sharing");
+    CHECK(refused(parse, {{"sharing_changes_at_ms", -1}}) == "sharing_changes_at_ms");
+    CHECK(refused(parse, {{"terms", {{"max_runtime_s", "12h"}}}}) == "terms.max_runtime_s");
+    CHECK(refused(parse, {{"terms", {{"teams", {"a", 7}}}}}) == "terms.teams[1]");
+    CHECK(refused(parse, {{"terms", {{"registries", std::vector<std::string>(65, "ghcr.io/")}}}}) == "terms.registries");
+    CHECK(refused(parse, {{"terms", {{"teams", {std::string(300, 'x')}}}}}) == "terms.teams[0]");
+    CHECK(refused(parse, {{"terms", 5}}) == "terms");
     CHECK(refused(parse, {{"inventory", {{"cpu_milli", 0}, {"memory_mib", 1}}}}) == "inventory.cpu_milli");
+}
+
+TEST_CASE("heartbeat: an older worker's paused bool reads as the paused state", "[api][heartbeat]") {
+    auto h = api::heartbeat_from_json(json{{"paused", true}});
+    REQUIRE(h.has_value());
+    CHECK(h->sharing == api::SharingState::paused);
+    auto both = api::heartbeat_from_json(json{{"paused", true}, {"sharing", "reclaimed"}});
+    REQUIRE(both.has_value());
+    CHECK(both->sharing == api::SharingState::reclaimed); // the state wins over the old bool
+}
+
+TEST_CASE("owner terms: a job outside them is named with why", "[api][heartbeat]") {
+    const api::OwnerTerms open;
+    CHECK_FALSE(api::outside_terms(open, "anyone", "ubuntu", 0));
+    const api::OwnerTerms t{3600, {"fellows"}, {"ghcr.io/", "docker.io/library/"}};
+    CHECK_FALSE(api::outside_terms(t, "fellows", "ubuntu:22.04", 600));
+    CHECK_FALSE(api::outside_terms(t, "fellows", "docker.io/python:3", 600));
+    CHECK_FALSE(api::outside_terms(t, "fellows", "ghcr.io/me/x:1", 3600));
+    CHECK_THAT(*api::outside_terms(t, "others", "ubuntu", 600), Catch::Contains("team `others`"));
+    CHECK_THAT(*api::outside_terms(t, "fellows", "me/x", 600), Catch::Contains("docker.io/me/x"));
+    CHECK(api::outside_terms(t, "fellows", "ghcr.io.evil.example/x", 600));
+    CHECK(api::outside_terms(t, "fellows", "localhost/x", 600));
+    CHECK_THAT(*api::outside_terms(t, "fellows", "ubuntu", 7200), Catch::Contains("at most 1h"));
+    CHECK_THAT(*api::outside_terms(t, "fellows", "ubuntu", 0), Catch::Contains("without a limit"));
+    CHECK(api::qualified_image("localhost/gpupool/busybox:latest") == "localhost/gpupool/busybox:latest");
+    CHECK(api::qualified_image("host:5000/x") == "host:5000/x");
+    CHECK(api::qualified_image("index.docker.io/me/x") == "docker.io/me/x");
 }
 
 TEST_CASE("heartbeat reply: the coordinator's answer reads back, warnings included", "[api][heartbeat]") {

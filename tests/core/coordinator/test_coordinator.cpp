@@ -476,3 +476,103 @@ TEST_CASE("coordinator: a heartbeat's inventory replaces the registered one, and
     p.coord->tick();
     CHECK(p.assigned(p.worker).size() == 3);
 }
+
+namespace {
+
+api::Heartbeat beat_with(std::optional<api::OwnerTerms> terms,
+                         api::SharingState sharing = api::SharingState::sharing,
+                         std::optional<std::int64_t> changes_at = std::nullopt) {
+    api::Heartbeat b;
+    b.terms = std::move(terms);
+    b.sharing = sharing;
+    b.sharing_changes_at_ms = changes_at;
+    return b;
+}
+
+} // namespace
+
+TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and a job none takes says why",
+          "[coordinator]") {
+    Pool p;
+    REQUIRE(p.coord->heartbeat(p.worker, beat_with(api::OwnerTerms{0, {"others"}, {}})));
+    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(api::OwnerTerms{0, {}, {"ghcr.io/"}})));
+    const JobId fellows_job = p.submit({job_spec("f")})[0]; // team fellows, image busybox
+    p.coord->tick();
+    CHECK(p.state(fellows_job) == JobState::queued);
+    CHECK(p.coord->waiting_reason(fellows_job) ==
+          "the owners of the 2 worker(s) that could run it do not take it: 1 take only other teams' jobs, 1 take no "
+          "images from `docker.io/library/busybox`'s registry");
+
+    auto others = p.coord->submit(p.other_member, SubmitRequest{"o.toml", 0, {job_spec("o")}, std::nullopt});
+    REQUIRE(others);
+    p.coord->tick();
+    REQUIRE(p.assigned(p.worker).size() == 1); // box-1 takes team others only
+    CHECK(p.assigned(p.worker)[0].job == others->jobs[0]);
+    CHECK(p.assigned(p.worker2).empty());
+    CHECK_FALSE(p.coord->pool_view_drift().has_value());
+
+    // The owner of box-2 drops its terms (a worker from before terms sends none): any job.
+    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(std::nullopt)));
+    p.coord->tick();
+    REQUIRE(p.assigned(p.worker2).size() == 1);
+    CHECK(p.assigned(p.worker2)[0].job == fellows_job);
+    CHECK_FALSE(p.coord->pool_view_drift().has_value());
+}
+
+TEST_CASE("coordinator: terms that name a team created later take its jobs once it exists", "[coordinator]") {
+    Pool p;
+    REQUIRE(p.coord->heartbeat(p.worker, beat_with(api::OwnerTerms{0, {"late"}, {}})));
+    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(api::OwnerTerms{0, {"late"}, {}})));
+    const JobId early = p.submit({job_spec("early")})[0];
+    p.coord->tick();
+    CHECK(p.state(early) == JobState::queued);
+    REQUIRE(p.coord->create_team(p.admin, "late", 1));
+    REQUIRE(p.coord->grant(p.admin, "late", 1'000 * credits::k_micro_per_credit, std::nullopt, "test"));
+    const Principal late =
+        p.coord->authenticate(p.coord->create_token(p.admin, store::Role::member, "late", "l").value().secret).value();
+    auto res = p.coord->submit(late, SubmitRequest{"l.toml", 0, {job_spec("l")}, std::nullopt});
+    REQUIRE(res);
+    p.coord->tick();
+    CHECK(p.state(res->jobs[0]) == JobState::assigned);
+    CHECK(p.state(early) == JobState::queued);
+    CHECK_FALSE(p.coord->pool_view_drift().has_value());
+}
+
+TEST_CASE("coordinator: workers not sharing take no work, and the queue says why and until when", "[coordinator]") {
+    Pool p;
+    const std::int64_t opens = p.clock.now_ms() + 3 * 3600 * 1000;
+    REQUIRE(p.coord->heartbeat(p.worker, beat_with(std::nullopt, api::SharingState::outside_window, opens)));
+    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::outside_window, opens + 60'000)));
+    CHECK(p.coord->presence(p.worker.worker.value()) == "off-hours");
+    const JobId id = p.submit({job_spec("a")})[0];
+    p.coord->tick();
+    CHECK(p.state(id) == JobState::queued);
+    CHECK(p.coord->waiting_reason(id) ==
+          "no worker is taking work: 2 are outside their owners' sharing hours (the first shares again in 3h)");
+
+    REQUIRE(p.coord->heartbeat(p.worker, beat_with(std::nullopt, api::SharingState::paused)));
+    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::reclaimed)));
+    CHECK(p.coord->presence(p.worker2.worker.value()) == "reclaimed");
+    p.coord->tick();
+    CHECK(p.coord->waiting_reason(id) == "no worker is taking work: 1 is paused by its owner, 1 is in use by its owner");
+
+    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(std::nullopt)));
+    p.coord->tick();
+    CHECK(p.assigned(p.worker2).size() == 1);
+    CHECK_FALSE(p.coord->pool_view_drift().has_value());
+}
+
+TEST_CASE("coordinator: a GPU its owner reclaimed takes no new work, the worker's other GPUs do", "[coordinator]") {
+    Pool p;
+    api::Inventory two = inventory(2);
+    api::Heartbeat b;
+    b.inventory = two;
+    b.reclaimed_gpus = {0};
+    REQUIRE(p.coord->heartbeat(p.worker, b));
+    REQUIRE(p.coord->heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::paused)));
+    p.submit({job_spec("a", 1000), job_spec("b", 1000)});
+    p.coord->tick();
+    const auto got = p.assigned(p.worker);
+    REQUIRE(got.size() == 1); // GPU 1 only
+    CHECK(got[0].gpu_index == 1);
+}

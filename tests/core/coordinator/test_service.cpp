@@ -525,3 +525,25 @@ TEST_CASE("service: fetching a job without outputs says why", "[service]") {
     call(m, "POST", "/v1/jobs/" + job + "/cancel", json::object());
     CHECK_THAT(fetch(), Catch::Contains("job " + job + " was cancelled") && Catch::Contains("no outputs"));
 }
+
+TEST_CASE("service: a GPU its owner reclaimed takes no new work until a heartbeat no longer names it",
+          "[service][reclaim]") {
+    Pool p;
+    auto w = p.server.client(p.worker);
+    // A list the wire refuses names its element; then the owner's use of the worker's only GPU.
+    auto bad = w.request("POST", "/v1/workers/heartbeat", json{{"running", json::array()}, {"reclaimed_gpus", {0, -2}}}.dump());
+    REQUIRE(bad);
+    CHECK(bad->status == 400);
+    CHECK_THAT(bad->body, Catch::Contains("reclaimed_gpus[1]"));
+    call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}, {"reclaimed_gpus", {0}}});
+    const auto job = std::to_string(p.submit({spec("waits")})["jobs"][0].get<std::int64_t>());
+    CHECK(call(w, "POST", "/v1/workers/poll?wait_ms=500", json::object())["assignments"].empty());
+    auto m = p.server.client(p.member);
+    CHECK(call(m, "GET", "/v1/jobs/" + job)["state"] == "queued");
+    // The owner is done (the worker's quiet period passed): placed at once.
+    call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}, {"reclaimed_gpus", json::array()}});
+    auto polled = call(w, "POST", "/v1/workers/poll?wait_ms=5000", json::object());
+    REQUIRE(polled["assignments"].size() == 1);
+    CHECK(std::to_string(polled["assignments"][0]["job"].get<std::int64_t>()) == job);
+    CHECK(polled["assignments"][0]["gpu_index"] == 0);
+}

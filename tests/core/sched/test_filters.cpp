@@ -83,3 +83,45 @@ TEST_CASE("fits_total ignores what is in use") {
     CHECK_FALSE(fits_total(w, whole_job(2, 3)));
     CHECK_FALSE(fits_total(w, share_job(3, 100, 32001)));
 }
+
+TEST_CASE("filter: an owner's terms keep jobs of other teams, registries and longer runtimes off the worker") {
+    Worker w = worker(1, {1000});
+    JobRequest j = share_job(1, 100); // team 1
+    j.image = "ubuntu:22.04";
+    j.qualified_image = "docker.io/library/ubuntu:22.04";
+    j.max_runtime_s = 3600;
+    CHECK(filter_owner(w, j, {}));
+    w.terms = WorkerTerms{};
+    CHECK(refused_by(*w.terms, j) == TermsRefusal::none); // empty terms: anything
+
+    w.terms->teams = std::vector<TeamId>{TeamId(2), TeamId(5)};
+    CHECK(refused_by(*w.terms, j) == TermsRefusal::team);
+    CHECK_FALSE(filter_owner(w, j, {}));
+    CHECK_FALSE(passes_filters(w, j, {}));
+    j.team = TeamId(5);
+    CHECK(filter_owner(w, j, {}));
+    w.terms->teams = std::vector<TeamId>{}; // the owner named only teams that do not exist
+    CHECK(refused_by(*w.terms, j) == TermsRefusal::team);
+    w.terms->teams.reset();
+
+    w.terms->registries = {"ghcr.io/"};
+    CHECK(refused_by(*w.terms, j) == TermsRefusal::registry);
+    w.terms->registries = {"ghcr.io/", "docker.io/library/"};
+    CHECK(refused_by(*w.terms, j) == TermsRefusal::none);
+
+    w.terms->max_runtime_s = 1800;
+    CHECK(refused_by(*w.terms, j) == TermsRefusal::max_runtime);
+    j.max_runtime_s = 1800;
+    CHECK(refused_by(*w.terms, j) == TermsRefusal::none);
+    j.max_runtime_s = 0; // no limit: more than any limit
+    CHECK(refused_by(*w.terms, j) == TermsRefusal::max_runtime);
+    CHECK_FALSE(filter_owner(w, j, {}));
+}
+
+TEST_CASE("make_request spells out the image's registry for the owners' terms") {
+    gpupool::recipe::JobSpec spec;
+    spec.image = "me/eval:1";
+    CHECK(make_request(JobId(1), TeamId(1), spec, 0, ModelCatalog{}).qualified_image == "docker.io/me/eval:1");
+    spec.image = "ghcr.io/org/x@sha256:" + std::string(64, 'a');
+    CHECK(make_request(JobId(1), TeamId(1), spec, 0, ModelCatalog{}).qualified_image == spec.image);
+}

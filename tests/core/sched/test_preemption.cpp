@@ -148,3 +148,15 @@ TEST_CASE("preemption frees job slots: a worker at its --slots cap can still tak
     REQUIRE(two);
     CHECK(two->victims == std::vector<std::size_t>{0, 1});
 }
+
+TEST_CASE("preemption never makes room on a worker whose owner does not take the job") {
+    ClusterView v = two_workers();
+    v.workers[1].terms = WorkerTerms{0, std::vector<TeamId>{TeamId(1)}, {}}; // worker 2 takes team 1 only
+    FairShareSorter shares(v.teams, OrderingPolicy{});
+    auto set = find_victims(v.workers, v.running, high_job(9, 1000), shares, 1000, policy(), {}); // team 2
+    REQUIRE(set);
+    CHECK(set->worker == 0); // two victims on worker 1 rather than the one on worker 2
+    CHECK(set->victims.size() == 2);
+    v.workers[0].terms = v.workers[1].terms;
+    CHECK_FALSE(find_victims(v.workers, v.running, high_job(9, 1000), shares, 1000, policy(), {}).has_value());
+}

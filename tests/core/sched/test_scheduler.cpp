@@ -169,3 +169,30 @@ TEST_CASE("a worker's job slots cap how many jobs it runs, within one call too")
     v.workers[1].slots_free.reset();
     CHECK(schedule(v, {cpu_job(1, 100), cpu_job(2, 100), cpu_job(3, 100)}, Policy{}, 0).placements.size() == 3);
 }
+
+TEST_CASE("a job goes only where the owners' terms allow it, and waits with their reasons when none does") {
+    ClusterView v;
+    v.workers = {worker(1, {1000}), worker(2, {1000}), worker(3, {1000})};
+    v.workers[0].terms = WorkerTerms{0, std::vector<TeamId>{TeamId(9)}, {}};
+    v.workers[1].terms = WorkerTerms{0, std::nullopt, {"ghcr.io/"}};
+    v.workers[2].terms = WorkerTerms{600, std::nullopt, {}};
+    JobRequest j = share_job(1, 500);
+    j.qualified_image = "docker.io/library/python:3.12";
+    j.max_runtime_s = 3600;
+    Decisions d = schedule(v, {j}, Policy{}, 0);
+    REQUIRE(d.placements.empty());
+    REQUIRE(d.waiting.size() == 1);
+    CHECK(d.waiting[0].outcome == PlaceOutcome::not_now); // owners change their terms: never rejected
+    CHECK(d.waiting[0].reason ==
+          "the owners of the 3 worker(s) that could run it do not take it: 1 take only other teams' jobs, 1 take no "
+          "images from `docker.io/library/python:3.12`'s registry, 1 take no job that may run for 1h");
+
+    j.max_runtime_s = 600; // now worker 3's owner takes it, and only that worker may run it
+    for (std::uint64_t seed = 0; seed < 8; ++seed) {
+        Policy p;
+        p.seed = seed;
+        Decisions ok = schedule(v, {j}, p, 0);
+        REQUIRE(ok.placements.size() == 1);
+        CHECK(ok.placements[0].worker == WorkerId(3));
+    }
+}

@@ -122,6 +122,7 @@ struct LinkCounts {
     std::atomic<std::int64_t> draining_heartbeats{0};
     std::atomic<std::int64_t> unhealthy_heartbeats{0}; // naming a GPU as unhealthy
     std::atomic<std::int64_t> paused_heartbeats{0};
+    std::atomic<std::int64_t> reclaimed_heartbeats{0}; // naming a GPU its owner uses
     std::atomic<std::int64_t> polls{0};                // answered
     std::atomic<std::int64_t> unavailable{0};          // calls that found the coordinator away
 };
@@ -141,7 +142,8 @@ public:
             ++m_counts.heartbeats;
             m_counts.draining_heartbeats += beat.draining ? 1 : 0;
             m_counts.unhealthy_heartbeats += beat.unhealthy_gpus.empty() ? 0 : 1;
-            m_counts.paused_heartbeats += beat.paused ? 1 : 0;
+            m_counts.paused_heartbeats += beat.sharing != api::SharingState::sharing ? 1 : 0;
+            m_counts.reclaimed_heartbeats += beat.reclaimed_gpus.empty() ? 0 : 1;
         }
         return r;
     }

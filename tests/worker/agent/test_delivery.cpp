@@ -71,10 +71,11 @@ struct DeliveryBench {
         t.exit_code = code;
         t.reason = "exited with status " + std::to_string(code);
     }
+    worker::Delivery::Facts facts{}; // what the heartbeats say besides the attempts
     // The attempts done with, as numbers.
     std::vector<std::int64_t> deliver() {
         std::vector<std::int64_t> out;
-        for (AttemptId id : delivery->deliver(attempts, [] { return worker::Delivery::Facts{}; })) {
+        for (AttemptId id : delivery->deliver(attempts, [this] { return facts; })) {
             out.push_back(id.value());
         }
         return out;
@@ -203,18 +204,42 @@ TEST_CASE("delivery: heartbeats go every `heartbeat` on the clock, at once when 
     CHECK_FALSE(beats[2].inventory.has_value());
 }
 
-TEST_CASE("delivery: the owner's pause goes with the heartbeat and is told once", "[delivery]") {
+TEST_CASE("delivery: the sharing state and the owner's terms go with every heartbeat", "[delivery]") {
     DeliveryBench b;
-    REQUIRE(worker::pause_sharing(b.work.path(), "tonight"));
+    api::OwnerTerms terms;
+    terms.teams = {"fellows"};
+    b.facts.sharing = api::SharingState::outside_window;
+    b.facts.sharing_changes_at_ms = 1'700'000'000'000;
+    b.facts.terms = terms;
     b.deliver();
     b.delivery->heartbeat_now();
     b.deliver();
     const auto beats = b.coordinator.beats();
     REQUIRE(beats.size() == 2);
-    CHECK(beats[0].paused);
-    CHECK(beats[1].paused);
-    REQUIRE(b.events.size() == 1);
-    CHECK_THAT(b.events[0], Catch::StartsWith("paused by the owner"));
+    for (const auto& beat : beats) {
+        CHECK(beat.sharing == api::SharingState::outside_window);
+        CHECK(beat.sharing_changes_at_ms == 1'700'000'000'000);
+        REQUIRE(beat.terms);
+        CHECK(beat.terms->teams == std::vector<std::string>{"fellows"});
+    }
+}
+
+TEST_CASE("delivery: a changed inventory goes again with the next heartbeat", "[delivery]") {
+    DeliveryBench b;
+    b.facts.inventory.cpu_milli = 4000;
+    b.deliver();
+    b.delivery->heartbeat_now();
+    b.deliver();
+    b.facts.inventory.cpu_milli = 2000; // the owner reloaded worker.toml
+    b.delivery->heartbeat_now();
+    b.deliver();
+    const auto beats = b.coordinator.beats();
+    REQUIRE(beats.size() == 3);
+    REQUIRE(beats[0].inventory);
+    CHECK_FALSE(beats[1].inventory);
+    REQUIRE(beats[2].inventory);
+    CHECK(beats[2].inventory->cpu_milli == 2000);
+    CHECK(b.delivery->last_contact_ms() == b.clock.now_ms());
 }
 
 TEST_CASE("delivery: a refused worker (401/403) is fatal and names worker.json", "[delivery]") {
@@ -228,7 +253,7 @@ TEST_CASE("delivery: a refused worker (401/403) is fatal and names worker.json",
 
 TEST_CASE("delivery: hand_back completes unstarted assignments as owner_preempted", "[delivery]") {
     DeliveryBench b;
-    std::vector<AttemptId> ids{AttemptId(5), AttemptId(6)};
+    std::vector<worker::Delivery::HandBack> ids{{AttemptId(5)}, {AttemptId(6), "outside the owner's terms"}};
     b.coordinator.fail_all(ErrorCode::unavailable);
     b.delivery->hand_back(ids, b.attempts);
     CHECK(ids.size() == 2); // kept for later
@@ -239,6 +264,8 @@ TEST_CASE("delivery: hand_back completes unstarted assignments as owner_preempte
     REQUIRE(b.coordinator.completion(AttemptId(5)));
     CHECK(b.coordinator.completion(AttemptId(5))->outcome == worker::Outcome::owner_preempted);
     CHECK_FALSE(b.coordinator.completion(AttemptId(5))->exit_code);
+    CHECK_THAT(b.coordinator.completion(AttemptId(5))->reason, Catch::Contains("shutting down"));
+    CHECK(b.coordinator.completion(AttemptId(6))->reason == "outside the owner's terms");
 }
 
 TEST_CASE("delivery: outputs over the cap fail the job with the reason, and its log says so", "[delivery]") {

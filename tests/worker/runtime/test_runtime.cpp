@@ -4,6 +4,7 @@
 // them), or a failure when GPUPOOL_REQUIRE_CONTAINERS=1 (CI).
 #include "tests/support.hpp"
 #include "tests/worker/runtime/runtimes_under_test.hpp"
+#include "worker/agent/process_owner.hpp"
 #include "worker/runtime/oci_runtime.hpp"
 #include "worker/runtime/runtime_registry.hpp"
 
@@ -338,6 +339,53 @@ TEST_CASE("runtime: list finds running labelled jobs and reattach resumes their 
         CHECK(status->exit_code == 137);
         CHECK(rt->remove(spec.name));
         CHECK_FALSE(rt->reattach("gpupool-test-never-started", spec.log_path));
+    }
+}
+
+TEST_CASE("runtime: a running job's processes carry the marks its runtime reports", "[runtime][reclaim]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        const std::string token = "gpupool-mark-" + std::to_string(::getpid()) + "-" + c.kind;
+        ContainerSpec spec = box.spec("sleep 30; echo " + token);
+        REQUIRE(rt->start(spec));
+        RemovedVia guard{rt, spec.name};
+        auto marks = rt->process_marks(spec.name);
+        REQUIRE(marks.has_value());
+        if (c.isolates) {
+            CHECK(marks->container_id.size() == 64); // the engine's id: it names the container's cgroup
+        } else {
+            CHECK(marks->session > 0);
+        }
+        // The job's processes as the host sees them (the shell, and a container's init), by command line.
+        std::vector<std::int64_t> pids;
+        REQUIRE(test::eventually([&] {
+            for (const auto& e : fs::directory_iterator("/proc")) {
+                const auto name = e.path().filename().string();
+                if (name.find_first_not_of("0123456789") == std::string::npos &&
+                    slurp(e.path() / "cmdline").find(token) != std::string::npos) {
+                    pids.push_back(std::stoll(name));
+                }
+            }
+            return !pids.empty();
+        }));
+        const std::vector<worker::JobMark> jobs{{7, 0, marks->container_id, marks->session}};
+        for (auto pid : pids) {
+            INFO("pid " << pid << " cgroup " << slurp("/proc/" + std::to_string(pid) + "/cgroup"));
+            CHECK(worker::owner_of_process("/proc", pid, jobs) == worker::ProcessOwner::job);
+            CHECK(worker::owner_of_process("/proc", pid, {}) == worker::ProcessOwner::foreign);
+        }
+        CHECK(worker::owner_of_process("/proc", ::getpid(), jobs) == worker::ProcessOwner::foreign);
+        if (c.isolates) {
+            // After a worker restart the id comes from the engine.
+            auto again = c.make();
+            REQUIRE(again);
+            rt = std::move(*again);
+            CHECK_FALSE(rt->process_marks(spec.name).has_value()); // not re-attached yet
+            REQUIRE(rt->reattach(spec.name, spec.log_path));
+            auto after = rt->process_marks(spec.name);
+            REQUIRE(after.has_value());
+            CHECK(after->container_id == marks->container_id);
+        }
     }
 }
 

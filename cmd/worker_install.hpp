@@ -1,0 +1,40 @@
+// `gpupool worker install` and `gpupool worker uninstall`: run the worker as a systemd service
+// (system-wide, or the owner's own with --user). register_worker_install adds both to the `worker`
+// command; run_worker_install / run_worker_uninstall do the work (worker/install/installer.hpp) and
+// return the exit code: 0 done, 1 failed (files written so far are listed), 2 usage error or a
+// refusal to overwrite different settings without --force.
+//
+// Two hidden options exist for tests: --root DIR (write under DIR instead of /) and --systemctl
+// PROGRAM (run PROGRAM instead of systemctl; the system-wide root check is skipped with --root).
+#pragma once
+
+#include "cmd/cli.hpp"
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace gpupool::cmd {
+
+struct WorkerInstallOptions {
+    bool user = false;
+    std::string coordinator{};
+    std::string token_file{}; // the global --token-file
+    std::string work_dir{};
+    std::string runtime = "podman";
+    bool force = false;
+    bool purge = false;
+    std::string root = "/";
+    std::string systemctl = "systemctl";
+};
+
+int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& o);
+int run_worker_uninstall(const GlobalOptions& global, const WorkerInstallOptions& o);
+
+// Adds `install` and `uninstall` under `worker` (the `worker` command's own callback must not run
+// when one of its subcommands did).
+void register_worker_install(Cli& cli, CLI::App* worker);
+
+} // namespace gpupool::cmd

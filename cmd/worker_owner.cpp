@@ -1,0 +1,353 @@
+// `gpupool worker status | pause | resume | reload`: the owner's controls. Each asks the worker
+// running on the work dir over its control socket (worker/owner/control_socket.hpp); when none
+// runs, status shows what the files say and pause/resume change the pause file, which the next
+// start reads.
+#include "cmd/cli_app.hpp"
+#include "cmd/remote.hpp"
+#include "cmd/worker.hpp"
+#include "core/client/api_client.hpp"
+#include "core/config/client_config.hpp"
+#include "core/credits/money.hpp"
+#include "core/resources/quantity.hpp"
+#include "worker/agent/agent.hpp"
+#include "worker/owner/control_socket.hpp"
+#include "worker/owner/owner_policy.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <ctime>
+#include <iostream>
+
+namespace gpupool::cmd {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// Local midnight today, and Monday 00:00 of this week, as Unix ms.
+std::pair<std::int64_t, std::int64_t> day_and_week_start(std::int64_t now) {
+    const std::time_t t = static_cast<std::time_t>(now / 1000);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    tm.tm_isdst = -1;
+    std::tm week = tm;
+    const std::int64_t day = static_cast<std::int64_t>(std::mktime(&tm)) * 1000;
+    week.tm_mday -= (week.tm_wday + 6) % 7;
+    return {day, static_cast<std::int64_t>(std::mktime(&week)) * 1000};
+}
+
+std::string ago(std::int64_t ms) {
+    return resources::format_duration_s(std::max<std::int64_t>(0, (now_ms() - ms) / 1000)) + " ago";
+}
+
+// What the worker's files say when no worker runs.
+json offline_state(const fs::path& work, const std::optional<worker::OwnerConfig>& cfg) {
+    json j{{"running", false}};
+    if (auto p = worker::pause_in_force(work, now_ms())) {
+        j["state"] = "paused";
+        j["description"] = "paused" +
+                           (p->until_ms ? " until " + worker::local_time_text(*p->until_ms) : std::string()) +
+                           (p->why.empty() ? std::string() : " (" + p->why + ")");
+        return j;
+    }
+    const auto v = worker::sharing_window_at(cfg ? cfg->share.windows.value_or(std::vector<worker::ShareWindow>{})
+                                                 : std::vector<worker::ShareWindow>{},
+                                             now_ms());
+    j["state"] = v.open ? "sharing" : "outside_window";
+    j["description"] =
+        v.open ? std::string("sharing when started")
+               : "outside its sharing window" +
+                     (v.changes_at_ms ? "; the next window opens " + worker::local_time_text(*v.changes_at_ms)
+                                      : std::string());
+    return j;
+}
+
+void print_live(const json& live) {
+    std::cout << "  state       " << printable(live.value("description", "")) << '\n';
+    for (const auto& g : live["gpus"]) {
+        std::cout << "  GPU " << g["index"].get<std::int64_t>() << "       " << printable(g["name"]) << ", "
+                  << (g["shared"].get<bool>()
+                          ? resources::format_memory_mib(g["offered_mib"].get<std::int64_t>()) + " offered"
+                          : std::string("not shared"));
+        bool any = false;
+        for (const auto& j : live["jobs"]) {
+            if (j["gpu_index"] == g["index"]) {
+                std::cout << (any ? "; " : ": ") << "job " << j["job"].get<std::int64_t>() << " `"
+                          << printable(j["name"]) << "` (team " << printable(j["team"]) << ", " << printable(j["image"])
+                          << ", " << resources::format_milli(j["gpu_milli"].get<std::int64_t>()) << " GPU, running "
+                          << resources::format_duration_s(j["runtime_s"].get<std::int64_t>()) << ")";
+                any = true;
+            }
+        }
+        std::cout << (any ? "" : ": idle") << '\n';
+    }
+    for (const auto& j : live["jobs"]) {
+        if (j["gpu_index"].get<std::int64_t>() < 0) {
+            std::cout << "  no GPU      job " << j["job"].get<std::int64_t>() << " `" << printable(j["name"])
+                      << "` (team " << printable(j["team"]) << ", running "
+                      << resources::format_duration_s(j["runtime_s"].get<std::int64_t>()) << ")\n";
+        }
+    }
+    std::cout << "  contact     "
+              << (live["last_contact_ms"].is_number_integer()
+                      ? "the coordinator answered " + ago(live["last_contact_ms"].get<std::int64_t>())
+                      : std::string("not reached since the worker started"))
+              << '\n';
+}
+
+// Earnings (+) and voided results (-) of the team since `since` ms, from the movements read.
+std::int64_t earned_since(const json& credits, std::int64_t since) {
+    const std::string team = "team:" + std::to_string(credits["team_id"].get<std::int64_t>());
+    const std::string settling = "settling:" + std::to_string(credits["team_id"].get<std::int64_t>());
+    std::int64_t sum = 0;
+    for (const auto& e : credits["movements"]) {
+        if (!e["at"].is_number_integer() || e["at"].get<std::int64_t>() < since) {
+            continue;
+        }
+        const std::string reason = e["reason"].get<std::string>();
+        const auto amount = e["amount_micro"].get<std::int64_t>();
+        if (reason == "charge" && (e["credit"] == team || e["credit"] == settling)) {
+            sum += amount;
+        } else if (reason == "refund" && (e["debit"] == team || e["debit"] == settling)) {
+            sum -= amount;
+        }
+    }
+    return sum;
+}
+
+void print_credits(const json& c, const std::string& coordinator) {
+    const std::string team_account = "team:" + std::to_string(c["team_id"].get<std::int64_t>());
+    const std::string settling_account = "settling:" + std::to_string(c["team_id"].get<std::int64_t>());
+    const auto [day, week] = day_and_week_start(now_ms());
+    std::cout << "  available   " << credits::format_credits(c["balance_micro"].get<std::int64_t>()) << " credits\n";
+    std::cout << "  settling    " << credits::format_credits(c.value("settling_micro", std::int64_t{0}))
+              << " credits (earned, paid out when the pool's settling period ends)\n";
+    std::cout << "  earned      " << credits::format_credits(earned_since(c, day)) << " today, "
+              << credits::format_credits(earned_since(c, week))
+              << " this week (from the movements read; --limit for more)\n";
+    std::vector<std::vector<std::string>> rows{{"WHEN (UTC)", "AMOUNT", "WHAT"}};
+    for (const auto& e : c["movements"]) {
+        const std::string reason = e["reason"].get<std::string>();
+        const bool earning = reason == "charge" && (e["credit"] == team_account || e["credit"] == settling_account);
+        const bool voided = reason == "refund" && (e["debit"] == team_account || e["debit"] == settling_account);
+        if (!earning && !voided && reason != "payout") {
+            continue;
+        }
+        const std::string amount = credits::format_credits(e["amount_micro"].get<std::int64_t>());
+        const std::string attempt =
+            e["attempt"].is_number_integer() ? std::to_string(e["attempt"].get<std::int64_t>()) : "?";
+        rows.push_back({format_time(e["at"]),
+                        earning  ? "+" + amount
+                        : voided ? "-" + amount
+                                 : amount,
+                        earning
+                            ? "earned for attempt " + attempt + (e["credit"] == settling_account ? " (settling)" : "")
+                        : voided ? "voided: attempt " + attempt + " (" + e["note"].get<std::string>() + ")"
+                                 : "paid out for attempt " + attempt});
+    }
+    if (rows.size() > 1) {
+        std::cout << "\nrecent earnings on " << coordinator << " (newest first):\n";
+        print_table(rows);
+    }
+}
+
+} // namespace
+
+// `gpupool worker status`: the owner's view with the identity the machine already has (no
+// second token): the worker's state and jobs (from the running worker, or the files when none
+// runs), which pool and worker this is, and what its team has earned.
+int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
+    auto cfg = load_worker_toml(o);
+    if (!cfg) {
+        report_error(global, cfg.error());
+        return k_exit_usage;
+    }
+    const fs::path work = worker_work_dir(o, *cfg);
+    auto live = worker::control_request(work, json{{"op", "status"}});
+    if (!live && live.error().code != ErrorCode::not_found) {
+        report_error(global, live.error());
+        return k_exit_failed;
+    }
+    const json state = live ? *live : offline_state(work, *cfg);
+    const auto id = worker::read_stored_identity(work);
+    if (!id) {
+        report_error(global, make_error(ErrorCode::not_found,
+                                        "no worker identity in " + (work / "worker.json").string() +
+                                            ": this machine has not joined a pool with this work dir "
+                                            "(`gpupool worker --share`; or pass --work-dir)",
+                                        "--work-dir"));
+        return k_exit_failed;
+    }
+    const std::string& coordinator = id->coordinator;
+    if (!coordinator.starts_with("http://") && !coordinator.starts_with("https://")) {
+        report_error(global, make_error(ErrorCode::invalid_input,
+                                        "this work dir belongs to the local pool of `gpupool run` (" + coordinator +
+                                            "), which has no earnings",
+                                        "--work-dir"));
+        return k_exit_failed;
+    }
+    std::size_t spooled = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(work / "attempts", ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+        ++spooled;
+    }
+    config::ClientConfig cc;
+    cc.url = coordinator;
+    cc.url_source = (work / "worker.json").string();
+    cc.token = id->token;
+    if (global.ca_cert) {
+        cc.ca_cert = *global.ca_cert;
+    }
+    client::ApiClient api(cc);
+    auto credits = api.get("/v1/credits?limit=" + std::to_string(o.status_limit));
+    if (global.json) {
+        json out{{"coordinator", coordinator},
+                 {"worker_id", id->worker_id},
+                 {"worker", state},
+                 {"state", state["state"]},
+                 {"paused", worker::paused_since(work) ? json(*worker::paused_since(work)) : json()},
+                 {"spooled_attempts", spooled},
+                 {"credits", credits ? *credits : json()}};
+        if (credits) {
+            const auto [day, week] = day_and_week_start(now_ms());
+            out["earned_today_micro"] = earned_since(*credits, day);
+            out["earned_week_micro"] = earned_since(*credits, week);
+        }
+        std::cout << out.dump(2) << '\n';
+    }
+    if (!credits) {
+        report_error(global, credits.error());
+        return k_exit_failed;
+    }
+    if (global.json) {
+        return k_exit_ok;
+    }
+    const auto& c = *credits;
+    std::cout << "worker " << id->worker_id << " of team " << printable(c["team"]) << " on " << coordinator
+              << " (work dir " << work.string() << ", " << spooled << " attempt(s) spooled)\n";
+    if (live) {
+        print_live(*live);
+    } else {
+        std::cout << "  worker      not running (`gpupool worker --share` starts it)\n"
+                  << "  state       " << printable(state["description"].get<std::string>()) << '\n';
+    }
+    print_credits(c, coordinator);
+    return k_exit_ok;
+}
+
+// `gpupool worker pause|resume`: asks the running worker; without one, writes or removes
+// <work_dir>/paused, which the next start reads.
+int run_worker_pause(const GlobalOptions& global, const WorkerCmdOptions& o, bool pause) {
+    auto cfg = load_worker_toml(o);
+    if (!cfg) {
+        report_error(global, cfg.error());
+        return k_exit_usage;
+    }
+    const fs::path work = worker_work_dir(o, *cfg);
+    std::optional<std::int64_t> for_s;
+    if (pause && !o.pause_for.empty()) {
+        auto d = resources::parse_duration_s(o.pause_for);
+        if (!d || *d <= 0) {
+            Error e = d ? make_error(ErrorCode::invalid_input, "expected a duration over zero") : d.error();
+            e.field = "--for";
+            report_error(global, e);
+            return k_exit_usage;
+        }
+        for_s = *d;
+    }
+    json req{{"op", pause ? "pause" : "resume"}};
+    if (pause) {
+        req["why"] = o.pause_why;
+        req["now"] = o.pause_now;
+        if (for_s) {
+            req["for_s"] = *for_s;
+        }
+    }
+    auto live = worker::control_request(work, req);
+    if (!live && live.error().code != ErrorCode::not_found) {
+        report_error(global, live.error());
+        return k_exit_failed;
+    }
+    if (live && !live->value("ok", false)) {
+        report_error(global, make_error(ErrorCode::invalid_input, live->value("error", std::string("refused"))));
+        return k_exit_failed;
+    }
+    std::string said;
+    std::optional<std::int64_t> until = for_s ? std::optional(now_ms() + *for_s * 1000) : std::nullopt;
+    if (live) {
+        said = pause ? "paused: the worker takes no new jobs" +
+                           (o.pause_now ? "; its " + std::to_string(live->value("stopped", 0)) +
+                                              " running job(s) are being handed back to the pool"
+                                        : std::string("; running jobs go on"))
+                     : "resumed: " + live->value("description", std::string("sharing"));
+        if (pause && (*live)["until_ms"].is_number_integer()) {
+            until = (*live)["until_ms"].get<std::int64_t>();
+        }
+    } else {
+        if (!worker::read_stored_identity(work)) {
+            report_error(global, make_error(ErrorCode::not_found,
+                                            "no worker identity in " + (work / "worker.json").string() +
+                                                ": no worker shares from this work dir (pass --work-dir)",
+                                            "--work-dir"));
+            return k_exit_failed;
+        }
+        auto st = pause ? worker::pause_sharing(work, o.pause_why, until) : worker::resume_sharing(work);
+        if (!st) {
+            report_error(global, st.error());
+            return k_exit_failed;
+        }
+        said = std::string("no worker is running with ") + work.string() + ": " +
+               (pause ? "it starts paused" : "it shares when it starts");
+    }
+    if (pause && until) {
+        said += "; sharing again at " + worker::local_time_text(*until);
+    } else if (pause) {
+        said += ". `gpupool worker resume` shares again";
+    }
+    if (global.json) {
+        std::cout << json{{"paused", pause},
+                          {"work_dir", work.string()},
+                          {"running", live.has_value()},
+                          {"until_ms", until ? json(*until) : json()}}
+                         .dump()
+                  << '\n';
+    } else {
+        std::cout << said << '\n';
+    }
+    return k_exit_ok;
+}
+
+int run_worker_reload(const GlobalOptions& global, const WorkerCmdOptions& o) {
+    auto cfg = load_worker_toml(o);
+    const fs::path work = worker_work_dir(o, cfg ? *cfg : std::nullopt);
+    auto live = worker::control_request(work, json{{"op", "reload"}});
+    if (!live) {
+        report_error(global, live.error().code == ErrorCode::not_found
+                                 ? make_error(ErrorCode::not_found,
+                                              live.error().message + ": worker.toml is read when the worker starts")
+                                 : live.error());
+        return k_exit_failed;
+    }
+    if (!live->value("ok", false)) {
+        report_error(global,
+                     make_error(ErrorCode::invalid_input, "not reloaded: " + live->value("error", std::string())));
+        return k_exit_failed;
+    }
+    if (global.json) {
+        std::cout << live->dump() << '\n';
+    } else {
+        std::cout << "reloaded: " << printable(live->value("description", std::string())) << '\n';
+    }
+    return k_exit_ok;
+}
+
+} // namespace gpupool::cmd

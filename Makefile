@@ -4,7 +4,10 @@
 #   make deps       install the Debian packages (idempotent; skipped when all are present)
 #   make test       deps + configure + build + the whole test suite (ctest)
 #   make test SANITIZE=address,undefined   the same in a sanitizer build (build-san/)
-#   make demo       run a real sweep end to end on the embedded default
+#   make demo       run a real sweep end to end on the embedded default (builds only build/gpupool)
+#   make static     one fully static, stripped executable: dist/gpupool-VERSION-linux-ARCH (build-static/;
+#                   curl and libarchive from Debian's source packages, cached in .cache/static-deps/)
+#   make test-static   make static, then its checks (ctest -L static: tests/static/static_checks.sh)
 #   make fuzz       libFuzzer on the recipe parser, the archive unpacker and the HTTP API, each for
 #                   FUZZ_SECONDS (default 60); FUZZ_SEED=N repeats a run (0, the default, is a
 #                   fresh random seed)
@@ -19,9 +22,11 @@ BUILD_TYPE ?= $(if $(SANITIZE),Debug,RelWithDebInfo)
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SEED ?= 0
+STATIC_BUILD ?= build-static
+STATIC_DEPS_CACHE ?= .cache/static-deps
 CTEST_ARGS ?=
 
-.PHONY: all deps containers configure build test demo fuzz bench fmt clean
+.PHONY: all deps containers configure build test demo static test-static fuzz bench fmt clean
 
 all: build
 
@@ -47,9 +52,25 @@ test: deps containers
 	GPUPOOL_TEST_DOCKER_HOST=unix:///run/gpupool-ci/docker.sock \
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
+# Only what the demo runs: the gpupool binary, not the test suite.
 demo: deps
-	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory configure
+	cmake --build $(BUILD) -j$(JOBS) --target gpupool
 	@.ci/demo $(BUILD)/gpupool
+
+# -O2 as the normal build, without -g (the shipped file is stripped; no 190 MB link). The dependency
+# prefixes come from .ci/build-static-deps (cached); the link's post-build step strips into dist/.
+static:
+	@.ci/install-deps .ci/packages.txt .ci/packages-static.txt
+	@deps=$$(.ci/build-static-deps $(STATIC_DEPS_CACHE) | paste -sd';' -) && \
+	  cmake -S . -B $(STATIC_BUILD) -DGPUPOOL_STATIC=ON "-DGPUPOOL_STATIC_DEPS=$$deps" \
+	    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" -DGPUPOOL_WERROR=$(WERROR) > /dev/null
+	cmake --build $(STATIC_BUILD) -j$(JOBS) --target gpupool
+	@echo "static: $$(ls -t dist/gpupool-*-linux-* | head -1)"
+
+test-static: static containers
+	CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf \
+	ctest --test-dir $(STATIC_BUILD) -L static --no-tests=error --output-on-failure -j$(JOBS)
 
 fuzz:
 	@.ci/install-deps .ci/packages.txt .ci/packages-fuzz.txt
@@ -81,4 +102,4 @@ fmt:
 	find cmd core worker tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
 
 clean:
-	rm -rf build build-san $(FUZZ_BUILD)
+	rm -rf build build-san $(FUZZ_BUILD) $(STATIC_BUILD) dist

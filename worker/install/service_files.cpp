@@ -170,10 +170,8 @@ Result<std::string> merge_pool_config(std::string_view text, const std::string& 
 }
 
 std::vector<std::string> worker_command(const fs::path& binary, const ServicePaths& paths, const PoolTable& pool) {
-    (void)paths; // with `--config`: {binary, "worker", "--share", "--config", paths.config}
-    return {binary.string(), "worker",        "--share",           "--coordinator",
-            pool.coordinator, "--token-file", pool.token_file.string(), "--work-dir",
-            pool.work_dir.string(), "--runtime", pool.runtime};
+    (void)pool; // worker.toml's [pool] table says it, with the owner's terms beside it
+    return {binary.string(), "worker", "--share", "--config", paths.config.string()};
 }
 
 Result<std::string> systemd_quote(std::string_view arg) {
@@ -239,6 +237,7 @@ Result<std::string> render_unit(const ServicePaths& paths, const PoolTable& pool
       << "[Service]\n"
       << "Type=simple\n"
       << "ExecStart=" << exec << "\n"
+      << "ExecReload=/bin/kill -HUP $MAINPID\n" // re-reads worker.toml's terms
       << "Restart=on-failure\n"
       << "RestartSec=10s\n"
       << "# Exit 2 is a usage or config error: a restart would only repeat it.\n"

@@ -85,9 +85,9 @@ Result<PoolTable> read_pool_table(std::string_view text, const std::string& file
 // not: toml++ writes the file anew).
 Result<std::string> merge_pool_config(std::string_view text, const std::string& file, const PoolTable& pool);
 
-// The command the unit runs: `<binary> worker --share` with the pool's settings. Until `gpupool
-// worker --share` reads worker.toml itself (`--config FILE`, being added), they are passed as the
-// equivalent flags; switching is a change to this function alone.
+// The command the unit runs: `<binary> worker --share --config <worker.toml>`: the file's [pool]
+// table says where the pool is (what install wrote), and its [share] tables are the owner's terms
+// (a system service runs as root, whose own ~/.config is not where install puts the file).
 std::vector<std::string> worker_command(const std::filesystem::path& binary, const ServicePaths& paths,
                                         const PoolTable& pool);
 

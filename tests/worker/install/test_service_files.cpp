@@ -70,11 +70,10 @@ TEST_CASE("service files: the system unit starts the worker, restarts on failure
     const std::string unit = unit_for(p, pool_at(p));
     INFO(unit);
     CHECK_THAT(unit, Catch::Contains("\nExecStart=" + std::string(GPUPOOL_BINARY) +
-                                     " worker --share --coordinator https://pool.example.org:7443 --token-file "
-                                     "/etc/gpupool/enroll.token --work-dir /var/lib/gpupool/worker --runtime podman\n"));
+                                     " worker --share --config /etc/gpupool/worker.toml\n"));
     for (const char* line : {"\nRestart=on-failure\n", "\nRestartPreventExitStatus=2\n", "\nAfter=network-online.target\n",
                              "\nWants=network-online.target\n", "\nKillMode=mixed\n", "\nKillSignal=SIGTERM\n",
-                             "\nOOMPolicy=continue\n", "\nWantedBy=multi-user.target\n",
+                             "\nOOMPolicy=continue\n", "\nExecReload=/bin/kill -HUP $MAINPID\n", "\nWantedBy=multi-user.target\n",
                              "\nCapabilityBoundingSet=~CAP_SYS_BOOT CAP_SYS_TIME CAP_WAKE_ALARM\n"}) {
         CHECK_THAT(unit, Catch::Contains(line));
     }

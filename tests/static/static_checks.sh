@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Checks of the fully static gpupool (`make test-static`: ctest -L static in build-static/).
+#
+#   tests/static/static_checks.sh CHECK BINARY SOURCE_DIR
+#
+#   artifact  file(1) says "statically linked" and not "dynamically", ldd says "not a dynamic
+#             executable", no debug info is left, it is under 20 MB, and it names the version its
+#             file name carries.
+#   busybox   in the busybox image (no C library, no dynamic loader): `version`, and `recipe validate`
+#             of the demo recipe (exit 0, its six jobs) and of a broken one (exit 1, file:line, field).
+#   share     a whole `worker --share` session: the static binary as coordinator on the host's
+#             loopback over HTTPS (a throw-away CA), the static binary as worker inside busybox
+#             (--runtime process --unsafe-process-runtime; it reaches the coordinator by the name
+#             `localhost`, so c-ares resolves it), a two-job sweep with an input file submitted from the
+#             host; then its logs, its outputs, each job's state, and the worker's drain on SIGTERM.
+#   run       `gpupool run` of the demo recipe (recipes/hello-sweep.toml, what `make demo` runs) on
+#             the host: six jobs succeed and each brings back its greeting.
+#
+# Exit 0: passed; 1: failed (what failed is printed); 77 (ctest: skipped): podman or the test image is
+# missing, unless GPUPOOL_REQUIRE_CONTAINERS=1 (CI), where that fails too.
+set -euo pipefail
+check=${1:?usage: static_checks.sh CHECK BINARY SOURCE_DIR}
+bin=$(realpath -m "${2:?binary}")
+src=$(realpath "${3:?source dir}")
+image=localhost/gpupool/busybox:latest
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$src/.ci/containers/containers.conf}
+unset GPUPOOL_URL GPUPOOL_TOKEN GPUPOOL_TOKEN_FILE GPUPOOL_LOG_LEVEL
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok: $*"; }
+# expect_in TEXT NEEDLE WHAT
+expect_in() { [[ $1 == *"$2"* ]] || fail "$3: '$2' not in: $1"; }
+
+[ -f "$bin" ] || fail "no static binary at $bin (make static builds it)"
+version=$(basename "$bin" | sed -n 's/^gpupool-\(.*\)-linux-[^-]*$/\1/p')
+[ -n "$version" ] || fail "$bin is not named gpupool-VERSION-linux-ARCH"
+
+tmp=$(mktemp -d)
+containers=()
+cleanup() {
+  local c
+  for c in "${containers[@]}"; do podman rm -f "$c" > /dev/null 2>&1 || true; done
+  jobs -p | xargs -r kill 2> /dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+need_podman() {
+  local why=""
+  if ! command -v podman > /dev/null; then
+    why="no podman"
+  elif ! podman image exists "$image" 2> /dev/null; then
+    why="podman has no $image (make containers, as root)"
+  fi
+  [ -z "$why" ] && return 0
+  [ "${GPUPOOL_REQUIRE_CONTAINERS:-0}" = 1 ] && fail "$why, and GPUPOOL_REQUIRE_CONTAINERS=1"
+  echo "skipped: $why" >&2
+  exit 77
+}
+# The flags this host's podman needs (as .ci/containers/containers.conf), the host's network for
+# its loopback, the binary read-only.
+box=(podman run --network host --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 -v "$bin:/gpupool:ro")
+
+check_artifact() {
+  local what ldd_out size
+  what=$(file -b "$bin")
+  expect_in "$what" "statically linked" "file $bin"
+  [[ $what != *dynamically* ]] || fail "file says dynamically linked: $what"
+  expect_in "$what" ", stripped" "file $bin"
+  ldd_out=$(ldd "$bin" 2>&1 || true)
+  expect_in "$ldd_out" "not a dynamic executable" "ldd $bin"
+  size=$(stat -c %s "$bin")
+  [ "$size" -lt $((20 * 1024 * 1024)) ] || fail "$bin is $size bytes, over 20 MB"
+  [ "$("$bin" version)" = "gpupool $version (recipe format 1)" ] || fail "version: $("$bin" version)"
+  ok "statically linked, stripped, $((size / 1024)) KiB, version $version"
+}
+
+check_busybox() {
+  need_podman
+  local out rc
+  # The image really has no C library: the negative control for "it runs without one".
+  out=$("${box[@]}" --rm "$image" sh -c 'ls /lib /lib64 /usr/lib 2>/dev/null | grep -c "^libc\|^ld-linux" || true')
+  [ "$out" = 0 ] || fail "the busybox image has a C library or loader ($out entries)"
+  out=$("${box[@]}" --rm "$image" /gpupool version) || fail "version in busybox exited $?: $out"
+  [ "$out" = "gpupool $version (recipe format 1)" ] || fail "version in busybox: $out"
+  out=$("${box[@]}" --rm -v "$src/recipes:/recipes:ro" "$image" /gpupool recipe validate /recipes/hello-sweep.toml) ||
+    fail "recipe validate in busybox exited $?: $out"
+  expect_in "$out" "6 jobs from /recipes/hello-sweep.toml" "recipe validate"
+  expect_in "$out" "hello-hola-2" "recipe validate"
+  printf 'format = 1\nname = "x"\nimage = "busybox"\ncommand = "true"\n[resources]\ncpus = 1\nmemroy = "1GiB"\n' \
+    > "$tmp/bad.toml"
+  rc=0
+  out=$("${box[@]}" --rm -v "$tmp/bad.toml:/bad.toml:ro" "$image" /gpupool recipe validate /bad.toml 2>&1) || rc=$?
+  [ "$rc" = 1 ] || fail "recipe validate of a broken recipe exited $rc, not 1: $out"
+  expect_in "$out" "/bad.toml:7" "the broken recipe's error"
+  expect_in "$out" "memroy" "the broken recipe's error"
+  ok "in busybox: version, recipe validate (good and broken)"
+}
+
+# A throw-away CA and a certificate for localhost / 127.0.0.1 that it signs.
+make_certs() {
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=gpupool-test-ca -keyout "$tmp/ca.key" \
+    -out "$tmp/ca.pem" 2> /dev/null
+  openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout "$tmp/key.pem" -out "$tmp/cert.csr" 2> /dev/null
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$tmp/san.ext"
+  openssl x509 -req -in "$tmp/cert.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -CAcreateserial -days 2 \
+    -extfile "$tmp/san.ext" -out "$tmp/cert.pem" 2> /dev/null
+}
+
+start_coordinator() {
+  "$bin" coordinator --listen 127.0.0.1:0 --db "$tmp/pool.db" --port-file "$tmp/port" --tick-ms 50 \
+    --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" > "$tmp/coordinator.out" 2> "$tmp/coordinator.err" &
+  local i
+  for i in $(seq 1 200); do
+    [ -s "$tmp/port" ] && break
+    sleep 0.05
+  done
+  [ -s "$tmp/port" ] || fail "the coordinator did not start: $(cat "$tmp/coordinator.err")"
+}
+
+check_share() {
+  need_podman
+  command -v jq > /dev/null || fail "jq is missing (.ci/packages-static.txt)"
+  make_certs
+  start_coordinator
+  local url admin sweep name worker out rc
+  url=https://localhost:$(cat "$tmp/port")
+  admin=$(grep -o 'gpp_[0-9a-f]\{64\}' "$tmp/coordinator.out" | head -1)
+  [ -n "$admin" ] || fail "no admin token in the coordinator's output"
+  printf '%s' "$admin" > "$tmp/admin.token"
+  g() { "$bin" --url "$url" --ca-cert "$tmp/ca.pem" "$@"; }
+  g --token-file "$tmp/admin.token" admin team create fellows > /dev/null
+  g --token-file "$tmp/admin.token" admin grant fellows 100 > /dev/null
+  g --token-file "$tmp/admin.token" admin token create --team fellows --label alice > "$tmp/member.token" 2> /dev/null
+  g --token-file "$tmp/admin.token" admin enroll fellows > "$tmp/enroll.token" 2> /dev/null
+
+  mkdir -p "$tmp/spool" "$tmp/job"
+  worker=gpupool-static-worker-$$
+  containers+=("$worker")
+  "${box[@]}" -d --name "$worker" -e HOME=/spool -v "$tmp/spool:/spool" -v "$tmp/ca.pem:/ca.pem:ro" \
+    -v "$tmp/enroll.token:/enroll.token:ro" "$image" \
+    /gpupool --log-level info --ca-cert /ca.pem --token-file /enroll.token worker --share --coordinator "$url" \
+    --runtime process --unsafe-process-runtime --work-dir /spool/work --name busybox-worker \
+    --heartbeat-ms 300 --poll-wait-ms 1000 --cpus-milli 2000 --memory-mib 1024 > /dev/null
+
+  echo "a line from the inputs" > "$tmp/job/greeting.txt"
+  # Each job proves where it ran: PID 1 of its machine is /gpupool only inside the container.
+  cat > "$tmp/job/static.toml" <<'EOF'
+format = 1
+name = "static-{n}"
+image = "localhost/gpupool/busybox:latest"
+command = "echo log-line-{n}; cat $GPUPOOL_WORK_DIR/greeting.txt > $GPUPOOL_OUTPUT_DIR/result.txt; echo n={n} pid1=$(tr '\\0' ' ' < /proc/1/cmdline | cut -d' ' -f1) >> $GPUPOOL_OUTPUT_DIR/result.txt"
+[resources]
+cpus = 0.1
+memory = "32MiB"
+max_runtime = "1m"
+[inputs]
+paths = ["greeting.txt"]
+[outputs]
+paths = ["result.txt"]
+[sweep]
+n = [1, 2]
+EOF
+  out=$(g --token-file "$tmp/member.token" --json submit "$tmp/job/static.toml" 2> "$tmp/submit.err") ||
+    fail "submit exited $?: $(cat "$tmp/submit.err")"
+  sweep=$(jq -r .sweep_id <<< "$out")
+  rc=0
+  timeout 120 "$bin" --url "$url" --ca-cert "$tmp/ca.pem" --token-file "$tmp/member.token" wait --sweep "$sweep" \
+    > "$tmp/wait.out" 2>&1 || rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "--- worker's log:" >&2
+    podman logs "$worker" 2>&1 | tail -30 >&2
+    fail "wait --sweep $sweep exited $rc: $(cat "$tmp/wait.out")"
+  fi
+  out=$(g --token-file "$tmp/member.token" --json jobs --sweep "$sweep")
+  [ "$(jq -r '[.jobs[].state] | join(",")' <<< "$out")" = "succeeded,succeeded" ] || fail "job states: $out"
+  out=$(g --token-file "$tmp/member.token" logs --sweep "$sweep" 2>&1) || fail "logs exited $?: $out"
+  expect_in "$out" "log-line-1" "the sweep's logs"
+  expect_in "$out" "log-line-2" "the sweep's logs"
+  g --token-file "$tmp/member.token" fetch --sweep "$sweep" "$tmp/results" > /dev/null 2>&1 || fail "fetch exited $?"
+  for n in 1 2; do
+    [ "$(cat "$tmp/results/static-$n/result.txt")" = "a line from the inputs
+n=$n pid1=/gpupool" ] || fail "static-$n's output: $(cat "$tmp/results/static-$n/result.txt" 2>&1)"
+  done
+  out=$(g --token-file "$tmp/admin.token" --json admin workers)
+  [ "$(jq -r '[.workers[].name] | join(",")' <<< "$out")" = "busybox-worker" ] || fail "workers: $out"
+  # SIGTERM drains the idle worker: it leaves with exit 0.
+  podman stop -t 20 "$worker" > /dev/null
+  rc=$(podman inspect -f '{{.State.ExitCode}}' "$worker")
+  [ "$rc" = 0 ] || fail "the worker exited $rc on SIGTERM: $(podman logs "$worker" 2>&1 | tail -5)"
+  ok "worker --share in busybox over HTTPS by name: 2 jobs succeeded, logs and outputs back, drained on SIGTERM"
+}
+
+check_run() {
+  local out rc=0 f greeting n
+  # From a copy of the recipe, in a scratch directory: outputs land in ./gpupool-out/.
+  cp "$src/recipes/hello-sweep.toml" "$tmp/"
+  out=$(cd "$tmp" && "$bin" run hello-sweep.toml --data-dir "$tmp/state" 2>&1) || rc=$?
+  [ "$rc" = 0 ] || fail "gpupool run exited $rc: $out"
+  for greeting in hello bonjour hola; do
+    for n in 1 2; do
+      f=$tmp/gpupool-out/hello-$greeting-$n/hello.txt
+      [ -f "$f" ] || fail "no $f; run said: $out"
+      [[ $(cat "$f") =~ ^$greeting\ from\ job\ [0-9]+\ \(n=$n\)$ ]] || fail "$f: $(cat "$f")"
+    done
+  done
+  expect_in "$out" "succeeded" "gpupool run's summary"
+  ok "gpupool run of the demo: 6 jobs, each output back"
+}
+
+case $check in
+  artifact | busybox | share | run) "check_$check" ;;
+  *) fail "unknown check '$check' (artifact, busybox, share, run)" ;;
+esac

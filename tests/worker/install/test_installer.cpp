@@ -131,7 +131,7 @@ TEST_CASE("worker install: different settings are refused without --force, repla
     const std::string config = test::slurp(m.at(m.paths.config));
     CHECK(read_pool_table(config, "w").value().coordinator == "https://new.example.org");
     CHECK_THAT(config, Catch::Contains("[share]") && Catch::Contains("max_jobs = 2")); // the owner's terms stay
-    CHECK_THAT(test::slurp(m.at(m.paths.unit)), Catch::Contains("--runtime docker"));
+    CHECK_THAT(config, Catch::Contains("runtime = 'docker'")); // what the unit's --config reads
     CHECK(mode_of(m.at(m.paths.config)) == 0644);
 }
 

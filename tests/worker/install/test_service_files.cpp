@@ -91,7 +91,7 @@ TEST_CASE("service files: the user unit is wanted by default.target and sets no 
     const std::string unit = unit_for(p, pool_at(p));
     CHECK_THAT(unit, Catch::Contains("\nWantedBy=default.target\n"));
     CHECK_THAT(unit, !Catch::Contains("CapabilityBoundingSet"));
-    CHECK_THAT(unit, Catch::Contains("--work-dir /home/owner/.local/share/gpupool/worker"));
+    CHECK_THAT(unit, Catch::Contains("--config /home/owner/.config/gpupool/worker.toml\n"));
     CHECK_THAT(unit, Catch::Contains("systemctl --user edit gpupool-worker"));
 }
 

@@ -26,7 +26,7 @@ int run_cancel(const CancelOptions& o) {
     }
     client::JobsClient pool(*api);
     if (o.sweep != 0) {
-        auto r = pool.cancel_sweep(o.sweep);
+        auto r = pool.cancel_sweep(SweepId(o.sweep));
         if (!r) {
             report_error(global, r.error());
             return k_exit_failed;

@@ -18,7 +18,7 @@ int run_jobs(const JobsOptions& o) {
     }
     client::JobsQuery query;
     query.state = o.state;
-    query.sweep = o.sweep;
+    query.sweep = SweepId(o.sweep);
     query.limit = o.limit;
     query.all_teams = o.all_teams;
     query.submitted_by = o.by;
@@ -40,7 +40,7 @@ int run_jobs(const JobsOptions& o) {
     std::vector<std::vector<std::string>> rows{header};
     for (const auto& j : r->jobs) {
         std::vector<std::string> row{std::to_string(j.id.value()),
-                                     std::to_string(j.sweep_id),
+                                     std::to_string(j.sweep_id.value()),
                                      j.name,
                                      j.submitted_by.value_or("-"),
                                      j.state,

@@ -14,7 +14,7 @@ namespace {
 
 // The logs of every job of a sweep: one after another (each under a header), or followed together.
 int sweep_logs(const GlobalOptions& global, client::ApiClient& api, const LogsOptions& o) {
-    auto jobs = sweep_jobs(api, o.sweep);
+    auto jobs = sweep_jobs(api, SweepId(o.sweep));
     if (!jobs) {
         report_error(global, jobs.error());
         return k_exit_failed;

@@ -229,7 +229,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         return finish(k_exit_failed);
     }
     const std::vector<JobId> ids = res->jobs;
-    const std::int64_t sweep = res->sweep_id;
+    const SweepId sweep = res->sweep_id;
     if (ids.size() != jobs.size()) {
         report_error(global, make_error(ErrorCode::internal, "the local coordinator answered " + std::to_string(ids.size()) +
                                                                  " job ids for " + std::to_string(jobs.size()) + " jobs"));
@@ -314,7 +314,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
                            {"outputs", files}});
     }
     if (global.json) {
-        std::cout << json{{"sweep_id", sweep}, {"jobs", summary}, {"failed", failed}}.dump(2) << '\n';
+        std::cout << json{{"sweep_id", sweep.value()}, {"jobs", summary}, {"failed", failed}}.dump(2) << '\n';
     } else {
         std::cout << '\n';
         print_table(rows);

@@ -41,7 +41,7 @@ int run_status(const StatusOptions& o) {
         return k_exit_ok;
     }
     const wire::JobView& v = *j;
-    std::cout << "job " << v.id.value() << " `" << printable(v.name) << "` (sweep " << v.sweep_id
+    std::cout << "job " << v.id.value() << " `" << printable(v.name) << "` (sweep " << v.sweep_id.value()
               << "): " << printable(v.state) << '\n';
     if (v.state == "queued") {
         std::cout << "  waiting: " << printable(v.waiting_reason) << '\n';

@@ -35,7 +35,7 @@ std::vector<std::string> folder_names(const std::vector<NamedJob>& jobs) {
     return out;
 }
 
-Result<std::vector<NamedJob>> sweep_jobs(client::ApiClient& api, std::int64_t sweep) {
+Result<std::vector<NamedJob>> sweep_jobs(client::ApiClient& api, SweepId sweep) {
     client::JobsQuery query;
     query.sweep = sweep;
     auto r = client::JobsClient(api).jobs(query);
@@ -48,7 +48,7 @@ Result<std::vector<NamedJob>> sweep_jobs(client::ApiClient& api, std::int64_t sw
     }
     if (out.empty()) {
         return make_error(ErrorCode::not_found,
-                          "sweep " + std::to_string(sweep) + " has no jobs your token can see (`gpupool jobs` lists "
+                          "sweep " + std::to_string(sweep.value()) + " has no jobs your token can see (`gpupool jobs` lists "
                           "your team's jobs with their sweeps)",
                           "--sweep");
     }
@@ -61,7 +61,7 @@ Result<std::vector<NamedJob>> chosen_jobs(client::ApiClient& api, const std::vec
         if (!ids.empty()) {
             return make_error(ErrorCode::invalid_input, "name jobs or --sweep, not both", "--sweep");
         }
-        return sweep_jobs(api, sweep);
+        return sweep_jobs(api, SweepId(sweep));
     }
     if (ids.empty()) {
         return make_error(ErrorCode::invalid_input, "name the jobs (their ids) or a sweep (--sweep ID)", "jobs");

@@ -24,9 +24,10 @@ std::vector<std::string> folder_names(const std::vector<NamedJob>& jobs);
 
 // The jobs of sweep `sweep`, oldest first, with their names and sweep indexes; an Error when the
 // sweep has none the token can see.
-Result<std::vector<NamedJob>> sweep_jobs(client::ApiClient& api, std::int64_t sweep);
+Result<std::vector<NamedJob>> sweep_jobs(client::ApiClient& api, SweepId sweep);
 
-// The jobs named by ids (their details fetched) or by --sweep; exactly one of the two is given.
+// The jobs named by ids (their details fetched) or by --sweep (> 0), as the command line gave
+// them; exactly one of the two is given.
 Result<std::vector<NamedJob>> chosen_jobs(client::ApiClient& api, const std::vector<std::int64_t>& ids,
                                           std::int64_t sweep);
 

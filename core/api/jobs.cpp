@@ -86,7 +86,7 @@ json to_json(const JobView& v) {
         history.push_back(to_json(a));
     }
     json out = {{"id", v.id.value()},
-                {"sweep_id", v.sweep_id},
+                {"sweep_id", v.sweep_id.value()},
                 {"team", v.team.value()},
                 {"submitted_by", v.submitted_by},
                 {"name", v.name},
@@ -112,7 +112,7 @@ Result<JobView> job_view_from_json(const json& j) {
     r.object();
     JobView v;
     v.id = id_of<JobId>(r, "id", true);
-    v.sweep_id = r.integer("sweep_id", lo, hi, 0);
+    v.sweep_id = SweepId(r.integer("sweep_id", lo, hi, 0));
     v.team = id_of<TeamId>(r, "team", false);
     v.submitted_by = r.text("submitted_by", text_max, std::string());
     v.name = r.text("name", text_max, std::string());
@@ -136,7 +136,7 @@ Result<JobView> job_view_from_json(const json& j) {
 
 json to_json(const JobSummary& s) {
     json out = {{"id", s.id.value()},
-                {"sweep_id", s.sweep_id},
+                {"sweep_id", s.sweep_id.value()},
                 {"team", s.team.value()},
                 {"name", s.name},
                 {"sweep_index", s.sweep_index},
@@ -159,7 +159,7 @@ Result<JobSummary> job_summary_from_json(const json& j, const std::string& at) {
     r.object();
     JobSummary s;
     s.id = id_of<JobId>(r, "id", true);
-    s.sweep_id = r.integer("sweep_id", lo, hi, 0);
+    s.sweep_id = SweepId(r.integer("sweep_id", lo, hi, 0));
     s.team = id_of<TeamId>(r, "team", false);
     s.team_name = r.optional_text("team_name", text_max);
     s.submitted_by = r.optional_text("submitted_by", text_max);
@@ -232,13 +232,13 @@ Result<JobCancelled> job_cancelled_from_json(const json& j) {
     return done(r, std::move(c));
 }
 
-json to_json(const SweepCancelled& c) { return {{"sweep_id", c.sweep_id}, {"cancelled", c.cancelled}}; }
+json to_json(const SweepCancelled& c) { return {{"sweep_id", c.sweep_id.value()}, {"cancelled", c.cancelled}}; }
 
 Result<SweepCancelled> sweep_cancelled_from_json(const json& j) {
     FieldReader r(j, "");
     r.object();
     SweepCancelled c;
-    c.sweep_id = r.integer("sweep_id", lo, hi, 0);
+    c.sweep_id = SweepId(r.integer("sweep_id", lo, hi, 0));
     c.cancelled = r.integer("cancelled", lo, hi);
     return done(r, c);
 }

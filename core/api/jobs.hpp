@@ -45,7 +45,7 @@ struct AttemptView {
 // A job as `GET /v1/jobs/{id}` shows it. `id` and `state` are required.
 struct JobView {
     JobId id{};
-    std::int64_t sweep_id = 0;
+    SweepId sweep_id{};
     TeamId team{};
     std::string submitted_by{}; // the label of the token it came with
     std::string name{};
@@ -67,7 +67,7 @@ struct JobView {
 // A job as `GET /v1/jobs` lists it. `id` and `state` are required.
 struct JobSummary {
     JobId id{};
-    std::int64_t sweep_id = 0;
+    SweepId sweep_id{};
     TeamId team{};
     std::optional<std::string> team_name{};
     std::optional<std::string> submitted_by{};
@@ -105,7 +105,7 @@ struct JobCancelled {
 
 // `POST /v1/sweeps/{id}/cancel`.
 struct SweepCancelled {
-    std::int64_t sweep_id = 0;
+    SweepId sweep_id{};
     std::int64_t cancelled = 0; // how many of its jobs were cancelled
     bool operator==(const SweepCancelled&) const = default;
 };

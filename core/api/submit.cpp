@@ -68,7 +68,7 @@ Result<SubmitReply> submit_reply_from_json(const json& j) {
     FieldReader r(j, "");
     r.object();
     SubmitReply reply;
-    reply.sweep_id = r.integer("sweep_id", k_min_integer, k_max_integer);
+    reply.sweep_id = SweepId(r.integer("sweep_id", k_min_integer, k_max_integer));
     reply.jobs = read_ids<JobId>(r, "jobs", true);
     if (r.error()) {
         return *r.error();
@@ -81,7 +81,7 @@ json to_json(const SubmitReply& r) {
     for (JobId id : r.jobs) {
         ids.push_back(id.value());
     }
-    return {{"sweep_id", r.sweep_id}, {"jobs", ids}};
+    return {{"sweep_id", r.sweep_id.value()}, {"jobs", ids}};
 }
 
 } // namespace gpupool::api

@@ -32,7 +32,7 @@ struct SubmitRequest {
 };
 
 struct SubmitReply {
-    std::int64_t sweep_id = 0;
+    SweepId sweep_id{};
     std::vector<JobId> jobs{}; // in the order of the request's jobs
     bool operator==(const SubmitReply&) const = default;
 };

@@ -45,8 +45,8 @@ Result<api::JobList> JobsClient::jobs(const JobsQuery& q) {
     if (!q.state.empty()) {
         params.emplace_back("state", q.state);
     }
-    if (q.sweep > 0) {
-        params.emplace_back("sweep", std::to_string(q.sweep));
+    if (q.sweep.value() > 0) {
+        params.emplace_back("sweep", std::to_string(q.sweep.value()));
     }
     if (q.limit > 0) {
         params.emplace_back("limit", std::to_string(q.limit));
@@ -69,8 +69,8 @@ Result<api::JobCancelled> JobsClient::cancel_job(JobId id) {
     return read_answer(m_api.post(path, json::object()), "POST " + path, api::job_cancelled_from_json);
 }
 
-Result<api::SweepCancelled> JobsClient::cancel_sweep(std::int64_t sweep) {
-    const std::string path = "/v1/sweeps/" + std::to_string(sweep) + "/cancel";
+Result<api::SweepCancelled> JobsClient::cancel_sweep(SweepId sweep) {
+    const std::string path = "/v1/sweeps/" + std::to_string(sweep.value()) + "/cancel";
     return read_answer(m_api.post(path, json::object()), "POST " + path, api::sweep_cancelled_from_json);
 }
 

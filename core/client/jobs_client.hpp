@@ -22,7 +22,7 @@ namespace gpupool::client {
 // Which jobs `jobs()` lists (`GET /v1/jobs`); unset filters are left out of the query.
 struct JobsQuery {
     std::string state{};             // "queued", "running", ...; empty: any
-    std::int64_t sweep = 0;          // > 0: only this sweep's jobs
+    SweepId sweep{};                 // > 0: only this sweep's jobs
     std::int64_t limit = 0;          // > 0: the newest `limit`
     bool all_teams = false;          // admins
     std::string submitted_by{};      // tokens of this label
@@ -37,7 +37,7 @@ public:
     Result<api::JobView> job(JobId id);
     Result<api::JobList> jobs(const JobsQuery& query = {});
     Result<api::JobCancelled> cancel_job(JobId id);
-    Result<api::SweepCancelled> cancel_sweep(std::int64_t sweep);
+    Result<api::SweepCancelled> cancel_sweep(SweepId sweep);
     // The job's latest attempt's log (or `attempt`'s) from `offset`.
     Result<api::LogSlice> logs(JobId id, std::int64_t offset, std::optional<AttemptId> attempt = std::nullopt);
     // The job's outputs archive (tar), as it came.

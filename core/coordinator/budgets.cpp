@@ -75,7 +75,7 @@ Result<const TokenRecord*> Coordinator::member_token(TeamId team, const std::str
         if (t.role != Role::member || t.team != team || t.revoked_at) {
             continue;
         }
-        if ((by_id && t.id == std::stoll(member)) || (!by_id && t.label == member)) {
+        if ((by_id && t.id == TokenId(std::stoll(member))) || (!by_id && t.label == member)) {
             found.push_back(&t);
         }
     }
@@ -164,7 +164,7 @@ MemberBudget Coordinator::member_budget(const TokenRecord& token, std::int64_t n
     return b;
 }
 
-std::optional<std::int64_t> Coordinator::member_room(std::int64_t token_id, std::int64_t now) const {
+std::optional<std::int64_t> Coordinator::member_room(TokenId token_id, std::int64_t now) const {
     const TokenRecord* t = token_by_id(token_id);
     if (t == nullptr || (!t->budget_day_micro && !t->budget_week_micro)) {
         return std::nullopt;
@@ -173,7 +173,7 @@ std::optional<std::int64_t> Coordinator::member_room(std::int64_t token_id, std:
     return room_under_caps(b.day_micro, b.week_micro, b.spent_day_micro, b.spent_week_micro, b.held_micro);
 }
 
-std::string Coordinator::member_can_hold(std::int64_t token_id, std::int64_t left, std::int64_t placing,
+std::string Coordinator::member_can_hold(TokenId token_id, std::int64_t left, std::int64_t placing,
                                          std::int64_t now) const {
     const TokenRecord* t = token_by_id(token_id);
     if (t == nullptr) {

@@ -96,7 +96,7 @@ void Coordinator::absorb(const Changes& changes) {
     for (const auto& t : changes.tokens) {
         m_tokens[t.hash] = t;
         m_token_hash_by_id[t.id] = t.hash;
-        m_next_token = std::max(m_next_token, t.id + 1);
+        m_next_token = std::max(m_next_token, t.id.value() + 1);
     }
     for (const auto& w : changes.workers) {
         auto& live = m_workers[w.id];
@@ -111,7 +111,7 @@ void Coordinator::absorb(const Changes& changes) {
         if (!sw.idempotency_key.empty()) {
             m_sweep_by_key[{sw.team, sw.idempotency_key}] = sw.id;
         }
-        m_next_sweep = std::max(m_next_sweep, sw.id + 1);
+        m_next_sweep = std::max(m_next_sweep, sw.id.value() + 1);
     }
     for (const auto& j : changes.jobs) {
         m_jobs[j.id] = j;

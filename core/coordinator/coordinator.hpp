@@ -105,11 +105,11 @@ struct Principal {
     Role role = Role::member;
     std::optional<TeamId> team;
     std::optional<WorkerId> worker;
-    std::int64_t token_id = 0;
+    TokenId token_id{};
 };
 
 struct IssuedToken {
-    std::int64_t id = 0;
+    TokenId id{};
     std::string secret; // shown once
     Role role = Role::member;
     std::optional<TeamId> team;
@@ -163,7 +163,7 @@ struct BudgetChange {
 
 // A member's own caps (a member token's), what its jobs spent and hold now.
 struct MemberBudget {
-    std::int64_t token_id = 0;
+    TokenId token_id{};
     std::string label;
     std::optional<std::int64_t> day_micro{};
     std::optional<std::int64_t> week_micro{};
@@ -230,9 +230,9 @@ struct Voided {
 // the newest `limit` of them (`before` pages further back: only ids below it).
 struct JobQuery {
     std::optional<store::JobState> state;
-    std::optional<std::int64_t> sweep;
+    std::optional<SweepId> sweep;
     // Jobs submitted with this token (its id), or with tokens of this label: who submitted them.
-    std::optional<std::int64_t> submitter_token{};
+    std::optional<TokenId> submitter_token{};
     std::optional<std::string> submitter_label{};
     bool all_teams = false; // admins only
     std::size_t limit = 0;  // 0: all
@@ -278,11 +278,11 @@ public:
     // last registration revokes it.
     Result<IssuedToken> create_token(const Principal& who, Role role, const std::string& team, const std::string& label,
                                      std::int64_t uses = 1);
-    Status revoke_token(const Principal& who, std::int64_t token_id);
+    Status revoke_token(const Principal& who, TokenId token_id);
     // Admin: tokens (their secrets are never stored), oldest first; `team` narrows to one team's.
     Result<std::vector<store::TokenRecord>> list_tokens(const Principal& who, const std::optional<std::string>& team) const;
     // When a token last authenticated a request since this coordinator started (not durable).
-    std::optional<std::int64_t> last_used(std::int64_t token_id) const;
+    std::optional<std::int64_t> last_used(TokenId token_id) const;
     Result<std::vector<store::WorkerRecord>> list_workers(const Principal& who) const;
     // How a worker is now: "banned", "drained" (by an admin), "offline" (no heartbeat within the
     // worker timeout), "draining" (the worker is shutting down), "paused" (by its owner),
@@ -299,7 +299,7 @@ public:
     // Who submitted the job: the label of the token it came with ("token N" for an unlabelled one).
     std::string submitter_of(JobId job) const;
     // A token's label, or "token N" for an unlabelled (or unknown) one.
-    std::string token_name(std::int64_t token_id) const;
+    std::string token_name(TokenId token_id) const;
     Status set_worker_state(const Principal& who, WorkerId worker, store::WorkerState state);
     // Admin: bans the worker (as set_worker_state) and, with `void_since`, voids every result it
     // reported for attempts that ended at or after that time (lost attempts reported nothing): each
@@ -317,7 +317,7 @@ public:
     // The job an attempt belongs to, with its team and name (for ledger rows); nullptr if unknown.
     const store::JobRecord* job_of_attempt(AttemptId attempt) const;
     Status cancel_job(const Principal& who, JobId id);
-    Result<std::int64_t> cancel_sweep(const Principal& who, std::int64_t sweep_id);
+    Result<std::int64_t> cancel_sweep(const Principal& who, SweepId sweep_id);
     // Logs of the job's latest attempt (or `attempt`), from `offset`.
     Result<LogSlice> read_logs(const Principal& who, JobId id, std::int64_t offset,
                                std::optional<AttemptId> attempt = std::nullopt);
@@ -411,7 +411,7 @@ public:
 private:
 
     Status commit(store::Changes& changes);
-    const store::TokenRecord* token_by_id(std::int64_t id) const;
+    const store::TokenRecord* token_by_id(TokenId id) const;
     // Log bytes kept for the job's attempts (0: no cap), and how many of them from the start.
     std::int64_t log_cap(const recipe::JobSpec& spec) const;
     static std::int64_t log_head_bytes(std::int64_t cap);
@@ -433,11 +433,11 @@ private:
     // What the team's own caps leave now, whatever the balance; nullopt without caps.
     std::optional<std::int64_t> team_caps_room(TeamId team, std::int64_t now) const;
     // What a member (a token with caps of its own) may still hold now, or nullopt without caps.
-    std::optional<std::int64_t> member_room(std::int64_t token_id, std::int64_t now) const;
+    std::optional<std::int64_t> member_room(TokenId token_id, std::int64_t now) const;
     MemberBudget member_budget(const store::TokenRecord& token, std::int64_t now) const;
     // "member `alice` can hold 0.5 credits now (budget 2/day, 1.5 spent or held)"; `placing`: what
     // the member's jobs placed in this pass hold on top of the stored holds.
-    std::string member_can_hold(std::int64_t token_id, std::int64_t left, std::int64_t placing, std::int64_t now) const;
+    std::string member_can_hold(TokenId token_id, std::int64_t left, std::int64_t placing, std::int64_t now) const;
     Result<const store::TokenRecord*> member_token(TeamId team, const std::string& member) const;
     // Attempts that do not use up one of the job's retry.max_attempts: preempted or voided.
     std::int64_t free_attempts(JobId job) const;
@@ -482,11 +482,11 @@ private:
 
     std::map<TeamId, store::TeamRecord> m_teams;
     std::unordered_map<std::string, store::TokenRecord> m_tokens; // by hash
-    std::unordered_map<std::int64_t, std::string> m_token_hash_by_id;
-    mutable std::unordered_map<std::int64_t, std::int64_t> m_token_last_used; // id -> ms (memory only)
+    std::unordered_map<TokenId, std::string> m_token_hash_by_id;
+    mutable std::unordered_map<TokenId, std::int64_t> m_token_last_used; // id -> ms (memory only)
     std::map<WorkerId, LiveWorker> m_workers;
-    std::map<std::int64_t, store::SweepRecord> m_sweeps;
-    std::map<std::pair<TeamId, std::string>, std::int64_t> m_sweep_by_key; // (team, idempotency key) -> sweep
+    std::map<SweepId, store::SweepRecord> m_sweeps;
+    std::map<std::pair<TeamId, std::string>, SweepId> m_sweep_by_key; // (team, idempotency key) -> sweep
     std::map<JobId, store::JobRecord> m_jobs;
     std::map<AttemptId, store::AttemptRecord> m_attempts;
     std::map<JobId, AttemptId> m_latest_attempt;

@@ -174,7 +174,7 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
     }
     const std::int64_t now = m_clock.now_ms();
     Changes c;
-    SweepRecord sweep{m_next_sweep, *team, who.token_id, request.source,
+    SweepRecord sweep{SweepId(m_next_sweep), *team, who.token_id, request.source,
                       static_cast<std::int64_t>(request.jobs.size()), request.max_parallel, now,
                       request.idempotency_key};
     c.sweeps.push_back(sweep);
@@ -274,9 +274,9 @@ std::string Coordinator::submitter_of(JobId job) const {
     return token_name(m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token);
 }
 
-std::string Coordinator::token_name(std::int64_t token_id) const {
+std::string Coordinator::token_name(TokenId token_id) const {
     const TokenRecord* t = token_by_id(token_id);
-    return t != nullptr && !t->label.empty() ? t->label : "token " + std::to_string(token_id);
+    return t != nullptr && !t->label.empty() ? t->label : "token " + std::to_string(token_id.value());
 }
 
 const std::vector<AttemptId>& Coordinator::attempt_ids_of(JobId id) const {
@@ -380,14 +380,14 @@ Status Coordinator::cancel_job(const Principal& who, JobId id) {
     return commit(c);
 }
 
-Result<std::int64_t> Coordinator::cancel_sweep(const Principal& who, std::int64_t sweep_id) {
+Result<std::int64_t> Coordinator::cancel_sweep(const Principal& who, SweepId sweep_id) {
     auto s = m_sweeps.find(sweep_id);
     if (s == m_sweeps.end() || (who.role != Role::admin && who.team != s->second.team) ||
         (who.role != Role::admin && who.role != Role::member)) {
         if (who.role != Role::admin && who.role != Role::member) {
             return denied("only team members and admins cancel sweeps");
         }
-        return not_found("no sweep " + std::to_string(sweep_id));
+        return not_found("no sweep " + std::to_string(sweep_id.value()));
     }
     std::vector<JobId> ids;
     for (const auto& [id, j] : m_jobs) {

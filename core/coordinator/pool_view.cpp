@@ -243,7 +243,7 @@ void PoolView::count_queued(const Queued& q, int sign) {
     }
 }
 
-void PoolView::set_job(const JobRecord& j, std::int64_t queued_since_ms, std::int64_t submitter,
+void PoolView::set_job(const JobRecord& j, std::int64_t queued_since_ms, TokenId submitter,
                        std::int64_t sweep_cap) {
     if (auto old = m_queued.find(j.id); old != m_queued.end()) {
         count_queued(old->second, -1);
@@ -302,8 +302,8 @@ const sched::ClusterView& PoolView::refresh(std::int64_t now_ms) {
     return m_view;
 }
 
-std::map<std::int64_t, std::int64_t> PoolView::sweep_caps() const {
-    std::map<std::int64_t, std::int64_t> out;
+std::map<SweepId, std::int64_t> PoolView::sweep_caps() const {
+    std::map<SweepId, std::int64_t> out;
     for (const auto& [sweep, cap_count] : m_queued_by_sweep) {
         out[sweep] = cap_count.first;
     }
@@ -318,8 +318,8 @@ std::vector<TeamId> PoolView::queued_teams() const {
     return out;
 }
 
-std::vector<std::int64_t> PoolView::queued_members() const {
-    std::vector<std::int64_t> out;
+std::vector<TokenId> PoolView::queued_members() const {
+    std::vector<TokenId> out;
     for (const auto& [member, n] : m_queued_by_member) {
         out.push_back(member);
     }

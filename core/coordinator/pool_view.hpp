@@ -57,7 +57,7 @@ public:
     void set_worker(WorkerId id, const LiveWorker& worker);
     // `queued_since_ms`: when it (re)joined the queue; `submitter`: the token that submitted it;
     // `sweep_cap`: its sweep's max_parallel (0: none). Ignored unless the job is queued.
-    void set_job(const store::JobRecord& job, std::int64_t queued_since_ms, std::int64_t submitter,
+    void set_job(const store::JobRecord& job, std::int64_t queued_since_ms, TokenId submitter,
                  std::int64_t sweep_cap);
     // `job`: the attempt's job record (its team, spec and sweep).
     void set_attempt(const store::AttemptRecord& attempt, const store::JobRecord& job);
@@ -71,11 +71,11 @@ public:
     const std::vector<sched::JobRequest>& queued() const { return m_queued_list; }
 
     // Admission's counts: attempts active per sweep, and the caps of sweeps with queued jobs.
-    const std::map<std::int64_t, std::int64_t>& sweep_running() const { return m_sweep_running; }
-    std::map<std::int64_t, std::int64_t> sweep_caps() const;
+    const std::map<SweepId, std::int64_t>& sweep_running() const { return m_sweep_running; }
+    std::map<SweepId, std::int64_t> sweep_caps() const;
     // Teams and members (submitting tokens) with queued jobs.
     std::vector<TeamId> queued_teams() const;
-    std::vector<std::int64_t> queued_members() const;
+    std::vector<TokenId> queued_members() const;
 
     // The catalog filled up while it still names models no worker has: rebuild from the records.
     bool needs_rebuild() const;
@@ -94,7 +94,7 @@ private:
     };
     struct Active {
         sched::RunningJob running;
-        std::int64_t sweep = 0;
+        SweepId sweep{};
     };
     struct Queued {
         sched::JobRequest request;
@@ -125,15 +125,15 @@ private:
     sched::ModelMask m_live_models = 0;
 
     std::map<AttemptId, Active> m_active;
-    std::map<std::int64_t, std::int64_t> m_sweep_running;
+    std::map<SweepId, std::int64_t> m_sweep_running;
     bool m_running_changed = true;
 
     std::map<JobId, Queued> m_queued;
     std::vector<sched::JobRequest> m_queued_list;
     bool m_queued_changed = true;
     std::map<TeamId, std::int64_t> m_queued_by_team;
-    std::map<std::int64_t, std::int64_t> m_queued_by_member;
-    std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> m_queued_by_sweep; // cap, count
+    std::map<TokenId, std::int64_t> m_queued_by_member;
+    std::map<SweepId, std::pair<std::int64_t, std::int64_t>> m_queued_by_sweep; // cap, count
 };
 
 // The first way two views differ ("worker 3: ..."), or nullopt when they are the same.

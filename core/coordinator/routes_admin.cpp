@@ -24,7 +24,7 @@ net::Response create_team(ServiceState& svc, const net::Request&, const Input& i
         return error_response(t.error());
     }
     spdlog::info("team {} `{}` created (weight {}) by token {}", t->id.value(), util::escape_control(t->name),
-                 t->weight, who.token_id);
+                 t->weight, who.token_id.value());
     return ok({{"id", t->id.value()}, {"name", t->name}, {"weight", t->weight}}, 201);
 }
 
@@ -60,9 +60,10 @@ net::Response create_token(ServiceState& svc, const net::Request&, const Input& 
     if (!tok) {
         return error_response(tok.error());
     }
-    spdlog::info("{} token {} created{} by token {}", to_string(tok->role), tok->id,
-                 team->empty() ? std::string() : " for team `" + util::escape_control(*team) + "`", who.token_id);
-    return ok({{"id", tok->id}, {"token", tok->secret}, {"role", to_string(tok->role)}, {"team", *team}}, 201);
+    spdlog::info("{} token {} created{} by token {}", to_string(tok->role), tok->id.value(),
+                 team->empty() ? std::string() : " for team `" + util::escape_control(*team) + "`",
+                 who.token_id.value());
+    return ok({{"id", tok->id.value()}, {"token", tok->secret}, {"role", to_string(tok->role)}, {"team", *team}}, 201);
 }
 
 net::Response list_tokens(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -76,7 +77,7 @@ net::Response list_tokens(ServiceState& svc, const net::Request& req, const Inpu
     }
     json out = json::array();
     for (const auto& t : *list) {
-        out.push_back({{"id", t.id},
+        out.push_back({{"id", t.id.value()},
                        {"role", to_string(t.role)},
                        {"team", t.team ? json(svc.coord->team_name(*t.team)) : json()},
                        {"worker", t.worker ? json(t.worker->value()) : json()},
@@ -94,9 +95,9 @@ net::Response revoke_token(ServiceState& svc, const net::Request& req, const Inp
     if (!id) {
         return error_response(id.error());
     }
-    auto st = svc.coord->revoke_token(who, *id);
+    auto st = svc.coord->revoke_token(who, TokenId(*id));
     if (st) {
-        spdlog::info("token {} revoked by token {}", *id, who.token_id);
+        spdlog::info("token {} revoked by token {}", *id, who.token_id.value());
     }
     return st ? ok({{"revoked", *id}}) : error_response(st.error());
 }
@@ -131,7 +132,7 @@ net::Response set_worker_state(ServiceState& svc, const net::Request& req, const
     }
     auto st = svc.coord->set_worker_state(who, WorkerId(*id), to);
     if (st) {
-        spdlog::info("worker {} set {} by token {}", *id, to_string(to), who.token_id);
+        spdlog::info("worker {} set {} by token {}", *id, to_string(to), who.token_id.value());
     }
     return st ? ok({{"worker", *id}, {"state", to_string(to)}}) : error_response(st.error());
 }
@@ -150,7 +151,7 @@ net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input
     if (!voided) {
         return error_response(voided.error());
     }
-    spdlog::info("worker {} banned by token {}{}", *id, who.token_id,
+    spdlog::info("worker {} banned by token {}{}", *id, who.token_id.value(),
                  *since ? "; " + std::to_string(voided->attempts.size()) + " result(s) voided, " +
                               std::to_string(voided->refunded_micro) + " micro-credits refunded, " +
                               std::to_string(voided->requeued.size()) + " job(s) queued again"
@@ -171,7 +172,9 @@ net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input
 }
 
 net::Response whoami(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
-    json out = {{"role", to_string(who.role)}, {"token_id", who.token_id}, {"label", svc.coord->token_name(who.token_id)}};
+    json out = {{"role", to_string(who.role)},
+                {"token_id", who.token_id.value()},
+                {"label", svc.coord->token_name(who.token_id)}};
     out["team"] = who.team ? json(svc.coord->team_name(*who.team)) : json();
     out["worker"] = who.worker ? json(who.worker->value()) : json();
     return ok(out);

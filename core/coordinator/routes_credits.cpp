@@ -28,7 +28,7 @@ json entry_json(const credits::Entry& e) {
 }
 
 json member_budget_json(const MemberBudget& m) {
-    return {{"token_id", m.token_id},           {"label", m.label},
+    return {{"token_id", m.token_id.value()},           {"label", m.label},
             {"day_micro", opt_json(m.day_micro)}, {"week_micro", opt_json(m.week_micro)},
             {"spent_day_micro", m.spent_day_micro}, {"spent_week_micro", m.spent_week_micro},
             {"held_micro", m.held_micro}};
@@ -48,7 +48,7 @@ net::Response grant(ServiceState& svc, const net::Request&, const Input& in, con
         return error_response(g.error());
     }
     spdlog::info("grant {}: {} micro-credits to team `{}` by token {}", g->id, g->amount,
-                 util::escape_control(*team), who.token_id);
+                 util::escape_control(*team), who.token_id.value());
     svc.schedule_soon();
     return ok({{"grant", g->id},
                {"team", *team},
@@ -71,7 +71,7 @@ net::Response adjust(ServiceState& svc, const net::Request&, const Input& in, co
         return error_response(e.error());
     }
     spdlog::info("adjustment {}: {} micro-credits for team `{}` by token {} ({})", e->id, *amount,
-                 util::escape_control(*team), who.token_id, util::escape_control(*note));
+                 util::escape_control(*team), who.token_id.value(), util::escape_control(*note));
     svc.schedule_soon();
     json out = entry_json(*e);
     out["team"] = *team;
@@ -104,7 +104,7 @@ net::Response change_budget(ServiceState& svc, const net::Request&, const Input&
     auto cap = [](const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string("none"); };
     spdlog::info("budget of {}team `{}`: {} per day, {} per week (micro-credits) by token {}",
                  member->empty() ? "" : "member `" + util::escape_control(b->label) + "` of ",
-                 util::escape_control(*team), cap(b->day_micro), cap(b->week_micro), who.token_id);
+                 util::escape_control(*team), cap(b->day_micro), cap(b->week_micro), who.token_id.value());
     svc.schedule_soon();
     json out = {{"team", *team}, {"day_micro", opt_json(b->day_micro)}, {"week_micro", opt_json(b->week_micro)}};
     if (!member->empty()) {

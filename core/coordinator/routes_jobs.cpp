@@ -87,7 +87,9 @@ net::Response list_jobs(ServiceState& svc, const net::Request& req, const Input&
     if (!sweep || !limit || !before) {
         return error_response(!sweep ? sweep.error() : !limit ? limit.error() : before.error());
     }
-    q.sweep = *sweep;
+    if (*sweep) {
+        q.sweep = SweepId(**sweep);
+    }
     q.limit = static_cast<std::size_t>(limit->value_or(0));
     if (*before) {
         q.before = JobId(**before);
@@ -137,8 +139,8 @@ net::Response cancel_sweep(ServiceState& svc, const net::Request& req, const Inp
     if (!id) {
         return error_response(id.error());
     }
-    auto n = svc.coord->cancel_sweep(who, *id);
-    return n ? ok(api::to_json(api::SweepCancelled{*id, *n})) : error_response(n.error());
+    auto n = svc.coord->cancel_sweep(who, SweepId(*id));
+    return n ? ok(api::to_json(api::SweepCancelled{SweepId(*id), *n})) : error_response(n.error());
 }
 
 net::Response read_job_logs(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {

@@ -150,7 +150,7 @@ Coordinator::PassInput Coordinator::pass_input(std::int64_t now) {
         for (TeamId team : m_pool.queued_teams()) {
             rooms.team[team] = budget_room(team, now);
         }
-        for (std::int64_t token : m_pool.queued_members()) {
+        for (TokenId token : m_pool.queued_members()) {
             if (auto room = member_room(token, now)) {
                 rooms.member[token] = *room;
             }

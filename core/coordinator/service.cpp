@@ -97,7 +97,7 @@ void ServiceState::answer_pollers(WorkerId w) {
     if (it == pollers.end() || it->second.empty()) {
         return;
     }
-    Principal p{Role::worker, std::nullopt, w, 0};
+    Principal p{Role::worker, std::nullopt, w, TokenId{}};
     auto list = coord->assignments(p);
     if (!list || list->empty()) {
         return;

@@ -55,7 +55,7 @@ Result<std::vector<TokenRecord>> Coordinator::list_tokens(const Principal& who,
     return out;
 }
 
-std::optional<std::int64_t> Coordinator::last_used(std::int64_t token_id) const {
+std::optional<std::int64_t> Coordinator::last_used(TokenId token_id) const {
     auto it = m_token_last_used.find(token_id);
     return it == m_token_last_used.end() ? std::nullopt : std::optional<std::int64_t>(it->second);
 }
@@ -72,7 +72,7 @@ Result<IssuedToken> Coordinator::issue(Role role, std::optional<TeamId> team, st
         return secret.error();
     }
     TokenRecord t;
-    t.id = m_next_token + static_cast<std::int64_t>(changes.tokens.size());
+    t.id = TokenId(m_next_token + static_cast<std::int64_t>(changes.tokens.size()));
     t.hash = sha256_hex(*secret);
     t.role = role;
     t.team = team;
@@ -175,7 +175,7 @@ Result<IssuedToken> Coordinator::create_token(const Principal& who, Role role, c
     return tok;
 }
 
-const TokenRecord* Coordinator::token_by_id(std::int64_t id) const {
+const TokenRecord* Coordinator::token_by_id(TokenId id) const {
     auto hash = m_token_hash_by_id.find(id);
     if (hash == m_token_hash_by_id.end()) {
         return nullptr;
@@ -184,7 +184,7 @@ const TokenRecord* Coordinator::token_by_id(std::int64_t id) const {
     return it == m_tokens.end() ? nullptr : &it->second;
 }
 
-Status Coordinator::revoke_token(const Principal& who, std::int64_t token_id) {
+Status Coordinator::revoke_token(const Principal& who, TokenId token_id) {
     if (who.role != Role::admin) {
         return denied("only admins revoke tokens");
     }
@@ -197,7 +197,7 @@ Status Coordinator::revoke_token(const Principal& who, std::int64_t token_id) {
             return commit(c);
         }
     }
-    return not_found("no token " + std::to_string(token_id));
+    return not_found("no token " + std::to_string(token_id.value()));
 }
 
 } // namespace gpupool::coordinator

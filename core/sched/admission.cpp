@@ -49,7 +49,7 @@ namespace {
 
 // The credit gate: true if the job may enter; else a waiting entry is appended.
 bool credits_admit(const JobRequest& job, const std::vector<Worker>& workers, const Admission& admission,
-                   std::map<std::int64_t, Micro>& member_reserved, std::vector<WaitingJob>& waiting) {
+                   std::map<TokenId, Micro>& member_reserved, std::vector<WaitingJob>& waiting) {
     if (!admission.credits || workers.empty()) {
         return true;
     }
@@ -64,7 +64,7 @@ bool credits_admit(const JobRequest& job, const std::vector<Worker>& workers, co
     }
     // A member's jobs beyond what its own budget can hold stay out of the pass, so that they do
     // not take a GPU from a teammate's job only to be dropped.
-    if (auto mine = rooms.member.find(job.member); job.member != 0 && mine != rooms.member.end()) {
+    if (auto mine = rooms.member.find(job.member); job.member != TokenId{} && mine != rooms.member.end()) {
         Micro& reserved = member_reserved[job.member];
         if (need > mine->second - reserved) {
             waiting.push_back({job.id, PlaceOutcome::not_now, "waiting for credits", Gate::member_credits,
@@ -81,8 +81,8 @@ bool credits_admit(const JobRequest& job, const std::vector<Worker>& workers, co
 Admitted admit(const std::vector<JobRequest>& queued, const std::vector<Worker>& workers, const Admission& admission,
                std::vector<WaitingJob>& waiting) {
     Admitted out;
-    std::map<std::int64_t, Micro> member_reserved;
-    std::map<std::int64_t, std::int64_t> sweep_used;
+    std::map<TokenId, Micro> member_reserved;
+    std::map<SweepId, std::int64_t> sweep_used;
     for (const JobRequest& job : queued) {
         if (!credits_admit(job, workers, admission, member_reserved, waiting)) {
             continue;

@@ -39,14 +39,14 @@ struct Prices {
 // What payers may still hold now. Absent from Admission: credits are not enforced.
 struct CreditRooms {
     std::map<TeamId, credits::Micro> team{};           // teams not listed have no room
-    std::map<std::int64_t, credits::Micro> member{};   // tokens with caps of their own
+    std::map<TokenId, credits::Micro> member{};   // tokens with caps of their own
 };
 
 struct Admission {
     std::optional<CreditRooms> credits{};
     Prices prices{};
-    std::map<std::int64_t, std::int64_t> sweep_max_parallel{}; // sweeps with a cap (> 0)
-    std::map<std::int64_t, std::int64_t> sweep_running{};      // active attempts per sweep
+    std::map<SweepId, std::int64_t> sweep_max_parallel{}; // sweeps with a cap (> 0)
+    std::map<SweepId, std::int64_t> sweep_running{};      // active attempts per sweep
 };
 
 // The hourly price of `job` on worker `w` with `gpu` (nullopt: CPU-only) at `gpu_milli` per GPU.

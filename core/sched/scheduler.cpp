@@ -114,7 +114,7 @@ private:
             return false;
         }
         auto mine = m_rooms->member.find(job.member);
-        if (job.member != 0 && mine != m_rooms->member.end()) {
+        if (job.member != TokenId{} && mine != m_rooms->member.end()) {
             if (hold > mine->second) {
                 m_out.waiting.push_back({job.id, PlaceOutcome::not_now, "waiting for credits", Gate::member_credits,
                                          CreditWait{hold, mine->second, 0, w.id, price}});

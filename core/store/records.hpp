@@ -58,7 +58,7 @@ struct TeamRecord {
 };
 
 struct TokenRecord {
-    std::int64_t id = 0;
+    TokenId id;
     std::string hash; // hex SHA-256 of the secret; the secret itself is never stored
     Role role = Role::member;
     std::optional<TeamId> team;     // member, worker and enroll tokens
@@ -84,14 +84,14 @@ struct WorkerRecord {
     WorkerState state = WorkerState::active;
     std::int64_t registered_at = 0;
     std::int64_t last_seen_at = 0;
-    std::optional<std::int64_t> enrolled_by; // the enrollment token it registered with; a ban revokes it
+    std::optional<TokenId> enrolled_by; // the enrollment token it registered with; a ban revokes it
     bool operator==(const WorkerRecord&) const = default;
 };
 
 struct SweepRecord {
-    std::int64_t id = 0;
+    SweepId id;
     TeamId team;
-    std::int64_t submitter_token = 0;
+    TokenId submitter_token;
     std::string source; // the recipe file name as submitted
     std::int64_t job_count = 0;
     std::int64_t max_parallel = 0;
@@ -104,7 +104,7 @@ struct SweepRecord {
 
 struct JobRecord {
     JobId id;
-    std::int64_t sweep_id = 0;
+    SweepId sweep_id;
     TeamId team;
     recipe::JobSpec spec;
     JobState state = JobState::queued;

@@ -29,7 +29,7 @@ Status load_tokens(SQLite::Database& db, Snapshot& s) {
                             "uses_left, budget_day_micro, budget_week_micro FROM tokens ORDER BY id");
     while (q.executeStep()) {
         TokenRecord t;
-        t.id = q.getColumn(0).getInt64();
+        t.id = TokenId(q.getColumn(0).getInt64());
         t.hash = q.getColumn(1).getString();
         t.role = role_from_string(q.getColumn(2).getString()).value_or(Role::member);
         if (auto team = opt_int(q.getColumn(3))) {
@@ -61,7 +61,9 @@ Status load_workers(SQLite::Database& db, Snapshot& s) {
         w.state = worker_state_from_string(q.getColumn(4).getString()).value_or(WorkerState::active);
         w.registered_at = q.getColumn(5).getInt64();
         w.last_seen_at = q.getColumn(6).getInt64();
-        w.enrolled_by = opt_int(q.getColumn(7));
+        if (auto enrolled_by = opt_int(q.getColumn(7))) {
+            w.enrolled_by = TokenId(*enrolled_by);
+        }
         s.workers.push_back(std::move(w));
     }
     return {};
@@ -71,8 +73,8 @@ Status load_sweeps(SQLite::Database& db, Snapshot& s) {
     SQLite::Statement q(db, "SELECT id, team_id, submitter_token_id, source, job_count, max_parallel, "
                             "created_at, idempotency_key FROM sweeps ORDER BY id");
     while (q.executeStep()) {
-        s.sweeps.push_back({q.getColumn(0).getInt64(), TeamId(q.getColumn(1).getInt64()),
-                            q.getColumn(2).getInt64(), q.getColumn(3).getString(), q.getColumn(4).getInt64(),
+        s.sweeps.push_back({SweepId(q.getColumn(0).getInt64()), TeamId(q.getColumn(1).getInt64()),
+                            TokenId(q.getColumn(2).getInt64()), q.getColumn(3).getString(), q.getColumn(4).getInt64(),
                             q.getColumn(5).getInt64(), q.getColumn(6).getInt64(), q.getColumn(7).getString()});
     }
     return {};
@@ -84,7 +86,7 @@ Status load_jobs(SQLite::Database& db, Snapshot& s) {
     while (q.executeStep()) {
         JobRecord j;
         j.id = JobId(q.getColumn(0).getInt64());
-        j.sweep_id = q.getColumn(1).getInt64();
+        j.sweep_id = SweepId(q.getColumn(1).getInt64());
         j.team = TeamId(q.getColumn(2).getInt64());
         auto spec = recipe::job_from_json(nlohmann::json::parse(q.getColumn(3).getString()));
         if (!spec) {
@@ -220,7 +222,7 @@ void write_workers(SQLite::Database& db, const Changes& c) {
         q.bind(5, to_string(w.state));
         q.bind(6, w.registered_at);
         q.bind(7, w.last_seen_at);
-        bind_opt(q, 8, w.enrolled_by);
+        bind_opt(q, 8, w.enrolled_by ? std::optional<std::int64_t>(w.enrolled_by->value()) : std::nullopt);
         q.exec();
         q.reset();
     }
@@ -238,7 +240,7 @@ void write_tokens(SQLite::Database& db, const Changes& c) {
                             "budget_day_micro = excluded.budget_day_micro, "
                             "budget_week_micro = excluded.budget_week_micro");
     for (const auto& t : c.tokens) {
-        q.bind(1, t.id);
+        q.bind(1, t.id.value());
         q.bind(2, t.hash);
         q.bind(3, to_string(t.role));
         bind_opt(q, 4, t.team ? std::optional<std::int64_t>(t.team->value()) : std::nullopt);
@@ -262,9 +264,9 @@ void write_sweeps(SQLite::Database& db, const Changes& c) {
                             "max_parallel, created_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                             "ON CONFLICT(id) DO NOTHING");
     for (const auto& s : c.sweeps) {
-        q.bind(1, s.id);
+        q.bind(1, s.id.value());
         q.bind(2, s.team.value());
-        q.bind(3, s.submitter_token);
+        q.bind(3, s.submitter_token.value());
         q.bind(4, s.source);
         q.bind(5, s.job_count);
         q.bind(6, s.max_parallel);
@@ -286,7 +288,7 @@ void write_jobs(SQLite::Database& db, const Changes& c) {
                             "exit_code = excluded.exit_code, reason = excluded.reason");
     for (const auto& j : c.jobs) {
         q.bind(1, j.id.value());
-        q.bind(2, j.sweep_id);
+        q.bind(2, j.sweep_id.value());
         q.bind(3, j.team.value());
         q.bind(4, recipe::to_json(j.spec).dump());
         q.bind(5, to_string(j.state));

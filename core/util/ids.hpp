@@ -1,6 +1,6 @@
-// Distinct identifier types for the pool's entities: JobId, AttemptId, WorkerId, TeamId. They live
-// here, below every layer that names them (the scheduler, the store, the coordinator), so that no
-// lower layer has to reach up into sched/ for them.
+// Distinct identifier types for the pool's entities: JobId, AttemptId, WorkerId, TeamId, SweepId and
+// TokenId. They live here, below every layer that names them (the scheduler, the store, the
+// coordinator, the client), so that no lower layer has to reach up into sched/ for them.
 //
 // Each is a TaggedId<Tag> wrapping a 64-bit integer, so a WorkerId cannot be passed where a JobId is
 // expected (the compiler refuses), while copying and comparing stay as cheap as for the integer.
@@ -31,6 +31,8 @@ using JobId = TaggedId<struct JobTag>;
 using AttemptId = TaggedId<struct AttemptTag>;
 using WorkerId = TaggedId<struct WorkerTag>;
 using TeamId = TaggedId<struct TeamTag>;
+using SweepId = TaggedId<struct SweepTag>;
+using TokenId = TaggedId<struct TokenTag>;
 
 } // namespace gpupool
 

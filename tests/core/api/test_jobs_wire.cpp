@@ -59,7 +59,7 @@ TEST_CASE("job view: the wire names, pinned by the service's form", "[api][jobs]
     auto v = api::job_view_from_json(j);
     REQUIRE(v.has_value());
     CHECK(v->id == JobId(12));
-    CHECK(v->sweep_id == 4);
+    CHECK(v->sweep_id == SweepId(4));
     CHECK(v->team == TeamId(2));
     CHECK(v->submitted_by == "alice");
     CHECK(v->state == "running");
@@ -187,7 +187,7 @@ TEST_CASE("log slice and cancel answers: the wire names, round trips, refusals",
     const json sweep = json::parse(R"({"sweep_id": 4, "cancelled": 3})");
     auto sc = api::sweep_cancelled_from_json(sweep);
     REQUIRE(sc.has_value());
-    CHECK(*sc == api::SweepCancelled{4, 3});
+    CHECK(*sc == api::SweepCancelled{SweepId(4), 3});
     CHECK(api::to_json(*sc) == sweep);
     CHECK(field_of<api::SweepCancelled>(api::sweep_cancelled_from_json, json::parse(R"({"sweep_id": 4})")) ==
           "cancelled");

@@ -134,7 +134,7 @@ TEST_CASE("submit request: a team that is not a string is ignored, as it always 
 TEST_CASE("submit reply: the wire names, a round trip and refusals", "[api][submit]") {
     auto r = api::submit_reply_from_json(json::parse(R"({"sweep_id": 4, "jobs": [12, 13]})"));
     REQUIRE(r.has_value());
-    CHECK(r->sweep_id == 4);
+    CHECK(r->sweep_id == SweepId(4));
     CHECK(r->jobs == std::vector<JobId>{JobId(12), JobId(13)});
     CHECK(api::to_json(*r) == json::parse(R"({"sweep_id": 4, "jobs": [12, 13]})"));
     auto back = api::submit_reply_from_json(api::to_json(*r));

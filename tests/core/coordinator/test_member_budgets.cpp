@@ -150,7 +150,7 @@ TEST_CASE("budget changes: members are named by label or id, only admins change 
     CHECK_FALSE(p.coord->change_budget(p.admin, BudgetChange{"owners", "alice", CapChange::set(1), CapChange::keep()}));
     CHECK_FALSE(p.coord->change_budget(p.admin, BudgetChange{"fellows", "alice", CapChange::set(-1), CapChange::keep()}));
 
-    const std::string by_id = std::to_string(alice.token_id);
+    const std::string by_id = std::to_string(alice.token_id.value());
     REQUIRE(p.coord->change_budget(p.admin, BudgetChange{"fellows", by_id, CapChange::set(2 * k_credit),
                                                          CapChange::set(5 * k_credit)}));
     auto kept = p.coord->change_budget(p.admin, BudgetChange{"fellows", "alice", CapChange::keep(), CapChange::remove()});

@@ -40,7 +40,7 @@ store::JobRecord job_record(store::JobState state, recipe::JobSpec spec) {
     store::JobRecord j;
     j.id = JobId(1);
     j.team = TeamId(1);
-    j.sweep_id = 1;
+    j.sweep_id = SweepId(1);
     j.state = state;
     j.spec = std::move(spec);
     return j;
@@ -195,11 +195,11 @@ TEST_CASE("pool view: a job waits for a model until a live worker has it and aga
     PoolView view(10'000);
     store::JobRecord j = job_record(store::JobState::queued, half_l4("wants-h100"));
     j.spec.resources.gpu_models = {"H100"};
-    view.set_job(j, 0, 7, 0);
+    view.set_job(j, 0, TokenId(7), 0);
     view.refresh(0);
     REQUIRE(view.queued().size() == 1);
     CHECK(view.queued()[0].no_known_model);
-    CHECK(view.queued()[0].member == 7);
+    CHECK(view.queued()[0].member == TokenId(7));
 
     view.set_worker(WorkerId(1), live_worker({"H100"}));
     view.refresh(5'000);

@@ -111,11 +111,11 @@ TEST_CASE("admission: a member's caps reserve job by job within the team's room"
     Admission a = priced();
     a.credits.emplace();
     a.credits->team[TeamId(1)] = 100 * k_credit;
-    a.credits->member[7] = 3 * k_credit / 4; // room for one 0.5 hold
+    a.credits->member[TokenId(7)] = 3 * k_credit / 4; // room for one 0.5 hold
     std::vector<JobRequest> q;
     for (std::int64_t id = 1; id <= 3; ++id) {
         q.push_back(hour_job(id, 500));
-        q.back().member = id < 3 ? 7 : 0; // job 3 is a teammate's without caps
+        q.back().member = TokenId(id < 3 ? 7 : 0); // job 3 is a teammate's without caps
     }
     Decisions d = schedule(v, q, a, Policy{}, 0);
     const WaitingJob* w = waiting_of(d, 2);
@@ -131,15 +131,15 @@ TEST_CASE("admission: max_parallel counts a sweep's running attempts and its job
     ClusterView v;
     v.workers = {worker(1, {1000, 1000, 1000, 1000})};
     Admission a = priced();
-    a.sweep_max_parallel[5] = 3;
-    a.sweep_running[5] = 1;
+    a.sweep_max_parallel[SweepId(5)] = 3;
+    a.sweep_running[SweepId(5)] = 1;
     std::vector<JobRequest> q;
     for (std::int64_t id = 1; id <= 4; ++id) {
         q.push_back(hour_job(id, 1000));
-        q.back().sweep = 5;
+        q.back().sweep = SweepId(5);
     }
     JobRequest free_sweep = hour_job(9, 1000);
-    free_sweep.sweep = 6;
+    free_sweep.sweep = SweepId(6);
     q.push_back(free_sweep);
     Decisions d = schedule(v, q, a, Policy{}, 0);
     CHECK(d.placements.size() == 3); // two of sweep 5 (one already runs) and sweep 6's
@@ -156,12 +156,12 @@ TEST_CASE("admission: a job naming only models no worker has waits without using
     ClusterView v;
     v.workers = {worker(1, {1000, 1000})};
     Admission a = priced();
-    a.sweep_max_parallel[5] = 1;
+    a.sweep_max_parallel[SweepId(5)] = 1;
     JobRequest lost = hour_job(1, 1000);
     lost.no_known_model = true;
-    lost.sweep = 5;
+    lost.sweep = SweepId(5);
     JobRequest fine = hour_job(2, 1000);
-    fine.sweep = 5;
+    fine.sweep = SweepId(5);
     Decisions d = schedule(v, {lost, fine}, a, Policy{}, 0);
     const WaitingJob* w = waiting_of(d, 1);
     REQUIRE(w != nullptr);

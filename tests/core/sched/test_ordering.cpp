@@ -39,6 +39,9 @@ OrderingPolicy no_aging() {
 TEST_CASE("ids of different kinds do not mix") {
     STATIC_REQUIRE_FALSE(std::is_convertible_v<WorkerId, JobId>);
     STATIC_REQUIRE_FALSE(std::is_convertible_v<std::int64_t, TeamId>);
+    STATIC_REQUIRE_FALSE(std::is_convertible_v<gpupool::SweepId, gpupool::TokenId>);
+    STATIC_REQUIRE_FALSE(std::is_convertible_v<std::int64_t, gpupool::SweepId>);
+    STATIC_REQUIRE_FALSE(std::is_convertible_v<gpupool::TokenId, std::int64_t>);
     STATIC_REQUIRE(JobId(3) < JobId(4));
 }
 

@@ -26,14 +26,14 @@ Changes sample() {
     Changes c;
     c.teams.push_back({TeamId(1), "owners", 2, 100, std::nullopt, std::nullopt});
     c.teams.push_back({TeamId(2), "fellows", 1, 101, std::nullopt, std::nullopt});
-    c.workers.push_back({WorkerId(1), TeamId(1), "box", R"({"gpus":[]})", WorkerState::active, 102, 103, 7});
-    c.tokens.push_back({1, "aa", Role::admin, std::nullopt, std::nullopt, "admin", 100, std::nullopt, std::nullopt});
-    c.tokens.push_back({2, "bb", Role::worker, TeamId(1), WorkerId(1), "w", 102, std::nullopt, 3});
-    c.sweeps.push_back({1, TeamId(2), 1, "eval.toml", 2, 1, 104, "key-1"});
+    c.workers.push_back({WorkerId(1), TeamId(1), "box", R"({"gpus":[]})", WorkerState::active, 102, 103, TokenId(7)});
+    c.tokens.push_back({TokenId(1), "aa", Role::admin, std::nullopt, std::nullopt, "admin", 100, std::nullopt, std::nullopt});
+    c.tokens.push_back({TokenId(2), "bb", Role::worker, TeamId(1), WorkerId(1), "w", 102, std::nullopt, 3});
+    c.sweeps.push_back({SweepId(1), TeamId(2), TokenId(1), "eval.toml", 2, 1, 104, "key-1"});
     for (int i = 1; i <= 2; ++i) {
         JobRecord j;
         j.id = JobId(i);
-        j.sweep_id = 1;
+        j.sweep_id = SweepId(1);
         j.team = TeamId(2);
         j.spec = spec("job-" + std::to_string(i));
         j.created_at = j.updated_at = 104;
@@ -118,7 +118,7 @@ TEST_CASE("store: a failing batch writes nothing", "[store]") {
     auto s = SqliteStore::open(dir.path() / "pool.db");
     REQUIRE(s);
     Changes c = sample();
-    c.jobs[1].sweep_id = 99; // no such sweep: the foreign key fails the whole transaction
+    c.jobs[1].sweep_id = SweepId(99); // no such sweep: the foreign key fails the whole transaction
     auto st = (*s)->apply(c);
     REQUIRE_FALSE(st);
     CHECK(st.error().code == ErrorCode::io);

@@ -38,8 +38,8 @@ struct Prices {
 
 // What payers may still hold now. Absent from Admission: credits are not enforced.
 struct CreditRooms {
-    std::map<TeamId, credits::Micro> team{};           // teams not listed have no room
-    std::map<TokenId, credits::Micro> member{};   // tokens with caps of their own
+    std::map<TeamId, credits::Micro> team{};    // teams not listed have no room
+    std::map<TokenId, credits::Micro> member{}; // tokens with caps of their own
 };
 
 struct Admission {

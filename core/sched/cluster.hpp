@@ -116,8 +116,8 @@ struct JobRequest {
     std::vector<std::string> cache_models;
     // For admission (admission.hpp); zero where the caller does not use it.
     std::int64_t max_runtime_s = 0;
-    SweepId sweep{};  // its sweep, for max_parallel
-    TokenId member{}; // the submitting token when it has caps of its own (0: it has none)
+    SweepId sweep{};             // its sweep, for max_parallel
+    TokenId member{};            // the submitting token when it has caps of its own (0: it has none)
     bool no_known_model = false; // names GPU models, none of them in the catalog
     bool operator==(const JobRequest&) const = default;
 };

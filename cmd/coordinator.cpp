@@ -117,7 +117,8 @@ int run_new_admin_token(const GlobalOptions& global, const CoordinatorCmdOptions
         return k_exit_failed;
     }
     if (global.json) {
-        std::cout << nlohmann::json{{"id", tok->id.value()}, {"token", tok->secret}, {"role", "admin"}}.dump() << std::endl;
+        std::cout << nlohmann::json{{"id", tok->id.value()}, {"token", tok->secret}, {"role", "admin"}}.dump()
+                  << std::endl;
     } else {
         std::cerr << "new admin token " << tok->id.value() << " for " << o.db
                   << " (shown once; revoke the lost one with `gpupool admin token revoke ID`):" << std::endl;

@@ -83,8 +83,8 @@ int run_submit(const SubmitOptions& opts) {
     if (global.json && !opts.wait) {
         std::cout << wire::to_json(*res).dump(2) << '\n';
     } else if (!global.json) {
-        std::cout << "submitted sweep " << res->sweep_id.value() << ": " << ids.size() << (ids.size() == 1 ? " job" : " jobs")
-                  << " (id " << ids.front().value();
+        std::cout << "submitted sweep " << res->sweep_id.value() << ": " << ids.size()
+                  << (ids.size() == 1 ? " job" : " jobs") << " (id " << ids.front().value();
         if (ids.size() > 1) {
             std::cout << ".." << ids.back().value();
         }
@@ -102,7 +102,8 @@ int run_submit(const SubmitOptions& opts) {
         }
         const int failed = count_unsuccessful(*done);
         if (global.json) {
-            std::cout << nlohmann::json{{"sweep_id", res->sweep_id.value()}, {"jobs", jobs_json(*done)}}.dump(2) << '\n';
+            std::cout << nlohmann::json{{"sweep_id", res->sweep_id.value()}, {"jobs", jobs_json(*done)}}.dump(2)
+                      << '\n';
         } else {
             std::cout << (ids.size() - static_cast<std::size_t>(failed)) << " succeeded, " << failed
                       << " did not\n";

@@ -48,8 +48,9 @@ Result<std::vector<NamedJob>> sweep_jobs(client::ApiClient& api, SweepId sweep) 
     }
     if (out.empty()) {
         return make_error(ErrorCode::not_found,
-                          "sweep " + std::to_string(sweep.value()) + " has no jobs your token can see (`gpupool jobs` lists "
-                          "your team's jobs with their sweeps)",
+                          "sweep " + std::to_string(sweep.value()) +
+                              " has no jobs your token can see (`gpupool jobs` lists "
+                              "your team's jobs with their sweeps)",
                           "--sweep");
     }
     return out;

@@ -28,9 +28,12 @@ json entry_json(const credits::Entry& e) {
 }
 
 json member_budget_json(const MemberBudget& m) {
-    return {{"token_id", m.token_id.value()},           {"label", m.label},
-            {"day_micro", opt_json(m.day_micro)}, {"week_micro", opt_json(m.week_micro)},
-            {"spent_day_micro", m.spent_day_micro}, {"spent_week_micro", m.spent_week_micro},
+    return {{"token_id", m.token_id.value()},
+            {"label", m.label},
+            {"day_micro", opt_json(m.day_micro)},
+            {"week_micro", opt_json(m.week_micro)},
+            {"spent_day_micro", m.spent_day_micro},
+            {"spent_week_micro", m.spent_week_micro},
             {"held_micro", m.held_micro}};
 }
 
@@ -47,8 +50,8 @@ net::Response grant(ServiceState& svc, const net::Request&, const Input& in, con
     if (!g) {
         return error_response(g.error());
     }
-    spdlog::info("grant {}: {} micro-credits to team `{}` by token {}", g->id, g->amount,
-                 util::escape_control(*team), who.token_id.value());
+    spdlog::info("grant {}: {} micro-credits to team `{}` by token {}", g->id, g->amount, util::escape_control(*team),
+                 who.token_id.value());
     svc.schedule_soon();
     return ok({{"grant", g->id},
                {"team", *team},

@@ -139,8 +139,9 @@ net::Response cancel_sweep(ServiceState& svc, const net::Request& req, const Inp
     if (!id) {
         return error_response(id.error());
     }
-    auto n = svc.coord->cancel_sweep(who, SweepId(*id));
-    return n ? ok(api::to_json(api::SweepCancelled{SweepId(*id), *n})) : error_response(n.error());
+    const SweepId sweep(*id);
+    auto n = svc.coord->cancel_sweep(who, sweep);
+    return n ? ok(api::to_json(api::SweepCancelled{sweep, *n})) : error_response(n.error());
 }
 
 net::Response read_job_logs(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {

@@ -27,7 +27,8 @@ Changes sample() {
     c.teams.push_back({TeamId(1), "owners", 2, 100, std::nullopt, std::nullopt});
     c.teams.push_back({TeamId(2), "fellows", 1, 101, std::nullopt, std::nullopt});
     c.workers.push_back({WorkerId(1), TeamId(1), "box", R"({"gpus":[]})", WorkerState::active, 102, 103, TokenId(7)});
-    c.tokens.push_back({TokenId(1), "aa", Role::admin, std::nullopt, std::nullopt, "admin", 100, std::nullopt, std::nullopt});
+    c.tokens.push_back(
+        {TokenId(1), "aa", Role::admin, std::nullopt, std::nullopt, "admin", 100, std::nullopt, std::nullopt});
     c.tokens.push_back({TokenId(2), "bb", Role::worker, TeamId(1), WorkerId(1), "w", 102, std::nullopt, 3});
     c.sweeps.push_back({SweepId(1), TeamId(2), TokenId(1), "eval.toml", 2, 1, 104, "key-1"});
     for (int i = 1; i <= 2; ++i) {

@@ -157,9 +157,10 @@ void write_old_records(SQLite::Database& db, const OldVersion& v, const Records&
         insert(db, "tokens", row);
     }
     for (const auto& s : old.sweeps) {
-        Row row{{"id", s.id.value()}, {"team_id", s.team.value()}, {"submitter_token_id", s.submitter_token.value()},
-                {"source", s.source}, {"job_count", s.job_count}, {"max_parallel", s.max_parallel},
-                {"created_at", s.created_at}};
+        Row row{
+            {"id", s.id.value()},        {"team_id", s.team.value()}, {"submitter_token_id", s.submitter_token.value()},
+            {"source", s.source},        {"job_count", s.job_count},  {"max_parallel", s.max_parallel},
+            {"created_at", s.created_at}};
         if (n >= 4 && v.idempotency_key) {
             row.emplace_back("idempotency_key", s.idempotency_key);
         }
@@ -167,10 +168,17 @@ void write_old_records(SQLite::Database& db, const OldVersion& v, const Records&
     }
     for (const auto& j : old.jobs) {
         insert(db, "jobs",
-               {{"id", j.id.value()}, {"sweep_id", j.sweep_id.value()}, {"team_id", j.team.value()},
-                {"spec", recipe::to_json(j.spec).dump()}, {"state", std::string(to_string(j.state))},
-                {"attempts", j.attempts}, {"created_at", j.created_at}, {"updated_at", j.updated_at},
-                {"finished_at", opt(j.finished_at)}, {"exit_code", opt(j.exit_code)}, {"reason", j.reason}});
+               {{"id", j.id.value()},
+                {"sweep_id", j.sweep_id.value()},
+                {"team_id", j.team.value()},
+                {"spec", recipe::to_json(j.spec).dump()},
+                {"state", std::string(to_string(j.state))},
+                {"attempts", j.attempts},
+                {"created_at", j.created_at},
+                {"updated_at", j.updated_at},
+                {"finished_at", opt(j.finished_at)},
+                {"exit_code", opt(j.exit_code)},
+                {"reason", j.reason}});
     }
     for (const auto& a : old.attempts) {
         Row row{{"id", a.id.value()},       {"job_id", a.job.value()},           {"worker_id", a.worker.value()},
@@ -249,11 +257,13 @@ Records old_pool_records(const OldVersion& v) {
                        std::nullopt});
     r.workers.push_back({WorkerId(1), TeamId(1), "box", R"({"gpus":[]})", WorkerState::draining, 102, 103,
                          n >= 4 ? std::optional<TokenId>(TokenId(3)) : std::nullopt});
-    r.tokens.push_back({TokenId(1), "h1", Role::admin, std::nullopt, std::nullopt, "admin", 100, std::nullopt, std::nullopt});
+    r.tokens.push_back(
+        {TokenId(1), "h1", Role::admin, std::nullopt, std::nullopt, "admin", 100, std::nullopt, std::nullopt});
     r.tokens.push_back({TokenId(2), "h2", Role::worker, TeamId(1), WorkerId(1), "w", 102, std::nullopt, std::nullopt});
     r.tokens.push_back({TokenId(3), "h3", Role::enroll, TeamId(1), std::nullopt, "enroll", 101, 150,
                         n >= 4 ? std::optional<std::int64_t>(0) : std::nullopt});
-    r.sweeps.push_back({SweepId(1), TeamId(2), TokenId(1), "eval.toml", 1, 0, 104, n >= 4 && v.idempotency_key ? "k1" : ""});
+    r.sweeps.push_back(
+        {SweepId(1), TeamId(2), TokenId(1), "eval.toml", 1, 0, 104, n >= 4 && v.idempotency_key ? "k1" : ""});
     JobRecord j;
     j.id = JobId(1);
     j.sweep_id = SweepId(1);

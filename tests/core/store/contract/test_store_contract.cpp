@@ -62,12 +62,15 @@ Records every_kind() {
     Records c;
     c.teams.push_back({TeamId(1), "owners", 3, 100, 9'000'000, 40'000'000});
     c.teams.push_back({TeamId(2), "fellows", 1, 101, std::nullopt, std::nullopt});
-    c.workers.push_back({WorkerId(1), TeamId(1), "box", R"({"gpus":[{"index":0}]})", WorkerState::active, 102, 103, TokenId(3)});
-    c.tokens.push_back({TokenId(1), "h-admin", Role::admin, std::nullopt, std::nullopt, "root", 100, std::nullopt, std::nullopt});
-    c.tokens.push_back({TokenId(2), "h-worker", Role::worker, TeamId(1), WorkerId(1), "box", 102, std::nullopt, std::nullopt});
+    c.workers.push_back(
+        {WorkerId(1), TeamId(1), "box", R"({"gpus":[{"index":0}]})", WorkerState::active, 102, 103, TokenId(3)});
+    c.tokens.push_back(
+        {TokenId(1), "h-admin", Role::admin, std::nullopt, std::nullopt, "root", 100, std::nullopt, std::nullopt});
+    c.tokens.push_back(
+        {TokenId(2), "h-worker", Role::worker, TeamId(1), WorkerId(1), "box", 102, std::nullopt, std::nullopt});
     c.tokens.push_back({TokenId(3), "h-enroll", Role::enroll, TeamId(1), std::nullopt, "enroll", 101, 180, 0});
-    c.tokens.push_back({TokenId(4), "h-member", Role::member, TeamId(2), std::nullopt, "ada", 101, std::nullopt, std::nullopt,
-                        1'000'000, 5'000'000});
+    c.tokens.push_back({TokenId(4), "h-member", Role::member, TeamId(2), std::nullopt, "ada", 101, std::nullopt,
+                        std::nullopt, 1'000'000, 5'000'000});
     c.sweeps.push_back({SweepId(1), TeamId(2), TokenId(4), "eval.toml", 2, 1, 104, "key-1"});
     for (int i = 1; i <= 2; ++i) {
         JobRecord j;
@@ -379,8 +382,8 @@ TEST_CASE("store contract: a pool from every earlier schema version loads after 
                     Records now;
                     SweepRecord sweep{SweepId(2), TeamId(2), TokenId(1), "again.toml", 0, 0, 600, "key-2"};
                     now.sweeps.push_back(sweep);
-                    TokenRecord member{TokenId(4), "h4", Role::member, TeamId(2), std::nullopt, "ada", 600, std::nullopt, 3,
-                                       1'000, 2'000};
+                    TokenRecord member{TokenId(4),   "h4", Role::member, TeamId(2), std::nullopt, "ada", 600,
+                                       std::nullopt, 3,    1'000,        2'000};
                     now.tokens.push_back(member);
                     REQUIRE(s->apply(now));
                 }

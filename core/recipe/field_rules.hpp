@@ -15,6 +15,7 @@
 // wrong; the caller sets the field (and, in the parser, the position).
 #pragma once
 
+#include "core/recipe/recipe.hpp"
 #include "core/util/result.hpp"
 
 #include <string_view>
@@ -29,5 +30,10 @@ Status check_no_nul(std::string_view text);
 Status check_env_name(std::string_view name);
 Status check_model_id(std::string_view id);
 Status check_output_path(std::string_view path);
+// A recipe's name in a shared repository (its folder): 1 to 64 lowercase letters, digits, `.`, `_`
+// and `-`, starting with a letter or digit.
+Status check_recipe_name(std::string_view name);
+// Where a repository recipe came from, as a job carries it (JobSpec::origins).
+Status check_origin(const Origin& origin);
 
 } // namespace gpupool::recipe

@@ -120,13 +120,23 @@ Result<Loaded> Loader::parent_from_file(const Loaded& self, const toml::node& ex
 Result<Loaded> Loader::parent_from_builtin(const Loaded& self, const toml::node& ext, const std::string& name) {
     Diagnostics diag;
     auto text = builtin_recipe(name);
+    if (!text && options.resolve_name && options.allow_file_access) {
+        if (auto found = options.resolve_name(name)) {
+            return parent_from_repository(ext, name, *found);
+        }
+    }
     if (!text) {
-        std::string msg = "unknown built-in recipe `" + name + "`";
+        const bool repos = options.resolve_name && options.allow_file_access;
+        std::string msg = repos ? "unknown recipe `" + name + "`: not built in and in none of the recipe repositories"
+                                : "unknown built-in recipe `" + name + "`";
         auto names = builtin_recipe_names();
         if (auto s = util::nearest(name, names)) {
             msg += "; did you mean `" + *s + "`?";
         } else {
             msg += "; built-ins are " + util::join(names, ", ");
+        }
+        if (repos) {
+            msg += " (`gpupool recipe list` shows the repositories' recipes)";
         }
         diag.add(ext, "extends", std::move(msg));
         return diag.take();
@@ -138,6 +148,25 @@ Result<Loaded> Loader::parent_from_builtin(const Loaded& self, const toml::node&
     }
     chain.push_back(src);
     return parse_toml(*text, src, self.base_dir);
+}
+
+Result<Loaded> Loader::parent_from_repository(const toml::node& ext, const std::string& name, const NamedRecipe& found) {
+    Diagnostics diag;
+    std::error_code ec;
+    fs::path canon = fs::weakly_canonical(found.file, ec);
+    std::string src = ec ? found.file.string() : canon.string();
+    if (std::find(chain.begin(), chain.end(), src) != chain.end()) {
+        diag.add(ext, "extends", "`extends` forms a cycle through recipe `" + name + "` (" + src + ")");
+        return diag.take();
+    }
+    auto text = read_file(found.file);
+    if (!text) {
+        diag.add(ext, "extends", text.error().message);
+        return diag.take();
+    }
+    chain.push_back(src);
+    origins.push_back(found.origin);
+    return parse_toml(*text, found.file.string(), found.file.parent_path());
 }
 
 } // namespace gpupool::recipe::detail

@@ -37,6 +37,7 @@ void merge_into(toml::table& parent, toml::table& child, bool is_resources);
 struct Loader {
     const ParseOptions& options;
     std::vector<std::string> chain; // sources, outermost first
+    std::vector<Origin> origins;     // the repository recipes followed, nearest first
 
     // `self` with its `extends` chain resolved and merged (at most k_max_extends_depth deep).
     Result<Loaded> load(Loaded self, int depth);
@@ -44,6 +45,7 @@ struct Loader {
 private:
     Result<Loaded> parent_from_file(const Loaded& self, const toml::node& ext, const std::string& name);
     Result<Loaded> parent_from_builtin(const Loaded& self, const toml::node& ext, const std::string& name);
+    Result<Loaded> parent_from_repository(const toml::node& ext, const std::string& name, const NamedRecipe& found);
 };
 
 } // namespace gpupool::recipe::detail

@@ -46,7 +46,7 @@ using namespace gpupool::recipe::detail;
 
 const std::vector<std::string> k_top_keys{"format", "name", "description", "image", "command", "extends",
                                           "priority", "resources", "env", "inputs", "outputs", "cache",
-                                          "sweep", "retry", "logs"};
+                                          "sweep", "retry", "logs", "tags"};
 
 void parse_tables(const toml::table& root, const fs::path& base_dir, const ParseOptions& options, Recipe& recipe,
                   Diagnostics& diag) {
@@ -137,7 +137,8 @@ void check_all_placeholders(const toml::table& root, const Recipe& recipe, const
     }
 }
 
-Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseOptions& options) {
+Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, std::vector<Origin> origins,
+                     const ParseOptions& options) {
     Diagnostics diag;
     toml::table& root = loaded.table;
     for (const auto& [path, value] : options.overrides) {
@@ -149,6 +150,13 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, const ParseO
 
     const Explained explained = explained_by(check_keys(root, k_top_keys, "", diag), root);
     parse_top(root, loaded.source, explained, recipe.base, diag);
+    if (const auto* n = root.get("tags")) {
+        parse_tags(*n, recipe.tags, diag);
+    }
+    if (options.origin) {
+        recipe.base.origins.push_back(*options.origin);
+    }
+    recipe.base.origins.insert(recipe.base.origins.end(), origins.begin(), origins.end());
     parse_tables(root, loaded.base_dir, options, recipe, diag);
     check_all_placeholders(root, recipe, explained, diag);
 
@@ -166,13 +174,13 @@ Result<Recipe> parse_recipe_text(std::string_view text, std::string_view source_
     if (!loaded) {
         return loaded.error();
     }
-    Loader loader{options, {std::string(source_name)}};
+    Loader loader{options, {std::string(source_name)}, {}};
     auto resolved = loader.load(std::move(*loaded), 0);
     if (!resolved) {
         return resolved.error();
     }
     std::vector<std::string> chain(loader.chain.begin() + 1, loader.chain.end());
-    return build(std::move(*resolved), std::move(chain), options);
+    return build(std::move(*resolved), std::move(chain), std::move(loader.origins), options);
 }
 
 Result<Recipe> parse_recipe_file(const std::filesystem::path& path, const ParseOptions& options) {

@@ -16,6 +16,8 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +33,15 @@ inline constexpr std::int64_t k_max_outputs_mib = 900; // outputs are stored as 
 inline constexpr std::int64_t k_max_log_mib = 64 * 1024; // logs.max_size, before the pool's own limit
 inline constexpr int k_max_extends_depth = 8;
 
+// A recipe that `extends` names and that is not built in, found in the shared recipe repositories
+// (core/catalog): its recipe.toml and where it came from.
+struct NamedRecipe {
+    std::filesystem::path file;
+    Origin origin;
+};
+// Looks a name up; nothing when no repository has it.
+using NameResolver = std::function<std::optional<NamedRecipe>(const std::string& name)>;
+
 struct ParseOptions {
     std::uint64_t max_sweep_jobs = k_default_max_sweep_jobs;
     bool allow_file_access = true; // follow `extends` paths and check `[inputs]` on disk
@@ -39,6 +50,11 @@ struct ParseOptions {
     bool allow_outside_inputs = false;
     // `--set key=value` overrides, applied on top of the file (value is TOML: 0.5, "x", [1, 2]).
     std::vector<std::pair<std::string, std::string>> overrides;
+    // `extends = "NAME"` when NAME is not built in (unset: built-ins only). Used only with
+    // allow_file_access.
+    NameResolver resolve_name;
+    // The recipe's own origin, when it was named from a repository rather than given as a file.
+    std::optional<Origin> origin;
 };
 
 Result<Recipe> parse_recipe_file(const std::filesystem::path& path, const ParseOptions& options = {});

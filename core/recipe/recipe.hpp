@@ -8,6 +8,7 @@
 
 #include "core/util/result.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -67,6 +68,16 @@ struct Retry {
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
+// Where a recipe from a shared recipe repository came from (docs/recipes.md, "Sharing recipes"),
+// kept in every job it made so that a result can be traced to the exact text behind it.
+struct Origin {
+    std::string recipe;   // its name in the repository (its folder's name)
+    std::string repo;     // the repository as configured: a URL or a path, without the revision
+    std::string revision; // the commit that was checked out; empty for a folder that is not a clone
+    bool operator==(const Origin&) const = default;
+};
+inline constexpr std::size_t k_max_origins = 9; // the recipe itself and an `extends` chain of 8
+
 // One job: everything a worker needs to run it (minus ids the coordinator assigns).
 struct JobSpec {
     std::string name;
@@ -83,6 +94,10 @@ struct JobSpec {
     Priority priority = Priority::normal;
     EnvList params;                    // the sweep point (empty without a sweep)
     std::int64_t sweep_index = 0;      // position in the sweep, 0-based
+    // The shared-repository recipes it came from: the recipe itself first when it was named rather
+    // than read from a file, then each repository recipe it extends, nearest first. Empty for a
+    // recipe from a local file that extends only built-ins or files.
+    std::vector<Origin> origins;
 
     // argv as the runtime executes it.
     std::vector<std::string> argv() const;
@@ -103,6 +118,7 @@ struct Sweep {
 struct Recipe {
     std::string source;               // file the recipe came from ("builtin:NAME" for built-ins)
     std::vector<std::string> extends; // the chain of recipes it extends, nearest first
+    std::vector<std::string> tags;    // `tags`: for finding it in a recipe repository; no effect on jobs
     JobSpec base;                     // placeholders not yet substituted
     Sweep sweep;
 };

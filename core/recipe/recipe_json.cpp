@@ -192,7 +192,7 @@ Json spec_json(const JobSpec& job) {
         {"disk_mib", r.disk_mib},
         {"max_runtime_s", r.max_runtime_s},
     };
-    return {
+    Json out = {
         {"name", job.name},
         {"image", job.image},
         {"command", job.command},
@@ -208,6 +208,15 @@ Json spec_json(const JobSpec& job) {
         {"params", env_json<Json>(job.params)},
         {"sweep_index", job.sweep_index},
     };
+    // Only when there are some: the spec of a job from a local file stays as it was.
+    if (!job.origins.empty()) {
+        Json origins = Json::array();
+        for (const auto& o : job.origins) {
+            origins.push_back({{"recipe", o.recipe}, {"repo", o.repo}, {"revision", o.revision}});
+        }
+        out["origins"] = std::move(origins);
+    }
+    return out;
 }
 
 template <class Json>
@@ -285,6 +294,40 @@ void read_tables(Reader& rd, JobSpec& job) {
         if (rr.error()) {
             rd.fail(*rr.error());
         }
+    }
+}
+
+// `origins`: at most k_max_origins objects of three strings, each checked (field_rules.hpp).
+void read_origins(Reader& rd, const nlohmann::json& j, JobSpec& job) {
+    auto it = j.find("origins");
+    if (rd.error() || it == j.end() || it->is_null()) {
+        return;
+    }
+    if (!it->is_array() || it->size() > k_max_origins) {
+        rd.fail(field_error("origins", "expected an array of at most " + std::to_string(k_max_origins) + " origins"));
+        return;
+    }
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        const std::string field = element("origins", i);
+        const auto& o = (*it)[i];
+        if (!o.is_object()) {
+            rd.fail(field_error(field, std::string("expected an object, got ") + o.type_name()));
+            return;
+        }
+        Origin origin;
+        Reader ro(o);
+        ro.get("recipe", origin.recipe, field + ".recipe", true);
+        ro.get("repo", origin.repo, field + ".repo", true);
+        ro.get("revision", origin.revision, field + ".revision");
+        if (ro.error()) {
+            rd.fail(*ro.error());
+            return;
+        }
+        if (auto st = with_field(check_origin(origin), field); !st) {
+            rd.fail(st.error());
+            return;
+        }
+        job.origins.push_back(std::move(origin));
     }
 }
 
@@ -370,6 +413,7 @@ Result<JobSpec> job_from_json(const nlohmann::json& j) {
     std::string priority = "normal";
     rd.get("priority", priority, "priority");
     read_tables(rd, job);
+    read_origins(rd, j, job);
     if (rd.error()) {
         return *rd.error();
     }

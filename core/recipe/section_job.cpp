@@ -27,7 +27,10 @@ void parse_name(const toml::table& root, const std::string& source, JobSpec& job
             }
         }
     } else {
-        job.name = fs::path(source).stem().string();
+        // A recipe in a repository is `NAME/recipe.toml`: its jobs are called after the folder.
+        const fs::path file(source);
+        job.name = file.stem() == "recipe" && file.has_parent_path() ? file.parent_path().filename().string()
+                                                                      : file.stem().string();
         if (job.name.empty()) {
             job.name = "job";
         }
@@ -167,6 +170,35 @@ void parse_env(const toml::table& t, EnvList& env, Diagnostics& diag) {
             continue;
         }
         env.emplace_back(k, std::move(*text));
+    }
+}
+
+void parse_tags(const toml::node& n, std::vector<std::string>& tags, Diagnostics& diag) {
+    constexpr std::size_t k_max_tags = 16;
+    constexpr std::size_t k_max_tag = 32;
+    auto list = expect_string_list(n, "tags", diag);
+    if (!list) {
+        return;
+    }
+    if (list->size() > k_max_tags) {
+        diag.add(n, "tags", "at most " + std::to_string(k_max_tags) + " tags");
+        return;
+    }
+    for (std::size_t i = 0; i < list->size(); ++i) {
+        const std::string& t = (*list)[i];
+        const bool word = !t.empty() && t.size() <= k_max_tag && t.front() != '-' &&
+                          std::all_of(t.begin(), t.end(), [](char c) {
+                              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+                          });
+        if (!word) {
+            diag.add(*n.as_array()->get(i), "tags[" + std::to_string(i) + "]",
+                     "a tag is 1 to " + std::to_string(k_max_tag) +
+                         " lowercase letters, digits and `-`, not starting with `-`");
+            continue;
+        }
+        if (std::find(tags.begin(), tags.end(), t) == tags.end()) {
+            tags.push_back(t);
+        }
     }
 }
 

@@ -49,6 +49,8 @@ Explained explained_by(const std::vector<Misspelt>& misspelt, const toml::table&
 void parse_top(const toml::table& root, const std::string& source, const Explained& explained, JobSpec& job,
                Diagnostics& diag);
 void parse_env(const toml::table& t, EnvList& env, Diagnostics& diag);
+// `tags`: up to 16 short lowercase words (letters, digits, `-`), for `gpupool recipe list --tag`.
+void parse_tags(const toml::node& n, std::vector<std::string>& tags, Diagnostics& diag);
 void parse_retry(const toml::table& t, Retry& retry, Diagnostics& diag);
 
 // Lays one `--set path=value` over the recipe's table (overrides.cpp). The GPU request is one

@@ -77,7 +77,8 @@ fuzz:
 	CC=clang-16 CXX=clang++-16 cmake -S . -B $(FUZZ_BUILD) -DGPUPOOL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target recipe_fuzzer archive_fuzzer http_fuzzer
 	@mkdir -p $(FUZZ_BUILD)/corpus
-	@cp recipes/*.toml recipes/builtin/*.toml tests/data/recipes/*.toml tests/fuzz/regressions/*.toml \
+	@for f in recipes/*/recipe.toml; do cp "$$f" "$(FUZZ_BUILD)/corpus/$$(basename "$$(dirname "$$f")").toml"; done
+	@cp recipes/builtin/*.toml tests/data/recipes/*.toml tests/fuzz/regressions/*.toml \
 	  $(FUZZ_BUILD)/corpus/ 2>/dev/null || true
 	$(FUZZ_BUILD)/recipe_fuzzer -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	  -dict=tests/fuzz/recipe.dict -print_final_stats=1 $(FUZZ_BUILD)/corpus

@@ -28,12 +28,12 @@ if podman image exists localhost/gpupool/busybox:latest 2> /dev/null; then
     runtimes+=(podman)
 fi
 echo
-echo "== 1. gpupool run recipes/hello-sweep.toml (6 jobs), median of $RUNS runs"
+echo "== 1. gpupool run recipes/hello-sweep/recipe.toml (6 jobs), median of $RUNS runs"
 for rt in "${runtimes[@]}"; do
     times=()
     for i in $(seq 1 "$RUNS"); do
         t0=$(now_ms)
-        (cd "$tmp" && "$BIN" run "$repo/recipes/hello-sweep.toml" --runtime "$rt" --data-dir "$tmp/state-$rt" \
+        (cd "$tmp" && "$BIN" run "$repo/recipes/hello-sweep/recipe.toml" --runtime "$rt" --data-dir "$tmp/state-$rt" \
             > /dev/null 2>&1)
         times+=($(($(now_ms) - t0)))
     done

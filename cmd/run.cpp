@@ -338,7 +338,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
 void register_run(Cli& cli) {
     auto o = std::make_shared<RunOptions>();
     CLI::App* sub = add_command(cli, "run", "Run a recipe locally: in-process coordinator + worker, logs and outputs here");
-    add_help_footer(sub, "gpupool run recipes/hello-sweep.toml\ngpupool run eval.toml --runtime podman --out results",
+    add_help_footer(sub, "gpupool run recipes/hello-sweep/recipe.toml\ngpupool run eval.toml --runtime podman --out results",
                     "docs/worker.md (The local mode), docs/recipes.md", Reach::local);
     add_recipe_args(sub, o->recipe);
     sub->add_option("--runtime", o->runtime, "How jobs run: process (default, no isolation), podman or docker")

@@ -1,4 +1,4 @@
-"""Direct logit attribution per layer block with TransformerLens (input of tlens-attribution.toml)."""
+"""Direct logit attribution per layer block with TransformerLens (an input of the tlens-attribution recipe)."""
 import argparse
 import json
 import pathlib

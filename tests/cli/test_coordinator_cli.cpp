@@ -48,7 +48,7 @@ TEST_CASE("coordinator process: submit, list, status and cancel through the CLI"
     REQUIRE(coord.admin().size() == 68);
     std::string member = make_member(coord.url(), coord.admin());
     const std::string url = coord.url();
-    auto recipe = (test::source_dir() / "recipes/hello-sweep.toml").string();
+    auto recipe = (test::source_dir() / "recipes/hello-sweep/recipe.toml").string();
 
     auto sub = test::run_gpupool({"--url", url, "--token", member, "--json", "submit", recipe});
     REQUIRE(sub.exit_code == 0);
@@ -245,7 +245,7 @@ TEST_CASE("coordinator process: grants, credits, budgets, report, refusal and pr
                                Catch::Contains("gpupool admin team create nobody"));
 
     // Six CPU jobs of up to a minute at 0.1 core: 6 x 0.000033 = 0.000198 credits > 0.0001.
-    auto recipe = (test::source_dir() / "recipes/hello-sweep.toml").string();
+    auto recipe = (test::source_dir() / "recipes/hello-sweep/recipe.toml").string();
     auto refused = as_member({"submit", recipe});
     CHECK(refused.exit_code == 1);
     CHECK_THAT(refused.err, Catch::Contains("estimated at 0.000198 credits") &&
@@ -312,11 +312,11 @@ TEST_CASE("coordinator process: grants, credits, budgets, report, refusal and pr
     CHECK_THAT(report.out, Catch::Contains("GRANTED") && Catch::Contains("poor") && Catch::Contains("0.00005"));
     CHECK(as_member({"admin", "report"}).exit_code == 1); // admins only
 
-    auto price = as_member({"price", (test::source_dir() / "recipes/tlens-attribution.toml").string()});
+    auto price = as_member({"price", (test::source_dir() / "recipes/tlens-attribution/recipe.toml").string()});
     CHECK(price.exit_code == 0);
     CHECK_THAT(price.out, Catch::Contains("Pool estimate") && Catch::Contains("Your team has 0.00005 credits available") &&
                               Catch::Contains("Cheapest GPU that fits") && Catch::Contains("data/prices.toml"));
-    auto price_json = test::run_gpupool({"--json", "price", "--offline", (test::source_dir() / "recipes/tlens-attribution.toml").string()});
+    auto price_json = test::run_gpupool({"--json", "price", "--offline", (test::source_dir() / "recipes/tlens-attribution/recipe.toml").string()});
     REQUIRE(price_json.exit_code == 0);
     auto pj = json::parse(price_json.out);
     CHECK(pj["pool"].is_null());
@@ -334,7 +334,7 @@ TEST_CASE("coordinator process: --credits record accepts work a team cannot pay 
         REQUIRE(m->status == 201);
         const std::string member = json::parse(m->body)["token"];
         return test::run_gpupool({"--url", coord.url(), "--token", member, "submit",
-                                  (test::source_dir() / "recipes/hello-sweep.toml").string()});
+                                  (test::source_dir() / "recipes/hello-sweep/recipe.toml").string()});
     };
     auto enforced = unfunded_submit({});
     CHECK(enforced.exit_code == 1);

@@ -68,7 +68,7 @@ TEST_CASE("sweep CLI: wait, logs and fetch take --sweep, and credits show one ro
         return test::run_gpupool(args);
     };
 
-    auto submitted = as(fellow, {"--json", "submit", (test::source_dir() / "recipes/hello-sweep.toml").string()});
+    auto submitted = as(fellow, {"--json", "submit", (test::source_dir() / "recipes/hello-sweep/recipe.toml").string()});
     REQUIRE(submitted.exit_code == 0);
     const std::string sweep = std::to_string(json::parse(submitted.out)["sweep_id"].get<std::int64_t>());
     test::WorkerProcess worker(dir.path() / "w", url, enroll);

@@ -297,7 +297,7 @@ TEST_CASE("worker process: a second SIGINT stops the running job now and hands i
 
 TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in ./gpupool-out", "[worker-cli]") {
     test::TempDir dir;
-    const auto recipe = (test::source_dir() / "recipes/hello-sweep.toml").string();
+    const auto recipe = (test::source_dir() / "recipes/hello-sweep/recipe.toml").string();
     auto r = test::run_gpupool({"run", recipe, "--data-dir", (dir.path() / "state").string()}, dir.path());
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);

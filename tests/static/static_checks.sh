@@ -13,7 +13,7 @@
 #             (--runtime process --unsafe-process-runtime; it reaches the coordinator by the name
 #             `localhost`, so c-ares resolves it), a two-job sweep with an input file submitted from the
 #             host; then its logs, its outputs, each job's state, and the worker's drain on SIGTERM.
-#   run       `gpupool run` of the demo recipe (recipes/hello-sweep.toml, what `make demo` runs) on
+#   run       `gpupool run` of the demo recipe (recipes/hello-sweep/recipe.toml, what `make demo` runs) on
 #             the host: six jobs succeed and each brings back its greeting.
 #
 # Exit 0: passed; 1: failed (what failed is printed); 77 (ctest: skipped): podman or the test image is
@@ -83,9 +83,9 @@ check_busybox() {
   [ "$out" = 0 ] || fail "the busybox image has a C library or loader ($out entries)"
   out=$("${box[@]}" --rm "$image" /gpupool version) || fail "version in busybox exited $?: $out"
   [ "$out" = "gpupool $version (recipe format 1)" ] || fail "version in busybox: $out"
-  out=$("${box[@]}" --rm -v "$src/recipes:/recipes:ro" "$image" /gpupool recipe validate /recipes/hello-sweep.toml) ||
+  out=$("${box[@]}" --rm -v "$src/recipes:/recipes:ro" "$image" /gpupool recipe validate /recipes/hello-sweep/recipe.toml) ||
     fail "recipe validate in busybox exited $?: $out"
-  expect_in "$out" "6 jobs from /recipes/hello-sweep.toml" "recipe validate"
+  expect_in "$out" "6 jobs from /recipes/hello-sweep/recipe.toml" "recipe validate"
   expect_in "$out" "hello-hola-2" "recipe validate"
   printf 'format = 1\nname = "x"\nimage = "busybox"\ncommand = "true"\n[resources]\ncpus = 1\nmemroy = "1GiB"\n' \
     > "$tmp/bad.toml"
@@ -194,7 +194,7 @@ n=$n pid1=/gpupool" ] || fail "static-$n's output: $(cat "$tmp/results/static-$n
 check_run() {
   local out rc=0 f greeting n
   # From a copy of the recipe, in a scratch directory: outputs land in ./gpupool-out/.
-  cp "$src/recipes/hello-sweep.toml" "$tmp/"
+  cp "$src/recipes/hello-sweep/recipe.toml" "$tmp/hello-sweep.toml"
   out=$(cd "$tmp" && "$bin" run hello-sweep.toml --data-dir "$tmp/state" 2>&1) || rc=$?
   [ "$rc" = 0 ] || fail "gpupool run exited $rc: $out"
   for greeting in hello bonjour hola; do

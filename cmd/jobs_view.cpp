@@ -1,5 +1,6 @@
 #include "cmd/jobs_view.hpp"
 
+#include "cmd/recipe_sources.hpp"
 #include "cmd/remote.hpp"
 
 #include "core/recipe/recipe_json.hpp"
@@ -14,12 +15,16 @@ namespace gpupool::cmd {
 namespace res = gpupool::resources;
 
 void add_recipe_args(CLI::App* sub, RecipeArgs& args) {
-    sub->add_option("file", args.file, "Recipe file (TOML)")->required();
+    sub->add_option("recipe", args.file, "Recipe file (TOML), or the name of a recipe in a recipe repository")
+        ->required();
     sub->add_option("--set", args.set, "Override a recipe key: --set resources.gpu=0.5 (value is TOML; repeatable)");
     sub->add_option("--max-jobs", args.max_jobs, "Refuse sweeps that expand to more jobs than this")
         ->capture_default_str();
     sub->add_flag("--allow-outside", args.allow_outside,
                   "Accept [inputs] paths outside the recipe's directory (they are uploaded with the job)");
+    sub->add_option("--repo", args.repos,
+                    "Recipe repository (URL or path, @REV to pin) to find named recipes in, instead of the config's "
+                    "`recipes` (repeatable; the first wins on a name clash)");
 }
 
 std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_recipe(const GlobalOptions& global,
@@ -36,7 +41,24 @@ std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_reci
         }
         options.overrides.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
-    auto parsed = recipe::parse_recipe_file(args.file, options);
+    Result<recipe::Recipe> parsed = make_error(ErrorCode::internal, "not parsed");
+    if (names_a_recipe(args.file)) {
+        auto cat = open_catalog(global, args.repos);
+        if (!cat) {
+            report_error(global, cat.error());
+            return std::nullopt;
+        }
+        auto entry = find_recipe(*cat, args.file);
+        if (!entry) {
+            report_error(global, entry.error());
+            return std::nullopt;
+        }
+        options = cat->parse_options(**entry, std::move(options));
+        parsed = recipe::parse_recipe_file((*entry)->file(), options);
+    } else {
+        options.resolve_name = lazy_resolver(global, args.repos);
+        parsed = recipe::parse_recipe_file(args.file, options);
+    }
     if (!parsed) {
         report_error(global, parsed.error());
         return std::nullopt;

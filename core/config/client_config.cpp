@@ -1,5 +1,6 @@
 #include "core/config/client_config.hpp"
 
+#include "core/catalog/repo_ref.hpp"
 #include "core/util/files.hpp"
 #include "core/util/strings.hpp"
 
@@ -41,6 +42,29 @@ Error file_error(const std::string& file, const toml::source_region& where, std:
     return e;
 }
 
+// `recipes`: an array of repository references, each checked now so that a typo is reported with
+// its line rather than when git fails on it.
+Status read_recipes(const fs::path& path, const toml::node& value, ClientConfig& cfg) {
+    const auto* arr = value.as_array();
+    if (arr == nullptr) {
+        return file_error(path.string(), value.source(), "recipes", "expected an array of repository URLs or paths");
+    }
+    cfg.recipes.clear();
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+        const toml::node& el = *arr->get(i);
+        const std::string field = "recipes[" + std::to_string(i) + "]";
+        const auto* s = el.as_string();
+        if (s == nullptr) {
+            return file_error(path.string(), el.source(), field, "expected a string (a URL or a path)");
+        }
+        if (auto ref = catalog::parse_repo_ref(s->get(), field); !ref) {
+            return file_error(path.string(), el.source(), field, ref.error().message);
+        }
+        cfg.recipes.push_back(s->get());
+    }
+    return {};
+}
+
 Status read_file(const fs::path& path, ClientConfig& cfg) {
     toml::table table;
     try {
@@ -48,7 +72,7 @@ Status read_file(const fs::path& path, ClientConfig& cfg) {
     } catch (const toml::parse_error& e) {
         return file_error(path.string(), e.source(), "", "TOML syntax error: " + std::string(e.description()));
     }
-    const std::vector<std::string> known{"url", "token", "ca_cert"};
+    const std::vector<std::string> known{"url", "token", "ca_cert", "recipes"};
     for (auto&& [key, value] : table) {
         std::string k(key.str());
         if (std::find(known.begin(), known.end(), k) == known.end()) {
@@ -57,6 +81,12 @@ Status read_file(const fs::path& path, ClientConfig& cfg) {
                 msg += "; did you mean `" + *s + "`?";
             }
             return file_error(path.string(), key.source(), k, msg);
+        }
+        if (k == "recipes") {
+            if (auto st = read_recipes(path, value, cfg); !st) {
+                return st;
+            }
+            continue;
         }
         const auto* s = value.as_string();
         if (s == nullptr) {

@@ -1,4 +1,5 @@
-// Client configuration: where the coordinator is and how to authenticate to it.
+// Client configuration: where the coordinator is, how to authenticate to it, and which recipe
+// repositories to read.
 //
 // Sources, later ones winning: built-in defaults, the config file
 // (~/.config/gpupool/config.toml, or $XDG_CONFIG_HOME/gpupool/config.toml, or --config), the
@@ -15,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gpupool::config {
 
@@ -26,6 +28,9 @@ struct ClientConfig {
     std::string ca_cert; // PEM file to trust for a self-signed coordinator; empty = system CAs
     std::string url_source = "default"; // where `url` came from, for error messages
     std::string token_source = "nowhere"; // where `token` came from, for error messages
+    // `recipes = ["URL", "PATH@rev", ...]`: the shared recipe repositories, searched in this order
+    // (core/catalog). Each is checked as it is read (catalog::parse_repo_ref).
+    std::vector<std::string> recipes;
 };
 
 struct ClientOverrides {

@@ -1,0 +1,221 @@
+// The recipe repository commands: list, show (of a repository recipe), get, new, update.
+#include "cmd/recipe.hpp"
+#include "cmd/recipe_sources.hpp"
+#include "cmd/remote.hpp"
+
+#include "core/catalog/starters.hpp"
+#include "core/util/strings.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace gpupool::cmd {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string short_commit(const std::string& commit) {
+    return commit.empty() ? "-" : commit.substr(0, 12);
+}
+
+nlohmann::json entry_json(const catalog::RecipeEntry& e) {
+    return {{"name", e.name},         {"description", e.description}, {"tags", e.tags},
+            {"repo", e.origin.repo},  {"revision", e.origin.revision}, {"path", e.dir.string()}};
+}
+
+std::string cut(const std::string& text, std::size_t max) {
+    return text.size() <= max ? text : text.substr(0, max - 3) + "...";
+}
+
+int fail(const GlobalOptions& global, const Error& e) {
+    report_error(global, e);
+    return k_exit_failed;
+}
+
+std::string read_text(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// The files of a recipe's folder, relative, sorted (not following symlinks).
+std::vector<std::string> files_of(const fs::path& dir) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        if (!it->is_directory(ec)) {
+            out.push_back(it->path().lexically_relative(dir).string());
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+} // namespace
+
+int run_recipe_list(const RecipeOptions& options) {
+    const auto& global = options.global;
+    auto cat = open_catalog(global, options.repos);
+    if (!cat) {
+        return fail(global, cat.error());
+    }
+    std::vector<const catalog::RecipeEntry*> shown;
+    for (const auto& e : cat->recipes()) {
+        if (options.tag.empty() || std::find(e.tags.begin(), e.tags.end(), options.tag) != e.tags.end()) {
+            shown.push_back(&e);
+        }
+    }
+    if (global.json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto* e : shown) {
+            out.push_back(entry_json(*e));
+        }
+        std::cout << out.dump() << '\n';
+        return cat->problems().empty() ? k_exit_ok : k_exit_failed;
+    }
+    if (cat->repositories().empty()) {
+        std::cout << "No recipe repositories: add `recipes = [\"URL or path\"]` to the client config ("
+                  << config::default_config_path(config::real_env).string()
+                  << ") or pass --repo. `gpupool recipe builtins` lists the built-in bases.\n";
+        return k_exit_ok;
+    }
+    std::vector<std::vector<std::string>> rows{{"NAME", "DESCRIPTION", "TAGS", "REPOSITORY"}};
+    for (const auto* e : shown) {
+        rows.push_back({e->name, cut(e->description, 60), util::join(e->tags, ","), e->origin.repo});
+    }
+    print_table(rows);
+    for (const auto& s : cat->shadowed()) {
+        const auto* winner = cat->find(s.name);
+        std::cout << "(" << printable(s.name) << " in " << printable(s.origin.repo) << " is hidden by the one in "
+                  << printable(winner != nullptr ? winner->origin.repo : std::string("an earlier repository")) << ")\n";
+    }
+    return cat->problems().empty() ? k_exit_ok : k_exit_failed;
+}
+
+int run_recipe_show_repo(const RecipeOptions& options) {
+    const auto& global = options.global;
+    auto cat = open_catalog(global, options.repos);
+    if (!cat) {
+        return fail(global, cat.error());
+    }
+    auto entry = find_recipe(*cat, options.name);
+    if (!entry) {
+        return fail(global, entry.error());
+    }
+    const catalog::RecipeEntry& e = **entry;
+    const std::string toml = read_text(e.file());
+    if (global.json) {
+        nlohmann::json out = entry_json(e);
+        out["files"] = files_of(e.dir);
+        out["recipe"] = toml;
+        std::cout << out.dump() << '\n';
+        return k_exit_ok;
+    }
+    std::cout << "# " << printable(e.name) << ": from " << printable(e.origin.repo) << " at "
+              << short_commit(e.origin.revision) << " (" << printable(e.dir.string()) << ")\n";
+    if (!e.description.empty()) {
+        std::cout << "# " << e.description << '\n';
+    }
+    if (!e.tags.empty()) {
+        std::cout << "# tags: " << util::join(e.tags, ", ") << '\n';
+    }
+    std::cout << "# files: " << printable(util::join(files_of(e.dir), ", ")) << "\n\n"
+              << util::escape_control(toml, true);
+    return k_exit_ok;
+}
+
+int run_recipe_get(const RecipeOptions& options) {
+    const auto& global = options.global;
+    auto cat = open_catalog(global, options.repos);
+    if (!cat) {
+        return fail(global, cat.error());
+    }
+    auto entry = find_recipe(*cat, options.name);
+    if (!entry) {
+        return fail(global, entry.error());
+    }
+    const fs::path dest = options.dest.empty() ? fs::path(options.name) : fs::path(options.dest);
+    if (auto st = catalog::copy_recipe(**entry, dest); !st) {
+        return fail(global, st.error());
+    }
+    const auto& o = (*entry)->origin;
+    if (global.json) {
+        nlohmann::json out = entry_json(**entry);
+        out["dest"] = dest.string();
+        std::cout << out.dump() << '\n';
+    } else {
+        std::cout << "Copied " << printable(o.recipe) << " from " << printable(o.repo) << " at "
+                  << short_commit(o.revision) << " to " << printable(dest.string()) << "/\n"
+                  << "Next: gpupool recipe validate " << printable((dest / "recipe.toml").string()) << '\n';
+    }
+    return k_exit_ok;
+}
+
+int run_recipe_new(const RecipeOptions& options) {
+    const auto& global = options.global;
+    const fs::path dest = options.dest.empty() ? fs::path(options.name) : fs::path(options.dest);
+    if (auto st = catalog::write_starter(options.template_name, options.name, dest); !st) {
+        return fail(global, st.error());
+    }
+    if (global.json) {
+        std::cout << nlohmann::json{{"name", options.name}, {"template", options.template_name}, {"dest", dest.string()},
+                                    {"files", files_of(dest)}}
+                         .dump()
+                  << '\n';
+    } else {
+        std::cout << "Wrote " << printable(dest.string()) << "/ (" << printable(util::join(files_of(dest), ", "))
+                  << ") from the " << options.template_name << " template.\nNext: gpupool recipe validate "
+                  << printable((dest / "recipe.toml").string()) << '\n';
+    }
+    return k_exit_ok;
+}
+
+int run_recipe_update(const RecipeOptions& options) {
+    const auto& global = options.global;
+    auto refs = recipe_repos(global, options.repos);
+    if (!refs) {
+        return fail(global, refs.error());
+    }
+    catalog::GitCommand git;
+    auto results = catalog::update_repositories(*refs, git, catalog::default_cache_dir());
+    int code = k_exit_ok;
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& u : results) {
+        const std::string repo = printable(u.ref.text());
+        if (!u.error) {
+            std::cerr << "error: " << u.error.error().describe() << '\n';
+            code = k_exit_failed;
+        }
+        out.push_back({{"repo", u.ref.text()},
+                       {"before", u.before},
+                       {"after", u.after},
+                       {"in_place", u.in_place},
+                       {"ok", u.error.has_value()}});
+        if (global.json) {
+            continue;
+        }
+        if (u.in_place) {
+            std::cout << repo << ": a local folder, read as it is\n";
+        } else if (u.before.empty()) {
+            std::cout << repo << ": cloned at " << short_commit(u.after) << '\n';
+        } else if (u.before == u.after) {
+            std::cout << repo << ": up to date at " << short_commit(u.after) << '\n';
+        } else {
+            std::cout << repo << ": " << short_commit(u.before) << " -> " << short_commit(u.after) << '\n';
+        }
+    }
+    if (global.json) {
+        std::cout << out.dump() << '\n';
+    } else if (results.empty()) {
+        std::cout << "No recipe repositories to update (the config has no `recipes`, and no --repo was given).\n";
+    }
+    return code;
+}
+
+} // namespace gpupool::cmd

@@ -1,0 +1,184 @@
+#include "core/catalog/catalog.hpp"
+
+#include "core/recipe/builtin.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <system_error>
+
+namespace gpupool::catalog {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A local folder, read as it is.
+bool in_place(const RepoRef& ref) {
+    std::error_code ec;
+    return ref.revision.empty() && fs::is_directory(ref.location, ec);
+}
+
+Error about_repo(const RepoRef& ref, Error e) {
+    e.message = "recipe repository `" + ref.text() + "`: " + e.message;
+    return e;
+}
+
+// A local path is cloned by its absolute name, so the same folder from two working directories
+// is one clone.
+std::string clone_source(const RepoRef& ref) {
+    std::error_code ec;
+    if (fs::is_directory(ref.location, ec)) {
+        return fs::absolute(ref.location, ec).string();
+    }
+    return ref.location;
+}
+
+} // namespace
+
+Result<Checkout> ensure_checkout(const RepoRef& ref, Git& git, const fs::path& cache_dir) {
+    if (in_place(ref)) {
+        return Checkout{RepoState{ref, fs::path(ref.location), "", false}, false};
+    }
+    const fs::path dir = cache_dir / clone_dir_name(ref);
+    std::error_code ec;
+    bool fresh = false;
+    if (!fs::exists(dir / ".git", ec)) {
+        fs::create_directories(cache_dir, ec);
+        // Cloned under a temporary name and renamed: a clone cut short is never read as a repository.
+        const fs::path tmp = cache_dir / ("." + dir.filename().string() + ".partial-" + std::to_string(::getpid()));
+        fs::remove_all(tmp, ec);
+        Status st = git.clone(clone_source(ref), tmp);
+        if (st && !ref.revision.empty()) {
+            st = git.checkout(tmp, ref.revision);
+        }
+        if (!st) {
+            fs::remove_all(tmp, ec);
+            return about_repo(ref, st.error());
+        }
+        fs::rename(tmp, dir, ec);
+        if (ec) {
+            fs::remove_all(tmp, ec); // another gpupool cloned it at the same time: theirs is as good
+        }
+        fresh = true;
+    }
+    auto commit = git.head(dir);
+    if (!commit) {
+        return about_repo(ref, commit.error());
+    }
+    return Checkout{RepoState{ref, dir, *commit, true}, fresh};
+}
+
+Catalog Catalog::open(const std::vector<RepoRef>& refs, Git& git, const fs::path& cache_dir) {
+    Catalog c;
+    for (const auto& ref : refs) {
+        auto co = ensure_checkout(ref, git, cache_dir);
+        if (!co) {
+            c.m_problems.push_back(co.error());
+            continue;
+        }
+        Found found = find_recipes(co->state.root, ref.location, co->state.commit);
+        c.m_problems.insert(c.m_problems.end(), found.problems.begin(), found.problems.end());
+        for (auto& e : found.recipes) {
+            (c.find(e.name) != nullptr ? c.m_shadowed : c.m_recipes).push_back(std::move(e));
+        }
+        c.m_repos.push_back(std::move(co->state));
+    }
+    // Tags come from the parsed recipe; one that does not parse is a problem, not a listing.
+    std::vector<RecipeEntry> usable;
+    for (auto& e : c.m_recipes) {
+        auto parsed = recipe::parse_recipe_file(e.file(), c.parse_options(e));
+        if (!parsed) {
+            c.m_problems.push_back(parsed.error());
+            continue;
+        }
+        e.tags = parsed->tags;
+        usable.push_back(std::move(e));
+    }
+    c.m_recipes = std::move(usable);
+    return c;
+}
+
+const RecipeEntry* Catalog::find(std::string_view name) const {
+    auto it = std::find_if(m_recipes.begin(), m_recipes.end(), [&](const RecipeEntry& e) { return e.name == name; });
+    return it == m_recipes.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> Catalog::names() const {
+    std::vector<std::string> out;
+    for (const auto& e : m_recipes) {
+        out.push_back(e.name);
+    }
+    return out;
+}
+
+recipe::NameResolver Catalog::resolver() const {
+    // A copy, so that the resolver outlives (and ignores moves of) this catalog.
+    auto entries = std::make_shared<const std::vector<RecipeEntry>>(m_recipes);
+    return [entries](const std::string& name) -> std::optional<recipe::NamedRecipe> {
+        for (const auto& e : *entries) {
+            if (e.name == name) {
+                return recipe::NamedRecipe{e.file(), e.origin};
+            }
+        }
+        return std::nullopt;
+    };
+}
+
+recipe::ParseOptions Catalog::parse_options(const RecipeEntry& entry, recipe::ParseOptions base) const {
+    base.resolve_name = resolver();
+    base.origin = entry.origin;
+    return base;
+}
+
+std::vector<Updated> update_repositories(const std::vector<RepoRef>& refs, Git& git, const fs::path& cache_dir) {
+    std::vector<Updated> out;
+    for (const auto& ref : refs) {
+        Updated u{ref, "", "", in_place(ref), {}};
+        if (u.in_place) {
+            out.push_back(std::move(u));
+            continue;
+        }
+        const fs::path dir = cache_dir / clone_dir_name(ref);
+        std::error_code ec;
+        if (fs::exists(dir / ".git", ec)) {
+            if (auto h = git.head(dir)) {
+                u.before = *h;
+            }
+            Status st = git.fetch(dir);
+            if (st) {
+                st = git.checkout(dir, ref.revision);
+            }
+            if (!st) {
+                u.error = about_repo(ref, st.error());
+            }
+            auto h = git.head(dir);
+            u.after = h ? *h : u.before;
+        } else {
+            auto co = ensure_checkout(ref, git, cache_dir);
+            if (co) {
+                u.after = co->state.commit;
+            } else {
+                u.error = co.error();
+            }
+        }
+        out.push_back(std::move(u));
+    }
+    return out;
+}
+
+fs::path default_cache_dir() {
+    // NOLINTBEGIN(concurrency-mt-unsafe): read once per command
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+        return fs::path(xdg) / "gpupool" / "recipes";
+    }
+    if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+        return fs::path(home) / ".cache" / "gpupool" / "recipes";
+    }
+    // NOLINTEND(concurrency-mt-unsafe)
+    return fs::temp_directory_path() / "gpupool-recipes";
+}
+
+} // namespace gpupool::catalog

@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
     register_admin(cli);
     register_sim(cli);
     register_login(cli);
+    register_template(cli);
     register_version(cli);
 
     app.parse_complete_callback([&cli, &app] {

@@ -56,6 +56,7 @@ void register_recipe(Cli& cli);
 void register_admin(Cli& cli);
 void register_sim(Cli& cli);
 void register_login(Cli& cli);
+void register_template(Cli& cli);
 void register_version(Cli& cli);
 
 // Entry point: parses argv, runs the chosen subcommand, returns the exit code.

@@ -11,7 +11,7 @@ using gpupool::test::source_dir;
 namespace {
 const std::vector<std::string> k_subcommands{"coordinator", "worker", "submit", "run",     "status", "jobs",
                                              "logs",        "cancel", "fetch",  "wait",    "credits", "price",
-                                             "recipe",      "admin",  "sim",    "login",   "version"};
+                                             "recipe",      "admin",  "sim",    "login",   "template", "version"};
 } // namespace
 
 TEST_CASE("cli: --help lists every subcommand") {
@@ -50,7 +50,7 @@ TEST_CASE("cli: every subcommand is real: it has --help and never claims to be u
 }
 
 TEST_CASE("cli: recipe validate prints the expanded sweep") {
-    auto r = run_gpupool({"recipe", "validate", (source_dir() / "recipes/hello-sweep.toml").string()});
+    auto r = run_gpupool({"recipe", "validate", (source_dir() / "recipes/hello-sweep/recipe.toml").string()});
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("hello-bonjour-2"));
     CHECK_THAT(r.out, Catch::Contains("greeting=hola,n=1"));
@@ -58,7 +58,7 @@ TEST_CASE("cli: recipe validate prints the expanded sweep") {
 }
 
 TEST_CASE("cli: --json recipe validate is machine-readable") {
-    auto r = run_gpupool({"recipe", "validate", "--json", (source_dir() / "recipes/inspect-gpqa.toml").string()});
+    auto r = run_gpupool({"recipe", "validate", "--json", (source_dir() / "recipes/inspect-gpqa/recipe.toml").string()});
     REQUIRE(r.exit_code == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["job_count"] == 6);
@@ -94,7 +94,7 @@ TEST_CASE("cli: a missing recipe file is a clear error") {
 
 TEST_CASE("cli: submit --dry-run needs no coordinator, --set applies") {
     auto r = run_gpupool({"submit", "--dry-run", "--json", "--set", "resources.gpu=0.5",
-                          (source_dir() / "recipes/hello-sweep.toml").string()});
+                          (source_dir() / "recipes/hello-sweep/recipe.toml").string()});
     REQUIRE(r.exit_code == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["job_count"] == 6);
@@ -107,11 +107,11 @@ TEST_CASE("cli: submit --dry-run needs no coordinator, --set applies") {
     REQUIRE_FALSE(j["estimate"]["models"].empty());
     CHECK(j["estimate"]["models"][0]["max_micro"].get<std::int64_t>() > 0);
 
-    auto cap = run_gpupool({"submit", "--dry-run", "--max-jobs", "5", (source_dir() / "recipes/hello-sweep.toml").string()});
+    auto cap = run_gpupool({"submit", "--dry-run", "--max-jobs", "5", (source_dir() / "recipes/hello-sweep/recipe.toml").string()});
     CHECK(cap.exit_code == 1);
     CHECK_THAT(cap.err, Catch::Contains("more than the cap of 5"));
 
-    auto bad = run_gpupool({"submit", "--dry-run", "--set", "novalue", (source_dir() / "recipes/hello-sweep.toml").string()});
+    auto bad = run_gpupool({"submit", "--dry-run", "--set", "novalue", (source_dir() / "recipes/hello-sweep/recipe.toml").string()});
     CHECK(bad.exit_code == 1);
     CHECK_THAT(bad.err, Catch::Contains("expected KEY=VALUE"));
 }

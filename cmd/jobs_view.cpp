@@ -48,7 +48,7 @@ std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_reci
             report_error(global, cat.error());
             return std::nullopt;
         }
-        auto entry = find_recipe(*cat, args.file);
+        auto entry = find_recipe(*cat, args.file, "no recipe file `" + util::escape_control(args.file) + "`");
         if (!entry) {
             report_error(global, entry.error());
             return std::nullopt;

@@ -104,7 +104,7 @@ int run_recipe_show_repo(const RecipeOptions& options) {
     if (!cat) {
         return fail(global, cat.error());
     }
-    auto entry = find_recipe(*cat, options.name);
+    auto entry = find_recipe(*cat, options.name, "no built-in recipe `" + options.name + "`");
     if (!entry) {
         return fail(global, entry.error());
     }
@@ -136,7 +136,7 @@ int run_recipe_get(const RecipeOptions& options) {
     if (!cat) {
         return fail(global, cat.error());
     }
-    auto entry = find_recipe(*cat, options.name);
+    auto entry = find_recipe(*cat, options.name, "no recipe `" + options.name + "`");
     if (!entry) {
         return fail(global, entry.error());
     }

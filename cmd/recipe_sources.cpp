@@ -65,11 +65,12 @@ recipe::NameResolver lazy_resolver(const GlobalOptions& global, const std::vecto
     };
 }
 
-Result<const catalog::RecipeEntry*> find_recipe(const catalog::Catalog& cat, const std::string& name) {
+Result<const catalog::RecipeEntry*> find_recipe(const catalog::Catalog& cat, const std::string& name,
+                                                const std::string& lead) {
     if (const auto* e = cat.find(name)) {
         return e;
     }
-    std::string msg = "no recipe file `" + util::escape_control(name) + "`, and no recipe of that name in ";
+    std::string msg = lead + ", and no recipe of that name in ";
     if (cat.repositories().empty()) {
         msg += "any recipe repository (none is configured: add `recipes = [\"URL\"]` to the client config, or pass "
                "--repo)";

@@ -26,8 +26,10 @@ Result<catalog::Catalog> open_catalog(const GlobalOptions& global, const std::ve
 // An `extends` resolver that opens the catalog on its first call, for recipes read from files.
 recipe::NameResolver lazy_resolver(const GlobalOptions& global, const std::vector<std::string>& flags);
 
-// A recipe named `name` in the catalog, or an Error that says so (with the nearest name).
-Result<const catalog::RecipeEntry*> find_recipe(const catalog::Catalog& cat, const std::string& name);
+// A recipe named `name` in the catalog, or an Error that says so (with the nearest name); `lead`
+// says what else was tried ("no recipe file `NAME`").
+Result<const catalog::RecipeEntry*> find_recipe(const catalog::Catalog& cat, const std::string& name,
+                                                const std::string& lead);
 
 // True when `arg` should be read as a recipe name rather than a file: no such file exists and it is
 // a valid recipe name (no `/`, no `.toml`).

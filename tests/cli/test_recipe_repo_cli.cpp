@@ -59,7 +59,7 @@ TEST_CASE("cli: recipe list shows the configured repository's recipes, and --tag
     CHECK(j[0]["revision"] == p.repo.head());
 }
 
-TEST_CASE("cli: recipe show prints where a recipe comes from and its text; built-ins still show") {
+TEST_CASE("cli: recipe show prints where a recipe comes from and its text, and built-ins still show") {
     Pool p;
     auto r = p.gp({"recipe", "show", "toy-eval"});
     REQUIRE(r.exit_code == 0);

@@ -48,7 +48,7 @@ TEST_CASE("usage errors: unknown options say so, with a suggestion and where to 
 TEST_CASE("usage errors: missing and extra arguments") {
     auto missing = run_gpupool({"submit"});
     CHECK(missing.exit_code == 2);
-    CHECK(missing.err == "error: missing required argument `file`; run `gpupool submit --help`\n");
+    CHECK(missing.err == "error: missing required argument `recipe`; run `gpupool submit --help`\n");
     auto extra = run_gpupool({"version", "extra"});
     CHECK(extra.exit_code == 2);
     CHECK(extra.err == "error: unexpected argument \"extra\"; run `gpupool version --help`\n");

@@ -147,7 +147,7 @@ TEST_CASE("a recipe that extends itself through a repository is a cycle, not a h
     CHECK(cat.problems()[0].message.find("cycle") != std::string::npos);
 }
 
-TEST_CASE("a pinned revision is checked out and stays put across an update; an unpinned one moves") {
+TEST_CASE("a pinned revision is checked out and stays put across an update, while an unpinned one moves") {
     test::TempDir tmp;
     GitRepo repo(tmp.path() / "r");
     repo.recipe("first", tiny_recipe());
@@ -221,7 +221,7 @@ TEST_CASE("an update that cannot fetch keeps the checkout it had and says why") 
     CHECK(Catalog::open({url_of(repo)}, git, cache).names() == std::vector<std::string>{"first"});
 }
 
-TEST_CASE("a repository that cannot be cloned is a problem that names it; the others still open") {
+TEST_CASE("a repository that cannot be cloned is a problem that names it, and the others still open") {
     test::TempDir tmp;
     GitRepo ok(tmp.path() / "ok");
     ok.recipe("fine", tiny_recipe());

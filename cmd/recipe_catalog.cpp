@@ -2,7 +2,6 @@
 #include "cmd/recipe.hpp"
 #include "cmd/recipe_sources.hpp"
 #include "cmd/remote.hpp"
-
 #include "core/catalog/starters.hpp"
 #include "core/util/strings.hpp"
 
@@ -24,8 +23,8 @@ std::string short_commit(const std::string& commit) {
 }
 
 nlohmann::json entry_json(const catalog::RecipeEntry& e) {
-    return {{"name", e.name},         {"description", e.description}, {"tags", e.tags},
-            {"repo", e.origin.repo},  {"revision", e.origin.revision}, {"path", e.dir.string()}};
+    return {{"name", e.name},        {"description", e.description},  {"tags", e.tags},
+            {"repo", e.origin.repo}, {"revision", e.origin.revision}, {"path", e.dir.string()}};
 }
 
 std::string cut(const std::string& text, std::size_t max) {
@@ -164,7 +163,9 @@ int run_recipe_new(const RecipeOptions& options) {
         return fail(global, st.error());
     }
     if (global.json) {
-        std::cout << nlohmann::json{{"name", options.name}, {"template", options.template_name}, {"dest", dest.string()},
+        std::cout << nlohmann::json{{"name", options.name},
+                                    {"template", options.template_name},
+                                    {"dest", dest.string()},
                                     {"files", files_of(dest)}}
                          .dump()
                   << '\n';

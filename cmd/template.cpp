@@ -21,7 +21,8 @@ namespace {
 // Runs argv (argv[0] found on PATH) with the engine's output on ours; the exit code, or -1.
 int run_child(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env = {}) {
     try {
-        const auto exe = argv[0].find('/') == std::string::npos ? bp::search_path(argv[0]) : bp::filesystem::path(argv[0]);
+        const auto exe =
+            argv[0].find('/') == std::string::npos ? bp::search_path(argv[0]) : bp::filesystem::path(argv[0]);
         if (exe.empty()) {
             std::cerr << "error: `" << argv[0] << "` is not on PATH\n";
             return -1;

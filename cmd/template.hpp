@@ -14,9 +14,9 @@ namespace gpupool::cmd {
 struct TemplateOptions {
     GlobalOptions global{};
     std::string name{};
-    std::string tag{};               // default localhost/gpupool/NAME:latest
-    std::string runtime = "podman";  // podman | docker
-    std::string from = "templates";  // the templates folder
+    std::string tag{};              // default localhost/gpupool/NAME:latest
+    std::string runtime = "podman"; // podman | docker
+    std::string from = "templates"; // the templates folder
 };
 
 int run_template_build(const TemplateOptions& options);

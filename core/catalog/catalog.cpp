@@ -2,12 +2,11 @@
 
 #include "core/recipe/builtin.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <system_error>
+#include <unistd.h>
 
 namespace gpupool::catalog {
 

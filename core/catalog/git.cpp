@@ -32,8 +32,8 @@ Result<std::string> GitCommand::run(const std::vector<std::string>& args) {
     full.insert(full.end(), args.begin(), args.end());
     const std::string shown = "git " + util::join(args, " ");
     try {
-        const auto exe = m_program.find('/') == std::string::npos ? bp::search_path(m_program)
-                                                                   : bp::filesystem::path(m_program);
+        const auto exe =
+            m_program.find('/') == std::string::npos ? bp::search_path(m_program) : bp::filesystem::path(m_program);
         if (exe.empty()) {
             return make_error(ErrorCode::not_found, "`" + m_program + "` is not on PATH; recipe repositories need git");
         }
@@ -41,8 +41,8 @@ Result<std::string> GitCommand::run(const std::vector<std::string>& args) {
         env["GIT_TERMINAL_PROMPT"] = "0";
         bp::ipstream out;
         bp::ipstream err;
-        bp::child c(bp::exe = exe.string(), bp::args = full, bp::std_in < bp::null, bp::std_out > out,
-                    bp::std_err > err, env);
+        bp::child c(bp::exe = exe.string(), bp::args = full, bp::std_in<bp::null, bp::std_out> out, bp::std_err > err,
+                    env);
         // Both pipes are read at once so that neither fills up and blocks git.
         std::string err_text;
         std::thread err_reader([&] { err_text.assign(std::istreambuf_iterator<char>(err), {}); });
@@ -83,7 +83,8 @@ Status GitCommand::checkout(const fs::path& dir, const std::string& revision) {
     }
     Error last = make_error(ErrorCode::not_found, "no revision");
     for (const auto& c : candidates) {
-        auto commit = run({"-C", dir.string(), "rev-parse", "--verify", "--quiet", "--end-of-options", c + "^{commit}"});
+        auto commit =
+            run({"-C", dir.string(), "rev-parse", "--verify", "--quiet", "--end-of-options", c + "^{commit}"});
         if (!commit) {
             last = commit.error();
             continue;
@@ -94,8 +95,9 @@ Status GitCommand::checkout(const fs::path& dir, const std::string& revision) {
     if (revision.empty()) {
         return last;
     }
-    return make_error(ErrorCode::not_found, "revision `" + revision + "` is not in the repository (no such commit, "
-                                            "tag or branch)");
+    return make_error(ErrorCode::not_found, "revision `" + revision +
+                                                "` is not in the repository (no such commit, "
+                                                "tag or branch)");
 }
 
 Result<std::string> GitCommand::head(const fs::path& dir) {

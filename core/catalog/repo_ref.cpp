@@ -38,9 +38,8 @@ Result<RepoRef> parse_repo_ref(std::string_view text, const std::string& field) 
     if (text.size() > k_max_location + 1 + k_max_revision) {
         return ref_error(field, "a recipe repository is at most 2048 characters");
     }
-    const bool clean = std::none_of(text.begin(), text.end(), [](char c) {
-        return std::iscntrl(static_cast<unsigned char>(c)) != 0 || c == ' ';
-    });
+    const bool clean = std::none_of(
+        text.begin(), text.end(), [](char c) { return std::iscntrl(static_cast<unsigned char>(c)) != 0 || c == ' '; });
     if (!clean) {
         return ref_error(field, "a recipe repository has no spaces or control characters");
     }
@@ -54,7 +53,8 @@ Result<RepoRef> parse_repo_ref(std::string_view text, const std::string& field) 
         if (left.find('/') != std::string_view::npos && is_revision(right)) {
             ref.location = std::string(left);
             ref.revision = std::string(right);
-        } else if (right.empty() || (left.find('/') != std::string_view::npos && right.find('/') == std::string_view::npos)) {
+        } else if (right.empty() ||
+                   (left.find('/') != std::string_view::npos && right.find('/') == std::string_view::npos)) {
             return ref_error(field, "`@" + std::string(right) +
                                         "` is not a revision: a tag, a branch without `/` or a commit id (letters, "
                                         "digits, `.`, `_`, `-`)");

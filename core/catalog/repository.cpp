@@ -101,7 +101,8 @@ Found find_recipes(const fs::path& root, const std::string& repo, const std::str
             continue; // not a recipe (templates, docs, the built-ins)
         }
         if (!fs::is_regular_file(file_status)) {
-            found.problems.push_back(path_error(dir / "recipe.toml", "recipe.toml must be a plain file, not a symlink"));
+            found.problems.push_back(
+                path_error(dir / "recipe.toml", "recipe.toml must be a plain file, not a symlink"));
             continue;
         }
         if (auto st = recipe::check_recipe_name(name); !st) {
@@ -165,7 +166,8 @@ Status copy_tree(const fs::path& from, const fs::path& to) {
             return path_error(src, "neither a file, a folder nor a symlink; not copied");
         }
         if (ec) {
-            return make_error(ErrorCode::io, "cannot copy `" + src.string() + "` to `" + dst.string() + "`: " + ec.message());
+            return make_error(ErrorCode::io,
+                              "cannot copy `" + src.string() + "` to `" + dst.string() + "`: " + ec.message());
         }
     }
     if (ec) {

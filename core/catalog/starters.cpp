@@ -49,7 +49,8 @@ with open(os.path.join(out, "result.json"), "w") as f:
 print(json.dumps(result))
 )";
 
-const char* const k_torch_main = R"("""@NAME@: fit a tiny MLP on synthetic data with PyTorch on the CPU, write its metrics (edit it)."""
+const char* const k_torch_main =
+    R"("""@NAME@: fit a tiny MLP on synthetic data with PyTorch on the CPU, write its metrics (edit it)."""
 import argparse
 import json
 import os
@@ -79,7 +80,8 @@ with open(os.path.join(out, "metrics.json"), "w") as f:
 print(json.dumps(result))
 )";
 
-const char* const k_inspect_task = R"("""@NAME@: an Inspect task over dataset.jsonl, scored by exact match (edit the data and the solver)."""
+const char* const k_inspect_task =
+    R"("""@NAME@: an Inspect task over dataset.jsonl, scored by exact match (edit the data and the solver)."""
 from inspect_ai import Task, task
 from inspect_ai.dataset import json_dataset
 from inspect_ai.scorer import match
@@ -96,7 +98,8 @@ const char* const k_inspect_data = R"({"input": "What is 2 + 2? Answer with the 
 {"input": "How many legs has a spider? Answer with the number only.", "target": "8"}
 )";
 
-const char* const k_tlens_analysis = R"("""@NAME@: residual-stream norms per layer of GPT-2 small with TransformerLens (edit the prompt and the analysis)."""
+const char* const k_tlens_analysis =
+    R"("""@NAME@: residual-stream norms per layer of GPT-2 small with TransformerLens (edit the prompt and the analysis)."""
 import json
 import os
 
@@ -136,7 +139,8 @@ std::vector<Starter> starters() {
            "extends = \"inspect\"\nname = \"@NAME@-{model}\"\ntags = [\"starter\", \"inspect\", \"eval\"]\n"
            "command = [\"inspect\", \"eval\", \"task.py\", \"--model\", \"hf/{model}\", \"--log-dir\", "
            "\"/outputs/logs\"]\n\n[resources]\ngpu_memory = \"8GiB\"\nmax_runtime = \"30m\"\n\n"
-           "[inputs]\npaths = [\"task.py\", \"dataset.jsonl\"]\n\n[cache]\nmodels = [\"Qwen/Qwen2.5-0.5B-Instruct\"]\n\n"
+           "[inputs]\npaths = [\"task.py\", \"dataset.jsonl\"]\n\n[cache]\nmodels = "
+           "[\"Qwen/Qwen2.5-0.5B-Instruct\"]\n\n"
            "[sweep]\nmodel = [\"Qwen/Qwen2.5-0.5B-Instruct\"]\n"},
           {"task.py", k_inspect_task},
           {"dataset.jsonl", k_inspect_data}}},
@@ -204,9 +208,10 @@ Result<std::vector<StarterFile>> starter_files(std::string_view name, std::strin
         for (auto& f : files) {
             replace_all(f.text, "@DESCRIPTION@", description_of(name));
             replace_all(f.text, "@TEMPLATE@", name);
-            replace_all(f.text, "@RUNTIME@", cpu ? (name == "python" ? " (add `--runtime process` to skip the container)"
-                                                                      : " (add `--runtime podman`)")
-                                                 : " on a machine with a GPU");
+            replace_all(f.text, "@RUNTIME@",
+                        cpu ? (name == "python" ? " (add `--runtime process` to skip the container)"
+                                                : " (add `--runtime podman`)")
+                            : " on a machine with a GPU");
             replace_all(f.text, "@NAME@", recipe_name);
             replace_all(f.text, "@IDENT@", ident);
         }

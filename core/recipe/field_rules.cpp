@@ -31,7 +31,8 @@ Status check_recipe_name(std::string_view name) {
     const auto ok_char = [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     };
-    const bool ok = !name.empty() && name.size() <= k_max && std::isalnum(static_cast<unsigned char>(name.front())) != 0 &&
+    const bool ok = !name.empty() && name.size() <= k_max &&
+                    std::isalnum(static_cast<unsigned char>(name.front())) != 0 &&
                     std::all_of(name.begin(), name.end(), ok_char);
     if (!ok) {
         return rule_error("a recipe name is 1 to 64 lowercase letters, digits, `.`, `_` and `-`, starting with a "
@@ -49,7 +50,8 @@ Status check_origin(const Origin& origin) {
         return rule_error("a repository is 1 to 2048 characters with no control characters");
     }
     const auto& rev = origin.revision;
-    const bool hex = (rev.size() == 40 || rev.size() == 64) && rev.find_first_not_of("0123456789abcdef") == std::string::npos;
+    const bool hex =
+        (rev.size() == 40 || rev.size() == 64) && rev.find_first_not_of("0123456789abcdef") == std::string::npos;
     if (!rev.empty() && !hex) {
         return rule_error("a revision is a commit: 40 or 64 lowercase hex digits");
     }

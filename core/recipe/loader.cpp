@@ -150,7 +150,8 @@ Result<Loaded> Loader::parent_from_builtin(const Loaded& self, const toml::node&
     return parse_toml(*text, src, self.base_dir);
 }
 
-Result<Loaded> Loader::parent_from_repository(const toml::node& ext, const std::string& name, const NamedRecipe& found) {
+Result<Loaded> Loader::parent_from_repository(const toml::node& ext, const std::string& name,
+                                              const NamedRecipe& found) {
     Diagnostics diag;
     std::error_code ec;
     fs::path canon = fs::weakly_canonical(found.file, ec);

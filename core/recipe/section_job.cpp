@@ -30,7 +30,7 @@ void parse_name(const toml::table& root, const std::string& source, JobSpec& job
         // A recipe in a repository is `NAME/recipe.toml`: its jobs are called after the folder.
         const fs::path file(source);
         job.name = file.stem() == "recipe" && file.has_parent_path() ? file.parent_path().filename().string()
-                                                                      : file.stem().string();
+                                                                     : file.stem().string();
         if (job.name.empty()) {
             job.name = "job";
         }
@@ -186,10 +186,10 @@ void parse_tags(const toml::node& n, std::vector<std::string>& tags, Diagnostics
     }
     for (std::size_t i = 0; i < list->size(); ++i) {
         const std::string& t = (*list)[i];
-        const bool word = !t.empty() && t.size() <= k_max_tag && t.front() != '-' &&
-                          std::all_of(t.begin(), t.end(), [](char c) {
-                              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-                          });
+        const bool word =
+            !t.empty() && t.size() <= k_max_tag && t.front() != '-' && std::all_of(t.begin(), t.end(), [](char c) {
+                return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+            });
         if (!word) {
             diag.add(*n.as_array()->get(i), "tags[" + std::to_string(i) + "]",
                      "a tag is 1 to " + std::to_string(k_max_tag) +

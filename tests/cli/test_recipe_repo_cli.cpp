@@ -137,7 +137,8 @@ TEST_CASE("cli: recipe update pulls a new commit into the clone") {
 
 TEST_CASE("cli: a bad repository in the config is an error naming the file, line and field") {
     gpupool::test::TempDir tmp;
-    auto config = tmp.write("config.toml", "url = \"http://127.0.0.1:1\"\nrecipes = [\n  \"ok/repo\",\n  \"--upload-pack=x\",\n]\n");
+    auto config = tmp.write("config.toml",
+                            "url = \"http://127.0.0.1:1\"\nrecipes = [\n  \"ok/repo\",\n  \"--upload-pack=x\",\n]\n");
     auto r = run_gpupool({"--config", config.string(), "recipe", "list"});
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains(config.string() + ":4") && Catch::Contains("recipes[1]") &&

@@ -35,10 +35,10 @@ TEST_CASE("cli: template build builds a missing base first, then the template, w
     const std::string child = "localhost/gpupool/tpl-child-test:1";
     remove_image(child);
     remove_image(base);
-    tmp.write("templates/base/Dockerfile",
-              "FROM localhost/gpupool/busybox:latest\nRUN echo base > /base-marker\n");
+    tmp.write("templates/base/Dockerfile", "FROM localhost/gpupool/busybox:latest\nRUN echo base > /base-marker\n");
     tmp.write("templates/tpl-child/Dockerfile", "FROM " + base + "\nRUN cat /base-marker > /child-marker\n");
-    auto r = run_gpupool({"template", "build", "tpl-child", "--tag", child, "--from", (tmp.path() / "templates").string()});
+    auto r =
+        run_gpupool({"template", "build", "tpl-child", "--tag", child, "--from", (tmp.path() / "templates").string()});
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.err, Catch::Contains("building the base first"));

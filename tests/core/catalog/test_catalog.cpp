@@ -227,8 +227,8 @@ TEST_CASE("a repository that cannot be cloned is a problem that names it, and th
     ok.recipe("fine", tiny_recipe());
     ok.commit("c");
     GitCommand git;
-    auto cat = Catalog::open({RepoRef{"file://" + (tmp.path() / "nope").string(), ""}, url_of(ok)}, git,
-                             tmp.path() / "cache");
+    auto cat =
+        Catalog::open({RepoRef{"file://" + (tmp.path() / "nope").string(), ""}, url_of(ok)}, git, tmp.path() / "cache");
     CHECK(cat.names() == std::vector<std::string>{"fine"});
     REQUIRE(cat.problems().size() == 1);
     CHECK(cat.problems()[0].message.find("nope") != std::string::npos);

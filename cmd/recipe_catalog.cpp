@@ -3,18 +3,22 @@
 #include "cmd/recipe_sources.hpp"
 #include "cmd/remote.hpp"
 #include "core/catalog/starters.hpp"
+#include "core/credits/money.hpp"
+#include "core/resources/quantity.hpp"
 #include "core/util/strings.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <sstream>
 
 namespace gpupool::cmd {
 
 namespace fs = std::filesystem;
+namespace res = gpupool::resources;
 
 namespace {
 
@@ -56,6 +60,47 @@ std::vector<std::string> files_of(const fs::path& dir) {
     return out;
 }
 
+struct History {
+    std::int64_t runs = 0;
+    std::int64_t median_runtime_s = 0;
+    std::int64_t median_cost_micro = 0;
+};
+using HistoryMap = std::map<std::pair<std::string, std::string>, History>; // (repo, recipe)
+
+// The pool's history of the listed recipes, when a coordinator and a token are configured; a
+// coordinator that cannot answer is a warning, not a failure of the listing.
+HistoryMap pool_history(const GlobalOptions& global, const std::vector<const catalog::RecipeEntry*>& shown) {
+    auto cfg = config::load_client_config(overrides(global));
+    if (!cfg || cfg->token.empty() || shown.empty()) {
+        return {};
+    }
+    nlohmann::json asked = nlohmann::json::array();
+    for (const auto* e : shown) {
+        asked.push_back({{"recipe", e->name}, {"repo", e->origin.repo}});
+    }
+    client::ApiClient api(*cfg);
+    auto r = api.post("/v1/recipes/history", {{"recipes", asked}});
+    if (!r) {
+        std::cerr << "warning: the pool's history of these recipes is unavailable: " << r.error().describe() << '\n';
+        return {};
+    }
+    HistoryMap out;
+    const auto it = r->find("recipes");
+    if (it == r->end() || !it->is_array()) {
+        return out;
+    }
+    for (const auto& h : *it) {
+        try {
+            out[{h.at("repo").get<std::string>(), h.at("recipe").get<std::string>()}] =
+                History{h.at("runs").get<std::int64_t>(), h.at("median_runtime_s").get<std::int64_t>(),
+                        h.at("median_cost_micro").get<std::int64_t>()};
+        } catch (const nlohmann::json::exception&) {
+            continue; // a malformed entry from the server: that recipe shows no history
+        }
+    }
+    return out;
+}
+
 } // namespace
 
 int run_recipe_list(const RecipeOptions& options) {
@@ -70,10 +115,21 @@ int run_recipe_list(const RecipeOptions& options) {
             shown.push_back(&e);
         }
     }
+    const HistoryMap history = pool_history(global, shown);
+    const auto history_of = [&](const catalog::RecipeEntry& e) -> const History* {
+        auto h = history.find({e.origin.repo, e.name});
+        return h == history.end() ? nullptr : &h->second;
+    };
     if (global.json) {
         nlohmann::json out = nlohmann::json::array();
         for (const auto* e : shown) {
-            out.push_back(entry_json(*e));
+            nlohmann::json j = entry_json(*e);
+            if (const History* h = history_of(*e)) {
+                j["history"] = {{"runs", h->runs},
+                                {"median_runtime_s", h->median_runtime_s},
+                                {"median_cost_micro", h->median_cost_micro}};
+            }
+            out.push_back(std::move(j));
         }
         std::cout << out.dump() << '\n';
         return cat->problems().empty() ? k_exit_ok : k_exit_failed;
@@ -85,8 +141,21 @@ int run_recipe_list(const RecipeOptions& options) {
         return k_exit_ok;
     }
     std::vector<std::vector<std::string>> rows{{"NAME", "DESCRIPTION", "TAGS", "REPOSITORY"}};
+    if (!history.empty()) {
+        rows[0].insert(rows[0].end(), {"RUNS", "TYPICAL", "COST"});
+    }
     for (const auto* e : shown) {
         rows.push_back({e->name, cut(e->description, 60), util::join(e->tags, ","), e->origin.repo});
+        if (history.empty()) {
+            continue;
+        }
+        const History* h = history_of(*e);
+        if (h == nullptr || h->runs == 0) {
+            rows.back().insert(rows.back().end(), {"0", "-", "-"});
+        } else {
+            rows.back().insert(rows.back().end(), {std::to_string(h->runs), res::format_duration_s(h->median_runtime_s),
+                                                   credits::format_credits(h->median_cost_micro)});
+        }
     }
     print_table(rows);
     for (const auto& s : cat->shadowed()) {

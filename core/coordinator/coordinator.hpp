@@ -134,6 +134,13 @@ struct JobEstimate {
     std::int64_t history_runs = 0;        // past successful runs it is based on (0: max_runtime)
 };
 
+struct RecipeHistory {
+    recipe::Origin recipe;
+    std::int64_t runs = 0;
+    std::int64_t median_runtime_s = 0;
+    std::int64_t median_cost_micro = 0;
+};
+
 struct Estimate {
     std::vector<JobEstimate> jobs;
     std::int64_t total_max_micro = 0;
@@ -385,6 +392,11 @@ public:
     Result<Report> report(const Principal& who, std::int64_t since_ms) const;
     Result<Estimate> estimate(const Principal& who, const std::string& source, const std::vector<recipe::JobSpec>& jobs,
                               const std::optional<std::string>& team) const;
+    // The pool's history of shared-repository recipes (`gpupool recipe list`): for each (repo,
+    // recipe) asked about (the revision is ignored), the successful runs of jobs whose first origin
+    // is that recipe, with their median runtime and median cost. Every team's runs count; only these
+    // aggregates leave the coordinator. Any caller with a member or admin token may ask.
+    std::vector<RecipeHistory> recipe_history(const std::vector<recipe::Origin>& recipes) const;
     // Micro-credits an attempt has cost: settled when it ended, accrued so far while it runs.
     std::int64_t cost_micro(const store::AttemptRecord& attempt) const;
     std::int64_t held_micro(JobId job) const;

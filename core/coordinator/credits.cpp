@@ -14,6 +14,16 @@ namespace gpupool::coordinator {
 using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
 
+namespace {
+
+std::int64_t median_of(std::vector<std::int64_t> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2] + 1) / 2;
+}
+
+} // namespace
+
 std::pair<std::int64_t, std::int64_t> Coordinator::history(TeamId team, const std::string& source) const {
     std::vector<std::int64_t> runtimes;
     for (const auto& [id, a] : m_attempts) {
@@ -29,10 +39,41 @@ std::pair<std::int64_t, std::int64_t> Coordinator::history(TeamId team, const st
     if (runtimes.empty()) {
         return {0, 0};
     }
-    std::sort(runtimes.begin(), runtimes.end());
-    const std::size_t n = runtimes.size();
-    const std::int64_t median = n % 2 == 1 ? runtimes[n / 2] : (runtimes[n / 2 - 1] + runtimes[n / 2] + 1) / 2;
-    return {median, static_cast<std::int64_t>(n)};
+    const auto n = static_cast<std::int64_t>(runtimes.size());
+    return {median_of(std::move(runtimes)), n};
+}
+
+std::vector<RecipeHistory> Coordinator::recipe_history(const std::vector<recipe::Origin>& recipes) const {
+    // (repo, recipe) -> the runtimes and costs of its successful attempts.
+    std::map<std::pair<std::string, std::string>, std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> runs;
+    for (const auto& r : recipes) {
+        runs[{r.repo, r.recipe}];
+    }
+    for (const auto& [id, a] : m_attempts) {
+        if (a.state != AttemptState::succeeded || !a.started_at || !a.ended_at) {
+            continue;
+        }
+        const JobRecord& j = m_jobs.at(a.job);
+        if (j.spec.origins.empty()) {
+            continue;
+        }
+        auto it = runs.find({j.spec.origins.front().repo, j.spec.origins.front().recipe});
+        if (it != runs.end()) {
+            it->second.first.push_back((*a.ended_at - *a.started_at + 999) / 1000);
+            it->second.second.push_back(cost_micro(a));
+        }
+    }
+    std::vector<RecipeHistory> out;
+    for (const auto& r : recipes) {
+        const auto& [times, costs] = runs.at({r.repo, r.recipe});
+        RecipeHistory h{recipe::Origin{r.recipe, r.repo, ""}, static_cast<std::int64_t>(times.size()), 0, 0};
+        if (!times.empty()) {
+            h.median_runtime_s = median_of(times);
+            h.median_cost_micro = median_of(costs);
+        }
+        out.push_back(std::move(h));
+    }
+    return out;
 }
 
 Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const {

@@ -3,6 +3,7 @@
 #include "core/coordinator/service_impl.hpp"
 
 #include "core/api/submit.hpp"
+#include "core/recipe/field_rules.hpp"
 #include "core/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
@@ -247,6 +248,40 @@ net::Response estimate(ServiceState& svc, const net::Request&, const Input& in, 
                {"enforced", est->enforced}});
 }
 
+// POST /v1/recipes/history {"recipes": [{"recipe": NAME, "repo": URL}, ...]} (at most 500).
+net::Response recipe_history(ServiceState& svc, const net::Request&, const Input& in, const Principal&) {
+    constexpr std::size_t k_max_recipes = 500;
+    const json& body = in.body;
+    const auto it = body.find("recipes");
+    if (it == body.end() || !it->is_array() || it->size() > k_max_recipes) {
+        return error_response(make_error(ErrorCode::invalid_input,
+                                         "expected an array of at most 500 {recipe, repo} objects", "recipes"));
+    }
+    std::vector<recipe::Origin> asked;
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        const std::string f = "recipes[" + std::to_string(i) + "]";
+        const json& o = (*it)[i];
+        if (!o.is_object() || !o.contains("recipe") || !o["recipe"].is_string() || !o.contains("repo") ||
+            !o["repo"].is_string()) {
+            return error_response(make_error(ErrorCode::invalid_input, "expected {\"recipe\": NAME, \"repo\": URL}", f));
+        }
+        recipe::Origin origin{o["recipe"].get<std::string>(), o["repo"].get<std::string>(), ""};
+        if (auto st = recipe::check_origin(origin); !st) {
+            return error_response(make_error(ErrorCode::invalid_input, st.error().message, f));
+        }
+        asked.push_back(std::move(origin));
+    }
+    json list = json::array();
+    for (const auto& h : svc.coord->recipe_history(asked)) {
+        list.push_back({{"recipe", h.recipe.recipe},
+                        {"repo", h.recipe.repo},
+                        {"runs", h.runs},
+                        {"median_runtime_s", h.median_runtime_s},
+                        {"median_cost_micro", h.median_cost_micro}});
+    }
+    return ok({{"recipes", list}});
+}
+
 } // namespace
 
 void add_credit_routes(ServiceState& s, net::Router& r) {
@@ -256,6 +291,8 @@ void add_credit_routes(ServiceState& s, net::Router& r) {
     s.on(r, "GET", "/v1/credits", show_credits, k_no_json_body);
     s.on(r, "GET", "/v1/admin/report", report, k_no_json_body);
     s.on(r, "POST", "/v1/estimate", estimate, Accepts{k_max_submit_bytes, {Role::member, Role::admin}});
+    s.on(r, "POST", "/v1/recipes/history", recipe_history,
+         Accepts{k_max_json_body_bytes, {Role::member, Role::admin}});
 }
 
 } // namespace gpupool::coordinator::service_detail

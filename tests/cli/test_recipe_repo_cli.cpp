@@ -2,6 +2,7 @@
 // real binary against real git repositories made on the fly; the clones go to a temporary
 // XDG_CACHE_HOME and the repositories come from a config file or --repo.
 #include "tests/core/catalog/git_fixture.hpp"
+#include "tests/core/coordinator/service_fixture.hpp"
 #include "tests/support.hpp"
 
 #include <boost/process.hpp>
@@ -168,4 +169,45 @@ TEST_CASE("cli: recipe new writes a starter that validates, and the python one r
     CHECK(result["seed"] == 2);
     CHECK(result["pi_estimate"].get<double>() > 3.0);
     CHECK(result["pi_estimate"].get<double>() < 3.3);
+}
+
+TEST_CASE("cli: with a coordinator configured, recipe list shows each recipe's runs, typical runtime and cost") {
+    Pool p;
+    gpupool::test::svc::Pool pool;
+    // One job of toy-eval, as `submit toy-eval` records it, runs to success on the pool's worker.
+    auto job = gpupool::test::svc::spec("toy-eval-1");
+    job.origins.push_back({"toy-eval", p.url, p.repo.head()});
+    pool.submit({job});
+    auto w = pool.server.client(pool.worker);
+    auto polled = gpupool::test::svc::call(w, "POST", "/v1/workers/poll?wait_ms=5000", nlohmann::json::object());
+    REQUIRE(polled["assignments"].size() == 1);
+    const std::string attempt = std::to_string(polled["assignments"][0]["attempt"].get<std::int64_t>());
+    gpupool::test::svc::call(w, "POST", "/v1/attempts/" + attempt + "/start", nlohmann::json::object());
+    gpupool::test::svc::call(w, "POST", "/v1/attempts/" + attempt + "/complete", {{"exit_code", 0}});
+
+    const std::vector<std::string> remote{"--url", pool.server.url, "--token", pool.member};
+    auto args = remote;
+    args.insert(args.end(), {"--json", "recipe", "list"});
+    auto r = p.gp(args);
+    REQUIRE(r.exit_code == 0);
+    auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j.size() == 2);
+    CHECK(j[0]["name"] == "probe");
+    CHECK(j[0]["history"]["runs"] == 0);
+    CHECK(j[1]["name"] == "toy-eval");
+    CHECK(j[1]["history"]["runs"] == 1);
+    CHECK(j[1]["history"]["median_runtime_s"].get<std::int64_t>() <= 5);
+    CHECK(j[1]["history"]["median_cost_micro"].get<std::int64_t>() >= 0);
+    args = remote;
+    args.insert(args.end(), {"recipe", "list"});
+    auto table = p.gp(args);
+    CHECK_THAT(table.out, Catch::Contains("RUNS") && Catch::Contains("TYPICAL") && Catch::Contains("COST"));
+
+    // The route checks what it is asked, naming the field.
+    auto m = pool.server.client(pool.member);
+    auto bad = gpupool::test::svc::call(m, "POST", "/v1/recipes/history",
+                                        {{"recipes", {{{"recipe", "Bad Name"}, {"repo", "x"}}}}}, 400);
+    CHECK(bad.dump().find("recipes[0]") != std::string::npos);
+    // Without a coordinator the listing still works, with no history columns.
+    CHECK_THAT(p.gp({"recipe", "list"}).out, !Catch::Contains("RUNS"));
 }

@@ -300,6 +300,9 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         // members and workers: their own team
         {"GET /v1/credits", {{other, worker, other_worker, member, admin}, false, "/v1/credits", nullptr}},
         {"POST /v1/estimate", {{other, member, admin}, false, "/v1/estimate", job_body}},
+        // aggregates over every team's runs: any member or admin
+        {"POST /v1/recipes/history",
+         {{other, member, admin}, false, "/v1/recipes/history", {{"recipes", {{{"recipe", "r"}, {"repo", "u"}}}}}}},
         // any valid token: who it is
         {"GET /v1/whoami", {{other, worker, other_worker, enroll, member, admin}, false, "/v1/whoami", nullptr}},
     };

@@ -1,0 +1,54 @@
+// Coordinator::recipe_history: the pool's runs of a shared-repository recipe, for `recipe list`.
+#include "tests/core/coordinator/credit_pool.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace gpupool;
+using namespace gpupool::test::credit_pool;
+
+namespace {
+
+recipe::JobSpec from_repo(const std::string& name, const std::string& recipe_name, const std::string& repo) {
+    auto spec = half_l4(name);
+    spec.origins.push_back({recipe_name, repo, std::string(40, 'a')});
+    return spec;
+}
+
+// Runs the job on the pool's worker for `minutes`, ending with `exit_code`; returns the attempt.
+store::AttemptRecord run(CreditPool& p, JobId job, std::int64_t minutes, int exit_code) {
+    auto attempt = p.place_and_start();
+    REQUIRE(attempt);
+    p.clock.advance_ms(minutes * 60 * 1000);
+    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
+    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, exit_code, ""));
+    return p.coord->attempts_of(job).front();
+}
+
+} // namespace
+
+TEST_CASE("recipe history: the median runtime and cost of a repository recipe's successful runs, by repo and name",
+          "[coordinator]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
+    const std::string repo = "https://example.org/recipes";
+    auto a1 = run(p, p.submit(from_repo("e1", "toy-eval", repo)), 10, 0);
+    auto a2 = run(p, p.submit(from_repo("e2", "toy-eval", repo)), 30, 0);
+    run(p, p.submit(from_repo("e3", "toy-eval", repo)), 50, 1);                       // failed: not counted
+    run(p, p.submit(from_repo("o1", "toy-eval", "https://example.org/fork")), 90, 0); // another repository
+    run(p, p.submit(half_l4("local")), 70, 0);                                        // from a file
+
+    auto h = p.coord->recipe_history({{"toy-eval", repo, ""}, {"probe", repo, ""}});
+    REQUIRE(h.size() == 2);
+    CHECK(h[0].recipe.recipe == "toy-eval");
+    CHECK(h[0].runs == 2);
+    CHECK(h[0].median_runtime_s == 20 * 60); // runs of 10 and 30 minutes
+    const std::int64_t c1 = p.coord->cost_micro(a1);
+    const std::int64_t c2 = p.coord->cost_micro(a2);
+    CHECK(c1 == k_credit / 12); // 0.5 GPU x 1 credit/h x 10 min
+    CHECK(h[0].median_cost_micro == (c1 + c2 + 1) / 2);
+    CHECK(h[1].runs == 0);
+    CHECK(h[1].median_runtime_s == 0);
+    // History survives a restart: it is rebuilt from the stored jobs and attempts.
+    REQUIRE(p.restart());
+    CHECK(p.coord->recipe_history({{"toy-eval", repo, ""}})[0].runs == 2);
+}

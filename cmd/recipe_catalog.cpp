@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <fstream>
-#include <map>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 namespace gpupool::cmd {

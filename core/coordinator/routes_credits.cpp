@@ -254,8 +254,8 @@ net::Response recipe_history(ServiceState& svc, const net::Request&, const Input
     const json& body = in.body;
     const auto it = body.find("recipes");
     if (it == body.end() || !it->is_array() || it->size() > k_max_recipes) {
-        return error_response(make_error(ErrorCode::invalid_input,
-                                         "expected an array of at most 500 {recipe, repo} objects", "recipes"));
+        return error_response(
+            make_error(ErrorCode::invalid_input, "expected an array of at most 500 {recipe, repo} objects", "recipes"));
     }
     std::vector<recipe::Origin> asked;
     for (std::size_t i = 0; i < it->size(); ++i) {
@@ -263,7 +263,8 @@ net::Response recipe_history(ServiceState& svc, const net::Request&, const Input
         const json& o = (*it)[i];
         if (!o.is_object() || !o.contains("recipe") || !o["recipe"].is_string() || !o.contains("repo") ||
             !o["repo"].is_string()) {
-            return error_response(make_error(ErrorCode::invalid_input, "expected {\"recipe\": NAME, \"repo\": URL}", f));
+            return error_response(
+                make_error(ErrorCode::invalid_input, "expected {\"recipe\": NAME, \"repo\": URL}", f));
         }
         recipe::Origin origin{o["recipe"].get<std::string>(), o["repo"].get<std::string>(), ""};
         if (auto st = recipe::check_origin(origin); !st) {
@@ -291,8 +292,7 @@ void add_credit_routes(ServiceState& s, net::Router& r) {
     s.on(r, "GET", "/v1/credits", show_credits, k_no_json_body);
     s.on(r, "GET", "/v1/admin/report", report, k_no_json_body);
     s.on(r, "POST", "/v1/estimate", estimate, Accepts{k_max_submit_bytes, {Role::member, Role::admin}});
-    s.on(r, "POST", "/v1/recipes/history", recipe_history,
-         Accepts{k_max_json_body_bytes, {Role::member, Role::admin}});
+    s.on(r, "POST", "/v1/recipes/history", recipe_history, Accepts{k_max_json_body_bytes, {Role::member, Role::admin}});
 }
 
 } // namespace gpupool::coordinator::service_detail

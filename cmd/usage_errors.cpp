@@ -165,7 +165,9 @@ Error extras_error(const CLI::App& app, const std::vector<const CLI::App*>& chai
     if (!options.empty()) {
         msg = (options.size() == 1 ? "unknown option " : "unknown options ") + util::join(options, ", ");
         if (auto near = options.size() == 1 ? util::nearest(options.front(), option_names(chain)) : std::nullopt) {
-            msg += "; did you mean " + *near + "?";
+            // The option exists, but was given before the command that takes it (`gpupool --repo X recipe list`).
+            msg += *near == options.front() ? "; it goes after the command it belongs to"
+                                            : "; did you mean " + *near + "?";
         }
     } else if (!args.empty()) {
         msg = (args.size() == 1 ? "unexpected argument " : "unexpected arguments ") + util::join(args, ", ");

@@ -43,6 +43,11 @@ TEST_CASE("usage errors: unknown options say so, with a suggestion and where to 
     auto typo = run_gpupool({"jobs", "--limt", "3"});
     CHECK(typo.exit_code == 2);
     CHECK(typo.err == "error: unknown option --limt; did you mean --limit? (run `gpupool jobs --help`)\n");
+    // A command's own option given before the command: no "did you mean" the same name.
+    auto early = run_gpupool({"--repo", "x", "recipe", "list"});
+    CHECK(early.exit_code == 2);
+    CHECK(early.err ==
+          "error: unknown option --repo; it goes after the command it belongs to; run `gpupool recipe list --help`\n");
 }
 
 TEST_CASE("usage errors: missing and extra arguments") {

@@ -105,6 +105,22 @@ Result<json> ApiClient::put_bytes(std::string_view path, std::string_view body) 
     return as_json(*r);
 }
 
+Status ApiClient::download(std::string_view method, std::string_view path, const std::filesystem::path& to,
+                           std::chrono::milliseconds timeout) {
+    auto r = m_http.download(method, path, to, {}, timeout);
+    if (!r) {
+        Error e = r.error();
+        if (e.message.find(m_config.url) == std::string::npos) {
+            e.message += " (coordinator " + m_config.url + " from " + m_config.url_source + ")";
+        }
+        return e;
+    }
+    if (r->status < 200 || r->status >= 300) {
+        return http_error(*r, method, path);
+    }
+    return {};
+}
+
 Result<std::string> ApiClient::get_bytes(std::string_view path) {
     auto r = send("GET", path, {});
     if (!r) {

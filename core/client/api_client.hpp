@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,10 @@ public:
     // Raw bytes (e.g. outputs, input archives).
     Result<std::string> get_bytes(std::string_view path);
     Result<nlohmann::json> put_bytes(std::string_view path, std::string_view body);
+    // A large answer (a backup) written to the new file `to` as it arrives; `to` holds it only
+    // when this succeeds (the caller removes it otherwise). `timeout`: for the whole transfer.
+    Status download(std::string_view method, std::string_view path, const std::filesystem::path& to,
+                    std::chrono::milliseconds timeout);
 
 private:
     Result<net::Response> send(std::string_view method, std::string_view path, std::string_view body);

@@ -2,8 +2,13 @@
 
 #include <curl/curl.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <mutex>
+#include <unistd.h>
 
 namespace gpupool::net {
 
@@ -14,9 +19,28 @@ void global_init_once() {
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-size_t append_body(char* data, size_t size, size_t count, void* user) {
-    static_cast<std::string*>(user)->append(data, size * count);
-    return size * count;
+// Where a response body goes: memory, or (for a 2xx answer to download()) a file.
+struct BodySink {
+    CURL* curl = nullptr;
+    std::string body;
+    std::FILE* file = nullptr; // download(): written here when the status is 2xx
+    bool file_failed = false;
+};
+
+size_t take_body(char* data, size_t size, size_t count, void* user) {
+    auto* sink = static_cast<BodySink*>(user);
+    const size_t n = size * count;
+    long status = 0;
+    if (sink->file != nullptr && curl_easy_getinfo(sink->curl, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+        status >= 200 && status < 300) {
+        if (std::fwrite(data, 1, n, sink->file) != n) {
+            sink->file_failed = true;
+            return 0; // stops the transfer: CURLE_WRITE_ERROR
+        }
+        return n;
+    }
+    sink->body.append(data, n);
+    return n;
 }
 
 bool has_line_break(std::string_view s) {
@@ -112,6 +136,31 @@ HttpClient& HttpClient::operator=(HttpClient&&) noexcept = default;
 
 Result<Response> HttpClient::request(std::string_view method, std::string_view path, std::string_view body,
                                      const Headers& headers, std::optional<std::chrono::milliseconds> timeout) {
+    return perform(method, path, body, headers, timeout, nullptr);
+}
+
+Result<Response> HttpClient::download(std::string_view method, std::string_view path, const std::filesystem::path& to,
+                                      std::string_view body, std::optional<std::chrono::milliseconds> timeout) {
+    // Never over an existing file, and 0600 from the start: what is downloaded is often private.
+    const int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    std::FILE* file = fd >= 0 ? ::fdopen(fd, "wb") : nullptr;
+    if (file == nullptr) {
+        if (fd >= 0) {
+            ::close(fd);
+        }
+        return make_error(ErrorCode::io, "cannot create " + to.string() + ": " + std::strerror(errno));
+    }
+    auto r = perform(method, path, body, {}, timeout, file);
+    const bool closed = std::fclose(file) == 0;
+    if (r && r->status >= 200 && r->status < 300 && !closed) {
+        return make_error(ErrorCode::io, "cannot write " + to.string() + ": " + std::strerror(errno));
+    }
+    return r;
+}
+
+Result<Response> HttpClient::perform(std::string_view method, std::string_view path, std::string_view body,
+                                     const Headers& headers, std::optional<std::chrono::milliseconds> timeout,
+                                     std::FILE* body_file) {
     std::string url = m_options.base_url;
     if (!path.empty() && path.front() != '/') {
         url += '/';
@@ -170,7 +219,9 @@ Result<Response> HttpClient::request(std::string_view method, std::string_view p
     }
 
     std::chrono::milliseconds total = timeout.value_or(m_options.timeout);
-    std::string response_body;
+    BodySink sink;
+    sink.curl = curl;
+    sink.file = body_file;
     char error_buffer[CURL_ERROR_SIZE] = {0};
     std::string method_string(method);
 
@@ -188,8 +239,8 @@ Result<Response> HttpClient::request(std::string_view method, std::string_view p
         curl_easy_setopt(curl, CURLOPT_CAPATH, static_cast<char*>(nullptr));
     }
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, header_list.list);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &append_body);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &take_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
     curl_easy_setopt(curl, CURLOPT_USERAGENT, "gpupool/" GPUPOOL_VERSION);
 
     if (method_string == "GET" && body.empty()) {
@@ -206,6 +257,9 @@ Result<Response> HttpClient::request(std::string_view method, std::string_view p
 
     CURLcode code = curl_easy_perform(curl);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+    if (sink.file_failed) {
+        return make_error(ErrorCode::io, std::string("cannot write the downloaded body: ") + std::strerror(errno));
+    }
     if (code != CURLE_OK) {
         return transfer_error(code, url, error_buffer, m_options, total);
     }
@@ -217,7 +271,7 @@ Result<Response> HttpClient::request(std::string_view method, std::string_view p
     char* content_type = nullptr;
     curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &content_type);
     response.content_type = content_type != nullptr ? content_type : "";
-    response.body = std::move(response_body);
+    response.body = std::move(sink.body);
     curl_header* prev = nullptr;
     while (curl_header* h = curl_easy_nextheader(curl, CURLH_HEADER, -1, prev)) {
         response.headers.add(h->name, h->value);

@@ -23,6 +23,8 @@
 #include "core/util/result.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +61,11 @@ public:
     Result<Response> request(std::string_view method, std::string_view path, std::string_view body = {},
                              const Headers& headers = {}, std::optional<std::chrono::milliseconds> timeout = {});
 
+    // As request(), but a 2xx answer's body is written to the new file `to` (0600; refused if it exists)
+    // as it arrives, never whole in memory; Response::body is then empty. Any other answer's body
+    // is in Response::body as usual (and `to` is left empty: the caller removes it).
+    Result<Response> download(std::string_view method, std::string_view path, const std::filesystem::path& to,
+                              std::string_view body = {}, std::optional<std::chrono::milliseconds> timeout = {});
     Result<Response> get(std::string_view path) { return request("GET", path); }
     Result<Response> post(std::string_view path, std::string_view body) { return request("POST", path, body); }
 
@@ -66,6 +73,9 @@ public:
 
 private:
     struct Handle;
+    Result<Response> perform(std::string_view method, std::string_view path, std::string_view body,
+                             const Headers& headers, std::optional<std::chrono::milliseconds> timeout,
+                             std::FILE* body_file);
     ClientOptions m_options;
     std::unique_ptr<Handle> m_handle;
 };

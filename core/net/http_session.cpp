@@ -441,6 +441,24 @@ private:
         m_keep_after_write = keep;
 
         m_response.emplace();
+        if (response.body_file) {
+            // The body is a file, sent as it is read (a backup of the whole pool).
+            http::file_body::value_type file;
+            error_code ec;
+            file.open(response.body_file->path().c_str(), beast::file_mode::scan, ec);
+            if (!ec) {
+                m_file_hold = std::move(response.body_file);
+                response.body.clear();
+                fill_beast_response(std::move(response), m_version, keep, *m_response);
+                m_file_response.emplace(std::move(m_response->base()), std::move(file));
+                m_file_response->prepare_payload();
+                m_response.reset();
+                m_file_serializer.emplace(*m_file_response);
+                write_some();
+                return;
+            }
+            response = json_error(500, "internal", "the response's file cannot be read: " + ec.message());
+        }
         fill_beast_response(std::move(response), m_version, keep, *m_response);
         m_serializer.emplace(*m_response);
         write_some();
@@ -448,8 +466,12 @@ private:
 
     void write_some() {
         lowest().expires_after(m_core->options.io_timeout); // stall timeout per write
-        http::async_write_some(m_stream, *m_serializer,
-                               [self = self()](const error_code& ec, std::size_t) { self->on_write(ec); });
+        auto done = [self = self()](const error_code& ec, std::size_t) { self->on_write(ec); };
+        if (m_file_serializer) {
+            http::async_write_some(m_stream, *m_file_serializer, std::move(done));
+        } else {
+            http::async_write_some(m_stream, *m_serializer, std::move(done));
+        }
     }
 
     void on_write(const error_code& ec) {
@@ -460,12 +482,15 @@ private:
             close_now();
             return;
         }
-        if (!m_serializer->is_done()) {
+        if (m_file_serializer ? !m_file_serializer->is_done() : !m_serializer->is_done()) {
             write_some();
             return;
         }
         m_serializer.reset();
         m_response.reset();
+        m_file_serializer.reset();
+        m_file_response.reset();
+        m_file_hold.reset();
         if (!m_keep_after_write || m_peer_closed) {
             close_gracefully();
             return;
@@ -564,6 +589,9 @@ private:
     std::optional<http::response<http::empty_body>> m_continue;
     std::optional<http::response<http::string_body>> m_response;
     std::optional<http::response_serializer<http::string_body>> m_serializer;
+    std::optional<http::response<http::file_body>> m_file_response; // or a response whose body is a file
+    std::optional<http::response_serializer<http::file_body>> m_file_serializer;
+    std::shared_ptr<const util::TempFile> m_file_hold; // removed once sent
     std::shared_ptr<ClientLink> m_link;
     State m_state = State::reading_header;
     unsigned m_version = 11;

@@ -119,6 +119,9 @@ struct Response {
     int status = 200;
     std::string content_type = "application/json";
     std::string body;
+    // Server side: when set, the body is this file's bytes instead (sent as read, never whole in
+    // memory); the file is removed when the last holder lets go, after it was sent.
+    std::shared_ptr<const util::TempFile> body_file{};
     Headers headers; // extra headers; the server sets Content-Length, Connection and Date itself
 };
 

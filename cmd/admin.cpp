@@ -72,8 +72,9 @@ Result<std::int64_t> parse_date_ms(const std::string& text, const std::string& f
     return static_cast<std::int64_t>(timegm(&tm)) * 1000;
 }
 
-// A date, or a duration meaning that long ago ("7d").
-Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& flag = "--since") {
+} // namespace
+
+Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& flag) {
     if (auto d = resources::parse_duration_s(text)) {
         const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
@@ -82,6 +83,8 @@ Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& 
     }
     return parse_date_ms(text, flag);
 }
+
+namespace {
 
 std::string credits_of(const json& v) { return credits::format_credits(v.get<std::int64_t>()); }
 
@@ -393,6 +396,10 @@ int run_admin(const AdminOptions& o) {
     case AdminAction::adjust: return run_adjust(o);
     case AdminAction::budget: return run_admin_budget(o);
     case AdminAction::report: return run_report(o);
+    case AdminAction::audit:
+        return run_audit(o);
+    case AdminAction::backup:
+        return run_backup(o);
     }
     return k_exit_usage;
 }
@@ -481,6 +488,26 @@ void add_credit_commands(CLI::App* admin, AdminOptions& o, const RunAs& run_as) 
     report->callback(run_as(AdminAction::report));
 }
 
+void add_ops_commands(CLI::App* admin, AdminOptions& o, const RunAs& run_as) {
+    CLI::App* audit = admin->add_subcommand("audit", "Who did which admin action when, newest first");
+    audit->add_option("--since", o.since, "From this UTC date (2026-11-01) or this long ago (7d)");
+    audit->add_option("--action", o.action_prefix, "Actions starting with this (team., token., credits., worker.)");
+    audit->add_option("--limit", o.limit, "How many records")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000}))
+        ->capture_default_str();
+    audit->callback(run_as(AdminAction::audit));
+    CLI::App* backup = admin->add_subcommand(
+        "backup", "Copy the whole pool (jobs, logs, outputs, tokens, ledger) to FILE while the coordinator serves");
+    backup->add_option("file", o.file, "Where the copy goes (restore it with `gpupool coordinator --restore FILE`)")
+        ->required();
+    backup->add_flag("--force", o.force, "Replace FILE if it exists");
+    add_help_footer(backup,
+                    "gpupool admin backup pool-$(date +%F).db\n"
+                    "gpupool coordinator --db pool.db --restore pool-2026-12-01.db   # the coordinator stopped",
+                    "docs/operating.md (Backups and restore)", Reach::coordinator);
+    backup->callback(run_as(AdminAction::backup));
+}
+
 } // namespace
 
 void register_admin(Cli& cli) {
@@ -510,6 +537,7 @@ void register_admin(Cli& cli) {
     add_token_commands(admin, *o, run_as);
     add_worker_commands(admin, *o, run_as);
     add_credit_commands(admin, *o, run_as);
+    add_ops_commands(admin, *o, run_as);
 
     for (CLI::App* c : admin->get_subcommands({})) {
         c->fallthrough();

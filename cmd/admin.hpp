@@ -13,10 +13,22 @@
 namespace gpupool::cmd {
 
 enum class AdminAction : std::uint8_t {
-    team_create, team_list,
-    token_create, token_list, token_revoke, enroll,
-    workers, ban, drain, activate,
-    grant, adjust, budget, report,
+    team_create,
+    team_list,
+    token_create,
+    token_list,
+    token_revoke,
+    enroll,
+    workers,
+    ban,
+    drain,
+    activate,
+    grant,
+    adjust,
+    budget,
+    report,
+    audit,
+    backup,
 };
 
 // What the subcommands take; each reads the fields its action names.
@@ -38,10 +50,22 @@ struct AdminOptions {
     std::string member{};        // budget: a member token's label or id
     std::string day{};           // budget: credits per day, or "none"
     std::string week{};          // budget: credits per week, or "none"
-    std::string since{};         // report: a UTC date or a duration ago
+    std::string since{};         // report, audit: a UTC date or a duration ago
+    std::string action_prefix{}; // audit: actions starting with this ("credits.")
+    std::int64_t limit = 50;     // audit: newest records shown
+    std::string file{};          // backup: where the copy goes
+    bool force = false;          // backup: replace an existing file
 };
 
 // The exit code (cli.hpp); problems are printed as it goes.
 int run_admin(const AdminOptions& options);
+
+// `admin audit` and `admin backup` (admin_ops.cpp).
+int run_audit(const AdminOptions& options);
+int run_backup(const AdminOptions& options);
+
+// A UTC date ("2026-11-01", "2026-11-01T18:00:00Z") or a duration meaning that long ago ("7d"), as
+// Unix milliseconds; errors name `flag`.
+Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& flag = "--since");
 
 } // namespace gpupool::cmd

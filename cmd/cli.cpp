@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
     register_submit(cli);
     register_run(cli);
     register_status(cli);
+    register_pool(cli);
     register_jobs(cli);
     register_logs(cli);
     register_cancel(cli);

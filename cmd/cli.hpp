@@ -45,6 +45,7 @@ void register_worker(Cli& cli);
 void register_submit(Cli& cli);
 void register_run(Cli& cli);
 void register_status(Cli& cli);
+void register_pool(Cli& cli);
 void register_jobs(Cli& cli);
 void register_logs(Cli& cli);
 void register_cancel(Cli& cli);

@@ -3,6 +3,7 @@
 #include "cmd/coordinator.hpp"
 
 #include "cmd/cli_app.hpp"
+#include "core/coordinator/restore.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/resources/quantity.hpp"
@@ -13,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -79,6 +81,10 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     so.http.port = listen->second;
     so.http.tls_cert_file = o.tls_cert;
     so.http.tls_key_file = o.tls_key;
+    if (auto spec = store::parse_store_spec(o.db); spec && spec->engine == store::Engine::sqlite) {
+        // `admin backup` copies the pool beside it: where there is room for one.
+        so.backup_dir = std::filesystem::absolute(spec->location).parent_path();
+    }
     so.coordinator.lease_ms = *lease_s * 1000;
     so.coordinator.worker_timeout_ms = *lease_s * 1000;
     so.coordinator.policy.placement.scorer = *scorer;
@@ -127,6 +133,21 @@ int run_new_admin_token(const GlobalOptions& global, const CoordinatorCmdOptions
     return k_exit_ok;
 }
 
+// `coordinator --restore FILE`: the backup is checked and put in place, then the coordinator starts.
+int run_restore(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
+    auto report = coordinator::restore_pool({o.restore, o.db, o.force_restore});
+    if (!report) {
+        report_error(global, report.error());
+        return report.error().code == ErrorCode::conflict ? k_exit_usage : k_exit_failed;
+    }
+    const auto& r = report->restored;
+    spdlog::info("restored {} over {}: {} teams, {} tokens, {} workers, {} jobs, {} attempts, {} ledger entries{}",
+                 o.restore, o.db, r.teams, r.tokens, r.workers, r.jobs, r.attempts, r.ledger_entries,
+                 report->replaced ? " (replaced a pool with " + std::to_string(report->replaced->jobs) + " jobs)"
+                                  : std::string());
+    return k_exit_ok;
+}
+
 } // namespace
 
 int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
@@ -142,6 +163,11 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     if (!so) {
         report_error(global, so.error());
         return k_exit_usage;
+    }
+    if (!o.restore.empty()) {
+        if (int code = run_restore(global, o); code != k_exit_ok) {
+            return code;
+        }
     }
     // Block the stop signals in every thread; this one waits for them.
     sigset_t signals;
@@ -214,6 +240,10 @@ void register_coordinator(Cli& cli) {
                     "recorded (balances may go negative) but nothing waits")
         ->capture_default_str()
         ->check(CLI::IsMember({"enforce", "record"}));
+    sub->add_option("--restore", o->restore,
+                    "Put this backup (`gpupool admin backup FILE`) in place of --db, checked first, then start; "
+                    "refused over a database that changed after the backup unless --force-restore");
+    sub->add_flag("--force-restore", o->force_restore, "With --restore: replace --db even if it is newer");
     sub->add_flag("--new-admin-token", o->new_admin_token,
                   "Print a new admin token for --db and exit (a lost admin token's recovery; the coordinator must "
                   "be stopped)");

@@ -27,6 +27,8 @@ struct CoordinatorCmdOptions {
     std::int64_t max_log_limit_mib = 1024; // what a recipe's [logs] max_size may ask for; 0 = no limit
     std::size_t max_connections_per_client = 512;
     bool new_admin_token = false;
+    std::string restore;        // a backup (`admin backup`) to put in place of --db before starting
+    bool force_restore = false; // ... even over a database that changed after the backup
 };
 
 // Serves until SIGINT or SIGTERM (blocked in every thread, waited for here), or with

@@ -4,8 +4,9 @@
 // caps (on a member token) bound what the jobs that token submitted spend and hold, within the
 // team's: a job waits when either is used up, and its waiting reason names the one that binds.
 #include "core/coordinator/coordinator.hpp"
-
 #include "core/coordinator/internal.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
@@ -15,6 +16,13 @@ using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
 
 namespace {
+
+// A budget as the audit log records it: the caps after the change (null: none).
+std::string budget_detail(const std::optional<std::int64_t>& day, const std::optional<std::int64_t>& week) {
+    return nlohmann::json{{"day_micro", day ? nlohmann::json(*day) : nlohmann::json()},
+                          {"week_micro", week ? nlohmann::json(*week) : nlohmann::json()}}
+        .dump();
+}
 
 // What caps leave now: the smallest of cap - spent in its window - held, over the caps that are set.
 Micro room_under_caps(const std::optional<Micro>& day, const std::optional<Micro>& week, Micro spent_day,
@@ -116,6 +124,8 @@ Result<MemberBudget> Coordinator::change_budget(const Principal& who, const Budg
         t.budget_day_micro = applied(change.day, t.budget_day_micro);
         t.budget_week_micro = applied(change.week, t.budget_week_micro);
         c.teams.push_back(t);
+        audit(who.token_id, "budget.team", "team `" + change.team + "`",
+              budget_detail(t.budget_day_micro, t.budget_week_micro), c);
         if (auto st = commit(c); !st) {
             return st.error();
         }
@@ -135,6 +145,9 @@ Result<MemberBudget> Coordinator::change_budget(const Principal& who, const Budg
     t.budget_day_micro = applied(change.day, t.budget_day_micro);
     t.budget_week_micro = applied(change.week, t.budget_week_micro);
     c.tokens.push_back(t);
+    audit(who.token_id, "budget.member",
+          "member token " + std::to_string(t.id.value()) + " `" + t.label + "` of team `" + change.team + "`",
+          budget_detail(t.budget_day_micro, t.budget_week_micro), c);
     if (auto st = commit(c); !st) {
         return st.error();
     }

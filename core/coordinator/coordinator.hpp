@@ -36,13 +36,13 @@
 #include "core/api/outcome.hpp"
 #include "core/api/submit.hpp"
 #include "core/coordinator/clock.hpp"
+#include "core/coordinator/overview.hpp"
 #include "core/coordinator/pool_view.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/credits/ledger.hpp"
 #include "core/recipe/recipe.hpp"
 #include "core/sched/scheduler.hpp"
 #include "core/store/store.hpp"
-
 
 #include <map>
 #include <optional>
@@ -278,6 +278,12 @@ public:
     Result<IssuedToken> recover_admin(const std::string& label = "recovered admin");
 
     // ---- admin ----
+    // The audit log, newest first (admins only). Every admin action below appends to it in the
+    // same transaction as the change it records (audit.cpp lists the actions).
+    Result<std::vector<store::AuditRecord>> audit_log(const Principal& who, const store::AuditQuery& query);
+    // Records an admin action that changes no record (a backup was taken).
+    Status record_audit(const Principal& who, const std::string& action, const std::string& target,
+                        const std::string& detail_json);
     Result<store::TeamRecord> create_team(const Principal& who, const std::string& name, std::int64_t weight);
     Result<std::vector<store::TeamRecord>> list_teams(const Principal& who) const;
     // role member/admin/enroll; team by name for member and enroll.
@@ -404,6 +410,9 @@ public:
     std::int64_t job_cost_micro(JobId job) const;
     const credits::Ledger& ledger() const { return m_ledger; }
 
+    // The pool at a glance (overview.hpp says who sees what).
+    Result<PoolOverview> overview(const Principal& who) const;
+
     // ---- time ----
     // Expires leases and runtimes, then schedules. Returns the workers that got new assignments.
     std::vector<WorkerId> tick();
@@ -423,6 +432,11 @@ public:
 private:
 
     Status commit(store::Changes& changes);
+    // Appends an audit record of `actor`'s action to `changes` (audit.cpp).
+    void audit(std::optional<TokenId> actor, std::string action, std::string target, std::string detail_json,
+               store::Changes& changes) const;
+    Result<IssuedToken> issue_admin(const std::string& label, const std::string& action);
+    OverviewJob overview_job(const store::JobRecord& job) const;
     const store::TokenRecord* token_by_id(TokenId id) const;
     // Log bytes kept for the job's attempts (0: no cap), and how many of them from the start.
     std::int64_t log_cap(const recipe::JobSpec& spec) const;

@@ -2,9 +2,10 @@
 // and the pool report, and what attempts and jobs cost (Coordinator's credit methods; the ledger's
 // rules are in core/credits/ledger.hpp, budgets in budgets.cpp).
 #include "core/coordinator/coordinator.hpp"
-
 #include "core/coordinator/internal.hpp"
 #include "core/resources/quantity.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <map>
@@ -228,6 +229,11 @@ Result<GrantRecord> Coordinator::grant(const Principal& who, const std::string& 
     c.ledger.push_back(e);
     GrantRecord g{e.id, *id, amount_micro, expires_at, note, now, std::nullopt};
     c.grants.push_back(g);
+    nlohmann::json detail{{"grant", g.id}, {"amount_micro", amount_micro}, {"note", note}};
+    if (expires_at) {
+        detail["expires_at"] = *expires_at;
+    }
+    audit(who.token_id, "credits.grant", "team `" + team + "`", detail.dump(), c);
     if (auto st = commit(c); !st) {
         return st.error();
     }
@@ -260,6 +266,8 @@ Result<credits::Entry> Coordinator::adjust(const Principal& who, const std::stri
     e.reason = credits::EntryReason::adjustment;
     e.note = note;
     c.ledger.push_back(e);
+    audit(who.token_id, "credits.adjust", "team `" + team + "`",
+          nlohmann::json{{"entry", e.id}, {"amount_micro", amount_micro}, {"note", note}}.dump(), c);
     if (auto st = commit(c); !st) {
         return st.error();
     }

@@ -1,7 +1,7 @@
 // The admin and identity routes: teams, tokens, whoami, and the fleet as admins see it (list,
 // drain, activate, ban).
 #include "core/coordinator/service_impl.hpp"
-
+#include "core/util/files.hpp"
 #include "core/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
@@ -171,6 +171,169 @@ net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input
                {"refunded_micro", voided->refunded_micro}});
 }
 
+// GET /v1/admin/audit?since=MS&before=ID&action=PREFIX&limit=N: the audit log, newest first.
+net::Response read_audit(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
+    store::AuditQuery q;
+    auto since = positive_query(req, "since");
+    auto before = positive_query(req, "before");
+    auto limit = positive_query(req, "limit");
+    if (!since || !before || !limit) {
+        return error_response(!since ? since.error() : !before ? before.error() : limit.error());
+    }
+    q.since_ms = *since;
+    q.before_id = *before;
+    q.limit = limit->value_or(100);
+    q.action_prefix = req.query_value("action");
+    if (q.action_prefix.size() > 64) {
+        return error_response(make_error(ErrorCode::invalid_input, "longer than 64 bytes", "action"));
+    }
+    auto records = svc.coord->audit_log(who, q);
+    if (!records) {
+        return error_response(records.error());
+    }
+    json out = json::array();
+    for (const auto& a : *records) {
+        json actor;
+        if (a.actor) {
+            actor = {{"id", a.actor->value()}, {"label", svc.coord->token_name(*a.actor)}};
+        }
+        json detail = json::parse(a.detail, nullptr, false);
+        out.push_back({{"id", a.id},
+                       {"at", a.at_ms},
+                       {"actor", actor},
+                       {"action", a.action},
+                       {"target", a.target},
+                       {"detail", detail.is_object() ? detail : json::object()}});
+    }
+    return ok({{"audit", out}});
+}
+
+// POST /v1/admin/backup: the whole pool as one database file, copied on a thread of its own while
+// the coordinator goes on serving, then sent as it is read. One at a time; audited once sent off.
+void take_backup(ServiceState& svc, const net::Request& req, net::Responder respond) {
+    auto who = svc.coord->authenticate(bearer(req));
+    if (!who) {
+        respond(error_response(who.error()));
+        return;
+    }
+    if (who->role != Role::admin) {
+        respond(error_response(make_error(ErrorCode::forbidden, "only admins take backups")));
+        return;
+    }
+    if (svc.backup_running) {
+        respond(error_response(make_error(ErrorCode::conflict, "a backup is being taken; try again when it is done")));
+        return;
+    }
+    const std::filesystem::path dir =
+        svc.options.backup_dir.empty() ? std::filesystem::temp_directory_path() : svc.options.backup_dir;
+    auto file = util::TempFile::create(dir, ".gpupool-backup-", ".db");
+    if (!file) {
+        respond(error_response(file.error()));
+        return;
+    }
+    if (svc.backup_thread.joinable()) {
+        svc.backup_thread.join(); // the last one, long finished (backup_running is false)
+    }
+    svc.backup_running = true;
+    auto held = std::make_shared<util::TempFile>(std::move(*file));
+    const Principal admin = *who;
+    svc.backup_thread = std::thread([&svc, held, admin, respond = std::move(respond)]() mutable {
+        const auto started = std::chrono::steady_clock::now();
+        Status st = svc.store->backup(held->path());
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+        asio::post(svc.ctx, [&svc, held, admin, st, ms, respond = std::move(respond)]() {
+            svc.backup_running = false;
+            if (!st) {
+                spdlog::error("backup failed: {}", st.error().describe());
+                respond(error_response(st.error()));
+                return;
+            }
+            std::error_code ec;
+            const auto bytes = static_cast<std::int64_t>(std::filesystem::file_size(held->path(), ec));
+            if (auto audited = svc.coord->record_audit(admin, "pool.backup", "pool",
+                                                       json{{"bytes", bytes}, {"copy_ms", ms.count()}}.dump());
+                !audited) {
+                respond(error_response(audited.error())); // nothing leaves unrecorded
+                return;
+            }
+            spdlog::info("backup of {} bytes taken in {} ms for token {}", bytes, ms.count(), admin.token_id.value());
+            net::Response r;
+            r.content_type = "application/vnd.sqlite3";
+            r.headers.set("Content-Disposition", "attachment; filename=\"gpupool-backup.db\"");
+            r.body_file = held;
+            respond(std::move(r));
+        });
+    });
+}
+
+json overview_job_json(const OverviewJob& j) {
+    json out = {{"id", j.id.value()}, {"name", j.name},      {"team", j.team}, {"submitter", j.submitter},
+                {"state", j.state},   {"since", j.since_ms}, {"why", j.why},   {"exit_code", opt_json(j.exit_code)}};
+    if (j.worker) {
+        out["worker"] = j.worker->value();
+        out["worker_name"] = j.worker_name;
+        out["gpu_index"] = j.gpu_index;
+        out["gpu_milli"] = j.gpu_milli;
+    }
+    return out;
+}
+
+// GET /v1/pool: the pool at a glance (`gpupool pool`, the dashboard).
+net::Response pool_overview(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
+    auto o = svc.coord->overview(who);
+    if (!o) {
+        return error_response(o.error());
+    }
+    json workers = json::array();
+    for (const auto& w : o->workers) {
+        json gpus = json::array();
+        for (const auto& g : w.gpus) {
+            gpus.push_back({{"index", g.index},
+                            {"model", g.model},
+                            {"memory_mib", g.memory_mib},
+                            {"allocated_milli", g.allocated_milli},
+                            {"jobs", g.jobs},
+                            {"healthy", g.healthy}});
+        }
+        workers.push_back({{"id", w.id.value()},
+                           {"name", w.name},
+                           {"team", w.team},
+                           {"presence", w.presence},
+                           {"last_seen_at", w.last_seen_at},
+                           {"gpus", gpus}});
+    }
+    json lists = json::object();
+    for (const auto& [name, list] :
+         {std::pair{"running", &o->running}, std::pair{"queued", &o->queued}, std::pair{"recent", &o->recent}}) {
+        json arr = json::array();
+        for (const auto& j : *list) {
+            arr.push_back(overview_job_json(j));
+        }
+        lists[name] = arr;
+    }
+    json teams = json::array();
+    for (const auto& c : o->credits) {
+        teams.push_back({{"team", c.team}, {"balance_micro", c.balance}, {"held_micro", c.held}});
+    }
+    const auto& t = o->totals;
+    return ok({{"at", o->at_ms},
+               {"workers", workers},
+               {"running", lists["running"]},
+               {"queued", lists["queued"]},
+               {"recent", lists["recent"]},
+               {"credits", teams},
+               {"totals",
+                {{"workers", t.workers},
+                 {"workers_online", t.workers_online},
+                 {"gpus_online", t.gpus_online},
+                 {"gpu_milli_online", t.gpu_milli_online},
+                 {"gpu_milli_allocated", t.gpu_milli_allocated},
+                 {"gpus_shared", t.gpus_shared},
+                 {"jobs_queued", t.jobs_queued},
+                 {"jobs_running", t.jobs_running}}}});
+}
+
 net::Response whoami(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
     json out = {{"role", to_string(who.role)},
                 {"token_id", who.token_id.value()},
@@ -199,6 +362,16 @@ void add_admin_routes(ServiceState& s, net::Router& r) {
     }
     s.on(r, "POST", "/v1/admin/workers/{id}/ban", ban_worker, Accepts{k_max_json_body_bytes, {Role::admin}});
     s.on(r, "GET", "/v1/whoami", whoami, k_no_json_body);
+    s.on(r, "GET", "/v1/admin/audit", read_audit, k_no_json_body);
+    s.on(r, "GET", "/v1/pool", pool_overview, k_no_json_body);
+    r.add(
+        "POST", "/v1/admin/backup",
+        [&s](net::Request req, net::Responder respond) {
+            asio::post(s.ctx, [&s, req = std::move(req), respond = std::move(respond)]() mutable {
+                take_backup(s, req, std::move(respond));
+            });
+        },
+        s.route_options(k_no_json_body));
 }
 
 } // namespace gpupool::coordinator::service_detail

@@ -226,6 +226,9 @@ void CoordinatorService::stop() {
     }
     s.guard.reset();
     s.thread.join();
+    if (s.backup_thread.joinable()) {
+        s.backup_thread.join(); // a backup in progress finishes before its store closes
+    }
     s.coord.reset();
     s.store.reset(); // nothing more is written: another process may take the database now
 }

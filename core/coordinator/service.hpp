@@ -34,6 +34,9 @@ struct ServiceOptions {
     CoordinatorOptions coordinator;
     std::chrono::milliseconds tick{250};
     std::chrono::milliseconds max_poll_wait{25'000};
+    // Where `admin backup` writes the copy it then sends (empty: the system's temporary
+    // directory). The coordinator puts it beside a SQLite database: room for a copy of it is there.
+    std::filesystem::path backup_dir{};
 };
 
 class CoordinatorService {

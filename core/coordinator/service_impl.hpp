@@ -79,6 +79,11 @@ struct ServiceState {
     };
     std::map<WorkerId, std::vector<Poller>> pollers;
 
+    // `admin backup`: one at a time, on a thread of its own (the store's backup() may run beside
+    // the coordinator thread); joined before the store closes.
+    bool backup_running = false;
+    std::thread backup_thread;
+
     // Admission from the headers alone, on the coordinator thread: nobody reaches a body without a
     // valid token of a role the route takes.
     std::optional<net::Response> admission(const std::string& token, const std::vector<store::Role>& roles) const;

@@ -1,9 +1,10 @@
 // Authentication, tokens and teams: who may call the coordinator, as what (Coordinator's
 // auth and admin methods for tokens and teams; token hashing is in auth.hpp).
-#include "core/coordinator/coordinator.hpp"
-
-#include "core/coordinator/internal.hpp"
 #include "core/coordinator/auth.hpp"
+#include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/internal.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
@@ -84,11 +85,17 @@ Result<IssuedToken> Coordinator::issue(Role role, std::optional<TeamId> team, st
 }
 
 Result<IssuedToken> Coordinator::recover_admin(const std::string& label) {
+    return issue_admin(label, "token.recover_admin");
+}
+
+// An admin token made on the coordinator's own machine (no token acted: the audit's actor is none).
+Result<IssuedToken> Coordinator::issue_admin(const std::string& label, const std::string& action) {
     Changes c;
     auto tok = issue(Role::admin, std::nullopt, std::nullopt, label, c);
     if (!tok) {
         return tok;
     }
+    audit(std::nullopt, action, "token " + std::to_string(tok->id.value()), nlohmann::json{{"label", label}}.dump(), c);
     if (auto st = commit(c); !st) {
         return st.error();
     }
@@ -99,7 +106,7 @@ Result<IssuedToken> Coordinator::init_admin() {
     if (has_admin()) {
         return make_error(ErrorCode::conflict, "the pool already has an admin token");
     }
-    return recover_admin("first admin");
+    return issue_admin("first admin", "token.first_admin");
 }
 
 // ---- admin --------------------------------------------------------------------------------------
@@ -123,6 +130,8 @@ Result<TeamRecord> Coordinator::create_team(const Principal& who, const std::str
     Changes c;
     TeamRecord t{TeamId(m_next_team), name, weight, m_clock.now_ms(), std::nullopt, std::nullopt};
     c.teams.push_back(t);
+    audit(who.token_id, "team.create", "team `" + name + "`",
+          nlohmann::json{{"id", t.id.value()}, {"weight", weight}}.dump(), c);
     if (auto st = commit(c); !st) {
         return st.error();
     }
@@ -169,6 +178,14 @@ Result<IssuedToken> Coordinator::create_token(const Principal& who, Role role, c
     if (role == Role::enroll) {
         c.tokens.back().uses_left = uses;
     }
+    nlohmann::json detail{{"role", to_string(role)}, {"label", label}};
+    if (team_id) {
+        detail["team"] = team;
+    }
+    if (role == Role::enroll) {
+        detail["uses"] = uses;
+    }
+    audit(who.token_id, "token.create", "token " + std::to_string(tok->id.value()), detail.dump(), c);
     if (auto st = commit(c); !st) {
         return st.error();
     }
@@ -194,6 +211,14 @@ Status Coordinator::revoke_token(const Principal& who, TokenId token_id) {
             TokenRecord copy = t;
             copy.revoked_at = m_clock.now_ms();
             c.tokens.push_back(copy);
+            nlohmann::json detail{{"role", to_string(t.role)}, {"label", t.label}};
+            if (t.team) {
+                detail["team"] = team_name(*t.team);
+            }
+            if (t.worker) {
+                detail["worker"] = t.worker->value();
+            }
+            audit(who.token_id, "token.revoke", "token " + std::to_string(token_id.value()), detail.dump(), c);
             return commit(c);
         }
     }

@@ -1,9 +1,10 @@
 // Workers: registration, presence, heartbeats, assignments and the attempt reports a worker
 // sends (start, log chunks, outputs, completion); admins' drain and ban with voiding of results.
 #include "core/coordinator/coordinator.hpp"
-
 #include "core/coordinator/internal.hpp"
 #include "core/resources/quantity.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
@@ -11,6 +12,15 @@ namespace gpupool::coordinator {
 
 using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
+
+namespace {
+
+// How the audit log names a worker: "worker 3 `gpu-box`".
+std::string worker_target(const WorkerRecord& w) {
+    return "worker " + std::to_string(w.id.value()) + " `" + w.name + "`";
+}
+
+} // namespace
 
 Result<std::vector<WorkerRecord>> Coordinator::list_workers(const Principal& who) const {
     std::vector<WorkerRecord> out;
@@ -85,6 +95,9 @@ Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, Work
         return not_found("no worker " + std::to_string(worker.value()));
     }
     Changes c;
+    const WorkerRecord& w = m_workers.at(worker).record;
+    audit(who.token_id, state == WorkerState::active ? "worker.activate" : "worker.drain", worker_target(w),
+          nlohmann::json{{"from", to_string(w.state)}, {"to", to_string(state)}}.dump(), c);
     worker_state_changes(worker, state, c);
     return commit(c);
 }
@@ -126,6 +139,14 @@ Result<Voided> Coordinator::ban_worker(const Principal& who, WorkerId worker, st
         // Before the ban ends the worker's running attempts (as lost: nothing to void in them).
         void_results(worker, *void_since, out, c);
     }
+    nlohmann::json detail{{"from", to_string(m_workers.at(worker).record.state)}};
+    if (void_since) {
+        detail["void_since"] = *void_since;
+        detail["voided_attempts"] = out.attempts.size();
+        detail["refunded_micro"] = out.refunded_micro;
+        detail["requeued_jobs"] = out.requeued.size();
+    }
+    audit(who.token_id, "worker.ban", worker_target(m_workers.at(worker).record), detail.dump(), c);
     worker_state_changes(worker, WorkerState::banned, c);
     if (auto st = commit(c); !st) {
         return st.error();

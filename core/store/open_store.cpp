@@ -2,6 +2,8 @@
 
 #include "core/store/sqlite_store.hpp"
 
+#include <SQLiteCpp/SQLiteCpp.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -78,6 +80,26 @@ Result<std::unique_ptr<Store>> open_store(std::string_view spec, const OpenOptio
         return parsed.error();
     }
     return open_store(*parsed, options);
+}
+
+Result<int> check_backup_file(const std::filesystem::path& file) {
+    try {
+        SQLite::Database db(file.string(), SQLite::OPEN_READONLY);
+        const std::string integrity = db.execAndGet("PRAGMA integrity_check").getString();
+        if (integrity != "ok") {
+            return make_error(ErrorCode::invalid_input, "`" + file.string() + "` is damaged: " + integrity);
+        }
+        const int version = db.execAndGet("PRAGMA user_version").getInt();
+        if (version < 1 || version > k_schema_version) {
+            return make_error(ErrorCode::invalid_input, "`" + file.string() + "` has schema version " +
+                                                            std::to_string(version) +
+                                                            ", not a pool this gpupool reads");
+        }
+        return version;
+    } catch (const std::exception& e) {
+        return make_error(ErrorCode::invalid_input,
+                          "`" + file.string() + "` is not a readable pool database: " + e.what());
+    }
 }
 
 } // namespace gpupool::store

@@ -35,4 +35,9 @@ struct OpenOptions {
 Result<std::unique_ptr<Store>> open_store(const StoreSpec& spec, const OpenOptions& options = {});
 Result<std::unique_ptr<Store>> open_store(std::string_view spec, const OpenOptions& options = {});
 
+// Checks a file Store::backup wrote (`gpupool admin backup`): a pool database whose pages all check
+// out (SQLite's integrity_check) and whose schema this gpupool can read. Returns its schema version.
+// ErrorCode::invalid_input names what is wrong; the file is only read.
+Result<int> check_backup_file(const std::filesystem::path& file);
+
 } // namespace gpupool::store

@@ -157,4 +157,17 @@ struct GrantRecord {
     bool operator==(const GrantRecord&) const = default;
 };
 
+// One admin action as the audit log keeps it (`gpupool admin audit`): when, which token, what
+// ("team.create", "credits.grant", ...), on what ("team `alpha`"), and the details as a JSON
+// object's text. Never a secret: a token's secret is not in it, only its id and label.
+struct AuditRecord {
+    std::int64_t id = 0; // given by the store when it is appended (ignored in Changes)
+    std::int64_t at_ms = 0;
+    std::optional<TokenId> actor; // nullopt: the coordinator's own machine (`--new-admin-token`)
+    std::string action;
+    std::string target;
+    std::string detail = "{}";
+    bool operator==(const AuditRecord&) const = default;
+};
+
 } // namespace gpupool::store

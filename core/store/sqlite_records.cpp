@@ -392,6 +392,23 @@ void write_balances(SQLite::Database& db, const Changes& c) {
     }
 }
 
+// Appended without an id: SQLite numbers the rows in the order they are written.
+void write_audit(SQLite::Database& db, const Changes& c) {
+    if (c.audit.empty()) {
+        return;
+    }
+    SQLite::Statement q(db, "INSERT INTO audit_log (at, token_id, action, target, detail) VALUES (?, ?, ?, ?, ?)");
+    for (const auto& a : c.audit) {
+        q.bind(1, a.at_ms);
+        bind_opt(q, 2, a.actor ? std::optional<std::int64_t>(a.actor->value()) : std::nullopt);
+        q.bind(3, a.action);
+        q.bind(4, a.target);
+        q.bind(5, a.detail);
+        q.exec();
+        q.reset();
+    }
+}
+
 } // namespace
 
 Result<Snapshot> load_records(SQLite::Database& db) {
@@ -410,8 +427,9 @@ Result<Snapshot> load_records(SQLite::Database& db) {
 void write_records(SQLite::Database& db, const Changes& c) {
     // In the order the foreign keys need: teams, then workers (worker tokens name them), ...
     using Writer = void (*)(SQLite::Database&, const Changes&);
-    constexpr std::array<Writer, 9> k_writers{write_teams, write_workers, write_tokens, write_sweeps, write_jobs,
-                                              write_attempts, write_grants, write_ledger, write_balances};
+    constexpr std::array<Writer, 10> k_writers{write_teams,    write_workers,  write_tokens, write_sweeps,
+                                               write_jobs,     write_attempts, write_grants, write_ledger,
+                                               write_balances, write_audit};
     for (Writer write : k_writers) {
         write(db, c);
     }

@@ -162,6 +162,18 @@ ALTER TABLE attempts ADD COLUMN voided_at INTEGER;
 ALTER TABLE tokens ADD COLUMN budget_day_micro INTEGER;
 ALTER TABLE tokens ADD COLUMN budget_week_micro INTEGER;
 )sql",
+    // 6 -> 7: the audit log of admin actions (issue #16), appended in the action's own transaction.
+    R"sql(
+CREATE TABLE audit_log (
+    id INTEGER PRIMARY KEY,
+    at INTEGER NOT NULL,
+    token_id INTEGER,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX audit_log_at ON audit_log(at);
+)sql",
 };
 
 // Version 4 first shipped without the sweeps' idempotency key (454bb39); the key was then added to

@@ -5,11 +5,12 @@
 #include "core/store/sqlite_internal.hpp"
 #include "core/util/files.hpp"
 
+#include <SQLiteCpp/Backup.h>
 #include <SQLiteCpp/SQLiteCpp.h>
-#include <sqlite3.h>
 
 #include <fstream>
 #include <memory>
+#include <sqlite3.h>
 #include <stdexcept>
 
 namespace gpupool::store {
@@ -95,8 +96,8 @@ Result<util::FileLock> lock_database(const std::filesystem::path& db_path) {
     return lock;
 }
 
-SqliteStore::SqliteStore(std::unique_ptr<SQLite::Database> db, std::int64_t max_blob_bytes)
-    : m_db(std::move(db)), m_max_blob_bytes(max_blob_bytes) {}
+SqliteStore::SqliteStore(std::unique_ptr<SQLite::Database> db, std::filesystem::path path, std::int64_t max_blob_bytes)
+    : m_db(std::move(db)), m_path(std::move(path)), m_max_blob_bytes(max_blob_bytes) {}
 
 SqliteStore::~SqliteStore() = default;
 
@@ -126,7 +127,7 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::filesystem::pa
         db->exec("PRAGMA synchronous=FULL");
         db->exec("PRAGMA foreign_keys=ON");
         const std::int64_t max_blob = std::min(options.max_blob_bytes, k_sqlite_max_blob_bytes);
-        std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db), max_blob));
+        std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db), path, max_blob));
         if (auto st = sqlite::migrate(*store->m_db); !st) {
             return st.error();
         }
@@ -340,6 +341,62 @@ Result<std::optional<std::string>> SqliteStore::get_input_blob(TeamId team, std:
         return first_blob(q);
     } catch (const std::exception& e) {
         return db_error("input read", e);
+    }
+}
+
+Status SqliteStore::backup(const std::filesystem::path& to) {
+    std::error_code ec;
+    if (std::filesystem::exists(to, ec) && std::filesystem::file_size(to, ec) != 0) {
+        return make_error(ErrorCode::conflict, "`" + to.string() + "` exists; a backup never overwrites a file");
+    }
+    if (auto st = util::create_private_file(to); !st) {
+        return st;
+    }
+    try {
+        // SQLite's online backup API, in one step: it copies inside one read transaction of its own
+        // connection (one moment of the data), and in WAL mode the owner's writes go on meanwhile.
+        SQLite::Database source(m_path.string(), SQLite::OPEN_READONLY);
+        source.setBusyTimeout(5000);
+        {
+            SQLite::Database copy(to.string(), SQLite::OPEN_READWRITE);
+            SQLite::Backup copier(copy, source);
+            copier.executeStep(-1);
+            // One file, nothing beside it: the copy keeps a rollback journal, not a WAL.
+            copy.exec("PRAGMA journal_mode=DELETE");
+        } // SQLite synced the copy when its last transaction committed (synchronous=FULL)
+        return {};
+    } catch (const std::exception& e) {
+        std::filesystem::remove(to, ec);
+        return db_error("backup to `" + to.string() + "` failed", e);
+    }
+}
+
+Result<std::vector<AuditRecord>> SqliteStore::read_audit(const AuditQuery& query) {
+    try {
+        // The prefix is matched with substr, not LIKE, so `_` and `%` in it mean themselves.
+        SQLite::Statement q(*m_db, "SELECT id, at, token_id, action, target, detail FROM audit_log "
+                                   "WHERE (?1 IS NULL OR at >= ?1) AND (?2 IS NULL OR id < ?2) "
+                                   "AND substr(action, 1, length(?3)) = ?3 ORDER BY id DESC LIMIT ?4");
+        sqlite::bind_opt(q, 1, query.since_ms);
+        sqlite::bind_opt(q, 2, query.before_id);
+        q.bind(3, query.action_prefix);
+        q.bind(4, std::max<std::int64_t>(query.limit, 0));
+        std::vector<AuditRecord> out;
+        while (q.executeStep()) {
+            AuditRecord a;
+            a.id = q.getColumn(0).getInt64();
+            a.at_ms = q.getColumn(1).getInt64();
+            if (auto actor = sqlite::opt_int(q.getColumn(2))) {
+                a.actor = TokenId(*actor);
+            }
+            a.action = q.getColumn(3).getString();
+            a.target = q.getColumn(4).getString();
+            a.detail = q.getColumn(5).getString();
+            out.push_back(std::move(a));
+        }
+        return out;
+    } catch (const std::exception& e) {
+        return db_error("audit read", e);
     }
 }
 

@@ -21,7 +21,7 @@ class Database;
 
 namespace gpupool::store {
 
-inline constexpr int k_schema_version = 6;
+inline constexpr int k_schema_version = 7;
 
 // SQLite keeps a blob under 1e9 bytes (SQLITE_MAX_LENGTH); the store takes no more than this.
 inline constexpr std::int64_t k_sqlite_max_blob_bytes = 950'000'000;
@@ -53,14 +53,17 @@ public:
     Result<std::optional<std::int64_t>> input_blob_size(TeamId team, std::string_view sha256_hex) override;
     Result<std::optional<std::string>> get_input_blob(TeamId team, std::string_view sha256_hex) override;
     std::int64_t max_blob_bytes() const override;
+    Result<std::vector<AuditRecord>> read_audit(const AuditQuery& query) override;
+    Status backup(const std::filesystem::path& to) override;
 
     int schema_version() const;
 
 private:
-    SqliteStore(std::unique_ptr<SQLite::Database> db, std::int64_t max_blob_bytes);
+    SqliteStore(std::unique_ptr<SQLite::Database> db, std::filesystem::path path, std::int64_t max_blob_bytes);
 
     std::optional<util::FileLock> m_lock{}; // declared first: released after m_db has closed
     std::unique_ptr<SQLite::Database> m_db;
+    std::filesystem::path m_path; // backup() opens its own connection to it
     std::int64_t m_max_blob_bytes = k_sqlite_max_blob_bytes;
 };
 

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,13 +35,24 @@ struct Records {
     std::vector<LedgerEntry> ledger;
     std::vector<BalanceRecord> balances;
     std::vector<GrantRecord> grants;
+    // The audit log is appended to, never loaded: load() leaves it empty (read_audit reads it).
+    std::vector<AuditRecord> audit;
     bool empty() const {
         return teams.empty() && tokens.empty() && workers.empty() && sweeps.empty() && jobs.empty() &&
-               attempts.empty() && ledger.empty() && balances.empty() && grants.empty();
+               attempts.empty() && ledger.empty() && balances.empty() && grants.empty() && audit.empty();
     }
 };
 using Snapshot = Records;
 using Changes = Records;
+
+// Which audit records read_audit returns: newest first, at most `limit`, older than `before_id`
+// when set, not older than `since_ms` when set, and whose action starts with `action_prefix`.
+struct AuditQuery {
+    std::optional<std::int64_t> since_ms;
+    std::optional<std::int64_t> before_id;
+    std::string action_prefix;
+    std::int64_t limit = 100;
+};
 
 // What happened to a log chunk sent at an offset.
 struct LogAppend {
@@ -86,6 +98,16 @@ public:
     // larger put_output or put_input_blob is refused with ErrorCode::invalid_input and stores
     // nothing. Fixed for the store's lifetime; the service caps upload bodies with it.
     virtual std::int64_t max_blob_bytes() const = 0;
+
+    // The audit log (Changes::audit appends to it, with ids in the order appended).
+    virtual Result<std::vector<AuditRecord>> read_audit(const AuditQuery& query) = 0;
+
+    // Writes a consistent copy of everything committed so far (one moment of it: no half of a
+    // transaction) to `to` (0600; new, or an empty file: anything else is a conflict), in a form
+    // open_store and restore_store (open_store.hpp) take. The one call that may run on another
+    // thread while the owner thread goes on using the store: it reads through a connection of its
+    // own, and writers are not held up while it copies. Fails with ErrorCode::io, leaving no file.
+    virtual Status backup(const std::filesystem::path& to) = 0;
 };
 
 } // namespace gpupool::store

@@ -240,6 +240,76 @@ TEST_CASE("store contract: a failing apply writes nothing of itself", "[store][c
     }
 }
 
+TEST_CASE("store contract: the audit log is appended in order, read newest first, never loaded", "[store][contract]") {
+    FOR_EACH_STORE(kind) {
+        test::TempDir dir;
+        auto audit = [](std::int64_t at, std::optional<TokenId> actor, std::string action, std::string target) {
+            AuditRecord a;
+            a.at_ms = at;
+            a.actor = actor;
+            a.action = std::move(action);
+            a.target = std::move(target);
+            a.detail = R"({"weight":2})";
+            return a;
+        };
+        {
+            auto s = open(kind, dir.path());
+            Records c;
+            c.teams.push_back({TeamId(1), "owners", 2, 100, std::nullopt, std::nullopt});
+            c.audit.push_back(audit(100, TokenId(1), "team.create", "team `owners`"));
+            REQUIRE(s->apply(c));
+            Records more;
+            more.audit.push_back(audit(200, TokenId(1), "credits.grant", "team `owners`"));
+            more.audit.push_back(audit(300, std::nullopt, "token.recover_admin", "token 5"));
+            more.audit.push_back(audit(400, TokenId(5), "team_x.odd", "100% _literal_"));
+            REQUIRE(s->apply(more));
+            // A failed apply appends nothing.
+            Records bad;
+            bad.audit.push_back(audit(500, TokenId(1), "team.create", "team `broken`"));
+            bad.jobs.push_back(every_kind().jobs[0]); // names a sweep that does not exist
+            REQUIRE_FALSE(s->apply(bad));
+        }
+        auto s = open(kind, dir.path());
+        auto snap = s->load();
+        REQUIRE(snap);
+        CHECK(snap->audit.empty());
+        auto all = s->read_audit({});
+        REQUIRE(all);
+        REQUIRE(all->size() == 4);
+        // newest first, ids ascending in the order appended
+        CHECK((*all)[0].action == "team_x.odd");
+        CHECK((*all)[3].action == "team.create");
+        CHECK((*all)[3].detail == R"({"weight":2})");
+        CHECK((*all)[3].actor == std::optional<TokenId>(TokenId(1)));
+        CHECK_FALSE((*all)[1].actor);
+        CHECK((*all)[0].id > (*all)[1].id);
+        CHECK((*all)[1].id > (*all)[2].id);
+        CHECK((*all)[2].id > (*all)[3].id);
+
+        AuditQuery recent;
+        recent.since_ms = 200;
+        recent.limit = 2;
+        auto page = s->read_audit(recent);
+        REQUIRE(page);
+        REQUIRE(page->size() == 2);
+        CHECK((*page)[0].at_ms == 400);
+        CHECK((*page)[1].at_ms == 300);
+        AuditQuery next = recent;
+        next.before_id = page->back().id;
+        auto page2 = s->read_audit(next);
+        REQUIRE(page2);
+        REQUIRE(page2->size() == 1);
+        CHECK((*page2)[0].at_ms == 200);
+
+        AuditQuery teams;
+        teams.action_prefix = "team.";
+        auto t = s->read_audit(teams);
+        REQUIRE(t);
+        REQUIRE(t->size() == 1); // `_` is not a wildcard: "team_x.odd" does not match "team."
+        CHECK((*t)[0].target == "team `owners`");
+    }
+}
+
 TEST_CASE("store contract: a long log pages by offset, retried chunks are stored once", "[store][contract]") {
     FOR_EACH_STORE(kind) {
         test::TempDir dir;

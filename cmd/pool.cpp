@@ -1,0 +1,153 @@
+// `gpupool pool`: the pool at a glance in the terminal (GET /v1/pool, core/coordinator/overview.hpp):
+// the totals, the workers and how much of each GPU is given out, what runs where, the queue with why
+// each job waits, the jobs that ended last, and credits per team. --json prints the answer as it is.
+#include "cmd/cli.hpp"
+#include "cmd/cli_app.hpp"
+#include "cmd/remote.hpp"
+#include "core/credits/money.hpp"
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+namespace gpupool::cmd {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string percent(std::int64_t part, std::int64_t whole) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%.0f%%",
+                  whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+    return buf;
+}
+
+// "0.25" of a GPU from milli-GPUs.
+std::string gpu_share(std::int64_t milli) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(milli) / 1000.0);
+    return buf;
+}
+
+std::string integer(const json& v) {
+    return std::to_string(v.get<std::int64_t>());
+}
+
+void print_workers(const json& workers) {
+    std::vector<std::vector<std::string>> rows{
+        {"WORKER", "NAME", "OWNER", "STATE", "GPU", "MODEL", "GIVEN OUT", "JOBS"}};
+    for (const auto& w : workers) {
+        bool first = true;
+        for (const auto& g : w["gpus"]) {
+            rows.push_back({first ? integer(w["id"]) : "", first ? w["name"].get<std::string>() : "",
+                            first ? w["team"].get<std::string>() : "", first ? w["presence"].get<std::string>() : "",
+                            integer(g["index"]) + (g["healthy"].get<bool>() ? "" : " (unhealthy)"),
+                            g["model"].get<std::string>(), percent(g["allocated_milli"].get<std::int64_t>(), 1000),
+                            integer(g["jobs"])});
+            first = false;
+        }
+        if (first) {
+            rows.push_back({integer(w["id"]), w["name"].get<std::string>(), w["team"].get<std::string>(),
+                            w["presence"].get<std::string>(), "-", "(CPU only)", "-", "-"});
+        }
+    }
+    print_table(rows);
+}
+
+void print_jobs(const std::string& title, const json& jobs, bool running, bool queued, std::int64_t total) {
+    std::cout << '\n' << title;
+    if (queued && total > static_cast<std::int64_t>(jobs.size())) {
+        std::cout << " (the first " << jobs.size() << " of " << total << ")";
+    }
+    std::cout << '\n';
+    if (jobs.empty()) {
+        std::cout << "  none\n";
+        return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    if (running) {
+        rows.push_back({"JOB", "NAME", "TEAM", "BY", "WORKER", "GPU", "SHARE", "SINCE (UTC)"});
+    } else if (queued) {
+        rows.push_back({"JOB", "NAME", "TEAM", "BY", "SUBMITTED (UTC)", "WHY IT WAITS"});
+    } else {
+        rows.push_back({"JOB", "NAME", "TEAM", "STATE", "EXIT", "ENDED (UTC)", "REASON"});
+    }
+    for (const auto& j : jobs) {
+        if (running) {
+            rows.push_back({integer(j["id"]), j["name"].get<std::string>(), j["team"].get<std::string>(),
+                            j["submitter"].get<std::string>(), j["worker_name"].get<std::string>(),
+                            integer(j["gpu_index"]), gpu_share(j["gpu_milli"].get<std::int64_t>()),
+                            format_time(j["since"])});
+        } else if (queued) {
+            rows.push_back({integer(j["id"]), j["name"].get<std::string>(), j["team"].get<std::string>(),
+                            j["submitter"].get<std::string>(), format_time(j["since"]), j["why"].get<std::string>()});
+        } else {
+            rows.push_back({integer(j["id"]), j["name"].get<std::string>(), j["team"].get<std::string>(),
+                            j["state"].get<std::string>(), j["exit_code"].is_null() ? "-" : integer(j["exit_code"]),
+                            format_time(j["since"]), j["why"].get<std::string>()});
+        }
+    }
+    print_table(rows);
+}
+
+void print_overview(const json& o) {
+    const json& t = o["totals"];
+    const std::int64_t online = t["gpu_milli_online"].get<std::int64_t>();
+    const std::int64_t given = t["gpu_milli_allocated"].get<std::int64_t>();
+    std::cout << "pool at " << format_time(o["at"]) << " UTC: " << integer(t["workers_online"]) << " of "
+              << integer(t["workers"]) << " workers online, " << integer(t["gpus_online"]) << " GPUs, "
+              << gpu_share(given) << " of " << gpu_share(online) << " GPUs given out (" << percent(given, online)
+              << "), " << integer(t["gpus_shared"]) << " GPUs shared by several jobs; " << integer(t["jobs_running"])
+              << " running, " << integer(t["jobs_queued"]) << " queued\n\n";
+    print_workers(o["workers"]);
+    print_jobs("Running", o["running"], true, false, 0);
+    print_jobs("Queue", o["queued"], false, true, t["jobs_queued"].get<std::int64_t>());
+    print_jobs("Ended lately", o["recent"], false, false, 0);
+    std::cout << "\nCredits\n";
+    std::vector<std::vector<std::string>> rows{{"TEAM", "BALANCE", "IN ESCROW"}};
+    for (const auto& c : o["credits"]) {
+        rows.push_back({c["team"].get<std::string>(), credits::format_credits(c["balance_micro"].get<std::int64_t>()),
+                        credits::format_credits(c["held_micro"].get<std::int64_t>())});
+    }
+    print_table(rows);
+}
+
+struct PoolOptions {
+    GlobalOptions global{};
+};
+
+int run_pool(const PoolOptions& o) {
+    auto api = connect(o.global);
+    if (!api) {
+        return k_exit_failed;
+    }
+    auto r = api->get("/v1/pool");
+    if (!r) {
+        report_error(o.global, r.error());
+        return k_exit_failed;
+    }
+    if (o.global.json) {
+        std::cout << r->dump(2) << '\n';
+    } else {
+        print_overview(*r);
+    }
+    return k_exit_ok;
+}
+
+} // namespace
+
+void register_pool(Cli& cli) {
+    auto o = std::make_shared<PoolOptions>();
+    CLI::App* sub = add_command(cli, "pool",
+                                "The pool at a glance: workers and how much of each GPU is given out, what runs "
+                                "where, the queue and why it waits, recent jobs, credits");
+    add_help_footer(sub, "gpupool pool\ngpupool --json pool", "docs/operating.md (Watching the pool)",
+                    Reach::coordinator);
+    sub->callback([&cli, o] {
+        o->global = cli.global;
+        cli.exit_code = run_pool(*o);
+    });
+}
+
+} // namespace gpupool::cmd

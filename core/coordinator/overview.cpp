@@ -1,0 +1,117 @@
+// Coordinator::overview (overview.hpp): the pool at a glance, from the state in memory.
+#include "core/coordinator/overview.hpp"
+
+#include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/internal.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace gpupool::coordinator {
+
+using namespace gpupool::store;
+using namespace gpupool::coordinator::detail;
+
+OverviewJob Coordinator::overview_job(const JobRecord& j) const {
+    OverviewJob o;
+    o.id = j.id;
+    o.name = j.spec.name;
+    o.team = team_name(j.team);
+    o.submitter = submitter_of(j.id);
+    o.state = to_string(j.state);
+    o.since_ms = j.finished_at.value_or(j.created_at);
+    o.exit_code = j.exit_code;
+    o.why = j.state == JobState::queued ? waiting_reason(j.id) : j.reason;
+    return o;
+}
+
+Result<PoolOverview> Coordinator::overview(const Principal& who) const {
+    if (who.role != Role::admin && !(who.role == Role::member && who.team)) {
+        return denied("the pool's overview is for admins and team members");
+    }
+    const auto visible = [&](TeamId team) { return who.role == Role::admin || *who.team == team; };
+    PoolOverview out;
+    out.at_ms = m_clock.now_ms();
+
+    // What runs where: every active attempt counts on its GPU; the caller's are listed.
+    std::map<std::pair<WorkerId, std::int64_t>, std::pair<std::int64_t, std::int64_t>> on_gpu; // milli, jobs
+    for (AttemptId id : m_active_attempts) {
+        const AttemptRecord& a = m_attempts.at(id);
+        auto& slot = on_gpu[{a.worker, a.gpu_index}];
+        slot.first += a.gpu_milli;
+        slot.second += 1;
+        const JobRecord& j = m_jobs.at(a.job);
+        if (!visible(j.team)) {
+            continue;
+        }
+        OverviewJob o = overview_job(j);
+        o.since_ms = a.assigned_at;
+        o.worker = a.worker;
+        o.worker_name = m_workers.count(a.worker) != 0 ? m_workers.at(a.worker).record.name : std::string();
+        o.gpu_index = a.gpu_index;
+        o.gpu_milli = a.gpu_milli;
+        out.running.push_back(std::move(o));
+    }
+
+    for (const auto& [id, w] : m_workers) {
+        OverviewWorker ow;
+        ow.id = id;
+        ow.name = w.record.name;
+        ow.team = team_name(w.record.team);
+        ow.presence = presence(id);
+        ow.last_seen_at = w.record.last_seen_at;
+        const bool online = ow.presence != "offline" && ow.presence != "banned";
+        out.totals.workers += 1;
+        out.totals.workers_online += online ? 1 : 0;
+        for (const auto& g : w.inventory.gpus) {
+            OverviewGpu og;
+            og.index = g.index;
+            og.model = g.model;
+            og.memory_mib = g.memory_mib;
+            if (auto it = on_gpu.find({id, g.index}); it != on_gpu.end()) {
+                og.allocated_milli = it->second.first;
+                og.jobs = it->second.second;
+            }
+            og.healthy = std::find(w.unhealthy_gpus.begin(), w.unhealthy_gpus.end(), g.index) == w.unhealthy_gpus.end();
+            if (online) {
+                out.totals.gpus_online += 1;
+                out.totals.gpu_milli_online += 1000;
+                out.totals.gpu_milli_allocated += og.allocated_milli;
+                out.totals.gpus_shared += og.jobs > 1 ? 1 : 0;
+            }
+            ow.gpus.push_back(std::move(og));
+        }
+        out.workers.push_back(std::move(ow));
+    }
+
+    for (JobId id : m_queued_jobs) {
+        const JobRecord& j = m_jobs.at(id);
+        if (!visible(j.team)) {
+            continue;
+        }
+        out.totals.jobs_queued += 1;
+        if (out.queued.size() < k_overview_queue) {
+            out.queued.push_back(overview_job(j));
+        }
+    }
+    out.totals.jobs_running = static_cast<std::int64_t>(out.running.size());
+
+    for (auto it = m_jobs.rbegin(); it != m_jobs.rend() && out.recent.size() < k_overview_recent; ++it) {
+        const JobRecord& j = it->second;
+        if (j.finished_at && visible(j.team)) {
+            out.recent.push_back(overview_job(j));
+        }
+    }
+    std::sort(out.recent.begin(), out.recent.end(),
+              [](const OverviewJob& a, const OverviewJob& b) { return a.since_ms > b.since_ms; });
+
+    for (const auto& [id, t] : m_teams) {
+        if (visible(id)) {
+            out.credits.push_back(
+                {t.name, m_ledger.balance(credits::Account::of_team(id.value())), m_ledger.held_by_team(id.value())});
+        }
+    }
+    return out;
+}
+
+} // namespace gpupool::coordinator

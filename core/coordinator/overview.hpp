@@ -1,0 +1,82 @@
+// PoolOverview: the pool at a glance, as `gpupool pool` prints it and the dashboard draws it: the
+// workers and how much of each GPU is given out, what runs where, the queue with why each job waits,
+// the jobs that ended last, credits per team, and the totals.
+//
+// Who sees what (Coordinator::overview): admins every team; a member its own team's jobs and credits,
+// and the pool's workers and totals (capacity, not other teams' work); anyone else nothing.
+#pragma once
+
+#include "core/credits/money.hpp"
+#include "core/util/ids.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpupool::coordinator {
+
+struct OverviewGpu {
+    std::int64_t index = 0;
+    std::string model;
+    std::int64_t memory_mib = 0;
+    std::int64_t allocated_milli = 0; // given to running attempts (1000 = the whole GPU)
+    std::int64_t jobs = 0;            // attempts sharing it
+    bool healthy = true;              // as the worker's last heartbeat said
+};
+
+struct OverviewWorker {
+    WorkerId id;
+    std::string name;
+    std::string team;     // the owner's team
+    std::string presence; // Coordinator::presence: online, offline, paused, drained, ...
+    std::int64_t last_seen_at = 0;
+    std::vector<OverviewGpu> gpus;
+};
+
+struct OverviewJob {
+    JobId id;
+    std::string name;
+    std::string team;
+    std::string submitter;
+    std::string state;
+    std::int64_t since_ms = 0; // queued: since it was submitted; running: since assigned; ended: when
+    std::optional<WorkerId> worker{};
+    std::string worker_name{};
+    std::int64_t gpu_index = 0;
+    std::int64_t gpu_milli = 0;
+    std::string why{}; // queued: why it waits; ended: its reason
+    std::optional<std::int64_t> exit_code{};
+};
+
+struct OverviewCredits {
+    std::string team;
+    credits::Micro balance = 0;
+    credits::Micro held = 0; // in escrow for running attempts
+};
+
+struct OverviewTotals {
+    std::int64_t workers = 0;
+    std::int64_t workers_online = 0;
+    std::int64_t gpus_online = 0;
+    std::int64_t gpu_milli_online = 0;    // 1000 per online GPU
+    std::int64_t gpu_milli_allocated = 0; // of those, given to running attempts
+    std::int64_t gpus_shared = 0;         // online GPUs running more than one job
+    std::int64_t jobs_queued = 0;         // visible to the caller
+    std::int64_t jobs_running = 0;        // visible to the caller
+};
+
+struct PoolOverview {
+    std::int64_t at_ms = 0;
+    std::vector<OverviewWorker> workers;
+    std::vector<OverviewJob> running;
+    std::vector<OverviewJob> queued; // oldest first, at most k_overview_queue
+    std::vector<OverviewJob> recent; // newest first, at most k_overview_recent
+    std::vector<OverviewCredits> credits;
+    OverviewTotals totals;
+};
+
+inline constexpr std::size_t k_overview_queue = 200;
+inline constexpr std::size_t k_overview_recent = 20;
+
+} // namespace gpupool::coordinator

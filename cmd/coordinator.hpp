@@ -27,9 +27,11 @@ struct CoordinatorCmdOptions {
     std::int64_t max_log_limit_mib = 1024; // what a recipe's [logs] max_size may ask for; 0 = no limit
     std::size_t max_connections_per_client = 512;
     bool new_admin_token = false;
+    std::string admin_token_file; // a new pool's admin token goes here (0600), not to stdout
 };
 
-// Serves until SIGINT or SIGTERM (blocked in every thread, waited for here), or with
+// Serves until SIGINT or SIGTERM (blocked in every thread, waited for here; SIGHUP, blocked and
+// waited for the same way, re-reads the TLS files and serves on), or with
 // `new_admin_token` prints a new admin token for a stopped pool and returns. Returns the exit code:
 // usage errors (a bad --listen, --db scheme, ...) are k_exit_usage before anything is opened.
 int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o);

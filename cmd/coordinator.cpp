@@ -3,6 +3,7 @@
 #include "cmd/coordinator.hpp"
 
 #include "cmd/cli_app.hpp"
+#include "cmd/coordinator_install.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/resources/quantity.hpp"
@@ -281,7 +282,12 @@ void register_coordinator(Cli& cli) {
     sub->add_option("--max-connections-per-client", o->max_connections_per_client,
                     "Open connections one address may hold (workers behind one NAT share one; 0: no cap)")
         ->capture_default_str();
-    sub->callback([&cli, o] { cli.exit_code = run_coordinator(cli.global, *o); });
+    register_coordinator_install(cli, sub);
+    sub->callback([&cli, o, sub] {
+        if (sub->get_subcommands().empty()) { // not install, uninstall
+            cli.exit_code = run_coordinator(cli.global, *o);
+        }
+    });
 }
 
 } // namespace gpupool::cmd

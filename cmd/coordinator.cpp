@@ -3,6 +3,7 @@
 #include "cmd/coordinator.hpp"
 
 #include "cmd/cli_app.hpp"
+#include "cmd/coordinator_install.hpp"
 #include "core/coordinator/restore.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/catalog.hpp"
@@ -148,6 +149,46 @@ int run_restore(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
     return k_exit_ok;
 }
 
+// The first admin token into `file` (0600) instead of stdout, for a service whose output is a
+// journal that others read. If the file cannot be written the token is lost (the pool has it):
+// the message says how to make another.
+Status write_admin_token(const std::string& file, const std::string& token) {
+    if (auto st = util::write_private_file(file, token + "\n"); !st) {
+        Error e = st.error();
+        e.message = "the new pool's admin token could not be written (" + e.message +
+                    "); stop the coordinator and make another with `gpupool coordinator --db DB --new-admin-token`";
+        e.field = "--admin-token-file";
+        return e;
+    }
+    spdlog::warn("a new pool: its admin token is in {} (0600); keep it somewhere safe and delete the file", file);
+    return {};
+}
+
+// Waits for SIGINT or SIGTERM; each SIGHUP in between reloads the TLS files (without TLS it is
+// only logged). A failed reload keeps the certificate served so far.
+void wait_for_stop(const sigset_t& signals, coordinator::CoordinatorService& service, const CoordinatorCmdOptions& o) {
+    while (true) {
+        int sig = 0;
+        if (sigwait(&signals, &sig) != 0) {
+            continue;
+        }
+        if (sig != SIGHUP) {
+            spdlog::info("signal {}: shutting down", sig);
+            return;
+        }
+        if (o.tls_cert.empty()) {
+            spdlog::info("SIGHUP: nothing to reload (no --tls-cert)");
+            continue;
+        }
+        if (auto st = service.reload_tls(); !st) {
+            spdlog::error("SIGHUP: TLS reload failed, still serving the previous certificate: {}", st.error().message);
+        } else {
+            spdlog::info("SIGHUP: reloaded the TLS certificate {} and key {}; new connections use them", o.tls_cert,
+                         o.tls_key);
+        }
+    }
+}
+
 } // namespace
 
 int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
@@ -164,16 +205,21 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
         report_error(global, so.error());
         return k_exit_usage;
     }
+    if (o.restore_only && o.restore.empty()) {
+        report_error(global, make_error(ErrorCode::invalid_input, "goes with --restore FILE", "--restore-only"));
+        return k_exit_usage;
+    }
     if (!o.restore.empty()) {
-        if (int code = run_restore(global, o); code != k_exit_ok) {
+        if (int code = run_restore(global, o); code != k_exit_ok || o.restore_only) {
             return code;
         }
     }
-    // Block the stop signals in every thread; this one waits for them.
+    // Block the stop signals and SIGHUP (reload the TLS files) in every thread; this one waits for them.
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     auto opened = store::open_store(*spec);
@@ -191,15 +237,22 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     const std::string url = scheme + "://" + so->http.host + ":" + std::to_string(service.port());
     spdlog::info("coordinator started: {} (store {}, policy {}, lease {}, credits {}, pool fee {}%, settle {})", url,
                  o.db, o.policy, o.lease, o.credits, o.pool_fee, o.settle);
+    if (!admin_token.empty() && !o.admin_token_file.empty()) {
+        if (auto st = write_admin_token(o.admin_token_file, admin_token); !st) {
+            report_error(global, st.error());
+            service.stop();
+            return k_exit_failed;
+        }
+    }
     if (global.json) {
         nlohmann::json j = {{"url", url}, {"port", service.port()}, {"db", o.db}};
-        if (!admin_token.empty()) {
+        if (!admin_token.empty() && o.admin_token_file.empty()) {
             j["admin_token"] = admin_token;
         }
         std::cout << j.dump() << std::endl;
     } else {
         std::cout << "gpupool coordinator listening on " << url << " (store " << o.db << ")" << std::endl;
-        if (!admin_token.empty()) {
+        if (!admin_token.empty() && o.admin_token_file.empty()) {
             std::cout << "admin token (shown once, keep it safe): " << admin_token << std::endl;
         }
     }
@@ -211,9 +264,7 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
             return k_exit_failed;
         }
     }
-    int sig = 0;
-    sigwait(&signals, &sig);
-    spdlog::info("signal {}: shutting down", sig);
+    wait_for_stop(signals, service, o);
     service.stop();
     return k_exit_ok;
 }
@@ -228,7 +279,10 @@ void register_coordinator(Cli& cli) {
     sub->add_option("--listen", o->listen, "HOST:PORT to serve on (port 0 picks a free one)")->capture_default_str();
     sub->add_option("--db", o->db, "The pool's store: a SQLite file, as a path or sqlite:PATH (created on first start)")->capture_default_str();
     sub->add_option("--tls-cert", o->tls_cert, "PEM certificate: serve HTTPS");
-    sub->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert");
+    sub->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert (both are read again on SIGHUP)");
+    sub->add_option("--admin-token-file", o->admin_token_file,
+                    "A new pool's first admin token goes to this file (0600) instead of stdout (for a service whose "
+                    "output goes to a journal)");
     sub->add_option("--lease", o->lease, "How long an attempt survives without a heartbeat")->capture_default_str();
     sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
     sub->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");
@@ -244,6 +298,9 @@ void register_coordinator(Cli& cli) {
                     "Put this backup (`gpupool admin backup FILE`) in place of --db, checked first, then start; "
                     "refused over a database that changed after the backup unless --force-restore");
     sub->add_flag("--force-restore", o->force_restore, "With --restore: replace --db even if it is newer");
+    sub->add_flag("--restore-only", o->restore_only,
+                  "With --restore: exit once the backup is in place instead of serving (for a coordinator that "
+                  "runs as a service: restore while it is stopped, as its user, then start it)");
     sub->add_flag("--new-admin-token", o->new_admin_token,
                   "Print a new admin token for --db and exit (a lost admin token's recovery; the coordinator must "
                   "be stopped)");
@@ -262,7 +319,12 @@ void register_coordinator(Cli& cli) {
     sub->add_option("--max-connections-per-client", o->max_connections_per_client,
                     "Open connections one address may hold (workers behind one NAT share one; 0: no cap)")
         ->capture_default_str();
-    sub->callback([&cli, o] { cli.exit_code = run_coordinator(cli.global, *o); });
+    register_coordinator_install(cli, sub);
+    sub->callback([&cli, o, sub] {
+        if (sub->get_subcommands().empty()) { // not install, uninstall
+            cli.exit_code = run_coordinator(cli.global, *o);
+        }
+    });
 }
 
 } // namespace gpupool::cmd

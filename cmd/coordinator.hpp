@@ -29,9 +29,12 @@ struct CoordinatorCmdOptions {
     bool new_admin_token = false;
     std::string restore;        // a backup (`admin backup`) to put in place of --db before starting
     bool force_restore = false; // ... even over a database that changed after the backup
+    bool restore_only = false;  // ... then exit instead of serving (a service restores while stopped)
+    std::string admin_token_file; // a new pool's admin token goes here (0600), not to stdout
 };
 
-// Serves until SIGINT or SIGTERM (blocked in every thread, waited for here), or with
+// Serves until SIGINT or SIGTERM (blocked in every thread, waited for here; SIGHUP, blocked and
+// waited for the same way, re-reads the TLS files and serves on), or with
 // `new_admin_token` prints a new admin token for a stopped pool and returns. Returns the exit code:
 // usage errors (a bad --listen, --db scheme, ...) are k_exit_usage before anything is opened.
 int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o);

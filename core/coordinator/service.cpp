@@ -233,6 +233,13 @@ void CoordinatorService::stop() {
     s.store.reset(); // nothing more is written: another process may take the database now
 }
 
+Status CoordinatorService::reload_tls() {
+    if (!m_impl->server) {
+        return make_error(ErrorCode::conflict, "the coordinator is not serving");
+    }
+    return m_impl->server->reload_tls();
+}
+
 std::uint16_t CoordinatorService::port() const { return m_impl->server ? m_impl->server->port() : 0; }
 
 std::vector<net::RouteInfo> CoordinatorService::routes() const {

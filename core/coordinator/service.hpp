@@ -52,6 +52,9 @@ public:
     // starts once: after stop() its store is closed.
     Status start(std::string* first_admin_token = nullptr);
     void stop();
+    // Re-reads the TLS certificate and key (net::HttpServer::reload_tls): new connections get them,
+    // open ones keep theirs; on failure the old ones stay. From any thread but an io thread's handler.
+    Status reload_tls();
     std::uint16_t port() const;
     // Every route the API serves (for the authorization-matrix test and the docs).
     std::vector<net::RouteInfo> routes() const;

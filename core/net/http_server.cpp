@@ -41,11 +41,50 @@ Error listen_error(const ServerOptions& o, const std::string& why) {
     return make_error(ErrorCode::io, "could not listen on " + o.host + ":" + std::to_string(o.port) + ": " + why);
 }
 
+// A server context holding the certificate chain and its private key, checked to match.
+Result<std::shared_ptr<ssl::context>> make_tls_context(const std::string& cert_file, const std::string& key_file) {
+    std::shared_ptr<ssl::context> context;
+    try {
+        context = std::make_shared<ssl::context>(ssl::context::tls_server);
+        context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                             ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+    } catch (const boost::system::system_error& e) {
+        return make_error(ErrorCode::internal, std::string("could not set up TLS: ") + e.what());
+    }
+    try {
+        context->use_certificate_chain_file(cert_file);
+    } catch (const boost::system::system_error& e) {
+        return make_error(ErrorCode::invalid_input,
+                          "could not load the TLS certificate '" + cert_file + "': " + e.code().message());
+    }
+    try {
+        context->use_private_key_file(key_file, ssl::context::pem);
+    } catch (const boost::system::system_error& e) {
+        return make_error(ErrorCode::invalid_input,
+                          "could not load the TLS private key '" + key_file +
+                              "' (or it does not match the certificate): " + e.code().message());
+    }
+    if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
+        return make_error(ErrorCode::invalid_input,
+                          "the TLS private key '" + key_file + "' does not match the certificate '" + cert_file + "'");
+    }
+    return context;
+}
+
 } // namespace
+
+Status check_tls_files(const std::string& cert_file, const std::string& key_file) {
+    auto made = make_tls_context(cert_file, key_file);
+    if (!made) {
+        return made.error();
+    }
+    return {};
+}
 
 struct HttpServer::Impl {
     std::shared_ptr<Core> core;
-    std::optional<ssl::context> ssl_ctx; // declared before the io_context: sessions use it
+    util::Mutex tls_mutex; // ssl_ctx: swapped by reload_tls() while io threads accept
+    std::shared_ptr<ssl::context> ssl_ctx GUARDED_BY(tls_mutex);
     asio::io_context ioc;
     tcp::acceptor acceptor{asio::make_strand(ioc)};
     asio::steady_timer accept_timer{acceptor.get_executor()};
@@ -61,34 +100,19 @@ struct HttpServer::Impl {
     Impl(ServerOptions options, Router router)
         : core(std::make_shared<Core>(std::move(options), std::move(router))) {}
 
-    Status load_tls() {
-        const auto& o = core->options;
-        try {
-            ssl_ctx.emplace(ssl::context::tls_server);
-            ssl_ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                                 ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
-                                 ssl::context::single_dh_use);
-        } catch (const boost::system::system_error& e) {
-            return make_error(ErrorCode::internal, std::string("could not set up TLS: ") + e.what());
+    // The context new connections get (null without TLS); each session keeps its own copy.
+    std::shared_ptr<ssl::context> tls_context() EXCLUDES(tls_mutex) {
+        util::MutexLock lock(tls_mutex);
+        return ssl_ctx;
+    }
+
+    Status load_tls() EXCLUDES(tls_mutex) {
+        auto made = make_tls_context(core->options.tls_cert_file, core->options.tls_key_file);
+        if (!made) {
+            return made.error();
         }
-        try {
-            ssl_ctx->use_certificate_chain_file(o.tls_cert_file);
-        } catch (const boost::system::system_error& e) {
-            return make_error(ErrorCode::invalid_input,
-                              "could not load the TLS certificate '" + o.tls_cert_file + "': " + e.code().message());
-        }
-        try {
-            ssl_ctx->use_private_key_file(o.tls_key_file, ssl::context::pem);
-        } catch (const boost::system::system_error& e) {
-            return make_error(ErrorCode::invalid_input, "could not load the TLS private key '" + o.tls_key_file +
-                                                            "' (or it does not match the certificate): " +
-                                                            e.code().message());
-        }
-        if (SSL_CTX_check_private_key(ssl_ctx->native_handle()) != 1) {
-            return make_error(ErrorCode::invalid_input, "the TLS private key '" + o.tls_key_file +
-                                                            "' does not match the certificate '" + o.tls_cert_file +
-                                                            "'");
-        }
+        util::MutexLock lock(tls_mutex);
+        ssl_ctx = std::move(*made);
         return {};
     }
 
@@ -156,7 +180,7 @@ struct HttpServer::Impl {
         }
         socket.set_option(tcp::no_delay(true), ignored);
         auto session = core->add(remote.address().to_string(), [&](std::uint64_t id) {
-            return make_session(core, id, remote, std::move(socket), ssl_ctx ? &*ssl_ctx : nullptr);
+            return make_session(core, id, remote, std::move(socket), tls_context());
         });
         if (!session) {
             socket.close(ignored); // this address has too many connections already
@@ -270,6 +294,16 @@ bool HttpServer::running() const {
 
 std::uint16_t HttpServer::port() const {
     return m_impl->bound_port.load();
+}
+
+Status HttpServer::reload_tls() {
+    if (!tls()) {
+        return make_error(ErrorCode::conflict, "this server serves plain HTTP: there is no certificate to reload");
+    }
+    if (!running()) {
+        return make_error(ErrorCode::conflict, "the server is not running");
+    }
+    return m_impl->load_tls();
 }
 
 bool HttpServer::tls() const {

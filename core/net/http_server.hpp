@@ -24,13 +24,19 @@
 //   - a client slower than the timeouts is disconnected; TLS handshake failures close quietly.
 // start() reports problems (bad address, port in use, unreadable certificate) as an Error.
 //
+// Certificate renewal: reload_tls() reads the two TLS files again (same paths) into a new context.
+// Connections accepted afterwards use it; a connection already open keeps the context it started
+// with (it holds a reference) and is not interrupted. A reload that fails (a file unreadable, not
+// PEM, or a key that does not match its certificate) changes nothing: the old certificate is
+// still served and the Error says why.
+//
 // Stopping: stop() (also run by the destructor) closes the listener, closes idle keep-alive
 // connections, lets requests in flight finish for up to ServerOptions::stop_grace (answers written
 // meanwhile carry "Connection: close"), then answers still-pending Responders with 503
 // "shutting_down", closes the rest, and joins the io threads. It is idempotent and may be called
 // from any thread that is not one of the server's io threads (e.g. a signal-waiting thread); it
 // joins the io threads, so do not call it while holding a lock that handlers take.
-// Thread safety: start/stop/port/running may be called from any thread.
+// Thread safety: start/stop/reload_tls/port/running may be called from any thread.
 #pragma once
 
 #include "core/net/http_types.hpp"
@@ -76,6 +82,10 @@ struct ServerOptions {
     std::string tls_key_file;
 };
 
+// Whether start() would accept these PEM files (readable, a certificate chain and its matching
+// private key); the Error names the file and what is wrong. For checks made before a server runs.
+Status check_tls_files(const std::string& cert_file, const std::string& key_file);
+
 class HttpServer {
 public:
     HttpServer(ServerOptions options, Router router);
@@ -88,6 +98,10 @@ public:
     // ErrorCode::conflict (already started). A stopped server cannot be started again.
     Status start();
     void stop();
+    // Re-reads options().tls_cert_file and tls_key_file for new connections (see above). Fails with
+    // ErrorCode::invalid_input (unusable files: the old certificate stays) or ErrorCode::conflict
+    // (a plain HTTP server, or one that is not running).
+    Status reload_tls();
 
     bool running() const;
     // The bound port (the ephemeral one when options.port was 0); 0 before start().

@@ -34,10 +34,13 @@ class Session final : public SessionBase {
 public:
     static constexpr bool k_tls = !std::is_same_v<Stream, beast::tcp_stream>;
 
+    // `tls` is the TLS context the stream was made with (null for a plain session): the session
+    // holds it, so a reload (HttpServer::reload_tls) never pulls it from under a connection.
     template <class... StreamArgs>
-    Session(std::shared_ptr<Core> core, std::uint64_t id, tcp::endpoint remote, StreamArgs&&... args)
-        : m_core(std::move(core)), m_id(id), m_remote(std::move(remote)), m_stream(std::forward<StreamArgs>(args)...),
-          m_timer(m_stream.get_executor()) {}
+    Session(std::shared_ptr<Core> core, std::uint64_t id, tcp::endpoint remote, std::shared_ptr<ssl::context> tls,
+            StreamArgs&&... args)
+        : m_core(std::move(core)), m_id(id), m_remote(std::move(remote)), m_tls(std::move(tls)),
+          m_stream(std::forward<StreamArgs>(args)...), m_timer(m_stream.get_executor()) {}
 
     void post_start() override {
         asio::post(m_stream.get_executor(), [self = self()] { self->start(); });
@@ -572,6 +575,7 @@ private:
     std::shared_ptr<Core> m_core;
     std::uint64_t m_id;
     tcp::endpoint m_remote;
+    std::shared_ptr<ssl::context> m_tls; // before m_stream: outlives it
     Stream m_stream;
     asio::steady_timer m_timer;
     std::uint64_t m_timer_generation = 0;
@@ -608,11 +612,13 @@ using TlsSession = Session<beast::ssl_stream<beast::tcp_stream>>;
 } // namespace
 
 std::shared_ptr<SessionBase> make_session(std::shared_ptr<Core> core, std::uint64_t id, tcp::endpoint remote,
-                                          tcp::socket socket, ssl::context* tls) {
+                                          tcp::socket socket, std::shared_ptr<ssl::context> tls) {
     if (tls != nullptr) {
-        return std::make_shared<TlsSession>(std::move(core), id, std::move(remote), std::move(socket), *tls);
+        ssl::context& context = *tls;
+        return std::make_shared<TlsSession>(std::move(core), id, std::move(remote), std::move(tls), std::move(socket),
+                                            context);
     }
-    return std::make_shared<PlainSession>(std::move(core), id, std::move(remote), std::move(socket));
+    return std::make_shared<PlainSession>(std::move(core), id, std::move(remote), nullptr, std::move(socket));
 }
 
 } // namespace gpupool::net::detail

@@ -16,10 +16,11 @@
 
 namespace gpupool::net::detail {
 
-// A plain session, or a TLS one when `tls` is not null (it must outlive the session). Not started:
-// call post_start() once it is registered with `core`.
+// A plain session, or a TLS one when `tls` is not null (the session keeps that context alive for as
+// long as it lives, whatever context later connections get). Not started: call post_start() once it
+// is registered with `core`.
 std::shared_ptr<SessionBase> make_session(std::shared_ptr<Core> core, std::uint64_t id,
-                                          boost::asio::ip::tcp::endpoint remote,
-                                          boost::asio::ip::tcp::socket socket, boost::asio::ssl::context* tls);
+                                          boost::asio::ip::tcp::endpoint remote, boost::asio::ip::tcp::socket socket,
+                                          std::shared_ptr<boost::asio::ssl::context> tls);
 
 } // namespace gpupool::net::detail

@@ -68,6 +68,8 @@ public:
         m_child.wait();
         return m_child.exit_code();
     }
+    void signal(int signo) { ::kill(m_child.id(), signo); }
+    bool running() { return m_child.running(); }
     std::uint16_t port() const { return m_port; }
     const std::string& admin() const { return m_admin; }
     std::string stderr_text() const { return slurp(m_dir / "stderr"); }

@@ -375,3 +375,75 @@ TEST_CASE("coordinator process: a lost admin token is recovered from the databas
     CHECK(missing.exit_code == 1);
     CHECK_THAT(missing.err, Catch::Contains("no pool database"));
 }
+
+namespace {
+
+// A self-signed certificate for 127.0.0.1 made by the openssl command, as `stem`-cert.pem and
+// `stem`-key.pem in `dir`.
+void openssl_pair(const fs::path& dir, const std::string& stem) {
+    const int rc = bp::system(bp::search_path("openssl"), "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                              (dir / (stem + "-key.pem")).string(), "-out", (dir / (stem + "-cert.pem")).string(),
+                              "-days", "1", "-subj", "/CN=127.0.0.1 " + stem, "-addext", "subjectAltName=IP:127.0.0.1",
+                              bp::std_out > bp::null, bp::std_err > bp::null);
+    REQUIRE(rc == 0);
+}
+
+} // namespace
+
+TEST_CASE("coordinator process: SIGHUP reloads the TLS files, and a failed reload keeps the old certificate",
+          "[coordinator-cli][tls-reload]") {
+    if (bp::search_path("openssl").empty()) {
+        WARN("SKIPPED: the openssl command is not installed (package openssl)");
+        return;
+    }
+    test::TempDir dir;
+    openssl_pair(dir.path(), "a");
+    openssl_pair(dir.path(), "b");
+    const fs::path cert = dir.path() / "cert.pem";
+    const fs::path key = dir.path() / "key.pem";
+    fs::copy_file(dir.path() / "a-cert.pem", cert);
+    fs::copy_file(dir.path() / "a-key.pem", key);
+    CoordinatorProcess coord(dir.path(), {"--tls-cert", cert.string(), "--tls-key", key.string()});
+    const std::string url = coord.url("https");
+    auto trusts = [&](const std::string& stem) {
+        return test::run_gpupool({"--url", url, "--token", coord.admin(), "--ca-cert",
+                                  (dir.path() / (stem + "-cert.pem")).string(), "admin", "team", "list"})
+                   .exit_code == 0;
+    };
+    REQUIRE(trusts("a"));
+    REQUIRE_FALSE(trusts("b"));
+
+    // Renewal: the files are replaced in place, then SIGHUP.
+    fs::copy_file(dir.path() / "b-cert.pem", cert, fs::copy_options::overwrite_existing);
+    fs::copy_file(dir.path() / "b-key.pem", key, fs::copy_options::overwrite_existing);
+    coord.signal(SIGHUP);
+    REQUIRE(test::eventually([&] { return coord.stderr_text().find("reloaded the TLS") != std::string::npos; }));
+    CHECK(trusts("b"));
+    CHECK_FALSE(trusts("a"));
+
+    // A key that does not match: logged, and B is still served.
+    fs::copy_file(dir.path() / "a-key.pem", key, fs::copy_options::overwrite_existing);
+    coord.signal(SIGHUP);
+    REQUIRE(test::eventually([&] { return coord.stderr_text().find("TLS reload failed") != std::string::npos; }));
+    INFO(coord.stderr_text());
+    CHECK_THAT(coord.stderr_text(), Catch::Contains("still serving the previous certificate"));
+    CHECK(coord.running());
+    CHECK(trusts("b"));
+    CHECK_FALSE(trusts("a"));
+    CHECK(coord.terminate_and_wait() == 0);
+}
+
+TEST_CASE("coordinator process: --admin-token-file keeps a new pool's admin token out of stdout", "[coordinator-cli]") {
+    test::TempDir dir;
+    const fs::path token_file = dir.path() / "admin.token";
+    CoordinatorProcess coord(dir.path(), {"--admin-token-file", token_file.string()});
+    CHECK(coord.admin().empty()); // not on stdout
+    const std::string token = test::slurp(token_file);
+    REQUIRE(token.starts_with("gpp_"));
+    CHECK((fs::status(token_file).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+    const std::string secret = token.substr(0, token.find('\n'));
+    auto teams = test::run_gpupool({"--url", coord.url(), "--token", secret, "admin", "team", "list"});
+    CHECK(teams.exit_code == 0);
+    CHECK(test::slurp(dir.path() / "stdout").find(secret) == std::string::npos);
+    CHECK(coord.stderr_text().find(secret) == std::string::npos);
+}

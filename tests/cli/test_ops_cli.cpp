@@ -1,6 +1,7 @@
 // The ops team's commands against a real `gpupool coordinator` process: `pool` (the pool at a glance),
 // `admin audit`, `admin backup`, and `coordinator --restore` onto a new machine's path.
 #include "core/recipe/recipe_json.hpp"
+#include "core/store/sqlite_store.hpp"
 #include "tests/cli/processes.hpp"
 #include "tests/support.hpp"
 
@@ -19,6 +20,15 @@ json ok_json(const test::CliResult& r) {
     INFO("exit " << r.exit_code << "\nstdout: " << r.out << "\nstderr: " << r.err);
     REQUIRE(r.exit_code == 0);
     return json::parse(r.out);
+}
+
+// Jobs in a stopped pool's database.
+std::size_t store_jobs(const fs::path& db) {
+    store::SqliteOptions o;
+    o.create = false;
+    auto s = store::SqliteStore::open(db, o);
+    REQUIRE(s);
+    return (*s)->load().value().jobs.size();
 }
 
 recipe::JobSpec quarter(const std::string& name) {
@@ -144,6 +154,15 @@ TEST_CASE("coordinator process: pool overview, audit log, backup and restore thr
         {"coordinator", "--listen", "127.0.0.1:0", "--db", (first / "pool.db").string(), "--restore", backup.string()});
     CHECK(refused.exit_code == 2);
     CHECK_THAT(refused.err, Catch::Contains("changed after the backup") && Catch::Contains("--force-restore"));
+
+    // --restore-only puts it in place and exits (a service restores while stopped).
+    const fs::path third = dir.path() / "third";
+    fs::create_directories(third);
+    auto only = test::run_gpupool(
+        {"coordinator", "--db", (third / "pool.db").string(), "--restore", backup.string(), "--restore-only"});
+    CHECK(only.exit_code == 0);
+    CHECK(store_jobs(third / "pool.db") == 5);
+    CHECK(test::run_gpupool({"coordinator", "--db", (third / "x.db").string(), "--restore-only"}).exit_code == 2);
 
     // On a new machine's path it restores: the same tokens, teams, jobs and credits.
     const fs::path second = dir.path() / "second";

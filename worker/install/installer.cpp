@@ -1,11 +1,9 @@
 #include "worker/install/installer.hpp"
 
 #include "core/config/client_config.hpp"
-#include "core/util/files.hpp"
+#include "worker/install/install_files.hpp"
 
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 namespace gpupool::worker {
 
@@ -15,34 +13,7 @@ namespace {
 
 const std::string k_unit(k_service_unit_name);
 
-// One file install wants on disk.
-struct Planned {
-    fs::path path; // as the machine sees it
-    std::string text;
-    fs::perms mode = fs::perms::owner_read | fs::perms::owner_write;
-    std::string what = "wrote"; // or "unchanged", "replaced"
-    std::string note{};
-};
-
-constexpr fs::perms k_mode_0644 = fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
-                                  fs::perms::others_read;
-
-Result<std::optional<std::string>> read_existing(const fs::path& on_disk) {
-    std::error_code ec;
-    if (!fs::exists(fs::symlink_status(on_disk, ec))) {
-        return std::optional<std::string>{};
-    }
-    if (!fs::is_regular_file(on_disk, ec)) {
-        return make_error(ErrorCode::invalid_input, "`" + on_disk.string() + "` exists and is not a regular file");
-    }
-    std::ifstream in(on_disk, std::ios::binary);
-    if (!in) {
-        return make_error(ErrorCode::io, "cannot read `" + on_disk.string() + "`");
-    }
-    std::ostringstream s;
-    s << in.rdbuf();
-    return std::optional<std::string>(s.str());
-}
+using Planned = PlannedFile;
 
 // What differs between two [pool] tables, key by key, for a refusal.
 std::string pool_differences(const PoolTable& have, const PoolTable& want) {
@@ -96,43 +67,6 @@ Result<std::optional<std::string>> plan_config(const ServicePaths& paths, const 
     return std::optional<std::string>{};
 }
 
-// Same for a file install owns whole (the token, the unit).
-Result<std::optional<std::string>> plan_owned(const ServicePaths& paths, bool force, Planned& file) {
-    auto existing = read_existing(paths.on_disk(file.path));
-    if (!existing) {
-        return existing.error();
-    }
-    if (!*existing) {
-        return std::optional<std::string>{};
-    }
-    if (**existing == file.text) {
-        file.what = "unchanged";
-        return std::optional<std::string>{};
-    }
-    if (!force) {
-        return std::optional<std::string>(file.path.string() + ": differs from what install would write");
-    }
-    file.what = "replaced";
-    return std::optional<std::string>{};
-}
-
-Status write_planned(const ServicePaths& paths, const Planned& f) {
-    const fs::path target = paths.on_disk(f.path);
-    std::error_code ec;
-    fs::create_directories(target.parent_path(), ec);
-    if (ec) {
-        return make_error(ErrorCode::io, "cannot create `" + target.parent_path().string() + "`: " + ec.message());
-    }
-    if (auto st = util::write_private_file(target, f.text); !st) {
-        return st;
-    }
-    fs::permissions(target, f.mode, ec);
-    if (ec) {
-        return make_error(ErrorCode::io, "cannot set the mode of `" + target.string() + "`: " + ec.message());
-    }
-    return {};
-}
-
 // Notes a systemctl call made (its Status already in hand) in the report.
 Status noted(ServiceReport& report, const std::string& line, Status st) {
     report.systemctl.push_back(line);
@@ -160,7 +94,7 @@ Result<std::vector<Planned>> plan_install(const InstallOptions& o, const PoolTab
     files[2].note = "runs " + o.binary.string() + " worker --share";
     std::vector<std::string> conflicts;
     for (std::size_t i = 0; i < files.size(); ++i) {
-        auto c = i == 1 ? plan_config(o.paths, pool, o.force, files[i]) : plan_owned(o.paths, o.force, files[i]);
+        auto c = i == 1 ? plan_config(o.paths, pool, o.force, files[i]) : plan_owned(o.paths.root, o.force, files[i]);
         if (!c) {
             return c.error();
         }
@@ -198,7 +132,7 @@ Status install_service(const InstallOptions& o, Systemctl& systemctl, ServiceRep
     bool replaced = false;
     for (const auto& f : *files) {
         if (f.what != "unchanged") {
-            if (auto st = write_planned(o.paths, f); !st) {
+            if (auto st = write_planned(o.paths.root, f); !st) {
                 return st;
             }
         }

@@ -6,7 +6,8 @@ namespace gpupool::worker {
 
 namespace bp = boost::process;
 
-SystemctlCommand::SystemctlCommand(std::string program, bool user) : m_program(std::move(program)), m_user(user) {}
+SystemctlCommand::SystemctlCommand(std::string program, bool user, std::string sysusers)
+    : m_program(std::move(program)), m_user(user), m_sysusers(std::move(sysusers)) {}
 
 std::vector<std::string> SystemctlCommand::argv(const std::vector<std::string>& args) const {
     std::vector<std::string> full{m_program};
@@ -18,15 +19,19 @@ std::vector<std::string> SystemctlCommand::argv(const std::vector<std::string>& 
 }
 
 Status SystemctlCommand::run(const std::vector<std::string>& args) {
-    const auto full = argv(args);
+    return run_program(m_program, argv(args));
+}
+
+Status SystemctlCommand::run_program(const std::string& program, const std::vector<std::string>& full) {
     std::string shown;
     for (const auto& a : full) {
         shown += (shown.empty() ? "" : " ") + a;
     }
     try {
-        const auto exe = m_program.find('/') == std::string::npos ? bp::search_path(m_program) : bp::filesystem::path(m_program);
+        const auto exe =
+            program.find('/') == std::string::npos ? bp::search_path(program) : bp::filesystem::path(program);
         if (exe.empty()) {
-            return make_error(ErrorCode::not_found, "`" + m_program + "` is not on PATH: is this a systemd machine?");
+            return make_error(ErrorCode::not_found, "`" + program + "` is not on PATH: is this a systemd machine?");
         }
         const std::vector<std::string> rest(full.begin() + 1, full.end());
         // Its own words (what it links, why it failed) go to our stderr as they come.
@@ -56,6 +61,19 @@ Status SystemctlCommand::try_restart(const std::string& unit) {
 
 Status SystemctlCommand::stop_disable(const std::string& unit) {
     return run({"disable", "--now", unit});
+}
+
+Status SystemctlCommand::try_reload(const std::string& unit) {
+    return run({"try-reload-or-restart", unit});
+}
+
+Status SystemctlCommand::create_system_users(const std::filesystem::path& root, const std::filesystem::path& config) {
+    std::vector<std::string> full{m_sysusers};
+    if (root != "/") {
+        full.push_back("--root=" + root.string());
+    }
+    full.push_back((root / config.relative_path()).string());
+    return run_program(m_sysusers, full);
 }
 
 } // namespace gpupool::worker

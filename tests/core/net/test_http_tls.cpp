@@ -6,7 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <mutex>
+#include <optional>
+#include <thread>
+
 using namespace gpupool;
+namespace fs = std::filesystem;
 using namespace gpupool::net;
 using gpupool::test::client_options;
 
@@ -98,4 +103,114 @@ TEST_CASE("https: unusable certificate files are start errors", "[net]") {
     auto m = HttpServer(mismatched, tls_router()).start();
     REQUIRE_FALSE(m);
     CHECK(m.error().code == ErrorCode::invalid_input);
+}
+
+namespace {
+// The files a server was started with, overwritten in place (as a renewal does).
+void install_pair(const test::TlsFiles& from, const fs::path& cert, const fs::path& key) {
+    fs::copy_file(from.cert, cert, fs::copy_options::overwrite_existing);
+    fs::copy_file(from.key, key, fs::copy_options::overwrite_existing);
+}
+
+bool trusted_by(const std::string& url, const fs::path& ca) {
+    auto r = HttpClient(client_options(url, "", ca.string())).get("/whoami");
+    return r && r->status == 200;
+}
+} // namespace
+
+TEST_CASE("https: reload_tls serves new connections the renewed certificate, a request in flight finishes",
+          "[net][tls-reload]") {
+    test::TempDir dir;
+    auto a = test::make_self_signed(dir.path(), "a");
+    auto b = test::make_self_signed(dir.path(), "b");
+    const fs::path cert = dir.path() / "live-cert.pem";
+    const fs::path key = dir.path() / "live-key.pem";
+    install_pair(a, cert, key);
+
+    Router router = tls_router();
+    std::mutex held_mutex;
+    std::optional<Responder> held; // the request in flight across the reload
+    router.add("GET", "/slow", [&](Request, Responder respond) {
+        std::lock_guard lock(held_mutex);
+        held.emplace(std::move(respond));
+    });
+    ServerOptions options;
+    options.tls_cert_file = cert.string();
+    options.tls_key_file = key.string();
+    HttpServer server(options, router);
+    REQUIRE(server.start());
+    const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
+    REQUIRE(trusted_by(url, a.cert));
+    REQUIRE_FALSE(trusted_by(url, b.cert));
+
+    // A request over a connection made with A waits in its handler while the certificate changes.
+    std::optional<Result<Response>> slow;
+    std::thread client([&] { slow = HttpClient(client_options(url, "", a.cert.string())).get("/slow"); });
+    REQUIRE(test::eventually([&] {
+        std::lock_guard lock(held_mutex);
+        return held.has_value();
+    }));
+
+    install_pair(b, cert, key);
+    REQUIRE(server.reload_tls());
+    // New connections: B is served, A no longer verifies.
+    CHECK(trusted_by(url, b.cert));
+    CHECK_FALSE(trusted_by(url, a.cert));
+
+    {
+        std::lock_guard lock(held_mutex);
+        (*held)(json_response(200, R"({"late": true})"));
+    }
+    client.join();
+    REQUIRE(slow.has_value());
+    REQUIRE(slow->has_value());
+    CHECK((*slow)->status == 200);
+    CHECK((*slow)->body == R"({"late": true})");
+}
+
+TEST_CASE("https: a failed reload_tls keeps the certificate served and says why", "[net][tls-reload]") {
+    test::TempDir dir;
+    auto a = test::make_self_signed(dir.path(), "a");
+    auto b = test::make_self_signed(dir.path(), "b");
+    const fs::path cert = dir.path() / "live-cert.pem";
+    const fs::path key = dir.path() / "live-key.pem";
+    install_pair(a, cert, key);
+    ServerOptions options;
+    options.tls_cert_file = cert.string();
+    options.tls_key_file = key.string();
+    HttpServer server(options, tls_router());
+    REQUIRE(server.start());
+    const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
+
+    // B's certificate with A's key: they do not match.
+    fs::copy_file(b.cert, cert, fs::copy_options::overwrite_existing);
+    auto mismatched = server.reload_tls();
+    REQUIRE_FALSE(mismatched);
+    CHECK(mismatched.error().code == ErrorCode::invalid_input);
+    CHECK_THAT(mismatched.error().message, Catch::Contains("live-key.pem"));
+    CHECK(trusted_by(url, a.cert));
+    CHECK_FALSE(trusted_by(url, b.cert));
+
+    // An unreadable (here: missing) key.
+    fs::remove(key);
+    auto missing = server.reload_tls();
+    REQUIRE_FALSE(missing);
+    CHECK_THAT(missing.error().message, Catch::Contains("live-key.pem"));
+    CHECK(trusted_by(url, a.cert));
+
+    // Not PEM at all.
+    test::write_file(cert, "not a certificate\n");
+    fs::copy_file(a.key, key);
+    auto garbage = server.reload_tls();
+    REQUIRE_FALSE(garbage);
+    CHECK_THAT(garbage.error().message, Catch::Contains("live-cert.pem"));
+    CHECK(trusted_by(url, a.cert));
+}
+
+TEST_CASE("https: reload_tls on a plain HTTP server is refused", "[net][tls-reload]") {
+    HttpServer server(ServerOptions{}, tls_router());
+    REQUIRE(server.start());
+    auto r = server.reload_tls();
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ErrorCode::conflict);
 }

@@ -1,0 +1,222 @@
+#include "worker/install/coordinator_installer.hpp"
+
+#include "core/net/http_server.hpp"
+#include "worker/install/install_files.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <grp.h>
+#include <optional>
+#include <unistd.h>
+
+namespace gpupool::worker {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string k_unit(k_coordinator_unit_name);
+
+// The group's id as <root>/etc/group has it (where systemd-sysusers writes it); on `/` also from
+// NSS, for a group an administrator made elsewhere.
+std::optional<gid_t> find_group(const CoordinatorPaths& paths) {
+    const std::string name(k_coordinator_user);
+    std::ifstream in(paths.on_disk(paths.group_file));
+    std::string line;
+    while (std::getline(in, line)) {
+        // name:password:GID:members
+        const auto a = line.find(':');
+        const auto b = a == std::string::npos ? a : line.find(':', a + 1);
+        const auto c = b == std::string::npos ? b : line.find(':', b + 1);
+        if (c != std::string::npos && line.compare(0, a, name) == 0 && a == name.size()) {
+            try {
+                return static_cast<gid_t>(std::stoul(line.substr(b + 1, c - b - 1)));
+            } catch (const std::exception&) {
+                return std::nullopt;
+            }
+        }
+    }
+    if (paths.root == "/") {
+        if (const struct group* g = ::getgrnam(name.c_str()); g != nullptr) { // NOLINT(concurrency-mt-unsafe)
+            return g->gr_gid;
+        }
+    }
+    return std::nullopt;
+}
+
+Result<std::string> read_source(const fs::path& source, const std::string& flag) {
+    auto text = read_existing(source);
+    if (!text) {
+        Error e = text.error();
+        e.field = flag;
+        return e;
+    }
+    if (!*text) {
+        return make_error(ErrorCode::invalid_input, flag + " `" + source.string() + "` does not exist", flag);
+    }
+    return **text;
+}
+
+// The files install owns, planned and compared; a refusal names every conflict.
+Result<std::vector<PlannedFile>> plan_install(const CoordinatorInstallOptions& o, const CoordinatorUnitInputs& in) {
+    auto unit = render_coordinator_unit(o.paths, in);
+    if (!unit) {
+        return unit.error();
+    }
+    std::vector<PlannedFile> files;
+    files.push_back({o.paths.sysusers, render_coordinator_sysusers(o.paths), k_mode_0644, "wrote",
+                     "the system user " + std::string(k_coordinator_user)});
+    if (in.tls) {
+        if (auto st = net::check_tls_files(o.tls_cert.string(), o.tls_key.string()); !st) {
+            Error e = st.error();
+            e.field = "--tls-cert";
+            return e;
+        }
+        auto cert = read_source(o.tls_cert, "--tls-cert");
+        auto key = read_source(o.tls_key, "--tls-key");
+        if (!cert || !key) {
+            return cert ? key.error() : cert.error();
+        }
+        files.push_back({o.paths.tls_cert, *cert, k_mode_0644, "wrote", "from " + o.tls_cert.string()});
+        files.push_back({o.paths.tls_key, *key, k_mode_0640, "wrote",
+                         "from " + o.tls_key.string() + ", 0640 group " + std::string(k_coordinator_user)});
+    }
+    files.push_back({o.paths.unit, *unit, k_mode_0644, "wrote", "runs " + o.binary.string() + " coordinator"});
+    std::vector<std::string> conflicts;
+    for (auto& f : files) {
+        auto c = plan_owned(o.paths.root, o.force, f);
+        if (!c) {
+            return c.error();
+        }
+        if (*c) {
+            conflicts.push_back(**c);
+        }
+    }
+    if (!conflicts.empty()) {
+        std::string message = "an earlier install left different files (nothing was changed; --force replaces "
+                              "them): ";
+        for (std::size_t i = 0; i < conflicts.size(); ++i) {
+            message += (i > 0 ? "; " : "") + conflicts[i];
+        }
+        return make_error(ErrorCode::conflict, message, "--force");
+    }
+    return files;
+}
+
+Status noted(ServiceReport& report, const std::string& line, Status st) {
+    report.systemctl.push_back(line);
+    return st;
+}
+
+// The key's group: the service's, so that it (and nobody else but root) reads it.
+Status give_key_group(const CoordinatorPaths& paths, gid_t gid) {
+    const fs::path key = paths.on_disk(paths.tls_key);
+    if (::chown(key.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+        return make_error(ErrorCode::io, "cannot give `" + key.string() + "` the group " +
+                                             std::string(k_coordinator_user) + ": " + std::strerror(errno));
+    }
+    return {};
+}
+
+} // namespace
+
+Status install_coordinator(const CoordinatorInstallOptions& o, Systemctl& systemctl, ServiceReport& report) {
+    auto listen = parse_service_listen(o.listen);
+    if (!listen) {
+        return listen.error();
+    }
+    if (o.tls_cert.empty() != o.tls_key.empty()) {
+        return make_error(ErrorCode::invalid_input, "--tls-cert and --tls-key go together", "--tls-cert");
+    }
+    const CoordinatorUnitInputs in{o.binary, *listen, !o.tls_cert.empty()};
+    auto files = plan_install(o, in);
+    if (!files) {
+        return files.error();
+    }
+    bool unit_changed = false;
+    bool restart = false; // the unit or the user's entry was replaced
+    bool reload = false;  // a TLS file was replaced
+    std::optional<gid_t> gid;
+    for (const auto& f : *files) {
+        if (f.what != "unchanged") {
+            if (auto st = write_planned(o.paths.root, f); !st) {
+                return st;
+            }
+        }
+        if (f.path == o.paths.sysusers) { // first: the key's group and the unit's User= need the user
+            if (gid = find_group(o.paths); !gid) {
+                if (auto st = noted(report, "systemd-sysusers " + o.paths.sysusers.string(),
+                                    systemctl.create_system_users(o.paths.root, o.paths.sysusers));
+                    !st) {
+                    return st;
+                }
+                gid = find_group(o.paths);
+            }
+            if (!gid) {
+                return make_error(ErrorCode::io, "systemd-sysusers made no group `" + std::string(k_coordinator_user) +
+                                                     "` in " + o.paths.group_file.string());
+            }
+        }
+        if (f.path == o.paths.tls_key && f.what != "unchanged") {
+            if (auto st = give_key_group(o.paths, *gid); !st) {
+                return st;
+            }
+        }
+        const bool tls_file = f.path == o.paths.tls_cert || f.path == o.paths.tls_key;
+        unit_changed = unit_changed || (f.path == o.paths.unit && f.what != "unchanged");
+        restart = restart || (!tls_file && f.what == "replaced");
+        reload = reload || (tls_file && f.what == "replaced");
+        report.steps.push_back({f.what, f.path.string(), f.note});
+    }
+    report.steps.push_back({"kept", o.paths.state_dir.string(), "the state directory (systemd makes it at start)"});
+    if (unit_changed) {
+        if (auto st = noted(report, "daemon-reload", systemctl.daemon_reload()); !st) {
+            return st;
+        }
+    }
+    if (restart) {
+        if (auto st = noted(report, "try-restart " + k_unit, systemctl.try_restart(k_unit)); !st) {
+            return st;
+        }
+    } else if (reload) {
+        if (auto st = noted(report, "try-reload-or-restart " + k_unit, systemctl.try_reload(k_unit)); !st) {
+            return st;
+        }
+    }
+    return noted(report, "enable --now " + k_unit, systemctl.enable_start(k_unit));
+}
+
+Status uninstall_coordinator(const CoordinatorPaths& paths, Systemctl& systemctl, ServiceReport& report) {
+    std::error_code ec;
+    const bool has_unit = fs::exists(fs::symlink_status(paths.on_disk(paths.unit), ec));
+    if (has_unit) {
+        if (auto st = noted(report, "disable --now " + k_unit, systemctl.stop_disable(k_unit)); !st) {
+            return st;
+        }
+    }
+    auto remove = [&](const fs::path& p) {
+        std::error_code rec;
+        const bool removed = fs::remove(paths.on_disk(p), rec);
+        report.steps.push_back({removed ? "removed" : "absent", p.string(), rec ? rec.message() : ""});
+    };
+    remove(paths.unit);
+    if (has_unit) {
+        if (auto st = noted(report, "daemon-reload", systemctl.daemon_reload()); !st) {
+            return st;
+        }
+    }
+    remove(paths.tls_cert);
+    remove(paths.tls_key);
+    remove(paths.sysusers);
+    const fs::path tls_dir = paths.on_disk(paths.tls_cert).parent_path();
+    if (fs::is_directory(tls_dir, ec) && fs::is_empty(tls_dir, ec)) {
+        fs::remove(tls_dir, ec);
+    }
+    report.steps.push_back({"kept", paths.state_dir.string(),
+                            "the pool's database, owned by the system user " + std::string(k_coordinator_user) +
+                                " (also kept); remove both yourself if the pool is gone for good"});
+    return {};
+}
+
+} // namespace gpupool::worker

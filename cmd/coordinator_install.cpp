@@ -2,6 +2,7 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "cmd/worker_install.hpp"
 #include "worker/install/coordinator_installer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -24,30 +25,6 @@ Result<worker::CoordinatorPaths> paths_for(const CoordinatorInstallOptions& o) {
                           "systemctl: run this as root (sudo)");
     }
     return worker::coordinator_paths(o.root);
-}
-
-void print_report(const GlobalOptions& global, const worker::ServiceReport& r, bool ok) {
-    if (global.json) {
-        nlohmann::json steps = nlohmann::json::array();
-        for (const auto& s : r.steps) {
-            steps.push_back({{"action", s.what}, {"path", s.path}, {"note", s.note}});
-        }
-        std::cout << nlohmann::json{{"ok", ok}, {"files", steps}, {"systemctl", r.systemctl}}.dump(2) << '\n';
-        return;
-    }
-    for (const auto& s : r.steps) {
-        std::cout << "  " << s.what << std::string(s.what.size() < 10 ? 10 - s.what.size() : 1, ' ')
-                  << printable(s.path) << (s.note.empty() ? "" : "  (" + printable(s.note) + ")") << '\n';
-    }
-    for (const auto& c : r.systemctl) {
-        std::cout << "  ran       " << (c.starts_with("systemd-sysusers") ? "" : "systemctl ") << c << '\n';
-    }
-}
-
-fs::path this_binary() {
-    std::error_code ec;
-    auto p = fs::canonical("/proc/self/exe", ec);
-    return ec ? fs::path() : p;
 }
 
 // Where the operator finds the first admin token, and how to make another.
@@ -96,7 +73,7 @@ int run_coordinator_install(const GlobalOptions& global, const CoordinatorInstal
     worker::ServiceReport report;
     auto st = worker::install_coordinator(io, systemctl, report);
     if (st || !global.json) { // --json: one document on stdout, the error's when it failed
-        print_report(global, report, st.has_value());
+        print_service_report(global, report, st.has_value(), false);
     }
     if (!st) {
         report_error(global, st.error());
@@ -119,7 +96,7 @@ int run_coordinator_uninstall(const GlobalOptions& global, const CoordinatorInst
     worker::ServiceReport report;
     auto st = worker::uninstall_coordinator(*paths, systemctl, report);
     if (st || !global.json) {
-        print_report(global, report, st.has_value());
+        print_service_report(global, report, st.has_value(), false);
     }
     if (!st) {
         report_error(global, st.error());

@@ -32,7 +32,9 @@ Result<worker::ServicePaths> paths_for(const WorkerInstallOptions& o) {
     return worker::service_paths(scope, o.root, home != nullptr ? home : "");
 }
 
-void print_report(const GlobalOptions& global, const worker::ServiceReport& r, bool ok, bool user) {
+} // namespace
+
+void print_service_report(const GlobalOptions& global, const worker::ServiceReport& r, bool ok, bool user) {
     if (global.json) {
         nlohmann::json steps = nlohmann::json::array();
         for (const auto& s : r.steps) {
@@ -46,17 +48,19 @@ void print_report(const GlobalOptions& global, const worker::ServiceReport& r, b
                   << printable(s.path) << (s.note.empty() ? "" : "  (" + printable(s.note) + ")") << '\n';
     }
     for (const auto& c : r.systemctl) {
-        std::cout << "  ran       systemctl " << (user ? "--user " : "") << c << '\n';
+        std::cout << "  ran       "
+                  << (c.starts_with("systemd-sysusers") ? ""
+                      : user                            ? "systemctl --user "
+                                                        : "systemctl ")
+                  << c << '\n';
     }
 }
 
-fs::path this_binary() {
+std::filesystem::path this_binary() {
     std::error_code ec;
     auto p = fs::canonical("/proc/self/exe", ec);
     return ec ? fs::path() : p;
 }
-
-} // namespace
 
 int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& o) {
     auto paths = paths_for(o);
@@ -85,7 +89,7 @@ int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& 
     worker::ServiceReport report;
     auto st = worker::install_service(io, systemctl, report);
     if (st || !global.json) { // --json: one document on stdout, the error's when it failed
-        print_report(global, report, st.has_value(), o.user);
+        print_service_report(global, report, st.has_value(), o.user);
     }
     if (!st) {
         report_error(global, st.error());
@@ -128,7 +132,7 @@ int run_worker_uninstall(const GlobalOptions& global, const WorkerInstallOptions
     worker::ServiceReport report;
     auto st = worker::uninstall_service({*paths, o.purge}, systemctl, report);
     if (st || !global.json) {
-        print_report(global, report, st.has_value(), o.user);
+        print_service_report(global, report, st.has_value(), o.user);
     }
     if (!st) {
         report_error(global, st.error());

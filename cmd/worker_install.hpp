@@ -9,7 +9,9 @@
 #pragma once
 
 #include "cmd/cli.hpp"
+#include "worker/install/installer.hpp"
 
+#include <filesystem>
 #include <string>
 
 namespace CLI {
@@ -32,6 +34,12 @@ struct WorkerInstallOptions {
 
 int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& o);
 int run_worker_uninstall(const GlobalOptions& global, const WorkerInstallOptions& o);
+
+// What an install or uninstall did (its files, the systemctl calls), as text or --json; shared with
+// `coordinator install` (coordinator_install.cpp). `user`: the calls were `systemctl --user`.
+void print_service_report(const GlobalOptions& global, const worker::ServiceReport& report, bool ok, bool user);
+// This process's executable (absolute), for a unit's ExecStart; empty if it cannot be found.
+std::filesystem::path this_binary();
 
 // Adds `install` and `uninstall` under `worker` (the `worker` command's own callback must not run
 // when one of its subcommands did).

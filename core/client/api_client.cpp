@@ -49,7 +49,11 @@ Result<net::Response> ApiClient::send(std::string_view method, std::string_view 
     if (!body.empty()) {
         headers.set("Content-Type", "application/json");
     }
-    auto r = m_http.request(method, path, body, headers);
+    return checked(m_http.request(method, path, body, headers), method, path);
+}
+
+Result<net::Response> ApiClient::checked(Result<net::Response> r, std::string_view method,
+                                         std::string_view path) const {
     if (!r) {
         Error e = r.error();
         if (e.message.find(m_config.url) == std::string::npos) {
@@ -107,18 +111,8 @@ Result<json> ApiClient::put_bytes(std::string_view path, std::string_view body) 
 
 Status ApiClient::download(std::string_view method, std::string_view path, const std::filesystem::path& to,
                            std::chrono::milliseconds timeout) {
-    auto r = m_http.download(method, path, to, {}, timeout);
-    if (!r) {
-        Error e = r.error();
-        if (e.message.find(m_config.url) == std::string::npos) {
-            e.message += " (coordinator " + m_config.url + " from " + m_config.url_source + ")";
-        }
-        return e;
-    }
-    if (r->status < 200 || r->status >= 300) {
-        return http_error(*r, method, path);
-    }
-    return {};
+    auto r = checked(m_http.download(method, path, to, {}, timeout), method, path);
+    return r ? Status{} : Status(r.error());
 }
 
 Result<std::string> ApiClient::get_bytes(std::string_view path) {

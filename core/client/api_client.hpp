@@ -38,6 +38,9 @@ public:
 private:
     Result<net::Response> send(std::string_view method, std::string_view path, std::string_view body);
     Error http_error(const net::Response& r, std::string_view method, std::string_view path) const;
+    // A transport failure names the coordinator and where its URL came from; a non-2xx answer
+    // becomes http_error's Error.
+    Result<net::Response> checked(Result<net::Response> r, std::string_view method, std::string_view path) const;
 
     config::ClientConfig m_config;
     net::HttpClient m_http;

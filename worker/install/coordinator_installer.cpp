@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <grp.h>
 #include <optional>
 #include <unistd.h>
 
@@ -18,8 +17,8 @@ namespace {
 
 const std::string k_unit(k_coordinator_unit_name);
 
-// The group's id as <root>/etc/group has it (where systemd-sysusers writes it); on `/` also from
-// NSS, for a group an administrator made elsewhere.
+// The group's id as <root>/etc/group has it (where systemd-sysusers writes it). Not through NSS:
+// getgrnam in the static binary would need the build machine's glibc NSS modules at run time.
 std::optional<gid_t> find_group(const CoordinatorPaths& paths) {
     const std::string name(k_coordinator_user);
     std::ifstream in(paths.on_disk(paths.group_file));
@@ -35,11 +34,6 @@ std::optional<gid_t> find_group(const CoordinatorPaths& paths) {
             } catch (const std::exception&) {
                 return std::nullopt;
             }
-        }
-    }
-    if (paths.root == "/") {
-        if (const struct group* g = ::getgrnam(name.c_str()); g != nullptr) { // NOLINT(concurrency-mt-unsafe)
-            return g->gr_gid;
         }
     }
     return std::nullopt;

@@ -98,6 +98,7 @@ bench: build
 	@echo "== coordinator hot paths against the pool's history (bench/coordinator_bench.cpp)"
 	@$(BUILD)/coordinator_bench --history 0,10000,50000
 	@CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/worker_bench.sh $(BUILD)/gpupool
+	@bench/backup_bench.sh $(BUILD)/gpupool
 
 fmt:
 	find cmd core worker tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i

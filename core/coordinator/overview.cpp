@@ -96,14 +96,22 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
     }
     out.totals.jobs_running = static_cast<std::int64_t>(out.running.size());
 
-    for (auto it = m_jobs.rbegin(); it != m_jobs.rend() && out.recent.size() < k_overview_recent; ++it) {
-        const JobRecord& j = it->second;
+    // The jobs that ended last, by when they ended (a long job submitted early can end after many
+    // later ones): the newest k_overview_recent of the caller's ended jobs.
+    std::vector<const JobRecord*> ended;
+    for (const auto& [id, j] : m_jobs) {
         if (j.finished_at && visible(j.team)) {
-            out.recent.push_back(overview_job(j));
+            ended.push_back(&j);
         }
     }
-    std::sort(out.recent.begin(), out.recent.end(),
-              [](const OverviewJob& a, const OverviewJob& b) { return a.since_ms > b.since_ms; });
+    const auto later = [](const JobRecord* a, const JobRecord* b) {
+        return *a->finished_at != *b->finished_at ? *a->finished_at > *b->finished_at : a->id > b->id;
+    };
+    const auto keep = std::min(ended.size(), k_overview_recent);
+    std::partial_sort(ended.begin(), ended.begin() + static_cast<std::ptrdiff_t>(keep), ended.end(), later);
+    for (std::size_t i = 0; i < keep; ++i) {
+        out.recent.push_back(overview_job(*ended[i]));
+    }
 
     for (const auto& [id, t] : m_teams) {
         if (visible(id)) {

@@ -4,10 +4,10 @@
 #   - Debian's .a files: OpenSSL, SQLite3, SQLiteCpp, zlib, c-ares, Boost.Filesystem/Atomic/URL;
 #   - header-only: Boost.Asio/Beast/Process, nlohmann-json, CLI11, toml++ (TOML_HEADER_ONLY=1),
 #     spdlog + fmt (FMT_HEADER_ONLY=1; Debian's spdlog targets link the shared fmt);
-#   - curl 7.88.1 and libarchive 3.6.2 built by .ci/build-static-deps from Debian's source packages
-#     (GPUPOOL_STATIC_DEPS: their install prefixes).
+#   - curl 7.88.1, libarchive 3.6.2 and prometheus-cpp 1.0.1 (core) built by .ci/build-static-deps
+#     from Debian's source packages (GPUPOOL_STATIC_DEPS: their install prefixes).
 # Every library is looked up as .a only, so a missing one fails here rather than linking a .so.
-set(GPUPOOL_STATIC_DEPS "" CACHE STRING "Install prefixes of curl and libarchive from .ci/build-static-deps")
+set(GPUPOOL_STATIC_DEPS "" CACHE STRING "Install prefixes of curl, libarchive and prometheus-cpp from .ci/build-static-deps")
 if(NOT GPUPOOL_STATIC_DEPS)
   message(FATAL_ERROR "GPUPOOL_STATIC=ON needs -DGPUPOOL_STATIC_DEPS=<prefixes printed by .ci/build-static-deps> "
                       "(make static does both)")
@@ -53,3 +53,9 @@ set_target_properties(LibArchive::LibArchive PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${GPUPOOL_ARCHIVE_PREFIX}/include"
   INTERFACE_COMPILE_DEFINITIONS LIBARCHIVE_STATIC
   INTERFACE_LINK_LIBRARIES "ZLIB::ZLIB")
+find_path(GPUPOOL_PROMETHEUS_PREFIX include/prometheus/registry.h PATHS ${GPUPOOL_STATIC_DEPS} NO_DEFAULT_PATH REQUIRED)
+add_library(prometheus-cpp::core STATIC IMPORTED)
+set_target_properties(prometheus-cpp::core PROPERTIES
+  IMPORTED_LOCATION "${GPUPOOL_PROMETHEUS_PREFIX}/lib/libprometheus-cpp-core.a"
+  INTERFACE_INCLUDE_DIRECTORIES "${GPUPOOL_PROMETHEUS_PREFIX}/include"
+  INTERFACE_LINK_LIBRARIES "Threads::Threads")

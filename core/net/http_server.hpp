@@ -47,10 +47,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace gpupool::net {
+
+// One request as the server answered it, for metrics: its method and the pattern of the route it
+// matched ("" when none did: a 404, a 405, a request too malformed to route), the status sent and the
+// time from its whole header being read to its response being ready (a long poll's wait included).
+struct Exchange {
+    std::string_view method;
+    std::string_view route;
+    int status = 0;
+    std::chrono::nanoseconds duration{0};
+};
 
 struct ServerOptions {
     std::string host = "127.0.0.1"; // an IP address or a name to resolve; "0.0.0.0" / "::" for all
@@ -80,6 +92,9 @@ struct ServerOptions {
     // TLS: PEM files; both set = HTTPS only, both empty = plain HTTP.
     std::string tls_cert_file;
     std::string tls_key_file;
+    // Called on an io thread as each response is about to be written (empty: nothing is called);
+    // must be quick and must not throw.
+    std::function<void(const Exchange&)> observe{};
 };
 
 // Whether start() would accept these PEM files (readable, a certificate chain and its matching

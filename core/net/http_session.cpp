@@ -142,6 +142,9 @@ private:
             return;
         }
         auto& msg = m_head->get();
+        m_started = std::chrono::steady_clock::now();
+        m_method.assign(msg.method_string().data(), msg.method_string().size());
+        m_route.clear();
         m_version = msg.version();
         m_keep_alive = msg.keep_alive();
         std::string_view target(msg.target().data(), msg.target().size());
@@ -152,6 +155,9 @@ private:
         auto parts = split_target(target);
         std::string_view method(msg.method_string().data(), msg.method_string().size());
         m_match = m_core->router.match(method, parts.path);
+        if (m_match.kind == Router::Match::Kind::found) {
+            m_route = m_match.pattern;
+        }
         if (m_match.kind != Router::Match::Kind::found) {
             answer_unmatched(); // the body, if any, is never read
             return;
@@ -431,6 +437,11 @@ private:
     }
 
     void write_response(Response response, bool force_close = false) {
+        if (m_core->options.observe && !m_method.empty()) {
+            m_core->options.observe(
+                Exchange{m_method, m_route, response.status, std::chrono::steady_clock::now() - m_started});
+            m_method.clear();
+        }
         if (m_link) {
             m_link->finish();
             m_link.reset();
@@ -590,6 +601,10 @@ private:
     bool m_expect_continue = false;
     std::uint64_t m_admit_seq = 0;
     Router::Match m_match;
+    // The request being answered, for ServerOptions::observe (the method is cleared once observed).
+    std::chrono::steady_clock::time_point m_started{};
+    std::string m_method;
+    std::string m_route;
     std::optional<http::response<http::empty_body>> m_continue;
     std::optional<http::response<http::string_body>> m_response;
     std::optional<http::response_serializer<http::string_body>> m_serializer;

@@ -11,6 +11,8 @@ using nlohmann::json;
 namespace {
 // Warnings are the coordinator's own sentences; generous, so that a long one never fails a heartbeat.
 constexpr std::size_t k_max_warning_bytes = 64 * 1024;
+// More GPUs than any one machine has: the memory-in-use list is refused past it.
+constexpr std::size_t k_max_gpus = 1024;
 } // namespace
 
 std::vector<std::int64_t> gpus_without_new_work(const Heartbeat& h) {
@@ -42,6 +44,10 @@ Result<Heartbeat> heartbeat_from_json(const json& j) {
         }
     }
     h.sharing_changes_at_ms = r.optional_integer("sharing_changes_at_ms", 0, k_max_integer);
+    h.gpu_memory_used_mib = r.integers("gpu_memory_used_mib", 0);
+    if (h.gpu_memory_used_mib.size() > k_max_gpus) {
+        r.fail("more entries than a worker has GPUs", "gpu_memory_used_mib");
+    }
     if (r.error()) {
         return *r.error();
     }
@@ -70,6 +76,9 @@ json to_json(const Heartbeat& h) {
            {"sharing", to_string(h.sharing)},
            {"paused", h.sharing != SharingState::sharing}, // what coordinators before `sharing` read
            {"sharing_changes_at_ms", or_null(h.sharing_changes_at_ms)}};
+    if (!h.gpu_memory_used_mib.empty()) {
+        j["gpu_memory_used_mib"] = h.gpu_memory_used_mib;
+    }
     if (h.terms) {
         j["terms"] = to_json(*h.terms);
     }

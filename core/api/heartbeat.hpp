@@ -32,6 +32,9 @@ struct Heartbeat {
     std::optional<std::int64_t> sharing_changes_at_ms{}; // Unix ms when `sharing` changes by itself (a window, a timed pause)
     std::optional<OwnerTerms> terms{};                    // what its owner allows (worker.toml)
     std::optional<Inventory> inventory{};       // what the machine offers now (after a start)
+    // GPU memory in use now (MiB, whoever holds it), one per GPU of the worker's inventory in its
+    // order; empty when the worker cannot tell (no driver). For the pool's metrics only.
+    std::vector<std::int64_t> gpu_memory_used_mib{};
 };
 
 struct HeartbeatReply {

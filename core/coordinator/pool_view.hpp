@@ -47,6 +47,9 @@ struct LiveWorker {
     std::optional<std::int64_t> sharing_changes_at_ms;      // when that changes by itself
     std::optional<api::OwnerTerms> terms;                    // what the owner allows, as told
     std::optional<sched::WorkerTerms> placement_terms;       // the same, team names resolved to ids
+    // GPU memory in use per GPU of `inventory`, in its order, from the last heartbeat (empty: not
+    // reported); for metrics only, never for placement (not durable).
+    std::vector<std::int64_t> gpu_memory_used_mib;
 };
 
 class PoolView {

@@ -278,6 +278,10 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
     }
     const std::vector<AttemptId>& running = beat.running;
     const api::Inventory* inventory = beat.inventory ? &*beat.inventory : nullptr;
+    // Memory in use counts only when it lines up with the GPUs the worker has (now, or as it says).
+    const std::size_t gpus = (inventory != nullptr ? *inventory : live.inventory).gpus.size();
+    live.gpu_memory_used_mib =
+        beat.gpu_memory_used_mib.size() == gpus ? beat.gpu_memory_used_mib : std::vector<std::int64_t>{};
     const std::int64_t now = m_clock.now_ms();
     HeartbeatReply reply;
     reply.lease_ms = m_options.lease_ms;

@@ -541,6 +541,7 @@ struct Agent::Impl {
         f.sharing = owner.state();
         f.sharing_changes_at_ms = owner.changes_at_ms();
         f.terms = owner.terms();
+        f.gpu_memory_used_mib = gpu.memory_used_mib_of(f.inventory.gpus);
         return f;
     }
 

@@ -56,6 +56,7 @@ public:
         api::SharingState sharing = api::SharingState::sharing;
         std::optional<std::int64_t> sharing_changes_at_ms{};
         std::optional<api::OwnerTerms> terms{};
+        std::vector<std::int64_t> gpu_memory_used_mib{}; // per GPU of `inventory`, in its order (empty: unknown)
     };
 
     Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, const Spool& spool,

@@ -82,6 +82,29 @@ const Result<std::vector<GpuProcess>>& GpuWatch::processes(std::int64_t now) {
     return m_processes;
 }
 
+std::vector<std::int64_t> GpuWatch::memory_used_mib(const std::vector<std::int64_t>& indices) const {
+    if (!m_processes_ms || !m_processes) {
+        return {};
+    }
+    std::vector<std::int64_t> out(indices.size(), 0);
+    for (const auto& p : *m_processes) {
+        const auto g = index_of(p.gpu_uuid);
+        const auto at = g ? std::find(indices.begin(), indices.end(), *g) : indices.end();
+        if (at != indices.end()) {
+            out[static_cast<std::size_t>(at - indices.begin())] += std::max<std::int64_t>(p.used_mib, 0);
+        }
+    }
+    return out;
+}
+
+std::vector<std::int64_t> GpuWatch::memory_used_mib_of(const std::vector<api::GpuInventory>& gpus) const {
+    std::vector<std::int64_t> indices;
+    for (const auto& g : gpus) {
+        indices.push_back(g.index);
+    }
+    return memory_used_mib(indices);
+}
+
 ReclaimStep GpuWatch::reclaim(const std::vector<JobMark>& jobs) {
     const auto now = m_clock.now_ms();
     if (m_gpus.empty() || now < m_next_reclaim_ms) {

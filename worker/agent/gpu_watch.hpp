@@ -18,11 +18,12 @@
 // Not thread-safe: the agent thread owns it. Times come from the Clock.
 #pragma once
 
+#include "core/api/inventory.hpp"
 #include "core/coordinator/clock.hpp"
-#include "worker/gpu/gpu_probe.hpp"
-#include "worker/gpu/memory_watchdog.hpp"
 #include "worker/agent/process_owner.hpp"
 #include "worker/agent/reclaim.hpp"
+#include "worker/gpu/gpu_probe.hpp"
+#include "worker/gpu/memory_watchdog.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -62,6 +63,12 @@ public:
     bool reclaimed(std::int64_t gpu_index) const { return m_reclaim.reclaimed(gpu_index); }
     std::vector<std::int64_t> reclaimed() const { return m_reclaim.reclaimed(); }
     const ReclaimPolicy& reclaim_policy() const { return m_reclaim.policy(); }
+
+    // GPU memory held on each of `indices` (MiB, every process the driver lists), as of the last
+    // look; empty before a look has answered or when the last one failed.
+    std::vector<std::int64_t> memory_used_mib(const std::vector<std::int64_t>& indices) const;
+    // The same for the GPUs of an inventory, in its order (what a heartbeat sends).
+    std::vector<std::int64_t> memory_used_mib_of(const std::vector<api::GpuInventory>& gpus) const;
 
 private:
     // The driver's process list, asked at most once per look (overuse and reclaim share it).

@@ -123,6 +123,7 @@ struct LinkCounts {
     std::atomic<std::int64_t> unhealthy_heartbeats{0}; // naming a GPU as unhealthy
     std::atomic<std::int64_t> paused_heartbeats{0};
     std::atomic<std::int64_t> reclaimed_heartbeats{0}; // naming a GPU its owner uses
+    std::atomic<std::int64_t> gpu_memory_used_mib{-1}; // the last heartbeat's total (-1: none said)
     std::atomic<std::int64_t> polls{0};                // answered
     std::atomic<std::int64_t> unavailable{0};          // calls that found the coordinator away
 };
@@ -144,6 +145,13 @@ public:
             m_counts.unhealthy_heartbeats += beat.unhealthy_gpus.empty() ? 0 : 1;
             m_counts.paused_heartbeats += beat.sharing != api::SharingState::sharing ? 1 : 0;
             m_counts.reclaimed_heartbeats += beat.reclaimed_gpus.empty() ? 0 : 1;
+            if (!beat.gpu_memory_used_mib.empty()) {
+                std::int64_t total = 0;
+                for (auto mib : beat.gpu_memory_used_mib) {
+                    total += mib;
+                }
+                m_counts.gpu_memory_used_mib = total;
+            }
         }
         return r;
     }

@@ -70,6 +70,8 @@ TEST_CASE("agent reclaim: the owner's process stops the job on its GPU unpaid an
     REQUIRE(eventually([&] { return probe.process_queries() >= looks + 5; }));
     CHECK(engine.get(first)->signals.empty());
     CHECK(said("GPU 0 reclaimed: ") == 0);
+    // The heartbeats say what the GPU holds (the pool's metrics show it).
+    REQUIRE(eventually([&] { return counts.gpu_memory_used_mib == 10000; }));
 
     // The owner starts a training of their own on GPU 0.
     fake_process(proc.path(), 1234, "0::/user.slice/user-1000.slice/user@1000.service/app.slice/train.scope\n");

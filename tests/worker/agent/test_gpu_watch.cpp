@@ -179,3 +179,23 @@ TEST_CASE("gpu watch: a process list that cannot be had reclaims nothing and sto
     }
     CHECK(watch.reclaimed().empty());
 }
+
+TEST_CASE("gpu watch: memory in use per GPU comes from the last process list, in the order asked",
+          "[gpu_watch][metrics]") {
+    coordinator::ManualClock clock;
+    auto probe = two_gpus();
+    worker::GpuWatch watch(probe, clock, 2s, 15s);
+    REQUIRE(watch.discover());
+    CHECK(watch.memory_used_mib({0, 1}).empty()); // nothing asked yet: unknown, not zero
+    probe.set_processes({{11, "GPU-a", 1000}, {12, "GPU-b", 300}, {13, "GPU-a", 24}, {14, "GPU-gone", 5000}});
+    (void)watch.reclaim({});
+    CHECK(watch.memory_used_mib({0, 1}) == std::vector<std::int64_t>{1024, 300});
+    CHECK(watch.memory_used_mib({1, 0}) == std::vector<std::int64_t>{300, 1024});
+    CHECK(watch.memory_used_mib({1}) == std::vector<std::int64_t>{300});
+    // A driver whose process list cannot be had: unknown, never zero.
+    NoProcessList failing;
+    worker::GpuWatch blind(failing, clock, 2s, 15s, {30'000, 600'000}, "/nonexistent-proc");
+    REQUIRE(blind.discover());
+    (void)blind.reclaim({});
+    CHECK(blind.memory_used_mib({0}).empty());
+}

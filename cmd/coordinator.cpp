@@ -4,9 +4,11 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/coordinator_install.hpp"
+#include "core/coordinator/auth.hpp"
 #include "core/coordinator/restore.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/catalog.hpp"
+#include "core/net/loopback.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/store/open_store.hpp"
 #include "core/util/files.hpp"
@@ -14,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +47,49 @@ Result<std::pair<std::string, std::uint16_t>> parse_listen(const std::string& s)
         return make_error(ErrorCode::invalid_input, "port must be 0-65535", "--listen");
     }
     return std::make_pair(host, static_cast<std::uint16_t>(port));
+}
+
+// --metrics-token-file and --metrics-listen into the service's options.
+Status metrics_options(const CoordinatorCmdOptions& o, coordinator::ServiceOptions& so) {
+    if (!o.metrics_token_file.empty()) {
+        std::ifstream in(o.metrics_token_file);
+        std::string token(4096, '\0');
+        in.read(token.data(), static_cast<std::streamsize>(token.size()));
+        if (!in && !in.eof()) {
+            return make_error(ErrorCode::invalid_input, "cannot read `" + o.metrics_token_file + "`",
+                              "--metrics-token-file");
+        }
+        token.resize(static_cast<std::size_t>(in.gcount()));
+        while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())) != 0) {
+            token.pop_back();
+        }
+        if (token.size() < 32 || token.find_first_of(" \t\r\n") != std::string::npos) {
+            return make_error(ErrorCode::invalid_input,
+                              "the scrape token must be one line of at least 32 characters (e.g. `openssl rand "
+                              "-hex 32`)",
+                              "--metrics-token-file");
+        }
+        so.metrics_token_sha256 = coordinator::sha256_hex(token);
+    }
+    if (!o.metrics_listen.empty()) {
+        auto listen = parse_listen(o.metrics_listen);
+        if (!listen) {
+            Error e = listen.error();
+            e.field = "--metrics-listen";
+            return e;
+        }
+        if (!net::is_loopback_host(listen->first)) {
+            return make_error(ErrorCode::invalid_input,
+                              "serves metrics without a token, so only on a loopback address (127.0.0.1, ::1, "
+                              "localhost); elsewhere use --metrics-token-file",
+                              "--metrics-listen");
+        }
+        net::ServerOptions mo;
+        mo.host = listen->first;
+        mo.port = listen->second;
+        so.metrics_listener = mo;
+    }
+    return {};
 }
 
 // The service's options from the command line's (every error here is a usage error).
@@ -112,6 +158,9 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
         return make_error(ErrorCode::invalid_input, "expected a percentage from 0 to 100", "--pool-fee");
     }
     so.coordinator.credits.pool_fee_ppm = *fee / 100; // percent x 10^6 / 100 = parts per million
+    if (auto st = metrics_options(o, so); !st) {
+        return st.error();
+    }
     return so;
 }
 
@@ -237,6 +286,9 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     const std::string url = scheme + "://" + so->http.host + ":" + std::to_string(service.port());
     spdlog::info("coordinator started: {} (store {}, policy {}, lease {}, credits {}, pool fee {}%, settle {})", url,
                  o.db, o.policy, o.lease, o.credits, o.pool_fee, o.settle);
+    if (service.metrics_port() != 0) {
+        spdlog::info("metrics (no token) on http://{}:{}/metrics", so->metrics_listener->host, service.metrics_port());
+    }
     if (!admin_token.empty() && !o.admin_token_file.empty()) {
         if (auto st = write_admin_token(o.admin_token_file, admin_token); !st) {
             report_error(global, st.error());
@@ -283,6 +335,12 @@ void register_coordinator(Cli& cli) {
     sub->add_option("--admin-token-file", o->admin_token_file,
                     "A new pool's first admin token goes to this file (0600) instead of stdout (for a service whose "
                     "output goes to a journal)");
+    sub->add_option("--metrics-token-file", o->metrics_token_file,
+                    "GET /metrics (Prometheus) also takes `Authorization: Bearer` with the secret in this file "
+                    "(one line, 32+ characters), besides admin tokens");
+    sub->add_option("--metrics-listen", o->metrics_listen,
+                    "Also serve GET /metrics, without a token, on this loopback HOST:PORT (for a Prometheus on "
+                    "the same machine)");
     sub->add_option("--lease", o->lease, "How long an attempt survives without a heartbeat")->capture_default_str();
     sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
     sub->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");

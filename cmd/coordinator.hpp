@@ -31,6 +31,8 @@ struct CoordinatorCmdOptions {
     bool force_restore = false; // ... even over a database that changed after the backup
     bool restore_only = false;  // ... then exit instead of serving (a service restores while stopped)
     std::string admin_token_file; // a new pool's admin token goes here (0600), not to stdout
+    std::string metrics_token_file; // GET /metrics also takes the secret in this file
+    std::string metrics_listen;     // HOST:PORT on loopback: GET /metrics without a token
 };
 
 // Serves until SIGINT or SIGTERM (blocked in every thread, waited for here; SIGHUP, blocked and

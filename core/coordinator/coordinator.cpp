@@ -5,8 +5,9 @@
 #include "core/resources/quantity.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <cassert>
+#include <chrono>
+#include <iterator>
 #include <limits>
 
 namespace gpupool::coordinator {
@@ -60,20 +61,29 @@ Status Coordinator::commit(Changes& changes) {
     for (const auto& [account, balance] : touched) {
         changes.balances.push_back({account, balance});
     }
-    if (auto st = m_store.apply(changes); !st) {
+    const auto began = std::chrono::steady_clock::now();
+    auto st = m_store.apply(changes);
+    if (m_events != nullptr) {
+        m_events->store_committed(std::chrono::steady_clock::now() - began, static_cast<bool>(st));
+    }
+    if (!st) {
         return st;
     }
-    std::vector<AttemptRecord> newly_ended;
-    for (const auto& a : changes.attempts) {
-        auto old = m_attempts.find(a.id);
-        if (a.ended_at && (old == m_attempts.end() || !old->second.ended_at)) {
-            newly_ended.push_back(a);
-        }
-    }
+    const Noticed noticed = notice(changes);
     // Only now does memory change: it never holds anything the store does not.
     absorb(changes);
-    for (const auto& a : newly_ended) {
+    for (const auto& a : noticed.ended) {
         record_usage(a);
+        m_counters.count_ended(a);
+        if (m_events != nullptr) {
+            const std::int64_t ran = a.started_at ? *a.ended_at - *a.started_at : 0;
+            m_events->attempt_ended(team_name(m_jobs.at(a.job).team), *outcome_of(a), ran);
+        }
+    }
+    if (m_events != nullptr) {
+        for (const auto& [team, queued_ms] : noticed.placed) {
+            m_events->attempt_placed(team, queued_ms);
+        }
     }
     changes = Changes{};
     return {};
@@ -168,6 +178,7 @@ Status Coordinator::start() {
                                                  "); refusing to start");
         }
         m_ledger.apply(e);
+        m_counters.count_entry(e);
     }
     snap->ledger.clear();
     std::map<credits::Account, Micro> cached;
@@ -191,6 +202,10 @@ Status Coordinator::start() {
     });
     for (const AttemptRecord* a : ended) {
         record_usage(*a);
+        m_counters.count_ended(*a);
+    }
+    for (const auto& [id, j] : m_jobs) {
+        m_counters.count_job(std::nullopt, j);
     }
     // While the coordinator was down no worker could renew a lease: give every live attempt a
     // fresh one, so that a restart does not by itself lose work that went on running.
@@ -235,15 +250,21 @@ std::vector<WorkerId> Coordinator::tick() {
     if (!c.empty()) {
         (void)commit(c); // a failed write leaves the state as it was; the next tick retries
     }
+    const auto began = std::chrono::steady_clock::now();
     Changes placed;
     auto woken = place(placed);
-    if (placed.empty()) {
-        return {};
+    std::size_t new_attempts = 0;
+    std::size_t preempted = 0;
+    for (const auto& a : placed.attempts) {
+        new_attempts += m_attempts.count(a.id) == 0 ? 1 : 0;
+        preempted += a.state == AttemptState::preempted ? 1 : 0;
     }
-    if (!commit(placed)) {
-        return {};
+    const bool written = placed.empty() || static_cast<bool>(commit(placed));
+    if (m_events != nullptr) {
+        m_events->scheduling_pass(std::chrono::steady_clock::now() - began, written ? new_attempts : 0,
+                                  written ? preempted : 0);
     }
-    return woken;
+    return written ? woken : std::vector<WorkerId>{};
 }
 
 std::string Coordinator::waiting_reason(JobId id) const {

@@ -36,6 +36,7 @@
 #include "core/api/outcome.hpp"
 #include "core/api/submit.hpp"
 #include "core/coordinator/clock.hpp"
+#include "core/coordinator/metrics.hpp"
 #include "core/coordinator/overview.hpp"
 #include "core/coordinator/pool_view.hpp"
 #include "core/credits/catalog.hpp"
@@ -413,6 +414,13 @@ public:
     // The pool at a glance (overview.hpp says who sees what).
     Result<PoolOverview> overview(const Principal& who) const;
 
+    // ---- monitoring ----
+    // The pool's numbers now (metrics.hpp). For the metrics endpoint: no caller check here.
+    PoolMetrics metrics() const;
+    // Who hears of commits, passes and attempts as they happen (nullptr: nobody). Not owned: it
+    // must outlive the coordinator or be unset first.
+    void set_events(CoordinatorEvents* events) { m_events = events; }
+
     // ---- time ----
     // Expires leases and runtimes, then schedules. Returns the workers that got new assignments.
     std::vector<WorkerId> tick();
@@ -432,6 +440,13 @@ public:
 private:
 
     Status commit(store::Changes& changes);
+    // What commit() reports of `changes` once they are written, read before memory takes them;
+    // counts their jobs and ledger entries in m_counters (metrics.cpp).
+    struct Noticed {
+        std::vector<store::AttemptRecord> ended;
+        std::vector<std::pair<std::string, std::int64_t>> placed; // team, ms queued
+    };
+    Noticed notice(const store::Changes& changes);
     // Appends an audit record of `actor`'s action to `changes` (audit.cpp).
     void audit(std::optional<TokenId> actor, std::string action, std::string target, std::string detail_json,
                store::Changes& changes) const;
@@ -527,6 +542,9 @@ private:
     sched::UsageLedger m_usage;
     credits::Ledger m_ledger;
     std::map<std::int64_t, store::GrantRecord> m_grants;
+
+    PoolCounters m_counters;               // ended attempts, ended jobs and credits, since the pool began
+    CoordinatorEvents* m_events = nullptr; // not owned
 
     std::int64_t m_next_team = 1;
     std::int64_t m_next_token = 1;

@@ -345,42 +345,24 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
         teams[id.value()] = tr;
     }
     std::map<std::int64_t, Micro> earned_by_attempt;
+    std::map<std::int64_t, CreditTotals> totals;
     for (const auto& e : m_ledger.entries()) {
         if (e.at_ms < since_ms) {
             continue;
         }
-        switch (e.reason) {
-        case credits::EntryReason::grant:
-        case credits::EntryReason::adjustment:
-        case credits::EntryReason::expiry:
-            if (e.credit.kind == credits::AccountKind::team) {
-                teams[e.credit.team].granted_micro += e.amount;
-            } else {
-                teams[e.debit.team].granted_micro -= e.amount;
-            }
-            break;
-        case credits::EntryReason::charge:
-            teams[e.credit.team].earned_micro += e.amount;
-            teams[e.payer].spent_micro += e.amount;
+        tally_entry(e, totals);
+        if (e.reason == credits::EntryReason::charge) {
             earned_by_attempt[e.attempt] += e.amount;
-            break;
-        case credits::EntryReason::fee:
-            teams[e.payer].spent_micro += e.amount;
-            break;
-        case credits::EntryReason::refund:
-            // A voided attempt: its provider did not earn it, its team did not spend it.
-            if (e.debit.kind != credits::AccountKind::pool_fee) {
-                teams[e.debit.team].earned_micro -= e.amount;
-                earned_by_attempt[e.attempt] -= e.amount;
-            }
-            teams[e.payer].spent_micro -= e.amount;
-            teams[e.payer].refunded_micro += e.amount;
-            break;
-        case credits::EntryReason::hold:
-        case credits::EntryReason::release:
-        case credits::EntryReason::payout: // earned already, when charged
-            break;
+        } else if (e.reason == credits::EntryReason::refund && e.debit.kind != credits::AccountKind::pool_fee) {
+            earned_by_attempt[e.attempt] -= e.amount;
         }
+    }
+    for (const auto& [team, t] : totals) {
+        TeamReport& tr = teams[team];
+        tr.granted_micro = t.granted;
+        tr.earned_micro = t.earned;
+        tr.spent_micro = t.spent;
+        tr.refunded_micro = t.refunded;
     }
     for (auto& [id, tr] : teams) {
         r.teams.push_back(tr);

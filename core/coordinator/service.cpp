@@ -133,6 +133,7 @@ net::Router ServiceState::routes() {
     add_job_routes(*this, r);
     add_worker_routes(*this, r);
     add_credit_routes(*this, r);
+    add_metrics_routes(*this, r);
     return r;
 }
 
@@ -190,13 +191,28 @@ Status CoordinatorService::start(std::string* first_admin_token) {
             *first_admin_token = tok->secret;
         }
     }
-    s.server = std::make_unique<net::HttpServer>(s.options.http, s.routes());
+    s.metrics = std::make_unique<PrometheusMetrics>();
+    s.coord->set_events(s.metrics.get());
+    const auto observe = [m = s.metrics.get()](const net::Exchange& e) { m->observe(e); };
+    net::ServerOptions http = s.options.http;
+    http.observe = observe;
+    s.server = std::make_unique<net::HttpServer>(http, s.routes());
+    if (s.options.metrics_listener) {
+        net::ServerOptions mo = *s.options.metrics_listener;
+        mo.observe = observe;
+        s.metrics_server = std::make_unique<net::HttpServer>(mo, service_detail::metrics_listener_routes(s));
+    }
     s.guard.emplace(s.ctx.get_executor());
     s.thread = std::thread([&s] { s.ctx.run(); });
     s.arm_tick();
-    if (auto st = s.server->start(); !st) {
-        stop();
-        return st;
+    for (auto* server : {s.server.get(), s.metrics_server.get()}) {
+        if (server == nullptr) {
+            continue;
+        }
+        if (auto st = server->start(); !st) {
+            stop();
+            return st;
+        }
     }
     return {};
 }
@@ -221,6 +237,9 @@ void CoordinatorService::stop() {
         done.set_value();
     });
     done.get_future().wait();
+    if (s.metrics_server) {
+        s.metrics_server->stop();
+    }
     if (s.server) {
         s.server->stop();
     }
@@ -241,6 +260,10 @@ Status CoordinatorService::reload_tls() {
 }
 
 std::uint16_t CoordinatorService::port() const { return m_impl->server ? m_impl->server->port() : 0; }
+
+std::uint16_t CoordinatorService::metrics_port() const {
+    return m_impl->metrics_server ? m_impl->metrics_server->port() : 0;
+}
 
 std::vector<net::RouteInfo> CoordinatorService::routes() const {
     return m_impl->server ? m_impl->server->router().routes() : std::vector<net::RouteInfo>{};

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace gpupool::coordinator {
@@ -37,6 +38,12 @@ struct ServiceOptions {
     // Where `admin backup` writes the copy it then sends (empty: the system's temporary
     // directory). The coordinator puts it beside a SQLite database: room for a copy of it is there.
     std::filesystem::path backup_dir{};
+    // GET /metrics (the Prometheus text format; prometheus_metrics.hpp) is served on the API's
+    // listener to admin tokens and, when this is set, to the scrape token whose SHA-256 (hex) it
+    // is; and, when `metrics_listener` is set, without a token on a second plain-HTTP listener that
+    // serves nothing else (`gpupool coordinator --metrics-listen` keeps that one on loopback).
+    std::string metrics_token_sha256{};
+    std::optional<net::ServerOptions> metrics_listener{};
 };
 
 class CoordinatorService {
@@ -56,6 +63,8 @@ public:
     // open ones keep theirs; on failure the old ones stay. From any thread but an io thread's handler.
     Status reload_tls();
     std::uint16_t port() const;
+    // The metrics listener's port (0 without one).
+    std::uint16_t metrics_port() const;
     // Every route the API serves (for the authorization-matrix test and the docs).
     std::vector<net::RouteInfo> routes() const;
 

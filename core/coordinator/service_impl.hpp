@@ -10,6 +10,7 @@
 #pragma once
 
 #include "core/api/field_reader.hpp"
+#include "core/coordinator/prometheus_metrics.hpp"
 #include "core/coordinator/service.hpp"
 
 #include <boost/asio.hpp>
@@ -65,7 +66,10 @@ struct ServiceState {
     const Clock& clock;
     std::unique_ptr<store::Store> store; // closed by stop(): another process may take it then
     std::unique_ptr<Coordinator> coord;
+    // Outlives both servers (their io threads observe every exchange) and the coordinator's events.
+    std::unique_ptr<PrometheusMetrics> metrics;
     std::unique_ptr<net::HttpServer> server;
+    std::unique_ptr<net::HttpServer> metrics_server; // ServiceOptions::metrics_listener
     asio::io_context ctx;
     std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
     std::thread thread;
@@ -101,6 +105,8 @@ struct ServiceState {
 
     // Every route of the API, from the area functions below.
     net::Router routes();
+    // The metrics now, rendered on the coordinator thread.
+    net::Response metrics_response() const;
 };
 
 // ---- the routes, one function per area (docs/api.md) -------------------------------------------
@@ -113,6 +119,10 @@ void add_job_routes(ServiceState& s, net::Router& r);
 void add_worker_routes(ServiceState& s, net::Router& r);
 // Grants, adjustments, budgets, balances, the report and estimates.
 void add_credit_routes(ServiceState& s, net::Router& r);
+// GET /metrics for admin tokens and the scrape token (routes_metrics.cpp).
+void add_metrics_routes(ServiceState& s, net::Router& r);
+// The metrics listener's one route: GET /metrics without a token.
+net::Router metrics_listener_routes(ServiceState& s);
 
 // ---- requests and responses (service_json.cpp) --------------------------------------------------
 

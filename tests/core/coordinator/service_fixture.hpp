@@ -5,14 +5,15 @@
 #pragma once
 
 #include "core/coordinator/service.hpp"
-#include "core/store/open_store.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "core/store/open_store.hpp"
 #include "tests/support.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,7 +46,9 @@ struct Server {
     std::string admin_token;
     std::string url;
 
-    explicit Server(std::int64_t lease_ms = 30'000, std::int64_t max_log_bytes = std::int64_t{64} << 20) {
+    // `adjust`: changes to the options before the service starts.
+    explicit Server(std::int64_t lease_ms = 30'000, std::int64_t max_log_bytes = std::int64_t{64} << 20,
+                    const std::function<void(coordinator::ServiceOptions&)>& adjust = {}) {
         coordinator::ServiceOptions o;
         o.http.host = "127.0.0.1";
         o.http.port = 0;
@@ -55,6 +58,9 @@ struct Server {
         o.coordinator.worker_timeout_ms = lease_ms;
         o.coordinator.max_log_bytes = max_log_bytes;
         o.coordinator.policy.placement.scorer = sched::ScorerKind::bestfit;
+        if (adjust) {
+            adjust(o);
+        }
         auto opened = store::open_store((dir.path() / "pool.db").string());
         REQUIRE(opened);
         service = std::make_unique<coordinator::CoordinatorService>(o, std::move(*opened), coordinator::system_clock());

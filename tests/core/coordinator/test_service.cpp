@@ -311,6 +311,8 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         // the pool at a glance: admins everything, members their team's work and the pool's capacity
         {"GET /v1/pool", {{other, member, admin}, false, "/v1/pool", nullptr}},
         {"POST /v1/admin/backup", {{admin}, false, "/v1/admin/backup", json::object()}},
+        // Prometheus: admins (and the scrape token, when the coordinator has one: test_metrics_service.cpp)
+        {"GET /metrics", {{admin}, false, "/metrics", nullptr}},
         // members and workers: their own team
         {"GET /v1/credits", {{other, worker, other_worker, member, admin}, false, "/v1/credits", nullptr}},
         {"POST /v1/estimate", {{other, member, admin}, false, "/v1/estimate", job_body}},

@@ -1,0 +1,262 @@
+// The pool's numbers for monitoring (metrics.hpp): outcomes, credit totals, and Coordinator::metrics().
+#include "core/coordinator/metrics.hpp"
+
+#include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/internal.hpp"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+namespace gpupool::coordinator {
+
+using store::AttemptState;
+using store::JobState;
+
+const char* to_string(AttemptOutcome o) {
+    switch (o) {
+    case AttemptOutcome::succeeded:
+        return "succeeded";
+    case AttemptOutcome::failed:
+        return "failed";
+    case AttemptOutcome::cancelled:
+        return "cancelled";
+    case AttemptOutcome::lost:
+        return "lost";
+    case AttemptOutcome::worker_fault:
+        return "worker_fault";
+    case AttemptOutcome::banned:
+        return "banned";
+    case AttemptOutcome::preempted_scheduler:
+        return "preempted_by_scheduler";
+    case AttemptOutcome::preempted_owner:
+        return "preempted_by_owner";
+    }
+    return "unknown";
+}
+
+std::optional<AttemptOutcome> outcome_of(const store::AttemptRecord& a) {
+    // The reasons are the coordinator's own words (workers.cpp, scheduling.cpp, coordinator.cpp);
+    // tests/core/coordinator/test_metrics.cpp drives each path and checks what it is counted as.
+    const auto starts = [&](std::string_view prefix) { return a.reason.rfind(prefix, 0) == 0; };
+    switch (a.state) {
+    case AttemptState::assigned:
+    case AttemptState::running:
+        return std::nullopt;
+    case AttemptState::succeeded:
+        return AttemptOutcome::succeeded;
+    case AttemptState::failed:
+        return AttemptOutcome::failed;
+    case AttemptState::cancelled:
+        return AttemptOutcome::cancelled;
+    case AttemptState::lost:
+        if (starts("worker fault")) {
+            return AttemptOutcome::worker_fault;
+        }
+        return starts("worker banned") ? AttemptOutcome::banned : AttemptOutcome::lost;
+    case AttemptState::preempted:
+        return starts("preempted by the GPU's owner") ? AttemptOutcome::preempted_owner
+                                                      : AttemptOutcome::preempted_scheduler;
+    }
+    return std::nullopt;
+}
+
+void tally_entry(const credits::Entry& e, std::map<std::int64_t, CreditTotals>& teams) {
+    switch (e.reason) {
+    case credits::EntryReason::grant:
+    case credits::EntryReason::adjustment:
+    case credits::EntryReason::expiry:
+        if (e.credit.kind == credits::AccountKind::team) {
+            teams[e.credit.team].granted += e.amount;
+        } else {
+            teams[e.debit.team].granted -= e.amount;
+        }
+        break;
+    case credits::EntryReason::charge:
+        teams[e.credit.team].earned += e.amount;
+        teams[e.payer].spent += e.amount;
+        break;
+    case credits::EntryReason::fee:
+        teams[e.payer].spent += e.amount;
+        break;
+    case credits::EntryReason::refund:
+        // A voided attempt: its provider did not earn it, its team did not spend it.
+        if (e.debit.kind != credits::AccountKind::pool_fee) {
+            teams[e.debit.team].earned -= e.amount;
+        }
+        teams[e.payer].spent -= e.amount;
+        teams[e.payer].refunded += e.amount;
+        break;
+    case credits::EntryReason::hold:
+    case credits::EntryReason::release:
+    case credits::EntryReason::payout: // earned already, when charged
+        break;
+    }
+}
+
+void PoolCounters::count_ended(const store::AttemptRecord& attempt) {
+    if (auto o = outcome_of(attempt)) {
+        ++attempts[static_cast<std::size_t>(*o)];
+    }
+}
+
+void PoolCounters::count_job(std::optional<JobState> before, const store::JobRecord& job) {
+    const bool was = before && store::is_terminal(*before);
+    if (was) {
+        --ended_jobs[{job.team.value(), *before}];
+    }
+    if (store::is_terminal(job.state)) {
+        ++ended_jobs[{job.team.value(), job.state}];
+    }
+}
+
+namespace {
+
+// Adds one to the count of `key` in a vector of rows kept sorted by key.
+template <class Row, class Key>
+void bump(std::vector<Row>& rows, std::map<Key, std::size_t>& at, const Key& key, Row fresh) {
+    auto [it, inserted] = at.try_emplace(key, rows.size());
+    if (inserted) {
+        rows.push_back(std::move(fresh));
+    }
+    ++rows[it->second].count;
+}
+
+} // namespace
+
+Coordinator::Noticed Coordinator::notice(const store::Changes& changes) {
+    Noticed n;
+    for (const auto& a : changes.attempts) {
+        auto old = m_attempts.find(a.id);
+        if (a.ended_at && (old == m_attempts.end() || !old->second.ended_at)) {
+            n.ended.push_back(a);
+        }
+        if (old == m_attempts.end() && a.state == AttemptState::assigned) {
+            // Queued since the job was submitted, or since its previous attempt ended.
+            const store::JobRecord& job = m_jobs.at(a.job);
+            std::int64_t since = job.created_at;
+            if (auto prev = m_latest_attempt.find(a.job); prev != m_latest_attempt.end()) {
+                since = m_attempts.at(prev->second).ended_at.value_or(since);
+            }
+            n.placed.emplace_back(team_name(job.team), std::max<std::int64_t>(a.assigned_at - since, 0));
+        }
+    }
+    for (const auto& j : changes.jobs) {
+        auto old = m_jobs.find(j.id);
+        m_counters.count_job(old == m_jobs.end() ? std::nullopt : std::optional(old->second.state), j);
+    }
+    for (const auto& e : changes.ledger) {
+        m_counters.count_entry(e);
+    }
+    return n;
+}
+
+PoolMetrics Coordinator::metrics() const {
+    PoolMetrics m;
+    m.at_ms = m_clock.now_ms();
+    m.attempts = m_counters.attempts;
+
+    std::map<std::tuple<std::string, std::string, std::string>, std::size_t> job_at;
+    const auto live_job = [&](const store::JobRecord& j) {
+        const std::string team = team_name(j.team);
+        const std::string priority = recipe::to_string(j.spec.priority);
+        bump(m.live_jobs, job_at, std::tuple{std::string(store::to_string(j.state)), team, priority},
+             PoolMetrics::Jobs{store::to_string(j.state), team, priority, 0});
+    };
+    for (JobId id : m_queued_jobs) {
+        const store::JobRecord& j = m_jobs.at(id);
+        live_job(j);
+        std::int64_t since = j.created_at;
+        if (auto prev = m_latest_attempt.find(id); prev != m_latest_attempt.end()) {
+            since = m_attempts.at(prev->second).ended_at.value_or(since);
+        }
+        double& oldest = m.oldest_queued_s[team_name(j.team)];
+        oldest = std::max(oldest, static_cast<double>(m.at_ms - since) / 1000.0);
+    }
+    std::set<JobId> active_jobs;
+    for (AttemptId id : m_active_attempts) {
+        active_jobs.insert(m_attempts.at(id).job);
+    }
+    for (JobId id : active_jobs) {
+        live_job(m_jobs.at(id));
+    }
+    for (const auto& [key, count] : m_counters.ended_jobs) {
+        if (count > 0) {
+            m.ended_jobs.push_back({store::to_string(key.second), team_name(TeamId{key.first}), "", count});
+        }
+    }
+
+    // GPUs per worker: memory given to active attempts, and how many share each.
+    std::map<std::pair<WorkerId, std::int64_t>, std::pair<std::int64_t, std::int64_t>> gpu_use; // milli, attempts
+    for (AttemptId id : m_active_attempts) {
+        const store::AttemptRecord& a = m_attempts.at(id);
+        if (a.gpu_index >= 0) {
+            auto& u = gpu_use[{a.worker, a.gpu_index}];
+            u.first += a.gpu_milli;
+            u.second += 1;
+        }
+    }
+    std::map<std::pair<std::string, std::string>, std::size_t> worker_at;
+    std::map<std::pair<std::string, std::string>, std::size_t> gpu_at;
+    std::map<std::string, PoolMetrics::Memory> memory;
+    for (const auto& [id, w] : m_workers) {
+        const std::string state = presence(id);
+        if (state != "banned" && state != "drained") {
+            m.heartbeats.push_back(
+                {id.value(), w.record.name, static_cast<double>(m.at_ms - w.record.last_seen_at) / 1000.0});
+        }
+        std::set<std::string> models;
+        const auto& gpus = w.inventory.gpus;
+        const bool reports_use = w.gpu_memory_used_mib.size() == gpus.size();
+        for (std::size_t i = 0; i < gpus.size(); ++i) {
+            const auto& g = gpus[i];
+            models.insert(g.model);
+            const bool failing =
+                std::find(w.unhealthy_gpus.begin(), w.unhealthy_gpus.end(), g.index) != w.unhealthy_gpus.end();
+            const std::string gpu_state = state == "online" && failing ? "unhealthy" : state;
+            bump(m.gpus, gpu_at, std::pair{g.model, gpu_state}, PoolMetrics::Gpus{g.model, gpu_state, 0});
+            if (gpu_state != "online") {
+                continue;
+            }
+            auto& mem = memory[g.model];
+            mem.model = g.model;
+            mem.offered_mib += g.memory_mib;
+            if (auto u = gpu_use.find({id, g.index}); u != gpu_use.end()) {
+                mem.allocated_mib += g.memory_mib * u->second.first / 1000;
+                mem.busy_gpus += 1;
+                mem.gpu_attempts += u->second.second;
+            }
+            if (reports_use) {
+                mem.used_mib += w.gpu_memory_used_mib[i];
+                mem.gpus_reporting_use += 1;
+            }
+        }
+        if (models.empty()) {
+            models.insert("cpu");
+        }
+        for (const auto& model : models) {
+            bump(m.workers, worker_at, std::pair{model, state}, PoolMetrics::Workers{model, state, 0});
+        }
+    }
+    for (auto& [model, mem] : memory) {
+        m.memory.push_back(std::move(mem));
+    }
+
+    std::int64_t held = 0;
+    for (const auto& [id, t] : m_teams) {
+        PoolMetrics::Credits c;
+        c.team = t.name;
+        if (auto it = m_counters.credits.find(id.value()); it != m_counters.credits.end()) {
+            c.totals = it->second;
+        }
+        c.balance = m_ledger.balance(credits::Account::of_team(id.value()));
+        c.held = m_ledger.held_by_team(id.value());
+        held += c.held;
+        m.credits.push_back(std::move(c));
+    }
+    m.ledger_total = m_ledger.total();
+    m.escrow_unaccounted = m_ledger.balance(credits::Account::escrow()) - held;
+    return m;
+}
+
+} // namespace gpupool::coordinator

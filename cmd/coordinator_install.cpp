@@ -67,6 +67,10 @@ int run_coordinator_install(const GlobalOptions& global, const CoordinatorInstal
     if (!o.tls_key.empty()) {
         io.tls_key = fs::absolute(o.tls_key).lexically_normal();
     }
+    if (!o.metrics_token_file.empty()) {
+        io.metrics_token = fs::absolute(o.metrics_token_file).lexically_normal();
+    }
+    io.metrics_listen = o.metrics_listen;
     io.binary = this_binary();
     io.force = o.force;
     worker::SystemctlCommand systemctl(o.systemctl, false, o.sysusers);
@@ -114,6 +118,11 @@ void register_coordinator_install(Cli& cli, CLI::App* coordinator) {
     install->add_option("--tls-cert", o->tls_cert,
                         "PEM certificate (chain) to serve HTTPS with: copied for the service");
     install->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert: copied, readable by the service only");
+    install->add_option("--metrics-token-file", o->metrics_token_file,
+                        "The Prometheus scrape token (one line, 32+ characters): copied, readable by the service "
+                        "only; GET /metrics takes it besides admin tokens");
+    install->add_option("--metrics-listen", o->metrics_listen,
+                        "Also serve GET /metrics without a token on this loopback HOST:PORT");
     install->add_flag("--force", o->force, "Replace files an earlier install left that differ");
     CLI::App* uninstall = coordinator->add_subcommand(
         "uninstall", "Stop and disable the service, remove its unit and TLS copies (the database is kept)");

@@ -24,6 +24,8 @@ struct CoordinatorInstallOptions {
     std::string listen{};
     std::string tls_cert{};
     std::string tls_key{};
+    std::string metrics_token_file{};
+    std::string metrics_listen{};
     bool force = false;
     std::string root = "/";
     std::string systemctl = "systemctl";

@@ -22,6 +22,7 @@ CoordinatorPaths coordinator_paths(const fs::path& root) {
     p.group_file = "/etc/group";
     p.tls_cert = "/etc/gpupool/coordinator/tls-cert.pem";
     p.tls_key = "/etc/gpupool/coordinator/tls-key.pem";
+    p.metrics_token = "/etc/gpupool/coordinator/metrics.token";
     p.state_dir = fs::path("/var/lib") / k_coordinator_user;
     p.db = p.state_dir / "pool.db";
     p.admin_token = p.state_dir / "admin.token";
@@ -61,6 +62,12 @@ std::vector<std::string> coordinator_command(const CoordinatorPaths& paths, cons
                                   paths.admin_token.string()};
     if (in.tls) {
         argv.insert(argv.end(), {"--tls-cert", paths.tls_cert.string(), "--tls-key", paths.tls_key.string()});
+    }
+    if (in.metrics_token) {
+        argv.insert(argv.end(), {"--metrics-token-file", paths.metrics_token.string()});
+    }
+    if (!in.metrics_listen.empty()) {
+        argv.insert(argv.end(), {"--metrics-listen", in.metrics_listen});
     }
     return argv;
 }

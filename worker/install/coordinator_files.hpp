@@ -56,6 +56,7 @@ struct CoordinatorPaths {
     std::filesystem::path group_file{};  // /etc/group: where systemd-sysusers puts the group
     std::filesystem::path tls_cert{};    // the copy of --tls-cert the service reads (0644)
     std::filesystem::path tls_key{};     // the copy of --tls-key (0640, the service's group)
+    std::filesystem::path metrics_token{}; // the copy of --metrics-token-file (0640, the service's group)
     std::filesystem::path state_dir{};   // StateDirectory= (made by systemd, owned by the user)
     std::filesystem::path db{};          // the pool's database, in state_dir
     std::filesystem::path admin_token{}; // a new pool's first admin token, in state_dir (0600)
@@ -77,10 +78,13 @@ struct CoordinatorUnitInputs {
     std::filesystem::path binary{}; // absolute path of this gpupool binary
     ListenAddress listen{};
     bool tls = false; // serve HTTPS with the TLS copies
+    bool metrics_token = false;   // GET /metrics also takes the scrape token (its copy)
+    std::string metrics_listen{}; // a loopback HOST:PORT serving /metrics without a token ("" none)
 };
 
 // The command the unit runs: `<binary> coordinator --db <state>/pool.db --listen HOST:PORT
-// --admin-token-file <state>/admin.token [--tls-cert <copy> --tls-key <copy>]`.
+// --admin-token-file <state>/admin.token [--tls-cert <copy> --tls-key <copy>]
+// [--metrics-token-file <copy>] [--metrics-listen HOST:PORT]`.
 std::vector<std::string> coordinator_command(const CoordinatorPaths& paths, const CoordinatorUnitInputs& in);
 
 // Refuses a binary the unit could not run: not absolute, or under /home, /root or /run/user

@@ -1,6 +1,7 @@
 #include "worker/install/coordinator_installer.hpp"
 
 #include "core/net/http_server.hpp"
+#include "core/net/loopback.hpp"
 #include "worker/install/install_files.hpp"
 
 #include <cerrno>
@@ -76,6 +77,14 @@ Result<std::vector<PlannedFile>> plan_install(const CoordinatorInstallOptions& o
         files.push_back({o.paths.tls_key, *key, k_mode_0640, "wrote",
                          "from " + o.tls_key.string() + ", 0640 group " + std::string(k_coordinator_user)});
     }
+    if (in.metrics_token) {
+        auto token = read_source(o.metrics_token, "--metrics-token-file");
+        if (!token) {
+            return token.error();
+        }
+        files.push_back({o.paths.metrics_token, *token, k_mode_0640, "wrote",
+                         "from " + o.metrics_token.string() + ", 0640 group " + std::string(k_coordinator_user)});
+    }
     files.push_back({o.paths.unit, *unit, k_mode_0644, "wrote", "runs " + o.binary.string() + " coordinator"});
     std::vector<std::string> conflicts;
     for (auto& f : files) {
@@ -103,9 +112,10 @@ Status noted(ServiceReport& report, const std::string& line, Status st) {
     return st;
 }
 
-// The key's group: the service's, so that it (and nobody else but root) reads it.
-Status give_key_group(const CoordinatorPaths& paths, gid_t gid) {
-    const fs::path key = paths.on_disk(paths.tls_key);
+// A secret's group (the TLS key, the scrape token): the service's, so that it (and nobody else but
+// root) reads it.
+Status give_key_group(const CoordinatorPaths& paths, const fs::path& secret, gid_t gid) {
+    const fs::path key = paths.on_disk(secret);
     if (::chown(key.c_str(), static_cast<uid_t>(-1), gid) != 0) {
         return make_error(ErrorCode::io, "cannot give `" + key.string() + "` the group " +
                                              std::string(k_coordinator_user) + ": " + std::strerror(errno));
@@ -123,7 +133,19 @@ Status install_coordinator(const CoordinatorInstallOptions& o, Systemctl& system
     if (o.tls_cert.empty() != o.tls_key.empty()) {
         return make_error(ErrorCode::invalid_input, "--tls-cert and --tls-key go together", "--tls-cert");
     }
-    const CoordinatorUnitInputs in{o.binary, *listen, !o.tls_cert.empty()};
+    if (!o.metrics_listen.empty()) {
+        const auto colon = o.metrics_listen.rfind(':');
+        std::string host = colon == std::string::npos ? std::string() : o.metrics_listen.substr(0, colon);
+        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+            host = host.substr(1, host.size() - 2);
+        }
+        if (!parse_service_listen(o.metrics_listen) || !net::is_loopback_host(host)) {
+            return make_error(ErrorCode::invalid_input,
+                              "expected a loopback HOST:PORT (127.0.0.1:9464): it serves metrics without a token",
+                              "--metrics-listen");
+        }
+    }
+    const CoordinatorUnitInputs in{o.binary, *listen, !o.tls_cert.empty(), !o.metrics_token.empty(), o.metrics_listen};
     auto files = plan_install(o, in);
     if (!files) {
         return files.error();
@@ -152,8 +174,8 @@ Status install_coordinator(const CoordinatorInstallOptions& o, Systemctl& system
                                                      "` in " + o.paths.group_file.string());
             }
         }
-        if (f.path == o.paths.tls_key && f.what != "unchanged") {
-            if (auto st = give_key_group(o.paths, *gid); !st) {
+        if ((f.path == o.paths.tls_key || f.path == o.paths.metrics_token) && f.what != "unchanged") {
+            if (auto st = give_key_group(o.paths, f.path, *gid); !st) {
                 return st;
             }
         }
@@ -202,6 +224,7 @@ Status uninstall_coordinator(const CoordinatorPaths& paths, Systemctl& systemctl
     }
     remove(paths.tls_cert);
     remove(paths.tls_key);
+    remove(paths.metrics_token);
     remove(paths.sysusers);
     const fs::path tls_dir = paths.on_disk(paths.tls_cert).parent_path();
     if (fs::is_directory(tls_dir, ec) && fs::is_empty(tls_dir, ec)) {

@@ -38,6 +38,8 @@ struct CoordinatorInstallOptions {
     std::string listen{};             // HOST:PORT
     std::filesystem::path tls_cert{}; // --tls-cert, copied to paths.tls_cert (empty: plain HTTP)
     std::filesystem::path tls_key{};  // --tls-key, copied to paths.tls_key
+    std::filesystem::path metrics_token{}; // --metrics-token-file, copied to paths.metrics_token (empty: none)
+    std::string metrics_listen{};          // --metrics-listen: a loopback HOST:PORT (empty: none)
     std::filesystem::path binary{};   // the gpupool binary the unit runs (absolute)
     bool force = false;
 };

@@ -423,10 +423,11 @@ TEST_CASE("coordinator uninstall: stops the service, removes unit, copies and us
     }
     CHECK_FALSE(fs::exists(m.at(m.paths.tls_cert).parent_path()));
     CHECK(test::slurp(m.at(m.paths.db)) == "the pool");
-    REQUIRE(ur.steps.size() == 5);
+    REQUIRE(ur.steps.size() == 6); // unit, TLS certificate and key, scrape token (absent here), user's entry
     CHECK(ur.steps[0].what == "removed");
-    CHECK(ur.steps[4].what == "kept");
-    CHECK_THAT(ur.steps[4].note, Catch::Contains("database"));
+    CHECK(ur.steps[3].what == "absent");
+    CHECK(ur.steps[5].what == "kept");
+    CHECK_THAT(ur.steps[5].note, Catch::Contains("database"));
 
     // Twice: nothing is there, systemctl is not asked.
     FakeSystemd twice;
@@ -453,4 +454,67 @@ TEST_CASE("coordinator install: the real systemd-sysusers makes the service's us
     CHECK(stat_of(m.at(m.paths.tls_key)).gid == gid);
     CHECK_THAT(test::slurp(m.root / "etc/passwd"),
                Catch::Contains("gpupool-coordinator:x:") && Catch::Contains(":/var/lib/gpupool-coordinator:"));
+}
+
+TEST_CASE("coordinator install: the scrape token is copied for the service alone and a loopback metrics listener "
+          "passed on",
+          "[install][coordinator-install][metrics]") {
+    Machine m;
+    const fs::path token = m.dir.write("scrape.token", std::string(40, 'a') + "\n");
+    auto o = m.options();
+    o.metrics_token = token;
+    o.metrics_listen = "127.0.0.1:9464";
+    FakeSystemd s;
+    ServiceReport r;
+    REQUIRE(install(o, s, r));
+    CHECK(test::slurp(m.at(m.paths.metrics_token)) == test::slurp(token));
+    CHECK(stat_of(m.at(m.paths.metrics_token)).mode == 0640);
+    CHECK(stat_of(m.at(m.paths.metrics_token)).gid == k_group);
+    CHECK_THAT(m.unit(), Catch::Contains("--metrics-token-file /etc/gpupool/coordinator/metrics.token") &&
+                             Catch::Contains("--metrics-listen 127.0.0.1:9464"));
+    if (have_systemd_analyze()) {
+        const auto [code, output] = analyze({"verify", m.at(m.paths.unit).string()});
+        INFO(m.unit() << "\n" << output);
+        CHECK(code == 0);
+    }
+    // A new token is read at start only: the service restarts (a TLS file alone is reloaded).
+    test::write_file(token, std::string(40, 'b') + "\n");
+    o.force = true;
+    FakeSystemd again;
+    ServiceReport r2;
+    REQUIRE(install(o, again, r2));
+    CHECK(again.calls() == Calls{"try-restart gpupool-coordinator.service", k_enable});
+    CHECK(test::slurp(m.at(m.paths.metrics_token)) == std::string(40, 'b') + "\n");
+    // Uninstall takes the copy away.
+    FakeSystemd u;
+    ServiceReport ur;
+    REQUIRE(uninstall_coordinator(m.paths, u, ur));
+    CHECK_FALSE(fs::exists(m.at(m.paths.metrics_token)));
+}
+
+TEST_CASE("coordinator install: a metrics listener off loopback or a missing scrape token is refused before anything "
+          "is written",
+          "[install][coordinator-install][metrics]") {
+    for (const std::string listen : {"0.0.0.0:9464", "10.0.0.5:9464", "pool.example.org:9464", "127.0.0.1"}) {
+        Machine m;
+        auto o = m.options();
+        o.metrics_listen = listen;
+        FakeSystemd s;
+        ServiceReport r;
+        auto st = install(o, s, r);
+        INFO(listen);
+        REQUIRE_FALSE(st);
+        CHECK(st.error().field == "--metrics-listen");
+        CHECK_FALSE(fs::exists(m.at(m.paths.unit)));
+        CHECK(s.calls().empty());
+    }
+    Machine m;
+    auto o = m.options();
+    o.metrics_token = m.dir.path() / "missing.token";
+    FakeSystemd s;
+    ServiceReport r;
+    auto st = install(o, s, r);
+    REQUIRE_FALSE(st);
+    CHECK(st.error().field == "--metrics-token-file");
+    CHECK_FALSE(fs::exists(m.at(m.paths.unit)));
 }

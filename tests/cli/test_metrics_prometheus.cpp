@@ -168,3 +168,30 @@ TEST_CASE("a real Prometheus scrapes the coordinator with its token and reads ba
     CHECK(query_one(purl, R"(gpupool_attempts_ended_total{job="gpupool-no-token"})").empty());
     CHECK(prometheus.running());
 }
+
+TEST_CASE("coordinator process: metrics options that would expose or weaken /metrics are usage errors",
+          "[coordinator-cli][metrics]") {
+    test::TempDir dir;
+    const std::string db = (dir.path() / "pool.db").string();
+    auto run = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args{"coordinator", "--db", db, "--listen", "127.0.0.1:0"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        return test::run_gpupool(args);
+    };
+    for (const std::string listen : {"0.0.0.0:9464", "10.1.2.3:9464", "[::]:9464", "example.org:9464"}) {
+        const auto r = run({"--metrics-listen", listen});
+        INFO(listen << ": " << r.err);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.err, Catch::Contains("--metrics-listen") && Catch::Contains("loopback"));
+    }
+    const auto short_token = run({"--metrics-token-file", dir.write("short.token", "hunter2\n").string()});
+    CHECK(short_token.exit_code == 2);
+    CHECK_THAT(short_token.err, Catch::Contains("--metrics-token-file") && Catch::Contains("32 characters"));
+    const auto two_words = run({"--metrics-token-file", dir.write("two.token", std::string(20, 'a') + " " +
+                                                                                     std::string(20, 'b')).string()});
+    CHECK(two_words.exit_code == 2);
+    const auto missing = run({"--metrics-token-file", (dir.path() / "nope.token").string()});
+    CHECK(missing.exit_code == 2);
+    CHECK_THAT(missing.err, Catch::Contains("cannot read"));
+    CHECK_FALSE(fs::exists(db)); // refused before the store was opened
+}

@@ -237,12 +237,10 @@ std::vector<WorkerId> Coordinator::tick() {
     }
     Changes placed;
     auto woken = place(placed);
-    if (placed.empty()) {
-        return {};
+    if (!placed.empty() && !commit(placed)) {
+        woken.clear();
     }
-    if (!commit(placed)) {
-        return {};
-    }
+    record_sample(m_clock.now_ms());
     return woken;
 }
 

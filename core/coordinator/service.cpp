@@ -133,6 +133,7 @@ net::Router ServiceState::routes() {
     add_job_routes(*this, r);
     add_worker_routes(*this, r);
     add_credit_routes(*this, r);
+    add_dashboard_routes(*this, r);
     return r;
 }
 

@@ -113,6 +113,9 @@ void add_job_routes(ServiceState& s, net::Router& r);
 void add_worker_routes(ServiceState& s, net::Router& r);
 // Grants, adjustments, budgets, balances, the report and estimates.
 void add_credit_routes(ServiceState& s, net::Router& r);
+// The read-only web dashboard: its page and files (no token: they hold no data), and the pool's
+// utilisation samples it charts (GET /v1/pool/samples, members and admins).
+void add_dashboard_routes(ServiceState& s, net::Router& r);
 
 // ---- requests and responses (service_json.cpp) --------------------------------------------------
 

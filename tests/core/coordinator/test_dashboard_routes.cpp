@@ -101,36 +101,39 @@ TEST_CASE("dashboard: the files load nothing from elsewhere and draw data as tex
 
 TEST_CASE("dashboard: GET /v1/pool/samples for admins and members, job counts for admins only",
           "[dashboard][samples]") {
-    Pool p;
+    Pool p(30'000, std::int64_t{64} << 20, 100); // a sample every 100 ms
     p.submit({spec("sampled")});
     auto admin = p.server.client(p.server.admin_token);
-    // The first tick samples (the default interval is a minute).
+    // Samples taken since the job was submitted (the first ones, at the start, saw an empty pool).
     json all;
     REQUIRE(test::eventually([&] {
         all = call(admin, "GET", "/v1/pool/samples");
-        return !all["samples"].empty();
+        return !all["samples"].empty() && all["samples"].back()["jobs_running"] == 1; // placed on the worker
     }));
-    CHECK(all["every_ms"] == 60'000);
-    const json& first = all["samples"][0];
-    CHECK(first["at"].is_number_integer());
-    CHECK(first["workers_online"] == 1);
-    CHECK(first["gpus_online"] == 1);
-    CHECK(first["gpu_milli_online"] == 1000);
-    CHECK(first["jobs_queued"].is_number_integer());
-    CHECK(first["jobs_running"].is_number_integer());
-    CHECK(first["jobs_queued"].get<int>() + first["jobs_running"].get<int>() == 1);
+    CHECK(all["every_ms"] == 100);
+    const json& latest = all["samples"].back();
+    CHECK(latest["at"].is_number_integer());
+    CHECK(latest["workers_online"] == 1);
+    CHECK(latest["gpus_online"] == 1);
+    CHECK(latest["gpu_milli_online"] == 1000);
+    CHECK(latest["gpu_milli_allocated"] == 250); // the job's quarter of the GPU
+    CHECK(latest["jobs_queued"] == 0);
 
     // A member of another team: the capacity, not the pool-wide job counts.
     auto other = p.server.client(p.other);
     const json theirs = call(other, "GET", "/v1/pool/samples?since=0");
     REQUIRE_FALSE(theirs["samples"].empty());
-    CHECK(theirs["samples"][0]["gpu_milli_online"] == 1000);
-    CHECK(theirs["samples"][0]["jobs_queued"].is_null());
-    CHECK(theirs["samples"][0]["jobs_running"].is_null());
+    CHECK(theirs["samples"].back()["gpu_milli_online"] == 1000);
+    for (const json& x : theirs["samples"]) {
+        CHECK(x["jobs_queued"].is_null());
+        CHECK(x["jobs_running"].is_null());
+    }
 
     // Since a time after them all: none.
-    const std::int64_t later = all["samples"].back()["at"].get<std::int64_t>() + 1;
-    CHECK(call(admin, "GET", "/v1/pool/samples?since=" + std::to_string(later))["samples"].empty());
+    const json since = call(admin, "GET", "/v1/pool/samples?since=" + std::to_string(latest["at"].get<std::int64_t>()));
+    REQUIRE_FALSE(since["samples"].empty());
+    CHECK(since["samples"][0]["at"] == latest["at"]);
+    CHECK(call(admin, "GET", "/v1/pool/samples?since=" + std::to_string(std::int64_t{1} << 50))["samples"].empty());
     // Bad input is refused, naming the parameter.
     for (const char* bad : {"-1", "abc", "1e3", "99999999999999999999"}) {
         INFO(bad);

@@ -4,7 +4,8 @@
 //
 // Rules: every value from the API is put on the page as text (textContent, SVG attributes), never
 // as HTML; nothing from a refused request (401/403) is drawn, and a refusal while signed in signs
-// out and clears the page; the token never goes into the URL or localStorage.
+// out and clears the page; the token lives in sessionStorage only: never in the URL, a cookie or
+// the browser's long-term storage.
 "use strict";
 
 (function () {
@@ -72,6 +73,7 @@
   }
 
   function duration(ms) {
+    if (num(ms) > 0 && num(ms) < 1000) return (num(ms) / 1000).toFixed(1) + "s";
     let s = Math.max(0, Math.round(num(ms) / 1000));
     const d = Math.floor(s / 86400);
     s -= d * 86400;
@@ -245,7 +247,10 @@
     return e;
   }
 
+  let lastSeries = null;
+
   function drawChart(series, now) {
+    lastSeries = series;
     const box = $("chart");
     clear(box);
     const samples = list(series.samples).filter((s) => s && typeof s.at === "number");
@@ -254,7 +259,8 @@
       samples.length < 2
         ? "Not enough samples yet: the coordinator takes one every " + duration(every) + "."
         : samples.length + " samples, one every " + duration(every) + ".";
-    const W = 600, H = 180, L = 34, R = 8, T = 8, B = 22;
+    // Drawn at the box's own width, so that the labels keep their size on a phone and on a wide screen.
+    const W = Math.max(280, Math.round(box.clientWidth || 600)), H = 180, L = 34, R = 8, T = 8, B = 22;
     const from = now - DAY_MS;
     let top = 1;
     for (const s of samples) top = Math.max(top, num(s.gpu_milli_online) / 1000, num(s.gpu_milli_allocated) / 1000);
@@ -266,7 +272,7 @@
     chart.appendChild(svg("line", { x1: L, y1: y(top), x2: W - R, y2: y(top), class: "axis" }));
     chart.appendChild(svg("text", { x: L - 4, y: y(0) + 4, "text-anchor": "end" }, "0"));
     chart.appendChild(svg("text", { x: L - 4, y: y(top) + 4, "text-anchor": "end" }, String(top)));
-    for (let h = 0; h <= 24; h += 6) {
+    for (let h = 0; h <= 24; h += W < 500 ? 12 : 6) { // fewer labels on a narrow screen
       const at = from + h * 3600 * 1000;
       chart.appendChild(svg("text", { x: x(at), y: H - 6, "text-anchor": h === 0 ? "start" : h === 24 ? "end" : "middle" },
         h === 24 ? "now" : clock(at)));
@@ -374,6 +380,7 @@
     clear($("totals"));
     clear($("chart"));
     $("chart-note").textContent = "";
+    lastSeries = null;
     $("log").textContent = "";
     $("log-panel").hidden = true;
     $("who").textContent = "";
@@ -437,6 +444,9 @@
       signIn(candidate);
     });
     $("sign-out").addEventListener("click", () => signOut(""));
+    window.addEventListener("resize", () => {
+      if (token !== null && lastSeries !== null) drawChart(lastSeries, Date.now());
+    });
     $("log-close").addEventListener("click", () => {
       logJob = null;
       $("log-panel").hidden = true;

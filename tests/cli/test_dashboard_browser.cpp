@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -33,15 +34,30 @@ json checked(net::HttpClient& c, const std::string& method, const std::string& p
     return json::parse(r->body);
 }
 
-// A CPU job that prints, then waits until `release` exists, then prints its last line.
+// Puts `dir` first on PATH for the life of the guard (the worker inherits it).
+struct PathFirst {
+    std::string old;
+    explicit PathFirst(const fs::path& dir) {
+        const char* p = std::getenv("PATH");
+        old = p != nullptr ? p : "";
+        ::setenv("PATH", (dir.string() + ":" + old).c_str(), 1);
+    }
+    ~PathFirst() { ::setenv("PATH", old.c_str(), 1); }
+    PathFirst(const PathFirst&) = delete;
+    PathFirst& operator=(const PathFirst&) = delete;
+};
+
+// A job on `gpu_milli` of a GPU that prints, then waits until `release` exists, then prints its last line.
 std::int64_t submit_waiting(const std::string& url, const std::string& member, const std::string& name,
-                            const fs::path& release) {
+                            const fs::path& release, std::int64_t gpu_milli = 500) {
     recipe::JobSpec s;
     s.name = name;
     s.image = "localhost/gpupool/busybox:latest";
     s.command = {"echo started " + name + "; while [ ! -e " + release.string() +
                  " ]; do sleep 0.2; done; echo finished " + name};
     s.shell = true;
+    s.resources.gpus = 1;
+    s.resources.gpu_milli = gpu_milli;
     s.resources.cpu_milli = 100;
     s.resources.memory_mib = 64;
     s.resources.max_runtime_s = 300;
@@ -127,11 +143,8 @@ std::vector<std::string> page_errors(const test::CdpSession& page) {
     return out;
 }
 
-} // namespace
-
-TEST_CASE("dashboard in headless Chromium: wrong token refused, running job and worker shown, live end, phone width, "
-          "member sees own team",
-          "[dashboard][browser][coordinator-cli]") {
+// Chromium, or a skip (with a warning) when it is not installed and not required.
+std::optional<fs::path> chromium_or_skip() {
     const auto chromium = test::find_chromium();
     const char* require = std::getenv("GPUPOOL_REQUIRE_BROWSER");
     if (!chromium) {
@@ -139,10 +152,70 @@ TEST_CASE("dashboard in headless Chromium: wrong token refused, running job and 
             FAIL("chromium is not installed and GPUPOOL_REQUIRE_BROWSER=1 (apt-get install chromium)");
         }
         WARN("SKIPPED: the dashboard's browser test needs `chromium` (Debian package chromium); not installed here");
+    }
+    return chromium;
+}
+
+} // namespace
+
+// The control for the check that ends the test below: a page with a console error, an uncaught
+// exception and a style attribute its Content-Security-Policy forbids makes page_errors() report
+// all three (were it blind to them, "no console errors" would pass on any page).
+TEST_CASE("dashboard browser test: the page error check sees console errors, exceptions and CSP violations",
+          "[dashboard][browser]") {
+    const auto chromium = chromium_or_skip();
+    if (!chromium) {
+        return;
+    }
+    test::Chromium browser(*chromium);
+    test::CdpSession page(browser.page_websocket_url());
+    page.call("Runtime.enable");
+    page.call("Log.enable");
+    page.call("Page.enable");
+    const std::string html = "<meta http-equiv=\"Content-Security-Policy\" content=\"style-src 'self'\">"
+                             "<p style=\"color: red\">styled</p>"
+                             "<script>console.error('console-boom'); throw new Error('thrown-boom');</script>";
+    page.call("Page.navigate", {{"url", "data:text/html," + html}});
+    std::vector<std::string> errors;
+    const auto seen = [&](const std::string& what) {
+        return std::any_of(errors.begin(), errors.end(),
+                           [&](const std::string& e) { return e.find(what) != std::string::npos; });
+    };
+    CHECK(page.wait_until(
+        [&] {
+            errors = page_errors(page);
+            return seen("console-boom") && seen("thrown-boom") && seen("Content Security Policy") &&
+                   seen("console.error: ") && seen("exception: ") && seen("log: ");
+        },
+        10s));
+    for (const auto& e : errors) {
+        UNSCOPED_INFO(e);
+    }
+    CHECK(seen("console.error: "));
+    CHECK(seen("exception: "));
+    CHECK(seen("log: "));
+}
+
+TEST_CASE("dashboard in headless Chromium: wrong token refused, running job and worker shown, live end, phone width, "
+          "member sees own team",
+          "[dashboard][browser][coordinator-cli]") {
+    const auto chromium = chromium_or_skip();
+    if (!chromium) {
         return;
     }
 
     test::TempDir dir;
+    // The worker's one GPU: a stand-in nvidia-smi that reports an L4 (and no other process on it).
+    test::TempDir bin;
+    const auto smi = bin.write("nvidia-smi", "#!/bin/sh\n"
+                                             "case \"$*\" in\n"
+                                             "  *query-gpu=index*) echo '0, GPU-dash, NVIDIA L4, 23034' ;;\n"
+                                             "  *query-gpu=uuid*) echo 'GPU-dash, 0' ;;\n"
+                                             "  *query-compute-apps*) ;;\n"
+                                             "  *) exit 6 ;;\n"
+                                             "esac\n");
+    fs::permissions(smi, fs::perms::owner_all);
+    PathFirst path(bin.path());
     fs::create_directories(dir.path() / "coord");
     test::CoordinatorProcess coord(dir.path() / "coord", {"--sample-ms", "500"}); // a chart with points soon
     const std::string url = coord.url();
@@ -166,6 +239,8 @@ TEST_CASE("dashboard in headless Chromium: wrong token refused, running job and 
     const std::int64_t ours = submit_waiting(url, member, "dash-train", release_ours);
     const std::int64_t theirs = submit_waiting(url, other, "others-secret", release_theirs);
     const std::string our_id = std::to_string(ours);
+    // A whole-GPU job waits while the two halves run (and after ours ends: theirs still holds half).
+    const std::int64_t whole = submit_waiting(url, member, "dash-whole", release_ours, 1000);
     std::string worker_name;
     REQUIRE(test::eventually(
         [&] {
@@ -218,8 +293,18 @@ TEST_CASE("dashboard in headless Chromium: wrong token refused, running job and 
     CHECK_THAT(text_of(page, running_row), Catch::Contains("dash-train") && Catch::Contains(worker_name) &&
                                                Catch::Contains("fellows") && Catch::Contains("alice"));
     CHECK(shown(page, "#running [data-job-id=\"" + std::to_string(theirs) + "\"]"));
+    CHECK_THAT(text_of(page, running_row), Catch::Contains("0.50 GPU") && Catch::Contains("GPU 0"));
+    // The worker's GPU, shared by the two half-GPU jobs.
     CHECK(shown(page, "#workers [data-worker-id]"));
     CHECK_THAT(text_of(page, "#workers"), Catch::Contains(worker_name) && Catch::Contains("online"));
+    CHECK_THAT(text_of(page, "#workers [data-gpu-index=\"0\"]"),
+               Catch::Contains("L4") && Catch::Contains("1.00, 2 jobs"));
+    CHECK_THAT(text_of(page, "#totals"), Catch::Contains("GPUs shared1") && Catch::Contains("1.00 of 1.00"));
+    // The queue, with why the whole-GPU job waits.
+    const std::string queued_row = "#queued [data-job-id=\"" + std::to_string(whole) + "\"]";
+    CHECK(shown(page, queued_row));
+    CHECK_THAT(text_of(page, queued_row), Catch::Contains("dash-whole"));
+    CHECK(text_of(page, queued_row + " td.why").size() > 10);
     CHECK_THAT(text_of(page, "#credits"), Catch::Contains("fellows") && Catch::Contains("others"));
     CHECK_FALSE(shown(page, "#login-form"));
     CHECK_FALSE(shown(page, "#login-error"));
@@ -242,6 +327,9 @@ TEST_CASE("dashboard in headless Chromium: wrong token refused, running job and 
     const std::string recent_row = "#recent [data-job-id=\"" + our_id + "\"]";
     REQUIRE(page.wait_until([&] { return shown(page, recent_row) && !shown(page, running_row); }, 30s));
     CHECK_THAT(text_of(page, recent_row), Catch::Contains("succeeded"));
+    CHECK(page.wait_until(
+        [&] { return text_of(page, "#workers [data-gpu-index=\"0\"]").find("0.50, 1 job") != std::string::npos; },
+        10s));
     CHECK(page.evaluate("window.__same_page").get<std::string>() == "yes");
     page.evaluate("document.querySelector(" + js(recent_row + " button") + ").click()");
     CHECK(page.wait_until([&] { return text_of(page, "#log").find("finished dash-train") != std::string::npos; }, 10s));

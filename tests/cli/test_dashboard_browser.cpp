@@ -232,7 +232,7 @@ TEST_CASE("dashboard in headless Chromium: wrong token refused, running job and 
                                       {{"role", "member"}, {"team", "others"}, {"label", "bob"}}, 201)["token"];
     const std::string enroll =
         checked(admin, "POST", "/v1/admin/tokens", {{"role", "enroll"}, {"team", "owners"}, {"uses", 5}}, 201)["token"];
-    test::WorkerProcess worker(dir.path() / "w", url, enroll);
+    test::WorkerProcess worker(dir.path() / "w", url, enroll, {"--name", "lab-box-7"});
 
     const fs::path release_ours = dir.path() / "release-fellows";
     const fs::path release_theirs = dir.path() / "release-others";
@@ -252,7 +252,7 @@ TEST_CASE("dashboard in headless Chromium: wrong token refused, running job and 
             if (pool["running"].size() != 2 || pool["workers"].empty()) {
                 return false;
             }
-            worker_name = pool["workers"][0]["name"].get<std::string>();
+            worker_name = pool["workers"][0]["name"].get<std::string>(); // lab-box-7, as the pool knows it
             return true;
         },
         30s));

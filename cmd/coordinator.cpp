@@ -136,6 +136,7 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     so.coordinator.worker_timeout_ms = *lease_s * 1000;
     so.coordinator.policy.placement.scorer = *scorer;
     so.tick = std::chrono::milliseconds(o.tick_ms);
+    so.coordinator.sample_every_ms = o.sample_ms;
     so.coordinator.credits.enforce = o.credits == "enforce";
     so.coordinator.credits.settle_ms = settle_s * 1000;
     so.coordinator.max_log_bytes = o.max_log_mib * 1024 * 1024;
@@ -345,6 +346,10 @@ void register_coordinator(Cli& cli) {
     sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
     sub->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");
     sub->add_option("--tick-ms", o->tick_ms, "Scheduling and lease-check period")->capture_default_str();
+    // For tests (a chart with points in seconds); hidden from --help.
+    sub->add_option("--sample-ms", o->sample_ms, "How often the pool is sampled for the dashboard's chart")
+        ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}))
+        ->group("");
     sub->add_option("--gpu-catalog", o->gpu_catalog, "GPU rate catalog TOML (default: the embedded core/resources/gpus.toml)");
     sub->add_option("--pool-fee", o->pool_fee, "Percent of each charge kept by the pool-fee account")->capture_default_str();
     sub->add_option("--credits", o->credits,

@@ -19,6 +19,7 @@ struct CoordinatorCmdOptions {
     std::string port_file;
     std::string policy = "fgd";
     std::int64_t tick_ms = 250;
+    std::int64_t sample_ms = 60'000; // the dashboard's utilisation samples (hidden --sample-ms: tests)
     std::string gpu_catalog; // empty: the embedded core/resources/gpus.toml
     std::string pool_fee = "0"; // percent of each charge
     std::string credits = "enforce"; // or "record"

@@ -264,6 +264,7 @@ std::vector<WorkerId> Coordinator::tick() {
         m_events->scheduling_pass(std::chrono::steady_clock::now() - began, written ? new_attempts : 0,
                                   written ? preempted : 0);
     }
+    record_sample(m_clock.now_ms());
     return written ? woken : std::vector<WorkerId>{};
 }
 

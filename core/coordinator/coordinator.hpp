@@ -97,6 +97,10 @@ struct CoordinatorOptions {
     std::int64_t max_log_bytes = std::int64_t{64} << 20;
     // The most a recipe may ask for (`logs.max_size`, checked at submit; 0: no limit).
     std::int64_t max_log_limit_bytes = std::int64_t{1} << 30;
+    // The dashboard's utilisation chart: tick() records a store::Sample of the pool this often (0:
+    // never), and the store keeps the last sample_keep_ms of them.
+    std::int64_t sample_every_ms = 60'000;
+    std::int64_t sample_keep_ms = 24 * 3'600'000;
     sched::Policy policy;
     CreditOptions credits;
 };
@@ -413,6 +417,10 @@ public:
 
     // The pool at a glance (overview.hpp says who sees what).
     Result<PoolOverview> overview(const Principal& who) const;
+    // The pool's samples taken at or after `since_ms` (at most the last sample_keep_ms, the newest
+    // k_max_samples), for admins and members (SampleSeries says what members get).
+    Result<SampleSeries> samples(const Principal& who, std::int64_t since_ms);
+    static constexpr std::int64_t k_max_samples = 2'000;
 
     // ---- monitoring ----
     // The pool's numbers now (metrics.hpp). For the metrics endpoint: no caller check here.
@@ -422,7 +430,8 @@ public:
     void set_events(CoordinatorEvents* events) { m_events = events; }
 
     // ---- time ----
-    // Expires leases and runtimes, then schedules. Returns the workers that got new assignments.
+    // Expires leases and runtimes, then schedules, then records a utilisation sample when one is
+    // due. Returns the workers that got new assignments.
     std::vector<WorkerId> tick();
 
     std::size_t job_count() const { return m_jobs.size(); }
@@ -447,6 +456,8 @@ private:
         std::vector<std::pair<std::string, std::int64_t>> placed; // team, ms queued
     };
     Noticed notice(const store::Changes& changes);
+    // Records a utilisation sample when one is due, and prunes those past sample_keep_ms (overview.cpp).
+    void record_sample(std::int64_t now);
     // Appends an audit record of `actor`'s action to `changes` (audit.cpp).
     void audit(std::optional<TokenId> actor, std::string action, std::string target, std::string detail_json,
                store::Changes& changes) const;
@@ -552,6 +563,7 @@ private:
     std::int64_t m_next_sweep = 1;
     std::int64_t m_next_job = 1;
     std::int64_t m_next_attempt = 1;
+    std::int64_t m_next_sample_at = 0; // the first tick samples
 };
 
 } // namespace gpupool::coordinator

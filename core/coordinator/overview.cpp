@@ -1,4 +1,5 @@
-// Coordinator::overview (overview.hpp): the pool at a glance, from the state in memory.
+// Coordinator::overview (overview.hpp): the pool at a glance, from the state in memory; and the
+// utilisation samples the coordinator keeps of it (Coordinator::samples, record_sample).
 #include "core/coordinator/overview.hpp"
 
 #include "core/coordinator/coordinator.hpp"
@@ -117,6 +118,50 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
         if (visible(id)) {
             out.credits.push_back(
                 {t.name, m_ledger.balance(credits::Account::of_team(id.value())), m_ledger.held_by_team(id.value())});
+        }
+    }
+    return out;
+}
+
+void Coordinator::record_sample(std::int64_t now) {
+    if (m_options.sample_every_ms <= 0 || now < m_next_sample_at) {
+        return;
+    }
+    // The whole pool, as an admin sees it: every team's work counts.
+    const Principal pool{Role::admin, std::nullopt, std::nullopt, TokenId{}};
+    auto o = overview(pool);
+    if (!o) {
+        return;
+    }
+    const OverviewTotals& t = o->totals;
+    Changes c;
+    c.samples.push_back({now, t.workers_online, t.gpus_online, t.gpu_milli_online, t.gpu_milli_allocated, t.jobs_queued,
+                         t.jobs_running});
+    if (!commit(c)) {
+        return; // the next tick tries again
+    }
+    m_next_sample_at = now + m_options.sample_every_ms;
+    // Best effort: what a failed prune leaves, the next one deletes.
+    (void)m_store.prune_samples(now - m_options.sample_keep_ms);
+}
+
+Result<SampleSeries> Coordinator::samples(const Principal& who, std::int64_t since_ms) {
+    if (who.role != Role::admin && !(who.role == Role::member && who.team)) {
+        return denied("the pool's utilisation is for admins and team members");
+    }
+    const std::int64_t oldest = m_clock.now_ms() - m_options.sample_keep_ms;
+    auto read = m_store.read_samples(std::max(since_ms, oldest), k_max_samples);
+    if (!read) {
+        return read.error();
+    }
+    SampleSeries out;
+    out.every_ms = m_options.sample_every_ms;
+    out.samples = std::move(*read);
+    out.job_counts = who.role == Role::admin;
+    if (!out.job_counts) {
+        for (auto& x : out.samples) {
+            x.jobs_queued = 0;
+            x.jobs_running = 0;
         }
     }
     return out;

@@ -4,9 +4,12 @@
 //
 // Who sees what (Coordinator::overview): admins every team; a member its own team's jobs and credits,
 // and the pool's workers and totals (capacity, not other teams' work); anyone else nothing.
+// SampleSeries: the pool's utilisation over the last day (Coordinator::samples), by the same rule:
+// members get the capacity numbers, not the pool-wide job counts (other teams' work).
 #pragma once
 
 #include "core/credits/money.hpp"
+#include "core/store/records.hpp"
 #include "core/util/ids.hpp"
 
 #include <cstdint>
@@ -74,6 +77,15 @@ struct PoolOverview {
     std::vector<OverviewJob> recent; // newest first, at most k_overview_recent
     std::vector<OverviewCredits> credits;
     OverviewTotals totals;
+};
+
+// The coordinator's own samples of the pool (store::Sample), oldest first.
+struct SampleSeries {
+    std::int64_t every_ms = 0; // how often the coordinator samples (CoordinatorOptions::sample_every_ms)
+    std::vector<store::Sample> samples;
+    // False for members: each sample's jobs_queued and jobs_running are zeroed (they count every
+    // team's jobs) and the API sends them as null.
+    bool job_counts = true;
 };
 
 inline constexpr std::size_t k_overview_queue = 200;

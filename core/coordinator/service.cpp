@@ -134,6 +134,7 @@ net::Router ServiceState::routes() {
     add_worker_routes(*this, r);
     add_credit_routes(*this, r);
     add_metrics_routes(*this, r);
+    add_dashboard_routes(*this, r);
     return r;
 }
 

@@ -123,6 +123,9 @@ void add_credit_routes(ServiceState& s, net::Router& r);
 void add_metrics_routes(ServiceState& s, net::Router& r);
 // The metrics listener's one route: GET /metrics without a token.
 net::Router metrics_listener_routes(ServiceState& s);
+// The read-only web dashboard: its page and files (no token: they hold no data), and the pool's
+// utilisation samples it charts (GET /v1/pool/samples, members and admins).
+void add_dashboard_routes(ServiceState& s, net::Router& r);
 
 // ---- requests and responses (service_json.cpp) --------------------------------------------------
 

@@ -1,5 +1,6 @@
-// The coordinator's durable records: teams, tokens, workers, sweeps, jobs and attempts, and the
-// credits ledger (its immutable entries, the cached account balances, grants).
+// The coordinator's durable records: teams, tokens, workers, sweeps, jobs and attempts, the
+// credits ledger (its immutable entries, the cached account balances, grants), the audit log and
+// the pool's utilisation samples.
 //
 // These are plain value types shared by the store (which persists them) and the coordinator
 // (which keeps the live copy in memory and writes every change through the store before it
@@ -168,6 +169,19 @@ struct AuditRecord {
     std::string target;
     std::string detail = "{}";
     bool operator==(const AuditRecord&) const = default;
+};
+
+// The pool at one moment, as the coordinator samples it (CoordinatorOptions::sample_every_ms) for the
+// dashboard's utilisation chart: pool-wide numbers, every team's work counted. Kept for a day.
+struct Sample {
+    std::int64_t at_ms = 0;
+    std::int64_t workers_online = 0;
+    std::int64_t gpus_online = 0;
+    std::int64_t gpu_milli_online = 0;    // 1000 per online GPU
+    std::int64_t gpu_milli_allocated = 0; // of those, given to active attempts
+    std::int64_t jobs_queued = 0;
+    std::int64_t jobs_running = 0;
+    bool operator==(const Sample&) const = default;
 };
 
 } // namespace gpupool::store

@@ -409,6 +409,26 @@ void write_audit(SQLite::Database& db, const Changes& c) {
     }
 }
 
+// Appended like the audit log: numbered by SQLite in the order written.
+void write_samples(SQLite::Database& db, const Changes& c) {
+    if (c.samples.empty()) {
+        return;
+    }
+    SQLite::Statement q(db, "INSERT INTO pool_samples (at, workers_online, gpus_online, gpu_milli_online, "
+                            "gpu_milli_allocated, jobs_queued, jobs_running) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    for (const auto& x : c.samples) {
+        q.bind(1, x.at_ms);
+        q.bind(2, x.workers_online);
+        q.bind(3, x.gpus_online);
+        q.bind(4, x.gpu_milli_online);
+        q.bind(5, x.gpu_milli_allocated);
+        q.bind(6, x.jobs_queued);
+        q.bind(7, x.jobs_running);
+        q.exec();
+        q.reset();
+    }
+}
+
 } // namespace
 
 Result<Snapshot> load_records(SQLite::Database& db) {
@@ -427,9 +447,9 @@ Result<Snapshot> load_records(SQLite::Database& db) {
 void write_records(SQLite::Database& db, const Changes& c) {
     // In the order the foreign keys need: teams, then workers (worker tokens name them), ...
     using Writer = void (*)(SQLite::Database&, const Changes&);
-    constexpr std::array<Writer, 10> k_writers{write_teams,    write_workers,  write_tokens, write_sweeps,
+    constexpr std::array<Writer, 11> k_writers{write_teams,    write_workers,  write_tokens, write_sweeps,
                                                write_jobs,     write_attempts, write_grants, write_ledger,
-                                               write_balances, write_audit};
+                                               write_balances, write_audit,    write_samples};
     for (Writer write : k_writers) {
         write(db, c);
     }

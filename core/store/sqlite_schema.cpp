@@ -174,6 +174,20 @@ CREATE TABLE audit_log (
 );
 CREATE INDEX audit_log_at ON audit_log(at);
 )sql",
+    // 7 -> 8: the coordinator's samples of the pool for the dashboard's chart (issue #16), a day of them.
+    R"sql(
+CREATE TABLE pool_samples (
+    id INTEGER PRIMARY KEY,
+    at INTEGER NOT NULL,
+    workers_online INTEGER NOT NULL,
+    gpus_online INTEGER NOT NULL,
+    gpu_milli_online INTEGER NOT NULL,
+    gpu_milli_allocated INTEGER NOT NULL,
+    jobs_queued INTEGER NOT NULL,
+    jobs_running INTEGER NOT NULL
+);
+CREATE INDEX pool_samples_at ON pool_samples(at);
+)sql",
 };
 
 // Version 4 first shipped without the sweeps' idempotency key (454bb39); the key was then added to

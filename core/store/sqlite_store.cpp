@@ -8,6 +8,7 @@
 #include <SQLiteCpp/Backup.h>
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <sqlite3.h>
@@ -397,6 +398,43 @@ Result<std::vector<AuditRecord>> SqliteStore::read_audit(const AuditQuery& query
         return out;
     } catch (const std::exception& e) {
         return db_error("audit read", e);
+    }
+}
+
+Result<std::vector<Sample>> SqliteStore::read_samples(std::int64_t since_ms, std::int64_t limit) {
+    try {
+        // The newest `limit`, then turned oldest first.
+        SQLite::Statement q(*m_db, "SELECT at, workers_online, gpus_online, gpu_milli_online, gpu_milli_allocated, "
+                                   "jobs_queued, jobs_running FROM pool_samples WHERE at >= ?1 "
+                                   "ORDER BY at DESC, id DESC LIMIT ?2");
+        q.bind(1, since_ms);
+        q.bind(2, std::max<std::int64_t>(limit, 0));
+        std::vector<Sample> out;
+        while (q.executeStep()) {
+            Sample x;
+            x.at_ms = q.getColumn(0).getInt64();
+            x.workers_online = q.getColumn(1).getInt64();
+            x.gpus_online = q.getColumn(2).getInt64();
+            x.gpu_milli_online = q.getColumn(3).getInt64();
+            x.gpu_milli_allocated = q.getColumn(4).getInt64();
+            x.jobs_queued = q.getColumn(5).getInt64();
+            x.jobs_running = q.getColumn(6).getInt64();
+            out.push_back(x);
+        }
+        std::reverse(out.begin(), out.end());
+        return out;
+    } catch (const std::exception& e) {
+        return db_error("samples read", e);
+    }
+}
+
+Result<std::int64_t> SqliteStore::prune_samples(std::int64_t before_ms) {
+    try {
+        SQLite::Statement q(*m_db, "DELETE FROM pool_samples WHERE at < ?");
+        q.bind(1, before_ms);
+        return static_cast<std::int64_t>(q.exec());
+    } catch (const std::exception& e) {
+        return db_error("samples prune", e);
     }
 }
 

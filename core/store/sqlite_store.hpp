@@ -21,7 +21,7 @@ class Database;
 
 namespace gpupool::store {
 
-inline constexpr int k_schema_version = 7;
+inline constexpr int k_schema_version = 8;
 
 // SQLite keeps a blob under 1e9 bytes (SQLITE_MAX_LENGTH); the store takes no more than this.
 inline constexpr std::int64_t k_sqlite_max_blob_bytes = 950'000'000;
@@ -54,6 +54,8 @@ public:
     Result<std::optional<std::string>> get_input_blob(TeamId team, std::string_view sha256_hex) override;
     std::int64_t max_blob_bytes() const override;
     Result<std::vector<AuditRecord>> read_audit(const AuditQuery& query) override;
+    Result<std::vector<Sample>> read_samples(std::int64_t since_ms, std::int64_t limit) override;
+    Result<std::int64_t> prune_samples(std::int64_t before_ms) override;
     Status backup(const std::filesystem::path& to) override;
 
     int schema_version() const;

@@ -37,9 +37,12 @@ struct Records {
     std::vector<GrantRecord> grants;
     // The audit log is appended to, never loaded: load() leaves it empty (read_audit reads it).
     std::vector<AuditRecord> audit;
+    // Utilisation samples, likewise appended and never loaded (read_samples reads them).
+    std::vector<Sample> samples;
     bool empty() const {
         return teams.empty() && tokens.empty() && workers.empty() && sweeps.empty() && jobs.empty() &&
-               attempts.empty() && ledger.empty() && balances.empty() && grants.empty() && audit.empty();
+               attempts.empty() && ledger.empty() && balances.empty() && grants.empty() && audit.empty() &&
+               samples.empty();
     }
 };
 using Snapshot = Records;
@@ -101,6 +104,13 @@ public:
 
     // The audit log (Changes::audit appends to it, with ids in the order appended).
     virtual Result<std::vector<AuditRecord>> read_audit(const AuditQuery& query) = 0;
+
+    // Utilisation samples (Changes::samples appends them) taken at or after `since_ms`: the newest
+    // `limit` of them, oldest first (ties in time in the order appended).
+    virtual Result<std::vector<Sample>> read_samples(std::int64_t since_ms, std::int64_t limit) = 0;
+    // Deletes the samples taken before `before_ms`; returns how many. Its own small transaction: the
+    // coordinator calls it after each sample it records, so the table holds one retention period.
+    virtual Result<std::int64_t> prune_samples(std::int64_t before_ms) = 0;
 
     // Writes a consistent copy of everything committed so far (one moment of it: no half of a
     // transaction) to `to` (0600; new, or an empty file: anything else is a conflict), in a form

@@ -46,8 +46,10 @@ struct Server {
     std::string admin_token;
     std::string url;
 
-    // `adjust`: changes to the options before the service starts.
+    // `sample_every_ms`: how often the pool is sampled for the dashboard (the coordinator's default: a
+    // minute); `adjust`: changes to the options before the service starts.
     explicit Server(std::int64_t lease_ms = 30'000, std::int64_t max_log_bytes = std::int64_t{64} << 20,
+                    std::int64_t sample_every_ms = 60'000,
                     const std::function<void(coordinator::ServiceOptions&)>& adjust = {}) {
         coordinator::ServiceOptions o;
         o.http.host = "127.0.0.1";
@@ -57,6 +59,7 @@ struct Server {
         o.coordinator.lease_ms = lease_ms;
         o.coordinator.worker_timeout_ms = lease_ms;
         o.coordinator.max_log_bytes = max_log_bytes;
+        o.coordinator.sample_every_ms = sample_every_ms;
         o.coordinator.policy.placement.scorer = sched::ScorerKind::bestfit;
         if (adjust) {
             adjust(o);
@@ -96,8 +99,9 @@ struct Pool {
     std::string worker;
     std::int64_t worker_id = 0;
 
-    explicit Pool(std::int64_t lease_ms = 30'000, std::int64_t max_log_bytes = std::int64_t{64} << 20)
-        : server(lease_ms, max_log_bytes) {
+    explicit Pool(std::int64_t lease_ms = 30'000, std::int64_t max_log_bytes = std::int64_t{64} << 20,
+                  std::int64_t sample_every_ms = 60'000)
+        : server(lease_ms, max_log_bytes, sample_every_ms) {
         auto admin = server.client(server.admin_token);
         for (const char* team : {"fellows", "others", "owners"}) {
             call(admin, "POST", "/v1/admin/teams", {{"name", team}}, 201);

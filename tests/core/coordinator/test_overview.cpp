@@ -1,5 +1,6 @@
 // The pool's overview (Coordinator::overview): its "ended lately" list holds the jobs that ended
-// last, by when they ended, not the newest submissions that have ended (real coordinator, SQLite file, manual clock).
+// last, by when they ended, not the newest submissions that have ended; and the utilisation samples
+// the coordinator keeps of it (Coordinator::samples). Real coordinator, SQLite file, manual clock.
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -39,4 +40,57 @@ TEST_CASE("the overview lists the jobs that ended last, newest first, by end tim
     CHECK(o->running.empty());
     // An enrollment or worker token sees nothing.
     CHECK_FALSE(p.coord->overview(p.owner_worker));
+}
+
+TEST_CASE("the coordinator samples the pool on its interval, keeps a day of samples, and members get capacity only",
+          "[coordinator][overview][samples]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    const std::int64_t t0 = p.clock.now_ms();
+    p.submit(half_l4("sampled", 48 * 3600));
+    auto attempt = p.place_and_start(); // the first tick samples: after its placement
+    REQUIRE(attempt);
+    const auto tick_at = [&](std::int64_t ms) {
+        p.clock.set_ms(ms);
+        REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt})); // online, the attempt's lease renewed
+        p.coord->tick();
+    };
+    tick_at(t0 + 30'000); // not due yet
+    tick_at(t0 + 59'999); // not yet
+    tick_at(t0 + 60'000); // the second sample
+    tick_at(t0 + 90'000);
+
+    auto all = p.coord->samples(p.admin, 0);
+    REQUIRE(all);
+    CHECK(all->every_ms == 60'000);
+    CHECK(all->job_counts);
+    REQUIRE(all->samples.size() == 2);
+    CHECK(all->samples[0].at_ms == t0);
+    CHECK(all->samples[1].at_ms == t0 + 60'000);
+    // one worker with one L4, half of it given out; one job running, none queued
+    CHECK(all->samples[1] == store::Sample{t0 + 60'000, 1, 1, 1000, 500, 0, 1});
+    // Since a time: only the later one.
+    CHECK(p.coord->samples(p.admin, t0 + 1).value().samples.size() == 1);
+
+    // A member gets the pool's capacity, not the pool-wide job counts; a worker token nothing.
+    auto theirs = p.coord->samples(p.fellow, 0);
+    REQUIRE(theirs);
+    CHECK_FALSE(theirs->job_counts);
+    REQUIRE(theirs->samples.size() == 2);
+    CHECK(theirs->samples[1].gpu_milli_allocated == 500);
+    CHECK(theirs->samples[1].jobs_running == 0);
+    auto refused = p.coord->samples(p.owner_worker, 0);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ErrorCode::forbidden);
+
+    // A day later the old samples are pruned from the store, not just hidden.
+    tick_at(t0 + 24 * 3'600'000 + 60'001);
+    auto day = p.coord->samples(p.admin, 0);
+    REQUIRE(day);
+    REQUIRE(day->samples.size() == 1);
+    CHECK(day->samples[0].at_ms == t0 + 24 * 3'600'000 + 60'001);
+    CHECK(p.db->read_samples(0, 100).value().size() == 1);
+    // They survive a restart (the store keeps them; load() does not need them).
+    REQUIRE(p.restart());
+    CHECK(p.coord->samples(p.admin, 0).value().samples.size() == 1);
 }

@@ -310,6 +310,20 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         {"GET /v1/admin/audit", {{admin}, false, "/v1/admin/audit", nullptr}},
         // the pool at a glance: admins everything, members their team's work and the pool's capacity
         {"GET /v1/pool", {{other, member, admin}, false, "/v1/pool", nullptr}},
+        {"GET /v1/pool/samples", {{other, member, admin}, false, "/v1/pool/samples", nullptr}},
+        // the dashboard's files hold no data: anyone (the data comes from the routes above)
+        {"GET /",
+         {{none, bad, revoked, banned, other, worker, other_worker, enroll, member, admin}, false, "/", nullptr}},
+        {"GET /dashboard/app.js",
+         {{none, bad, revoked, banned, other, worker, other_worker, enroll, member, admin},
+          false,
+          "/dashboard/app.js",
+          nullptr}},
+        {"GET /dashboard/style.css",
+         {{none, bad, revoked, banned, other, worker, other_worker, enroll, member, admin},
+          false,
+          "/dashboard/style.css",
+          nullptr}},
         {"POST /v1/admin/backup", {{admin}, false, "/v1/admin/backup", json::object()}},
         // Prometheus: admins (and the scrape token, when the coordinator has one: test_metrics_service.cpp)
         {"GET /metrics", {{admin}, false, "/metrics", nullptr}},
@@ -342,7 +356,7 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
             auto r = c.request(method, rule.path, body);
             REQUIRE(r);
             INFO("status " << r->status << ": " << r->body);
-            const bool open_route = rule.allowed.count(none) != 0; // /v1/health
+            const bool open_route = rule.allowed.count(none) != 0; // /v1/health, the dashboard's files
             if (who == other_worker && rule.allowed.count(worker) != 0 && !open_route) {
                 // Its own heartbeat and poll, but another worker's attempt is not found.
                 if (rule.path.starts_with("/v1/attempts/")) {

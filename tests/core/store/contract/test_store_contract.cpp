@@ -310,6 +310,67 @@ TEST_CASE("store contract: the audit log is appended in order, read newest first
     }
 }
 
+TEST_CASE("store contract: utilisation samples are appended, read oldest first since a time, pruned, never loaded",
+          "[store][contract]") {
+    FOR_EACH_STORE(kind) {
+        test::TempDir dir;
+        const auto sample = [](std::int64_t at, std::int64_t allocated) {
+            return Sample{at, 2, 3, 3000, allocated, 4, 5};
+        };
+        {
+            auto s = open(kind, dir.path());
+            Records c;
+            c.teams.push_back({TeamId(1), "owners", 1, 100, std::nullopt, std::nullopt});
+            c.samples.push_back(sample(1000, 0));
+            c.samples.push_back(sample(2000, 500));
+            REQUIRE(s->apply(c));
+            Records more;
+            more.samples.push_back(sample(3000, 1500));
+            more.samples.push_back(sample(3000, 2000)); // the same moment twice: in the order appended
+            more.samples.push_back(sample(4000, 3000));
+            REQUIRE(s->apply(more));
+            // A failed apply appends nothing.
+            Records bad;
+            bad.samples.push_back(sample(5000, 1));
+            bad.jobs.push_back(every_kind().jobs[0]); // names a sweep that does not exist
+            REQUIRE_FALSE(s->apply(bad));
+        }
+        auto s = open(kind, dir.path()); // reopened: they were committed
+        auto snap = s->load();
+        REQUIRE(snap);
+        CHECK(snap->samples.empty());
+        auto all = s->read_samples(0, 100);
+        REQUIRE(all);
+        REQUIRE(all->size() == 5);
+        CHECK((*all)[0] == sample(1000, 0));
+        CHECK((*all)[2] == sample(3000, 1500));
+        CHECK((*all)[3] == sample(3000, 2000));
+        CHECK((*all)[4] == sample(4000, 3000));
+        // Since a time, inclusive; with a limit, the newest ones, still oldest first.
+        auto since = s->read_samples(2000, 100);
+        REQUIRE(since);
+        REQUIRE(since->size() == 4);
+        CHECK(since->front().at_ms == 2000);
+        auto newest = s->read_samples(0, 2);
+        REQUIRE(newest);
+        REQUIRE(newest->size() == 2);
+        CHECK((*newest)[0] == sample(3000, 2000));
+        CHECK((*newest)[1] == sample(4000, 3000));
+        CHECK(s->read_samples(0, 0).value().empty());
+        // Pruning deletes those taken before the time, and only those.
+        auto pruned = s->prune_samples(3000);
+        REQUIRE(pruned);
+        CHECK(*pruned == 2);
+        CHECK(s->prune_samples(3000).value() == 0);
+        auto left = s->read_samples(0, 100);
+        REQUIRE(left);
+        REQUIRE(left->size() == 3);
+        CHECK(left->front().at_ms == 3000);
+        s.reset();
+        CHECK(open(kind, dir.path())->read_samples(0, 100).value().size() == 3);
+    }
+}
+
 TEST_CASE("store contract: a long log pages by offset, retried chunks are stored once", "[store][contract]") {
     FOR_EACH_STORE(kind) {
         test::TempDir dir;

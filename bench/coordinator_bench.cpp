@@ -3,7 +3,8 @@
 // then times what happens many times a second in a live pool: a scheduling pass (idle, and with a
 // queue that does not fit), a worker's poll for assignments, a heartbeat, and a job listing; and
 // what a Prometheus scrape costs the coordinator thread (Coordinator::metrics() and the text, with
-// the 200-job queue in place). The metrics' events are attached, as in the service.
+// the 200-job queue in place), and the dashboard's poll (the admin's overview). The metrics'
+// events are attached, as in the service.
 // Credits are enforced, with a weekly budget on the team, so every pass checks its spending.
 // A coordinator whose hot paths walk its whole history slows down as the pool ages; these figures
 // show whether it does.
@@ -89,7 +90,7 @@ void must(const Status& s, const std::string& what) {
 struct Row {
     std::int64_t history = 0;
     double fill_s = 0;
-    Timing tick_idle, tick_queued, poll, heartbeat, list_all, list_50, scrape;
+    Timing tick_idle, tick_queued, poll, heartbeat, list_all, list_50, scrape, overview;
 };
 
 Row run(std::int64_t history, int reps, const fs::path& dir, int fleet) {
@@ -188,6 +189,8 @@ Row run(std::int64_t history, int reps, const fs::path& dir, int fleet) {
     if (bytes == 0) {
         die("scrape", make_error(ErrorCode::internal, "an empty metrics text"));
     }
+    // The dashboard's poll (GET /v1/pool) as an admin sees it.
+    row.overview = time_it(std::max(5, reps / 10), [&] { (void)must(coord.overview(admin), "overview"); });
     coord.set_events(nullptr);
     return row;
 }
@@ -214,15 +217,15 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     const fs::path base = fs::path(dir) / ("gpupool-coordinator-bench-" + std::to_string(::getpid()));
 
-    std::printf("%9s %8s %16s %18s %14s %14s %16s %14s %14s\n", "HISTORY", "FILL_S", "TICK_IDLE_US", "TICK_200Q_US",
-                "POLL_US", "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US", "SCRAPE_US");
-    std::printf("%9s %8s %16s %18s %14s %14s %16s %14s %14s\n", "", "", "median / p99", "median / p99", "median / p99",
-                "median / p99", "median / p99", "median / p99", "median / p99");
+    std::printf("%9s %8s %16s %18s %14s %14s %16s %14s %14s %14s\n", "HISTORY", "FILL_S", "TICK_IDLE_US", "TICK_200Q_US",
+                "POLL_US", "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US", "SCRAPE_US", "OVERVIEW_US");
+    std::printf("%9s %8s %16s %18s %14s %14s %16s %14s %14s %14s\n", "", "", "median / p99", "median / p99", "median / p99",
+                "median / p99", "median / p99", "median / p99", "median / p99", "median / p99");
     for (auto h : history) {
         Row r = run(h, reps, base, fleet);
-        std::printf("%9lld %8.1f %16s %18s %14s %14s %16s %14s %14s\n", static_cast<long long>(r.history), r.fill_s,
+        std::printf("%9lld %8.1f %16s %18s %14s %14s %16s %14s %14s %14s\n", static_cast<long long>(r.history), r.fill_s,
                     us(r.tick_idle).c_str(), us(r.tick_queued).c_str(), us(r.poll).c_str(), us(r.heartbeat).c_str(),
-                    us(r.list_all).c_str(), us(r.list_50).c_str(), us(r.scrape).c_str());
+                    us(r.list_all).c_str(), us(r.list_50).c_str(), us(r.scrape).c_str(), us(r.overview).c_str());
         std::fflush(stdout);
     }
     fs::remove_all(base);

@@ -124,6 +124,12 @@ void Coordinator::absorb(const Changes& changes) {
         m_next_sweep = std::max(m_next_sweep, sw.id.value() + 1);
     }
     for (const auto& j : changes.jobs) {
+        if (auto old = m_jobs.find(j.id); old != m_jobs.end() && old->second.finished_at) {
+            m_ended_jobs.erase({*old->second.finished_at, j.id});
+        }
+        if (j.finished_at) {
+            m_ended_jobs.insert({*j.finished_at, j.id});
+        }
         m_jobs[j.id] = j;
         if (j.state == JobState::queued) {
             m_queued_jobs.insert(j.id);

@@ -547,6 +547,7 @@ private:
     std::map<JobId, std::vector<AttemptId>> m_attempts_by_job; // ascending
     std::set<AttemptId> m_active_attempts;                     // assigned or running
     std::set<JobId> m_queued_jobs;
+    std::set<std::pair<std::int64_t, JobId>> m_ended_jobs; // (finished_at, id): the overview's "ended lately"
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)
     PoolView m_pool; // the scheduler's view, kept by absorb() and heartbeat()
     // Decayed GPU-seconds per team for fair share; rebuilt from ended attempts on start.

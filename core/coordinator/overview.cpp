@@ -98,20 +98,13 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
     out.totals.jobs_running = static_cast<std::int64_t>(out.running.size());
 
     // The jobs that ended last, by when they ended (a long job submitted early can end after many
-    // later ones): the newest k_overview_recent of the caller's ended jobs.
-    std::vector<const JobRecord*> ended;
-    for (const auto& [id, j] : m_jobs) {
-        if (j.finished_at && visible(j.team)) {
-            ended.push_back(&j);
+    // later ones): the newest k_overview_recent of the caller's ended jobs, from the index absorb()
+    // keeps, so that the dashboard's poll does not walk the pool's history.
+    for (auto it = m_ended_jobs.rbegin(); it != m_ended_jobs.rend() && out.recent.size() < k_overview_recent; ++it) {
+        const JobRecord& j = m_jobs.at(it->second);
+        if (visible(j.team)) {
+            out.recent.push_back(overview_job(j));
         }
-    }
-    const auto later = [](const JobRecord* a, const JobRecord* b) {
-        return *a->finished_at != *b->finished_at ? *a->finished_at > *b->finished_at : a->id > b->id;
-    };
-    const auto keep = std::min(ended.size(), k_overview_recent);
-    std::partial_sort(ended.begin(), ended.begin() + static_cast<std::ptrdiff_t>(keep), ended.end(), later);
-    for (std::size_t i = 0; i < keep; ++i) {
-        out.recent.push_back(overview_job(*ended[i]));
     }
 
     for (const auto& [id, t] : m_teams) {

@@ -9,6 +9,7 @@
 #include "core/recipe/recipe_json.hpp"
 #include "tests/cli/cdp.hpp"
 #include "tests/cli/processes.hpp"
+#include "tests/path_first.hpp"
 #include "tests/support.hpp"
 
 #include <catch2/catch.hpp>
@@ -24,6 +25,8 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
+using test::PathFirst;
+
 namespace {
 
 json checked(net::HttpClient& c, const std::string& method, const std::string& path, const json& body, int expect) {
@@ -33,19 +36,6 @@ json checked(net::HttpClient& c, const std::string& method, const std::string& p
     REQUIRE(r->status == expect);
     return json::parse(r->body);
 }
-
-// Puts `dir` first on PATH for the life of the guard (the worker inherits it).
-struct PathFirst {
-    std::string old;
-    explicit PathFirst(const fs::path& dir) {
-        const char* p = std::getenv("PATH");
-        old = p != nullptr ? p : "";
-        ::setenv("PATH", (dir.string() + ":" + old).c_str(), 1);
-    }
-    ~PathFirst() { ::setenv("PATH", old.c_str(), 1); }
-    PathFirst(const PathFirst&) = delete;
-    PathFirst& operator=(const PathFirst&) = delete;
-};
 
 // A job on `gpu_milli` of a GPU that prints, then waits until `release` exists, then prints its last line.
 std::int64_t submit_waiting(const std::string& url, const std::string& member, const std::string& name,

@@ -5,6 +5,7 @@
 // has been quiet for --reclaim-quiet.
 #include "core/recipe/recipe_json.hpp"
 #include "tests/cli/processes.hpp"
+#include "tests/path_first.hpp"
 #include "tests/support.hpp"
 
 #include <boost/process.hpp>
@@ -21,20 +22,9 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using test::eventually;
 
-namespace {
+using test::PathFirst;
 
-// Puts `dir` first on PATH for the life of the guard (the worker inherits it).
-struct PathFirst {
-    std::string old;
-    explicit PathFirst(const fs::path& dir) {
-        const char* p = std::getenv("PATH");
-        old = p != nullptr ? p : "";
-        ::setenv("PATH", (dir.string() + ":" + old).c_str(), 1);
-    }
-    ~PathFirst() { ::setenv("PATH", old.c_str(), 1); }
-    PathFirst(const PathFirst&) = delete;
-    PathFirst& operator=(const PathFirst&) = delete;
-};
+namespace {
 
 json request(const std::string& url, const std::string& token, const std::string& method, const std::string& path,
              const json& body = nullptr) {

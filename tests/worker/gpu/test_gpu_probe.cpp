@@ -1,5 +1,6 @@
-#include "worker/gpu/gpu_probe.hpp"
+#include "tests/path_first.hpp"
 #include "tests/support.hpp"
+#include "worker/gpu/gpu_probe.hpp"
 
 #include <boost/process/search_path.hpp>
 #include <catch2/catch.hpp>
@@ -73,22 +74,7 @@ TEST_CASE("gpu health: gone from the driver, ECC errors, or no driver answer mak
     CHECK_THAT(down[2].reason, Catch::Contains("does not answer") && Catch::Contains("GPU is lost"));
 }
 
-namespace {
-
-// Puts `dir` first on PATH for the life of the guard.
-struct PathFirst {
-    std::string old;
-    explicit PathFirst(const std::filesystem::path& dir) {
-        const char* p = std::getenv("PATH");
-        old = p != nullptr ? p : "";
-        ::setenv("PATH", (dir.string() + ":" + old).c_str(), 1);
-    }
-    ~PathFirst() { ::setenv("PATH", old.c_str(), 1); }
-    PathFirst(const PathFirst&) = delete;
-    PathFirst& operator=(const PathFirst&) = delete;
-};
-
-} // namespace
+using gpupool::test::PathFirst;
 
 TEST_CASE("the real probe runs nvidia-smi's CSV queries, and one that hangs is cut off in time") {
     gpupool::test::TempDir dir;

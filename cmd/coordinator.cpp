@@ -33,10 +33,7 @@ Result<std::pair<std::string, std::uint16_t>> parse_listen(const std::string& s)
     if (colon == std::string::npos || colon + 1 == s.size()) {
         return make_error(ErrorCode::invalid_input, "expected HOST:PORT, like 0.0.0.0:7070", "--listen");
     }
-    std::string host = s.substr(0, colon);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-        host = host.substr(1, host.size() - 2);
-    }
+    std::string host = net::listen_host(s);
     int port = 0;
     try {
         port = std::stoi(s.substr(colon + 1));

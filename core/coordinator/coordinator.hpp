@@ -453,7 +453,7 @@ private:
     // counts their jobs and ledger entries in m_counters (metrics.cpp).
     struct Noticed {
         std::vector<store::AttemptRecord> ended;
-        std::vector<std::pair<std::string, std::int64_t>> placed; // team, ms queued
+        std::vector<std::pair<std::string, std::int64_t>> placed; // team, ms queued (only with an observer)
     };
     Noticed notice(const store::Changes& changes);
     // Records a utilisation sample when one is due, and prunes those past sample_keep_ms (overview.cpp).

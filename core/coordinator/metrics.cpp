@@ -2,7 +2,6 @@
 #include "core/coordinator/metrics.hpp"
 
 #include "core/coordinator/coordinator.hpp"
-#include "core/coordinator/internal.hpp"
 
 #include <algorithm>
 #include <set>
@@ -131,7 +130,7 @@ Coordinator::Noticed Coordinator::notice(const store::Changes& changes) {
         if (a.ended_at && (old == m_attempts.end() || !old->second.ended_at)) {
             n.ended.push_back(a);
         }
-        if (old == m_attempts.end() && a.state == AttemptState::assigned) {
+        if (m_events != nullptr && old == m_attempts.end() && a.state == AttemptState::assigned) {
             // Queued since the job was submitted, or since its previous attempt ended.
             const store::JobRecord& job = m_jobs.at(a.job);
             std::int64_t since = job.created_at;

@@ -134,12 +134,7 @@ Status install_coordinator(const CoordinatorInstallOptions& o, Systemctl& system
         return make_error(ErrorCode::invalid_input, "--tls-cert and --tls-key go together", "--tls-cert");
     }
     if (!o.metrics_listen.empty()) {
-        const auto colon = o.metrics_listen.rfind(':');
-        std::string host = colon == std::string::npos ? std::string() : o.metrics_listen.substr(0, colon);
-        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-            host = host.substr(1, host.size() - 2);
-        }
-        if (!parse_service_listen(o.metrics_listen) || !net::is_loopback_host(host)) {
+        if (!parse_service_listen(o.metrics_listen) || !net::is_loopback_host(net::listen_host(o.metrics_listen))) {
             return make_error(ErrorCode::invalid_input,
                               "expected a loopback HOST:PORT (127.0.0.1:9464): it serves metrics without a token",
                               "--metrics-listen");

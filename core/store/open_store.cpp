@@ -1,6 +1,9 @@
 #include "core/store/open_store.hpp"
 
 #include "core/store/sqlite_store.hpp"
+#ifdef GPUPOOL_HAVE_POSTGRES
+#include "core/store/postgres_store.hpp"
+#endif
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
@@ -28,7 +31,40 @@ std::string_view url_scheme(std::string_view spec) {
     return well_formed ? scheme : std::string_view{};
 }
 
+// Whether a `scheme://user:password@host/...` URL has a password in its user information, or a
+// `password=` query parameter.
+bool url_has_password(std::string_view url) {
+    std::string_view rest = url.substr(url.find("://") + 3);
+    const auto query = rest.find('?');
+    const std::string_view authority = rest.substr(0, std::min(rest.find('/'), query));
+    const auto at = authority.rfind('@');
+    if (at != std::string_view::npos && authority.substr(0, at).find(':') != std::string_view::npos) {
+        return true;
+    }
+    if (query == std::string_view::npos) {
+        return false;
+    }
+    const std::string_view params = rest.substr(query + 1);
+    return params.starts_with("password=") || params.find("&password=") != std::string_view::npos;
+}
+
 } // namespace
+
+bool postgres_available() {
+#ifdef GPUPOOL_HAVE_POSTGRES
+    return true;
+#else
+    return false;
+#endif
+}
+
+std::string printable_spec(std::string_view spec) {
+    const std::string_view scheme = url_scheme(spec);
+    if ((scheme != "postgresql" && scheme != "postgres") || !url_has_password(spec)) {
+        return std::string(spec);
+    }
+    return std::string(scheme) + "://(a URL with a password, not shown)";
+}
 
 Result<StoreSpec> parse_store_spec(std::string_view spec) {
     if (spec.starts_with(k_sqlite_prefix)) {
@@ -40,9 +76,19 @@ Result<StoreSpec> parse_store_spec(std::string_view spec) {
     }
     const std::string_view scheme = url_scheme(spec);
     if (scheme == "postgresql" || scheme == "postgres") {
-        return make_error(ErrorCode::not_implemented,
-                          "PostgreSQL stores are not supported yet; use a SQLite file (a path or sqlite:PATH)",
-                          "--db");
+        if (!postgres_available()) {
+            return make_error(ErrorCode::not_implemented,
+                              "this gpupool was built without PostgreSQL (the static build is for workers); run "
+                              "the coordinator from a build with libpq, or use a SQLite file",
+                              "--db");
+        }
+        if (url_has_password(spec)) {
+            return make_error(ErrorCode::invalid_input,
+                              "the URL carries a password, which every user of this machine can read on the "
+                              "command line; put it in a file (--db-password-file), PGPASSWORD or ~/.pgpass",
+                              "--db");
+        }
+        return StoreSpec{Engine::postgresql, std::string(spec)};
     }
     if (!scheme.empty()) {
         return make_error(ErrorCode::invalid_input,
@@ -68,10 +114,22 @@ Result<std::unique_ptr<Store>> open_store(const StoreSpec& spec, const OpenOptio
         }
         return std::unique_ptr<Store>(std::move(*store));
     }
-    case Engine::postgresql:
+    case Engine::postgresql: {
+#ifdef GPUPOOL_HAVE_POSTGRES
+        PostgresOptions po;
+        po.create = options.create;
+        po.password = options.password;
+        auto store = PostgresStore::open(spec.location, po);
+        if (!store) {
+            return store.error();
+        }
+        return std::unique_ptr<Store>(std::move(*store));
+#else
         break;
+#endif
     }
-    return make_error(ErrorCode::not_implemented, "PostgreSQL stores are not supported yet", "--db");
+    }
+    return make_error(ErrorCode::not_implemented, "this gpupool was built without PostgreSQL", "--db");
 }
 
 Result<std::unique_ptr<Store>> open_store(std::string_view spec, const OpenOptions& options) {

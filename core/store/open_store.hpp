@@ -2,12 +2,15 @@
 // the tools are handed a store and never name an engine.
 //
 // Specs: a file path (`pool.db`, `/var/lib/gpupool/pool.db`) or `sqlite:PATH` is the embedded SQLite
-// store; `postgresql://...` (or `postgres://`) is the planned PostgreSQL store, refused for now with
-// ErrorCode::not_implemented; any other `SCHEME://...` is refused naming the scheme. A path that
-// merely contains a colon (`pool:1.db`) is a path.
+// store; `postgresql://...` (or `postgres://`) is the PostgreSQL store (postgres_store.hpp), whose
+// URL may not carry a password (command lines are visible to every user of the machine: the password
+// comes from OpenOptions::password, PGPASSWORD, ~/.pgpass or a `passfile=` parameter); any other
+// `SCHEME://...` is refused naming the scheme. A path that merely contains a colon (`pool:1.db`) is a
+// path. A gpupool built without PostgreSQL (the static build) refuses its URLs as not_implemented.
 //
-// The store is opened exclusively: SQLite holds `<path>.lock` for as long as the store is open (a
-// second coordinator, or an admin-token recovery while one runs, is a conflict that says so).
+// SQLite is opened exclusively: it holds `<path>.lock` for as long as the store is open (a second
+// coordinator, or an admin-token recovery while one runs, is a conflict that says so). PostgreSQL is
+// shared: several coordinators open it and take turns through its lease (Store::acquire_lease).
 #pragma once
 
 #include "core/store/store.hpp"
@@ -29,8 +32,15 @@ struct StoreSpec {
 Result<StoreSpec> parse_store_spec(std::string_view spec);
 
 struct OpenOptions {
-    bool create = true; // false: a store that does not exist yet is not_found
+    bool create = true;   // false: a store that does not exist yet is not_found
+    std::string password; // PostgreSQL: the password (e.g. read from --db-password-file); empty: libpq's own
 };
+
+// Whether this gpupool was built with the PostgreSQL store.
+bool postgres_available();
+
+// `spec` fit for a log line: a PostgreSQL URL without any password in it.
+std::string printable_spec(std::string_view spec);
 
 Result<std::unique_ptr<Store>> open_store(const StoreSpec& spec, const OpenOptions& options = {});
 Result<std::unique_ptr<Store>> open_store(std::string_view spec, const OpenOptions& options = {});

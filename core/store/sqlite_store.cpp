@@ -438,4 +438,49 @@ Result<std::int64_t> SqliteStore::prune_samples(std::int64_t before_ms) {
     }
 }
 
+Result<std::vector<InputBlobRef>> SqliteStore::list_input_blobs() {
+    try {
+        SQLite::Statement q(*m_db, "SELECT team_id, sha256, size, created_at FROM team_input_blobs "
+                                   "ORDER BY team_id, sha256");
+        std::vector<InputBlobRef> out;
+        while (q.executeStep()) {
+            out.push_back({TeamId(q.getColumn(0).getInt64()), q.getColumn(1).getString(), q.getColumn(2).getInt64(),
+                           q.getColumn(3).getInt64()});
+        }
+        return out;
+    } catch (const std::exception& e) {
+        return db_error("input list", e);
+    }
+}
+
+// The file's lock already makes this process the only writer: the lease is always free to it and is
+// kept in memory, for the coordinator that asks (it never waits as a standby on SQLite).
+Result<LeaseState> SqliteStore::acquire_lease(const LeaseClaim& claim) {
+    m_lease = LeaseState{m_lease.epoch + 1, claim.holder, claim.address, claim.ttl_ms};
+    m_lease_renewed = std::chrono::steady_clock::now();
+    return read_lease();
+}
+
+Status SqliteStore::renew_lease(std::int64_t ttl_ms) {
+    if (m_lease.epoch == 0) {
+        return make_error(ErrorCode::conflict, "this store holds no lease", "lease");
+    }
+    m_lease.expires_in_ms = ttl_ms;
+    m_lease_renewed = std::chrono::steady_clock::now();
+    return {};
+}
+
+Status SqliteStore::release_lease() {
+    m_lease.expires_in_ms = 0;
+    return {};
+}
+
+Result<LeaseState> SqliteStore::read_lease() {
+    LeaseState now = m_lease;
+    const auto held = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                            m_lease_renewed);
+    now.expires_in_ms = std::max<std::int64_t>(m_lease.expires_in_ms - held.count(), 0);
+    return now;
+}
+
 } // namespace gpupool::store

@@ -11,6 +11,7 @@
 #include "core/store/store.hpp"
 #include "core/util/files.hpp"
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -57,6 +58,12 @@ public:
     Result<std::vector<Sample>> read_samples(std::int64_t since_ms, std::int64_t limit) override;
     Result<std::int64_t> prune_samples(std::int64_t before_ms) override;
     Status backup(const std::filesystem::path& to) override;
+    Result<std::vector<InputBlobRef>> list_input_blobs() override;
+    bool shared() const override { return false; }
+    Result<LeaseState> acquire_lease(const LeaseClaim& claim) override;
+    Status renew_lease(std::int64_t ttl_ms) override;
+    Status release_lease() override;
+    Result<LeaseState> read_lease() override;
 
     int schema_version() const;
 
@@ -67,6 +74,8 @@ private:
     std::unique_ptr<SQLite::Database> m_db;
     std::filesystem::path m_path; // backup() opens its own connection to it
     std::int64_t m_max_blob_bytes = k_sqlite_max_blob_bytes;
+    LeaseState m_lease{}; // in memory: the file's lock makes this process the only writer
+    std::chrono::steady_clock::time_point m_lease_renewed{};
 };
 
 // The lock that lets one process at a time use a SQLite pool database (`<db>.lock`): the

@@ -57,6 +57,30 @@ struct AuditQuery {
     std::int64_t limit = 100;
 };
 
+// One input archive as list_input_blobs names it.
+struct InputBlobRef {
+    TeamId team;
+    std::string sha256_hex;
+    std::int64_t size = 0;
+    std::int64_t created_at = 0;
+    bool operator==(const InputBlobRef&) const = default;
+};
+
+// The pool's lease, which lets several coordinators share one database (an active one and standbys):
+// whoever holds it is the only one that writes. `epoch` grows by one each time it changes hands.
+struct LeaseClaim {
+    std::string holder;  // unique per coordinator process (a random id chosen at start)
+    std::string address; // where clients reach that coordinator (its advertised URL)
+    std::int64_t ttl_ms = 0;
+};
+struct LeaseState {
+    std::int64_t epoch = 0; // 0: never held
+    std::string holder;
+    std::string address;
+    std::int64_t expires_in_ms = 0; // by the database's clock; <= 0: expired (free to take)
+    bool operator==(const LeaseState&) const = default;
+};
+
 // What happened to a log chunk sent at an offset.
 struct LogAppend {
     std::int64_t stored_bytes = 0; // new bytes stored (0 for a repeated chunk)
@@ -118,6 +142,30 @@ public:
     // thread while the owner thread goes on using the store: it reads through a connection of its
     // own, and writers are not held up while it copies. Fails with ErrorCode::io, leaving no file.
     virtual Status backup(const std::filesystem::path& to) = 0;
+
+    // Every input archive, by team then digest (for copying a pool to another store).
+    virtual Result<std::vector<InputBlobRef>> list_input_blobs() = 0;
+
+    // ---- the lease (active and standby coordinators) ---------------------------------------------
+    // Whether several processes may open this store at once, so that a standby can wait on the lease.
+    // SQLite: no (one process holds the file's lock; its lease is always free to that process).
+    virtual bool shared() const = 0;
+    // Takes the lease when it is free, expired, or already this holder's, with an epoch one above the
+    // last, and returns it as it stands afterwards: the claim succeeded when its holder is
+    // `claim.holder`. From then on every write through this store is fenced by that epoch: once another
+    // holder has taken the lease, the database refuses it (ErrorCode::conflict with the field "lease"),
+    // so a coordinator that was paused cannot write over its successor.
+    virtual Result<LeaseState> acquire_lease(const LeaseClaim& claim) = 0;
+    // Extends this store's lease by `ttl_ms` from now (the database's clock). conflict with the field
+    // "lease" when it is no longer this store's.
+    virtual Status renew_lease(std::int64_t ttl_ms) = 0;
+    // Gives this store's lease up (it expires now), so a standby takes over at once; a no-op when it
+    // is not held.
+    virtual Status release_lease() = 0;
+    virtual Result<LeaseState> read_lease() = 0;
 };
+
+// The error every write through a store whose lease was taken by another coordinator returns.
+inline bool is_fenced(const Error& e) { return e.code == ErrorCode::conflict && e.field == "lease"; }
 
 } // namespace gpupool::store

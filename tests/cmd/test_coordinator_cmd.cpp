@@ -25,7 +25,7 @@ TEST_CASE("coordinator command: a --db it cannot serve is a usage error, before 
           "[coordinator-cmd]") {
     test::TempDir dir;
     GlobalOptions global;
-    for (const std::string db : {"postgresql://pool@db.example/gpupool", "mysql://db/gpupool", "sqlite:"}) {
+    for (const std::string db : {"postgresql://pool:secret@db.example/gpupool", "mysql://db/gpupool", "sqlite:"}) {
         INFO(db);
         CoordinatorCmdOptions o = options_in(dir);
         o.db = db;

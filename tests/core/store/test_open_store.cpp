@@ -25,14 +25,37 @@ TEST_CASE("open_store: a path and sqlite:PATH name a SQLite file", "[store]") {
     }
 }
 
-TEST_CASE("open_store: postgresql is not supported yet and an unknown scheme is named", "[store]") {
-    for (const char* spec : {"postgresql://pool@db.example/gpupool", "postgres://db/gpupool"}) {
+TEST_CASE("open_store: a postgresql URL is the PostgreSQL store, never with a password in it", "[store]") {
+    for (const char* spec : {"postgresql://pool@db.example/gpupool", "postgres://db/gpupool?sslmode=verify-full"}) {
+        INFO(spec);
+        auto s = parse_store_spec(spec);
+        if (!postgres_available()) {
+            REQUIRE_FALSE(s);
+            CHECK(s.error().code == ErrorCode::not_implemented);
+            CHECK_THAT(s.error().message, Catch::Contains("built without PostgreSQL"));
+            continue;
+        }
+        REQUIRE(s);
+        CHECK(s->engine == Engine::postgresql);
+        CHECK(s->location == spec);
+        CHECK(printable_spec(spec) == spec);
+    }
+    for (const char* spec : {"postgresql://pool:hunter2@db.example/gpupool",
+                             "postgresql://db.example/gpupool?sslmode=require&password=hunter2",
+                             "postgres://db/gpupool?password=hunter2"}) {
+        INFO(spec);
         auto s = parse_store_spec(spec);
         REQUIRE_FALSE(s);
-        CHECK(s.error().code == ErrorCode::not_implemented);
         CHECK(s.error().field == "--db");
-        CHECK_THAT(s.error().message, Catch::Contains("PostgreSQL") && Catch::Contains("not supported yet"));
+        if (postgres_available()) {
+            CHECK(s.error().code == ErrorCode::invalid_input);
+            CHECK_THAT(s.error().message, Catch::Contains("password"));
+        }
+        CHECK(printable_spec(spec).find("hunter2") == std::string::npos);
     }
+}
+
+TEST_CASE("open_store: an unknown scheme is named", "[store]") {
     auto mysql = open_store("mysql://db/gpupool");
     REQUIRE_FALSE(mysql);
     CHECK(mysql.error().code == ErrorCode::invalid_input);

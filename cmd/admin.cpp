@@ -1,4 +1,5 @@
 #include "cmd/admin.hpp"
+#include "cmd/migrate.hpp"
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
@@ -538,6 +539,7 @@ void register_admin(Cli& cli) {
     add_worker_commands(admin, *o, run_as);
     add_credit_commands(admin, *o, run_as);
     add_ops_commands(admin, *o, run_as);
+    register_admin_migrate(cli, admin);
 
     for (CLI::App* c : admin->get_subcommands({})) {
         c->fallthrough();

@@ -4,6 +4,7 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/coordinator_install.hpp"
+#include "cmd/migrate.hpp"
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/restore.hpp"
 #include "core/coordinator/service.hpp"
@@ -16,12 +17,14 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <cctype>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <unistd.h>
 
 namespace gpupool::cmd {
 
@@ -49,24 +52,17 @@ Result<std::pair<std::string, std::uint16_t>> parse_listen(const std::string& s)
 // --metrics-token-file and --metrics-listen into the service's options.
 Status metrics_options(const CoordinatorCmdOptions& o, coordinator::ServiceOptions& so) {
     if (!o.metrics_token_file.empty()) {
-        std::ifstream in(o.metrics_token_file);
-        std::string token(4096, '\0');
-        in.read(token.data(), static_cast<std::streamsize>(token.size()));
-        if (!in && !in.eof()) {
-            return make_error(ErrorCode::invalid_input, "cannot read `" + o.metrics_token_file + "`",
-                              "--metrics-token-file");
+        auto token = read_secret_file(o.metrics_token_file, "--metrics-token-file");
+        if (!token) {
+            return token.error();
         }
-        token.resize(static_cast<std::size_t>(in.gcount()));
-        while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())) != 0) {
-            token.pop_back();
-        }
-        if (token.size() < 32 || token.find_first_of(" \t\r\n") != std::string::npos) {
+        if (token->size() < 32 || token->find_first_of(" \t") != std::string::npos) {
             return make_error(ErrorCode::invalid_input,
                               "the scrape token must be one line of at least 32 characters (e.g. `openssl rand "
                               "-hex 32`)",
                               "--metrics-token-file");
         }
-        so.metrics_token_sha256 = coordinator::sha256_hex(token);
+        so.metrics_token_sha256 = coordinator::sha256_hex(*token);
     }
     if (!o.metrics_listen.empty()) {
         auto listen = parse_listen(o.metrics_listen);
@@ -86,6 +82,32 @@ Status metrics_options(const CoordinatorCmdOptions& o, coordinator::ServiceOptio
         mo.port = listen->second;
         so.metrics_listener = mo;
     }
+    return {};
+}
+
+// --advertise and --takeover-after: how this coordinator shares a PostgreSQL store with others.
+Status standby_options(const CoordinatorCmdOptions& o, coordinator::ServiceOptions& so) {
+    auto takeover_s = resources::parse_duration_s(o.takeover_after);
+    if (!takeover_s || *takeover_s < 1 || *takeover_s > 600) {
+        return make_error(ErrorCode::invalid_input, "expected a duration from 1s to 10m, like 6s", "--takeover-after");
+    }
+    so.standby.takeover_after = std::chrono::seconds(*takeover_s);
+    const std::string& advertise = o.advertise; // empty: the service makes it from --listen and its port
+    if (!advertise.empty() && !advertise.starts_with("http://") && !advertise.starts_with("https://")) {
+        return make_error(ErrorCode::invalid_input,
+                          "expected the URL clients reach this coordinator at, like https://coord-2.example.org:7070",
+                          "--advertise");
+    }
+    if (advertise.empty() && (so.http.host == "0.0.0.0" || so.http.host == "::")) {
+        // Listening everywhere: clients sent here by a standby need a name, the machine's.
+        std::array<char, 256> name{};
+        if (gethostname(name.data(), name.size() - 1) == 0) {
+            so.standby.advertise = std::string(o.tls_cert.empty() ? "http" : "https") + "://" + name.data() + ":" +
+                                   std::to_string(so.http.port);
+        }
+        return {};
+    }
+    so.standby.advertise = advertise;
     return {};
 }
 
@@ -159,13 +181,16 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     if (auto st = metrics_options(o, so); !st) {
         return st.error();
     }
+    if (auto st = standby_options(o, so); !st) {
+        return st.error();
+    }
     return so;
 }
 
 // `coordinator --new-admin-token`: the recovery for a lost admin token, by whoever can open the
 // database file, while the coordinator is stopped.
-int run_new_admin_token(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
-    auto tok = coordinator::recover_admin_token(o.db);
+int run_new_admin_token(const GlobalOptions& global, const CoordinatorCmdOptions& o, const std::string& password) {
+    auto tok = coordinator::recover_admin_token(o.db, password);
     if (!tok) {
         report_error(global, tok.error());
         return k_exit_failed;
@@ -244,8 +269,17 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
         report_error(global, spec.error());
         return k_exit_usage;
     }
+    std::string password;
+    if (!o.db_password_file.empty()) {
+        auto secret = read_secret_file(o.db_password_file, "--db-password-file");
+        if (!secret) {
+            report_error(global, secret.error());
+            return k_exit_usage;
+        }
+        password = std::move(*secret);
+    }
     if (o.new_admin_token) {
-        return run_new_admin_token(global, o);
+        return run_new_admin_token(global, o, password);
     }
     auto so = service_options(o);
     if (!so) {
@@ -269,7 +303,9 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    auto opened = store::open_store(*spec);
+    store::OpenOptions oo;
+    oo.password = password;
+    auto opened = store::open_store(*spec, oo);
     if (!opened) {
         report_error(global, opened.error());
         return k_exit_failed;
@@ -282,6 +318,10 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     }
     const std::string scheme = o.tls_cert.empty() ? "http" : "https";
     const std::string url = scheme + "://" + so->http.host + ":" + std::to_string(service.port());
+    if (!service.active()) {
+        spdlog::info("coordinator standing by on {}: the pool ({}) is served by {}; taking over when it stops", url,
+                     o.db, service.active_address());
+    }
     spdlog::info("coordinator started: {} (store {}, policy {}, lease {}, credits {}, pool fee {}%, settle {})", url,
                  o.db, o.policy, o.lease, o.credits, o.pool_fee, o.settle);
     if (service.metrics_port() != 0) {
@@ -295,13 +335,15 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
         }
     }
     if (global.json) {
-        nlohmann::json j = {{"url", url}, {"port", service.port()}, {"db", o.db}};
+        nlohmann::json j = {{"url", url}, {"port", service.port()}, {"db", o.db}, {"active", service.active()}};
         if (!admin_token.empty() && o.admin_token_file.empty()) {
             j["admin_token"] = admin_token;
         }
         std::cout << j.dump() << std::endl;
     } else {
-        std::cout << "gpupool coordinator listening on " << url << " (store " << o.db << ")" << std::endl;
+        std::cout << "gpupool coordinator listening on " << url << " (store " << o.db << ")"
+                  << (service.active() ? "" : "; standing by, the pool is served by " + service.active_address())
+                  << std::endl;
         if (!admin_token.empty() && o.admin_token_file.empty()) {
             std::cout << "admin token (shown once, keep it safe): " << admin_token << std::endl;
         }
@@ -321,13 +363,28 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
 
 void register_coordinator(Cli& cli) {
     auto o = std::make_shared<CoordinatorCmdOptions>();
-    CLI::App* sub = add_command(cli, "coordinator", "Run the pool's coordinator: HTTP API, scheduler, SQLite store");
+    CLI::App* sub = add_command(cli, "coordinator",
+                                "Run the pool's coordinator: HTTP API, scheduler, SQLite or PostgreSQL store");
     add_help_footer(sub,
                     "gpupool coordinator --db pool.db --listen 0.0.0.0:7070 --tls-cert cert.pem --tls-key key.pem\n"
-                    "gpupool coordinator --db pool.db --new-admin-token   # with the coordinator stopped",
-                    "README.md (What works today), docs/security.md, docs/credits.md, docs/api.md", Reach::local);
+                    "gpupool coordinator --db pool.db --new-admin-token   # with the coordinator stopped\n"
+                    "gpupool coordinator --db postgresql://gpupool@db/gpupool --db-password-file db.pw "
+                    "--advertise https://coord-1:7070   # and a standby with coord-2",
+                    "README.md (What works today), docs/operating.md (Running on PostgreSQL), docs/api.md", Reach::local);
     sub->add_option("--listen", o->listen, "HOST:PORT to serve on (port 0 picks a free one)")->capture_default_str();
-    sub->add_option("--db", o->db, "The pool's store: a SQLite file, as a path or sqlite:PATH (created on first start)")->capture_default_str();
+    sub->add_option("--db", o->db,
+                    "The pool's store: a SQLite file, as a path or sqlite:PATH (created on first start), or a "
+                    "PostgreSQL database, postgresql://USER@HOST/DB (no password in it)")
+        ->capture_default_str();
+    sub->add_option("--db-password-file", o->db_password_file,
+                    "PostgreSQL: the password, one line (else PGPASSWORD or ~/.pgpass)");
+    sub->add_option("--advertise", o->advertise,
+                    "PostgreSQL: this coordinator's URL as clients reach it; standbys send clients there (default: "
+                    "from --listen)");
+    sub->add_option("--takeover-after", o->takeover_after,
+                    "PostgreSQL: a standby coordinator takes over this long after the active one stops renewing "
+                    "its lease")
+        ->capture_default_str();
     sub->add_option("--tls-cert", o->tls_cert, "PEM certificate: serve HTTPS");
     sub->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert (both are read again on SIGHUP)");
     sub->add_option("--admin-token-file", o->admin_token_file,

@@ -12,7 +12,7 @@ namespace gpupool::cmd {
 
 struct CoordinatorCmdOptions {
     std::string listen = "127.0.0.1:7070";
-    std::string db = "gpupool.db"; // a store spec: a SQLite path or sqlite:PATH (store::open_store)
+    std::string db = "gpupool.db"; // a store spec: a SQLite path, sqlite:PATH or postgresql://... (store::open_store)
     std::string tls_cert;
     std::string tls_key;
     std::string lease = "30s";
@@ -34,6 +34,9 @@ struct CoordinatorCmdOptions {
     std::string admin_token_file; // a new pool's admin token goes here (0600), not to stdout
     std::string metrics_token_file; // GET /metrics also takes the secret in this file
     std::string metrics_listen;     // HOST:PORT on loopback: GET /metrics without a token
+    std::string db_password_file;   // PostgreSQL: the password, one line (never in the URL)
+    std::string advertise;          // this coordinator's URL for clients (default: from --listen)
+    std::string takeover_after = "6s"; // a standby takes over this long after the active one stops
 };
 
 // Serves until SIGINT or SIGTERM (blocked in every thread, waited for here; SIGHUP, blocked and

@@ -1,5 +1,7 @@
 #include "core/config/client_config.hpp"
 
+#include "core/net/url.hpp"
+
 #include "core/catalog/repo_ref.hpp"
 #include "core/util/files.hpp"
 #include "core/util/strings.hpp"
@@ -211,10 +213,11 @@ Result<ClientConfig> load_client_config(const ClientOverrides& overrides, const 
     if (overrides.ca_cert) {
         cfg.ca_cert = *overrides.ca_cert;
     }
-    if (!cfg.url.starts_with("http://") && !cfg.url.starts_with("https://")) {
+    if (!net::is_http_url_list(cfg.url)) {
         return make_error(ErrorCode::invalid_input,
                           "coordinator URL `" + cfg.url + "` (from " + cfg.url_source +
-                              ") must start with http:// or https://",
+                              ") must start with http:// or https:// (several, for standby coordinators, are "
+                              "separated by commas)",
                           "url");
     }
     return cfg;

@@ -1,66 +1,19 @@
 #include "core/coordinator/auth.hpp"
 
-#include <openssl/evp.h>
+#include "core/util/sha256.hpp"
+
 #include <openssl/rand.h>
 
 #include <array>
-#include <fstream>
-#include <memory>
-#include <vector>
 
 namespace gpupool::coordinator {
-
-namespace {
-std::string to_hex(const unsigned char* data, std::size_t size) {
-    static constexpr char k_digits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(size * 2);
-    for (std::size_t i = 0; i < size; ++i) {
-        out += k_digits[data[i] >> 4];
-        out += k_digits[data[i] & 0x0f];
-    }
-    return out;
-}
-} // namespace
 
 Result<std::string> new_token_secret() {
     std::array<unsigned char, 32> bytes{};
     if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
         return make_error(ErrorCode::internal, "OpenSSL could not produce random bytes for a token");
     }
-    return "gpp_" + to_hex(bytes.data(), bytes.size());
-}
-
-std::string sha256_hex(std::string_view data) {
-    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-    unsigned int len = 0;
-    EVP_Digest(data.data(), data.size(), digest.data(), &len, EVP_sha256(), nullptr);
-    return to_hex(digest.data(), len);
-}
-
-Result<std::string> sha256_file_hex(const std::filesystem::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-        return make_error(ErrorCode::io, "cannot read " + file.string());
-    }
-    std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-        return make_error(ErrorCode::internal, "cannot set up SHA-256");
-    }
-    std::vector<char> buf(std::size_t{1} << 20);
-    while (in) {
-        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-        if (in.gcount() > 0) {
-            EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<std::size_t>(in.gcount()));
-        }
-    }
-    if (in.bad()) {
-        return make_error(ErrorCode::io, "cannot read " + file.string());
-    }
-    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx.get(), digest.data(), &len);
-    return to_hex(digest.data(), len);
+    return "gpp_" + util::to_hex(bytes.data(), bytes.size());
 }
 
 } // namespace gpupool::coordinator

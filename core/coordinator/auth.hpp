@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/util/result.hpp"
+#include "core/util/sha256.hpp"
 
 #include <filesystem>
 #include <string>
@@ -11,8 +12,7 @@
 namespace gpupool::coordinator {
 
 Result<std::string> new_token_secret();
-std::string sha256_hex(std::string_view data);
-// The SHA-256 (hex) of a file's contents, read in pieces; an io Error when it cannot be read.
-Result<std::string> sha256_file_hex(const std::filesystem::path& file);
+using util::sha256_file_hex;
+using util::sha256_hex;
 
 } // namespace gpupool::coordinator

@@ -51,6 +51,12 @@ void Coordinator::record_usage(const AttemptRecord& a) {
 
 // ---- persistence --------------------------------------------------------------------------------
 
+void Coordinator::note_store_error(const Error& e) {
+    if (store::is_fenced(e)) {
+        m_fenced = true;
+    }
+}
+
 Status Coordinator::commit(Changes& changes) {
     // The cached balance of every account the new entries move, written in the same transaction.
     std::map<credits::Account, Micro> touched;
@@ -67,6 +73,7 @@ Status Coordinator::commit(Changes& changes) {
         m_events->store_committed(std::chrono::steady_clock::now() - began, static_cast<bool>(st));
     }
     if (!st) {
+        note_store_error(st.error());
         return st;
     }
     const Noticed noticed = notice(changes);

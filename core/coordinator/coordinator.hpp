@@ -272,6 +272,9 @@ public:
     Coordinator(store::Store& store, const Clock& clock, CoordinatorOptions options = {});
 
     Status start();
+    // Whether the store refused a write because another coordinator holds the pool's lease
+    // (store::is_fenced): this one must stop serving (the service steps down).
+    bool lost_lease() const { return m_fenced; }
 
     // ---- auth ----
     Result<Principal> authenticate(std::string_view bearer_secret) const;
@@ -449,6 +452,8 @@ public:
 private:
 
     Status commit(store::Changes& changes);
+    // Remembers a fenced write (lost_lease()).
+    void note_store_error(const Error& e);
     // What commit() reports of `changes` once they are written, read before memory takes them;
     // counts their jobs and ledger entries in m_counters (metrics.cpp).
     struct Noticed {
@@ -565,6 +570,7 @@ private:
     std::int64_t m_next_job = 1;
     std::int64_t m_next_attempt = 1;
     std::int64_t m_next_sample_at = 0; // the first tick samples
+    bool m_fenced = false;
 };
 
 } // namespace gpupool::coordinator

@@ -544,7 +544,11 @@ Status Coordinator::put_inputs(const Principal& who, const std::string& sha, con
     if (file.sha256_hex != sha) {
         return invalid("the body's SHA-256 is " + file.sha256_hex + ", not the digest in the path", "sha256");
     }
-    return m_store.put_input_blob(*team, sha, file.path, m_clock.now_ms());
+    auto st = m_store.put_input_blob(*team, sha, file.path, m_clock.now_ms());
+    if (!st) {
+        note_store_error(st.error());
+    }
+    return st;
 }
 
 Result<std::string> Coordinator::read_inputs(const Principal& who, AttemptId id) {

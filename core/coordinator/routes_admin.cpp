@@ -367,8 +367,8 @@ void add_admin_routes(ServiceState& s, net::Router& r) {
     r.add(
         "POST", "/v1/admin/backup",
         [&s](net::Request req, net::Responder respond) {
-            asio::post(s.ctx, [&s, req = std::move(req), respond = std::move(respond)]() mutable {
-                take_backup(s, req, std::move(respond));
+            s.post_active(std::move(respond), [&s, req = std::move(req)](net::Responder answer) {
+                take_backup(s, req, std::move(answer));
             });
         },
         s.route_options(k_no_json_body));

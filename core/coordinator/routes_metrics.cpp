@@ -21,7 +21,7 @@ bool is_scrape_token(const ServiceState& s, const std::string& token) {
 
 net::Handler render_on_coordinator_thread(ServiceState& s) {
     return [&s](net::Request, net::Responder respond) {
-        asio::post(s.ctx, [&s, respond = std::move(respond)] { respond(s.metrics_response()); });
+        s.post_active(std::move(respond), [&s](net::Responder answer) { answer(s.metrics_response()); });
     };
 }
 

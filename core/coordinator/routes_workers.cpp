@@ -154,9 +154,8 @@ void add_worker_routes(ServiceState& s, net::Router& r) {
     r.add(
         "POST", "/v1/workers/poll",
         [&s](net::Request req, net::Responder respond) {
-            asio::post(s.ctx, [&s, req = std::move(req), respond = std::move(respond)]() mutable {
-                poll(s, req, std::move(respond));
-            });
+            s.post_active(std::move(respond),
+                          [&s, req = std::move(req)](net::Responder answer) { poll(s, req, std::move(answer)); });
         },
         s.route_options(Accepts{k_max_json_body_bytes, {Role::worker}}));
     s.on(r, "GET", "/v1/attempts/{id}/inputs", read_attempt_inputs, k_no_json_body);

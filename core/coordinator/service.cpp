@@ -17,6 +17,9 @@ namespace service_detail {
 using store::Role;
 
 std::optional<net::Response> ServiceState::admission(const std::string& token, const std::vector<Role>& roles) const {
+    if (!coord) {
+        return standby_response(); // it stepped down after the request's header came in
+    }
     auto who = coord->authenticate(token);
     if (!who) {
         return error_response(who.error());
@@ -69,13 +72,14 @@ void ServiceState::on(net::Router& router, const std::string& method, const std:
                 respond(error_response(in.error()));
                 return;
             }
-            asio::post(ctx, [this, handler, req = std::move(req), in = std::move(*in), respond = std::move(respond)]() {
+            post_active(std::move(respond), [this, handler, req = std::move(req),
+                                             in = std::move(*in)](net::Responder answer) {
                 auto who = coord->authenticate(bearer(req));
                 if (!who) {
-                    respond(error_response(who.error()));
+                    answer(error_response(who.error()));
                     return;
                 }
-                respond(handler(*this, req, in, *who));
+                answer(handler(*this, req, in, *who));
             });
         },
         route_options(accepts));
@@ -86,15 +90,19 @@ void ServiceState::schedule_soon() {
 }
 
 void ServiceState::run_tick() {
+    if (!coord) {
+        return;
+    }
     auto woken = coord->tick();
     for (WorkerId w : woken) {
         answer_pollers(w);
     }
+    check_fenced();
 }
 
 void ServiceState::answer_pollers(WorkerId w) {
     auto it = pollers.find(w);
-    if (it == pollers.end() || it->second.empty()) {
+    if (!coord || it == pollers.end() || it->second.empty()) {
         return;
     }
     Principal p{Role::worker, std::nullopt, w, TokenId{}};
@@ -116,7 +124,7 @@ void ServiceState::answer_pollers(WorkerId w) {
 void ServiceState::arm_tick() {
     tick_timer.expires_after(options.tick);
     tick_timer.async_wait([this](boost::system::error_code ec) {
-        if (ec || stopped) {
+        if (ec || stopped || !serving) {
             return;
         }
         run_tick();
@@ -155,9 +163,10 @@ CoordinatorService::CoordinatorService(ServiceOptions options, std::unique_ptr<s
 
 CoordinatorService::~CoordinatorService() { stop(); }
 
-Result<IssuedToken> recover_admin_token(const std::string& db_spec) {
+Result<IssuedToken> recover_admin_token(const std::string& db_spec, const std::string& password) {
     store::OpenOptions oo;
     oo.create = false;
+    oo.password = password;
     auto opened = store::open_store(db_spec, oo);
     if (!opened) {
         Error e = opened.error();
@@ -178,34 +187,28 @@ Status CoordinatorService::start(std::string* first_admin_token) {
     if (!s.store) {
         return make_error(ErrorCode::internal, "the coordinator service was stopped; make a new one");
     }
-    s.coord = std::make_unique<Coordinator>(*s.store, s.clock, s.options.coordinator);
-    if (auto st = s.coord->start(); !st) {
-        return st;
+    auto holder = new_token_secret();
+    if (!holder) {
+        return holder.error();
     }
-    spdlog::info("coordinator state loaded: {} jobs", s.coord->job_count());
-    if (!s.coord->has_admin()) {
-        auto tok = s.coord->init_admin();
-        if (!tok) {
-            return tok.error();
-        }
-        if (first_admin_token != nullptr) {
-            *first_admin_token = tok->secret;
-        }
-    }
+    s.holder = holder->substr(4, 16); // a random name for this process on the lease
     s.metrics = std::make_unique<PrometheusMetrics>();
-    s.coord->set_events(s.metrics.get());
+    // The servers first (answering as a standby until the pool is loaded), so that the lease can
+    // carry the port they were given.
     const auto observe = [m = s.metrics.get()](const net::Exchange& e) { m->observe(e); };
+    const auto gate = [&s](std::string_view, std::string_view) { return s.gate(); };
     net::ServerOptions http = s.options.http;
     http.observe = observe;
+    http.gate = gate;
     s.server = std::make_unique<net::HttpServer>(http, s.routes());
     if (s.options.metrics_listener) {
         net::ServerOptions mo = *s.options.metrics_listener;
         mo.observe = observe;
+        mo.gate = gate;
         s.metrics_server = std::make_unique<net::HttpServer>(mo, service_detail::metrics_listener_routes(s));
     }
     s.guard.emplace(s.ctx.get_executor());
     s.thread = std::thread([&s] { s.ctx.run(); });
-    s.arm_tick();
     for (auto* server : {s.server.get(), s.metrics_server.get()}) {
         if (server == nullptr) {
             continue;
@@ -215,7 +218,48 @@ Status CoordinatorService::start(std::string* first_admin_token) {
             return st;
         }
     }
+    if (s.options.standby.advertise.empty()) {
+        const std::string scheme = s.options.http.tls_cert_file.empty() ? "http" : "https";
+        const std::string& host = s.options.http.host;
+        s.options.standby.advertise = scheme + "://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                                      ":" + std::to_string(s.server->port());
+    }
+    // Take the pool (or stand by) on the coordinator thread, which owns it from then on.
+    std::promise<Status> taken;
+    asio::post(s.ctx, [&s, &taken, first_admin_token] {
+        auto lease = s.store->acquire_lease(s.claim());
+        if (!lease) {
+            taken.set_value(lease.error());
+            return;
+        }
+        if (lease->holder == s.holder) {
+            if (auto st = s.become_active(first_admin_token); !st) {
+                s.coord.reset();
+                (void)s.store->release_lease();
+                taken.set_value(st);
+                return;
+            }
+            s.arm_tick();
+        } else {
+            util::MutexLock lock(s.active_mutex);
+            s.active_address = lease->address;
+            spdlog::info("standing by: the pool is served by {} (lease epoch {})", lease->address, lease->epoch);
+        }
+        s.arm_lease();
+        taken.set_value(Status{});
+    });
+    if (auto st = taken.get_future().get(); !st) {
+        stop();
+        return st;
+    }
     return {};
+}
+
+bool CoordinatorService::active() const { return m_impl->serving; }
+
+std::string CoordinatorService::active_address() const {
+    util::MutexLock lock(m_impl->active_mutex);
+    return m_impl->active_address;
 }
 
 void CoordinatorService::stop() {
@@ -228,6 +272,7 @@ void CoordinatorService::stop() {
     asio::post(s.ctx, [&s, &done] {
         s.stopped = true;
         s.tick_timer.cancel();
+        s.lease_timer.cancel();
         for (auto& [w, list] : s.pollers) {
             for (auto& p : list) {
                 p.timer->cancel();
@@ -248,6 +293,10 @@ void CoordinatorService::stop() {
     s.thread.join();
     if (s.backup_thread.joinable()) {
         s.backup_thread.join(); // a backup in progress finishes before its store closes
+    }
+    if (s.serving) {
+        s.serving = false;
+        (void)s.store->release_lease(); // a standby takes over at once rather than after the lease runs out
     }
     s.coord.reset();
     s.store.reset(); // nothing more is written: another process may take the database now

@@ -44,6 +44,15 @@ struct ServiceOptions {
     // serves nothing else (`gpupool coordinator --metrics-listen` keeps that one on loopback).
     std::string metrics_token_sha256{};
     std::optional<net::ServerOptions> metrics_listener{};
+    // Several coordinators on one shared store (PostgreSQL; store::Store::shared): the one holding the
+    // pool's lease serves, the others stand by and take over once it stops renewing.
+    struct Standby {
+        std::string advertise{}; // this coordinator's URL as clients reach it (kept in the lease)
+        // A standby takes over this long after the active one last renewed; the active one renews
+        // every third of it, and steps down by itself when it could not for this long.
+        std::chrono::milliseconds takeover_after{6'000};
+        std::chrono::milliseconds retry{1'000}; // how often a standby tries to take the lease
+    } standby{};
 };
 
 class CoordinatorService {
@@ -54,10 +63,16 @@ public:
     CoordinatorService(const CoordinatorService&) = delete;
     CoordinatorService& operator=(const CoordinatorService&) = delete;
 
-    // Rebuilds the state from the store, starts serving. When the pool has no admin yet, the
-    // secret of a new admin token is placed in `first_admin_token` (to be shown once). A service
-    // starts once: after stop() its store is closed.
+    // Takes the pool's lease, rebuilds the state from the store, starts serving. On a shared store
+    // whose lease another coordinator holds it starts as a standby instead (active() is false): it
+    // answers every request 503 with the active one's address and takes over when that one stops.
+    // When the pool has no admin yet, the secret of a new admin token is placed in
+    // `first_admin_token` (to be shown once). A service starts once: after stop() its store is closed.
     Status start(std::string* first_admin_token = nullptr);
+    // Whether this coordinator holds the pool's lease and serves (false: a standby). Any thread.
+    bool active() const;
+    // The address of the coordinator that serves the pool as this one last saw it (its own when active).
+    std::string active_address() const;
     void stop();
     // Re-reads the TLS certificate and key (net::HttpServer::reload_tls): new connections get them,
     // open ones keep theirs; on failure the old ones stay. From any thread but an io thread's handler.
@@ -78,7 +93,8 @@ const Clock& system_clock();
 // Creates a new admin token in a stopped pool's database (the recovery for a lost admin token):
 // `db_spec` as --db names it (store::open_store); the store must exist, and is held exclusively
 // (for SQLite, its lock file) while the token is made.
-Result<IssuedToken> recover_admin_token(const std::string& db_spec);
+// `password`: PostgreSQL's, when it comes from a file (store::OpenOptions::password).
+Result<IssuedToken> recover_admin_token(const std::string& db_spec, const std::string& password = {});
 
 // The HTTP status an ErrorCode maps to.
 int http_status(ErrorCode code);

@@ -12,11 +12,13 @@
 #include "core/api/field_reader.hpp"
 #include "core/coordinator/prometheus_metrics.hpp"
 #include "core/coordinator/service.hpp"
+#include "core/util/thread_safety.hpp"
 
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -87,6 +89,36 @@ struct ServiceState {
     // the coordinator thread); joined before the store closes.
     bool backup_running = false;
     std::thread backup_thread;
+
+    // ---- active and standby (service_lease.cpp) ------------------------------------------------
+    // On a shared store (PostgreSQL) several coordinators run and one holds the pool's lease: it has
+    // loaded the pool (`coord`) and serves. The others stand by with no `coord`, answer every request
+    // 503 with the active one's address, and try to take the lease. A store only one process opens
+    // (SQLite) is always this one's.
+    std::string holder;               // this process's name on the lease (random, fixed at start)
+    std::atomic<bool> serving{false}; // holds the lease and has loaded the pool; read by io threads
+    mutable util::Mutex active_mutex;
+    std::string active_address GUARDED_BY(active_mutex); // where clients go while this one stands by
+    asio::steady_timer lease_timer{ctx};
+    std::chrono::steady_clock::time_point lease_renewed{};
+
+    store::LeaseClaim claim() const;
+    // Takes the pool: loads it into a new Coordinator and starts serving (the coordinator thread, or
+    // start() before it runs). A new pool's first admin token goes to `first_admin_token`.
+    Status become_active(std::string* first_admin_token);
+    // Lets the pool go (the lease was lost or could not be renewed): parked polls are answered as a
+    // standby would, the Coordinator is dropped, and this one watches the lease again.
+    void step_down(const std::string& why);
+    void arm_lease();
+    void keep_lease(); // one turn: renew when active, try to take the lease when standing by
+    net::Response standby_response() const;
+    // ServerOptions::gate: a standby answers everything itself.
+    std::optional<net::Response> gate() const;
+    // Runs `fn` on the coordinator thread while this one is active; else answers as a standby. After
+    // `fn`, a write that the database fenced makes this one step down.
+    void post_active(net::Responder respond, std::function<void(net::Responder)> fn);
+    // After a request or a tick: step down when the store refused a write as fenced.
+    void check_fenced();
 
     // Admission from the headers alone, on the coordinator thread: nobody reaches a body without a
     // valid token of a role the route takes.

@@ -358,11 +358,15 @@ Result<LogAppend> Coordinator::append_log(const Principal& who, AttemptId id, st
         return a.error();
     }
     auto appended = m_store.append_log(id, offset, data);
+    if (!appended) {
+        note_store_error(appended.error());
+    }
     const std::int64_t cap = log_cap(m_jobs.at((*a)->job).spec);
     if (appended && cap > 0 && appended->stored_bytes > 0 && appended->length > cap) {
         // Keep the head and the newest bytes; what lies wholly between goes.
         const std::int64_t head = log_head_bytes(cap);
         if (auto st = m_store.drop_log_range(id, head, appended->length - (cap - head)); !st) {
+            note_store_error(st.error());
             return st.error();
         }
     }
@@ -379,7 +383,11 @@ Status Coordinator::upload_output(const Principal& who, AttemptId id, const Uplo
         return invalid("outputs are " + std::to_string(file.size) + " bytes, over the job's outputs.max_size",
                        "outputs");
     }
-    return m_store.put_output(id, file.path, file.sha256_hex);
+    auto st = m_store.put_output(id, file.path, file.sha256_hex);
+    if (!st) {
+        note_store_error(st.error());
+    }
+    return st;
 }
 
 Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::optional<std::int64_t> exit_code,

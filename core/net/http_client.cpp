@@ -1,6 +1,12 @@
 #include "core/net/http_client.hpp"
 
+#include "core/net/url.hpp"
+
 #include <curl/curl.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
 
 #include <cerrno>
 #include <cstdio>
@@ -125,10 +131,11 @@ struct HttpClient::Handle {
 
 HttpClient::HttpClient(ClientOptions options) : m_options(std::move(options)) {
     global_init_once();
-    while (!m_options.base_url.empty() && m_options.base_url.back() == '/') {
-        m_options.base_url.pop_back();
-    }
+    m_urls = split_url_list(m_options.base_url);
+    m_options.base_url = m_urls.empty() ? std::string() : m_urls.front();
 }
+
+const std::string& HttpClient::current_url() const { return m_options.base_url; }
 
 HttpClient::~HttpClient() = default;
 HttpClient::HttpClient(HttpClient&&) noexcept = default;
@@ -136,7 +143,51 @@ HttpClient& HttpClient::operator=(HttpClient&&) noexcept = default;
 
 Result<Response> HttpClient::request(std::string_view method, std::string_view path, std::string_view body,
                                      const Headers& headers, std::optional<std::chrono::milliseconds> timeout) {
-    return perform(method, path, body, headers, timeout, nullptr);
+    return send(method, path, body, headers, timeout, nullptr);
+}
+
+namespace {
+
+// A standby's answer (core/coordinator/service_lease.cpp): it did nothing with the request.
+bool is_standby_answer(const Response& r) {
+    if (r.status != 503) {
+        return false;
+    }
+    if (r.headers.find("Gpupool-Active") != nullptr) {
+        return true;
+    }
+    const auto body = nlohmann::json::parse(r.body, nullptr, false);
+    return body.is_object() && body.value("error", std::string()) == "standby";
+}
+
+} // namespace
+
+Result<Response> HttpClient::send(std::string_view method, std::string_view path, std::string_view body,
+                                  const Headers& headers, std::optional<std::chrono::milliseconds> timeout,
+                                  std::FILE* body_file) {
+    std::vector<bool> tried(m_urls.size(), false);
+    while (true) {
+        bool unsent = false;
+        auto r = perform(method, path, body, headers, timeout, body_file, unsent);
+        if (m_urls.size() < 2 || !((!r && unsent) || (r && is_standby_answer(*r)))) {
+            return r;
+        }
+        tried[m_current] = true;
+        std::size_t next = m_current;
+        const std::string* active = r ? r->headers.find("Gpupool-Active") : nullptr;
+        const auto named = active == nullptr ? m_urls.end() : std::find(m_urls.begin(), m_urls.end(), *active);
+        if (named != m_urls.end() && !tried[static_cast<std::size_t>(named - m_urls.begin())]) {
+            next = static_cast<std::size_t>(named - m_urls.begin());
+        } else {
+            const auto untried = std::find(tried.begin(), tried.end(), false);
+            if (untried == tried.end()) {
+                return r; // every URL tried once: the last answer or error stands
+            }
+            next = static_cast<std::size_t>(untried - tried.begin());
+        }
+        m_current = next;
+        m_options.base_url = m_urls[m_current];
+    }
 }
 
 Result<Response> HttpClient::download(std::string_view method, std::string_view path, const std::filesystem::path& to,
@@ -150,7 +201,7 @@ Result<Response> HttpClient::download(std::string_view method, std::string_view 
         }
         return make_error(ErrorCode::io, "cannot create " + to.string() + ": " + std::strerror(errno));
     }
-    auto r = perform(method, path, body, {}, timeout, file);
+    auto r = send(method, path, body, {}, timeout, file);
     const bool closed = std::fclose(file) == 0;
     if (r && r->status >= 200 && r->status < 300 && !closed) {
         return make_error(ErrorCode::io, "cannot write " + to.string() + ": " + std::strerror(errno));
@@ -160,7 +211,8 @@ Result<Response> HttpClient::download(std::string_view method, std::string_view 
 
 Result<Response> HttpClient::perform(std::string_view method, std::string_view path, std::string_view body,
                                      const Headers& headers, std::optional<std::chrono::milliseconds> timeout,
-                                     std::FILE* body_file) {
+                                     std::FILE* body_file, bool& unsent) {
+    unsent = false;
     std::string url = m_options.base_url;
     if (!path.empty() && path.front() != '/') {
         url += '/';
@@ -261,6 +313,7 @@ Result<Response> HttpClient::perform(std::string_view method, std::string_view p
         return make_error(ErrorCode::io, std::string("cannot write the downloaded body: ") + std::strerror(errno));
     }
     if (code != CURLE_OK) {
+        unsent = code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_SSL_CONNECT_ERROR;
         return transfer_error(code, url, error_buffer, m_options, total);
     }
 

@@ -15,6 +15,14 @@
 //   - a malformed base URL or header -> ErrorCode::invalid_input; anything else -> ErrorCode::io.
 // Every HTTP status, 4xx and 5xx included, is a successful Result: callers map statuses themselves.
 //
+// Several coordinators (an active one and standbys on one PostgreSQL store): base_url may list
+// several URLs separated by commas. Requests go to the one that answered last. A request that
+// could not reach it (refused connection, unknown host, failed TLS handshake: nothing was sent) or
+// that a standby answered (503 with a `Gpupool-Active` header or the error "standby": nothing was
+// done) goes to the next URL, or straight to the active one the standby names when that one is in
+// the list (never to a URL that is not: the token is only ever sent where the user said), each at
+// most once per request. The last answer or error is returned when none serves.
+//
 // Thread safety: none. Use one client per thread (they are cheap); moving a client is fine.
 // libcurl's global initialisation happens once, thread-safely, the first time any client is made.
 #pragma once
@@ -29,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpupool::net {
 
@@ -39,7 +48,7 @@ inline constexpr std::string_view k_tls_field = "ca_cert";
 bool is_tls_verification_failure(const Error& e);
 
 struct ClientOptions {
-    std::string base_url;  // "https://pool.example.org:8443" (a path prefix is allowed)
+    std::string base_url;  // "https://pool.example.org:8443" (a path prefix is allowed), or several, comma-separated
     std::string token;     // bearer token; empty: no Authorization header
     std::string ca_cert;   // PEM file with the CA (or self-signed certificate) to trust instead of the system's
     std::chrono::milliseconds timeout{30'000};          // whole request; long-polls pass their own
@@ -70,13 +79,22 @@ public:
     Result<Response> post(std::string_view path, std::string_view body) { return request("POST", path, body); }
 
     const ClientOptions& options() const { return m_options; }
+    // The coordinator URL requests go to now (the first of base_url's until another answered).
+    const std::string& current_url() const;
 
 private:
     struct Handle;
+    // One request to each URL in turn, as the header comment says, until one serves it.
+    Result<Response> send(std::string_view method, std::string_view path, std::string_view body,
+                          const Headers& headers, std::optional<std::chrono::milliseconds> timeout,
+                          std::FILE* body_file);
+    // One request to the current URL; `unsent` says whether a failure happened before it was sent.
     Result<Response> perform(std::string_view method, std::string_view path, std::string_view body,
                              const Headers& headers, std::optional<std::chrono::milliseconds> timeout,
-                             std::FILE* body_file);
+                             std::FILE* body_file, bool& unsent);
     ClientOptions m_options;
+    std::vector<std::string> m_urls; // base_url's, each without a trailing '/'
+    std::size_t m_current = 0;
     std::unique_ptr<Handle> m_handle;
 };
 

@@ -49,7 +49,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <string_view>
 
 namespace gpupool::net {
@@ -95,6 +97,11 @@ struct ServerOptions {
     // Called on an io thread as each response is about to be written (empty: nothing is called);
     // must be quick and must not throw.
     std::function<void(const Exchange&)> observe{};
+    // Called on an io thread once a request's header has matched a route, before anything else is
+    // done with it (admission, its body); a response it returns is sent instead, and a body that was
+    // not read closes the connection after it. A standby coordinator answers with it. Must be quick
+    // and must not throw; empty: every request goes on.
+    std::function<std::optional<Response>(std::string_view method, std::string_view path)> gate{};
 };
 
 // Whether start() would accept these PEM files (readable, a certificate chain and its matching

@@ -162,6 +162,15 @@ private:
             answer_unmatched(); // the body, if any, is never read
             return;
         }
+        if (m_core->options.gate) {
+            if (auto refusal = m_core->options.gate(method, parts.path)) {
+                if (!m_head->is_done()) {
+                    m_keep_alive = false; // its body is never read
+                }
+                write_response(std::move(*refusal));
+                return;
+            }
+        }
         const RouteOptions& ro = *m_match.options;
         m_body_limit = ro.max_body_bytes.value_or(m_core->options.max_body_bytes);
         auto length = m_head->content_length();

@@ -7,6 +7,9 @@
 #include <boost/url/rfc/unreserved_chars.hpp>
 #include <boost/url/url.hpp>
 
+#include <algorithm>
+#include <cctype>
+
 namespace gpupool::net {
 
 namespace urls = boost::urls;
@@ -77,6 +80,34 @@ TargetParts split_target(std::string_view target) {
         return {target, {}};
     }
     return {target.substr(0, q), target.substr(q + 1)};
+}
+
+std::vector<std::string> split_url_list(std::string_view list) {
+    std::vector<std::string> out;
+    while (true) {
+        const auto comma = list.find(',');
+        std::string_view part = list.substr(0, comma);
+        while (!part.empty() && std::isspace(static_cast<unsigned char>(part.front())) != 0) {
+            part.remove_prefix(1);
+        }
+        while (!part.empty() && (std::isspace(static_cast<unsigned char>(part.back())) != 0 || part.back() == '/')) {
+            part.remove_suffix(1);
+        }
+        if (!part.empty()) {
+            out.emplace_back(part);
+        }
+        if (comma == std::string_view::npos) {
+            return out;
+        }
+        list.remove_prefix(comma + 1);
+    }
+}
+
+bool is_http_url_list(std::string_view list) {
+    const auto urls = split_url_list(list);
+    return !urls.empty() && std::all_of(urls.begin(), urls.end(), [](const std::string& u) {
+        return u.starts_with("http://") || u.starts_with("https://");
+    });
 }
 
 } // namespace gpupool::net

@@ -35,4 +35,10 @@ struct TargetParts {
 };
 TargetParts split_target(std::string_view target);
 
+// A coordinator URL list, `URL1,URL2` (an active coordinator and its standbys): the URLs, blanks
+// around them and trailing '/' removed, empty ones dropped.
+std::vector<std::string> split_url_list(std::string_view list);
+// Whether `list` names at least one URL and every one starts with http:// or https://.
+bool is_http_url_list(std::string_view list);
+
 } // namespace gpupool::net

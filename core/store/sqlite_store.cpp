@@ -238,6 +238,26 @@ Result<std::optional<std::int64_t>> SqliteStore::log_resume_offset(AttemptId att
     }
 }
 
+Result<std::vector<LogRange>> SqliteStore::log_ranges(AttemptId attempt) {
+    try {
+        SQLite::Statement q(*m_db, "SELECT byte_offset, byte_offset + length(data) FROM log_chunks "
+                                   "WHERE attempt_id = ? ORDER BY byte_offset");
+        q.bind(1, attempt.value());
+        std::vector<LogRange> out;
+        while (q.executeStep()) {
+            const LogRange chunk{q.getColumn(0).getInt64(), q.getColumn(1).getInt64()};
+            if (!out.empty() && out.back().to == chunk.from) {
+                out.back().to = chunk.to;
+            } else {
+                out.push_back(chunk);
+            }
+        }
+        return out;
+    } catch (const std::exception& e) {
+        return db_error("log ranges", e);
+    }
+}
+
 Result<std::string> SqliteStore::read_log(AttemptId attempt, std::int64_t offset, std::int64_t max_bytes) {
     try {
         SQLite::Statement q(*m_db, "SELECT byte_offset, data FROM log_chunks WHERE attempt_id = ? "

@@ -47,6 +47,7 @@ public:
     Result<std::int64_t> log_length(AttemptId attempt) override;
     Status drop_log_range(AttemptId attempt, std::int64_t from, std::int64_t to) override;
     Result<std::optional<std::int64_t>> log_resume_offset(AttemptId attempt, std::int64_t offset) override;
+    Result<std::vector<LogRange>> log_ranges(AttemptId attempt) override;
     Status put_output(AttemptId attempt, const std::filesystem::path& file, std::string_view sha256_hex) override;
     Result<std::optional<std::string>> get_output(AttemptId attempt) override;
     Status put_input_blob(TeamId team, std::string_view sha256_hex, const std::filesystem::path& file,

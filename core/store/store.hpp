@@ -66,6 +66,13 @@ struct InputBlobRef {
     bool operator==(const InputBlobRef&) const = default;
 };
 
+// A stored stretch of an attempt's log, [from, to).
+struct LogRange {
+    std::int64_t from = 0;
+    std::int64_t to = 0;
+    bool operator==(const LogRange&) const = default;
+};
+
 // The pool's lease, which lets several coordinators share one database (an active one and standbys):
 // whoever holds it is the only one that writes. `epoch` grows by one each time it changes hands.
 struct LeaseClaim {
@@ -107,6 +114,9 @@ public:
     // Where the stored bytes at or after `offset` resume: `offset` itself unless it falls in a
     // dropped range; nullopt when nothing is stored at or after it.
     virtual Result<std::optional<std::int64_t>> log_resume_offset(AttemptId attempt, std::int64_t offset) = 0;
+    // The byte ranges [from, to) of the attempt's log that are stored, in order, touching chunks
+    // merged: one range for a whole log, two for a capped one whose middle was dropped.
+    virtual Result<std::vector<LogRange>> log_ranges(AttemptId attempt) = 0;
 
     // The packed outputs of an attempt (one archive, read from `file` in pieces, never whole in
     // memory), replaced whole on a repeated upload.

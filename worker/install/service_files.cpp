@@ -1,5 +1,7 @@
 #include "worker/install/service_files.hpp"
 
+#include "core/net/url.hpp"
+
 #include <toml++/toml.h>
 
 #include <sstream>
@@ -97,8 +99,10 @@ Result<ServicePaths> service_paths(ServiceScope scope, const fs::path& root, con
 
 Status check_pool_table(const PoolTable& pool) {
     const std::string& url = pool.coordinator;
-    if (!url.starts_with("http://") && !url.starts_with("https://")) {
-        return flag_error("--coordinator must be an http:// or https:// URL, got `" + url + "`", "--coordinator");
+    if (!net::is_http_url_list(url)) {
+        return flag_error("--coordinator must be an http:// or https:// URL (or several, comma-separated), got `" +
+                              url + "`",
+                          "--coordinator");
     }
     if (url.size() > 2048 || url.find_first_of(" \"'\\") != std::string::npos || has_control(url)) {
         return flag_error("--coordinator holds characters a URL cannot have (blanks, quotes, backslashes, control "

@@ -1,5 +1,6 @@
 #include "worker/owner/owner_config.hpp"
 
+#include "core/net/url.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/util/strings.hpp"
 #include "worker/runtime/runtime_registry.hpp"
@@ -369,8 +370,9 @@ void parse_pool(const toml::table& t, Problems& p, PoolSettings& pool) {
             *slot = get_string(*n, std::string("pool.") + key, p);
         }
     }
-    if (pool.coordinator && !pool.coordinator->starts_with("http://") && !pool.coordinator->starts_with("https://")) {
-        p.add(*t.get("coordinator"), "pool.coordinator", "expected an http:// or https:// URL");
+    if (pool.coordinator && !net::is_http_url_list(*pool.coordinator)) {
+        p.add(*t.get("coordinator"), "pool.coordinator",
+              "expected an http:// or https:// URL (or several, comma-separated, for standby coordinators)");
     }
     if (const auto* n = t.get("runtime")) {
         auto s = get_string(*n, "pool.runtime", p);

@@ -1,0 +1,19 @@
+// SHA-256 (OpenSSL's EVP) as lowercase hex, of bytes in memory or of a file read in pieces.
+// Thread-safe.
+#pragma once
+
+#include "core/util/result.hpp"
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace gpupool::util {
+
+std::string sha256_hex(std::string_view data);
+// The SHA-256 (hex) of a file's contents, read a megabyte at a time; an io Error when it cannot be read.
+Result<std::string> sha256_file_hex(const std::filesystem::path& file);
+// Lowercase hex of `size` bytes.
+std::string to_hex(const unsigned char* data, std::size_t size);
+
+} // namespace gpupool::util

@@ -199,7 +199,7 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     ao.poll_wait = std::chrono::milliseconds(o.poll_wait_ms);
     ao.stop_grace = std::chrono::milliseconds(o.stop_grace_ms);
     if (auto stored = worker::read_stored_identity(ao.work_dir);
-        ao.token.empty() && !(stored && stored->coordinator == ao.coordinator_url)) {
+        ao.token.empty() && !(stored && worker::same_pool(stored->coordinator, ao.coordinator_url))) {
         // Later starts reuse the identity in worker.json; only the first needs an enrollment token.
         report_error(global, make_error(ErrorCode::invalid_input,
                                         "no token: the first start registers with an enrollment token (from `gpupool "

@@ -212,7 +212,6 @@ Result<Response> HttpClient::download(std::string_view method, std::string_view 
 Result<Response> HttpClient::perform(std::string_view method, std::string_view path, std::string_view body,
                                      const Headers& headers, std::optional<std::chrono::milliseconds> timeout,
                                      std::FILE* body_file, bool& unsent) {
-    unsent = false;
     std::string url = m_options.base_url;
     if (!path.empty() && path.front() != '/') {
         url += '/';

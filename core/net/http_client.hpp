@@ -88,7 +88,7 @@ private:
     Result<Response> send(std::string_view method, std::string_view path, std::string_view body,
                           const Headers& headers, std::optional<std::chrono::milliseconds> timeout,
                           std::FILE* body_file);
-    // One request to the current URL; `unsent` says whether a failure happened before it was sent.
+    // One request to the current URL; sets `unsent` (the caller's false) when it failed before it was sent.
     Result<Response> perform(std::string_view method, std::string_view path, std::string_view body,
                              const Headers& headers, std::optional<std::chrono::milliseconds> timeout,
                              std::FILE* body_file, bool& unsent);

@@ -130,12 +130,13 @@ struct Agent::Impl {
 
     Status establish_identity() {
         std::string instance;
-        if (auto stored = read_stored_identity(opt.work_dir); stored && stored->coordinator == identity()) {
+        bool rewrite = false;
+        if (auto stored = read_stored_identity(opt.work_dir); stored && same_pool(stored->coordinator, identity())) {
             worker_id = stored->worker_id;
             worker_token = stored->token;
             instance = stored->instance;
+            rewrite = stored->coordinator != identity(); // a standby's URL added or dropped
         }
-        bool rewrite = false;
         if (!is_instance_id(instance)) {
             // A new worker, or a worker.json from before instances existed (its containers, named
             // the old way, are not recognised: attempts running across that upgrade are reported lost).

@@ -1,5 +1,6 @@
 #include "worker/agent/identity.hpp"
 
+#include "core/net/url.hpp"
 #include "worker/agent/spool.hpp"
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,19 @@ namespace gpupool::worker {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+bool same_pool(const std::string& stored, const std::string& configured) {
+    if (stored == configured) {
+        return true;
+    }
+    const auto mine = net::split_url_list(configured);
+    for (const auto& url : net::split_url_list(stored)) {
+        if (url.starts_with("http") && std::find(mine.begin(), mine.end(), url) != mine.end()) {
+            return true;
+        }
+    }
+    return false;
+}
 
 std::optional<StoredIdentity> read_stored_identity(const fs::path& work_dir) {
     auto j = read_json_file(work_dir / "worker.json");

@@ -23,6 +23,10 @@ struct StoredIdentity {
     std::string instance;
 };
 std::optional<StoredIdentity> read_stored_identity(const std::filesystem::path& work_dir);
+// Whether a stored identity's pool is the configured one: the same key, or coordinator URL lists
+// (`URL1,URL2`: an active coordinator and its standbys) that share a URL, so an owner who adds or
+// drops a standby's URL keeps the worker's identity.
+bool same_pool(const std::string& stored, const std::string& configured);
 // Writes worker.json (0600: it holds the worker's token) atomically.
 Status write_stored_identity(const std::filesystem::path& work_dir, const StoredIdentity& id);
 

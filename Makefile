@@ -97,6 +97,7 @@ bench: build
 	@bench/sim_bench.sh $(BUILD)/gpupool
 	@echo "== coordinator hot paths against the pool's history (bench/coordinator_bench.cpp)"
 	@$(BUILD)/coordinator_bench --history 0,10000,50000
+	@bench/pg_bench.sh $(BUILD) 0,10000
 	@CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/worker_bench.sh $(BUILD)/gpupool
 	@bench/backup_bench.sh $(BUILD)/gpupool
 

@@ -10,12 +10,16 @@
 // show whether it does.
 //
 //   coordinator_bench [--history 0,10000,50000] [--reps 200] [--workers 4] [--dir /dev/shm]
+//                     [--db postgresql://...]   (one empty pool database per --history value, `%h` in
+//                                                the spec replaced by the value: bench/pg_bench.sh)
 //
+// SUBMIT_US is one single-job submission, committed (submissions per second = 1e6 / it), timed last.
 // --workers scales the fleet (every GPU is kept full, so the 200 queued jobs still fit nowhere and
 // each pass weighs them against every worker).
 #include "core/coordinator/clock.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/prometheus_metrics.hpp"
+#include "core/store/open_store.hpp"
 #include "core/store/sqlite_store.hpp"
 
 #include <CLI/CLI.hpp>
@@ -90,13 +94,29 @@ void must(const Status& s, const std::string& what) {
 struct Row {
     std::int64_t history = 0;
     double fill_s = 0;
-    Timing tick_idle, tick_queued, poll, heartbeat, list_all, list_50, scrape, overview;
+    Timing tick_idle, tick_queued, poll, heartbeat, list_all, list_50, scrape, overview, submit;
 };
 
-Row run(std::int64_t history, int reps, const fs::path& dir, int fleet) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    auto db = must(store::SqliteStore::open(dir / "pool.db"), "open");
+// The store to fill: a new SQLite file under `dir`, or the database `db_spec` names (`%h`: the history).
+std::unique_ptr<store::Store> fresh_store(const fs::path& dir, const std::string& db_spec, std::int64_t history) {
+    if (db_spec.empty()) {
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        return must(store::SqliteStore::open(dir / "pool.db"), "open");
+    }
+    std::string spec = db_spec;
+    if (auto at = spec.find("%h"); at != std::string::npos) {
+        spec.replace(at, 2, std::to_string(history));
+    }
+    auto db = must(store::open_store(spec), "open " + spec);
+    if (!must(db->load(), "load").teams.empty()) {
+        die("open " + spec, make_error(ErrorCode::conflict, "the database already holds a pool; give an empty one"));
+    }
+    return db;
+}
+
+Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& db_spec, int fleet) {
+    auto db = fresh_store(dir, db_spec, history);
     ManualClock clock;
     CoordinatorOptions options;
     options.credits.enforce = true; // holds, settlements and a budget check in every pass, as in a real pool
@@ -191,6 +211,12 @@ Row run(std::int64_t history, int reps, const fs::path& dir, int fleet) {
     }
     // The dashboard's poll (GET /v1/pool) as an admin sees it.
     row.overview = time_it(std::max(5, reps / 10), [&] { (void)must(coord.overview(admin), "overview"); });
+    // One-job submissions, committed each (the queue grows by `reps` jobs: last).
+    int n = 0;
+    row.submit = time_it(reps, [&] {
+        std::vector<recipe::JobSpec> one{spec("sub-" + std::to_string(n++), 250, 100)};
+        must(coord.submit(member, SubmitRequest{"one.toml", 0, std::move(one), std::nullopt}), "submit");
+    });
     coord.set_events(nullptr);
     return row;
 }
@@ -214,18 +240,24 @@ int main(int argc, char** argv) {
     app.add_option("--workers", fleet, "workers, one A100 each (their GPUs are filled before timing)")
         ->check(CLI::Range(1, 100'000));
     app.add_option("--dir", dir, "where the SQLite file goes (tmpfs keeps fsync out of the figures)");
+    std::string db_spec;
+    app.add_option("--db", db_spec, "another store instead (postgresql://...; %h: the history value)");
     CLI11_PARSE(app, argc, argv);
     const fs::path base = fs::path(dir) / ("gpupool-coordinator-bench-" + std::to_string(::getpid()));
 
-    std::printf("%9s %8s %16s %18s %14s %14s %16s %14s %14s %14s\n", "HISTORY", "FILL_S", "TICK_IDLE_US", "TICK_200Q_US",
-                "POLL_US", "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US", "SCRAPE_US", "OVERVIEW_US");
-    std::printf("%9s %8s %16s %18s %14s %14s %16s %14s %14s %14s\n", "", "", "median / p99", "median / p99", "median / p99",
-                "median / p99", "median / p99", "median / p99", "median / p99", "median / p99");
+    const char* engine = db_spec.empty() ? "sqlite" : "postgres";
+    std::printf("%-8s %9s %8s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", "STORE", "HISTORY", "FILL_S",
+                "TICK_IDLE_US", "TICK_200Q_US", "POLL_US", "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US", "SCRAPE_US",
+                "OVERVIEW_US", "SUBMIT_US");
+    std::printf("%-8s %9s %8s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", "", "", "", "median / p99",
+                "median / p99", "median / p99", "median / p99", "median / p99", "median / p99", "median / p99",
+                "median / p99", "median / p99");
     for (auto h : history) {
-        Row r = run(h, reps, base, fleet);
-        std::printf("%9lld %8.1f %16s %18s %14s %14s %16s %14s %14s %14s\n", static_cast<long long>(r.history), r.fill_s,
-                    us(r.tick_idle).c_str(), us(r.tick_queued).c_str(), us(r.poll).c_str(), us(r.heartbeat).c_str(),
-                    us(r.list_all).c_str(), us(r.list_50).c_str(), us(r.scrape).c_str(), us(r.overview).c_str());
+        Row r = run(h, reps, base, db_spec, fleet);
+        std::printf("%-8s %9lld %8.1f %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", engine,
+                    static_cast<long long>(r.history), r.fill_s, us(r.tick_idle).c_str(), us(r.tick_queued).c_str(),
+                    us(r.poll).c_str(), us(r.heartbeat).c_str(), us(r.list_all).c_str(), us(r.list_50).c_str(),
+                    us(r.scrape).c_str(), us(r.overview).c_str(), us(r.submit).c_str());
         std::fflush(stdout);
     }
     fs::remove_all(base);

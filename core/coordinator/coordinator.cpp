@@ -51,6 +51,23 @@ void Coordinator::record_usage(const AttemptRecord& a) {
 
 // ---- persistence --------------------------------------------------------------------------------
 
+Result<std::int64_t> Coordinator::take_ids(store::IdKind kind, std::int64_t count) {
+    constexpr std::int64_t k_block = 64; // a reservation is a commit: one per 64 ids at most
+    IdBlock& block = m_id_blocks[static_cast<std::size_t>(kind)];
+    if (block.end - block.next < count) {
+        const std::int64_t size = std::max(count, k_block);
+        auto first = m_store.reserve_ids(kind, size);
+        if (!first) {
+            note_store_error(first.error());
+            return first.error();
+        }
+        block = {*first, *first + size};
+    }
+    const std::int64_t first = block.next;
+    block.next += count;
+    return first;
+}
+
 void Coordinator::note_store_error(const Error& e) {
     if (store::is_fenced(e)) {
         m_fenced = true;
@@ -99,7 +116,6 @@ Status Coordinator::commit(Changes& changes) {
 void Coordinator::absorb(const Changes& changes) {
     for (const auto& t : changes.teams) {
         m_teams[t.id] = t;
-        m_next_team = std::max(m_next_team, t.id.value() + 1);
     }
     if (!changes.teams.empty()) {
         // A new team may be one an owner's terms name (they name teams, the scheduler compares ids).
@@ -113,7 +129,6 @@ void Coordinator::absorb(const Changes& changes) {
     for (const auto& t : changes.tokens) {
         m_tokens[t.hash] = t;
         m_token_hash_by_id[t.id] = t.hash;
-        m_next_token = std::max(m_next_token, t.id.value() + 1);
     }
     for (const auto& w : changes.workers) {
         auto& live = m_workers[w.id];
@@ -121,14 +136,12 @@ void Coordinator::absorb(const Changes& changes) {
         // Validated when it arrived; a row that no longer reads (edited by hand) offers nothing.
         auto inv = api::inventory_from_text(w.inventory_json);
         set_inventory(live, inv ? std::move(*inv) : api::Inventory{});
-        m_next_worker = std::max(m_next_worker, w.id.value() + 1);
     }
     for (const auto& sw : changes.sweeps) {
         m_sweeps[sw.id] = sw;
         if (!sw.idempotency_key.empty()) {
             m_sweep_by_key[{sw.team, sw.idempotency_key}] = sw.id;
         }
-        m_next_sweep = std::max(m_next_sweep, sw.id.value() + 1);
     }
     for (const auto& j : changes.jobs) {
         if (auto old = m_jobs.find(j.id); old != m_jobs.end() && old->second.finished_at) {
@@ -143,7 +156,6 @@ void Coordinator::absorb(const Changes& changes) {
         } else {
             m_queued_jobs.erase(j.id);
         }
-        m_next_job = std::max(m_next_job, j.id.value() + 1);
     }
     for (const auto& a : changes.attempts) {
         if (m_attempts.insert_or_assign(a.id, a).second) {
@@ -157,7 +169,6 @@ void Coordinator::absorb(const Changes& changes) {
         }
         auto& latest = m_latest_attempt[a.job];
         latest = std::max(latest, a.id);
-        m_next_attempt = std::max(m_next_attempt, a.id.value() + 1);
     }
     for (const auto& g : changes.grants) {
         m_grants[g.id] = g;

@@ -454,6 +454,9 @@ private:
     Status commit(store::Changes& changes);
     // Remembers a fenced write (lost_lease()).
     void note_store_error(const Error& e);
+    // `count` fresh contiguous ids of `kind`, the first returned: from this coordinator's block,
+    // reserving another from the store when it runs short.
+    Result<std::int64_t> take_ids(store::IdKind kind, std::int64_t count);
     // What commit() reports of `changes` once they are written, read before memory takes them;
     // counts their jobs and ledger entries in m_counters (metrics.cpp).
     struct Noticed {
@@ -524,7 +527,7 @@ private:
     void feed(PoolView& view) const;
     void feed_job(PoolView& view, const store::JobRecord& job) const;
     std::vector<WorkerId> place(store::Changes& changes);
-    void assign(const sched::PlacementDecision& placement, std::int64_t now, store::Changes& changes);
+    void assign(const sched::PlacementDecision& placement, AttemptId id, std::int64_t now, store::Changes& changes);
     std::string team_can_hold(TeamId team, std::int64_t left, std::int64_t now) const;
     std::string credit_wait_reason(const sched::WaitingJob& waiting, std::int64_t now) const;
     std::string no_worker_reason(std::int64_t now) const;
@@ -563,12 +566,12 @@ private:
     PoolCounters m_counters;               // ended attempts, ended jobs and credits, since the pool began
     CoordinatorEvents* m_events = nullptr; // not owned
 
-    std::int64_t m_next_team = 1;
-    std::int64_t m_next_token = 1;
-    std::int64_t m_next_worker = 1;
-    std::int64_t m_next_sweep = 1;
-    std::int64_t m_next_job = 1;
-    std::int64_t m_next_attempt = 1;
+    // Ids reserved from the store (Store::reserve_ids), a block per kind: [next, end).
+    struct IdBlock {
+        std::int64_t next = 0;
+        std::int64_t end = 0;
+    };
+    std::array<IdBlock, store::k_id_kinds> m_id_blocks{};
     std::int64_t m_next_sample_at = 0; // the first tick samples
     bool m_fenced = false;
 };

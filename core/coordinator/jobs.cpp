@@ -172,15 +172,23 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
             return st.error();
         }
     }
+    auto sweep_id = take_ids(store::IdKind::sweep, 1);
+    if (!sweep_id) {
+        return sweep_id.error();
+    }
+    auto first_job = take_ids(store::IdKind::job, static_cast<std::int64_t>(request.jobs.size()));
+    if (!first_job) {
+        return first_job.error();
+    }
     const std::int64_t now = m_clock.now_ms();
     Changes c;
-    SweepRecord sweep{SweepId(m_next_sweep), *team, who.token_id, request.source,
+    SweepRecord sweep{SweepId(*sweep_id), *team, who.token_id, request.source,
                       static_cast<std::int64_t>(request.jobs.size()), request.max_parallel, now,
                       request.idempotency_key};
     c.sweeps.push_back(sweep);
     SubmitResult result;
     result.sweep_id = sweep.id;
-    std::int64_t next_job = m_next_job;
+    std::int64_t next_job = *first_job;
     for (auto& spec : request.jobs) {
         JobRecord j;
         j.id = JobId(next_job++);

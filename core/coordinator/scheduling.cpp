@@ -6,6 +6,8 @@
 #include "core/coordinator/internal.hpp"
 #include "core/resources/quantity.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 namespace gpupool::coordinator {
@@ -161,13 +163,13 @@ Coordinator::PassInput Coordinator::pass_input(std::int64_t now) {
 
 // ---- applying the decisions ---------------------------------------------------------------------
 
-void Coordinator::assign(const sched::PlacementDecision& p, std::int64_t now, Changes& c) {
+void Coordinator::assign(const sched::PlacementDecision& p, AttemptId id, std::int64_t now, Changes& c) {
     JobRecord j = m_jobs.at(p.job);
     const std::int64_t gpu_index = p.gpus.empty() ? -1 : static_cast<std::int64_t>(p.gpus.front());
     const Micro price = attempt_price(j.spec, p.worker, gpu_index, p.gpu_milli);
     const Micro hold = credits::cost_of(price, j.spec.resources.max_runtime_s * 1000);
     AttemptRecord a;
-    a.id = AttemptId(m_next_attempt + static_cast<std::int64_t>(c.attempts.size()));
+    a.id = id;
     a.job = p.job;
     a.worker = p.worker;
     a.gpu_index = gpu_index;
@@ -224,8 +226,16 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
                     "preempted for higher-priority job " + std::to_string(pre.for_job.value()), c);
     }
     std::vector<WorkerId> woken;
+    if (d.placements.empty()) {
+        return woken;
+    }
+    auto first = take_ids(store::IdKind::attempt, static_cast<std::int64_t>(d.placements.size()));
+    if (!first) {
+        spdlog::error("no attempt ids for this pass's {} placements: {}", d.placements.size(), first.error().message);
+        return woken;
+    }
     for (const auto& p : d.placements) {
-        assign(p, now, c);
+        assign(p, AttemptId((*first)++), now, c);
         if (std::find(woken.begin(), woken.end(), p.worker) == woken.end()) {
             woken.push_back(p.worker);
         }

@@ -72,8 +72,12 @@ Result<IssuedToken> Coordinator::issue(Role role, std::optional<TeamId> team, st
     if (!secret) {
         return secret.error();
     }
+    auto id = take_ids(store::IdKind::token, 1);
+    if (!id) {
+        return id.error();
+    }
     TokenRecord t;
-    t.id = TokenId(m_next_token + static_cast<std::int64_t>(changes.tokens.size()));
+    t.id = TokenId(*id);
     t.hash = sha256_hex(*secret);
     t.role = role;
     t.team = team;
@@ -127,8 +131,12 @@ Result<TeamRecord> Coordinator::create_team(const Principal& who, const std::str
             return make_error(ErrorCode::conflict, "team `" + name + "` already exists", "name");
         }
     }
+    auto id = take_ids(store::IdKind::team, 1);
+    if (!id) {
+        return id.error();
+    }
     Changes c;
-    TeamRecord t{TeamId(m_next_team), name, weight, m_clock.now_ms(), std::nullopt, std::nullopt};
+    TeamRecord t{TeamId(*id), name, weight, m_clock.now_ms(), std::nullopt, std::nullopt};
     c.teams.push_back(t);
     audit(who.token_id, "team.create", "team `" + name + "`",
           nlohmann::json{{"id", t.id.value()}, {"weight", weight}}.dump(), c);

@@ -195,9 +195,13 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     if (name.empty() || name.size() > 128) {
         return invalid("worker names are 1-128 characters", "name");
     }
+    auto id = take_ids(store::IdKind::worker, 1);
+    if (!id) {
+        return id.error();
+    }
     const std::int64_t now = m_clock.now_ms();
     Changes c;
-    WorkerRecord w{WorkerId(m_next_worker), *who.team, name, api::to_text(inventory), WorkerState::active, now, now,
+    WorkerRecord w{WorkerId(*id), *who.team, name, api::to_text(inventory), WorkerState::active, now, now,
                    who.token_id};
     c.workers.push_back(w);
     auto tok = issue(Role::worker, who.team, w.id, "worker " + name, c);

@@ -188,6 +188,13 @@ CREATE TABLE pool_samples (
 );
 CREATE INDEX pool_samples_at ON pool_samples(at);
 )sql",
+    // 9: ids come from the store (Store::reserve_ids): the next id of each kind not yet handed out.
+    R"sql(
+CREATE TABLE id_counters (
+    kind TEXT PRIMARY KEY,
+    next INTEGER NOT NULL
+);
+)sql",
 };
 
 // Version 4 first shipped without the sweeps' idempotency key (454bb39); the key was then added to

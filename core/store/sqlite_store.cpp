@@ -165,6 +165,32 @@ Status SqliteStore::apply(const Changes& c) {
     }
 }
 
+Result<std::int64_t> SqliteStore::reserve_ids(IdKind kind, std::int64_t count) {
+    if (count < 1) {
+        return make_error(ErrorCode::internal, "reserve_ids needs a count of 1 or more");
+    }
+    try {
+        const auto& [name, table] = id_kind_names(kind);
+        SQLite::Transaction tx(*m_db);
+        // The counter, or past the largest stored id (a pool from before the counters, or a copy).
+        SQLite::Statement q(*m_db, std::string("SELECT MAX(COALESCE((SELECT next FROM id_counters WHERE kind = ?), 1), "
+                                               "COALESCE((SELECT MAX(id) FROM ") +
+                                       table + "), 0) + 1)");
+        q.bind(1, name);
+        q.executeStep();
+        const std::int64_t first = q.getColumn(0).getInt64();
+        SQLite::Statement up(*m_db, "INSERT INTO id_counters (kind, next) VALUES (?, ?) "
+                                    "ON CONFLICT(kind) DO UPDATE SET next = excluded.next");
+        up.bind(1, name);
+        up.bind(2, first + count);
+        up.exec();
+        tx.commit();
+        return first;
+    } catch (const std::exception& e) {
+        return db_error("id reservation", e);
+    }
+}
+
 Result<std::int64_t> SqliteStore::log_length(AttemptId attempt) {
     try {
         SQLite::Statement q(*m_db, "SELECT COALESCE(MAX(byte_offset + length(data)), 0) FROM log_chunks "

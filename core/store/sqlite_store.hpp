@@ -22,7 +22,7 @@ class Database;
 
 namespace gpupool::store {
 
-inline constexpr int k_schema_version = 8;
+inline constexpr int k_schema_version = 9;
 
 // SQLite keeps a blob under 1e9 bytes (SQLITE_MAX_LENGTH); the store takes no more than this.
 inline constexpr std::int64_t k_sqlite_max_blob_bytes = 950'000'000;
@@ -42,6 +42,7 @@ public:
 
     Result<Snapshot> load() override;
     Status apply(const Changes& changes) override;
+    Result<std::int64_t> reserve_ids(IdKind kind, std::int64_t count) override;
     Result<LogAppend> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) override;
     Result<std::string> read_log(AttemptId attempt, std::int64_t offset, std::int64_t max_bytes) override;
     Result<std::int64_t> log_length(AttemptId attempt) override;

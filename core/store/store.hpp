@@ -12,6 +12,7 @@
 #include "core/store/records.hpp"
 #include "core/util/result.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -66,6 +67,20 @@ struct InputBlobRef {
     bool operator==(const InputBlobRef&) const = default;
 };
 
+// The kinds of record whose ids the store hands out (Store::reserve_ids).
+enum class IdKind : std::uint8_t { team, token, worker, sweep, job, attempt };
+inline constexpr std::size_t k_id_kinds = 6;
+// The kind's name (its counter's key) and the table whose ids it numbers, the same in every engine.
+struct IdKindNames {
+    const char* name;
+    const char* table;
+};
+inline IdKindNames id_kind_names(IdKind kind) {
+    static constexpr IdKindNames k_names[k_id_kinds] = {{"team", "teams"},   {"token", "tokens"}, {"worker", "workers"},
+                                                        {"sweep", "sweeps"}, {"job", "jobs"},     {"attempt", "attempts"}};
+    return k_names[static_cast<std::size_t>(kind)];
+}
+
 // A stored stretch of an attempt's log, [from, to).
 struct LogRange {
     std::int64_t from = 0;
@@ -100,6 +115,13 @@ public:
 
     virtual Result<Snapshot> load() = 0;
     virtual Status apply(const Changes& changes) = 0;
+
+    // Ids come from the store, not from counters in a coordinator's memory: reserves `count` (1 or
+    // more) ids of `kind` that it never handed out before (to this or any other coordinator on the
+    // same database) and that no stored record of that kind holds, and returns the first of
+    // [first, first + count). Committed before it returns, and fenced like every write. Ids reserved
+    // and never used are gaps, nothing more.
+    virtual Result<std::int64_t> reserve_ids(IdKind kind, std::int64_t count) = 0;
 
     // Appends `data` at byte `offset` of the attempt's log. Idempotent: bytes already stored are
     // not stored again (a retried chunk is harmless). A chunk that starts past the end leaves a gap

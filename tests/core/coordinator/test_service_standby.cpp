@@ -1,0 +1,141 @@
+// Active and standby coordinators as services on one real PostgreSQL database: the second stands by
+// and answers 503 naming the first (before reading a body), a client with both URLs is served by the
+// active one, a clean stop hands the pool over at once with its state, and on SQLite a service is
+// always active. The kill -9 and SIGSTOP cases are tests/ha/failover.sh (real processes).
+#include "core/coordinator/service.hpp"
+#include "core/net/http_client.hpp"
+#include "core/store/open_store.hpp"
+#include "tests/pg/pg_test_server.hpp"
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+using namespace gpupool;
+using json = nlohmann::json;
+
+namespace {
+
+std::unique_ptr<coordinator::CoordinatorService> service_on(const std::string& db) {
+    coordinator::ServiceOptions o;
+    o.tick = std::chrono::milliseconds(50);
+    o.standby.takeover_after = std::chrono::milliseconds(1500);
+    o.standby.retry = std::chrono::milliseconds(100);
+    auto opened = store::open_store(db);
+    INFO((opened ? std::string() : opened.error().describe()));
+    REQUIRE(opened);
+    return std::make_unique<coordinator::CoordinatorService>(o, std::move(*opened), coordinator::system_clock());
+}
+
+std::string url_of(const coordinator::CoordinatorService& s) { return "http://127.0.0.1:" + std::to_string(s.port()); }
+
+net::Response must(Result<net::Response> r) {
+    INFO((r ? std::string() : r.error().describe()));
+    REQUIRE(r);
+    return std::move(*r);
+}
+
+bool eventually(const std::function<bool()>& f, std::chrono::milliseconds within) {
+    const auto end = std::chrono::steady_clock::now() + within;
+    while (!f()) {
+        if (std::chrono::steady_clock::now() > end) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+}
+
+} // namespace
+
+TEST_CASE("standby: the second coordinator on a database stands by, and takes over when the first stops",
+          "[postgres][service][standby]") {
+    auto server = test::test_pg_url();
+    if (!server) {
+        return;
+    }
+    const std::string db = test::fresh_database("standby_service", *server);
+    auto a = service_on(db);
+    std::string admin;
+    REQUIRE(a->start(&admin));
+    REQUIRE_FALSE(admin.empty());
+    CHECK(a->active());
+    CHECK(a->active_address() == url_of(*a));
+    auto b = service_on(db);
+    std::string none;
+    REQUIRE(b->start(&none));
+    CHECK(none.empty());
+    CHECK_FALSE(b->active());
+    CHECK(b->active_address() == url_of(*a));
+
+    net::ClientOptions to_b{url_of(*b), admin};
+    net::HttpClient only_b(to_b);
+    for (const char* path : {"/v1/health", "/v1/whoami"}) {
+        INFO(path);
+        auto r = must(only_b.request("GET", path));
+        CHECK(r.status == 503);
+        CHECK(json::parse(r.body).at("error") == "standby");
+        CHECK(json::parse(r.body).at("active") == url_of(*a));
+        REQUIRE(r.headers.find("Gpupool-Active") != nullptr);
+        CHECK(*r.headers.find("Gpupool-Active") == url_of(*a));
+    }
+    // A team made through a client that knows both, the standby first: the active one made it.
+    net::HttpClient both(net::ClientOptions{url_of(*b) + "," + url_of(*a), admin});
+    auto made = must(both.request("POST", "/v1/admin/teams", R"({"name":"fellows"})"));
+    CHECK(made.status == 201);
+    CHECK(both.current_url() == url_of(*a));
+
+    // A clean stop gives the lease up: the standby takes over well before the lease would run out.
+    const auto stopped = std::chrono::steady_clock::now();
+    a->stop();
+    REQUIRE(eventually([&] { return b->active(); }, std::chrono::milliseconds(1000)));
+    INFO("took over after "
+         << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - stopped).count()
+         << " ms");
+    CHECK(b->active_address() == url_of(*b));
+    auto teams = must(both.request("GET", "/v1/admin/teams"));
+    REQUIRE(teams.status == 200);
+    CHECK(teams.body.find("fellows") != std::string::npos); // the pool came with it
+    CHECK(both.current_url() == url_of(*b));
+    b->stop();
+}
+
+TEST_CASE("standby: an active coordinator that stops renewing is replaced after --takeover-after",
+          "[postgres][service][standby]") {
+    auto server = test::test_pg_url();
+    if (!server) {
+        return;
+    }
+    const std::string db = test::fresh_database("standby_expiry", *server);
+    auto b = service_on(db);
+    // The lease is held, and not renewed, by a coordinator that is gone (a process killed with -9).
+    {
+        auto held = store::open_store(db);
+        REQUIRE(held);
+        auto lease = (*held)->acquire_lease({"gone", "http://127.0.0.1:1", 1500});
+        REQUIRE(lease);
+        REQUIRE(lease->holder == "gone");
+    }
+    REQUIRE(b->start());
+    CHECK_FALSE(b->active());
+    CHECK(b->active_address() == "http://127.0.0.1:1");
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(eventually([&] { return b->active(); }, std::chrono::milliseconds(5000)));
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    CHECK(waited >= std::chrono::milliseconds(1000)); // not before the lease ran out
+    b->stop();
+}
+
+TEST_CASE("standby: a SQLite pool's coordinator is always the active one", "[service][standby]") {
+    test::TempDir dir;
+    auto s = service_on((dir.path() / "pool.db").string());
+    REQUIRE(s->start());
+    CHECK(s->active());
+    CHECK(s->active_address() == url_of(*s));
+    net::HttpClient c(net::ClientOptions{url_of(*s)});
+    CHECK(must(c.request("GET", "/v1/health")).status == 200);
+}

@@ -31,7 +31,6 @@ for tool in jq curl; do
     command -v "$tool" > /dev/null || skip "\`$tool\` is not installed"
 done
 [ -x /usr/lib/postgresql/15/bin/initdb ] || skip "PostgreSQL 15's server is not installed (apt-get install postgresql)"
-"$bin" coordinator --help | grep -q -- --takeover-after || skip "this gpupool was built without PostgreSQL"
 
 dir=$(mktemp -d /tmp/gpupool-ha.XXXXXX)
 chmod 755 "$dir"

@@ -50,7 +50,7 @@ void fill(Store& s, const fs::path& scratch) {
 
 } // namespace
 
-TEST_CASE("copy_pool: every store copies to every store, whole and checked", "[store][migrate]") {
+TEST_CASE("copy_pool: every store copies to every store, whole and checked", "[store][migrate][contract]") {
     for (const StoreUnderTest& from_kind : test::stores_under_test()) {
         for (const StoreUnderTest& to_kind : test::stores_under_test()) {
             DYNAMIC_SECTION(from_kind.kind << " to " << to_kind.kind) {

@@ -41,7 +41,9 @@ void ignore_notice(void* /*arg*/, const char* /*message*/) {}
 
 // ---- parameters and rows -----------------------------------------------------------------------
 
-Params& Params::add(std::int64_t v) { return add(std::string_view(std::to_string(v))); }
+Params& Params::add(std::int64_t v) {
+    return add(std::string_view(std::to_string(v)));
+}
 
 Params& Params::add(std::string_view text) {
     m_values.emplace_back(text);
@@ -51,7 +53,9 @@ Params& Params::add(std::string_view text) {
     return *this;
 }
 
-Params& Params::add(const std::optional<std::int64_t>& v) { return v ? add(*v) : add_null(); }
+Params& Params::add(const std::optional<std::int64_t>& v) {
+    return v ? add(*v) : add_null();
+}
 
 Params& Params::add_bytes(std::string_view bytes) {
     add(bytes);
@@ -142,7 +146,9 @@ Result<std::unique_ptr<Connection>> Connection::connect(const std::string& url, 
     return conn;
 }
 
-Connection::~Connection() { PQfinish(m_conn); }
+Connection::~Connection() {
+    PQfinish(m_conn);
+}
 
 std::string Connection::describe() const {
     const char* host = PQhost(m_conn);
@@ -175,9 +181,9 @@ Rows Connection::exec(const char* sql, const Params& p, bool binary) {
     if (!ok() && fresh && m_may_reset && PQstatus(m_conn) == CONNECTION_BAD) {
         PQreset(m_conn);
         if (PQstatus(m_conn) != CONNECTION_OK) {
-            throw Failure(make_error(ErrorCode::io, "lost the connection to PostgreSQL at " + describe() +
-                                                        " and could not reconnect: " +
-                                                        one_line(PQerrorMessage(m_conn))));
+            throw Failure(
+                make_error(ErrorCode::io, "lost the connection to PostgreSQL at " + describe() +
+                                              " and could not reconnect: " + one_line(PQerrorMessage(m_conn))));
         }
         r = run(sql, p, binary);
     }
@@ -190,7 +196,8 @@ Rows Connection::exec(const char* sql, const Params& p, bool binary) {
 void Connection::fail(const PGresult* r) const {
     const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
     if (state != nullptr && std::strcmp(state, k_fenced_sqlstate) == 0) {
-        throw Failure(make_error(ErrorCode::conflict, one_line(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)), "lease"));
+        throw Failure(
+            make_error(ErrorCode::conflict, one_line(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)), "lease"));
     }
     std::string message = one_line(r != nullptr ? PQresultErrorMessage(r) : PQerrorMessage(m_conn));
     if (message == "unknown libpq error") {
@@ -210,7 +217,9 @@ void Connection::rollback_quietly() noexcept {
 
 // ---- transactions ------------------------------------------------------------------------------
 
-Transaction::Transaction(Connection& db, const char* begin) : m_db(db) { m_db.exec(begin); }
+Transaction::Transaction(Connection& db, const char* begin) : m_db(db) {
+    m_db.exec(begin);
+}
 
 Transaction::~Transaction() {
     if (m_open) {
@@ -223,6 +232,8 @@ void Transaction::commit() {
     m_db.exec("COMMIT");
 }
 
-void fence(Connection& db, std::int64_t epoch) { db.exec("SELECT gpupool_fence($1)", params(epoch)); }
+void fence(Connection& db, std::int64_t epoch) {
+    db.exec("SELECT gpupool_fence($1)", params(epoch));
+}
 
 } // namespace gpupool::store::pg

@@ -7,9 +7,8 @@
 
 #include "core/store/postgres_store.hpp"
 
-#include <libpq-fe.h>
-
 #include <cstdint>
+#include <libpq-fe.h>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -85,7 +84,9 @@ private:
     int m_row;
 };
 
-inline int row_count(const Rows& r) { return PQntuples(r.get()); }
+inline int row_count(const Rows& r) {
+    return PQntuples(r.get());
+}
 // Rows changed by an INSERT, UPDATE or DELETE.
 std::int64_t affected(const Rows& r);
 

@@ -1,8 +1,7 @@
 // PostgresStore's rows: each record kind read from and written to its table, one function each, with
 // the same upsert rules as SQLite's (sqlite_records.cpp).
-#include "core/store/postgres_internal.hpp"
-
 #include "core/recipe/recipe_json.hpp"
+#include "core/store/postgres_internal.hpp"
 
 #include <array>
 
@@ -80,8 +79,8 @@ void load_sweeps(Connection& db, Snapshot& s) {
                      "idempotency_key FROM sweeps ORDER BY id");
     for (int i = 0; i < row_count(r); ++i) {
         const Row q(r.get(), i);
-        s.sweeps.push_back({SweepId(q.integer(0)), TeamId(q.integer(1)), TokenId(q.integer(2)), q.text(3),
-                            q.integer(4), q.integer(5), q.integer(6), q.text(7)});
+        s.sweeps.push_back({SweepId(q.integer(0)), TeamId(q.integer(1)), TokenId(q.integer(2)), q.text(3), q.integer(4),
+                            q.integer(5), q.integer(6), q.text(7)});
     }
 }
 
@@ -148,8 +147,8 @@ void load_ledger(Connection& db, Snapshot& s) {
         auto credit = credits::account_from_string(q.text(3));
         auto reason = credits::entry_reason_from_string(q.text(5));
         if (!debit || !credit || !reason) {
-            throw Failure(make_error(ErrorCode::io, "ledger entry " + std::to_string(e.id) +
-                                                        " names an unknown account or reason"));
+            throw Failure(make_error(ErrorCode::io,
+                                     "ledger entry " + std::to_string(e.id) + " names an unknown account or reason"));
         }
         e.debit = *debit;
         e.credit = *credit;
@@ -180,8 +179,8 @@ void load_grants(Connection& db, Snapshot& s) {
     Rows r = db.exec("SELECT id, team_id, amount, expires_at, note, created_at, expired_at FROM grants ORDER BY id");
     for (int i = 0; i < row_count(r); ++i) {
         const Row q(r.get(), i);
-        s.grants.push_back({q.integer(0), TeamId(q.integer(1)), q.integer(2), q.opt_integer(3), q.text(4),
-                            q.integer(5), q.opt_integer(6)});
+        s.grants.push_back({q.integer(0), TeamId(q.integer(1)), q.integer(2), q.opt_integer(3), q.text(4), q.integer(5),
+                            q.opt_integer(6)});
     }
 }
 
@@ -304,7 +303,7 @@ void write_samples(Connection& db, const Changes& c) {
 
 Snapshot load_records(Connection& db) {
     using Loader = void (*)(Connection&, Snapshot&);
-    constexpr std::array<Loader, 9> k_loaders{load_teams, load_tokens, load_workers,  load_sweeps, load_jobs,
+    constexpr std::array<Loader, 9> k_loaders{load_teams,    load_tokens, load_workers,  load_sweeps, load_jobs,
                                               load_attempts, load_ledger, load_balances, load_grants};
     Snapshot s;
     for (Loader load : k_loaders) {

@@ -200,7 +200,9 @@ int PostgresStore::schema_version() const {
     }
 }
 
-std::int64_t PostgresStore::max_blob_bytes() const { return m_max_blob_bytes; }
+std::int64_t PostgresStore::max_blob_bytes() const {
+    return m_max_blob_bytes;
+}
 
 Result<Snapshot> PostgresStore::load() {
     return guarded("load failed", [&]() -> Result<Snapshot> {
@@ -375,10 +377,9 @@ Result<std::optional<std::string>> PostgresStore::get_output(AttemptId attempt) 
         if (pg::row_count(head) == 0) {
             return std::optional<std::string>();
         }
-        return std::optional<std::string>(
-            read_pieces(*m_db,
-                        "SELECT seq, data FROM output_chunks WHERE attempt_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
-                        params(attempt.value()), Row(head.get(), 0).integer(0)));
+        return std::optional<std::string>(read_pieces(
+            *m_db, "SELECT seq, data FROM output_chunks WHERE attempt_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
+            params(attempt.value()), Row(head.get(), 0).integer(0)));
     });
 }
 
@@ -448,11 +449,11 @@ Result<std::vector<InputBlobRef>> PostgresStore::list_input_blobs() {
 Result<std::vector<AuditRecord>> PostgresStore::read_audit(const AuditQuery& query) {
     return guarded("audit read", [&]() -> Result<std::vector<AuditRecord>> {
         // The prefix is compared with left(), not LIKE, so `_` and `%` in it mean themselves.
-        Rows r = m_db->exec("SELECT id, at, token_id, action, target, detail FROM audit_log "
-                            "WHERE ($1::BIGINT IS NULL OR at >= $1) AND ($2::BIGINT IS NULL OR id < $2) "
-                            "AND left(action, length($3::TEXT)) = $3 ORDER BY id DESC LIMIT $4",
-                            params(query.since_ms, query.before_id, query.action_prefix,
-                                   std::max<std::int64_t>(query.limit, 0)));
+        Rows r = m_db->exec(
+            "SELECT id, at, token_id, action, target, detail FROM audit_log "
+            "WHERE ($1::BIGINT IS NULL OR at >= $1) AND ($2::BIGINT IS NULL OR id < $2) "
+            "AND left(action, length($3::TEXT)) = $3 ORDER BY id DESC LIMIT $4",
+            params(query.since_ms, query.before_id, query.action_prefix, std::max<std::int64_t>(query.limit, 0)));
         std::vector<AuditRecord> out;
         for (int i = 0; i < pg::row_count(r); ++i) {
             const Row q(r.get(), i);

@@ -36,7 +36,7 @@ struct PostgresOptions {
     bool create = true;   // false: a database without the pool's tables is ErrorCode::not_found
     std::string password; // when set, passed as libpq's `password`; empty: libpq's own (PGPASSWORD, ~/.pgpass)
     std::int64_t max_blob_bytes = k_postgres_max_blob_bytes; // lower only (tests of the cap)
-    bool snapshot = false; // read-only, every read at one moment (see above)
+    bool snapshot = false;                                   // read-only, every read at one moment (see above)
 };
 
 namespace pg {

@@ -1,5 +1,6 @@
-// open_store: the coordinator's --db as a store. Paths and sqlite:PATH are SQLite files; PostgreSQL
-// is named but not supported yet; other schemes are refused by name; one process at a time.
+// open_store: the coordinator's --db as a store. Paths and sqlite:PATH are SQLite files; postgresql://
+// URLs are the PostgreSQL store (never with a password in them); other schemes are refused by name;
+// one process at a time.
 #include "core/store/open_store.hpp"
 #include "tests/support.hpp"
 

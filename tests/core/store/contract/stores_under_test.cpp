@@ -3,8 +3,13 @@
 #include "core/recipe/recipe_json.hpp"
 #include "core/store/open_store.hpp"
 #include "core/store/sqlite_store.hpp"
+#ifdef GPUPOOL_HAVE_POSTGRES
+#include "core/store/postgres_store.hpp"
+#include "tests/pg/pg_test_server.hpp"
+#endif
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <catch2/catch.hpp>
 
 #include <optional>
 #include <utility>
@@ -239,14 +244,57 @@ const std::vector<OldVersion> k_sqlite_old_versions{
     {4, "4", true}, {5, "5", true},
 };
 
+#ifdef GPUPOOL_HAVE_POSTGRES
+// ---- PostgreSQL --------------------------------------------------------------------------------
+
+// A database of the test directory's own on the fixture's server: made on first use, the same one
+// after. No earlier schema versions yet.
+Result<std::unique_ptr<Store>> open_postgres(const fs::path& dir, const StoreOpenOptions& options) {
+    const auto server = test::pg_server_url();
+    if (!server) {
+        return make_error(ErrorCode::io, "no PostgreSQL test server: " + test::pg_unavailable().value_or("?"));
+    }
+    const std::string url = test::ensure_database(test::database_name_for(dir), *server);
+    if (options.max_blob_bytes == 0) {
+        return open_store(url); // as the coordinator opens it
+    }
+    PostgresOptions po;
+    po.max_blob_bytes = options.max_blob_bytes;
+    auto opened = PostgresStore::open(url, po);
+    if (!opened) {
+        return opened.error();
+    }
+    return std::unique_ptr<Store>(std::move(*opened));
+}
+#endif
+
 } // namespace
 
 const std::vector<StoreUnderTest>& stores_under_test() {
     static const std::vector<StoreUnderTest> stores{
         {"sqlite", open_sqlite, k_sqlite_old_versions, write_old_sqlite},
-        // {"postgresql", open_postgres_under_test, {}, {}},  <- the next engine: one line
+#ifdef GPUPOOL_HAVE_POSTGRES
+        {"postgresql", open_postgres, {}, {}, test::pg_unavailable},
+#endif
     };
     return stores;
+}
+
+bool store_skipped(const StoreUnderTest& kind) {
+    if (!kind.unavailable) {
+        return false;
+    }
+    const auto why = kind.unavailable();
+    if (!why) {
+        return false;
+    }
+#ifdef GPUPOOL_HAVE_POSTGRES
+    if (kind.kind == "postgresql" && test::postgres_required()) {
+        FAIL("cannot test the " << kind.kind << " store and GPUPOOL_REQUIRE_POSTGRES=1: " << *why);
+    }
+#endif
+    WARN("skipped the " << kind.kind << " store: " << *why);
+    return true;
 }
 
 Records old_pool_records(const OldVersion& v) {

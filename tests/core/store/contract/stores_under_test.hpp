@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,14 @@ struct StoreUnderTest {
     // inputs archive "d1" of team 2 and, at version 3 only, an unowned "d0").
     std::vector<OldVersion> old_versions{};
     std::function<void(const std::filesystem::path& dir, const OldVersion& v, const store::Records& old)> write_old{};
+    // Why this engine cannot be tested here (e.g. no PostgreSQL server), or nullopt; unset: always can.
+    std::function<std::optional<std::string>()> unavailable{};
 };
 
 const std::vector<StoreUnderTest>& stores_under_test();
+
+// Whether a case skips `kind` here: it WARNs why (or FAILs under GPUPOOL_REQUIRE_POSTGRES=1).
+bool store_skipped(const StoreUnderTest& kind);
 
 // The records of the pool old_versions write: two teams, three tokens, a worker, a sweep with a job
 // and its finished attempt, and from version 2 a grant with its entry and balances.

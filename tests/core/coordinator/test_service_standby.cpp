@@ -5,7 +5,9 @@
 #include "core/coordinator/service.hpp"
 #include "core/net/http_client.hpp"
 #include "core/store/open_store.hpp"
+#ifdef GPUPOOL_HAVE_POSTGRES
 #include "tests/pg/pg_test_server.hpp"
+#endif
 #include "tests/support.hpp"
 
 #include <catch2/catch.hpp>
@@ -52,6 +54,7 @@ bool eventually(const std::function<bool()>& f, std::chrono::milliseconds within
 
 } // namespace
 
+#ifdef GPUPOOL_HAVE_POSTGRES
 TEST_CASE("standby: the second coordinator on a database stands by, and takes over when the first stops",
           "[postgres][service][standby]") {
     auto server = test::test_pg_url();
@@ -129,6 +132,8 @@ TEST_CASE("standby: an active coordinator that stops renewing is replaced after 
     CHECK(waited >= std::chrono::milliseconds(1000)); // not before the lease ran out
     b->stop();
 }
+
+#endif
 
 TEST_CASE("standby: a SQLite pool's coordinator is always the active one", "[service][standby]") {
     test::TempDir dir;

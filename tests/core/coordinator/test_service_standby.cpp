@@ -41,7 +41,7 @@ net::Response must(Result<net::Response> r) {
     return std::move(*r);
 }
 
-bool eventually(const std::function<bool()>& f, std::chrono::milliseconds within) {
+[[maybe_unused]] bool eventually(const std::function<bool()>& f, std::chrono::milliseconds within) {
     const auto end = std::chrono::steady_clock::now() + within;
     while (!f()) {
         if (std::chrono::steady_clock::now() > end) {

@@ -22,6 +22,13 @@ using json = nlohmann::json;
 
 namespace {
 
+net::ClientOptions to(const std::string& urls, const std::string& token = {}) {
+    net::ClientOptions o;
+    o.base_url = urls;
+    o.token = token;
+    return o;
+}
+
 std::unique_ptr<coordinator::CoordinatorService> service_on(const std::string& db) {
     coordinator::ServiceOptions o;
     o.tick = std::chrono::milliseconds(50);
@@ -75,7 +82,7 @@ TEST_CASE("standby: the second coordinator on a database stands by, and takes ov
     CHECK_FALSE(b->active());
     CHECK(b->active_address() == url_of(*a));
 
-    net::ClientOptions to_b{url_of(*b), admin};
+    net::ClientOptions to_b = to(url_of(*b), admin);
     net::HttpClient only_b(to_b);
     for (const char* path : {"/v1/health", "/v1/whoami"}) {
         INFO(path);
@@ -87,7 +94,7 @@ TEST_CASE("standby: the second coordinator on a database stands by, and takes ov
         CHECK(*r.headers.find("Gpupool-Active") == url_of(*a));
     }
     // A team made through a client that knows both, the standby first: the active one made it.
-    net::HttpClient both(net::ClientOptions{url_of(*b) + "," + url_of(*a), admin});
+    net::HttpClient both(to(url_of(*b) + "," + url_of(*a), admin));
     auto made = must(both.request("POST", "/v1/admin/teams", R"({"name":"fellows"})"));
     CHECK(made.status == 201);
     CHECK(both.current_url() == url_of(*a));
@@ -141,6 +148,6 @@ TEST_CASE("standby: a SQLite pool's coordinator is always the active one", "[ser
     REQUIRE(s->start());
     CHECK(s->active());
     CHECK(s->active_address() == url_of(*s));
-    net::HttpClient c(net::ClientOptions{url_of(*s)});
+    net::HttpClient c(to(url_of(*s)));
     CHECK(must(c.request("GET", "/v1/health")).status == 200);
 }

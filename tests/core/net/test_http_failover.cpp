@@ -17,6 +17,13 @@ using namespace gpupool::net;
 
 namespace {
 
+ClientOptions to(const std::string& urls, const std::string& token = {}) {
+    ClientOptions o;
+    o.base_url = urls;
+    o.token = token;
+    return o;
+}
+
 std::string url_of(const HttpServer& s) { return "http://127.0.0.1:" + std::to_string(s.port()); }
 
 // A server that says who it is, and counts what reached its handler.
@@ -48,7 +55,7 @@ ServerOptions standby_pointing_at(std::shared_ptr<std::string> active) {
 }
 
 std::string served_by(const Result<Response>& r) {
-    REQUIRE(r);
+    REQUIRE(r.has_value());
     INFO(r->body);
     REQUIRE(r->status == 200);
     return nlohmann::json::parse(r->body).at("served_by").get<std::string>();
@@ -77,7 +84,7 @@ TEST_CASE("http client: a coordinator that cannot be reached is passed over, and
           "[net][failover]") {
     Named active("active");
     const std::string dead = dead_url();
-    HttpClient client(ClientOptions{dead + "," + url_of(*active.server)});
+    HttpClient client(to(dead + "," + url_of(*active.server)));
     CHECK(client.current_url() == dead);
     CHECK(served_by(client.request("POST", "/v1/jobs", "{}")) == "active");
     CHECK(client.current_url() == url_of(*active.server));
@@ -93,7 +100,7 @@ TEST_CASE("http client: a standby's 503 sends the request to the active coordina
     Named active("active");
     *pointer = url_of(*active.server);
     // The active one is last in the list, the standby names it: straight there, past `other`.
-    HttpClient client(ClientOptions{url_of(*standby.server) + "," + url_of(*other.server) + "," + *pointer});
+    HttpClient client(to(url_of(*standby.server) + "," + url_of(*other.server) + "," + *pointer));
     CHECK(served_by(client.request("POST", "/v1/jobs", "{\"x\":1}")) == "active");
     CHECK(*standby.handled == 0); // the gate answered: its handler never ran
     CHECK(*other.handled == 0);
@@ -105,7 +112,7 @@ TEST_CASE("http client: a standby naming a URL outside the list is not followed;
     auto pointer = std::make_shared<std::string>(url_of(*elsewhere.server));
     Named standby("standby", standby_pointing_at(pointer));
     Named listed("listed");
-    HttpClient client(ClientOptions{url_of(*standby.server) + "," + url_of(*listed.server)});
+    HttpClient client(to(url_of(*standby.server) + "," + url_of(*listed.server)));
     CHECK(served_by(client.request("POST", "/v1/jobs", "{}")) == "listed");
     CHECK(*elsewhere.handled == 0); // the token never went where the user did not send it
 }
@@ -114,14 +121,14 @@ TEST_CASE("http client: when every coordinator stands by, the last answer is ret
     auto nobody = std::make_shared<std::string>();
     Named a("a", standby_pointing_at(nobody));
     Named b("b", standby_pointing_at(nobody));
-    HttpClient client(ClientOptions{url_of(*a.server) + "," + url_of(*b.server)});
+    HttpClient client(to(url_of(*a.server) + "," + url_of(*b.server)));
     auto r = client.request("POST", "/v1/jobs", "{}");
-    REQUIRE(r);
+    REQUIRE(r.has_value());
     CHECK(r->status == 503);
     CHECK(nlohmann::json::parse(r->body).at("error") == "standby");
     // One URL: a standby's answer is the caller's to see.
-    HttpClient single(ClientOptions{url_of(*a.server)});
+    HttpClient single(to(url_of(*a.server)));
     auto one = single.request("POST", "/v1/jobs", "{}");
-    REQUIRE(one);
+    REQUIRE(one.has_value());
     CHECK(one->status == 503);
 }

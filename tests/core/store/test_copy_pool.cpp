@@ -125,7 +125,7 @@ TEST_CASE("copy_pool: a store's backup() is a SQLite pool file with everything i
             auto st = s->backup(file);
             INFO((st ? std::string() : st.error().describe()));
             REQUIRE(st);
-            CHECK((fs::status(file).permissions() & fs::perms::all) == fs::perms::owner_read | fs::perms::owner_write);
+            CHECK((fs::status(file).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
             auto copy = SqliteStore::open(file, {});
             REQUIRE(copy);
             CHECK((*copy)->load()->jobs == s->load()->jobs);

@@ -9,7 +9,8 @@
 #      its writes (its lease renewal is fenced) and it steps down, answering as a standby that names
 #      the new active one. A job submitted afterwards runs.
 #
-# Usage: failover.sh PATH/TO/gpupool. Needs PostgreSQL 15's server (initdb, pg_ctl), jq and curl;
+# Usage: failover.sh PATH/TO/gpupool (GPUPOOL_HA_TAKEOVER: the coordinators' --takeover-after, 2s;
+# the 10 s limit holds for the default 6s too). Needs PostgreSQL 15's server (initdb, pg_ctl), jq and curl;
 # without them it exits 77 (ctest: skipped) with the reason, or 1 when GPUPOOL_REQUIRE_POSTGRES=1.
 # The database runs as an unprivileged user in a temp dir (tests/pg/pg_server.sh), stopped on exit.
 set -uo pipefail
@@ -83,7 +84,7 @@ db=$(cat "$dir/pg/url")
 start_coordinator() {
     rm -f "$dir/$1.port"
     "$bin" --log-level info coordinator --db "$db" --listen "127.0.0.1:${2:-0}" --port-file "$dir/$1.port" --tick-ms 50 \
-        --lease 2m --takeover-after 2s --admin-token-file "$dir/admin.token" > "$dir/$1.out" 2> "$dir/$1.err" < /dev/null &
+        --lease 2m --takeover-after "${GPUPOOL_HA_TAKEOVER:-2s}" --admin-token-file "$dir/admin.token" > "$dir/$1.out" 2> "$dir/$1.err" < /dev/null &
     pids+=($!)
     eval "pid_$1=$!"
     eventually 20 test -s "$dir/$1.port" || fail "coordinator $1 did not start"

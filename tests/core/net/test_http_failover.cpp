@@ -107,7 +107,7 @@ TEST_CASE("http client: a standby's 503 sends the request to the active coordina
     CHECK(client.current_url() == *pointer);
 }
 
-TEST_CASE("http client: a standby naming a URL outside the list is not followed; the list is", "[net][failover]") {
+TEST_CASE("http client: a standby naming a URL outside the list is not followed, the list is", "[net][failover]") {
     Named elsewhere("elsewhere");
     auto pointer = std::make_shared<std::string>(url_of(*elsewhere.server));
     Named standby("standby", standby_pointing_at(pointer));

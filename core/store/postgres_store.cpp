@@ -4,6 +4,7 @@
 #include "core/store/postgres_store.hpp"
 
 #include "core/store/copy_pool.hpp"
+#include "core/store/blob_files.hpp"
 #include "core/store/postgres_internal.hpp"
 #include "core/store/sqlite_store.hpp"
 #include "core/util/files.hpp"
@@ -65,25 +66,6 @@ void begin_read(Connection& db, bool snapshot, std::optional<Transaction>& tx) {
     if (!snapshot) {
         tx.emplace(db, k_read_only_begin);
     }
-}
-
-std::int64_t blob_file_size(const std::filesystem::path& file) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(file, ec);
-    if (ec) {
-        throw std::runtime_error("cannot read " + file.string() + ": " + ec.message());
-    }
-    return static_cast<std::int64_t>(size);
-}
-
-// A blob over the store's cap is refused before anything is written.
-Status check_blob_size(std::int64_t size, std::int64_t max_bytes) {
-    if (size > max_bytes) {
-        return make_error(ErrorCode::invalid_input, "the archive is " + std::to_string(size) +
-                                                        " bytes, over the store's limit of " +
-                                                        std::to_string(max_bytes) + " bytes");
-    }
-    return {};
 }
 
 // Inserts `file` as pieces of k_piece_bytes with `sql`, whose parameters are `key`, then seq (from 0)

@@ -2,6 +2,7 @@
 // rows in sqlite_records.cpp.
 #include "core/store/sqlite_store.hpp"
 
+#include "core/store/blob_files.hpp"
 #include "core/store/sqlite_internal.hpp"
 #include "core/util/files.hpp"
 
@@ -27,15 +28,6 @@ Error db_error(const std::string& what, const std::exception& e) {
 } // namespace sqlite
 
 namespace {
-
-std::int64_t blob_file_size(const std::filesystem::path& file) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(file, ec);
-    if (ec) {
-        throw std::runtime_error("cannot read " + file.string() + ": " + ec.message());
-    }
-    return static_cast<std::int64_t>(size);
-}
 
 // Fills the zeroblob in `table`.data at `rowid` from `file`, a megabyte at a time (SQLite's
 // incremental blob I/O), so an upload never sits whole in memory. Throws on failure; the caller's
@@ -74,16 +66,6 @@ std::optional<std::string> first_blob(SQLite::Statement& q) {
     }
     const auto& col = q.getColumn(0);
     return std::string(static_cast<const char*>(col.getBlob()), static_cast<std::size_t>(col.getBytes()));
-}
-
-// A blob over the store's cap is refused before anything is written.
-Status check_blob_size(std::int64_t size, std::int64_t max_bytes) {
-    if (size > max_bytes) {
-        return make_error(ErrorCode::invalid_input, "the archive is " + std::to_string(size) +
-                                                        " bytes, over the store's limit of " +
-                                                        std::to_string(max_bytes) + " bytes");
-    }
-    return {};
 }
 
 } // namespace

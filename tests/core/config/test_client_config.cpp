@@ -115,3 +115,18 @@ TEST_CASE("client config: errors name the file, line and key") {
     REQUIRE_FALSE(bad_url);
     CHECK_THAT(bad_url.error().message, Catch::Contains("GPUPOOL_URL"));
 }
+
+TEST_CASE("client config: several coordinator URLs (an active one and standbys), each http or https") {
+    test::TempDir home;
+    home.write(".config/gpupool/config.toml", "url = \"https://coord-1:7070, https://coord-2:7070\"\n");
+    auto env = std::map<std::string, std::string>{{"HOME", home.path().string()}};
+    auto cfg = load_client_config({}, env_of(env));
+    REQUIRE(cfg);
+    CHECK(cfg->url == "https://coord-1:7070, https://coord-2:7070");
+    ClientOverrides flags;
+    flags.url = "https://coord-1:7070,ftp://coord-2";
+    auto bad = load_client_config(flags, env_of(env));
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().field == "url");
+    CHECK_THAT(bad.error().message, Catch::Contains("separated by commas"));
+}

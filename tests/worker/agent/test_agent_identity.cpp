@@ -71,3 +71,14 @@ TEST_CASE("agent identity: a restart keeps the worker's instance id, so it finds
     RunningAgent again(options(pool, work.path()), engine, probe);
     REQUIRE(eventually([&] { return engine.get(first)->reattached == 1; }));
 }
+
+TEST_CASE("agent identity: a standby coordinator's URL added to or dropped from the list keeps the identity",
+          "[agent][identity]") {
+    using worker::same_pool;
+    CHECK(same_pool("https://c1:7070", "https://c1:7070"));
+    CHECK(same_pool("https://c1:7070", "https://c1:7070,https://c2:7070"));
+    CHECK(same_pool("https://c1:7070,https://c2:7070", "https://c2:7070/"));
+    CHECK_FALSE(same_pool("https://c1:7070", "https://c3:7070,https://c4:7070"));
+    CHECK_FALSE(same_pool("local-pool-key", "https://c1:7070")); // a key that is not a URL list matches only itself
+    CHECK(same_pool("local-pool-key", "local-pool-key"));
+}

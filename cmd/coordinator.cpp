@@ -4,7 +4,7 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/coordinator_install.hpp"
-#include "cmd/migrate.hpp"
+#include "cmd/secret_file.hpp"
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/restore.hpp"
 #include "core/coordinator/service.hpp"

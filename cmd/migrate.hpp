@@ -27,8 +27,4 @@ int run_migrate(const GlobalOptions& global, const MigrateOptions& o);
 // `admin migrate` under `admin`.
 void register_admin_migrate(Cli& cli, CLI::App* admin);
 
-// The secret in `file`: its first line, trailing whitespace removed; invalid_input naming `field` when
-// the file cannot be read, is empty, or holds more than one line.
-Result<std::string> read_secret_file(const std::string& file, const std::string& field);
-
 } // namespace gpupool::cmd

@@ -3,6 +3,8 @@
 #include "core/store/sqlite_store.hpp"
 #ifdef GPUPOOL_HAVE_POSTGRES
 #include "core/store/postgres_store.hpp"
+
+#include <libpq-fe.h>
 #endif
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -31,22 +33,29 @@ std::string_view url_scheme(std::string_view spec) {
     return well_formed ? scheme : std::string_view{};
 }
 
-// Whether a `scheme://user:password@host/...` URL has a password in its user information, or a
-// `password=` query parameter.
-bool url_has_password(std::string_view url) {
-    std::string_view rest = url.substr(url.find("://") + 3);
-    const auto query = rest.find('?');
-    const std::string_view authority = rest.substr(0, std::min(rest.find('/'), query));
-    const auto at = authority.rfind('@');
-    if (at != std::string_view::npos && authority.substr(0, at).find(':') != std::string_view::npos) {
-        return true;
+#ifdef GPUPOOL_HAVE_POSTGRES
+// What libpq's own parser (PQconninfoParse, the one PQconnectdb uses) reads in a PostgreSQL URL: an
+// error for a URL it cannot read, else whether a password is in it, in any of the forms libpq takes
+// (`user:password@`, `?password=`, percent-encoded or not).
+Result<bool> url_has_password(const std::string& url) {
+    char* why = nullptr;
+    PQconninfoOption* options = PQconninfoParse(url.c_str(), &why);
+    if (options == nullptr) {
+        std::string message = why != nullptr ? why : "out of memory";
+        PQfreemem(why);
+        while (!message.empty() && message.back() == '\n') {
+            message.pop_back();
+        }
+        return make_error(ErrorCode::invalid_input, "libpq cannot read this URL: " + message, "--db");
     }
-    if (query == std::string_view::npos) {
-        return false;
+    bool found = false;
+    for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+        found = found || (std::string_view(o->keyword) == "password" && o->val != nullptr && *o->val != '\0');
     }
-    const std::string_view params = rest.substr(query + 1);
-    return params.starts_with("password=") || params.find("&password=") != std::string_view::npos;
+    PQconninfoFree(options);
+    return found;
 }
+#endif
 
 } // namespace
 
@@ -60,10 +69,15 @@ bool postgres_available() {
 
 std::string printable_spec(std::string_view spec) {
     const std::string_view scheme = url_scheme(spec);
-    if ((scheme != "postgresql" && scheme != "postgres") || !url_has_password(spec)) {
+    if (scheme != "postgresql" && scheme != "postgres") {
         return std::string(spec);
     }
-    return std::string(scheme) + "://(a URL with a password, not shown)";
+#ifdef GPUPOOL_HAVE_POSTGRES
+    if (auto has = url_has_password(std::string(spec)); has && !*has) {
+        return std::string(spec);
+    }
+#endif
+    return std::string(scheme) + "://(a URL that may hold a password, not shown)";
 }
 
 Result<StoreSpec> parse_store_spec(std::string_view spec) {
@@ -82,12 +96,18 @@ Result<StoreSpec> parse_store_spec(std::string_view spec) {
                               "the coordinator from a build with libpq, or use a SQLite file",
                               "--db");
         }
-        if (url_has_password(spec)) {
+#ifdef GPUPOOL_HAVE_POSTGRES
+        auto has_password = url_has_password(std::string(spec));
+        if (!has_password) {
+            return has_password.error();
+        }
+        if (*has_password) {
             return make_error(ErrorCode::invalid_input,
                               "the URL carries a password, which every user of this machine can read on the "
                               "command line; put it in a file (--db-password-file), PGPASSWORD or ~/.pgpass",
                               "--db");
         }
+#endif
         return StoreSpec{Engine::postgresql, std::string(spec)};
     }
     if (!scheme.empty()) {

@@ -43,7 +43,8 @@ TEST_CASE("open_store: a postgresql URL is the PostgreSQL store, never with a pa
     }
     for (const char* spec : {"postgresql://pool:hunter2@db.example/gpupool",
                              "postgresql://db.example/gpupool?sslmode=require&password=hunter2",
-                             "postgres://db/gpupool?password=hunter2"}) {
+                             "postgres://db/gpupool?password=hunter2",
+                             "postgresql://db.example/gpupool?%70assword=hunter2"}) { // libpq decodes the key
         INFO(spec);
         auto s = parse_store_spec(spec);
         REQUIRE_FALSE(s);

@@ -142,7 +142,19 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
         }
         settle_s = *parsed;
     }
+    std::int64_t idle_s = 0;
+    if (o.idle_timeout != "0") {
+        auto parsed = resources::parse_duration_s(o.idle_timeout);
+        if (!parsed) {
+            Error e = parsed.error();
+            e.field = "--idle-timeout";
+            return e;
+        }
+        idle_s = *parsed;
+    }
     coordinator::ServiceOptions so;
+    so.coordinator.idle_timeout_s = idle_s;
+    so.coordinator.whole_gpu_only_unenforced = o.whole_gpu_only_unenforced;
     so.http.host = listen->first;
     so.http.port = listen->second;
     so.http.tls_cert_file = o.tls_cert;
@@ -397,6 +409,13 @@ void register_coordinator(Cli& cli) {
                     "Also serve GET /metrics, without a token, on this loopback HOST:PORT (for a Prometheus on "
                     "the same machine)");
     sub->add_option("--lease", o->lease, "How long an attempt survives without a heartbeat")->capture_default_str();
+    sub->add_option("--idle-timeout", o->idle_timeout,
+                    "A GPU job that holds its share without using the GPU this long is stopped and charged for the "
+                    "time it held (a recipe's resources.idle_timeout overrides it; 0: never)")
+        ->capture_default_str();
+    sub->add_flag("--whole-gpu-only-unenforced", o->whole_gpu_only_unenforced,
+                  "Place only whole-GPU jobs on GPUs whose workers cannot enforce a fractional share (memory "
+                  "enforcement `none`)");
     sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
     sub->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");
     sub->add_option("--tick-ms", o->tick_ms, "Scheduling and lease-check period")->capture_default_str();

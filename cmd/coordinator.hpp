@@ -37,6 +37,8 @@ struct CoordinatorCmdOptions {
     std::string db_password_file;   // PostgreSQL: the password, one line (never in the URL)
     std::string advertise;          // this coordinator's URL for clients (default: from --listen)
     std::string takeover_after = "6s"; // a standby takes over this long after the active one stops
+    std::string idle_timeout = "30m";  // a GPU job idle on its GPU this long is stopped ("0": never)
+    bool whole_gpu_only_unenforced = false; // no fractional jobs on GPUs whose shares nothing enforces
 };
 
 // Serves until SIGINT or SIGTERM (blocked in every thread, waited for here; SIGHUP, blocked and

@@ -34,22 +34,28 @@ std::string integer(const json& v) {
     return std::to_string(v.get<std::int64_t>());
 }
 
+// How a GPU's shares are held: "mps", "watchdog", or "NOT ENFORCED" (never silent).
+std::string enforcement_text(const json& gpu) {
+    const std::string e = gpu.value("memory_enforcement", std::string());
+    return e.empty() ? "?" : e == "none" ? "NOT ENFORCED" : e;
+}
+
 void print_workers(const json& workers) {
     std::vector<std::vector<std::string>> rows{
-        {"WORKER", "NAME", "OWNER", "STATE", "GPU", "MODEL", "GIVEN OUT", "JOBS"}};
+        {"WORKER", "NAME", "OWNER", "STATE", "GPU", "MODEL", "SHARES", "GIVEN OUT", "JOBS"}};
     for (const auto& w : workers) {
         bool first = true;
         for (const auto& g : w["gpus"]) {
             rows.push_back({first ? integer(w["id"]) : "", first ? w["name"].get<std::string>() : "",
                             first ? w["team"].get<std::string>() : "", first ? w["presence"].get<std::string>() : "",
                             integer(g["index"]) + (g["healthy"].get<bool>() ? "" : " (unhealthy)"),
-                            g["model"].get<std::string>(), percent(g["allocated_milli"].get<std::int64_t>(), 1000),
-                            integer(g["jobs"])});
+                            g["model"].get<std::string>(), enforcement_text(g),
+                            percent(g["allocated_milli"].get<std::int64_t>(), 1000), integer(g["jobs"])});
             first = false;
         }
         if (first) {
             rows.push_back({integer(w["id"]), w["name"].get<std::string>(), w["team"].get<std::string>(),
-                            w["presence"].get<std::string>(), "-", "(CPU only)", "-", "-"});
+                            w["presence"].get<std::string>(), "-", "(CPU only)", "-", "-", "-"});
         }
     }
     print_table(rows);

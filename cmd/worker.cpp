@@ -2,10 +2,12 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "cmd/secret_file.hpp"
 #include "cmd/worker_install.hpp"
 #include "core/client/api_client.hpp"
 #include "core/config/client_config.hpp"
 #include "core/credits/money.hpp"
+#include "core/net/url.hpp"
 #include "core/resources/quantity.hpp"
 #include "worker/agent/agent.hpp"
 #include "worker/gpu/gpu_probe.hpp"
@@ -75,6 +77,43 @@ void apply_pool_settings(const worker::PoolSettings& pool, const GlobalOptions& 
     if (unset("--unsafe-process-runtime") && pool.unsafe_process_runtime) {
         o.unsafe_process_runtime = *pool.unsafe_process_runtime;
     }
+    if (unset("--mps") && pool.mps) {
+        o.mps = *pool.mps;
+    }
+    if (unset("--model-cache-max") && pool.model_cache_max_mib) {
+        o.model_cache_max = std::to_string(*pool.model_cache_max_mib) + "MiB";
+    }
+    if (unset("--hf-token-file") && pool.hf_token_file) {
+        o.hf_token_file = expand_home(*pool.hf_token_file);
+    }
+    if (unset("--hf-endpoint") && pool.hf_endpoint) {
+        o.hf_endpoint = *pool.hf_endpoint;
+    }
+}
+
+// --mps, --model-cache-max, --hf-token-file and --hf-endpoint (or worker.toml's) into the agent's options.
+Status model_cache_options(const WorkerCmdOptions& o, worker::AgentOptions& ao) {
+    ao.mps = o.mps;
+    if (!o.model_cache_max.empty()) {
+        auto mib = resources::parse_memory_mib(o.model_cache_max);
+        if (!mib || *mib <= 0) {
+            return make_error(ErrorCode::invalid_input, "expected a size like \"200GiB\", got `" + o.model_cache_max + "`",
+                              "--model-cache-max");
+        }
+        ao.model_cache_max_bytes = *mib * 1024 * 1024;
+    }
+    if (!o.hf_token_file.empty()) {
+        auto token = read_secret_file(o.hf_token_file, "--hf-token-file");
+        if (!token) {
+            return token.error();
+        }
+        ao.hub_token = *token;
+    }
+    if (!o.hf_endpoint.empty() && (!net::is_http_url_list(o.hf_endpoint) || o.hf_endpoint.find(',') != std::string::npos)) {
+        return make_error(ErrorCode::invalid_input, "expected an http:// or https:// URL", "--hf-endpoint");
+    }
+    ao.hub_endpoint = o.hf_endpoint;
+    return {};
 }
 
 // The [share] settings the flags give (they win over the file, at start and on every reload).
@@ -186,6 +225,10 @@ int run_worker(const GlobalOptions& global, WorkerCmdOptions o) {
     ao.ca_cert = cfg->ca_cert;
     ao.name = o.name;
     ao.cache_dir = o.cache_dir;
+    if (auto st = model_cache_options(o, ao); !st) {
+        report_error(global, st.error());
+        return k_exit_usage;
+    }
     ao.slots = o.slots;
     ao.cpu_milli = o.cpu_milli;
     ao.memory_mib = o.memory_mib;
@@ -283,7 +326,16 @@ void register_worker(Cli& cli) {
     sub->add_flag("--unsafe-process-runtime", o->unsafe_process_runtime,
                   "Allow --runtime process with --share (jobs run unisolated, as this user)");
     sub->add_option("--work-dir", o->work_dir, "Spool: job logs, outputs and state (default ~/.local/share/gpupool/worker)");
-    sub->add_option("--cache-dir", o->cache_dir, "Model cache mounted at /cache (default WORK_DIR/cache)");
+    sub->add_option("--cache-dir", o->cache_dir,
+                    "Caches (default WORK_DIR/cache): models/ (the model cache this worker fills, read-only to jobs at "
+                    "/cache) and teams/ (each team's own writable cache, at /team-cache)");
+    sub->add_option("--model-cache-max", o->model_cache_max,
+                    "Evict least recently used models past this size, e.g. 200GiB (default: no cap)");
+    sub->add_option("--hf-token-file", o->hf_token_file, "A Hugging Face token (one line) for gated models");
+    sub->add_option("--hf-endpoint", o->hf_endpoint, "Where models come from (default $HF_ENDPOINT, else https://huggingface.co)");
+    sub->add_flag("--mps", o->mps,
+                  "Run an MPS control daemon for the shared GPUs: fractional jobs become its clients, their GPU "
+                  "memory capped by the driver (containers then share the host's IPC namespace)");
     sub->add_option("--name", o->name, "Name shown to the pool (default: host name)");
     sub->add_option("--slots", o->slots, "Ask for no new work while this many jobs run (0: no cap)");
     sub->add_option("--runtime-arg", o->runtime_args, "Extra global flag for podman/docker (repeatable), e.g. -H=unix:///…");
@@ -336,7 +388,8 @@ void register_worker(Cli& cli) {
     register_worker_install(cli, sub);
     sub->callback([&cli, o, sub] {
         for (const char* flag : {"--runtime", "--work-dir", "--cache-dir", "--name", "--slots", "--drain-grace",
-                                 "--cpus-milli", "--memory-mib", "--unsafe-process-runtime"}) {
+                                 "--cpus-milli", "--memory-mib", "--unsafe-process-runtime", "--mps", "--model-cache-max",
+                                 "--hf-token-file", "--hf-endpoint"}) {
             if (sub->count(flag) > 0) {
                 o->given.insert(flag);
             }

@@ -45,6 +45,10 @@ struct WorkerCmdOptions {
     std::string pause_for{}; // worker pause --for 2h
     bool pause_now = false;  // worker pause --now
     std::string config{};    // worker.toml (--config)
+    bool mps = false;                 // --mps: the worker's own MPS daemon for fractional jobs
+    std::string model_cache_max{};    // --model-cache-max 200GiB ("" : no cap)
+    std::string hf_token_file{};      // --hf-token-file: a Hugging Face token for gated models
+    std::string hf_endpoint{};        // --hf-endpoint: a hub mirror
     std::set<std::string> given{}; // the flags given on the command line ("--slots"): they win over worker.toml
 };
 

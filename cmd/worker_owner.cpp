@@ -70,12 +70,24 @@ json offline_state(const fs::path& work, const std::optional<worker::OwnerConfig
     return j;
 }
 
+// ", shares capped by MPS" / ", shares enforced by the watchdog" / ", shares NOT enforced".
+std::string enforcement_phrase(const std::string& e) {
+    if (e == "mps") {
+        return ", shares capped by MPS";
+    }
+    if (e == "watchdog") {
+        return ", shares enforced by the watchdog";
+    }
+    return e == "none" ? ", shares NOT enforced" : "";
+}
+
 void print_live(const json& live) {
     std::cout << "  state       " << printable(live.value("description", "")) << '\n';
     for (const auto& g : live["gpus"]) {
         std::cout << "  GPU " << g["index"].get<std::int64_t>() << "       " << printable(g["name"]) << ", "
                   << (g["shared"].get<bool>()
-                          ? resources::format_memory_mib(g["offered_mib"].get<std::int64_t>()) + " offered"
+                          ? resources::format_memory_mib(g["offered_mib"].get<std::int64_t>()) + " offered" +
+                                enforcement_phrase(g.value("memory_enforcement", std::string()))
                           : std::string("not shared"));
         bool any = false;
         for (const auto& j : live["jobs"]) {

@@ -21,6 +21,7 @@ Result<Assignment> assignment_from_json(const json& j, const std::string& field)
     a.gpu_milli = r.integer("gpu_milli", 0, resources::k_milli_per_gpu, 0);
     a.team = TeamId(r.integer("team", 0, k_max_integer, 0));
     a.team_name = r.text("team_name", k_max_team_name_bytes, std::string());
+    a.idle_timeout_s = r.integer("idle_timeout_s", 0, resources::k_max_duration_s, 0);
     if (r.error()) {
         return *r.error();
     }
@@ -42,7 +43,8 @@ json to_json(const Assignment& a) {
     return {{"attempt", a.attempt.value()},       {"job", a.job.value()},
             {"attempt_number", a.attempt_number}, {"gpu_index", a.gpu_index},
             {"gpu_milli", a.gpu_milli},           {"team", a.team.value()},
-            {"team_name", a.team_name},           {"spec", recipe::to_wire_json(a.spec)}};
+            {"team_name", a.team_name},           {"idle_timeout_s", a.idle_timeout_s},
+            {"spec", recipe::to_wire_json(a.spec)}};
 }
 
 } // namespace gpupool::api

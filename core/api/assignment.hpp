@@ -28,6 +28,9 @@ struct Assignment {
     std::int64_t gpu_milli = 0;  // the share of that GPU, 0..1000 (0: sized by GPU memory)
     TeamId team{};               // whose job (0 from a coordinator that does not say): its own writable cache
     std::string team_name{};     // for the owner's log (empty when not said)
+    // Seconds the job may hold its GPU share without using the GPU before the worker stops it (the
+    // recipe's `idle_timeout`, else the pool's default); 0 = never.
+    std::int64_t idle_timeout_s = 0;
 };
 
 // Validates and reads one assignment; `field` names it in errors. Absent members take the defaults

@@ -13,6 +13,8 @@ namespace {
 constexpr std::size_t k_max_warning_bytes = 64 * 1024;
 // More GPUs than any one machine has: the memory-in-use list is refused past it.
 constexpr std::size_t k_max_gpus = 1024;
+// Downloads reported per heartbeat; more are dropped (they only feed `status`).
+constexpr std::size_t k_max_fetching = 1024;
 } // namespace
 
 std::vector<std::int64_t> gpus_without_new_work(const Heartbeat& h) {
@@ -48,6 +50,18 @@ Result<Heartbeat> heartbeat_from_json(const json& j) {
     if (h.gpu_memory_used_mib.size() > k_max_gpus) {
         r.fail("more entries than a worker has GPUs", "gpu_memory_used_mib");
     }
+    r.elements("fetching", false, [&](const json& e, const std::string& at) {
+        FieldReader f(e, at);
+        FetchProgress p;
+        p.attempt = AttemptId(f.integer("attempt", 1, k_max_integer));
+        p.done_bytes = f.integer("done_bytes", 0, k_max_integer, 0);
+        p.total_bytes = f.integer("total_bytes", 0, k_max_integer, 0);
+        if (f.error()) {
+            r.fail(f.error()->message, f.error()->field);
+        } else if (h.fetching.size() < k_max_fetching) {
+            h.fetching.push_back(p);
+        }
+    });
     if (r.error()) {
         return *r.error();
     }
@@ -81,6 +95,13 @@ json to_json(const Heartbeat& h) {
     }
     if (h.terms) {
         j["terms"] = to_json(*h.terms);
+    }
+    if (!h.fetching.empty()) {
+        json f = json::array();
+        for (const auto& p : h.fetching) {
+            f.push_back({{"attempt", p.attempt.value()}, {"done_bytes", p.done_bytes}, {"total_bytes", p.total_bytes}});
+        }
+        j["fetching"] = f;
     }
     if (h.inventory) {
         j["inventory"] = to_json(*h.inventory);

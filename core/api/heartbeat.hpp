@@ -21,6 +21,15 @@
 
 namespace gpupool::api {
 
+// An assignment whose model weights the worker is still downloading (the job has not started, and
+// is not billed). The coordinator shows it in the job's status: "fetching weights (3.2 of 14 GB)".
+struct FetchProgress {
+    AttemptId attempt{};
+    std::int64_t done_bytes = 0;
+    std::int64_t total_bytes = 0; // 0 while not known yet
+    bool operator==(const FetchProgress&) const = default;
+};
+
 struct Heartbeat {
     std::vector<AttemptId> running{};           // the attempts the worker holds (their leases are renewed)
     std::vector<std::int64_t> unhealthy_gpus{}; // indexes of GPUs that are failing (no new work on them)
@@ -35,6 +44,7 @@ struct Heartbeat {
     // GPU memory in use now (MiB, whoever holds it), one per GPU of the worker's inventory in its
     // order; empty when the worker cannot tell (no driver). For the pool's metrics only.
     std::vector<std::int64_t> gpu_memory_used_mib{};
+    std::vector<FetchProgress> fetching{}; // attempts among `running` waiting for their weights
 };
 
 struct HeartbeatReply {

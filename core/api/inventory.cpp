@@ -1,5 +1,7 @@
 #include "core/api/inventory.hpp"
 
+#include "core/recipe/field_rules.hpp"
+
 #include <nlohmann/json.hpp>
 
 namespace gpupool::api {
@@ -54,6 +56,39 @@ Result<GpuInventory> gpu_from_json(const json& g, std::size_t i, const std::stri
     return out;
 }
 
+Result<std::vector<CachedModelInfo>> cached_models_from_json(const json& j, const std::string& field) {
+    std::vector<CachedModelInfo> out;
+    auto it = j.find("cached_models");
+    if (it == j.end() || it->is_null()) {
+        return out;
+    }
+    if (!it->is_array() || it->size() > k_max_cached_models) {
+        return invalid("expected an array of at most " + std::to_string(k_max_cached_models) + " models",
+                       field + ".cached_models");
+    }
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        const json& m = (*it)[i];
+        const std::string at = field + ".cached_models[" + std::to_string(i) + "]";
+        if (!m.is_object() || !m.contains("model") || !m["model"].is_string() ||
+            !recipe::check_model_id(m["model"].get<std::string>())) {
+            return invalid("expected {model: \"org/name\", revision, bytes}", at + ".model");
+        }
+        CachedModelInfo c;
+        c.model = m["model"].get<std::string>();
+        c.revision = text(m, "revision");
+        if (c.revision.size() > 128) {
+            return invalid("at most 128 bytes", at + ".revision");
+        }
+        auto bytes = integer(m, "bytes", at, 0, false, "expected a non-negative integer");
+        if (!bytes) {
+            return bytes.error();
+        }
+        c.bytes = *bytes;
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
 } // namespace
 
 Result<Inventory> inventory_from_json(const json& j, const std::string& field) {
@@ -89,6 +124,17 @@ Result<Inventory> inventory_from_json(const json& j, const std::string& field) {
         }
     }
     out.runtime = text(j, "runtime");
+    auto models = cached_models_from_json(j, field);
+    if (!models) {
+        return models.error();
+    }
+    out.cached_models = std::move(*models);
+    if (auto it = j.find("cache_free_mib"); it != j.end() && !it->is_null()) {
+        if (!it->is_number_integer() || it->get<std::int64_t>() < -1) {
+            return invalid("expected an integer (-1: not said)", field + ".cache_free_mib");
+        }
+        out.cache_free_mib = it->get<std::int64_t>();
+    }
     return out;
 }
 
@@ -101,11 +147,13 @@ json to_json(const Inventory& inv) {
                         {"uuid", g.uuid},
                         {"memory_enforcement", g.memory_enforcement}});
     }
-    return {{"cpu_milli", inv.cpu_milli},
-            {"memory_mib", inv.memory_mib},
-            {"gpus", gpus},
-            {"slots", inv.slots},
-            {"runtime", inv.runtime}};
+    json models = json::array();
+    for (const auto& m : inv.cached_models) {
+        models.push_back({{"model", m.model}, {"revision", m.revision}, {"bytes", m.bytes}});
+    }
+    return {{"cpu_milli", inv.cpu_milli},       {"memory_mib", inv.memory_mib}, {"gpus", gpus},
+            {"slots", inv.slots},               {"runtime", inv.runtime},       {"cached_models", models},
+            {"cache_free_mib", inv.cache_free_mib}};
 }
 
 std::string to_text(const Inventory& inventory) { return to_json(inventory).dump(); }

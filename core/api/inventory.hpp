@@ -4,7 +4,8 @@
 // One struct on both sides of the wire: the worker builds it, `from_json` validates it once where it
 // arrives (every error names its field, `inventory.gpus[1].memory_mib`), the coordinator keeps it
 // and compares it by value to notice a machine that changed. Fields the scheduler does not read
-// (uuid, memory enforcement, runtime) travel for `gpupool admin workers`.
+// (uuid, memory enforcement, runtime) travel for `gpupool admin workers`; `cached_models` feeds the
+// scheduler's model-cache affinity.
 #pragma once
 
 #include "core/util/result.hpp"
@@ -27,12 +28,25 @@ struct GpuInventory {
     bool operator==(const GpuInventory&) const = default;
 };
 
+// A model complete in the worker's model-weight cache (worker/cache/hub_cache.hpp).
+struct CachedModelInfo {
+    std::string model{};    // "org/name", as recipes name it in `[cache] models`
+    std::string revision{}; // as asked ("main")
+    std::int64_t bytes = 0;
+    bool operator==(const CachedModelInfo&) const = default;
+};
+
+// The most cached models an inventory may list (more are dropped by the worker, refused here).
+inline constexpr std::size_t k_max_cached_models = 1000;
+
 struct Inventory {
     std::int64_t cpu_milli = 0;  // > 0
     std::int64_t memory_mib = 0; // > 0
     std::int64_t slots = 0;      // most jobs at once; 0 = no cap
     std::vector<GpuInventory> gpus{};
     std::string runtime{}; // the container runtime's name
+    std::vector<CachedModelInfo> cached_models{}; // for the scheduler's cache affinity
+    std::int64_t cache_free_mib = -1;             // room left for more weights; -1 = not said
     bool operator==(const Inventory&) const = default;
 };
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <cstdio>
 #include <iterator>
 #include <limits>
 
@@ -19,12 +20,13 @@ using namespace gpupool::coordinator::detail;
 namespace {
 
 // The worker's inventory as the scheduler reads it (GPUs with their models, CPU, RAM, slots).
-void set_inventory(Coordinator::LiveWorker& live, api::Inventory inventory) {
+void set_inventory(Coordinator::LiveWorker& live, api::Inventory inventory, bool whole_gpu_only_unenforced) {
     live.gpus.clear();
     live.gpu_models.clear();
     for (const auto& g : inventory.gpus) {
         sched::Gpu gpu;
         gpu.memory_mib = g.memory_mib;
+        gpu.fractional_ok = !(whole_gpu_only_unenforced && g.memory_enforcement == "none");
         live.gpus.push_back(gpu);
         live.gpu_models.push_back(g.model);
     }
@@ -135,7 +137,7 @@ void Coordinator::absorb(const Changes& changes) {
         live.record = w;
         // Validated when it arrived; a row that no longer reads (edited by hand) offers nothing.
         auto inv = api::inventory_from_text(w.inventory_json);
-        set_inventory(live, inv ? std::move(*inv) : api::Inventory{});
+        set_inventory(live, inv ? std::move(*inv) : api::Inventory{}, m_options.whole_gpu_only_unenforced);
     }
     for (const auto& sw : changes.sweeps) {
         m_sweeps[sw.id] = sw;
@@ -290,6 +292,26 @@ std::vector<WorkerId> Coordinator::tick() {
     }
     record_sample(m_clock.now_ms());
     return written ? woken : std::vector<WorkerId>{};
+}
+
+std::string Coordinator::shown_reason(const JobRecord& j) const {
+    if (j.state == JobState::queued) {
+        return waiting_reason(j.id);
+    }
+    if (j.state == JobState::assigned) {
+        if (auto latest = m_latest_attempt.find(j.id); latest != m_latest_attempt.end()) {
+            if (auto f = m_fetching.find(latest->second); f != m_fetching.end()) {
+                const auto gb = [](std::int64_t bytes) {
+                    char buf[32];
+                    std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / 1e9);
+                    return std::string(buf);
+                };
+                return "fetching weights (" + gb(f->second.done_bytes) + " of " +
+                       (f->second.total_bytes > 0 ? gb(f->second.total_bytes) : std::string("?")) + " GB)";
+            }
+        }
+    }
+    return j.reason;
 }
 
 std::string Coordinator::waiting_reason(JobId id) const {

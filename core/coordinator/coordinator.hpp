@@ -103,6 +103,12 @@ struct CoordinatorOptions {
     std::int64_t sample_keep_ms = 24 * 3'600'000;
     sched::Policy policy;
     CreditOptions credits;
+    // A GPU job holding its share without using the GPU this long is stopped by its worker, unless its
+    // recipe says otherwise (`resources.idle_timeout`); 0 = never.
+    std::int64_t idle_timeout_s = 1800;
+    // Fractional jobs only on GPUs whose worker holds jobs to their share (MPS or the watchdog): a GPU
+    // reported with memory enforcement "none" then takes whole-GPU jobs alone.
+    bool whole_gpu_only_unenforced = false;
 };
 
 // Who is asking, resolved from a bearer token.
@@ -441,6 +447,9 @@ public:
 
     // Why a queued job is not running (empty when it is not queued).
     std::string waiting_reason(JobId id) const;
+    // The job's reason as `status` shows it: why a queued job waits, how far an assigned job's model
+    // weights have come ("fetching weights (3.2 of 14 GB)"), else the stored reason.
+    std::string shown_reason(const store::JobRecord& j) const;
 
     // A worker as the coordinator keeps it (pool_view.hpp).
     using LiveWorker = coordinator::LiveWorker;
@@ -481,6 +490,8 @@ private:
     void record_usage(const store::AttemptRecord& attempt);
     Result<const store::JobRecord*> visible_job(const Principal& who, JobId id) const;
     Result<store::AttemptRecord*> current_attempt_of_worker(const Principal& who, AttemptId id);
+    // Keeps what a worker's heartbeat says of its downloads (its assigned attempts only).
+    void note_fetching(WorkerId worker, const std::vector<api::FetchProgress>& fetching);
     // Ends `attempt` and moves its job on (queued again, or terminal). Appends to `changes`.
     // Settles its escrow in the same changes: charged unless `chargeable` is false (and never for
     // a lost attempt).
@@ -549,6 +560,8 @@ private:
     std::map<std::pair<TeamId, std::string>, SweepId> m_sweep_by_key; // (team, idempotency key) -> sweep
     std::map<JobId, store::JobRecord> m_jobs;
     std::map<AttemptId, store::AttemptRecord> m_attempts;
+    // Assigned attempts whose worker is downloading their model weights (from heartbeats; not durable).
+    std::map<AttemptId, api::FetchProgress> m_fetching;
     std::map<JobId, AttemptId> m_latest_attempt;
     // Indexes that keep the hot paths (scheduling passes, polls, heartbeats, lease expiry) in
     // proportion to the live work rather than to the pool's whole history; kept by absorb().

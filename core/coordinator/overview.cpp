@@ -69,6 +69,7 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
             og.index = g.index;
             og.model = g.model;
             og.memory_mib = g.memory_mib;
+            og.enforcement = g.memory_enforcement;
             if (auto it = on_gpu.find({id, g.index}); it != on_gpu.end()) {
                 og.allocated_milli = it->second.first;
                 og.jobs = it->second.second;

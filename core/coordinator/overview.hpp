@@ -26,6 +26,7 @@ struct OverviewGpu {
     std::int64_t allocated_milli = 0; // given to running attempts (1000 = the whole GPU)
     std::int64_t jobs = 0;            // attempts sharing it
     bool healthy = true;              // as the worker's last heartbeat said
+    std::string enforcement;          // how the worker holds jobs to their share: mps, watchdog, none
 };
 
 struct OverviewWorker {

@@ -79,6 +79,13 @@ void PoolView::set_worker(WorkerId id, const LiveWorker& worker) {
         }
         m_membership_changed = true; // the live models may differ
     }
+    for (std::size_t g = 0; g < b.gpus.size() && g < worker.gpus.size(); ++g) {
+        b.gpus[g].fractional_ok = worker.gpus[g].fractional_ok;
+    }
+    b.cached_models.clear();
+    for (const auto& m : worker.inventory.cached_models) {
+        b.cached_models.push_back(m.model);
+    }
     // Only indices of GPUs it has, once each: a heartbeat's list is the worker's word, and its
     // length is bounded by the body cap alone.
     e.unhealthy.clear();

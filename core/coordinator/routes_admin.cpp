@@ -294,7 +294,8 @@ net::Response pool_overview(ServiceState& svc, const net::Request&, const Input&
                             {"memory_mib", g.memory_mib},
                             {"allocated_milli", g.allocated_milli},
                             {"jobs", g.jobs},
-                            {"healthy", g.healthy}});
+                            {"healthy", g.healthy},
+                            {"memory_enforcement", g.enforcement}});
         }
         workers.push_back({{"id", w.id.value()},
                            {"name", w.name},

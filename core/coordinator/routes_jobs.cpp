@@ -35,7 +35,7 @@ api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::v
     v.updated_at = j.updated_at;
     v.finished_at = j.finished_at;
     v.exit_code = j.exit_code;
-    v.reason = j.reason;
+    v.reason = j.state == JobState::assigned ? coord.shown_reason(j) : j.reason;
     v.waiting_reason = waiting;
     v.spec = j.spec;
     v.cost_micro = cost;
@@ -55,7 +55,7 @@ api::JobSummary job_summary(const Coordinator& coord, const JobRecord& j) {
     s.state = to_string(j.state);
     s.attempts = j.attempts;
     s.exit_code = j.exit_code;
-    s.reason = j.state == JobState::queued ? coord.waiting_reason(j.id) : j.reason;
+    s.reason = coord.shown_reason(j);
     s.cost_micro = coord.job_cost_micro(j.id);
     return s;
 }

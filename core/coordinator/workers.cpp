@@ -309,6 +309,7 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
         a.lease_expires_at = now + m_options.lease_ms;
         c.attempts.push_back(a);
     }
+    note_fetching(*who.worker, beat.fetching);
     if (auto st = commit(c); !st) {
         // The flags above count from now, written or not (absorb tells the view when it is).
         m_pool.set_worker(*who.worker, m_workers.at(*who.worker));
@@ -326,10 +327,26 @@ Result<std::vector<Assignment>> Coordinator::assignments(const Principal& who) c
         const AttemptRecord& a = m_attempts.at(id);
         if (a.worker == *who.worker && a.state == AttemptState::assigned) {
             const JobRecord& j = m_jobs.at(a.job);
-            out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team, m_teams.at(j.team).name});
+            const std::int64_t idle = j.spec.resources.idle_timeout_s >= 0 ? j.spec.resources.idle_timeout_s
+                                                                             : m_options.idle_timeout_s;
+            out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team,
+                           m_teams.at(j.team).name, idle});
         }
     }
     return out;
+}
+
+void Coordinator::note_fetching(WorkerId worker, const std::vector<api::FetchProgress>& fetching) {
+    for (auto it = m_fetching.begin(); it != m_fetching.end();) {
+        auto a = m_attempts.find(it->first);
+        it = a == m_attempts.end() || a->second.worker == worker ? m_fetching.erase(it) : std::next(it);
+    }
+    for (const auto& f : fetching) {
+        auto a = m_attempts.find(f.attempt);
+        if (a != m_attempts.end() && a->second.worker == worker && a->second.state == AttemptState::assigned) {
+            m_fetching[f.attempt] = f;
+        }
+    }
 }
 
 Status Coordinator::start_attempt(const Principal& who, AttemptId id) {
@@ -337,6 +354,7 @@ Status Coordinator::start_attempt(const Principal& who, AttemptId id) {
     if (!a) {
         return a.error();
     }
+    m_fetching.erase(id);
     if ((*a)->state == AttemptState::running) {
         return {}; // a repeated start is harmless
     }

@@ -32,6 +32,9 @@ struct Resources {
     std::int64_t memory_mib = 4096;
     std::int64_t disk_mib = 10240;
     std::int64_t max_runtime_s = 3600;
+    // Stop the job when it holds its GPU share without using the GPU for this long (`idle_timeout`):
+    // -1 = the pool's default (`coordinator --idle-timeout`), 0 = never. Only GPU jobs are watched.
+    std::int64_t idle_timeout_s = -1;
 
     bool operator==(const Resources&) const = default;
 };

@@ -191,6 +191,7 @@ Json spec_json(const JobSpec& job) {
         {"memory_mib", r.memory_mib},
         {"disk_mib", r.disk_mib},
         {"max_runtime_s", r.max_runtime_s},
+        {"idle_timeout_s", r.idle_timeout_s},
     };
     Json out = {
         {"name", job.name},
@@ -254,6 +255,7 @@ void read_tables(Reader& rd, JobSpec& job) {
         rr.get("memory_mib", res.memory_mib, "resources.memory_mib");
         rr.get("disk_mib", res.disk_mib, "resources.disk_mib");
         rr.get("max_runtime_s", res.max_runtime_s, "resources.max_runtime_s");
+        rr.get("idle_timeout_s", res.idle_timeout_s, "resources.idle_timeout_s");
         if (rr.error()) {
             rd.fail(*rr.error());
         }
@@ -377,6 +379,10 @@ Status check_job(JobSpec& job, const std::string& priority) {
     }
     if (r.max_runtime_s <= 0 || r.max_runtime_s > resources::k_max_duration_s) {
         return field_error("resources.max_runtime_s", "must be from 1 to 2592000 seconds");
+    }
+    if (r.idle_timeout_s < -1 || r.idle_timeout_s > resources::k_max_duration_s) {
+        return field_error("resources.idle_timeout_s",
+                           "must be -1 (the pool's default), 0 (never) or up to 2592000 seconds");
     }
     if (job.outputs.max_size_mib < 0 || job.outputs.max_size_mib > k_max_outputs_mib) {
         return field_error("outputs.max_size_mib", "must be from 0 to " + std::to_string(k_max_outputs_mib));

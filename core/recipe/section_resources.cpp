@@ -10,7 +10,7 @@ namespace {
 namespace res = gpupool::resources;
 
 const std::vector<std::string> k_resource_keys{"gpu",  "gpus",   "gpu_memory", "gpu_models",
-                                               "cpus", "memory", "disk",       "max_runtime"};
+                                               "cpus", "memory", "disk",       "max_runtime", "idle_timeout"};
 
 // gpu / gpus / gpu_memory: one way to ask for a GPU (a share, a whole one, or an amount of memory).
 void parse_gpu_request(const toml::table& t, Resources& r, Diagnostics& diag) {
@@ -123,6 +123,15 @@ void parse_resources(const toml::table& t, Resources& r, Diagnostics& diag) {
     if (const auto* n = t.get("max_runtime")) {
         if (auto v = expect_duration(*n, "resources.max_runtime", diag)) {
             r.max_runtime_s = *v;
+        }
+    }
+    if (const auto* n = t.get("idle_timeout")) {
+        // "0" (any unit, or none) turns the idle guard off for this job.
+        const auto* text = n->as_string();
+        if (text != nullptr && (text->get() == "0" || text->get() == "0s" || text->get() == "0m")) {
+            r.idle_timeout_s = 0;
+        } else if (auto v = expect_duration(*n, "resources.idle_timeout", diag)) {
+            r.idle_timeout_s = *v;
         }
     }
 }

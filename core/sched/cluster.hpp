@@ -65,6 +65,9 @@ struct Gpu {
     std::uint32_t model = 0;         // index in the view's ModelCatalog
     std::int64_t memory_mib = 16384; // this GPU's total memory
     std::int64_t milli_free = k_milli_per_gpu;
+    // false: nothing holds a job on this GPU to a fractional share (no MPS, no watchdog) and the pool
+    // places only whole-GPU jobs here (`coordinator --whole-gpu-only-unenforced`).
+    bool fractional_ok = true;
     bool operator==(const Gpu&) const = default;
 };
 

@@ -31,7 +31,9 @@ std::string model_list(const ModelCatalog& models, ModelMask mask) {
 }
 
 bool gpu_usable(const Gpu& g, const JobRequest& job) {
-    return model_allowed(job.gpu_models, g.model) && milli_on(job, g) <= g.milli_free;
+    const std::int64_t milli = milli_on(job, g);
+    return model_allowed(job.gpu_models, g.model) && milli <= g.milli_free &&
+           (g.fractional_ok || milli >= k_milli_per_gpu);
 }
 
 std::int64_t count_usable(const Worker& w, const JobRequest& job) {

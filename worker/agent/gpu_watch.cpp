@@ -30,8 +30,43 @@ Status GpuWatch::discover() {
         return g.error();
     }
     m_gpus = *g;
-    m_enforcement = m_gpus.empty() ? MemoryEnforcement::none : m_probe.memory_enforcement();
+    m_probed = m_gpus.empty() ? MemoryEnforcement::none : m_probe.memory_enforcement();
+    m_enforcement = m_probed;
     return {};
+}
+
+void GpuWatch::set_mps(bool running) {
+    m_enforcement = running && !m_gpus.empty() ? MemoryEnforcement::mps : m_probed;
+}
+
+IdleStep GpuWatch::idle(const std::vector<IdleWatched>& watched) {
+    const auto now = m_clock.now_ms();
+    if (m_gpus.empty() || now < m_next_idle_ms) {
+        return {};
+    }
+    m_next_idle_ms = now + m_idle_period.count();
+    if (watched.empty()) {
+        return m_idle.look(now, watched, std::map<std::int64_t, bool>{});
+    }
+    auto act = m_probe.activity();
+    if (!act) {
+        spdlog::warn("idle guard: {}", act.error().message);
+        return m_idle.look(now, watched, std::nullopt);
+    }
+    std::map<std::int64_t, bool> gpu_busy;
+    for (const auto& u : act->gpus) {
+        if (const auto g = index_of(u.uuid)) {
+            gpu_busy[*g] = u.util_pct > 0 || u.mem_util_pct > 0;
+        }
+    }
+    std::optional<std::vector<AttributedActivity>> procs;
+    if (act->processes) {
+        procs.emplace();
+        for (const auto& p : *act->processes) {
+            procs->push_back({p, attempt_of_pid(p.pid)});
+        }
+    }
+    return m_idle.look(now, watched, busy_attempts(watched, procs, gpu_busy));
 }
 
 std::int64_t GpuWatch::memory_mib(std::int64_t index) const {
@@ -41,7 +76,7 @@ std::int64_t GpuWatch::memory_mib(std::int64_t index) const {
 
 std::vector<Overuse> GpuWatch::overuse(const std::vector<WatchedAttempt>& running) {
     const auto now = m_clock.now_ms();
-    if (m_enforcement != MemoryEnforcement::watchdog || now < m_next_watch_ms) {
+    if (m_enforcement == MemoryEnforcement::none || now < m_next_watch_ms) {
         return {};
     }
     m_next_watch_ms = now + m_watch_period.count();
@@ -66,6 +101,45 @@ std::vector<Overuse> GpuWatch::overuse(const std::vector<WatchedAttempt>& runnin
                      u.used_mib);
     }
     return std::move(verdict.over);
+}
+
+namespace {
+// "3 min" (whole minutes, rounded to the nearest), or "40 s" under a minute.
+std::string minutes_text(std::int64_t ms) {
+    return ms < 60'000 ? std::to_string((ms + 500) / 1000) + " s" : std::to_string((ms + 30'000) / 60'000) + " min";
+}
+} // namespace
+
+GpuJudgement GpuWatch::judge(const std::vector<GpuJob>& jobs) {
+    GpuJudgement out;
+    std::vector<WatchedAttempt> watched;
+    std::vector<IdleWatched> idle_watched;
+    for (const auto& j : jobs) {
+        if (j.limit_mib > 0) {
+            watched.push_back({j.attempt, j.gpu_index, j.limit_mib});
+        }
+        if (j.idle_timeout_ms > 0) {
+            idle_watched.push_back({j.attempt, j.gpu_index, j.idle_timeout_ms});
+        }
+    }
+    for (const auto& o : overuse(watched)) {
+        out.stop.emplace_back(o.attempt, "exceeded its GPU memory share: " + std::to_string(o.used_mib) +
+                                             " MiB in use, limit " + std::to_string(o.limit_mib) + " MiB");
+    }
+    const IdleStep step = idle(idle_watched);
+    for (const auto& w : step.warn) {
+        if (std::none_of(out.stop.begin(), out.stop.end(), [&](const auto& s) { return s.first == w.attempt; })) {
+            out.notes.emplace_back(w.attempt, "this job has not used its GPU for " + minutes_text(w.idle_ms) +
+                                                  "; it will be stopped in " + minutes_text(w.left_ms) +
+                                                  " unless it does (resources.idle_timeout)");
+        }
+    }
+    for (const auto& i : step.stop) {
+        if (std::none_of(out.stop.begin(), out.stop.end(), [&](const auto& s) { return s.first == i.attempt; })) {
+            out.stop.emplace_back(i.attempt, idle_reason(i.idle_ms));
+        }
+    }
+    return out;
 }
 
 std::optional<std::int64_t> GpuWatch::index_of(const std::string& uuid) const {

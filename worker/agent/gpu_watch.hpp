@@ -13,6 +13,10 @@
 // - The owner's own use of a GPU (reclaim.hpp) is looked for every `watch_period` too, whatever the
 //   enforcement: each process is attributed from `proc_root` (process_owner.hpp). One driver query
 //   serves both looks, and the watchdog does not charge an attempt with a process found foreign.
+// - With the worker's own MPS daemon (set_mps) the enforcement is "mps" and the watchdog still
+//   watches: a client can change its own limit (it is only an environment variable).
+// - The idle guard (idle_guard.hpp) looks every `idle_period` at what the driver says each GPU and
+//   process is doing, and says which GPU jobs to warn and which to stop.
 // - A probe that fails is logged; the watchdog then skips that look (no job is stopped on a guess),
 //   and reclaim decides nothing from it.
 // Not thread-safe: the agent thread owns it. Times come from the Clock.
@@ -23,6 +27,7 @@
 #include "worker/agent/process_owner.hpp"
 #include "worker/agent/reclaim.hpp"
 #include "worker/gpu/gpu_probe.hpp"
+#include "worker/gpu/idle_guard.hpp"
 #include "worker/gpu/memory_watchdog.hpp"
 
 #include <chrono>
@@ -33,24 +38,46 @@
 
 namespace gpupool::worker {
 
+// A running GPU job, as the memory watchdog and the idle guard see it.
+struct GpuJob {
+    std::int64_t attempt = 0;
+    std::int64_t gpu_index = 0;
+    std::int64_t limit_mib = 0;       // its GPU memory share (0: a whole GPU, not watched)
+    std::int64_t idle_timeout_ms = 0; // 0: never stopped for idling
+};
+
+// What the looks found: jobs to stop (with the reason they end with) and lines for jobs' logs.
+struct GpuJudgement {
+    std::vector<std::pair<std::int64_t, std::string>> stop;  // attempt, reason
+    std::vector<std::pair<std::int64_t, std::string>> notes; // attempt, a line for its log
+};
+
 class GpuWatch {
 public:
     GpuWatch(GpuProbe& probe, const coordinator::Clock& clock, std::chrono::milliseconds watch_period,
              std::chrono::milliseconds health_period, ReclaimPolicy reclaim = {},
-             std::filesystem::path proc_root = "/proc")
+             std::filesystem::path proc_root = "/proc", std::chrono::milliseconds idle_period = std::chrono::seconds(30))
         : m_probe(probe), m_clock(clock), m_watch_period(watch_period), m_health_period(health_period),
-          m_reclaim(reclaim), m_proc_root(std::move(proc_root)) {}
+          m_idle_period(idle_period), m_reclaim(reclaim), m_proc_root(std::move(proc_root)) {}
 
     // Asks the driver what the machine has; an Error when a driver is there and answers garbage.
     Status discover();
     const std::vector<GpuInfo>& gpus() const { return m_gpus; }
     MemoryEnforcement enforcement() const { return m_enforcement; }
+    // The worker's MPS daemon runs (true) or not: the enforcement is then "mps" (on a machine with GPUs).
+    void set_mps(bool running);
     // The GPU's memory in MiB (0 for an index the machine does not have).
     std::int64_t memory_mib(std::int64_t index) const;
 
     // The attempts over their share, when a look is due (empty otherwise). `running` lists the
     // fractional attempts still running and not already being stopped.
     std::vector<Overuse> overuse(const std::vector<WatchedAttempt>& running);
+
+    // The jobs to warn and to stop for idling, when a look is due (an empty step otherwise).
+    IdleStep idle(const std::vector<IdleWatched>& watched);
+    // Both looks (overuse and idle) over `jobs`, the GPU jobs running and not already being stopped:
+    // "exceeded its GPU memory share: 9000 MiB in use, limit 6000 MiB", "idle on its GPU for 30 min".
+    GpuJudgement judge(const std::vector<GpuJob>& jobs);
 
     // The new verdict when a check was due (or `now`) and it differs from the last one; nullopt
     // otherwise. unhealthy() is the last verdict (sent in every heartbeat).
@@ -79,7 +106,11 @@ private:
     const coordinator::Clock& m_clock;
     std::chrono::milliseconds m_watch_period;
     std::chrono::milliseconds m_health_period;
+    std::chrono::milliseconds m_idle_period;
+    std::int64_t m_next_idle_ms = 0;
+    IdleGuard m_idle;
     std::vector<GpuInfo> m_gpus;
+    MemoryEnforcement m_probed = MemoryEnforcement::none; // what the driver allows without MPS
     MemoryEnforcement m_enforcement = MemoryEnforcement::none;
     std::int64_t m_next_watch_ms = 0;
     std::int64_t m_next_health_ms = 0;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <unistd.h>
 
@@ -220,19 +221,109 @@ Result<std::vector<GpuStatus>> NvidiaSmiProbe::status() {
 }
 
 MemoryEnforcement NvidiaSmiProbe::memory_enforcement() {
+    // The watchdog needs the driver's per-process accounting; MPS is the agent's to add (`--mps`): a
+    // daemon some other program runs is not one the worker's containers can reach.
     if (bp::search_path("nvidia-smi").empty()) {
         return MemoryEnforcement::none;
     }
-    // The MPS control daemon, if one runs on this host, caps each client's device memory.
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-        std::ifstream comm(e.path() / "comm");
-        std::string name;
-        if (comm && std::getline(comm, name) && name.rfind("nvidia-cuda-mps", 0) == 0) {
-            return MemoryEnforcement::mps;
+    return processes() ? MemoryEnforcement::watchdog : MemoryEnforcement::none;
+}
+
+Result<std::vector<GpuUtilisation>> parse_gpu_utilisation_csv(std::string_view text) {
+    std::vector<GpuUtilisation> out;
+    auto st = for_each_row(text, "nvidia-smi utilisation", 3, "uuid, utilization.gpu, utilization.memory",
+                           [&](const std::vector<std::string_view>& cols, const auto& bad) -> Status {
+                               GpuUtilisation u;
+                               u.uuid = std::string(cols[0]);
+                               if (u.uuid.empty()) {
+                                   return bad("uuid is empty");
+                               }
+                               if (!parse_int(cols[1], u.util_pct)) {
+                                   u.util_pct = 0; // "[N/A]"
+                               }
+                               if (!parse_int(cols[2], u.mem_util_pct)) {
+                                   u.mem_util_pct = 0;
+                               }
+                               if (u.util_pct < 0 || u.util_pct > 100 || u.mem_util_pct < 0 || u.mem_util_pct > 100) {
+                                   return bad("a utilisation outside 0..100");
+                               }
+                               out.push_back(std::move(u));
+                               return {};
+                           });
+    if (!st) {
+        return st.error();
+    }
+    return out;
+}
+
+Result<std::vector<ProcessActivity>> parse_pmon(std::string_view text) {
+    std::vector<std::string> names;
+    std::vector<ProcessActivity> out;
+    std::istringstream in{std::string(text)};
+    std::string line;
+    std::size_t line_no = 0;
+    auto column = [&](const char* name) {
+        return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+    };
+    while (std::getline(in, line)) {
+        ++line_no;
+        std::istringstream words(line);
+        std::vector<std::string> cols{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+        if (cols.empty()) {
+            continue;
+        }
+        if (cols.front() == "#") {
+            if (names.empty()) {
+                names.assign(cols.begin() + 1, cols.end()); // "# gpu pid type sm mem ..."
+            }
+            continue;
+        }
+        const std::size_t gpu = column("gpu"), pid = column("pid"), sm = column("sm"), mem = column("mem");
+        if (names.empty() || std::max({gpu, pid, sm, mem}) >= names.size()) {
+            return make_error(ErrorCode::io, "nvidia-smi pmon: no header naming gpu, pid, sm and mem before line " +
+                                                 std::to_string(line_no));
+        }
+        if (cols.size() < names.size() - (names.back() == "command" ? 1 : 0)) {
+            return make_error(ErrorCode::io, "nvidia-smi pmon line " + std::to_string(line_no) + ": too few columns: `" +
+                                                 line + "`");
+        }
+        ProcessActivity p;
+        auto number = [](const std::string& v, std::int64_t& to) { return v == "-" || parse_int(std::string_view(v), to); };
+        if (cols[pid] == "-") {
+            continue; // a GPU with no process
+        }
+        if (!number(cols[gpu], p.gpu_index) || !number(cols[pid], p.pid) || !number(cols[sm], p.sm_pct) ||
+            !number(cols[mem], p.mem_pct) || p.pid <= 0) {
+            return make_error(ErrorCode::io, "nvidia-smi pmon line " + std::to_string(line_no) + ": not numbers: `" +
+                                                 line + "`");
+        }
+        out.push_back(p);
+    }
+    return out;
+}
+
+Result<GpuActivity> NvidiaSmiProbe::activity() {
+    bool present = false;
+    auto text = run_nvidia_smi({"--query-gpu=uuid,utilization.gpu,utilization.memory", "--format=csv,noheader,nounits"},
+                               m_timeout, present);
+    if (!text) {
+        return text.error();
+    }
+    if (!present) {
+        return make_error(ErrorCode::io, "nvidia-smi is gone");
+    }
+    auto gpus = parse_gpu_utilisation_csv(*text);
+    if (!gpus) {
+        return gpus.error();
+    }
+    GpuActivity out;
+    out.gpus = std::move(*gpus);
+    if (auto pmon = run_nvidia_smi({"pmon", "-c", "1", "-s", "u"}, m_timeout, present); pmon && present) {
+        if (auto procs = parse_pmon(*pmon)) {
+            out.processes = std::move(*procs);
         }
     }
-    return MemoryEnforcement::watchdog;
+    return out;
 }
 
 std::string normalize_gpu_model(std::string_view driver_name) {

@@ -9,6 +9,7 @@
 
 #include "core/util/result.hpp"
 #include "core/util/thread_safety.hpp"
+#include "worker/gpu/idle_guard.hpp" // GpuActivity
 
 #include <chrono>
 #include <cstdint>
@@ -55,9 +56,11 @@ struct UnhealthyGpu {
 // the bus (or was taken away); one with uncorrectable ECC errors gives wrong answers.
 std::vector<UnhealthyGpu> assess_gpu_health(const std::vector<GpuInfo>& gpus, const Result<std::vector<GpuStatus>>& now);
 
-// How a GPU's memory shares are enforced on this machine (reported in the worker's inventory):
-// "mps" when the MPS control daemon runs (the driver caps each client), "watchdog" when only the
-// worker's own watchdog can (it stops a job that exceeds its share), "none" without a driver.
+// How a GPU's memory shares are enforced on this machine (reported in the worker's inventory,
+// strongest first): "mps" when the worker runs its own MPS control daemon (`worker --mps`: the driver
+// caps each client, and the watchdog still watches), "watchdog" when the driver's per-process
+// accounting answers (the worker stops a job that exceeds its share), "none" when nothing can (no
+// driver, or one that cannot say which process holds what).
 enum class MemoryEnforcement : std::uint8_t { none, watchdog, mps };
 const char* to_string(MemoryEnforcement m);
 
@@ -70,6 +73,8 @@ public:
     virtual MemoryEnforcement memory_enforcement() { return MemoryEnforcement::none; }
     // Each GPU the driver sees now; an Error when the driver does not answer.
     virtual Result<std::vector<GpuStatus>> status() { return std::vector<GpuStatus>{}; }
+    // What each GPU and, where the driver can say, each process is doing now (for the idle guard).
+    virtual Result<GpuActivity> activity() { return GpuActivity{}; }
 };
 
 // Runs `nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits`.
@@ -84,6 +89,10 @@ public:
     MemoryEnforcement memory_enforcement() override;
     // `nvidia-smi --query-gpu=uuid,ecc.errors.uncorrected.volatile.total --format=csv,noheader,nounits`
     Result<std::vector<GpuStatus>> status() override;
+    // `nvidia-smi --query-gpu=uuid,utilization.gpu,utilization.memory --format=csv,noheader,nounits`, then
+    // per process `nvidia-smi pmon -c 1 -s u` (processes nullopt when that fails: some GPUs and
+    // drivers do not support it).
+    Result<GpuActivity> activity() override;
 
 private:
     std::chrono::milliseconds m_timeout;
@@ -135,6 +144,22 @@ public:
         util::MutexLock lock(m_mu);
         return m_status_queries;
     }
+    // Every GPU at 0 % with no per-process figures, unless a test says otherwise.
+    Result<GpuActivity> activity() override {
+        util::MutexLock lock(m_mu);
+        if (m_activity) {
+            return *m_activity;
+        }
+        GpuActivity a;
+        for (const auto& g : m_gpus) {
+            a.gpus.push_back({g.uuid, 0, 0});
+        }
+        return a;
+    }
+    void set_activity(std::optional<Result<GpuActivity>> a) {
+        util::MutexLock lock(m_mu);
+        m_activity = std::move(a);
+    }
 
 private:
     std::vector<GpuProcess> processes_now() const {
@@ -146,6 +171,7 @@ private:
     mutable util::Mutex m_mu;
     std::vector<GpuProcess> m_processes GUARDED_BY(m_mu);
     std::optional<Result<std::vector<GpuStatus>>> m_status GUARDED_BY(m_mu);
+    std::optional<Result<GpuActivity>> m_activity GUARDED_BY(m_mu);
     std::int64_t m_process_queries GUARDED_BY(m_mu) = 0;
     std::int64_t m_status_queries GUARDED_BY(m_mu) = 0;
 };
@@ -155,6 +181,13 @@ Result<std::vector<GpuInfo>> parse_nvidia_smi_csv(std::string_view text);
 
 // Parses the compute-apps query above. Pure. "[N/A]" memory (some drivers in containers) reads 0.
 Result<std::vector<GpuProcess>> parse_compute_apps_csv(std::string_view text);
+
+// Parses the utilisation query above. Pure. "[N/A]" reads as 0.
+Result<std::vector<GpuUtilisation>> parse_gpu_utilisation_csv(std::string_view text);
+
+// Parses `nvidia-smi pmon -c 1 -s u`: the first `#` line names the columns (gpu, pid, sm, mem are
+// needed; drivers add others), `-` reads as 0, rows without a pid are skipped. Pure.
+Result<std::vector<ProcessActivity>> parse_pmon(std::string_view text);
 
 // Parses the status query above. Pure. "[N/A]" or "[Not Supported]" ECC counts read as nullopt.
 Result<std::vector<GpuStatus>> parse_gpu_status_csv(std::string_view text);

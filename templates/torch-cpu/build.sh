@@ -50,8 +50,8 @@ make_rootfs() {
     --customize-hook="copy-in ${hook_files[*]} /usr/lib/python3/dist-packages" \
     --customize-hook='chroot "$1" python3 -m py_compile /usr/lib/python3/dist-packages/gpupool_startup.py' \
     --customize-hook='chroot "$1" useradd --uid 1000 --user-group --create-home --shell /bin/bash gpupool' \
-    --customize-hook='mkdir -p "$1"/work "$1"/outputs "$1"/cache/huggingface' \
-    --customize-hook='chown 1000:1000 "$1"/work "$1"/outputs "$1"/cache "$1"/cache/huggingface' \
+    --customize-hook='mkdir -p "$1"/work "$1"/outputs "$1"/cache "$1"/team-cache/huggingface' \
+    --customize-hook='chown 1000:1000 "$1"/work "$1"/outputs "$1"/team-cache "$1"/team-cache/huggingface' \
     --customize-hook="chroot \"\$1\" dpkg --purge --force-depends ${build_only[*]}" \
     --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*.log' \
     bookworm "$1" \
@@ -107,7 +107,7 @@ if ! log=$(eng import \
   --change 'ENV LANG=C.UTF-8' \
   --change 'ENV MPLBACKEND=Agg' \
   --change 'ENV MPLCONFIGDIR=/tmp/matplotlib' \
-  --change 'ENV HF_HOME=/cache/huggingface' \
+  --change 'ENV HF_HOME=/team-cache/huggingface' \
   --change "LABEL $label=$key" \
   --change 'CMD ["python3"]' \
   - "$image" < "$rootfs" 2>&1); then

@@ -5,8 +5,12 @@
 #include "worker/agent/delivery.hpp"
 #include "worker/agent/gpu_watch.hpp"
 #include "worker/agent/job_container.hpp"
+#include "worker/agent/model_prefetch.hpp"
+#include "worker/agent/offer.hpp"
+#include "worker/agent/waiting_room.hpp"
 #include "worker/agent/spool.hpp"
 #include "worker/agent/steady_clock.hpp"
+#include "worker/gpu/mps_daemon.hpp"
 #include "worker/owner/owner_desk.hpp"
 
 #include <spdlog/spdlog.h>
@@ -15,6 +19,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <csignal>
 #include <random>
 #include <set>
@@ -41,11 +46,6 @@ std::uint64_t backoff_seed() {
 // The agent's own state: the attempts it holds and their lifecycle (take, start, watch, finish,
 // drop), the drain, and the threads. The spool, the deliveries and the GPUs are its parts.
 struct Agent::Impl {
-    struct Deferred {
-        api::Assignment a;
-        std::int64_t since_ms = 0;
-    };
-
     AgentOptions opt;
     ContainerRuntime& runtime;
     Agent& self;
@@ -68,10 +68,13 @@ struct Agent::Impl {
     // each other's containers. "w<worker id>-<instance>", the instance random and kept in worker.json.
     std::string worker_label;
 
+    std::unique_ptr<HubCache> models;     // the model-weight cache (<cache_dir>/models)
+    std::unique_ptr<ModelPrefetch> prefetch;
+    std::unique_ptr<MpsControl> mps;      // the worker's own MPS daemon (--mps)
     Attempts tracked;
     std::vector<Delivery::HandBack> handback; // unstarted assignments to give back (drain, the owner's terms)
     std::set<AttemptId> finished;    // attempts delivered or dropped: never taken again
-    std::vector<Deferred> deferred;  // assignments waiting for their GPU share (see start_deferred)
+    WaitingRoom waiting; // taken, not started: waiting for model weights or a GPU share
     std::optional<std::int64_t> drain_deadline_ms;
     std::optional<std::int64_t> give_up_at_ms;
     std::optional<Error> fatal; // why run() must end with an error
@@ -92,31 +95,30 @@ struct Agent::Impl {
           links(deps.links ? std::move(deps.links) : http_links(opt.coordinator_url, opt.ca_cert)),
           link(links(opt.token)), spool(opt.work_dir),
           gpu(probe, clock, opt.gpu_watch, opt.gpu_health, {opt.reclaim_grace.count(), opt.reclaim_quiet.count()},
-              opt.proc_root),
+              opt.proc_root, opt.idle_watch),
           delivery(opt, *link, clock, spool, Backoff(opt.backoff_initial, opt.backoff_max, backoff_seed()), hooks()),
           owner({opt.work_dir, opt.config_file, opt.share_flags, opt.share, opt.drain_grace,
                  [this](const std::string& line) { event(line); }},
-                wall) {}
+                wall),
+          waiting(opt.gpu_wait_max) {}
 
     Delivery::Hooks hooks() {
         return {[this](Attempt& t, const std::string& why) { request_stop(t, why, Outcome::exited, opt.stop_grace); },
-                [this](AttemptId id) { return cancel_deferred(id); }, [this](const std::string& line) { event(line); }};
+                [this](AttemptId id) { return cancel_waiting(id); }, [this](const std::string& line) { event(line); }};
     }
 
     std::string identity() const { return opt.identity_key.empty() ? opt.coordinator_url : opt.identity_key; }
     std::int64_t now_ms() const { return clock.now_ms(); }
 
     // ---- identity ----
-    Status register_with_coordinator() {
+    Result<StoredIdentity> register_with_coordinator() {
         const api::Registration registration{opt.name, inventory(), owner.terms()};
         Backoff backoff(opt.backoff_initial, opt.backoff_max, backoff_seed());
         for (;;) {
             auto reg = link->register_worker(registration);
             if (reg) {
-                worker_id = reg->worker_id.value();
-                worker_token = reg->token;
-                spdlog::info("registered with {} as worker {}", opt.coordinator_url, worker_id);
-                return {};
+                spdlog::info("registered with {} as worker {}", opt.coordinator_url, reg->worker_id.value());
+                return StoredIdentity{identity(), reg->worker_id.value(), reg->token, {}};
             }
             if (reg.error().code != ErrorCode::unavailable || stopping || draining) {
                 return make_error(reg.error().code,
@@ -129,50 +131,22 @@ struct Agent::Impl {
     }
 
     Status establish_identity() {
-        std::string instance;
-        bool rewrite = false;
-        if (auto stored = read_stored_identity(opt.work_dir); stored && same_pool(stored->coordinator, identity())) {
-            worker_id = stored->worker_id;
-            worker_token = stored->token;
-            instance = stored->instance;
-            rewrite = stored->coordinator != identity(); // a standby's URL added or dropped
+        auto id = worker::establish_identity(opt.work_dir, identity(), [this] { return register_with_coordinator(); });
+        if (!id) {
+            return id.error();
         }
-        if (!is_instance_id(instance)) {
-            // A new worker, or a worker.json from before instances existed (its containers, named
-            // the old way, are not recognised: attempts running across that upgrade are reported lost).
-            instance = new_instance_id();
-            rewrite = true;
-        }
-        if (worker_id == 0 || worker_token.empty()) {
-            if (auto st = register_with_coordinator(); !st) {
-                return st;
-            }
-            rewrite = true;
-        }
-        if (rewrite) {
-            if (auto st = write_stored_identity(opt.work_dir, {identity(), worker_id, worker_token, instance}); !st) {
-                return st;
-            }
-        }
+        worker_id = id->worker_id;
+        worker_token = id->token;
         link->set_token(worker_token);
-        worker_label = "w" + std::to_string(worker_id) + "-" + instance;
+        worker_label = "w" + std::to_string(worker_id) + "-" + id->instance;
         self.m_worker_id = worker_id;
         return {};
     }
 
-    api::Inventory inventory() const {
-        api::Inventory inv;
-        for (const auto& info : owner.offered_gpus(gpu.gpus())) {
-            inv.gpus.push_back({info.index, info.model, info.memory_mib, info.uuid, to_string(gpu.enforcement())});
-        }
-        const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-        const auto& share = owner.settings();
-        inv.cpu_milli = share.cpu_milli.value_or(opt.cpu_milli > 0 ? opt.cpu_milli : cores * 1000);
-        inv.memory_mib = share.memory_mib.value_or(opt.memory_mib > 0 ? opt.memory_mib : total_memory_mib());
-        inv.slots = std::max(0, share.max_jobs.value_or(opt.slots));
-        inv.runtime = runtime.name();
-        return inv;
+    OfferInputs offer() const {
+        return {owner.offered_gpus(gpu.gpus()), gpu.enforcement(), runtime.name(), models.get()};
     }
+    api::Inventory inventory() const { return offer_inventory(offer(), owner.settings(), opt); }
 
     // Backoff waits end early on stop and on drain (a SIGTERM must not wait out a retry delay).
     void sleep_for(milliseconds d) {
@@ -193,21 +167,7 @@ struct Agent::Impl {
               (t.outcome == Outcome::worker_fault ? "worker fault: " : "") + t.reason);
     }
 
-    void event_offer() const {
-        const api::Inventory inv = inventory();
-        std::string line = "sharing with " + opt.coordinator_url + " as worker " + std::to_string(worker_id) + ": " +
-                           resources::format_milli(inv.cpu_milli) + " CPUs, " +
-                           resources::format_memory_mib(inv.memory_mib) + " memory, ";
-        const auto gpus = owner.offered_gpus(gpu.gpus());
-        if (gpus.empty()) {
-            line += "no NVIDIA driver found: CPU-only jobs";
-        }
-        for (std::size_t i = 0; i < gpus.size(); ++i) {
-            line += (i == 0 ? "" : "; ") + std::string("GPU ") + std::to_string(gpus[i].index) + " " + gpus[i].name +
-                    " (" + resources::format_memory_mib(gpus[i].memory_mib) + ")";
-        }
-        event(line + "; jobs run with " + runtime.name());
-    }
+    void event_offer() const { event(offer_line(offer(), inventory(), opt.coordinator_url, worker_id)); }
 
     // ---- the attempts ----
     void end_as_fault(Attempt& t, const std::string& why) {
@@ -223,7 +183,7 @@ struct Agent::Impl {
     void refresh_active() {
         active = static_cast<int>(std::count_if(tracked.begin(), tracked.end(),
                                                 [](const auto& kv) { return kv.second.running(); }) +
-                                  deferred.size());
+                                  waiting.size());
     }
 
     void drop(AttemptId id, const std::string& why) {
@@ -259,54 +219,31 @@ struct Agent::Impl {
     }
 
     ContainerSpec container_spec(const Attempt& t) const {
-        return container_spec_for(t, {worker_label, opt.cache_dir, runtime.capabilities(), owner.jobs_view(gpu.gpus())});
+        ContainerContext ctx{worker_label, opt.cache_dir, runtime.capabilities(), owner.jobs_view(gpu.gpus())};
+        if (models) {
+            ctx.model_cache = models->root();
+            ctx.models_ready = std::all_of(t.a.spec.cache_models.begin(), t.a.spec.cache_models.end(), [&](const auto& m) {
+                auto ref = parse_model_ref(m);
+                return ref && models->has(*ref);
+            });
+        }
+        if (mps) {
+            ctx.mps_pipe = mps_dirs(opt.work_dir).pipe;
+        }
+        return container_spec_for(t, ctx);
     }
 
-    // ---- waiting for a GPU share ----
-    // The coordinator hands a preempted job's share to the preemptor at once, but the victim here
-    // learns it must stop only from the next heartbeat and then has its grace period: starting the
-    // preemptor meanwhile would put two jobs' memory on one GPU. So an assignment starts only when
-    // the jobs still running on its GPU leave room for its share; until then it waits (its lease
-    // renewed by the heartbeats, which are sent at once to learn what must stop), for at most
-    // gpu_wait_max.
-    bool gpu_share_free(const api::Assignment& a) const {
-        if (a.gpu_index < 0 || a.gpu_milli <= 0) {
-            return true;
-        }
-        std::int64_t used = 0;
-        for (const auto& [id, t] : tracked) {
-            if (t.running() && t.a.gpu_index == a.gpu_index) {
-                used += t.a.gpu_milli;
-            }
-        }
-        return used + a.gpu_milli <= resources::k_milli_per_gpu;
-    }
-
-    void start_deferred() {
-        const auto now = now_ms();
-        for (auto it = deferred.begin(); it != deferred.end();) {
-            const bool free = gpu_share_free(it->a);
-            if (!free && now - it->since_ms < opt.gpu_wait_max.count()) {
-                ++it;
-                continue;
-            }
-            if (!free) {
-                spdlog::warn("attempt {}: GPU {} still looks full after {} s; starting it anyway", it->a.attempt.value(),
-                             it->a.gpu_index, opt.gpu_wait_max.count() / 1000);
-            }
-            api::Assignment a = std::move(it->a);
-            it = deferred.erase(it);
+    void start_waiting() {
+        for (auto& a : waiting.ready(now_ms(), tracked, prefetch.get())) {
             take(std::move(a), true);
-            refresh_active();
-        }
-    }
-
-    bool cancel_deferred(AttemptId id) {
-        if (std::erase_if(deferred, [&](const Deferred& d) { return d.a.attempt == id; }) == 0) {
-            return false;
         }
         refresh_active();
-        return true;
+    }
+
+    bool cancel_waiting(AttemptId id) {
+        const bool was = waiting.cancel(id, prefetch.get());
+        refresh_active();
+        return was;
     }
 
     // ---- starting ----
@@ -319,14 +256,18 @@ struct Agent::Impl {
             handback.push_back({a.attempt, "GPU " + std::to_string(a.gpu_index) + " reclaimed by its owner: handed back to the queue"});
             return;
         }
-        if (!waited && !gpu_share_free(a)) {
-            if (std::none_of(deferred.begin(), deferred.end(), [&](const Deferred& d) { return d.a.attempt == a.attempt; })) {
-                spdlog::info("attempt {}: waiting for GPU {} to be freed by the jobs still stopping on it", a.attempt.value(),
-                             a.gpu_index);
-                deferred.push_back({std::move(a), now_ms()});
-                delivery.heartbeat_now(); // learn now which of ours must stop
-                refresh_active();
-            }
+        if (!waited && waiting.holds(a.attempt)) {
+            return;
+        }
+        if (!waited && prefetch && prefetch->want(a.attempt, a.spec.cache_models)) {
+            waiting.wait_for_models(std::move(a), now_ms());
+            refresh_active();
+            return;
+        }
+        if (!waited && !gpu_share_free(a, tracked)) {
+            waiting.wait_for_gpu(std::move(a), now_ms());
+            delivery.heartbeat_now(); // learn now which of ours must stop
+            refresh_active();
             return;
         }
         Attempt t = spool.create(std::move(a), now_ms());
@@ -364,19 +305,26 @@ struct Agent::Impl {
     }
 
     // ---- GPUs ----
-    // Where the driver cannot cap a fractional job's GPU memory (no MPS), stop a job over its share.
-    void watch_gpu_memory() {
-        std::vector<WatchedAttempt> watched;
+    // The memory watchdog and the idle guard (GpuWatch::judge); the models jobs use stay in the cache.
+    void watch_gpus() {
+        std::vector<GpuJob> jobs;
+        std::set<std::string> pinned;
         for (const auto& [id, t] : tracked) {
-            if (t.running() && t.gpu_limit_mib > 0 && t.stop_reason.empty()) {
-                watched.push_back({id.value(), t.a.gpu_index, t.gpu_limit_mib});
+            if (t.running() && t.a.gpu_index >= 0 && t.stop_reason.empty()) {
+                jobs.push_back({id.value(), t.a.gpu_index, t.gpu_limit_mib, t.a.idle_timeout_s * 1000});
             }
+            pinned.insert(t.a.spec.cache_models.begin(), t.a.spec.cache_models.end());
         }
-        for (const auto& o : gpu.overuse(watched)) {
-            request_stop(tracked.at(AttemptId(o.attempt)),
-                         "exceeded its GPU memory share: " + std::to_string(o.used_mib) + " MiB in use, limit " +
-                             std::to_string(o.limit_mib) + " MiB",
-                         Outcome::exited, opt.stop_grace);
+        waiting.models(pinned);
+        if (prefetch) {
+            prefetch->set_pinned(std::move(pinned));
+        }
+        const GpuJudgement j = gpu.judge(jobs);
+        for (const auto& [attempt, line] : j.notes) {
+            Spool::append_note(tracked.at(AttemptId(attempt)), "gpupool-worker: " + line + "\n");
+        }
+        for (const auto& [attempt, why] : j.stop) {
+            request_stop(tracked.at(AttemptId(attempt)), why, Outcome::exited, opt.stop_grace);
         }
     }
 
@@ -529,9 +477,7 @@ struct Agent::Impl {
     // ---- delivering ----
     Delivery::Facts heartbeat_facts() const {
         Delivery::Facts f;
-        for (const auto& d : deferred) {
-            f.waiting.push_back(d.a.attempt);
-        }
+        f.waiting = waiting.ids();
         for (const auto& u : gpu.unhealthy()) {
             f.unhealthy_gpus.push_back(u.index);
         }
@@ -543,6 +489,9 @@ struct Agent::Impl {
         f.sharing_changes_at_ms = owner.changes_at_ms();
         f.terms = owner.terms();
         f.gpu_memory_used_mib = gpu.memory_used_mib_of(f.inventory.gpus);
+        if (prefetch) {
+            f.fetching = prefetch->progress();
+        }
         return f;
     }
 
@@ -642,7 +591,7 @@ struct Agent::Impl {
         return {worker_id, opt.coordinator_url,
                 contact ? std::optional(wall.now_ms() - (now_ms() - *contact)) : std::nullopt,
                 draining.load(), gpu.gpus(), running_jobs(tracked, now_ms()), inv.cpu_milli, inv.memory_mib,
-                static_cast<int>(inv.slots)};
+                static_cast<int>(inv.slots), to_string(gpu.enforcement())};
     }
 
     // ---- the agent thread ----
@@ -662,8 +611,44 @@ struct Agent::Impl {
         if (auto st = gpu.discover(); !st) {
             return st;
         }
+        models = std::make_unique<HubCache>(opt.cache_dir / "models", opt.model_cache_max_bytes);
+        HubOptions hub;
+        const char* env_endpoint = std::getenv("HF_ENDPOINT");
+        hub.endpoint = !opt.hub_endpoint.empty() ? opt.hub_endpoint
+                       : env_endpoint != nullptr && *env_endpoint != '\0' ? std::string(env_endpoint)
+                                                                          : hub.endpoint;
+        hub.token = opt.hub_token;
+        prefetch = std::make_unique<ModelPrefetch>(*models, std::move(hub));
         // A worker whose engine cannot run jobs must not join as active (every job would fail).
-        return runtime.check();
+        if (auto st = runtime.check(); !st) {
+            return st;
+        }
+        return opt.mps ? start_mps() : Status();
+    }
+
+    // `--mps`: the worker's own MPS control daemon for the GPUs it shares (mps_daemon.hpp).
+    Status start_mps() {
+        const auto offered = owner.offered_gpus(gpu.gpus());
+        if (offered.empty()) {
+            return make_error(ErrorCode::invalid_input, "--mps: this machine shares no NVIDIA GPU");
+        }
+        if (!runtime.capabilities().shares_host_ipc) {
+            return make_error(ErrorCode::invalid_input, "--mps: the " + runtime.name() +
+                                                            " runtime cannot give jobs the host's IPC namespace, "
+                                                            "which MPS clients need");
+        }
+        std::vector<std::string> uuids;
+        for (const auto& g : offered) {
+            uuids.push_back(g.uuid);
+        }
+        mps = make_mps_control();
+        if (auto st = mps->start(mps_dirs(opt.work_dir), uuids); !st) {
+            mps.reset();
+            return make_error(st.error().code, "--mps: " + st.error().message);
+        }
+        gpu.set_mps(true);
+        spdlog::info("MPS control daemon running for {} GPU(s); fractional jobs are its clients", uuids.size());
+        return {};
     }
 
     std::vector<api::Assignment> wait_for_inbox() {
@@ -685,11 +670,10 @@ struct Agent::Impl {
                 take(std::move(a));
             }
         }
-        if ((draining || !owner.taking_work()) && !deferred.empty()) {
-            for (const auto& d : deferred) {
-                handback.push_back({d.a.attempt, draining ? Delivery::HandBack().why : "the owner stopped sharing"});
+        if ((draining || !owner.taking_work()) && !waiting.empty()) {
+            for (AttemptId id : waiting.take_all(prefetch.get())) {
+                handback.push_back({id, draining ? Delivery::HandBack().why : "the owner stopped sharing"});
             }
-            deferred.clear();
             refresh_active();
         }
     }
@@ -749,12 +733,12 @@ struct Agent::Impl {
         while (!stopping) {
             owner_step();
             take_inbox();
-            start_deferred();
+            start_waiting();
             delivery.hand_back(handback, tracked);
             take_fatal();
             watch();
             check_reclaim();
-            watch_gpu_memory();
+            watch_gpus();
             check_gpu_health();
             deliver();
             if (draining && drain_step()) {
@@ -765,6 +749,12 @@ struct Agent::Impl {
         cv.notify_all();
         poller.join();
         desk.close();
+        prefetch.reset(); // stops a download in flight (it resumes next time)
+        if (mps) {
+            if (auto st = mps->stop(); !st) {
+                spdlog::warn("stopping the MPS control daemon: {}", st.error().message);
+            }
+        }
         if (fatal) {
             return *fatal;
         }

@@ -28,9 +28,13 @@
 //   max_runtime is enforced locally too (SIGTERM, runtime_grace, SIGKILL).
 // - After a restart the agent re-attaches to its still-running containers (runtime labels); an
 //   attempt it cannot re-attach is reported as a worker fault, so the job runs again elsewhere.
-// - A fractional GPU job's memory share is capped by MPS where the host runs it; elsewhere a
-//   watchdog (memory_watchdog.hpp) stops a job whose processes hold more than its share. The
-//   inventory says which mechanism each GPU has.
+// - A fractional GPU job's memory share is capped by MPS with `--mps` (the worker runs its own MPS
+//   daemon, mps_daemon.hpp); a watchdog (memory_watchdog.hpp) stops a job whose processes hold more
+//   than its share, with or without MPS. The inventory says which mechanism each GPU has.
+// - A GPU job that holds its share without using the GPU for its idle timeout (the assignment's) is
+//   warned in its log, then stopped and charged for the time it held (idle_guard.hpp).
+// - The models a job's recipe names are downloaded into the worker's model cache before it starts
+//   (model_prefetch.hpp; waiting_room.hpp), not billed; jobs read the cache, never write it.
 // - A process the worker did not start on a shared GPU (the owner's own work: reclaim.hpp) reclaims
 //   it at once: no new work there (the heartbeat's reclaimed_gpus), its jobs get reclaim_grace
 //   (SIGTERM, then SIGKILL) and go back to the queue as owner_preempted; after reclaim_quiet without
@@ -73,7 +77,13 @@ struct AgentOptions {
     std::string identity_key; // which pool worker.json belongs to (default: coordinator_url)
     std::string name;    // defaults to the host name
     std::filesystem::path work_dir;
-    std::filesystem::path cache_dir; // shared model cache, mounted at /cache
+    // <cache_dir>/models: the model-weight cache the worker fills (read-only to jobs, at /cache);
+    // <cache_dir>/teams/<team>: each team's own writable cache (at /team-cache).
+    std::filesystem::path cache_dir;
+    std::int64_t model_cache_max_bytes = 0; // least recently used models go past this (0: no cap)
+    std::string hub_endpoint; // where models come from (default: $HF_ENDPOINT, else https://huggingface.co)
+    std::string hub_token;    // for gated models (the owner's worker.toml `hf_token_file`)
+    bool mps = false;         // run fractional GPU jobs as clients of the worker's own MPS daemon
     int slots = 0;       // stop asking for work while this many attempts run; 0 = no cap
     std::int64_t cpu_milli = 0;  // advertised; 0 = all cores
     std::int64_t memory_mib = 0; // advertised; 0 = all memory
@@ -88,6 +98,7 @@ struct AgentOptions {
     std::chrono::milliseconds tick{100};
     std::chrono::milliseconds gpu_watch{2'000}; // GPU memory watchdog period (where MPS does not cap)
     std::chrono::milliseconds gpu_health{15'000}; // how often the driver is asked whether each GPU is sound
+    std::chrono::milliseconds idle_watch{30'000}; // how often the idle guard looks at what GPU jobs do
     std::chrono::milliseconds reclaim_grace{30'000};  // the owner uses a GPU: its jobs' SIGTERM -> SIGKILL
     std::chrono::milliseconds reclaim_quiet{600'000}; // free of the owner's processes this long: shared again
     std::filesystem::path proc_root = "/proc";        // where GPU processes are attributed (tests: a fake tree)

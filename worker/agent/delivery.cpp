@@ -105,6 +105,7 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
     beat.sharing_changes_at_ms = f.sharing_changes_at_ms;
     beat.terms = f.terms;
     beat.gpu_memory_used_mib = f.gpu_memory_used_mib;
+    beat.fetching = f.fetching;
     auto hb = m_link.heartbeat(beat);
     if (!hb && net::is_tls_verification_failure(hb.error())) {
         m_fatal = hb.error(); // a wrong CA stays wrong: stop rather than retry forever

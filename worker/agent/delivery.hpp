@@ -57,6 +57,7 @@ public:
         std::optional<std::int64_t> sharing_changes_at_ms{};
         std::optional<api::OwnerTerms> terms{};
         std::vector<std::int64_t> gpu_memory_used_mib{}; // per GPU of `inventory`, in its order (empty: unknown)
+        std::vector<api::FetchProgress> fetching{};      // waiting assignments whose weights are downloading
     };
 
     Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, const Spool& spool,

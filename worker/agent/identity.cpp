@@ -84,4 +84,36 @@ std::int64_t total_memory_mib() {
     return static_cast<std::int64_t>(pages) * page / (1024 * 1024);
 }
 
+Result<StoredIdentity> establish_identity(const std::filesystem::path& work_dir, const std::string& pool,
+                                          const std::function<Result<StoredIdentity>()>& register_now) {
+    StoredIdentity id;
+    bool rewrite = false;
+    if (auto stored = read_stored_identity(work_dir); stored && same_pool(stored->coordinator, pool)) {
+        id = *stored;
+        rewrite = stored->coordinator != pool; // a standby's URL added or dropped
+    }
+    id.coordinator = pool;
+    if (!is_instance_id(id.instance)) {
+        // A new worker, or a worker.json from before instances existed (its containers, named
+        // the old way, are not recognised: attempts running across that upgrade are reported lost).
+        id.instance = new_instance_id();
+        rewrite = true;
+    }
+    if (id.worker_id == 0 || id.token.empty()) {
+        auto fresh = register_now();
+        if (!fresh) {
+            return fresh.error();
+        }
+        id.worker_id = fresh->worker_id;
+        id.token = fresh->token;
+        rewrite = true;
+    }
+    if (rewrite) {
+        if (auto st = write_stored_identity(work_dir, id); !st) {
+            return st.error();
+        }
+    }
+    return id;
+}
+
 } // namespace gpupool::worker

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -33,6 +34,13 @@ Status write_stored_identity(const std::filesystem::path& work_dir, const Stored
 // 16 lowercase hex digits from std::random_device; is_instance_id accepts exactly that shape.
 std::string new_instance_id();
 bool is_instance_id(const std::string& s);
+
+// The identity a start works with: the stored one when it belongs to `pool` (same_pool), else a new
+// one from `register_now` (which registers with the coordinator and returns the new id and token).
+// A stored file from before instances existed gets a new instance id. worker.json is rewritten when
+// anything changed (a new registration or instance, a standby's URL added or dropped).
+Result<StoredIdentity> establish_identity(const std::filesystem::path& work_dir, const std::string& pool,
+                                          const std::function<Result<StoredIdentity>()>& register_now);
 
 std::string host_name();         // "worker" when gethostname fails
 std::int64_t total_memory_mib(); // 0 when sysconf cannot say

@@ -3,6 +3,7 @@
 #include "core/resources/quantity.hpp"
 #include "core/util/files.hpp"
 #include "worker/agent/archive.hpp"
+#include "worker/gpu/mps_daemon.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -37,6 +38,9 @@ std::string upper_env_name(const std::string& s) {
 }
 
 // The job's GPU, its share and the variables that tell the job about them.
+// Where a container finds the worker's MPS pipe directory.
+constexpr const char* k_mps_pipe_seen = "/run/gpupool-mps";
+
 void set_gpu(ContainerSpec& c, const Attempt& t, const ContainerContext& ctx) {
     const auto& spec = t.a.spec;
     std::int64_t gpu_mem = 0;
@@ -54,9 +58,18 @@ void set_gpu(ContainerSpec& c, const Attempt& t, const ContainerContext& ctx) {
         // Inside a container the one visible GPU is device 0; a bare process sees them all.
         c.env["CUDA_VISIBLE_DEVICES"] = ctx.runtime.gpu_as_device_zero ? "0" : std::to_string(t.a.gpu_index);
         c.env["NVIDIA_VISIBLE_DEVICES"] = std::to_string(t.a.gpu_index);
-        if (milli < 1000 && gpu_mem > 0) {
-            // Honoured when the host runs the MPS control daemon (docs/architecture.md).
-            c.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = "0=" + std::to_string(gpu_mem) + "M";
+        if (milli < 1000 && gpu_mem > 0 && ctx.mps_pipe) {
+            // A client of the worker's MPS daemon, capped by the driver (a whole GPU bypasses MPS).
+            const bool host_paths = !ctx.runtime.isolates;
+            const std::string pipe = host_paths ? ctx.mps_pipe->string() : std::string(k_mps_pipe_seen);
+            const int device = ctx.runtime.gpu_as_device_zero ? 0 : static_cast<int>(t.a.gpu_index);
+            for (const auto& [k, v] : mps_client_env(milli, gpu_mem, device, pipe)) {
+                c.env[k] = v;
+            }
+            if (!host_paths) {
+                c.mounts.push_back({*ctx.mps_pipe, k_mps_pipe_seen, false});
+                c.host_ipc = true;
+            }
         }
     } else {
         c.env["CUDA_VISIBLE_DEVICES"] = "";
@@ -131,8 +144,12 @@ ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) 
     const fs::path team_cache = team_cache_dir(ctx.cache_dir, t.a.team);
     const fs::path work = host_paths ? t.dir / "work" : fs::path("/work");
     const fs::path outputs = host_paths ? t.dir / "outputs" : fs::path("/outputs");
-    const fs::path cache = host_paths ? team_cache : fs::path("/cache");
-    c.mounts = {{t.dir / "work", "/work", true}, {t.dir / "outputs", "/outputs", false}, {team_cache, "/cache", false}};
+    const fs::path cache = host_paths ? team_cache : fs::path("/team-cache");
+    c.mounts = {{t.dir / "work", "/work", true}, {t.dir / "outputs", "/outputs", false}, {team_cache, "/team-cache", false}};
+    if (!ctx.model_cache.empty()) {
+        c.mounts.push_back({ctx.model_cache, "/cache", true});
+    }
+    const fs::path models = host_paths ? ctx.model_cache : fs::path("/cache");
     for (const auto& [k, v] : spec.env) {
         c.env[k] = v;
     }
@@ -144,6 +161,13 @@ ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) 
     c.env["GPUPOOL_OUTPUT_DIR"] = outputs.string();
     c.env["GPUPOOL_CACHE_DIR"] = cache.string();
     c.env["HF_HOME"] = (cache / "huggingface").string();
+    if (!ctx.model_cache.empty()) {
+        c.env["GPUPOOL_MODEL_CACHE"] = models.string();
+        if (ctx.models_ready && !spec.cache_models.empty()) {
+            c.env["HF_HOME"] = models.string(); // read-only: everything it needs is there
+            c.env["HF_HUB_OFFLINE"] = "1";
+        }
+    }
     if (!host_paths) {
         c.env["HOME"] = "/tmp";
     }

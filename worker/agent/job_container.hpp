@@ -1,6 +1,6 @@
 // How an assignment becomes a container: the ContainerSpec the runtime starts (names, labels,
 // mounts, the job's environment, its GPU and its share) and the attempt's directories on the host
-// (work/ with the job's inputs, outputs/, the team's cache). Separate from the agent so that the
+// (work/ with the job's inputs, outputs/, the caches). Separate from the agent so that the
 // environment a job sees is unit-tested for every kind of runtime.
 //
 // Rules:
@@ -8,10 +8,15 @@
 //   paths (/work read-only, /outputs, /cache) and HOME=/tmp; one that does not (a bare process) gets
 //   the host paths in the same variables and a default PATH when the job sets none.
 // - A job with a GPU sees it as device 0 where the runtime passes only that GPU, else by its index;
-//   a fractional share sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (honoured where the host runs MPS) and
-//   GPUPOOL_GPU_MEMORY_MB / GPUPOOL_GPU_FRACTION.
-// - Each team writes only its own cache (<cache_dir>/teams/<team>): one team cannot plant files
-//   that another team's jobs then load.
+//   GPUPOOL_GPU_MEMORY_MB / GPUPOOL_GPU_FRACTION always say its share (a framework cap reads them).
+// - The worker's model cache is mounted read-only at /cache (GPUPOOL_MODEL_CACHE): the worker fills
+//   it, no job can write it. When every model the job names is there, HF_HOME=/cache and
+//   HF_HUB_OFFLINE=1; otherwise HF_HOME is in the team's own cache, where the job's own downloads go.
+// - Each team writes only its own cache (<cache_dir>/teams/<team>, at /team-cache, GPUPOOL_CACHE_DIR):
+//   one team cannot plant files that another team's jobs then load.
+// - With the worker's MPS daemon (mps_pipe), a fractional job is an MPS client: the pipe directory
+//   mounted at /run/gpupool-mps, the host's IPC namespace, a pinned device memory limit and an active
+//   thread percentage from its share (mps_client_env). A whole-GPU job bypasses MPS.
 // - Inputs come as the job's archive through the coordinator (cached per digest under
 //   <work_dir>/inputs, 0600), or, without one, from this machine's disk (shared file systems); an
 //   input that is not there is an invalid_input Error (the job's own problem).
@@ -24,6 +29,7 @@
 #include "worker/runtime/container_runtime.hpp"
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,9 +37,12 @@ namespace gpupool::worker {
 
 struct ContainerContext {
     std::string worker_label{};          // names and labels this worker's containers
-    std::filesystem::path cache_dir{};
+    std::filesystem::path cache_dir{};   // the teams' writable caches are under <cache_dir>/teams
     RuntimeCapabilities runtime{};
     std::vector<GpuInfo> gpus{};
+    std::filesystem::path model_cache{}; // the worker's model cache (HF_HOME layout); empty: none
+    bool models_ready = false;           // every model the job names is complete in it
+    std::optional<std::filesystem::path> mps_pipe{}; // the worker's MPS daemon's pipe directory (--mps)
 };
 
 ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx);

@@ -361,11 +361,13 @@ void parse_gpus(const toml::node& n, Problems& p, ShareSettings& s) {
 void parse_pool(const toml::table& t, Problems& p, PoolSettings& pool) {
     check_keys(
         t,
-        {"coordinator", "token_file", "ca_cert", "name", "work_dir", "cache_dir", "runtime", "unsafe_process_runtime"},
+        {"coordinator", "token_file", "ca_cert", "name", "work_dir", "cache_dir", "runtime", "unsafe_process_runtime",
+         "mps", "model_cache_max", "hf_token_file", "hf_endpoint"},
         "pool", p);
     for (auto [key, slot] : {std::pair{"coordinator", &pool.coordinator}, std::pair{"token_file", &pool.token_file},
                              std::pair{"ca_cert", &pool.ca_cert}, std::pair{"name", &pool.name},
-                             std::pair{"work_dir", &pool.work_dir}, std::pair{"cache_dir", &pool.cache_dir}}) {
+                             std::pair{"work_dir", &pool.work_dir}, std::pair{"cache_dir", &pool.cache_dir},
+                             std::pair{"hf_token_file", &pool.hf_token_file}, std::pair{"hf_endpoint", &pool.hf_endpoint}}) {
         if (const auto* n = t.get(key)) {
             *slot = get_string(*n, std::string("pool.") + key, p);
         }
@@ -385,6 +387,21 @@ void parse_pool(const toml::table& t, Problems& p, PoolSettings& pool) {
     }
     if (const auto* n = t.get("unsafe_process_runtime")) {
         pool.unsafe_process_runtime = get_bool(*n, "pool.unsafe_process_runtime", p);
+    }
+    if (const auto* n = t.get("mps")) {
+        pool.mps = get_bool(*n, "pool.mps", p);
+    }
+    if (pool.hf_endpoint && (!net::is_http_url_list(*pool.hf_endpoint) || pool.hf_endpoint->find(',') != std::string::npos)) {
+        p.add(*t.get("hf_endpoint"), "pool.hf_endpoint", "expected an http:// or https:// URL");
+    }
+    if (const auto* n = t.get("model_cache_max")) {
+        if (auto s = get_string(*n, "pool.model_cache_max", p)) {
+            if (auto mib = resources::parse_memory_mib(*s); mib && *mib > 0) {
+                pool.model_cache_max_mib = *mib;
+            } else {
+                p.add(*n, "pool.model_cache_max", "expected a size like \"200GiB\", got `" + *s + "`");
+            }
+        }
     }
 }
 

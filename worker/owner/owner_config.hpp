@@ -55,6 +55,10 @@ struct PoolSettings {
     std::optional<std::string> cache_dir{};
     std::optional<std::string> runtime{}; // podman, docker or process
     std::optional<bool> unsafe_process_runtime{};
+    std::optional<bool> mps{};                      // run an MPS daemon for fractional jobs (--mps)
+    std::optional<std::int64_t> model_cache_max_mib{}; // the model cache's size cap ("200GiB")
+    std::optional<std::string> hf_token_file{};     // a Hugging Face token, for gated models
+    std::optional<std::string> hf_endpoint{};       // a hub mirror (default $HF_ENDPOINT, else huggingface.co)
 };
 
 // [share] with its windows, and the [[gpu]] tables: what a reload may change.

@@ -38,7 +38,8 @@ json status_of(const OwnerPolicy& policy, const WorkerFacts& f) {
                         {"name", g.name},
                         {"memory_mib", g.memory_mib},
                         {"shared", o != offered.end()},
-                        {"offered_mib", o != offered.end() ? o->memory_mib : 0}});
+                        {"offered_mib", o != offered.end() ? o->memory_mib : 0},
+                        {"memory_enforcement", f.enforcement}});
     }
     json pause;
     if (const auto& p = policy.pause_record(); p && policy.state() == api::SharingState::paused) {

@@ -52,6 +52,7 @@ struct WorkerFacts {
     std::int64_t cpu_milli = 0;  // offered
     std::int64_t memory_mib = 0; // offered
     int slots = 0;
+    std::string enforcement{}; // how fractional shares are held on its GPUs: mps, watchdog, none
 };
 
 // What the owner's lines call a job: "job 12 `eval-n0` (team fellows)", and its share: "0.5 of GPU

@@ -52,6 +52,7 @@ struct ContainerSpec {
     std::int64_t pids_limit = 4096;
     std::string user = "65534:65534";      // non-root inside the container
     bool read_only_root = true;            // --read-only with a writable tmpfs at /tmp
+    bool host_ipc = false;                 // the host's IPC namespace (an MPS client needs it)
 };
 
 struct ExitStatus {
@@ -75,6 +76,8 @@ struct RuntimeCapabilities {
     // Only the job's GPU is passed into it, as device 0 (podman's CDI device, docker's --gpus).
     // false: the job sees every GPU of the host and CUDA_VISIBLE_DEVICES names its own by index.
     bool gpu_as_device_zero = true;
+    // ContainerSpec::host_ipc is honoured (what MPS clients need to reach the worker's MPS daemon).
+    bool shares_host_ipc = true;
     bool operator==(const RuntimeCapabilities&) const = default;
 };
 

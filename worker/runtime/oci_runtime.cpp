@@ -138,6 +138,9 @@ std::vector<std::string> build_run_argv(OciTool tool, const ContainerSpec& spec,
     if (spec.read_only_root) {
         a.insert(a.end(), {"--read-only", "--tmpfs", k_tmpfs});
     }
+    if (spec.host_ipc) {
+        a.push_back("--ipc=host"); // an MPS client talks to the daemon over the host's shared memory
+    }
     for (const Mount& m : spec.mounts) {
         a.insert(a.end(), {"-v", m.host.string() + ":" + m.container + (m.read_only ? ":ro" : "")});
     }

@@ -44,7 +44,7 @@ public:
 
     std::string name() const override { return "process"; }
     // Isolates nothing, re-attaches to nothing, limits no memory, hides no GPU.
-    RuntimeCapabilities capabilities() const override { return {false, false, false, false}; }
+    RuntimeCapabilities capabilities() const override { return {false, false, false, false, true}; }
     Status start(const ContainerSpec& spec) override;
     Result<std::optional<ExitStatus>> poll(const std::string& name) override;
     Status signal(const std::string& name, int signo) override;

@@ -93,7 +93,8 @@ TEST_CASE("assignment: to_json writes the wire names, the spec in its wire form"
         INFO(key);
         CHECK(j.at(key) == old.at(key));
     }
-    CHECK(j.size() == old.size());
+    CHECK(j.size() == old.size() + 1); // and idle_timeout_s, which came later
+    CHECK(j.at("idle_timeout_s") == 0);
     CHECK(j.at("spec") == recipe::to_wire_json(sample().spec));
 }
 
@@ -152,4 +153,15 @@ TEST_CASE("assignment: the edges of the ranges are taken", "[api][assignment]") 
     CHECK(api::assignment_from_json(with("gpu_index", -1)).has_value());
     CHECK(api::assignment_from_json(with("team_name", std::string(256, 't'))).has_value());
     CHECK(api::assignment_from_json(with("unknown_member", "ignored")).has_value());
+}
+
+TEST_CASE("assignment: the idle timeout in force travels, and a bad one is named", "[api][assignment]") {
+    api::Assignment a = sample();
+    a.idle_timeout_s = 1800;
+    auto back = api::assignment_from_json(api::to_json(a));
+    REQUIRE(back.has_value());
+    CHECK(back->idle_timeout_s == 1800);
+    CHECK(api::assignment_from_json(json::parse(k_old_wire))->idle_timeout_s == 0); // an older coordinator: never
+    CHECK(refused(with("idle_timeout_s", -1)) == "assignments[2].idle_timeout_s");
+    CHECK(refused(with("idle_timeout_s", "30m")) == "assignments[2].idle_timeout_s");
 }

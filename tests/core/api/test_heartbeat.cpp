@@ -212,3 +212,19 @@ TEST_CASE("completion: the outcome defaults to exited, the exit code may be abse
     CHECK(refused(parse, {{"outcome", 1}}) == "outcome");
     CHECK(refused(parse, {{"reason", std::string(4097, 'r')}}) == "reason");
 }
+
+TEST_CASE("heartbeat: downloads in progress travel by attempt, and a bad entry is named", "[api][heartbeat][model-cache]") {
+    api::Heartbeat h;
+    h.running = {AttemptId(4)};
+    h.fetching = {{AttemptId(4), 3'200'000'000, 14'000'000'000}};
+    auto back = api::heartbeat_from_json(api::to_json(h));
+    REQUIRE(back.has_value());
+    REQUIRE(back->fetching.size() == 1);
+    CHECK(back->fetching[0] == api::FetchProgress{AttemptId(4), 3'200'000'000, 14'000'000'000});
+    CHECK(api::heartbeat_from_json(json{{"running", json::array()}})->fetching.empty());
+    json bad = api::to_json(h);
+    bad["fetching"][0]["done_bytes"] = -5;
+    CHECK(refused(api::heartbeat_from_json, bad) == "fetching[0].done_bytes");
+    bad["fetching"] = "all of it";
+    CHECK(refused(api::heartbeat_from_json, bad) == "fetching");
+}

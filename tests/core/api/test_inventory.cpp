@@ -103,3 +103,34 @@ TEST_CASE("inventory: a heartbeat with a bad inventory is refused with its field
     CHECK(workers["workers"][0]["inventory"]["slots"] == 3);
     CHECK(workers["workers"][0]["inventory"]["gpus"][0]["memory_mib"] == 24576);
 }
+
+TEST_CASE("inventory: the worker's cached models and free cache space, validated", "[api][inventory][model-cache]") {
+    json j = two_gpus();
+    j["cached_models"] = json::array({{{"model", "org/tiny"}, {"revision", "main"}, {"bytes", 4096}}});
+    j["cache_free_mib"] = 20480;
+    auto inv = api::inventory_from_json(j);
+    REQUIRE(inv);
+    REQUIRE(inv->cached_models.size() == 1);
+    CHECK(inv->cached_models[0] == api::CachedModelInfo{"org/tiny", "main", 4096});
+    CHECK(inv->cache_free_mib == 20480);
+    auto again = api::inventory_from_json(api::to_json(*inv));
+    REQUIRE(again);
+    CHECK(*again == *inv);
+    CHECK(api::inventory_from_json(two_gpus())->cache_free_mib == -1); // not said
+
+    json bad = j;
+    bad["cached_models"][0]["model"] = "../../etc";
+    CHECK(field_of(bad) == "inventory.cached_models[0].model");
+    bad = j;
+    bad["cached_models"][0]["bytes"] = -1;
+    CHECK(field_of(bad) == "inventory.cached_models[0].bytes");
+    bad = j;
+    bad["cached_models"] = json::array();
+    for (int i = 0; i < 1001; ++i) {
+        bad["cached_models"].push_back({{"model", "org/m" + std::to_string(i)}});
+    }
+    CHECK(field_of(bad) == "inventory.cached_models");
+    bad = j;
+    bad["cache_free_mib"] = "lots";
+    CHECK(field_of(bad) == "inventory.cache_free_mib");
+}

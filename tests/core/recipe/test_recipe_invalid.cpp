@@ -83,6 +83,8 @@ const Case k_cases[] = {
     {"disk negative", HEAD "[resources]\ndisk = \"-1GiB\"\n", 4, "non-negative size", "resources.disk"},
     {"max_runtime integer", HEAD "[resources]\nmax_runtime = 90\n", 4, "a duration needs a unit",
      "resources.max_runtime"},
+    {"idle_timeout bad unit", HEAD "[resources]\nidle_timeout = \"3w\"\n", 4, "unknown duration unit `w`",
+     "resources.idle_timeout"},
     {"max_runtime bad unit", HEAD "[resources]\nmax_runtime = \"2w\"\n", 4, "unknown duration unit `w`",
      "resources.max_runtime"},
     {"max_runtime too long", HEAD "[resources]\nmax_runtime = \"40d\"\n", 4, "30-day maximum",

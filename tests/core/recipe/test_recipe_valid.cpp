@@ -37,6 +37,7 @@ TEST_CASE("a minimal recipe gets the documented defaults") {
     CHECK(j.resources.memory_mib == 4096);
     CHECK(j.resources.disk_mib == 10240);
     CHECK(j.resources.max_runtime_s == 3600);
+    CHECK(j.resources.idle_timeout_s == -1); // the pool's default
     CHECK(j.priority == Priority::normal);
     CHECK(j.retry.max_attempts == 3);
     CHECK(j.outputs.paths == std::vector<std::string>{"."});
@@ -275,4 +276,20 @@ TEST_CASE("job JSON is validated field by field") {
     r = job_from_json(bad);
     REQUIRE_FALSE(r);
     CHECK(r.error().field == "image");
+}
+
+TEST_CASE("idle_timeout: a duration, or 0 for never, and it survives the wire") {
+    auto jobs = jobs_of("image = \"busybox\"\ncommand = [\"true\"]\n[resources]\ngpu = 0.5\nidle_timeout = \"45m\"\n");
+    REQUIRE(jobs.size() == 1);
+    CHECK(jobs[0].resources.idle_timeout_s == 2700);
+    auto back = job_from_json(nlohmann::json::parse(to_wire_json(jobs[0]).dump()));
+    REQUIRE(back.has_value());
+    CHECK(back->resources.idle_timeout_s == 2700);
+    jobs = jobs_of("image = \"busybox\"\ncommand = [\"true\"]\n[resources]\ngpu = 0.5\nidle_timeout = \"0\"\n");
+    CHECK(jobs[0].resources.idle_timeout_s == 0);
+    auto wire = to_wire_json(jobs[0]);
+    wire["resources"]["idle_timeout_s"] = -2;
+    auto bad = job_from_json(wire);
+    REQUIRE_FALSE(bad.has_value());
+    CHECK(bad.error().field == "resources.idle_timeout_s");
 }

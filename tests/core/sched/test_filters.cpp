@@ -125,3 +125,13 @@ TEST_CASE("make_request spells out the image's registry for the owners' terms") 
     spec.image = "ghcr.io/org/x@sha256:" + std::string(64, 'a');
     CHECK(make_request(JobId(1), TeamId(1), spec, 0, ModelCatalog{}).qualified_image == spec.image);
 }
+
+TEST_CASE("filter: a GPU whose shares nothing enforces takes whole-GPU jobs only, when the pool says so") {
+    Worker w = worker(1, {1000, 1000});
+    w.gpus[0].fractional_ok = false;
+    w.gpus[1].fractional_ok = false;
+    CHECK_FALSE(filter_gpu(w, share_job(1, 250)));
+    CHECK(filter_gpu(w, whole_job(2, 1)));
+    w.gpus[1].fractional_ok = true; // the other GPU is watched: the share goes there
+    CHECK(filter_gpu(w, share_job(3, 250)));
+}

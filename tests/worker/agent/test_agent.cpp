@@ -36,19 +36,22 @@ TEST_CASE("agent: a job's environment, logs, outputs and exit code reach the coo
     CHECK(env.at("GPUPOOL_OUTPUT_DIR") == "/outputs");
     CHECK(env.at("GPUPOOL_PARAM_LR") == "0.1");
     CHECK(env.at("MODE") == "test");
-    CHECK(env.at("HF_HOME") == "/cache/huggingface");
+    CHECK(env.at("HF_HOME") == "/team-cache/huggingface"); // the job names no models
+    CHECK(env.at("GPUPOOL_MODEL_CACHE") == "/cache");
     CHECK(env.at("CUDA_VISIBLE_DEVICES") == "0");
-    CHECK(env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "0=12288M");
+    CHECK(env.count("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == 0); // no --mps
     REQUIRE(c->spec.gpu_index == std::optional<std::int64_t>(0));
     CHECK(c->spec.labels.at("gpupool.job") == std::to_string(id));
     CHECK(c->spec.memory_mib == 64);
     CHECK(c->spec.cpu_milli == 100);
-    REQUIRE(c->spec.mounts.size() == 3);
+    REQUIRE(c->spec.mounts.size() == 4);
     CHECK(c->spec.mounts[0].container == "/work");
     CHECK(c->spec.mounts[0].read_only);
     CHECK(c->spec.mounts[1].container == "/outputs");
     CHECK_FALSE(c->spec.mounts[1].read_only);
-    CHECK(c->spec.mounts[2].container == "/cache");
+    CHECK(c->spec.mounts[2].container == "/team-cache");
+    CHECK(c->spec.mounts[3].container == "/cache"); // the worker's model cache
+    CHECK(c->spec.mounts[3].read_only);
     // The team's own cache, not one shared by every team's jobs.
     CHECK(c->spec.mounts[2].host.parent_path().filename() == "teams");
     CHECK(c->spec.mounts[2].host.filename() != "0");

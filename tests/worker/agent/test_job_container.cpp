@@ -26,7 +26,18 @@ worker::Attempt gpu_attempt(const std::filesystem::path& dir) {
 }
 
 worker::ContainerContext context(worker::RuntimeCapabilities caps) {
-    return {"w1-abc", "/cache-root", caps, {{0, "GPU-a", "NVIDIA L4", "L4", 24576}, {1, "GPU-b", "NVIDIA L4", "L4", 16384}}};
+    worker::ContainerContext ctx;
+    ctx.worker_label = "w1-abc";
+    ctx.cache_dir = "/cache-root";
+    ctx.runtime = caps;
+    ctx.gpus = {{0, "GPU-a", "NVIDIA L4", "L4", 24576}, {1, "GPU-b", "NVIDIA L4", "L4", 16384}};
+    return ctx;
+}
+
+worker::RuntimeCapabilities bare_process() {
+    worker::RuntimeCapabilities caps;
+    caps.isolates = caps.reattaches = caps.limits_memory = caps.gpu_as_device_zero = false;
+    return caps;
 }
 
 } // namespace
@@ -39,7 +50,9 @@ TEST_CASE("job container: an isolating runtime gets container paths, one GPU as 
     CHECK(c.labels.at("gpupool.worker") == "w1-abc");
     CHECK(c.labels.at("gpupool.attempt") == "12");
     CHECK(c.env.at("GPUPOOL_OUTPUT_DIR") == "/outputs");
-    CHECK(c.env.at("GPUPOOL_CACHE_DIR") == "/cache");
+    CHECK(c.env.at("GPUPOOL_CACHE_DIR") == "/team-cache");
+    CHECK(c.env.at("HF_HOME") == "/team-cache/huggingface");
+    CHECK(c.env.count("GPUPOOL_MODEL_CACHE") == 0); // no model cache given
     CHECK(c.env.at("HOME") == "/tmp");
     CHECK(c.env.count("PATH") == 0);
     CHECK(c.env.at("GPUPOOL_ATTEMPT") == "2");
@@ -49,16 +62,19 @@ TEST_CASE("job container: an isolating runtime gets container paths, one GPU as 
     // A quarter of GPU 1's 16384 MiB.
     CHECK(c.env.at("GPUPOOL_GPU_MEMORY_MB") == "4096");
     CHECK(c.env.at("GPUPOOL_GPU_FRACTION") == "0.250");
-    CHECK(c.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "0=4096M");
+    CHECK(c.env.count("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == 0); // no MPS daemon: the watchdog holds it
+    CHECK_FALSE(c.host_ipc);
     CHECK(worker::gpu_limit_mib(c) == 4096);
     REQUIRE(c.mounts.size() == 3);
     CHECK(c.mounts[2].host == std::filesystem::path("/cache-root/teams/3"));
+    CHECK(c.mounts[2].container == "/team-cache");
+    CHECK_FALSE(c.mounts[2].read_only);
 }
 
 TEST_CASE("job container: a runtime that isolates nothing gets host paths, the GPU's index and a PATH",
           "[job_container]") {
     const auto t = gpu_attempt("/spool/12");
-    const auto c = worker::container_spec_for(t, context({false, false, false, false}));
+    const auto c = worker::container_spec_for(t, context(bare_process()));
     CHECK(c.env.at("GPUPOOL_OUTPUT_DIR") == "/spool/12/outputs");
     CHECK(c.env.at("GPUPOOL_WORK_DIR") == "/spool/12/work");
     CHECK(c.env.at("GPUPOOL_CACHE_DIR") == "/cache-root/teams/3");
@@ -81,4 +97,65 @@ TEST_CASE("job container: a whole GPU or none is not watched, a CPU job sees no 
     CHECK_FALSE(c.gpu_index);
     CHECK(c.env.at("CUDA_VISIBLE_DEVICES").empty());
     CHECK(worker::gpu_limit_mib(c) == 0);
+}
+
+TEST_CASE("job container: the model cache is read-only at /cache, and HF_HOME is there only when every model is",
+          "[job_container][model-cache]") {
+    auto t = gpu_attempt("/spool/12");
+    t.a.spec.cache_models = {"org/tiny"};
+    auto ctx = context({});
+    ctx.model_cache = "/cache-root/models";
+    auto c = worker::container_spec_for(t, ctx);
+    REQUIRE(c.mounts.size() == 4);
+    CHECK(c.mounts[3].host == std::filesystem::path("/cache-root/models"));
+    CHECK(c.mounts[3].container == "/cache");
+    CHECK(c.mounts[3].read_only);
+    CHECK(c.env.at("GPUPOOL_MODEL_CACHE") == "/cache");
+    // Not all there (a download failed): the job's own downloads go to its team's writable cache.
+    CHECK(c.env.at("HF_HOME") == "/team-cache/huggingface");
+    CHECK(c.env.count("HF_HUB_OFFLINE") == 0);
+    ctx.models_ready = true;
+    c = worker::container_spec_for(t, ctx);
+    CHECK(c.env.at("HF_HOME") == "/cache");
+    CHECK(c.env.at("HF_HUB_OFFLINE") == "1");
+    // A job's own environment cannot point the read-only mount elsewhere: the worker's values win.
+    t.a.spec.env = {{"HF_HOME", "/tmp/mine"}, {"GPUPOOL_MODEL_CACHE", "/x"}};
+    c = worker::container_spec_for(t, ctx);
+    CHECK(c.env.at("HF_HOME") == "/cache");
+    CHECK(c.env.at("GPUPOOL_MODEL_CACHE") == "/cache");
+    // A bare process: the host paths.
+    auto bare = context(bare_process());
+    bare.model_cache = "/cache-root/models";
+    bare.models_ready = true;
+    c = worker::container_spec_for(t, bare);
+    CHECK(c.env.at("HF_HOME") == "/cache-root/models");
+    CHECK(c.env.at("GPUPOOL_MODEL_CACHE") == "/cache-root/models");
+}
+
+TEST_CASE("job container: with the worker's MPS daemon a fractional job is its client; a whole GPU bypasses it",
+          "[job_container][mps]") {
+    auto t = gpu_attempt("/spool/12"); // a quarter of GPU 1 (16384 MiB)
+    auto ctx = context({});
+    ctx.mps_pipe = std::filesystem::path("/spool/mps/pipe");
+    auto c = worker::container_spec_for(t, ctx);
+    CHECK(c.env.at("CUDA_MPS_PIPE_DIRECTORY") == "/run/gpupool-mps");
+    CHECK(c.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "0=4096M"); // device 0 as the container sees it
+    CHECK(c.env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == "25");
+    CHECK(c.host_ipc);
+    REQUIRE(c.mounts.size() == 4);
+    CHECK(c.mounts[3].host == std::filesystem::path("/spool/mps/pipe"));
+    CHECK(c.mounts[3].container == "/run/gpupool-mps");
+    // A bare process reaches the daemon by the host path, and sees its GPU by its own index.
+    auto bare = context(bare_process());
+    bare.mps_pipe = std::filesystem::path("/spool/mps/pipe");
+    c = worker::container_spec_for(t, bare);
+    CHECK(c.env.at("CUDA_MPS_PIPE_DIRECTORY") == "/spool/mps/pipe");
+    CHECK(c.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "1=4096M");
+    CHECK(c.mounts.size() == 3);
+    // A whole GPU is not an MPS client.
+    t.a.gpu_milli = 1000;
+    c = worker::container_spec_for(t, ctx);
+    CHECK(c.env.count("CUDA_MPS_PIPE_DIRECTORY") == 0);
+    CHECK(c.env.count("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == 0);
+    CHECK_FALSE(c.host_ipc);
 }

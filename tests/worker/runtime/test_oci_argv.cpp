@@ -170,7 +170,7 @@ TEST_CASE("oci runtime: a missing tool is a clear error", "[runtime]") {
     CHECK_FALSE(rt.list("w1"));
     CHECK(rt.name() == "podman");
     // A container engine isolates, re-attaches, limits memory and passes one GPU as device 0.
-    CHECK(rt.capabilities() == RuntimeCapabilities{true, true, true, true});
+    CHECK(rt.capabilities() == RuntimeCapabilities{true, true, true, true, true});
 
     CHECK(make_runtime("process", {"--root", "/x"}).has_error());
     auto unknown = make_runtime("lxc");

@@ -1,0 +1,105 @@
+#include "worker/agent/waiting_room.hpp"
+
+#include "core/resources/quantity.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace gpupool::worker {
+
+bool gpu_share_free(const api::Assignment& a, const Attempts& running) {
+    if (a.gpu_index < 0 || a.gpu_milli <= 0) {
+        return true;
+    }
+    std::int64_t used = 0;
+    for (const auto& [id, t] : running) {
+        if (t.running() && t.a.gpu_index == a.gpu_index) {
+            used += t.a.gpu_milli;
+        }
+    }
+    return used + a.gpu_milli <= resources::k_milli_per_gpu;
+}
+
+bool WaitingRoom::holds(AttemptId id) const {
+    return std::any_of(m_waiting.begin(), m_waiting.end(), [&](const Waiting& w) { return w.a.attempt == id; });
+}
+
+void WaitingRoom::wait_for_models(api::Assignment a, std::int64_t now_ms) {
+    if (!holds(a.attempt)) {
+        spdlog::info("attempt {}: fetching its model weights before it starts", a.attempt.value());
+        m_waiting.push_back({std::move(a), now_ms, true});
+    }
+}
+
+void WaitingRoom::wait_for_gpu(api::Assignment a, std::int64_t now_ms) {
+    if (!holds(a.attempt)) {
+        spdlog::info("attempt {}: waiting for GPU {} to be freed by the jobs still stopping on it", a.attempt.value(),
+                     a.gpu_index);
+        m_waiting.push_back({std::move(a), now_ms, false});
+    }
+}
+
+std::vector<api::Assignment> WaitingRoom::ready(std::int64_t now, const Attempts& running, ModelPrefetch* prefetch) {
+    std::vector<api::Assignment> out;
+    for (auto it = m_waiting.begin(); it != m_waiting.end();) {
+        if (it->fetching) {
+            auto done = prefetch != nullptr ? prefetch->result(it->a.attempt) : std::optional<Status>(Status());
+            if (!done) {
+                ++it;
+                continue;
+            }
+            if (!*done) {
+                spdlog::warn("attempt {}: {}; starting it anyway", it->a.attempt.value(), done->error().message);
+            }
+            it->fetching = false; // now wait for the GPU share, if need be
+            it->since_ms = now;
+        }
+        const bool free = gpu_share_free(it->a, running);
+        if (!free && now - it->since_ms < m_gpu_wait_max.count()) {
+            ++it;
+            continue;
+        }
+        if (!free) {
+            spdlog::warn("attempt {}: GPU {} still looks full after {} s; starting it anyway", it->a.attempt.value(),
+                         it->a.gpu_index, m_gpu_wait_max.count() / 1000);
+        }
+        out.push_back(std::move(it->a));
+        it = m_waiting.erase(it);
+    }
+    return out;
+}
+
+bool WaitingRoom::cancel(AttemptId id, ModelPrefetch* prefetch) {
+    if (std::erase_if(m_waiting, [&](const Waiting& w) { return w.a.attempt == id; }) == 0) {
+        return false;
+    }
+    if (prefetch != nullptr) {
+        prefetch->forget(id);
+    }
+    return true;
+}
+
+std::vector<AttemptId> WaitingRoom::take_all(ModelPrefetch* prefetch) {
+    std::vector<AttemptId> out = ids();
+    for (AttemptId id : out) {
+        cancel(id, prefetch);
+    }
+    return out;
+}
+
+std::vector<AttemptId> WaitingRoom::ids() const {
+    std::vector<AttemptId> out;
+    for (const auto& w : m_waiting) {
+        out.push_back(w.a.attempt);
+    }
+    return out;
+}
+
+void WaitingRoom::models(std::set<std::string>& into) const {
+    for (const auto& w : m_waiting) {
+        into.insert(w.a.spec.cache_models.begin(), w.a.spec.cache_models.end());
+    }
+}
+
+} // namespace gpupool::worker

@@ -173,12 +173,19 @@ TEST_CASE("an unreadable index is replaced by an empty one, never a crash", "[hu
         HubCache cache(root, 0);
         put_model(cache, "org/a", 10, 1);
     }
-    for (
-        const std::string& garbage : std::vector<std::string>{
-            "{not json", "", "[]", "{\"version\": 1}", "{\"version\": 99, \"models\": []}",
-            R"({"version": 1, "models": [{"repo": "../x", "disk_bytes": 1, "last_used_ms": 1, "revisions": [{"revision": "main", "commit": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bytes": 1}]}]})",
-            R"({"version": 1, "models": [{"repo": "org/a", "disk_bytes": "x", "last_used_ms": 1, "revisions": []}]})",
-            R"({"version": 1, "models": [{"repo": "org/a", "disk_bytes": 1, "last_used_ms": 1, "revisions": [{"revision": "main", "commit": "zz", "bytes": 1}]}]})"}) {
+    const std::vector<std::string> unreadable = {
+        "{not json",
+        "",
+        "[]",
+        R"({"version": 1})",
+        R"({"version": 99, "models": []})",
+        R"({"version": 1, "models": [{"repo": "../x", "disk_bytes": 1, "last_used_ms": 1, "revisions": [)"
+        R"({"revision": "main", "commit": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bytes": 1}]}]})",
+        R"({"version": 1, "models": [{"repo": "org/a", "disk_bytes": "x", "last_used_ms": 1, "revisions": []}]})",
+        R"({"version": 1, "models": [{"repo": "org/a", "disk_bytes": 1, "last_used_ms": 1, "revisions": [)"
+        R"({"revision": "main", "commit": "zz", "bytes": 1}]}]})",
+    };
+    for (const auto& garbage : unreadable) {
         INFO(garbage);
         test::write_file(root / "models.json", garbage);
         HubCache cache(root, 0);
@@ -186,6 +193,12 @@ TEST_CASE("an unreadable index is replaced by an empty one, never a crash", "[hu
         CHECK_FALSE(cache.has({"org/a", "main"}));
         CHECK(cache.used_bytes() == 0);
     }
+    // A folder where the index should be.
+    fs::remove(root / "models.json");
+    fs::create_directory(root / "models.json");
+    CHECK(HubCache(root, 0).list().empty());
+    fs::remove(root / "models.json");
+
     // Recording again writes a good index.
     HubCache cache(root, 0);
     REQUIRE(cache.record({"org/a", "main", k_commit_a, 10, 1}));

@@ -335,8 +335,7 @@ struct Fixture {
     FakeHub hub;
     FakeHub cdn;
     TestRepo repo;
-    std::int64_t cap = 0;
-    std::unique_ptr<HubCache> cache = std::make_unique<HubCache>(tmp.path() / "root", cap);
+    std::unique_ptr<HubCache> cache = std::make_unique<HubCache>(tmp.path() / "root", 0);
     HubOptions options;
 
     Fixture() {
@@ -396,6 +395,9 @@ TEST_CASE("a fetched model is laid out as huggingface_hub lays it out", "[hub-fe
     CHECK(HubCache(fx.tmp.path() / "root", 0).has({"acme/tiny", "main"}));
 
     REQUIRE_FALSE(reports.empty());
+    for (std::size_t i = 1; i < reports.size(); ++i) {
+        CHECK(reports[i].done_bytes >= reports[i - 1].done_bytes);
+    }
     CHECK(reports.back().done_bytes == fx.repo.total_bytes());
     CHECK(reports.back().total_bytes == fx.repo.total_bytes());
     CHECK(fx.file_requests() == 4); // 3 blobs, one through a redirect

@@ -205,7 +205,7 @@ TEST_CASE("an unreadable index is replaced by an empty one, never a crash", "[hu
     CHECK(HubCache(root, 0).has({"org/a", "main"}));
 }
 
-TEST_CASE("eviction removes the least recently used models first; touch() counts as use", "[hub-cache]") {
+TEST_CASE("eviction removes the least recently used models first, and touch() counts as use", "[hub-cache]") {
     test::TempDir tmp;
     HubCache cache(tmp.path(), 3000);
     CHECK(cache.cap_bytes() == 3000);

@@ -459,7 +459,7 @@ TEST_CASE("a partial blob is started again when the hub answers 200 to a Range r
     CHECK(fx.cache->has({"acme/tiny", "main"}));
 }
 
-TEST_CASE("a damaged blob is fetched again; a wrong size declared for a good blob is refused", "[hub-fetch]") {
+TEST_CASE("a damaged blob is fetched again, and a wrong size declared for a good blob is refused", "[hub-fetch]") {
     Fixture fx;
     REQUIRE(fx.fetch());
     const auto& cfg = fx.repo.file("config.json");
@@ -658,7 +658,7 @@ TEST_CASE("an index that was lost makes a model missing, and fetching it again d
     CHECK(fx.file_requests() == files);
 }
 
-TEST_CASE("space: eviction makes room under the cap; pinned models and a full disk are errors", "[hub-fetch]") {
+TEST_CASE("space: eviction makes room under the cap, pinned models and a full disk are errors", "[hub-fetch]") {
     Fixture fx;
     const fs::path root = fx.tmp.path() / "root";
     fx.cache = std::make_unique<HubCache>(root, fx.repo.total_bytes() + 1000);

@@ -115,7 +115,7 @@ private:
 };
 
 // ---- the layout, for the fetcher ---------------------------------------------------------------------------
-// Each returns an io Error naming the path and the system's reason.
+// Those that touch the disk fail with an io Error naming the path and the system's reason.
 
 // "org/name" -> "models--org--name".
 std::string model_folder_name(std::string_view repo);

@@ -82,7 +82,9 @@ Result<std::string> run_nvidia_smi(const std::vector<std::string>& args, std::ch
     if (!present) {
         return std::string();
     }
-    auto run = run_bounded(exe.string(), args, {.env = {}, .input = {}, .timeout = timeout});
+    BoundedRunOptions options;
+    options.timeout = timeout;
+    auto run = run_bounded(exe.string(), args, options);
     if (!run) {
         return run.error();
     }

@@ -179,6 +179,7 @@ private:
         BoundedRunOptions options{.env = {{"CUDA_MPS_PIPE_DIRECTORY", m_dirs.pipe.string()},
                                           {"CUDA_MPS_LOG_DIRECTORY", m_dirs.log.string()},
                                           {"CUDA_VISIBLE_DEVICES", visible}},
+                                  .drop_prefixes = {"GPUPOOL_"}, // its servers run as the jobs' user
                                   .input = input,
                                   .timeout = m_timeout};
         return run_bounded(program.string(), args, options);

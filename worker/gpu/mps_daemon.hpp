@@ -8,7 +8,8 @@
 // tested without a GPU: the real one drives `nvidia-cuda-mps-control`, tests drive a stand-in of it.
 //
 // Rules (what the real control program does, per NVIDIA's MPS documentation):
-// - `nvidia-cuda-mps-control -d` starts the control daemon in the background. It takes its pipe
+// - `nvidia-cuda-mps-control -d` starts the control daemon in the background (with the worker's
+//   environment less its GPUPOOL_* variables: the servers it starts run as the jobs' user). It takes its pipe
 //   directory (CUDA_MPS_PIPE_DIRECTORY), its log directory (CUDA_MPS_LOG_DIRECTORY; the servers it
 //   starts inherit it) and the GPUs it serves (CUDA_VISIBLE_DEVICES, given as UUIDs so that no index
 //   remapping can confuse them) from its environment, and writes its pid to

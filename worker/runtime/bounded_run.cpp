@@ -94,6 +94,17 @@ Result<BoundedRun> run_bounded(const std::filesystem::path& program, const std::
     BoundedRun run;
     try {
         bp::environment env = boost::this_process::environment();
+        std::vector<std::string> dropped;
+        for (const auto& entry : env) {
+            const std::string name = entry.get_name();
+            if (std::any_of(options.drop_prefixes.begin(), options.drop_prefixes.end(),
+                            [&](const std::string& prefix) { return name.rfind(prefix, 0) == 0; })) {
+                dropped.push_back(name);
+            }
+        }
+        for (const auto& name : dropped) {
+            env.erase(name);
+        }
         for (const auto& [key, value] : options.env) {
             env[key] = value;
         }

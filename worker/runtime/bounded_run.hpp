@@ -3,7 +3,8 @@
 // and the worker must go on heartbeating.
 //
 // Rules:
-// - The tool inherits the worker's environment with `env` laid over it; its stdin reads `input`,
+// - The tool inherits the worker's environment, less the variables named with one of
+//   `drop_prefixes`, with `env` laid over it; its stdin reads `input`,
 //   its stdout and stderr go to memory files (never pipes): a tool that leaves a daemon behind
 //   holding them (`nvidia-cuda-mps-control -d`) cannot block the read.
 // - Every descriptor of the worker's above stderr is closed in the tool (sockets, databases).
@@ -28,6 +29,7 @@ namespace gpupool::worker {
 
 struct BoundedRunOptions {
     std::map<std::string, std::string> env; // laid over the worker's own environment
+    std::vector<std::string> drop_prefixes; // e.g. "GPUPOOL_": the worker's tokens stay with the worker
     std::string input;                      // the tool's whole stdin
     std::chrono::milliseconds timeout = std::chrono::seconds(10);
 };

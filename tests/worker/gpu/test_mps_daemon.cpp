@@ -32,6 +32,7 @@ here=$(dirname "$0")
 log="$here/calls.log"
 pidfile="$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid"
 echo "argv:[$*] pipe:[$CUDA_MPS_PIPE_DIRECTORY] log:[$CUDA_MPS_LOG_DIRECTORY] visible:[$CUDA_VISIBLE_DEVICES]" >> "$log"
+echo "token:[${GPUPOOL_TOKEN:-}]" >> "$log"
 if [ -e "$here/hang" ]; then
     echo $$ > "$here/hung.pid"
     exec sleep 30
@@ -121,9 +122,12 @@ TEST_CASE("mps: the pipe and log directories sit under the work dir", "[mps]") {
 TEST_CASE("mps: start runs `-d` with the pipe and log directories and the GPUs by UUID, and waits until it answers",
           "[mps]") {
     StandIn s;
+    ::setenv("GPUPOOL_TOKEN", "the-workers-secret", 1); // the daemon's servers run as the jobs' user
     auto mps = make_mps_control(milliseconds(3000));
     CHECK_FALSE(mps->running());
-    REQUIRE(mps->start(s.dirs, {"GPU-aaaa", "GPU-bbbb"}));
+    auto started = mps->start(s.dirs, {"GPU-aaaa", "GPU-bbbb"});
+    ::unsetenv("GPUPOOL_TOKEN");
+    REQUIRE(started);
     CHECK(mps->running());
     CHECK(mode_of(s.dirs.pipe) == 0755);
     CHECK(mode_of(s.dirs.log) == 0700);
@@ -132,7 +136,8 @@ TEST_CASE("mps: start runs `-d` with the pipe and log directories and the GPUs b
     const std::string calls = s.calls();
     CHECK_THAT(calls, Catch::Contains("argv:[-d]" + env));
     CHECK(count(calls, "argv:[-d]") == 1);
-    CHECK_THAT(calls, Catch::Contains("argv:[]" + env + "\nstdin:get_server_list"));
+    CHECK_THAT(calls, Catch::Contains("argv:[]" + env + "\ntoken:[]\nstdin:get_server_list"));
+    CHECK_THAT(calls, !Catch::Contains("the-workers-secret"));
     REQUIRE(s.daemon_pid());
     CHECK_FALSE(process_gone(*s.daemon_pid()));
     REQUIRE(mps->stop());
@@ -142,9 +147,9 @@ TEST_CASE("mps: start adopts a daemon a previous worker left answering on the sa
     StandIn s;
     fs::create_directories(s.dirs.pipe);
     // The previous worker's daemon, started as it would have been, then the worker was killed.
-    auto prev = run_bounded(
-        boost::process::search_path("nvidia-cuda-mps-control").string(), {"-d"},
-        {.env = {{"CUDA_MPS_PIPE_DIRECTORY", s.dirs.pipe.string()}}, .input = {}, .timeout = milliseconds(3000)});
+    BoundedRunOptions as_before;
+    as_before.env = {{"CUDA_MPS_PIPE_DIRECTORY", s.dirs.pipe.string()}};
+    auto prev = run_bounded(boost::process::search_path("nvidia-cuda-mps-control").string(), {"-d"}, as_before);
     REQUIRE(prev);
     REQUIRE(prev->exit_code == 0);
     const auto pid = s.daemon_pid();

@@ -1,16 +1,15 @@
 #include "worker/gpu/gpu_probe.hpp"
 
-#include <boost/process.hpp>
+#include "worker/runtime/bounded_run.hpp"
+
+#include <boost/process/search_path.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
-#include <unistd.h>
 
 namespace gpupool::worker {
 
@@ -77,8 +76,7 @@ Status for_each_row(std::string_view text, const std::string& what, std::size_t 
 }
 
 // Runs nvidia-smi with `args` for at most `timeout`; the text it printed (empty, with `present`
-// false, when there is no nvidia-smi). Its output goes through a file, not a pipe, so that a
-// process that never finishes cannot block the read.
+// false, when there is no nvidia-smi).
 Result<std::string> run_nvidia_smi(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
                                    bool& present) {
     auto exe = bp::search_path("nvidia-smi");
@@ -86,40 +84,21 @@ Result<std::string> run_nvidia_smi(const std::vector<std::string>& args, std::ch
     if (!present) {
         return std::string();
     }
-    std::error_code tmp_ec;
-    // mkstemp's template: six X's it replaces.
-    std::string tmpl = (std::filesystem::temp_directory_path(tmp_ec) / "gpupool-nvidia-smi-").string() + std::string(6, 'X');
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    char* name = buf.data();
-    const int fd = ::mkstemp(name);
-    if (fd < 0) {
-        return make_error(ErrorCode::io, std::string("cannot create a temporary file for nvidia-smi: ") +
-                                             std::strerror(errno));
+    BoundedRunOptions options;
+    options.timeout = timeout;
+    auto run = run_bounded(exe.string(), args, options);
+    if (!run) {
+        return run.error();
     }
-    ::close(fd);
-    struct Remove {
-        const char* path;
-        ~Remove() { ::unlink(path); }
-    } remove{name};
-    try {
-        bp::child c(exe, bp::args = args, bp::std_out > name, bp::std_err > bp::null, bp::std_in < bp::null);
-        if (!c.wait_for(timeout)) {
-            c.terminate();
-            return make_error(ErrorCode::io, "nvidia-smi did not answer within " + std::to_string(timeout.count()) +
-                                                 " ms (a GPU or the driver may be hung)");
-        }
-        if (c.exit_code() != 0) {
-            return make_error(ErrorCode::io, "nvidia-smi exited with status " + std::to_string(c.exit_code()) +
-                                                 "; is the NVIDIA driver loaded?");
-        }
-    } catch (const std::exception& e) {
-        return make_error(ErrorCode::io, std::string("could not run nvidia-smi: ") + e.what());
+    if (run->timed_out) {
+        return make_error(ErrorCode::io, "nvidia-smi did not answer within " + std::to_string(timeout.count()) +
+                                             " ms (a GPU or the driver may be hung)");
     }
-    std::ifstream in(name, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    if (run->exit_code != 0) {
+        return make_error(ErrorCode::io, "nvidia-smi exited with status " + std::to_string(run->exit_code) +
+                                             "; is the NVIDIA driver loaded?");
+    }
+    return std::move(run->out);
 }
 
 } // namespace

@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# gpupool on a real NVIDIA GPU, end to end through the binary: a coordinator on loopback (SQLite in a
+# temp dir), one worker with the process runtime, PyTorch jobs (tests/gpu/gpu_job.py).
+#   1. the worker's registered GPUs are nvidia-smi's: model, memory MiB and UUID of each.
+#   2. three jobs of 0.2 GPU at once on GPU 0, each holding 80 % of its memory share
+#      (GPUPOOL_GPU_MEMORY_MB) and running matmuls for 30 s: all succeed, [start, end] overlap.
+#   3. a job allocating 3x its share (0.1 GPU) and holding it 60 s, beside a neighbour: the offender
+#      fails with a reason naming its GPU memory share (under MPS, failing on its own refused allocation
+#      counts too), the neighbour succeeds.
+#   4. idle guard: a job with `idle_timeout = "1m"` that holds 256 MiB and sleeps fails with a reason
+#      starting "idle on its GPU" within 160 s of its start. It runs beside checks 2 and 3 (check 3's
+#      jobs sleep, so the GPU computes only during check 2).
+#   5. with nvidia-cuda-mps-control on PATH: the worker again with --mps, checks 2 and 3 at once.
+# With more than one GPU, the worker shares only GPU 0 for checks 2-5 (worker.toml [[gpu]] share = false).
+#
+# Usage: tests/gpu/check.sh PATH/TO/gpupool   (docs/gpu-check.md)
+# Needs nvidia-smi with a driver and python3 with PyTorch and CUDA (GPUPOOL_GPU_CHECK_PYTHON names
+# another interpreter for the jobs); no container engine, jq or curl. One line per check on stdout,
+# `check N: PASS|FAIL|SKIP: <what> <figures>`; progress on stderr; exit 1 on any FAIL; done within
+# 5 minutes. GPUPOOL_GPU_CHECK_DRY=1 stops after check 1: a plumbing test for a machine without a GPU,
+# with tests/gpu/stand-in first on PATH. GPUPOOL_GPU_CHECK_KEEP=1 keeps the temp dir.
+# shellcheck disable=SC2317 # cleanup and more_shared are called indirectly (trap, eventually)
+set -uo pipefail
+
+bin=$(realpath "${1:?usage: tests/gpu/check.sh PATH/TO/gpupool}")
+here=$(cd "$(dirname "$0")" && pwd)
+dry=${GPUPOOL_GPU_CHECK_DRY:-0}
+t0=$SECONDS
+deadline=$((t0 + 270)) # every wait ends by then: 30 s are left for the cleanup
+failures=0
+pids=()
+worker_pid=
+dir=$(mktemp -d /tmp/gpupool-gpu-check.XXXXXX)
+
+say() { printf 'gpu-check: [%3ds] %s\n' "$((SECONDS - t0))" "$*" >&2; }
+report() { # report N PASS|FAIL|SKIP TEXT
+    echo "check $1: $2: $3"
+    if [ "$2" = FAIL ]; then
+        failures=$((failures + 1))
+    fi
+}
+eventually() { # eventually SECONDS COMMAND...: retries every 0.2 s until it succeeds, the time is up or the deadline
+    local end=$((SECONDS + $1))
+    [ "$end" -le "$deadline" ] || end=$deadline
+    shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.2
+    done
+}
+stop_pid() { # stop_pid PID: SIGTERM, twice (a draining worker stops its jobs on the second), then SIGKILL
+    local pid=$1 i
+    kill -TERM "$pid" 2> /dev/null || return 0
+    for i in $(seq 1 100); do
+        kill -0 "$pid" 2> /dev/null || break
+        [ "$i" = 50 ] && kill -TERM "$pid" 2> /dev/null
+        sleep 0.2
+    done
+    kill -KILL "$pid" 2> /dev/null
+    wait "$pid" 2> /dev/null
+}
+cleanup() {
+    local pid
+    for pid in "${pids[@]}"; do
+        stop_pid "$pid"
+    done
+    # Whatever a killed worker left: its jobs, and an MPS daemon on its pipe directory.
+    pkill -KILL -f "$dir/gpu_job.py" 2> /dev/null
+    if [ -d "$dir/work/mps/pipe" ] && command -v nvidia-cuda-mps-control > /dev/null; then
+        echo quit | CUDA_MPS_PIPE_DIRECTORY="$dir/work/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$dir/work/mps/log" \
+            timeout 10 nvidia-cuda-mps-control > /dev/null 2>&1
+    fi
+    if [ "$failures" -ne 0 ]; then
+        for f in worker coordinator; do
+            [ -s "$dir/$f.err" ] || continue
+            echo "---- $f (tail) ----" >&2
+            tail -n 25 "$dir/$f.err" >&2 2> /dev/null
+        done
+    fi
+    if [ "${GPUPOOL_GPU_CHECK_KEEP:-0}" = 1 ]; then
+        say "kept $dir (GPUPOOL_GPU_CHECK_KEEP)"
+    else
+        rm -rf "$dir"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+abort() { # a setup step failed: nothing can be checked
+    echo "gpu-check: FAIL: $*" >&2
+    failures=$((failures + 1))
+    exit 1
+}
+
+# ---- setup: the driver, python, a coordinator, a team, a worker ----
+command -v python3 > /dev/null || abort "python3 is not on PATH (the checks read gpupool's JSON with it)"
+command -v nvidia-smi > /dev/null || abort "nvidia-smi is not on PATH: no NVIDIA driver here"
+driver=$(timeout 20 nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)
+timeout 20 nvidia-smi --query-gpu=name,memory.total,uuid --format=csv,noheader,nounits > "$dir/smi.csv" ||
+    abort "nvidia-smi does not answer: $(head -c 300 "$dir/smi.csv")"
+say "$("$bin" version 2> /dev/null | head -n 1); driver $driver; GPU 0: $(head -n 1 "$dir/smi.csv")"
+if [ "$driver" = stand-in ] && [ "$dry" != 1 ]; then
+    abort "the nvidia-smi on PATH is tests/gpu/stand-in's: only a plumbing test (GPUPOOL_GPU_CHECK_DRY=1) may use it"
+fi
+
+"$bin" --log-level info coordinator --db "$dir/pool.db" --listen 127.0.0.1:0 --port-file "$dir/port" --tick-ms 100 \
+    --lease 2m --credits record --admin-token-file "$dir/admin.token" > "$dir/coordinator.out" 2> "$dir/coordinator.err" < /dev/null &
+pids+=($!)
+eventually 20 test -s "$dir/port" || abort "the coordinator did not start: $(tail -n 3 "$dir/coordinator.err")"
+eventually 10 test -s "$dir/admin.token" || abort "the coordinator wrote no admin token"
+url="http://127.0.0.1:$(cat "$dir/port")"
+export GPUPOOL_BIN="$bin" GPUPOOL_URL="$url" GPUPOOL_ADMIN_TOKEN_FILE="$dir/admin.token" GPUPOOL_MEMBER_TOKEN_FILE="$dir/member.token"
+as_admin() { "$bin" --url "$url" --token-file "$dir/admin.token" "$@"; }
+as_member() { "$bin" --url "$url" --token-file "$dir/member.token" "$@"; }
+judge() { python3 "$here/judge.py" "$@"; }
+{
+    as_admin admin team create researchers && as_admin admin team create owners &&
+        as_admin admin grant researchers 100000 &&
+        (umask 077 && as_admin admin token create --team researchers > "$dir/member.token") &&
+        (umask 077 && as_admin admin enroll owners > "$dir/enroll.token")
+} > /dev/null 2>> "$dir/setup.err" || abort "setting up the pool: $(tail -n 3 "$dir/setup.err")"
+
+# start_worker [FLAG...]: a worker on the work dir; returns once it shares (its id is kept in the work
+# dir), or 1 when it did not join within 30 s.
+start_worker() {
+    local shared
+    shared=$(grep -c "sharing with" "$dir/worker.err" 2> /dev/null)
+    "$bin" --log-level info --url "$url" --token-file "$dir/enroll.token" worker --share --runtime process \
+        --unsafe-process-runtime --work-dir "$dir/work" --heartbeat-ms 1000 --poll-wait-ms 1000 --drain-grace 5s \
+        "$@" >> "$dir/worker.out" 2>> "$dir/worker.err" < /dev/null &
+    worker_pid=$!
+    pids+=("$worker_pid")
+    more_shared() { [ "$(grep -c "sharing with" "$dir/worker.err" 2> /dev/null)" -gt "${shared:-0}" ]; }
+    eventually 30 more_shared
+}
+worker_trouble() { tail -n 3 "$dir/worker.err" 2> /dev/null | tr '\n' ' ' | cut -c1-400; }
+stop_worker() {
+    stop_pid "$worker_pid"
+    local keep=() pid
+    for pid in "${pids[@]}"; do
+        [ "$pid" = "$worker_pid" ] || keep+=("$pid")
+    done
+    pids=("${keep[@]}")
+}
+
+start_worker || abort "the worker did not join the pool: $(worker_trouble)"
+say "worker joined $url: $(grep -o 'sharing with.*' "$dir/worker.err" | tail -n 1 | cut -c1-200)"
+
+# ---- 1. inventory ----
+v=$(judge inventory "$dir/smi.csv")
+report 1 "${v%%: *}" "inventory vs nvidia-smi: ${v#*: }"
+
+if [ "$dry" = 1 ]; then
+    say "checks 2-5 not run: GPUPOOL_GPU_CHECK_DRY=1 is a plumbing test only (no GPU, no PyTorch used)"
+    exit $((failures > 0))
+fi
+
+# ---- the jobs' program, and only GPU 0 shared ----
+py=${GPUPOOL_GPU_CHECK_PYTHON:-$(command -v python3)}
+cp "$here/gpu_job.py" "$dir/gpu_job.py"
+torch_ok=1
+"$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' > "$dir/torch.err" 2>&1 || torch_ok=0
+config=()
+if [ "$(wc -l < "$dir/smi.csv")" -gt 1 ]; then
+    for i in $(timeout 20 nvidia-smi --query-gpu=index --format=csv,noheader | tail -n +2); do
+        printf '[[gpu]]\nindex = %s\nshare = false\n\n' "$i"
+    done > "$dir/worker.toml"
+    config=(--config "$dir/worker.toml")
+    stop_worker
+    start_worker "${config[@]}" || abort "the worker did not join again with $dir/worker.toml: $(worker_trouble)"
+    say "the worker now shares GPU 0 only"
+fi
+
+toml_str() { local s=${1//\\/\\\\}; printf '"%s"' "${s//\"/\\\"}"; }
+# recipe NAME SHARE MAX_RUNTIME EXTRA ARG...: $dir/NAME.toml, a job of SHARE of a GPU running
+# `$py gpu_job.py ARG...`; EXTRA: more [resources] keys, then more tables ([sweep]).
+recipe() {
+    local name=$1 share=$2 max_runtime=$3 extra=$4 a cmd
+    shift 4
+    cmd="$(toml_str "$py"), $(toml_str "$dir/gpu_job.py")"
+    for a in "$@"; do
+        cmd+=", $(toml_str "$a")"
+    done
+    cat > "$dir/$name.toml" << EOF
+format = 1
+name = "$name"
+image = "localhost/gpupool/ignored:latest"
+command = [$cmd]
+[retry]
+max_attempts = 1
+[resources]
+gpu = $share
+cpus = 0.25
+memory = "1GiB"
+max_runtime = "$max_runtime"
+$extra
+EOF
+}
+# submit NAME: the ids of the jobs it made, one a line; what the CLI said against it in $dir/NAME.submit.err
+submit() {
+    as_member --json submit "$dir/$1.toml" > "$dir/$1.submit.json" 2> "$dir/$1.submit.err"
+    python3 - "$dir/$1.submit.json" "$dir/$1.submit.err" << 'EOF'
+import json, sys
+try:
+    with open(sys.argv[1], encoding="utf-8") as f:
+        d = json.load(f)
+except ValueError:
+    sys.exit(1)
+if "jobs" not in d:  # {"error": {"message": ...}}
+    with open(sys.argv[2], "a", encoding="utf-8") as f:
+        f.write(d.get("error", {}).get("message", json.dumps(d)))
+    sys.exit(1)
+print("\n".join(map(str, d["jobs"])))
+EOF
+}
+submitted() { # submitted NAME: why NAME could not be submitted
+    echo "submitting $1: $(head -c 300 "$dir/$1.submit.err" 2> /dev/null | tr '\n' ' ')"
+}
+judge_until() { # judge_until SECONDS JUDGE-ARG...: asks the judge every 2 s until it says yes
+    local end=$((SECONDS + $1))
+    [ "$end" -le "$deadline" ] || end=$deadline
+    shift
+    until judge "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 2
+    done
+}
+# submit_share_jobs PREFIX: check 2's three jobs, one sweep so they are queued at once; ids in share_ids.
+submit_share_jobs() {
+    recipe "$1-share" 0.2 5m $'[sweep]\ni = [1, 2, 3]' work 30 0.8
+    mapfile -t share_ids < <(submit "$1-share")
+}
+# submit_neighbour PREFIX: check 3's neighbour, which holds half its share for 40 s; id in neighbour_id.
+submit_neighbour() {
+    recipe "$1-neighbour" 0.1 5m "" hold 40 0.5
+    neighbour_id=$(submit "$1-neighbour")
+}
+# Check 3's offender, once its neighbour runs (so they surely run at the same time); id in offender_id.
+submit_offender() {
+    offender_id=
+    judge_until 60 started "$neighbour_id" || {
+        echo "the neighbour (job $neighbour_id) did not start"
+        return 1
+    }
+    recipe "$1-offender" 0.1 5m "" hog 3 60
+    offender_id=$(submit "$1-offender") || submitted "$1-offender"
+}
+verdict() { # verdict N WHAT JUDGE-ARG...: reports the judge's verdict as check N
+    local v
+    v=$(judge "${@:3}")
+    report "$1" "${v%%: *}" "$2: ${v#*: }"
+}
+
+if [ "$torch_ok" = 0 ]; then
+    why="PyTorch with CUDA is not usable by $py: $(tail -n 1 "$dir/torch.err")"
+    for n in 2 3 4 5; do report "$n" FAIL "$why"; done
+    exit 1
+fi
+
+# ---- 2, then 3, with 4 beside them (3's jobs hold memory but do not compute) ----
+recipe idle-guard 0.05 4m 'idle_timeout = "1m"' idle 256 200
+idle_id=$(submit idle-guard) || idle_id=
+submit_share_jobs plain
+say "submitted: idle-guard ${idle_id:-(refused)}; share jobs ${share_ids[*]:-(refused)}"
+
+if [ "${#share_ids[@]}" = 3 ]; then
+    judge_until 150 ended "${share_ids[@]}" || say "check 2's jobs had not all ended in time"
+    verdict 2 "three fractional jobs at once" together "${share_ids[@]}"
+else
+    report 2 FAIL "three fractional jobs at once: $(submitted plain-share)"
+fi
+
+submit_neighbour plain
+if [ -z "$neighbour_id" ]; then
+    report 3 FAIL "a job past its GPU memory share: $(submitted plain-neighbour)"
+elif submit_offender plain > "$dir/offender.why" && [ -n "$offender_id" ]; then
+    say "submitted: offender $offender_id beside neighbour $neighbour_id"
+    judge_until 150 ended "$offender_id" "$neighbour_id" || say "check 3's jobs had not both ended in time"
+    verdict 3 "a job past its GPU memory share ($(judge enforcement))" offender "$offender_id" "$neighbour_id" watchdog
+else
+    report 3 FAIL "a job past its GPU memory share: $(cat "$dir/offender.why")"
+fi
+
+if [ -n "$idle_id" ]; then
+    judge_until 170 ended "$idle_id" || say "the idle job had not ended in time"
+    verdict 4 "idle guard" idle "$idle_id" 160
+else
+    report 4 FAIL "idle guard: the recipe was refused: $(submitted idle-guard)"
+fi
+
+# ---- 5. 2 and 3 again, at once, under MPS ----
+# mps_checks: the worker again with --mps; sets mps_verdict to PASS: ... or FAIL: ...
+mps_checks() {
+    local enforcement='' v2 v3
+    stop_worker
+    start_worker "${config[@]}" --mps && enforcement=$(judge enforcement)
+    if [ -z "$enforcement" ]; then
+        mps_verdict="FAIL: the worker did not join with --mps: $(worker_trouble)"
+        return
+    elif [ "$enforcement" != mps ]; then
+        mps_verdict="FAIL: the worker started with --mps enforces GPU 0's shares by '$enforcement'"
+        return
+    fi
+    submit_share_jobs mps
+    submit_neighbour mps
+    if [ "${#share_ids[@]}" != 3 ] || [ -z "$neighbour_id" ]; then
+        mps_verdict="FAIL: $(submitted mps-share) $(submitted mps-neighbour)"
+        return
+    fi
+    if ! submit_offender mps > "$dir/offender.why" || [ -z "$offender_id" ]; then
+        mps_verdict="FAIL: $(cat "$dir/offender.why")"
+        return
+    fi
+    say "submitted under MPS: share jobs ${share_ids[*]}, neighbour $neighbour_id, offender $offender_id"
+    judge_until 150 ended "${share_ids[@]}" "$offender_id" "$neighbour_id" || say "the MPS jobs had not all ended in time"
+    v2=$(judge together "${share_ids[@]}")
+    v3=$(judge offender "$offender_id" "$neighbour_id" mps)
+    if [ "${v2%%: *}" = PASS ] && [ "${v3%%: *}" = PASS ]; then
+        mps_verdict="PASS: enforcement mps; 2: ${v2#*: }; 3: ${v3#*: }"
+    else
+        mps_verdict="FAIL: enforcement mps; 2: $v2; 3: $v3"
+    fi
+}
+if ! command -v nvidia-cuda-mps-control > /dev/null; then
+    report 5 SKIP "MPS: nvidia-cuda-mps-control is not on PATH (the driver's MPS tools are not installed)"
+elif ! "$bin" worker --help 2> /dev/null | grep -q -- '--mps'; then
+    report 5 FAIL "MPS: this gpupool's worker has no --mps flag"
+else
+    mps_checks
+    report 5 "${mps_verdict%%: *}" "MPS: ${mps_verdict#*: }"
+fi
+
+say "done in $((SECONDS - t0)) s: $failures check(s) failed (driver $driver)"
+exit $((failures > 0))

@@ -234,8 +234,8 @@ struct Agent::Impl {
     }
 
     void start_waiting() {
-        for (auto& a : waiting.ready(now_ms(), tracked, prefetch.get())) {
-            take(std::move(a), true);
+        for (auto& r : waiting.ready(now_ms(), tracked, prefetch.get())) {
+            take(std::move(r.a), true, r.note);
         }
         refresh_active();
     }
@@ -247,7 +247,7 @@ struct Agent::Impl {
     }
 
     // ---- starting ----
-    void take(api::Assignment a, bool waited = false) {
+    void take(api::Assignment a, bool waited = false, const std::string& note = {}) {
         if (tracked.count(a.attempt) || finished.count(a.attempt)) {
             return; // re-sent until our start reaches the coordinator, or already done with here
         }
@@ -271,6 +271,9 @@ struct Agent::Impl {
             return;
         }
         Attempt t = spool.create(std::move(a), now_ms());
+        if (!note.empty()) {
+            Spool::append_note(t, "gpupool-worker: " + note + "\n");
+        }
         const ContainerSpec spec = container_spec(t);
         t.container = spec.name;
         t.gpu_limit_mib = gpu_limit_mib(spec);

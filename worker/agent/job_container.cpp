@@ -62,7 +62,13 @@ void set_gpu(ContainerSpec& c, const Attempt& t, const ContainerContext& ctx) {
             // A client of the worker's MPS daemon, capped by the driver (a whole GPU bypasses MPS).
             const bool host_paths = !ctx.runtime.isolates;
             const std::string pipe = host_paths ? ctx.mps_pipe->string() : std::string(k_mps_pipe_seen);
-            const int device = ctx.runtime.gpu_as_device_zero ? 0 : static_cast<int>(t.a.gpu_index);
+            // The daemon was started with the GPUs' UUIDs: a client names its GPU by UUID too (an index
+            // would be read relative to the daemon's list), and is then its device 0.
+            const bool by_uuid = g != ctx.gpus.end() && !g->uuid.empty();
+            if (by_uuid) {
+                c.env["CUDA_VISIBLE_DEVICES"] = g->uuid;
+            }
+            const int device = by_uuid || ctx.runtime.gpu_as_device_zero ? 0 : static_cast<int>(t.a.gpu_index);
             for (const auto& [k, v] : mps_client_env(milli, gpu_mem, device, pipe)) {
                 c.env[k] = v;
             }

@@ -40,8 +40,8 @@ void WaitingRoom::wait_for_gpu(api::Assignment a, std::int64_t now_ms) {
     }
 }
 
-std::vector<api::Assignment> WaitingRoom::ready(std::int64_t now, const Attempts& running, ModelPrefetch* prefetch) {
-    std::vector<api::Assignment> out;
+std::vector<WaitingRoom::Ready> WaitingRoom::ready(std::int64_t now, const Attempts& running, ModelPrefetch* prefetch) {
+    std::vector<Ready> out;
     for (auto it = m_waiting.begin(); it != m_waiting.end();) {
         if (it->fetching) {
             auto done = prefetch != nullptr ? prefetch->result(it->a.attempt) : std::optional<Status>(Status());
@@ -51,6 +51,8 @@ std::vector<api::Assignment> WaitingRoom::ready(std::int64_t now, const Attempts
             }
             if (!*done) {
                 spdlog::warn("attempt {}: {}; starting it anyway", it->a.attempt.value(), done->error().message);
+                it->note = done->error().message + "; the job starts without it (HF_HOME is in its team's writable "
+                                                   "cache, for its own downloads)";
             }
             it->fetching = false; // now wait for the GPU share, if need be
             it->since_ms = now;
@@ -64,7 +66,7 @@ std::vector<api::Assignment> WaitingRoom::ready(std::int64_t now, const Attempts
             spdlog::warn("attempt {}: GPU {} still looks full after {} s; starting it anyway", it->a.attempt.value(),
                          it->a.gpu_index, m_gpu_wait_max.count() / 1000);
         }
-        out.push_back(std::move(it->a));
+        out.push_back({std::move(it->a), std::move(it->note)});
         it = m_waiting.erase(it);
     }
     return out;

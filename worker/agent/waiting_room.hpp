@@ -33,8 +33,14 @@ public:
     bool holds(AttemptId id) const;
     void wait_for_models(api::Assignment a, std::int64_t now_ms);
     void wait_for_gpu(api::Assignment a, std::int64_t now_ms);
+    // An assignment that may start now, and a line for its job's log (why its weights are not all
+    // there: the job starts anyway) or "".
+    struct Ready {
+        api::Assignment a;
+        std::string note;
+    };
     // The assignments that may start now (taken out of the room).
-    std::vector<api::Assignment> ready(std::int64_t now_ms, const Attempts& running, ModelPrefetch* prefetch);
+    std::vector<Ready> ready(std::int64_t now_ms, const Attempts& running, ModelPrefetch* prefetch);
     // Drops one (the coordinator cancelled it); false when it was not here.
     bool cancel(AttemptId id, ModelPrefetch* prefetch);
     // Empties the room (to hand everything back).
@@ -51,6 +57,7 @@ private:
         api::Assignment a;
         std::int64_t since_ms = 0;
         bool fetching = false; // waiting for its model weights, not for its GPU
+        std::string note;      // what went wrong fetching them
     };
     std::chrono::milliseconds m_gpu_wait_max;
     std::vector<Waiting> m_waiting;

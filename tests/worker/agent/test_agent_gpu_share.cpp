@@ -2,9 +2,12 @@
 // a job idle on its GPU is warned in its log and stopped with the reason; with --mps the worker runs
 // its own MPS daemon (a stand-in control program that records what it is told), reports `mps`, makes
 // fractional jobs its clients and stops the daemon on exit; a runtime that cannot share the host's
-// IPC namespace is refused.
+// IPC namespace is refused; the models a recipe names are fetched from a hub on loopback before the job
+// starts (shown as the job's reason, not billed), mounted read-only, reported in the inventory, and the
+// next such job goes to that worker; a model that cannot be fetched leaves a line in the job's log.
 #include "tests/path_first.hpp"
 #include "tests/worker/agent/agent_fixture.hpp"
+#include "tests/worker/cache/fake_hub.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -161,4 +164,103 @@ TEST_CASE("agent: --mps is refused without the MPS control program or with a run
         REQUIRE_FALSE(st);
         CHECK_THAT(st.error().message, Catch::Contains("IPC namespace"));
     }
+}
+
+TEST_CASE("agent: a recipe's models are fetched before it starts, read-only to it, and draw the next job there",
+          "[agent][model-cache]") {
+    test::hub::FakeHub hub;
+    test::hub::FakeHub cdn;
+    test::hub::TestRepo repo;
+    repo.serve(hub, cdn);
+    const auto& lfs = repo.file("model.safetensors");
+    cdn.set("/lfs/" + lfs.blob(), test::hub::Reply(200, lfs.content).slowly()); // about a second
+    Pool pool;
+    test::TempDir warm_dir;
+    test::TempDir cold_dir;
+    test::FakeRuntime warm_rt;
+    test::FakeRuntime cold_rt;
+    auto warm_gpu = one_gpu();
+    auto cold_gpu = one_gpu();
+    auto warm_opt = options(pool, warm_dir.path());
+    warm_opt.name = "warm";
+    warm_opt.hub_endpoint = hub.url();
+    RunningAgent warm(warm_opt, warm_rt, warm_gpu);
+    auto spec = job_spec("eval");
+    spec.resources.gpu_milli = 1000;
+    spec.cache_models = {"acme/tiny"};
+    const auto first = pool.submit(spec);
+    // While the weights come, the job has not started: its reason says how far the download is.
+    REQUIRE(eventually([&] {
+        return pool.job(first)["reason"].get<std::string>().starts_with("fetching weights (");
+    }, 10s));
+    CHECK(warm_rt.started().empty());
+    CHECK(pool.job(first)["state"] == "assigned");
+    auto c = warm_rt.get(container_of(warm_rt));
+    REQUIRE(c);
+    CHECK(c->spec.env.at("HF_HOME") == "/cache");
+    CHECK(c->spec.env.at("HF_HUB_OFFLINE") == "1");
+    const auto models = warm_dir.path() / "cache" / "models";
+    CHECK(std::any_of(c->spec.mounts.begin(), c->spec.mounts.end(), [&](const worker::Mount& m) {
+        return m.container == "/cache" && m.host == models && m.read_only;
+    }));
+    const auto snapshot = models / "hub" / "models--acme--tiny" / "snapshots" / test::hub::k_commit;
+    CHECK(read_text(snapshot / "model.safetensors") == lfs.content);
+    // The download was not billed: the attempt started after it.
+    REQUIRE(eventually([&] { return pool.job(first)["state"] == "running"; }));
+    const auto attempt = pool.job(first)["attempt_history"][0];
+    CHECK(attempt["started_at"].get<std::int64_t>() - attempt["assigned_at"].get<std::int64_t>() >= 500);
+    warm_rt.exit(c->spec.name, 0);
+    REQUIRE(eventually([&] { return pool.job(first)["state"] == "succeeded"; }));
+
+    // The inventory says what the cache holds.
+    auto admin = pool.client(pool.admin);
+    REQUIRE(eventually([&] {
+        for (const auto& w : Pool::call(admin, "GET", "/v1/workers")["workers"]) {
+            if (w["name"] == "warm" && !w["inventory"]["cached_models"].empty()) {
+                const auto& m = w["inventory"]["cached_models"][0];
+                return m["model"] == "acme/tiny" && m["bytes"] == repo.total_bytes();
+            }
+        }
+        return false;
+    }));
+
+    // A second worker joins with an empty cache (its hub knows nothing): the next jobs go to the warm one.
+    test::hub::FakeHub empty_hub;
+    auto cold_opt = options(pool, cold_dir.path());
+    cold_opt.name = "cold";
+    cold_opt.hub_endpoint = empty_hub.url();
+    RunningAgent cold(cold_opt, cold_rt, cold_gpu);
+    REQUIRE(eventually([&] { return Pool::call(admin, "GET", "/v1/workers")["workers"].size() == 2; }));
+    for (std::size_t i = 1; i <= 3; ++i) {
+        const auto id = pool.submit(spec);
+        const auto name = container_of(warm_rt, i);
+        CHECK(cold_rt.started().empty());
+        warm_rt.exit(name, 0);
+        REQUIRE(eventually([&] { return pool.job(id)["state"] == "succeeded"; }));
+    }
+    CHECK(hub.seen(test::hub::k_api).size() == 1); // fetched once
+}
+
+TEST_CASE("agent: a model that cannot be fetched leaves a line in the job's log, and the job runs anyway",
+          "[agent][model-cache]") {
+    test::hub::FakeHub hub; // answers 404 to everything
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    auto o = options(pool, work.path());
+    o.hub_endpoint = hub.url();
+    RunningAgent ra(o, rt, probe);
+    auto spec = job_spec("eval");
+    spec.cache_models = {"acme/missing"};
+    const auto id = pool.submit(spec);
+    auto c = rt.get(container_of(rt));
+    REQUIRE(c);
+    CHECK(c->spec.env.at("HF_HOME") == "/team-cache/huggingface");
+    CHECK(c->spec.env.count("HF_HUB_OFFLINE") == 0);
+    rt.exit(c->spec.name, 0);
+    REQUIRE(eventually([&] { return pool.job(id)["state"] == "succeeded"; }));
+    const auto log = pool.logs(id);
+    CHECK_THAT(log, Catch::Contains("gpupool-worker: fetching acme/missing: "));
+    CHECK_THAT(log, Catch::Contains("the job starts without it"));
 }

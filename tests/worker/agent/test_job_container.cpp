@@ -140,22 +140,25 @@ TEST_CASE("job container: with the worker's MPS daemon a fractional job is its c
     auto c = worker::container_spec_for(t, ctx);
     CHECK(c.env.at("CUDA_MPS_PIPE_DIRECTORY") == "/run/gpupool-mps");
     CHECK(c.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "0=4096M"); // device 0 as the container sees it
+    CHECK(c.env.at("CUDA_VISIBLE_DEVICES") == "GPU-b"); // by UUID, as the daemon was given the GPUs
     CHECK(c.env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == "25");
     CHECK(c.host_ipc);
     REQUIRE(c.mounts.size() == 4);
     CHECK(c.mounts[3].host == std::filesystem::path("/spool/mps/pipe"));
     CHECK(c.mounts[3].container == "/run/gpupool-mps");
-    // A bare process reaches the daemon by the host path, and sees its GPU by its own index.
+    // A bare process reaches the daemon by the host path, and names its GPU by UUID too.
     auto bare = context(bare_process());
     bare.mps_pipe = std::filesystem::path("/spool/mps/pipe");
     c = worker::container_spec_for(t, bare);
     CHECK(c.env.at("CUDA_MPS_PIPE_DIRECTORY") == "/spool/mps/pipe");
-    CHECK(c.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "1=4096M");
+    CHECK(c.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "0=4096M");
+    CHECK(c.env.at("CUDA_VISIBLE_DEVICES") == "GPU-b");
     CHECK(c.mounts.size() == 3);
     // A whole GPU is not an MPS client.
     t.a.gpu_milli = 1000;
     c = worker::container_spec_for(t, ctx);
     CHECK(c.env.count("CUDA_MPS_PIPE_DIRECTORY") == 0);
     CHECK(c.env.count("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == 0);
+    CHECK(c.env.at("CUDA_VISIBLE_DEVICES") == "0");
     CHECK_FALSE(c.host_ipc);
 }

@@ -28,7 +28,7 @@ bool WaitingRoom::holds(AttemptId id) const {
 void WaitingRoom::wait_for_models(api::Assignment a, std::int64_t now_ms) {
     if (!holds(a.attempt)) {
         spdlog::info("attempt {}: fetching its model weights before it starts", a.attempt.value());
-        m_waiting.push_back({std::move(a), now_ms, true});
+        m_waiting.push_back({std::move(a), now_ms, true, {}});
     }
 }
 
@@ -36,7 +36,7 @@ void WaitingRoom::wait_for_gpu(api::Assignment a, std::int64_t now_ms) {
     if (!holds(a.attempt)) {
         spdlog::info("attempt {}: waiting for GPU {} to be freed by the jobs still stopping on it", a.attempt.value(),
                      a.gpu_index);
-        m_waiting.push_back({std::move(a), now_ms, false});
+        m_waiting.push_back({std::move(a), now_ms, false, {}});
     }
 }
 

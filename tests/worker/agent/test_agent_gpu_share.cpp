@@ -215,7 +215,8 @@ TEST_CASE("agent: a recipe's models are fetched before it starts, read-only to i
     // The inventory says what the cache holds.
     auto admin = pool.client(pool.admin);
     REQUIRE(eventually([&] {
-        for (const auto& w : Pool::call(admin, "GET", "/v1/workers")["workers"]) {
+        const json workers = Pool::call(admin, "GET", "/v1/workers")["workers"];
+        for (const auto& w : workers) {
             if (w["name"] == "warm" && !w["inventory"]["cached_models"].empty()) {
                 const auto& m = w["inventory"]["cached_models"][0];
                 return m["model"] == "acme/tiny" && m["bytes"] == repo.total_bytes();

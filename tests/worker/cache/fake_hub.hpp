@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -200,7 +201,7 @@ private:
         for (std::size_t at = 0; !ec && at < body.size(); at += k_piece) {
             asio::write(s, asio::buffer(body.data() + at, std::min(k_piece, body.size() - at)), ec);
             if (r.trickle) {
-                std::this_thread::sleep_for(20ms);
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
             }
         }
         return !ec && !m_stopping;

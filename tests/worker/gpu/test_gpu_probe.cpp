@@ -114,3 +114,41 @@ TEST_CASE("the real probe runs nvidia-smi's CSV queries, and one that hangs is c
     REQUIRE(verdict.size() == 1);
     CHECK_THAT(verdict[0].reason, Catch::Contains("does not answer"));
 }
+
+TEST_CASE("the real probe reads utilisation and pmon, says watchdog or none, and copes without pmon", "[idle]") {
+    gpupool::test::TempDir dir;
+    // A stand-in nvidia-smi: one L4 with a job computing on it; `no-pmon` makes pmon fail (some GPUs do
+    // not support it), `no-apps` makes the per-process memory query fail (a driver that cannot say).
+    const std::string no_pmon = (dir.path() / "no-pmon").string();
+    const std::string no_apps = (dir.path() / "no-apps").string();
+    const auto script = dir.write(
+        "nvidia-smi", "#!/bin/sh\n"
+                      "case \"$*\" in\n"
+                      "  *query-gpu=index*) echo '0, GPU-aaaa, NVIDIA L4, 23034' ;;\n"
+                      "  *utilization.gpu*) echo 'GPU-aaaa, 62, 9' ;;\n"
+                      "  *query-compute-apps*) [ -f '" + no_apps + "' ] && exit 3; echo '4242, GPU-aaaa, 5000' ;;\n"
+                      "  pmon*) [ -f '" + no_pmon + "' ] && { echo 'not supported' >&2; exit 3; }\n"
+                      "     echo '# gpu        pid  type    sm   mem   enc   dec   command'\n"
+                      "     echo '# Idx          #   C/G     %     %     %     %   name'\n"
+                      "     echo '    0       4242     C    62     9     -     -   python3' ;;\n"
+                      "  *) exit 6 ;;\n"
+                      "esac\n");
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    PathFirst path(dir.path());
+    NvidiaSmiProbe probe(std::chrono::milliseconds(2000));
+    CHECK(probe.memory_enforcement() == MemoryEnforcement::watchdog);
+    auto a = probe.activity();
+    REQUIRE(a);
+    CHECK(a->gpus == std::vector<GpuUtilisation>{{"GPU-aaaa", 62, 9}});
+    REQUIRE(a->processes);
+    CHECK(*a->processes == std::vector<ProcessActivity>{{4242, 0, 62, 9}});
+
+    gpupool::test::write_file(no_pmon, "");
+    a = probe.activity();
+    REQUIRE(a);
+    CHECK(a->gpus.size() == 1);
+    CHECK_FALSE(a->processes); // the whole GPU decides then
+
+    gpupool::test::write_file(no_apps, "");
+    CHECK(probe.memory_enforcement() == MemoryEnforcement::none); // never silent: the inventory says so
+}

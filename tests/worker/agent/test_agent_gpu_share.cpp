@@ -118,11 +118,13 @@ TEST_CASE("agent: --mps runs the worker's own MPS daemon, makes fractional jobs 
         whole.resources.gpu_milli = 1000;
         rt.exit(c->spec.name, 0);
         REQUIRE(eventually([&] { return pool.job(id)["state"] == "succeeded"; }));
-        pool.submit(whole);
+        const auto whole_id = pool.submit(whole);
         auto w = rt.get(container_of(rt, 1));
         REQUIRE(w);
         CHECK_FALSE(w->spec.host_ipc); // a whole GPU bypasses MPS
         CHECK(w->spec.env.count("CUDA_MPS_PIPE_DIRECTORY") == 0);
+        rt.exit(w->spec.name, 0);
+        REQUIRE(eventually([&] { return pool.job(whole_id)["state"] == "succeeded"; }));
         ra.drain_and_join();
     }
     CHECK_THAT(read_text(log), Catch::Contains("cmd quit"));

@@ -132,7 +132,7 @@ TEST_CASE("job container: the model cache is read-only at /cache, and HF_HOME is
     CHECK(c.env.at("GPUPOOL_MODEL_CACHE") == "/cache-root/models");
 }
 
-TEST_CASE("job container: with the worker's MPS daemon a fractional job is its client; a whole GPU bypasses it",
+TEST_CASE("job container: with the worker's MPS daemon a fractional job is its client, a whole GPU bypasses it",
           "[job_container][mps]") {
     auto t = gpu_attempt("/spool/12"); // a quarter of GPU 1 (16384 MiB)
     auto ctx = context({});

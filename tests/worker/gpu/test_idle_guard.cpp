@@ -129,7 +129,7 @@ TEST_CASE("nvidia-smi utilisation and pmon answers are parsed, and garbage is an
     CHECK_FALSE(parse_pmon("# gpu pid type sm mem\n 0 abc C 5 1\n").has_value()); // not a pid
 }
 
-TEST_CASE("gpu watch: idle looks once per period; an idle job is warned, then stopped with the reason",
+TEST_CASE("gpu watch: idle looks once per period, an idle job is warned, then stopped with the reason",
           "[idle][gpu_watch]") {
     coordinator::ManualClock clock;
     StaticGpuProbe probe({{0, "GPU-a", "NVIDIA L4", "L4", 24576}});

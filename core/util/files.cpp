@@ -32,6 +32,8 @@ int make_unique_file(const fs::path& dir, std::string_view prefix, std::string_v
     return fd;
 }
 
+} // namespace
+
 bool write_all(int fd, std::string_view bytes) {
     while (!bytes.empty()) {
         const ssize_t n = ::write(fd, bytes.data(), bytes.size());
@@ -46,17 +48,34 @@ bool write_all(int fd, std::string_view bytes) {
     return true;
 }
 
-} // namespace
+std::string read_all(int fd) {
+    std::string out;
+    char buf[8192];
+    off_t offset = 0;
+    while (true) {
+        const ssize_t n = ::pread(fd, buf, sizeof buf, offset);
+        if (n <= 0) {
+            break;
+        }
+        out.append(buf, static_cast<std::size_t>(n));
+        offset += n;
+    }
+    return out;
+}
 
 Status write_private_file(const fs::path& path, std::string_view bytes) {
+    return write_file_atomically(path, bytes, 0600);
+}
+
+Status write_file_atomically(const fs::path& path, std::string_view bytes, unsigned mode) {
     const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
     fs::path tmp;
     const int fd = make_unique_file(dir, "." + path.filename().string() + ".", ".tmp", tmp);
     if (fd < 0) {
         return io_error("cannot create a temporary file beside", path, errno);
     }
-    // mkstemp makes it 0600 already; fchmod says so whatever the C library does.
-    bool ok = ::fchmod(fd, 0600) == 0 && write_all(fd, bytes) && ::fsync(fd) == 0;
+    // mkstemp makes it 0600; fchmod gives it its mode before any byte is in it.
+    bool ok = ::fchmod(fd, static_cast<mode_t>(mode)) == 0 && write_all(fd, bytes) && ::fsync(fd) == 0;
     const int err = errno;
     ok = (::close(fd) == 0) && ok;
     if (!ok) {

@@ -20,6 +20,14 @@
 namespace gpupool::util {
 
 Status write_private_file(const std::filesystem::path& path, std::string_view bytes);
+// The same with another mode from the first byte (0644: a file other users must read, such as the
+// model cache's files that jobs load).
+Status write_file_atomically(const std::filesystem::path& path, std::string_view bytes, unsigned mode);
+
+// All of `bytes` to `fd` (retrying short writes and EINTR); false on an error (errno says which).
+bool write_all(int fd, std::string_view bytes);
+// Everything in the file behind `fd`, from offset 0 (pread: the descriptor's offset is not moved).
+std::string read_all(int fd);
 
 // Creates `path` empty with mode 0600 when it does not exist (so that a program that opens it
 // later, like SQLite, does not create it with the umask's mode); an existing file is left as it is

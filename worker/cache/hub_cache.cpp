@@ -94,19 +94,6 @@ std::int64_t blob_bytes(const fs::path& dir) {
     return sum;
 }
 
-bool write_all(int fd, std::string_view bytes) {
-    while (!bytes.empty()) {
-        const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return false;
-        }
-        bytes.remove_prefix(static_cast<std::size_t>(n));
-    }
-    return true;
-}
 
 // Removes whatever is at `p` without following it (a symlink goes, not what it points to).
 Status remove_in_the_way(const fs::path& p) {
@@ -264,27 +251,7 @@ Status link_snapshot(const fs::path& model_dir, std::string_view commit, const s
 }
 
 Status write_public_file(const fs::path& path, std::string_view bytes) {
-    std::string name = (path.parent_path() / ("." + path.filename().string() + ".XXXXXX.tmp")).string();
-    std::vector<char> buf(name.begin(), name.end());
-    buf.push_back('\0');
-    const int fd = ::mkstemps(buf.data(), 4);
-    if (fd < 0) {
-        return io_error("cannot create a temporary file beside", path, std::strerror(errno));
-    }
-    const fs::path tmp(buf.data());
-    bool ok = ::fchmod(fd, 0644) == 0 && write_all(fd, bytes) && ::fsync(fd) == 0;
-    const int err = errno;
-    ok = ::close(fd) == 0 && ok;
-    if (!ok) {
-        ::unlink(tmp.c_str());
-        return io_error("cannot write", tmp, std::strerror(err));
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int rename_err = errno;
-        ::unlink(tmp.c_str());
-        return io_error("cannot replace", path, std::strerror(rename_err));
-    }
-    return {};
+    return util::write_file_atomically(path, bytes, 0644);
 }
 
 Status write_ref(const fs::path& model_dir, std::string_view revision, std::string_view commit) {

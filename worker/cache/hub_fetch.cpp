@@ -1,5 +1,7 @@
 #include "worker/cache/hub_fetch.hpp"
 
+#include "core/util/files.hpp"
+
 #include "core/util/sha256.hpp"
 #include "core/util/strings.hpp"
 
@@ -356,20 +358,6 @@ struct BlobSink {
     Progress* progress = nullptr;
 };
 
-bool write_all(int fd, const char* data, std::size_t n) {
-    while (n > 0) {
-        const ssize_t w = ::write(fd, data, n);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return false;
-        }
-        data += w;
-        n -= static_cast<std::size_t>(w);
-    }
-    return true;
-}
 
 // The first bytes of a 200 or 206: a 200 starts the file again, a 206 must continue where it ends.
 bool start_body(BlobSink& s, long status) {
@@ -410,7 +398,7 @@ size_t take_blob(char* data, size_t size, size_t count, void* user) {
         s->too_long = true;
         return 0;
     }
-    if (!write_all(s->fd, data, n)) {
+    if (!util::write_all(s->fd, std::string_view(data, n))) {
         s->write_errno = errno;
         return 0;
     }

@@ -1,5 +1,7 @@
 #include "worker/runtime/bounded_run.hpp"
 
+#include "core/util/files.hpp"
+
 #include "worker/runtime/child_io.hpp"
 
 #include <boost/process.hpp>
@@ -30,35 +32,11 @@ Result<UniqueFd> memory_file(const char* name) {
     return fd;
 }
 
-bool write_all(int fd, const std::string& bytes) {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-        ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return false;
-        }
-        done += static_cast<std::size_t>(n);
-    }
-    return ::lseek(fd, 0, SEEK_SET) == 0;
+// The tool's stdin, whole, then back to its start.
+bool write_input(int fd, const std::string& bytes) {
+    return util::write_all(fd, bytes) && ::lseek(fd, 0, SEEK_SET) == 0;
 }
 
-std::string read_all(int fd) {
-    std::string out;
-    char buf[8192];
-    off_t offset = 0;
-    while (true) {
-        ssize_t n = ::pread(fd, buf, sizeof buf, offset);
-        if (n <= 0) {
-            break;
-        }
-        out.append(buf, static_cast<std::size_t>(n));
-        offset += n;
-    }
-    return out;
-}
 
 // SIGKILLs the tool's group and reaps the tool, waiting for that at most k_reap_wait: a process stuck
 // in the driver (uninterruptible) dies only when it leaves it, and the worker must not wait on it.
@@ -85,7 +63,7 @@ Result<BoundedRun> run_bounded(const std::filesystem::path& program, const std::
     if (!in || !out || !err) {
         return make_error(ErrorCode::io, "cannot run " + program.string() + ": memfd_create failed");
     }
-    if (!write_all(in->get(), options.input)) {
+    if (!write_input(in->get(), options.input)) {
         return make_error(ErrorCode::io, "cannot run " + program.string() + ": writing its input failed");
     }
     const int in_fd = in->get();
@@ -137,8 +115,8 @@ Result<BoundedRun> run_bounded(const std::filesystem::path& program, const std::
     } catch (const std::exception& e) {
         return make_error(ErrorCode::io, "cannot run " + program.string() + ": " + e.what());
     }
-    run.out = read_all(out_fd);
-    run.err = read_all(err_fd);
+    run.out = util::read_all(out_fd);
+    run.err = util::read_all(err_fd);
     return run;
 }
 

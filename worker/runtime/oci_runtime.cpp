@@ -1,5 +1,7 @@
 #include "worker/runtime/oci_runtime.hpp"
 
+#include "core/util/files.hpp"
+
 #include "worker/runtime/child_io.hpp"
 
 #include <boost/process.hpp>
@@ -71,20 +73,6 @@ bool says_no_such_container(const std::string& err) {
     return e.find("no such container") != std::string::npos || e.find("no container with") != std::string::npos;
 }
 
-std::string read_all(int fd) {
-    std::string out;
-    char buf[8192];
-    off_t offset = 0;
-    while (true) {
-        ssize_t n = ::pread(fd, buf, sizeof buf, offset);
-        if (n <= 0) {
-            break;
-        }
-        out.append(buf, static_cast<std::size_t>(n));
-        offset += n;
-    }
-    return out;
-}
 
 // Kills (SIGKILL) and reaps a helper child if it still runs.
 void stop_child(std::optional<bp::child>& child) {
@@ -270,8 +258,8 @@ Result<OciRuntime::ToolOutput> OciRuntime::run_tool(const std::vector<std::strin
     } catch (const std::exception& e) {
         return make_error(ErrorCode::io, "cannot run " + m_program + ": " + e.what());
     }
-    result.out = read_all(out);
-    result.err = read_all(err);
+    result.out = util::read_all(out);
+    result.err = util::read_all(err);
     return result;
 }
 

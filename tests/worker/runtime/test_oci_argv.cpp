@@ -100,6 +100,18 @@ TEST_CASE("oci run argv: the one GPU, the podman (CDI) and the docker way", "[ru
     CHECK_FALSE(has(build_run_argv(OciTool::podman, cpu_only), "--device"));
 }
 
+TEST_CASE("oci run argv: an MPS client shares the host's IPC namespace, others never do", "[runtime][mps]") {
+    for (auto tool : {OciTool::podman, OciTool::docker}) {
+        auto s = sample_spec();
+        CHECK_FALSE(has(build_run_argv(tool, s), "--ipc=host"));
+        s.host_ipc = true;
+        auto argv = build_run_argv(tool, s);
+        const auto ipc = std::find(argv.begin(), argv.end(), "--ipc=host");
+        REQUIRE(ipc != argv.end());
+        CHECK(ipc < std::find(argv.begin(), argv.end(), "--")); // an engine option, before the image
+    }
+}
+
 TEST_CASE("oci run argv: unset limits are left out and extra run flags come before `--` and the image", "[runtime]") {
     ContainerSpec s = sample_spec();
     s.memory_mib = 0;

@@ -111,6 +111,20 @@ Status standby_options(const CoordinatorCmdOptions& o, coordinator::ServiceOptio
     return {};
 }
 
+// A duration flag where "0" means none: its seconds, or the parse error naming `flag`.
+Result<std::int64_t> duration_or_zero_s(const std::string& text, const char* flag) {
+    if (text == "0") {
+        return std::int64_t{0};
+    }
+    auto parsed = resources::parse_duration_s(text);
+    if (!parsed) {
+        Error e = parsed.error();
+        e.field = flag;
+        return e;
+    }
+    return *parsed;
+}
+
 // The service's options from the command line's (every error here is a usage error).
 Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions& o) {
     auto listen = parse_listen(o.listen);
@@ -132,28 +146,16 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     if (o.tls_cert.empty() != o.tls_key.empty()) {
         return make_error(ErrorCode::invalid_input, "--tls-cert and --tls-key go together", "--tls-cert");
     }
-    std::int64_t settle_s = 0;
-    if (o.settle != "0") {
-        auto parsed = resources::parse_duration_s(o.settle);
-        if (!parsed) {
-            Error e = parsed.error();
-            e.field = "--settle";
-            return e;
-        }
-        settle_s = *parsed;
+    auto settle_s = duration_or_zero_s(o.settle, "--settle");
+    if (!settle_s) {
+        return settle_s.error();
     }
-    std::int64_t idle_s = 0;
-    if (o.idle_timeout != "0") {
-        auto parsed = resources::parse_duration_s(o.idle_timeout);
-        if (!parsed) {
-            Error e = parsed.error();
-            e.field = "--idle-timeout";
-            return e;
-        }
-        idle_s = *parsed;
+    auto idle_s = duration_or_zero_s(o.idle_timeout, "--idle-timeout");
+    if (!idle_s) {
+        return idle_s.error();
     }
     coordinator::ServiceOptions so;
-    so.coordinator.idle_timeout_s = idle_s;
+    so.coordinator.idle_timeout_s = *idle_s;
     so.coordinator.whole_gpu_only_unenforced = o.whole_gpu_only_unenforced;
     so.http.host = listen->first;
     so.http.port = listen->second;
@@ -169,7 +171,7 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     so.tick = std::chrono::milliseconds(o.tick_ms);
     so.coordinator.sample_every_ms = o.sample_ms;
     so.coordinator.credits.enforce = o.credits == "enforce";
-    so.coordinator.credits.settle_ms = settle_s * 1000;
+    so.coordinator.credits.settle_ms = *settle_s * 1000;
     so.coordinator.max_log_bytes = o.max_log_mib * 1024 * 1024;
     so.coordinator.max_log_limit_bytes = o.max_log_limit_mib * 1024 * 1024;
     so.http.max_connections_per_client = o.max_connections_per_client;

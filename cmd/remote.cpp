@@ -120,24 +120,56 @@ json jobs_json(const std::vector<wire::JobView>& jobs) {
     return out;
 }
 
+namespace {
+
+// One look at the jobs: their states, and whether they have all ended. The coordinator answers when
+// they have (or after `k_wait_slice`, for the progress line); one that predates POST /v1/jobs/wait is
+// asked job by job every 500 ms instead.
+constexpr std::chrono::milliseconds k_wait_slice{2'000};
+
+Result<wire::JobWaitReply> look_at_jobs(client::JobsClient& pool, const std::vector<JobId>& ids, bool& server_waits) {
+    if (server_waits) {
+        auto w = pool.wait(ids, k_wait_slice);
+        const bool older = !w && (w.error().code == ErrorCode::not_implemented ||
+                                  (w.error().code == ErrorCode::not_found && w.error().field.empty()));
+        if (!older) {
+            return w;
+        }
+        server_waits = false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    wire::JobWaitReply reply;
+    reply.done = true;
+    for (JobId id : ids) {
+        auto j = pool.job(id);
+        if (!j) {
+            return j.error();
+        }
+        reply.done = reply.done && is_terminal_state(j->state);
+        reply.jobs.push_back({id, j->state, j->exit_code});
+    }
+    return reply;
+}
+
+} // namespace
+
 std::optional<std::vector<wire::JobView>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,
                                                        const std::vector<JobId>& ids) {
     client::JobsClient pool(api);
     std::string last_line;
-    while (true) {
-        std::vector<wire::JobView> jobs;
-        std::map<std::string, int> counts;
-        for (JobId id : ids) {
-            auto j = pool.job(id);
-            if (!j) {
-                report_error(global, j.error());
-                return std::nullopt;
-            }
-            counts[j->state]++;
-            jobs.push_back(std::move(*j));
+    bool server_waits = true;
+    for (bool done = false; !done;) {
+        auto look = look_at_jobs(pool, ids, server_waits);
+        if (!look) {
+            report_error(global, look.error());
+            return std::nullopt;
         }
-        bool done = std::all_of(jobs.begin(), jobs.end(), [](const wire::JobView& j) { return is_terminal_state(j.state); });
+        done = look->done;
         if (!global.json) {
+            std::map<std::string, int> counts;
+            for (const auto& j : look->jobs) {
+                counts[j.state]++;
+            }
             std::string line;
             for (const auto& [state, n] : counts) {
                 line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + printable(state);
@@ -147,11 +179,17 @@ std::optional<std::vector<wire::JobView>> wait_for_jobs(const GlobalOptions& glo
                 last_line = line;
             }
         }
-        if (done) {
-            return jobs;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
+    std::vector<wire::JobView> jobs;
+    for (JobId id : ids) {
+        auto j = pool.job(id);
+        if (!j) {
+            report_error(global, j.error());
+            return std::nullopt;
+        }
+        jobs.push_back(std::move(*j));
+    }
+    return jobs;
 }
 
 namespace {

@@ -193,6 +193,42 @@ Result<JobList> job_list_from_json(const json& j) {
     return done(r, std::move(list));
 }
 
+json to_json(const JobWaitRequest& w) { return {{"jobs", ids_json(w.jobs)}, {"wait_ms", w.wait_ms}}; }
+
+json to_json(const JobWaitReply& w) {
+    json jobs = json::array();
+    for (const auto& p : w.jobs) {
+        jobs.push_back({{"id", p.id.value()}, {"state", p.state}, {"exit_code", or_null(p.exit_code)}});
+    }
+    return {{"jobs", std::move(jobs)}, {"done", w.done}};
+}
+
+Result<JobWaitRequest> job_wait_request_from_json(const json& j) {
+    FieldReader r(j, "");
+    r.object();
+    JobWaitRequest w;
+    w.jobs = read_ids<JobId>(r, "jobs", true);
+    w.wait_ms = r.integer("wait_ms", 0, hi, 0);
+    return done(r, std::move(w));
+}
+
+Result<JobWaitReply> job_wait_reply_from_json(const json& j) {
+    FieldReader r(j, "");
+    r.object();
+    JobWaitReply w;
+    w.done = r.boolean("done", std::nullopt);
+    r.elements("jobs", false, [&](const json& e, const std::string& at) {
+        FieldReader er(e, at);
+        er.object();
+        JobProgress p;
+        p.id = JobId(er.integer("id", 1, hi));
+        p.state = er.text("state", k_max_text_bytes);
+        p.exit_code = er.optional_integer("exit_code", lo, hi);
+        er.error() ? r.fail(er.error()->message, er.error()->field) : w.jobs.push_back(std::move(p));
+    });
+    return done(r, std::move(w));
+}
+
 json to_json(const LogSlice& s) {
     return {{"attempt", s.attempt.value()},
             {"offset", s.offset},

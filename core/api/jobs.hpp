@@ -110,6 +110,30 @@ struct SweepCancelled {
     bool operator==(const SweepCancelled&) const = default;
 };
 
+// `POST /v1/jobs/wait` {"jobs": [ids], "wait_ms": N}: answered once every job named has ended, or
+// when the wait is over (at most the coordinator's longest poll), with each job's state.
+struct JobWaitRequest {
+    std::vector<JobId> jobs{};
+    std::int64_t wait_ms = 0;
+    bool operator==(const JobWaitRequest&) const = default;
+};
+struct JobProgress {
+    JobId id{};
+    std::string state{};
+    std::optional<std::int64_t> exit_code{};
+    bool operator==(const JobProgress&) const = default;
+};
+struct JobWaitReply {
+    std::vector<JobProgress> jobs{};
+    bool done = false; // every job named has ended
+    bool operator==(const JobWaitReply&) const = default;
+};
+
+nlohmann::json to_json(const JobWaitRequest& w);
+nlohmann::json to_json(const JobWaitReply& w);
+Result<JobWaitRequest> job_wait_request_from_json(const nlohmann::json& j);
+Result<JobWaitReply> job_wait_reply_from_json(const nlohmann::json& j);
+
 nlohmann::json to_json(const AttemptView& a);
 nlohmann::json to_json(const JobView& j);
 nlohmann::json to_json(const JobSummary& j);

@@ -2,6 +2,11 @@
 
 #include "core/api/field_reader.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <limits>
+
 namespace gpupool::api {
 
 using nlohmann::json;
@@ -10,6 +15,34 @@ namespace {
 
 Error not_an_object(const json& j) {
     return make_error(ErrorCode::invalid_input, std::string("expected an object, got ") + j.type_name(), "body");
+}
+
+// The ErrorCode a batch answer names (to_string's inverse); nullopt for a name this build does not know.
+std::optional<ErrorCode> error_code_named(const std::string& name) {
+    for (auto code : {ErrorCode::invalid_input, ErrorCode::not_found, ErrorCode::io, ErrorCode::unauthorized,
+                      ErrorCode::forbidden, ErrorCode::conflict, ErrorCode::unavailable, ErrorCode::not_implemented,
+                      ErrorCode::internal}) {
+        if (name == to_string(code)) {
+            return code;
+        }
+    }
+    return std::nullopt;
+}
+
+// One completion of a batch, read at `path` (`completions[2]`).
+Completion completion_at(FieldReader& r) {
+    Completion c;
+    c.exit_code = r.optional_integer("exit_code", std::numeric_limits<std::int64_t>::min(), k_max_integer);
+    c.reason = r.text("reason", k_max_text_bytes, std::string());
+    const std::string outcome = r.text("outcome", k_max_text_bytes, std::string("exited"));
+    if (!r.error()) {
+        if (auto parsed = outcome_from_string(outcome)) {
+            c.outcome = *parsed;
+        } else {
+            r.fail("expected exited, worker_fault or owner_preempted, got `" + outcome + "`", r.name("outcome"));
+        }
+    }
+    return c;
 }
 
 } // namespace
@@ -71,19 +104,10 @@ Result<Completion> completion_from_json(const json& j) {
         return not_an_object(j);
     }
     FieldReader r(j, "");
-    Completion c;
-    c.exit_code = r.optional_integer("exit_code", std::numeric_limits<std::int64_t>::min(), k_max_integer);
-    c.reason = r.text("reason", k_max_text_bytes, std::string());
-    const std::string outcome = r.text("outcome", k_max_text_bytes, std::string("exited"));
+    Completion c = completion_at(r);
     if (r.error()) {
         return *r.error();
     }
-    auto parsed = outcome_from_string(outcome);
-    if (!parsed) {
-        return make_error(ErrorCode::invalid_input,
-                          "expected exited, worker_fault or owner_preempted, got `" + outcome + "`", r.name("outcome"));
-    }
-    c.outcome = *parsed;
     return c;
 }
 
@@ -93,6 +117,91 @@ json to_json(const Completion& c) {
         j["exit_code"] = *c.exit_code;
     }
     return j;
+}
+
+Result<std::vector<AttemptEnd>> attempt_ends_from_json(const json& j) {
+    if (!j.is_object()) {
+        return not_an_object(j);
+    }
+    FieldReader r(j, "");
+    std::vector<AttemptEnd> out;
+    r.elements("completions", true, [&](const json& e, const std::string& path) {
+        if (out.size() == k_max_batch_completions) {
+            r.fail("at most " + std::to_string(k_max_batch_completions) + " completions per request", path);
+            return;
+        }
+        FieldReader er(e, path);
+        er.object();
+        AttemptEnd end;
+        end.attempt = AttemptId(er.integer("attempt", 1, k_max_integer));
+        end.completion = completion_at(er);
+        if (!er.error() && std::any_of(out.begin(), out.end(), [&](const AttemptEnd& o) { return o.attempt == end.attempt; })) {
+            er.fail("attempt " + std::to_string(end.attempt.value()) + " is named twice", er.name("attempt"));
+        }
+        if (er.error()) {
+            r.fail(er.error()->message, er.error()->field);
+            return;
+        }
+        out.push_back(std::move(end));
+    });
+    if (r.error()) {
+        return *r.error();
+    }
+    return out;
+}
+
+json to_json(const std::vector<AttemptEnd>& ends) {
+    json arr = json::array();
+    for (const auto& e : ends) {
+        json item = to_json(e.completion);
+        item["attempt"] = e.attempt.value();
+        arr.push_back(std::move(item));
+    }
+    return {{"completions", std::move(arr)}};
+}
+
+Result<std::vector<EndAnswer>> end_answers_from_json(const json& j) {
+    if (!j.is_object()) {
+        return not_an_object(j);
+    }
+    FieldReader r(j, "");
+    std::vector<EndAnswer> out;
+    r.elements("results", true, [&](const json& e, const std::string& path) {
+        FieldReader er(e, path);
+        er.object();
+        EndAnswer a;
+        a.attempt = AttemptId(er.integer("attempt", 1, k_max_integer));
+        if (auto code = er.optional_text("error", k_max_text_bytes)) {
+            Error err;
+            err.code = error_code_named(*code).value_or(ErrorCode::internal);
+            err.message = er.text("message", k_max_text_bytes, std::string());
+            err.field = er.text("field", k_max_text_bytes, std::string());
+            a.error = std::move(err);
+        }
+        if (er.error()) {
+            r.fail(er.error()->message, er.error()->field);
+            return;
+        }
+        out.push_back(std::move(a));
+    });
+    if (r.error()) {
+        return *r.error();
+    }
+    return out;
+}
+
+json to_json(const std::vector<EndAnswer>& answers) {
+    json arr = json::array();
+    for (const auto& a : answers) {
+        json item{{"attempt", a.attempt.value()}};
+        if (a.error) {
+            item["error"] = to_string(a.error->code);
+            item["message"] = a.error->message;
+            item["field"] = a.error->field;
+        }
+        arr.push_back(std::move(item));
+    }
+    return {{"results", std::move(arr)}};
 }
 
 } // namespace gpupool::api

@@ -46,4 +46,25 @@ nlohmann::json to_json(const RegistrationReply& r);
 Result<Completion> completion_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const Completion& c);
 
+// Several attempts' ends in one request (POST /v1/attempts/complete, body {"completions": [...]}),
+// each a Completion with its `attempt`: a worker whose jobs end together reports them at once and
+// the coordinator commits them in one transaction. At most k_max_batch_completions; an attempt
+// named twice is refused (`completions[i].attempt`).
+inline constexpr std::size_t k_max_batch_completions = 256;
+struct AttemptEnd {
+    AttemptId attempt{};
+    Completion completion{};
+};
+Result<std::vector<AttemptEnd>> attempt_ends_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const std::vector<AttemptEnd>& ends);
+
+// The answer, one per attempt in the request's order: taken (no error), or why not, as the single
+// route would have answered it (`status` is that HTTP status; 409 = no longer current).
+struct EndAnswer {
+    AttemptId attempt{};
+    std::optional<Error> error{};
+};
+Result<std::vector<EndAnswer>> end_answers_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const std::vector<EndAnswer>& answers);
+
 } // namespace gpupool::api

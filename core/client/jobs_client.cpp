@@ -40,6 +40,11 @@ Result<api::JobView> JobsClient::job(JobId id) {
     return read_answer(m_api.get(path), "GET " + path, api::job_view_from_json);
 }
 
+Result<api::JobWaitReply> JobsClient::wait(const std::vector<JobId>& ids, std::chrono::milliseconds wait) {
+    return read_answer(m_api.post("/v1/jobs/wait", api::to_json(api::JobWaitRequest{ids, wait.count()})),
+                       "POST /v1/jobs/wait", api::job_wait_reply_from_json);
+}
+
 Result<api::JobList> JobsClient::jobs(const JobsQuery& q) {
     net::QueryParams params;
     if (!q.state.empty()) {

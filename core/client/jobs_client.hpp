@@ -13,6 +13,7 @@
 #include "core/util/ids.hpp"
 #include "core/util/result.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,6 +36,8 @@ public:
 
     Result<api::SubmitReply> submit(const api::SubmitRequest& request);
     Result<api::JobView> job(JobId id);
+    // Each job's state once they have all ended, or when `wait` is over (POST /v1/jobs/wait).
+    Result<api::JobWaitReply> wait(const std::vector<JobId>& ids, std::chrono::milliseconds wait);
     Result<api::JobList> jobs(const JobsQuery& query = {});
     Result<api::JobCancelled> cancel_job(JobId id);
     Result<api::SweepCancelled> cancel_sweep(SweepId sweep);

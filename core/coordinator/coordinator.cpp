@@ -115,7 +115,33 @@ Status Coordinator::commit(Changes& changes) {
     return {};
 }
 
+// Whether `changes` touch what a scheduling pass reads (pass_due()); called before they are absorbed.
+// A heartbeat's last_seen_at and lease renewals do not: they change no capacity and no queue.
+void Coordinator::note_pass_inputs(const Changes& changes) {
+    if (m_pass_dirty) {
+        return;
+    }
+    const auto state_changed = [&](const AttemptRecord& a) {
+        auto old = m_attempts.find(a.id);
+        return old == m_attempts.end() || old->second.state != a.state;
+    };
+    const auto worker_changed = [&](const WorkerRecord& w) {
+        auto old = m_workers.find(w.id);
+        if (old == m_workers.end()) {
+            return true;
+        }
+        WorkerRecord seen = old->second.record;
+        seen.last_seen_at = w.last_seen_at;
+        return !(seen == w);
+    };
+    m_pass_dirty = !changes.teams.empty() || !changes.tokens.empty() || !changes.jobs.empty() || !changes.sweeps.empty() ||
+                   !changes.ledger.empty() || !changes.grants.empty() ||
+                   std::any_of(changes.attempts.begin(), changes.attempts.end(), state_changed) ||
+                   std::any_of(changes.workers.begin(), changes.workers.end(), worker_changed);
+}
+
 void Coordinator::absorb(const Changes& changes) {
+    note_pass_inputs(changes);
     for (const auto& t : changes.teams) {
         m_teams[t.id] = t;
     }
@@ -146,7 +172,11 @@ void Coordinator::absorb(const Changes& changes) {
         }
     }
     for (const auto& j : changes.jobs) {
-        if (auto old = m_jobs.find(j.id); old != m_jobs.end() && old->second.finished_at) {
+        auto old = m_jobs.find(j.id);
+        if (m_track_ended && is_terminal(j.state) && (old == m_jobs.end() || !is_terminal(old->second.state))) {
+            m_newly_ended.push_back(j.id);
+        }
+        if (old != m_jobs.end() && old->second.finished_at) {
             m_ended_jobs.erase({*old->second.finished_at, j.id});
         }
         if (j.finished_at) {
@@ -168,6 +198,14 @@ void Coordinator::absorb(const Changes& changes) {
             m_active_attempts.insert(a.id);
         } else {
             m_active_attempts.erase(a.id);
+        }
+        if (a.state == AttemptState::assigned) {
+            m_assigned_by_worker[a.worker].insert(a.id);
+        } else if (auto mine = m_assigned_by_worker.find(a.worker); mine != m_assigned_by_worker.end()) {
+            mine->second.erase(a.id);
+            if (mine->second.empty()) {
+                m_assigned_by_worker.erase(mine);
+            }
         }
         auto& latest = m_latest_attempt[a.job];
         latest = std::max(latest, a.id);
@@ -276,6 +314,15 @@ std::vector<WorkerId> Coordinator::tick() {
     if (!c.empty()) {
         (void)commit(c); // a failed write leaves the state as it was; the next tick retries
     }
+    auto woken = schedule_pass();
+    record_sample(m_clock.now_ms());
+    return woken;
+}
+
+std::vector<WorkerId> Coordinator::schedule_pass() {
+    if (!pass_due()) {
+        return {};
+    }
     const auto began = std::chrono::steady_clock::now();
     Changes placed;
     auto woken = place(placed);
@@ -286,12 +333,20 @@ std::vector<WorkerId> Coordinator::tick() {
         preempted += a.state == AttemptState::preempted ? 1 : 0;
     }
     const bool written = placed.empty() || static_cast<bool>(commit(placed));
+    if (written) {
+        // What this pass placed or preempted is what it decided: nothing new for the next one.
+        m_pass_dirty = false;
+        m_last_pass_ms = m_clock.now_ms();
+    }
     if (m_events != nullptr) {
         m_events->scheduling_pass(std::chrono::steady_clock::now() - began, written ? new_attempts : 0,
                                   written ? preempted : 0);
     }
-    record_sample(m_clock.now_ms());
     return written ? woken : std::vector<WorkerId>{};
+}
+
+bool Coordinator::pass_due() const {
+    return m_pass_dirty || m_clock.now_ms() - m_last_pass_ms >= k_quiet_pass_ms;
 }
 
 std::string Coordinator::shown_reason(const JobRecord& j) const {

@@ -35,6 +35,7 @@
 #include "core/api/inventory.hpp"
 #include "core/api/outcome.hpp"
 #include "core/api/submit.hpp"
+#include "core/api/worker_protocol.hpp"
 #include "core/coordinator/clock.hpp"
 #include "core/coordinator/metrics.hpp"
 #include "core/coordinator/overview.hpp"
@@ -50,6 +51,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace gpupool::coordinator {
@@ -391,6 +393,10 @@ public:
     // `exit_code` is required for Outcome::exited and ignored otherwise.
     Status complete_attempt(const Principal& who, AttemptId attempt, std::optional<std::int64_t> exit_code,
                             const std::string& reason, Outcome outcome = Outcome::exited);
+    // Several ends from one worker, committed in one transaction: one answer per end, in order. An
+    // end refused (no longer current, a bad exit code) does not hold back the others; a failed write
+    // fails the call and takes none of them.
+    Result<std::vector<api::EndAnswer>> complete_attempts(const Principal& who, const std::vector<api::AttemptEnd>& ends);
 
     // ---- credits ----
     // Admin: mint `amount` from the issuer into a team; at `expires_at` what is left of it (up to
@@ -442,6 +448,21 @@ public:
     // Expires leases and runtimes, then schedules, then records a utilisation sample when one is
     // due. Returns the workers that got new assignments.
     std::vector<WorkerId> tick();
+    // The scheduling pass alone, when pass_due(): what a job arriving, a job ending or a worker
+    // freeing room triggers at once (the service coalesces them). Returns the workers that got work.
+    std::vector<WorkerId> schedule_pass();
+    // Whether a scheduling pass could decide anything new: something a pass reads changed since the
+    // last one (a job, an attempt's state, a worker's capacity or terms, a team, credits), or the last
+    // pass is k_quiet_pass_ms old (fair-share usage decays and queued jobs age). tick() skips the
+    // pass otherwise, so an idle or saturated pool costs no passes between events.
+    bool pass_due() const;
+    static constexpr std::int64_t k_quiet_pass_ms = 5'000;
+    // Jobs queued now.
+    bool has_queued() const { return !m_queued_jobs.empty(); }
+    // Jobs that ended (succeeded, failed, cancelled) since the last call, while tracking is on: the
+    // service answers the clients waiting on them (POST /v1/jobs/wait) from this, not by looking.
+    void track_ended_jobs(bool on) { m_track_ended = on; }
+    std::vector<JobId> take_ended_jobs() { return std::exchange(m_newly_ended, {}); }
 
     std::size_t job_count() const { return m_jobs.size(); }
 
@@ -490,6 +511,10 @@ private:
     void record_usage(const store::AttemptRecord& attempt);
     Result<const store::JobRecord*> visible_job(const Principal& who, JobId id) const;
     Result<store::AttemptRecord*> current_attempt_of_worker(const Principal& who, AttemptId id);
+    // Sets m_pass_dirty when `changes` touch what a pass reads (before absorbing them).
+    void note_pass_inputs(const store::Changes& changes);
+    // A worker's report that `id` ended, checked and added to `changes` (complete_attempt(s)).
+    Status stage_end(const Principal& who, AttemptId id, const api::Completion& done, store::Changes& changes);
     // Keeps what a worker's heartbeat says of its downloads (its assigned attempts only).
     void note_fetching(WorkerId worker, const std::vector<api::FetchProgress>& fetching);
     // Ends `attempt` and moves its job on (queued again, or terminal). Appends to `changes`.
@@ -568,6 +593,7 @@ private:
     std::map<JobId, std::vector<AttemptId>> m_attempts_by_job; // ascending
     std::set<AttemptId> m_active_attempts;                     // assigned or running
     std::set<JobId> m_queued_jobs;
+    std::map<WorkerId, std::set<AttemptId>> m_assigned_by_worker; // assigned, not yet started: polls
     std::set<std::pair<std::int64_t, JobId>> m_ended_jobs; // (finished_at, id): the overview's "ended lately"
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)
     PoolView m_pool; // the scheduler's view, kept by absorb() and heartbeat()
@@ -587,6 +613,10 @@ private:
     std::array<IdBlock, store::k_id_kinds> m_id_blocks{};
     std::int64_t m_next_sample_at = 0; // the first tick samples
     bool m_fenced = false;
+    bool m_track_ended = false;
+    std::vector<JobId> m_newly_ended; // see take_ended_jobs()
+    bool m_pass_dirty = true;       // see pass_due()
+    std::int64_t m_last_pass_ms = 0;
 };
 
 } // namespace gpupool::coordinator

@@ -192,6 +192,7 @@ void add_job_routes(ServiceState& s, net::Router& r) {
     s.on(r, "POST", "/v1/jobs", submit_jobs, Accepts{k_max_submit_bytes, {Role::member, Role::admin}});
     s.on(r, "GET", "/v1/jobs", list_jobs, k_no_json_body);
     s.on(r, "GET", "/v1/jobs/{id}", show_job, k_no_json_body);
+    add_wait_route(s, r);
     s.on(r, "POST", "/v1/jobs/{id}/cancel", cancel_job, k_no_json_body);
     s.on(r, "POST", "/v1/sweeps/{id}/cancel", cancel_sweep, k_no_json_body);
     s.on(r, "GET", "/v1/jobs/{id}/logs", read_job_logs, k_no_json_body);

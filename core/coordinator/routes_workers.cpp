@@ -146,6 +146,19 @@ net::Response complete_attempt(ServiceState& svc, const net::Request& req, const
               : error_response(st.error());
 }
 
+// Several ends in one request, committed together (api::AttemptEnd); one answer per end.
+net::Response complete_attempts(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
+    auto ends = api::attempt_ends_from_json(in.body);
+    if (!ends) {
+        return error_response(ends.error());
+    }
+    auto answers = svc.coord->complete_attempts(who, *ends);
+    if (!answers) {
+        return error_response(answers.error());
+    }
+    return ok(api::to_json(*answers));
+}
+
 } // namespace
 
 void add_worker_routes(ServiceState& s, net::Router& r) {
@@ -163,6 +176,7 @@ void add_worker_routes(ServiceState& s, net::Router& r) {
     s.on(r, "POST", "/v1/attempts/{id}/logs", append_attempt_log, Accepts{std::size_t{4} * 1024 * 1024, {Role::worker}, false});
     s.on(r, "PUT", "/v1/attempts/{id}/outputs", upload_attempt_outputs, Accepts{std::size_t{900} * 1024 * 1024, {Role::worker}, false, true});
     s.on(r, "POST", "/v1/attempts/{id}/complete", complete_attempt);
+    s.on(r, "POST", "/v1/attempts/complete", complete_attempts, Accepts{k_max_json_body_bytes, {Role::worker}});
 }
 
 } // namespace gpupool::coordinator::service_detail

@@ -86,18 +86,46 @@ void ServiceState::on(net::Router& router, const std::string& method, const std:
 }
 
 void ServiceState::schedule_soon() {
-    asio::post(ctx, [this] { run_tick(); });
+    if (pass_posted) {
+        return;
+    }
+    pass_posted = true;
+    asio::post(ctx, [this] {
+        pass_posted = false;
+        run_pass();
+    });
+}
+
+void ServiceState::run_pass() {
+    if (!coord) {
+        return;
+    }
+    for (WorkerId w : coord->schedule_pass()) {
+        answer_pollers(w);
+    }
+    answer_job_waiters();
+    check_fenced();
 }
 
 void ServiceState::run_tick() {
     if (!coord) {
         return;
     }
-    auto woken = coord->tick();
-    for (WorkerId w : woken) {
+    for (WorkerId w : coord->tick()) {
         answer_pollers(w);
     }
+    answer_job_waiters();
     check_fenced();
+}
+
+void ServiceState::after_task() {
+    if (!coord) {
+        return;
+    }
+    answer_job_waiters();
+    if (coord->has_queued() && coord->pass_due()) {
+        schedule_soon();
+    }
 }
 
 void ServiceState::answer_pollers(WorkerId w) {
@@ -280,6 +308,7 @@ void CoordinatorService::stop() {
             }
         }
         s.pollers.clear();
+        s.release_job_waiters(false);
         done.set_value();
     });
     done.get_future().wait();

@@ -84,6 +84,20 @@ struct ServiceState {
         std::shared_ptr<asio::steady_timer> timer;
     };
     std::map<WorkerId, std::vector<Poller>> pollers;
+    bool pass_posted = false; // a scheduling pass waits on the coordinator thread (schedule_soon)
+
+    // Clients parked on POST /v1/jobs/wait until every job they named has ended or their wait ends
+    // (job_waiters.cpp). Answered from the jobs the coordinator says ended, never by polling them.
+    struct JobWaiter {
+        net::Responder respond;
+        std::shared_ptr<asio::steady_timer> timer;
+        Principal who;
+        std::vector<JobId> jobs;
+        std::size_t open = 0; // of `jobs`, those not ended yet
+    };
+    std::map<std::uint64_t, JobWaiter> job_waiters;
+    std::multimap<JobId, std::uint64_t> waiters_by_job; // the open jobs of each waiter
+    std::uint64_t next_waiter = 1;
 
     // `admin backup`: one at a time, on a thread of its own (the store's backup() may run beside
     // the coordinator thread); joined before the store closes.
@@ -130,10 +144,22 @@ struct ServiceState {
     void on(net::Router& router, const std::string& method, const std::string& pattern, Handler handler,
             Accepts accepts = {});
 
+    // A scheduling pass at once, after what is queued on the coordinator thread now: one pending at
+    // most, however many events asked for it. It runs only when pass_due().
     void schedule_soon();
+    void run_pass();
     void run_tick();
+    // After every task on the coordinator thread: a pass when what it changed may let work fit, and
+    // the answers of clients whose jobs ended.
+    void after_task();
     void answer_pollers(WorkerId w);
     void arm_tick();
+    // Job waiters (job_waiters.cpp): parks one (answered at once when its jobs have all ended).
+    void park_job_waiter(net::Responder respond, const Principal& who, std::vector<JobId> jobs,
+                         std::chrono::milliseconds wait);
+    void answer_job_waiters();
+    // Answers every waiter now (the service stops, or stands by: `standby`).
+    void release_job_waiters(bool standby);
 
     // Every route of the API, from the area functions below.
     net::Router routes();
@@ -147,6 +173,8 @@ struct ServiceState {
 void add_admin_routes(ServiceState& s, net::Router& r);
 // Submissions, jobs and sweeps, their logs and outputs, and input archives.
 void add_job_routes(ServiceState& s, net::Router& r);
+// POST /v1/jobs/wait: parked until the jobs named have ended (job_waiters.cpp).
+void add_wait_route(ServiceState& s, net::Router& r);
 // The workers' protocol: register, heartbeat, the long poll, and their attempts.
 void add_worker_routes(ServiceState& s, net::Router& r);
 // Grants, adjustments, budgets, balances, the report and estimates.

@@ -37,6 +37,7 @@ Status ServiceState::become_active(std::string* first_admin_token) {
         }
     }
     fresh->set_events(metrics.get());
+    fresh->track_ended_jobs(true); // for POST /v1/jobs/wait
     coord = std::move(fresh);
     lease_renewed = std::chrono::steady_clock::now();
     {
@@ -61,6 +62,7 @@ void ServiceState::step_down(const std::string& why) {
         }
     }
     pollers.clear();
+    release_job_waiters(true);
     coord.reset();
     arm_lease(); // at once: a standby from now on
 }
@@ -161,6 +163,7 @@ void ServiceState::post_active(net::Responder respond, std::function<void(net::R
             respond(coord && coord->lost_lease() ? standby_response() : std::move(r));
         });
         check_fenced();
+        after_task();
     });
 }
 

@@ -272,6 +272,14 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
         return denied("only workers send heartbeats");
     }
     LiveWorker& live = m_workers.at(*who.worker);
+    const std::int64_t now = m_clock.now_ms();
+    // What a pass reads of a worker besides its record: a change (or a worker back from silence)
+    // may let queued work fit (pass_due()).
+    const bool schedulable_before = now - live.record.last_seen_at <= m_options.worker_timeout_ms;
+    const auto unhealthy_before = live.unhealthy_gpus;
+    const bool draining_before = live.draining;
+    const auto sharing_before = live.sharing;
+    const auto terms_before = live.terms;
     // A GPU its owner reclaimed takes no new work, as a failing one (what runs there stops on the worker).
     live.unhealthy_gpus = api::gpus_without_new_work(beat);
     live.draining = beat.draining;
@@ -286,7 +294,10 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
     const std::size_t gpus = (inventory != nullptr ? *inventory : live.inventory).gpus.size();
     live.gpu_memory_used_mib =
         beat.gpu_memory_used_mib.size() == gpus ? beat.gpu_memory_used_mib : std::vector<std::int64_t>{};
-    const std::int64_t now = m_clock.now_ms();
+    if (!schedulable_before || unhealthy_before != live.unhealthy_gpus || draining_before != live.draining ||
+        sharing_before != live.sharing || terms_before != live.terms) {
+        m_pass_dirty = true;
+    }
     HeartbeatReply reply;
     reply.lease_ms = m_options.lease_ms;
     Changes c;
@@ -323,15 +334,17 @@ Result<std::vector<Assignment>> Coordinator::assignments(const Principal& who) c
         return denied("only workers poll for assignments");
     }
     std::vector<Assignment> out;
-    for (AttemptId id : m_active_attempts) {
+    auto mine = m_assigned_by_worker.find(*who.worker);
+    if (mine == m_assigned_by_worker.end()) {
+        return out;
+    }
+    for (AttemptId id : mine->second) {
         const AttemptRecord& a = m_attempts.at(id);
-        if (a.worker == *who.worker && a.state == AttemptState::assigned) {
-            const JobRecord& j = m_jobs.at(a.job);
-            const std::int64_t idle = j.spec.resources.idle_timeout_s >= 0 ? j.spec.resources.idle_timeout_s
-                                                                             : m_options.idle_timeout_s;
-            out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team,
-                           m_teams.at(j.team).name, idle});
-        }
+        const JobRecord& j = m_jobs.at(a.job);
+        const std::int64_t idle =
+            j.spec.resources.idle_timeout_s >= 0 ? j.spec.resources.idle_timeout_s : m_options.idle_timeout_s;
+        out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team, m_teams.at(j.team).name,
+                       idle});
     }
     return out;
 }
@@ -412,16 +425,16 @@ Status Coordinator::upload_output(const Principal& who, AttemptId id, const Uplo
     return st;
 }
 
-Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::optional<std::int64_t> exit_code,
-                                     const std::string& reason, Outcome outcome) {
+Status Coordinator::stage_end(const Principal& who, AttemptId id, const api::Completion& done, Changes& c) {
     auto a = current_attempt_of_worker(who, id);
     if (!a) {
         return a.error();
     }
-    Changes c;
     AttemptRecord copy = **a;
-    switch (outcome) {
+    const std::string& reason = done.reason;
+    switch (done.outcome) {
     case Outcome::exited: {
+        const auto& exit_code = done.exit_code;
         if (!exit_code) {
             return invalid("missing required field", "exit_code");
         }
@@ -442,7 +455,39 @@ Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::op
                     false);
         break;
     }
+    return {};
+}
+
+Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::optional<std::int64_t> exit_code,
+                                     const std::string& reason, Outcome outcome) {
+    Changes c;
+    if (auto st = stage_end(who, id, {exit_code, reason, outcome}, c); !st) {
+        return st;
+    }
     return commit(c);
+}
+
+Result<std::vector<api::EndAnswer>> Coordinator::complete_attempts(const Principal& who,
+                                                                   const std::vector<api::AttemptEnd>& ends) {
+    if (who.role != Role::worker || !who.worker) {
+        return denied("only workers report attempts");
+    }
+    Changes c;
+    std::vector<api::EndAnswer> answers;
+    std::set<AttemptId> staged; // memory changes only once the batch commits: refuse a second end
+    for (const auto& e : ends) {
+        api::EndAnswer answer{e.attempt, std::nullopt};
+        if (!staged.insert(e.attempt).second) {
+            answer.error = invalid("attempt " + std::to_string(e.attempt.value()) + " is named twice", "attempt");
+        } else if (auto st = stage_end(who, e.attempt, e.completion, c); !st) {
+            answer.error = st.error();
+        }
+        answers.push_back(std::move(answer));
+    }
+    if (auto st = c.empty() ? Status() : commit(c); !st) {
+        return st.error();
+    }
+    return answers;
 }
 
 } // namespace gpupool::coordinator

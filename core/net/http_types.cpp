@@ -111,6 +111,9 @@ constexpr StatusRow k_status_table[] = {
     {ErrorCode::invalid_input, 400}, {ErrorCode::unauthorized, 401}, {ErrorCode::forbidden, 403},
     {ErrorCode::not_found, 404},     {ErrorCode::conflict, 409},     {ErrorCode::not_implemented, 501},
     {ErrorCode::unavailable, 503},   {ErrorCode::internal, 500},     {ErrorCode::io, 500},
+    // Read only (error_code_for_status): a peer without this method on the path has not got the
+    // capability (a client newer than its coordinator).
+    {ErrorCode::not_implemented, 405},
 };
 
 } // namespace

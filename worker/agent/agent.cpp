@@ -83,6 +83,7 @@ struct Agent::Impl {
     util::Mutex mu;
     std::condition_variable_any cv;
     std::vector<api::Assignment> inbox GUARDED_BY(mu);
+    bool exited GUARDED_BY(mu) = false; // the runtime saw a job end (ContainerRuntime::on_exit)
     std::atomic<int> slots{0}; // the owner's max_jobs, for the poll thread
     std::atomic<bool> draining{false};
     std::atomic<bool> hurry{false}; // drain_now(): stop the running jobs without waiting
@@ -148,6 +149,16 @@ struct Agent::Impl {
     }
     api::Inventory inventory() const { return offer_inventory(offer(), owner.settings(), opt); }
 
+    // Wakes the agent thread and the poll thread: something to look at now (`job_exited`: the
+    // runtime saw a job end).
+    void wake(bool job_exited = false) {
+        {
+            util::MutexLock lock(mu); // not between a waiter's check and its wait
+            exited = exited || job_exited;
+        }
+        cv.notify_all();
+    }
+
     // Backoff waits end early on stop and on drain (a SIGTERM must not wait out a retry delay).
     void sleep_for(milliseconds d) {
         util::MutexLock lock(mu);
@@ -181,9 +192,12 @@ struct Agent::Impl {
     }
 
     void refresh_active() {
-        active = static_cast<int>(std::count_if(tracked.begin(), tracked.end(),
-                                                [](const auto& kv) { return kv.second.running(); }) +
-                                  waiting.size());
+        const int now = static_cast<int>(std::count_if(tracked.begin(), tracked.end(),
+                                                       [](const auto& kv) { return kv.second.running(); }) +
+                                         waiting.size());
+        if (active.exchange(now) > now) {
+            wake(); // a slot freed: the poll thread asks for work at once
+        }
     }
 
     void drop(AttemptId id, const std::string& why) {
@@ -448,15 +462,7 @@ struct Agent::Impl {
         t.phase = AttemptPhase::ended;
         t.exit_code = st.exit_code;
         t.outcome = t.stop_outcome;
-        if (!t.stop_reason.empty()) {
-            t.reason = t.stop_reason + " (exit " + std::to_string(st.exit_code) + ")";
-        } else if (st.oom_killed ||
-                   (st.exit_code == 137 && t.a.spec.resources.memory_mib > 0 && runtime.capabilities().limits_memory)) {
-            t.reason = "killed: out of memory (exit 137; memory limit " + std::to_string(t.a.spec.resources.memory_mib) +
-                       " MiB)";
-        } else {
-            t.reason = "exited with status " + std::to_string(st.exit_code);
-        }
+        t.reason = exit_reason(t, st, runtime.capabilities().limits_memory);
         if (t.stop_reason.empty() && st.exit_code != 0 && t.a.gpu_index >= 0) {
             // A GPU job that failed may have failed with its GPU: ask the driver now rather than at
             // the next periodic check, so that the hardware's failure is not charged as the job's.
@@ -520,7 +526,8 @@ struct Agent::Impl {
         Backoff pb(opt.backoff_initial, opt.backoff_max, static_cast<std::uint64_t>(getpid()) * 7919u + 1);
         while (!stopping && !draining) {
             if (slots > 0 && active.load() >= slots) {
-                sleep_for(opt.tick);
+                util::MutexLock lock(mu);
+                cv.wait_for(lock, opt.tick, [&] { return active.load() < slots || stopping.load() || draining.load(); });
                 continue;
             }
             auto r = plink->poll(opt.poll_wait);
@@ -631,24 +638,15 @@ struct Agent::Impl {
 
     // `--mps`: the worker's own MPS control daemon for the GPUs it shares (mps_daemon.hpp).
     Status start_mps() {
-        const auto offered = owner.offered_gpus(gpu.gpus());
-        if (offered.empty()) {
-            return make_error(ErrorCode::invalid_input, "--mps: this machine shares no NVIDIA GPU");
-        }
-        if (!runtime.capabilities().shares_host_ipc) {
-            return make_error(ErrorCode::invalid_input, "--mps: the " + runtime.name() +
-                                                            " runtime cannot give jobs the host's IPC namespace, "
-                                                            "which MPS clients need");
-        }
         std::vector<std::string> uuids;
-        for (const auto& g : offered) {
+        for (const auto& g : owner.offered_gpus(gpu.gpus())) {
             uuids.push_back(g.uuid);
         }
-        mps = make_mps_control();
-        if (auto st = mps->start(mps_dirs(opt.work_dir), uuids); !st) {
-            mps.reset();
-            return make_error(st.error().code, "--mps: " + st.error().message);
+        auto started = start_worker_mps(uuids, runtime.capabilities().shares_host_ipc, runtime.name(), opt.work_dir);
+        if (!started) {
+            return started.error();
         }
+        mps = std::move(*started);
         gpu.set_mps(true);
         spdlog::info("MPS control daemon running for {} GPU(s); fractional jobs are its clients", uuids.size());
         return {};
@@ -657,7 +655,9 @@ struct Agent::Impl {
     std::vector<api::Assignment> wait_for_inbox() {
         std::vector<api::Assignment> fresh;
         util::MutexLock lock(mu);
-        cv.wait_for(lock, opt.tick, [&]() REQUIRES(mu) { return !inbox.empty() || desk.pending() || stopping.load(); });
+        cv.wait_for(lock, opt.tick,
+                    [&]() REQUIRES(mu) { return !inbox.empty() || exited || desk.pending() || stopping.load(); });
+        exited = false;
         fresh.swap(inbox);
         return fresh;
     }
@@ -716,11 +716,10 @@ struct Agent::Impl {
     }
 
     Status run() {
-        const auto wake = [this] { { util::MutexLock lock(mu); } cv.notify_all(); }; // not between check and wait
         if (auto st = prepare(); !st) {
             return st;
         }
-        if (auto st = opt.control_socket ? desk.open(opt.work_dir, wake) : Status(); !st) {
+        if (auto st = opt.control_socket ? desk.open(opt.work_dir, [this] { wake(); }) : Status(); !st) {
             return st; // another worker runs on this work dir
         }
         if (auto st = establish_identity(); !st) {
@@ -732,6 +731,7 @@ struct Agent::Impl {
         }
         recover();
         event_offer();
+        runtime.on_exit([this] { wake(true); });
         std::thread poller([this] { poll_loop(); });
         while (!stopping) {
             owner_step();
@@ -751,6 +751,7 @@ struct Agent::Impl {
         stopping = true;
         cv.notify_all();
         poller.join();
+        runtime.on_exit(nullptr);
         desk.close();
         prefetch.reset(); // stops a download in flight (it resumes next time)
         if (mps) {

@@ -34,6 +34,22 @@ public:
     virtual Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) = 0;
     virtual Status upload_outputs(AttemptId attempt, std::string_view archive) = 0;
     virtual Status complete(AttemptId attempt, const api::Completion& completion) = 0;
+    // Several ends in one request: one answer per end taken or refused (an end missing from the
+    // answer goes again later). By default one complete() each, stopping at the first unavailable.
+    virtual Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends) {
+        std::vector<api::EndAnswer> out;
+        for (const auto& e : ends) {
+            auto st = complete(e.attempt, e.completion);
+            if (!st && st.error().code == ErrorCode::unavailable) {
+                if (out.empty()) {
+                    return st.error();
+                }
+                break;
+            }
+            out.push_back({e.attempt, st ? std::nullopt : std::optional<Error>(st.error())});
+        }
+        return out;
+    }
 };
 
 using LinkFactory = std::function<std::unique_ptr<CoordinatorLink>(const std::string& token)>;
@@ -60,6 +76,9 @@ public:
     }
     Status complete(AttemptId attempt, const api::Completion& completion) override {
         return m_api.complete(attempt, completion);
+    }
+    Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends) override {
+        return m_api.complete_many(ends);
     }
 
 private:

@@ -237,7 +237,7 @@ bool Delivery::upload_outputs(Attempts& attempts, Attempt& t) {
     return true;
 }
 
-bool Delivery::deliver_one(Attempts& attempts, Attempt& t, bool& done) {
+bool Delivery::deliver_one(Attempts& attempts, Attempt& t, bool& done, bool& ended_now) {
     const auto id = t.id();
     if (t.fenced) {
         done = !t.running();
@@ -268,12 +268,34 @@ bool Delivery::deliver_one(Attempts& attempts, Attempt& t, bool& done) {
     if (!ship_logs(attempts, t, true)) {
         return false;
     }
-    if (auto st = m_link.complete(id, completion_of(t)); !st) {
-        return handle(attempts, id, st.error(), "complete");
+    ended_now = !t.fenced;
+    return true;
+}
+
+void Delivery::complete_all(Attempts& attempts, const std::vector<api::AttemptEnd>& ends, std::vector<AttemptId>& done) {
+    auto answers = m_link.complete_many(ends);
+    if (!answers) {
+        if (answers.error().code == ErrorCode::unavailable || net::is_tls_verification_failure(answers.error())) {
+            handle(attempts, AttemptId(), answers.error(), "complete");
+            return;
+        }
+        for (const auto& e : ends) { // refused as a whole: as if each was
+            handle(attempts, e.attempt, answers.error(), "complete");
+        }
+        return;
     }
     delivered();
-    done = true;
-    return true;
+    for (const auto& a : *answers) {
+        const bool asked = std::any_of(ends.begin(), ends.end(), [&](const api::AttemptEnd& e) { return e.attempt == a.attempt; });
+        if (!asked || std::find(done.begin(), done.end(), a.attempt) != done.end()) {
+            continue; // an answer about something not asked (or twice) proves nothing
+        }
+        if (!a.error) {
+            done.push_back(a.attempt);
+        } else {
+            handle(attempts, a.attempt, *a.error, "complete");
+        }
+    }
 }
 
 std::vector<AttemptId> Delivery::deliver(Attempts& attempts, const std::function<Facts()>& facts) {
@@ -282,14 +304,21 @@ std::vector<AttemptId> Delivery::deliver(Attempts& attempts, const std::function
         return done;
     }
     heartbeat_if_due(attempts, facts);
+    std::vector<api::AttemptEnd> ends;
     for (auto& [id, t] : attempts) {
         bool finished = false;
-        if (!online() || !deliver_one(attempts, t, finished)) {
+        bool ended = false;
+        if (!online() || !deliver_one(attempts, t, finished, ended)) {
             break;
         }
         if (finished) {
             done.push_back(id);
+        } else if (ended && ends.size() < api::k_max_batch_completions) {
+            ends.push_back({id, completion_of(t)});
         }
+    }
+    if (!ends.empty() && online()) {
+        complete_all(attempts, ends, done);
     }
     return done;
 }

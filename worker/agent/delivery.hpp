@@ -6,7 +6,8 @@
 // Rules:
 // - Per attempt, in order: start report, log bytes (by offset; a resend is harmless), and once it
 //   ended: outputs (packed once into outputs.tar, kept until uploaded), a last look at the log (the
-//   worker's own notes), then complete. Log bytes go at once when 64 KiB are pending, else at least
+//   worker's own notes), then complete: the completions of every attempt that got there in one
+//   pass go in one request (api::AttemptEnd), each answered on its own. Log bytes go at once when 64 KiB are pending, else at least
 //   every log_flush; at most 1 MiB per request.
 // - unavailable (unreachable, 5xx): nothing more goes out until a backoff delay (exponential, with
 //   jitter) has passed on the Clock; any success resets it.
@@ -89,8 +90,11 @@ private:
     // Classifies a failed call. Returns false when the link is down (stop using the network).
     // `id` is AttemptId() for calls about no attempt (the heartbeat).
     bool handle(Attempts& attempts, AttemptId id, const Error& e, const char* what);
-    // One attempt's due deliveries; false when the link went down. Sets `done` when it is finished.
-    bool deliver_one(Attempts& attempts, Attempt& t, bool& done);
+    // One attempt's due deliveries up to its completion; false when the link went down. Sets `done`
+    // when it is finished with (fenced), `ended` when only its completion is left to send.
+    bool deliver_one(Attempts& attempts, Attempt& t, bool& done, bool& ended);
+    // The completions of every attempt that got that far this round, in one request.
+    void complete_all(Attempts& attempts, const std::vector<api::AttemptEnd>& ends, std::vector<AttemptId>& done);
     bool ship_logs(Attempts& attempts, Attempt& t, bool flush);
     bool upload_outputs(Attempts& attempts, Attempt& t);
     // Packs outputs.tar once; false when the outputs cannot be shipped (the attempt then fails with why).

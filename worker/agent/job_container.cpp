@@ -133,6 +133,17 @@ fs::path team_cache_dir(const fs::path& cache_dir, TeamId team) {
     return cache_dir / "teams" / std::to_string(team.value());
 }
 
+std::string exit_reason(const Attempt& t, const ExitStatus& st, bool runtime_limits_memory) {
+    if (!t.stop_reason.empty()) {
+        return t.stop_reason + " (exit " + std::to_string(st.exit_code) + ")";
+    }
+    const std::int64_t limit = t.a.spec.resources.memory_mib;
+    if (st.oom_killed || (st.exit_code == 137 && limit > 0 && runtime_limits_memory)) {
+        return "killed: out of memory (exit 137; memory limit " + std::to_string(limit) + " MiB)";
+    }
+    return "exited with status " + std::to_string(st.exit_code);
+}
+
 ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) {
     const bool host_paths = !ctx.runtime.isolates;
     const auto& spec = t.a.spec;

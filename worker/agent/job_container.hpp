@@ -47,6 +47,10 @@ struct ContainerContext {
 
 ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx);
 
+// How a job's end reads: the reason it was stopped for, an out-of-memory kill (exit 137 under a
+// memory limit the runtime enforces), else its exit status. Pure.
+std::string exit_reason(const Attempt& t, const ExitStatus& st, bool runtime_limits_memory);
+
 std::filesystem::path team_cache_dir(const std::filesystem::path& cache_dir, TeamId team);
 
 // A fractional GPU job's memory share in MiB, from its spec (0: a whole GPU or none: not watched).

@@ -144,4 +144,29 @@ Status WorkerApi::complete(AttemptId attempt, const api::Completion& completion)
     return r ? Status{} : Status(r.error());
 }
 
+Result<std::vector<api::EndAnswer>> WorkerApi::complete_many(const std::vector<api::AttemptEnd>& ends) {
+    if (!m_one_by_one) {
+        auto r = call("POST", "/v1/attempts/complete", api::to_json(ends).dump());
+        if (r) {
+            return unexpected_as_unavailable(api::end_answers_from_json(*r), "complete");
+        }
+        if (r.error().code != ErrorCode::not_found) {
+            return r.error();
+        }
+        m_one_by_one = true; // an older coordinator: its 404 names no attempt
+    }
+    std::vector<api::EndAnswer> out;
+    for (const auto& e : ends) {
+        auto st = complete(e.attempt, e.completion);
+        if (!st && st.error().code == ErrorCode::unavailable) {
+            if (out.empty()) {
+                return st.error();
+            }
+            break; // the rest go next time
+        }
+        out.push_back({e.attempt, st ? std::nullopt : std::optional<Error>(st.error())});
+    }
+    return out;
+}
+
 } // namespace gpupool::worker

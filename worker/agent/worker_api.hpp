@@ -49,6 +49,9 @@ public:
     Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data);
     Status upload_outputs(AttemptId attempt, std::string_view archive);
     Status complete(AttemptId attempt, const api::Completion& completion);
+    // Several ends in one request (POST /v1/attempts/complete): one answer per end. A coordinator
+    // that predates the route (404) gets one complete() each, from then on.
+    Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends);
 
 private:
     // The body of a 2xx answer; anything else as an Error classified as above.
@@ -60,6 +63,7 @@ private:
     std::string m_base_url;
     std::string m_ca_cert;
     net::HttpClient m_http;
+    bool m_one_by_one = false; // the coordinator has no batch route
 };
 
 } // namespace gpupool::worker

@@ -296,6 +296,24 @@ std::unique_ptr<MpsControl> make_mps_control(milliseconds timeout, milliseconds 
     return std::make_unique<RealMpsControl>(timeout, stop_wait);
 }
 
+Result<std::unique_ptr<MpsControl>> start_worker_mps(const std::vector<std::string>& gpu_uuids, bool runtime_shares_ipc,
+                                                     const std::string& runtime_name,
+                                                     const std::filesystem::path& work_dir) {
+    if (gpu_uuids.empty()) {
+        return make_error(ErrorCode::invalid_input, "--mps: this machine shares no NVIDIA GPU");
+    }
+    if (!runtime_shares_ipc) {
+        return make_error(ErrorCode::invalid_input, "--mps: the " + runtime_name +
+                                                        " runtime cannot give jobs the host's IPC namespace, "
+                                                        "which MPS clients need");
+    }
+    auto mps = make_mps_control();
+    if (auto st = mps->start(mps_dirs(work_dir), gpu_uuids); !st) {
+        return make_error(st.error().code, "--mps: " + st.error().message);
+    }
+    return mps;
+}
+
 std::map<std::string, std::string> mps_client_env(std::int64_t gpu_milli, std::int64_t limit_mib, int device_seen_as,
                                                   const std::string& pipe_dir_seen) {
     std::map<std::string, std::string> env{{"CUDA_MPS_PIPE_DIRECTORY", pipe_dir_seen}};

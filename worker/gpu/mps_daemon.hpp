@@ -78,6 +78,13 @@ public:
 std::unique_ptr<MpsControl> make_mps_control(std::chrono::milliseconds timeout = std::chrono::seconds(10),
                                              std::chrono::milliseconds stop_wait = std::chrono::seconds(5));
 
+// `gpupool worker --mps`: a daemon of the worker's own (make_mps_control) for the GPUs it shares, by
+// UUID, in mps_dirs(work_dir). Refused, with the reason, when it shares no GPU or when its runtime
+// (`runtime_name`) cannot give jobs the host's IPC namespace, which MPS clients need.
+Result<std::unique_ptr<MpsControl>> start_worker_mps(const std::vector<std::string>& gpu_uuids, bool runtime_shares_ipc,
+                                                     const std::string& runtime_name,
+                                                     const std::filesystem::path& work_dir);
+
 // The environment an MPS client needs, for a job holding `gpu_milli` of one GPU (1000 = all of it)
 // and `limit_mib` of its memory:
 // - CUDA_MPS_PIPE_DIRECTORY: `pipe_dir_seen`, the pipe directory as the job sees it

@@ -10,7 +10,8 @@
 // - A container is found again by its name and labels after the worker restarts (list()); reattach()
 //   resumes appending its output to the log file. A runtime that cannot re-attach (process) returns
 //   an error and the agent reports the attempt as lost.
-// - poll() never blocks: nullopt while the job runs, its ExitStatus once it has ended.
+// - poll() never blocks: nullopt while the job runs, its ExitStatus once it has ended. A runtime
+//   that can see an exit as it happens says so through on_exit(); poll() stays the one answer.
 // - Exit codes follow the shell convention: a job killed by signal N exits 128+N (137 for SIGKILL,
 //   which is also what an out-of-memory kill looks like); `oom_killed` is set when the runtime can
 //   tell, but callers must not rely on it alone.
@@ -23,6 +24,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -109,6 +111,10 @@ public:
     // Sends a signal (SIGTERM to ask, SIGKILL to force) to the job's main process (the process
     // runtime: to its whole process group).
     virtual Status signal(const std::string& name, int signo) = 0;
+    // Calls `wake` (from any thread) when a job this runtime started may have ended, so the agent
+    // polls at once rather than at its next tick. A runtime that cannot tell ignores it (default)
+    // and is polled on the tick. `wake` must not call back into the runtime; nullptr unsets it.
+    virtual void on_exit(std::function<void()> wake) { (void)wake; }
     virtual Status remove(const std::string& name) = 0;
     // Containers this runtime knows that carry the label gpupool.worker=worker_label.
     virtual Result<std::vector<FoundContainer>> list(const std::string& worker_label) = 0;

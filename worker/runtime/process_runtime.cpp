@@ -13,6 +13,8 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <system_error>
+#include <thread>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -121,6 +123,7 @@ ProcessRuntime::ProcessRuntime(std::filesystem::path state_dir) : m_state_dir(st
 }
 
 ProcessRuntime::~ProcessRuntime() {
+    m_exits->set(nullptr); // the watchers of jobs killed here wake nobody
     for (auto& [name, job] : m_jobs) {
         if (!job.exit) {
             ::killpg(job.pid, SIGKILL);
@@ -187,6 +190,19 @@ void ProcessRuntime::reap_leftovers() {
     }
 }
 
+void ProcessRuntime::watch_exit(pid_t pid) {
+    try {
+        std::thread([pid, exits = m_exits] {
+            siginfo_t info{};
+            while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+            }
+            exits->fire(); // exited, or reaped already by remove(): either way, look
+        }).detach();
+    } catch (const std::system_error& e) {
+        spdlog::warn("process runtime: no thread to watch pid {} ({}); its exit is seen on the next tick", pid, e.what());
+    }
+}
+
 Status ProcessRuntime::start(const ContainerSpec& spec) {
     if (auto st = check_container_spec(spec, false); !st) {
         return st;
@@ -228,6 +244,7 @@ Status ProcessRuntime::start(const ContainerSpec& spec) {
         job.pid = child.id();
         child.detach(); // reaped by poll() / remove() through waitpid
         m_jobs.emplace(spec.name, job);
+        watch_exit(job.pid);
         if (!m_state_dir.empty()) {
             // The leader's start time tells it apart from a later process with the same pid.
             const auto st = stat_of(job.pid);

@@ -12,6 +12,7 @@
 // - image, mounts, limits, user and read_only_root are ignored: the agent puts the real host paths
 //   in the environment (GPUPOOL_OUTPUT_DIR, ...) for this runtime.
 // - poll() reaps with waitpid(WNOHANG); a job killed by signal N exits 128+N. oom_killed is never set.
+//   on_exit(): a detached thread per job blocks in waitid(WNOWAIT) and wakes the agent when it exits.
 //   When the main process has been reaped, whatever it left running in its group is SIGKILLed (as in a
 //   container whose init exits); signal() on an ended job does nothing.
 // - list() finds nothing and reattach() fails: a process does not survive the worker in a way this
@@ -27,8 +28,10 @@
 #pragma once
 
 #include "worker/runtime/container_runtime.hpp"
+#include "worker/runtime/exit_signal.hpp"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <sys/types.h>
@@ -48,6 +51,8 @@ public:
     Status start(const ContainerSpec& spec) override;
     Result<std::optional<ExitStatus>> poll(const std::string& name) override;
     Status signal(const std::string& name, int signo) override;
+    // A thread per running job waits for its exit (waitid with WNOWAIT: poll() still reaps it).
+    void on_exit(std::function<void()> wake) override { m_exits->set(std::move(wake)); }
     Status remove(const std::string& name) override;
     Result<std::vector<FoundContainer>> list(const std::string& worker_label) override;
     Status reattach(const std::string& name, const std::filesystem::path& log_path) override;
@@ -60,10 +65,12 @@ private:
         std::optional<ExitStatus> exit; // set once reaped
     };
     void forget(const std::string& name); // drops the job's record in the state dir
+    void watch_exit(pid_t pid);           // see on_exit()
     void reap_leftovers();
 
     std::filesystem::path m_state_dir;
     std::map<std::string, Job> m_jobs;
+    std::shared_ptr<ExitSignal> m_exits = std::make_shared<ExitSignal>();
 };
 
 // From the text of /proc/<pid>/stat: the session id (field 6) and the start time (field 22, in

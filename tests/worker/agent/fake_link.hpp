@@ -90,6 +90,25 @@ public:
         return {};
     }
 
+    Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends) {
+        std::lock_guard lock(m_mu);
+        ++m_calls;
+        if (auto e = refusal(AttemptId())) {
+            return *e;
+        }
+        m_batches.push_back(ends.size());
+        std::vector<api::EndAnswer> out;
+        for (const auto& e : ends) {
+            if (auto no = refusal(e.attempt)) {
+                out.push_back({e.attempt, *no});
+                continue;
+            }
+            m_completed[e.attempt] = e.completion;
+            out.push_back({e.attempt, std::nullopt});
+        }
+        return out;
+    }
+
     // ---- test controls ----
     // Every call fails with `code` (unavailable: the coordinator is away) until cleared (nullopt).
     void fail_all(std::optional<ErrorCode> code) {
@@ -122,6 +141,11 @@ public:
     std::int64_t chunks() {
         std::lock_guard lock(m_mu);
         return m_chunks;
+    }
+    // The size of each batch of completions, in order.
+    std::vector<std::size_t> batches() {
+        std::lock_guard lock(m_mu);
+        return m_batches;
     }
     std::vector<api::Heartbeat> beats() {
         std::lock_guard lock(m_mu);
@@ -173,6 +197,7 @@ private:
     std::map<AttemptId, std::string> m_logs;
     std::map<AttemptId, std::string> m_outputs;
     std::map<AttemptId, api::Completion> m_completed;
+    std::vector<std::size_t> m_batches;
 };
 
 // One thread's link to a FakeCoordinator.
@@ -193,6 +218,9 @@ public:
     }
     Status complete(AttemptId attempt, const api::Completion& completion) override {
         return m_c.complete(attempt, completion);
+    }
+    Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends) override {
+        return m_c.complete_many(ends);
     }
 
 private:

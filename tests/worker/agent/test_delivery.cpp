@@ -280,3 +280,39 @@ TEST_CASE("delivery: outputs over the cap fail the job with the reason, and its 
     CHECK_THAT(b.coordinator.log(AttemptId(1)), Catch::Contains("gpupool-worker: outputs not uploaded"));
     CHECK_FALSE(b.coordinator.outputs(AttemptId(1)));
 }
+
+TEST_CASE("delivery: attempts that end together are completed in one request, each answered on its own",
+          "[delivery]") {
+    DeliveryBench b;
+    for (std::int64_t id : {1, 2, 3}) {
+        b.add(id);
+    }
+    CHECK(b.deliver().empty()); // started, running
+    b.coordinator.conflict(AttemptId(2)); // re-run elsewhere meanwhile
+    for (std::int64_t id : {1, 2, 3}) {
+        b.end(b.attempts.at(AttemptId(id)), id == 3 ? 1 : 0);
+    }
+    CHECK(b.deliver() == std::vector<std::int64_t>{1, 3});
+    // One request for the ends (2 is refused on the way: at its outputs, or in the batch itself).
+    REQUIRE(b.coordinator.batches().size() == 1);
+    CHECK(b.coordinator.batches()[0] >= 2);
+    REQUIRE(b.coordinator.completion(AttemptId(3)));
+    CHECK(b.coordinator.completion(AttemptId(3))->exit_code == 1);
+    CHECK_FALSE(b.coordinator.completion(AttemptId(2)));
+    CHECK(b.deliver() == std::vector<std::int64_t>{2}); // fenced: dropped undelivered
+}
+
+TEST_CASE("delivery: a batch refused as a whole keeps every end for later", "[delivery]") {
+    DeliveryBench b;
+    b.add(1);
+    b.add(2);
+    CHECK(b.deliver().empty());
+    b.end(b.attempts.at(AttemptId(1)), 0);
+    b.end(b.attempts.at(AttemptId(2)), 0);
+    b.coordinator.fail_all(ErrorCode::unavailable);
+    CHECK(b.deliver().empty());
+    b.coordinator.fail_all(std::nullopt);
+    b.clock.advance_ms(8'000); // past the backoff
+    CHECK(b.deliver() == std::vector<std::int64_t>{1, 2});
+    CHECK(b.coordinator.batches().back() == 2);
+}

@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <signal.h>
 #include <sstream>
 #include <thread>
@@ -465,4 +467,36 @@ TEST_CASE("process runtime: a command that does not exist is an error", "[runtim
     REQUIRE_FALSE(started);
     CHECK(started.error().message.find("gpupool-no-such-program") != std::string::npos);
     CHECK(make_runtime("lxc").has_error());
+}
+
+TEST_CASE("process runtime: on_exit wakes the agent when a job ends, not before, and poll then has its status",
+          "[runtime]") {
+    auto rt = make_runtime("process");
+    REQUIRE(rt);
+    Candidate c{"process", {}, "", false};
+    Sandbox box(c);
+    std::mutex mu;
+    std::condition_variable cv;
+    int woken = 0;
+    (*rt)->on_exit([&] {
+        {
+            std::lock_guard lock(mu);
+            ++woken;
+        }
+        cv.notify_all();
+    });
+    ContainerSpec spec = box.spec("sleep 0.3; exit 7");
+    REQUIRE((*rt)->start(spec));
+    Removed guard{**rt, spec.name};
+    const auto began = std::chrono::steady_clock::now();
+    std::unique_lock lock(mu);
+    CHECK_FALSE(cv.wait_for(lock, 150ms, [&] { return woken > 0; })); // still running
+    REQUIRE(cv.wait_for(lock, 5s, [&] { return woken > 0; }));
+    lock.unlock();
+    CHECK(std::chrono::steady_clock::now() - began >= 250ms);
+    auto st = (*rt)->poll(spec.name);
+    REQUIRE(st.has_value());
+    REQUIRE(st->has_value()); // seen at once, with no tick between
+    CHECK((*st)->exit_code == 7);
+    (*rt)->on_exit(nullptr);
 }

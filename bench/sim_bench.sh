@@ -50,6 +50,12 @@ echo "== Generated workload: 4 teams (weights 1 1 2 4), load 1.2, preemption on"
 echo "\$ $BIN sim --mode time --generate --team-weights 1 1 2 4 --policy fgd"
 "$BIN" sim --mode time --generate --team-weights 1 1 2 4 --policy fgd
 echo
+echo "== Sustained overload (load 3, 16 workers): the rules before issue #12, then today's (docs/scheduler.md)"
+for rules in --old-policy ""; do
+    echo "\$ $BIN sim --mode time --generate --team-weights 1 1 2 4 --jobs 4000 --workers 16 --load 3 $rules"
+    "$BIN" sim --mode time --generate --team-weights 1 1 2 4 --jobs 4000 --workers 16 --load 3 $rules
+done
+echo
 echo "== One decision against the 6,212-GPU cluster (half loaded) with 10,000 queued jobs"
 for p in fgd bestfit; do
     echo "\$ $BIN sim --mode decision --policy $p"

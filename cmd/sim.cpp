@@ -183,8 +183,7 @@ int run_alloc_mode(const GlobalOptions& global, const SimOptions& args, Trace tr
         }
         policies = {*k};
     }
-    std::sort(pods.begin(), pods.end(),
-              [](const sim::TracePod& a, const sim::TracePod& b) { return a.name < b.name; });
+    std::sort(pods.begin(), pods.end(), [](const sim::TracePod& a, const sim::TracePod& b) { return a.name < b.name; });
     sim::SimCluster cluster = sim::build_cluster(nodes);
     auto requests = sim::to_requests(pods, cluster.models, args.no_sharing);
     const unsigned threads = args.threads > 0 ? args.threads : std::max(1U, std::thread::hardware_concurrency());
@@ -249,11 +248,16 @@ int run_alloc_mode(const GlobalOptions& global, const SimOptions& args, Trace tr
     return k_exit_ok;
 }
 
-int run_time_mode(const GlobalOptions& global, const SimOptions& args, std::optional<Trace> trace) {
+// The workload and cluster of a time run: generated, or the trace's.
+struct TimeWorkload {
     sim::SimCluster cluster;
     std::vector<sim::TimedJob> jobs;
     std::vector<sched::TeamShare> teams;
     std::string source;
+};
+
+TimeWorkload time_workload(const SimOptions& args, std::optional<Trace> trace) {
+    TimeWorkload w;
     if (args.generate) {
         sim::GenerateOptions g;
         g.teams = std::max(1, args.teams);
@@ -262,105 +266,167 @@ int run_time_mode(const GlobalOptions& global, const SimOptions& args, std::opti
         g.load = args.load;
         g.seed = args.first_seed;
         g.team_weights = args.team_weights;
+        g.checkpoint_fraction = args.checkpoint_fraction;
+        g.checkpoint_interval_s = args.checkpoint_interval_s;
         auto gen = sim::generate_workload(g);
-        cluster = std::move(gen.cluster);
-        jobs = std::move(gen.jobs);
-        teams = std::move(gen.teams);
-        source = "generated (" + std::to_string(g.teams) + " teams, " + std::to_string(g.jobs) + " jobs, " +
-                 std::to_string(g.workers) + " workers x 8 GPUs, load " + fixed(g.load, 2) + ", seed " +
-                 std::to_string(g.seed) + ")";
-    } else {
-        const Inputs& in = trace->in;
-        cluster = sim::build_cluster(trace->nodes);
-        jobs = sim::trace_jobs(trace->pods, cluster.models);
-        for (auto& j : jobs) { // compress arrivals (run times unchanged) to raise the load
-            j.request.submitted_at =
-                static_cast<std::int64_t>(static_cast<double>(j.request.submitted_at) * args.arrival_scale);
-        }
-        if (args.jobs > 0 && args.jobs < static_cast<std::int64_t>(jobs.size())) {
-            jobs.resize(static_cast<std::size_t>(args.jobs));
-        }
-        for (std::size_t i = 0; i < args.team_weights.size(); ++i) {
-            teams.push_back(
-                sched::TeamShare{sched::TeamId(static_cast<std::int64_t>(i) + 1), args.team_weights[i], 0.0});
-        }
-        source = in.pods.string() + " (creation/deletion times, arrivals x " + fixed(args.arrival_scale, 3) + ")";
+        w.cluster = std::move(gen.cluster);
+        w.jobs = std::move(gen.jobs);
+        w.teams = std::move(gen.teams);
+        w.source = "generated (" + std::to_string(g.teams) + " teams, " + std::to_string(g.jobs) + " jobs, " +
+                   std::to_string(g.workers) + " workers x 8 GPUs, load " + fixed(g.load, 2) + ", " +
+                   fixed(100.0 * g.checkpoint_fraction, 0) + "% checkpointing every " +
+                   std::to_string(g.checkpoint_interval_s) + " s, seed " + std::to_string(g.seed) + ")";
+        return w;
     }
-    auto scorer = sched::parse_scorer(args.policy);
-    if (!scorer) {
-        report_error(global, scorer.error());
-        return k_exit_usage;
+    const Inputs& in = trace->in;
+    w.cluster = sim::build_cluster(trace->nodes);
+    w.jobs = sim::trace_jobs(trace->pods, w.cluster.models);
+    for (auto& j : w.jobs) { // compress arrivals (run times unchanged) to raise the load
+        j.request.submitted_at =
+            static_cast<std::int64_t>(static_cast<double>(j.request.submitted_at) * args.arrival_scale);
     }
-    sim::TimeSimOptions opt;
-    opt.policy.placement.scorer = *scorer;
-    opt.policy.seed = args.first_seed;
-    opt.policy.ordering.half_life_s = args.half_life_s;
-    opt.policy.preemption.enabled = !args.no_preemption;
-    opt.policy.preemption.min_runtime_s = args.min_runtime_s;
-    opt.policy.preemption.grace_s = args.grace_s;
-    opt.max_events = args.max_events;
-    if (*scorer == sched::ScorerKind::fgd) {
-        std::vector<sched::JobRequest> reqs;
-        for (const auto& j : jobs) {
-            reqs.push_back(j.request);
-        }
-        opt.policy.placement.workload = sched::typical_workload(reqs);
+    if (args.jobs > 0 && args.jobs < static_cast<std::int64_t>(w.jobs.size())) {
+        w.jobs.resize(static_cast<std::size_t>(args.jobs));
     }
-    const auto start = std::chrono::steady_clock::now();
-    sim::TimeSimResult r = sim::run_time_sim(cluster, jobs, teams, opt);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (global.json) {
-        nlohmann::ordered_json util = nlohmann::ordered_json::array();
-        for (const auto& [t, u] : r.utilization) {
-            util.push_back({{"time", t}, {"allocated", u}});
-        }
-        nlohmann::ordered_json tj = nlohmann::ordered_json::array();
-        for (const auto& t : r.teams) {
-            tj.push_back({{"team", t.team},
-                          {"weight", t.weight},
-                          {"gpu_seconds", t.gpu_seconds},
-                          {"jobs_started", t.jobs_started}});
-        }
-        nlohmann::ordered_json out = {{"mode", "time"},
-                                      {"source", source},
-                                      {"policy", args.policy},
-                                      {"jobs", r.jobs},
-                                      {"started", r.started},
-                                      {"finished", r.finished},
-                                      {"rejected", r.rejected},
-                                      {"preemptions", r.preemptions},
-                                      {"lost_gpu_seconds", r.lost_gpu_seconds},
-                                      {"queueing_delay_s",
-                                       {{"p50", r.delay_p50_s},
-                                        {"p90", r.delay_p90_s},
-                                        {"p99", r.delay_p99_s},
-                                        {"p99_high", r.delay_p99_high_s}}},
-                                      {"utilization_avg", r.utilization_avg},
-                                      {"utilization", util},
-                                      {"jain_index", r.jain_index},
-                                      {"teams", tj},
-                                      {"schedule_calls", r.schedule_calls},
-                                      {"wall_s", wall}};
-        std::cout << out.dump(2) << '\n';
-        return k_exit_ok;
+    for (std::size_t i = 0; i < args.team_weights.size(); ++i) {
+        w.teams.push_back(sched::TeamShare{sched::TeamId(static_cast<std::int64_t>(i) + 1), args.team_weights[i], 0.0});
     }
-    std::cout << "gpupool sim --mode time: " << source << ", policy " << args.policy << "\n"
+    w.source = in.pods.string() + " (creation/deletion times, arrivals x " + fixed(args.arrival_scale, 3) + ")";
+    return w;
+}
+
+// The scheduling policy of a time run: the pool's defaults, or the rules before issue #12.
+sched::Policy time_policy(const SimOptions& args, sched::ScorerKind scorer) {
+    sched::Policy policy;
+    policy.placement.scorer = scorer;
+    policy.seed = args.first_seed;
+    policy.ordering.half_life_s = args.half_life_s;
+    policy.ordering.mode = args.order == "class-first"   ? sched::OrderMode::class_first
+                           : args.order == "share-first" ? sched::OrderMode::share_first
+                                                         : sched::OrderMode::high_first;
+    policy.preemption.enabled = !args.no_preemption;
+    policy.preemption.min_runtime_s = args.min_runtime_s;
+    policy.preemption.grace_s = args.grace_s;
+    if (args.max_preemptions >= 0) {
+        policy.preemption.max_per_job = args.max_preemptions;
+    }
+    return args.old_policy ? sched::legacy_policy(policy) : policy;
+}
+
+double waste_pct(const sim::TimeSimResult& r) {
+    return r.gpu_seconds > 0.0 ? 100.0 * r.lost_gpu_seconds / r.gpu_seconds : 0.0;
+}
+
+nlohmann::ordered_json contended_json(const sim::ContendedResult& c) {
+    nlohmann::ordered_json teams = nlohmann::ordered_json::array();
+    for (const auto& t : c.teams) {
+        teams.push_back({{"team", t.team},
+                         {"weight", t.weight},
+                         {"share", t.share},
+                         {"fair_share", t.fair_share},
+                         {"deviation", t.deviation}});
+    }
+    return {{"seconds", c.contended_s},
+            {"gpu_seconds", c.gpu_seconds},
+            {"worst_deviation", c.worst_deviation},
+            {"jain_index", c.jain_index},
+            {"teams", teams}};
+}
+
+void print_time_json(const SimOptions& args, const std::string& source, const sim::TimeSimResult& r, double wall) {
+    nlohmann::ordered_json util = nlohmann::ordered_json::array();
+    for (const auto& [t, u] : r.utilization) {
+        util.push_back({{"time", t}, {"allocated", u}});
+    }
+    nlohmann::ordered_json tj = nlohmann::ordered_json::array();
+    for (const auto& t : r.teams) {
+        tj.push_back(
+            {{"team", t.team}, {"weight", t.weight}, {"gpu_seconds", t.gpu_seconds}, {"jobs_started", t.jobs_started}});
+    }
+    nlohmann::ordered_json out = {
+        {"mode", "time"},
+        {"source", source},
+        {"policy", args.policy},
+        {"rules", args.old_policy ? "old" : "current"},
+        {"jobs", r.jobs},
+        {"started", r.started},
+        {"finished", r.finished},
+        {"rejected", r.rejected},
+        {"preemptions", r.preemptions},
+        {"preempted_jobs", r.preempted_jobs},
+        {"most_preemptions_of_a_job", r.most_preemptions_of_a_job},
+        {"gpu_seconds", r.gpu_seconds},
+        {"lost_gpu_seconds", r.lost_gpu_seconds},
+        {"waste_pct", waste_pct(r)},
+        {"queueing_delay_s",
+         {{"p50", r.delay_p50_s}, {"p90", r.delay_p90_s}, {"p99", r.delay_p99_s}, {"p99_high", r.delay_p99_high_s}}},
+        {"utilization_avg", r.utilization_avg},
+        {"utilization", util},
+        {"contended", contended_json(r.contended)},
+        {"jain_index", r.jain_index},
+        {"teams", tj},
+        {"schedule_calls", r.schedule_calls},
+        {"wall_s", wall}};
+    std::cout << out.dump(2) << '\n';
+}
+
+void print_time_text(const SimOptions& args, const std::string& source, const sim::TimeSimResult& r, double wall) {
+    std::cout << "gpupool sim --mode time: " << source << ", policy " << args.policy
+              << (args.old_policy ? " (old rules)" : "") << "\n"
               << "jobs " << r.jobs << ", started " << r.started << ", finished " << r.finished << ", rejected "
-              << r.rejected << ", preemptions " << r.preemptions << " (lost " << fixed(r.lost_gpu_seconds / 3600.0, 1)
-              << " GPU-hours)\n"
+              << r.rejected << "\n"
+              << "preemptions " << r.preemptions << " of " << r.preempted_jobs << " jobs (most of one job "
+              << r.most_preemptions_of_a_job << "); waste: lost " << fixed(r.lost_gpu_seconds / 3600.0, 1) << " of "
+              << fixed(r.gpu_seconds / 3600.0, 1) << " GPU-hours (" << fixed(waste_pct(r), 1) << "%)\n"
               << "queueing delay: p50 " << fixed(r.delay_p50_s, 0) << "s, p90 " << fixed(r.delay_p90_s, 0) << "s, p99 "
               << fixed(r.delay_p99_s, 0) << "s (high priority p99 " << fixed(r.delay_p99_high_s, 0) << "s)\n"
               << "GPU utilization: average " << fixed(100.0 * r.utilization_avg, 1) << "%; samples:";
     for (const auto& [t, u] : r.utilization) {
         std::cout << ' ' << fixed(100.0 * u, 0) << '%';
     }
-    std::cout << "\nfairness (Jain, GPU-time / weight over " << r.teams.size() << " teams): " << fixed(r.jain_index, 3)
-              << "\n";
+    const sim::ContendedResult& c = r.contended;
+    std::cout << "\nfairness under contention (" << fixed(c.contended_s / 3600.0, 1)
+              << " h with 2+ teams queued): worst |share - fair| / fair " << fixed(100.0 * c.worst_deviation, 1)
+              << "%, Jain " << fixed(c.jain_index, 3) << " over share / fair\n";
+    for (const auto& t : c.teams) {
+        std::cout << "  team " << t.team << " weight " << fixed(t.weight, 1) << ": " << fixed(100.0 * t.share, 1)
+                  << "% of GPU-time, fair " << fixed(100.0 * t.fair_share, 1) << "% ("
+                  << (t.share >= t.fair_share ? "+" : "-") << fixed(100.0 * t.deviation, 1) << "%)\n";
+    }
+    std::cout << "fairness (Jain, whole-run GPU-time / weight over " << r.teams.size()
+              << " teams; blind to contention): " << fixed(r.jain_index, 3) << "\n";
     for (const auto& t : r.teams) {
         std::cout << "  team " << t.team << " weight " << fixed(t.weight, 1) << ": " << fixed(t.gpu_seconds / 3600.0, 1)
                   << " GPU-hours, " << t.jobs_started << " jobs\n";
     }
     std::cout << r.schedule_calls << " schedule() calls in " << fixed(wall, 2) << " s\n";
+}
+
+int run_time_mode(const GlobalOptions& global, const SimOptions& args, std::optional<Trace> trace) {
+    TimeWorkload w = time_workload(args, std::move(trace));
+    auto scorer = sched::parse_scorer(args.policy);
+    if (!scorer) {
+        report_error(global, scorer.error());
+        return k_exit_usage;
+    }
+    sim::TimeSimOptions opt;
+    opt.policy = time_policy(args, *scorer);
+    opt.max_events = args.max_events;
+    if (*scorer == sched::ScorerKind::fgd) {
+        std::vector<sched::JobRequest> reqs;
+        for (const auto& j : w.jobs) {
+            reqs.push_back(j.request);
+        }
+        opt.policy.placement.workload = sched::typical_workload(reqs);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    sim::TimeSimResult r = sim::run_time_sim(w.cluster, w.jobs, w.teams, opt);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (global.json) {
+        print_time_json(args, w.source, r, wall);
+    } else {
+        print_time_text(args, w.source, r, wall);
+    }
     return k_exit_ok;
 }
 
@@ -476,6 +542,22 @@ void register_sim(Cli& cli) {
     sub->add_option("--grace", args->grace_s, "Preemption: grace period, seconds (default 60)");
     sub->add_option("--half-life", args->half_life_s, "Fair share: half-life of usage, seconds (default 7 days)");
     sub->add_flag("--no-preemption", args->no_preemption, "Time mode: never preempt");
+    sub->add_flag("--old-policy", args->old_policy,
+                  "Time mode: the rules before issue #12 (classes first across teams, fewest victims, no cap per job)");
+    sub->add_option("--order", args->order,
+                    "Time mode: high-first (default: submitted-high jobs, then fair share, then class within a "
+                    "team), share-first, or class-first (the old order)")
+        ->check(CLI::IsMember({"high-first", "share-first", "class-first"}));
+    sub->add_option("--max-preemptions", args->max_preemptions,
+                    "Preemption: earlier attempts after which a job is not preempted again (default 1; 0 = no cap)")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000}));
+    sub->add_option("--checkpoint-fraction", args->checkpoint_fraction,
+                    "Generated: fraction of jobs that checkpoint and lose only the work since their last save "
+                    "(default 0)")
+        ->check(CLI::Range(0.0, 1.0));
+    sub->add_option("--checkpoint-interval", args->checkpoint_interval_s,
+                    "Generated: seconds between a checkpointing job's saves (default 600)")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{86400 * 30}));
     sub->add_option("--arrival-scale", args->arrival_scale,
                     "Time mode, trace: multiply arrival times by this (< 1 compresses arrivals; run times unchanged)")
         ->check(CLI::Range(0.0001, 1000.0));

@@ -38,6 +38,11 @@ struct SimOptions {
     std::int64_t grace_s = 60;
     double half_life_s = 7.0 * 24 * 3600;
     bool no_preemption = false;
+    bool old_policy = false;           // sched::legacy_policy: the rules before issue #12
+    std::string order = "high-first";  // sched::OrderMode
+    std::int64_t max_preemptions = -1; // per job; -1: the policy's default, 0: no cap
+    double checkpoint_fraction = 0.0;  // generated: jobs that checkpoint
+    std::int64_t checkpoint_interval_s = 600;
     std::int64_t max_events = 0;
     double arrival_scale = 1.0;
 };

@@ -53,8 +53,8 @@ void PoolView::set_worker(WorkerId id, const LiveWorker& worker) {
     auto [it, added] = m_workers.try_emplace(id);
     WorkerEntry& e = it->second;
     const bool offered = e.offers;
-    e.offers = worker.record.state == WorkerState::active && !worker.draining &&
-               worker.sharing == api::SharingState::sharing;
+    e.offers =
+        worker.record.state == WorkerState::active && !worker.draining && worker.sharing == api::SharingState::sharing;
     e.last_seen_ms = worker.record.last_seen_at;
     sched::Worker& b = e.base;
     b.id = id;
@@ -109,8 +109,8 @@ sched::Worker PoolView::current(const WorkerEntry& e) const {
         *w.slots_free -= e.attempts;
     }
     for (std::size_t g = 0; g < w.gpus.size(); ++g) {
-        const bool failing = std::find(e.unhealthy.begin(), e.unhealthy.end(), static_cast<std::int64_t>(g)) !=
-                             e.unhealthy.end();
+        const bool failing =
+            std::find(e.unhealthy.begin(), e.unhealthy.end(), static_cast<std::int64_t>(g)) != e.unhealthy.end();
         // A failing GPU takes no new work (what runs on it still counts against it).
         w.gpus[g].milli_free = (failing ? 0 : w.gpus[g].milli_free) - (g < e.gpu_used.size() ? e.gpu_used[g] : 0);
     }
@@ -206,6 +206,9 @@ void PoolView::set_attempt(const AttemptRecord& a, const JobRecord& j) {
     r.cpu_milli = j.spec.resources.cpu_milli;
     r.memory_mib = j.spec.resources.memory_mib;
     r.started_at = (a.started_at ? *a.started_at : a.assigned_at) / 1000;
+    // Every earlier attempt (preempted, lost or retried) counts against the preemption cap: the
+    // record does not say which ended by preemption. Jobs do not declare checkpoints yet.
+    r.earlier_attempts = std::max<std::int64_t>(0, j.attempts - 1);
     use(act, +1);
     m_active.emplace(a.id, std::move(act));
 }
@@ -250,8 +253,7 @@ void PoolView::count_queued(const Queued& q, int sign) {
     }
 }
 
-void PoolView::set_job(const JobRecord& j, std::int64_t queued_since_ms, TokenId submitter,
-                       std::int64_t sweep_cap) {
+void PoolView::set_job(const JobRecord& j, std::int64_t queued_since_ms, TokenId submitter, std::int64_t sweep_cap) {
     if (auto old = m_queued.find(j.id); old != m_queued.end()) {
         count_queued(old->second, -1);
         m_queued.erase(old);

@@ -152,6 +152,15 @@ struct RunningJob {
     // Already told to stop (preempted) for `preempted_for`; it holds its resources until it exits.
     bool stopping = false;
     JobId preempted_for;
+    // What stopping it throws away (preemption.hpp weighs it when choosing victims). A job that
+    // `checkpoints` saves its progress and resumes from the last save: it loses only the run time
+    // since `checkpointed_at` (the last save known; 0 or before started_at: none yet). Other jobs
+    // lose the whole run since started_at. Defaults: no checkpoints, the whole run is lost.
+    bool checkpoints = false;
+    std::int64_t checkpointed_at = 0;
+    // Attempts of this job before this one (the sim: times it was preempted; the coordinator:
+    // earlier attempts of any kind). PreemptionPolicy::max_per_job caps preemptions with it.
+    std::int64_t earlier_attempts = 0;
     bool operator==(const RunningJob&) const = default;
 };
 

@@ -57,6 +57,14 @@ void FairShareSorter::charge(TeamId team, double gpu_seconds) {
 }
 
 bool FairShareSorter::above_fair_share(TeamId team) const {
+    return compare_to_fair_share(team) > 0;
+}
+
+bool FairShareSorter::below_fair_share(TeamId team) const {
+    return compare_to_fair_share(team) < 0;
+}
+
+int FairShareSorter::compare_to_fair_share(TeamId team) const {
     double total_usage = 0.0;
     double total_weight = 0.0;
     for (const auto& [t, w] : m_weight) {
@@ -69,10 +77,35 @@ bool FairShareSorter::above_fair_share(TeamId team) const {
         }
     }
     if (total_usage <= 0.0 || total_weight <= 0.0) {
-        return false;
+        return 0;
     }
-    return usage(team) / total_usage > weight(team) / total_weight;
+    const double used = usage(team) / total_usage;
+    const double due = weight(team) / total_weight;
+    return used > due ? 1 : used < due ? -1 : 0;
 }
+
+namespace {
+
+// The tier a job is ordered in before fair share (ordering.hpp, rule 1); higher goes first.
+int tier(const JobRequest& j, std::int64_t now, const OrderingPolicy& policy) {
+    switch (policy.mode) {
+    case OrderMode::class_first:
+        return static_cast<int>(effective_priority(j, now, policy.aging_s));
+    case OrderMode::high_first:
+        return j.priority == Priority::high ? 1 : 0;
+    case OrderMode::share_first:
+        return 0;
+    }
+    return 0;
+}
+
+// Within a tier and a team: class after aging (high first), then the oldest, then the job id.
+std::tuple<int, std::int64_t, std::int64_t> team_key(const JobRequest& j, std::int64_t now,
+                                                     const OrderingPolicy& policy) {
+    return {-static_cast<int>(effective_priority(j, now, policy.aging_s)), j.submitted_at, j.id.value()};
+}
+
+} // namespace
 
 std::vector<std::size_t> FairShareSorter::order(const std::vector<JobRequest>& pending, std::int64_t now) const {
     std::vector<std::size_t> idx(pending.size());
@@ -81,8 +114,7 @@ std::vector<std::size_t> FairShareSorter::order(const std::vector<JobRequest>& p
     }
     auto key = [&](std::size_t i) {
         const JobRequest& j = pending[i];
-        return std::tuple(-static_cast<int>(effective_priority(j, now, m_policy.aging_s)), share(j.team),
-                          j.submitted_at, j.id.value());
+        return std::tuple(-tier(j, now, m_policy), share(j.team), team_key(j, now, m_policy));
     };
     std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
     return idx;
@@ -91,13 +123,12 @@ std::vector<std::size_t> FairShareSorter::order(const std::vector<JobRequest>& p
 OrderingCursor::OrderingCursor(const std::vector<JobRequest>& pending, std::int64_t now, const OrderingPolicy& policy) {
     for (std::size_t i = 0; i < pending.size(); ++i) {
         const JobRequest& j = pending[i];
-        m_queues[static_cast<int>(effective_priority(j, now, policy.aging_s))][j.team].push_back(i);
+        m_queues[tier(j, now, policy)][j.team].push_back(i);
     }
-    for (auto& [cls, teams] : m_queues) {
+    for (auto& [t, teams] : m_queues) {
         for (auto& [team, jobs] : teams) {
             std::sort(jobs.begin(), jobs.end(), [&](std::size_t a, std::size_t b) {
-                return std::pair(pending[a].submitted_at, pending[a].id.value()) >
-                       std::pair(pending[b].submitted_at, pending[b].id.value());
+                return team_key(pending[a], now, policy) > team_key(pending[b], now, policy);
             });
         }
     }

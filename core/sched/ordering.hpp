@@ -1,19 +1,25 @@
 // Ordering: which pending job is considered next. Placement (where it goes) is in placement.hpp.
 //
-// Rules, in order (Mesos' sorter, with priority classes on top):
-//  1. Priority class, high > normal > low, after aging: a job that has waited `aging_s` moves up one
-//     class, 2 x aging_s two classes (capped at high). Aging only affects order; only jobs submitted
-//     as `high` may preempt.
+// Rules (OrderingPolicy::mode; the default is `high_first`):
+//  1. `high_first`: jobs SUBMITTED as `high` go first, the team with the smallest share first among
+//     them. Every other job is ordered by fair share between teams first, so that a team below its
+//     share gets the next free GPUs whatever the class of the others' jobs; within a team, by class
+//     after aging, then age. `share_first` does the same without the `high` tier. `class_first`
+//     (the rule before issue #12) puts the class after aging first across the whole pool: under
+//     sustained overload old jobs of every team reach `high` and the order becomes first come,
+//     first served, which splits the pool evenly whatever the weights.
 //  2. Fair share between teams: the team with the smallest decayed usage / weight goes first. Usage
 //     is GPU-seconds decayed exponentially with `half_life_s`; a placement made during the same call
 //     charges the team `placement_charge_s` seconds of its GPU share, so one call does not hand
 //     every free GPU to one team.
-//  3. Age: oldest submission first; then job id.
-// Starvation-freedom: a waiting job's class rises with its wait until it is in the top class;
-// within a class a team that keeps receiving GPUs sees its usage grow past the others', and within
-// a team jobs leave in age order, so every job reaches the head of the order in bounded time. (A job
-// at the head still has to fit: a large job can be overtaken by smaller ones that fit, which is
-// the not-now reason `status` shows; preemption helps high jobs.)
+//  3. Class after aging: a job that has waited `aging_s` moves up one class, 2 x aging_s two classes
+//     (capped at high). Aging only affects order; only jobs submitted as `high` may preempt.
+//  4. Age: oldest submission first; then job id.
+// Starvation-freedom: within a team a waiting job's class rises with its wait until it is in the
+// top class, and jobs of one class leave in age order; a team that keeps receiving GPUs sees its
+// usage grow past the others', so every team reaches the head of the order. (A job at the head
+// still has to fit: a large job can be overtaken by smaller ones that fit, which is the not-now
+// reason `status` shows; preemption helps high jobs.)
 // FairShareSorter is a value type (no shared state); not thread-safe for concurrent mutation.
 #pragma once
 
@@ -27,7 +33,11 @@
 
 namespace gpupool::sched {
 
+// How priority classes and fair share combine (rule 1 above).
+enum class OrderMode : std::uint8_t { high_first, share_first, class_first };
+
 struct OrderingPolicy {
+    OrderMode mode = OrderMode::high_first;
     double half_life_s = 7.0 * 24 * 3600;
     std::int64_t aging_s = 4 * 3600;
     double placement_charge_s = 600.0;
@@ -67,11 +77,16 @@ public:
     void charge(TeamId team, double gpu_seconds);
     // The team's usage fraction exceeds its weight fraction (among the known teams).
     bool above_fair_share(TeamId team) const;
+    // The team's usage fraction is under its weight fraction; false while no team has usage.
+    bool below_fair_share(TeamId team) const;
 
     // Indices of `pending` in the order they should be considered, evaluated once at `now`.
     std::vector<std::size_t> order(const std::vector<JobRequest>& pending, std::int64_t now) const;
 
 private:
+    // Usage fraction against weight fraction: 1 above, -1 below, 0 equal or no usage yet.
+    int compare_to_fair_share(TeamId team) const;
+
     OrderingPolicy m_policy;
     std::unordered_map<TeamId, double> m_weight;
     std::unordered_map<TeamId, double> m_usage;
@@ -85,7 +100,9 @@ public:
     std::optional<std::size_t> next(const FairShareSorter& sorter);
 
 private:
-    // class (high first) -> team -> job indices, oldest last (popped from the back)
+    // tier (first first) -> team -> job indices, next last (popped from the back). The tier is the
+    // class after aging (class_first), 1 for submitted `high` and 0 for the rest (high_first), or
+    // 0 (share_first).
     std::map<int, std::map<TeamId, std::vector<std::size_t>>, std::greater<>> m_queues;
 };
 

@@ -1,6 +1,7 @@
 #include "core/sched/preemption.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 
 namespace gpupool::sched {
@@ -13,19 +14,43 @@ bool preemptible(const RunningJob& victim, const JobRequest& preemptor, const Fa
     if (now - victim.started_at < policy.min_runtime_s) {
         return false;
     }
-    return victim.priority == Priority::low || shares.above_fair_share(victim.team);
+    if (policy.max_per_job > 0 && victim.earlier_attempts >= policy.max_per_job) {
+        return false;
+    }
+    if (victim.priority == Priority::normal) {
+        return shares.above_fair_share(victim.team);
+    }
+    return !policy.protect_below_share || victim.team == preemptor.team || !shares.below_fair_share(victim.team);
+}
+
+double lost_gpu_seconds(const RunningJob& victim, std::int64_t now) {
+    const std::int64_t since =
+        victim.checkpoints ? std::max(victim.started_at, victim.checkpointed_at) : victim.started_at;
+    const auto gpu_milli = victim.gpu_milli * static_cast<std::int64_t>(victim.gpu_indices.size());
+    return static_cast<double>(gpu_milli) / k_milli_per_gpu *
+           static_cast<double>(std::max<std::int64_t>(0, now - since));
 }
 
 namespace {
 
-// Cost of a victim set: normal victims weigh more than low ones, then lost run time.
-double victim_cost(const std::vector<RunningJob>& running, const std::vector<std::size_t>& set, std::int64_t now) {
-    double cost = 0.0;
+// Cost of a victim set, lower is better, compared as a tuple. least_lost_work: (lost GPU-seconds,
+// normal victims, victims); fewest_victims: (victims, normal victims, run time).
+using Cost = std::tuple<double, std::size_t, double>;
+
+Cost victim_cost(const std::vector<RunningJob>& running, const std::vector<std::size_t>& set, std::int64_t now,
+                 VictimChoice choice) {
+    double lost = 0.0;
+    double run = 0.0;
+    std::size_t normals = 0;
     for (auto i : set) {
-        cost +=
-            (running[i].priority == Priority::normal ? 1e12 : 0.0) + static_cast<double>(now - running[i].started_at);
+        lost += lost_gpu_seconds(running[i], now);
+        run += static_cast<double>(now - running[i].started_at);
+        normals += running[i].priority == Priority::normal ? 1 : 0;
     }
-    return cost;
+    if (choice == VictimChoice::least_lost_work) {
+        return {lost, normals, static_cast<double>(set.size())};
+    }
+    return {static_cast<double>(set.size()), normals, run};
 }
 
 bool fits_without(Worker w, const std::vector<RunningJob>& running, const std::vector<std::size_t>& set,
@@ -78,7 +103,7 @@ std::optional<VictimSet> find_victims(const std::vector<Worker>& workers, const 
     for (std::size_t i = 0; i < workers.size(); ++i) {
         index[workers[i].id] = i;
     }
-    // Eligible victims per worker, youngest first.
+    // Eligible victims per worker, the cheapest first.
     std::vector<std::vector<std::size_t>> eligible(workers.size());
     for (std::size_t i = 0; i < running.size(); ++i) {
         auto it = index.find(running[i].worker);
@@ -87,8 +112,13 @@ std::optional<VictimSet> find_victims(const std::vector<Worker>& workers, const 
         }
         eligible[it->second].push_back(i);
     }
+    const bool least_lost = policy.choice == VictimChoice::least_lost_work;
     for (auto& e : eligible) {
         std::sort(e.begin(), e.end(), [&](std::size_t a, std::size_t b) {
+            if (least_lost) {
+                return std::pair(lost_gpu_seconds(running[a], now), running[a].priority) <
+                       std::pair(lost_gpu_seconds(running[b], now), running[b].priority);
+            }
             return std::pair(running[a].priority, -running[a].started_at) <
                    std::pair(running[b].priority, -running[b].started_at);
         });
@@ -96,9 +126,9 @@ std::optional<VictimSet> find_victims(const std::vector<Worker>& workers, const 
             e.resize(policy.max_candidates);
         }
     }
+    std::optional<VictimSet> best;
+    Cost best_cost{};
     for (std::size_t k = 1; k <= policy.max_victims; ++k) {
-        std::optional<VictimSet> best;
-        double best_cost = 0.0;
         for (std::size_t w = 0; w < workers.size(); ++w) {
             const Worker& worker = workers[w];
             if (eligible[w].size() < k || !filter_available(worker) || !filter_models(worker, job) ||
@@ -110,22 +140,20 @@ std::optional<VictimSet> find_victims(const std::vector<Worker>& workers, const 
                 for (std::size_t i = 0; i < k; ++i) {
                     set[i] = eligible[w][c[i]];
                 }
-                if (!fits_without(worker, running, set, job)) {
+                const Cost cost = victim_cost(running, set, now, policy.choice);
+                if ((best && !(cost < best_cost)) || !fits_without(worker, running, set, job)) {
                     return false;
                 }
-                double cost = victim_cost(running, set, now);
-                if (!best || cost < best_cost) {
-                    best = VictimSet{w, set};
-                    best_cost = cost;
-                }
-                return false; // keep looking for a cheaper set of the same size
+                best = VictimSet{w, set};
+                best_cost = cost;
+                return false; // keep looking for a cheaper set
             });
         }
-        if (best) {
-            return best;
+        if (best && !least_lost) {
+            return best; // the smallest size that works
         }
     }
-    return std::nullopt;
+    return best;
 }
 
 } // namespace gpupool::sched

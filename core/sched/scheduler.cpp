@@ -1,5 +1,6 @@
 #include "core/sched/scheduler.hpp"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -94,6 +95,9 @@ private:
         if (!may_preempt) {
             m_failed.emplace(signature(job), w);
         }
+        if (p.outcome == PlaceOutcome::not_now) {
+            hold_worker(job);
+        }
         m_out.waiting.push_back(std::move(w));
     }
 
@@ -128,8 +132,8 @@ private:
 
     void commit(const JobRequest& job, const Placement& p) {
         take(m_workers[p.worker], job, p.choice);
-        PlacementDecision d{job.id, m_workers[p.worker].id, p.choice.gpus, p.choice.milli, job.cpu_milli,
-                            job.memory_mib};
+        PlacementDecision d{job.id,         m_workers[p.worker].id, p.choice.gpus,
+                            p.choice.milli, job.cpu_milli,          job.memory_mib};
         m_shares.charge(job.team, gpu_share(job, d) * m_policy.ordering.placement_charge_s);
         m_out.placements.push_back(std::move(d));
     }
@@ -138,9 +142,11 @@ private:
     // settled (waiting on victims chosen now or before).
     bool try_preempt(const JobRequest& job) {
         if (auto it = m_stopping_for.find(job.id); it != m_stopping_for.end()) {
-            m_out.waiting.push_back({job.id, PlaceOutcome::not_now,
+            m_out.waiting.push_back({job.id,
+                                     PlaceOutcome::not_now,
                                      "waiting for " + std::to_string(it->second) + " preempted job(s) to stop",
-                                     Gate::none, {}});
+                                     Gate::none,
+                                     {}});
             return true;
         }
         auto set = m_no_victims.contains(signature(job))
@@ -155,12 +161,47 @@ private:
         for (auto v : set->victims) {
             m_taken[v] = true;
             const RunningJob& r = m_view.running[v];
-            m_out.preemptions.push_back({r.job, r.attempt, r.worker, job.id, m_now + m_policy.preemption.grace_s});
+            m_out.preemptions.push_back(
+                {r.job, r.attempt, r.worker, job.id, m_now + m_policy.preemption.grace_s, lost_gpu_seconds(r, m_now)});
         }
-        m_out.waiting.push_back({job.id, PlaceOutcome::not_now,
-                                 preempt_reason(set->victims.size(), m_workers[set->worker], m_policy.preemption.grace_s),
-                                 Gate::none, {}});
+        m_out.waiting.push_back(
+            {job.id,
+             PlaceOutcome::not_now,
+             preempt_reason(set->victims.size(), m_workers[set->worker], m_policy.preemption.grace_s),
+             Gate::none,
+             {}});
         return true;
+    }
+
+    // Policy::reservations: the worker nearest to fitting a multi-GPU job that fits nowhere now
+    // takes nothing else in this call.
+    void hold_worker(const JobRequest& job) {
+        if (m_held >= m_policy.reservations || job.gpus < 2) {
+            return;
+        }
+        std::optional<std::size_t> best;
+        std::pair<std::int64_t, std::int64_t> best_key{-1, -1};
+        for (std::size_t i = 0; i < m_workers.size(); ++i) {
+            const Worker& w = m_workers[i];
+            if (!filter_available(w) || !filter_models(w, job) || !fits_total(w, job) ||
+                !filter_owner(w, job, m_policy.placement.owner_allows)) {
+                continue;
+            }
+            std::pair<std::int64_t, std::int64_t> key{0, 0};
+            for (const auto& g : w.gpus) {
+                key.first += g.milli_free >= k_milli_per_gpu ? 1 : 0;
+                key.second += std::max<std::int64_t>(0, g.milli_free);
+            }
+            if (key > best_key) {
+                best = i;
+                best_key = key;
+            }
+        }
+        if (!best) {
+            return;
+        }
+        ++m_held;
+        m_workers[*best].draining = true;
     }
 
     // A worker whose attempts are stopping for a preemptor is reserved for it: nobody else may take
@@ -184,6 +225,7 @@ private:
     std::map<Signature, WaitingJob> m_failed;
     std::map<Signature, bool> m_no_victims; // victim sets only shrink during a call
     std::vector<bool> m_taken;
+    std::size_t m_held = 0; // workers held by hold_worker() in this call
     std::unordered_map<JobId, std::size_t> m_stopping_for;
     std::unordered_map<WorkerId, std::size_t> m_worker_index;
     std::vector<bool> m_was_draining;
@@ -191,6 +233,15 @@ private:
 };
 
 } // namespace
+
+Policy legacy_policy(Policy policy) {
+    policy.ordering.mode = OrderMode::class_first;
+    policy.preemption.choice = VictimChoice::fewest_victims;
+    policy.preemption.max_per_job = 0;
+    policy.preemption.protect_below_share = false;
+    policy.reservations = 0;
+    return policy;
+}
 
 Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& pending, const Policy& policy,
                    std::int64_t now) {

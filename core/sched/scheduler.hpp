@@ -11,7 +11,8 @@
 // reason) or `not_now` (stays queued, with a reason for `status`). A `high` job that is not-now may
 // preempt (preemption.hpp): the decision lists the victims and the time they must stop by; the job
 // itself is placed in a later call, once the victims have released their resources; while victims
-// chosen for it are still stopping (RunningJob::stopping), it preempts nobody else.
+// chosen for it are still stopping (RunningJob::stopping), it preempts nobody else. The first
+// multi-GPU jobs that fit nowhere and preempt nobody hold a worker each (Policy::reservations).
 // Thread safety: reentrant; the view is only read.
 #pragma once
 
@@ -32,6 +33,14 @@ struct Policy {
     OrderingPolicy ordering;
     PreemptionPolicy preemption;
     std::uint64_t seed = 0;
+    // Reservations per call: the first multi-GPU jobs in order that do not fit (and preempt nobody)
+    // each hold the worker nearest to fitting them (the most whole free GPUs, then the most free GPU
+    // share): nothing else is placed there in this call, so what frees up there accumulates until
+    // the job fits, instead of going to smaller jobs behind it. Without it a multi-GPU job of the
+    // team most entitled to the next GPUs waits until the queue drains, and that team falls below
+    // its share. 3 is what kept every team within 10% of its share in `gpupool sim` at load 3 on 16
+    // workers (docs/scheduler.md); 0: none (before issue #12).
+    std::size_t reservations = 3;
 };
 
 struct PlacementDecision {
@@ -51,6 +60,9 @@ struct PreemptionDecision {
     WorkerId worker;
     JobId for_job;
     std::int64_t stop_by = 0; // now + grace
+    // The work stopping it throws away as of the decision (lost_gpu_seconds, preemption.hpp): what
+    // the caller counts as preemption waste when it has no better figure.
+    double lost_gpu_seconds = 0.0;
 };
 
 struct Decisions {
@@ -58,6 +70,12 @@ struct Decisions {
     std::vector<PreemptionDecision> preemptions;
     std::vector<WaitingJob> waiting; // every pending job not placed
 };
+
+// `policy` with the rules the pool had before issue #12, for before/after comparisons
+// (`gpupool sim --old-policy`): priority classes first across the pool (OrderMode::class_first),
+// the fewest victims (VictimChoice::fewest_victims), no cap on preemptions per job, low attempts of
+// teams below their share not protected, no reservations.
+Policy legacy_policy(Policy policy);
 
 Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& pending, const Policy& policy,
                    std::int64_t now);

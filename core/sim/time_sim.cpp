@@ -50,6 +50,7 @@ GeneratedWorkload generate_workload(const GenerateOptions& o) {
         g.teams.push_back(sched::TeamShare{TeamId(t + 1), weight, 0.0});
     }
     sched::Rng rng(o.seed);
+    sched::Rng checkpoint_rng(o.seed ^ 0x636b70745f726e67ULL); // its own stream: see GenerateOptions
     // Job mix: (probability, gpus, milli, gpu memory MiB)
     struct Shape {
         double p;
@@ -87,6 +88,9 @@ GeneratedWorkload generate_workload(const GenerateOptions& o) {
         j.request.memory_mib = 16384 * std::max<std::int64_t>(1, shapes[s].gpus);
         j.duration_s =
             std::max<std::int64_t>(60, static_cast<std::int64_t>(-std::log(1.0 - rng.unit()) * o.mean_runtime_s));
+        if (checkpoint_rng.unit() < o.checkpoint_fraction) {
+            j.checkpoint_interval_s = std::max<std::int64_t>(1, o.checkpoint_interval_s);
+        }
         g.jobs.push_back(std::move(j));
     }
     return g;
@@ -143,9 +147,15 @@ public:
     TimeSim(const SimCluster& cluster, const std::vector<TimedJob>& jobs, const std::vector<sched::TeamShare>& teams,
             const TimeSimOptions& options)
         : m_cluster(cluster), m_jobs(jobs), m_options(options), m_ledger(options.policy.ordering.half_life_s),
-          m_started(jobs.size(), false),
+          m_started(jobs.size(), false), m_preempted(jobs.size(), 0),
           m_total_gpu(std::max<double>(1.0, static_cast<double>(cluster.total_gpu_milli))) {
         m_res.jobs = static_cast<std::int64_t>(jobs.size());
+        for (const auto& j : jobs) {
+            m_remaining.push_back(j.duration_s);
+        }
+        if (!cluster.workers.empty() && !cluster.workers.front().gpus.empty()) {
+            m_typical_gpu = cluster.workers.front().gpus.front();
+        }
         m_view.models = cluster.models;
         m_view.workers = cluster.workers;
         for (std::size_t i = 0; i < m_view.workers.size(); ++i) {
@@ -201,9 +211,7 @@ private:
         return r.gpu_milli * static_cast<std::int64_t>(r.gpu_indices.size());
     }
 
-    bool options_allow(std::int64_t events) const {
-        return m_options.max_events <= 0 || events < m_options.max_events;
-    }
+    bool options_allow(std::int64_t events) const { return m_options.max_events <= 0 || events < m_options.max_events; }
 
     // The next arrival or attempt end, whichever comes first.
     std::optional<std::int64_t> next_event() const {
@@ -224,7 +232,27 @@ private:
             ++m_next_sample;
         }
         m_alloc_integral += static_cast<double>(m_allocated) * static_cast<double>(now - m_last_t);
+        note_contention(static_cast<double>(now - m_last_t));
         m_last_t = now;
+    }
+
+    // The GPUs each team held and had queued since the last event, for fairness under contention.
+    void note_contention(double duration_s) {
+        if (duration_s <= 0.0) {
+            return;
+        }
+        std::map<std::int64_t, double> queued;
+        for (const auto& j : m_pending) {
+            if (j.gpus > 0) {
+                queued[j.team.value()] += static_cast<double>(sched::milli_on(j, m_typical_gpu) * j.gpus) / 1000.0;
+            }
+        }
+        std::vector<TeamSample> teams;
+        for (const auto& [t, w] : m_weight) {
+            auto held = m_team_allocated.find(t);
+            teams.push_back(TeamSample{t, w, held == m_team_allocated.end() ? 0.0 : held->second / 1000.0, queued[t]});
+        }
+        m_fairness.add(duration_s, teams);
     }
 
     void end_attempts(std::int64_t now) {
@@ -245,11 +273,22 @@ private:
         sched::give_back(w, a.run.cpu_milli, a.run.memory_mib, a.run.gpu_indices, a.run.gpu_milli);
         const std::int64_t g = gpu_of(a.run);
         m_allocated -= g;
-        const double gpu_s = static_cast<double>(g) / 1000.0 * static_cast<double>(now - a.run.started_at);
+        m_team_allocated[a.run.team.value()] -= static_cast<double>(g);
+        const std::int64_t ran = now - a.run.started_at;
+        const double gpu_s = static_cast<double>(g) / 1000.0 * static_cast<double>(ran);
         m_ledger.record(a.run.team, gpu_s, now);
         m_team_results[a.run.team.value()].gpu_seconds += gpu_s;
+        m_res.gpu_seconds += gpu_s;
         if (preempted) {
-            m_res.lost_gpu_seconds += gpu_s;
+            // A job that checkpoints resumes from its last save: it keeps the whole intervals it ran.
+            const std::int64_t every = m_jobs[a.job].checkpoint_interval_s;
+            const std::int64_t saved = every > 0 ? ran / every * every : 0;
+            m_remaining[a.job] = std::max<std::int64_t>(1, m_remaining[a.job] - saved);
+            m_res.lost_gpu_seconds += static_cast<double>(g) / 1000.0 * static_cast<double>(ran - saved);
+            if (m_preempted[a.job]++ == 0) {
+                ++m_res.preempted_jobs;
+            }
+            m_res.most_preemptions_of_a_job = std::max(m_res.most_preemptions_of_a_job, m_preempted[a.job]);
             JobRequest again = m_jobs[a.job].request;
             again.submitted_at = now; // requeued: its age restarts, so it cannot outrank its preemptor
             m_pending.push_back(again);
@@ -263,6 +302,10 @@ private:
         m_view.running.clear();
         for (const auto& [id, a] : m_active) {
             m_view.running.push_back(a.run);
+            // The last checkpoint so far of a job that checkpoints: the scheduler weighs what it would lose.
+            if (const std::int64_t every = m_jobs[a.job].checkpoint_interval_s; every > 0) {
+                m_view.running.back().checkpointed_at = a.run.started_at + (now - a.run.started_at) / every * every;
+            }
         }
         std::sort(m_view.running.begin(), m_view.running.end(),
                   [](const sched::RunningJob& a, const sched::RunningJob& b) { return a.job < b.job; });
@@ -310,15 +353,22 @@ private:
         c.milli = p.gpu_milli;
         sched::take(w, req, c);
         Active a;
-        a.run = sched::RunningJob{p.job,          sched::AttemptId(m_next_attempt++),
-                                  req.team,       req.priority,
-                                  p.worker,       p.gpus,
-                                  p.gpu_milli,    req.cpu_milli,
-                                  req.memory_mib, now,
-                                  false,          sched::JobId{}};
+        a.run.job = p.job;
+        a.run.attempt = sched::AttemptId(m_next_attempt++);
+        a.run.team = req.team;
+        a.run.priority = req.priority;
+        a.run.worker = p.worker;
+        a.run.gpu_indices = p.gpus;
+        a.run.gpu_milli = p.gpu_milli;
+        a.run.cpu_milli = req.cpu_milli;
+        a.run.memory_mib = req.memory_mib;
+        a.run.started_at = now;
+        a.run.checkpoints = m_jobs[ji].checkpoint_interval_s > 0;
+        a.run.earlier_attempts = m_preempted[ji];
         a.job = ji;
-        a.end = now + m_jobs[ji].duration_s;
+        a.end = now + m_remaining[ji];
         m_allocated += gpu_of(a.run);
+        m_team_allocated[req.team.value()] += static_cast<double>(gpu_of(a.run));
         m_ends.emplace(a.end, m_seq++, p.job.value());
         m_active[p.job.value()] = std::move(a);
         if (!m_started[ji]) {
@@ -360,6 +410,7 @@ private:
             per_weight.push_back(r.gpu_seconds / (r.weight > 0 ? r.weight : 1.0));
         }
         m_res.jain_index = jain_index(per_weight);
+        m_res.contended = m_fairness.result();
         return std::move(m_res);
     }
 
@@ -381,6 +432,11 @@ private:
     std::vector<double> m_delays;
     std::vector<double> m_delays_high;
     std::vector<bool> m_started;
+    std::vector<std::int64_t> m_remaining;           // run time still to do, per job
+    std::vector<std::int64_t> m_preempted;           // times preempted, per job
+    std::map<std::int64_t, double> m_team_allocated; // milli-GPU held, per team
+    ContendedFairness m_fairness;
+    sched::Gpu m_typical_gpu; // converts queued GPU-memory requests into shares
     std::int64_t m_t0 = 0;
     std::int64_t m_allocated = 0; // milli-GPU in use
     double m_alloc_integral = 0.0;

@@ -5,15 +5,19 @@
 // 1 s; four teams assigned round-robin by pod; priority from the QoS class: Guaranteed -> high,
 // LS and Burstable -> normal, BE -> low) or a generated one (`generate_workload`: Poisson arrivals per team,
 // exponential run times, a mix of GPU shares, whole GPUs and CPU-only jobs, priorities drawn from
-// a fixed mix; all from the seed). A preempted job goes back to the queue and restarts from zero
-// (its lost run time is reported).
+// a fixed mix; all from the seed). A preempted job goes back to the queue and restarts from zero,
+// or, if it checkpoints (`checkpoint_interval_s`), from its last checkpoint; the run time it loses
+// is reported as waste.
 // Reported: queueing delay percentiles (p50/p90/p99 over started jobs), GPU utilisation (allocated /
-// cluster) sampled at evenly spaced times and its time average, preemptions, and Jain's fairness
-// index over the teams' GPU-time divided by weight. Deterministic for a seed. Not thread-safe.
+// cluster) sampled at evenly spaced times and its time average, preemptions and the GPU-time they
+// threw away, fairness under contention (fairness.hpp: each team's share of the GPUs while two or
+// more teams had work queued, against its water-filled weighted share), and Jain's index over the
+// teams' whole-run GPU-time divided by weight. Deterministic for a seed. Not thread-safe.
 #pragma once
 
 #include "core/sched/scheduler.hpp"
 #include "core/sim/alloc_sim.hpp"
+#include "core/sim/fairness.hpp"
 #include "core/sim/trace.hpp"
 
 #include <cstdint>
@@ -25,6 +29,9 @@ namespace gpupool::sim {
 struct TimedJob {
     sched::JobRequest request;   // submitted_at = arrival time
     std::int64_t duration_s = 0; // run time once started
+    // > 0: it saves its progress every this many seconds of run time, and a preemption loses only
+    // the run time since the last save (RunningJob::checkpoints). 0: it restarts from zero.
+    std::int64_t checkpoint_interval_s = 0;
 };
 
 struct GenerateOptions {
@@ -35,6 +42,10 @@ struct GenerateOptions {
     double mean_runtime_s = 3600;
     std::uint64_t seed = 0;
     std::vector<double> team_weights; // empty = all 1
+    // The fraction of jobs that checkpoint every `checkpoint_interval_s`. Drawn from a stream of
+    // its own, so the rest of the workload is the same whatever the fraction.
+    double checkpoint_fraction = 0.0;
+    std::int64_t checkpoint_interval_s = 600;
 };
 
 // A generated cluster and workload.
@@ -71,7 +82,10 @@ struct TimeSimResult {
     std::int64_t finished = 0;
     std::int64_t rejected = 0; // infeasible at submit
     std::int64_t preemptions = 0;
-    double lost_gpu_seconds = 0.0; // run time thrown away by preemption
+    std::int64_t preempted_jobs = 0; // distinct jobs preempted at least once
+    std::int64_t most_preemptions_of_a_job = 0;
+    double gpu_seconds = 0.0;      // GPU-time allocated over the run (work kept and work lost)
+    double lost_gpu_seconds = 0.0; // GPU-time thrown away by preemption (run since the last checkpoint)
     double delay_p50_s = 0.0;
     double delay_p90_s = 0.0;
     double delay_p99_s = 0.0;
@@ -79,6 +93,7 @@ struct TimeSimResult {
     double utilization_avg = 0.0;                             // time-averaged allocated GPU / cluster GPU
     std::vector<std::pair<std::int64_t, double>> utilization; // (time, allocated fraction)
     double jain_index = 1.0;                                  // over teams' GPU-seconds / weight
+    ContendedResult contended;                                // fairness under contention (fairness.hpp)
     std::vector<TeamResult> teams;
     std::int64_t schedule_calls = 0;
     std::int64_t end_time = 0;

@@ -94,3 +94,38 @@ TEST_CASE("gpupool sim --mode time: generated workload and trace replay") {
     CHECK_THAT(t.out, Catch::Contains("queueing delay: p50"));
     CHECK_THAT(t.out, Catch::Contains("fairness (Jain"));
 }
+
+TEST_CASE("gpupool sim --mode time: waste and fairness under contention, now and with the old rules", "[sim]") {
+    const std::vector<std::string> base{
+        "sim",    "--mode", "time",    "--generate", "--jobs",         "300", "--workers", "2",
+        "--load", "3",      "--teams", "2",          "--team-weights", "1",   "3",         "--checkpoint-fraction",
+        "0.5",    "--json"};
+    auto now = run_gpupool(base);
+    INFO(now.err);
+    REQUIRE(now.exit_code == 0);
+    auto j = nlohmann::json::parse(now.out);
+    CHECK(j["rules"] == "current");
+    CHECK(j["lost_gpu_seconds"] <= j["gpu_seconds"]);
+    CHECK(j["waste_pct"] >= 0.0);
+    CHECK(j["most_preemptions_of_a_job"] <= 1);
+    REQUIRE(j["contended"]["teams"].size() == 2);
+    CHECK(j["contended"]["seconds"] > 0.0);
+    const double fair1 = j["contended"]["teams"][0]["fair_share"];
+    const double fair2 = j["contended"]["teams"][1]["fair_share"];
+    CHECK(fair1 + fair2 == Approx(1.0));
+    CHECK(fair1 < fair2); // weight 1 against 3
+
+    auto old_args = base;
+    old_args.push_back("--old-policy");
+    auto old = run_gpupool(old_args);
+    REQUIRE(old.exit_code == 0);
+    CHECK(nlohmann::json::parse(old.out)["rules"] == "old");
+
+    auto text = run_gpupool({"sim", "--mode", "time", "--generate", "--jobs", "200", "--workers", "2", "--load", "3",
+                             "--teams", "2", "--max-preemptions", "0", "--order", "class-first"});
+    REQUIRE(text.exit_code == 0);
+    CHECK_THAT(text.out, Catch::Contains("fairness under contention"));
+    CHECK_THAT(text.out, Catch::Contains("GPU-hours ("));
+    auto bad = run_gpupool({"sim", "--mode", "time", "--generate", "--order", "random"});
+    CHECK(bad.exit_code == 2);
+}

@@ -45,11 +45,50 @@ TEST_CASE("ids of different kinds do not mix") {
     STATIC_REQUIRE(JobId(3) < JobId(4));
 }
 
-TEST_CASE("priority classes come first, whatever the age or usage") {
+TEST_CASE("class_first: priority classes come first, whatever the age or usage") {
     std::vector<JobRequest> pending{job(1, 1, Priority::low, 0), job(2, 1, Priority::normal, 50),
                                     job(3, 2, Priority::high, 100)};
-    FairShareSorter sorter({TeamShare{TeamId(2), 1.0, 1e9}}, no_aging()); // team 2 used a lot
+    OrderingPolicy p = no_aging();
+    p.mode = OrderMode::class_first;
+    FairShareSorter sorter({TeamShare{TeamId(2), 1.0, 1e9}}, p); // team 2 used a lot
     CHECK(ids(pending, sorter.order(pending, 100)) == std::vector<std::int64_t>{3, 2, 1});
+}
+
+TEST_CASE("high_first: submitted-high jobs first, then fair share before class", "[sched][ordering]") {
+    // team 1 used a lot, team 2 nothing: team 2's low job goes before team 1's normal one
+    std::vector<JobRequest> pending{job(1, 1, Priority::normal, 0), job(2, 2, Priority::low, 50),
+                                    job(3, 1, Priority::high, 100), job(4, 1, Priority::low, 10)};
+    std::vector<TeamShare> usage{TeamShare{TeamId(1), 1.0, 1e6}, TeamShare{TeamId(2), 1.0, 0.0}};
+    OrderingPolicy p = no_aging();
+    CHECK(p.mode == OrderMode::high_first); // the default
+    CHECK(ids(pending, FairShareSorter(usage, p).order(pending, 100)) == std::vector<std::int64_t>{3, 2, 1, 4});
+    p.mode = OrderMode::share_first; // no high tier: team 1's high job waits for team 2 too
+    CHECK(ids(pending, FairShareSorter(usage, p).order(pending, 100)) == std::vector<std::int64_t>{2, 3, 1, 4});
+    p.mode = OrderMode::class_first;
+    CHECK(ids(pending, FairShareSorter(usage, p).order(pending, 100)) == std::vector<std::int64_t>{3, 1, 2, 4});
+    // the cursor walks the same order
+    for (auto mode : {OrderMode::high_first, OrderMode::share_first, OrderMode::class_first}) {
+        p.mode = mode;
+        FairShareSorter sorter(usage, p);
+        OrderingCursor cursor(pending, 100, p);
+        std::vector<std::size_t> walked;
+        while (auto i = cursor.next(sorter)) {
+            walked.push_back(*i);
+        }
+        CHECK(walked == sorter.order(pending, 100));
+    }
+}
+
+TEST_CASE("high_first: aging reorders a team's own jobs, not the teams", "[sched][ordering]") {
+    OrderingPolicy p;
+    p.aging_s = 3600;
+    // team 1 (above its share) has a low job aged to high; team 2 a fresh normal one
+    std::vector<JobRequest> pending{job(1, 1, Priority::low, 0), job(2, 2, Priority::normal, 7100),
+                                    job(3, 1, Priority::normal, 7000)};
+    std::vector<TeamShare> usage{TeamShare{TeamId(1), 1.0, 1e6}, TeamShare{TeamId(2), 1.0, 0.0}};
+    CHECK(ids(pending, FairShareSorter(usage, p).order(pending, 7200)) == std::vector<std::int64_t>{2, 1, 3});
+    p.mode = OrderMode::class_first; // before: the aged job overtook the team below its share
+    CHECK(ids(pending, FairShareSorter(usage, p).order(pending, 7200)) == std::vector<std::int64_t>{1, 2, 3});
 }
 
 TEST_CASE("within a class, the team with the least decayed usage per weight goes first") {

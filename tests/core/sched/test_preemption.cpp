@@ -160,3 +160,84 @@ TEST_CASE("preemption never makes room on a worker whose owner does not take the
     v.workers[0].terms = v.workers[1].terms;
     CHECK_FALSE(find_victims(v.workers, v.running, high_job(9, 1000), shares, 1000, policy(), {}).has_value());
 }
+
+namespace {
+
+// Worker 1: two low half-GPU jobs that started recently; worker 2: one low whole-GPU job that has
+// run for hours. At t = 10,000 one victim on worker 2 loses 10,000 GPU-s, two on worker 1 lose 1,000.
+ClusterView old_and_young() {
+    ClusterView v;
+    v.workers = {worker(1, {0}, 30000, 129024), worker(2, {0}, 31000, 130048)};
+    v.running = {running(1, 1, 0, 500, Priority::low, 9000), running(2, 1, 0, 500, Priority::low, 9000),
+                 running(3, 2, 0, 1000, Priority::low, 0)};
+    return v;
+}
+
+} // namespace
+
+TEST_CASE("preemption: victims are chosen by the work they lose, not by their number", "[sched][preemption]") {
+    ClusterView v = old_and_young();
+    FairShareSorter shares(v.teams, OrderingPolicy{});
+    CHECK(lost_gpu_seconds(v.running[0], 10000) == Approx(500.0));   // 0.5 GPU x 1,000 s
+    CHECK(lost_gpu_seconds(v.running[2], 10000) == Approx(10000.0)); // 1 GPU x 10,000 s
+    auto least_lost = find_victims(v.workers, v.running, high_job(9, 1000), shares, 10000, policy(), {});
+    REQUIRE(least_lost);
+    CHECK(least_lost->worker == 0);
+    CHECK(least_lost->victims == std::vector<std::size_t>{0, 1});
+    // the rule before issue #12: the fewest victims, however much they lose
+    PreemptionPolicy fewest = policy();
+    fewest.choice = VictimChoice::fewest_victims;
+    auto one = find_victims(v.workers, v.running, high_job(9, 1000), shares, 10000, fewest, {});
+    REQUIRE(one);
+    CHECK(one->victims == std::vector<std::size_t>{2});
+}
+
+TEST_CASE("preemption: a job that checkpoints loses only the work since its last save", "[sched][preemption]") {
+    ClusterView v = old_and_young();
+    v.running[2].checkpoints = true;
+    v.running[2].checkpointed_at = 9900;
+    CHECK(lost_gpu_seconds(v.running[2], 10000) == Approx(100.0));
+    // a save before the attempt started (an earlier attempt's) does not count
+    RunningJob stale = v.running[2];
+    stale.checkpointed_at = -5;
+    CHECK(lost_gpu_seconds(stale, 10000) == Approx(10000.0));
+    // a save time without the declaration is ignored
+    RunningJob undeclared = v.running[2];
+    undeclared.checkpoints = false;
+    CHECK(lost_gpu_seconds(undeclared, 10000) == Approx(10000.0));
+    FairShareSorter shares(v.teams, OrderingPolicy{});
+    auto set = find_victims(v.workers, v.running, high_job(9, 1000), shares, 10000, policy(), {});
+    REQUIRE(set);
+    CHECK(set->victims == std::vector<std::size_t>{2}); // 100 GPU-s rather than 1,000
+}
+
+TEST_CASE("preemption: a job is not preempted again once it reached the cap", "[sched][preemption]") {
+    ClusterView v = two_workers();
+    v.running[2].earlier_attempts = 1; // worker 2's job was preempted once already
+    FairShareSorter shares(v.teams, OrderingPolicy{});
+    PreemptionPolicy capped = policy();
+    capped.max_per_job = 1;
+    CHECK_FALSE(preemptible(v.running[2], high_job(9, 1000), shares, 1000, capped));
+    auto set = find_victims(v.workers, v.running, high_job(9, 1000), shares, 1000, capped, {});
+    REQUIRE(set);
+    CHECK(set->worker == 0); // the two on worker 1 instead
+    capped.max_per_job = 2;
+    CHECK(preemptible(v.running[2], high_job(9, 1000), shares, 1000, capped));
+    PreemptionPolicy uncapped = policy();
+    uncapped.max_per_job = 0;
+    v.running[2].earlier_attempts = 50;
+    CHECK(preemptible(v.running[2], high_job(9, 1000), shares, 1000, uncapped));
+    CHECK(PreemptionPolicy{}.max_per_job == 1); // the default
+}
+
+TEST_CASE("schedule(): each preemption carries the work it throws away", "[sched][preemption]") {
+    ClusterView v = old_and_young();
+    Decisions d = schedule(v, {high_job(9, 1000)}, Policy{}, 10000);
+    REQUIRE(d.preemptions.size() == 2);
+    CHECK(d.preemptions[0].lost_gpu_seconds == Approx(500.0));
+    CHECK(d.preemptions[1].lost_gpu_seconds == Approx(500.0));
+    Decisions old = schedule(v, {high_job(9, 1000)}, legacy_policy(Policy{}), 10000);
+    REQUIRE(old.preemptions.size() == 1);
+    CHECK(old.preemptions[0].victim == JobId(3));
+    CHECK(old.preemptions[0].lost_gpu_seconds == Approx(10000.0));
+}

@@ -196,3 +196,31 @@ TEST_CASE("a job goes only where the owners' terms allow it, and waits with thei
         CHECK(ok.placements[0].worker == WorkerId(3));
     }
 }
+
+TEST_CASE("a GPU job that fits nowhere holds the worker nearest to fitting it", "[sched][reservation]") {
+    ClusterView v;
+    v.workers = {worker(1, {1000, 1000, 1000, 0}), worker(2, {1000, 1000, 0, 0})};
+    // team 1 has used nothing, so its 4-GPU job comes first; team 2's 1-GPU jobs follow
+    v.teams = {TeamShare{TeamId(1), 1.0, 0.0}, TeamShare{TeamId(2), 1.0, 1e6}};
+    JobRequest big = whole_job(1, 4);
+    std::vector<JobRequest> pending{big};
+    for (std::int64_t i = 0; i < 3; ++i) {
+        JobRequest small = whole_job(10 + i, 1);
+        small.team = TeamId(2);
+        small.submitted_at = i;
+        pending.push_back(small);
+    }
+    Policy p;
+    p.placement.scorer = ScorerKind::bestfit;
+    CHECK(p.reservations == 3); // the default
+    Decisions d = schedule(v, pending, p, 100);
+    // worker 1 (3 GPUs free of 4) is held for the big job: the small ones get worker 2's two
+    REQUIRE(d.placements.size() == 2);
+    for (const auto& placed : d.placements) {
+        CHECK(placed.worker == WorkerId(2));
+    }
+    // without reservations the third small job takes a GPU the big job waits for
+    p.reservations = 0;
+    Decisions before = schedule(v, pending, p, 100);
+    CHECK(before.placements.size() == 3);
+}

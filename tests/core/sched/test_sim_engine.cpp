@@ -166,3 +166,87 @@ TEST_CASE("Jain's index") {
     CHECK(jain_index({1.0, 0.0}) == Approx(0.5));
     CHECK(jain_index({}) == 1.0);
 }
+
+TEST_CASE("time simulation: the checkpointing fraction changes only which jobs checkpoint", "[sim]") {
+    GenerateOptions g;
+    g.jobs = 400;
+    g.seed = 3;
+    auto none = generate_workload(g);
+    g.checkpoint_fraction = 0.5;
+    g.checkpoint_interval_s = 300;
+    auto half = generate_workload(g);
+    REQUIRE(none.jobs.size() == half.jobs.size());
+    std::size_t checkpointing = 0;
+    for (std::size_t i = 0; i < none.jobs.size(); ++i) {
+        CHECK(none.jobs[i].request == half.jobs[i].request);
+        CHECK(none.jobs[i].duration_s == half.jobs[i].duration_s);
+        CHECK(none.jobs[i].checkpoint_interval_s == 0);
+        CHECK((half.jobs[i].checkpoint_interval_s == 0 || half.jobs[i].checkpoint_interval_s == 300));
+        checkpointing += half.jobs[i].checkpoint_interval_s > 0 ? 1 : 0;
+    }
+    CHECK(checkpointing > 150);
+    CHECK(checkpointing < 250);
+}
+
+namespace {
+
+GeneratedWorkload overload(double checkpoint_fraction, std::vector<double> weights = {}) {
+    GenerateOptions g;
+    g.teams = weights.empty() ? 3 : static_cast<int>(weights.size());
+    g.team_weights = std::move(weights);
+    g.jobs = 600;
+    g.workers = 4;
+    g.load = 3.0;
+    g.seed = 7;
+    g.checkpoint_fraction = checkpoint_fraction;
+    g.checkpoint_interval_s = 300;
+    return generate_workload(g);
+}
+
+TimeSimOptions bestfit() {
+    TimeSimOptions opt;
+    opt.policy.placement.scorer = sched::ScorerKind::bestfit;
+    return opt;
+}
+
+} // namespace
+
+TEST_CASE("time simulation: a job that checkpoints loses at most one interval per preemption", "[sim]") {
+    auto gen = overload(1.0);
+    TimeSimResult r = run_time_sim(gen.cluster, gen.jobs, gen.teams, bestfit());
+    REQUIRE(r.preemptions > 0);
+    CHECK(r.finished == r.started);
+    CHECK(r.gpu_seconds > 0.0);
+    // at most 300 s on at most 8 GPUs per preemption
+    CHECK(r.lost_gpu_seconds <= static_cast<double>(r.preemptions) * 300.0 * 8.0);
+    auto plain = overload(0.0);
+    TimeSimResult p = run_time_sim(plain.cluster, plain.jobs, plain.teams, bestfit());
+    CHECK(p.lost_gpu_seconds > r.lost_gpu_seconds);
+}
+
+TEST_CASE("time simulation: no job is preempted more often than the cap allows", "[sim]") {
+    auto gen = overload(0.0);
+    TimeSimOptions opt = bestfit();
+    TimeSimResult capped = run_time_sim(gen.cluster, gen.jobs, gen.teams, opt);
+    REQUIRE(capped.preemptions > 0);
+    CHECK(capped.most_preemptions_of_a_job <= 1);
+    CHECK(capped.preempted_jobs == capped.preemptions); // each job at most once
+    opt.policy.preemption.max_per_job = 3;
+    TimeSimResult three = run_time_sim(gen.cluster, gen.jobs, gen.teams, opt);
+    CHECK(three.most_preemptions_of_a_job <= 3);
+}
+
+TEST_CASE("time simulation: under overload the GPUs are split by weight while teams compete", "[sim]") {
+    auto gen = overload(0.0, {1.0, 3.0});
+    TimeSimOptions opt = bestfit();
+    TimeSimResult now = run_time_sim(gen.cluster, gen.jobs, gen.teams, opt);
+    REQUIRE(now.contended.teams.size() == 2);
+    CHECK(now.contended.contended_s > 0.0);
+    INFO("shares " << now.contended.teams[0].share << " / " << now.contended.teams[1].share << ", fair "
+                   << now.contended.teams[0].fair_share << " / " << now.contended.teams[1].fair_share);
+    CHECK(now.contended.worst_deviation < 0.10);
+    // the rules before issue #12 split it nearly evenly: the teams submit equal work
+    opt.policy = sched::legacy_policy(opt.policy);
+    TimeSimResult before = run_time_sim(gen.cluster, gen.jobs, gen.teams, opt);
+    CHECK(before.contended.worst_deviation > 0.25);
+}

@@ -9,13 +9,15 @@
 // A coordinator whose hot paths walk its whole history slows down as the pool ages; these figures
 // show whether it does.
 //
-//   coordinator_bench [--history 0,10000,50000] [--reps 200] [--workers 4] [--dir /dev/shm]
+//   coordinator_bench [--history 0,10000,50000] [--reps 200] [--workers 4] [--queued 200] [--dir /dev/shm]
 //                     [--db postgresql://...]   (one empty pool database per --history value, `%h` in
 //                                                the spec replaced by the value: bench/pg_bench.sh)
 //
 // SUBMIT_US is one single-job submission, committed (submissions per second = 1e6 / it), timed last.
-// --workers scales the fleet (every GPU is kept full, so the 200 queued jobs still fit nowhere and
-// each pass weighs them against every worker).
+// --workers scales the fleet (every GPU is kept full, so the queued jobs still fit nowhere and
+// each pass weighs them against every worker); --queued sets how many wait (200).
+// A tick decides only when something changed (Coordinator::pass_due); the timed ticks let the quiet
+// period pass first, so each one runs a full pass.
 #include "core/coordinator/clock.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/prometheus_metrics.hpp"
@@ -115,7 +117,7 @@ std::unique_ptr<store::Store> fresh_store(const fs::path& dir, const std::string
     return db;
 }
 
-Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& db_spec, int fleet) {
+Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& db_spec, int fleet, int queued) {
     auto db = fresh_store(dir, db_spec, history);
     ManualClock clock;
     CoordinatorOptions options;
@@ -190,20 +192,28 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
         }
     }
 
-    row.tick_idle = time_it(reps, [&] { coord.tick(); });
+    // A tick runs its pass only when something changed (pass_due): the quiet period is let pass
+    // before each timed tick, so that each one decides, as after an event.
+    const auto pass_now = [&] {
+        clock.advance_ms(Coordinator::k_quiet_pass_ms);
+        coord.tick();
+    };
+    row.tick_idle = time_it(reps, pass_now);
     row.poll = time_it(reps, [&] { (void)coord.assignments(workers[0]); });
     row.heartbeat = time_it(reps, [&] { (void)coord.heartbeat(workers[0], running[0]); });
     row.list_all = time_it(std::max(5, reps / 20), [&] { (void)coord.jobs(member, {}); });
     JobQuery newest;
     newest.limit = 50;
     row.list_50 = time_it(reps, [&] { (void)coord.jobs(member, newest); });
-    // 200 whole-GPU jobs that cannot fit while the quarter jobs run: each pass tries them all.
-    std::vector<recipe::JobSpec> blocked;
-    for (int i = 0; i < 200; ++i) {
-        blocked.push_back(spec("blocked-" + std::to_string(i), 1000, 1000));
+    // `queued` whole-GPU jobs that cannot fit while the quarter jobs run: each pass weighs them all.
+    for (int left = queued; left > 0;) {
+        std::vector<recipe::JobSpec> blocked;
+        for (; left > 0 && blocked.size() < k_max_jobs_per_submission; --left) {
+            blocked.push_back(spec("blocked-" + std::to_string(left), 1000, 1000));
+        }
+        must(coord.submit(member, SubmitRequest{"blocked.toml", 0, std::move(blocked), std::nullopt}), "submit");
     }
-    must(coord.submit(member, SubmitRequest{"blocked.toml", 0, std::move(blocked), std::nullopt}), "submit");
-    row.tick_queued = time_it(reps, [&] { coord.tick(); });
+    row.tick_queued = time_it(reps, pass_now);
     std::size_t bytes = 0;
     row.scrape = time_it(std::max(5, reps / 10), [&] { bytes = metrics.render(coord.metrics()).size(); });
     if (bytes == 0) {
@@ -234,12 +244,15 @@ int main(int argc, char** argv) {
     std::vector<std::int64_t> history{0, 10'000, 50'000};
     int reps = 200;
     int fleet = 4;
+    int queued = 200;
     std::string dir = fs::exists("/dev/shm") ? "/dev/shm" : fs::temp_directory_path().string();
     app.add_option("--history", history, "finished jobs before timing (comma-separated)")->delimiter(',');
     app.add_option("--reps", reps, "repetitions per figure")->check(CLI::PositiveNumber);
     app.add_option("--workers", fleet, "workers, one A100 each (their GPUs are filled before timing)")
         ->check(CLI::Range(1, 100'000));
     app.add_option("--dir", dir, "where the SQLite file goes (tmpfs keeps fsync out of the figures)");
+    app.add_option("--queued", queued, "jobs queued that fit nowhere while the passes are timed")
+        ->check(CLI::Range(1, 1'000'000));
     std::string db_spec;
     app.add_option("--db", db_spec, "another store instead (postgresql://...; %h: the history value)");
     CLI11_PARSE(app, argc, argv);
@@ -247,13 +260,13 @@ int main(int argc, char** argv) {
 
     const char* engine = db_spec.empty() ? "sqlite" : "postgres";
     std::printf("%-8s %9s %8s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", "STORE", "HISTORY", "FILL_S",
-                "TICK_IDLE_US", "TICK_200Q_US", "POLL_US", "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US", "SCRAPE_US",
+                "TICK_IDLE_US", ("TICK_" + std::to_string(queued) + "Q_US").c_str(), "POLL_US", "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US", "SCRAPE_US",
                 "OVERVIEW_US", "SUBMIT_US");
     std::printf("%-8s %9s %8s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", "", "", "", "median / p99",
                 "median / p99", "median / p99", "median / p99", "median / p99", "median / p99", "median / p99",
                 "median / p99", "median / p99");
     for (auto h : history) {
-        Row r = run(h, reps, base, db_spec, fleet);
+        Row r = run(h, reps, base, db_spec, fleet, queued);
         std::printf("%-8s %9lld %8.1f %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", engine,
                     static_cast<long long>(r.history), r.fill_s, us(r.tick_idle).c_str(), us(r.tick_queued).c_str(),
                     us(r.poll).c_str(), us(r.heartbeat).c_str(), us(r.list_all).c_str(), us(r.list_50).c_str(),

@@ -45,8 +45,12 @@ net::Response heartbeat(ServiceState& svc, const net::Request&, const Input& in,
     return ok(api::to_json(*reply));
 }
 
-// Long poll: answered at once when work is waiting, else parked until work or the wait ends.
-void poll(ServiceState& svc, const net::Request& req, net::Responder respond) {
+// Long poll: answered at once when work it does not hold yet is waiting, else parked until a pass
+// places some or the wait ends. The body may name the assignments the worker holds (`known`, at
+// most k_max_known): they were re-sent until started, and are no answer now.
+constexpr std::size_t k_max_known = 1024;
+
+void poll(ServiceState& svc, const net::Request& req, const Input& in, net::Responder respond) {
     auto who = svc.coord->authenticate(bearer(req));
     if (!who) {
         respond(error_response(who.error()));
@@ -63,18 +67,25 @@ void poll(ServiceState& svc, const net::Request& req, net::Responder respond) {
                                     : wait.error()));
         return;
     }
-    if (!list->empty() || *wait == 0 || svc.stopped) {
-        json arr = json::array();
-        for (const auto& a : *list) {
-            arr.push_back(api::to_json(a));
-        }
-        respond(ok({{"assignments", arr}}));
+    api::FieldReader r(in.body, "");
+    const auto held = api::read_ids<AttemptId>(r, "known");
+    if (!r.error() && held.size() > k_max_known) {
+        r.fail("at most " + std::to_string(k_max_known) + " ids", "known");
+    }
+    if (r.error()) {
+        respond(error_response(*r.error()));
+        return;
+    }
+    std::set<AttemptId> known(held.begin(), held.end());
+    json arr = assignments_json(*list, known);
+    if (!arr.empty() || *wait == 0 || svc.stopped) {
+        respond(ok({{"assignments", std::move(arr)}}));
         return;
     }
     auto timer = std::make_shared<asio::steady_timer>(svc.ctx);
     timer->expires_after(std::min(std::chrono::milliseconds(*wait), svc.options.max_poll_wait));
     WorkerId w = *who->worker;
-    svc.pollers[w].push_back({std::move(respond), timer});
+    svc.pollers[w].push_back({std::move(respond), timer, std::move(known)});
     timer->async_wait([&svc, w, timer](boost::system::error_code ec) {
         if (ec) {
             return; // answered early
@@ -164,13 +175,20 @@ net::Response complete_attempts(ServiceState& svc, const net::Request&, const In
 void add_worker_routes(ServiceState& s, net::Router& r) {
     s.on(r, "POST", "/v1/workers/register", register_worker, Accepts{k_max_json_body_bytes, {Role::enroll}});
     s.on(r, "POST", "/v1/workers/heartbeat", heartbeat, Accepts{k_max_json_body_bytes, {Role::worker}});
+    const Accepts poll_accepts{k_max_json_body_bytes, {Role::worker}};
     r.add(
         "POST", "/v1/workers/poll",
-        [&s](net::Request req, net::Responder respond) {
-            s.post_active(std::move(respond),
-                          [&s, req = std::move(req)](net::Responder answer) { poll(s, req, std::move(answer)); });
+        [&s, poll_accepts](net::Request req, net::Responder respond) {
+            auto in = ServiceState::prepare(req, poll_accepts);
+            if (!in) {
+                respond(error_response(in.error()));
+                return;
+            }
+            s.post_active(std::move(respond), [&s, req = std::move(req), in = std::move(*in)](net::Responder answer) {
+                poll(s, req, in, std::move(answer));
+            });
         },
-        s.route_options(Accepts{k_max_json_body_bytes, {Role::worker}}));
+        s.route_options(poll_accepts));
     s.on(r, "GET", "/v1/attempts/{id}/inputs", read_attempt_inputs, k_no_json_body);
     s.on(r, "POST", "/v1/attempts/{id}/start", start_attempt, k_no_json_body);
     s.on(r, "POST", "/v1/attempts/{id}/logs", append_attempt_log, Accepts{std::size_t{4} * 1024 * 1024, {Role::worker}, false});

@@ -138,15 +138,17 @@ void ServiceState::answer_pollers(WorkerId w) {
     if (!list || list->empty()) {
         return;
     }
-    json arr = json::array();
-    for (const auto& a : *list) {
-        arr.push_back(api::to_json(a));
+    auto& parked = it->second;
+    for (auto poller = parked.begin(); poller != parked.end();) {
+        json arr = assignments_json(*list, poller->known);
+        if (arr.empty()) {
+            ++poller; // nothing it does not hold already: it waits on
+            continue;
+        }
+        poller->timer->cancel();
+        poller->respond(ok({{"assignments", std::move(arr)}}));
+        poller = parked.erase(poller);
     }
-    for (auto& poller : it->second) {
-        poller.timer->cancel();
-        poller.respond(ok({{"assignments", arr}}));
-    }
-    it->second.clear();
 }
 
 void ServiceState::arm_tick() {

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -82,6 +83,7 @@ struct ServiceState {
     struct Poller {
         net::Responder respond;
         std::shared_ptr<asio::steady_timer> timer;
+        std::set<AttemptId> known{}; // assignments the worker holds already: not an answer
     };
     std::map<WorkerId, std::vector<Poller>> pollers;
     bool pass_posted = false; // a scheduling pass waits on the coordinator thread (schedule_soon)
@@ -190,6 +192,8 @@ void add_dashboard_routes(ServiceState& s, net::Router& r);
 // ---- requests and responses (service_json.cpp) --------------------------------------------------
 
 net::Response error_response(const Error& e);
+// A poll's answer: the assignments the worker does not hold already (`known`).
+json assignments_json(const std::vector<Assignment>& list, const std::set<AttemptId>& known);
 net::Response ok(const json& body, int status = 200);
 // An archive (outputs, inputs) as raw bytes, or the error.
 net::Response bytes_response(Result<std::string> data);

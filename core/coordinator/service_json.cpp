@@ -80,6 +80,16 @@ net::Response error_response(const Error& e) {
     return net::json_error(http_status(e.code), to_string(e.code), e.message, e.field);
 }
 
+json assignments_json(const std::vector<Assignment>& list, const std::set<AttemptId>& known) {
+    json arr = json::array();
+    for (const auto& a : list) {
+        if (known.count(a.attempt) == 0) {
+            arr.push_back(api::to_json(a));
+        }
+    }
+    return arr;
+}
+
 net::Response ok(const json& body, int status) { return net::json_response(status, body.dump()); }
 
 net::Response bytes_response(Result<std::string> data) {

@@ -35,6 +35,7 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr milliseconds k_hurried_give_up{5'000}; // drain_now(): undelivered results stay spooled
+constexpr std::int64_t k_known_ms = 60'000;       // an assignment's start reaches the coordinator by then
 
 std::uint64_t backoff_seed() {
     return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
@@ -522,7 +523,7 @@ struct Agent::Impl {
     // ---- poll thread ----
     void poll_loop() {
         auto plink = links(worker_token);
-        std::set<AttemptId> handed;
+        std::map<AttemptId, std::int64_t> handed; // when; said as `known` until the start must have arrived
         Backoff pb(opt.backoff_initial, opt.backoff_max, static_cast<std::uint64_t>(getpid()) * 7919u + 1);
         while (!stopping && !draining) {
             if (slots > 0 && active.load() >= slots) {
@@ -530,7 +531,11 @@ struct Agent::Impl {
                 cv.wait_for(lock, opt.tick, [&] { return active.load() < slots || stopping.load() || draining.load(); });
                 continue;
             }
-            auto r = plink->poll(opt.poll_wait);
+            std::vector<AttemptId> known;
+            for (auto it = handed.begin(); it != handed.end();) {
+                it = now_ms() - it->second > k_known_ms ? handed.erase(it) : (known.push_back(it->first), std::next(it));
+            }
+            auto r = plink->poll(opt.poll_wait, known);
             if (stopping || draining) {
                 // Work that arrives now is not started; the coordinator re-sends it until started,
                 // and loses it to another worker when our lease on it runs out.
@@ -546,11 +551,11 @@ struct Agent::Impl {
                 continue;
             }
             pb.reset();
-            // The coordinator re-sends an assignment until our start reaches it; do not spin on
-            // one we have already handed over.
+            // A coordinator that predates `known` re-sends an assignment until our start reaches
+            // it: do not spin on one we have already handed over.
             bool fresh = false;
             for (const auto& a : *r) {
-                fresh = handed.insert(a.attempt).second || fresh;
+                fresh = handed.emplace(a.attempt, now_ms()).second || fresh;
             }
             if (!r->empty()) {
                 util::MutexLock lock(mu);

@@ -27,7 +27,10 @@ public:
     virtual void set_token(std::string token) = 0;
     virtual Result<api::RegistrationReply> register_worker(const api::Registration& registration) = 0;
     virtual Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) = 0;
-    virtual Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait) = 0;
+    // `known`: assignments this worker has already been handed (so the coordinator, which re-sends
+    // an assignment until its start arrives, parks the poll instead of answering with them again).
+    virtual Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait,
+                                                      const std::vector<AttemptId>& known) = 0;
     virtual Status start(AttemptId attempt) = 0;
     virtual Result<std::string> inputs(AttemptId attempt) = 0;
     // Appends `data` at `offset`; returns the attempt's stored log length afterwards.
@@ -65,7 +68,10 @@ public:
         return m_api.register_worker(registration);
     }
     Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) override { return m_api.heartbeat(beat); }
-    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait) override { return m_api.poll(wait); }
+    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait,
+                                              const std::vector<AttemptId>& known) override {
+        return m_api.poll(wait, known);
+    }
     Status start(AttemptId attempt) override { return m_api.start(attempt); }
     Result<std::string> inputs(AttemptId attempt) override { return m_api.inputs(attempt); }
     Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) override {

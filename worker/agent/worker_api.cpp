@@ -1,5 +1,7 @@
 #include "worker/agent/worker_api.hpp"
 
+#include "core/api/field_reader.hpp"
+
 #include <utility>
 
 namespace gpupool::worker {
@@ -96,8 +98,10 @@ Result<api::HeartbeatReply> WorkerApi::heartbeat(const api::Heartbeat& beat) {
     return unexpected_as_unavailable(api::heartbeat_reply_from_json(*r), "heartbeat");
 }
 
-Result<std::vector<api::Assignment>> WorkerApi::poll(std::chrono::milliseconds wait) {
-    auto r = call("POST", "/v1/workers/poll?wait_ms=" + std::to_string(wait.count()), "{}",
+Result<std::vector<api::Assignment>> WorkerApi::poll(std::chrono::milliseconds wait,
+                                                     const std::vector<AttemptId>& known) {
+    const json body{{"known", api::ids_json(known)}};
+    auto r = call("POST", "/v1/workers/poll?wait_ms=" + std::to_string(wait.count()), body.dump(),
                   wait + std::chrono::milliseconds(10'000));
     if (!r) {
         return r.error();

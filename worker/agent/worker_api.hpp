@@ -41,7 +41,8 @@ public:
 
     Result<api::RegistrationReply> register_worker(const api::Registration& registration);
     Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat);
-    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait);
+    // `known`: assignments already handed to this worker, not to be answered with again.
+    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait, const std::vector<AttemptId>& known = {});
     Status start(AttemptId attempt);
     // The job's input archive (GET /v1/attempts/{id}/inputs).
     Result<std::string> inputs(AttemptId attempt);

@@ -155,8 +155,9 @@ public:
         }
         return r;
     }
-    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait) override {
-        auto r = count(m_real.poll(wait));
+    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait,
+                                              const std::vector<AttemptId>& known) override {
+        auto r = count(m_real.poll(wait, known));
         m_counts.polls += r ? 1 : 0;
         return r;
     }
@@ -170,6 +171,9 @@ public:
     }
     Status complete(AttemptId attempt, const api::Completion& completion) override {
         return count(m_real.complete(attempt, completion));
+    }
+    Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends) override {
+        return count(m_real.complete_many(ends));
     }
 
 private:

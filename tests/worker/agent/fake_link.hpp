@@ -207,7 +207,9 @@ public:
     void set_token(std::string) override {}
     Result<api::RegistrationReply> register_worker(const api::Registration&) override { return m_c.register_worker(); }
     Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) override { return m_c.heartbeat(beat); }
-    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds) override { return m_c.poll(); }
+    Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds, const std::vector<AttemptId>&) override {
+        return m_c.poll();
+    }
     Status start(AttemptId attempt) override { return m_c.start(attempt); }
     Result<std::string> inputs(AttemptId) override { return make_error(ErrorCode::not_found, "fake: no inputs"); }
     Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data) override {

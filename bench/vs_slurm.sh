@@ -7,7 +7,7 @@
 # It sets up, in a temporary folder it removes afterwards:
 #   - a throw-away single-node Slurm (Debian's slurm-wlm 22.05 and munge, installed with apt-get when
 #     missing): munged, slurmctld and slurmd on loopback ports, restarted for each slot count with
-#     CPUs=S (SlurmdParameters=config_overrides), the settings of /work/shared/docs/peer-slurm.md;
+#     CPUs=S (SlurmdParameters=config_overrides) and throughput-tuned scheduler settings (bench/README.md);
 #   - gpupool: a coordinator (SQLite, default flags) and one worker (`--runtime process`, then
 #     `--runtime podman`) restarted for each slot count with `--slots S`.
 # and runs on both, for each slot count S in SLOTS:
@@ -26,7 +26,7 @@
 # no record without slurmdbd, so its figures are this script's observations only.
 #
 # Knobs (environment): N (200), SLOTS ("2 32"), REPS (1), LAT_N (20), SLEEP_N (100), SLEEP_SLOTS (32),
-# PODMAN_N (N), POLL_S (0.05), SLURM (auto|0: skip Slurm), PODMAN (auto|0), IMAGE
+# PODMAN_N (50), POLL_S (0.05), KEEP (1: keep the temporary folder and its logs), SLURM (auto|0: skip Slurm), PODMAN (auto|0), IMAGE
 # (localhost/gpupool/busybox:latest), COORD_ARGS / WORKER_ARGS (extra flags for the coordinator /
 # worker, split on spaces), PHASE_TIMEOUT_S (60 + 3 N: the cap on every wait for a batch of jobs).
 # CONTAINERS_CONF is set to .ci/containers/containers.conf when unset.
@@ -39,7 +39,7 @@ REPS=${REPS:-1}
 LAT_N=${LAT_N:-20}
 SLEEP_N=${SLEEP_N:-100}
 SLEEP_SLOTS=${SLEEP_SLOTS:-32}
-PODMAN_N=${PODMAN_N:-$N}
+PODMAN_N=${PODMAN_N:-50}
 POLL_S=${POLL_S:-0.05}
 SLURM=${SLURM:-auto}
 PODMAN=${PODMAN:-auto}
@@ -67,6 +67,12 @@ t_start=$SECONDS
 
 say() { printf '[%4ds] %s\n' "$((SECONDS - t_start))" "$*" >&2; }
 now_ns() { date +%s%N; }
+phase="setting up"
+# note TEXT: something that went wrong in this phase; said now and listed under the table.
+note() {
+    say "warning: $phase: $*"
+    echo "- $phase: $*" >> "$tmp/notes"
+}
 # stop_pid PID [GRACE_S]: SIGTERM, up to GRACE_S (5) for it to go, then SIGKILL.
 stop_pid() {
     local pid=$1 grace=${2:-5} i
@@ -116,7 +122,7 @@ cleanup() {
         [ -n "$label" ] && podman ps -aq --filter "label=gpupool.worker=$label" 2> /dev/null | xargs -r podman rm -f > /dev/null 2>&1
         podman ps -aq --filter "label=vs-slurm=$run_label" 2> /dev/null | xargs -r podman rm -f > /dev/null 2>&1
     fi
-    rm -rf "$tmp"
+    if [ "${KEEP:-0}" = 1 ]; then say "kept $tmp (KEEP=1)"; else rm -rf "$tmp"; fi
 }
 run_label=$(basename "$tmp")
 trap cleanup EXIT
@@ -289,22 +295,23 @@ slurm_batch() {
     t0=$(now_ns)
     if [ "$mode" = array ]; then
         timeout 60 sbatch --parsable --array="1-$n" --chdir "$slurm_dir/jobs" -o /dev/null -e /dev/null \
-            --wrap "$cmd" > /dev/null || { echo "sbatch-failed"; return; }
+            --wrap "$cmd" > /dev/null || { note "sbatch failed"; echo "sbatch-failed"; return; }
     else
         for ((i = 1; i <= n; i++)); do
             timeout 60 sbatch --parsable --chdir "$slurm_dir/jobs" -o /dev/null -e /dev/null --wrap "$cmd" > /dev/null ||
-                { echo "sbatch-failed"; return; }
+                { note "sbatch failed"; echo "sbatch-failed"; return; }
         done
     fi
     if ! slurm_wait_empty; then
         timeout 10 scancel --partition=main > /dev/null 2>&1
+        note "not done within PHASE_TIMEOUT_S=${PHASE_TIMEOUT_S}s"
         echo timeout
         return
     fi
     t1=$(now_ns)
     sleep 0.5 # the controller logs the last completion before squeue forgets it, but be sure
     after=$(slurm_completed_lines)
-    [ $((after - before)) -eq "$n" ] || say "warning: Slurm logged $((after - before)) of $n jobs as exiting 0"
+    [ $((after - before)) -eq "$n" ] || note "slurmctld logged $((after - before)) of $n jobs as exiting 0"
     awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", n / ((b - a) / 1e9)}'
 }
 
@@ -355,7 +362,16 @@ gp_start_coordinator() {
     gp_member=$(cat "$gp/member.token")
 }
 gp() { "$BIN" --url "$gp_url" --token-file "$gp/member.token" "$@"; }
-gp_api() { curl -sS --max-time 10 -H "Authorization: Bearer $gp_member" "$gp_url$1"; }
+# gp_api PATH: GET with the member token; a request the coordinator does not answer within 10 s is
+# said (it is a finding) and tried again, twice.
+gp_api() {
+    local try
+    for try in 1 2 3; do
+        curl -sSf --max-time 10 -H "Authorization: Bearer $gp_member" "$gp_url$1" 2> "$tmp/curl.err" && return 0
+        note "GET $1 (try $try): $(cat "$tmp/curl.err")"
+    done
+    return 1
+}
 
 # gp_worker RUNTIME SLOTS: (re)starts the one worker (the same identity each time) and waits until a
 # job runs on it.
@@ -363,18 +379,29 @@ gp_worker() {
     local rt=$1 slots=$2
     [ -n "$gp_worker_pid" ] && stop_pid "$gp_worker_pid" 30
     gp_worker_pid=""
-    local extra=()
+    local global=() extra=() waiter
     [ "$rt" = process ] && extra+=(--unsafe-process-runtime)
-    [ -s "$gp/work/worker.json" ] || extra+=(--token-file "$gp/enroll.token")
+    [ -s "$gp/work/worker.json" ] || global+=(--token-file "$gp/enroll.token")
     # One CPU and 64 MiB per slot on offer, as Slurm's CPUs=S: --slots is what binds.
-    "$BIN" --log-level info --url "$gp_url" "${extra[@]}" worker --share --runtime "$rt" --work-dir "$gp/work" \
-        --slots "$slots" --cpus-milli $((slots * 1000)) --memory-mib $((slots * 64)) "${worker_args[@]}" \
-        >> "$gp/worker.out" 2>> "$gp/worker.err" < /dev/null &
+    "$BIN" --log-level info --url "$gp_url" "${global[@]}" worker --share --runtime "$rt" "${extra[@]}" \
+        --work-dir "$gp/work" --slots "$slots" --cpus-milli $((slots * 1000)) --memory-mib $((slots * 64)) \
+        "${worker_args[@]}" >> "$gp/worker.out" 2>> "$gp/worker.err" < /dev/null &
     gp_worker_pid=$!
-    # Warm-up (also pulls nothing: the image is local): one job must succeed on it.
+    # Warm-up: one job must succeed on it (within 120 s, and while the worker lives).
     gp_recipe one "true" > "$gp/jobs/warm.toml"
-    if ! timeout 120 "$BIN" --url "$gp_url" --token-file "$gp/member.token" submit --wait "$gp/jobs/warm.toml" > /dev/null 2>&1; then
-        say "the gpupool worker ($rt, $slots slots) did not run a job within 120 s: $(tail -5 "$gp/worker.err")"
+    timeout 120 "$BIN" --url "$gp_url" --token-file "$gp/member.token" submit --wait "$gp/jobs/warm.toml" > /dev/null 2>&1 &
+    waiter=$!
+    while kill -0 "$waiter" 2> /dev/null && kill -0 "$gp_worker_pid" 2> /dev/null; do
+        sleep "$POLL_S"
+    done
+    if ! kill -0 "$gp_worker_pid" 2> /dev/null; then
+        stop_pid "$waiter" 1
+        note "the gpupool worker ($rt, $slots slots) exited: $(tail -3 "$gp/worker.err")"
+        gp_worker_pid=""
+        return 1
+    fi
+    if ! wait "$waiter"; then
+        note "the gpupool worker ($rt, $slots slots) did not run a job within 120 s: $(tail -3 "$gp/worker.err")"
         return 1
     fi
 }
@@ -410,39 +437,45 @@ gp_wait_done() { # gp_wait_done COUNT
         sleep "$POLL_S"
     done
 }
-# gp_recorded COUNT: over the COUNT newest jobs, "SUCCEEDED FIRST_CREATED_MS LAST_FINISHED_MS".
+# gp_recorded COUNT: over the COUNT newest jobs, "SUCCEEDED FIRST_CREATED_MS LAST_FINISHED_MS
+# FIRST_FAILURE" (tab-separated; the state and reason of the first job that did not succeed).
 gp_recorded() {
     local ids urls=()
-    ids=$(gp_api "/v1/jobs?limit=$1" | jq -r '.jobs[].id')
+    ids=$(gp_api "/v1/jobs?limit=$1" | jq -r '.jobs[].id') || return 1
     for id in $ids; do urls+=("$gp_url/v1/jobs/$id"); done
-    curl -sS --max-time 60 -H "Authorization: Bearer $gp_member" "${urls[@]}" |
-        jq -s -r '[([.[] | select(.state == "succeeded")] | length), (map(.created_at) | min), (map(.finished_at // 0) | max)] | @tsv'
+    [ ${#urls[@]} -gt 0 ] || return 1
+    curl -sSf --max-time 120 -H "Authorization: Bearer $gp_member" "${urls[@]}" |
+        jq -s -r '[([.[] | select(.state == "succeeded")] | length), (map(.created_at) | min), (map(.finished_at // 0) | max),
+                ([.[] | select(.state != "succeeded") | "\(.state): \(.reason)"] | first // "")] | @tsv'
 }
 
 # gp_batch MODE COUNT COMMAND: prints "client-observed jobs/s<TAB>coordinator-recorded jobs/s".
 gp_batch() {
-    local mode=$1 n=$2 cmd=$3 t0 t1 i ok created finished
+    local mode=$1 n=$2 cmd=$3 t0 t1 i ok created finished failure
     gp_recipe sweep "$cmd" "$n" > "$gp/jobs/sweep.toml"
     gp_recipe one "$cmd" > "$gp/jobs/one.toml"
     t0=$(now_ns)
     if [ "$mode" = array ]; then
-        gp submit "$gp/jobs/sweep.toml" > /dev/null 2> "$gp/submit.err" || { echo "submit-failed"; return; }
+        gp submit "$gp/jobs/sweep.toml" > /dev/null 2> "$gp/submit.err" ||
+            { note "submit failed: $(tail -1 "$gp/submit.err")"; echo "submit-failed"; return; }
     else
         for ((i = 1; i <= n; i++)); do
-            gp submit "$gp/jobs/one.toml" > /dev/null 2> "$gp/submit.err" || { echo "submit-failed"; return; }
+            gp submit "$gp/jobs/one.toml" > /dev/null 2> "$gp/submit.err" ||
+                { note "submit failed: $(tail -1 "$gp/submit.err")"; echo "submit-failed"; return; }
         done
     fi
     if ! gp_wait_done "$n"; then
         gp_api "/v1/jobs?limit=$n" | jq -r '.jobs[] | select(.state == "queued" or .state == "running" or .state == "assigned") | .id' |
             while read -r id; do gp cancel "$id" > /dev/null 2>&1; done
+        note "not done within PHASE_TIMEOUT_S=${PHASE_TIMEOUT_S}s"
         echo timeout
         return
     fi
     t1=$(now_ns)
-    read -r ok created finished <<< "$(gp_recorded "$n")"
-    [ "$ok" = "$n" ] || say "warning: gpupool: $ok of $n jobs succeeded"
-    awk -v n="$n" -v a="$t0" -v b="$t1" -v c="$created" -v f="$finished" \
-        'BEGIN {printf "%.2f\t%.2f", n / ((b - a) / 1e9), (f > c ? n / ((f - c) / 1e3) : 0)}'
+    IFS=$'\t' read -r ok created finished failure <<< "$(gp_recorded "$n")"
+    [ "${ok:-}" = "$n" ] || note "${ok:-?} of $n jobs succeeded (the first other: ${failure:-?})"
+    awk -v n="$n" -v a="$t0" -v b="$t1" -v c="${created:-0}" -v f="${finished:-0}" \
+        'BEGIN {printf "%.2f\t", n / ((b - a) / 1e9); if (c > 0 && f > c) printf "%.2f", n / ((f - c) / 1e3)}'
 }
 
 # gp_latency: LAT_N `gpupool submit --wait` one after the other: client-observed seconds into
@@ -467,7 +500,8 @@ podman_alone() {
     local n=$1 slots=$2 t0 t1
     t0=$(now_ns)
     seq 1 "$n" | timeout "$PHASE_TIMEOUT_S" xargs -P "$slots" -I{} \
-        podman run --rm --label "vs-slurm=$run_label" "$IMAGE" true > /dev/null 2>&1 || { echo "failed"; return; }
+        podman run --rm --label "vs-slurm=$run_label" "$IMAGE" true > /dev/null 2> "$tmp/podman.err" ||
+        { note "podman run failed: $(tail -1 "$tmp/podman.err")"; echo "failed"; return; }
     t1=$(now_ns)
     awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b - a) / 1e9 / n}'
 }
@@ -488,6 +522,7 @@ else
 fi
 
 commit=$(git -C "$repo" rev-parse --short HEAD 2> /dev/null || echo unknown)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 version=$("$BIN" version 2> /dev/null | head -1)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 slurm_version=$( ((slurm_ok)) && slurmctld -V 2> /dev/null || echo -)
@@ -510,6 +545,7 @@ for S in $SLOTS; do
             slurm_stop
         fi
     fi
+    phase="gpupool worker, process, $S slots"
     gp_worker process "$S" || exit 1
     say "gpupool worker up: --runtime process --slots $S"
 
@@ -519,10 +555,12 @@ for S in $SLOTS; do
         c_runs=()
         for ((rep = 1; rep <= REPS; rep++)); do
             if ((slurm_up)); then
+                phase="Slurm, $N true as $mode, $S slots, run $rep"
                 v=$(slurm_batch "$mode" "$N" true)
                 s_runs+=("$v")
                 say "Slurm   $mode  $N x true, $S slots: $v jobs/s"
             fi
+            phase="gpupool, $N true as $mode, $S slots, run $rep"
             IFS=$'\t' read -r v c <<< "$(gp_batch "$mode" "$N" true)"
             g_runs+=("$v")
             c_runs+=("${c:-}")
@@ -534,31 +572,35 @@ for S in $SLOTS; do
     done
 
     if ((slurm_up)); then
+        phase="Slurm, latency, $S slots"
         if slurm_latency; then
             record "slurm.lat50.$S" "$(median < "$tmp/lat-sbatch")"
             record "slurm.lat95.$S" "$(p95 < "$tmp/lat-sbatch")"
             record "srun.lat50.$S" "$(median < "$tmp/lat-srun")"
             record "srun.lat95.$S" "$(p95 < "$tmp/lat-srun")"
         else
-            say "Slurm's latency run failed"
+            note "the latency run failed"
         fi
         say "Slurm   latency, $S slots: sbatch median ${R[slurm.lat50.$S]:-?} s, srun median ${R[srun.lat50.$S]:-?} s"
     fi
+    phase="gpupool, latency, $S slots"
     if gp_latency; then
         record "gp.lat50.$S" "$(median < "$tmp/lat-gp-client")"
         record "gp.lat95.$S" "$(p95 < "$tmp/lat-gp-client")"
         record "gpc.lat50.$S" "$(median < "$tmp/lat-gp-coord")"
         record "gpc.lat95.$S" "$(p95 < "$tmp/lat-gp-coord")"
     else
-        say "gpupool's latency run failed"
+        note "the latency run failed"
     fi
     say "gpupool latency, $S slots: submit --wait median ${R[gp.lat50.$S]:-?} s, coordinator-recorded ${R[gpc.lat50.$S]:-?} s"
 
     if [ "$S" = "$SLEEP_SLOTS" ]; then
         if ((slurm_up)); then
+            phase="Slurm, $SLEEP_N sleep 1 as array, $S slots"
             record "slurm.sleep.$S" "$(slurm_batch array "$SLEEP_N" 'sleep 1')"
             say "Slurm   array  $SLEEP_N x sleep 1: ${R[slurm.sleep.$S]} jobs/s"
         fi
+        phase="gpupool, $SLEEP_N sleep 1 as array, $S slots"
         IFS=$'\t' read -r v c <<< "$(gp_batch array "$SLEEP_N" 'sleep 1')"
         record "gp.sleep.$S" "$v"
         record "gpc.sleep.$S" "${c:-}"
@@ -566,13 +608,16 @@ for S in $SLOTS; do
     fi
 
     if ((podman_ok)); then
+        phase="podman alone, $PODMAN_N, $S at a time"
         record "engine.$S" "$(podman_alone "$PODMAN_N" "$S")"
         say "podman run --rm alone, $S at a time: ${R[engine.$S]} s per job"
         if ((slurm_up)); then
+            phase="Slurm, $PODMAN_N podman run --rm as array, $S slots"
             v=$(slurm_batch array "$PODMAN_N" "podman run --rm --label vs-slurm=$run_label $IMAGE true")
             record "slurm.podman.$S" "$(rate_to_cost "$v")"
             say "Slurm   array of $PODMAN_N podman run --rm: ${R[slurm.podman.$S]} s per job"
         fi
+        phase="gpupool, $PODMAN_N podman true as array, $S slots"
         if gp_worker podman "$S"; then
             IFS=$'\t' read -r v c <<< "$(gp_batch array "$PODMAN_N" true)"
             record "gp.podman.$S" "$(rate_to_cost "$v")"
@@ -605,6 +650,7 @@ row() { # row MEASURE SLOTS PEER_NAME PEER GP GP_COORD KIND TARGET
 echo
 echo "== gpupool beside Slurm: $(nproc) cores ($cpu), $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $commit"
 echo "== gpupool: $version ($BIN); Slurm: $slurm_version; podman: $podman_version"
+echo "== load average (1, 5, 15 min) at the start: $load_start, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== N=$N SLOTS=\"$SLOTS\" REPS=$REPS (medians) LAT_N=$LAT_N SLEEP_N=$SLEEP_N PODMAN_N=$PODMAN_N POLL_S=$POLL_S; run took ${total_s}s"
 ((slurm_ok)) || echo "== Slurm skipped: $slurm_why"
 ((podman_ok)) || echo "== podman skipped: $podman_why"
@@ -628,3 +674,8 @@ for S in $SLOTS; do
         row "$PODMAN_N × podman \`true\`, s per job, vs the engine alone" "$S" "podman run --rm, $S at a time" "${R[engine.$S]:-}" "${R[gp.podman.$S]:-}" "${R[gpc.podman.$S]:-}" time "≥ 0.67× (within 1.5×)"
     fi
 done
+if [ -s "$tmp/notes" ]; then
+    echo
+    echo "Went wrong (the figures above include it):"
+    cat "$tmp/notes"
+fi

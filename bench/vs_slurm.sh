@@ -344,11 +344,16 @@ slurm_latency() {
 gp_url=""
 gp_member=""
 
-gp_start_coordinator() {
-    "$BIN" coordinator --listen 127.0.0.1:0 --db "$gp/pool.db" --port-file "$gp/port" \
-        --admin-token-file "$gp/admin.token" "${coord_args[@]}" > "$gp/coordinator.out" 2> "$gp/coordinator.err" < /dev/null &
-    pids+=($!)
+gp_coord_pid=""
+gp_start_coordinator() { # a new pool; again (the same database and port) after the coordinator died
+    local listen=127.0.0.1:0
+    [ -s "$gp/port" ] && listen=127.0.0.1:$(cat "$gp/port") && rm -f "$gp/port"
+    "$BIN" coordinator --listen "$listen" --db "$gp/pool.db" --port-file "$gp/port" \
+        --admin-token-file "$gp/admin.token" "${coord_args[@]}" >> "$gp/coordinator.out" 2>> "$gp/coordinator.err" < /dev/null &
+    gp_coord_pid=$!
+    pids+=("$gp_coord_pid")
     eventually 30 test -s "$gp/port" || { say "the coordinator did not start: $(tail -5 "$gp/coordinator.err")"; return 1; }
+    [ -n "$gp_url" ] && return 0
     gp_url=http://127.0.0.1:$(cat "$gp/port")
     eventually 10 test -s "$gp/admin.token" || { say "no admin token"; return 1; }
     local as_admin=("$BIN" --url "$gp_url" --token-file "$gp/admin.token")
@@ -361,12 +366,21 @@ gp_start_coordinator() {
     fi
     gp_member=$(cat "$gp/member.token")
 }
+# gp_check RUNTIME SLOTS: before each gpupool phase, the coordinator must still run; one that exited
+# (a crash, or a signal from outside this script) is noted and started again, with the worker.
+gp_check() {
+    kill -0 "$gp_coord_pid" 2> /dev/null && return 0
+    wait "$gp_coord_pid" 2> /dev/null
+    note "the coordinator (pid $gp_coord_pid) exited with status $?: $(tail -1 "$gp/coordinator.err"); started again"
+    gp_start_coordinator && gp_worker "$1" "$2"
+}
 gp() { "$BIN" --url "$gp_url" --token-file "$gp/member.token" "$@"; }
 # gp_api PATH: GET with the member token; a request the coordinator does not answer within 10 s is
 # said (it is a finding) and tried again, twice.
 gp_api() {
     local try
     for try in 1 2 3; do
+        kill -0 "$gp_coord_pid" 2> /dev/null || return 1
         curl -sSf --max-time 10 -H "Authorization: Bearer $gp_member" "$gp_url$1" 2> "$tmp/curl.err" && return 0
         note "GET $1 (try $try): $(cat "$tmp/curl.err")"
     done
@@ -431,6 +445,7 @@ gp_unfinished() {
 gp_wait_done() { # gp_wait_done COUNT
     local end=$((SECONDS + PHASE_TIMEOUT_S)) left
     while true; do
+        kill -0 "$gp_coord_pid" 2> /dev/null || { note "the coordinator exited"; return 1; }
         left=$(gp_unfinished "$1")
         [ "$left" = 0 ] && return 0
         [ "$SECONDS" -lt "$end" ] || return 1
@@ -465,6 +480,7 @@ gp_batch() {
         done
     fi
     if ! gp_wait_done "$n"; then
+        kill -0 "$gp_coord_pid" 2> /dev/null || { echo "coordinator-exited"; return; }
         gp_api "/v1/jobs?limit=$n" | jq -r '.jobs[] | select(.state == "queued" or .state == "running" or .state == "assigned") | .id' |
             while read -r id; do gp cancel "$id" > /dev/null 2>&1; done
         note "not done within PHASE_TIMEOUT_S=${PHASE_TIMEOUT_S}s"
@@ -561,6 +577,7 @@ for S in $SLOTS; do
                 say "Slurm   $mode  $N x true, $S slots: $v jobs/s"
             fi
             phase="gpupool, $N true as $mode, $S slots, run $rep"
+            gp_check process "$S"
             IFS=$'\t' read -r v c <<< "$(gp_batch "$mode" "$N" true)"
             g_runs+=("$v")
             c_runs+=("${c:-}")
@@ -584,6 +601,7 @@ for S in $SLOTS; do
         say "Slurm   latency, $S slots: sbatch median ${R[slurm.lat50.$S]:-?} s, srun median ${R[srun.lat50.$S]:-?} s"
     fi
     phase="gpupool, latency, $S slots"
+    gp_check process "$S"
     if gp_latency; then
         record "gp.lat50.$S" "$(median < "$tmp/lat-gp-client")"
         record "gp.lat95.$S" "$(p95 < "$tmp/lat-gp-client")"
@@ -601,6 +619,7 @@ for S in $SLOTS; do
             say "Slurm   array  $SLEEP_N x sleep 1: ${R[slurm.sleep.$S]} jobs/s"
         fi
         phase="gpupool, $SLEEP_N sleep 1 as array, $S slots"
+        gp_check process "$S"
         IFS=$'\t' read -r v c <<< "$(gp_batch array "$SLEEP_N" 'sleep 1')"
         record "gp.sleep.$S" "$v"
         record "gpc.sleep.$S" "${c:-}"
@@ -618,6 +637,7 @@ for S in $SLOTS; do
             say "Slurm   array of $PODMAN_N podman run --rm: ${R[slurm.podman.$S]} s per job"
         fi
         phase="gpupool, $PODMAN_N podman true as array, $S slots"
+        gp_check process "$S"
         if gp_worker podman "$S"; then
             IFS=$'\t' read -r v c <<< "$(gp_batch array "$PODMAN_N" true)"
             record "gp.podman.$S" "$(rate_to_cost "$v")"

@@ -668,7 +668,7 @@ row() { # row MEASURE SLOTS PEER_NAME PEER GP GP_COORD KIND TARGET
 }
 
 echo
-echo "== gpupool beside Slurm: $(nproc) cores ($cpu), $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $commit"
+echo "== gpupool beside Slurm: $(nproc) cores ($cpu), $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $commit (of this checkout; the binary is $BIN)"
 echo "== gpupool: $version ($BIN); Slurm: $slurm_version; podman: $podman_version"
 echo "== load average (1, 5, 15 min) at the start: $load_start, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== N=$N SLOTS=\"$SLOTS\" REPS=$REPS (medians) LAT_N=$LAT_N SLEEP_N=$SLEEP_N PODMAN_N=$PODMAN_N POLL_S=$POLL_S; run took ${total_s}s"

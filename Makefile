@@ -100,6 +100,7 @@ bench: build
 	@bench/pg_bench.sh $(BUILD) 0,10000
 	@CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/worker_bench.sh $(BUILD)/gpupool
 	@bench/backup_bench.sh $(BUILD)/gpupool
+	@N=40 PODMAN_N=10 CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/vs_slurm.sh $(BUILD)/gpupool
 
 fmt:
 	find cmd core worker tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i

@@ -20,6 +20,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <vector>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -124,19 +128,43 @@ void sample_every_second(HttpDriver& driver, int pid, std::shared_ptr<Peaks> pea
     });
 }
 
-void print_process(const Options& o, const std::optional<ProcSample>& before, const std::optional<ProcSample>& after,
-                   const Peaks& peaks, double seconds, double own_cpu) {
-    if (o.coordinator_pid != 0 && before && after) {
-        std::cout << "coordinator: RSS " << after->rss_kib / 1024 << " MiB at the end, " << peaks.rss_kib / 1024
-                  << " MiB at most (VmHWM " << after->hwm_kib / 1024 << " MiB); CPU "
-                  << (after->cpu_s - before->cpu_s) / seconds << " cores on average; " << after->threads << " threads; "
-                  << peaks.fds << " open files at most\n";
+// The busiest threads' CPU over the window, in cores, busiest first.
+std::string busiest_threads(const std::map<int, double>& before, const std::map<int, double>& after, double seconds) {
+    std::vector<double> cores;
+    for (const auto& [tid, cpu] : after) {
+        auto it = before.find(tid);
+        cores.push_back((cpu - (it == before.end() ? 0 : it->second)) / seconds);
+    }
+    std::sort(cores.rbegin(), cores.rend());
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(2);
+    for (std::size_t i = 0; i < std::min<std::size_t>(4, cores.size()); ++i) {
+        out << (i == 0 ? "" : ", ") << cores[i];
+    }
+    return out.str();
+}
+
+// The measured window as /proc saw the coordinator, and the generator's own CPU.
+struct Window {
+    std::optional<ProcSample> before, after;
+    std::map<int, double> threads_before, threads_after;
+    double seconds = 0;
+    double own_cpu_s = 0;
+};
+
+void print_process(const Options& o, const Window& w, const Peaks& peaks) {
+    if (o.coordinator_pid != 0 && w.before && w.after) {
+        std::cout << "coordinator: RSS " << w.after->rss_kib / 1024 << " MiB at the end, " << peaks.rss_kib / 1024
+                  << " MiB at most (VmHWM " << w.after->hwm_kib / 1024 << " MiB); CPU "
+                  << (w.after->cpu_s - w.before->cpu_s) / w.seconds << " cores on average (busiest threads: "
+                  << busiest_threads(w.threads_before, w.threads_after, w.seconds) << "); " << w.after->threads
+                  << " threads; " << peaks.fds << " open files at most\n";
     }
     if (!o.db.empty()) {
         std::cout << "database: " << file_size(o.db) / 1024 << " KiB + WAL " << file_size(o.db + "-wal") / 1024
                   << " KiB\n";
     }
-    std::cout << "load generator: " << own_cpu / seconds << " cores; its timers ran "
+    std::cout << "load generator: " << w.own_cpu_s / w.seconds << " cores; its timers ran "
               << static_cast<double>(peaks.lag_us) / 1000.0 << " ms late at worst\n";
 }
 
@@ -177,21 +205,24 @@ int run(const Options& o) {
     auto peaks = std::make_shared<Peaks>();
     auto live = std::make_shared<bool>(true);
     sample_every_second(driver, o.coordinator_pid, peaks, live);
-    const auto before = read_proc(o.coordinator_pid);
+    Window w;
+    w.before = read_proc(o.coordinator_pid);
+    w.threads_before = read_thread_cpu(o.coordinator_pid);
     const double own_before = own_cpu_s();
     const auto t1 = Clock::now();
     simulation.run(steady, duration);
-    const double seconds = std::chrono::duration<double>(Clock::now() - t1).count();
-    const auto after = read_proc(o.coordinator_pid);
-    const double own = own_cpu_s() - own_before;
+    w.seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+    w.after = read_proc(o.coordinator_pid);
+    w.threads_after = read_thread_cpu(o.coordinator_pid);
+    w.own_cpu_s = own_cpu_s() - own_before;
     *live = false;
 
     Stats tail;
     simulation.wind_down(tail, std::chrono::seconds(30));
-    std::cout << "\n== steady load: " << seconds << " s, " << steady.requests() << " requests, "
-              << static_cast<double>(steady.requests()) / seconds << " per second\n";
-    steady.print(std::cout, seconds);
-    print_process(o, before, after, *peaks, seconds, own);
+    std::cout << "\n== steady load: " << w.seconds << " s, " << steady.requests() << " requests, "
+              << static_cast<double>(steady.requests()) / w.seconds << " per second\n";
+    steady.print(std::cout, w.seconds);
+    print_process(o, w, *peaks);
     std::cout << "\n== wind-down (requests in flight at the end; parked polls dropped)\n";
     tail.print(std::cout, 1);
     const std::int64_t failed = ramp.failures() + steady.failures() + tail.failures();

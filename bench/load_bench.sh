@@ -7,7 +7,8 @@
 # Usage: bench/load_bench.sh BUILD_DIR      (needs BUILD_DIR/gpupool and BUILD_DIR/coordinator_loadgen)
 # Knobs (environment): WORKERS (200), DURATION (10s), SUBMIT_RATE sweeps/s (20), JOBS_PER_SWEEP (4),
 #   REGISTER_RATE (500), RUN_MS (2000), DB_DIR (where the pool's file goes: default a new directory
-#   under TMPDIR, on disk), COORD_ARGS (more coordinator flags), GEN_ARGS (more generator flags).
+#   under TMPDIR, on disk), COORD_ARGS (more coordinator flags), GEN_ARGS (more generator flags),
+#   PERF (a file: `perf record` of the coordinator for the whole run, then its top symbols per thread).
 # Exit status: the generator's (1 when any request failed).
 set -euo pipefail
 BUILD=$(realpath "${1:?usage: bench/load_bench.sh BUILD_DIR}")
@@ -29,7 +30,7 @@ echo "machine: $(nproc) cores, $(awk '/MemTotal/ {print int($2/1024)" MiB"}' /pr
 # --max-connections-per-client 0: every simulated worker comes from 127.0.0.1.
 # shellcheck disable=SC2086
 "$BIN" coordinator --listen 127.0.0.1:0 --db "$d/pool.db" --port-file "$d/port" --max-connections-per-client 0 \
-  $COORD_ARGS > "$d/out" 2> "$d/err" &
+  ${COORD_ARGS:-} > "$d/out" 2> "$d/err" &
 pid=$!
 for _ in $(seq 200); do [ -s "$d/port" ] && break; sleep 0.05; done
 [ -s "$d/port" ] || { echo "the coordinator did not start:"; cat "$d/err"; exit 1; }
@@ -45,12 +46,23 @@ for _ in $(seq $(((WORKERS + 9999) / 10000))); do
 done
 grep -i 'open files' "$d/err" || true
 
+perf_pid=
+if [ -n "${PERF:-}" ]; then
+  perf record -F 999 -g -p "$pid" -o "$PERF" 2> /dev/null &
+  perf_pid=$!
+fi
 rc=0
 # shellcheck disable=SC2086
 "$GEN" --url "$url" "${enroll[@]}" --member-token "$member" --workers "$WORKERS" --duration "$DURATION" \
   --submit-rate "$SUBMIT_RATE" --jobs-per-sweep "$JOBS_PER_SWEEP" --register-rate "$REGISTER_RATE" --run-ms "$RUN_MS" \
-  --coordinator-pid "$pid" --db "$d/pool.db" $GEN_ARGS || rc=$?
+  --coordinator-pid "$pid" --db "$d/pool.db" ${GEN_ARGS:-} || rc=$?
 
+if [ -n "$perf_pid" ]; then
+  kill -INT "$perf_pid"
+  wait "$perf_pid" || true
+  echo "-- perf: the coordinator's busiest symbols by thread ($PERF)"
+  perf report -i "$PERF" --no-children --sort tid,sym --stdio 2> /dev/null | grep -E '^ +[0-9]' | head -40 || true
+fi
 s=$(date +%s.%N)
 kill -TERM "$pid"
 wait "$pid" || true

@@ -195,7 +195,7 @@ void Simulation::on_poll(Worker& w, HttpResult& r) {
     const json body = r.status == 200 ? parse(r.body) : json();
     const bool ok = body.is_object() && body.contains("assignments") && body["assignments"].is_array();
     if (!ok) {
-        m_stats->request(k_poll_empty, r, false);
+        m_stats->request("POST /v1/workers/poll", r, false);
         m_driver.at(Clock::now() + k_retry, [this, &w] { poll(w); });
         return;
     }
@@ -218,6 +218,7 @@ void Simulation::on_poll(Worker& w, HttpResult& r) {
         }
         const std::int64_t attempt = a->attempt.value();
         if (std::find(w.held.begin(), w.held.end(), attempt) != w.held.end()) {
+            m_stats->count("assignments seen again before their start was taken");
             continue; // assigned before and not started yet: it comes again until it is
         }
         w.held.push_back(attempt);

@@ -125,11 +125,49 @@ void Stats::print(std::ostream& out, double seconds) const {
     }
 }
 
+namespace {
+
+// utime + stime of a /proc/.../stat file, in seconds (0 when unreadable). The command may hold
+// spaces, so the fields (utime and stime are the 14th and 15th) are counted from the last ')'.
+double stat_cpu_s(const std::string& path) {
+    std::ifstream stat(path);
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');
+    if (close == std::string::npos || close + 2 > text.size()) {
+        return 0;
+    }
+    std::istringstream rest(text.substr(close + 2));
+    std::string field;
+    long long utime = 0;
+    long long stime = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+        if (i == 14) {
+            utime = std::stoll(field);
+        } else if (i == 15) {
+            stime = std::stoll(field);
+        }
+    }
+    return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+} // namespace
+
+std::map<int, double> read_thread_cpu(int pid) {
+    std::map<int, double> out;
+    std::error_code ec;
+    const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+    for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::end(it);
+         it.increment(ec)) {
+        const std::string tid = it->path().filename().string();
+        out[std::stoi(tid)] = stat_cpu_s(dir + "/" + tid + "/stat");
+    }
+    return out;
+}
+
 std::optional<ProcSample> read_proc(int pid) {
     const std::string dir = "/proc/" + std::to_string(pid);
     std::ifstream status(dir + "/status");
-    std::ifstream stat(dir + "/stat");
-    if (!status || !stat) {
+    if (!status) {
         return std::nullopt;
     }
     ProcSample p;
@@ -146,21 +184,7 @@ std::optional<ProcSample> read_proc(int pid) {
             in >> p.threads;
         }
     }
-    // /proc/PID/stat: "pid (comm) state ..." — utime and stime are the 14th and 15th fields; the
-    // command may hold spaces, so count from the last ')'.
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    std::istringstream rest(text.substr(text.rfind(')') + 2));
-    std::string field;
-    long long utime = 0;
-    long long stime = 0;
-    for (int i = 3; i <= 15 && rest >> field; ++i) {
-        if (i == 14) {
-            utime = std::stoll(field);
-        } else if (i == 15) {
-            stime = std::stoll(field);
-        }
-    }
-    p.cpu_s = static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    p.cpu_s = stat_cpu_s(dir + "/stat");
     std::error_code ec;
     for (auto it = std::filesystem::directory_iterator(dir + "/fd", ec); !ec && it != std::filesystem::end(it);
          it.increment(ec)) {

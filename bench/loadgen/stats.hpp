@@ -61,6 +61,10 @@ struct ProcSample {
 };
 std::optional<ProcSample> read_proc(int pid);
 
+// CPU time (user + system, seconds) of each of the process's threads, by thread id: which thread is
+// busy (the coordinator's one thread, or the HTTP server's io threads).
+std::map<int, double> read_thread_cpu(int pid);
+
 // The generator's own CPU time (user + system), in seconds.
 double own_cpu_s();
 

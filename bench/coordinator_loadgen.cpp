@@ -106,11 +106,14 @@ void add_options(CLI::App& app, Options& o) {
     app.add_option("--seed", s.seed, "Random seed")->capture_default_str();
 }
 
-// Peak RSS and open fds of the coordinator, sampled every second while `live` is set.
+// Peak RSS and open fds of the coordinator, sampled every second while `live` is set; every 5 s a
+// line says how the run goes (requests in flight, the coordinator's CPU over those 5 s).
 struct Peaks {
     std::int64_t rss_kib = 0;
     std::int64_t fds = 0;
     std::int64_t lag_us = 0; // the generator's own timers, at worst
+    int seconds = 0;
+    double cpu_s = 0; // the coordinator's, at the last progress line
 };
 
 void sample_every_second(HttpDriver& driver, int pid, std::shared_ptr<Peaks> peaks, std::shared_ptr<bool> live) {
@@ -118,12 +121,21 @@ void sample_every_second(HttpDriver& driver, int pid, std::shared_ptr<Peaks> pea
         if (!*live) {
             return;
         }
-        if (auto p = read_proc(pid)) {
+        const auto p = read_proc(pid);
+        if (p) {
             peaks->rss_kib = std::max(peaks->rss_kib, p->rss_kib);
             peaks->fds = std::max(peaks->fds, p->fds);
         }
         const auto lag = std::chrono::duration_cast<std::chrono::microseconds>(driver.take_max_timer_lag()).count();
         peaks->lag_us = std::max<std::int64_t>(peaks->lag_us, lag);
+        if (++peaks->seconds % 5 == 0 && p) {
+            std::cout << "  t=" << peaks->seconds << "s: " << driver.in_flight() << " requests in flight; coordinator "
+                      << std::fixed << std::setprecision(2) << (p->cpu_s - peaks->cpu_s) / 5 << " cores, RSS "
+                      << p->rss_kib / 1024 << " MiB, " << p->fds << " open files" << std::endl;
+            std::cout.unsetf(std::ios::fixed);
+            std::cout << std::setprecision(6);
+            peaks->cpu_s = p->cpu_s;
+        }
         sample_every_second(driver, pid, peaks, live);
     });
 }
@@ -207,6 +219,8 @@ int run(const Options& o) {
     sample_every_second(driver, o.coordinator_pid, peaks, live);
     Window w;
     w.before = read_proc(o.coordinator_pid);
+    peaks->cpu_s = w.before ? w.before->cpu_s : 0;
+    (void)driver.take_max_timer_lag(); // the ramp's
     w.threads_before = read_thread_cpu(o.coordinator_pid);
     const double own_before = own_cpu_s();
     const auto t1 = Clock::now();

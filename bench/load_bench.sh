@@ -61,7 +61,7 @@ if [ -n "$perf_pid" ]; then
   kill -INT "$perf_pid"
   wait "$perf_pid" || true
   echo "-- perf: the coordinator's busiest symbols by thread ($PERF)"
-  perf report -i "$PERF" --no-children --sort tid,sym --stdio 2> /dev/null | grep -E '^ +[0-9]' | head -40 || true
+  perf report -i "$PERF" --no-children --sort pid,sym --stdio 2> /dev/null | grep -E '^ +[0-9]' | head -40 || true
 fi
 s=$(date +%s.%N)
 kill -TERM "$pid"

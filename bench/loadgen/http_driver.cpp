@@ -287,7 +287,10 @@ struct HttpDriver::Impl {
         }
     }
 
-    void at(Clock::time_point when, std::function<void()> f) { timers.push(Timer{when, next_timer++, std::move(f)}); }
+    // A time already past counts from now: lateness measures the loop, not the caller's schedule.
+    void at(Clock::time_point when, std::function<void()> f) {
+        timers.push(Timer{std::max(when, Clock::now()), next_timer++, std::move(f)});
+    }
 };
 
 HttpDriver::HttpDriver(DriverOptions options) : m_impl(std::make_unique<Impl>(std::move(options))) {}

@@ -240,10 +240,15 @@ void Simulation::start_attempt(Worker& w, std::int64_t attempt, std::int64_t job
                  std::erase(w.held, attempt);
                  return;
              }
+             // As a worker does: the log is delivered before the completion is sent.
+             const auto started = Clock::now();
              HttpRequest log{"POST", base + "/logs?offset=0", w.token, "loadgen: ran `true`, exit 0\n"};
-             send(shard_of(w), std::move(log), "POST /v1/attempts/{id}/logs", 200, [](HttpResult&) {});
-             const auto run = std::chrono::duration_cast<Clock::duration>(m_options.run_time * uniform(0.5, 1.5));
-             m_driver.at(Clock::now() + run, [this, &w, attempt, job] { complete_attempt(w, attempt, job); });
+             send(shard_of(w), std::move(log), "POST /v1/attempts/{id}/logs", 200,
+                  [this, &w, attempt, job, started](HttpResult&) {
+                      const auto run =
+                          std::chrono::duration_cast<Clock::duration>(m_options.run_time * uniform(0.5, 1.5));
+                      m_driver.at(started + run, [this, &w, attempt, job] { complete_attempt(w, attempt, job); });
+                  });
          });
 }
 

@@ -20,15 +20,15 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <iomanip>
-#include <map>
-#include <sstream>
-#include <vector>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <sys/resource.h>
+#include <vector>
 
 #include "bench/loadgen/http_driver.hpp"
 #include "bench/loadgen/simulation.hpp"

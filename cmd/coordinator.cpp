@@ -10,6 +10,7 @@
 #include "core/coordinator/service.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/net/loopback.hpp"
+#include "core/net/open_files.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/store/open_store.hpp"
 #include "core/util/files.hpp"
@@ -275,6 +276,22 @@ void wait_for_stop(const sigset_t& signals, coordinator::CoordinatorService& ser
     }
 }
 
+// Open files: the soft limit raised to the hard one (one descriptor per connection: a pool's workers
+// each keep a long poll open), and the connections served sized within it. An explicit
+// --max-connections is kept, with a warning when the limit cannot hold it.
+void size_connections(const CoordinatorCmdOptions& o, net::ServerOptions& http) {
+    const net::OpenFilesLimit files = net::raise_open_files_limit();
+    const std::size_t room = net::connections_within(files.now);
+    http.max_connections = o.max_connections != 0 ? o.max_connections : room;
+    spdlog::info("open files: at most {} (soft limit was {}, hard limit {}); serving at most {} connections at once",
+                 files.now, files.before, files.hard, http.max_connections);
+    if (http.max_connections > room) {
+        spdlog::warn("--max-connections {} is more than {} open files hold ({} kept for the database and uploads): "
+                     "past {} connections, new ones wait unanswered; raise the hard limit (LimitNOFILE=)",
+                     http.max_connections, files.now, net::k_reserved_files, room);
+    }
+}
+
 } // namespace
 
 int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
@@ -317,6 +334,7 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+    size_connections(o, so->http);
     store::OpenOptions oo;
     oo.password = password;
     auto opened = store::open_store(*spec, oo);
@@ -453,6 +471,11 @@ void register_coordinator(Cli& cli) {
     sub->add_option("--max-log-limit-mib", o->max_log_limit_mib,
                     "The most log per attempt a recipe may keep with [logs] max_size (0: no limit)")
         ->check(CLI::Range(std::int64_t{0}, std::int64_t{64 * 1024}))
+        ->capture_default_str();
+    sub->add_option("--max-connections", o->max_connections,
+                    "Open connections at once, every client's (each worker keeps one for its long poll); more are "
+                    "closed as they come (0: as many as the open-files limit holds, which the coordinator raises "
+                    "to its hard limit)")
         ->capture_default_str();
     sub->add_option("--max-connections-per-client", o->max_connections_per_client,
                     "Open connections one address may hold (workers behind one NAT share one; 0: no cap)")

@@ -27,6 +27,7 @@ struct CoordinatorCmdOptions {
     std::int64_t max_log_mib = 64;   // per attempt; 0 = no cap
     std::int64_t max_log_limit_mib = 1024; // what a recipe's [logs] max_size may ask for; 0 = no limit
     std::size_t max_connections_per_client = 512;
+    std::size_t max_connections = 0; // connections at once; 0: as many as the open-files limit holds
     bool new_admin_token = false;
     std::string restore;        // a backup (`admin backup`) to put in place of --db before starting
     bool force_restore = false; // ... even over a database that changed after the backup

@@ -4,7 +4,7 @@
 # (`true`), so that only the starting, watching and removing is measured.
 #
 #   CONTAINERS_CONF=.ci/containers/containers.conf GPUPOOL_TEST_DOCKER_HOST=unix:///run/gpupool-ci/docker.sock \
-#     bench/engine_cost.sh [path/to/gpupool_tests]
+#     bench/engine_cost.sh [[LABEL=]path/to/gpupool_tests ...]
 #
 # Scenarios (podman; docker too when GPUPOOL_TEST_DOCKER_HOST answers; crun when installed):
 #   run --rm              `TOOL run --rm --network none IMAGE true`: the engine alone
@@ -13,8 +13,9 @@
 #                         `logs -f` follower, `wait`, `inspect`, then `rm -f`
 #   replay: run (fg)      gpupool after: one foreground `run` whose output goes to the log file, then
 #                         `rm -f` of 10 finished containers in one call, off the job's path
-#   OciRuntime            the real runtime through a gpupool_tests binary (hidden test [.engine_cost]):
-#                         start(), poll() on on_exit's wake or a 100 ms tick like the agent, remove()
+#   OciRuntime            the real runtime through each gpupool_tests binary given (hidden test
+#                         [.engine_cost]): start(), poll() on on_exit's wake or a 100 ms tick like the
+#                         agent, remove(); LABEL= names it (e.g. before=old/gpupool_tests)
 # Columns: wall = median ms from the start to the exit being known with the log complete (for
 # `run --rm`: until the CLI returns, removal included). CPU = user+sys ms per job, over the whole
 # batch (removals included), of every process the scenario runs and of what they leave running
@@ -30,7 +31,7 @@ if [ -z "${GPUPOOL_BENCH_SUBREAPER:-}" ]; then
         "$0" "$@"
 fi
 
-TESTS=${1:-}
+TESTS=("$@")
 RUNS=${RUNS:-30}
 IMAGE=${IMAGE:-localhost/gpupool/busybox:latest}
 cd "$(dirname "$0")/.."
@@ -128,11 +129,11 @@ job_replay_foreground() {
 # The real runtime: the hidden test prints the per-job medians on a line of its own.
 oci_notes=()
 measure_oci_runtime() {
-    local label=$1 engine=$2 c0 d0 out wall inside
+    local label=$1 engine=$2 binary=$3 c0 d0 out wall inside
     c0=$(tree_cpu)
     d0=$(daemons_cpu)
     out=$(GPUPOOL_BENCH_ENGINE=$engine GPUPOOL_BENCH_RUNS=$RUNS GPUPOOL_BENCH_IMAGE=$IMAGE \
-        "$TESTS" "[.engine_cost]" 2>&1)
+        "$binary" "[.engine_cost]" 2>&1)
     sleep 1
     wall=$(echo "$out" | sed -n 's/.*engine_cost: wall_median_us=\([0-9]*\).*/\1/p' | tail -1)
     inside=$(echo "$out" | sed -n 's/.*agent_thread_median_us=\([0-9]*\).*/\1/p' | tail -1)
@@ -183,9 +184,11 @@ for engine in "${engines[@]}"; do
     measure "$engine run --rm + gpupool's flags" job_run_rm_flags
     measure "$engine replay: run -d, logs -f, wait, inspect, rm" job_replay_detached
     measure "$engine replay: run (foreground), rm x10" job_replay_foreground
-    if [ -n "$TESTS" ]; then
-        measure_oci_runtime "$engine OciRuntime ($(git rev-parse --short HEAD 2> /dev/null))" "$engine"
-    fi
+    for t in "${TESTS[@]}"; do
+        label=$(basename "$(dirname "$(realpath "${t#*=}")")")
+        [ "$t" != "${t#*=}" ] && label=${t%%=*}
+        measure_oci_runtime "$engine OciRuntime, $label" "$engine" "${t#*=}"
+    done
 done
 for note in "${oci_notes[@]}"; do
     echo "$note"

@@ -11,7 +11,18 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <condition_variable>
+#include <csignal>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sstream>
 #include <thread>
 #include <unistd.h>
 
@@ -26,6 +37,9 @@ constexpr const char* k_ulimit_nofile = "nofile=4096:4096";
 constexpr const char* k_ulimit_nproc = "nproc=4096:4096";
 constexpr const char* k_tmpfs = "/tmp:rw,nosuid,nodev,size=512m,mode=1777";
 constexpr int k_waiter_restarts = 3;
+constexpr std::size_t k_remove_batch = 32;                  // at most this many names per `rm -f`
+constexpr auto k_run_child_bound = std::chrono::seconds(10); // remove(): how long the run child may linger
+constexpr auto k_create_bound = std::chrono::seconds(3); // signal(), process_marks(): a container being created
 
 // 1500 milli-CPU -> "1.5"; 2000 -> "2".
 std::string cpus_flag(std::int64_t milli) {
@@ -91,10 +105,38 @@ bool has_exited(std::optional<bp::child>& child) {
     return !child || !child->running(ec);
 }
 
-std::vector<std::string> concat(const std::vector<std::string>& a, std::initializer_list<std::string> b) {
+std::vector<std::string> concat(const std::vector<std::string>& a, const std::vector<std::string>& b) {
     std::vector<std::string> out = a;
-    out.insert(out.end(), b);
+    out.insert(out.end(), b.begin(), b.end());
     return out;
+}
+
+// What the engine said when it could not run a container: it wrote to the job's log after `from`.
+// The last line that names an error (podman: `Error: ...`, docker: `docker: Error response ...`),
+// else the last line; at most the last 4 KiB are read.
+std::string engine_words(const std::filesystem::path& log, std::uintmax_t from) {
+    constexpr std::uintmax_t k_tail = 4096;
+    std::ifstream in(log, std::ios::binary);
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(log, ec);
+    if (!in || ec || size <= from) {
+        return {};
+    }
+    const std::uintmax_t start = std::max(from, size > k_tail ? size - k_tail : 0);
+    in.seekg(static_cast<std::streamoff>(start));
+    std::string last;
+    std::string error_line;
+    for (std::string line; std::getline(in, line);) {
+        line = trim(line);
+        if (line.empty()) {
+            continue;
+        }
+        last = line;
+        if (line.find("Error") != std::string::npos) {
+            error_line = line;
+        }
+    }
+    return error_line.empty() ? last : error_line;
 }
 
 } // namespace
@@ -105,11 +147,12 @@ const char* to_string(OciTool tool) {
 
 std::vector<std::string> build_run_argv(OciTool tool, const ContainerSpec& spec,
                                         const std::vector<std::string>& extra_run_args) {
-    std::vector<std::string> a{"run", "-d", "--name", spec.name};
+    // Foreground: the CLI's exit is the container's; signals reach the job only through `kill`.
+    std::vector<std::string> a{"run", "--name", spec.name, "--sig-proxy=false"};
     for (const auto& [key, value] : spec.labels) {
         a.insert(a.end(), {"--label", key + "=" + value});
     }
-    // The engine's own log store is what `logs -f` replays (and replays again after a reattach).
+    // The engine's own log store is what `logs -f` replays after a reattach.
     a.insert(a.end(), {"--log-driver", tool == OciTool::podman ? "k8s-file" : "json-file"});
     a.insert(a.end(), {"--init", "--cap-drop=ALL", "--security-opt", "no-new-privileges", "--user", spec.user});
     if (spec.pids_limit > 0) {
@@ -179,12 +222,31 @@ Result<std::vector<FoundContainer>> parse_inspect_json(std::string_view json) {
     }
 }
 
+Result<ContainerState> parse_state_json(std::string_view json) {
+    try {
+        auto doc = nlohmann::json::parse(json);
+        ContainerState st;
+        st.status = doc.at("Status").get<std::string>();
+        st.running = doc.at("Running").get<bool>();
+        st.exit_code = doc.at("ExitCode").get<int>();
+        st.oom_killed = doc.value("OOMKilled", false);
+        st.ran = st.status != "created" && st.status != "configured";
+        return st;
+    } catch (const nlohmann::json::exception& e) {
+        return make_error(ErrorCode::io, std::string("cannot read a container's state JSON: ") + e.what());
+    }
+}
+
 struct OciRuntime::Tracked {
-    std::optional<bp::child> follower; // TOOL logs -f NAME, output to the job's log file
-    std::optional<bp::child> waiter;   // TOOL wait NAME, ends when the container does
+    std::optional<bp::child> run;      // the foreground `TOOL run` started here, output to the log file
+    std::optional<int> run_status;     // its wait status, once reaped and until poll() has read it
+    std::optional<bp::child> follower; // TOOL logs -f NAME (re-attached), output to the log file
+    std::optional<bp::child> waiter;   // TOOL wait NAME (re-attached), ends when the container does
+    std::filesystem::path log_path;
+    std::uintmax_t log_start = 0; // the log's size when `run` started: the engine's words come after
     int waiter_restarts = 0;
     std::string id;                 // the container's full id, once known
-    std::optional<ExitStatus> exit; // from inspect, once the waiter has ended
+    std::optional<ExitStatus> exit; // once known
     Clock::time_point exited_at;
     bool drained = false;
 
@@ -192,9 +254,84 @@ struct OciRuntime::Tracked {
     Tracked(const Tracked&) = delete;
     Tracked& operator=(const Tracked&) = delete;
     ~Tracked() {
+        stop_child(run); // SIGKILL: the CLI goes, the container stays (it has its own conmon / shim)
         stop_child(follower);
         stop_child(waiter);
     }
+};
+
+// Removes finished containers off the agent's thread: names wait up to `linger` for company, then go
+// in one `rm -f` call. The thread starts with the first name; the destructor removes what is left.
+class OciRuntime::Remover {
+public:
+    Remover(const OciRuntime& rt, std::chrono::milliseconds linger) : m_rt(rt), m_linger(linger) {}
+    ~Remover() {
+        {
+            util::MutexLock lock(m_mu);
+            m_stop = true;
+        }
+        m_cv.notify_all();
+        if (m_thread.joinable()) {
+            m_thread.join();
+        }
+    }
+    Remover(const Remover&) = delete;
+    Remover& operator=(const Remover&) = delete;
+
+    void add(const std::string& name) {
+        try {
+            if (!m_thread.joinable()) {
+                m_thread = std::thread([this] { loop(); });
+            }
+        } catch (const std::system_error& e) {
+            spdlog::warn("{}: no thread to remove containers ({}): removing {} now", m_rt.name(), e.what(), name);
+            remove_batch({name});
+            return;
+        }
+        {
+            util::MutexLock lock(m_mu);
+            m_names.push_back(name);
+        }
+        m_cv.notify_all();
+    }
+
+private:
+    void loop() {
+        while (true) {
+            std::vector<std::string> batch;
+            {
+                util::MutexLock lock(m_mu);
+                m_cv.wait(lock, [&]() REQUIRES(m_mu) { return m_stop || !m_names.empty(); });
+                if (m_names.empty()) {
+                    return; // stopping, nothing left
+                }
+                m_cv.wait_for(lock, m_linger,
+                              [&]() REQUIRES(m_mu) { return m_stop || m_names.size() >= k_remove_batch; });
+                const auto n = static_cast<std::ptrdiff_t>(std::min(m_names.size(), k_remove_batch));
+                batch.assign(m_names.begin(), m_names.begin() + n);
+                m_names.erase(m_names.begin(), m_names.begin() + n);
+            }
+            remove_batch(batch);
+        }
+    }
+
+    // Names already gone fail the call but the others are removed. A failure is only logged: a later
+    // run's list() finds what is left, and the agent removes containers it has no spool for.
+    void remove_batch(const std::vector<std::string>& names) const {
+        auto ran = m_rt.run_tool(m_rt.rm_args(names));
+        if (!ran || (ran->exit_code != 0 && !says_no_such_container(ran->err))) {
+            const std::string what = "rm of " + std::to_string(names.size()) + " finished container(s)";
+            spdlog::warn("{}", ran ? m_rt.tool_error(what, *ran).message : what + ": " + ran.error().message);
+        }
+    }
+
+    const OciRuntime& m_rt;
+    const std::chrono::milliseconds m_linger;
+    util::Mutex m_mu;
+    std::condition_variable_any m_cv;
+    std::vector<std::string> m_names GUARDED_BY(m_mu);
+    bool m_stop GUARDED_BY(m_mu) = false;
+    std::thread m_thread; // only the agent's thread starts and joins it
 };
 
 OciRuntime::OciRuntime(OciConfig config) : m_config(std::move(config)) {
@@ -207,10 +344,23 @@ OciRuntime::OciRuntime(OciConfig config) : m_config(std::move(config)) {
                                                   " (or --runtime process, which isolates nothing)");
     }
     m_program = exe.string();
+    m_remover = std::make_unique<Remover>(*this, m_config.remove_linger);
 }
 
-OciRuntime::~OciRuntime() = default;
+OciRuntime::~OciRuntime() {
+    m_exits->set(nullptr); // the watchers of children killed here wake nobody
+    m_tracked.clear();     // kills the CLIs; the containers run on
+    m_remover.reset();     // removes the finished containers still waiting
+}
 
+std::vector<std::string> OciRuntime::rm_args(const std::vector<std::string>& names) const {
+    std::vector<std::string> args{"rm", "-f"};
+    if (m_config.tool == OciTool::podman) {
+        args.insert(args.end(), {"-t", "0"}); // kill at once, as docker's rm -f does
+    }
+    args.insert(args.end(), names.begin(), names.end());
+    return args;
+}
 Error OciRuntime::tool_error(const std::string& what, const ToolOutput& out) const {
     std::string err = trim(out.err);
     return make_error(ErrorCode::io, std::string(to_string(m_config.tool)) + " " + what + " failed (exit " +
@@ -263,25 +413,57 @@ Result<OciRuntime::ToolOutput> OciRuntime::run_tool(const std::vector<std::strin
     return result;
 }
 
-Status OciRuntime::follow(const std::string& name, const std::filesystem::path& log_path, bool truncate) {
-    auto log = open_log(log_path, truncate ? OpenLog::truncate_then_append : OpenLog::append);
+void OciRuntime::watch_exit(int pid) {
+    // The pidfd is opened here, on the thread that reaps the child, so it names this very process.
+    // glibc 2.36's <sys/pidfd.h> lacks extern "C": the system call itself.
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) {
+        spdlog::debug("{}: no pidfd for pid {} ({}); its exit is seen on the next tick", to_string(m_config.tool), pid,
+                      std::strerror(errno));
+        return;
+    }
+    try {
+        std::thread([fd, exits = m_exits] {
+            pollfd p{fd, POLLIN, 0};
+            while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+            }
+            ::close(fd);
+            exits->fire(); // ended (or reaped already): either way, look
+        }).detach();
+    } catch (const std::system_error& e) {
+        ::close(fd);
+        spdlog::warn("{}: no thread to watch pid {} ({}); its exit is seen on the next tick", to_string(m_config.tool),
+                     pid, e.what());
+    }
+}
+
+Status OciRuntime::follow(const std::string& name, Tracked& t, bool truncate) {
+    auto log = open_log(t.log_path, truncate ? OpenLog::truncate_then_append : OpenLog::append);
     if (!log) {
         return log.error();
     }
-    auto tracked = std::make_unique<Tracked>();
     const int fd = log->get();
     try {
-        tracked->follower.emplace(
+        t.follower.emplace(
             bp::exe = m_program, bp::args = concat(m_config.global_args, {"logs", "-f", name}), bp::std_in < bp::null,
             bp::extend::on_exec_setup = [fd](auto&) { child_redirect_output_and_seal(fd); });
-        tracked->waiter.emplace(
+    } catch (const std::exception& e) {
+        return make_error(ErrorCode::io, "cannot start the log follower for " + name + ": " + e.what());
+    }
+    watch_exit(t.follower->id());
+    return wait_for_exit(name, t);
+}
+
+Status OciRuntime::wait_for_exit(const std::string& name, Tracked& t) {
+    try {
+        t.waiter.emplace(
             bp::exe = m_program, bp::args = concat(m_config.global_args, {"wait", name}),
             bp::std_in<bp::null, bp::std_out> bp::null, bp::std_err > bp::null,
             bp::extend::on_exec_setup = [](auto&) { child_redirect_output_and_seal(-1); });
     } catch (const std::exception& e) {
-        return make_error(ErrorCode::io, "cannot start the log follower for " + name + ": " + e.what());
+        return make_error(ErrorCode::io, "cannot wait for " + name + ": " + e.what());
     }
-    m_tracked[name] = std::move(tracked);
+    watch_exit(t.waiter->id());
     return {};
 }
 
@@ -295,23 +477,36 @@ Status OciRuntime::start(const ContainerSpec& spec) {
     if (m_tracked.count(spec.name) != 0) {
         return make_error(ErrorCode::conflict, "a container named " + spec.name + " was already started here");
     }
-    // Fail on an unusable log file before anything runs.
-    if (auto log = open_log(spec.log_path); !log) {
+    auto log = open_log(spec.log_path);
+    if (!log) {
         return log.error();
     }
-    std::filesystem::path log_dir = std::filesystem::absolute(spec.log_path).parent_path();
-    auto ran = run_tool(build_run_argv(m_config.tool, spec, m_config.run_args), log_dir);
-    if (!ran) {
-        return ran.error();
+    auto t = std::make_unique<Tracked>();
+    t->log_path = spec.log_path;
+    struct stat log_stat {};
+    if (::fstat(log->get(), &log_stat) == 0) {
+        t->log_start = static_cast<std::uintmax_t>(log_stat.st_size);
     }
-    if (ran->exit_code != 0) {
-        return tool_error("run " + spec.name, *ran);
+    const int fd = log->get();
+    const pid_t worker = ::getpid();
+    const std::string log_dir = std::filesystem::absolute(spec.log_path).parent_path().string();
+    try {
+        t->run.emplace(
+            bp::exe = m_program, bp::args = concat(m_config.global_args, build_run_argv(m_config.tool, spec, m_config.run_args)),
+            bp::std_in < bp::null, bp::start_dir = log_dir, bp::extend::on_exec_setup = [fd, worker](auto&) {
+                ::setpgid(0, 0); // the worker's terminal and its process group's signals stay away
+                ::prctl(PR_SET_PDEATHSIG, SIGKILL); // dies with the worker; the container runs on
+                if (::getppid() != worker) {
+                    ::_exit(127);
+                }
+                child_redirect_output_and_seal(fd);
+            });
+    } catch (const std::exception& e) {
+        return make_error(ErrorCode::io, "cannot run " + m_program + " for " + spec.name + ": " + e.what());
     }
-    spdlog::debug("{}: started {} ({})", to_string(m_config.tool), spec.name, trim(ran->out));
-    if (auto st = follow(spec.name, spec.log_path, false); !st) {
-        return st;
-    }
-    m_tracked[spec.name]->id = full_container_id(ran->out); // `run -d` answers the id ("" if not)
+    watch_exit(t->run->id());
+    spdlog::debug("{}: started {} (pid {})", to_string(m_config.tool), spec.name, t->run->id());
+    m_tracked[spec.name] = std::move(t);
     return {};
 }
 
@@ -331,9 +526,8 @@ Status OciRuntime::check() {
     return {};
 }
 
-Result<ExitStatus> OciRuntime::inspect_exit(const std::string& name, bool& running) const {
-    auto ran = run_tool(
-        {"container", "inspect", "--format", "{{.State.Running}} {{.State.ExitCode}} {{.State.OOMKilled}}", name});
+Result<ContainerState> OciRuntime::inspect_state(const std::string& name) const {
+    auto ran = run_tool({"container", "inspect", "--format", "{{json .State}}", name});
     if (!ran) {
         return ran.error();
     }
@@ -344,21 +538,7 @@ Result<ExitStatus> OciRuntime::inspect_exit(const std::string& name, bool& runni
         }
         return e;
     }
-    std::string text = trim(ran->out);
-    std::size_t s1 = text.find(' ');
-    std::size_t s2 = text.find(' ', s1 == std::string::npos ? s1 : s1 + 1);
-    if (s1 == std::string::npos || s2 == std::string::npos) {
-        return make_error(ErrorCode::io, "unexpected inspect answer for " + name + ": `" + text + "`");
-    }
-    running = text.substr(0, s1) == "true";
-    ExitStatus status;
-    try {
-        status.exit_code = std::stoi(text.substr(s1 + 1, s2 - s1 - 1));
-    } catch (const std::exception&) {
-        return make_error(ErrorCode::io, "unexpected inspect answer for " + name + ": `" + text + "`");
-    }
-    status.oom_killed = text.substr(s2 + 1) == "true";
-    return status;
+    return parse_state_json(ran->out);
 }
 
 Result<std::optional<ExitStatus>> OciRuntime::poll(const std::string& name) {
@@ -368,126 +548,217 @@ Result<std::optional<ExitStatus>> OciRuntime::poll(const std::string& name) {
                                                     to_string(m_config.tool) + " runtime");
     }
     Tracked& t = *it->second;
+    if (t.exit && t.drained) {
+        return std::optional<ExitStatus>{t.exit};
+    }
+    return t.run || t.run_status ? poll_run(name, t) : poll_follower(name, t);
+}
+
+// The foreground `run` child: its exit status is the container's, but where it may be the engine's.
+Result<std::optional<ExitStatus>> OciRuntime::poll_run(const std::string& name, Tracked& t) {
+    if (t.run) {
+        std::error_code ec;
+        if (t.run->running(ec)) {
+            return std::optional<ExitStatus>{};
+        }
+        t.run_status = t.run->native_exit_code();
+        t.run.reset();
+    }
+    const int status = *t.run_status;
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (code >= 0 && (code < 125 || code > 127) && code != 137) {
+        t.exit = ExitStatus{code, false};
+        t.drained = true; // the CLI copied everything before it exited
+        return std::optional<ExitStatus>{t.exit};
+    }
+    auto state = code >= 0 ? inspect_state(name) : Result<ContainerState>(ContainerState{});
+    // 125-127 from a container that never ran, or is not there (a missing image): the engine's failure.
+    if (code >= 0 && code != 137 &&
+        (state ? !state->running && (!state->ran || state->exit_code != code)
+               : state.error().code == ErrorCode::not_found)) {
+        const std::string words = engine_words(t.log_path, t.log_start);
+        return make_error(ErrorCode::not_found, std::string(to_string(m_config.tool)) + " could not run " + name +
+                                                    " (exit " + std::to_string(code) + "; the container never ran)" +
+                                                    (words.empty() ? "" : ": " + words));
+    }
+    if (!state) {
+        return state.error(); // not_found after 137: removed behind the worker's back; else asked again
+    }
+    if (code < 0 || state->running) {
+        // The CLI ended without an exit of its own (killed, or reaped elsewhere) and the container may
+        // run on: follow it as after a restart (the log is replayed from the start).
+        spdlog::warn("{}: the run child of {} ended (wait status {}) while the container may run; following it",
+                     to_string(m_config.tool), name, status);
+        t.run_status.reset();
+        if (auto st = follow(name, t, true); !st) {
+            return st.error();
+        }
+        return std::optional<ExitStatus>{};
+    }
+    t.exit = ExitStatus{code, state->oom_killed};
+    t.drained = true;
+    return std::optional<ExitStatus>{t.exit};
+}
+
+// A re-attached container: the waiter says when it has ended, inspect how, the follower when the log
+// is complete.
+Result<std::optional<ExitStatus>> OciRuntime::poll_follower(const std::string& name, Tracked& t) {
     if (!t.exit) {
         if (!has_exited(t.waiter)) {
             return std::optional<ExitStatus>{};
         }
-        bool running = false;
-        auto status = inspect_exit(name, running);
-        if (!status) {
-            return status.error();
+        auto state = inspect_state(name);
+        if (!state) {
+            return state.error();
         }
-        if (running) {
+        if (state->running) {
             // The waiter gave up early (engine restart?): wait again, a few times.
             if (++t.waiter_restarts > k_waiter_restarts) {
                 return make_error(ErrorCode::io, std::string(to_string(m_config.tool)) + " wait " + name +
                                                      " keeps ending while the container runs");
             }
-            try {
-                t.waiter.emplace(
-                    bp::exe = m_program, bp::args = concat(m_config.global_args, {"wait", name}),
-                    bp::std_in<bp::null, bp::std_out> bp::null, bp::std_err > bp::null,
-                    bp::extend::on_exec_setup = [](auto&) { child_redirect_output_and_seal(-1); });
-            } catch (const std::exception& e) {
-                return make_error(ErrorCode::io, "cannot wait for " + name + ": " + e.what());
+            if (auto st = wait_for_exit(name, t); !st) {
+                return st.error();
             }
             return std::optional<ExitStatus>{};
         }
-        t.exit = *status;
+        t.exit = ExitStatus{state->exit_code, state->oom_killed};
         t.exited_at = Clock::now();
     }
-    if (!t.drained) {
-        if (!has_exited(t.follower)) {
-            if (Clock::now() - t.exited_at < m_config.drain_bound) {
-                return std::optional<ExitStatus>{};
-            }
-            spdlog::warn("{}: the log follower of {} did not finish within {} ms of its exit; its log may be "
-                         "incomplete",
-                         to_string(m_config.tool), name, m_config.drain_bound.count());
+    if (!has_exited(t.follower)) {
+        if (Clock::now() - t.exited_at < m_config.drain_bound) {
+            return std::optional<ExitStatus>{};
         }
-        stop_child(t.follower);
-        t.drained = true;
+        spdlog::warn("{}: the log follower of {} did not finish within {} ms of its exit; its log may be incomplete",
+                     to_string(m_config.tool), name, m_config.drain_bound.count());
     }
+    stop_child(t.follower);
+    stop_child(t.waiter);
+    t.drained = true;
     return std::optional<ExitStatus>{t.exit};
 }
 
 Status OciRuntime::signal(const std::string& name, int signo) {
-    auto ran = run_tool({"kill", "--signal", std::to_string(signo), name});
-    if (!ran) {
-        return ran.error();
-    }
-    if (ran->exit_code != 0) {
-        if (lower(ran->err).find("not running") != std::string::npos) {
+    auto it = m_tracked.find(name);
+    Tracked* t = it == m_tracked.end() ? nullptr : it->second.get();
+    const auto deadline = Clock::now() + k_create_bound;
+    while (true) {
+        auto ran = run_tool({"kill", "--signal", std::to_string(signo), name});
+        if (!ran) {
+            return ran.error();
+        }
+        if (ran->exit_code == 0) {
+            return {};
+        }
+        const bool not_running = lower(ran->err).find("not running") != std::string::npos;
+        const bool missing = says_no_such_container(ran->err);
+        // Just started: the run child may not have created (or started) the container yet.
+        if ((not_running || missing) && t != nullptr && t->run && !has_exited(t->run) && Clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            continue;
+        }
+        if (not_running) {
             return {}; // it has ended already: nothing to signal
         }
         Error e = tool_error("kill " + name, *ran);
-        if (says_no_such_container(ran->err)) {
+        if (missing) {
             e.code = ErrorCode::not_found;
         }
         return e;
     }
-    return {};
 }
 
 Status OciRuntime::remove(const std::string& name) {
-    m_tracked.erase(name); // stops the follower first: no engine error lands in the job's log
-    std::vector<std::string> args{"rm", "-f"};
-    if (m_config.tool == OciTool::podman) {
-        args.insert(args.end(), {"-t", "0"}); // kill at once, as docker's rm -f does
+    auto it = m_tracked.find(name);
+    if (it == m_tracked.end()) {
+        return remove_now(name, nullptr);
     }
-    args.push_back(name);
-    auto ran = run_tool(args);
-    if (!ran) {
-        return ran.error();
+    std::unique_ptr<Tracked> t = std::move(it->second);
+    m_tracked.erase(it);
+    if (t->exit && t->drained) {
+        t.reset(); // stops a follower first: no engine error lands in the job's log
+        m_remover->add(name);
+        return {};
     }
-    if (ran->exit_code != 0 && !says_no_such_container(ran->err)) {
-        return tool_error("rm " + name, *ran);
+    return remove_now(name, std::move(t));
+}
+
+// `rm -f` now, for a container that may run. A run child still going may not have created the
+// container yet when the first `rm -f` comes: it is repeated until the child has ended.
+Status OciRuntime::remove_now(const std::string& name, std::unique_ptr<Tracked> t) {
+    std::optional<bp::child> run;
+    if (t) {
+        run = std::move(t->run);
+        t.reset(); // stops a follower first: no engine error lands in the job's log
     }
-    return {};
+    const auto args = rm_args({name});
+    const auto deadline = Clock::now() + k_run_child_bound;
+    while (true) {
+        Status removed;
+        if (auto ran = run_tool(args); !ran) {
+            removed = ran.error();
+        } else if (ran->exit_code != 0 && !says_no_such_container(ran->err)) {
+            removed = tool_error("rm " + name, *ran);
+        }
+        for (int i = 0; i < 50 && !has_exited(run); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (has_exited(run) || Clock::now() > deadline) {
+            if (!has_exited(run)) {
+                spdlog::warn("{}: the run child of {} outlived its container's removal; killing it",
+                             to_string(m_config.tool), name);
+            }
+            stop_child(run);
+            return removed;
+        }
+    }
 }
 
 Result<std::vector<FoundContainer>> OciRuntime::list(const std::string& worker_label) {
-    auto ids = run_tool({"ps", "-a", "-q", "--no-trunc", "--filter", "label=gpupool.worker=" + worker_label});
-    if (!ids) {
-        return ids.error();
-    }
-    if (ids->exit_code != 0) {
-        return tool_error("ps", *ids);
-    }
-    std::vector<std::string> args{"container", "inspect"};
-    std::size_t start = 0;
-    const std::string& out = ids->out;
-    while (start < out.size()) {
-        std::size_t nl = out.find('\n', start);
-        std::string id = trim(out.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
-        if (!id.empty()) {
-            args.push_back(id);
+    // A container removed between ps and inspect (by the remover, say) may fail the whole inspect:
+    // then both are asked again, a few times.
+    for (int attempt = 1;; ++attempt) {
+        auto ids = run_tool({"ps", "-a", "-q", "--no-trunc", "--filter", "label=gpupool.worker=" + worker_label});
+        if (!ids) {
+            return ids.error();
         }
-        start = nl == std::string::npos ? out.size() : nl + 1;
+        if (ids->exit_code != 0) {
+            return tool_error("ps", *ids);
+        }
+        std::vector<std::string> args{"container", "inspect"};
+        std::istringstream lines(ids->out);
+        for (std::string id; std::getline(lines, id);) {
+            if (!trim(id).empty()) {
+                args.push_back(trim(id));
+            }
+        }
+        if (args.size() == 2) {
+            return std::vector<FoundContainer>{};
+        }
+        auto inspected = run_tool(args);
+        if (!inspected) {
+            return inspected.error();
+        }
+        auto found = parse_inspect_json(inspected->out);
+        if (found || inspected->exit_code == 0 || attempt == 3) {
+            return found || inspected->exit_code == 0 ? found
+                                                      : Result<std::vector<FoundContainer>>(tool_error("inspect", *inspected));
+        }
     }
-    if (args.size() == 2) {
-        return std::vector<FoundContainer>{};
-    }
-    auto inspected = run_tool(args);
-    if (!inspected) {
-        return inspected.error();
-    }
-    // A container removed between ps and inspect fails the call but the others are still answered.
-    auto found = parse_inspect_json(inspected->out);
-    if (!found && inspected->exit_code != 0) {
-        return tool_error("inspect", *inspected);
-    }
-    return found;
 }
 
 Status OciRuntime::reattach(const std::string& name, const std::filesystem::path& log_path) {
-    bool running = false;
-    auto status = inspect_exit(name, running);
-    if (!status) {
-        return status.error();
+    if (auto state = inspect_state(name); !state) {
+        return state.error();
     }
     m_tracked.erase(name);
-    return follow(name, log_path, true);
+    auto t = std::make_unique<Tracked>();
+    t->log_path = log_path;
+    if (auto st = follow(name, *t, true); !st) {
+        return st;
+    }
+    m_tracked[name] = std::move(t);
+    return {};
 }
 
 Result<ProcessMarks> OciRuntime::process_marks(const std::string& name) {
@@ -496,20 +767,26 @@ Result<ProcessMarks> OciRuntime::process_marks(const std::string& name) {
         return make_error(ErrorCode::not_found, "no container named " + name + " was started or re-attached by this " +
                                                     to_string(m_config.tool) + " runtime");
     }
-    if (it->second->id.empty()) {
+    Tracked& t = *it->second;
+    const auto deadline = Clock::now() + k_create_bound;
+    while (t.id.empty()) {
         auto ran = run_tool({"container", "inspect", "--format", "{{.Id}}", name});
         if (!ran) {
             return ran.error();
         }
         if (ran->exit_code != 0) {
+            if (says_no_such_container(ran->err) && t.run && !has_exited(t.run) && Clock::now() < deadline) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50)); // just started: not created yet
+                continue;
+            }
             return tool_error("inspect " + name, *ran);
         }
-        it->second->id = full_container_id(ran->out);
-        if (it->second->id.empty()) {
+        t.id = full_container_id(ran->out);
+        if (t.id.empty()) {
             return make_error(ErrorCode::io, "unexpected container id for " + name + ": `" + trim(ran->out) + "`");
         }
     }
-    return ProcessMarks{it->second->id, 0};
+    return ProcessMarks{t.id, 0};
 }
 
 } // namespace gpupool::worker

@@ -15,24 +15,46 @@
 // start() also refuses a spec that fails check_container_spec (an invalid image reference among
 // others) before it runs anything.
 //
-// Logs: after `run -d`, a follower `TOOL logs -f NAME` writes the container's stdout and stderr to one
-// file descriptor opened O_APPEND on spec.log_path. reattach() truncates the file and starts a new
-// follower: `logs` replays from the start, so the agent, which ships by offset, sees identical bytes
-// again. Exits: a `TOOL wait NAME` child per container; poll() only checks it with waitpid(WNOHANG),
-// and once it has ended runs one `inspect` for the exit code and OOMKilled, then reports the exit only
-// when the log follower has drained (exited) or OciConfig::drain_bound has passed — so the log file is
-// complete when the agent sees the exit. poll() itself never waits.
+// Logs and exits, for a job started here: one foreground `TOOL run --name NAME ...` child per job,
+// its stdout and stderr on one descriptor opened O_APPEND on spec.log_path, so the engine copies the
+// container's output straight into the log file and the child's exit is the container's: when it
+// has ended, the log is complete. Its exit status is the job's, except where it may be the engine's
+// own (125: the engine failed, 126: the command could not be invoked, 127: not found) — then one
+// `inspect` tells: a container that ran and exited with that code is the job's exit; one that never
+// ran (or is not there: a missing image) is the engine's failure, and poll() answers not_found with
+// the engine's last error line (it is also in the log). A command missing in the image is the job's
+// 127 (--init started, then could not exec it). After 137, one `inspect` reads OOMKilled. A
+// child that ends without an exit status of its own (killed, or reaped by someone else) leaves the
+// container's fate open: the runtime then follows it as after a restart (below).
+// The child runs in its own process group with --sig-proxy=false (a Ctrl-C or a systemd stop meant
+// for the worker never reaches a job: signals go through signal() only) and dies with the worker
+// (PR_SET_PDEATHSIG), which leaves the container running, to be found again.
+// After a worker restart, reattach() truncates the log and starts a follower `TOOL logs -f NAME` and a
+// `TOOL wait NAME` child: `logs` replays from the start, so the agent, which ships by offset, sees the
+// same lines again. poll() then runs one `inspect` once the waiter has ended and reports the exit once
+// the follower has drained (exited) or OciConfig::drain_bound has passed. (Across stdout and stderr
+// the order is the engine's, in both ways: it reads two pipes.)
+// on_exit(): a thread per child watches its pidfd and wakes the agent when the child exits; only the
+// agent's thread touches the Boost.Process children (poll() reaps them).
+// remove(): a job whose exit poll() has reported is removed off the agent's thread: a remover thread
+// collects names for OciConfig::remove_linger and removes them with one `rm -f` call (pending ones
+// are removed before the destructor returns). Any other container (running, not started here) is
+// removed at once: the run child is waited for (the first `rm -f` may come before the container
+// exists; it is repeated until the child ends) so no job keeps running.
 //
-// Ownership: the runtime owns its follower and waiter children (killed and reaped on remove() and in
-// the destructor); containers belong to the engine and outlive the runtime until remove(). Not
-// thread-safe (the agent's one thread). Failures are Errors with code io carrying the tool's stderr;
-// a missing tool is an io Error that says so; an unknown name is not_found; a name already started by
-// this runtime is conflict. A failed start may leave a created container behind: remove() cleans up.
+// Ownership: the runtime owns its children (run, follower, waiter: killed with SIGKILL and reaped on
+// remove() and in the destructor, which leaves the containers running); containers belong to the
+// engine and outlive the runtime until remove(). Not thread-safe (the agent's one thread); its own
+// threads only wait on pidfds and remove finished containers. Failures are Errors with code io
+// carrying the tool's stderr; a missing tool is an io Error that says so; an unknown name is
+// not_found; a name already started by this runtime is conflict. A failed start may leave a created
+// container behind: remove() cleans up.
 // `run` is started in the log file's directory: podman's conmon inherits that cwd and drops an empty
 // `oom` marker there when the job is OOM-killed (it would otherwise litter the worker's cwd).
 #pragma once
 
 #include "worker/runtime/container_runtime.hpp"
+#include "worker/runtime/exit_signal.hpp"
 
 #include <chrono>
 #include <map>
@@ -55,15 +77,29 @@ struct OciConfig {
     std::vector<std::string> run_args;           // extra `run` flags before the image, e.g. {"--network", "none"}
     std::chrono::milliseconds drain_bound{5000}; // after an exit, how long poll() waits for the follower
     std::chrono::seconds command_bound{120};     // the longest a CLI call (run, inspect, rm...) may take
+    std::chrono::milliseconds remove_linger{1000}; // finished containers wait this long to be removed together
 };
 
-// The arguments after the tool and its global flags: `run -d --name ... -- IMAGE argv...`. Pure; it
-// checks nothing (start() does), but the `--` keeps even an unchecked image out of option position.
+// The arguments after the tool and its global flags: `run --name ... -- IMAGE argv...` (foreground,
+// --sig-proxy=false). Pure; it checks nothing (start() does), but the `--` keeps even an unchecked
+// image out of option position.
 std::vector<std::string> build_run_argv(OciTool tool, const ContainerSpec& spec,
                                         const std::vector<std::string>& extra_run_args = {});
 
 // Parses `TOOL inspect` JSON (an array of containers, podman's or docker's shape). Pure.
 Result<std::vector<FoundContainer>> parse_inspect_json(std::string_view json);
+
+// A container's state as `TOOL container inspect --format '{{json .State}}'` answers it (podman's
+// and docker's shapes). `ran`: it was started (not "created" / "configured"), so its ExitCode is
+// the job's. Pure.
+struct ContainerState {
+    std::string status;
+    bool running = false;
+    bool ran = false;
+    int exit_code = 0;
+    bool oom_killed = false;
+};
+Result<ContainerState> parse_state_json(std::string_view json);
 
 class OciRuntime final : public ContainerRuntime {
 public:
@@ -78,10 +114,13 @@ public:
     Status start(const ContainerSpec& spec) override;
     Result<std::optional<ExitStatus>> poll(const std::string& name) override;
     Status signal(const std::string& name, int signo) override;
+    // A thread per child (run, or a re-attached waiter and follower) waits on its pidfd.
+    void on_exit(std::function<void()> wake) override { m_exits->set(std::move(wake)); }
     Status remove(const std::string& name) override;
     Result<std::vector<FoundContainer>> list(const std::string& worker_label) override;
     Status reattach(const std::string& name, const std::filesystem::path& log_path) override;
-    // The container's full id: from `run`'s answer, else asked once with `inspect` (then kept).
+    // The container's full id, asked once with `inspect` (then kept). Like signal(), it waits up to 3 s
+    // for a container its run child is still creating.
     Result<ProcessMarks> process_marks(const std::string& name) override;
 
     // The missing-tool Error when the program is not found; empty when it is.
@@ -89,6 +128,7 @@ public:
 
 private:
     struct Tracked;
+    class Remover;
     struct ToolOutput {
         int exit_code = -1;
         std::string out;
@@ -96,14 +136,22 @@ private:
     };
 
     Result<ToolOutput> run_tool(const std::vector<std::string>& args, const std::filesystem::path& cwd = {}) const;
-    Status follow(const std::string& name, const std::filesystem::path& log_path, bool truncate);
-    Result<ExitStatus> inspect_exit(const std::string& name, bool& running) const;
+    Status follow(const std::string& name, Tracked& t, bool truncate); // logs -f, then wait_for_exit
+    Status wait_for_exit(const std::string& name, Tracked& t);          // a `TOOL wait NAME` child
+    Result<ContainerState> inspect_state(const std::string& name) const;
+    Result<std::optional<ExitStatus>> poll_run(const std::string& name, Tracked& t);
+    Result<std::optional<ExitStatus>> poll_follower(const std::string& name, Tracked& t);
+    Status remove_now(const std::string& name, std::unique_ptr<Tracked> t);
+    void watch_exit(int pid);
     Error tool_error(const std::string& what, const ToolOutput& out) const;
+    std::vector<std::string> rm_args(const std::vector<std::string>& names) const; // rm -f [-t 0] names
 
     OciConfig m_config;
     std::string m_program; // resolved executable
     std::optional<Error> m_missing;
     std::map<std::string, std::unique_ptr<Tracked>> m_tracked;
+    std::shared_ptr<ExitSignal> m_exits = std::make_shared<ExitSignal>();
+    std::unique_ptr<Remover> m_remover; // last: it uses run_tool until it has gone
 };
 
 } // namespace gpupool::worker

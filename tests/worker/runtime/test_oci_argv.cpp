@@ -49,7 +49,8 @@ TEST_CASE("oci run argv: isolation flags, limits, labels, mounts and env", "[run
             auto argv = build_run_argv(tool, sample_spec());
             REQUIRE(argv.size() > 4);
             CHECK(argv[0] == "run");
-            CHECK(argv[1] == "-d");
+            CHECK_FALSE(has(argv, "-d")); // foreground: the CLI's exit is the container's
+            CHECK(has(argv, "--sig-proxy=false")); // signals reach the job through `kill` only
             CHECK(has_pair(argv, "--name", "gpupool-a42"));
             CHECK(has_pair(argv, "--label", "gpupool.job=42"));
             CHECK(has_pair(argv, "--label", "gpupool.attempt=7"));
@@ -166,6 +167,31 @@ TEST_CASE("oci inspect JSON: podman's and docker's shapes", "[runtime]") {
     CHECK_FALSE(parse_inspect_json("not json"));
     CHECK_FALSE(parse_inspect_json(R"({"Name":"x"})"));
     CHECK_FALSE(parse_inspect_json(R"([{"Name":"x"}])"));
+}
+
+TEST_CASE("oci state JSON: an exit the job made, a container that never ran, podman's and docker's shapes",
+          "[runtime]") {
+    // podman, after `sh -c 'exit 125'`
+    auto ran = parse_state_json(R"({"OciVersion":"1.0.2-dev","Status":"exited","Running":false,"OOMKilled":false,)"
+                                R"("ExitCode":125,"StartedAt":"2026-12-02T15:51:04Z"})");
+    REQUIRE(ran);
+    CHECK(ran->ran);
+    CHECK_FALSE(ran->running);
+    CHECK(ran->exit_code == 125);
+    // docker, a command not found: created, never started, yet ExitCode 127
+    auto never = parse_state_json(R"({"Status":"created","Running":false,"OOMKilled":false,"ExitCode":127,)"
+                                  R"("Error":"exec: \"nosuchcmd\": executable file not found in $PATH"})");
+    REQUIRE(never);
+    CHECK_FALSE(never->ran);
+    CHECK(never->exit_code == 127);
+    auto oom = parse_state_json(R"({"Status":"exited","Running":false,"OOMKilled":true,"ExitCode":137})");
+    REQUIRE(oom);
+    CHECK(oom->oom_killed);
+    auto running = parse_state_json(R"({"Status":"running","Running":true,"ExitCode":0})");
+    REQUIRE(running);
+    CHECK(running->running);
+    CHECK_FALSE(parse_state_json("not json"));
+    CHECK_FALSE(parse_state_json(R"({"Status":"exited"})"));
 }
 
 TEST_CASE("oci runtime: a missing tool is a clear error", "[runtime]") {

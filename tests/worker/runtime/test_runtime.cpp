@@ -137,6 +137,50 @@ TEST_CASE("runtime: a job's exit code is reported (0 and 3)", "[runtime]") {
     }
 }
 
+// 125, 126 and 127 are also what podman and docker exit with when they fail themselves: a job that
+// exits with them is still the job, and so are 137 and 143 it exits with (no signal, no OOM).
+TEST_CASE("runtime: the job's own exit codes 125 126 127 137 143 are reported as they are", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        for (int code : {125, 126, 127, 137, 143}) {
+            INFO("exit " << code);
+            Ran r = run_to_end(*rt, box, box.spec("echo before-" + std::to_string(code) + "; exit " + std::to_string(code)));
+            CHECK(r.exit_code == code);
+            CHECK(r.log.find("before-" + std::to_string(code) + "\n") != std::string::npos);
+        }
+    }
+}
+
+// The engine's own failure is no exit of the job's: poll() says the container is not there (the
+// agent reports a worker fault, as when `run -d` failed), with the engine's words. A command missing
+// in the image is the job's failure: the container's init ran and could not exec it (docker-init
+// exits 127, podman's catatonit 1), and says so in the log.
+TEST_CASE("container runtime: a missing image is an engine failure (not_found), a missing command the job's",
+          "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        if (!c.isolates) {
+            continue; // the process runtime refuses a missing command in start()
+        }
+        Sandbox box(c);
+        ContainerSpec spec = box.spec("true");
+        spec.image = "localhost/gpupool/no-such-image:latest";
+        REQUIRE(rt->start(spec));
+        Removed guard{*rt, spec.name};
+        Result<std::optional<ExitStatus>> r = std::optional<ExitStatus>{};
+        REQUIRE(test::eventually([&] { return !(r = rt->poll(spec.name)) || r->has_value(); }, 30s));
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code == ErrorCode::not_found);
+        CHECK(r.error().message.find("never ran") != std::string::npos);
+        CHECK(r.error().message.find("rror") != std::string::npos); // the engine's error line
+
+        ContainerSpec missing = box.spec("");
+        missing.argv = {"gpupool-no-such-program"};
+        Ran m = run_to_end(*rt, box, missing);
+        CHECK((m.exit_code == 127 || m.exit_code == 1));
+        CHECK_FALSE(m.log.empty());
+    }
+}
+
 TEST_CASE("runtime: the job sees its environment", "[runtime]") {
     FOR_EACH_RUNTIME(c, rt) {
         Sandbox box(c);
@@ -363,8 +407,11 @@ TEST_CASE("runtime: a running job's processes carry the marks its runtime report
         REQUIRE(test::eventually([&] {
             for (const auto& e : fs::directory_iterator("/proc")) {
                 const auto name = e.path().filename().string();
+                const std::string cmdline = slurp(e.path() / "cmdline");
+                // Not the engine's `run` CLI, whose arguments hold the job's command: it is the worker's.
                 if (name.find_first_not_of("0123456789") == std::string::npos &&
-                    slurp(e.path() / "cmdline").find(token) != std::string::npos) {
+                    cmdline.find(token) != std::string::npos &&
+                    cmdline.find(std::string("run") + '\0' + "--name" + '\0') == std::string::npos) {
                     pids.push_back(std::stoll(name));
                 }
             }
@@ -469,34 +516,104 @@ TEST_CASE("process runtime: a command that does not exist is an error", "[runtim
     CHECK(make_runtime("lxc").has_error());
 }
 
-TEST_CASE("process runtime: on_exit wakes the agent when a job ends, not before, and poll then has its status",
+TEST_CASE("runtime: on_exit wakes the agent when a job ends, not before, and poll then has its status",
           "[runtime]") {
-    auto rt = make_runtime("process");
-    REQUIRE(rt);
-    Candidate c{"process", {}, "", false};
-    Sandbox box(c);
-    std::mutex mu;
-    std::condition_variable cv;
-    int woken = 0;
-    (*rt)->on_exit([&] {
-        {
-            std::lock_guard lock(mu);
-            ++woken;
+    FOR_EACH_RUNTIME(c, rt) {
+        Sandbox box(c);
+        std::mutex mu;
+        std::condition_variable cv;
+        int woken = 0;
+        rt->on_exit([&] {
+            {
+                std::lock_guard lock(mu);
+                ++woken;
+            }
+            cv.notify_all();
+        });
+        ContainerSpec spec = box.spec("echo up; sleep 1; echo down; exit 7");
+        REQUIRE(rt->start(spec));
+        Removed guard{*rt, spec.name};
+        REQUIRE(wait_log(spec.log_path, "up\n"));
+        const auto began = std::chrono::steady_clock::now();
+        std::unique_lock lock(mu);
+        CHECK_FALSE(cv.wait_for(lock, 300ms, [&] { return woken > 0; })); // still running
+        REQUIRE(cv.wait_for(lock, 20s, [&] { return woken > 0; }));
+        lock.unlock();
+        CHECK(std::chrono::steady_clock::now() - began >= 500ms);
+        auto st = rt->poll(spec.name);
+        REQUIRE(st.has_value());
+        REQUIRE(st->has_value()); // seen at once, with no tick between
+        CHECK((*st)->exit_code == 7);
+        CHECK(box.log(spec) == "up\ndown\n");
+        rt->on_exit(nullptr);
+    }
+}
+
+// Removing a finished job costs the caller nothing: the container goes soon after, with others in
+// one call, and those still waiting when the runtime goes are removed before it has gone.
+TEST_CASE("container runtime: finished containers are removed off the caller's thread", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        if (!c.isolates) {
+            continue;
         }
-        cv.notify_all();
-    });
-    ContainerSpec spec = box.spec("sleep 0.3; exit 7");
-    REQUIRE((*rt)->start(spec));
-    Removed guard{**rt, spec.name};
-    const auto began = std::chrono::steady_clock::now();
-    std::unique_lock lock(mu);
-    CHECK_FALSE(cv.wait_for(lock, 150ms, [&] { return woken > 0; })); // still running
-    REQUIRE(cv.wait_for(lock, 5s, [&] { return woken > 0; }));
-    lock.unlock();
-    CHECK(std::chrono::steady_clock::now() - began >= 250ms);
-    auto st = (*rt)->poll(spec.name);
-    REQUIRE(st.has_value());
-    REQUIRE(st->has_value()); // seen at once, with no tick between
-    CHECK((*st)->exit_code == 7);
-    (*rt)->on_exit(nullptr);
+        Sandbox box(c);
+        auto present = [&](const std::string& name) {
+            auto found = rt->list(Sandbox::worker_label());
+            REQUIRE(found);
+            return std::any_of(found->begin(), found->end(), [&](const FoundContainer& f) { return f.name == name; });
+        };
+        std::vector<std::string> names;
+        for (int i = 0; i < 3; ++i) {
+            ContainerSpec spec = box.spec("exit " + std::to_string(i));
+            REQUIRE(rt->start(spec));
+            auto status = wait_exit(*rt, spec.name);
+            REQUIRE(status);
+            CHECK(status->exit_code == i);
+            CHECK(present(spec.name)); // exited, not removed yet
+            const auto t0 = std::chrono::steady_clock::now();
+            REQUIRE(rt->remove(spec.name));
+            CHECK(std::chrono::steady_clock::now() - t0 < 100ms);
+            CHECK_FALSE(rt->poll(spec.name)); // gone for the runtime at once
+            names.push_back(spec.name);
+        }
+        CHECK(test::eventually([&] { return std::none_of(names.begin(), names.end(), present); }, 20s));
+
+        ContainerSpec last = box.spec("true");
+        REQUIRE(rt->start(last));
+        REQUIRE(wait_exit(*rt, last.name));
+        REQUIRE(rt->remove(last.name));
+        auto again = c.make(); // the runtime goes at once: the pending removal is done first
+        REQUIRE(again);
+        rt = std::move(*again);
+        CHECK_FALSE(present(last.name));
+    }
+}
+
+// A foreground `run` CLI that dies (killed by someone) is no exit of the job's: the runtime follows
+// the container to its end as after a restart, and the log is complete (replayed from the start).
+TEST_CASE("container runtime: a run child killed under a job leaves the job followed to its end", "[runtime]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        if (!c.isolates) {
+            continue;
+        }
+        Sandbox box(c);
+        ContainerSpec spec = box.spec("echo first; sleep 1; echo second; exit 5");
+        REQUIRE(rt->start(spec));
+        Removed guard{*rt, spec.name};
+        REQUIRE(wait_log(spec.log_path, "first\n"));
+        int killed = 0;
+        for (const auto& e : fs::directory_iterator("/proc")) {
+            const auto pid = e.path().filename().string();
+            const std::string cmdline = slurp(e.path() / "cmdline");
+            if (pid.find_first_not_of("0123456789") == std::string::npos &&
+                cmdline.find(std::string("run") + '\0' + "--name" + '\0' + spec.name) != std::string::npos) {
+                killed += ::kill(std::stoi(pid), SIGKILL) == 0 ? 1 : 0;
+            }
+        }
+        REQUIRE(killed == 1);
+        auto status = wait_exit(*rt, spec.name);
+        REQUIRE(status);
+        CHECK(status->exit_code == 5);
+        CHECK(box.log(spec) == "first\nsecond\n");
+    }
 }

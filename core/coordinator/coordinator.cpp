@@ -334,8 +334,9 @@ std::vector<WorkerId> Coordinator::schedule_pass() {
     }
     const bool written = placed.empty() || static_cast<bool>(commit(placed));
     if (written) {
-        // What this pass placed or preempted is what it decided: nothing new for the next one.
-        m_pass_dirty = false;
+        // What this pass placed is what it decided: nothing new for the next one. What it preempted
+        // frees room for its preemptors, which the next pass places.
+        m_pass_dirty = preempted > 0;
         m_last_pass_ms = m_clock.now_ms();
     }
     if (m_events != nullptr) {

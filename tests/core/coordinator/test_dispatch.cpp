@@ -26,8 +26,12 @@ struct PassCounter final : CoordinatorEvents {
     void attempt_ended(const std::string&, AttemptOutcome, std::int64_t) override {}
 };
 
+// The submitting team's funds.
+void fund(CreditPool& p) { REQUIRE(p.coord->grant(p.admin, "fellows", 1'000 * k_credit, std::nullopt, "test")); }
+
 // Both halves of the pool's one L4, started.
 std::vector<AttemptId> two_running(CreditPool& p) {
+    fund(p);
     p.submit(half_l4("a"));
     p.submit(half_l4("b"));
     REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
@@ -78,6 +82,7 @@ TEST_CASE("dispatch: ends reported together are committed together, each answere
 TEST_CASE("dispatch: a scheduling pass runs when its inputs changed or after the quiet period, not on every tick",
           "[dispatch]") {
     CreditPool p;
+    fund(p);
     PassCounter events;
     p.coord->set_events(&events);
     p.coord->tick();
@@ -130,6 +135,7 @@ TEST_CASE("dispatch: an attempt ending lets the next queued job onto the freed s
 }
 
 namespace svc = gpupool::test::svc;
+using json = nlohmann::json;
 
 TEST_CASE("dispatch: POST /v1/jobs/wait is answered when the jobs end, and at once when they have", "[dispatch]") {
     svc::Pool pool;
@@ -216,7 +222,7 @@ TEST_CASE("dispatch: a parked poll is answered by the pass a submission triggers
     std::this_thread::sleep_for(std::chrono::milliseconds(300)); // parked
     auto m = server.client(member);
     svc::call(m, "POST", "/v1/jobs",
-              {{"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json({svc::spec("a")}).dump())}},
+              {{"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(std::vector{svc::spec("a")}).dump())}},
               201);
     auto [answer, took] = poll.get();
     REQUIRE(answer["assignments"].size() == 1);

@@ -145,7 +145,7 @@ const std::set<std::string> k_flags_with_value{"--name", "--label",      "--log-
                                                "--user", "--pids-limit", "--memory",     "--memory-swap",
                                                "--cpus", "--ulimit",     "--tmpfs",      "-v",
                                                "-e",     "--device",     "--gpus",       "--network"};
-const std::set<std::string> k_flags_alone{"-d", "--init", "--cap-drop=ALL", "--read-only"};
+const std::set<std::string> k_flags_alone{"-d", "--init", "--cap-drop=ALL", "--read-only", "--sig-proxy=false"};
 
 ContainerSpec hostile_spec(const std::string& image) {
     ContainerSpec s;

@@ -84,6 +84,7 @@ TEST_CASE("admission: a placement its team can no longer cover is not made and l
     a.credits->team[TeamId(2)] = k_credit;
     Policy p;
     p.placement.tie_break = TieBreak::first;
+    p.ordering.mode = OrderMode::class_first; // class before fair share: team 1's two jobs first
     JobRequest first = hour_job(1, 500);
     JobRequest second = hour_job(2, 500);
     JobRequest other = hour_job(3, 500, 2);

@@ -84,7 +84,11 @@ public:
         return m_api.complete(attempt, completion);
     }
     Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends) override {
-        return m_api.complete_many(ends);
+        auto answers = m_api.complete_many(ends);
+        if (!answers && answers.error().code == ErrorCode::not_implemented) {
+            return CoordinatorLink::complete_many(ends); // one by one
+        }
+        return answers;
     }
 
 private:

@@ -159,18 +159,7 @@ Result<std::vector<api::EndAnswer>> WorkerApi::complete_many(const std::vector<a
         }
         m_one_by_one = true; // an older coordinator: its 404 names no attempt
     }
-    std::vector<api::EndAnswer> out;
-    for (const auto& e : ends) {
-        auto st = complete(e.attempt, e.completion);
-        if (!st && st.error().code == ErrorCode::unavailable) {
-            if (out.empty()) {
-                return st.error();
-            }
-            break; // the rest go next time
-        }
-        out.push_back({e.attempt, st ? std::nullopt : std::optional<Error>(st.error())});
-    }
-    return out;
+    return make_error(ErrorCode::not_implemented, "the coordinator takes completions one by one");
 }
 
 } // namespace gpupool::worker

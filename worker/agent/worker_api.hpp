@@ -50,8 +50,8 @@ public:
     Result<std::int64_t> append_log(AttemptId attempt, std::int64_t offset, std::string_view data);
     Status upload_outputs(AttemptId attempt, std::string_view archive);
     Status complete(AttemptId attempt, const api::Completion& completion);
-    // Several ends in one request (POST /v1/attempts/complete): one answer per end. A coordinator
-    // that predates the route (404) gets one complete() each, from then on.
+    // Several ends in one request (POST /v1/attempts/complete): one answer per end. not_implemented
+    // from a coordinator that predates the route (404), from then on: send them one by one.
     Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends);
 
 private:

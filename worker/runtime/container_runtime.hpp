@@ -5,7 +5,7 @@
 // Contract:
 // - start() launches the job detached and returns at once. From then on everything the job writes
 //   to stdout and stderr is appended, in the order written, to ContainerSpec::log_path by the
-//   runtime (a log follower for podman/docker, a redirected file descriptor for processes). The
+//   runtime (a redirected file descriptor: the job's process, or podman's/docker's `run` child). The
 //   file is the spool: the agent ships it to the coordinator by byte offset, so it must only grow.
 // - A container is found again by its name and labels after the worker restarts (list()); reattach()
 //   resumes appending its output to the log file. A runtime that cannot re-attach (process) returns

@@ -68,8 +68,9 @@ eng() { "$engine" "${engine_args[@]}" "$@"; }
 size_of() { say "$image is $(($1 / 1024 / 1024)) MiB ($1 bytes)"; }
 
 # One engine call answers both "is it current?" and "how big?": this path must stay fast.
+# No image yet: `read` meets an empty answer and fails, which is not an error here.
 read -r have_key have_size < <(eng image inspect --format "{{index .Config.Labels \"$label\"}} {{.Size}}" \
-  "$image" 2> /dev/null || true)
+  "$image" 2> /dev/null || true) || true
 if [[ ${have_key:-} == "$key" ]]; then
   say "$image is up to date (key $key) in $engine; nothing to do"
   size_of "$have_size"

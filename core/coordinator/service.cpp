@@ -96,26 +96,30 @@ void ServiceState::schedule_soon() {
     });
 }
 
+namespace {
+
+// After a pass (alone, or in a tick): the parked polls of the workers it gave work, the clients whose
+// jobs ended, and a step down if the store fenced its write.
+void answer_after_pass(ServiceState& s, const std::vector<WorkerId>& woken) {
+    for (WorkerId w : woken) {
+        s.answer_pollers(w);
+    }
+    s.answer_job_waiters();
+    s.check_fenced();
+}
+
+} // namespace
+
 void ServiceState::run_pass() {
-    if (!coord) {
-        return;
+    if (coord) {
+        answer_after_pass(*this, coord->schedule_pass());
     }
-    for (WorkerId w : coord->schedule_pass()) {
-        answer_pollers(w);
-    }
-    answer_job_waiters();
-    check_fenced();
 }
 
 void ServiceState::run_tick() {
-    if (!coord) {
-        return;
+    if (coord) {
+        answer_after_pass(*this, coord->tick());
     }
-    for (WorkerId w : coord->tick()) {
-        answer_pollers(w);
-    }
-    answer_job_waiters();
-    check_fenced();
 }
 
 void ServiceState::after_task() {

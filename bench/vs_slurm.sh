@@ -21,7 +21,8 @@
 #   4. with podman (when it has IMAGE): PODMAN_N `true` containers: `podman run --rm IMAGE true`
 #      alone, S at a time (the engine's own cost per job), as a Slurm array whose jobs run that
 #      command, and as a gpupool sweep on a `--runtime podman` worker.
-# gpupool's completions are seen by polling GET /v1/jobs every POLL_S (client-observed); the
+# gpupool's completions are seen by `gpupool wait` (parked on the coordinator until the last job
+# ends), then confirmed with one GET /v1/jobs (client-observed); the
 # coordinator's own created_at/finished_at give a second figure (coordinator-recorded). Slurm keeps
 # no record without slurmdbd, so its figures are this script's observations only.
 #
@@ -469,16 +470,23 @@ gp_batch() {
     local mode=$1 n=$2 cmd=$3 t0 t1 i ok created finished failure
     gp_recipe sweep "$cmd" "$n" > "$gp/jobs/sweep.toml"
     gp_recipe one "$cmd" > "$gp/jobs/one.toml"
+    local ids=() out
     t0=$(now_ns)
     if [ "$mode" = array ]; then
-        gp submit "$gp/jobs/sweep.toml" > /dev/null 2> "$gp/submit.err" ||
+        out=$(gp submit "$gp/jobs/sweep.toml" 2> "$gp/submit.err") ||
             { note "submit failed: $(tail -1 "$gp/submit.err")"; echo "submit-failed"; return; }
+        ids+=(--sweep "$(sed -n 's/^submitted sweep \([0-9]*\):.*/\1/p' <<< "$out")")
     else
         for ((i = 1; i <= n; i++)); do
-            gp submit "$gp/jobs/one.toml" > /dev/null 2> "$gp/submit.err" ||
+            out=$(gp submit "$gp/jobs/one.toml" 2> "$gp/submit.err") ||
                 { note "submit failed: $(tail -1 "$gp/submit.err")"; echo "submit-failed"; return; }
+            ids+=("$(sed -n 's/.*(id \([0-9]*\)).*/\1/p' <<< "$out")")
         done
     fi
+    # The client waits as researchers do (`gpupool wait`: parked on POST /v1/jobs/wait, answered when
+    # the last job ends), not by listing every job every POLL_S: with N in the hundreds that listing
+    # and its jq took a third of the 2 cores away from the pool being measured.
+    timeout "$PHASE_TIMEOUT_S" "$BIN" --url "$gp_url" --token-file "$gp/member.token" wait "${ids[@]}" > /dev/null 2>&1
     if ! gp_wait_done "$n"; then
         kill -0 "$gp_coord_pid" 2> /dev/null || { echo "coordinator-exited"; return; }
         gp_api "/v1/jobs?limit=$n" | jq -r '.jobs[] | select(.state == "queued" or .state == "running" or .state == "assigned") | .id' |
@@ -674,7 +682,7 @@ echo "== load average (1, 5, 15 min) at the start: $load_start, at the end: $(cu
 echo "== N=$N SLOTS=\"$SLOTS\" REPS=$REPS (medians) LAT_N=$LAT_N SLEEP_N=$SLEEP_N PODMAN_N=$PODMAN_N POLL_S=$POLL_S; run took ${total_s}s"
 ((slurm_ok)) || echo "== Slurm skipped: $slurm_why"
 ((podman_ok)) || echo "== podman skipped: $podman_why"
-echo "== client: this script's own clock (gpupool: polling GET /v1/jobs every ${POLL_S}s, or \`submit --wait\`);"
+echo "== client: this script's own clock (gpupool: \`gpupool wait\` after the submissions, or \`submit --wait\`);"
 echo "   coordinator: the coordinator's created_at -> finished_at. Ratio: times better than the peer (>1: gpupool ahead)."
 echo
 echo "| measure | slots | peer | peer figure | gpupool (client) | gpupool (coordinator) | ratio client / coordinator | target |"

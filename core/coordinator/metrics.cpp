@@ -96,6 +96,11 @@ void tally_entry(const credits::Entry& e, std::map<std::int64_t, CreditTotals>& 
 void PoolCounters::count_ended(const store::AttemptRecord& attempt) {
     if (auto o = outcome_of(attempt)) {
         ++attempts[static_cast<std::size_t>(*o)];
+        if (attempt.started_at && attempt.ended_at && attempt.gpu_milli > 0) {
+            const auto ran_ms = std::max<std::int64_t>(*attempt.ended_at - *attempt.started_at, 0);
+            gpu_seconds[static_cast<std::size_t>(*o)] +=
+                static_cast<double>(attempt.gpu_milli) / 1000.0 * static_cast<double>(ran_ms) / 1000.0;
+        }
     }
 }
 
@@ -154,6 +159,7 @@ PoolMetrics Coordinator::metrics() const {
     PoolMetrics m;
     m.at_ms = m_clock.now_ms();
     m.attempts = m_counters.attempts;
+    m.attempt_gpu_seconds = m_counters.gpu_seconds;
 
     std::map<std::tuple<std::string, std::string, std::string>, std::size_t> job_at;
     const auto live_job = [&](const store::JobRecord& j) {

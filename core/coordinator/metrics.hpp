@@ -59,6 +59,7 @@ void tally_entry(const credits::Entry& entry, std::map<std::int64_t, CreditTotal
 // What the coordinator counts as it goes, rebuilt from the store's rows at start.
 struct PoolCounters {
     std::array<std::int64_t, k_attempt_outcomes> attempts{};                       // ended attempts, by AttemptOutcome
+    std::array<double, k_attempt_outcomes> gpu_seconds{}; // their GPU time (share x started -> ended), by outcome
     std::map<std::pair<std::int64_t, store::JobState>, std::int64_t> ended_jobs{}; // by team id and state
     std::map<std::int64_t, CreditTotals> credits{};                                // by team id
     void count_ended(const store::AttemptRecord& attempt);
@@ -85,6 +86,9 @@ struct PoolMetrics {
     // previous attempt ended), in seconds; teams with nothing queued are absent.
     std::map<std::string, double> oldest_queued_s;
     std::array<std::int64_t, k_attempt_outcomes> attempts{}; // ended, by AttemptOutcome
+    // The GPU time those attempts held (GPU share x started -> ended), by outcome. What a preempted
+    // attempt ran is lost work (a recipe cannot declare checkpoints yet): preemption's waste.
+    std::array<double, k_attempt_outcomes> attempt_gpu_seconds{};
 
     struct Workers {
         std::string gpu_model; // "cpu" for a worker without GPUs; a worker counts under each model it has

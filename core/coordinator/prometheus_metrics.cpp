@@ -70,6 +70,17 @@ struct PrometheusMetrics::Families {
                                                    .Name("gpupool_store_commit_failures_total")
                                                    .Help("Store transactions that failed (nothing was written)")
                                                    .Register(*registry);
+    pm::Histogram& group_commit = pm::BuildHistogram()
+                                      .Name("gpupool_store_group_commit_duration_seconds")
+                                      .Help("Time of each group commit: the one fsync that the requests "
+                                            "handled together share")
+                                      .Register(*registry)
+                                      .Add({}, pass_buckets());
+    pm::Histogram& group_size = pm::BuildHistogram()
+                                    .Name("gpupool_store_group_tasks")
+                                    .Help("Requests and passes that shared each group commit")
+                                    .Register(*registry)
+                                    .Add({}, pm::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256});
     pm::Histogram& pass = pm::BuildHistogram()
                               .Name("gpupool_scheduling_pass_duration_seconds")
                               .Help("Time of each scheduling pass, its commit included")
@@ -132,6 +143,14 @@ void PrometheusMetrics::store_committed(std::chrono::nanoseconds took, bool ok) 
     }
 }
 
+void PrometheusMetrics::group_committed(std::chrono::nanoseconds took, std::size_t tasks, bool ok) {
+    m->group_commit.Observe(seconds(took));
+    m->group_size.Observe(static_cast<double>(tasks));
+    if (!ok) {
+        m->commit_failures.Add({}).Increment();
+    }
+}
+
 void PrometheusMetrics::scheduling_pass(std::chrono::nanoseconds took, std::size_t placed, std::size_t preempted) {
     m->pass.Observe(seconds(took));
     m->pass_actions.Add({{"decision", "placed"}}).Increment(static_cast<double>(placed));
@@ -179,6 +198,14 @@ void add_state(pm::Registry& r, const PoolMetrics& s) {
     for (std::size_t i = 0; i < k_attempt_outcomes; ++i) {
         attempts.Add({{"outcome", to_string(static_cast<AttemptOutcome>(i))}})
             .Increment(static_cast<double>(s.attempts[i]));
+    }
+    auto& gpu_time = pm::BuildCounter()
+                         .Name("gpupool_attempt_gpu_seconds_total")
+                         .Help("GPU time held by ended attempts (GPU share x run time), by outcome; the "
+                               "preempted_* outcomes are work lost to preemption")
+                         .Register(r);
+    for (std::size_t i = 0; i < k_attempt_outcomes; ++i) {
+        gpu_time.Add({{"outcome", to_string(static_cast<AttemptOutcome>(i))}}).Increment(s.attempt_gpu_seconds[i]);
     }
     auto& workers = pm::BuildGauge()
                         .Name("gpupool_workers")

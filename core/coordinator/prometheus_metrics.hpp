@@ -16,6 +16,8 @@
 #include "core/coordinator/metrics.hpp"
 #include "core/net/http_server.hpp"
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -32,6 +34,8 @@ public:
     void observe(const net::Exchange& exchange);
 
     void store_committed(std::chrono::nanoseconds took, bool ok) override;
+    // A group commit (the service's, with a store that groups writes) shared by `tasks` tasks.
+    void group_committed(std::chrono::nanoseconds took, std::size_t tasks, bool ok);
     void scheduling_pass(std::chrono::nanoseconds took, std::size_t placed, std::size_t preempted) override;
     void attempt_placed(const std::string& team, std::int64_t queued_ms) override;
     void attempt_ended(const std::string& team, AttemptOutcome outcome, std::int64_t ran_ms) override;

@@ -91,6 +91,9 @@ void ServiceState::schedule_soon() {
     }
     pass_posted = true;
     asio::post(ctx, [this] {
+        if (!pass_posted) {
+            return; // an ending group ran it (end_group)
+        }
         pass_posted = false;
         run_pass();
     });
@@ -112,12 +115,14 @@ void answer_after_pass(ServiceState& s, const std::vector<WorkerId>& woken) {
 
 void ServiceState::run_pass() {
     if (coord) {
+        join_group();
         answer_after_pass(*this, coord->schedule_pass());
     }
 }
 
 void ServiceState::run_tick() {
     if (coord) {
+        join_group();
         answer_after_pass(*this, coord->tick());
     }
 }
@@ -241,6 +246,7 @@ Status CoordinatorService::start(std::string* first_admin_token) {
         mo.gate = gate;
         s.metrics_server = std::make_unique<net::HttpServer>(mo, service_detail::metrics_listener_routes(s));
     }
+    s.group = dynamic_cast<store::GroupCommit*>(s.store.get());
     s.guard.emplace(s.ctx.get_executor());
     s.thread = std::thread([&s] { s.ctx.run(); });
     for (auto* server : {s.server.get(), s.metrics_server.get()}) {

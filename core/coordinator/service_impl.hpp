@@ -12,6 +12,7 @@
 #include "core/api/field_reader.hpp"
 #include "core/coordinator/prometheus_metrics.hpp"
 #include "core/coordinator/service.hpp"
+#include "core/store/group_commit.hpp"
 #include "core/util/thread_safety.hpp"
 
 #include <boost/asio.hpp>
@@ -29,6 +30,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace gpupool::coordinator::service_detail {
@@ -106,6 +108,24 @@ struct ServiceState {
     bool backup_running = false;
     std::thread backup_thread;
 
+    // ---- group commit (service_group.cpp) --------------------------------------------------------
+    // With a store that groups its writes (store::GroupCommit: SQLite), the tasks queued on the
+    // coordinator thread share one commit. The first task opens a group and posts its end behind
+    // whatever is queued then; every answer given while it is open (the tasks', parked polls' and
+    // waiters') is held until that end has committed, and is a 503 if it could not: nothing is
+    // acknowledged before it is durable. Under load, what arrives during one commit shares the next.
+    store::GroupCommit* group = nullptr; // the store's, or null: every write commits alone
+    bool group_open = false;
+    std::vector<std::pair<net::Responder, net::Response>> held; // answers waiting for the group's end
+    std::size_t group_tasks = 0;                                 // tasks that joined the open group
+    // At the start of every task on the coordinator thread that may write.
+    void join_group();
+    // Commits the open group, then sends what it held; a failed commit answers them 503 and reloads
+    // the pool from the database (memory may hold what the store lost).
+    void end_group();
+    // Every answer on the coordinator thread goes out through here.
+    void send(const net::Responder& respond, net::Response r);
+
     // ---- active and standby (service_lease.cpp) ------------------------------------------------
     // On a shared store (PostgreSQL) several coordinators run and one holds the pool's lease: it has
     // loaded the pool (`coord`) and serves. The others stand by with no `coord`, answer every request
@@ -146,8 +166,9 @@ struct ServiceState {
     void on(net::Router& router, const std::string& method, const std::string& pattern, Handler handler,
             Accepts accepts = {});
 
-    // A scheduling pass at once, after what is queued on the coordinator thread now: one pending at
-    // most, however many events asked for it. It runs only when pass_due().
+    // A scheduling pass at once, after what is queued on the coordinator thread now (or at the end
+    // of the open group, whichever comes first): one pending at most, however many events asked for
+    // it. It runs only when pass_due().
     void schedule_soon();
     void run_pass();
     void run_tick();

@@ -158,9 +158,10 @@ void ServiceState::post_active(net::Responder respond, std::function<void(net::R
             respond(standby_response());
             return;
         }
+        join_group();
         // A write the database fenced is answered as a standby would: the client retries elsewhere.
         fn([this, respond = std::move(respond)](net::Response r) {
-            respond(coord && coord->lost_lease() ? standby_response() : std::move(r));
+            send(respond, coord && coord->lost_lease() ? standby_response() : std::move(r));
         });
         check_fenced();
         after_task();

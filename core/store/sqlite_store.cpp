@@ -68,6 +68,40 @@ std::optional<std::string> first_blob(SQLite::Statement& q) {
     return std::string(static_cast<const char*>(col.getBlob()), static_cast<std::size_t>(col.getBytes()));
 }
 
+// One write call's transaction: BEGIN ... COMMIT of its own, or, inside an open group, a savepoint
+// of the group's transaction, released on success. Left without commit(), it rolls back what the call
+// wrote (and only that). After a failure SQLite may have rolled the whole group back (a full disk, an
+// I/O error): later calls in that group fail rather than write outside it.
+class WriteScope {
+public:
+    WriteScope(SQLite::Database& db, bool in_group) : m_db(db), m_nested(in_group) {
+        if (m_nested && sqlite3_get_autocommit(m_db.getHandle()) != 0) {
+            throw std::runtime_error("the group's transaction was rolled back by an earlier failure");
+        }
+        m_db.exec(m_nested ? "SAVEPOINT write_call" : "BEGIN");
+    }
+    WriteScope(const WriteScope&) = delete;
+    WriteScope& operator=(const WriteScope&) = delete;
+    ~WriteScope() {
+        if (m_done || sqlite3_get_autocommit(m_db.getHandle()) != 0) {
+            return; // committed, or SQLite rolled it back already
+        }
+        try {
+            m_db.exec(m_nested ? "ROLLBACK TO write_call; RELEASE write_call" : "ROLLBACK");
+        } catch (const std::exception&) { // NOLINT(bugprone-empty-catch): the call's own error is reported
+        }
+    }
+    void commit() {
+        m_db.exec(m_nested ? "RELEASE write_call" : "COMMIT");
+        m_done = true;
+    }
+
+private:
+    SQLite::Database& m_db;
+    bool m_nested;
+    bool m_done = false;
+};
+
 } // namespace
 
 Result<util::FileLock> lock_database(const std::filesystem::path& db_path) {
@@ -82,7 +116,57 @@ Result<util::FileLock> lock_database(const std::filesystem::path& db_path) {
 SqliteStore::SqliteStore(std::unique_ptr<SQLite::Database> db, std::filesystem::path path, std::int64_t max_blob_bytes)
     : m_db(std::move(db)), m_path(std::move(path)), m_max_blob_bytes(max_blob_bytes) {}
 
-SqliteStore::~SqliteStore() = default;
+SqliteStore::~SqliteStore() { abandon_group(); }
+
+// ---- GroupCommit ---------------------------------------------------------------------------------
+
+Status SqliteStore::begin_group() {
+    if (m_group) {
+        return make_error(ErrorCode::conflict, "a group of writes is open already");
+    }
+    try {
+        m_db->exec("BEGIN");
+        m_group = true;
+        return {};
+    } catch (const std::exception& e) {
+        return db_error("cannot begin a group of writes", e);
+    }
+}
+
+Status SqliteStore::end_group() {
+    if (!m_group) {
+        return make_error(ErrorCode::conflict, "no group of writes is open");
+    }
+    m_group = false;
+    if (sqlite3_get_autocommit(m_db->getHandle()) != 0) {
+        return make_error(ErrorCode::io, "database: a failure rolled the group of writes back; none of them is stored");
+    }
+    try {
+        m_db->exec("COMMIT");
+        return {};
+    } catch (const std::exception& e) {
+        if (sqlite3_get_autocommit(m_db->getHandle()) == 0) {
+            try {
+                m_db->exec("ROLLBACK");
+            } catch (const std::exception&) { // NOLINT(bugprone-empty-catch): closing drops it all the same
+            }
+        }
+        return db_error("the group of writes could not be committed; none of them is stored", e);
+    }
+}
+
+void SqliteStore::abandon_group() {
+    if (!m_group) {
+        return;
+    }
+    m_group = false;
+    if (sqlite3_get_autocommit(m_db->getHandle()) == 0) {
+        try {
+            m_db->exec("ROLLBACK");
+        } catch (const std::exception&) { // NOLINT(bugprone-empty-catch): closing drops it all the same
+        }
+    }
+}
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::filesystem::path& path,
                                                        const SqliteOptions& options) {
@@ -138,7 +222,7 @@ Status SqliteStore::apply(const Changes& c) {
         return {};
     }
     try {
-        SQLite::Transaction tx(*m_db);
+        WriteScope tx(*m_db, m_group);
         sqlite::write_records(*m_db, c);
         tx.commit();
         return {};
@@ -153,7 +237,7 @@ Result<std::int64_t> SqliteStore::reserve_ids(IdKind kind, std::int64_t count) {
     }
     try {
         const auto& [name, table] = id_kind_names(kind);
-        SQLite::Transaction tx(*m_db);
+        WriteScope tx(*m_db, m_group);
         // The counter, or past the largest stored id (a pool from before the counters, or a copy).
         SQLite::Statement q(*m_db, std::string("SELECT MAX(COALESCE((SELECT next FROM id_counters WHERE kind = ?), 1), "
                                                "COALESCE((SELECT MAX(id) FROM ") +
@@ -187,7 +271,7 @@ Result<std::int64_t> SqliteStore::log_length(AttemptId attempt) {
 
 Result<LogAppend> SqliteStore::append_log(AttemptId attempt, std::int64_t offset, std::string_view data) {
     try {
-        SQLite::Transaction tx(*m_db);
+        WriteScope tx(*m_db, m_group);
         auto length = log_length(attempt);
         if (!length) {
             return length.error();
@@ -219,12 +303,14 @@ Result<LogAppend> SqliteStore::append_log(AttemptId attempt, std::int64_t offset
 
 Status SqliteStore::drop_log_range(AttemptId attempt, std::int64_t from, std::int64_t to) {
     try {
+        WriteScope tx(*m_db, m_group);
         SQLite::Statement q(*m_db, "DELETE FROM log_chunks WHERE attempt_id = ? AND byte_offset >= ? "
                                    "AND byte_offset + length(data) <= ?");
         q.bind(1, attempt.value());
         q.bind(2, from);
         q.bind(3, to);
         q.exec();
+        tx.commit();
         return {};
     } catch (const std::exception& e) {
         return db_error("log trim", e);
@@ -297,7 +383,7 @@ Status SqliteStore::put_output(AttemptId attempt, const std::filesystem::path& f
         if (auto st = check_blob_size(size, m_max_blob_bytes); !st) {
             return st;
         }
-        SQLite::Transaction tx(*m_db);
+        WriteScope tx(*m_db, m_group);
         SQLite::Statement q(*m_db, "INSERT INTO outputs (attempt_id, sha256, data) VALUES (?, ?, zeroblob(?)) "
                                    "ON CONFLICT(attempt_id) DO UPDATE SET sha256 = excluded.sha256, data = excluded.data");
         q.bind(1, attempt.value());
@@ -329,7 +415,7 @@ Status SqliteStore::put_input_blob(TeamId team, std::string_view sha256_hex, con
         if (auto st = check_blob_size(size, m_max_blob_bytes); !st) {
             return st;
         }
-        SQLite::Transaction tx(*m_db);
+        WriteScope tx(*m_db, m_group);
         SQLite::Statement q(*m_db, "INSERT INTO team_input_blobs (team_id, sha256, size, data, created_at) "
                                    "VALUES (?, ?, ?, zeroblob(?), ?) ON CONFLICT(team_id, sha256) DO NOTHING");
         q.bind(1, team.value());
@@ -458,9 +544,12 @@ Result<std::vector<Sample>> SqliteStore::read_samples(std::int64_t since_ms, std
 
 Result<std::int64_t> SqliteStore::prune_samples(std::int64_t before_ms) {
     try {
+        WriteScope tx(*m_db, m_group);
         SQLite::Statement q(*m_db, "DELETE FROM pool_samples WHERE at < ?");
         q.bind(1, before_ms);
-        return static_cast<std::int64_t>(q.exec());
+        const auto pruned = static_cast<std::int64_t>(q.exec());
+        tx.commit();
+        return pruned;
     } catch (const std::exception& e) {
         return db_error("samples prune", e);
     }

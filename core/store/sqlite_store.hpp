@@ -6,8 +6,10 @@
 // -wal and -shm files). Opened with `lock`, it holds `<path>.lock` for as long as it is open, so one
 // process at a time uses the file (the coordinator, or its admin-token recovery while it is
 // stopped); the lock goes with the process, however it ends. Not thread-safe: one owner thread.
+// It groups writes (GroupCommit): inside a group each write call is a savepoint of one transaction.
 #pragma once
 
+#include "core/store/group_commit.hpp"
 #include "core/store/store.hpp"
 #include "core/util/files.hpp"
 
@@ -33,7 +35,7 @@ struct SqliteOptions {
     std::int64_t max_blob_bytes = k_sqlite_max_blob_bytes; // lower only (tests of the cap)
 };
 
-class SqliteStore final : public Store {
+class SqliteStore final : public Store, public GroupCommit {
 public:
     // Opens (creating if needed) and migrates the database at `path`.
     static Result<std::unique_ptr<SqliteStore>> open(const std::filesystem::path& path,
@@ -67,6 +69,11 @@ public:
     Status release_lease() override;
     Result<LeaseState> read_lease() override;
 
+    Status begin_group() override;
+    Status end_group() override;
+    void abandon_group() override;
+    bool group_open() const override { return m_group; }
+
     int schema_version() const;
 
 private:
@@ -78,6 +85,7 @@ private:
     std::int64_t m_max_blob_bytes = k_sqlite_max_blob_bytes;
     LeaseState m_lease{}; // in memory: the file's lock makes this process the only writer
     std::chrono::steady_clock::time_point m_lease_renewed{};
+    bool m_group = false; // begin_group() .. end_group(): every write call is a savepoint
 };
 
 // The lock that lets one process at a time use a SQLite pool database (`<db>.lock`): the

@@ -4,6 +4,7 @@
 #include "core/util/thread_safety.hpp"
 #include "worker/agent/delivery.hpp"
 #include "worker/agent/gpu_watch.hpp"
+#include "worker/agent/handed_out.hpp"
 #include "worker/agent/job_container.hpp"
 #include "worker/agent/model_prefetch.hpp"
 #include "worker/agent/offer.hpp"
@@ -523,7 +524,7 @@ struct Agent::Impl {
     // ---- poll thread ----
     void poll_loop() {
         auto plink = links(worker_token);
-        std::map<AttemptId, std::int64_t> handed; // when; said as `known` until the start must have arrived
+        HandedOut handed(k_known_ms); // said as `known` until the start must have arrived
         Backoff pb(opt.backoff_initial, opt.backoff_max, static_cast<std::uint64_t>(getpid()) * 7919u + 1);
         while (!stopping && !draining) {
             if (slots > 0 && active.load() >= slots) {
@@ -531,11 +532,7 @@ struct Agent::Impl {
                 cv.wait_for(lock, opt.tick, [&] { return active.load() < slots || stopping.load() || draining.load(); });
                 continue;
             }
-            std::vector<AttemptId> known;
-            for (auto it = handed.begin(); it != handed.end();) {
-                it = now_ms() - it->second > k_known_ms ? handed.erase(it) : (known.push_back(it->first), std::next(it));
-            }
-            auto r = plink->poll(opt.poll_wait, known);
+            auto r = plink->poll(opt.poll_wait, handed.known(now_ms()));
             if (stopping || draining) {
                 // Work that arrives now is not started; the coordinator re-sends it until started,
                 // and loses it to another worker when our lease on it runs out.
@@ -555,7 +552,7 @@ struct Agent::Impl {
             // it: do not spin on one we have already handed over.
             bool fresh = false;
             for (const auto& a : *r) {
-                fresh = handed.emplace(a.attempt, now_ms()).second || fresh;
+                fresh = handed.note(a.attempt, now_ms()) || fresh;
             }
             if (!r->empty()) {
                 util::MutexLock lock(mu);

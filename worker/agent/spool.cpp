@@ -29,6 +29,28 @@ Status write_json_file(const fs::path& path, const json& j) { return util::write
 
 namespace {
 
+// An attempt's assignment.json and state.json: replaced whole (a crash leaves the old file or the new
+// one, never a torn one) but not fsynced. The spool must outlive the worker process, which the page
+// cache does; after a power cut the attempts' processes and containers are gone too, and what an
+// older state.json would repeat (a start report, log bytes, an end) the coordinator takes once only.
+// An fsync per save put several of them on the agent's thread per job (#12); on a slow disk each can
+// take longer than the job.
+Status write_spool_file(const fs::path& path, const json& j) {
+    auto tmp = util::TempFile::create(path.parent_path(), "." + path.filename().string() + ".", ".tmp");
+    if (!tmp) {
+        return tmp.error();
+    }
+    {
+        std::ofstream out(tmp->path(), std::ios::binary | std::ios::trunc);
+        out << j.dump() << '\n';
+        out.flush();
+        if (!out) {
+            return make_error(ErrorCode::io, "cannot write " + tmp->path().string());
+        }
+    }
+    return tmp->rename_to(path);
+}
+
 Outcome outcome_from(const std::string& s) {
     if (s == "worker_fault") {
         return Outcome::worker_fault;
@@ -82,14 +104,14 @@ Attempt Spool::create(api::Assignment assignment, std::int64_t now_ms) const {
     t.last_ship_ms = now_ms;
     std::error_code ec;
     fs::create_directories(t.dir, ec);
-    if (auto st = write_json_file(t.dir / "assignment.json", api::to_json(t.a)); !st) {
+    if (auto st = write_spool_file(t.dir / "assignment.json", api::to_json(t.a)); !st) {
         spdlog::error("attempt {}: {}", t.a.attempt.value(), st.error().message);
     }
     return t;
 }
 
 void Spool::save(const Attempt& t) const {
-    if (auto st = write_json_file(t.dir / "state.json", state_json(t)); !st) {
+    if (auto st = write_spool_file(t.dir / "state.json", state_json(t)); !st) {
         spdlog::error("spool: {}", st.error().message);
     }
 }

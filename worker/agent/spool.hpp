@@ -6,7 +6,8 @@
 // the same way), log (appended by the runtime), work/, outputs/, outputs.tar once packed, and
 // state.json (what has been delivered: Attempt's persistent fields). Files holding tokens or state
 // are written 0600 under an unpredictable temporary name and renamed into place, so a crash leaves
-// the old or the new file.
+// the old or the new file. The attempts' files are not fsynced (they need to outlive the worker's
+// process, not a power cut, after which their jobs are gone too); worker.json is.
 //
 // Rules:
 // - load() reads back every attempt directory; one whose assignment.json or state.json is missing or

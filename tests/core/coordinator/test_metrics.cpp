@@ -132,6 +132,14 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     CHECK(count(m, AttemptOutcome::lost) == 1);
     CHECK(count(m, AttemptOutcome::preempted_scheduler) == 1);
     CHECK(count(m, AttemptOutcome::banned) == 1);
+    // GPU time by outcome: the preempted job held a whole GPU for 20 minutes, all of it lost work;
+    // the first success held half a GPU for 5 s.
+    const auto gpu_s = [&](const PoolMetrics& pm, AttemptOutcome o) {
+        return pm.attempt_gpu_seconds[static_cast<std::size_t>(o)];
+    };
+    CHECK(gpu_s(m, AttemptOutcome::preempted_scheduler) == Approx(1'200.0));
+    CHECK(gpu_s(m, AttemptOutcome::succeeded) >= Approx(2.5));
+    CHECK(gpu_s(m, AttemptOutcome::cancelled) == Approx(0.0));
     // Every ended attempt was reported once, as what it is counted as.
     std::int64_t total = 0;
     for (auto n : m.attempts) {
@@ -148,6 +156,9 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     REQUIRE(p.restart());
     const PoolMetrics again = p.coord->metrics();
     CHECK(again.attempts == m.attempts);
+    for (std::size_t i = 0; i < k_attempt_outcomes; ++i) {
+        CHECK(again.attempt_gpu_seconds[i] == Approx(m.attempt_gpu_seconds[i]));
+    }
     std::map<std::string, std::int64_t> ended_before;
     std::map<std::string, std::int64_t> ended_after;
     for (const auto& j : m.ended_jobs) {

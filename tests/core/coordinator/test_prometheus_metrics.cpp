@@ -47,6 +47,7 @@ PoolMetrics hostile_state() {
     s.live_jobs.push_back({"running", "fellows", "normal", 2});
     s.ended_jobs.push_back({"succeeded", team, "", 7});
     s.attempts[static_cast<std::size_t>(AttemptOutcome::lost)] = 4;
+    s.attempt_gpu_seconds[static_cast<std::size_t>(AttemptOutcome::preempted_scheduler)] = 1800.5;
     s.workers.push_back({"NVIDIA L4", "online", 2});
     s.workers.push_back({"cpu", "offline", 1});
     s.gpus.push_back({"NVIDIA L4", "unhealthy", 1});
@@ -66,6 +67,8 @@ TEST_CASE("the metrics text passes promtool and escapes what members and owners 
     metrics.observe({"POST", "", 404, std::chrono::microseconds(50)});
     metrics.store_committed(std::chrono::microseconds(800), true);
     metrics.store_committed(std::chrono::microseconds(900), false);
+    metrics.group_committed(std::chrono::microseconds(700), 5, true);
+    metrics.group_committed(std::chrono::microseconds(600), 1, true);
     metrics.scheduling_pass(std::chrono::microseconds(1200), 3, 1);
     metrics.attempt_placed("fellows", 90'000);
     metrics.attempt_ended("fellows", AttemptOutcome::preempted_owner, 3'600'000);
@@ -90,6 +93,11 @@ TEST_CASE("the metrics text passes promtool and escapes what members and owners 
     // The state: every outcome is present (0 or not), label values escaped.
     CHECK_THAT(text, Catch::Contains(R"(gpupool_attempts_ended_total{outcome="lost"} 4)"));
     CHECK_THAT(text, Catch::Contains(R"(gpupool_attempts_ended_total{outcome="preempted_by_scheduler"} 0)"));
+    CHECK_THAT(text, Catch::Contains(R"(gpupool_attempt_gpu_seconds_total{outcome="preempted_by_scheduler"} 1800.5)"));
+    CHECK_THAT(text, Catch::Contains(R"(gpupool_attempt_gpu_seconds_total{outcome="succeeded"} 0)"));
+    CHECK_THAT(text, Catch::Contains("gpupool_store_group_commit_duration_seconds_count 2"));
+    CHECK_THAT(text, Catch::Contains("gpupool_store_group_tasks_sum 6"));
+    CHECK_THAT(text, Catch::Contains("gpupool_store_group_tasks_count 2"));
     CHECK_THAT(text,
                Catch::Contains(R"(gpupool_jobs{priority="high",state="queued",team="evil\"team\\\nname{x=\"1\"}"} 3)"));
     CHECK_THAT(text, Catch::Contains(R"(gpupool_gpu_memory_offered_bytes{gpu_model="NVIDIA L4"} 51539607552)"));

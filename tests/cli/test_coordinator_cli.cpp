@@ -13,6 +13,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -40,6 +41,20 @@ std::string make_member(const std::string& url, const std::string& admin) {
     REQUIRE(m);
     REQUIRE(m->status == 201);
     return json::parse(m->body)["token"];
+}
+
+// Submits one `true` job named `name`; its id when the coordinator acknowledged it (201).
+std::optional<std::int64_t> submit_true(net::HttpClient& client, const std::string& name) {
+    recipe::JobSpec s;
+    s.name = name;
+    s.image = "busybox";
+    s.command = {"true"};
+    json body = {{"jobs", json::array({json::parse(recipe::to_json(s).dump())})}};
+    auto r = client.request("POST", "/v1/jobs", body.dump());
+    if (!r || r->status != 201) {
+        return std::nullopt;
+    }
+    return json::parse(r->body)["jobs"][0].get<std::int64_t>();
 }
 
 } // namespace
@@ -157,16 +172,12 @@ TEST_CASE("coordinator process: kill -9 loses no acknowledged job and duplicates
             killed = true;
         });
         for (int i = 0; i < 500; ++i) {
-            recipe::JobSpec s;
-            s.name = "durable-" + std::to_string(i);
-            s.image = "busybox";
-            s.command = {"true"};
-            json body = {{"jobs", json::array({json::parse(recipe::to_json(s).dump())})}};
-            auto r = m.request("POST", "/v1/jobs", body.dump());
-            if (!r || r->status != 201) {
+            const std::string name = "durable-" + std::to_string(i);
+            auto id = submit_true(m, name);
+            if (!id) {
                 break; // the coordinator is gone: this one was not acknowledged
             }
-            acked.emplace_back(json::parse(r->body)["jobs"][0].get<std::int64_t>(), s.name);
+            acked.emplace_back(*id, name);
         }
         killer.join();
         REQUIRE(killed);
@@ -214,17 +225,12 @@ TEST_CASE("coordinator process: kill -9 during concurrent submissions loses no a
             clients.emplace_back([&, t] {
                 auto m = test::http_client(coord.url(), member);
                 for (int i = 0; i < 400; ++i) {
-                    recipe::JobSpec s;
-                    s.name = "client-" + std::to_string(t) + "-" + std::to_string(i);
-                    s.image = "busybox";
-                    s.command = {"true"};
-                    json body = {{"jobs", json::array({json::parse(recipe::to_json(s).dump())})}};
-                    auto r = m.request("POST", "/v1/jobs", body.dump());
-                    if (!r || r->status != 201) {
+                    const std::string name = "client-" + std::to_string(t) + "-" + std::to_string(i);
+                    auto id = submit_true(m, name);
+                    if (!id) {
                         return; // the coordinator is gone: this one was not acknowledged
                     }
-                    acked[static_cast<std::size_t>(t)].emplace_back(json::parse(r->body)["jobs"][0].get<std::int64_t>(),
-                                                                    s.name);
+                    acked[static_cast<std::size_t>(t)].emplace_back(*id, name);
                 }
             });
         }

@@ -177,12 +177,15 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
     }
     row.fill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-    // Now a live pool: every GPU full of quarter-GPU jobs, started.
-    std::vector<recipe::JobSpec> live;
-    for (int i = 0; i < 4 * fleet; ++i) {
-        live.push_back(spec("live-" + std::to_string(i), 250, 1000));
+    // Now a live pool: every GPU full of quarter-GPU jobs, started (submitted in as many sweeps as
+    // the per-submission cap needs).
+    for (int i = 0; i < 4 * fleet;) {
+        std::vector<recipe::JobSpec> live;
+        for (; i < 4 * fleet && live.size() < k_max_jobs_per_submission; ++i) {
+            live.push_back(spec("live-" + std::to_string(i), 250, 1000));
+        }
+        must(coord.submit(member, SubmitRequest{"live.toml", 0, std::move(live), std::nullopt}), "submit");
     }
-    must(coord.submit(member, SubmitRequest{"live.toml", 0, std::move(live), std::nullopt}), "submit");
     coord.tick();
     std::vector<std::vector<AttemptId>> running(workers.size());
     for (std::size_t i = 0; i < workers.size(); ++i) {

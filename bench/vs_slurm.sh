@@ -56,7 +56,7 @@ for tool in curl jq ss; do
     command -v "$tool" > /dev/null || { echo "vs_slurm: $tool is missing" >&2; exit 2; }
 done
 
-tmp=$(mktemp -d /tmp/vs-slurm.XXXXXX)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/vs-slurm.XXXXXX")
 chmod 755 "$tmp"
 gp=$tmp/gpupool             # the coordinator's and the worker's files
 slurm_dir=$tmp/slurm        # Slurm's config, state and logs

@@ -158,6 +158,9 @@ void Coordinator::absorb(const Changes& changes) {
         m_tokens[t.hash] = t;
         m_token_hash_by_id[t.id] = t.hash;
     }
+    if (!changes.workers.empty()) {
+        ++m_workers_epoch;
+    }
     for (const auto& w : changes.workers) {
         auto& live = m_workers[w.id];
         live.record = w;
@@ -190,6 +193,18 @@ void Coordinator::absorb(const Changes& changes) {
         }
     }
     for (const auto& a : changes.attempts) {
+        // The runtimes index: an attempt counts once, from the change that made it a successful run.
+        const auto old = m_attempts.find(a.id);
+        const bool counted = old != m_attempts.end() && counts_as_run(old->second);
+        if (counted != counts_as_run(a)) {
+            const JobRecord& j = m_jobs.at(a.job);
+            auto& runs = m_runtimes_by_source[{j.team, m_sweeps.at(j.sweep_id).source}];
+            if (!counted) {
+                runs.push_back(run_seconds(a));
+            } else if (auto it = std::find(runs.begin(), runs.end(), run_seconds(old->second)); it != runs.end()) {
+                runs.erase(it);
+            }
+        }
         if (m_attempts.insert_or_assign(a.id, a).second) {
             auto& ids = m_attempts_by_job[a.job];
             ids.insert(std::upper_bound(ids.begin(), ids.end(), a.id), a.id);

@@ -26,22 +26,11 @@ std::int64_t median_of(std::vector<std::int64_t> v) {
 } // namespace
 
 std::pair<std::int64_t, std::int64_t> Coordinator::history(TeamId team, const std::string& source) const {
-    std::vector<std::int64_t> runtimes;
-    for (const auto& [id, a] : m_attempts) {
-        if (a.state != AttemptState::succeeded || !a.started_at || !a.ended_at) {
-            continue;
-        }
-        const JobRecord& j = m_jobs.at(a.job);
-        if (j.team != team || m_sweeps.at(j.sweep_id).source != source) {
-            continue;
-        }
-        runtimes.push_back((*a.ended_at - *a.started_at + 999) / 1000);
-    }
-    if (runtimes.empty()) {
+    auto it = m_runtimes_by_source.find({team, source});
+    if (it == m_runtimes_by_source.end() || it->second.empty()) {
         return {0, 0};
     }
-    const auto n = static_cast<std::int64_t>(runtimes.size());
-    return {median_of(std::move(runtimes)), n};
+    return {median_of(it->second), static_cast<std::int64_t>(it->second.size())};
 }
 
 std::vector<RecipeHistory> Coordinator::recipe_history(const std::vector<recipe::Origin>& recipes) const {
@@ -51,7 +40,7 @@ std::vector<RecipeHistory> Coordinator::recipe_history(const std::vector<recipe:
         runs[{r.repo, r.recipe}];
     }
     for (const auto& [id, a] : m_attempts) {
-        if (a.state != AttemptState::succeeded || !a.started_at || !a.ended_at) {
+        if (!counts_as_run(a)) {
             continue;
         }
         const JobRecord& j = m_jobs.at(a.job);
@@ -60,7 +49,7 @@ std::vector<RecipeHistory> Coordinator::recipe_history(const std::vector<recipe:
         }
         auto it = runs.find({j.spec.origins.front().repo, j.spec.origins.front().recipe});
         if (it != runs.end()) {
-            it->second.first.push_back((*a.ended_at - *a.started_at + 999) / 1000);
+            it->second.first.push_back(run_seconds(a));
             it->second.second.push_back(cost_micro(a));
         }
     }
@@ -77,11 +66,33 @@ std::vector<RecipeHistory> Coordinator::recipe_history(const std::vector<recipe:
     return out;
 }
 
+const std::map<std::pair<std::string, std::int64_t>, Micro>& Coordinator::gpu_kinds() const {
+    if (m_gpu_kinds.epoch == m_workers_epoch) {
+        return m_gpu_kinds.rates;
+    }
+    m_gpu_kinds.rates.clear();
+    for (const auto& [wid, w] : m_workers) {
+        if (w.record.state == WorkerState::banned) {
+            continue;
+        }
+        for (std::size_t g = 0; g < w.gpus.size(); ++g) {
+            const std::string& model = g < w.gpu_models.size() ? w.gpu_models[g] : std::string();
+            auto [it, fresh] = m_gpu_kinds.rates.try_emplace({model, w.gpus[g].memory_mib}, 0);
+            if (fresh) {
+                it->second = m_options.credits.rates.gpu_rate(model);
+            }
+        }
+    }
+    m_gpu_kinds.epoch = m_workers_epoch;
+    return m_gpu_kinds.rates;
+}
+
 Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const {
     Estimate est;
     est.enforced = m_options.credits.enforce;
     const auto& rates = m_options.credits.rates;
     const auto [median_s, runs] = history(team, source);
+    const auto& kinds = gpu_kinds();
     for (const auto& spec : jobs) {
         JobEstimate je;
         je.name = spec.name;
@@ -91,22 +102,20 @@ Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const
         } else {
             // The priciest GPU in the pool the job may land on; the catalog default in an empty pool.
             bool seen = false;
-            for (const auto& [wid, w] : m_workers) {
-                if (w.record.state == WorkerState::banned) {
+            for (const auto& [kind, rate] : kinds) {
+                const auto& [model, memory_mib] = kind;
+                const bool model_ok =
+                    r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(), model) != r.gpu_models.end();
+                if (!model_ok || memory_mib < r.gpu_memory_mib) {
                     continue;
                 }
-                for (std::size_t g = 0; g < w.gpus.size(); ++g) {
-                    const bool model_ok = r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(),
-                                                                            w.gpu_models[g]) != r.gpu_models.end();
-                    if (!model_ok || w.gpus[g].memory_mib < r.gpu_memory_mib) {
-                        continue;
-                    }
-                    const Micro price = attempt_price(spec, wid, static_cast<std::int64_t>(g), r.gpu_milli);
-                    if (!seen || price > je.price_micro_per_hour) {
-                        je.price_micro_per_hour = price;
-                        je.gpu_model = w.gpu_models[g];
-                        seen = true;
-                    }
+                const Micro price = credits::attempt_price_per_hour({r.gpus, r.gpu_milli, r.gpu_memory_mib, r.cpu_milli},
+                                                                    credits::PricedGpu{rate, memory_mib},
+                                                                    rates.cpu_micro_per_core_hour);
+                if (!seen || price > je.price_micro_per_hour) {
+                    je.price_micro_per_hour = price;
+                    je.gpu_model = model;
+                    seen = true;
                 }
             }
             if (!seen) {

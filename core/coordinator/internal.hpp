@@ -37,6 +37,13 @@ inline bool is_active(store::AttemptState s) {
     return s == store::AttemptState::assigned || s == store::AttemptState::running;
 }
 
+// A successful attempt with both clocks: one run of its recipe for the history of runtimes (estimates).
+inline bool counts_as_run(const store::AttemptRecord& a) {
+    return a.state == store::AttemptState::succeeded && a.started_at && a.ended_at;
+}
+// Its runtime in whole seconds, rounded up.
+inline std::int64_t run_seconds(const store::AttemptRecord& a) { return (*a.ended_at - *a.started_at + 999) / 1000; }
+
 inline std::string no_team_message(const std::string& name) {
     return "no team named `" + name + "`; create it first (`gpupool admin team create " + name +
            "`) or see `gpupool admin team list`";

@@ -118,12 +118,27 @@ sched::Worker PoolView::current(const WorkerEntry& e) const {
 }
 
 void PoolView::refresh_workers(std::int64_t now_ms) {
-    for (auto& [id, e] : m_workers) {
+    // A worker joins the view only through a change (set_worker touches it); it leaves through a
+    // change or through time, and time takes the longest-unseen first.
+    for (WorkerId id : m_touched) {
+        WorkerEntry& e = m_workers.at(id);
         const bool live = e.offers && now_ms - e.last_seen_ms <= m_timeout_ms;
+        if (e.in_view) {
+            m_live_by_seen.erase({e.view_seen_ms, id});
+        }
+        if (live) {
+            e.view_seen_ms = e.last_seen_ms;
+            m_live_by_seen.insert({e.view_seen_ms, id});
+        }
         if (live != e.in_view) {
             e.in_view = live;
             m_membership_changed = true;
         }
+    }
+    while (!m_live_by_seen.empty() && now_ms - m_live_by_seen.begin()->first > m_timeout_ms) {
+        m_workers.at(m_live_by_seen.begin()->second).in_view = false;
+        m_live_by_seen.erase(m_live_by_seen.begin());
+        m_membership_changed = true;
     }
     if (m_membership_changed) {
         m_view.workers.clear();

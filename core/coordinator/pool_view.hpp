@@ -88,6 +88,7 @@ private:
         bool offers = false; // active, not draining, sharing (time aside)
         std::int64_t last_seen_ms = 0;
         bool in_view = false;
+        std::int64_t view_seen_ms = 0; // its key in m_live_by_seen while in_view
         sched::Worker base; // totals, GPUs with their models, slots: free amounts as if idle
         std::vector<std::int64_t> unhealthy;
         std::vector<std::int64_t> gpu_used; // milli-GPU taken by active attempts, per GPU
@@ -124,6 +125,9 @@ private:
     std::map<WorkerId, WorkerEntry> m_workers;
     std::unordered_map<WorkerId, std::size_t> m_worker_index; // into m_view.workers
     std::set<WorkerId> m_touched;                              // changed since the last refresh
+    // The workers in the view by when they were last seen, oldest first: a refresh drops those past
+    // the timeout from the front instead of looking at every worker.
+    std::set<std::pair<std::int64_t, WorkerId>> m_live_by_seen;
     bool m_membership_changed = true;
     sched::ModelMask m_live_models = 0;
 

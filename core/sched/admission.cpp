@@ -8,53 +8,78 @@ namespace gpupool::sched {
 
 using credits::Micro;
 
-Micro hourly_price(const JobRequest& job, const Worker& w, std::optional<std::uint32_t> gpu, std::int64_t gpu_milli,
-                   const Prices& prices) {
+namespace {
+
+// The hourly price of `job` on a GPU of `kind` (nullopt: CPU-only) at `gpu_milli` per GPU.
+Micro price_on(const JobRequest& job, std::optional<GpuKind> kind, std::int64_t gpu_milli, const Prices& prices) {
     const credits::PricedUse use{job.gpus, gpu_milli, job.gpu_memory_mib, job.cpu_milli};
     std::optional<credits::PricedGpu> on;
-    if (gpu) {
-        on.emplace(credits::PricedGpu{prices.default_gpu_micro_per_hour, 0});
-        if (*gpu < w.gpus.size()) {
-            on->memory_mib = w.gpus[*gpu].memory_mib;
-            if (w.gpus[*gpu].model < prices.gpu_micro_per_hour.size()) {
-                on->micro_per_gpu_hour = prices.gpu_micro_per_hour[w.gpus[*gpu].model];
-            }
+    if (kind) {
+        on.emplace(credits::PricedGpu{prices.default_gpu_micro_per_hour, kind->memory_mib});
+        if (kind->model < prices.gpu_micro_per_hour.size()) {
+            on->micro_per_gpu_hour = prices.gpu_micro_per_hour[kind->model];
         }
     }
     return credits::attempt_price_per_hour(use, on, prices.cpu_micro_per_core_hour);
+}
+
+} // namespace
+
+Micro hourly_price(const JobRequest& job, const Worker& w, std::optional<std::uint32_t> gpu, std::int64_t gpu_milli,
+                   const Prices& prices) {
+    std::optional<GpuKind> kind;
+    if (gpu) {
+        // A GPU index the worker does not have is priced at the default rate with no memory.
+        kind = *gpu < w.gpus.size() ? GpuKind{w.gpus[*gpu].model, w.gpus[*gpu].memory_mib}
+                                    : GpuKind{static_cast<std::uint32_t>(prices.gpu_micro_per_hour.size()), 0};
+    }
+    return price_on(job, kind, gpu_milli, prices);
 }
 
 Micro hold_of(const JobRequest& job, Micro price_per_hour) {
     return credits::cost_of(price_per_hour, job.max_runtime_s * 1000);
 }
 
-Micro largest_hold(const JobRequest& job, const std::vector<Worker>& workers, const Prices& prices) {
-    Micro worst = 0;
+FleetKinds FleetKinds::of(const std::vector<Worker>& workers) {
+    FleetKinds f;
+    f.any_worker = !workers.empty();
     for (const auto& w : workers) {
-        if (job.gpus == 0) {
-            worst = std::max(worst, hourly_price(job, w, std::nullopt, 0, prices));
-            continue;
+        for (const auto& g : w.gpus) {
+            f.gpus.insert(GpuKind{g.model, g.memory_mib});
         }
-        for (std::uint32_t g = 0; g < w.gpus.size(); ++g) {
-            const bool model_ok = model_allowed(job.gpu_models, w.gpus[g].model);
-            if (model_ok && w.gpus[g].memory_mib >= job.gpu_memory_mib) {
-                worst = std::max(worst, hourly_price(job, w, g, job.gpu_milli, prices));
+    }
+    return f;
+}
+
+Micro largest_hold(const JobRequest& job, const FleetKinds& fleet, const Prices& prices) {
+    Micro worst = 0;
+    if (job.gpus == 0) {
+        // A CPU-only job costs the same on every worker.
+        worst = fleet.any_worker ? price_on(job, std::nullopt, 0, prices) : 0;
+    } else {
+        for (const GpuKind& kind : fleet.gpus) {
+            if (model_allowed(job.gpu_models, kind.model) && kind.memory_mib >= job.gpu_memory_mib) {
+                worst = std::max(worst, price_on(job, kind, job.gpu_milli, prices));
             }
         }
     }
     return hold_of(job, worst);
 }
 
+Micro largest_hold(const JobRequest& job, const std::vector<Worker>& workers, const Prices& prices) {
+    return largest_hold(job, FleetKinds::of(workers), prices);
+}
+
 namespace {
 
 // The credit gate: true if the job may enter; else a waiting entry is appended.
-bool credits_admit(const JobRequest& job, const std::vector<Worker>& workers, const Admission& admission,
+bool credits_admit(const JobRequest& job, const FleetKinds& fleet, const Admission& admission,
                    std::map<TokenId, Micro>& member_reserved, std::vector<WaitingJob>& waiting) {
-    if (!admission.credits || workers.empty()) {
+    if (!admission.credits || !fleet.any_worker) {
         return true;
     }
     const CreditRooms& rooms = *admission.credits;
-    const Micro need = largest_hold(job, workers, admission.prices);
+    const Micro need = largest_hold(job, fleet, admission.prices);
     auto team = rooms.team.find(job.team);
     const Micro left = team == rooms.team.end() ? 0 : team->second;
     if (need > left) {
@@ -83,8 +108,10 @@ Admitted admit(const std::vector<JobRequest>& queued, const std::vector<Worker>&
     Admitted out;
     std::map<TokenId, Micro> member_reserved;
     std::map<SweepId, std::int64_t> sweep_used;
+    // Prices depend on a GPU's model and memory only: a fleet of thousands has a handful of kinds.
+    const FleetKinds fleet = admission.credits ? FleetKinds::of(workers) : FleetKinds{};
     for (const JobRequest& job : queued) {
-        if (!credits_admit(job, workers, admission, member_reserved, waiting)) {
+        if (!credits_admit(job, fleet, admission, member_reserved, waiting)) {
             continue;
         }
         if (job.no_known_model) {

@@ -22,8 +22,10 @@
 #include "core/sched/placement.hpp"
 
 #include <cstdint>
+#include <compare>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,8 +58,24 @@ credits::Micro hourly_price(const JobRequest& job, const Worker& w, std::optiona
 // The hold of a job at an hourly price: price x max_runtime.
 credits::Micro hold_of(const JobRequest& job, credits::Micro price_per_hour);
 
-// The largest hold the job could take on any of `workers` it fits by model and GPU memory.
+// What a GPU's price depends on: its model and its memory.
+struct GpuKind {
+    std::uint32_t model = 0;
+    std::int64_t memory_mib = 0;
+    auto operator<=>(const GpuKind&) const = default;
+};
+
+// The distinct GPU kinds of a set of workers, and whether there is any worker (for CPU-only jobs).
+struct FleetKinds {
+    bool any_worker = false;
+    std::set<GpuKind> gpus{};
+    static FleetKinds of(const std::vector<Worker>& workers);
+};
+
+// The largest hold the job could take on any of `workers` it fits by model and GPU memory. The
+// FleetKinds form costs O(kinds), not O(workers x GPUs): admit() builds it once per pass.
 credits::Micro largest_hold(const JobRequest& job, const std::vector<Worker>& workers, const Prices& prices);
+credits::Micro largest_hold(const JobRequest& job, const FleetKinds& fleet, const Prices& prices);
 
 // Why a job waits on admission, with the numbers its reason is made of.
 enum class Gate : std::uint8_t {

@@ -52,3 +52,25 @@ TEST_CASE("recipe history: the median runtime and cost of a repository recipe's 
     REQUIRE(p.restart());
     CHECK(p.coord->recipe_history({{"toy-eval", repo, ""}})[0].runs == 2);
 }
+
+TEST_CASE("estimates: a recipe file's past successful runs give its median runtime, kept as runs end and after a "
+          "restart",
+          "[coordinator][estimate]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
+    const auto runs_of = [&](const std::string& source) {
+        auto est = p.coord->estimate(p.fellow, source, {half_l4("next")}, std::nullopt);
+        REQUIRE(est);
+        REQUIRE(est->jobs.size() == 1);
+        return std::pair{est->jobs[0].history_runs, est->jobs[0].runtime_s};
+    };
+    CHECK(runs_of("train.toml") == std::pair<std::int64_t, std::int64_t>{0, 3600}); // no runs: max_runtime
+    run(p, p.submit(half_l4("a")), 10, 0);
+    CHECK(runs_of("train.toml") == std::pair<std::int64_t, std::int64_t>{1, 10 * 60});
+    run(p, p.submit(half_l4("b")), 30, 0);
+    run(p, p.submit(half_l4("c")), 50, 3); // failed: not a run to learn from
+    CHECK(runs_of("train.toml") == std::pair<std::int64_t, std::int64_t>{2, 20 * 60});
+    CHECK(runs_of("other.toml").first == 0); // by source
+    REQUIRE(p.restart());
+    CHECK(runs_of("train.toml") == std::pair<std::int64_t, std::int64_t>{2, 20 * 60});
+}

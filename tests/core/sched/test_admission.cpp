@@ -184,3 +184,31 @@ TEST_CASE("admission: without credits every job enters, as schedule() without ad
         CHECK(with.placements[i].worker == without.placements[i].worker);
     }
 }
+
+TEST_CASE("admission: the largest hold over a fleet's GPU kinds is the largest over its workers", "[sched][admission]") {
+    const Admission a = priced();
+    std::vector<Worker> fleet;
+    for (int i = 0; i < 50; ++i) { // many workers, three kinds: model 0 at two memory sizes, model 1
+        fleet.push_back(worker(i + 1, {1000}, 32000, 131072, i % 5 == 0 ? 1u : 0u));
+        if (i % 7 == 0 && i % 5 != 0) {
+            fleet.back().gpus[0].memory_mib = 81920;
+        }
+    }
+    const FleetKinds kinds = FleetKinds::of(fleet);
+    CHECK(kinds.any_worker);
+    CHECK(kinds.gpus.size() == 3);
+    for (std::int64_t milli : {250, 500, 1000}) {
+        JobRequest j = hour_job(1, milli);
+        credits::Micro by_worker = 0;
+        for (const auto& w : fleet) {
+            by_worker = std::max(by_worker, hold_of(j, hourly_price(j, w, 0u, milli, a.prices)));
+        }
+        CHECK(largest_hold(j, kinds, a.prices) == by_worker);
+        j.gpu_models = 1; // model 0 only
+        CHECK(largest_hold(j, kinds, a.prices) < by_worker);
+    }
+    JobRequest cpu = cpu_job(2, 2000);
+    cpu.max_runtime_s = 3600;
+    CHECK(largest_hold(cpu, kinds, a.prices) == k_credit / 25);
+    CHECK(largest_hold(cpu, FleetKinds::of({}), a.prices) == 0); // no worker: nothing to hold
+}

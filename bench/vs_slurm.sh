@@ -29,7 +29,8 @@
 # Knobs (environment): N (200), SLOTS ("2 32"), REPS (1), LAT_N (20), SLEEP_N (100), SLEEP_SLOTS (32),
 # PODMAN_N (50), POLL_S (0.05), KEEP (1: keep the temporary folder and its logs), SLURM (auto|0: skip Slurm), PODMAN (auto|0), IMAGE
 # (localhost/gpupool/busybox:latest), COORD_ARGS / WORKER_ARGS (extra flags for the coordinator /
-# worker, split on spaces), PHASE_TIMEOUT_S (60 + 3 N: the cap on every wait for a batch of jobs).
+# worker, split on spaces), PHASE_TIMEOUT_S (60 + 3 N: the cap on every wait for a batch of jobs),
+# TMPDIR (where the temporary folder goes: /tmp).
 # CONTAINERS_CONF is set to .ci/containers/containers.conf when unset.
 set -uo pipefail
 

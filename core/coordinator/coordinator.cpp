@@ -158,15 +158,14 @@ void Coordinator::absorb(const Changes& changes) {
         m_tokens[t.hash] = t;
         m_token_hash_by_id[t.id] = t.hash;
     }
-    if (!changes.workers.empty()) {
-        ++m_workers_epoch;
-    }
     for (const auto& w : changes.workers) {
         auto& live = m_workers[w.id];
+        count_gpu_kinds(live, -1);
         live.record = w;
         // Validated when it arrived; a row that no longer reads (edited by hand) offers nothing.
         auto inv = api::inventory_from_text(w.inventory_json);
         set_inventory(live, inv ? std::move(*inv) : api::Inventory{}, m_options.whole_gpu_only_unenforced);
+        count_gpu_kinds(live, +1);
     }
     for (const auto& sw : changes.sweeps) {
         m_sweeps[sw.id] = sw;

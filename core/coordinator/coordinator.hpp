@@ -541,10 +541,8 @@ private:
     // The worker's new state (a ban also revokes its enrollment token and ends its attempts).
     void worker_state_changes(WorkerId worker, store::WorkerState state, store::Changes& changes);
     void void_results(WorkerId worker, std::int64_t since_ms, Voided& out, store::Changes& changes);
-    // The GPU kinds of the pool's workers that are not banned, (model, memory) -> the catalog's rate
-    // per GPU-hour: what a price depends on (a few kinds, however many workers). Rebuilt when a
-    // worker record changed since (m_workers_epoch).
-    const std::map<std::pair<std::string, std::int64_t>, credits::Micro>& gpu_kinds() const;
+    // Adds (sign +1) or takes back (-1) a worker's GPUs in m_gpu_kinds; a banned worker has none.
+    void count_gpu_kinds(const LiveWorker& worker, int sign);
     // Median runtime in seconds of the team's past successful runs of recipe `source`, and how many.
     std::pair<std::int64_t, std::int64_t> history(TeamId team, const std::string& source) const;
     void expire_grants(store::Changes& changes);
@@ -599,11 +597,14 @@ private:
     std::set<JobId> m_queued_jobs;
     std::map<WorkerId, std::set<AttemptId>> m_assigned_by_worker; // assigned, not yet started: polls
     std::set<std::pair<std::int64_t, JobId>> m_ended_jobs; // (finished_at, id): the overview's "ended lately"
-    std::uint64_t m_workers_epoch = 0; // bumped by absorb() for every batch of worker records
-    mutable struct {
-        std::uint64_t epoch = ~std::uint64_t{0};
-        std::map<std::pair<std::string, std::int64_t>, credits::Micro> rates;
-    } m_gpu_kinds; // gpu_kinds()
+    // The GPU kinds of the workers that are not banned, (model, memory) -> the catalog's rate per
+    // GPU-hour and how many such GPUs: what an estimate's price depends on (a few kinds, however many
+    // workers). Kept by absorb(), worker by worker (count_gpu_kinds).
+    struct GpuKindCount {
+        credits::Micro rate = 0;
+        std::int64_t gpus = 0;
+    };
+    std::map<std::pair<std::string, std::int64_t>, GpuKindCount> m_gpu_kinds;
     // Seconds of every successful attempt by (team, recipe source): history() (estimates at submit).
     std::map<std::pair<TeamId, std::string>, std::vector<std::int64_t>> m_runtimes_by_source;
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)

@@ -66,25 +66,23 @@ std::vector<RecipeHistory> Coordinator::recipe_history(const std::vector<recipe:
     return out;
 }
 
-const std::map<std::pair<std::string, std::int64_t>, Micro>& Coordinator::gpu_kinds() const {
-    if (m_gpu_kinds.epoch == m_workers_epoch) {
-        return m_gpu_kinds.rates;
+void Coordinator::count_gpu_kinds(const LiveWorker& w, int sign) {
+    if (w.record.state == WorkerState::banned) {
+        return;
     }
-    m_gpu_kinds.rates.clear();
-    for (const auto& [wid, w] : m_workers) {
-        if (w.record.state == WorkerState::banned) {
-            continue;
-        }
-        for (std::size_t g = 0; g < w.gpus.size(); ++g) {
-            const std::string& model = g < w.gpu_models.size() ? w.gpu_models[g] : std::string();
-            auto [it, fresh] = m_gpu_kinds.rates.try_emplace({model, w.gpus[g].memory_mib}, 0);
+    for (std::size_t g = 0; g < w.gpus.size(); ++g) {
+        const std::string& model = g < w.gpu_models.size() ? w.gpu_models[g] : std::string();
+        const std::pair<std::string, std::int64_t> kind{model, w.gpus[g].memory_mib};
+        if (sign > 0) {
+            auto [it, fresh] = m_gpu_kinds.try_emplace(kind);
             if (fresh) {
-                it->second = m_options.credits.rates.gpu_rate(model);
+                it->second.rate = m_options.credits.rates.gpu_rate(model);
             }
+            ++it->second.gpus;
+        } else if (auto it = m_gpu_kinds.find(kind); it != m_gpu_kinds.end() && --it->second.gpus == 0) {
+            m_gpu_kinds.erase(it);
         }
     }
-    m_gpu_kinds.epoch = m_workers_epoch;
-    return m_gpu_kinds.rates;
 }
 
 Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const {
@@ -92,7 +90,6 @@ Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const
     est.enforced = m_options.credits.enforce;
     const auto& rates = m_options.credits.rates;
     const auto [median_s, runs] = history(team, source);
-    const auto& kinds = gpu_kinds();
     for (const auto& spec : jobs) {
         JobEstimate je;
         je.name = spec.name;
@@ -102,7 +99,7 @@ Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const
         } else {
             // The priciest GPU in the pool the job may land on; the catalog default in an empty pool.
             bool seen = false;
-            for (const auto& [kind, rate] : kinds) {
+            for (const auto& [kind, count] : m_gpu_kinds) {
                 const auto& [model, memory_mib] = kind;
                 const bool model_ok =
                     r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(), model) != r.gpu_models.end();
@@ -110,7 +107,7 @@ Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const
                     continue;
                 }
                 const Micro price = credits::attempt_price_per_hour({r.gpus, r.gpu_milli, r.gpu_memory_mib, r.cpu_milli},
-                                                                    credits::PricedGpu{rate, memory_mib},
+                                                                    credits::PricedGpu{count.rate, memory_mib},
                                                                     rates.cpu_micro_per_core_hour);
                 if (!seen || price > je.price_micro_per_hour) {
                     je.price_micro_per_hour = price;

@@ -204,4 +204,34 @@ json to_json(const std::vector<EndAnswer>& answers) {
     return {{"results", std::move(arr)}};
 }
 
+Result<std::vector<AttemptId>> attempt_starts_from_json(const json& j) {
+    if (!j.is_object()) {
+        return not_an_object(j);
+    }
+    FieldReader r(j, "");
+    std::vector<AttemptId> out;
+    r.elements("attempts", true, [&](const json& e, const std::string& path) {
+        if (out.size() == k_max_batch_starts) {
+            r.fail("at most " + std::to_string(k_max_batch_starts) + " attempts per request", path);
+            return;
+        }
+        if (!e.is_number_integer() || e.get<std::int64_t>() < 1 || e.get<std::int64_t>() > k_max_integer) {
+            r.fail("expected an attempt id (a positive integer)", path);
+            return;
+        }
+        const AttemptId id(e.get<std::int64_t>());
+        if (std::find(out.begin(), out.end(), id) != out.end()) {
+            r.fail("attempt " + std::to_string(id.value()) + " is named twice", path);
+            return;
+        }
+        out.push_back(id);
+    });
+    if (r.error()) {
+        return *r.error();
+    }
+    return out;
+}
+
+json starts_json(const std::vector<AttemptId>& attempts) { return {{"attempts", ids_json(attempts)}}; }
+
 } // namespace gpupool::api

@@ -67,4 +67,12 @@ struct EndAnswer {
 Result<std::vector<EndAnswer>> end_answers_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const std::vector<EndAnswer>& answers);
 
+// Several starts in one request (POST /v1/attempts/start, body {"attempts": [id, ...]}): a worker
+// that started a slot-full of jobs in one step reports them at once and the coordinator commits them
+// in one transaction. At most k_max_batch_starts; an attempt named twice is refused (`attempts[i]`).
+// The answer is the ends' form (EndAnswer, {"results": [...]}), one per attempt in order.
+inline constexpr std::size_t k_max_batch_starts = 256;
+Result<std::vector<AttemptId>> attempt_starts_from_json(const nlohmann::json& j);
+nlohmann::json starts_json(const std::vector<AttemptId>& attempts);
+
 } // namespace gpupool::api

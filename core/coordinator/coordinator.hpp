@@ -387,6 +387,9 @@ public:
     // Attempts assigned to this worker and not yet started (re-sent until started).
     Result<std::vector<Assignment>> assignments(const Principal& who) const;
     Status start_attempt(const Principal& who, AttemptId attempt);
+    // Several starts from one worker, committed in one transaction: one answer per attempt, in
+    // order, as start_attempt would have answered it; a failed write fails the call and takes none.
+    Result<std::vector<api::EndAnswer>> start_attempts(const Principal& who, const std::vector<AttemptId>& attempts);
     Result<store::LogAppend> append_log(const Principal& who, AttemptId attempt, std::int64_t offset,
                                         std::string_view data);
     Status upload_output(const Principal& who, AttemptId attempt, const UploadedFile& file);
@@ -513,6 +516,9 @@ private:
     Result<store::AttemptRecord*> current_attempt_of_worker(const Principal& who, AttemptId id);
     // Sets m_pass_dirty when `changes` touch what a pass reads (before absorbing them).
     void note_pass_inputs(const store::Changes& changes);
+    // A worker's report that `id` started, checked and added to `changes` (start_attempt(s)); a
+    // repeated start adds nothing.
+    Status stage_start(const Principal& who, AttemptId id, store::Changes& changes);
     // A worker's report that `id` ended, checked and added to `changes` (complete_attempt(s)).
     Status stage_end(const Principal& who, AttemptId id, const api::Completion& done, store::Changes& changes);
     // Keeps what a worker's heartbeat says of its downloads (its assigned attempts only).

@@ -170,6 +170,19 @@ net::Response complete_attempts(ServiceState& svc, const net::Request&, const In
     return ok(api::to_json(*answers));
 }
 
+// Several starts in one request, committed together; one answer per attempt.
+net::Response start_attempts(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
+    auto ids = api::attempt_starts_from_json(in.body);
+    if (!ids) {
+        return error_response(ids.error());
+    }
+    auto answers = svc.coord->start_attempts(who, *ids);
+    if (!answers) {
+        return error_response(answers.error());
+    }
+    return ok(api::to_json(*answers));
+}
+
 } // namespace
 
 void add_worker_routes(ServiceState& s, net::Router& r) {
@@ -191,6 +204,7 @@ void add_worker_routes(ServiceState& s, net::Router& r) {
         s.route_options(poll_accepts));
     s.on(r, "GET", "/v1/attempts/{id}/inputs", read_attempt_inputs, k_no_json_body);
     s.on(r, "POST", "/v1/attempts/{id}/start", start_attempt, k_no_json_body);
+    s.on(r, "POST", "/v1/attempts/start", start_attempts, Accepts{k_max_json_body_bytes, {Role::worker}});
     s.on(r, "POST", "/v1/attempts/{id}/logs", append_attempt_log, Accepts{std::size_t{4} * 1024 * 1024, {Role::worker}, false});
     s.on(r, "PUT", "/v1/attempts/{id}/outputs", upload_attempt_outputs, Accepts{std::size_t{900} * 1024 * 1024, {Role::worker}, false, true});
     s.on(r, "POST", "/v1/attempts/{id}/complete", complete_attempt);

@@ -362,7 +362,7 @@ void Coordinator::note_fetching(WorkerId worker, const std::vector<api::FetchPro
     }
 }
 
-Status Coordinator::start_attempt(const Principal& who, AttemptId id) {
+Status Coordinator::stage_start(const Principal& who, AttemptId id, Changes& c) {
     auto a = current_attempt_of_worker(who, id);
     if (!a) {
         return a.error();
@@ -372,7 +372,6 @@ Status Coordinator::start_attempt(const Principal& who, AttemptId id) {
         return {}; // a repeated start is harmless
     }
     const std::int64_t now = m_clock.now_ms();
-    Changes c;
     AttemptRecord copy = **a;
     copy.state = AttemptState::running;
     copy.started_at = now;
@@ -383,7 +382,37 @@ Status Coordinator::start_attempt(const Principal& who, AttemptId id) {
     j.updated_at = now;
     j.reason = "running on worker " + std::to_string(copy.worker.value());
     c.jobs.push_back(j);
-    return commit(c);
+    return {};
+}
+
+Status Coordinator::start_attempt(const Principal& who, AttemptId id) {
+    Changes c;
+    if (auto st = stage_start(who, id, c); !st) {
+        return st;
+    }
+    return c.empty() ? Status() : commit(c);
+}
+
+Result<std::vector<api::EndAnswer>> Coordinator::start_attempts(const Principal& who, const std::vector<AttemptId>& ids) {
+    if (who.role != Role::worker || !who.worker) {
+        return denied("only workers report attempts");
+    }
+    Changes c;
+    std::vector<api::EndAnswer> answers;
+    std::set<AttemptId> staged; // memory changes only once the batch commits: a second start would stage twice
+    for (AttemptId id : ids) {
+        api::EndAnswer answer{id, std::nullopt};
+        if (!staged.insert(id).second) {
+            answer.error = invalid("attempt " + std::to_string(id.value()) + " is named twice", "attempt");
+        } else if (auto st = stage_start(who, id, c); !st) {
+            answer.error = st.error();
+        }
+        answers.push_back(std::move(answer));
+    }
+    if (auto st = c.empty() ? Status() : commit(c); !st) {
+        return st.error();
+    }
+    return answers;
 }
 
 Result<LogAppend> Coordinator::append_log(const Principal& who, AttemptId id, std::int64_t offset,

@@ -53,6 +53,21 @@ public:
         }
         return out;
     }
+    // Several starts in one request, answered as complete_many. By default one start() each.
+    virtual Result<std::vector<api::EndAnswer>> start_many(const std::vector<AttemptId>& attempts) {
+        std::vector<api::EndAnswer> out;
+        for (AttemptId id : attempts) {
+            auto st = start(id);
+            if (!st && st.error().code == ErrorCode::unavailable) {
+                if (out.empty()) {
+                    return st.error();
+                }
+                break;
+            }
+            out.push_back({id, st ? std::nullopt : std::optional<Error>(st.error())});
+        }
+        return out;
+    }
 };
 
 using LinkFactory = std::function<std::unique_ptr<CoordinatorLink>(const std::string& token)>;
@@ -87,6 +102,14 @@ public:
         auto answers = m_api.complete_many(ends);
         if (!answers && answers.error().code == ErrorCode::not_implemented) {
             return CoordinatorLink::complete_many(ends); // one by one
+        }
+        return answers;
+    }
+
+    Result<std::vector<api::EndAnswer>> start_many(const std::vector<AttemptId>& attempts) override {
+        auto answers = m_api.start_many(attempts);
+        if (!answers && answers.error().code == ErrorCode::not_implemented) {
+            return CoordinatorLink::start_many(attempts); // one by one
         }
         return answers;
     }

@@ -162,4 +162,18 @@ Result<std::vector<api::EndAnswer>> WorkerApi::complete_many(const std::vector<a
     return make_error(ErrorCode::not_implemented, "the coordinator takes completions one by one");
 }
 
+Result<std::vector<api::EndAnswer>> WorkerApi::start_many(const std::vector<AttemptId>& attempts) {
+    if (!m_starts_one_by_one) {
+        auto r = call("POST", "/v1/attempts/start", api::starts_json(attempts).dump());
+        if (r) {
+            return unexpected_as_unavailable(api::end_answers_from_json(*r), "start");
+        }
+        if (r.error().code != ErrorCode::not_found) {
+            return r.error();
+        }
+        m_starts_one_by_one = true; // an older coordinator: its 404 names no attempt
+    }
+    return make_error(ErrorCode::not_implemented, "the coordinator takes starts one by one");
+}
+
 } // namespace gpupool::worker

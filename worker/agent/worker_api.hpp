@@ -53,6 +53,8 @@ public:
     // Several ends in one request (POST /v1/attempts/complete): one answer per end. not_implemented
     // from a coordinator that predates the route (404), from then on: send them one by one.
     Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends);
+    // Several starts in one request (POST /v1/attempts/start): one answer per attempt, as above.
+    Result<std::vector<api::EndAnswer>> start_many(const std::vector<AttemptId>& attempts);
 
 private:
     // The body of a 2xx answer; anything else as an Error classified as above.
@@ -64,7 +66,8 @@ private:
     std::string m_base_url;
     std::string m_ca_cert;
     net::HttpClient m_http;
-    bool m_one_by_one = false; // the coordinator has no batch route
+    bool m_one_by_one = false;        // the coordinator has no batch route for ends
+    bool m_starts_one_by_one = false; // nor for starts (it predates that one)
 };
 
 } // namespace gpupool::worker

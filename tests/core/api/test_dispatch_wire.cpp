@@ -52,6 +52,32 @@ TEST_CASE("wire: a batch of ends is refused with the element that is wrong", "[a
     CHECK(api::attempt_ends_from_json({{"completions", many}}).has_value());
 }
 
+TEST_CASE("wire: a batch of starts round-trips, and a bad one names the element", "[api]") {
+    const std::vector<AttemptId> ids{AttemptId(4), AttemptId(9)};
+    auto back = api::attempt_starts_from_json(api::starts_json(ids));
+    REQUIRE(back.has_value());
+    CHECK(*back == ids);
+    auto field_of = [](const json& body) {
+        auto r = api::attempt_starts_from_json(body);
+        REQUIRE_FALSE(r.has_value());
+        return r.error().field;
+    };
+    CHECK(field_of(json::object()) == "attempts");
+    CHECK(field_of({{"attempts", 4}}) == "attempts");
+    CHECK(field_of({{"attempts", {4, 0}}}) == "attempts[1]");
+    CHECK(field_of({{"attempts", {4, "5"}}}) == "attempts[1]");
+    CHECK(field_of({{"attempts", {4, -3}}}) == "attempts[1]");
+    CHECK(field_of({{"attempts", {4, 5, 4}}}) == "attempts[2]");
+    CHECK(field_of({{"attempts", {4, 1.5}}}) == "attempts[1]");
+    json many = json::array();
+    for (std::size_t i = 1; i <= api::k_max_batch_starts + 1; ++i) {
+        many.push_back(i);
+    }
+    CHECK(field_of({{"attempts", many}}) == "attempts[" + std::to_string(api::k_max_batch_starts) + "]");
+    many.erase(many.end() - 1);
+    CHECK(api::attempt_starts_from_json({{"attempts", many}}).has_value());
+}
+
 TEST_CASE("wire: a wait on jobs and its answer round-trip, and a bad one names the field", "[api]") {
     const api::JobWaitRequest req{{JobId(3), JobId(5)}, 2000};
     auto back = api::job_wait_request_from_json(api::to_json(req));

@@ -79,6 +79,37 @@ TEST_CASE("dispatch: ends reported together are committed together, each answere
     CHECK((*again)[0].error->code == ErrorCode::conflict);
 }
 
+TEST_CASE("dispatch: starts reported together are committed together, each answered on its own", "[dispatch]") {
+    CreditPool p;
+    fund(p);
+    p.submit(half_l4("a"));
+    p.submit(half_l4("b"));
+    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    p.coord->tick();
+    auto placed = p.coord->assignments(p.owner_worker).value();
+    REQUIRE(placed.size() == 2);
+    const std::vector<AttemptId> ids{placed[0].attempt, AttemptId(999), placed[1].attempt, placed[0].attempt};
+    auto answers = p.coord->start_attempts(p.owner_worker, ids);
+    REQUIRE(answers.has_value());
+    REQUIRE(answers->size() == 4);
+    CHECK_FALSE((*answers)[0].error);
+    REQUIRE((*answers)[1].error); // never this worker's
+    CHECK((*answers)[1].error->code == ErrorCode::not_found);
+    CHECK_FALSE((*answers)[2].error);
+    REQUIRE((*answers)[3].error); // named twice in one call
+    CHECK((*answers)[3].error->code == ErrorCode::invalid_input);
+    // Durable: a restarted coordinator has both running and re-sends neither.
+    REQUIRE(p.restart());
+    CHECK(p.coord->job(p.admin, placed[0].job).value().state == JobState::running);
+    CHECK(p.coord->job(p.admin, placed[1].job).value().state == JobState::running);
+    CHECK(p.coord->assignments(p.owner_worker).value().empty());
+    // A repeated start is harmless, as with the single route; only workers report starts.
+    auto again = p.coord->start_attempts(p.owner_worker, {placed[0].attempt});
+    REQUIRE(again.has_value());
+    CHECK_FALSE((*again)[0].error);
+    CHECK_FALSE(p.coord->start_attempts(p.admin, {placed[0].attempt}).has_value());
+}
+
 TEST_CASE("dispatch: a scheduling pass runs when its inputs changed or after the quiet period, not on every tick",
           "[dispatch]") {
     CreditPool p;
@@ -154,7 +185,8 @@ TEST_CASE("dispatch: POST /v1/jobs/wait is answered when the jobs end, and at on
     auto waiter = std::async(std::launch::async, [&] {
         auto c = pool.server.client(pool.member);
         const auto began = std::chrono::steady_clock::now();
-        auto r = svc::call(c, "POST", "/v1/jobs/wait", {{"jobs", {job}}, {"wait_ms", 20'000}});
+        // No Catch2 assertion off the test's thread (they are not thread-safe): the answer is checked below.
+        auto r = c.request("POST", "/v1/jobs/wait", json{{"jobs", {job}}, {"wait_ms", 20'000}}.dump());
         return std::make_pair(r, std::chrono::steady_clock::now() - began);
     });
     auto polled = svc::call(w, "POST", "/v1/workers/poll?wait_ms=5000");
@@ -167,7 +199,10 @@ TEST_CASE("dispatch: POST /v1/jobs/wait is answered when the jobs end, and at on
                            {{"completions", {{{"attempt", attempt}, {"exit_code", 0}, {"outcome", "exited"}}}}});
     CHECK(batch["results"][0]["attempt"] == attempt);
     CHECK_FALSE(batch["results"][0].contains("error"));
-    auto [answer, took] = waiter.get();
+    auto [reply, took] = waiter.get();
+    REQUIRE(reply);
+    REQUIRE(reply->status == 200);
+    const json answer = json::parse(reply->body);
     CHECK(answer["done"] == true);
     CHECK(answer["jobs"][0]["state"] == "succeeded");
     CHECK(took < std::chrono::seconds(10));
@@ -216,7 +251,8 @@ TEST_CASE("dispatch: a parked poll is answered by the pass a submission triggers
     auto poll = std::async(std::launch::async, [&] {
         auto c = server.client(worker);
         const auto began = std::chrono::steady_clock::now();
-        auto r = svc::call(c, "POST", "/v1/workers/poll?wait_ms=8000");
+        // No Catch2 assertion off the test's thread (they are not thread-safe): the answer is checked below.
+        auto r = c.request("POST", "/v1/workers/poll?wait_ms=8000", "");
         return std::make_pair(r, std::chrono::steady_clock::now() - began);
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(300)); // parked
@@ -224,7 +260,10 @@ TEST_CASE("dispatch: a parked poll is answered by the pass a submission triggers
     svc::call(m, "POST", "/v1/jobs",
               {{"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(std::vector{svc::spec("a")}).dump())}},
               201);
-    auto [answer, took] = poll.get();
+    auto [reply, took] = poll.get();
+    REQUIRE(reply);
+    REQUIRE(reply->status == 200);
+    const json answer = json::parse(reply->body);
     REQUIRE(answer["assignments"].size() == 1);
     CHECK(took < std::chrono::seconds(5)); // the 10 s tick did not place it
 }

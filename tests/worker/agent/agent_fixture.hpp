@@ -175,6 +175,9 @@ public:
     Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends) override {
         return count(m_real.complete_many(ends));
     }
+    Result<std::vector<api::EndAnswer>> start_many(const std::vector<AttemptId>& attempts) override {
+        return count(m_real.start_many(attempts));
+    }
 
 private:
     template <class R>

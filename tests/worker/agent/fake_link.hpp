@@ -109,6 +109,25 @@ public:
         return out;
     }
 
+    Result<std::vector<api::EndAnswer>> start_many(const std::vector<AttemptId>& attempts) {
+        std::lock_guard lock(m_mu);
+        ++m_calls;
+        if (auto e = refusal(AttemptId())) {
+            return *e;
+        }
+        m_start_batches.push_back(attempts.size());
+        std::vector<api::EndAnswer> out;
+        for (AttemptId id : attempts) {
+            if (auto no = refusal(id)) {
+                out.push_back({id, *no});
+                continue;
+            }
+            m_started.insert(id);
+            out.push_back({id, std::nullopt});
+        }
+        return out;
+    }
+
     // ---- test controls ----
     // Every call fails with `code` (unavailable: the coordinator is away) until cleared (nullopt).
     void fail_all(std::optional<ErrorCode> code) {
@@ -146,6 +165,10 @@ public:
     std::vector<std::size_t> batches() {
         std::lock_guard lock(m_mu);
         return m_batches;
+    }
+    std::vector<std::size_t> start_batches() {
+        std::lock_guard lock(m_mu);
+        return m_start_batches;
     }
     std::vector<api::Heartbeat> beats() {
         std::lock_guard lock(m_mu);
@@ -198,6 +221,7 @@ private:
     std::map<AttemptId, std::string> m_outputs;
     std::map<AttemptId, api::Completion> m_completed;
     std::vector<std::size_t> m_batches;
+    std::vector<std::size_t> m_start_batches; // the size of each start_many
 };
 
 // One thread's link to a FakeCoordinator.
@@ -223,6 +247,9 @@ public:
     }
     Result<std::vector<api::EndAnswer>> complete_many(const std::vector<api::AttemptEnd>& ends) override {
         return m_c.complete_many(ends);
+    }
+    Result<std::vector<api::EndAnswer>> start_many(const std::vector<AttemptId>& attempts) override {
+        return m_c.start_many(attempts);
     }
 
 private:

@@ -99,7 +99,7 @@ struct Agent::Impl {
           link(links(opt.token)), spool(opt.work_dir),
           gpu(probe, clock, opt.gpu_watch, opt.gpu_health, {opt.reclaim_grace.count(), opt.reclaim_quiet.count()},
               opt.proc_root, opt.idle_watch),
-          delivery(opt, *link, clock, spool, Backoff(opt.backoff_initial, opt.backoff_max, backoff_seed()), hooks()),
+          delivery(opt, *link, clock, Backoff(opt.backoff_initial, opt.backoff_max, backoff_seed()), hooks()),
           owner({opt.work_dir, opt.config_file, opt.share_flags, opt.share, opt.drain_grace,
                  [this](const std::string& line) { event(line); }},
                 wall),
@@ -301,7 +301,7 @@ struct Agent::Impl {
             spdlog::info("attempt {} (job {} `{}`): started as {}", t.a.attempt.value(), t.a.job.value(), t.a.spec.name, t.container);
             event(job_label(t.a) + " started: " + share_of(t.a));
         }
-        spool.save(t);
+        t.unsaved = true;
         const auto id = t.id();
         tracked.emplace(id, std::move(t));
         refresh_active();
@@ -403,7 +403,7 @@ struct Agent::Impl {
             spdlog::warn("attempt {}: SIGTERM: {}", t.a.attempt.value(), st.error().message);
         }
         spdlog::info("attempt {}: stopping ({})", t.a.attempt.value(), why);
-        spool.save(t);
+        t.unsaved = true;
     }
 
     // Asks the runtime how a running attempt is; false when it has ended (then it needs no more watching).
@@ -414,7 +414,7 @@ struct Agent::Impl {
             // fault for this attempt, reported once; the slot is free again.
             end_as_fault(t, "the job's " + runtime.name() + " container disappeared while it ran (" +
                                 st.error().message + ")");
-            spool.save(t);
+            t.unsaved = true;
             return false;
         }
         if (!st) {
@@ -425,7 +425,7 @@ struct Agent::Impl {
                 end_as_fault(t, "the " + runtime.name() + " engine could not say how the job is for " +
                                     std::to_string(opt.engine_unanswered_max.count() / 1000) + " s: " + st.error().message);
                 (void)runtime.signal(t.container, SIGKILL);
-                spool.save(t);
+                t.unsaved = true;
                 return false;
             }
         } else if (*st) {
@@ -482,7 +482,7 @@ struct Agent::Impl {
         }
         spdlog::info("attempt {}: {}", t.a.attempt.value(), t.reason);
         event_ended(t);
-        spool.save(t);
+        t.unsaved = true;
     }
 
     // ---- delivering ----
@@ -746,10 +746,12 @@ struct Agent::Impl {
             watch_gpus();
             check_gpu_health();
             deliver();
+            spool.save_unsaved(tracked);
             if (draining && drain_step()) {
                 break;
             }
         }
+        spool.save_unsaved(tracked);
         stopping = true;
         cv.notify_all();
         poller.join();

@@ -133,16 +133,37 @@ Status collect(const fs::path& root, const fs::path& base, Keep keep, std::vecto
     return {};
 }
 
+// Headers add about 1.5 KiB per file in pax format.
+std::int64_t estimated_archive_bytes(const std::vector<Item>& items) {
+    std::int64_t content = 0;
+    for (const auto& i : items) {
+        content += i.size;
+    }
+    return content + static_cast<std::int64_t>(items.size()) * 1536 + 2048;
+}
+
+// libarchive's write callback for an archive kept in memory (a std::string).
+la_ssize_t append_to_string(archive*, void* client, const void* data, size_t n) {
+    static_cast<std::string*>(client)->append(static_cast<const char*>(data), n);
+    return static_cast<la_ssize_t>(n);
+}
+
+// Where write_archive puts the archive: `memory` when set, else the file `path`.
+struct ArchiveTarget {
+    fs::path path;
+    std::string* memory = nullptr;
+    std::string name() const { return memory != nullptr ? std::string("the archive in memory") : path.string(); }
+};
+
 Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::string> skipped, std::int64_t max_bytes,
-                                    const fs::path& archive_path, const std::string& cap_field) {
+                                    const ArchiveTarget& to, const std::string& cap_field) {
     PackedOutputs out;
     out.skipped = std::move(skipped);
     std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.rel < b.rel; });
     for (const auto& i : items) {
         out.content_bytes += i.size;
     }
-    // Headers add about 1.5 KiB per file in pax format.
-    const std::int64_t estimate = out.content_bytes + static_cast<std::int64_t>(items.size()) * 1536 + 2048;
+    const std::int64_t estimate = estimated_archive_bytes(items);
     if (estimate > max_bytes) {
         auto biggest = items;
         std::sort(biggest.begin(), biggest.end(), [](const Item& a, const Item& b) { return a.size > b.size; });
@@ -159,8 +180,14 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::st
 
     std::unique_ptr<archive, WriterDeleter> w(archive_write_new());
     archive_write_set_format_pax_restricted(w.get());
-    if (archive_write_open_filename(w.get(), archive_path.c_str()) != ARCHIVE_OK) {
-        return make_error(ErrorCode::io, "cannot write " + archive_path.string() + ": " + library_error(w.get()));
+    if (to.memory != nullptr) {
+        archive_write_set_bytes_in_last_block(w.get(), 1); // no padding to a whole block, as for a file
+    }
+    const int opened = to.memory != nullptr
+                           ? archive_write_open(w.get(), to.memory, nullptr, append_to_string, nullptr)
+                           : archive_write_open_filename(w.get(), to.path.c_str());
+    if (opened != ARCHIVE_OK) {
+        return make_error(ErrorCode::io, "cannot write " + to.name() + ": " + library_error(w.get()));
     }
     std::vector<char> buf(std::size_t{1} << 16);
     for (const auto& i : items) {
@@ -202,12 +229,17 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::st
         out.files.push_back(i.rel);
     }
     if (archive_write_close(w.get()) != ARCHIVE_OK) {
-        return make_error(ErrorCode::io, "closing " + archive_path.string() + ": " + library_error(w.get()));
+        return make_error(ErrorCode::io, "closing " + to.name() + ": " + library_error(w.get()));
     }
     std::error_code ec;
-    const auto final_size = static_cast<std::int64_t>(fs::file_size(archive_path, ec));
+    const auto final_size = to.memory != nullptr ? static_cast<std::int64_t>(to.memory->size())
+                                                 : static_cast<std::int64_t>(fs::file_size(to.path, ec));
     if (!ec && final_size > max_bytes) {
-        fs::remove(archive_path, ec);
+        if (to.memory != nullptr) {
+            to.memory->clear();
+        } else {
+            fs::remove(to.path, ec);
+        }
         return make_error(ErrorCode::invalid_input,
                           "the archive is " + human_bytes(final_size) + ", over " + cap_field + " " + human_bytes(max_bytes),
                           cap_field);
@@ -225,7 +257,27 @@ Result<PackedOutputs> pack_outputs(const fs::path& dir, const std::vector<std::s
         !st) {
         return st.error();
     }
-    return write_archive(std::move(items), std::move(skipped), max_bytes, archive_path, "outputs.max_size");
+    return write_archive(std::move(items), std::move(skipped), max_bytes, {archive_path}, "outputs.max_size");
+}
+
+Result<std::optional<SmallOutputs>> pack_small_outputs(const fs::path& dir, const std::vector<std::string>& patterns,
+                                                       std::int64_t max_bytes, std::int64_t small_bytes) {
+    std::vector<Item> items;
+    std::vector<std::string> skipped;
+    if (auto st = collect(dir, dir, [&](const std::string& rel) { return matches(rel, patterns); }, items, skipped);
+        !st) {
+        return st.error();
+    }
+    if (estimated_archive_bytes(items) > small_bytes) {
+        return std::optional<SmallOutputs>();
+    }
+    SmallOutputs small;
+    auto packed = write_archive(std::move(items), std::move(skipped), max_bytes, {{}, &small.archive}, "outputs.max_size");
+    if (!packed) {
+        return packed.error();
+    }
+    small.packed = std::move(*packed);
+    return std::optional<SmallOutputs>(std::move(small));
 }
 
 Result<PackedOutputs> pack_paths(const std::vector<fs::path>& roots, std::int64_t max_bytes, const fs::path& archive_path) {
@@ -238,7 +290,7 @@ Result<PackedOutputs> pack_paths(const std::vector<fs::path>& roots, std::int64_
             return st.error();
         }
     }
-    return write_archive(std::move(items), std::move(skipped), max_bytes, archive_path, "inputs.max_size");
+    return write_archive(std::move(items), std::move(skipped), max_bytes, {archive_path}, "inputs.max_size");
 }
 
 bool link_target_stays_inside(std::string_view target) {

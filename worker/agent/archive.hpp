@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,17 @@ struct PackedOutputs {
 
 Result<PackedOutputs> pack_outputs(const std::filesystem::path& dir, const std::vector<std::string>& patterns,
                                    std::int64_t max_bytes, const std::filesystem::path& archive_path);
+
+// The same for outputs small enough to keep in memory: when the archive would be at most about
+// `small_bytes` (estimated before packing, as the cap is), it is packed into memory; otherwise
+// nullopt, and nothing is written (pack_outputs to a file then). Fails as pack_outputs does.
+struct SmallOutputs {
+    PackedOutputs packed;
+    std::string archive; // the archive's bytes
+};
+Result<std::optional<SmallOutputs>> pack_small_outputs(const std::filesystem::path& dir,
+                                                       const std::vector<std::string>& patterns, std::int64_t max_bytes,
+                                                       std::int64_t small_bytes);
 
 // Packs local files and directories (a job's [inputs]) into one archive, each under its own name
 // (a directory with everything below it). Fails, writing nothing, over `max_bytes`.

@@ -38,6 +38,9 @@ struct Attempt {
     bool fenced = false;                      // 409: drop without delivering
     std::int64_t gpu_limit_mib = 0;           // a fractional GPU job's memory share (0: not watched)
     std::optional<std::int64_t> poll_failing_since_ms{}; // the engine cannot tell how the job is
+    // state.json is behind this value: Spool::save_unsaved writes it once at the end of the agent's
+    // step, so a job that starts, is reported and ends costs one write, not one per change (#12).
+    bool unsaved = false;
 
     AttemptId id() const { return a.attempt; }
     bool running() const { return phase == AttemptPhase::running; }

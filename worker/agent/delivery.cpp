@@ -43,9 +43,9 @@ api::Completion completion_of(const Attempt& t) {
 
 } // namespace
 
-Delivery::Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock,
-                   const Spool& spool, Backoff backoff, Hooks hooks)
-    : m_opt(options), m_link(link), m_clock(clock), m_spool(spool), m_backoff(backoff), m_hooks(std::move(hooks)) {}
+Delivery::Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
+                   Hooks hooks)
+    : m_opt(options), m_link(link), m_clock(clock), m_backoff(backoff), m_hooks(std::move(hooks)) {}
 
 bool Delivery::handle(Attempts& attempts, AttemptId id, const Error& e, const char* what) {
     if (net::is_tls_verification_failure(e)) {
@@ -180,7 +180,24 @@ bool Delivery::ship_logs(Attempts& attempts, Attempt& t, bool flush) {
         delivered();
         t.shipped = std::max(*r, t.shipped + static_cast<std::int64_t>(chunk.size()));
         t.last_ship_ms = m_clock.now_ms();
-        m_spool.save(t);
+        t.unsaved = true;
+    }
+}
+
+void Delivery::outputs_failed(Attempt& t, const std::string& why) {
+    // Over the cap (or unreadable): the job fails with the reason, and its log says so.
+    t.outputs_error = why;
+    t.outputs_done = true;
+    t.exit_code = (t.exit_code && *t.exit_code != 0) ? *t.exit_code : 1;
+    t.reason = "outputs not uploaded: " + why;
+    Spool::append_note(t, "gpupool-worker: " + t.reason + "\n");
+    t.unsaved = true;
+}
+
+void Delivery::note_skipped(const Attempt& t, const std::vector<std::string>& skipped) {
+    for (const auto& s : skipped) {
+        spdlog::warn("attempt {}: outputs: skipped {}", t.a.attempt.value(), s);
+        Spool::append_note(t, "gpupool-worker: outputs: skipped " + s + "\n");
     }
 }
 
@@ -201,38 +218,52 @@ bool Delivery::pack_outputs_once(Attempt& t) {
         }
     }
     if (!packed) {
-        // Over the cap (or unreadable): the job fails with the reason, and its log says so.
-        t.outputs_error = packed.error().message;
-        t.outputs_done = true;
-        t.exit_code = (t.exit_code && *t.exit_code != 0) ? *t.exit_code : 1;
-        t.reason = "outputs not uploaded: " + packed.error().message;
-        Spool::append_note(t, "gpupool-worker: " + t.reason + "\n");
-        m_spool.save(t);
+        outputs_failed(t, packed.error().message);
         return false;
     }
-    for (const auto& s : packed->skipped) {
-        spdlog::warn("attempt {}: outputs: skipped {}", t.a.attempt.value(), s);
-        Spool::append_note(t, "gpupool-worker: outputs: skipped " + s + "\n");
-    }
+    note_skipped(t, packed->skipped);
     return true;
 }
 
+// Outputs up to this size (a results file, or nothing at all: most jobs) are packed in memory and
+// sent at once; larger ones go through outputs.tar, which survives a restart of the worker.
+constexpr std::int64_t k_small_outputs_bytes = 1024 * 1024;
+
 bool Delivery::upload_outputs(Attempts& attempts, Attempt& t) {
-    if (t.outputs_done || !pack_outputs_once(t)) {
+    if (t.outputs_done) {
         return true;
     }
     const fs::path tar = t.dir / "outputs.tar";
-    std::ifstream in(tar, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto st = m_link.upload_outputs(t.a.attempt, ss.str());
+    std::optional<std::string> archive; // in memory: no file to write, read and remove
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(tar, ec))) {
+        const std::int64_t cap = t.a.spec.outputs.max_size_mib * 1024 * 1024;
+        auto small = pack_small_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, k_small_outputs_bytes);
+        if (!small) {
+            outputs_failed(t, small.error().message);
+            return true;
+        }
+        if (*small) {
+            note_skipped(t, (*small)->packed.skipped);
+            archive = std::move((*small)->archive);
+        }
+    }
+    if (!archive) {
+        if (!pack_outputs_once(t)) {
+            return true;
+        }
+        std::ifstream in(tar, std::ios::binary);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        archive = ss.str();
+    }
+    auto st = m_link.upload_outputs(t.a.attempt, *archive);
     if (!st) {
         return handle(attempts, t.a.attempt, st.error(), "outputs upload");
     }
     delivered();
     t.outputs_done = true;
-    m_spool.save(t);
-    std::error_code ec;
+    t.unsaved = true;
     fs::remove(tar, ec);
     return true;
 }
@@ -249,7 +280,7 @@ bool Delivery::deliver_one(Attempts& attempts, Attempt& t, bool& done, bool& end
         }
         delivered();
         t.start_reported = true;
-        m_spool.save(t);
+        t.unsaved = true;
     }
     const bool ended = !t.running();
     if (!ship_logs(attempts, t, ended)) {
@@ -298,12 +329,51 @@ void Delivery::complete_all(Attempts& attempts, const std::vector<api::AttemptEn
     }
 }
 
+void Delivery::report_starts(Attempts& attempts) {
+    std::vector<AttemptId> ids;
+    for (const auto& [id, t] : attempts) {
+        if (!t.start_reported && !t.container.empty() && !t.fenced && ids.size() < api::k_max_batch_starts) {
+            ids.push_back(id);
+        }
+    }
+    if (ids.empty()) {
+        return;
+    }
+    auto answers = m_link.start_many(ids);
+    if (!answers) {
+        if (answers.error().code == ErrorCode::unavailable || net::is_tls_verification_failure(answers.error())) {
+            handle(attempts, AttemptId(), answers.error(), "start");
+            return;
+        }
+        for (AttemptId id : ids) { // refused as a whole: as if each was
+            handle(attempts, id, answers.error(), "start");
+        }
+        return;
+    }
+    delivered();
+    for (const auto& a : *answers) {
+        auto it = attempts.find(a.attempt);
+        if (std::find(ids.begin(), ids.end(), a.attempt) == ids.end() || it == attempts.end()) {
+            continue; // an answer about something not asked proves nothing
+        }
+        if (!a.error) {
+            it->second.start_reported = true;
+            it->second.unsaved = true;
+        } else {
+            handle(attempts, a.attempt, *a.error, "start");
+        }
+    }
+}
+
 std::vector<AttemptId> Delivery::deliver(Attempts& attempts, const std::function<Facts()>& facts) {
     std::vector<AttemptId> done;
     if (!online()) {
         return done;
     }
     heartbeat_if_due(attempts, facts);
+    if (online()) {
+        report_starts(attempts);
+    }
     std::vector<api::AttemptEnd> ends;
     for (auto& [id, t] : attempts) {
         bool finished = false;

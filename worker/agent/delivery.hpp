@@ -1,10 +1,14 @@
 // Delivery: the agent thread's side of the exchange with the coordinator — heartbeats (and the stop
 // orders they carry), start reports, log chunks by offset, outputs, completions and hand-backs —
 // with backoff while the coordinator is away. The spool stays the truth: an attempt is delivered
-// (and only then dropped by the agent) once the coordinator has taken its completion.
+// (and only then dropped by the agent) once the coordinator has taken its completion, and what was
+// delivered is marked on the attempt (Attempt::unsaved) for the agent to write at the end of its step.
 //
 // Rules:
-// - Per attempt, in order: start report, log bytes (by offset; a resend is harmless), and once it
+// - Outputs up to 1 MiB are packed in memory and sent at once; larger ones are packed once into
+//   outputs.tar in the attempt's spool (kept until uploaded, across restarts).
+// - Per attempt, in order: start report (the starts of every attempt started since the last round
+//   go in one request, each answered on its own), log bytes (by offset; a resend is harmless), and once it
 //   ended: outputs (packed once into outputs.tar, kept until uploaded), a last look at the log (the
 //   worker's own notes), then complete: the completions of every attempt that got there in one
 //   pass go in one request (api::AttemptEnd), each answered on its own. Log bytes go at once when 64 KiB are pending, else at least
@@ -61,8 +65,8 @@ public:
         std::vector<api::FetchProgress> fetching{};      // waiting assignments whose weights are downloading
     };
 
-    Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, const Spool& spool,
-             Backoff backoff, Hooks hooks);
+    Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
+             Hooks hooks);
 
     bool online() const { return m_clock.now_ms() >= m_offline_until_ms; }
     void heartbeat_now() { m_next_heartbeat_ms = m_clock.now_ms(); }
@@ -93,10 +97,15 @@ private:
     // One attempt's due deliveries up to its completion; false when the link went down. Sets `done`
     // when it is finished with (fenced), `ended` when only its completion is left to send.
     bool deliver_one(Attempts& attempts, Attempt& t, bool& done, bool& ended);
+    // The start reports of every attempt started since the last round, in one request.
+    void report_starts(Attempts& attempts);
     // The completions of every attempt that got that far this round, in one request.
     void complete_all(Attempts& attempts, const std::vector<api::AttemptEnd>& ends, std::vector<AttemptId>& done);
     bool ship_logs(Attempts& attempts, Attempt& t, bool flush);
     bool upload_outputs(Attempts& attempts, Attempt& t);
+    // The outputs cannot be shipped: the attempt fails with why, and its log says so.
+    static void outputs_failed(Attempt& t, const std::string& why);
+    static void note_skipped(const Attempt& t, const std::vector<std::string>& skipped);
     // Packs outputs.tar once; false when the outputs cannot be shipped (the attempt then fails with why).
     bool pack_outputs_once(Attempt& t);
     void delivered() {
@@ -107,7 +116,6 @@ private:
     const AgentOptions& m_opt;
     CoordinatorLink& m_link;
     const coordinator::Clock& m_clock;
-    const Spool& m_spool;
     Backoff m_backoff;
     Hooks m_hooks;
     std::int64_t m_offline_until_ms = 0;

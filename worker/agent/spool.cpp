@@ -116,6 +116,15 @@ void Spool::save(const Attempt& t) const {
     }
 }
 
+void Spool::save_unsaved(Attempts& attempts) const {
+    for (auto& [id, t] : attempts) {
+        if (t.unsaved) {
+            save(t);
+            t.unsaved = false;
+        }
+    }
+}
+
 std::vector<Attempt> Spool::load(std::int64_t now_ms) const {
     std::vector<Attempt> out;
     std::error_code ec;

@@ -17,7 +17,7 @@
 //   gpupool.attempt label) is re-attached; one the runtime cannot re-attach (it does not reattach at
 //   all, the container is gone, reattach() failed) comes back with the reason it is lost; containers
 //   with this worker's label and no spool are removed.
-// - save() failures are logged, not returned: the agent goes on (the job still runs), and the worst
+// - save() and save_unsaved() failures are logged, not returned: the agent goes on (the job still runs), and the worst
 //   case is a resend the coordinator skips.
 // Not thread-safe: the agent thread owns it.
 #pragma once
@@ -44,6 +44,10 @@ public:
     // A new attempt's directory with its assignment.json; `now_ms` starts its clocks.
     Attempt create(api::Assignment assignment, std::int64_t now_ms) const;
     void save(const Attempt& t) const;
+    // Writes state.json for every attempt marked `unsaved` (and clears the mark). The agent marks
+    // attempts as it changes them and calls this once per step: a crash in between repeats at most
+    // what that step sent (a start, log bytes, outputs), which the coordinator takes once only.
+    void save_unsaved(Attempts& attempts) const;
     std::vector<Attempt> load(std::int64_t now_ms) const;
     struct Recovered {
         Attempt attempt;

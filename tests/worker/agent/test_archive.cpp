@@ -92,6 +92,49 @@ TEST_CASE("archive: over the cap, nothing is written and the message names sizes
     CHECK_FALSE(fs::exists(tar));
 }
 
+TEST_CASE("archive: small outputs are packed in memory, byte for byte as into a file, larger ones are left to the "
+          "file",
+          "[archive]") {
+    test::TempDir src;
+    test::TempDir dst;
+    fs::create_directories(src.path() / "out" / "plots");
+    std::ofstream(src.path() / "out" / "metrics.json") << "{\"acc\": 0.9}\n";
+    std::ofstream(src.path() / "out" / "plots" / "a.png") << "png";
+    fs::create_symlink("/etc/passwd", src.path() / "out" / "sneaky");
+
+    auto small = worker::pack_small_outputs(src.path() / "out", {"."}, 1 << 20, 64 * 1024);
+    REQUIRE(small);
+    REQUIRE(*small);
+    CHECK((*small)->packed.files == std::vector<std::string>{"metrics.json", "plots/a.png"});
+    REQUIRE((*small)->packed.skipped.size() == 1); // the link out is left out and said, as into a file
+    const auto tar = src.path() / "o.tar";
+    REQUIRE(worker::pack_outputs(src.path() / "out", {"."}, 1 << 20, tar));
+    CHECK((*small)->archive.size() == read_all(tar).size());
+    auto unpacked = worker::unpack_archive((*small)->archive, dst.path());
+    REQUIRE(unpacked);
+    CHECK(read_all(dst.path() / "metrics.json") == "{\"acc\": 0.9}\n");
+    CHECK(read_all(dst.path() / "plots" / "a.png") == "png");
+
+    // Nothing written at all (the usual `true` job): a valid, empty archive.
+    fs::create_directories(src.path() / "empty");
+    auto none = worker::pack_small_outputs(src.path() / "empty", {"."}, 1 << 20, 64 * 1024);
+    REQUIRE(none);
+    REQUIRE(*none);
+    CHECK((*none)->packed.files.empty());
+    auto nothing = worker::unpack_archive((*none)->archive, dst.path() / "n");
+    REQUIRE(nothing);
+    CHECK(nothing->written.empty());
+
+    // Past `small_bytes`: nullopt, for the file path; past the cap: the cap's error, naming the field.
+    std::ofstream(src.path() / "out" / "big.bin") << std::string(100 * 1024, 'x');
+    auto large = worker::pack_small_outputs(src.path() / "out", {"."}, 1 << 20, 64 * 1024);
+    REQUIRE(large);
+    CHECK_FALSE(*large);
+    auto over = worker::pack_small_outputs(src.path() / "out", {"."}, 50 * 1024, 1 << 20);
+    REQUIRE_FALSE(over);
+    CHECK(over.error().field == "outputs.max_size");
+}
+
 TEST_CASE("archive: inputs are packed under their own names, directories whole", "[archive]") {
     test::TempDir src;
     test::TempDir dst;

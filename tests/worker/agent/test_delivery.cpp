@@ -4,6 +4,7 @@
 #include "core/coordinator/clock.hpp"
 #include "tests/support.hpp"
 #include "tests/worker/agent/fake_link.hpp"
+#include "worker/agent/archive.hpp"
 #include "worker/agent/delivery.hpp"
 
 #include <catch2/catch.hpp>
@@ -44,7 +45,7 @@ struct DeliveryBench {
                 return id == AttemptId(99);
             },
             [this](const std::string& line) { events.push_back(line); }};
-        delivery = std::make_unique<worker::Delivery>(opt, link, clock, spool, worker::Backoff(1s, 8s, 42), hooks);
+        delivery = std::make_unique<worker::Delivery>(opt, link, clock, worker::Backoff(1s, 8s, 42), hooks);
     }
 
     worker::Attempt& add(std::int64_t id) {
@@ -161,12 +162,14 @@ TEST_CASE("delivery: a 409 fences the attempt: a running one is stopped, an ende
     b.end(ended, 0);
     b.coordinator.conflict(AttemptId(1));
     b.coordinator.conflict(AttemptId(2));
-    CHECK(b.deliver().empty());
+    // Both starts are refused in one batch: the ended one is done with in the same round, nothing sent.
+    CHECK(b.deliver() == std::vector<std::int64_t>{2});
     CHECK(running.fenced);
     CHECK(ended.fenced);
     REQUIRE(b.stopped.size() == 1);
     CHECK(b.stopped[0] == "1: the coordinator no longer knows this attempt");
-    CHECK(b.deliver() == std::vector<std::int64_t>{2}); // fenced and ended: done with, nothing sent
+    b.attempts.erase(AttemptId(2)); // the agent drops what is done with
+    CHECK(b.deliver().empty());     // the running one is done with once its stop has ended it
     CHECK_FALSE(b.coordinator.completion(AttemptId(2)));
     CHECK(b.delivery->online()); // a refusal is not an outage
 }
@@ -281,6 +284,27 @@ TEST_CASE("delivery: outputs over the cap fail the job with the reason, and its 
     CHECK_FALSE(b.coordinator.outputs(AttemptId(1)));
 }
 
+TEST_CASE("delivery: small outputs go from memory, large ones through outputs.tar, and both arrive whole", "[delivery]") {
+    DeliveryBench b;
+    auto& small = b.add(1);
+    std::ofstream(small.dir / "outputs" / "r.txt") << "42\n";
+    auto& large = b.add(2);
+    large.a.spec.outputs.max_size_mib = 4;
+    std::ofstream(large.dir / "outputs" / "big.bin") << std::string(1536 * 1024, 'x');
+    b.end(small, 0);
+    b.end(large, 0);
+    CHECK(b.deliver() == std::vector<std::int64_t>{1, 2});
+    for (std::int64_t id : {1, 2}) {
+        REQUIRE(b.coordinator.outputs(AttemptId(id)));
+        test::TempDir out;
+        auto unpacked = worker::unpack_archive(*b.coordinator.outputs(AttemptId(id)), out.path());
+        REQUIRE(unpacked);
+        CHECK(unpacked->written.size() == 1);
+        CHECK_FALSE(std::filesystem::exists(b.attempts.at(AttemptId(id)).dir / "outputs.tar")); // removed once sent
+    }
+    CHECK(b.coordinator.outputs(AttemptId(2))->size() > 1536 * 1024);
+}
+
 TEST_CASE("delivery: attempts that end together are completed in one request, each answered on its own",
           "[delivery]") {
     DeliveryBench b;
@@ -302,6 +326,30 @@ TEST_CASE("delivery: attempts that end together are completed in one request, ea
     CHECK(b.coordinator.completion(AttemptId(3))->exit_code == 1);
     CHECK_FALSE(b.coordinator.completion(AttemptId(2)));
     CHECK(b.deliver() == std::vector<std::int64_t>{2}); // fenced: dropped undelivered
+}
+
+TEST_CASE("delivery: attempts started in one step are reported in one request, each answered on its own, and "
+          "marked for the spool",
+          "[delivery]") {
+    DeliveryBench b;
+    for (std::int64_t id : {1, 2, 3}) {
+        b.add(id).unsaved = false;
+    }
+    b.coordinator.conflict(AttemptId(2)); // re-run elsewhere meanwhile
+    const auto calls = b.coordinator.calls();
+    CHECK(b.deliver().empty());
+    REQUIRE(b.coordinator.start_batches() == std::vector<std::size_t>{3});
+    CHECK(b.coordinator.calls() == calls + 2); // the heartbeat and the one batch: no start one by one
+    CHECK(b.coordinator.started(AttemptId(1)));
+    CHECK(b.coordinator.started(AttemptId(3)));
+    CHECK(b.attempts.at(AttemptId(1)).start_reported);
+    CHECK(b.attempts.at(AttemptId(1)).unsaved); // the agent writes state.json at the end of its step
+    CHECK_FALSE(b.attempts.at(AttemptId(2)).start_reported);
+    CHECK(b.attempts.at(AttemptId(2)).fenced); // refused: stopped, never started again
+    CHECK(b.stopped.size() == 1);
+    // Reported once: the next step sends no start.
+    b.deliver();
+    CHECK(b.coordinator.start_batches().size() == 1);
 }
 
 TEST_CASE("delivery: a batch refused as a whole keeps every end for later", "[delivery]") {

@@ -62,6 +62,39 @@ TEST_CASE("spool: state.json keeps what was delivered and how the attempt ended"
     CHECK_FALSE(fresh.exit_code);
 }
 
+TEST_CASE("spool: save_unsaved writes the attempts marked unsaved, once, and leaves the others alone", "[spool]") {
+    test::TempDir work;
+    worker::Spool spool(work.path());
+    worker::Attempts held;
+    auto& first = held.emplace(AttemptId(1), spool.create(assignment(1), 0)).first->second;
+    auto& second = held.emplace(AttemptId(2), spool.create(assignment(2), 0)).first->second;
+    spool.save(first);
+    spool.save(second);
+    // Two changes to the first in one step, none written yet; the second changed without the mark.
+    first.start_reported = true;
+    first.shipped = 10;
+    first.unsaved = true;
+    first.shipped = 20;
+    second.shipped = 99;
+    auto shipped = [&](AttemptId id) {
+        for (const auto& t : spool.load(0)) {
+            if (t.id() == id) {
+                return t.shipped;
+            }
+        }
+        return std::int64_t{-1};
+    };
+    CHECK(shipped(AttemptId(1)) == 0);
+    spool.save_unsaved(held);
+    CHECK_FALSE(first.unsaved);
+    CHECK(shipped(AttemptId(1)) == 20); // the last value of the step
+    CHECK(shipped(AttemptId(2)) == 0);  // not marked: not written
+    // A step that changed nothing writes nothing: the file is not replaced.
+    const auto written_at = std::filesystem::last_write_time(first.dir / "state.json");
+    spool.save_unsaved(held);
+    CHECK(std::filesystem::last_write_time(first.dir / "state.json") == written_at);
+}
+
 TEST_CASE("spool: load reads attempts back and drops directories it cannot trust", "[spool]") {
     test::TempDir work;
     worker::Spool spool(work.path());

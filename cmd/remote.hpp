@@ -43,9 +43,11 @@ std::string format_time(const nlohmann::json& ms);
 std::string format_time(std::int64_t ms);
 std::string format_time(const std::optional<std::int64_t>& ms);
 
-// Polls until every job is finished; prints progress unless --json. Returns the final jobs.
+// Polls until every job is finished; prints progress unless --json. Returns the final jobs: whole
+// (one GET per job), or with `states_only` just their id, state and exit code as the coordinator's
+// last wait answer gave them (no request per job: a 1,000-job sweep ends without 1,000 more).
 std::optional<std::vector<wire::JobView>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,
-                                                       const std::vector<JobId>& ids);
+                                                       const std::vector<JobId>& ids, bool states_only = false);
 // The jobs as a JSON array (their wire form), for --json.
 nlohmann::json jobs_json(const std::vector<wire::JobView>& jobs);
 

@@ -96,7 +96,7 @@ int run_submit(const SubmitOptions& opts) {
         }
     }
     if (opts.wait || opts.follow) {
-        auto done = wait_for_jobs(global, *api, ids);
+        auto done = wait_for_jobs(global, *api, ids, !global.json); // the count needs only the states
         if (!done) {
             return k_exit_failed;
         }

@@ -24,7 +24,8 @@ int run_wait(const WaitOptions& o) {
     for (const auto& j : *chosen) {
         ids.push_back(j.id);
     }
-    auto done = wait_for_jobs(global, *api, ids);
+    // The lines need only each job's state (and its name, known already); --json prints the whole jobs.
+    auto done = wait_for_jobs(global, *api, ids, !global.json);
     if (!done) {
         return k_exit_failed;
     }
@@ -32,8 +33,10 @@ int run_wait(const WaitOptions& o) {
     if (global.json) {
         std::cout << jobs_json(*done).dump(2) << '\n';
     } else {
-        for (const auto& j : *done) {
-            std::cout << "job " << j.id.value() << " " << printable(j.name) << ": " << printable(j.state) << '\n';
+        for (std::size_t i = 0; i < done->size(); ++i) {
+            const auto& j = (*done)[i];
+            const std::string& name = j.name.empty() && i < chosen->size() ? (*chosen)[i].name : j.name;
+            std::cout << "job " << j.id.value() << " " << printable(name) << ": " << printable(j.state) << '\n';
         }
     }
     return failed == 0 ? k_exit_ok : k_exit_failed;

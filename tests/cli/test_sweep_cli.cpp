@@ -73,10 +73,22 @@ TEST_CASE("sweep CLI: wait, logs and fetch take --sweep, and credits show one ro
     const std::string sweep = std::to_string(json::parse(submitted.out)["sweep_id"].get<std::int64_t>());
     test::WorkerProcess worker(dir.path() / "w", url, enroll);
 
+    // How many times the coordinator was asked for one job (its request counter on /metrics).
+    auto single_job_reads = [&] {
+        auto m = admin.request("GET", "/metrics", "");
+        REQUIRE(m);
+        REQUIRE(m->status == 200);
+        const std::string key = R"(gpupool_http_requests_total{code="200",method="GET",route="/v1/jobs/{id}"} )";
+        const auto at = m->body.find(key);
+        return at == std::string::npos ? 0LL : std::stoll(m->body.substr(at + key.size()));
+    };
+    const auto reads_before = single_job_reads();
     auto waited = as(fellow, {"wait", "--sweep", sweep});
     INFO(waited.err);
     CHECK(waited.exit_code == 0);
     CHECK_THAT(waited.out, Catch::Contains("hello-hola-2: succeeded") && Catch::Contains("hello-hello-1: succeeded"));
+    // The lines come from the sweep's listing and the coordinator's wait answer: no request per job.
+    CHECK(single_job_reads() == reads_before);
 
     auto logs = as(fellow, {"logs", "--sweep", sweep});
     CHECK(logs.exit_code == 0);

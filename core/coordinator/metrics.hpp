@@ -87,7 +87,7 @@ struct PoolMetrics {
     std::map<std::string, double> oldest_queued_s;
     std::array<std::int64_t, k_attempt_outcomes> attempts{}; // ended, by AttemptOutcome
     // The GPU time those attempts held (GPU share x started -> ended), by outcome. What a preempted
-    // attempt ran is lost work (a recipe cannot declare checkpoints yet): preemption's waste.
+    // attempt ran is lost work (at most: a job with `[checkpoint]` keeps what it saved): preemption's waste.
     std::array<double, k_attempt_outcomes> attempt_gpu_seconds{};
 
     struct Workers {

@@ -222,8 +222,9 @@ void PoolView::set_attempt(const AttemptRecord& a, const JobRecord& j) {
     r.memory_mib = j.spec.resources.memory_mib;
     r.started_at = (a.started_at ? *a.started_at : a.assigned_at) / 1000;
     // Every earlier attempt (preempted, lost or retried) counts against the preemption cap: the
-    // record does not say which ended by preemption. Jobs do not declare checkpoints yet.
+    // record does not say which ended by preemption.
     r.earlier_attempts = std::max<std::int64_t>(0, j.attempts - 1);
+    r.checkpoint_every_s = j.spec.checkpoint.every_s; // what preempting it would lose (preemption.hpp)
     use(act, +1);
     m_active.emplace(a.id, std::move(act));
 }

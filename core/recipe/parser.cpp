@@ -46,7 +46,7 @@ using namespace gpupool::recipe::detail;
 
 const std::vector<std::string> k_top_keys{"format", "name", "description", "image", "command", "extends",
                                           "priority", "resources", "env", "inputs", "outputs", "cache",
-                                          "sweep", "retry", "logs", "tags"};
+                                          "sweep", "retry", "logs", "tags", "checkpoint"};
 
 void parse_tables(const toml::table& root, const fs::path& base_dir, const ParseOptions& options, Recipe& recipe,
                   Diagnostics& diag) {
@@ -84,6 +84,11 @@ void parse_tables(const toml::table& root, const fs::path& base_dir, const Parse
     if (const auto* n = root.get("retry")) {
         if (const auto* t = expect_table(*n, "retry", diag)) {
             parse_retry(*t, job.retry, diag);
+        }
+    }
+    if (const auto* n = root.get("checkpoint")) {
+        if (const auto* t = expect_table(*n, "checkpoint", diag)) {
+            parse_checkpoint(*t, job.checkpoint, diag);
         }
     }
     if (const auto* n = root.get("sweep")) {

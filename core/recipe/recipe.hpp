@@ -69,6 +69,18 @@ struct Retry {
     bool operator==(const Retry&) const = default;
 };
 
+// `[checkpoint]`: the job saves its progress at least every `every_s` seconds, somewhere its next
+// attempt resumes from (its own storage; /team-cache only on the same worker). The scheduler then
+// counts only the work since the last save as lost when it chooses whom to preempt, and a stop
+// (preemption, cancel) gives it SIGTERM and `grace_s` to save before SIGKILL. every_s 0: none.
+inline constexpr std::int64_t k_default_checkpoint_grace_s = 30;
+inline constexpr std::int64_t k_max_checkpoint_grace_s = 600;
+struct Checkpoint {
+    std::int64_t every_s = 0;
+    std::int64_t grace_s = 0; // 0 without checkpoints; k_default_checkpoint_grace_s when not written
+    bool operator==(const Checkpoint&) const = default;
+};
+
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 // Where a recipe from a shared recipe repository came from (docs/recipes.md, "Sharing recipes"),
@@ -94,6 +106,7 @@ struct JobSpec {
     Logs logs;
     std::vector<std::string> cache_models;
     Retry retry;
+    Checkpoint checkpoint;
     Priority priority = Priority::normal;
     EnvList params;                    // the sweep point (empty without a sweep)
     std::int64_t sweep_index = 0;      // position in the sweep, 0-based

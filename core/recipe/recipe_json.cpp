@@ -210,6 +210,10 @@ Json spec_json(const JobSpec& job) {
         {"params", env_json<Json>(job.params)},
         {"sweep_index", job.sweep_index},
     };
+    // Only when declared: the spec of a job without checkpoints stays as it was.
+    if (job.checkpoint.every_s > 0) {
+        out["checkpoint"] = {{"every_s", job.checkpoint.every_s}, {"grace_s", job.checkpoint.grace_s}};
+    }
     // Only when there are some: the spec of a job from a local file stays as it was.
     if (!job.origins.empty()) {
         Json origins = Json::array();
@@ -288,6 +292,14 @@ void read_tables(Reader& rd, JobSpec& job) {
         rl.get("max_size_mib", job.logs.max_size_mib, "logs.max_size_mib");
         if (rl.error()) {
             rd.fail(*rl.error());
+        }
+    }
+    if (const auto* cp = rd.object("checkpoint", "checkpoint")) {
+        Reader rc(*cp);
+        rc.get("every_s", job.checkpoint.every_s, "checkpoint.every_s");
+        rc.get("grace_s", job.checkpoint.grace_s, "checkpoint.grace_s");
+        if (rc.error()) {
+            rd.fail(*rc.error());
         }
     }
     if (const auto* rt = rd.object("retry", "retry")) {
@@ -389,6 +401,12 @@ Status check_job(JobSpec& job, const std::string& priority) {
     }
     if (job.logs.max_size_mib < 0 || job.logs.max_size_mib > k_max_log_mib) {
         return field_error("logs.max_size_mib", "must be from 0 (the pool's default) to " + std::to_string(k_max_log_mib));
+    }
+    if (job.checkpoint.every_s < 0 || job.checkpoint.every_s > resources::k_max_duration_s) {
+        return field_error("checkpoint.every_s", "must be 0 (no checkpoints) or up to 2592000 seconds");
+    }
+    if (job.checkpoint.grace_s < 0 || job.checkpoint.grace_s > k_max_checkpoint_grace_s) {
+        return field_error("checkpoint.grace_s", "must be from 0 to " + std::to_string(k_max_checkpoint_grace_s) + " seconds");
     }
     if (job.retry.max_attempts < 1 || job.retry.max_attempts > 20) {
         return field_error("retry.max_attempts", "must be from 1 to 20");

@@ -14,6 +14,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::string> k_retry_keys{"max_attempts", "on_exit_codes"};
+const std::vector<std::string> k_checkpoint_keys{"every", "grace"};
 
 void parse_name(const toml::table& root, const std::string& source, JobSpec& job, Diagnostics& diag) {
     if (const auto* n = root.get("name")) {
@@ -224,6 +225,31 @@ void parse_retry(const toml::table& t, Retry& retry, Diagnostics& diag) {
             }
             if (auto v = expect_integer(el, field, diag, 1, 255)) {
                 retry.on_exit_codes.push_back(*v);
+            }
+        }
+    }
+}
+
+void parse_checkpoint(const toml::table& t, Checkpoint& checkpoint, Diagnostics& diag) {
+    check_keys(t, k_checkpoint_keys, "checkpoint", diag);
+    const auto* every = t.get("every");
+    if (every == nullptr) {
+        diag.add(t, "checkpoint.every", "missing: how often the job saves its progress (e.g. \"10m\")");
+    } else if (auto v = expect_duration(*every, "checkpoint.every", diag)) {
+        if (*v < 1) {
+            diag.add(*every, "checkpoint.every", "must be at least 1s");
+        } else {
+            checkpoint.every_s = *v;
+        }
+    }
+    checkpoint.grace_s = k_default_checkpoint_grace_s;
+    if (const auto* n = t.get("grace")) {
+        if (auto v = expect_duration(*n, "checkpoint.grace", diag)) {
+            if (*v > k_max_checkpoint_grace_s) {
+                diag.add(*n, "checkpoint.grace", "must be at most " + std::to_string(k_max_checkpoint_grace_s / 60) +
+                                                     " minutes (the time a stopped job has to save)");
+            } else {
+                checkpoint.grace_s = *v;
             }
         }
     }

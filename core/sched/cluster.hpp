@@ -158,6 +158,9 @@ struct RunningJob {
     // lose the whole run since started_at. Defaults: no checkpoints, the whole run is lost.
     bool checkpoints = false;
     std::int64_t checkpointed_at = 0;
+    // A job that declares how often it saves (a recipe's `[checkpoint] every`, seconds): its last
+    // save is taken to be the last whole interval since started_at (0: not declared).
+    std::int64_t checkpoint_every_s = 0;
     // Attempts of this job before this one (the sim: times it was preempted; the coordinator:
     // earlier attempts of any kind). PreemptionPolicy::max_per_job caps preemptions with it.
     std::int64_t earlier_attempts = 0;

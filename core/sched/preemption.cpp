@@ -24,8 +24,11 @@ bool preemptible(const RunningJob& victim, const JobRequest& preemptor, const Fa
 }
 
 double lost_gpu_seconds(const RunningJob& victim, std::int64_t now) {
-    const std::int64_t since =
+    std::int64_t since =
         victim.checkpoints ? std::max(victim.started_at, victim.checkpointed_at) : victim.started_at;
+    if (const std::int64_t every = victim.checkpoint_every_s; every > 0 && now > victim.started_at) {
+        since = std::max(since, victim.started_at + (now - victim.started_at) / every * every);
+    }
     const auto gpu_milli = victim.gpu_milli * static_cast<std::int64_t>(victim.gpu_indices.size());
     return static_cast<double>(gpu_milli) / k_milli_per_gpu *
            static_cast<double>(std::max<std::int64_t>(0, now - since));

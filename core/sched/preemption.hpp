@@ -14,7 +14,8 @@
 //  - `least_lost_work` (default): of the sets of up to `max_victims` among each worker's
 //    `max_candidates` eligible attempts that lose the least, the one that throws away the least
 //    work (lost_gpu_seconds: GPU share x run time since the start, or since the last checkpoint of
-//    a job that checkpoints); ties: fewer `normal` victims, then fewer victims.
+//    a job that checkpoints: the last one known, or the last whole `checkpoint_every_s` interval of
+//    one that declared it); ties: fewer `normal` victims, then fewer victims.
 //    `fewest_victims` (the rule before issue #12): the smallest set; among sets of equal size the
 //    one with the fewest `normal` victims, then the least run time.
 //  - Victims get `grace_s` to checkpoint and exit; they go back to the queue (the caller requeues).

@@ -106,7 +106,11 @@ struct Agent::Impl {
           waiting(opt.gpu_wait_max) {}
 
     Delivery::Hooks hooks() {
-        return {[this](Attempt& t, const std::string& why) { request_stop(t, why, Outcome::exited, opt.stop_grace); },
+        // A job that saves its progress ([checkpoint]) gets the grace it asked for to save before SIGKILL.
+        return {[this](Attempt& t, const std::string& why) {
+                    request_stop(t, why, Outcome::exited,
+                                 std::max<milliseconds>(opt.stop_grace, std::chrono::seconds(t.a.spec.checkpoint.grace_s)));
+                },
                 [this](AttemptId id) { return cancel_waiting(id); }, [this](const std::string& line) { event(line); }};
     }
 

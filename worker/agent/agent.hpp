@@ -24,7 +24,8 @@
 //   outage: run() returns it at once, whether registering or running, instead of retrying.
 // - A 409 means the attempt is no longer current (cancelled, lost, re-run elsewhere): its
 //   container is stopped and removed and its spool dropped; late bytes are never forced through.
-// - A heartbeat's `stop` list is obeyed at once: SIGTERM, then SIGKILL after stop_grace.
+// - A heartbeat's `stop` list is obeyed at once: SIGTERM, then SIGKILL after stop_grace (or the job's
+//   `[checkpoint] grace`, when longer: time to save its progress).
 //   max_runtime is enforced locally too (SIGTERM, runtime_grace, SIGKILL).
 // - After a restart the agent re-attaches to its still-running containers (runtime labels); an
 //   attempt it cannot re-attach is reported as a worker fault, so the job runs again elsewhere.

@@ -21,6 +21,10 @@ bool gpu_share_free(const api::Assignment& a, const Attempts& running) {
     return used + a.gpu_milli <= resources::k_milli_per_gpu;
 }
 
+namespace {
+constexpr std::int64_t k_after_kill_ms = 2'000; // a killed job's GPU memory is freed within this
+} // namespace
+
 bool WaitingRoom::holds(AttemptId id) const {
     return std::any_of(m_waiting.begin(), m_waiting.end(), [&](const Waiting& w) { return w.a.attempt == id; });
 }
@@ -58,13 +62,21 @@ std::vector<WaitingRoom::Ready> WaitingRoom::ready(std::int64_t now, const Attem
             it->since_ms = now;
         }
         const bool free = gpu_share_free(it->a, running);
-        if (!free && now - it->since_ms < m_gpu_wait_max.count()) {
+        // A job stopping there may have asked for longer to save its progress ([checkpoint] grace):
+        // wait for its SIGKILL (and a moment for the GPU to be released), not only gpu_wait_max.
+        std::int64_t wait_until = it->since_ms + m_gpu_wait_max.count();
+        for (const auto& [id, t] : running) {
+            if (t.running() && t.a.gpu_index == it->a.gpu_index && t.kill_at_ms && !t.killed) {
+                wait_until = std::max(wait_until, *t.kill_at_ms + k_after_kill_ms);
+            }
+        }
+        if (!free && now < wait_until) {
             ++it;
             continue;
         }
         if (!free) {
             spdlog::warn("attempt {}: GPU {} still looks full after {} s; starting it anyway", it->a.attempt.value(),
-                         it->a.gpu_index, m_gpu_wait_max.count() / 1000);
+                         it->a.gpu_index, (now - it->since_ms) / 1000);
         }
         out.push_back({std::move(it->a), std::move(it->note)});
         it = m_waiting.erase(it);

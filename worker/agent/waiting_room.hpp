@@ -7,7 +7,8 @@
 //   the victim here learns it must stop only from the next heartbeat and then has its grace period;
 //   starting the preemptor meanwhile would put two jobs' memory on one GPU. So an assignment starts
 //   only when the jobs still running on its GPU leave room for its share, or after gpu_wait_max
-//   (logged).
+//   (logged) — or, when a job stopping there has a later SIGKILL (a `[checkpoint] grace` longer
+//   than that), 2 s after it.
 // Not thread-safe: the agent thread owns it.
 #pragma once
 

@@ -42,7 +42,32 @@ TEST_CASE("a minimal recipe gets the documented defaults") {
     CHECK(j.retry.max_attempts == 3);
     CHECK(j.outputs.paths == std::vector<std::string>{"."});
     CHECK(j.logs.max_size_mib == 0); // the pool's default
+    CHECK(j.checkpoint.every_s == 0);  // no checkpoints
     CHECK(j.params.empty());
+}
+
+TEST_CASE("[checkpoint] declares how often the job saves and the grace it gets to save when stopped") {
+    const std::string head = "image = \"busybox\"\ncommand = [\"true\"]\n";
+    auto jobs = jobs_of(head + "[checkpoint]\nevery = \"10m\"\ngrace = \"2m\"\n");
+    REQUIRE(jobs.size() == 1);
+    CHECK(jobs[0].checkpoint.every_s == 600);
+    CHECK(jobs[0].checkpoint.grace_s == 120);
+    auto defaults = jobs_of(head + "[checkpoint]\nevery = \"1h\"\n");
+    CHECK(defaults[0].checkpoint.every_s == 3600);
+    CHECK(defaults[0].checkpoint.grace_s == k_default_checkpoint_grace_s);
+    // It travels with the job, and a job without it keeps the spec it had.
+    const nlohmann::json wire = to_wire_json(jobs[0]);
+    CHECK(wire["checkpoint"] == nlohmann::json{{"every_s", 600}, {"grace_s", 120}});
+    auto back = job_from_json(wire);
+    REQUIRE(back);
+    CHECK(*back == jobs[0]);
+    CHECK_FALSE(to_wire_json(jobs_of(head)[0]).contains("checkpoint"));
+    // A grace beyond the limit from the wire is refused with the field.
+    nlohmann::json bad = wire;
+    bad["checkpoint"]["grace_s"] = k_max_checkpoint_grace_s + 1;
+    auto refused = job_from_json(bad);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().field == "checkpoint.grace_s");
 }
 
 TEST_CASE("GPU requests: share, memory, whole GPU, CPU-only") {

@@ -211,6 +211,24 @@ TEST_CASE("preemption: a job that checkpoints loses only the work since its last
     CHECK(set->victims == std::vector<std::size_t>{2}); // 100 GPU-s rather than 1,000
 }
 
+TEST_CASE("preemption: a job that declares how often it saves loses only the run since the last whole interval",
+          "[sched][preemption]") {
+    ClusterView v = old_and_young();
+    v.running[2].checkpoint_every_s = 600; // started at 0: saved at 9,600 by now (10,000)
+    CHECK(lost_gpu_seconds(v.running[2], 10000) == Approx(400.0));
+    CHECK(lost_gpu_seconds(v.running[2], 599) == Approx(599.0)); // no save yet in its first interval
+    CHECK(lost_gpu_seconds(v.running[2], 600) == Approx(0.0));
+    FairShareSorter shares(v.teams, OrderingPolicy{});
+    auto set = find_victims(v.workers, v.running, high_job(9, 1000), shares, 10000, policy(), {});
+    REQUIRE(set);
+    CHECK(set->victims == std::vector<std::size_t>{2}); // 400 GPU-s rather than the two young jobs' 1,000
+    // Saved rarely, it costs more than the young pair: they go instead.
+    v.running[2].checkpoint_every_s = 6000; // last save at 6,000: 4,000 GPU-s lost
+    auto other = find_victims(v.workers, v.running, high_job(9, 1000), shares, 10000, policy(), {});
+    REQUIRE(other);
+    CHECK(other->victims == std::vector<std::size_t>{0, 1});
+}
+
 TEST_CASE("preemption: a job is not preempted again once it reached the cap", "[sched][preemption]") {
     ClusterView v = two_workers();
     v.running[2].earlier_attempts = 1; // worker 2's job was preempted once already

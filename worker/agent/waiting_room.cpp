@@ -66,7 +66,7 @@ std::vector<WaitingRoom::Ready> WaitingRoom::ready(std::int64_t now, const Attem
         // wait for its SIGKILL (and a moment for the GPU to be released), not only gpu_wait_max.
         std::int64_t wait_until = it->since_ms + m_gpu_wait_max.count();
         for (const auto& [id, t] : running) {
-            if (t.running() && t.a.gpu_index == it->a.gpu_index && t.kill_at_ms && !t.killed) {
+            if (t.running() && t.a.gpu_index == it->a.gpu_index && t.kill_at_ms) {
                 wait_until = std::max(wait_until, *t.kill_at_ms + k_after_kill_ms);
             }
         }

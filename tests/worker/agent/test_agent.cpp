@@ -523,3 +523,44 @@ TEST_CASE("agent: a preemptor waits for the victim to leave its GPU before it st
     CHECK(rt.get(winner)->spec.env.at("GPUPOOL_JOB_ID") == std::to_string(hid));
     REQUIRE(eventually([&] { return state_of(pool, hid) == "running"; }));
 }
+
+TEST_CASE("agent: a preempted job that declares [checkpoint] gets its grace to save, and the preemptor waits for it",
+          "[agent]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    auto o = options(pool, work.path());
+    o.stop_grace = 1s;      // the worker's own grace for stop orders...
+    o.gpu_wait_max = 20s;   // ...and how long a share waits for its GPU, both far below the job's
+    JumpClock clock;
+    RunningAgent ra(o, rt, probe, {&clock, {}});
+    auto low = job_spec("saver");
+    low.resources.gpu_milli = 1000;
+    low.priority = recipe::Priority::low;
+    low.checkpoint = {600, 300}; // saves every 10 minutes, asks 5 minutes to save when stopped
+    rt.ignore_term_next(true);   // it takes its time to save
+    const auto lid = pool.submit(low);
+    const auto victim = container_of(rt, 0);
+    rt.ignore_term_next(false);
+    REQUIRE(eventually([&] { return state_of(pool, lid) == "running"; }));
+    auto high = job_spec("high");
+    high.resources.gpu_milli = 1000;
+    high.priority = recipe::Priority::high;
+    const auto hid = pool.submit(high);
+    REQUIRE(eventually([&] { return !rt.get(victim)->signals.empty(); }, 5s));
+    CHECK(rt.get(victim)->signals.front() == SIGTERM);
+    REQUIRE(eventually([&] { return state_of(pool, hid) == "assigned"; }, 2s));
+    // Past the worker's own grace and past gpu_wait_max: the saver is still saving, nothing started.
+    clock.jump_ms(60'000);
+    const auto polls = rt.polls();
+    REQUIRE(eventually([&] { return rt.polls() >= polls + 5; })); // the agent went round its loop
+    CHECK(rt.get(victim)->signals.size() == 1); // no SIGKILL yet
+    CHECK_FALSE(rt.get(victim)->exit);
+    CHECK(rt.started().size() == 1);
+    clock.jump_ms(300'000); // its 5 minutes are over
+    const auto winner = container_of(rt, 1); // after the SIGKILL
+    CHECK(rt.get(victim)->signals.back() == SIGKILL);
+    CHECK(rt.get(winner)->spec.env.at("GPUPOOL_JOB_ID") == std::to_string(hid));
+    REQUIRE(eventually([&] { return state_of(pool, hid) == "running"; }));
+}

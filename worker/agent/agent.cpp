@@ -106,10 +106,8 @@ struct Agent::Impl {
           waiting(opt.gpu_wait_max) {}
 
     Delivery::Hooks hooks() {
-        // A job that saves its progress ([checkpoint]) gets the grace it asked for to save before SIGKILL.
         return {[this](Attempt& t, const std::string& why) {
-                    request_stop(t, why, Outcome::exited,
-                                 std::max<milliseconds>(opt.stop_grace, std::chrono::seconds(t.a.spec.checkpoint.grace_s)));
+                    request_stop(t, why, Outcome::exited, stop_grace_of(t, opt.stop_grace));
                 },
                 [this](AttemptId id) { return cancel_waiting(id); }, [this](const std::string& line) { event(line); }};
     }

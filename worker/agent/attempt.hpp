@@ -6,6 +6,8 @@
 
 #include "worker/agent/worker_api.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -46,6 +48,12 @@ struct Attempt {
     bool running() const { return phase == AttemptPhase::running; }
     std::filesystem::path log_path() const { return dir / "log"; }
 };
+
+// SIGTERM -> SIGKILL when the coordinator orders a stop: the worker's own grace, or the job's
+// `[checkpoint] grace` when that is longer (time to save its progress).
+inline std::chrono::milliseconds stop_grace_of(const Attempt& t, std::chrono::milliseconds worker_grace) {
+    return std::max<std::chrono::milliseconds>(worker_grace, std::chrono::seconds(t.a.spec.checkpoint.grace_s));
+}
 
 // The attempts the agent holds, by attempt id.
 using Attempts = std::map<AttemptId, Attempt>;

@@ -148,32 +148,27 @@ Status WorkerApi::complete(AttemptId attempt, const api::Completion& completion)
     return r ? Status{} : Status(r.error());
 }
 
-Result<std::vector<api::EndAnswer>> WorkerApi::complete_many(const std::vector<api::AttemptEnd>& ends) {
-    if (!m_one_by_one) {
-        auto r = call("POST", "/v1/attempts/complete", api::to_json(ends).dump());
+Result<std::vector<api::EndAnswer>> WorkerApi::batch(const std::string& path, const nlohmann::json& body,
+                                                     bool& one_by_one, const char* what) {
+    if (!one_by_one) {
+        auto r = call("POST", path, body.dump());
         if (r) {
-            return unexpected_as_unavailable(api::end_answers_from_json(*r), "complete");
+            return unexpected_as_unavailable(api::end_answers_from_json(*r), what);
         }
         if (r.error().code != ErrorCode::not_found) {
             return r.error();
         }
-        m_one_by_one = true; // an older coordinator: its 404 names no attempt
+        one_by_one = true; // an older coordinator: its 404 names no attempt
     }
-    return make_error(ErrorCode::not_implemented, "the coordinator takes completions one by one");
+    return make_error(ErrorCode::not_implemented, std::string("the coordinator takes each ") + what + " on its own");
+}
+
+Result<std::vector<api::EndAnswer>> WorkerApi::complete_many(const std::vector<api::AttemptEnd>& ends) {
+    return batch("/v1/attempts/complete", api::to_json(ends), m_one_by_one, "complete");
 }
 
 Result<std::vector<api::EndAnswer>> WorkerApi::start_many(const std::vector<AttemptId>& attempts) {
-    if (!m_starts_one_by_one) {
-        auto r = call("POST", "/v1/attempts/start", api::starts_json(attempts).dump());
-        if (r) {
-            return unexpected_as_unavailable(api::end_answers_from_json(*r), "start");
-        }
-        if (r.error().code != ErrorCode::not_found) {
-            return r.error();
-        }
-        m_starts_one_by_one = true; // an older coordinator: its 404 names no attempt
-    }
-    return make_error(ErrorCode::not_implemented, "the coordinator takes starts one by one");
+    return batch("/v1/attempts/start", api::starts_json(attempts), m_starts_one_by_one, "start");
 }
 
 } // namespace gpupool::worker

@@ -62,6 +62,9 @@ private:
                             std::optional<std::chrono::milliseconds> timeout = {});
     Result<nlohmann::json> call(std::string_view method, const std::string& path, std::string_view body,
                                 std::optional<std::chrono::milliseconds> timeout = {});
+    // A batch route's answers; not_implemented (and `one_by_one` set) from a coordinator without it.
+    Result<std::vector<api::EndAnswer>> batch(const std::string& path, const nlohmann::json& body, bool& one_by_one,
+                                              const char* what);
 
     std::string m_base_url;
     std::string m_ca_cert;

@@ -29,8 +29,8 @@ struct PassCounter final : CoordinatorEvents {
 // The submitting team's funds.
 void fund(CreditPool& p) { REQUIRE(p.coord->grant(p.admin, "fellows", 1'000 * k_credit, std::nullopt, "test")); }
 
-// Both halves of the pool's one L4, started.
-std::vector<AttemptId> two_running(CreditPool& p) {
+// Both halves of the pool's one L4, assigned (not started).
+std::vector<api::Assignment> two_assigned(CreditPool& p) {
     fund(p);
     p.submit(half_l4("a"));
     p.submit(half_l4("b"));
@@ -38,6 +38,12 @@ std::vector<AttemptId> two_running(CreditPool& p) {
     p.coord->tick();
     auto placed = p.coord->assignments(p.owner_worker).value();
     REQUIRE(placed.size() == 2);
+    return placed;
+}
+
+// Both halves of the pool's one L4, started.
+std::vector<AttemptId> two_running(CreditPool& p) {
+    const auto placed = two_assigned(p);
     std::vector<AttemptId> ids;
     for (const auto& a : placed) {
         REQUIRE(p.coord->start_attempt(p.owner_worker, a.attempt));
@@ -81,13 +87,7 @@ TEST_CASE("dispatch: ends reported together are committed together, each answere
 
 TEST_CASE("dispatch: starts reported together are committed together, each answered on its own", "[dispatch]") {
     CreditPool p;
-    fund(p);
-    p.submit(half_l4("a"));
-    p.submit(half_l4("b"));
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
-    p.coord->tick();
-    auto placed = p.coord->assignments(p.owner_worker).value();
-    REQUIRE(placed.size() == 2);
+    const auto placed = two_assigned(p);
     const std::vector<AttemptId> ids{placed[0].attempt, AttemptId(999), placed[1].attempt, placed[0].attempt};
     auto answers = p.coord->start_attempts(p.owner_worker, ids);
     REQUIRE(answers.has_value());

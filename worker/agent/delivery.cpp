@@ -236,7 +236,8 @@ bool Delivery::upload_outputs(Attempts& attempts, Attempt& t) {
     const fs::path tar = t.dir / "outputs.tar";
     std::optional<std::string> archive; // in memory: no file to write, read and remove
     std::error_code ec;
-    if (!fs::is_regular_file(fs::symlink_status(tar, ec))) {
+    const bool packed_before = fs::is_regular_file(fs::symlink_status(tar, ec)); // by this worker before a restart
+    if (!packed_before) {
         const std::int64_t cap = t.a.spec.outputs.max_size_mib * 1024 * 1024;
         auto small = pack_small_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, k_small_outputs_bytes);
         if (!small) {
@@ -248,7 +249,8 @@ bool Delivery::upload_outputs(Attempts& attempts, Attempt& t) {
             archive = std::move((*small)->archive);
         }
     }
-    if (!archive) {
+    const bool from_file = !archive;
+    if (from_file) {
         if (!pack_outputs_once(t)) {
             return true;
         }
@@ -264,7 +266,9 @@ bool Delivery::upload_outputs(Attempts& attempts, Attempt& t) {
     delivered();
     t.outputs_done = true;
     t.unsaved = true;
-    fs::remove(tar, ec);
+    if (from_file) {
+        fs::remove(tar, ec);
+    }
     return true;
 }
 

@@ -209,12 +209,12 @@ struct Agent::Impl {
         if (it == tracked.end()) {
             return;
         }
-        if (!it->second.container.empty()) {
-            if (auto st = runtime.remove(it->second.container); !st) {
-                spdlog::warn("attempt {}: removing {}: {}", id.value(), it->second.container, st.error().message);
-            }
+        // The folder is recycled only when nothing of the job runs any more (its container removed).
+        const Status gone = it->second.container.empty() ? Status{} : runtime.remove(it->second.container);
+        if (!gone) {
+            spdlog::warn("attempt {}: removing {}: {}", id.value(), it->second.container, gone.error().message);
         }
-        spool.remove(it->second);
+        spool.remove(it->second, gone.has_value());
         finished.insert(id);
         spdlog::info("attempt {}: {}", id.value(), why);
         tracked.erase(it);

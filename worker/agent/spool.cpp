@@ -29,26 +29,17 @@ Status write_json_file(const fs::path& path, const json& j) { return util::write
 
 namespace {
 
-// An attempt's assignment.json and state.json: replaced whole (a crash leaves the old file or the new
-// one, never a torn one) but not fsynced. The spool must outlive the worker process, which the page
-// cache does; after a power cut the attempts' processes and containers are gone too, and what an
-// older state.json would repeat (a start report, log bytes, an end) the coordinator takes once only.
-// An fsync per save put several of them on the agent's thread per job (#12); on a slow disk each can
-// take longer than the job.
+// An attempt's assignment.json and state.json: written in place (attempt_folders.hpp), not fsynced.
+// The spool must outlive the worker process, which the page cache does; after a power cut the
+// attempts' processes and containers are gone too, and what an older state.json would repeat (a
+// start report, log bytes, an end) the coordinator takes once only. An fsync per save put several
+// of them on the agent's thread per job (#12); on a slow disk each can take longer than the job.
 Status write_spool_file(const fs::path& path, const json& j) {
-    auto tmp = util::TempFile::create(path.parent_path(), "." + path.filename().string() + ".", ".tmp");
-    if (!tmp) {
-        return tmp.error();
+    std::string error;
+    if (!write_in_place(path, j.dump() + "\n", error)) {
+        return make_error(ErrorCode::io, error);
     }
-    {
-        std::ofstream out(tmp->path(), std::ios::binary | std::ios::trunc);
-        out << j.dump() << '\n';
-        out.flush();
-        if (!out) {
-            return make_error(ErrorCode::io, "cannot write " + tmp->path().string());
-        }
-    }
-    return tmp->rename_to(path);
+    return {};
 }
 
 Outcome outcome_from(const std::string& s) {
@@ -96,14 +87,12 @@ void Spool::apply_state(Attempt& t, const json& s) {
     t.phase = s.value("phase", "running") == "ended" ? AttemptPhase::ended : AttemptPhase::running;
 }
 
-Attempt Spool::create(api::Assignment assignment, std::int64_t now_ms) const {
+Attempt Spool::create(api::Assignment assignment, std::int64_t now_ms) {
     Attempt t;
     t.a = std::move(assignment);
-    t.dir = m_dir / std::to_string(t.a.attempt.value());
+    t.dir = m_folders.take(t.a.attempt);
     t.started_ms = now_ms;
     t.last_ship_ms = now_ms;
-    std::error_code ec;
-    fs::create_directories(t.dir, ec);
     if (auto st = write_spool_file(t.dir / "assignment.json", api::to_json(t.a)); !st) {
         spdlog::error("attempt {}: {}", t.a.attempt.value(), st.error().message);
     }
@@ -197,10 +186,7 @@ std::vector<Spool::Recovered> Spool::recover(ContainerRuntime& runtime, const st
     return out;
 }
 
-void Spool::remove(const Attempt& t) const {
-    std::error_code ec;
-    fs::remove_all(t.dir, ec);
-}
+void Spool::remove(const Attempt& t, bool reusable) { m_folders.give_back(t.dir, reusable); }
 
 void Spool::append_note(const Attempt& t, const std::string& text) {
     std::ofstream out(t.log_path(), std::ios::app | std::ios::binary);

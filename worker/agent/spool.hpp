@@ -4,10 +4,12 @@
 // Layout: <work_dir>/attempts/<attempt id>/ holds assignment.json (the assignment in core/api's wire
 // form; older workers kept the poll answer's object as received, which is the same form and loads
 // the same way), log (appended by the runtime), work/, outputs/, outputs.tar once packed, and
-// state.json (what has been delivered: Attempt's persistent fields). Files holding tokens or state
-// are written 0600 under an unpredictable temporary name and renamed into place, so a crash leaves
-// the old or the new file. The attempts' files are not fsynced (they need to outlive the worker's
-// process, not a power cut, after which their jobs are gone too); worker.json is.
+// state.json (what has been delivered: Attempt's persistent fields). An attempt's folder is taken
+// from, and given back to, AttemptFolders (attempt_folders.hpp: recycled, so a job creates and frees
+// no inode in the spool), and its JSON files are written in place (write_in_place: a crash leaves
+// the old or the new content). The attempts' files are not fsynced (they need to outlive the
+// worker's process, not a power cut, after which their jobs are gone too); worker.json is, written
+// 0600 under an unpredictable temporary name and renamed into place.
 //
 // Rules:
 // - load() reads back every attempt directory; one whose assignment.json or state.json is missing or
@@ -24,6 +26,7 @@
 
 #include "core/util/result.hpp"
 #include "worker/agent/attempt.hpp"
+#include "worker/agent/attempt_folders.hpp"
 #include "worker/runtime/container_runtime.hpp"
 
 #include <nlohmann/json.hpp>
@@ -37,12 +40,13 @@ namespace gpupool::worker {
 
 class Spool {
 public:
-    explicit Spool(std::filesystem::path work_dir) : m_dir(std::move(work_dir) / "attempts") {}
+    explicit Spool(const std::filesystem::path& work_dir)
+        : m_dir(work_dir / "attempts"), m_folders(m_dir, work_dir / "spare-attempts") {}
 
     const std::filesystem::path& dir() const { return m_dir; }
 
     // A new attempt's directory with its assignment.json; `now_ms` starts its clocks.
-    Attempt create(api::Assignment assignment, std::int64_t now_ms) const;
+    Attempt create(api::Assignment assignment, std::int64_t now_ms);
     void save(const Attempt& t) const;
     // Writes state.json for every attempt marked `unsaved` (and clears the mark). The agent marks
     // attempts as it changes them and calls this once per step: a crash in between repeats at most
@@ -54,7 +58,9 @@ public:
         std::optional<std::string> lost; // why it cannot go on (it is reported as a worker fault)
     };
     std::vector<Recovered> recover(ContainerRuntime& runtime, const std::string& worker_label, std::int64_t now_ms) const;
-    void remove(const Attempt& t) const;
+    // Drops the attempt's folder; `reusable` when nothing of the job runs any more (its container or
+    // processes are removed), so the folder may be emptied and recycled.
+    void remove(const Attempt& t, bool reusable);
 
     // A line of the worker's own in the job's log (start failures, outputs over the cap).
     static void append_note(const Attempt& t, const std::string& text);
@@ -65,6 +71,7 @@ public:
 
 private:
     std::filesystem::path m_dir;
+    AttemptFolders m_folders;
 };
 
 // A JSON file: read (not_found when missing, invalid_input when not JSON), and written 0600 under an

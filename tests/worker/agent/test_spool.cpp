@@ -113,7 +113,7 @@ TEST_CASE("spool: load reads attempts back and drops directories it cannot trust
     CHECK(back[0].started_ms == 9'000); // max_runtime starts again from the restart
     CHECK_FALSE(std::filesystem::exists(spool.dir() / "2"));
     CHECK_FALSE(std::filesystem::exists(spool.dir() / "3"));
-    spool.remove(back[0]);
+    spool.remove(back[0], true);
     CHECK(spool.load(9'000).empty());
 }
 

@@ -102,13 +102,10 @@ std::optional<ProcStat> stat_of(pid_t pid) {
     return parse_proc_stat(text);
 }
 
-std::filesystem::path record_path(const std::filesystem::path& dir, const std::string& name) {
-    return dir / (name + ".pid");
-}
-
 } // namespace
 
-ProcessRuntime::ProcessRuntime(std::filesystem::path state_dir) : m_state_dir(std::move(state_dir)) {
+ProcessRuntime::ProcessRuntime(std::filesystem::path state_dir)
+    : m_state_dir(std::move(state_dir)), m_records(m_state_dir) {
     static std::once_flag warned;
     std::call_once(warned, [] {
         spdlog::warn("process runtime: jobs run as bare processes with NO isolation — no container, no user, memory, "
@@ -119,6 +116,7 @@ ProcessRuntime::ProcessRuntime(std::filesystem::path state_dir) : m_state_dir(st
         std::error_code ec;
         std::filesystem::create_directories(m_state_dir, ec);
         reap_leftovers();
+        m_records.clear();
     }
 }
 
@@ -134,21 +132,11 @@ ProcessRuntime::~ProcessRuntime() {
     }
 }
 
-void ProcessRuntime::forget(const std::string& name) {
-    if (!m_state_dir.empty()) {
-        std::error_code ec;
-        std::filesystem::remove(record_path(m_state_dir, name), ec);
-    }
-}
+void ProcessRuntime::forget(const std::string& name) { m_records.ended(name); }
 
 void ProcessRuntime::reap_leftovers() {
     std::error_code ec;
-    std::vector<std::filesystem::path> records;
-    for (const auto& entry : std::filesystem::directory_iterator(m_state_dir, ec)) {
-        if (entry.path().extension() == ".pid") {
-            records.push_back(entry.path());
-        }
-    }
+    const auto records = m_records.leftovers();
     if (records.empty()) {
         return;
     }
@@ -164,11 +152,7 @@ void ProcessRuntime::reap_leftovers() {
             by_session.emplace(st->session, pid);
         }
     }
-    for (const auto& record : records) {
-        long long session = 0;
-        unsigned long long start_time = 0;
-        std::ifstream(record) >> session >> start_time;
-        const std::string name = record.stem().string();
+    for (const auto& [name, session, start_time] : records) {
         std::vector<pid_t> members;
         const auto leader = session > 0 ? stat_of(static_cast<pid_t>(session)) : std::nullopt;
         // A live leader with another start time is a new process that reuses the pid: not ours.
@@ -186,7 +170,6 @@ void ProcessRuntime::reap_leftovers() {
                          "without cleaning up",
                          members.size(), name);
         }
-        std::filesystem::remove(record, ec);
     }
 }
 
@@ -248,8 +231,7 @@ Status ProcessRuntime::start(const ContainerSpec& spec) {
         if (!m_state_dir.empty()) {
             // The leader's start time tells it apart from a later process with the same pid.
             const auto st = stat_of(job.pid);
-            std::ofstream(record_path(m_state_dir, spec.name))
-                << job.pid << ' ' << (st ? st->start_time : 0ULL) << '\n';
+            m_records.started({spec.name, job.pid, st ? st->start_time : 0ULL});
         }
     } catch (const std::exception& e) {
         return make_error(ErrorCode::io, "job " + spec.name + ": cannot start " + exe.string() + " in " +

@@ -18,10 +18,10 @@
 // - list() finds nothing and reattach() fails: a process does not survive the worker in a way this
 //   runtime could find again, so the agent reports such attempts as lost.
 // - The destructor SIGKILLs and reaps every process group it still owns: no orphans, no zombies.
-// - With a `state_dir`, each running job leaves a record there (`<name>.pid`: its session id and
-//   the leader's start time). A worker killed with SIGKILL runs no destructor; the next
-//   ProcessRuntime on the same directory SIGKILLs whatever is left of those sessions (checking the
-//   start time, so a reused pid is never hit) before anything else runs.
+// - With a `state_dir`, each running job leaves a record there (session_records.hpp: its session id
+//   and the leader's start time, a line in one append-only file). A worker killed with SIGKILL runs
+//   no destructor; the next ProcessRuntime on the same directory SIGKILLs whatever is left of those
+//   sessions (checking the start time, so a reused pid is never hit) before anything else runs.
 // Ownership: the runtime owns the children it started until remove(). Not thread-safe (the agent
 // uses it from one thread). Failures are Errors: io for a log file or an exec that fails,
 // not_found for an unknown name, conflict for a name already in use.
@@ -29,6 +29,7 @@
 
 #include "worker/runtime/container_runtime.hpp"
 #include "worker/runtime/exit_signal.hpp"
+#include "worker/runtime/session_records.hpp"
 
 #include <map>
 #include <memory>
@@ -69,6 +70,7 @@ private:
     void reap_leftovers();
 
     std::filesystem::path m_state_dir;
+    SessionRecords m_records;
     std::map<std::string, Job> m_jobs;
     std::shared_ptr<ExitSignal> m_exits = std::make_shared<ExitSignal>();
 };

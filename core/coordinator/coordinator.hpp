@@ -350,6 +350,9 @@ public:
     // Logs of the job's latest attempt (or `attempt`), from `offset`.
     Result<LogSlice> read_logs(const Principal& who, JobId id, std::int64_t offset,
                                std::optional<AttemptId> attempt = std::nullopt);
+    // The outputs archive of the job's latest attempt; an empty archive for a job that succeeded
+    // without one (its worker sends nothing when the job wrote nothing); not_found with the reason
+    // otherwise (not run yet, still running, failed or cancelled with none).
     Result<std::string> read_output(const Principal& who, JobId id);
     // Inputs travel as one tar archive per distinct input set, uploaded before the submission that
     // names it (JobSpec::inputs.archive = its SHA-256); workers fetch it for their attempt. An

@@ -568,6 +568,45 @@ TEST_CASE("service: fetching a job without outputs says why", "[service]") {
     CHECK_THAT(fetch(), Catch::Contains("job " + job + " was cancelled") && Catch::Contains("no outputs"));
 }
 
+TEST_CASE("service: a job that succeeded without outputs has an empty archive, a failed one says why",
+          "[service]") {
+    Pool p;
+    auto once = spec("failed-quietly");
+    once.retry.max_attempts = 1; // its failure is final
+    const auto ids = p.submit({spec("wrote-nothing"), once})["jobs"];
+    auto w = p.server.client(p.worker);
+    call(w, "POST", "/v1/workers/heartbeat", {{"running", json::array()}});
+    std::map<std::string, std::string> attempt_of; // job name -> attempt
+    for (int i = 0; i < 5 && attempt_of.size() < 2; ++i) {
+        const json polled = call(w, "POST", "/v1/workers/poll?wait_ms=2000", json::object());
+        UNSCOPED_INFO(polled.dump());
+        for (const auto& a : polled["assignments"]) {
+            attempt_of[a["spec"]["name"]] = std::to_string(a["attempt"].get<std::int64_t>());
+        }
+    }
+    REQUIRE(attempt_of.size() == 2);
+    // No PUT of outputs: the worker had nothing to send.
+    call(w, "POST", "/v1/attempts/" + attempt_of["wrote-nothing"] + "/start", json::object());
+    call(w, "POST", "/v1/attempts/" + attempt_of["wrote-nothing"] + "/complete", {{"exit_code", 0}});
+    call(w, "POST", "/v1/attempts/" + attempt_of["failed-quietly"] + "/start", json::object());
+    call(w, "POST", "/v1/attempts/" + attempt_of["failed-quietly"] + "/complete", {{"exit_code", 3}});
+    auto m = p.server.client(p.member);
+    const std::string ok = std::to_string(ids[0].get<std::int64_t>());
+    const std::string bad = std::to_string(ids[1].get<std::int64_t>());
+    auto r = m.request("GET", "/v1/jobs/" + ok + "/outputs");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(r->body == std::string(1024, '\0')); // an archive with no entries
+    test::TempDir into;
+    auto fetched = test::run_gpupool({"--url", p.server.url, "--token", p.member, "fetch", ok, into.path().string()});
+    CHECK(fetched.exit_code == 0);
+    r = m.request("GET", "/v1/jobs/" + bad + "/outputs");
+    REQUIRE(r);
+    CHECK(r->status == 404);
+    CHECK_THAT(json::parse(r->body)["detail"].get<std::string>(),
+               Catch::Contains("job " + bad + " failed") && Catch::Contains("no outputs came back"));
+}
+
 TEST_CASE("service: a GPU its owner reclaimed takes no new work until a heartbeat no longer names it",
           "[service][reclaim]") {
     Pool p;

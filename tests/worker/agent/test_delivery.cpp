@@ -305,6 +305,23 @@ TEST_CASE("delivery: small outputs go from memory, large ones through outputs.ta
     CHECK(b.coordinator.outputs(AttemptId(2))->size() > 1536 * 1024);
 }
 
+TEST_CASE("delivery: a job that wrote no outputs uploads nothing and is completed", "[delivery]") {
+    DeliveryBench b;
+    auto& nothing = b.add(1);
+    auto& only_link = b.add(2); // a link out of outputs/ is left out: nothing left to send either
+    std::filesystem::create_symlink("/etc/passwd", only_link.dir / "outputs" / "escape");
+    b.end(nothing, 0);
+    b.end(only_link, 0);
+    CHECK(b.deliver() == std::vector<std::int64_t>{1, 2});
+    for (std::int64_t id : {1, 2}) {
+        CHECK_FALSE(b.coordinator.outputs(AttemptId(id)));
+        REQUIRE(b.coordinator.completion(AttemptId(id)));
+        CHECK(b.coordinator.completion(AttemptId(id))->exit_code == 0);
+        CHECK(b.attempts.at(AttemptId(id)).outputs_done);
+    }
+    CHECK_THAT(b.coordinator.log(AttemptId(2)), Catch::Contains("outputs: skipped escape"));
+}
+
 TEST_CASE("delivery: attempts that end together are completed in one request, each answered on its own",
           "[delivery]") {
     DeliveryBench b;

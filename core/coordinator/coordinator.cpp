@@ -204,12 +204,16 @@ void Coordinator::absorb(const Changes& changes) {
                 runs.erase(it);
             }
         }
+        if (old != m_attempts.end() && is_active(old->second.state)) {
+            m_expiry.erase({expiry_of(old->second), a.id});
+        }
         if (m_attempts.insert_or_assign(a.id, a).second) {
             auto& ids = m_attempts_by_job[a.job];
             ids.insert(std::upper_bound(ids.begin(), ids.end(), a.id), a.id);
         }
         if (is_active(a.state)) {
             m_active_attempts.insert(a.id);
+            m_expiry.insert({expiry_of(a), a.id});
         } else {
             m_active_attempts.erase(a.id);
         }
@@ -302,11 +306,26 @@ Status Coordinator::start() {
 
 // ---- time ---------------------------------------------------------------------------------------
 
+std::int64_t Coordinator::expiry_of(const AttemptRecord& a) const {
+    std::int64_t at = a.lease_expires_at;
+    if (a.started_at) {
+        const auto& spec = m_jobs.at(a.job).spec;
+        at = std::min(at, *a.started_at + spec.resources.max_runtime_s * 1000 + m_options.runtime_grace_ms);
+    }
+    return at;
+}
+
 void Coordinator::expire(Changes& c) {
     const std::int64_t now = m_clock.now_ms();
     expire_grants(c);
-    for (AttemptId id : m_active_attempts) {
-        const AttemptRecord& a = m_attempts.at(id);
+    // Only the attempts whose lease or runtime may have run out (m_expiry), in id order as before.
+    std::vector<AttemptId> due;
+    for (auto it = m_expiry.begin(); it != m_expiry.end() && it->first < now; ++it) {
+        due.push_back(it->second);
+    }
+    std::sort(due.begin(), due.end());
+    for (AttemptId id : due) {
+        const AttemptRecord& a = m_attempts.at(id); // absorb() keeps only active attempts in m_expiry
         if (a.lease_expires_at < now) {
             AttemptRecord copy = a;
             end_attempt(copy, AttemptState::lost, std::nullopt, "lease expired: worker stopped renewing", c);

@@ -559,6 +559,8 @@ private:
                                std::int64_t gpu_milli) const;
     Estimate estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const;
     std::optional<std::string> infeasible_reason(const recipe::JobSpec& spec) const;
+    // When an active attempt's lease or runtime runs out (m_expiry's key).
+    std::int64_t expiry_of(const store::AttemptRecord& a) const;
     Status check_funded(const Principal& who, TeamId team, const SubmitRequest& request) const;
     void expire(store::Changes& changes);
 
@@ -603,6 +605,9 @@ private:
     // proportion to the live work rather than to the pool's whole history; kept by absorb().
     std::map<JobId, std::vector<AttemptId>> m_attempts_by_job; // ascending
     std::set<AttemptId> m_active_attempts;                     // assigned or running
+    // Active attempts by the time expire() must look at them: the earlier of the lease's end and the
+    // end of max_runtime plus grace (expiry_of). A tick walks only those past it, not every attempt.
+    std::set<std::pair<std::int64_t, AttemptId>> m_expiry;
     std::set<JobId> m_queued_jobs;
     std::map<WorkerId, std::set<AttemptId>> m_assigned_by_worker; // assigned, not yet started: polls
     std::set<std::pair<std::int64_t, JobId>> m_ended_jobs; // (finished_at, id): the overview's "ended lately"

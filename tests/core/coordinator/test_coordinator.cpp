@@ -184,6 +184,49 @@ TEST_CASE("coordinator: a lost lease re-queues the job, and the old attempt is f
     CHECK(p.state(ids[0]) == JobState::assigned);
 }
 
+TEST_CASE("coordinator: leases renewed by heartbeats or by a restart run out on time, no sooner",
+          "[coordinator]") {
+    Pool p;
+    auto ids = p.submit({job_spec("a", 1000), job_spec("b", 1000)});
+    p.coord->tick();
+    std::map<std::string, std::pair<const Principal*, AttemptId>> on; // job name -> (worker, attempt)
+    for (const Principal* w : {&p.worker, &p.worker2}) {
+        for (const auto& a : p.assigned(*w)) {
+            REQUIRE(p.coord->start_attempt(*w, a.attempt));
+            on[p.coord->job(p.admin, a.job).value().spec.name] = {w, a.attempt};
+        }
+    }
+    REQUIRE(on.size() == 2);
+    auto state_of = [&](const std::string& name) {
+        for (const auto& a : p.coord->attempts_of(ids[name == "a" ? 0 : 1])) {
+            if (a.id == on[name].second) {
+                return a.state;
+            }
+        }
+        return AttemptState::lost;
+    };
+    for (int i = 0; i < 4; ++i) { // 32 s, three times the lease: only the renewals keep them
+        p.clock.advance_ms(8'000);
+        for (const auto& [name, where] : on) {
+            REQUIRE(p.coord->heartbeat(*where.first, {where.second}));
+        }
+        p.coord->tick();
+    }
+    CHECK(state_of("a") == AttemptState::running);
+    CHECK(state_of("b") == AttemptState::running);
+    p.restart(); // every live attempt gets a fresh lease
+    p.clock.advance_ms(8'000);
+    REQUIRE(p.coord->heartbeat(*on["a"].first, {on["a"].second}));
+    p.coord->tick();
+    CHECK(state_of("a") == AttemptState::running);
+    CHECK(state_of("b") == AttemptState::running); // 8 s into its 10 s lease
+    p.clock.advance_ms(3'000);
+    REQUIRE(p.coord->heartbeat(*on["a"].first, {on["a"].second}));
+    p.coord->tick();
+    CHECK(state_of("a") == AttemptState::running);
+    CHECK(state_of("b") == AttemptState::lost);
+}
+
 TEST_CASE("coordinator: lost attempts count against max_attempts", "[coordinator]") {
     Pool p;
     auto spec = job_spec("flaky", 1000);

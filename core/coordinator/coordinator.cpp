@@ -159,8 +159,11 @@ void Coordinator::absorb(const Changes& changes) {
         m_token_hash_by_id[t.id] = t.hash;
     }
     for (const auto& w : changes.workers) {
-        auto& live = m_workers[w.id];
-        count_gpu_kinds(live, -1);
+        auto [at, fresh] = m_workers.try_emplace(w.id);
+        auto& live = at->second;
+        if (!fresh) {
+            count_gpu_kinds(live, -1);
+        }
         live.record = w;
         // Validated when it arrived; a row that no longer reads (edited by hand) offers nothing.
         auto inv = api::inventory_from_text(w.inventory_json);

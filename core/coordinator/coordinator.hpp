@@ -550,7 +550,8 @@ private:
     // The worker's new state (a ban also revokes its enrollment token and ends its attempts).
     void worker_state_changes(WorkerId worker, store::WorkerState state, store::Changes& changes);
     void void_results(WorkerId worker, std::int64_t since_ms, Voided& out, store::Changes& changes);
-    // Adds (sign +1) or takes back (-1) a worker's GPUs in m_gpu_kinds; a banned worker has none.
+    // Adds (sign +1) or takes back (-1) a worker's GPUs in m_gpu_kinds, and its CPUs and memory in
+    // m_worker_cpus / m_worker_memory; a banned worker has none.
     void count_gpu_kinds(const LiveWorker& worker, int sign);
     // Median runtime in seconds of the team's past successful runs of recipe `source`, and how many.
     std::pair<std::int64_t, std::int64_t> history(TeamId team, const std::string& source) const;
@@ -619,6 +620,10 @@ private:
         std::int64_t gpus = 0;
     };
     std::map<std::pair<std::string, std::int64_t>, GpuKindCount> m_gpu_kinds;
+    // How many workers that are not banned have each CPU amount (milli) and memory size (MiB): the
+    // largest worker, for infeasible_reason() at every submission, without walking the fleet.
+    std::map<std::int64_t, std::int64_t> m_worker_cpus;
+    std::map<std::int64_t, std::int64_t> m_worker_memory;
     // Seconds of every successful attempt by (team, recipe source): history() (estimates at submit).
     std::map<std::pair<TeamId, std::string>, std::vector<std::int64_t>> m_runtimes_by_source;
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)

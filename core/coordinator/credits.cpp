@@ -70,6 +70,13 @@ void Coordinator::count_gpu_kinds(const LiveWorker& w, int sign) {
     if (w.record.state == WorkerState::banned) {
         return;
     }
+    for (auto [counts, amount] : {std::pair{&m_worker_cpus, w.cpu_milli}, std::pair{&m_worker_memory, w.memory_mib}}) {
+        if (sign > 0) {
+            ++(*counts)[amount];
+        } else if (auto it = counts->find(amount); it != counts->end() && --it->second == 0) {
+            counts->erase(it);
+        }
+    }
     for (std::size_t g = 0; g < w.gpus.size(); ++g) {
         const std::string& model = g < w.gpu_models.size() ? w.gpu_models[g] : std::string();
         const std::pair<std::string, std::int64_t> kind{model, w.gpus[g].memory_mib};

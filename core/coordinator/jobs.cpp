@@ -19,23 +19,18 @@ std::optional<std::string> Coordinator::infeasible_reason(const recipe::JobSpec&
         return std::nullopt;
     }
     const auto& r = spec.resources;
-    std::int64_t max_cpu = 0;
-    std::int64_t max_mem = 0;
+    // The largest worker and GPUs among those not banned, from counts absorb() keeps: a few kinds of
+    // GPU and of machine, however many workers.
+    const std::int64_t max_cpu = m_worker_cpus.empty() ? 0 : std::max<std::int64_t>(0, m_worker_cpus.rbegin()->first);
+    const std::int64_t max_mem =
+        m_worker_memory.empty() ? 0 : std::max<std::int64_t>(0, m_worker_memory.rbegin()->first);
     std::int64_t max_gpu_mem = 0;
     bool model_seen = r.gpu_models.empty();
-    for (const auto& [id, w] : m_workers) {
-        if (w.record.state == WorkerState::banned) {
-            continue;
-        }
-        max_cpu = std::max(max_cpu, w.cpu_milli);
-        max_mem = std::max(max_mem, w.memory_mib);
-        for (std::size_t g = 0; g < w.gpus.size(); ++g) {
-            bool model_ok = r.gpu_models.empty() ||
-                            std::find(r.gpu_models.begin(), r.gpu_models.end(), w.gpu_models[g]) != r.gpu_models.end();
-            if (model_ok) {
-                model_seen = true;
-                max_gpu_mem = std::max(max_gpu_mem, w.gpus[g].memory_mib);
-            }
+    for (const auto& [kind, count] : m_gpu_kinds) {
+        const auto& [model, memory_mib] = kind;
+        if (r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(), model) != r.gpu_models.end()) {
+            model_seen = true;
+            max_gpu_mem = std::max(max_gpu_mem, memory_mib);
         }
     }
     if (r.cpu_milli > max_cpu) {

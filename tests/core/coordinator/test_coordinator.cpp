@@ -320,6 +320,46 @@ TEST_CASE("coordinator: a job bigger than every worker is rejected at submit", "
     CHECK(p.coord->jobs(p.member, {}).value().jobs.empty()); // nothing of the sweep was stored
 }
 
+TEST_CASE("coordinator: what can never run follows the largest worker through registrations, bans and restarts",
+          "[coordinator]") {
+    Pool p;
+    api::Inventory big;
+    big.cpu_milli = 16'000;
+    big.memory_mib = 65'536;
+    big.gpus.push_back({0, "A100", 81'920, "", ""});
+    auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "enroll").value();
+    auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "big", big);
+    REQUIRE(reg);
+    auto many_cpus = job_spec("many-cpus", 0);
+    many_cpus.resources.cpu_milli = 12'000;
+    auto big_gpu = job_spec("big-gpu", 0);
+    big_gpu.resources.gpus = 1;
+    big_gpu.resources.gpu_memory_mib = 40 * 1024;
+    auto a100 = job_spec("a100-only", 0);
+    a100.resources.gpus = 1;
+    a100.resources.gpu_memory_mib = 8 * 1024;
+    a100.resources.gpu_models = {"A100"};
+    auto refusal = [&](const recipe::JobSpec& spec) -> std::string {
+        auto res = p.coord->submit(p.member, {"t.toml", 0, {spec}, std::nullopt});
+        return res ? std::string() : res.error().message;
+    };
+    CHECK(refusal(many_cpus).empty());
+    CHECK(refusal(big_gpu).empty());
+    CHECK(refusal(a100).empty());
+    REQUIRE(p.coord->set_worker_state(p.admin, reg->worker, store::WorkerState::banned));
+    for (int round = 0; round < 2; ++round) { // then the same from the store, after a restart
+        INFO("round " << round);
+        CHECK_THAT(refusal(many_cpus), Catch::Contains("needs 12 CPUs; the largest worker has 8"));
+        CHECK_THAT(refusal(big_gpu), Catch::Contains("of GPU memory; the largest GPU has 24GiB"));
+        CHECK_THAT(refusal(a100), Catch::Contains("no worker has a GPU of the models it accepts"));
+        p.restart();
+    }
+    // Back from the ban: it counts again.
+    REQUIRE(p.coord->set_worker_state(p.admin, reg->worker, store::WorkerState::active));
+    CHECK(refusal(many_cpus).empty());
+    CHECK(refusal(a100).empty());
+}
+
 TEST_CASE("coordinator: max_runtime is enforced by the coordinator too", "[coordinator]") {
     Pool p;
     auto spec = job_spec("slow", 1000);

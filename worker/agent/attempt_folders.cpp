@@ -11,6 +11,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace gpupool::worker {
 
@@ -52,20 +53,30 @@ bool truncate_own_file(const fs::path& path) {
     return !ec;
 }
 
+// The entries of `dir`, read whole before any is removed; nullopt when it cannot be read.
+std::optional<std::vector<fs::path>> entries_of(const fs::path& dir) {
+    std::error_code ec;
+    std::vector<fs::path> entries;
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        entries.push_back(it->path());
+    }
+    if (ec) {
+        return std::nullopt;
+    }
+    return entries;
+}
+
 // Removes every entry of `dir`, which must be a real directory; true when it is empty afterwards.
 bool empty_directory(const fs::path& dir) {
     std::error_code ec;
     if (!fs::is_directory(fs::symlink_status(dir, ec))) {
         return false;
     }
-    std::vector<fs::path> entries;
-    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        entries.push_back(it->path());
-    }
-    if (ec) {
+    const auto entries = entries_of(dir);
+    if (!entries) {
         return false;
     }
-    for (const auto& e : entries) {
+    for (const auto& e : *entries) {
         fs::remove_all(e, ec); // a symlink is removed, never followed
         if (ec) {
             return false;
@@ -111,14 +122,11 @@ fs::path AttemptFolders::take(AttemptId id) {
 
 bool AttemptFolders::empty_out(const fs::path& dir) const {
     std::error_code ec;
-    std::vector<fs::path> entries;
-    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        entries.push_back(it->path());
-    }
-    if (ec) {
+    const auto entries = entries_of(dir);
+    if (!entries) {
         return false;
     }
-    for (const auto& e : entries) {
+    for (const auto& e : *entries) {
         const std::string name = e.filename().string();
         if (is_one_of(name, k_dirs)) {
             if (!empty_directory(e) || ::chmod(e.c_str(), 0700) != 0) {

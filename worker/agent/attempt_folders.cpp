@@ -154,7 +154,10 @@ bool AttemptFolders::empty_out(const fs::path& dir) const {
 void AttemptFolders::give_back(const fs::path& dir, bool reusable) {
     std::error_code ec;
     if (reusable && m_spare.size() < m_keep && empty_out(dir)) {
-        fs::create_directories(m_spare_dir, ec);
+        if (!m_spare_dir_made) { // once per run, not once per job
+            fs::create_directories(m_spare_dir, ec);
+            m_spare_dir_made = !ec;
+        }
         const fs::path spare = m_spare_dir / dir.filename();
         fs::rename(dir, spare, ec);
         if (!ec) {

@@ -54,6 +54,7 @@ private:
     std::filesystem::path m_attempts;
     std::filesystem::path m_spare_dir;
     std::size_t m_keep;
+    bool m_spare_dir_made = false;
     std::vector<std::filesystem::path> m_spare;
 };
 

@@ -13,6 +13,8 @@
 //                     [--db postgresql://...]   (one empty pool database per --history value, `%h` in
 //                                                the spec replaced by the value: bench/pg_bench.sh)
 //
+// TICK_PLACE_US is a pass that places one new single-core job (its CPUs are free on every worker, so
+// the pass weighs it on all of them): what each one-job submission costs the coordinator thread.
 // SUBMIT_US is one single-job submission, committed (submissions per second = 1e6 / it), timed last.
 // --workers scales the fleet (every GPU is kept full, so the queued jobs still fit nowhere and
 // each pass weighs them against every worker); --queued sets how many wait (200).
@@ -31,6 +33,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <iostream>
 #include <string>
 #include <unistd.h>
@@ -53,7 +56,7 @@ recipe::JobSpec spec(const std::string& name, std::int64_t gpu_milli, std::int64
     }
     s.resources.cpu_milli = cpu_milli;
     s.resources.memory_mib = 64;
-    s.resources.max_runtime_s = 3600;
+    s.resources.max_runtime_s = 86'400; // outlives the clock the timed passes advance
     return s;
 }
 
@@ -96,7 +99,7 @@ void must(const Status& s, const std::string& what) {
 struct Row {
     std::int64_t history = 0;
     double fill_s = 0;
-    Timing tick_idle, tick_queued, poll, heartbeat, list_all, list_50, scrape, overview, submit;
+    Timing tick_idle, tick_place, tick_queued, poll, heartbeat, list_all, list_50, scrape, overview, submit;
 };
 
 // The store to fill: a new SQLite file under `dir`, or the database `db_spec` names (`%h`: the history).
@@ -122,8 +125,8 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
     ManualClock clock;
     CoordinatorOptions options;
     options.credits.enforce = true; // holds, settlements and a budget check in every pass, as in a real pool
-    options.lease_ms = 3'600'000;
-    options.worker_timeout_ms = 3'600'000;
+    options.lease_ms = 86'400'000; // timed passes advance the clock 5 s each: no worker goes silent
+    options.worker_timeout_ms = 86'400'000;
     Coordinator coord(*db, clock, options);
     must(coord.start(), "start");
     PrometheusMetrics metrics;
@@ -202,6 +205,37 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
         coord.tick();
     };
     row.tick_idle = time_it(reps, pass_now);
+    // A pass that places one new single-core job on a fleet whose CPUs are mostly free: what every
+    // one-job submission costs the coordinator thread. Each job is run to its end, untimed, so the
+    // fleet is the same for every pass.
+    std::map<WorkerId, std::size_t> index_of;
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+        index_of[*workers[i].worker] = i;
+    }
+    {
+        std::vector<double> us;
+        for (int i = 0; i < reps; ++i) {
+            std::vector<recipe::JobSpec> one{spec("placed-" + std::to_string(i), 0, 1000)};
+            const JobId id =
+                must(coord.submit(member, SubmitRequest{"one.toml", 0, std::move(one), std::nullopt}), "submit").jobs[0];
+            clock.advance_ms(Coordinator::k_quiet_pass_ms);
+            const auto began = std::chrono::steady_clock::now();
+            const auto woken = coord.tick();
+            us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began).count());
+            if (woken.size() != 1) {
+                die("place", make_error(ErrorCode::internal,
+                                        "pass " + std::to_string(i) + " placed the job on " + std::to_string(woken.size()) +
+                                            " workers, not 1: " + must(coord.job(admin, id), "job").reason));
+            }
+            const Principal& w = workers[index_of.at(woken.front())];
+            for (const auto& a : must(coord.assignments(w), "poll")) {
+                must(coord.start_attempt(w, a.attempt), "start");
+                must(coord.complete_attempt(w, a.attempt, 0, ""), "complete");
+            }
+        }
+        std::sort(us.begin(), us.end());
+        row.tick_place = {us[us.size() / 2], us[std::min(us.size() - 1, us.size() * 99 / 100)]};
+    }
     row.poll = time_it(reps, [&] { (void)coord.assignments(workers[0]); });
     row.heartbeat = time_it(reps, [&] { (void)coord.heartbeat(workers[0], running[0]); });
     row.list_all = time_it(std::max(5, reps / 20), [&] { (void)coord.jobs(member, {}); });
@@ -262,16 +296,17 @@ int main(int argc, char** argv) {
     const fs::path base = fs::path(dir) / ("gpupool-coordinator-bench-" + std::to_string(::getpid()));
 
     const char* engine = db_spec.empty() ? "sqlite" : "postgres";
-    std::printf("%-8s %9s %8s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", "STORE", "HISTORY", "FILL_S",
-                "TICK_IDLE_US", ("TICK_" + std::to_string(queued) + "Q_US").c_str(), "POLL_US", "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US", "SCRAPE_US",
+    std::printf("%-8s %9s %8s %16s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", "STORE", "HISTORY", "FILL_S",
+                "TICK_IDLE_US", "TICK_PLACE_US", ("TICK_" + std::to_string(queued) + "Q_US").c_str(), "POLL_US", "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US", "SCRAPE_US",
                 "OVERVIEW_US", "SUBMIT_US");
-    std::printf("%-8s %9s %8s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", "", "", "", "median / p99",
-                "median / p99", "median / p99", "median / p99", "median / p99", "median / p99", "median / p99",
+    std::printf("%-8s %9s %8s %16s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", "", "", "", "median / p99",
+                "median / p99", "median / p99", "median / p99", "median / p99", "median / p99", "median / p99", "median / p99",
                 "median / p99", "median / p99");
     for (auto h : history) {
         Row r = run(h, reps, base, db_spec, fleet, queued);
-        std::printf("%-8s %9lld %8.1f %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", engine,
-                    static_cast<long long>(r.history), r.fill_s, us(r.tick_idle).c_str(), us(r.tick_queued).c_str(),
+        std::printf("%-8s %9lld %8.1f %16s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", engine,
+                    static_cast<long long>(r.history), r.fill_s, us(r.tick_idle).c_str(), us(r.tick_place).c_str(),
+                    us(r.tick_queued).c_str(),
                     us(r.poll).c_str(), us(r.heartbeat).c_str(), us(r.list_all).c_str(), us(r.list_50).c_str(),
                     us(r.scrape).c_str(), us(r.overview).c_str(), us(r.submit).c_str());
         std::fflush(stdout);

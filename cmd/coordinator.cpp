@@ -169,6 +169,7 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     so.coordinator.lease_ms = *lease_s * 1000;
     so.coordinator.worker_timeout_ms = *lease_s * 1000;
     so.coordinator.policy.placement.scorer = *scorer;
+    so.coordinator.policy.placement.sampling.scored = o.score_sample;
     so.tick = std::chrono::milliseconds(o.tick_ms);
     so.coordinator.sample_every_ms = o.sample_ms;
     so.coordinator.credits.enforce = o.credits == "enforce";
@@ -437,6 +438,10 @@ void register_coordinator(Cli& cli) {
                   "Place only whole-GPU jobs on GPUs whose workers cannot enforce a fractional share (memory "
                   "enforcement `none`)");
     sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
+    sub->add_option("--score-sample", o->score_sample,
+                    "In pools of more than 2,048 workers, score each job on this many workers that fit it, from a "
+                    "random place in the pool, instead of on all (0: all)")
+        ->capture_default_str();
     sub->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");
     sub->add_option("--tick-ms", o->tick_ms, "Scheduling and lease-check period")->capture_default_str();
     // For tests (a chart with points in seconds); hidden from --help.

@@ -500,7 +500,12 @@ Placement place(const std::vector<Worker>& workers, const ModelCatalog& models, 
         return p;
     }
     TieBreaker ties(rng, policy.tie_break);
-    for (std::size_t i = 0; i < workers.size(); ++i) {
+    const std::size_t n = workers.size();
+    const bool sample = policy.sampling.scored > 0 && n > policy.sampling.all_up_to;
+    const std::size_t start = sample ? static_cast<std::size_t>(rng.uniform(n)) : 0;
+    std::size_t scored = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = k < n - start ? start + k : k - (n - start);
         const Worker& w = workers[i];
         if (!passes_filters(w, job, policy.owner_allows)) {
             continue;
@@ -514,6 +519,9 @@ Placement place(const std::vector<Worker>& workers, const ModelCatalog& models, 
             p.outcome = PlaceOutcome::placed;
             p.worker = i;
             p.choice = std::move(*c);
+        }
+        if (sample && ++scored >= policy.sampling.scored) {
+            break;
         }
     }
     if (p.outcome != PlaceOutcome::placed) {

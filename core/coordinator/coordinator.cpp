@@ -244,7 +244,7 @@ void Coordinator::absorb(const Changes& changes) {
         m_pool.set_worker(w.id, m_workers.at(w.id));
     }
     for (const auto& a : changes.attempts) {
-        m_pool.set_attempt(m_attempts.at(a.id), m_jobs.at(a.job));
+        m_pool.set_attempt(m_attempts.at(a.id), m_jobs.at(a.job), times_preempted(a.job));
     }
     for (const auto& j : changes.jobs) {
         feed_job(m_pool, m_jobs.at(j.id));

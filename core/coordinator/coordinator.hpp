@@ -568,7 +568,7 @@ private:
     // ---- the scheduling pass (scheduling.cpp; its input from pool_view.cpp) ----
     // What one pass decides over: the scheduler's view, the queued jobs, admission's plain data.
     struct PassInput {
-        const sched::ClusterView& view;
+        sched::ClusterView& view; // the pool view's own, lent to the pass (sched::schedule_in_place)
         const std::vector<sched::JobRequest>& queued; // in queue order (job id)
         sched::Admission admission;
     };
@@ -576,6 +576,8 @@ private:
     // Tells `view` about every live record, as absorb() does change by change.
     void feed(PoolView& view) const;
     void feed_job(PoolView& view, const store::JobRecord& job) const;
+    // Attempts of `job` that ended preempted (the preemption cap's count).
+    std::int64_t times_preempted(JobId job) const;
     std::vector<WorkerId> place(store::Changes& changes);
     void assign(const sched::PlacementDecision& placement, AttemptId id, std::int64_t now, store::Changes& changes);
     std::string team_can_hold(TeamId team, std::int64_t left, std::int64_t now) const;

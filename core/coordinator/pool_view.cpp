@@ -14,6 +14,7 @@
 #include "core/coordinator/internal.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace gpupool::coordinator {
 
@@ -158,7 +159,7 @@ void PoolView::refresh_workers(std::int64_t now_ms) {
             m_live_models = live_models;
             remask_queued();
         }
-        m_running_changed = true; // attempts on workers that left or came back
+        m_running_rebuild = true; // attempts on workers that left or came back
     } else {
         for (WorkerId id : m_touched) {
             if (auto slot = m_worker_index.find(id); slot != m_worker_index.end()) {
@@ -196,13 +197,13 @@ void PoolView::add_use(WorkerEntry& e, const sched::RunningJob& r, std::int64_t 
     }
 }
 
-void PoolView::set_attempt(const AttemptRecord& a, const JobRecord& j) {
+void PoolView::set_attempt(const AttemptRecord& a, const JobRecord& j, std::int64_t preempted) {
     auto old = m_active.find(a.id);
     if (old != m_active.end()) {
         use(old->second, -1);
         m_active.erase(old);
     }
-    m_running_changed = true;
+    m_running_dirty.insert(a.id);
     if (!detail::is_active(a.state)) {
         return;
     }
@@ -221,33 +222,77 @@ void PoolView::set_attempt(const AttemptRecord& a, const JobRecord& j) {
     r.cpu_milli = j.spec.resources.cpu_milli;
     r.memory_mib = j.spec.resources.memory_mib;
     r.started_at = (a.started_at ? *a.started_at : a.assigned_at) / 1000;
-    // Every earlier attempt (preempted, lost or retried) counts against the preemption cap: the
-    // record does not say which ended by preemption.
-    r.earlier_attempts = std::max<std::int64_t>(0, j.attempts - 1);
+    // Only earlier attempts that were preempted count against the cap (not those lost or retried).
+    r.preempted_before = preempted;
     r.checkpoint_every_s = j.spec.checkpoint.every_s; // what preempting it would lose (preemption.hpp)
     use(act, +1);
     m_active.emplace(a.id, std::move(act));
 }
 
+std::optional<sched::RunningJob> PoolView::running_entry(AttemptId id) const {
+    auto it = m_active.find(id);
+    if (it == m_active.end() || !m_worker_index.contains(it->second.running.worker)) {
+        return std::nullopt;
+    }
+    sched::RunningJob r = it->second.running;
+    // A worker may come back reporting fewer GPUs while an attempt on a later one still holds its
+    // lease: the scheduler only ever sees indices of GPUs the worker has.
+    const std::size_t count = m_workers.at(r.worker).base.gpus.size();
+    std::erase_if(r.gpu_indices, [count](std::uint32_t g) { return g >= count; });
+    return r;
+}
+
 void PoolView::refresh_running() {
-    if (!m_running_changed) {
+    auto& running = m_view.running;
+    if (m_running_rebuild) {
+        running.clear();
+        for (const auto& [id, a] : m_active) {
+            if (auto r = running_entry(id)) {
+                running.push_back(std::move(*r));
+            }
+        }
+        m_running_rebuild = false;
+        m_running_dirty.clear();
         return;
     }
-    // Attempts change a few per pass, but a rebuild only copies prepared entries: no record is
-    // read and no string is formatted.
-    m_view.running.clear();
-    for (const auto& [id, a] : m_active) {
-        if (!m_worker_index.contains(a.running.worker)) {
-            continue;
+    // Only the attempts that changed (a worker's GPU count changing sets m_membership_changed, and
+    // with it a rebuild): replaced in place, dropped, or added in attempt order.
+    std::vector<std::size_t> gone; // ascending, as the ids are
+    std::vector<sched::RunningJob> added;
+    for (AttemptId id : m_running_dirty) {
+        auto at = std::lower_bound(running.begin(), running.end(), id,
+                                   [](const sched::RunningJob& r, AttemptId x) { return r.attempt < x; });
+        const bool present = at != running.end() && at->attempt == id;
+        auto entry = running_entry(id);
+        if (present && entry) {
+            *at = std::move(*entry);
+        } else if (present) {
+            gone.push_back(static_cast<std::size_t>(at - running.begin()));
+        } else if (entry) {
+            added.push_back(std::move(*entry));
         }
-        m_view.running.push_back(a.running);
-        // A worker may come back reporting fewer GPUs while an attempt on a later one still holds
-        // its lease: the scheduler only ever sees indices of GPUs the worker has.
-        auto& gpus = m_view.running.back().gpu_indices;
-        const std::size_t count = m_workers.at(a.running.worker).base.gpus.size();
-        std::erase_if(gpus, [count](std::uint32_t g) { return g >= count; });
     }
-    m_running_changed = false;
+    m_running_dirty.clear();
+    if (!gone.empty()) {
+        std::size_t kept = gone.front();
+        std::size_t next_gone = 0;
+        for (std::size_t i = gone.front(); i < running.size(); ++i) {
+            if (next_gone < gone.size() && gone[next_gone] == i) {
+                ++next_gone;
+                continue;
+            }
+            running[kept++] = std::move(running[i]);
+        }
+        running.resize(kept);
+    }
+    if (!added.empty()) {
+        const auto mid = static_cast<std::ptrdiff_t>(running.size());
+        std::move(added.begin(), added.end(), std::back_inserter(running));
+        if (mid > 0 && running[static_cast<std::size_t>(mid)].attempt < running[static_cast<std::size_t>(mid) - 1].attempt) {
+            std::inplace_merge(running.begin(), running.begin() + mid, running.end(),
+                               [](const sched::RunningJob& x, const sched::RunningJob& y) { return x.attempt < y.attempt; });
+        }
+    }
 }
 
 // ---- queued jobs --------------------------------------------------------------------------------

@@ -62,12 +62,18 @@ public:
     // `sweep_cap`: its sweep's max_parallel (0: none). Ignored unless the job is queued.
     void set_job(const store::JobRecord& job, std::int64_t queued_since_ms, TokenId submitter,
                  std::int64_t sweep_cap);
-    // `job`: the attempt's job record (its team, spec and sweep).
-    void set_attempt(const store::AttemptRecord& attempt, const store::JobRecord& job);
+    // `job`: the attempt's job record (its team, spec and sweep); `preempted`: how many of the job's
+    // earlier attempts ended preempted (by the scheduler or by a GPU's owner), for the preemption cap.
+    void set_attempt(const store::AttemptRecord& attempt, const store::JobRecord& job, std::int64_t preempted);
 
     // The view as of `now` (seconds in RunningJob::started_at, as the scheduler counts). Its
     // `teams` are the caller's: set them per pass with set_teams.
     const sched::ClusterView& refresh(std::int64_t now_ms);
+    // The same view, to lend to sched::schedule_in_place, which gives it back as it was.
+    sched::ClusterView& refresh_for_pass(std::int64_t now_ms) {
+        refresh(now_ms);
+        return m_view;
+    }
     void set_teams(std::vector<sched::TeamShare> teams) { m_view.teams = std::move(teams); }
     const sched::ClusterView& view() const { return m_view; }
     // Queued jobs in queue order (job id), as of the last refresh.
@@ -114,6 +120,8 @@ private:
     void remask_queued();
     void refresh_workers(std::int64_t now_ms);
     void refresh_running();
+    // The attempt's entry in the view: none unless it is active on a worker in the view.
+    std::optional<sched::RunningJob> running_entry(AttemptId id) const;
     void refresh_queued();
     void count_queued(const Queued& q, int sign);
 
@@ -133,7 +141,11 @@ private:
 
     std::map<AttemptId, Active> m_active;
     std::map<SweepId, std::int64_t> m_sweep_running;
-    bool m_running_changed = true;
+    // m_view.running (in attempt order) is rebuilt whole when the workers in the view change, and
+    // otherwise changed only where attempts changed: a pass after one attempt ended must not copy
+    // 40,000 running ones.
+    bool m_running_rebuild = true;
+    std::set<AttemptId> m_running_dirty; // attempts changed since the last refresh
 
     std::map<JobId, Queued> m_queued;
     std::vector<sched::JobRequest> m_queued_list;

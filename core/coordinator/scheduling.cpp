@@ -89,6 +89,16 @@ std::string Coordinator::no_worker_reason(std::int64_t now) const {
 
 // ---- the pass's input --------------------------------------------------------------------------
 
+std::int64_t Coordinator::times_preempted(JobId job) const {
+    std::int64_t n = 0;
+    if (auto it = m_attempts_by_job.find(job); it != m_attempts_by_job.end()) {
+        for (AttemptId id : it->second) {
+            n += m_attempts.at(id).state == AttemptState::preempted ? 1 : 0;
+        }
+    }
+    return n;
+}
+
 void Coordinator::feed_job(PoolView& view, const JobRecord& j) const {
     // A job re-queued by preemption queues again from when it stopped, so that aging cannot lift
     // it straight back above the job it made room for.
@@ -109,7 +119,7 @@ void Coordinator::feed(PoolView& view) const {
     }
     for (AttemptId id : m_active_attempts) {
         const AttemptRecord& a = m_attempts.at(id);
-        view.set_attempt(a, m_jobs.at(a.job));
+        view.set_attempt(a, m_jobs.at(a.job), times_preempted(a.job));
     }
     for (JobId id : m_queued_jobs) {
         feed_job(view, m_jobs.at(id));
@@ -138,7 +148,7 @@ Coordinator::PassInput Coordinator::pass_input(std::int64_t now) {
         teams.push_back({id, static_cast<double>(t.weight), m_usage.usage(id, now / 1000)});
     }
     m_pool.set_teams(std::move(teams));
-    PassInput in{m_pool.refresh(now), m_pool.queued(), {}};
+    PassInput in{m_pool.refresh_for_pass(now), m_pool.queued(), {}};
     in.admission.sweep_running = m_pool.sweep_running();
     in.admission.sweep_max_parallel = m_pool.sweep_caps();
     const auto& rates = m_options.credits.rates;
@@ -207,7 +217,7 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
             d.waiting.push_back({job.id, sched::PlaceOutcome::not_now, why, sched::Gate::none, {}});
         }
     } else {
-        d = sched::schedule(in.view, in.queued, in.admission, m_options.policy, now / 1000);
+        d = sched::schedule_in_place(in.view, in.queued, in.admission, m_options.policy, now / 1000);
     }
     for (const auto& w : d.waiting) {
         const bool credits = w.gate == sched::Gate::team_credits || w.gate == sched::Gate::member_credits;

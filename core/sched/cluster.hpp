@@ -161,9 +161,10 @@ struct RunningJob {
     // A job that declares how often it saves (a recipe's `[checkpoint] every`, seconds): its last
     // save is taken to be the last whole interval since started_at (0: not declared).
     std::int64_t checkpoint_every_s = 0;
-    // Attempts of this job before this one (the sim: times it was preempted; the coordinator:
-    // earlier attempts of any kind). PreemptionPolicy::max_per_job caps preemptions with it.
-    std::int64_t earlier_attempts = 0;
+    // Earlier attempts of this job that were preempted (the coordinator also counts those its GPU's
+    // owner preempted; lost and retried attempts do not count). PreemptionPolicy::max_per_job caps
+    // preemptions with it.
+    std::int64_t preempted_before = 0;
     bool operator==(const RunningJob&) const = default;
 };
 

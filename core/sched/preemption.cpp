@@ -14,7 +14,7 @@ bool preemptible(const RunningJob& victim, const JobRequest& preemptor, const Fa
     if (now - victim.started_at < policy.min_runtime_s) {
         return false;
     }
-    if (policy.max_per_job > 0 && victim.earlier_attempts >= policy.max_per_job) {
+    if (policy.max_per_job > 0 && victim.preempted_before >= policy.max_per_job) {
         return false;
     }
     if (victim.priority == Priority::normal) {

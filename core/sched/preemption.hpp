@@ -7,8 +7,8 @@
 //    (default) a team below its fair share loses no `low` attempt to another team's job either:
 //    otherwise the others' `high` jobs take back the GPUs fair share just gave it.
 //  - Never an attempt that has run less than `min_runtime_s`, nor one already stopping, nor one
-//    whose job already had `max_per_job` attempts before this one (RunningJob::earlier_attempts;
-//    0 = no cap): a job is not thrown back to the queue over and over.
+//    whose job was already preempted `max_per_job` times (RunningJob::preempted_before; 0 = no
+//    cap): a job is not thrown back to the queue over and over.
 //  - All victims are on ONE worker, and after they stop the job fits there (a share of one GPU,
 //    or its whole GPUs, plus CPU and memory).
 //  - `least_lost_work` (default): of the sets of up to `max_victims` among each worker's
@@ -40,7 +40,7 @@ struct PreemptionPolicy {
     std::int64_t grace_s = 60;
     std::size_t max_victims = 4;    // larger sets are not searched
     std::size_t max_candidates = 8; // per worker, the cheapest first (low before normal for fewest_victims)
-    std::int64_t max_per_job = 1;   // earlier attempts after which a job is not preempted again; 0 = no cap
+    std::int64_t max_per_job = 1;   // preemptions after which a job is not preempted again; 0 = no cap
     VictimChoice choice = VictimChoice::least_lost_work;
     bool protect_below_share = true;
 };

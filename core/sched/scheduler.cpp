@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -29,29 +30,38 @@ std::string preempt_reason(std::size_t victims, const Worker& w, std::int64_t gr
 }
 
 // One call of schedule(): the workers as this pass leaves them, and what it decided so far.
+// `workers` starts as the view's workers (the view's own vector, or a copy of it); the pass changes
+// them as it places and reserves, and puts back what it changed when it ends, so that a caller who
+// lends its own vector gets it back as it was without paying for a copy of the whole pool.
 class Pass {
 public:
-    Pass(const ClusterView& view, const std::vector<JobRequest>& pending, const Policy& policy, std::int64_t now,
-         const Admission* admission)
+    Pass(const ClusterView& view, std::vector<Worker>& workers, const std::vector<JobRequest>& pending,
+         const Policy& policy, std::int64_t now, const Admission* admission)
         : m_view(view), m_pending(pending), m_policy(policy), m_now(now), m_admission(admission),
-          m_workers(view.workers), m_scale(scale_of(m_workers)), m_shares(view.teams, policy.ordering),
+          m_workers(workers), m_scale(scale_of(m_workers)), m_shares(view.teams, policy.ordering),
           m_rng(policy.seed ^ static_cast<std::uint64_t>(now)), m_taken(view.running.size(), false) {
         if (admission != nullptr && admission->credits) {
             m_rooms = *admission->credits;
         }
-        for (std::size_t i = 0; i < m_workers.size(); ++i) {
-            m_worker_index[m_workers[i].id] = i;
-            m_was_draining.push_back(m_workers[i].draining);
-        }
+        std::unordered_map<WorkerId, std::size_t> index; // only when some attempts are stopping
         for (const auto& r : view.running) {
-            if (r.stopping) {
-                ++m_stopping_for[r.preempted_for];
-                if (auto it = m_worker_index.find(r.worker); it != m_worker_index.end()) {
-                    reserve(r.preempted_for, it->second);
+            if (!r.stopping) {
+                continue;
+            }
+            if (index.empty()) {
+                for (std::size_t i = 0; i < m_workers.size(); ++i) {
+                    index[m_workers[i].id] = i;
                 }
+            }
+            ++m_stopping_for[r.preempted_for];
+            if (auto it = index.find(r.worker); it != index.end()) {
+                reserve(r.preempted_for, it->second);
             }
         }
     }
+    Pass(const Pass&) = delete;
+    Pass& operator=(const Pass&) = delete;
+    ~Pass() { restore(); }
 
     Decisions run() {
         OrderingCursor cursor(m_pending, m_now, m_policy.ordering);
@@ -73,7 +83,7 @@ private:
         auto own = m_reserved_for.find(job.id);
         if (own != m_reserved_for.end()) {
             for (auto w : own->second) {
-                m_workers[w].draining = m_was_draining[w];
+                m_workers[w].draining = m_saved[m_saved_at.at(w)].draining; // reserved: saved before
             }
         }
         Placement p = place(m_workers, m_view.models, job, m_policy.placement, m_scale, m_rng);
@@ -131,7 +141,7 @@ private:
     }
 
     void commit(const JobRequest& job, const Placement& p) {
-        take(m_workers[p.worker], job, p.choice);
+        take(touch(p.worker), job, p.choice);
         PlacementDecision d{job.id,         m_workers[p.worker].id, p.choice.gpus,
                             p.choice.milli, job.cpu_milli,          job.memory_mib};
         m_shares.charge(job.team, gpu_share(job, d) * m_policy.ordering.placement_charge_s);
@@ -201,14 +211,52 @@ private:
             return;
         }
         ++m_held;
-        m_workers[*best].draining = true;
+        touch(*best).draining = true;
     }
 
     // A worker whose attempts are stopping for a preemptor is reserved for it: nobody else may take
     // what is free there meanwhile (that could leave the preemptor short again when they stop).
     void reserve(JobId job, std::size_t w) {
-        m_workers[w].draining = true;
+        touch(w).draining = true;
         m_reserved_for[job].push_back(w);
+    }
+
+    // What a pass changes on a worker (take(), draining), saved before its first change.
+    struct Saved {
+        std::size_t index = 0;
+        std::int64_t cpu_milli_free = 0;
+        std::int64_t memory_mib_free = 0;
+        std::optional<std::int64_t> slots_free;
+        bool draining = false;
+        std::vector<std::int64_t> gpu_milli_free;
+    };
+
+    // The worker at `i`, to change: its state is saved the first time.
+    Worker& touch(std::size_t i) {
+        Worker& w = m_workers[i];
+        if (m_saved_at.try_emplace(i, m_saved.size()).second) {
+            Saved s{i, w.cpu_milli_free, w.memory_mib_free, w.slots_free, w.draining, {}};
+            for (const auto& g : w.gpus) {
+                s.gpu_milli_free.push_back(g.milli_free);
+            }
+            m_saved.push_back(std::move(s));
+        }
+        return w;
+    }
+
+    void restore() {
+        for (const Saved& s : m_saved) {
+            Worker& w = m_workers[s.index];
+            w.cpu_milli_free = s.cpu_milli_free;
+            w.memory_mib_free = s.memory_mib_free;
+            w.slots_free = s.slots_free;
+            w.draining = s.draining;
+            for (std::size_t g = 0; g < s.gpu_milli_free.size(); ++g) {
+                w.gpus[g].milli_free = s.gpu_milli_free[g];
+            }
+        }
+        m_saved.clear();
+        m_saved_at.clear();
     }
 
     const ClusterView& m_view;
@@ -217,7 +265,7 @@ private:
     std::int64_t m_now;
     const Admission* m_admission;
     std::optional<CreditRooms> m_rooms;
-    std::vector<Worker> m_workers;
+    std::vector<Worker>& m_workers;
     ScoreScale m_scale;
     FairShareSorter m_shares;
     Rng m_rng;
@@ -227,9 +275,9 @@ private:
     std::vector<bool> m_taken;
     std::size_t m_held = 0; // workers held by hold_worker() in this call
     std::unordered_map<JobId, std::size_t> m_stopping_for;
-    std::unordered_map<WorkerId, std::size_t> m_worker_index;
-    std::vector<bool> m_was_draining;
     std::unordered_map<JobId, std::vector<std::size_t>> m_reserved_for;
+    std::vector<Saved> m_saved;                            // in the order first changed
+    std::unordered_map<std::size_t, std::size_t> m_saved_at; // worker index -> its entry in m_saved
 };
 
 } // namespace
@@ -245,16 +293,32 @@ Policy legacy_policy(Policy policy) {
 
 Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& pending, const Policy& policy,
                    std::int64_t now) {
-    return Pass(view, pending, policy, now, nullptr).run();
+    std::vector<Worker> workers = view.workers;
+    return Pass(view, workers, pending, policy, now, nullptr).run();
 }
+
+namespace {
+
+Decisions admit_and_run(const ClusterView& view, std::vector<Worker>& workers, const std::vector<JobRequest>& queued,
+                        const Admission& admission, const Policy& policy, std::int64_t now) {
+    std::vector<WaitingJob> waiting;
+    Admitted admitted = admit(queued, view.workers, admission, waiting);
+    Decisions out = Pass(view, workers, admitted.jobs, policy, now, &admission).run();
+    out.waiting.insert(out.waiting.begin(), waiting.begin(), waiting.end());
+    return out;
+}
+
+} // namespace
 
 Decisions schedule(const ClusterView& view, const std::vector<JobRequest>& queued, const Admission& admission,
                    const Policy& policy, std::int64_t now) {
-    std::vector<WaitingJob> waiting;
-    Admitted admitted = admit(queued, view.workers, admission, waiting);
-    Decisions out = Pass(view, admitted.jobs, policy, now, &admission).run();
-    out.waiting.insert(out.waiting.begin(), waiting.begin(), waiting.end());
-    return out;
+    std::vector<Worker> workers = view.workers;
+    return admit_and_run(view, workers, queued, admission, policy, now);
+}
+
+Decisions schedule_in_place(ClusterView& view, const std::vector<JobRequest>& queued, const Admission& admission,
+                            const Policy& policy, std::int64_t now) {
+    return admit_and_run(view, view.workers, queued, admission, policy, now);
 }
 
 } // namespace gpupool::sched

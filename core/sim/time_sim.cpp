@@ -364,7 +364,7 @@ private:
         a.run.memory_mib = req.memory_mib;
         a.run.started_at = now;
         a.run.checkpoints = m_jobs[ji].checkpoint_interval_s > 0;
-        a.run.earlier_attempts = m_preempted[ji];
+        a.run.preempted_before = m_preempted[ji];
         a.job = ji;
         a.end = now + m_remaining[ji];
         m_allocated += gpu_of(a.run);

@@ -4,6 +4,8 @@
 #include "tests/support.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <map>
 #include <nlohmann/json.hpp>
 
 using namespace gpupool;
@@ -483,6 +485,82 @@ TEST_CASE("coordinator: a high-priority job preempts low-priority work that has 
     CHECK(stopped.size() == 1);
     p.coord->tick();
     CHECK(p.state(urgent) == JobState::assigned);
+}
+
+TEST_CASE("coordinator: the preemption cap counts a job's preemptions, not its lost attempts", "[coordinator]") {
+    Pool p;
+    // A high job holds one GPU for good (never a victim); the low job gets the other.
+    auto keep = job_spec("keep", 1000);
+    keep.priority = recipe::Priority::high;
+    keep.resources.max_runtime_s = 7200;
+    p.submit({keep});
+    auto low = job_spec("low", 1000);
+    low.priority = recipe::Priority::low;
+    low.resources.max_runtime_s = 7200;
+    low.retry.max_attempts = 3;
+    const JobId victim = p.submit({low})[0];
+    std::map<AttemptId, const Principal*> live; // every attempt running, on its worker
+    auto start_new = [&] {
+        p.coord->tick();
+        for (const Principal* w : {&p.worker, &p.worker2}) {
+            for (const auto& a : p.assigned(*w)) {
+                REQUIRE(p.coord->start_attempt(*w, a.attempt));
+                live[a.attempt] = w;
+            }
+        }
+    };
+    auto run_20_minutes = [&] {
+        for (int i = 0; i < 150; ++i) {
+            p.clock.advance_ms(8'000);
+            for (const Principal* w : {&p.worker, &p.worker2}) {
+                std::vector<AttemptId> mine;
+                for (const auto& [a, on] : live) {
+                    if (on == w) {
+                        mine.push_back(a);
+                    }
+                }
+                REQUIRE(p.coord->heartbeat(*w, mine));
+            }
+        }
+    };
+    auto victim_attempt = [&] { return p.coord->attempts_of(victim).back(); };
+    start_new();
+    REQUIRE(live.size() == 2);
+    // The low job's first attempt is lost to a worker fault: it runs again, not yet preempted.
+    const auto first = victim_attempt();
+    REQUIRE(p.coord->complete_attempt(*live.at(first.id), first.id, std::nullopt, "disk full", Outcome::worker_fault));
+    live.erase(first.id);
+    start_new();
+    REQUIRE(victim_attempt().state == AttemptState::running);
+    run_20_minutes();
+    // An urgent job: the low job's second attempt is the only victim, and a lost attempt does not
+    // protect it.
+    auto urgent = job_spec("urgent", 1000);
+    urgent.priority = recipe::Priority::high;
+    urgent.resources.max_runtime_s = 60;
+    const JobId first_urgent = p.submit({urgent})[0];
+    p.coord->tick();
+    REQUIRE(victim_attempt().state == AttemptState::preempted);
+    const Principal* on = live.at(victim_attempt().id);
+    live.erase(victim_attempt().id);
+    REQUIRE(p.coord->heartbeat(*on, {}));
+    start_new(); // the urgent job takes the freed GPU
+    REQUIRE(p.state(first_urgent) == JobState::running);
+    for (auto it = live.begin(); it != live.end(); ++it) {
+        if (p.coord->attempts_of(first_urgent).back().id == it->first) {
+            REQUIRE(p.coord->complete_attempt(*it->second, it->first, 0, ""));
+            live.erase(it);
+            break;
+        }
+    }
+    start_new(); // the low job runs a third time
+    REQUIRE(victim_attempt().state == AttemptState::running);
+    run_20_minutes();
+    // Preempted once already: the next urgent job waits instead.
+    const JobId second_urgent = p.submit({urgent})[0];
+    p.coord->tick();
+    CHECK(victim_attempt().state == AttemptState::running);
+    CHECK(p.state(second_urgent) == JobState::queued);
 }
 
 TEST_CASE("coordinator: a GPU reported unhealthy takes no new work", "[coordinator]") {

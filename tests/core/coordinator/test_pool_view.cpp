@@ -270,7 +270,7 @@ TEST_CASE("pool view: an attempt on a GPU its worker no longer reports shows the
     a.gpu_index = 1;
     a.gpu_milli = 500;
     a.state = store::AttemptState::running;
-    view.set_attempt(a, j);
+    view.set_attempt(a, j, 0);
     view.refresh(0);
     REQUIRE(view.view().running.size() == 1);
     CHECK(view.view().running[0].gpu_indices == std::vector<std::uint32_t>{1U});

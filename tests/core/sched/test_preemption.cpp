@@ -231,7 +231,7 @@ TEST_CASE("preemption: a job that declares how often it saves loses only the run
 
 TEST_CASE("preemption: a job is not preempted again once it reached the cap", "[sched][preemption]") {
     ClusterView v = two_workers();
-    v.running[2].earlier_attempts = 1; // worker 2's job was preempted once already
+    v.running[2].preempted_before = 1; // worker 2's job was preempted once already
     FairShareSorter shares(v.teams, OrderingPolicy{});
     PreemptionPolicy capped = policy();
     capped.max_per_job = 1;
@@ -243,7 +243,7 @@ TEST_CASE("preemption: a job is not preempted again once it reached the cap", "[
     CHECK(preemptible(v.running[2], high_job(9, 1000), shares, 1000, capped));
     PreemptionPolicy uncapped = policy();
     uncapped.max_per_job = 0;
-    v.running[2].earlier_attempts = 50;
+    v.running[2].preempted_before = 50;
     CHECK(preemptible(v.running[2], high_job(9, 1000), shares, 1000, uncapped));
     CHECK(PreemptionPolicy{}.max_per_job == 1); // the default
 }

@@ -33,8 +33,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <iostream>
+#include <map>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -125,7 +125,7 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
     ManualClock clock;
     CoordinatorOptions options;
     options.credits.enforce = true; // holds, settlements and a budget check in every pass, as in a real pool
-    options.lease_ms = 86'400'000; // timed passes advance the clock 5 s each: no worker goes silent
+    options.lease_ms = 86'400'000;  // timed passes advance the clock 5 s each: no worker goes silent
     options.worker_timeout_ms = 86'400'000;
     Coordinator coord(*db, clock, options);
     must(coord.start(), "start");
@@ -217,15 +217,16 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
         for (int i = 0; i < reps; ++i) {
             std::vector<recipe::JobSpec> one{spec("placed-" + std::to_string(i), 0, 1000)};
             const JobId id =
-                must(coord.submit(member, SubmitRequest{"one.toml", 0, std::move(one), std::nullopt}), "submit").jobs[0];
+                must(coord.submit(member, SubmitRequest{"one.toml", 0, std::move(one), std::nullopt}), "submit")
+                    .jobs[0];
             clock.advance_ms(Coordinator::k_quiet_pass_ms);
             const auto began = std::chrono::steady_clock::now();
             const auto woken = coord.tick();
             us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began).count());
             if (woken.size() != 1) {
-                die("place", make_error(ErrorCode::internal,
-                                        "pass " + std::to_string(i) + " placed the job on " + std::to_string(woken.size()) +
-                                            " workers, not 1: " + must(coord.job(admin, id), "job").reason));
+                die("place", make_error(ErrorCode::internal, "pass " + std::to_string(i) + " placed the job on " +
+                                                                 std::to_string(woken.size()) + " workers, not 1: " +
+                                                                 must(coord.job(admin, id), "job").reason));
             }
             const Principal& w = workers[index_of.at(woken.front())];
             for (const auto& a : must(coord.assignments(w), "poll")) {
@@ -297,18 +298,17 @@ int main(int argc, char** argv) {
 
     const char* engine = db_spec.empty() ? "sqlite" : "postgres";
     std::printf("%-8s %9s %8s %16s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", "STORE", "HISTORY", "FILL_S",
-                "TICK_IDLE_US", "TICK_PLACE_US", ("TICK_" + std::to_string(queued) + "Q_US").c_str(), "POLL_US", "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US", "SCRAPE_US",
-                "OVERVIEW_US", "SUBMIT_US");
+                "TICK_IDLE_US", "TICK_PLACE_US", ("TICK_" + std::to_string(queued) + "Q_US").c_str(), "POLL_US",
+                "HEARTBEAT_US", "LIST_ALL_US", "LIST_50_US", "SCRAPE_US", "OVERVIEW_US", "SUBMIT_US");
     std::printf("%-8s %9s %8s %16s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", "", "", "", "median / p99",
-                "median / p99", "median / p99", "median / p99", "median / p99", "median / p99", "median / p99", "median / p99",
-                "median / p99", "median / p99");
+                "median / p99", "median / p99", "median / p99", "median / p99", "median / p99", "median / p99",
+                "median / p99", "median / p99", "median / p99");
     for (auto h : history) {
         Row r = run(h, reps, base, db_spec, fleet, queued);
         std::printf("%-8s %9lld %8.1f %16s %16s %18s %14s %14s %16s %14s %14s %14s %14s\n", engine,
                     static_cast<long long>(r.history), r.fill_s, us(r.tick_idle).c_str(), us(r.tick_place).c_str(),
-                    us(r.tick_queued).c_str(),
-                    us(r.poll).c_str(), us(r.heartbeat).c_str(), us(r.list_all).c_str(), us(r.list_50).c_str(),
-                    us(r.scrape).c_str(), us(r.overview).c_str(), us(r.submit).c_str());
+                    us(r.tick_queued).c_str(), us(r.poll).c_str(), us(r.heartbeat).c_str(), us(r.list_all).c_str(),
+                    us(r.list_50).c_str(), us(r.scrape).c_str(), us(r.overview).c_str(), us(r.submit).c_str());
         std::fflush(stdout);
     }
     fs::remove_all(base);

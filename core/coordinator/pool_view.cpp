@@ -288,9 +288,11 @@ void PoolView::refresh_running() {
     if (!added.empty()) {
         const auto mid = static_cast<std::ptrdiff_t>(running.size());
         std::move(added.begin(), added.end(), std::back_inserter(running));
-        if (mid > 0 && running[static_cast<std::size_t>(mid)].attempt < running[static_cast<std::size_t>(mid) - 1].attempt) {
-            std::inplace_merge(running.begin(), running.begin() + mid, running.end(),
-                               [](const sched::RunningJob& x, const sched::RunningJob& y) { return x.attempt < y.attempt; });
+        if (mid > 0 &&
+            running[static_cast<std::size_t>(mid)].attempt < running[static_cast<std::size_t>(mid) - 1].attempt) {
+            std::inplace_merge(
+                running.begin(), running.begin() + mid, running.end(),
+                [](const sched::RunningJob& x, const sched::RunningJob& y) { return x.attempt < y.attempt; });
         }
     }
 }

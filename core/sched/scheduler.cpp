@@ -37,26 +37,17 @@ class Pass {
 public:
     Pass(const ClusterView& view, std::vector<Worker>& workers, const std::vector<JobRequest>& pending,
          const Policy& policy, std::int64_t now, const Admission* admission)
-        : m_view(view), m_pending(pending), m_policy(policy), m_now(now), m_admission(admission),
-          m_workers(workers), m_scale(scale_of(m_workers)), m_shares(view.teams, policy.ordering),
+        : m_view(view), m_pending(pending), m_policy(policy), m_now(now), m_admission(admission), m_workers(workers),
+          m_scale(scale_of(m_workers)), m_shares(view.teams, policy.ordering),
           m_rng(policy.seed ^ static_cast<std::uint64_t>(now)), m_taken(view.running.size(), false) {
         if (admission != nullptr && admission->credits) {
             m_rooms = *admission->credits;
         }
-        std::unordered_map<WorkerId, std::size_t> index; // only when some attempts are stopping
-        for (const auto& r : view.running) {
-            if (!r.stopping) {
-                continue;
-            }
-            if (index.empty()) {
-                for (std::size_t i = 0; i < m_workers.size(); ++i) {
-                    index[m_workers[i].id] = i;
-                }
-            }
-            ++m_stopping_for[r.preempted_for];
-            if (auto it = index.find(r.worker); it != index.end()) {
-                reserve(r.preempted_for, it->second);
-            }
+        try {
+            reserve_for_stopping();
+        } catch (...) {
+            restore(); // the destructor does not run for a constructor that throws
+            throw;
         }
     }
     Pass(const Pass&) = delete;
@@ -214,6 +205,25 @@ private:
         touch(*best).draining = true;
     }
 
+    // Workers where attempts are stopping for a preemptor are reserved for it (reserve()).
+    void reserve_for_stopping() {
+        std::unordered_map<WorkerId, std::size_t> index; // only when some attempts are stopping
+        for (const auto& r : m_view.running) {
+            if (!r.stopping) {
+                continue;
+            }
+            if (index.empty()) {
+                for (std::size_t i = 0; i < m_workers.size(); ++i) {
+                    index[m_workers[i].id] = i;
+                }
+            }
+            ++m_stopping_for[r.preempted_for];
+            if (auto it = index.find(r.worker); it != index.end()) {
+                reserve(r.preempted_for, it->second);
+            }
+        }
+    }
+
     // A worker whose attempts are stopping for a preemptor is reserved for it: nobody else may take
     // what is free there meanwhile (that could leave the preemptor short again when they stop).
     void reserve(JobId job, std::size_t w) {
@@ -276,7 +286,7 @@ private:
     std::size_t m_held = 0; // workers held by hold_worker() in this call
     std::unordered_map<JobId, std::size_t> m_stopping_for;
     std::unordered_map<JobId, std::vector<std::size_t>> m_reserved_for;
-    std::vector<Saved> m_saved;                            // in the order first changed
+    std::vector<Saved> m_saved;                              // in the order first changed
     std::unordered_map<std::size_t, std::size_t> m_saved_at; // worker index -> its entry in m_saved
 };
 

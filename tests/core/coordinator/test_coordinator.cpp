@@ -4,9 +4,9 @@
 #include "tests/support.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <map>
-#include <nlohmann/json.hpp>
 
 using namespace gpupool;
 using namespace gpupool::coordinator;

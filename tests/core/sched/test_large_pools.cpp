@@ -37,7 +37,7 @@ struct Asked {
 
 } // namespace
 
-TEST_CASE("a large pool scores each job on a run of workers from a random place, a small one on all") {
+TEST_CASE("a large pool scores each job on a run of workers from a random place, a small one on all", "[sched]") {
     const std::size_t n = 3000;
     const auto workers = pool(n);
     ModelCatalog models;
@@ -71,7 +71,7 @@ TEST_CASE("a large pool scores each job on a run of workers from a random place,
     }
 }
 
-TEST_CASE("a sampled placement goes on past workers that do not fit, to one that alone does") {
+TEST_CASE("a sampled placement goes on past workers that do not fit, to one that alone does", "[sched]") {
     auto workers = pool(3000);
     for (auto& w : workers) {
         w.gpus[0].milli_free = 0;
@@ -92,7 +92,7 @@ TEST_CASE("a sampled placement goes on past workers that do not fit, to one that
     CHECK(none.reason == "no worker has 0.7 of a GPU free (largest free share: 0.6)");
 }
 
-TEST_CASE("a sampled placement takes the best score among the workers it scored") {
+TEST_CASE("a sampled placement takes the best score among the workers it scored", "[sched]") {
     // Bestfit prefers the least CPU left: the free CPUs differ from worker to worker.
     auto workers = pool(2500);
     for (std::size_t i = 0; i < workers.size(); ++i) {
@@ -186,7 +186,7 @@ Scenario scenario(std::uint64_t seed) {
 
 } // namespace
 
-TEST_CASE("a pass on the caller's own workers decides as one on a copy and gives them back as they were") {
+TEST_CASE("a pass on the caller's own workers decides as one on a copy and gives them back as they were", "[sched]") {
     Policy policy;
     policy.preemption.min_runtime_s = 0;
     std::size_t placed = 0;

@@ -12,6 +12,7 @@
 #include "core/net/loopback.hpp"
 #include "core/net/open_files.hpp"
 #include "core/resources/quantity.hpp"
+#include "core/sched/placement.hpp"
 #include "core/store/open_store.hpp"
 #include "core/util/files.hpp"
 
@@ -169,7 +170,9 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     so.coordinator.lease_ms = *lease_s * 1000;
     so.coordinator.worker_timeout_ms = *lease_s * 1000;
     so.coordinator.policy.placement.scorer = *scorer;
-    so.coordinator.policy.placement.sampling.scored = o.score_sample;
+    if (o.score_sample) {
+        so.coordinator.policy.placement.sampling.scored = *o.score_sample;
+    }
     so.tick = std::chrono::milliseconds(o.tick_ms);
     so.coordinator.sample_every_ms = o.sample_ms;
     so.coordinator.credits.enforce = o.credits == "enforce";
@@ -438,10 +441,12 @@ void register_coordinator(Cli& cli) {
                   "Place only whole-GPU jobs on GPUs whose workers cannot enforce a fractional share (memory "
                   "enforcement `none`)");
     sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
+    const sched::Sampling sampling;
     sub->add_option("--score-sample", o->score_sample,
-                    "In pools of more than 2,048 workers, score each job on this many workers that fit it, from a "
-                    "random place in the pool, instead of on all (0: all)")
-        ->capture_default_str();
+                    "In pools of more than " + std::to_string(sampling.all_up_to) +
+                        " workers, score each job on this many workers that fit it, from a random place in the "
+                        "pool, instead of on all (0: all; default " +
+                        std::to_string(sampling.scored) + ")");
     sub->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");
     sub->add_option("--tick-ms", o->tick_ms, "Scheduling and lease-check period")->capture_default_str();
     // For tests (a chart with points in seconds); hidden from --help.

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace gpupool::cmd {
@@ -18,7 +19,7 @@ struct CoordinatorCmdOptions {
     std::string lease = "30s";
     std::string port_file;
     std::string policy = "fgd";
-    std::size_t score_sample = 256; // workers scored per job in pools above 2,048 (0: all)
+    std::optional<std::size_t> score_sample; // workers scored per job in large pools (none: sched::Sampling's)
     std::int64_t tick_ms = 250;
     std::int64_t sample_ms = 60'000; // the dashboard's utilisation samples (hidden --sample-ms: tests)
     std::string gpu_catalog; // empty: the embedded core/resources/gpus.toml

@@ -502,6 +502,8 @@ private:
     Noticed notice(const store::Changes& changes);
     // Records a utilisation sample when one is due, and prunes those past sample_keep_ms (overview.cpp).
     void record_sample(std::int64_t now);
+    // The overview's totals as an admin sees them, without its lists (overview.cpp).
+    OverviewTotals pool_totals() const;
     // Appends an audit record of `actor`'s action to `changes` (audit.cpp).
     void audit(std::optional<TokenId> actor, std::string action, std::string target, std::string detail_json,
                store::Changes& changes) const;

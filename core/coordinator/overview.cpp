@@ -7,11 +7,67 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <utility>
+#include <vector>
 
 namespace gpupool::coordinator {
 
 using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
+
+namespace {
+
+// What the active attempts hold of one GPU: its milli given out and how many jobs run on it.
+struct GpuLoad {
+    std::pair<WorkerId, std::int64_t> gpu; // (worker, GPU index; -1 for CPU-only attempts)
+    std::int64_t milli = 0;
+    std::int64_t jobs = 0;
+};
+
+// The loads of every GPU that runs something, sorted by GPU for load_of(): a sort of the active
+// attempts rather than a tree node per GPU, since a sample of a large pool walks tens of thousands.
+std::vector<GpuLoad> gpu_loads(const std::set<AttemptId>& active, const std::map<AttemptId, AttemptRecord>& attempts) {
+    std::vector<GpuLoad> each;
+    each.reserve(active.size());
+    for (AttemptId id : active) {
+        const AttemptRecord& a = attempts.at(id);
+        each.push_back({{a.worker, a.gpu_index}, a.gpu_milli, 1});
+    }
+    std::sort(each.begin(), each.end(), [](const GpuLoad& x, const GpuLoad& y) { return x.gpu < y.gpu; });
+    std::vector<GpuLoad> out;
+    for (const GpuLoad& l : each) {
+        if (out.empty() || out.back().gpu != l.gpu) {
+            out.push_back({l.gpu, 0, 0});
+        }
+        out.back().milli += l.milli;
+        out.back().jobs += 1;
+    }
+    return out;
+}
+
+GpuLoad load_of(const std::vector<GpuLoad>& loads, WorkerId worker, std::int64_t gpu) {
+    const std::pair key{worker, gpu};
+    auto it = std::lower_bound(loads.begin(), loads.end(), key,
+                               [](const GpuLoad& l, const std::pair<WorkerId, std::int64_t>& k) { return l.gpu < k; });
+    return it != loads.end() && it->gpu == key ? *it : GpuLoad{key, 0, 0};
+}
+
+// Adds one GPU of a worker to the totals (only online workers' GPUs count).
+void count_gpu(OverviewTotals& t, bool online, const GpuLoad& load) {
+    if (online) {
+        t.gpus_online += 1;
+        t.gpu_milli_online += 1000;
+        t.gpu_milli_allocated += load.milli;
+        t.gpus_shared += load.jobs > 1 ? 1 : 0;
+    }
+}
+
+bool is_online(const std::string& presence) {
+    return presence != "offline" && presence != "banned";
+}
+
+} // namespace
 
 OverviewJob Coordinator::overview_job(const JobRecord& j) const {
     OverviewJob o;
@@ -35,12 +91,9 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
     out.at_ms = m_clock.now_ms();
 
     // What runs where: every active attempt counts on its GPU; the caller's are listed.
-    std::map<std::pair<WorkerId, std::int64_t>, std::pair<std::int64_t, std::int64_t>> on_gpu; // milli, jobs
+    const std::vector<GpuLoad> loads = gpu_loads(m_active_attempts, m_attempts);
     for (AttemptId id : m_active_attempts) {
         const AttemptRecord& a = m_attempts.at(id);
-        auto& slot = on_gpu[{a.worker, a.gpu_index}];
-        slot.first += a.gpu_milli;
-        slot.second += 1;
         const JobRecord& j = m_jobs.at(a.job);
         if (!visible(j.team)) {
             continue;
@@ -61,26 +114,20 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
         ow.team = team_name(w.record.team);
         ow.presence = presence(id);
         ow.last_seen_at = w.record.last_seen_at;
-        const bool online = ow.presence != "offline" && ow.presence != "banned";
+        const bool online = is_online(ow.presence);
         out.totals.workers += 1;
         out.totals.workers_online += online ? 1 : 0;
         for (const auto& g : w.inventory.gpus) {
+            const GpuLoad load = load_of(loads, id, g.index);
             OverviewGpu og;
             og.index = g.index;
             og.model = g.model;
             og.memory_mib = g.memory_mib;
             og.enforcement = g.memory_enforcement;
-            if (auto it = on_gpu.find({id, g.index}); it != on_gpu.end()) {
-                og.allocated_milli = it->second.first;
-                og.jobs = it->second.second;
-            }
+            og.allocated_milli = load.milli;
+            og.jobs = load.jobs;
             og.healthy = std::find(w.unhealthy_gpus.begin(), w.unhealthy_gpus.end(), g.index) == w.unhealthy_gpus.end();
-            if (online) {
-                out.totals.gpus_online += 1;
-                out.totals.gpu_milli_online += 1000;
-                out.totals.gpu_milli_allocated += og.allocated_milli;
-                out.totals.gpus_shared += og.jobs > 1 ? 1 : 0;
-            }
+            count_gpu(out.totals, online, load);
             ow.gpus.push_back(std::move(og));
         }
         out.workers.push_back(std::move(ow));
@@ -117,17 +164,29 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
     return out;
 }
 
+OverviewTotals Coordinator::pool_totals() const {
+    OverviewTotals t;
+    const std::vector<GpuLoad> loads = gpu_loads(m_active_attempts, m_attempts);
+    for (const auto& [id, w] : m_workers) {
+        const bool online = is_online(presence(id));
+        t.workers += 1;
+        t.workers_online += online ? 1 : 0;
+        for (const auto& g : w.inventory.gpus) {
+            count_gpu(t, online, load_of(loads, id, g.index));
+        }
+    }
+    t.jobs_queued = static_cast<std::int64_t>(m_queued_jobs.size());
+    t.jobs_running = static_cast<std::int64_t>(m_active_attempts.size());
+    return t;
+}
+
 void Coordinator::record_sample(std::int64_t now) {
     if (m_options.sample_every_ms <= 0 || now < m_next_sample_at) {
         return;
     }
-    // The whole pool, as an admin sees it: every team's work counts.
-    const Principal pool{Role::admin, std::nullopt, std::nullopt, TokenId{}};
-    auto o = overview(pool);
-    if (!o) {
-        return;
-    }
-    const OverviewTotals& t = o->totals;
+    // The whole pool, as an admin sees it: every team's work counts. Only the numbers: the
+    // overview's lists of a large pool cost tens of milliseconds on the coordinator thread.
+    const OverviewTotals t = pool_totals();
     Changes c;
     c.samples.push_back({now, t.workers_online, t.gpus_online, t.gpu_milli_online, t.gpu_milli_allocated, t.jobs_queued,
                          t.jobs_running});

@@ -93,4 +93,24 @@ TEST_CASE("the coordinator samples the pool on its interval, keeps a day of samp
     // They survive a restart (the store keeps them; load() does not need them).
     REQUIRE(p.restart());
     CHECK(p.coord->samples(p.admin, 0).value().samples.size() == 1);
+
+    const std::int64_t t_next = t0 + 24 * 3'600'000 + 120'001; // the next sample after the day's
+    // A sample holds the admin overview's totals: a second half of the L4 given out (the GPU is
+    // now shared by two jobs), a third job queued behind them.
+    p.submit(half_l4("second half", 48 * 3600));
+    auto second = p.place_and_start();
+    REQUIRE(second);
+    p.submit(half_l4("queued", 48 * 3600));
+    p.clock.set_ms(t_next);
+    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt, *second}));
+    p.coord->tick();
+    const auto o = p.coord->overview(p.admin).value();
+    CHECK(o.totals.gpus_shared == 1);
+    const OverviewTotals& t = o.totals;
+    CHECK(p.coord->samples(p.admin, t_next).value().samples ==
+          std::vector{store::Sample{t_next, t.workers_online, t.gpus_online, t.gpu_milli_online, t.gpu_milli_allocated,
+                                    t.jobs_queued, t.jobs_running}});
+    CHECK(t.gpu_milli_allocated == 1000);
+    CHECK(t.jobs_queued == 1);
+    CHECK(t.jobs_running == 2);
 }

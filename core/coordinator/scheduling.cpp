@@ -149,8 +149,14 @@ Coordinator::PassInput Coordinator::pass_input(std::int64_t now) {
     }
     m_pool.set_teams(std::move(teams));
     PassInput in{m_pool.refresh_for_pass(now), m_pool.queued(), {}};
-    in.admission.sweep_running = m_pool.sweep_running();
     in.admission.sweep_max_parallel = m_pool.sweep_caps();
+    // Admission reads the running counts of capped sweeps only: not a copy of every sweep's.
+    const auto& running = m_pool.sweep_running();
+    for (const auto& [sweep, cap] : in.admission.sweep_max_parallel) {
+        if (auto it = running.find(sweep); it != running.end()) {
+            in.admission.sweep_running.emplace_hint(in.admission.sweep_running.end(), sweep, it->second);
+        }
+    }
     const auto& rates = m_options.credits.rates;
     in.admission.prices.cpu_micro_per_core_hour = rates.cpu_micro_per_core_hour;
     in.admission.prices.default_gpu_micro_per_hour = rates.default_micro_per_gpu_hour;

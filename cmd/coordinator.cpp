@@ -341,6 +341,7 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     size_connections(o, so->http);
     store::OpenOptions oo;
     oo.password = password;
+    oo.sqlite_checkpoint_delay = std::chrono::milliseconds(o.sqlite_checkpoint_ms);
     auto opened = store::open_store(*spec, oo);
     if (!opened) {
         report_error(global, opened.error());
@@ -449,6 +450,12 @@ void register_coordinator(Cli& cli) {
                         std::to_string(sampling.scored) + ")");
     sub->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");
     sub->add_option("--tick-ms", o->tick_ms, "Scheduling and lease-check period")->capture_default_str();
+    sub->add_option("--sqlite-checkpoint-ms", o->sqlite_checkpoint_ms,
+                    "SQLite: copy the write-ahead log into the database on a thread of its own this long after a "
+                    "commit, so that commits do not wait for it (0: SQLite's own checkpoints, on the coordinator "
+                    "thread)")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{60'000}))
+        ->capture_default_str();
     // For tests (a chart with points in seconds); hidden from --help.
     sub->add_option("--sample-ms", o->sample_ms, "How often the pool is sampled for the dashboard's chart")
         ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}))

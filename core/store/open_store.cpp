@@ -128,6 +128,7 @@ Result<std::unique_ptr<Store>> open_store(const StoreSpec& spec, const OpenOptio
         SqliteOptions so;
         so.lock = true;
         so.create = options.create;
+        so.checkpoint_delay = options.sqlite_checkpoint_delay;
         auto store = SqliteStore::open(spec.location, so);
         if (!store) {
             return store.error();

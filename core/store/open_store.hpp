@@ -15,6 +15,7 @@
 
 #include "core/store/store.hpp"
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,6 +35,8 @@ Result<StoreSpec> parse_store_spec(std::string_view spec);
 struct OpenOptions {
     bool create = true;   // false: a store that does not exist yet is not_found
     std::string password; // PostgreSQL: the password (e.g. read from --db-password-file); empty: libpq's own
+    // SQLite: background checkpoints this long after a commit (SqliteOptions::checkpoint_delay); 0: none.
+    std::chrono::milliseconds sqlite_checkpoint_delay{100};
 };
 
 // Whether this gpupool was built with the PostgreSQL store.

@@ -116,7 +116,17 @@ Result<util::FileLock> lock_database(const std::filesystem::path& db_path) {
 SqliteStore::SqliteStore(std::unique_ptr<SQLite::Database> db, std::filesystem::path path, std::int64_t max_blob_bytes)
     : m_db(std::move(db)), m_path(std::move(path)), m_max_blob_bytes(max_blob_bytes) {}
 
-SqliteStore::~SqliteStore() { abandon_group(); }
+SqliteStore::~SqliteStore() {
+    abandon_group();
+    if (m_checkpointer) {
+        sqlite3_wal_hook(m_db->getHandle(), nullptr, nullptr);
+        m_checkpointer.reset(); // before m_db closes: the last connection out removes the log
+    }
+}
+
+WalCheckpointer::Stats SqliteStore::checkpoint_stats() const {
+    return m_checkpointer ? m_checkpointer->stats() : WalCheckpointer::Stats{};
+}
 
 // ---- GroupCommit ---------------------------------------------------------------------------------
 
@@ -197,6 +207,14 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::filesystem::pa
         std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db), path, max_blob));
         if (auto st = sqlite::migrate(*store->m_db); !st) {
             return st.error();
+        }
+        if (options.checkpoint_delay.count() > 0) {
+            auto checkpointer = WalCheckpointer::start(path, options.checkpoint_delay);
+            if (!checkpointer) {
+                return checkpointer.error();
+            }
+            store->m_checkpointer = std::move(*checkpointer);
+            store->m_checkpointer->install(store->m_db->getHandle());
         }
         store->m_lock = std::move(lock);
         return store;

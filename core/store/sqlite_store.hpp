@@ -1,16 +1,19 @@
 // SqliteStore: the embedded default Store, one SQLite file through SQLiteCpp.
 //
 // WAL journal, synchronous=FULL (a committed transaction survives power loss), foreign keys on,
-// a busy timeout. The schema is versioned with PRAGMA user_version and migrated forward on open;
-// a file from a newer gpupool is refused rather than damaged. The file is created 0600 (so are its
-// -wal and -shm files). Opened with `lock`, it holds `<path>.lock` for as long as it is open, so one
-// process at a time uses the file (the coordinator, or its admin-token recovery while it is
-// stopped); the lock goes with the process, however it ends. Not thread-safe: one owner thread.
-// It groups writes (GroupCommit): inside a group each write call is a savepoint of one transaction.
+// a busy timeout; the log is copied back into the database on a thread of its own (WalCheckpointer)
+// so that commits do not stop to do it. The schema is versioned with PRAGMA user_version and
+// migrated forward on open; a file from a newer gpupool is refused rather than damaged. The file is
+// created 0600 (so are its -wal and -shm files). Opened with `lock`, it holds `<path>.lock` for as
+// long as it is open, so one process at a time uses the file (the coordinator, or its admin-token
+// recovery while it is stopped); the lock goes with the process, however it ends. Not thread-safe:
+// one owner thread. It groups writes (GroupCommit): inside a group each write call is a savepoint
+// of one transaction.
 #pragma once
 
 #include "core/store/group_commit.hpp"
 #include "core/store/store.hpp"
+#include "core/store/wal_checkpointer.hpp"
 #include "core/util/files.hpp"
 
 #include <chrono>
@@ -33,6 +36,9 @@ struct SqliteOptions {
     bool lock = false;   // hold `<path>.lock` while open (lock_database); a holder is a conflict
     bool create = true;  // false: a missing file is not_found instead of a new pool
     std::int64_t max_blob_bytes = k_sqlite_max_blob_bytes; // lower only (tests of the cap)
+    // How long after a commit the background checkpoint runs (wal_checkpointer.hpp); zero: none, SQLite's
+    // own automatic checkpoint on the committing thread.
+    std::chrono::milliseconds checkpoint_delay{100};
 };
 
 class SqliteStore final : public Store, public GroupCommit {
@@ -75,6 +81,8 @@ public:
     bool group_open() const override { return m_group; }
 
     int schema_version() const;
+    // The background checkpointer's counts (all zero when it is off).
+    WalCheckpointer::Stats checkpoint_stats() const;
 
 private:
     SqliteStore(std::unique_ptr<SQLite::Database> db, std::filesystem::path path, std::int64_t max_blob_bytes);
@@ -86,6 +94,7 @@ private:
     LeaseState m_lease{}; // in memory: the file's lock makes this process the only writer
     std::chrono::steady_clock::time_point m_lease_renewed{};
     bool m_group = false; // begin_group() .. end_group(): every write call is a savepoint
+    std::unique_ptr<WalCheckpointer> m_checkpointer; // the destructor removes m_db's hook first
 };
 
 // The lock that lets one process at a time use a SQLite pool database (`<db>.lock`): the

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cmd/cli.hpp"
+#include "core/store/wal_checkpointer.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -21,7 +22,8 @@ struct CoordinatorCmdOptions {
     std::string policy = "fgd";
     std::optional<std::size_t> score_sample; // workers scored per job in large pools (none: sched::Sampling's)
     std::int64_t tick_ms = 250;
-    std::int64_t sqlite_checkpoint_ms = 100; // background WAL checkpoints this long after a commit; 0: SQLite's own
+    // Background WAL checkpoints this long after a commit; 0: SQLite's own.
+    std::int64_t sqlite_checkpoint_ms = store::k_checkpoint_delay.count();
     std::int64_t sample_ms = 60'000; // the dashboard's utilisation samples (hidden --sample-ms: tests)
     std::string gpu_catalog; // empty: the embedded core/resources/gpus.toml
     std::string pool_fee = "0"; // percent of each charge

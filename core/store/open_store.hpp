@@ -14,6 +14,7 @@
 #pragma once
 
 #include "core/store/store.hpp"
+#include "core/store/wal_checkpointer.hpp"
 
 #include <chrono>
 #include <memory>
@@ -36,7 +37,7 @@ struct OpenOptions {
     bool create = true;   // false: a store that does not exist yet is not_found
     std::string password; // PostgreSQL: the password (e.g. read from --db-password-file); empty: libpq's own
     // SQLite: background checkpoints this long after a commit (SqliteOptions::checkpoint_delay); 0: none.
-    std::chrono::milliseconds sqlite_checkpoint_delay{100};
+    std::chrono::milliseconds sqlite_checkpoint_delay = k_checkpoint_delay;
 };
 
 // Whether this gpupool was built with the PostgreSQL store.

@@ -38,7 +38,7 @@ struct SqliteOptions {
     std::int64_t max_blob_bytes = k_sqlite_max_blob_bytes; // lower only (tests of the cap)
     // How long after a commit the background checkpoint runs (wal_checkpointer.hpp); zero: none, SQLite's
     // own automatic checkpoint on the committing thread.
-    std::chrono::milliseconds checkpoint_delay{100};
+    std::chrono::milliseconds checkpoint_delay = k_checkpoint_delay;
 };
 
 class SqliteStore final : public Store, public GroupCommit {

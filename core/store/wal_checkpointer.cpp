@@ -13,7 +13,7 @@ namespace {
 int on_commit(void* self, sqlite3* writer, const char* schema, int log_pages) {
     auto* c = static_cast<WalCheckpointer*>(self);
     c->committed();
-    if (log_pages >= c->restart_frames()) {
+    if (log_pages >= k_wal_restart_frames) {
         // What SQLite's automatic checkpoint would do here; the background one left little to copy.
         (void)sqlite3_wal_checkpoint_v2(writer, schema, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     }
@@ -52,8 +52,7 @@ WalCheckpointer::~WalCheckpointer() {
     sqlite3_close(m_connection);
 }
 
-void WalCheckpointer::install(sqlite3* writer, int restart_frames) {
-    m_restart_frames = restart_frames;
+void WalCheckpointer::install(sqlite3* writer) {
     sqlite3_wal_hook(writer, on_commit, this); // replaces SQLite's automatic checkpoint
 }
 

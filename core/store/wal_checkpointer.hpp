@@ -3,14 +3,15 @@
 //
 // In WAL mode every commit appends to the `-wal` file, and by default the committing connection
 // copies the log into the database once the log holds 1,000 pages (a checkpoint: that many random
-// writes and an fsync of the database file). Under a steady stream of commits one commit in every
-// few dozen then waits 15-60 ms on a virtual disk instead of 4: the coordinator's slowest requests.
+// writes and an fsync of the database file), and that commit waits for it. What moving the copying
+// here buys was measured small (bench/README.md, "Checkpoints off the coordinator thread"): a
+// lower p99 of commits while the CPUs are busy, no change beyond the noise otherwise.
 //
 // The rules:
 //  - The checkpointer has its own connection to the file and runs PASSIVE checkpoints, which never
 //    block the writer: it keeps committing while pages are copied. One runs `delay` after the first
 //    commit since the last one (commits in between are covered by it), none while nothing commits.
-//  - The writer's connection keeps its own checkpoint at `restart_frames` pages (install() sets it
+//  - The writer's connection keeps its own checkpoint at k_wal_restart_frames pages (install() sets it
 //    in place of SQLite's automatic one). By then the checkpointer has copied almost every page, so
 //    it costs about one fsync. It is still needed: only a checkpoint that ends with nothing left to
 //    copy lets the next commit start the log over, and under load the background one never does
@@ -40,6 +41,7 @@ struct sqlite3;
 namespace gpupool::store {
 
 inline constexpr int k_wal_restart_frames = 1000; // SQLite's own automatic checkpoint threshold
+inline constexpr std::chrono::milliseconds k_checkpoint_delay{100}; // the default delay after a commit
 
 class WalCheckpointer {
 public:
@@ -61,12 +63,11 @@ public:
     WalCheckpointer& operator=(const WalCheckpointer&) = delete;
 
     // Makes `writer`'s commits call committed(), and `writer` checkpoint itself at
-    // `restart_frames` pages (the rules above).
-    void install(sqlite3* writer, int restart_frames = k_wal_restart_frames);
+    // k_wal_restart_frames pages (the rules above).
+    void install(sqlite3* writer);
     // A commit happened: a checkpoint runs within `delay`.
     void committed();
     Stats stats() const;
-    int restart_frames() const { return m_restart_frames; } // the writer's thread
 
 private:
     WalCheckpointer(sqlite3* connection, std::chrono::milliseconds delay);
@@ -77,7 +78,6 @@ private:
 
     sqlite3* m_connection; // the checkpointer's own; used by its thread only
     std::chrono::milliseconds m_delay;
-    int m_restart_frames = k_wal_restart_frames;
     mutable util::Mutex m_mu;
     std::condition_variable_any m_cv;
     bool m_pending GUARDED_BY(m_mu) = false;

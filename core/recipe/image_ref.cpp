@@ -3,15 +3,100 @@
 #include "core/util/strings.hpp"
 
 #include <algorithm>
-#include <regex>
 #include <string>
 #include <vector>
 
 namespace gpupool::recipe {
 
+namespace detail {
+
+// Hand-written matchers for the grammar's five tokens (the header's rules). They replaced
+// std::regex: one process per `gpupool submit` compiled the regexes anew each time, about a fifth
+// of the whole command's instructions (callgrind, bench/README.md). tests/core/recipe/
+// test_image_ref.cpp checks each against the regex it replaced, on random strings.
+
+namespace {
+bool lower_alnum(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+bool alnum(char c) {
+    return lower_alnum(c) || (c >= 'A' && c <= 'Z');
+}
+bool hex_digit(char c, bool upper_too) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (upper_too && c >= 'A' && c <= 'F');
+}
+// Skips a run of at least one character `keep` accepts; false when there is none at `i`.
+template <typename Keep>
+bool run_of(std::string_view s, std::size_t& i, Keep keep) {
+    const std::size_t start = i;
+    while (i < s.size() && keep(s[i])) {
+        ++i;
+    }
+    return i > start;
+}
+} // namespace
+
+bool is_path_component(std::string_view s) {
+    std::size_t i = 0;
+    if (!run_of(s, i, lower_alnum)) {
+        return false;
+    }
+    while (i < s.size()) {
+        // A separator: ".", "_", "__" or one or more "-"; then letters and digits again.
+        if (s[i] == '.') {
+            ++i;
+        } else if (s[i] == '_') {
+            i += (i + 1 < s.size() && s[i + 1] == '_') ? 2 : 1;
+        } else if (!run_of(s, i, [](char c) { return c == '-'; })) {
+            return false;
+        }
+        if (!run_of(s, i, lower_alnum)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool is_host_name(std::string_view s) {
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t dot = s.find('.', start);
+        const std::string_view label =
+            s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+        if (label.empty() || !alnum(label.front()) || !alnum(label.back()) ||
+            !std::all_of(label.begin(), label.end(), [](char c) { return alnum(c) || c == '-'; })) {
+            return false;
+        }
+        if (dot == std::string_view::npos) {
+            return true;
+        }
+        start = dot + 1;
+    }
+}
+
+bool is_ipv6_literal(std::string_view s) {
+    return s.size() >= 3 && s.front() == '[' && s.back() == ']' &&
+           std::all_of(s.begin() + 1, s.end() - 1, [](char c) { return hex_digit(c, true) || c == ':'; });
+}
+
+bool is_port(std::string_view s) {
+    return !s.empty() && s.size() <= 5 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool is_tag(std::string_view s) {
+    return !s.empty() && s.size() <= 128 && (alnum(s.front()) || s.front() == '_') &&
+           std::all_of(s.begin() + 1, s.end(), [](char c) { return alnum(c) || c == '_' || c == '.' || c == '-'; });
+}
+
+bool is_lower_hex(std::string_view s, std::size_t digits) {
+    return s.size() == digits && std::all_of(s.begin(), s.end(), [](char c) { return hex_digit(c, false); });
+}
+
+} // namespace detail
+
 namespace {
 
-// Checked before any regex runs: a name, a tag and a sha512 digest fit in well under this.
+// Checked before anything else: a name, a tag and a sha512 digest fit in well under this.
 constexpr std::size_t k_max_reference_length = 1024;
 
 Error image_error(std::string message) {
@@ -20,42 +105,6 @@ Error image_error(std::string message) {
 
 std::string quoted(std::string_view s) {
     return "`" + util::escape_control(s) + "`";
-}
-
-bool matches(std::string_view s, const std::regex& re) {
-    return std::regex_match(s.begin(), s.end(), re);
-}
-
-const std::regex& path_component_re() {
-    static const std::regex re("[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*");
-    return re;
-}
-
-const std::regex& domain_name_re() {
-    static const std::regex re("(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-                               "(?:\\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*");
-    return re;
-}
-
-const std::regex& ipv6_re() {
-    static const std::regex re("\\[[a-fA-F0-9:]+\\]");
-    return re;
-}
-
-const std::regex& port_re() {
-    static const std::regex re("[0-9]{1,5}");
-    return re;
-}
-
-const std::regex& tag_re() {
-    static const std::regex re("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
-    return re;
-}
-
-const std::regex& hex_re(std::size_t digits) {
-    static const std::regex sha256("[a-f0-9]{64}");
-    static const std::regex sha512("[a-f0-9]{128}");
-    return digits == 64 ? sha256 : sha512;
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
@@ -107,7 +156,7 @@ Status check_digest(std::string_view digest) {
     } else {
         return image_error("digest algorithm " + quoted(algorithm) + " is not sha256 or sha512");
     }
-    if (!matches(hex, hex_re(digits))) {
+    if (!detail::is_lower_hex(hex, digits)) {
         return image_error("a " + std::string(algorithm) + " digest is " + std::to_string(digits) +
                            " lowercase hex digits; got " + quoted(hex));
     }
@@ -131,7 +180,7 @@ Status check_domain(std::string_view domain) {
             has_port = true;
             port = domain.substr(close + 2);
         }
-        if (!matches(host, ipv6_re())) {
+        if (!detail::is_ipv6_literal(host)) {
             return image_error("registry " + quoted(host) + " is not a bracketed IPv6 address");
         }
     } else {
@@ -141,12 +190,12 @@ Status check_domain(std::string_view domain) {
             port = domain.substr(colon + 1);
             has_port = true;
         }
-        if (!matches(host, domain_name_re())) {
+        if (!detail::is_host_name(host)) {
             return image_error("registry host " + quoted(host) +
                                " is not a host name (letters, digits and `-`, in parts joined by `.`)");
         }
     }
-    if (has_port && !matches(port, port_re())) {
+    if (has_port && !detail::is_port(port)) {
         return image_error("registry port " + quoted(port) + " is not a number");
     }
     return {};
@@ -156,7 +205,7 @@ Status check_path_component(std::string_view component) {
     if (component.empty()) {
         return image_error("an image name has no empty path components (`//`, or `/` at an end)");
     }
-    if (matches(component, path_component_re())) {
+    if (detail::is_path_component(component)) {
         return {};
     }
     const bool upper = std::any_of(component.begin(), component.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
@@ -202,7 +251,7 @@ Status validate_image_reference(std::string_view ref) {
         if (tag.empty()) {
             return image_error("ends its name with `:` but gives no tag: " + quoted(ref));
         }
-        if (!matches(tag, tag_re())) {
+        if (!detail::is_tag(tag)) {
             return image_error("tag " + quoted(tag) +
                                " is invalid; a tag is up to 128 letters, digits, `_`, `.` and `-`, not starting "
                                "with `.` or `-`");

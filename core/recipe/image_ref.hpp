@@ -38,4 +38,15 @@ Status validate_image_reference(std::string_view reference);
 // owner's `registries` prefixes are matched against (api::outside_terms, sched::WorkerTerms).
 std::string qualified_image(std::string_view image);
 
+// The grammar's tokens, whole-string matches (exposed for the tests, which check them against the
+// regular expressions they replaced).
+namespace detail {
+bool is_path_component(std::string_view s); // [a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*
+bool is_host_name(std::string_view s);      // DNS labels: [a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?, joined by "."
+bool is_ipv6_literal(std::string_view s);   // \[[a-fA-F0-9:]+\]
+bool is_port(std::string_view s);           // [0-9]{1,5}
+bool is_tag(std::string_view s);            // [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
+bool is_lower_hex(std::string_view s, std::size_t digits); // [a-f0-9]{digits}
+} // namespace detail
+
 } // namespace gpupool::recipe

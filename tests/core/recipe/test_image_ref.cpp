@@ -5,7 +5,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
+#include <random>
+#include <regex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 using namespace gpupool;
 using namespace gpupool::recipe;
@@ -100,4 +105,61 @@ TEST_CASE("image references: invalid ones are refused and the message says why",
             }
         }
     }
+}
+
+// The hand-written token matchers replaced std::regex (a regex compiled in every `gpupool submit`
+// process was a fifth of its instructions). The regexes stay here as the specification: on random
+// strings over each token's alphabet plus a few foreign characters, matcher and regex agree.
+TEST_CASE("image references: the token matchers agree with the grammar's regular expressions", "[recipe][image]") {
+    struct Token {
+        const char* name;
+        std::regex re;
+        std::function<bool(std::string_view)> matcher;
+        std::string alphabet;
+        std::size_t max_length;
+        bool bracket_half = false; // put half of the strings in [ ], or valid ones are too rare
+    };
+    const std::vector<Token> tokens = {
+        {"path component", std::regex("[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"), detail::is_path_component, "ab09._-A/",
+         12},
+        {"host name",
+         std::regex("(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+                    "(?:\\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*"),
+         detail::is_host_name, "aZ9.-_:", 12},
+        {"IPv6 literal", std::regex("\\[[a-fA-F0-9:]+\\]"), detail::is_ipv6_literal, "[]:aF0g.", 8, true},
+        {"port", std::regex("[0-9]{1,5}"), detail::is_port, "0123456789a", 7},
+        {"tag", std::regex("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"), detail::is_tag, "aZ9_.-:/", 12},
+        {"sha256 hex", std::regex("[a-f0-9]{64}"), [](std::string_view s) { return detail::is_lower_hex(s, 64); },
+         "0af", 66},
+    };
+    std::mt19937 rng(20261203);
+    for (const Token& t : tokens) {
+        DYNAMIC_SECTION(t.name) {
+            std::size_t accepted = 0;
+            std::uniform_int_distribution<std::size_t> length(0, t.max_length);
+            std::uniform_int_distribution<std::size_t> pick(0, t.alphabet.size() - 1);
+            for (int i = 0; i < 20000; ++i) {
+                std::string s(length(rng), ' ');
+                for (char& c : s) {
+                    c = t.alphabet[pick(rng)];
+                }
+                if (t.bracket_half && s.size() >= 2 && i % 2 == 0) {
+                    s.front() = '[';
+                    s.back() = ']';
+                }
+                const bool expected = std::regex_match(s, t.re);
+                INFO("`" << s << "`");
+                REQUIRE(t.matcher(s) == expected);
+                accepted += expected ? 1 : 0;
+            }
+            // Both outcomes were exercised, not just refusals of noise.
+            CHECK(accepted > 100);
+            CHECK(accepted < 19900);
+        }
+    }
+    // Lengths at the edges, which random strings of these sizes rarely hit.
+    CHECK(detail::is_tag(std::string(128, 'x')));
+    CHECK_FALSE(detail::is_tag(std::string(129, 'x')));
+    CHECK(detail::is_lower_hex(std::string(128, 'f'), 128));
+    CHECK_FALSE(detail::is_lower_hex(std::string(127, 'f'), 128));
 }

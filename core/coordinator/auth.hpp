@@ -1,5 +1,5 @@
-// Token secrets and their hashes. Secrets are 32 random bytes from OpenSSL's CSPRNG, shown to the
-// user once as "gpp_" + 64 hex digits; the store keeps only their SHA-256 (hex). Thread-safe.
+// Token secrets and their hashes. Secrets are 32 random bytes from the kernel's CSPRNG (getrandom),
+// shown to the user once as "gpp_" + 64 hex digits; the store keeps only their SHA-256 (hex). Thread-safe.
 #pragma once
 
 #include "core/util/result.hpp"

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -77,7 +78,57 @@ void setup_logging(const std::string& level) {
     spdlog::set_level(spdlog::level::from_str(level));
 }
 
+// Every top-level command, in the order `gpupool --help` lists them.
+struct Command {
+    std::string_view name;
+    void (*declare)(Cli&);
+};
+constexpr Command k_commands[] = {
+    {"coordinator", register_coordinator},
+    {"worker", register_worker},
+    {"submit", register_submit},
+    {"run", register_run},
+    {"status", register_status},
+    {"pool", register_pool},
+    {"jobs", register_jobs},
+    {"logs", register_logs},
+    {"cancel", register_cancel},
+    {"fetch", register_fetch},
+    {"wait", register_wait},
+    {"credits", register_credits},
+    {"price", register_price},
+    {"recipe", register_recipe},
+    {"admin", register_admin},
+    {"sim", register_sim},
+    {"login", register_login},
+    {"template", register_template},
+    {"version", register_version},
+};
+
 } // namespace
+
+std::string_view command_in_argv(const CLI::App& app, int argc, const char* const* argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg(argv[i]);
+        if (arg == "--" || arg == "--help-all") {
+            return {};
+        }
+        if (!arg.starts_with("-")) {
+            return arg;
+        }
+        if (arg.find('=') != std::string_view::npos) {
+            continue; // --name=value
+        }
+        const CLI::Option* opt = app.get_option_no_throw(std::string(arg));
+        if (opt == nullptr) {
+            return {}; // not a global option: let the whole parser say what it is
+        }
+        if (opt->get_items_expected_min() > 0) {
+            ++i; // its value, which may look like a command name (`--url run`)
+        }
+    }
+    return {};
+}
 
 void report_error(const GlobalOptions& global, const Error& error) {
     if (global.json) {
@@ -116,31 +167,26 @@ int main(int argc, char** argv) {
     app.add_option("--ca-cert", cli.global.ca_cert, "PEM CA certificate that signs the coordinator's TLS certificate");
     app.footer("Docs: README.md, docs/recipes.md. Exit codes: 0 ok, 1 failed, 2 usage error.\n");
 
-    register_coordinator(cli);
-    register_worker(cli);
-    register_submit(cli);
-    register_run(cli);
-    register_status(cli);
-    register_pool(cli);
-    register_jobs(cli);
-    register_logs(cli);
-    register_cancel(cli);
-    register_fetch(cli);
-    register_wait(cli);
-    register_credits(cli);
-    register_price(cli);
-    register_recipe(cli);
-    register_admin(cli);
-    register_sim(cli);
-    register_login(cli);
-    register_template(cli);
-    register_version(cli);
+    // Only the command argv names is declared when it names one (its options and subcommands, all of
+    // them): declaring all nineteen was most of a short command's own instructions and a third of
+    // its page faults. Without one (no command, a misspelt one, --help, --help-all), all are.
+    const std::string_view named = command_in_argv(app, argc, argv);
+    const auto one = std::find_if(std::begin(k_commands), std::end(k_commands),
+                                  [named](const Command& c) { return c.name == named; });
+    if (one != std::end(k_commands)) {
+        one->declare(cli);
+    } else {
+        for (const Command& c : k_commands) {
+            c.declare(cli);
+        }
+    }
 
     app.parse_complete_callback([&cli, &app] {
         // The coordinator is a server: its operators read its log, so it says what happens (starts,
         // registrations, bans, grants, errors) unless told otherwise.
         const bool level_given = app.get_option("--log-level")->count() > 0 || config::real_env("GPUPOOL_LOG_LEVEL");
-        const bool server = app.got_subcommand("coordinator");
+        const auto chosen = app.get_subcommands();
+        const bool server = !chosen.empty() && chosen.front()->get_name() == "coordinator";
         setup_logging(server && !level_given ? std::string("info") : cli.global.log_level);
     });
     try {

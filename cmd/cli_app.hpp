@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace gpupool::cmd {
 
@@ -18,6 +19,11 @@ struct Cli {
 
 // A subcommand with the project's conventions (global flags accepted after it).
 CLI::App* add_command(Cli& cli, const std::string& name, const std::string& description);
+
+// The top-level command argv names: its first argument that is neither a global option of `app`
+// nor the value of one. Empty when there is none, when an argument before it is not a global option,
+// or with `--` or `--help-all` (then main() declares every command).
+std::string_view command_in_argv(const CLI::App& app, int argc, const char* const* argv);
 
 // Which global options a command's help lists: those of every command, or also the ones that say
 // where the coordinator is and who is asking.

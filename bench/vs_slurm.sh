@@ -299,8 +299,10 @@ slurm_batch() {
         timeout 60 sbatch --parsable --array="1-$n" --chdir "$slurm_dir/jobs" -o /dev/null -e /dev/null \
             --wrap "$cmd" > /dev/null || { note "sbatch failed"; echo "sbatch-failed"; return; }
     else
+        # One process per submission and nothing else, as gpupool's loop below (no `timeout` around
+        # each: that would be a second process; sbatch gives up on its own, MessageTimeout).
         for ((i = 1; i <= n; i++)); do
-            timeout 60 sbatch --parsable --chdir "$slurm_dir/jobs" -o /dev/null -e /dev/null --wrap "$cmd" > /dev/null ||
+            sbatch --parsable --chdir "$slurm_dir/jobs" -o /dev/null -e /dev/null --wrap "$cmd" > /dev/null ||
                 { note "sbatch failed"; echo "sbatch-failed"; return; }
         done
     fi
@@ -478,11 +480,16 @@ gp_batch() {
             { note "submit failed: $(tail -1 "$gp/submit.err")"; echo "submit-failed"; return; }
         ids+=(--sweep "$(sed -n 's/^submitted sweep \([0-9]*\):.*/\1/p' <<< "$out")")
     else
+        # One process per submission, its answer appended to a file as Slurm's loop sends sbatch's to
+        # /dev/null: no command substitution or sed per job (two more processes each, which this
+        # VM makes cost about as much as the submission itself); the ids are read once afterwards.
+        : > "$gp/submit.out"
         for ((i = 1; i <= n; i++)); do
-            out=$(gp submit "$gp/jobs/one.toml" 2> "$gp/submit.err") ||
+            gp submit "$gp/jobs/one.toml" >> "$gp/submit.out" 2> "$gp/submit.err" ||
                 { note "submit failed: $(tail -1 "$gp/submit.err")"; echo "submit-failed"; return; }
-            ids+=("$(sed -n 's/.*(id \([0-9]*\)).*/\1/p' <<< "$out")")
         done
+        mapfile -t -O ${#ids[@]} ids < <(sed -n 's/.*(id \([0-9]*\)).*/\1/p' "$gp/submit.out")
+        [ ${#ids[@]} -eq "$n" ] || { note "submit printed ${#ids[@]} ids for $n jobs"; echo "submit-failed"; return; }
     fi
     # The client waits as researchers do (`gpupool wait`: parked on POST /v1/jobs/wait, answered when
     # the last job ends), not by listing every job every POLL_S: with N in the hundreds that listing

@@ -7,7 +7,9 @@
 // - Each job is its own session and process group (setsid), so signal() and remove() reach the
 //   job's children too. Its cwd is spec.workdir, its environment exactly spec.env (plus a default
 //   PATH when spec.env has none), stdin is /dev/null, and stdout and stderr share one file
-//   descriptor opened O_APPEND on spec.log_path, so their order is kept.
+//   descriptor opened O_APPEND on spec.log_path, so their order is kept. No other descriptor, no
+//   blocked signal and no ignored one reaches the job. Started with posix_spawn, which copies none
+//   of the worker's memory mappings (a fork did, and cost the worker as much CPU as a short job).
 // - argv[0] without a slash is looked up in the job's PATH.
 // - image, mounts, limits, user and read_only_root are ignored: the agent puts the real host paths
 //   in the environment (GPUPOOL_OUTPUT_DIR, ...) for this runtime.

@@ -102,6 +102,7 @@ bench: build
 	@CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/worker_bench.sh $(BUILD)/gpupool
 	@bench/backup_bench.sh $(BUILD)/gpupool
 	@bench/load_bench.sh $(BUILD)   # 200 workers for 10 s; WORKERS=10000 DURATION=60s SUBMIT_RATE=200: the full size
+	@N=100 ROUNDS=1 bench/cpu_per_job.sh $(BUILD)/gpupool
 	@N=40 PODMAN_N=10 CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/vs_slurm.sh $(BUILD)/gpupool
 
 fmt:

@@ -295,7 +295,7 @@ struct Agent::Impl {
         const ContainerSpec spec = container_spec(t);
         t.container = spec.name;
         t.gpu_limit_mib = gpu_limit_mib(spec);
-        auto ready = prepare_attempt_dirs(t, opt.work_dir, opt.cache_dir, *link);
+        auto ready = prepare_attempt_dirs(t, opt.work_dir, opt.cache_dir, runtime.capabilities().isolates, *link);
         Status started = ready ? runtime.start(spec) : Status(ready.error());
         if (!started) {
             fail_start(t, started.error());

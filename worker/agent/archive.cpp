@@ -1,6 +1,7 @@
 #include "worker/agent/archive.hpp"
 
 #include "core/util/strings.hpp"
+#include "core/util/tree_fd.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -13,7 +14,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <memory>
 #include <system_error>
 #include <utility>
@@ -21,6 +22,7 @@
 namespace gpupool::worker {
 
 namespace fs = std::filesystem;
+using util::UniqueFd;
 
 namespace {
 
@@ -80,6 +82,7 @@ namespace {
 struct Item {
     std::string rel;
     fs::path path;
+    fs::path base; // `rel` is read below it, following no link (a job may swap one in meanwhile)
     std::int64_t size;
     bool link;
 };
@@ -113,7 +116,7 @@ Status collect(const fs::path& root, const fs::path& base, Keep keep, std::vecto
             }
         }
         const std::int64_t size = link ? 0 : static_cast<std::int64_t>(fs::file_size(p, sec));
-        items.push_back({rel, p, sec ? 0 : size, link});
+        items.push_back({rel, p, base, sec ? 0 : size, link});
     };
     const auto st = fs::symlink_status(root, ec);
     if (ec || !fs::exists(st)) {
@@ -155,6 +158,17 @@ struct ArchiveTarget {
     std::string name() const { return memory != nullptr ? std::string("the archive in memory") : path.string(); }
 };
 
+// A listed regular file, opened for reading below its base without following any link.
+Result<UniqueFd> open_item(const Item& i) {
+    // The base is the caller's (the attempt's outputs folder, the folder a researcher named): links
+    // in its own path are theirs; below it none is followed.
+    const UniqueFd base(::open(i.base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!base) {
+        return make_error(ErrorCode::io, "cannot open " + i.base.string() + ": " + std::strerror(errno));
+    }
+    return util::open_beneath(base.get(), i.path.lexically_relative(i.base), O_RDONLY | O_NONBLOCK);
+}
+
 Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::string> skipped, std::int64_t max_bytes,
                                     const ArchiveTarget& to, const std::string& cap_field) {
     PackedOutputs out;
@@ -192,8 +206,24 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::st
     std::vector<char> buf(std::size_t{1} << 16);
     for (const auto& i : items) {
         struct stat st {};
-        if (lstat(i.path.c_str(), &st) != 0) {
-            continue; // vanished since listing
+        UniqueFd file;
+        if (i.link) {
+            if (lstat(i.path.c_str(), &st) != 0) {
+                continue; // vanished since listing
+            }
+        } else {
+            // Through a descriptor opened below the base: a name swapped for a link since it was
+            // listed (by a job still running) is left out, never followed.
+            auto got = open_item(i);
+            if (!got) {
+                out.skipped.push_back(util::escape_control(i.rel) + ": " + got.error().message + "; left out");
+                continue;
+            }
+            file = std::move(*got);
+            if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+                out.skipped.push_back(util::escape_control(i.rel) + ": not a regular file any more; left out");
+                continue;
+            }
         }
         std::unique_ptr<archive_entry, EntryDeleter> e(archive_entry_new());
         archive_entry_set_pathname(e.get(), i.rel.c_str());
@@ -217,11 +247,18 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::st
             return make_error(ErrorCode::io, "archiving " + i.rel + ": " + library_error(w.get()));
         }
         if (!i.link) {
-            std::ifstream in(i.path, std::ios::binary);
-            while (in) {
-                in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-                const auto n = in.gcount();
-                if (n > 0 && archive_write_data(w.get(), buf.data(), static_cast<std::size_t>(n)) < 0) {
+            // At most the size the header announced: a file that grows meanwhile is cut there.
+            auto left = static_cast<std::size_t>(st.st_size);
+            while (left > 0) {
+                const ssize_t n = ::read(file.get(), buf.data(), std::min(buf.size(), left));
+                if (n < 0 && errno == EINTR) {
+                    continue;
+                }
+                if (n <= 0) {
+                    break; // shrank meanwhile: libarchive pads the entry to its announced size
+                }
+                left -= static_cast<std::size_t>(n);
+                if (archive_write_data(w.get(), buf.data(), static_cast<std::size_t>(n)) < 0) {
                     return make_error(ErrorCode::io, "archiving " + i.rel + ": " + library_error(w.get()));
                 }
             }
@@ -309,33 +346,6 @@ bool link_target_stays_inside(std::string_view target) {
 }
 
 namespace {
-
-// A file descriptor that closes itself.
-class UniqueFd {
-public:
-    explicit UniqueFd(int fd = -1) : m_fd(fd) {}
-    ~UniqueFd() { reset(); }
-    UniqueFd(UniqueFd&& other) noexcept : m_fd(std::exchange(other.m_fd, -1)) {}
-    UniqueFd& operator=(UniqueFd&& other) noexcept {
-        if (this != &other) {
-            reset();
-            m_fd = std::exchange(other.m_fd, -1);
-        }
-        return *this;
-    }
-    UniqueFd(const UniqueFd&) = delete;
-    UniqueFd& operator=(const UniqueFd&) = delete;
-    int get() const { return m_fd; }
-
-private:
-    void reset() {
-        if (m_fd >= 0) {
-            ::close(m_fd);
-            m_fd = -1;
-        }
-    }
-    int m_fd;
-};
 
 constexpr std::size_t k_max_entry_name = 4096;
 constexpr int k_dir_flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;

@@ -1,6 +1,7 @@
 #include "worker/agent/attempt_folders.hpp"
 
 #include "core/util/files.hpp"
+#include "core/util/tree_fd.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -53,36 +54,18 @@ bool truncate_own_file(const fs::path& path) {
     return !ec;
 }
 
-// The entries of `dir`, read whole before any is removed; nullopt when it cannot be read.
-std::optional<std::vector<fs::path>> entries_of(const fs::path& dir) {
-    std::error_code ec;
-    std::vector<fs::path> entries;
-    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        entries.push_back(it->path());
-    }
-    if (ec) {
-        return std::nullopt;
-    }
-    return entries;
+// Removes every entry of `dir` (a real directory, opened without following a link) and closes it
+// to others (0700), by descriptor; false when anything was left or was not as expected.
+bool empty_directory(const fs::path& dir) {
+    auto fd = util::open_dir(dir);
+    return fd && util::empty_dir(fd->get()) && util::set_owner_and_mode(fd->get(), std::nullopt, 0700, dir.string());
 }
 
-// Removes every entry of `dir`, which must be a real directory; true when it is empty afterwards.
-bool empty_directory(const fs::path& dir) {
-    std::error_code ec;
-    if (!fs::is_directory(fs::symlink_status(dir, ec))) {
-        return false;
+// Removes a folder of the worker's, whatever a job left in it, following no link.
+void remove_folder(const fs::path& dir) {
+    if (auto st = util::remove_tree(dir); !st) {
+        spdlog::warn("attempt folders: cannot remove {}: {}", dir.string(), st.error().message);
     }
-    const auto entries = entries_of(dir);
-    if (!entries) {
-        return false;
-    }
-    for (const auto& e : *entries) {
-        fs::remove_all(e, ec); // a symlink is removed, never followed
-        if (ec) {
-            return false;
-        }
-    }
-    return fs::is_empty(dir, ec) && !ec;
 }
 
 } // namespace
@@ -94,8 +77,7 @@ AttemptFolders::AttemptFolders(fs::path attempts, fs::path spare, std::size_t ke
         if (m_spare.size() < m_keep && fs::is_directory(it->symlink_status(ec))) {
             m_spare.push_back(it->path());
         } else {
-            std::error_code rm;
-            fs::remove_all(it->path(), rm);
+            remove_folder(it->path());
         }
     }
 }
@@ -111,7 +93,7 @@ fs::path AttemptFolders::take(AttemptId id) {
             return dir;
         }
         spdlog::debug("attempt folders: cannot reuse {} as {}: {}", spare.string(), dir.string(), ec.message());
-        fs::remove_all(spare, ec);
+        remove_folder(spare);
     }
     fs::create_directories(dir, ec);
     if (ec) {
@@ -122,25 +104,25 @@ fs::path AttemptFolders::take(AttemptId id) {
 
 bool AttemptFolders::empty_out(const fs::path& dir) const {
     std::error_code ec;
-    const auto entries = entries_of(dir);
-    if (!entries) {
+    std::vector<fs::path> entries;
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        entries.push_back(it->path());
+    }
+    if (ec) {
         return false;
     }
-    for (const auto& e : *entries) {
+    for (const auto& e : entries) {
         const std::string name = e.filename().string();
         if (is_one_of(name, k_dirs)) {
-            if (!empty_directory(e) || ::chmod(e.c_str(), 0700) != 0) {
+            if (!empty_directory(e)) {
                 return false;
             }
         } else if (is_one_of(name, k_files)) {
             if (!truncate_own_file(e)) {
                 return false;
             }
-        } else {
-            fs::remove_all(e, ec);
-            if (ec) {
-                return false;
-            }
+        } else if (!util::remove_tree(e)) {
+            return false;
         }
     }
     for (const char* d : k_dirs) {
@@ -166,10 +148,7 @@ void AttemptFolders::give_back(const fs::path& dir, bool reusable) {
         }
         spdlog::debug("attempt folders: cannot keep {}: {}", dir.string(), ec.message());
     }
-    fs::remove_all(dir, ec);
-    if (ec) {
-        spdlog::warn("attempt folders: cannot remove {}: {}", dir.string(), ec.message());
-    }
+    remove_folder(dir);
 }
 
 bool write_in_place(const fs::path& path, const std::string& content, std::string& error) {

@@ -13,11 +13,11 @@
 // - give_back(dir, reusable) keeps the folder only when `reusable` (the caller removed the job's
 //   container or processes: nothing writes there any more), fewer than `keep` are spare, and
 //   emptying it succeeded completely: work/ and outputs/ are real directories (not symlinks) whose
-//   every entry is removed (remove_all, which never follows a symlink); log, assignment.json and
+//   every entry is removed by descriptor, following no link (util/tree_fd.hpp); log, assignment.json and
 //   state.json are regular files with one link (a hard link to a file elsewhere is unlinked, never
 //   truncated), truncated to 0; anything else in the folder is removed. The rename into <spare> is
 //   the last step, so a crash leaves the folder in <attempts> (where load() drops it, since its
-//   JSON files are empty) or a clean spare. Otherwise the folder is removed, as before.
+//   JSON files are empty) or a clean spare. Otherwise the folder is removed, by descriptor too.
 // - take(id) renames a spare folder to <attempts>/<id>, or creates the folder when none is spare
 //   (or the rename fails; a spare that cannot be renamed is removed). A folder already there for
 //   that id is used as it is, as before recycling. A recycled folder's JSON files are empty.

@@ -2,18 +2,21 @@
 
 #include "core/resources/quantity.hpp"
 #include "core/util/files.hpp"
+#include "core/util/tree_fd.hpp"
 #include "worker/agent/archive.hpp"
 #include "worker/gpu/mps_daemon.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 namespace gpupool::worker {
 
@@ -155,6 +158,10 @@ ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) 
     c.workdir = t.dir / "work";
     c.cpu_milli = spec.resources.cpu_milli;
     c.memory_mib = spec.resources.memory_mib;
+    if (ctx.runtime.isolates && ctx.worker_uid != 0) {
+        c.user = std::to_string(ctx.worker_uid) + ":" + std::to_string(ctx.worker_gid);
+        c.keep_user_id = true;
+    }
     c.labels = {{"gpupool.worker", ctx.worker_label},
                 {"gpupool.job", std::to_string(t.a.job.value())},
                 {"gpupool.attempt", std::to_string(t.a.attempt.value())}};
@@ -209,14 +216,40 @@ std::int64_t gpu_limit_mib(const ContainerSpec& c) {
     }
 }
 
-Status prepare_attempt_dirs(const Attempt& t, const fs::path& work_dir, const fs::path& cache_dir, CoordinatorLink& link) {
+std::optional<util::Owner> job_owner(bool isolates, uid_t worker_uid) {
+    if (isolates && worker_uid == 0) {
+        return util::Owner{k_job_uid, k_job_uid};
+    }
+    return std::nullopt;
+}
+
+Status prepare_attempt_dirs(const Attempt& t, const fs::path& work_dir, const fs::path& cache_dir, bool isolates,
+                            CoordinatorLink& link) {
+    // Every step below is by descriptor: outputs/ and the team's cache are the job's, and any name
+    // in them may be a link a job planted to a host folder (util/tree_fd.hpp).
+    const auto owner = job_owner(isolates, ::geteuid());
+    const auto failed = [&](const fs::path& where, const Error& e) {
+        return make_error(e.code == ErrorCode::invalid_input ? ErrorCode::io : e.code,
+                          "cannot prepare " + where.string() + ": " + e.message);
+    };
+    auto attempt = util::open_dir(t.dir);
+    if (!attempt) {
+        return failed(t.dir, attempt.error());
+    }
+    auto work = util::make_dir_at(attempt->get(), "work", 0755, true);
+    auto outputs = util::make_dir_at(attempt->get(), "outputs", 0700, true);
+    if (!work || !outputs) {
+        return failed(t.dir, (!work ? work : outputs).error());
+    }
     const fs::path team_cache = team_cache_dir(cache_dir, t.a.team);
-    std::error_code ec;
-    fs::create_directories(t.dir / "work", ec);
-    fs::create_directories(t.dir / "outputs", ec);
-    fs::create_directories(team_cache / "huggingface", ec);
-    if (ec) {
-        return make_error(ErrorCode::io, "cannot create " + t.dir.string() + ": " + ec.message());
+    auto cache = util::open_dir(cache_dir);
+    auto teams = cache ? util::make_dir_at(cache->get(), "teams", 0700) : Result<util::UniqueFd>(cache.error());
+    auto team = teams ? util::make_dir_at(teams->get(), team_cache.filename().string(), 0700)
+                      : Result<util::UniqueFd>(teams.error());
+    // The job may have put a link or a file where its Hugging Face folder was: only the name goes.
+    auto hf = team ? util::make_dir_at(team->get(), "huggingface", 0700, true) : Result<util::UniqueFd>(team.error());
+    if (!hf) {
+        return failed(team_cache, hf.error());
     }
     if (!t.a.spec.inputs.archive.empty()) {
         auto bytes = input_archive(t, work_dir, link);
@@ -233,11 +266,15 @@ Status prepare_attempt_dirs(const Attempt& t, const fs::path& work_dir, const fs
     } else if (auto st = copy_local_inputs(t); !st) {
         return st;
     }
-    // Containers run as an unprivileged user: let it write its outputs.
-    ::chmod((t.dir / "outputs").c_str(), 0777);
-    ::chmod(team_cache.c_str(), 0777);
-    ::chmod((team_cache / "huggingface").c_str(), 0777);
-    ::chmod((t.dir / "work").c_str(), 0755);
+    // The job's user owns what it writes (0700): no folder of the job is ever open to everyone.
+    for (auto [fd, mode, whose, name] : {std::tuple{work->get(), 0755, std::optional<util::Owner>(), "work"},
+                                         std::tuple{outputs->get(), 0700, owner, "outputs"},
+                                         std::tuple{team->get(), 0700, owner, "the team cache"},
+                                         std::tuple{hf->get(), 0700, owner, "the team cache's huggingface"}}) {
+        if (auto st = util::set_owner_and_mode(fd, whose, static_cast<mode_t>(mode), name); !st) {
+            return failed(t.dir, st.error());
+        }
+    }
     return {};
 }
 

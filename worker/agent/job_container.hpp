@@ -12,6 +12,10 @@
 // - The worker's model cache is mounted read-only at /cache (GPUPOOL_MODEL_CACHE): the worker fills
 //   it, no job can write it. When every model the job names is there, HF_HOME=/cache and
 //   HF_HUB_OFFLINE=1; otherwise HF_HOME is in the team's own cache, where the job's own downloads go.
+// - Who the job is: a container of a root worker runs as k_job_uid (nobody), which owns the job's
+//   writable folders; a container of a worker that is not root (rootless podman, docker through its
+//   group) runs as the worker's own uid and gid (podman: --userns=keep-id), so those folders can be
+//   the worker's, 0700, and never open to everyone. The process runtime's job is the worker's user.
 // - Each team writes only its own cache (<cache_dir>/teams/<team>, at /team-cache, GPUPOOL_CACHE_DIR):
 //   one team cannot plant files that another team's jobs then load.
 // - With the worker's MPS daemon (mps_pipe), a fractional job is an MPS client: the pipe directory
@@ -23,10 +27,14 @@
 #pragma once
 
 #include "core/util/result.hpp"
+#include "core/util/tree_fd.hpp"
 #include "worker/agent/attempt.hpp"
 #include "worker/agent/coordinator_link.hpp"
 #include "worker/gpu/gpu_probe.hpp"
 #include "worker/runtime/container_runtime.hpp"
+
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <optional>
@@ -43,6 +51,8 @@ struct ContainerContext {
     std::filesystem::path model_cache{}; // the worker's model cache (HF_HOME layout); empty: none
     bool models_ready = false;           // every model the job names is complete in it
     std::optional<std::filesystem::path> mps_pipe{}; // the worker's MPS daemon's pipe directory (--mps)
+    uid_t worker_uid = ::geteuid(); // a container of a worker that is not root runs as the worker's user
+    gid_t worker_gid = ::getegid();
 };
 
 ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx);
@@ -56,8 +66,20 @@ std::filesystem::path team_cache_dir(const std::filesystem::path& cache_dir, Tea
 // A fractional GPU job's memory share in MiB, from its spec (0: a whole GPU or none: not watched).
 std::int64_t gpu_limit_mib(const ContainerSpec& c);
 
-// Creates the attempt's directories and puts the job's inputs in work/.
+// The uid and gid a container job of a root worker runs as (nobody), and that owns its folders.
+inline constexpr uid_t k_job_uid = 65534;
+
+// Who owns a job's writable folders (outputs/, its team's cache) on the host: for a container of a
+// root worker, the job's own user (k_job_uid); otherwise nullopt, since the job runs as the worker's
+// user (the process runtime; rootless podman and docker with the worker's uid, see
+// container_spec_for), which owns them already.
+std::optional<util::Owner> job_owner(bool isolates, uid_t worker_uid);
+
+// Creates the attempt's directories and puts the job's inputs in work/. Nothing here follows a link
+// or opens a folder to everyone: outputs/ and the team cache (and its huggingface/) are 0700, owned
+// by job_owner(isolates, geteuid()); a link or file the job left where huggingface/ belongs is
+// removed (the name, not what it names); work/ is the worker's, 0755.
 Status prepare_attempt_dirs(const Attempt& t, const std::filesystem::path& work_dir,
-                            const std::filesystem::path& cache_dir, CoordinatorLink& link);
+                            const std::filesystem::path& cache_dir, bool isolates, CoordinatorLink& link);
 
 } // namespace gpupool::worker

@@ -1,5 +1,7 @@
 #include "worker/agent/spool.hpp"
 
+#include "core/util/tree_fd.hpp"
+
 #include "core/util/files.hpp"
 
 #include <spdlog/spdlog.h>
@@ -123,7 +125,7 @@ std::vector<Attempt> Spool::load(std::int64_t now_ms) const {
         auto s = read_json_file(entry.path() / "state.json");
         auto msg = a ? api::assignment_from_json(*a) : Result<api::Assignment>(a.error());
         if (!msg || !s) {
-            fs::remove_all(entry.path(), ec);
+            (void)util::remove_tree(entry.path()); // follows no link the job left
             continue;
         }
         Attempt t;
@@ -133,7 +135,7 @@ std::vector<Attempt> Spool::load(std::int64_t now_ms) const {
             apply_state(t, *s);
         } catch (const json::exception& e) {
             spdlog::warn("spool: {}: {}", (entry.path() / "state.json").string(), e.what());
-            fs::remove_all(entry.path(), ec);
+            (void)util::remove_tree(entry.path()); // follows no link the job left
             continue;
         }
         t.started_ms = now_ms; // max_runtime restarts from here: conservative for the job

@@ -53,6 +53,9 @@ struct ContainerSpec {
     std::int64_t memory_mib = 0;           // 0 = no limit
     std::int64_t pids_limit = 4096;
     std::string user = "65534:65534";      // non-root inside the container
+    // `user` is the same uid on the host (the worker's own, when it is not root): podman adds
+    // --userns=keep-id, which rootless podman needs for that; docker's daemon maps uids as they are.
+    bool keep_user_id = false;
     bool read_only_root = true;            // --read-only with a writable tmpfs at /tmp
     bool host_ipc = false;                 // the host's IPC namespace (an MPS client needs it)
 };

@@ -155,6 +155,9 @@ std::vector<std::string> build_run_argv(OciTool tool, const ContainerSpec& spec,
     // The engine's own log store is what `logs -f` replays after a reattach.
     a.insert(a.end(), {"--log-driver", tool == OciTool::podman ? "k8s-file" : "json-file"});
     a.insert(a.end(), {"--init", "--cap-drop=ALL", "--security-opt", "no-new-privileges", "--user", spec.user});
+    if (spec.keep_user_id && tool == OciTool::podman) {
+        a.push_back("--userns=keep-id");
+    }
     if (spec.pids_limit > 0) {
         a.insert(a.end(), {"--pids-limit", std::to_string(spec.pids_limit)});
     }

@@ -162,3 +162,29 @@ TEST_CASE("job container: with the worker's MPS daemon a fractional job is its c
     CHECK(c.env.at("CUDA_VISIBLE_DEVICES") == "0");
     CHECK_FALSE(c.host_ipc);
 }
+
+TEST_CASE("job container: who the job is on the host, and who owns its writable folders", "[job_container][security]") {
+    const auto t = gpu_attempt("/spool/12");
+    // A root worker's container job is nobody, which owns its outputs and team cache.
+    auto as_root = context({});
+    as_root.worker_uid = 0;
+    as_root.worker_gid = 0;
+    const auto rooted = worker::container_spec_for(t, as_root);
+    CHECK(rooted.user == "65534:65534");
+    CHECK_FALSE(rooted.keep_user_id);
+    CHECK(worker::job_owner(true, 0) == util::Owner{worker::k_job_uid, worker::k_job_uid});
+    // A worker that is not root runs its containers as itself (rootless podman: the same uid on the
+    // host), so its folders need no other owner and never a mode open to everyone.
+    auto unprivileged = context({});
+    unprivileged.worker_uid = 998;
+    unprivileged.worker_gid = 997;
+    const auto own = worker::container_spec_for(t, unprivileged);
+    CHECK(own.user == "998:997");
+    CHECK(own.keep_user_id);
+    CHECK_FALSE(worker::job_owner(true, 998));
+    // The process runtime's job is the worker's own user, root or not.
+    auto bare = context(bare_process());
+    bare.worker_uid = 0;
+    CHECK_FALSE(worker::container_spec_for(t, bare).keep_user_id);
+    CHECK_FALSE(worker::job_owner(false, 0));
+}

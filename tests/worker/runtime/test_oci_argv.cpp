@@ -94,6 +94,15 @@ TEST_CASE("oci run argv: the one GPU, the podman (CDI) and the docker way", "[ru
     CHECK_FALSE(has(docker, "--device"));
     CHECK(has_pair(docker, "--log-driver", "json-file"));
 
+    // A worker that is not root runs its containers as its own uid: rootless podman keeps it.
+    ContainerSpec own = sample_spec();
+    own.user = "998:997";
+    own.keep_user_id = true;
+    CHECK(has(build_run_argv(OciTool::podman, own), "--userns=keep-id"));
+    CHECK(has_pair(build_run_argv(OciTool::podman, own), "--user", "998:997"));
+    CHECK_FALSE(has(build_run_argv(OciTool::docker, own), "--userns=keep-id"));
+    CHECK_FALSE(has(podman, "--userns=keep-id"));
+
     ContainerSpec cpu_only = sample_spec();
     cpu_only.gpu_index.reset();
     auto none = build_run_argv(OciTool::docker, cpu_only);

@@ -169,6 +169,69 @@ Result<UniqueFd> open_item(const Item& i) {
     return util::open_beneath(base.get(), i.path.lexically_relative(i.base), O_RDONLY | O_NONBLOCK);
 }
 
+// Writes one listed item to the archive (its header, then a file's bytes through a descriptor), or
+// notes in out.skipped why it was left out; an Error only when the archive itself fails.
+Status add_item(archive* w, const Item& i, std::vector<char>& buf, PackedOutputs& out) {
+    struct stat st {};
+    UniqueFd file;
+    if (i.link) {
+        if (lstat(i.path.c_str(), &st) != 0) {
+            return {}; // vanished since listing
+        }
+    } else {
+        // Through a descriptor opened below the base: a name swapped for a link since it was
+        // listed (by a job still running) is left out, never followed.
+        auto got = open_item(i);
+        if (!got) {
+            out.skipped.push_back(util::escape_control(i.rel) + ": " + got.error().message + "; left out");
+            return {};
+        }
+        file = std::move(*got);
+        if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+            out.skipped.push_back(util::escape_control(i.rel) + ": not a regular file any more; left out");
+            return {};
+        }
+    }
+    std::unique_ptr<archive_entry, EntryDeleter> e(archive_entry_new());
+    archive_entry_set_pathname(e.get(), i.rel.c_str());
+    archive_entry_set_perm(e.get(), st.st_mode & 0755);
+    archive_entry_set_mtime(e.get(), st.st_mtime, 0);
+    if (i.link) {
+        std::error_code lec;
+        const auto target = fs::read_symlink(i.path, lec);
+        if (lec || !link_target_stays_inside(target.string())) {
+            out.skipped.push_back(util::escape_control(i.rel) + ": link changed while packing; left out");
+            return {};
+        }
+        archive_entry_set_filetype(e.get(), AE_IFLNK);
+        archive_entry_set_symlink(e.get(), target.c_str());
+        archive_entry_set_size(e.get(), 0);
+    } else {
+        archive_entry_set_filetype(e.get(), AE_IFREG);
+        archive_entry_set_size(e.get(), st.st_size);
+    }
+    if (archive_write_header(w, e.get()) != ARCHIVE_OK) {
+        return make_error(ErrorCode::io, "archiving " + i.rel + ": " + library_error(w));
+    }
+    // At most the size the header announced: a file that grows meanwhile is cut there.
+    auto left = i.link ? std::size_t{0} : static_cast<std::size_t>(st.st_size);
+    while (left > 0) {
+        const ssize_t n = ::read(file.get(), buf.data(), std::min(buf.size(), left));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break; // shrank meanwhile: libarchive pads the entry to its announced size
+        }
+        left -= static_cast<std::size_t>(n);
+        if (archive_write_data(w, buf.data(), static_cast<std::size_t>(n)) < 0) {
+            return make_error(ErrorCode::io, "archiving " + i.rel + ": " + library_error(w));
+        }
+    }
+    out.files.push_back(i.rel);
+    return {};
+}
+
 Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::string> skipped, std::int64_t max_bytes,
                                     const ArchiveTarget& to, const std::string& cap_field) {
     PackedOutputs out;
@@ -205,65 +268,9 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::st
     }
     std::vector<char> buf(std::size_t{1} << 16);
     for (const auto& i : items) {
-        struct stat st {};
-        UniqueFd file;
-        if (i.link) {
-            if (lstat(i.path.c_str(), &st) != 0) {
-                continue; // vanished since listing
-            }
-        } else {
-            // Through a descriptor opened below the base: a name swapped for a link since it was
-            // listed (by a job still running) is left out, never followed.
-            auto got = open_item(i);
-            if (!got) {
-                out.skipped.push_back(util::escape_control(i.rel) + ": " + got.error().message + "; left out");
-                continue;
-            }
-            file = std::move(*got);
-            if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-                out.skipped.push_back(util::escape_control(i.rel) + ": not a regular file any more; left out");
-                continue;
-            }
+        if (auto st = add_item(w.get(), i, buf, out); !st) {
+            return st.error();
         }
-        std::unique_ptr<archive_entry, EntryDeleter> e(archive_entry_new());
-        archive_entry_set_pathname(e.get(), i.rel.c_str());
-        archive_entry_set_perm(e.get(), st.st_mode & 0755);
-        archive_entry_set_mtime(e.get(), st.st_mtime, 0);
-        if (i.link) {
-            std::error_code lec;
-            const auto target = fs::read_symlink(i.path, lec);
-            if (lec || !link_target_stays_inside(target.string())) {
-                out.skipped.push_back(util::escape_control(i.rel) + ": link changed while packing; left out");
-                continue;
-            }
-            archive_entry_set_filetype(e.get(), AE_IFLNK);
-            archive_entry_set_symlink(e.get(), target.c_str());
-            archive_entry_set_size(e.get(), 0);
-        } else {
-            archive_entry_set_filetype(e.get(), AE_IFREG);
-            archive_entry_set_size(e.get(), st.st_size);
-        }
-        if (archive_write_header(w.get(), e.get()) != ARCHIVE_OK) {
-            return make_error(ErrorCode::io, "archiving " + i.rel + ": " + library_error(w.get()));
-        }
-        if (!i.link) {
-            // At most the size the header announced: a file that grows meanwhile is cut there.
-            auto left = static_cast<std::size_t>(st.st_size);
-            while (left > 0) {
-                const ssize_t n = ::read(file.get(), buf.data(), std::min(buf.size(), left));
-                if (n < 0 && errno == EINTR) {
-                    continue;
-                }
-                if (n <= 0) {
-                    break; // shrank meanwhile: libarchive pads the entry to its announced size
-                }
-                left -= static_cast<std::size_t>(n);
-                if (archive_write_data(w.get(), buf.data(), static_cast<std::size_t>(n)) < 0) {
-                    return make_error(ErrorCode::io, "archiving " + i.rel + ": " + library_error(w.get()));
-                }
-            }
-        }
-        out.files.push_back(i.rel);
     }
     if (archive_write_close(w.get()) != ARCHIVE_OK) {
         return make_error(ErrorCode::io, "closing " + to.name() + ": " + library_error(w.get()));

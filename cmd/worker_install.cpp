@@ -40,7 +40,9 @@ void print_service_report(const GlobalOptions& global, const worker::ServiceRepo
         for (const auto& s : r.steps) {
             steps.push_back({{"action", s.what}, {"path", s.path}, {"note", s.note}});
         }
-        std::cout << nlohmann::json{{"ok", ok}, {"files", steps}, {"systemctl", r.systemctl}}.dump(2) << '\n';
+        std::cout << nlohmann::json{{"ok", ok}, {"files", steps}, {"systemctl", r.systemctl}, {"warnings", r.warnings}}
+                         .dump(2)
+                  << '\n';
         return;
     }
     for (const auto& s : r.steps) {
@@ -53,6 +55,9 @@ void print_service_report(const GlobalOptions& global, const worker::ServiceRepo
                       : user                            ? "systemctl --user "
                                                         : "systemctl ")
                   << c << '\n';
+    }
+    for (const auto& w : r.warnings) {
+        std::cerr << "warning: " << printable(w) << '\n';
     }
 }
 
@@ -85,7 +90,8 @@ int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& 
     io.runtime = o.runtime;
     io.binary = this_binary();
     io.force = o.force;
-    worker::SystemctlCommand systemctl(o.systemctl, o.user);
+    io.as_root = o.as_root;
+    worker::SystemctlCommand systemctl(o.systemctl, o.user, o.sysusers);
     worker::ServiceReport report;
     auto st = worker::install_service(io, systemctl, report);
     if (st || !global.json) { // --json: one document on stdout, the error's when it failed
@@ -111,6 +117,15 @@ int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& 
                   << " -u gpupool-worker -f`; settings in " << paths->config.string() << ".\n";
         if (o.user) {
             std::cout << "To keep it running while you are logged out: `loginctl enable-linger $USER`.\n";
+        } else if (o.as_root) {
+            std::cout << "It runs as root (--as-root): read the warning above.\n";
+        } else {
+            const std::string user(worker::k_worker_user);
+            std::cout << "It runs as the system user " << user << ", not root"
+                      << (o.runtime == "docker" ? " (in the group docker: root-equivalent, see the warning above)"
+                                                : " (podman rootless)")
+                      << ". The owner's controls talk to it as that user: `sudo -u " << user
+                      << " gpupool worker status --config " << paths->config.string() << "`.\n";
         }
     }
     return k_exit_ok;
@@ -153,6 +168,9 @@ void register_worker_install(Cli& cli, CLI::App* worker) {
         ->check(CLI::IsMember({"podman", "docker"}))
         ->capture_default_str();
     install->add_flag("--force", o->force, "Replace settings an earlier install left that differ");
+    install->add_flag("--as-root", o->as_root,
+                      "Run the system-wide service as root, not as the system user gpupool-worker (dangerous: a job "
+                      "that fools the worker acts as root)");
     CLI::App* uninstall = worker->add_subcommand(
         "uninstall", "Stop the service (the worker drains first), disable it and remove its unit and config");
     uninstall->add_flag("--user", o->user, "The owner's own service (systemctl --user)");
@@ -160,6 +178,7 @@ void register_worker_install(Cli& cli, CLI::App* worker) {
     for (CLI::App* c : {install, uninstall}) {
         c->add_option("--root", o->root, "Write under this directory instead of / (tests)")->group("");
         c->add_option("--systemctl", o->systemctl, "The systemctl program (tests)")->group("");
+        c->add_option("--sysusers", o->sysusers, "The systemd-sysusers program (tests)")->group("");
         c->fallthrough();
     }
     install->callback([&cli, o] { cli.exit_code = run_worker_install(cli.global, *o); });

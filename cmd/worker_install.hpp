@@ -4,8 +4,13 @@
 // return the exit code: 0 done, 1 failed (files written so far are listed), 2 usage error or a
 // refusal to overwrite different settings without --force.
 //
-// Two hidden options exist for tests: --root DIR (write under DIR instead of /) and --systemctl
-// PROGRAM (run PROGRAM instead of systemctl; the system-wide root check is skipped with --root).
+// The system-wide service runs as the system user gpupool-worker; `--as-root` (install only) keeps
+// root and prints why that is dangerous (the installer's warning). Warnings go to stderr (--json:
+// the document's `warnings`).
+//
+// Hidden options for tests: --root DIR (write under DIR instead of /), --systemctl PROGRAM (run
+// PROGRAM instead of systemctl; the system-wide root check is skipped with --root) and --sysusers
+// PROGRAM (instead of systemd-sysusers).
 #pragma once
 
 #include "cmd/cli.hpp"
@@ -27,16 +32,19 @@ struct WorkerInstallOptions {
     std::string work_dir{};
     std::string runtime = "podman";
     bool force = false;
+    bool as_root = false;
     bool purge = false;
     std::string root = "/";
     std::string systemctl = "systemctl";
+    std::string sysusers = "systemd-sysusers";
 };
 
 int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& o);
 int run_worker_uninstall(const GlobalOptions& global, const WorkerInstallOptions& o);
 
-// What an install or uninstall did (its files, the systemctl calls), as text or --json; shared with
-// `coordinator install` (coordinator_install.cpp). `user`: the calls were `systemctl --user`.
+// What an install or uninstall did (its files, the systemctl calls, warnings on stderr), as text or
+// --json; shared with `coordinator install` (coordinator_install.cpp). `user`: the calls were
+// `systemctl --user`.
 void print_service_report(const GlobalOptions& global, const worker::ServiceReport& report, bool ok, bool user);
 // This process's executable (absolute), for a unit's ExecStart; empty if it cannot be found.
 std::filesystem::path this_binary();

@@ -4,7 +4,10 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <charconv>
 #include <sstream>
+#include <utility>
 
 namespace gpupool::worker {
 
@@ -82,6 +85,12 @@ Result<ServicePaths> service_paths(ServiceScope scope, const fs::path& root, con
         p.token = "/etc/gpupool/enroll.token";
         p.unit = fs::path("/etc/systemd/system") / k_service_unit_name;
         p.work_dir = "/var/lib/gpupool/worker";
+        p.sysusers = fs::path("/etc/sysusers.d") / (std::string(k_worker_user) + ".conf");
+        p.passwd_file = "/etc/passwd";
+        p.group_file = "/etc/group";
+        p.subuid = "/etc/subuid";
+        p.subgid = "/etc/subgid";
+        p.linger = fs::path("/var/lib/systemd/linger") / k_worker_user;
         return p;
     }
     const fs::path h(home);
@@ -211,6 +220,47 @@ Result<std::string> systemd_quote(std::string_view arg) {
     return quote ? "\"" + escaped + "\"" : escaped;
 }
 
+namespace {
+
+// The system unit's account lines: who the worker runs as and what its engine needs. Nothing for
+// --as-root (the unit as it was) or --user.
+Result<std::pair<std::string, std::string>> account_lines(const ServicePaths& paths, const PoolTable& pool,
+                                                          const UnitInputs& in) {
+    if (paths.scope != ServiceScope::system || in.as_root) {
+        return std::pair<std::string, std::string>{};
+    }
+    const std::string user(k_worker_user);
+    std::string unit_section; // [Unit]
+    std::string service;      // [Service]
+    service += "# Not root: a system user of its own (" + paths.sysusers.string() + "). A job that tricks\n"
+               "# the worker into acting on a path it controls gets this user's rights, not root's.\n"
+               "User=" + user + "\nGroup=" + user + "\n"
+               "# The default work dir, and the user's home (rootless podman keeps its images under it).\n"
+               "StateDirectory=" + paths.work_dir.lexically_relative("/var/lib").string() + "\n"
+               "StateDirectoryMode=0700\n";
+    if (pool.runtime == "podman") {
+        if (!in.uid) {
+            return make_error(ErrorCode::invalid_input, "the podman unit needs the uid of " + user);
+        }
+        const std::string run = "/run/user/" + std::to_string(*in.uid);
+        const std::string manager = "user@" + std::to_string(*in.uid) + ".service";
+        unit_section += "# Rootless podman makes each job's cgroup (its memory, CPU and pid limits) through the\n"
+                        "# service user's own systemd manager; lingering keeps it running.\n"
+                        "Wants=" + manager + "\nAfter=" + manager + "\n";
+        service += "# Where rootless podman finds that manager: its runtime directory and its D-Bus.\n"
+                   "Environment=XDG_RUNTIME_DIR=" + run + "\n"
+                   "Environment=DBUS_SESSION_BUS_ADDRESS=unix:path=" + run + "/bus\n";
+    } else if (pool.runtime == "docker") {
+        service += "# The docker daemon's socket. Membership of the group docker is root-equivalent on this\n"
+                   "# machine (the daemon runs what it is asked, as root); rootless podman is the\n"
+                   "# least-privileged engine.\n"
+                   "SupplementaryGroups=docker\n";
+    }
+    return std::pair{unit_section, service};
+}
+
+} // namespace
+
 Result<std::string> render_unit(const ServicePaths& paths, const PoolTable& pool, const UnitInputs& in) {
     if (!in.binary.is_absolute()) {
         return make_error(ErrorCode::invalid_input, "the unit needs the gpupool binary's absolute path, got `" +
@@ -223,6 +273,10 @@ Result<std::string> render_unit(const ServicePaths& paths, const PoolTable& pool
             return q.error();
         }
         exec += (exec.empty() ? "" : " ") + *q;
+    }
+    auto account = account_lines(paths, pool, in);
+    if (!account) {
+        return account.error();
     }
     std::string description_url; // a unit's Description reads `%` as a specifier
     for (const char c : pool.coordinator) {
@@ -237,10 +291,11 @@ Result<std::string> render_unit(const ServicePaths& paths, const PoolTable& pool
       << "[Unit]\n"
       << "Description=gpupool worker: shares this machine with the pool at " << description_url << "\n"
       << "Wants=network-online.target\n"
-      << "After=network-online.target\n\n"
+      << "After=network-online.target\n"
+      << account->first << "\n"
       << "[Service]\n"
       << "Type=simple\n"
-      << "ExecStart=" << exec << "\n"
+      << account->second << "ExecStart=" << exec << "\n"
       << "ExecReload=/bin/kill -HUP $MAINPID\n" // re-reads worker.toml's terms
       << "Restart=on-failure\n"
       << "RestartSec=10s\n"
@@ -262,6 +317,99 @@ Result<std::string> render_unit(const ServicePaths& paths, const PoolTable& pool
     u << "\n[Install]\n"
       << "WantedBy=" << (system ? "multi-user.target" : "default.target") << "\n";
     return u.str();
+}
+
+std::string render_worker_sysusers(const ServicePaths& paths) {
+    const std::string user(k_worker_user);
+    return "# Written by `gpupool worker install`: the system user the worker service runs as (its home\n"
+           "# is the default work dir, where rootless podman keeps its images and containers).\n"
+           "u " +
+           user + " - \"gpupool worker\" " + paths.work_dir.string() + " -\n";
+}
+
+namespace {
+
+// The lines of a subuid/subgid file, split at ':' into name, start and count (nothing if malformed).
+struct SubidLine {
+    std::string_view owner;
+    std::uint64_t start = 0;
+    std::uint64_t count = 0;
+};
+
+std::optional<SubidLine> parse_subid_line(std::string_view line) {
+    const auto a = line.find(':');
+    const auto b = a == std::string_view::npos ? a : line.find(':', a + 1);
+    if (b == std::string_view::npos || line.empty() || line.front() == '#') {
+        return std::nullopt;
+    }
+    SubidLine out{line.substr(0, a), 0, 0};
+    const std::string_view start = line.substr(a + 1, b - a - 1);
+    std::string_view count = line.substr(b + 1);
+    while (!count.empty() && (count.back() == ' ' || count.back() == '\t' || count.back() == '\r')) {
+        count.remove_suffix(1);
+    }
+    const auto s = std::from_chars(start.data(), start.data() + start.size(), out.start);
+    const auto c = std::from_chars(count.data(), count.data() + count.size(), out.count);
+    if (s.ec != std::errc() || s.ptr != start.data() + start.size() || c.ec != std::errc() ||
+        c.ptr != count.data() + count.size()) {
+        return SubidLine{out.owner, 0, 0}; // the owner still counts as having an entry
+    }
+    return out;
+}
+
+template <typename F>
+void each_line(std::string_view text, F&& f) {
+    while (!text.empty()) {
+        const auto nl = text.find('\n');
+        f(text.substr(0, nl));
+        text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    }
+}
+
+} // namespace
+
+bool has_subid_entry(std::string_view text, std::string_view name, std::uint32_t uid) {
+    const std::string id = std::to_string(uid);
+    bool found = false;
+    each_line(text, [&](std::string_view line) {
+        const auto entry = parse_subid_line(line);
+        found = found || (entry && (entry->owner == name || entry->owner == id));
+    });
+    return found;
+}
+
+std::optional<std::uint32_t> free_subid_start(const std::vector<std::string_view>& files) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges; // [start, end)
+    for (const auto text : files) {
+        each_line(text, [&](std::string_view line) {
+            const auto entry = parse_subid_line(line);
+            if (entry && entry->count > 0) { // a count past 2^32 ids covers them all, no more
+                ranges.emplace_back(entry->start, entry->start + std::min<std::uint64_t>(entry->count, 1ULL << 32));
+            }
+        });
+    }
+    std::sort(ranges.begin(), ranges.end());
+    std::uint64_t start = k_subid_min;
+    for (const auto& [begin, end] : ranges) {
+        if (begin >= start + k_subid_count) {
+            break; // the gap before this range is wide enough
+        }
+        start = std::max(start, end);
+    }
+    // The last id of the range must stay below 2^32 - 1 (which is (uid_t)-1).
+    if (start + k_subid_count > 0xffffffffULL) {
+        return std::nullopt;
+    }
+    return static_cast<std::uint32_t>(start);
+}
+
+std::string append_subid_entry(std::string_view text, std::string_view name, std::uint32_t start) {
+    std::string out(text);
+    if (!out.empty() && out.back() != '\n') {
+        out += '\n';
+    }
+    out += std::string(name) + ":" + std::to_string(start) + ":" + std::to_string(k_subid_count) + "\n";
+    return out;
 }
 
 } // namespace gpupool::worker

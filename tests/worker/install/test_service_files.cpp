@@ -1,5 +1,6 @@
-// The text `gpupool worker install` writes: the unit (rules, quoting, systemd-analyze's verdict) and
-// worker.toml's [pool] table (round trip, merging into an owner's file).
+// The text `gpupool worker install` writes: the unit (rules, quoting, the service's user and what each
+// engine adds, byte for byte; systemd-analyze's verdict), the user's sysusers.d entry, its
+// subordinate id lines, and worker.toml's [pool] table (round trip, merging into an owner's file).
 #include "tests/support.hpp"
 #include "worker/install/service_files.hpp"
 
@@ -36,11 +37,62 @@ ServicePaths user_paths() {
     return *p;
 }
 
-std::string unit_for(const ServicePaths& p, const PoolTable& pool, const fs::path& binary = GPUPOOL_BINARY) {
-    auto u = render_unit(p, pool, UnitInputs{binary, std::chrono::seconds(300)});
+constexpr std::uint32_t k_uid = 990; // the service user's uid in these tests
+
+// The unit as install writes it for this scope: system-wide, run by the service's user.
+std::string unit_for(const ServicePaths& p, const PoolTable& pool, const fs::path& binary = GPUPOOL_BINARY,
+                     bool as_root = false) {
+    auto u = render_unit(p, pool, UnitInputs{binary, std::chrono::seconds(300), as_root, k_uid});
     REQUIRE(u.has_value());
     return *u;
 }
+
+PoolTable with_runtime(PoolTable pool, const std::string& runtime) {
+    pool.runtime = runtime;
+    return pool;
+}
+
+// The system unit's text around what depends on the account and the engine.
+std::string unit_head() {
+    return "# Written by `gpupool worker install`; `gpupool worker uninstall` removes it.\n"
+           "# Local changes belong in a drop-in: systemctl edit gpupool-worker\n"
+           "[Unit]\n"
+           "Description=gpupool worker: shares this machine with the pool at https://pool.example.org:7443\n"
+           "Wants=network-online.target\n"
+           "After=network-online.target\n";
+}
+
+std::string unit_tail() {
+    return "ExecStart=" + std::string(GPUPOOL_BINARY) +
+           " worker --share --config /etc/gpupool/worker.toml\n"
+           "ExecReload=/bin/kill -HUP $MAINPID\n"
+           "Restart=on-failure\n"
+           "RestartSec=10s\n"
+           "# Exit 2 is a usage or config error: a restart would only repeat it.\n"
+           "RestartPreventExitStatus=2\n"
+           "# Stopping drains: SIGTERM reaches the worker alone, which lets running jobs finish for its\n"
+           "# drain grace (300 s) and hands back the rest; a minute later systemd kills what is left.\n"
+           "KillMode=mixed\n"
+           "KillSignal=SIGTERM\n"
+           "TimeoutStopSec=360\n"
+           "# A job killed for memory is that job's failure, not the service's.\n"
+           "OOMPolicy=continue\n"
+           "# Hardening: capabilities neither the worker nor its container engine uses. docs/worker.md\n"
+           "# (Running as a service) says which sandboxing options are left out, and why.\n"
+           "CapabilityBoundingSet=~CAP_SYS_BOOT CAP_SYS_TIME CAP_WAKE_ALARM\n"
+           "\n"
+           "[Install]\n"
+           "WantedBy=multi-user.target\n";
+}
+
+const std::string k_user_lines =
+    "# Not root: a system user of its own (/etc/sysusers.d/gpupool-worker.conf). A job that tricks\n"
+    "# the worker into acting on a path it controls gets this user's rights, not root's.\n"
+    "User=gpupool-worker\n"
+    "Group=gpupool-worker\n"
+    "# The default work dir, and the user's home (rootless podman keeps its images under it).\n"
+    "StateDirectory=gpupool/worker\n"
+    "StateDirectoryMode=0700\n";
 
 } // namespace
 
@@ -84,6 +136,94 @@ TEST_CASE("service files: the system unit starts the worker, restarts on failure
                                "PrivateDevices", "DevicePolicy", "ProtectHostname"}) {
         CHECK_THAT(unit, !Catch::Contains(absent));
     }
+}
+
+TEST_CASE("service files: the system unit runs the worker as gpupool-worker, rootless podman through its user manager",
+          "[install]") {
+    const auto p = system_paths();
+    CHECK(unit_for(p, pool_at(p)) ==
+          unit_head() +
+              "# Rootless podman makes each job's cgroup (its memory, CPU and pid limits) through the\n"
+              "# service user's own systemd manager; lingering keeps it running.\n"
+              "Wants=user@990.service\n"
+              "After=user@990.service\n"
+              "\n[Service]\nType=simple\n" +
+              k_user_lines +
+              "# Where rootless podman finds that manager: its runtime directory and its D-Bus.\n"
+              "Environment=XDG_RUNTIME_DIR=/run/user/990\n"
+              "Environment=DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/990/bus\n" +
+              unit_tail());
+    // Without the user's uid there is no podman unit to write.
+    auto no_uid =
+        render_unit(p, pool_at(p), UnitInputs{GPUPOOL_BINARY, std::chrono::seconds(300), false, std::nullopt});
+    REQUIRE_FALSE(no_uid.has_value());
+    CHECK_THAT(no_uid.error().message, Catch::Contains("gpupool-worker"));
+}
+
+TEST_CASE("service files: with docker the service's user joins the group docker, which the unit calls "
+          "root-equivalent",
+          "[install]") {
+    const auto p = system_paths();
+    CHECK(unit_for(p, with_runtime(pool_at(p), "docker")) ==
+          unit_head() + "\n[Service]\nType=simple\n" + k_user_lines +
+              "# The docker daemon's socket. Membership of the group docker is root-equivalent on this\n"
+              "# machine (the daemon runs what it is asked, as root); rootless podman is the\n"
+              "# least-privileged engine.\n"
+              "SupplementaryGroups=docker\n" +
+              unit_tail());
+}
+
+TEST_CASE("service files: the process runtime adds nothing to the user; --as-root writes the unit with no User=",
+          "[install]") {
+    const auto p = system_paths();
+    CHECK(unit_for(p, with_runtime(pool_at(p), "process")) ==
+          unit_head() + "\n[Service]\nType=simple\n" + k_user_lines + unit_tail());
+    // --as-root: the unit as it was before there was a service user, for every engine.
+    const std::string as_root = unit_head() + "\n[Service]\nType=simple\n" + unit_tail();
+    for (const char* runtime : {"podman", "docker", "process"}) {
+        INFO(runtime);
+        const auto u = render_unit(p, with_runtime(pool_at(p), runtime),
+                                   UnitInputs{GPUPOOL_BINARY, std::chrono::seconds(300), true, std::nullopt});
+        REQUIRE(u.has_value());
+        CHECK(*u == as_root);
+    }
+}
+
+TEST_CASE("service files: the sysusers.d entry makes gpupool-worker with its home in the default work dir",
+          "[install]") {
+    const auto p = system_paths();
+    CHECK(p.sysusers == "/etc/sysusers.d/gpupool-worker.conf");
+    CHECK(p.subuid == "/etc/subuid");
+    CHECK(p.subgid == "/etc/subgid");
+    CHECK(p.linger == "/var/lib/systemd/linger/gpupool-worker");
+    CHECK(render_worker_sysusers(p) ==
+          "# Written by `gpupool worker install`: the system user the worker service runs as (its home\n"
+          "# is the default work dir, where rootless podman keeps its images and containers).\n"
+          "u gpupool-worker - \"gpupool worker\" /var/lib/gpupool/worker -\n");
+    CHECK(user_paths().sysusers.empty()); // --user: the owner's own account
+}
+
+TEST_CASE("service files: subordinate ids start where no existing range overlaps", "[install]") {
+    CHECK(free_subid_start({}) == 100000U);
+    CHECK(free_subid_start({"", "# comment\n"}) == 100000U);
+    // useradd's ranges for two people: the next one follows them.
+    const std::string two = "alice:100000:65536\nbob:165536:65536\n";
+    CHECK(free_subid_start({two}) == 231072U);
+    // A gap too small is skipped; a wide enough one is taken; ranges in either file count.
+    CHECK(free_subid_start({"a:100000:1000\nb:150000:65536\n", "c:300000:65536\n"}) == 215536U);
+    CHECK(free_subid_start({"a:100000:65536\nb:400000:10\n"}) == 165536U);
+    CHECK(free_subid_start({"bad line\nx:y:z\n"}) == 100000U);
+    CHECK(free_subid_start({"most:100000:4294000000\n"}) == 4294100000U); // room is left below 2^32 - 1
+    CHECK_FALSE(free_subid_start({"all:100000:4294900000\n"}).has_value());
+
+    CHECK(has_subid_entry(two, "bob", 1001));
+    CHECK(has_subid_entry("1001:300000:65536\n", "gpupool-worker", 1001)); // keyed by uid
+    CHECK_FALSE(has_subid_entry(two, "gpupool-worker", 990));
+    CHECK_FALSE(has_subid_entry("gpupool-workers:1:2\n", "gpupool-worker", 990));
+
+    CHECK(append_subid_entry("", "gpupool-worker", 231072) == "gpupool-worker:231072:65536\n");
+    CHECK(append_subid_entry("alice:100000:65536", "gpupool-worker", 165536) ==
+          "alice:100000:65536\ngpupool-worker:165536:65536\n");
 }
 
 TEST_CASE("service files: the user unit is wanted by default.target and sets no capabilities", "[install]") {
@@ -209,6 +349,18 @@ TEST_CASE("service files: systemd-analyze verify accepts both units without a wa
                                         unit_for(p, pool_at(p), binary));
             const auto v = verify(file, user, dir.path() / "run");
             INFO((user ? "user unit, " : "system unit, ") << binary << ":\n" << v.output << test::slurp(file));
+            CHECK(v.exit_code == 0);
+            CHECK(v.output.empty());
+        }
+    }
+    // The system unit for each engine, run by the service's user or (--as-root) by root.
+    for (const char* runtime : {"podman", "docker", "process"}) {
+        for (const bool as_root : {false, true}) {
+            const auto p = system_paths();
+            const auto file = dir.write("gpupool-worker.service",
+                                        unit_for(p, with_runtime(pool_at(p), runtime), GPUPOOL_BINARY, as_root));
+            const auto v = verify(file, false, dir.path() / "run");
+            INFO(runtime << (as_root ? " as root" : " as gpupool-worker") << ":\n" << v.output << test::slurp(file));
             CHECK(v.exit_code == 0);
             CHECK(v.output.empty());
         }

@@ -124,8 +124,8 @@ int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& 
             std::cout << "It runs as the system user " << user << ", not root"
                       << (o.runtime == "docker" ? " (in the group docker: root-equivalent, see the warning above)"
                                                 : " (podman rootless)")
-                      << ". The owner's controls talk to it as that user: `sudo -u " << user
-                      << " gpupool worker status --config " << paths->config.string() << "`.\n";
+                      << ". The owner's controls: `sudo gpupool worker status --config " << paths->config.string()
+                      << "`.\n";
         }
     }
     return k_exit_ok;

@@ -555,7 +555,7 @@ TEST_CASE("worker install/uninstall: the real binary under a temp root with fake
                           Catch::Contains("coordinator = 'https://pool.example.org:7443'"));
     CHECK_THAT(r.out, !Catch::Contains("would offer")); // `worker` itself did not run
     CHECK_THAT(r.out, Catch::Contains("runs as the system user gpupool-worker, not root") &&
-                          Catch::Contains("sudo -u gpupool-worker gpupool worker status --config "
+                          Catch::Contains("`sudo gpupool worker status --config "
                                           "/etc/gpupool/worker.toml"));
     CHECK(test::slurp(calls) == sysusers_call + "daemon-reload\nenable --now gpupool-worker.service\n");
     const std::string unit = test::slurp(root / "etc/systemd/system/gpupool-worker.service");

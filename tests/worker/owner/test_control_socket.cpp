@@ -127,3 +127,27 @@ TEST_CASE("control socket: another user is kept out by the modes, and refused by
     CHECK((*server)->refused() == 1);
     CHECK(ask_as(0, sock) == 12); // root may ask
 }
+
+TEST_CASE("control socket: root asks a worker service that runs as its own user", "[owner][control]") {
+    if (::geteuid() != 0) {
+        WARN("not root: cannot give the socket to another user; skipped");
+        return;
+    }
+    test::TempDir dir;
+    const auto work = dir.path() / "w";
+    std::filesystem::create_directories(work);
+    auto server = worker::ControlServer::start(work, [](const json&) { return json{{"ok", true}}; });
+    REQUIRE(server.has_value());
+    const auto socket = worker::control_socket_path(work);
+    // As `worker install` leaves it: the service user's socket in the service user's 0700 folder.
+    REQUIRE(::lchown(socket.parent_path().c_str(), k_nobody, k_nobody) == 0);
+    REQUIRE(::lchown(socket.c_str(), k_nobody, k_nobody) == 0);
+    auto answer = worker::control_request(work, json{{"op", "status"}});
+    REQUIRE(answer.has_value());
+    CHECK((*answer)["ok"] == true);
+    // A folder others may write: whoever could, could have put the socket there; not asked.
+    REQUIRE(::chmod(socket.parent_path().c_str(), 0770) == 0);
+    auto refused = worker::control_request(work, json{{"op", "status"}});
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == ErrorCode::forbidden);
+}

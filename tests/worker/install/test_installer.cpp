@@ -223,7 +223,7 @@ TEST_CASE("worker install --as-root: no User=, no system user, and the report sa
     CHECK(refused.error().field == "--as-root");
 }
 
-TEST_CASE("worker install --runtime docker: the group docker, said to be root-equivalent; no such group is refused",
+TEST_CASE("worker install --runtime docker: the group docker, said to be root-equivalent, and no such group is refused",
           "[install]") {
     Machine m;
     auto o = m.install_options();
@@ -250,7 +250,7 @@ TEST_CASE("worker install --runtime docker: the group docker, said to be root-eq
     }
 }
 
-TEST_CASE("worker install: a spool left by a root install becomes gpupool-worker's whole; other files are refused",
+TEST_CASE("worker install: a spool left by a root install becomes gpupool-worker's whole, other files are refused",
           "[install]") {
     Machine m;
     put(m.at(m.paths.work_dir / "worker.json"), "{}");

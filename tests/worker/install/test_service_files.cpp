@@ -173,7 +173,7 @@ TEST_CASE("service files: with docker the service's user joins the group docker,
               unit_tail());
 }
 
-TEST_CASE("service files: the process runtime adds nothing to the user; --as-root writes the unit with no User=",
+TEST_CASE("service files: the process runtime adds nothing to the user, and --as-root writes the unit with no User=",
           "[install]") {
     const auto p = system_paths();
     CHECK(unit_for(p, with_runtime(pool_at(p), "process")) ==

@@ -113,31 +113,9 @@ TEST_CASE("a job's links never make the worker touch a host folder or file", "[s
             Pool pool;
             test::TempDir work;
             worker::StaticGpuProbe no_gpus({});
-            worker::AgentOptions o;
-            o.coordinator_url = pool.url();
-            o.token = pool.enroll;
-            o.work_dir = work.path();
-            o.cpu_milli = 4000;
-            o.memory_mib = 4096;
-            o.heartbeat = 300ms;
-            o.poll_wait = 1s;
-            o.stop_grace = 500ms;
-            o.runtime_grace = 500ms;
-            o.log_flush = 100ms;
-            o.tick = 50ms;
-            worker::Agent agent(o, *rt, no_gpus);
-            Status result;
-            std::thread t([&] { result = agent.run(); });
-            struct Join {
-                worker::Agent& a;
-                std::thread& t;
-                ~Join() {
-                    a.stop();
-                    t.join();
-                }
-            } join{agent, t};
+            RunningAgent running(options(pool, work.path()), *rt, no_gpus);
             const auto ended = [&](std::int64_t id) {
-                const std::string s = pool.job(id)["state"];
+                const std::string s = state_of(pool, id);
                 return s == "succeeded" || s == "failed" || s == "cancelled";
             };
             const auto recycled = [&] { return fs::is_empty(work.path() / "attempts"); };

@@ -281,7 +281,10 @@ Status validate_image_reference(std::string_view ref) {
     return {};
 }
 
-std::string qualified_image(std::string_view image) {
+namespace {
+
+// The name with its registry spelled out, as docker and podman resolve a short one.
+std::string qualified_name(std::string_view image) {
     const auto slash = image.find('/');
     if (slash != std::string_view::npos) {
         const std::string_view first = image.substr(0, slash);
@@ -296,6 +299,20 @@ std::string qualified_image(std::string_view image) {
         return "docker.io/" + std::string(image);
     }
     return "docker.io/library/" + std::string(image);
+}
+
+} // namespace
+
+std::string qualified_image(std::string_view image) {
+    std::string out = qualified_name(image);
+    // No tag and no digest: the engines take `latest`; say so, so that nothing is left to resolve.
+    const std::size_t slash = out.rfind('/');
+    const std::size_t colon = out.rfind(':');
+    const bool tagged = colon != std::string::npos && (slash == std::string::npos || colon > slash);
+    if (!tagged && out.find('@') == std::string::npos) {
+        out += ":latest";
+    }
+    return out;
 }
 
 } // namespace gpupool::recipe

@@ -32,10 +32,14 @@ inline constexpr std::size_t k_max_image_name_length = 255; // the name, without
 
 Status validate_image_reference(std::string_view reference);
 
-// The image with its registry spelled out as the engines resolve it: "ubuntu:22.04" ->
-// "docker.io/library/ubuntu:22.04", "me/x" -> "docker.io/me/x"; a reference whose first component
-// is a host ("ghcr.io/...", "localhost/...", "host:5000/...") is returned as it is. What a worker
-// owner's `registries` prefixes are matched against (api::outside_terms, sched::WorkerTerms).
+// The image fully qualified, as the engines resolve it: "ubuntu:22.04" ->
+// "docker.io/library/ubuntu:22.04", "me/x" -> "docker.io/me/x:latest"; a reference whose first
+// component is a host ("ghcr.io/...", "localhost/...", "host:5000/...") keeps it; a reference
+// without a tag or digest gets `:latest`. The one normalization of an image: what a worker owner's
+// `registries` prefixes are matched against (api::outside_terms, sched::WorkerTerms) is what the
+// engine is given to run (oci_runtime's build_run_argv), so no short-name search (podman's
+// unqualified-search-registries) can pull from a registry the owner did not allow. For a valid
+// reference (validate_image_reference).
 std::string qualified_image(std::string_view image);
 
 // The grammar's tokens, whole-string matches (exposed for the tests, which check them against the

@@ -1,5 +1,6 @@
 #include "worker/runtime/oci_runtime.hpp"
 
+#include "core/recipe/image_ref.hpp"
 #include "core/util/files.hpp"
 
 #include "worker/runtime/child_io.hpp"
@@ -192,7 +193,10 @@ std::vector<std::string> build_run_argv(OciTool tool, const ContainerSpec& spec,
     a.insert(a.end(), extra_run_args.begin(), extra_run_args.end());
     // Options end here: whatever the image is, the engine cannot read it (or anything after it) as a flag.
     a.push_back("--");
-    a.push_back(spec.image);
+    // Fully qualified, as the owner's registries were checked against: never a short name that the
+    // engine would search registries for (podman's unqualified-search-registries). An invalid
+    // reference, which start() refuses before this, goes as it is (still after `--`).
+    a.push_back(recipe::validate_image_reference(spec.image) ? recipe::qualified_image(spec.image) : spec.image);
     a.insert(a.end(), spec.argv.begin(), spec.argv.end());
     return a;
 }

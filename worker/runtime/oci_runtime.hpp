@@ -12,6 +12,8 @@
 // can add e.g. `--network none` (the tests do: their dockerd has no bridge). Mount sources must be
 // readable (writable, for outputs) by spec.user; the agent prepares them. The engine's options end
 // with `--` before the image, so neither the image nor the job's argv can ever be read as a flag;
+// the image goes there fully qualified (recipe::qualified_image, what the owner's registries were
+// checked against: `busybox` runs as docker.io/library/busybox:latest, never a short-name search);
 // start() also refuses a spec that fails check_container_spec (an invalid image reference among
 // others) before it runs anything.
 //

@@ -134,8 +134,9 @@ TEST_CASE("owner terms: a job outside them is named with why", "[api][heartbeat]
     CHECK_THAT(*api::outside_terms(t, "fellows", "ubuntu", 7200), Catch::Contains("at most 1h"));
     CHECK_THAT(*api::outside_terms(t, "fellows", "ubuntu", 0), Catch::Contains("without a limit"));
     CHECK(api::qualified_image("localhost/gpupool/busybox:latest") == "localhost/gpupool/busybox:latest");
-    CHECK(api::qualified_image("host:5000/x") == "host:5000/x");
-    CHECK(api::qualified_image("index.docker.io/me/x") == "docker.io/me/x");
+    CHECK(api::qualified_image("host:5000/x") == "host:5000/x:latest"); // no tag: the engines' `latest`, spelled out
+    CHECK(api::qualified_image("index.docker.io/me/x") == "docker.io/me/x:latest");
+    CHECK(api::qualified_image("host:5000/x@sha256:" + std::string(64, 'a')) == "host:5000/x@sha256:" + std::string(64, 'a'));
 }
 
 TEST_CASE("heartbeat reply: the coordinator's answer reads back, warnings included", "[api][heartbeat]") {

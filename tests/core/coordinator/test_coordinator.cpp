@@ -662,7 +662,7 @@ TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and 
     CHECK(p.state(fellows_job) == JobState::queued);
     CHECK(p.coord->waiting_reason(fellows_job) ==
           "the owners of the 2 worker(s) that could run it do not take it: 1 take only other teams' jobs, 1 take no "
-          "images from `docker.io/library/busybox`'s registry");
+          "images from `docker.io/library/busybox:latest`'s registry");
 
     auto others = p.coord->submit(p.other_member, SubmitRequest{"o.toml", 0, {job_spec("o")}, std::nullopt});
     REQUIRE(others);

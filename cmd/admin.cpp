@@ -350,7 +350,8 @@ void print_report(const json& r) {
     }
     print_table(rows);
     std::cout << '\n';
-    std::vector<std::vector<std::string>> wrows{{"WORKER", "NAME", "TEAM", "GPU-HOURS", "ATTEMPTS", "FAILURES", "VOIDED", "EARNED"}};
+    std::vector<std::vector<std::string>> wrows{
+        {"WORKER", "NAME", "TEAM", "GPU-HOURS", "ATTEMPTS", "FAILURES", "OWNER PREEMPTED", "VOIDED", "EARNED"}};
     for (const auto& w : r["workers"]) {
         char hours[32];
         std::snprintf(hours, sizeof hours, "%.3f", w["gpu_hours"].get<double>());
@@ -358,6 +359,7 @@ void print_report(const json& r) {
                          std::to_string(w["team_id"].get<std::int64_t>()), hours,
                          std::to_string(w["attempts"].get<std::int64_t>()),
                          std::to_string(w["failures"].get<std::int64_t>()),
+                         std::to_string(w.value("owner_preempted", std::int64_t{0})),
                          std::to_string(w["voided"].get<std::int64_t>()), credits_of(w["earned_micro"])});
     }
     print_table(wrows);

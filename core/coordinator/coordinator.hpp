@@ -111,6 +111,11 @@ struct CoordinatorOptions {
     // Fractional jobs only on GPUs whose worker holds jobs to their share (MPS or the watchdog): a GPU
     // reported with memory enforcement "none" then takes whole-GPU jobs alone.
     bool whole_gpu_only_unenforced = false;
+    // A worker whose owner handed one job back (Outcome::owner_preempted, never charged) this many
+    // times gets that job no more for owner_avoid_ms after the last time: it goes to another worker,
+    // or waits (sched::JobRequest::avoid). Each later hand-back starts the period again. 0: never.
+    std::int64_t owner_preempt_limit = 3;
+    std::int64_t owner_avoid_ms = 10 * 60'000;
 };
 
 // Who is asking, resolved from a bearer token.
@@ -227,6 +232,7 @@ struct WorkerReport {
     std::int64_t failures = 0;     // of those, lost to the worker (lease expiry, worker fault, ban)
     std::int64_t earned_micro = 0; // charged for attempts on it, less what was voided
     std::int64_t voided = 0;       // attempts whose results an admin voided
+    std::int64_t owner_preempted = 0; // attempts its owner handed back (preempted, never charged)
 };
 
 struct Report {
@@ -580,6 +586,9 @@ private:
     void feed_job(PoolView& view, const store::JobRecord& job) const;
     // Attempts of `job` that ended preempted (the preemption cap's count).
     std::int64_t times_preempted(JobId job) const;
+    // The workers `job` is kept off after owner_preempt_limit owner preemptions on each, with the
+    // time (seconds) until which: from its attempts alone, so a view fed from scratch agrees.
+    std::vector<sched::AvoidWorker> owner_avoids(JobId job) const;
     std::vector<WorkerId> place(store::Changes& changes);
     void assign(const sched::PlacementDecision& placement, AttemptId id, std::int64_t now, store::Changes& changes);
     std::string team_can_hold(TeamId team, std::int64_t left, std::int64_t now) const;

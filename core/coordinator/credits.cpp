@@ -383,7 +383,7 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
     const std::int64_t now = m_clock.now_ms();
     std::map<WorkerId, WorkerReport> workers;
     for (const auto& [id, w] : m_workers) {
-        workers[id] = WorkerReport{id, w.record.name, w.record.team, 0.0, 0, 0, 0, 0};
+        workers[id] = WorkerReport{id, w.record.name, w.record.team, 0.0, 0, 0, 0, 0, 0};
     }
     for (const auto& [id, a] : m_attempts) {
         const std::int64_t end = a.ended_at.value_or(now);
@@ -402,6 +402,7 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
                 ++wr.failures;
             }
             wr.voided += a.voided_at ? 1 : 0;
+            wr.owner_preempted += preempted_by_owner(a) ? 1 : 0;
         }
         auto earned = earned_by_attempt.find(id.value());
         if (earned != earned_by_attempt.end()) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 
 namespace gpupool::coordinator::detail {
 
@@ -43,6 +44,13 @@ inline bool counts_as_run(const store::AttemptRecord& a) {
 }
 // Its runtime in whole seconds, rounded up.
 inline std::int64_t run_seconds(const store::AttemptRecord& a) { return (*a.ended_at - *a.started_at + 999) / 1000; }
+
+// How an attempt handed back by its GPU's owner (api::Outcome::owner_preempted) is worded; the
+// coordinator tells those from its own preemptions by it (metrics, the avoid rule, the report).
+inline constexpr std::string_view k_owner_preempted_reason = "preempted by the GPU's owner";
+inline bool preempted_by_owner(const store::AttemptRecord& a) {
+    return a.state == store::AttemptState::preempted && a.reason.starts_with(k_owner_preempted_reason);
+}
 
 inline std::string no_team_message(const std::string& name) {
     return "no team named `" + name + "`; create it first (`gpupool admin team create " + name +

@@ -2,6 +2,7 @@
 #include "core/coordinator/metrics.hpp"
 
 #include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/internal.hpp"
 
 #include <algorithm>
 #include <set>
@@ -54,8 +55,7 @@ std::optional<AttemptOutcome> outcome_of(const store::AttemptRecord& a) {
         }
         return starts("worker banned") ? AttemptOutcome::banned : AttemptOutcome::lost;
     case AttemptState::preempted:
-        return starts("preempted by the GPU's owner") ? AttemptOutcome::preempted_owner
-                                                      : AttemptOutcome::preempted_scheduler;
+        return detail::preempted_by_owner(a) ? AttemptOutcome::preempted_owner : AttemptOutcome::preempted_scheduler;
     }
     return std::nullopt;
 }

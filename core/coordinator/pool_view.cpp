@@ -316,7 +316,8 @@ void PoolView::count_queued(const Queued& q, int sign) {
     }
 }
 
-void PoolView::set_job(const JobRecord& j, std::int64_t queued_since_ms, TokenId submitter, std::int64_t sweep_cap) {
+void PoolView::set_job(const JobRecord& j, std::int64_t queued_since_ms, TokenId submitter, std::int64_t sweep_cap,
+                       std::vector<sched::AvoidWorker> avoid) {
     if (auto old = m_queued.find(j.id); old != m_queued.end()) {
         count_queued(old->second, -1);
         m_queued.erase(old);
@@ -329,6 +330,7 @@ void PoolView::set_job(const JobRecord& j, std::int64_t queued_since_ms, TokenId
     q.request = sched::make_request(j.id, j.team, j.spec, queued_since_ms / 1000, m_view.models);
     q.request.sweep = j.sweep_id;
     q.request.member = submitter;
+    q.request.avoid = std::move(avoid);
     q.models = j.spec.resources.gpu_models;
     mask(q);
     q.sweep_cap = sweep_cap;

@@ -201,7 +201,8 @@ net::Response report(ServiceState& svc, const net::Request& req, const Input&, c
                            {"attempts", w.attempts},
                            {"failures", w.failures},
                            {"earned_micro", w.earned_micro},
-                           {"voided", w.voided}});
+                           {"voided", w.voided},
+                           {"owner_preempted", w.owner_preempted}});
     }
     return ok({{"since", rep->since_ms},
                {"teams", teams},

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 
 namespace gpupool::coordinator {
 
@@ -99,6 +100,30 @@ std::int64_t Coordinator::times_preempted(JobId job) const {
     return n;
 }
 
+std::vector<sched::AvoidWorker> Coordinator::owner_avoids(JobId job) const {
+    std::vector<sched::AvoidWorker> out;
+    const std::int64_t limit = m_options.owner_preempt_limit;
+    auto it = m_attempts_by_job.find(job);
+    if (limit <= 0 || it == m_attempts_by_job.end()) {
+        return out;
+    }
+    std::map<WorkerId, std::pair<std::int64_t, std::int64_t>> by_worker; // count, last end (ms)
+    for (AttemptId id : it->second) {
+        const AttemptRecord& a = m_attempts.at(id);
+        if (preempted_by_owner(a) && a.ended_at) {
+            auto& [count, last] = by_worker[a.worker];
+            ++count;
+            last = std::max(last, *a.ended_at);
+        }
+    }
+    for (const auto& [worker, seen] : by_worker) {
+        if (seen.first >= limit) {
+            out.push_back({worker, (seen.second + m_options.owner_avoid_ms) / 1000}); // the scheduler's seconds
+        }
+    }
+    return out;
+}
+
 void Coordinator::feed_job(PoolView& view, const JobRecord& j) const {
     // A job re-queued by preemption queues again from when it stopped, so that aging cannot lift
     // it straight back above the job it made room for.
@@ -110,7 +135,8 @@ void Coordinator::feed_job(PoolView& view, const JobRecord& j) const {
         }
     }
     const SweepRecord& sweep = m_sweeps.at(j.sweep_id);
-    view.set_job(j, queued_since, sweep.submitter_token, sweep.max_parallel);
+    view.set_job(j, queued_since, sweep.submitter_token, sweep.max_parallel,
+                 j.state == JobState::queued ? owner_avoids(j.id) : std::vector<sched::AvoidWorker>{});
 }
 
 void Coordinator::feed(PoolView& view) const {

@@ -478,11 +478,13 @@ Status Coordinator::stage_end(const Principal& who, AttemptId id, const api::Com
         end_attempt(copy, AttemptState::lost, std::nullopt,
                     reason.empty() ? "worker fault" : "worker fault: " + reason, c, false);
         break;
-    case Outcome::owner_preempted:
-        end_attempt(copy, AttemptState::preempted, std::nullopt,
-                    reason.empty() ? "preempted by the GPU's owner" : "preempted by the GPU's owner: " + reason, c,
-                    false);
+    case Outcome::owner_preempted: {
+        // Never charged; counted against the worker for this job (owner_avoids: enough of them and
+        // the job goes elsewhere for a while) and in the worker's report.
+        const std::string why(k_owner_preempted_reason);
+        end_attempt(copy, AttemptState::preempted, std::nullopt, reason.empty() ? why : why + ": " + reason, c, false);
         break;
+    }
     }
     return {};
 }

@@ -102,6 +102,15 @@ struct Worker {
     bool operator==(const Worker&) const = default;
 };
 
+// A worker one job is kept off until `until` (the scheduler's time, seconds): the caller's record
+// that the worker handed the job back too often (the coordinator: its owner preempted it again and
+// again, docs/security.md). Not a refusal for ever: the job goes elsewhere, or waits until then.
+struct AvoidWorker {
+    WorkerId worker;
+    std::int64_t until = 0;
+    bool operator==(const AvoidWorker&) const = default;
+};
+
 // What one job asks of the scheduler.
 struct JobRequest {
     JobId id;
@@ -122,6 +131,7 @@ struct JobRequest {
     SweepId sweep{};             // its sweep, for max_parallel
     TokenId member{};            // the submitting token when it has caps of its own (0: it has none)
     bool no_known_model = false; // names GPU models, none of them in the catalog
+    std::vector<AvoidWorker> avoid{}; // workers it is kept off for now, by worker id (placement's `avoid`)
     bool operator==(const JobRequest&) const = default;
 };
 

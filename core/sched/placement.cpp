@@ -222,9 +222,14 @@ bool filter_slots(const Worker& w) {
     return !w.slots_free || *w.slots_free > 0;
 }
 
-bool passes_filters(const Worker& w, const JobRequest& job, const OwnerPolicy& owner) {
+bool filter_avoid(const Worker& w, const JobRequest& job, std::int64_t now) {
+    return std::none_of(job.avoid.begin(), job.avoid.end(),
+                        [&](const AvoidWorker& a) { return a.worker == w.id && now < a.until; });
+}
+
+bool passes_filters(const Worker& w, const JobRequest& job, const OwnerPolicy& owner, std::int64_t now) {
     return filter_available(w) && filter_slots(w) && filter_cpu(w, job) && filter_memory(w, job) &&
-           filter_models(w, job) && filter_gpu(w, job) && filter_owner(w, job, owner);
+           filter_models(w, job) && filter_gpu(w, job) && filter_owner(w, job, owner) && filter_avoid(w, job, now);
 }
 
 bool fits_total(const Worker& w, const JobRequest& job) {
@@ -392,9 +397,27 @@ std::string owners_refusal(const std::vector<const Worker*>& workers, const JobR
     return out;
 }
 
+// "the 1 worker(s) that could run it handed it back too often (its owner preempted it again and
+// again): it waits for another worker, or 9m50s"
+std::string avoided_reason(const std::vector<const Worker*>& workers, const JobRequest& job, std::int64_t now) {
+    std::int64_t first = 0;
+    for (const auto* w : workers) {
+        for (const auto& a : job.avoid) {
+            if (a.worker == w->id && now < a.until && (first == 0 || a.until < first)) {
+                first = a.until;
+            }
+        }
+    }
+    return "the " + std::to_string(workers.size()) +
+           " worker(s) that could run it handed it back too often (their owners preempted it again and again): it "
+           "waits for another worker, or " +
+           resources::format_duration_s(first - now);
+}
+
 } // namespace
 
-std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest& job, const OwnerPolicy& owner) {
+std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest& job, const OwnerPolicy& owner,
+                           std::int64_t now) {
     std::vector<const Worker*> left;
     for (const auto& w : workers) {
         if (filter_available(w)) {
@@ -421,6 +444,11 @@ std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest&
     next = keep([&](const Worker& w) { return filter_owner(w, job, owner); });
     if (next.empty()) {
         return owners_refusal(left, job);
+    }
+    left = next;
+    next = keep([&](const Worker& w) { return filter_avoid(w, job, now); });
+    if (next.empty()) {
+        return avoided_reason(left, job, now);
     }
     left = next;
     next = keep([&](const Worker& w) { return filter_slots(w); });
@@ -486,12 +514,12 @@ std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest&
 }
 
 Placement place(const std::vector<Worker>& workers, const ModelCatalog& models, const JobRequest& job,
-                const PlacementPolicy& policy, Rng& rng) {
-    return place(workers, models, job, policy, scale_of(workers), rng);
+                const PlacementPolicy& policy, Rng& rng, std::int64_t now) {
+    return place(workers, models, job, policy, scale_of(workers), rng, now);
 }
 
 Placement place(const std::vector<Worker>& workers, const ModelCatalog& models, const JobRequest& job,
-                const PlacementPolicy& policy, const ScoreScale& scale, Rng& rng) {
+                const PlacementPolicy& policy, const ScoreScale& scale, Rng& rng, std::int64_t now) {
     Placement p;
     Feasibility f = check_feasible(workers, models, job);
     if (!f.feasible) {
@@ -507,7 +535,7 @@ Placement place(const std::vector<Worker>& workers, const ModelCatalog& models, 
     for (std::size_t k = 0; k < n; ++k) {
         const std::size_t i = k < n - start ? start + k : k - (n - start);
         const Worker& w = workers[i];
-        if (!passes_filters(w, job, policy.owner_allows)) {
+        if (!passes_filters(w, job, policy.owner_allows, now)) {
             continue;
         }
         auto c = choose_on_worker(w, job, policy.scorer, policy.workload, scale, rng);
@@ -525,7 +553,7 @@ Placement place(const std::vector<Worker>& workers, const ModelCatalog& models, 
         }
     }
     if (p.outcome != PlaceOutcome::placed) {
-        p.reason = not_now_reason(workers, job, policy.owner_allows);
+        p.reason = not_now_reason(workers, job, policy.owner_allows, now);
     }
     return p;
 }

@@ -9,6 +9,7 @@
 //   models     the worker has at least `gpus` GPUs of an accepted model
 //   owner      the worker owner's terms (Worker::terms: teams, registries, max_runtime) and the
 //              owner policy hook (e.g. "only my team at night") accept the job
+//   avoid      the job is not kept off the worker at `now` (JobRequest::avoid)
 //   gpu        one GPU with the share free (or `gpus` completely free GPUs), of an accepted model
 //   cpu, ram   free CPU and memory
 // Scorers (selectable by name; the registry is scorers.hpp):
@@ -113,8 +114,11 @@ bool filter_cpu(const Worker& w, const JobRequest& job);
 bool filter_memory(const Worker& w, const JobRequest& job);
 bool filter_owner(const Worker& w, const JobRequest& job, const OwnerPolicy& owner);
 bool filter_slots(const Worker& w); // a job slot is free (or the owner set no cap)
-// All of the above.
-bool passes_filters(const Worker& w, const JobRequest& job, const OwnerPolicy& owner);
+// Not kept off this worker at `now` (JobRequest::avoid: an entry holds while now < until).
+bool filter_avoid(const Worker& w, const JobRequest& job, std::int64_t now);
+// All of the above. `now`: the scheduler's time, for `avoid` alone (callers whose requests avoid
+// nothing may leave it out).
+bool passes_filters(const Worker& w, const JobRequest& job, const OwnerPolicy& owner, std::int64_t now = 0);
 
 // Could the job ever run on this worker if it were empty (totals, models)?
 bool fits_total(const Worker& w, const JobRequest& job);
@@ -171,11 +175,12 @@ struct Placement {
     std::string reason; // why not, when not placed
 };
 
+// `now`: the scheduler's time, as passes_filters takes it.
 Placement place(const std::vector<Worker>& workers, const ModelCatalog& models, const JobRequest& job,
-                const PlacementPolicy& policy, Rng& rng);
+                const PlacementPolicy& policy, Rng& rng, std::int64_t now = 0);
 // The same with the scale computed once by the caller (scale_of(workers)).
 Placement place(const std::vector<Worker>& workers, const ModelCatalog& models, const JobRequest& job,
-                const PlacementPolicy& policy, const ScoreScale& scale, Rng& rng);
+                const PlacementPolicy& policy, const ScoreScale& scale, Rng& rng, std::int64_t now = 0);
 
 // Never vs. not now, with the reason. Empty reason when it could fit some worker now or later.
 struct Feasibility {
@@ -185,7 +190,8 @@ struct Feasibility {
 Feasibility check_feasible(const std::vector<Worker>& workers, const ModelCatalog& models, const JobRequest& job);
 
 // Why the job does not fit now (called when no worker passes the filters).
-std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest& job, const OwnerPolicy& owner);
+std::string not_now_reason(const std::vector<Worker>& workers, const JobRequest& job, const OwnerPolicy& owner,
+                           std::int64_t now = 0);
 
 // Applies a choice to a worker (takes the resources) or gives them back.
 void take(Worker& w, const JobRequest& job, const Choice& choice);

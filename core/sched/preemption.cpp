@@ -135,7 +135,7 @@ std::optional<VictimSet> find_victims(const std::vector<Worker>& workers, const 
         for (std::size_t w = 0; w < workers.size(); ++w) {
             const Worker& worker = workers[w];
             if (eligible[w].size() < k || !filter_available(worker) || !filter_models(worker, job) ||
-                !fits_total(worker, job) || !filter_owner(worker, job, owner)) {
+                !fits_total(worker, job) || !filter_owner(worker, job, owner) || !filter_avoid(worker, job, now)) {
                 continue;
             }
             std::vector<std::size_t> set(k);

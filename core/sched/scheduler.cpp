@@ -11,7 +11,8 @@ namespace gpupool::sched {
 namespace {
 
 // Requests that are interchangeable for placement: once one fails in a call, the rest fail too
-// (resources only shrink during a call).
+// (resources only shrink during a call). A request that avoids workers (JobRequest::avoid) has
+// fewer places to go than its signature says: its failure is not recorded for the others.
 using Signature =
     std::tuple<std::int64_t, std::int64_t, std::int64_t, ModelMask, std::int64_t, std::int64_t, std::int64_t>;
 Signature signature(const JobRequest& j) {
@@ -77,7 +78,7 @@ private:
                 m_workers[w].draining = m_saved[m_saved_at.at(w)].draining; // reserved: saved before
             }
         }
-        Placement p = place(m_workers, m_view.models, job, m_policy.placement, m_scale, m_rng);
+        Placement p = place(m_workers, m_view.models, job, m_policy.placement, m_scale, m_rng, m_now);
         if (own != m_reserved_for.end() && p.outcome != PlaceOutcome::placed) {
             for (auto w : own->second) {
                 m_workers[w].draining = true;
@@ -93,7 +94,7 @@ private:
             return;
         }
         WaitingJob w{job.id, p.outcome, p.reason, Gate::none, {}};
-        if (!may_preempt) {
+        if (!may_preempt && job.avoid.empty()) {
             m_failed.emplace(signature(job), w);
         }
         if (p.outcome == PlaceOutcome::not_now) {
@@ -155,7 +156,9 @@ private:
                        : find_victims(m_workers, m_view.running, job, m_shares, m_now, m_policy.preemption,
                                       m_policy.placement.owner_allows, m_taken);
         if (!set) {
-            m_no_victims[signature(job)] = true;
+            if (job.avoid.empty()) {
+                m_no_victims[signature(job)] = true;
+            }
             return false;
         }
         reserve(job.id, set->worker);
@@ -185,7 +188,7 @@ private:
         for (std::size_t i = 0; i < m_workers.size(); ++i) {
             const Worker& w = m_workers[i];
             if (!filter_available(w) || !filter_models(w, job) || !fits_total(w, job) ||
-                !filter_owner(w, job, m_policy.placement.owner_allows)) {
+                !filter_owner(w, job, m_policy.placement.owner_allows) || !filter_avoid(w, job, m_now)) {
                 continue;
             }
             std::pair<std::int64_t, std::int64_t> key{0, 0};

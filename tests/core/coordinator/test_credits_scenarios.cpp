@@ -133,7 +133,9 @@ TEST_CASE("credits scenario: an owner preemption charges nothing and does not us
         CHECK(p.balance("fellows") == 10 * k_credit);
         CHECK(p.balance("owners") == 0);
     }
-    // Then it runs to the end and pays for that run only: 10 minutes x 0.5 GPU.
+    // Three hand-backs keep the job off that worker for 10 minutes (test_owner_preemptions.cpp); then
+    // it runs to the end and pays for that run only: 10 minutes x 0.5 GPU.
+    p.clock.advance_ms(10 * 60 * 1000);
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
     p.clock.advance_ms(10 * 60 * 1000);

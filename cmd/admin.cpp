@@ -268,6 +268,37 @@ int run_workers(const AdminOptions& o) {
     });
 }
 
+// "worker 4 `box-b` (active, online)", the workers of a ban's answer.
+std::string sibling_list(const json& workers, bool banned) {
+    std::string out;
+    for (const auto& w : workers) {
+        if ((w["state"] == "banned") != banned) {
+            continue;
+        }
+        out += (out.empty() ? "" : ", ") + std::string("worker ") + std::to_string(w["id"].get<std::int64_t>()) +
+               " `" + printable(w["name"]) + "`" + (banned ? "" : " (" + printable(w["presence"]) + ")");
+    }
+    return out;
+}
+
+void print_ban(const json& r) {
+    std::cout << "worker " << r["worker"] << " is now banned\n";
+    const json siblings = r.value("siblings", json::array());
+    if (const std::string banned = sibling_list(siblings, true); !banned.empty()) {
+        std::cout << "banned with it, enrolled with the same token: " << banned << '\n';
+    }
+    if (const std::string going = sibling_list(siblings, false); !going.empty()) {
+        std::cout << "enrolled with the same token (now revoked) and still taking work: " << going
+                  << "\n(ban them too with `gpupool admin ban " << r["worker"] << " --with-siblings`)\n";
+    }
+    const auto& voided = r["voided_attempts"];
+    if (!voided.empty()) {
+        std::cout << "voided " << voided.size() << " attempt(s): " << credits_of(r["refunded_micro"])
+                  << " credits went back to the teams that paid; " << r["requeued_jobs"].size()
+                  << " job(s) run again\n";
+    }
+}
+
 int run_ban(const AdminOptions& o) {
     json body = json::object();
     if (!o.void_since.empty()) {
@@ -278,15 +309,10 @@ int run_ban(const AdminOptions& o) {
         }
         body["void_since"] = *since;
     }
-    return admin_call(o.global, "POST", "/v1/admin/workers/" + std::to_string(o.worker) + "/ban", body, [](const json& r) {
-        std::cout << "worker " << r["worker"] << " is now banned\n";
-        const auto& voided = r["voided_attempts"];
-        if (!voided.empty()) {
-            std::cout << "voided " << voided.size() << " attempt(s): " << credits_of(r["refunded_micro"])
-                      << " credits went back to the teams that paid; " << r["requeued_jobs"].size()
-                      << " job(s) run again\n";
-        }
-    });
+    if (o.with_siblings) {
+        body["with_siblings"] = true;
+    }
+    return admin_call(o.global, "POST", "/v1/admin/workers/" + std::to_string(o.worker) + "/ban", body, print_ban);
 }
 
 // drain or activate.
@@ -448,11 +474,15 @@ void add_worker_commands(CLI::App* admin, AdminOptions& o, const RunAs& run_as) 
     workers->callback(run_as(AdminAction::workers));
     CLI::App* ban = admin->add_subcommand(
         "ban", "Ban a worker: it gets no work, its running jobs go back to the queue, the enrollment token it came "
-               "with is revoked; --void-since also voids its results");
+               "with is revoked (the other workers it enrolled are listed; --with-siblings bans them too); "
+               "--void-since also voids its results");
     ban->add_option("worker", o.worker, "Worker id")->required();
     ban->add_option("--void-since", o.void_since,
                     "Void the results it reported since this UTC time (2026-11-30T12:00:00Z) or this long ago (3d): "
                     "their credits go back to the teams that paid and those jobs run again");
+    ban->add_flag("--with-siblings", o.with_siblings,
+                  "Also ban the other workers enrolled with the same enrollment token (listed otherwise), in the "
+                  "same commit; --void-since applies to each");
     ban->callback(run_as(AdminAction::ban));
     for (auto [verb, action] : {std::pair{"drain", AdminAction::drain}, std::pair{"activate", AdminAction::activate}}) {
         CLI::App* c = admin->add_subcommand(verb, std::string(verb) + " a worker");

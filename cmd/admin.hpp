@@ -44,6 +44,7 @@ struct AdminOptions {
     std::string token{};         // token revoke: an id, or the label of one active token
     std::int64_t worker = 0;     // ban, drain, activate
     std::string void_since{};    // ban: a UTC time or a duration ago
+    bool with_siblings = false;  // ban: the other workers enrolled with the same token too
     std::string amount{};        // grant, adjust: credits as an exact decimal
     std::string expires{};       // grant: a UTC date
     std::string note{};          // grant, adjust

@@ -245,11 +245,14 @@ struct Report {
     std::int64_t issuer_micro = 0;
 };
 
-// What ban_worker() voided.
+// What ban_worker() did: what it voided, over every worker it banned, and which workers.
 struct Voided {
     std::vector<AttemptId> attempts; // marked voided now
     std::vector<JobId> requeued;     // jobs whose result it was, queued to run again
     std::int64_t refunded_micro = 0; // given back to the teams that paid
+    // The other workers enrolled with the same token (enrolled_with), as they are after the ban.
+    std::vector<store::WorkerRecord> siblings{};
+    std::vector<WorkerId> banned{};   // the worker named, then the siblings when they were banned with it
 };
 
 // Which jobs `jobs()` lists: those matching every filter that is set, oldest first; with `limit`,
@@ -342,7 +345,15 @@ public:
     // earnings, or from its balance once paid out), and a job whose outcome it was (succeeded or
     // failed) is queued to run again; voided attempts do not count against retry.max_attempts.
     // One transaction. Banning again with an earlier time voids what is left.
-    Result<Voided> ban_worker(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since);
+    // The ban revokes the enrollment token the worker registered with, which stops new
+    // registrations but not the other workers that token registered (its siblings, listed in the
+    // answer): with `with_siblings` they are banned too, in the same transaction, each as the named
+    // one (their results since `void_since` voided as well).
+    Result<Voided> ban_worker(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
+                              bool with_siblings = false);
+    // The other workers registered with the enrollment token `worker` registered with, by id (none
+    // for a worker registered before tokens were recorded).
+    std::vector<WorkerId> enrolled_with(WorkerId worker) const;
 
     // ---- researchers ----
     Result<SubmitResult> submit(const Principal& who, SubmitRequest request);
@@ -558,6 +569,10 @@ private:
     // The worker's new state (a ban also revokes its enrollment token and ends its attempts).
     void worker_state_changes(WorkerId worker, store::WorkerState state, store::Changes& changes);
     void void_results(WorkerId worker, std::int64_t since_ms, Voided& out, store::Changes& changes);
+    // One worker's part of ban_worker: its results voided, the audit record, the ban (`named`: the
+    // worker the admin named, when this one is its sibling).
+    void stage_ban(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
+                   std::optional<WorkerId> named, Voided& out, store::Changes& changes);
     // Adds (sign +1) or takes back (-1) a worker's GPUs in m_gpu_kinds, and its CPUs and memory in
     // m_worker_cpus / m_worker_memory; a banned worker has none.
     void count_gpu_kinds(const LiveWorker& worker, int sign);

@@ -137,7 +137,9 @@ net::Response set_worker_state(ServiceState& svc, const net::Request& req, const
     return st ? ok({{"worker", *id}, {"state", to_string(to)}}) : error_response(st.error());
 }
 
-// A ban may void the worker's results since a time: {"void_since": ms} (optional).
+// A ban may void the worker's results since a time: {"void_since": ms, "with_siblings": bool} (both
+// optional). The answer names the other workers enrolled with the same token (revoked by the ban,
+// which stops no worker it registered) and, with `with_siblings`, bans them too in the same commit.
 net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input& in, const Principal& who) {
     auto id = parse_int(req.param("id"), "id");
     if (!id) {
@@ -147,11 +149,18 @@ net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input
     if (!since) {
         return error_response(since.error());
     }
-    auto voided = svc.coord->ban_worker(who, WorkerId(*id), *since);
+    auto with_siblings = field<bool>(in.body, "with_siblings", false);
+    if (!with_siblings) {
+        return error_response(with_siblings.error());
+    }
+    auto voided = svc.coord->ban_worker(who, WorkerId(*id), *since, *with_siblings);
     if (!voided) {
         return error_response(voided.error());
     }
-    spdlog::info("worker {} banned by token {}{}", *id, who.token_id.value(),
+    spdlog::info("worker {} banned by token {}{}{}", *id, who.token_id.value(),
+                 voided->banned.size() > 1 ? " with " + std::to_string(voided->banned.size() - 1) +
+                                                 " worker(s) enrolled with the same token"
+                                           : std::string(),
                  *since ? "; " + std::to_string(voided->attempts.size()) + " result(s) voided, " +
                               std::to_string(voided->refunded_micro) + " micro-credits refunded, " +
                               std::to_string(voided->requeued.size()) + " job(s) queued again"
@@ -164,11 +173,22 @@ net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input
     for (JobId j : voided->requeued) {
         requeued.push_back(j.value());
     }
+    json banned = json::array();
+    for (WorkerId w : voided->banned) {
+        banned.push_back(w.value());
+    }
+    json siblings = json::array();
+    for (const auto& w : voided->siblings) {
+        siblings.push_back({{"id", w.id.value()}, {"name", w.name}, {"state", to_string(w.state)},
+                            {"presence", svc.coord->presence(w.id)}});
+    }
     return ok({{"worker", *id},
                {"state", to_string(WorkerState::banned)},
                {"voided_attempts", attempts},
                {"requeued_jobs", requeued},
-               {"refunded_micro", voided->refunded_micro}});
+               {"refunded_micro", voided->refunded_micro},
+               {"siblings", siblings},
+               {"banned", banned}});
 }
 
 // GET /v1/admin/audit?since=MS&before=ID&action=PREFIX&limit=N: the audit log, newest first.

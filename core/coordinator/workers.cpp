@@ -110,7 +110,11 @@ void Coordinator::worker_state_changes(WorkerId worker, WorkerState state, Chang
         // The ban sticks to the owner: the enrollment token the worker came in with is revoked, so
         // registering again with it fails.
         if (w.enrolled_by) {
-            if (const TokenRecord* enrollment = token_by_id(*w.enrolled_by); enrollment != nullptr && !enrollment->revoked_at) {
+            const TokenRecord* enrollment = token_by_id(*w.enrolled_by);
+            const bool staged = std::any_of(c.tokens.begin(), c.tokens.end(), [&](const TokenRecord& t) {
+                return t.id == *w.enrolled_by; // revoked already for a sibling banned in the same changes
+            });
+            if (enrollment != nullptr && !enrollment->revoked_at && !staged) {
                 TokenRecord revoked = *enrollment;
                 revoked.revoked_at = m_clock.now_ms();
                 c.tokens.push_back(revoked);
@@ -126,7 +130,8 @@ void Coordinator::worker_state_changes(WorkerId worker, WorkerState state, Chang
     }
 }
 
-Result<Voided> Coordinator::ban_worker(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since) {
+Result<Voided> Coordinator::ban_worker(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
+                                       bool with_siblings) {
     if (who.role != Role::admin) {
         return denied("only admins drain or ban workers");
     }
@@ -134,24 +139,60 @@ Result<Voided> Coordinator::ban_worker(const Principal& who, WorkerId worker, st
         return not_found("no worker " + std::to_string(worker.value()));
     }
     Voided out;
+    const std::vector<WorkerId> siblings = enrolled_with(worker);
     Changes c;
+    stage_ban(who, worker, void_since, std::nullopt, out, c);
+    if (with_siblings) {
+        for (WorkerId sibling : siblings) {
+            stage_ban(who, sibling, void_since, worker, out, c);
+        }
+    }
+    if (auto st = commit(c); !st) {
+        return st.error();
+    }
+    for (WorkerId sibling : siblings) {
+        out.siblings.push_back(m_workers.at(sibling).record);
+    }
+    return out;
+}
+
+std::vector<WorkerId> Coordinator::enrolled_with(WorkerId worker) const {
+    std::vector<WorkerId> out;
+    const std::optional<TokenId>& token = m_workers.at(worker).record.enrolled_by;
+    if (!token) {
+        return out;
+    }
+    for (const auto& [id, w] : m_workers) {
+        if (id != worker && w.record.enrolled_by == token) {
+            out.push_back(id);
+        }
+    }
+    return out;
+}
+
+void Coordinator::stage_ban(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
+                            std::optional<WorkerId> named, Voided& out, Changes& c) {
+    const std::size_t voided_before = out.attempts.size();
+    const std::int64_t refunded_before = out.refunded_micro;
+    const std::size_t requeued_before = out.requeued.size();
     if (void_since) {
         // Before the ban ends the worker's running attempts (as lost: nothing to void in them).
         void_results(worker, *void_since, out, c);
     }
-    nlohmann::json detail{{"from", to_string(m_workers.at(worker).record.state)}};
+    const WorkerRecord& w = m_workers.at(worker).record;
+    nlohmann::json detail{{"from", to_string(w.state)}};
     if (void_since) {
         detail["void_since"] = *void_since;
-        detail["voided_attempts"] = out.attempts.size();
-        detail["refunded_micro"] = out.refunded_micro;
-        detail["requeued_jobs"] = out.requeued.size();
+        detail["voided_attempts"] = out.attempts.size() - voided_before;
+        detail["refunded_micro"] = out.refunded_micro - refunded_before;
+        detail["requeued_jobs"] = out.requeued.size() - requeued_before;
     }
-    audit(who.token_id, "worker.ban", worker_target(m_workers.at(worker).record), detail.dump(), c);
+    if (named) {
+        detail["sibling_of"] = named->value(); // enrolled with the same token as the worker named
+    }
+    audit(who.token_id, "worker.ban", worker_target(w), detail.dump(), c);
     worker_state_changes(worker, WorkerState::banned, c);
-    if (auto st = commit(c); !st) {
-        return st.error();
-    }
-    return out;
+    out.banned.push_back(worker);
 }
 
 void Coordinator::void_results(WorkerId worker, std::int64_t since_ms, Voided& out, Changes& c) {

@@ -156,7 +156,13 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     if (!idle_s) {
         return idle_s.error();
     }
+    auto members_see = coordinator::members_see_from_string(o.members_see);
+    if (!members_see) {
+        return make_error(ErrorCode::invalid_input, "expected summary or full, got `" + o.members_see + "`",
+                          "--members-see");
+    }
     coordinator::ServiceOptions so;
+    so.coordinator.members_see = *members_see;
     so.coordinator.idle_timeout_s = *idle_s;
     so.coordinator.whole_gpu_only_unenforced = o.whole_gpu_only_unenforced;
     so.http.host = listen->first;
@@ -441,6 +447,10 @@ void register_coordinator(Cli& cli) {
     sub->add_flag("--whole-gpu-only-unenforced", o->whole_gpu_only_unenforced,
                   "Place only whole-GPU jobs on GPUs whose workers cannot enforce a fractional share (memory "
                   "enforcement `none`)");
+    sub->add_option("--members-see", o->members_see,
+                    "What members see of each GPU's use in the pool overview (`gpupool pool`, the dashboard): "
+                    "summary (their own team's use, the pool's totals) or full (every team's use, as admins)")
+        ->capture_default_str();
     sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
     const sched::Sampling sampling;
     sub->add_option("--score-sample", o->score_sample,

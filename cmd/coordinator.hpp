@@ -45,6 +45,7 @@ struct CoordinatorCmdOptions {
     std::string takeover_after = "6s"; // a standby takes over this long after the active one stops
     std::string idle_timeout = "30m";  // a GPU job idle on its GPU this long is stopped ("0": never)
     bool whole_gpu_only_unenforced = false; // no fractional jobs on GPUs whose shares nothing enforces
+    std::string members_see = "summary"; // or "full": how much of each GPU's use members see (GET /v1/pool)
 };
 
 // Serves until SIGINT or SIGTERM (blocked in every thread, waited for here; SIGHUP, blocked and

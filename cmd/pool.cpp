@@ -107,6 +107,9 @@ void print_overview(const json& o) {
               << "), " << integer(t["gpus_shared"]) << " GPUs shared by several jobs; " << integer(t["jobs_running"])
               << " running, " << integer(t["jobs_queued"]) << " queued\n\n";
     print_workers(o["workers"]);
+    if (o.value("detail", std::string("full")) == "summary") {
+        std::cout << "(GIVEN OUT and JOBS count your team's jobs only; the totals above are the pool's)\n";
+    }
     print_jobs("Running", o["running"], true, false, 0);
     print_jobs("Queue", o["queued"], false, true, t["jobs_queued"].get<std::int64_t>());
     print_jobs("Ended lately", o["recent"], false, false, 0);

@@ -116,6 +116,8 @@ struct CoordinatorOptions {
     // or waits (sched::JobRequest::avoid). Each later hand-back starts the period again. 0: never.
     std::int64_t owner_preempt_limit = 3;
     std::int64_t owner_avoid_ms = 10 * 60'000;
+    // How much of each GPU's use members see in the pool's overview (overview.hpp).
+    MembersSee members_see = MembersSee::summary;
 };
 
 // Who is asking, resolved from a bearer token.

@@ -6,6 +6,7 @@
 #include "core/coordinator/internal.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <utility>
@@ -27,12 +28,16 @@ struct GpuLoad {
 
 // The loads of every GPU that runs something, sorted by GPU for load_of(): a sort of the active
 // attempts rather than a tree node per GPU, since a sample of a large pool walks tens of thousands.
-std::vector<GpuLoad> gpu_loads(const std::set<AttemptId>& active, const std::map<AttemptId, AttemptRecord>& attempts) {
+// `only`: count the attempts it accepts alone (empty: all).
+std::vector<GpuLoad> gpu_loads(const std::set<AttemptId>& active, const std::map<AttemptId, AttemptRecord>& attempts,
+                               const std::function<bool(const AttemptRecord&)>& only = {}) {
     std::vector<GpuLoad> each;
     each.reserve(active.size());
     for (AttemptId id : active) {
         const AttemptRecord& a = attempts.at(id);
-        each.push_back({{a.worker, a.gpu_index}, a.gpu_milli, 1});
+        if (!only || only(a)) {
+            each.push_back({{a.worker, a.gpu_index}, a.gpu_milli, 1});
+        }
     }
     std::sort(each.begin(), each.end(), [](const GpuLoad& x, const GpuLoad& y) { return x.gpu < y.gpu; });
     std::vector<GpuLoad> out;
@@ -69,6 +74,20 @@ bool is_online(const std::string& presence) {
 
 } // namespace
 
+const char* to_string(MembersSee m) {
+    return m == MembersSee::full ? "full" : "summary";
+}
+
+std::optional<MembersSee> members_see_from_string(std::string_view s) {
+    if (s == "summary") {
+        return MembersSee::summary;
+    }
+    if (s == "full") {
+        return MembersSee::full;
+    }
+    return std::nullopt;
+}
+
 OverviewJob Coordinator::overview_job(const JobRecord& j) const {
     OverviewJob o;
     o.id = j.id;
@@ -89,9 +108,16 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
     const auto visible = [&](TeamId team) { return who.role == Role::admin || *who.team == team; };
     PoolOverview out;
     out.at_ms = m_clock.now_ms();
+    out.detail = who.role == Role::admin ? MembersSee::full : m_options.members_see;
+    const bool full = out.detail == MembersSee::full;
 
-    // What runs where: every active attempt counts on its GPU; the caller's are listed.
+    // What runs where: every active attempt counts on its GPU (the totals); the caller's are listed,
+    // and under `summary` they alone make the per-GPU figures.
     const std::vector<GpuLoad> loads = gpu_loads(m_active_attempts, m_attempts);
+    const std::vector<GpuLoad> shown =
+        full ? loads : gpu_loads(m_active_attempts, m_attempts, [&](const AttemptRecord& a) {
+            return visible(m_jobs.at(a.job).team);
+        });
     for (AttemptId id : m_active_attempts) {
         const AttemptRecord& a = m_attempts.at(id);
         const JobRecord& j = m_jobs.at(a.job);
@@ -111,7 +137,7 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
         OverviewWorker ow;
         ow.id = id;
         ow.name = w.record.name;
-        ow.team = team_name(w.record.team);
+        ow.team = (full || visible(w.record.team)) ? team_name(w.record.team) : std::string();
         ow.presence = presence(id);
         ow.last_seen_at = w.record.last_seen_at;
         const bool online = is_online(ow.presence);
@@ -119,13 +145,14 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
         out.totals.workers_online += online ? 1 : 0;
         for (const auto& g : w.inventory.gpus) {
             const GpuLoad load = load_of(loads, id, g.index);
+            const GpuLoad mine = full ? load : load_of(shown, id, g.index);
             OverviewGpu og;
             og.index = g.index;
             og.model = g.model;
             og.memory_mib = g.memory_mib;
             og.enforcement = g.memory_enforcement;
-            og.allocated_milli = load.milli;
-            og.jobs = load.jobs;
+            og.allocated_milli = mine.milli;
+            og.jobs = mine.jobs;
             og.healthy = std::find(w.unhealthy_gpus.begin(), w.unhealthy_gpus.end(), g.index) == w.unhealthy_gpus.end();
             count_gpu(out.totals, online, load);
             ow.gpus.push_back(std::move(og));

@@ -3,7 +3,11 @@
 // the jobs that ended last, credits per team, and the totals.
 //
 // Who sees what (Coordinator::overview): admins every team; a member its own team's jobs and credits,
-// and the pool's workers and totals (capacity, not other teams' work); anyone else nothing.
+// and the pool's workers and totals (capacity, not other teams' work); anyone else nothing. How much
+// of each GPU is given out is the coordinator's choice (CoordinatorOptions::members_see,
+// `coordinator --members-see`): under `summary`, the default, a member's per-GPU figures count its
+// own team's attempts only and a worker's owner team is named only when it is the member's own
+// (the totals stay the pool's); under `full` a member sees every GPU's use as admins do.
 // SampleSeries: the pool's utilisation over the last day (Coordinator::samples), by the same rule:
 // members get the capacity numbers, not the pool-wide job counts (other teams' work).
 #pragma once
@@ -15,16 +19,22 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpupool::coordinator {
+
+// What members see of the GPUs' use (`coordinator --members-see`); admins always see `full`.
+enum class MembersSee : std::uint8_t { summary, full };
+const char* to_string(MembersSee m);
+std::optional<MembersSee> members_see_from_string(std::string_view s);
 
 struct OverviewGpu {
     std::int64_t index = 0;
     std::string model;
     std::int64_t memory_mib = 0;
-    std::int64_t allocated_milli = 0; // given to running attempts (1000 = the whole GPU)
-    std::int64_t jobs = 0;            // attempts sharing it
+    std::int64_t allocated_milli = 0; // given to running attempts (1000 = the whole GPU); summary: the caller's team's
+    std::int64_t jobs = 0;            // attempts sharing it; summary: the caller's team's
     bool healthy = true;              // as the worker's last heartbeat said
     std::string enforcement;          // how the worker holds jobs to their share: mps, watchdog, none
 };
@@ -32,7 +42,7 @@ struct OverviewGpu {
 struct OverviewWorker {
     WorkerId id;
     std::string name;
-    std::string team;     // the owner's team
+    std::string team;     // the owner's team; summary: empty unless it is the caller's
     std::string presence; // Coordinator::presence: online, offline, paused, drained, ...
     std::int64_t last_seen_at = 0;
     std::vector<OverviewGpu> gpus;
@@ -72,6 +82,7 @@ struct OverviewTotals {
 
 struct PoolOverview {
     std::int64_t at_ms = 0;
+    MembersSee detail = MembersSee::full; // how the workers' GPUs are shown to this caller
     std::vector<OverviewWorker> workers;
     std::vector<OverviewJob> running;
     std::vector<OverviewJob> queued; // oldest first, at most k_overview_queue

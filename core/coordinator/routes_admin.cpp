@@ -339,6 +339,7 @@ net::Response pool_overview(ServiceState& svc, const net::Request&, const Input&
     }
     const auto& t = o->totals;
     return ok({{"at", o->at_ms},
+               {"detail", to_string(o->detail)},
                {"workers", workers},
                {"running", lists["running"]},
                {"queued", lists["queued"]},

@@ -99,9 +99,11 @@ struct Pool {
     std::string worker;
     std::int64_t worker_id = 0;
 
+    // `adjust`: changes to the service's options before it starts (as Server's).
     explicit Pool(std::int64_t lease_ms = 30'000, std::int64_t max_log_bytes = std::int64_t{64} << 20,
-                  std::int64_t sample_every_ms = 60'000)
-        : server(lease_ms, max_log_bytes, sample_every_ms) {
+                  std::int64_t sample_every_ms = 60'000,
+                  const std::function<void(coordinator::ServiceOptions&)>& adjust = {})
+        : server(lease_ms, max_log_bytes, sample_every_ms, adjust) {
         auto admin = server.client(server.admin_token);
         for (const char* team : {"fellows", "others", "owners"}) {
             call(admin, "POST", "/v1/admin/teams", {{"name", team}}, 201);

@@ -163,6 +163,7 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     }
     coordinator::ServiceOptions so;
     so.coordinator.members_see = *members_see;
+    so.coordinator.public_recipe_repos = o.public_recipe_repos;
     so.coordinator.idle_timeout_s = *idle_s;
     so.coordinator.whole_gpu_only_unenforced = o.whole_gpu_only_unenforced;
     so.http.host = listen->first;
@@ -451,6 +452,9 @@ void register_coordinator(Cli& cli) {
                     "What members see of each GPU's use in the pool overview (`gpupool pool`, the dashboard): "
                     "summary (their own team's use, the pool's totals) or full (every team's use, as admins)")
         ->capture_default_str();
+    sub->add_option("--public-recipe-repo", o->public_recipe_repos,
+                    "A recipe repository (as clients configure it) whose runs every team may count in `recipe "
+                    "list`; other repositories' history is each team's own (repeatable)");
     sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
     const sched::Sampling sampling;
     sub->add_option("--score-sample", o->score_sample,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gpupool::cmd {
 
@@ -46,6 +47,8 @@ struct CoordinatorCmdOptions {
     std::string idle_timeout = "30m";  // a GPU job idle on its GPU this long is stopped ("0": never)
     bool whole_gpu_only_unenforced = false; // no fractional jobs on GPUs whose shares nothing enforces
     std::string members_see = "summary"; // or "full": how much of each GPU's use members see (GET /v1/pool)
+    // Recipe repositories whose history every team sees (POST /v1/recipes/history); others: own team's.
+    std::vector<std::string> public_recipe_repos{};
 };
 
 // Serves until SIGINT or SIGTERM (blocked in every thread, waited for here; SIGHUP, blocked and

@@ -118,6 +118,9 @@ struct CoordinatorOptions {
     std::int64_t owner_avoid_ms = 10 * 60'000;
     // How much of each GPU's use members see in the pool's overview (overview.hpp).
     MembersSee members_see = MembersSee::summary;
+    // Recipe repositories (as clients name them: recipe::Origin::repo) whose runs count for every
+    // team in recipe_history; any other repository's runs count for the team that ran them alone.
+    std::vector<std::string> public_recipe_repos{};
 };
 
 // Who is asking, resolved from a bearer token.
@@ -443,11 +446,15 @@ public:
     Result<Report> report(const Principal& who, std::int64_t since_ms) const;
     Result<Estimate> estimate(const Principal& who, const std::string& source, const std::vector<recipe::JobSpec>& jobs,
                               const std::optional<std::string>& team) const;
-    // The pool's history of shared-repository recipes (`gpupool recipe list`): for each (repo,
-    // recipe) asked about (the revision is ignored), the successful runs of jobs whose first origin
-    // is that recipe, with their median runtime and median cost. Every team's runs count; only these
-    // aggregates leave the coordinator. Any caller with a member or admin token may ask.
-    std::vector<RecipeHistory> recipe_history(const std::vector<recipe::Origin>& recipes) const;
+    // The history of shared-repository recipes (`gpupool recipe list`): for each (repo, recipe)
+    // asked about (the revision is ignored), the successful runs of jobs whose first origin is that
+    // recipe, with their median runtime and median cost; only these aggregates leave the
+    // coordinator. Whether a repository is public cannot be told from what a job records (its
+    // origin names the repository as the client configured it), so a member counts the runs of its
+    // own team, and every team's runs only for the repositories the pool names public
+    // (CoordinatorOptions::public_recipe_repos): another team's use of a private repository's recipe
+    // never shows. Admins count every team's runs. Members and admins only (the route checks).
+    std::vector<RecipeHistory> recipe_history(const Principal& who, const std::vector<recipe::Origin>& recipes) const;
     // Micro-credits an attempt has cost: settled when it ended, accrued so far while it runs.
     std::int64_t cost_micro(const store::AttemptRecord& attempt) const;
     std::int64_t held_micro(JobId job) const;

@@ -33,12 +33,18 @@ std::pair<std::int64_t, std::int64_t> Coordinator::history(TeamId team, const st
     return {median_of(it->second), static_cast<std::int64_t>(it->second.size())};
 }
 
-std::vector<RecipeHistory> Coordinator::recipe_history(const std::vector<recipe::Origin>& recipes) const {
+std::vector<RecipeHistory> Coordinator::recipe_history(const Principal& who,
+                                                       const std::vector<recipe::Origin>& recipes) const {
     // (repo, recipe) -> the runtimes and costs of its successful attempts.
     std::map<std::pair<std::string, std::string>, std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> runs;
     for (const auto& r : recipes) {
         runs[{r.repo, r.recipe}];
     }
+    const auto& open = m_options.public_recipe_repos;
+    const auto counts_for_caller = [&](const JobRecord& j) {
+        return who.role == Role::admin || (who.team && *who.team == j.team) ||
+               std::find(open.begin(), open.end(), j.spec.origins.front().repo) != open.end();
+    };
     for (const auto& [id, a] : m_attempts) {
         if (!counts_as_run(a)) {
             continue;
@@ -48,7 +54,7 @@ std::vector<RecipeHistory> Coordinator::recipe_history(const std::vector<recipe:
             continue;
         }
         auto it = runs.find({j.spec.origins.front().repo, j.spec.origins.front().recipe});
-        if (it != runs.end()) {
+        if (it != runs.end() && counts_for_caller(j)) {
             it->second.first.push_back(run_seconds(a));
             it->second.second.push_back(cost_micro(a));
         }

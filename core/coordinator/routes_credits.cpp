@@ -249,8 +249,9 @@ net::Response estimate(ServiceState& svc, const net::Request&, const Input& in, 
                {"enforced", est->enforced}});
 }
 
-// POST /v1/recipes/history {"recipes": [{"recipe": NAME, "repo": URL}, ...]} (at most 500).
-net::Response recipe_history(ServiceState& svc, const net::Request&, const Input& in, const Principal&) {
+// POST /v1/recipes/history {"recipes": [{"recipe": NAME, "repo": URL}, ...]} (at most 500): the
+// caller's team's runs, and every team's for the pool's public repositories (recipe_history).
+net::Response recipe_history(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
     constexpr std::size_t k_max_recipes = 500;
     const json& body = in.body;
     const auto it = body.find("recipes");
@@ -274,7 +275,7 @@ net::Response recipe_history(ServiceState& svc, const net::Request&, const Input
         asked.push_back(std::move(origin));
     }
     json list = json::array();
-    for (const auto& h : svc.coord->recipe_history(asked)) {
+    for (const auto& h : svc.coord->recipe_history(who, asked)) {
         list.push_back({{"recipe", h.recipe.recipe},
                         {"repo", h.recipe.repo},
                         {"runs", h.runs},

@@ -37,7 +37,7 @@ TEST_CASE("recipe history: the median runtime and cost of a repository recipe's 
     run(p, p.submit(from_repo("o1", "toy-eval", "https://example.org/fork")), 90, 0); // another repository
     run(p, p.submit(half_l4("local")), 70, 0);                                        // from a file
 
-    auto h = p.coord->recipe_history({{"toy-eval", repo, ""}, {"probe", repo, ""}});
+    auto h = p.coord->recipe_history(p.fellow, {{"toy-eval", repo, ""}, {"probe", repo, ""}});
     REQUIRE(h.size() == 2);
     CHECK(h[0].recipe.recipe == "toy-eval");
     CHECK(h[0].runs == 2);
@@ -50,7 +50,7 @@ TEST_CASE("recipe history: the median runtime and cost of a repository recipe's 
     CHECK(h[1].median_runtime_s == 0);
     // History survives a restart: it is rebuilt from the stored jobs and attempts.
     REQUIRE(p.restart());
-    CHECK(p.coord->recipe_history({{"toy-eval", repo, ""}})[0].runs == 2);
+    CHECK(p.coord->recipe_history(p.fellow, {{"toy-eval", repo, ""}})[0].runs == 2);
 }
 
 TEST_CASE("estimates: a recipe file's past successful runs give its median runtime, kept as runs end and after a "
@@ -73,4 +73,29 @@ TEST_CASE("estimates: a recipe file's past successful runs give its median runti
     CHECK(runs_of("other.toml").first == 0); // by source
     REQUIRE(p.restart());
     CHECK(runs_of("train.toml") == std::pair<std::int64_t, std::int64_t>{2, 20 * 60});
+}
+
+TEST_CASE("recipe history: a member counts its own team's runs, and every team's for the pool's public repositories",
+          "[coordinator][recipes][security]") {
+    CreditPool p;
+    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
+    const std::string community = "https://example.org/community-recipes";
+    const std::string mine = "/home/fellow/recipes";
+    run(p, p.submit(from_repo("c", "toy-eval", community)), 10, 0);
+    run(p, p.submit(from_repo("m", "my-probe", mine)), 10, 0);
+    const Principal owner_member =
+        p.coord->authenticate(p.coord->create_token(p.admin, store::Role::member, "owners", "o").value().secret).value();
+    const std::vector<recipe::Origin> asked{{"toy-eval", community, ""}, {"my-probe", mine, ""}};
+    auto runs = [&](const Principal& who) {
+        auto h = p.coord->recipe_history(who, asked);
+        REQUIRE(h.size() == 2);
+        return std::pair{h[0].runs, h[1].runs};
+    };
+    CHECK(runs(p.fellow) == std::pair<std::int64_t, std::int64_t>{1, 1});
+    CHECK(runs(owner_member) == std::pair<std::int64_t, std::int64_t>{0, 0}); // another team's runs
+    CHECK(runs(p.admin) == std::pair<std::int64_t, std::int64_t>{1, 1});
+    // The pool names the community repository public: its runs count for everyone, the rest do not.
+    p.options.public_recipe_repos = {community};
+    REQUIRE(p.restart());
+    CHECK(runs(owner_member) == std::pair<std::int64_t, std::int64_t>{1, 0});
 }

@@ -11,10 +11,28 @@ using nlohmann::json;
 namespace {
 // Warnings are the coordinator's own sentences; generous, so that a long one never fails a heartbeat.
 constexpr std::size_t k_max_warning_bytes = 64 * 1024;
-// More GPUs than any one machine has: the memory-in-use list is refused past it.
-constexpr std::size_t k_max_gpus = 1024;
 // Downloads reported per heartbeat; more are dropped (they only feed `status`).
 constexpr std::size_t k_max_fetching = 1024;
+
+// GPU indexes of the inventory (0..k_max_gpus-1), at most one entry per GPU it may have; errors name
+// the entry (`unhealthy_gpus[2]`).
+std::vector<std::int64_t> gpu_indexes(FieldReader& r, const char* key) {
+    auto out = r.integers(key, 0);
+    if (out.size() > k_max_gpus) {
+        r.fail("at most " + std::to_string(k_max_gpus) + " GPU indexes", r.name(key));
+        return {};
+    }
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        if (out[i] >= static_cast<std::int64_t>(k_max_gpus)) {
+            r.fail("expected a GPU index from 0 to " + std::to_string(k_max_gpus - 1) + ", got " +
+                       std::to_string(out[i]),
+                   r.name(key) + "[" + std::to_string(i) + "]");
+            return {};
+        }
+    }
+    return out;
+}
+
 } // namespace
 
 std::vector<std::int64_t> gpus_without_new_work(const Heartbeat& h) {
@@ -32,8 +50,11 @@ Result<Heartbeat> heartbeat_from_json(const json& j) {
     FieldReader r(j, "");
     Heartbeat h;
     h.running = read_ids<AttemptId>(r, "running");
-    h.unhealthy_gpus = r.integers("unhealthy_gpus", 0);
-    h.reclaimed_gpus = r.integers("reclaimed_gpus", 0);
+    if (h.running.size() > k_max_running) {
+        r.fail("at most " + std::to_string(k_max_running) + " attempts", "running");
+    }
+    h.unhealthy_gpus = gpu_indexes(r, "unhealthy_gpus");
+    h.reclaimed_gpus = gpu_indexes(r, "reclaimed_gpus");
     h.draining = r.boolean("draining", false);
     const bool legacy_paused = r.boolean("paused", false); // from workers before `sharing`
     const auto state = r.optional_text("sharing", 64);
@@ -48,7 +69,13 @@ Result<Heartbeat> heartbeat_from_json(const json& j) {
     h.sharing_changes_at_ms = r.optional_integer("sharing_changes_at_ms", 0, k_max_integer);
     h.gpu_memory_used_mib = r.integers("gpu_memory_used_mib", 0);
     if (h.gpu_memory_used_mib.size() > k_max_gpus) {
-        r.fail("more entries than a worker has GPUs", "gpu_memory_used_mib");
+        r.fail("at most " + std::to_string(k_max_gpus) + " entries, one per GPU", "gpu_memory_used_mib");
+    }
+    for (std::size_t i = 0; i < h.gpu_memory_used_mib.size() && !r.error(); ++i) {
+        if (h.gpu_memory_used_mib[i] > k_max_gpu_memory_mib) {
+            r.fail("expected at most " + std::to_string(k_max_gpu_memory_mib) + " MiB (16 TiB)",
+                   "gpu_memory_used_mib[" + std::to_string(i) + "]");
+        }
     }
     r.elements("fetching", false, [&](const json& e, const std::string& at) {
         FieldReader f(e, at);

@@ -3,7 +3,9 @@
 // coordinator renews the leases of what it holds and answers which attempts to stop.
 //
 // heartbeat_from_json validates the request once where it arrives: every error names its field
-// (`running[3]`, `inventory.gpus[0].model`), absent or null members take the defaults below.
+// (`running[3]`, `inventory.gpus[0].model`), absent or null members take the defaults below. Every
+// list is bounded: at most k_max_running attempts, GPU indexes below api::k_max_gpus and at most
+// that many of them per list (the inventory's own rules: inventory.hpp).
 // heartbeat_reply_from_json reads the reply the same way on the worker.
 #pragma once
 
@@ -29,6 +31,10 @@ struct FetchProgress {
     std::int64_t total_bytes = 0; // 0 while not known yet
     bool operator==(const FetchProgress&) const = default;
 };
+
+// The most attempts one heartbeat may name as running: far more jobs than one machine runs (each is a
+// container or a process tree), so that one worker's heartbeat stays a bounded piece of work.
+inline constexpr std::size_t k_max_running = 16384;
 
 struct Heartbeat {
     std::vector<AttemptId> running{};           // the attempts the worker holds (their leases are renewed)

@@ -4,55 +4,149 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <utility>
+
 namespace gpupool::api {
 
 namespace {
 
 using nlohmann::json;
 
+// Upper bounds far above any machine, so that sums over a pool of them stay in 64 bits.
+constexpr std::int64_t k_max_cpu_milli = std::int64_t{1} << 30;  // a million cores
+constexpr std::int64_t k_max_mib = std::int64_t{1} << 40;        // an exbibyte, in MiB
+constexpr std::int64_t k_max_slots = std::int64_t{1} << 20;
+constexpr std::int64_t k_max_model_bytes = std::int64_t{1} << 50; // a pebibyte
+constexpr std::size_t k_max_revision_bytes = 128;
+constexpr std::int64_t k_max_integer_value = std::numeric_limits<std::int64_t>::max();
+
 Error invalid(const std::string& what, const std::string& field) {
     return make_error(ErrorCode::invalid_input, what, field);
 }
 
-// An integer member, optional with a default; `min` is the least value accepted.
+std::string at_most(const std::string& what, std::int64_t max) {
+    return "expected " + what + " of at most " + std::to_string(max);
+}
+
+// An integer member from `min` to `max`, optional with a default of `fallback`.
 Result<std::int64_t> integer(const json& j, const char* key, const std::string& field, std::int64_t min,
-                             bool required, const char* expected) {
+                             std::int64_t max, std::optional<std::int64_t> fallback, const std::string& expected) {
     auto it = j.find(key);
-    if (it == j.end()) {
-        if (required) {
+    if (it == j.end() || (fallback && it->is_null())) {
+        if (!fallback) {
             return invalid(expected, field + "." + key);
         }
-        return std::int64_t{0};
+        return *fallback;
     }
-    if (!it->is_number_integer() || it->get<std::int64_t>() < min) {
+    const bool too_big =
+        it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(k_max_integer_value);
+    if (!it->is_number_integer() || too_big || it->get<std::int64_t>() < min || it->get<std::int64_t>() > max) {
         return invalid(expected, field + "." + key);
     }
     return it->get<std::int64_t>();
 }
 
-std::string text(const json& j, const char* key) {
-    auto it = j.find(key);
-    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+// No C0 control (NUL included), DEL or C1 control (U+0080..U+009F, two bytes in UTF-8: the JSON
+// reader already refused text that is not UTF-8).
+bool printable(std::string_view s) {
+    if (recipe::has_control_character(s)) {
+        return false;
+    }
+    for (std::size_t i = 0; i + 1 < s.size(); ++i) {
+        if (static_cast<unsigned char>(s[i]) == 0xC2 && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+            static_cast<unsigned char>(s[i + 1]) <= 0x9F) {
+            return false;
+        }
+    }
+    return true;
 }
 
-Result<GpuInventory> gpu_from_json(const json& g, std::size_t i, const std::string& field) {
+// A string member of at most `max_bytes` of printable text; absent or null is empty.
+Result<std::string> text(const json& j, const char* key, const std::string& field, std::size_t max_bytes) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+        return std::string();
+    }
+    const std::string at = field + "." + key;
+    if (!it->is_string()) {
+        return invalid(std::string("expected a string, got ") + it->type_name(), at);
+    }
+    const auto& s = it->get_ref<const std::string&>();
+    if (s.size() > max_bytes) {
+        return invalid("expected at most " + std::to_string(max_bytes) + " bytes, got " + std::to_string(s.size()), at);
+    }
+    if (!printable(s)) {
+        return invalid("expected printable text (no control characters)", at);
+    }
+    return s;
+}
+
+Result<GpuInventory> gpu_from_json(const json& g, std::size_t i, std::size_t count, const std::string& field) {
     const std::string at = field + ".gpus[" + std::to_string(i) + "]";
-    if (!g.is_object() || !g.contains("memory_mib") || !g["memory_mib"].is_number_integer() ||
-        g["memory_mib"].get<std::int64_t>() <= 0) {
+    if (!g.is_object() || !g.contains("memory_mib")) {
         return invalid("expected {model, memory_mib > 0}", at + ".memory_mib");
     }
+    GpuInventory out;
+    auto memory = integer(g, "memory_mib", at, 1, k_max_gpu_memory_mib, std::nullopt,
+                          "expected an integer from 1 to " + std::to_string(k_max_gpu_memory_mib) + " (16 TiB)");
+    if (!memory) {
+        return memory.error();
+    }
+    out.memory_mib = *memory;
     if (!g.contains("model") || !g["model"].is_string()) {
         return invalid("expected a string", at + ".model");
     }
-    GpuInventory out;
-    out.index = static_cast<std::int64_t>(i);
-    if (auto it = g.find("index"); it != g.end() && it->is_number_integer()) {
-        out.index = it->get<std::int64_t>();
+    // Absent: its position (workers before `index` was sent).
+    auto index = integer(g, "index", at, 0, static_cast<std::int64_t>(count) - 1, static_cast<std::int64_t>(i),
+                         "expected an integer from 0 to " + std::to_string(count - 1) +
+                             ": a worker's GPUs are numbered 0 to n-1 (n = " + std::to_string(count) + "), each once");
+    if (!index) {
+        return index.error();
     }
-    out.model = g["model"].get<std::string>();
-    out.memory_mib = g["memory_mib"].get<std::int64_t>();
-    out.uuid = text(g, "uuid");
-    out.memory_enforcement = text(g, "memory_enforcement");
+    out.index = *index;
+    for (auto [key, value] : {std::pair{"model", &out.model}, std::pair{"uuid", &out.uuid},
+                              std::pair{"memory_enforcement", &out.memory_enforcement}}) {
+        auto t = text(g, key, at, k_max_inventory_text_bytes);
+        if (!t) {
+            return t.error();
+        }
+        *value = std::move(*t);
+    }
+    return out;
+}
+
+// Each GPU once, indexes 0..n-1 (gpu_from_json checks the range: n distinct indexes in it are all of
+// them), sorted by index.
+Result<std::vector<GpuInventory>> gpus_from_json(const json& j, const std::string& field) {
+    std::vector<GpuInventory> out;
+    auto it = j.find("gpus");
+    if (it == j.end() || it->is_null()) {
+        return out;
+    }
+    if (!it->is_array() || it->size() > k_max_gpus) {
+        return invalid("expected an array of at most " + std::to_string(k_max_gpus) + " GPUs" +
+                           (it->is_array() ? ", got " + std::to_string(it->size()) : std::string()),
+                       field + ".gpus");
+    }
+    std::vector<std::size_t> at_index(it->size(), it->size()); // index -> where it was met
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        auto gpu = gpu_from_json((*it)[i], i, it->size(), field);
+        if (!gpu) {
+            return gpu.error();
+        }
+        const auto index = static_cast<std::size_t>(gpu->index);
+        if (at_index[index] != it->size()) {
+            return invalid("GPU index " + std::to_string(index) + " is named twice (gpus[" +
+                               std::to_string(at_index[index]) + "] has it too)",
+                           field + ".gpus[" + std::to_string(i) + "].index");
+        }
+        at_index[index] = i;
+        out.push_back(std::move(*gpu));
+    }
+    std::sort(out.begin(), out.end(), [](const GpuInventory& a, const GpuInventory& b) { return a.index < b.index; });
     return out;
 }
 
@@ -75,11 +169,13 @@ Result<std::vector<CachedModelInfo>> cached_models_from_json(const json& j, cons
         }
         CachedModelInfo c;
         c.model = m["model"].get<std::string>();
-        c.revision = text(m, "revision");
-        if (c.revision.size() > 128) {
-            return invalid("at most 128 bytes", at + ".revision");
+        auto revision = text(m, "revision", at, k_max_revision_bytes);
+        if (!revision) {
+            return revision.error();
         }
-        auto bytes = integer(m, "bytes", at, 0, false, "expected a non-negative integer");
+        c.revision = std::move(*revision);
+        auto bytes =
+            integer(m, "bytes", at, 0, k_max_model_bytes, 0, at_most("a non-negative integer", k_max_model_bytes));
         if (!bytes) {
             return bytes.error();
         }
@@ -96,45 +192,43 @@ Result<Inventory> inventory_from_json(const json& j, const std::string& field) {
         return invalid("expected an object", field);
     }
     Inventory out;
-    auto cpu = integer(j, "cpu_milli", field, 1, true, "expected a positive integer");
+    const std::string cpus_expected = at_most("a positive integer", k_max_cpu_milli);
+    auto cpu = integer(j, "cpu_milli", field, 1, k_max_cpu_milli, std::nullopt, cpus_expected);
     if (!cpu) {
         return cpu.error();
     }
-    auto memory = integer(j, "memory_mib", field, 1, true, "expected a positive integer");
+    auto memory = integer(j, "memory_mib", field, 1, k_max_mib, std::nullopt, at_most("a positive integer", k_max_mib));
     if (!memory) {
         return memory.error();
     }
-    auto slots = integer(j, "slots", field, 0, false, "expected a non-negative integer (0: no cap)");
+    auto slots =
+        integer(j, "slots", field, 0, k_max_slots, 0, at_most("a non-negative integer (0: no cap)", k_max_slots));
     if (!slots) {
         return slots.error();
     }
     out.cpu_milli = *cpu;
     out.memory_mib = *memory;
     out.slots = *slots;
-    if (auto it = j.find("gpus"); it != j.end()) {
-        if (!it->is_array()) {
-            return invalid("expected an array", field + ".gpus");
-        }
-        for (std::size_t i = 0; i < it->size(); ++i) {
-            auto gpu = gpu_from_json((*it)[i], i, field);
-            if (!gpu) {
-                return gpu.error();
-            }
-            out.gpus.push_back(std::move(*gpu));
-        }
+    auto gpus = gpus_from_json(j, field);
+    if (!gpus) {
+        return gpus.error();
     }
-    out.runtime = text(j, "runtime");
+    out.gpus = std::move(*gpus);
+    auto runtime = text(j, "runtime", field, k_max_inventory_text_bytes);
+    if (!runtime) {
+        return runtime.error();
+    }
+    out.runtime = std::move(*runtime);
     auto models = cached_models_from_json(j, field);
     if (!models) {
         return models.error();
     }
     out.cached_models = std::move(*models);
-    if (auto it = j.find("cache_free_mib"); it != j.end() && !it->is_null()) {
-        if (!it->is_number_integer() || it->get<std::int64_t>() < -1) {
-            return invalid("expected an integer (-1: not said)", field + ".cache_free_mib");
-        }
-        out.cache_free_mib = it->get<std::int64_t>();
+    auto free = integer(j, "cache_free_mib", field, -1, k_max_mib, -1, at_most("an integer (-1: not said)", k_max_mib));
+    if (!free) {
+        return free.error();
     }
+    out.cache_free_mib = *free;
     return out;
 }
 

@@ -6,6 +6,16 @@
 // and compares it by value to notice a machine that changed. Fields the scheduler does not read
 // (uuid, memory enforcement, runtime) travel for `gpupool admin workers`; `cached_models` feeds the
 // scheduler's model-cache affinity.
+//
+// Rules (a worker is not trusted: every list and string is bounded where it arrives, so that one
+// worker cannot make the coordinator's work per estimate, submission or pass grow):
+// - At most k_max_gpus GPUs. Their indexes are exactly 0..n-1, each once, in any order; they are
+//   read back sorted by index, so that a GPU's position in `gpus` is its index, which is what the
+//   coordinator assigns (Assignment::gpu_index) and the worker runs the job on.
+// - Model names, uuids, memory_enforcement and the runtime's name are at most
+//   k_max_inventory_text_bytes of printable text: no C0 or C1 control character, no DEL.
+// - A GPU's memory is 1 MiB to k_max_gpu_memory_mib; the machine's CPUs, memory, slots and cache
+//   sizes have upper bounds too (far above any machine), so that sums over the pool cannot overflow.
 #pragma once
 
 #include "core/util/result.hpp"
@@ -38,6 +48,16 @@ struct CachedModelInfo {
 
 // The most cached models an inventory may list (more are dropped by the worker, refused here).
 inline constexpr std::size_t k_max_cached_models = 1000;
+
+// The most GPUs one worker may offer (more are dropped by the worker, refused here). Machines have 8,
+// a few 16; the scheduler keeps a worker's GPUs in arrays of sched::k_max_gpus_per_worker (the
+// coordinator asserts the two agree), and estimates, submissions and admission walk the pool's
+// distinct GPU kinds, which one worker must not be able to multiply.
+inline constexpr std::size_t k_max_gpus = 64;
+// The longest GPU model name, uuid, memory_enforcement and runtime name, in bytes.
+inline constexpr std::size_t k_max_inventory_text_bytes = 256;
+// The most memory one GPU may declare: 16 TiB, in MiB (the largest GPUs have 0.2 TiB).
+inline constexpr std::int64_t k_max_gpu_memory_mib = std::int64_t{16} << 20;
 
 struct Inventory {
     std::int64_t cpu_milli = 0;  // > 0

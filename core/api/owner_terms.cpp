@@ -1,6 +1,7 @@
 #include "core/api/owner_terms.hpp"
 
 #include "core/api/field_reader.hpp"
+#include "core/recipe/field_rules.hpp"
 #include "core/resources/quantity.hpp"
 
 #include <algorithm>
@@ -25,6 +26,12 @@ std::vector<std::string> bounded_texts(FieldReader& r, const char* key) {
     if (out.size() > k_max_owner_list) {
         r.fail("at most " + std::to_string(k_max_owner_list) + " entries", r.name(key));
         return {};
+    }
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        if (recipe::has_control_character(out[i])) {
+            r.fail("expected printable text (no control characters)", r.name(key) + "[" + std::to_string(i) + "]");
+            return {};
+        }
     }
     return out;
 }

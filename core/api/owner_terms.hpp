@@ -4,10 +4,10 @@
 // that ignores them (an older one) still cannot run a job here that the owner did not allow.
 //
 // owner_terms_from_json validates the terms once where they arrive: bounded lists (at most
-// k_max_owner_list entries of at most k_max_owner_entry_bytes each), errors name the field
-// (`terms.teams[2]`). Empty lists mean "no restriction" on the wire; the owner's file refuses an
-// empty list (it would read as "none"). outside_terms() is the one rule both sides apply.
-// Pure functions, thread-safe.
+// k_max_owner_list entries of at most k_max_owner_entry_bytes each, without control characters),
+// errors name the field (`terms.teams[2]`). Empty lists mean "no restriction" on the wire; the
+// owner's file refuses an empty list (it would read as "none"). outside_terms() is the one rule
+// both sides apply. Pure functions, thread-safe.
 #pragma once
 
 #include "core/recipe/image_ref.hpp"

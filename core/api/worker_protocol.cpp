@@ -53,7 +53,7 @@ Result<Registration> registration_from_json(const json& j) {
     }
     FieldReader r(j, "");
     Registration reg;
-    reg.name = r.text("name", k_max_text_bytes);
+    reg.name = r.text("name", k_max_worker_name_bytes);
     if (r.error()) {
         return *r.error();
     }

@@ -1,8 +1,10 @@
 // The rest of the workers' protocol (docs/api.md, "Workers"): registration with an enrollment
 // token (POST /v1/workers/register) and its reply, and an attempt's completion
 // (POST /v1/attempts/{id}/complete). One struct per message on both sides of the wire; the
-// *_from_json readers validate every member once and name the field in their errors. The
-// assignment and the heartbeat have their own headers (assignment.hpp, heartbeat.hpp).
+// *_from_json readers validate every member once and name the field in their errors: a registration's
+// inventory by inventory.hpp's rules, its terms by owner_terms.hpp's, its name as at most
+// k_max_worker_name_bytes (what the CLI prints of it is escaped: cmd/remote.hpp). The assignment and
+// the heartbeat have their own headers (assignment.hpp, heartbeat.hpp).
 #pragma once
 
 #include "core/api/inventory.hpp"
@@ -19,6 +21,9 @@
 #include <vector>
 
 namespace gpupool::api {
+
+// The longest worker name (the coordinator's rule too).
+inline constexpr std::size_t k_max_worker_name_bytes = 128;
 
 struct Registration {
     std::string name{}; // the worker's name, as its owner gave it (required)

@@ -3,6 +3,7 @@
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/internal.hpp"
 #include "core/resources/quantity.hpp"
+#include "core/sched/fragmentation.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -18,6 +19,9 @@ using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
 
 namespace {
+
+// A worker's GPUs go into the scheduler's fixed arrays (fragmentation.hpp): the wire's cap must fit.
+static_assert(api::k_max_gpus == sched::k_max_gpus_per_worker, "api::k_max_gpus is the scheduler's cap");
 
 // The worker's inventory as the scheduler reads it (GPUs with their models, CPU, RAM, slots).
 void set_inventory(Coordinator::LiveWorker& live, api::Inventory inventory, bool whole_gpu_only_unenforced) {

@@ -228,13 +228,18 @@ void Coordinator::void_results(WorkerId worker, std::int64_t since_ms, Voided& o
 }
 
 Result<Coordinator::Registered> Coordinator::register_worker(const Principal& who, const std::string& name,
-                                                             const api::Inventory& inventory,
+                                                             const api::Inventory& offered,
                                                              const std::optional<api::OwnerTerms>& terms) {
     if (who.role != Role::enroll || !who.team) {
         return denied("workers register with an enrollment token (`gpupool admin enroll TEAM`)");
     }
-    if (name.empty() || name.size() > 128) {
-        return invalid("worker names are 1-128 characters", "name");
+    if (name.empty() || name.size() > api::k_max_worker_name_bytes) {
+        return invalid("worker names are 1-" + std::to_string(api::k_max_worker_name_bytes) + " characters", "name");
+    }
+    // By the wire's rules whoever calls (absorb() reads the stored row back with them): bounded, sorted.
+    auto inventory = api::inventory_from_json(api::to_json(offered));
+    if (!inventory) {
+        return inventory.error();
     }
     auto id = take_ids(store::IdKind::worker, 1);
     if (!id) {
@@ -242,7 +247,7 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     }
     const std::int64_t now = m_clock.now_ms();
     Changes c;
-    WorkerRecord w{WorkerId(*id), *who.team, name, api::to_text(inventory), WorkerState::active, now, now,
+    WorkerRecord w{WorkerId(*id), *who.team, name, api::to_text(*inventory), WorkerState::active, now, now,
                    who.token_id};
     c.workers.push_back(w);
     auto tok = issue(Role::worker, who.team, w.id, "worker " + name, c);
@@ -264,7 +269,7 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     }
     set_terms(m_workers.at(w.id), terms);
     m_pool.set_worker(w.id, m_workers.at(w.id));
-    return Registered{w.id, tok->secret, inventory_warnings(inventory)};
+    return Registered{w.id, tok->secret, inventory_warnings(*inventory)};
 }
 
 std::vector<std::string> Coordinator::inventory_warnings(const api::Inventory& inventory) const {
@@ -312,6 +317,14 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers send heartbeats");
     }
+    std::optional<api::Inventory> checked; // by the wire's rules whoever calls, as register_worker
+    if (beat.inventory) {
+        auto inv = api::inventory_from_json(api::to_json(*beat.inventory));
+        if (!inv) {
+            return inv.error();
+        }
+        checked = std::move(*inv);
+    }
     LiveWorker& live = m_workers.at(*who.worker);
     const std::int64_t now = m_clock.now_ms();
     // What a pass reads of a worker besides its record: a change (or a worker back from silence)
@@ -330,7 +343,7 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
         set_terms(live, beat.terms);
     }
     const std::vector<AttemptId>& running = beat.running;
-    const api::Inventory* inventory = beat.inventory ? &*beat.inventory : nullptr;
+    const api::Inventory* inventory = checked ? &*checked : nullptr;
     // Memory in use counts only when it lines up with the GPUs the worker has (now, or as it says).
     const std::size_t gpus = (inventory != nullptr ? *inventory : live.inventory).gpus.size();
     live.gpu_memory_used_mib =

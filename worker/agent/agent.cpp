@@ -182,7 +182,7 @@ struct Agent::Impl {
               (t.outcome == Outcome::worker_fault ? "worker fault: " : "") + t.reason);
     }
 
-    void event_offer() const { event(offer_line(offer(), inventory(), opt.coordinator_url, worker_id)); }
+    void event_offer() const { event(announce_offer(offer(), inventory(), opt.coordinator_url, worker_id)); }
 
     // ---- the attempts ----
     void end_as_fault(Attempt& t, const std::string& why) {

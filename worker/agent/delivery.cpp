@@ -2,6 +2,7 @@
 
 #include "core/util/files.hpp"
 #include "worker/agent/archive.hpp"
+#include "worker/agent/offer.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -92,8 +93,9 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
         }
     }
     beat.running.insert(beat.running.end(), f.waiting.begin(), f.waiting.end()); // they keep their lease while they wait
-    beat.unhealthy_gpus = f.unhealthy_gpus;
-    beat.reclaimed_gpus = f.reclaimed_gpus;
+    // Only GPUs of the inventory: the coordinator numbers GPUs by it and refuses indexes past its cap.
+    beat.unhealthy_gpus = inventory_indexes(f.unhealthy_gpus, f.inventory);
+    beat.reclaimed_gpus = inventory_indexes(f.reclaimed_gpus, f.inventory);
     beat.draining = f.draining;
     // The inventory goes with the first heartbeat after a start, and again whenever it changed (the
     // owner reloaded worker.toml): the machine may differ from when it registered.

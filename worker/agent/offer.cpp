@@ -3,6 +3,8 @@
 #include "core/resources/quantity.hpp"
 #include "worker/agent/identity.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -34,11 +36,43 @@ std::string enforcement_phrase(MemoryEnforcement e) {
     return "shares NOT enforced";
 }
 
+std::string index_list(const std::vector<GpuInfo>& gpus, std::size_t from) {
+    std::string out;
+    for (std::size_t i = from; i < gpus.size(); ++i) {
+        out += (i == from ? "" : ", ") + std::to_string(gpus[i].index);
+    }
+    return out;
+}
+
 } // namespace
+
+std::vector<GpuInfo> inventory_gpus(std::vector<GpuInfo> offered) {
+    std::sort(offered.begin(), offered.end(), [](const GpuInfo& a, const GpuInfo& b) { return a.index < b.index; });
+    std::size_t n = 0;
+    while (n < offered.size() && n < api::k_max_gpus && offered[n].index == static_cast<int>(n)) {
+        ++n;
+    }
+    offered.resize(n);
+    return offered;
+}
+
+std::optional<std::string> gpus_left_out(std::vector<GpuInfo> offered) {
+    const std::size_t kept = inventory_gpus(offered).size();
+    if (kept == offered.size()) {
+        return std::nullopt;
+    }
+    std::sort(offered.begin(), offered.end(), [](const GpuInfo& a, const GpuInfo& b) { return a.index < b.index; });
+    const std::string which = "GPU(s) " + index_list(offered, kept) + " left out of what the pool sees: ";
+    if (kept == api::k_max_gpus) {
+        return which + "a worker offers at most " + std::to_string(api::k_max_gpus) + " GPUs";
+    }
+    return which + "the pool numbers a worker's GPUs 0 to n-1 and GPU " + std::to_string(kept) +
+           " is not offered (worker.toml [[gpu]] share = false); share the GPUs from 0 on";
+}
 
 api::Inventory offer_inventory(const OfferInputs& in, const ShareSettings& share, const AgentOptions& opt) {
     api::Inventory inv;
-    for (const auto& info : in.gpus) {
+    for (const auto& info : inventory_gpus(in.gpus)) {
         inv.gpus.push_back({info.index, info.model, info.memory_mib, info.uuid, to_string(in.enforcement)});
     }
     const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
@@ -65,12 +99,34 @@ std::string offer_line(const OfferInputs& in, const api::Inventory& inv, const s
     if (in.gpus.empty()) {
         line += "no NVIDIA driver found: CPU-only jobs";
     }
-    for (std::size_t i = 0; i < in.gpus.size(); ++i) {
-        line += (i == 0 ? "" : "; ") + std::string("GPU ") + std::to_string(in.gpus[i].index) + " " + in.gpus[i].name +
-                " (" + resources::format_memory_mib(in.gpus[i].memory_mib) + ", " + enforcement_phrase(in.enforcement) +
+    const auto gpus = inventory_gpus(in.gpus);
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+        line += (i == 0 ? "" : "; ") + std::string("GPU ") + std::to_string(gpus[i].index) + " " + gpus[i].name +
+                " (" + resources::format_memory_mib(gpus[i].memory_mib) + ", " + enforcement_phrase(in.enforcement) +
                 ")";
     }
+    if (auto why = gpus_left_out(in.gpus)) {
+        line += (gpus.empty() ? "" : "; ") + *why;
+    }
     return line + "; jobs run with " + in.runtime;
+}
+
+std::vector<std::int64_t> inventory_indexes(const std::vector<std::int64_t>& indexes, const api::Inventory& inv) {
+    std::vector<std::int64_t> out;
+    for (std::int64_t i : indexes) {
+        if (std::any_of(inv.gpus.begin(), inv.gpus.end(), [&](const api::GpuInventory& g) { return g.index == i; })) {
+            out.push_back(i);
+        }
+    }
+    return out;
+}
+
+std::string announce_offer(const OfferInputs& in, const api::Inventory& inv, const std::string& url,
+                           std::int64_t worker_id) {
+    if (auto why = gpus_left_out(in.gpus)) {
+        spdlog::warn("{}", *why);
+    }
+    return offer_line(in, inv, url, worker_id);
 }
 
 } // namespace gpupool::worker

@@ -103,36 +103,42 @@ Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const
     est.enforced = m_options.credits.enforce;
     const auto& rates = m_options.credits.rates;
     const auto [median_s, runs] = history(team, source);
+    // The hourly price and the model it is priced on, for one resource request.
+    const auto price_of = [&](const recipe::Resources& r) {
+        std::pair<Micro, std::string> out{0, std::string()};
+        if (r.gpus == 0) {
+            out.first = credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, r.cpu_milli);
+            return out;
+        }
+        // The priciest GPU in the pool the job may land on; the catalog default in an empty pool.
+        bool seen = false;
+        for (const auto& [kind, count] : m_gpu_kinds) {
+            const auto& [model, memory_mib] = kind;
+            const bool model_ok = r.gpu_models.empty() ||
+                                  std::find(r.gpu_models.begin(), r.gpu_models.end(), model) != r.gpu_models.end();
+            if (!model_ok || memory_mib < r.gpu_memory_mib) {
+                continue;
+            }
+            const Micro price = credits::attempt_price_per_hour({r.gpus, r.gpu_milli, r.gpu_memory_mib, r.cpu_milli},
+                                                                credits::PricedGpu{count.rate, memory_mib},
+                                                                rates.cpu_micro_per_core_hour);
+            if (!seen || price > out.first) {
+                out = {price, model};
+                seen = true;
+            }
+        }
+        if (!seen) {
+            const std::int64_t share = r.gpu_milli > 0 ? r.gpu_milli : 1000;
+            out.first = credits::gpu_price_per_hour(rates.default_micro_per_gpu_hour, share);
+        }
+        return out;
+    };
+    ByResources<std::pair<Micro, std::string>> prices;
     for (const auto& spec : jobs) {
         JobEstimate je;
         je.name = spec.name;
         const auto& r = spec.resources;
-        if (r.gpus == 0) {
-            je.price_micro_per_hour = credits::cpu_price_per_hour(rates.cpu_micro_per_core_hour, r.cpu_milli);
-        } else {
-            // The priciest GPU in the pool the job may land on; the catalog default in an empty pool.
-            bool seen = false;
-            for (const auto& [kind, count] : m_gpu_kinds) {
-                const auto& [model, memory_mib] = kind;
-                const bool model_ok =
-                    r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(), model) != r.gpu_models.end();
-                if (!model_ok || memory_mib < r.gpu_memory_mib) {
-                    continue;
-                }
-                const Micro price = credits::attempt_price_per_hour({r.gpus, r.gpu_milli, r.gpu_memory_mib, r.cpu_milli},
-                                                                    credits::PricedGpu{count.rate, memory_mib},
-                                                                    rates.cpu_micro_per_core_hour);
-                if (!seen || price > je.price_micro_per_hour) {
-                    je.price_micro_per_hour = price;
-                    je.gpu_model = model;
-                    seen = true;
-                }
-            }
-            if (!seen) {
-                const std::int64_t share = r.gpu_milli > 0 ? r.gpu_milli : 1000;
-                je.price_micro_per_hour = credits::gpu_price_per_hour(rates.default_micro_per_gpu_hour, share);
-            }
-        }
+        std::tie(je.price_micro_per_hour, je.gpu_model) = prices.get(r, [&] { return price_of(r); });
         je.max_micro = credits::cost_of(je.price_micro_per_hour, r.max_runtime_s * 1000);
         je.history_runs = runs;
         je.runtime_s = runs > 0 ? std::min(median_s, r.max_runtime_s) : r.max_runtime_s;
@@ -168,8 +174,9 @@ Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& 
         return invalid("an estimate needs at least one job", "jobs");
     }
     // As submit says it: a job no worker in the pool can ever run has no price here.
+    ByResources<std::optional<std::string>> infeasible;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
-        if (auto why = infeasible_reason(jobs[i])) {
+        if (const auto& why = infeasible.get(jobs[i].resources, [&] { return infeasible_reason(jobs[i]); })) {
             return invalid("job `" + jobs[i].name + "` can never run on this pool: " + *why,
                            "jobs[" + std::to_string(i) + "].resources");
         }

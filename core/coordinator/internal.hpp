@@ -5,14 +5,18 @@
 #pragma once
 
 #include "core/credits/money.hpp"
+#include "core/recipe/recipe.hpp"
 #include "core/store/records.hpp"
 #include "core/util/ids.hpp"
 #include "core/util/result.hpp"
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <vector>
 
 namespace gpupool::coordinator::detail {
 
@@ -56,6 +60,32 @@ inline std::string no_team_message(const std::string& name) {
     return "no team named `" + name + "`; create it first (`gpupool admin team create " + name +
            "`) or see `gpupool admin team list`";
 }
+
+// What a job's price and feasibility read of its resources (gpus, gpu_milli, gpu_memory_mib,
+// cpu_milli, memory_mib, gpu_models).
+using ResourceKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                               std::vector<std::string>>;
+
+// One answer per distinct ResourceKey: an estimate or a submission of a 10,000-job sweep (whose jobs
+// mostly ask for the same resources) walks the pool's GPU kinds once per distinct request, not once
+// per job.
+template <class Value>
+class ByResources {
+public:
+    template <class Compute>
+    const Value& get(const recipe::Resources& r, Compute compute) {
+        auto [it, fresh] = m_answers.try_emplace(
+            ResourceKey{r.gpus, r.gpu_milli, r.gpu_memory_mib, r.cpu_milli, r.memory_mib, r.gpu_models});
+        if (fresh) {
+            it->second = compute();
+        }
+        return it->second;
+    }
+    std::size_t size() const { return m_answers.size(); }
+
+private:
+    std::map<ResourceKey, Value> m_answers;
+};
 
 // "0.5 credits", "1 credit".
 inline std::string credits_text(Micro m) { return format_credits(m) + (m == 1'000'000 ? " credit" : " credits"); }

@@ -135,6 +135,7 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
     if (request.max_parallel < 0) {
         return invalid("must be 0 (no limit) or more", "max_parallel");
     }
+    ByResources<std::optional<std::string>> infeasible; // one walk of the GPU kinds per distinct request
     for (std::size_t i = 0; i < request.jobs.size(); ++i) {
         if (const auto& sha = request.jobs[i].inputs.archive; !sha.empty()) {
             auto size = m_store.input_blob_size(*team, sha);
@@ -155,7 +156,8 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
                                std::to_string(limit / (1024 * 1024)) + " MiB (its operators set --max-log-limit-mib)",
                            "jobs[" + std::to_string(i) + "].logs.max_size");
         }
-        if (auto why = infeasible_reason(request.jobs[i])) {
+        const auto& spec = request.jobs[i];
+        if (const auto& why = infeasible.get(spec.resources, [&] { return infeasible_reason(spec); })) {
             Error e = make_error(ErrorCode::invalid_input,
                                  "job `" + request.jobs[i].name + "` can never run on this pool: " + *why,
                                  "jobs[" + std::to_string(i) + "].resources");

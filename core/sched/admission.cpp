@@ -3,6 +3,8 @@
 #include "core/credits/rates.hpp"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 namespace gpupool::sched {
 
@@ -51,7 +53,10 @@ FleetKinds FleetKinds::of(const std::vector<Worker>& workers) {
     return f;
 }
 
-Micro largest_hold(const JobRequest& job, const FleetKinds& fleet, const Prices& prices) {
+namespace {
+
+// The highest hourly price the job could pay on any of the fleet's kinds it fits.
+Micro largest_price(const JobRequest& job, const FleetKinds& fleet, const Prices& prices) {
     Micro worst = 0;
     if (job.gpus == 0) {
         // A CPU-only job costs the same on every worker.
@@ -63,7 +68,16 @@ Micro largest_hold(const JobRequest& job, const FleetKinds& fleet, const Prices&
             }
         }
     }
-    return hold_of(job, worst);
+    return worst;
+}
+
+// What largest_price reads of a job: queued jobs alike in these share one walk over the kinds.
+using PriceKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, ModelMask, std::int64_t>;
+
+} // namespace
+
+Micro largest_hold(const JobRequest& job, const FleetKinds& fleet, const Prices& prices) {
+    return hold_of(job, largest_price(job, fleet, prices));
 }
 
 Micro largest_hold(const JobRequest& job, const std::vector<Worker>& workers, const Prices& prices) {
@@ -73,13 +87,20 @@ Micro largest_hold(const JobRequest& job, const std::vector<Worker>& workers, co
 namespace {
 
 // The credit gate: true if the job may enter; else a waiting entry is appended.
+// `priced`: the largest prices met so far in this pass, by PriceKey.
 bool credits_admit(const JobRequest& job, const FleetKinds& fleet, const Admission& admission,
-                   std::map<TokenId, Micro>& member_reserved, std::vector<WaitingJob>& waiting) {
+                   std::map<PriceKey, Micro>& priced, std::map<TokenId, Micro>& member_reserved,
+                   std::vector<WaitingJob>& waiting) {
     if (!admission.credits || !fleet.any_worker) {
         return true;
     }
     const CreditRooms& rooms = *admission.credits;
-    const Micro need = largest_hold(job, fleet, admission.prices);
+    auto [price, fresh] = priced.try_emplace(PriceKey{job.gpus, job.gpu_milli, job.gpu_memory_mib, job.gpu_models,
+                                                      job.cpu_milli});
+    if (fresh) {
+        price->second = largest_price(job, fleet, admission.prices);
+    }
+    const Micro need = hold_of(job, price->second);
     auto team = rooms.team.find(job.team);
     const Micro left = team == rooms.team.end() ? 0 : team->second;
     if (need > left) {
@@ -107,11 +128,12 @@ Admitted admit(const std::vector<JobRequest>& queued, const std::vector<Worker>&
                std::vector<WaitingJob>& waiting) {
     Admitted out;
     std::map<TokenId, Micro> member_reserved;
+    std::map<PriceKey, Micro> priced;
     std::map<SweepId, std::int64_t> sweep_used;
     // Prices depend on a GPU's model and memory only: a fleet of thousands has a handful of kinds.
     const FleetKinds fleet = admission.credits ? FleetKinds::of(workers) : FleetKinds{};
     for (const JobRequest& job : queued) {
-        if (!credits_admit(job, fleet, admission, member_reserved, waiting)) {
+        if (!credits_admit(job, fleet, admission, priced, member_reserved, waiting)) {
             continue;
         }
         if (job.no_known_model) {

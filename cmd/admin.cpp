@@ -265,6 +265,13 @@ int run_workers(const AdminOptions& o) {
                             gpus.empty() ? "-" : gpus, format_time(w["last_seen_at"])});
         }
         print_table(rows);
+        // GPUs whose memory is not their catalog model's (priced at that model's rate all the same).
+        for (const auto& w : r["workers"]) {
+            if (w.contains("model_mismatch") && w["model_mismatch"].is_string()) {
+                std::cout << "worker " << w["id"].get<std::int64_t>() << " `" << printable(w["name"])
+                          << "`: GPU model and memory disagree: " << printable(w["model_mismatch"]) << '\n';
+            }
+        }
     });
 }
 

@@ -172,6 +172,7 @@ void Coordinator::absorb(const Changes& changes) {
         // Validated when it arrived; a row that no longer reads (edited by hand) offers nothing.
         auto inv = api::inventory_from_text(w.inventory_json);
         set_inventory(live, inv ? std::move(*inv) : api::Inventory{}, m_options.whole_gpu_only_unenforced);
+        live.model_mismatch = model_mismatch_of(live.inventory);
         count_gpu_kinds(live, +1);
     }
     for (const auto& sw : changes.sweeps) {

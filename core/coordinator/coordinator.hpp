@@ -338,6 +338,10 @@ public:
         std::optional<api::OwnerTerms> terms;
     };
     OwnerSays owner_says(WorkerId worker) const;
+    // Its GPUs whose declared memory clearly is not that of the catalog model they read as
+    // ("GPU 0 `H100-80GB` with 24GiB (the catalog's H100-80GB has 80GiB)"): they are priced at
+    // that model's rate all the same. Empty when none. Kept with its inventory (not durable).
+    const std::string& model_mismatch(WorkerId worker) const;
     std::string team_name(TeamId team) const;
     // Who submitted the job: the label of the token it came with ("token N" for an unlabelled one).
     std::string submitter_of(JobId job) const;
@@ -540,6 +544,7 @@ private:
     std::int64_t log_cap(const recipe::JobSpec& spec) const;
     static std::int64_t log_head_bytes(std::int64_t cap);
     std::vector<std::string> inventory_warnings(const api::Inventory& inventory) const;
+    std::string model_mismatch_of(const api::Inventory& inventory) const; // model_mismatch()'s words
     const std::vector<AttemptId>& attempt_ids_of(JobId job) const; // ascending; empty if none
     void absorb(const store::Changes& changes);
     void record_usage(const store::AttemptRecord& attempt);

@@ -50,6 +50,8 @@ struct LiveWorker {
     // GPU memory in use per GPU of `inventory`, in its order, from the last heartbeat (empty: not
     // reported); for metrics only, never for placement (not durable).
     std::vector<std::int64_t> gpu_memory_used_mib;
+    // GPUs whose memory is not their catalog model's, in words (Coordinator::model_mismatch); "" if none.
+    std::string model_mismatch;
 };
 
 class PoolView {

@@ -110,6 +110,7 @@ net::Response list_workers(ServiceState& svc, const net::Request&, const Input&,
     json out = json::array();
     for (const auto& w : *list) {
         const auto says = svc.coord->owner_says(w.id);
+        const std::string mismatch = svc.coord->model_mismatch(w.id);
         out.push_back({{"id", w.id.value()},
                        {"team", w.team.value()},
                        {"team_name", svc.coord->team_name(w.team)},
@@ -120,6 +121,7 @@ net::Response list_workers(ServiceState& svc, const net::Request&, const Input&,
                        {"sharing_changes_at_ms", says.changes_at_ms ? json(*says.changes_at_ms) : json()},
                        {"terms", says.terms ? api::to_json(*says.terms) : json()},
                        {"last_seen_at", w.last_seen_at},
+                       {"model_mismatch", mismatch.empty() ? json() : json(mismatch)},
                        {"inventory", json::parse(w.inventory_json, nullptr, false)}});
     }
     return ok({{"workers", out}});

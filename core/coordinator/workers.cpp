@@ -63,6 +63,8 @@ Coordinator::OwnerSays Coordinator::owner_says(WorkerId worker) const {
     return {w.sharing, w.sharing_changes_at_ms, w.terms};
 }
 
+const std::string& Coordinator::model_mismatch(WorkerId worker) const { return m_workers.at(worker).model_mismatch; }
+
 void Coordinator::set_terms(LiveWorker& live, std::optional<api::OwnerTerms> terms) const {
     live.terms = std::move(terms);
     live.placement_terms.reset();
@@ -281,6 +283,32 @@ std::vector<std::string> Coordinator::inventory_warnings(const api::Inventory& i
                           "): its time is priced at the default rate of " +
                           credits_text(rates.default_micro_per_gpu_hour) + " per GPU-hour; ask the pool's admins to add it");
         }
+    }
+    if (auto mismatch = model_mismatch_of(inventory); !mismatch.empty()) {
+        out.push_back("GPU model and memory disagree: " + mismatch +
+                      "; its time is priced at the catalog model's rate: check the GPUs this worker declares (or "
+                      "whether its owner keeps part of their memory, keep_mib)");
+    }
+    return out;
+}
+
+std::string Coordinator::model_mismatch_of(const api::Inventory& inventory) const {
+    constexpr std::size_t k_named = 3; // the rest are counted: the words stay short
+    std::string out;
+    std::size_t count = 0;
+    for (const auto& g : inventory.gpus) {
+        const credits::GpuRate* known = m_options.credits.rates.memory_mismatch(g.model, g.memory_mib);
+        if (known == nullptr) {
+            continue;
+        }
+        if (++count <= k_named) {
+            out += (out.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(g.index) + " `" + g.model +
+                   "` with " + resources::format_memory_mib(g.memory_mib) + " (the catalog's " + known->model +
+                   " has " + resources::format_memory_mib(known->memory_mib) + ")";
+        }
+    }
+    if (count > k_named) {
+        out += " and " + std::to_string(count - k_named) + " more";
     }
     return out;
 }

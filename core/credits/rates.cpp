@@ -53,6 +53,17 @@ Micro RateCatalog::gpu_rate(std::string_view model) const {
     return g != nullptr ? g->micro_per_gpu_hour : default_micro_per_gpu_hour;
 }
 
+const GpuRate* RateCatalog::memory_mismatch(std::string_view model, std::int64_t memory_mib) const {
+    const GpuRate* g = find(model);
+    if (g == nullptr || g->memory_mib <= 0) {
+        return nullptr;
+    }
+    const Wide declared = static_cast<Wide>(memory_mib) * 100;
+    const Wide known = g->memory_mib;
+    const bool agrees = declared >= known * 85 && declared <= known * 110;
+    return agrees ? nullptr : g;
+}
+
 std::int64_t billed_share_milli(std::int64_t gpu_milli, std::int64_t gpu_memory_mib, std::int64_t gpu_total_mib) {
     std::int64_t memory_share = 0;
     if (gpu_memory_mib > 0 && gpu_total_mib > 0) {

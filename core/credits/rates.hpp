@@ -41,6 +41,11 @@ struct RateCatalog {
     // longest catalog name or alias contained in it ("NVIDIA L4" -> "L4"); nullptr when unknown.
     const GpuRate* find(std::string_view model) const;
     Micro gpu_rate(std::string_view model) const;
+    // The entry a GPU reported as `model` with `memory_mib` reads as, when that memory clearly is
+    // not the entry's: below 85 % or above 110 % of it (drivers report a little less than the
+    // nominal size: an L4 says 22.5 of 24 GiB). nullptr when they agree, when the model is unknown,
+    // or when the entry gives no memory. Such a GPU is priced at the entry's rate all the same.
+    const GpuRate* memory_mismatch(std::string_view model, std::int64_t memory_mib) const;
 };
 
 // The share an attempt pays for, in milli-GPU (1..1000).

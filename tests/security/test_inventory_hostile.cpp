@@ -2,7 +2,8 @@
 // worker sends is bounded where it arrives, GPU indexes are exactly 0..n-1, control characters are
 // refused, and each refusal names its field. Before these checks a worker could register 19,000 GPU
 // kinds (a member's estimate of a 10,000-job sweep then took 30 s and blocked every other request)
-// or 5,000 GPUs (past the scheduler's fixed per-worker arrays).
+// or 5,000 GPUs (past the scheduler's fixed per-worker arrays). The low finding alongside: a GPU whose
+// declared memory is not its catalog model's is reported at registration and in `admin workers`.
 #include "core/api/heartbeat.hpp"
 #include "core/api/inventory.hpp"
 #include "core/api/worker_protocol.hpp"
@@ -187,4 +188,36 @@ TEST_CASE("hostile inventory: over loopback HTTP a worker with an oversize inven
     CHECK(r->status == 400);
     CHECK(json::parse(r->body)["field"] == "inventory.gpus");
     CHECK(test::svc::call(admin, "GET", "/v1/workers")["workers"][0]["inventory"]["gpus"].size() == 1);
+}
+
+TEST_CASE("hostile inventory: a catalog model declared with another memory is warned about and shown to admins",
+          "[inventory][security][service]") {
+    test::svc::Pool p;
+    auto enroll = p.server.client(p.enroll);
+    json inventory = with_gpus(0);
+    inventory["gpus"] = json::array({gpu(0, "H100-80GB", 24576), gpu(1, "NVIDIA H100 80GB HBM3", 81559)});
+    const json body{{"name", "cheap-h100"}, {"inventory", inventory}};
+    auto reg = test::svc::call(enroll, "POST", "/v1/workers/register", body, 201);
+    std::string warnings = reg["warnings"].dump();
+    CHECK(warnings.find("GPU model and memory disagree: GPU 0 `H100-80GB` with 24GiB (the catalog's H100-80GB has "
+                        "80GiB)") != std::string::npos);
+    CHECK(warnings.find("GPU 1") == std::string::npos); // what a real H100 reports is within the margin
+
+    auto admin = p.server.client(p.server.admin_token);
+    auto workers = test::svc::call(admin, "GET", "/v1/workers")["workers"];
+    REQUIRE(workers.size() == 2);
+    for (const auto& w : workers) {
+        INFO(w.dump());
+        if (w["name"] == "cheap-h100") {
+            REQUIRE(w["model_mismatch"].is_string());
+            CHECK(w["model_mismatch"] == "GPU 0 `H100-80GB` with 24GiB (the catalog's H100-80GB has 80GiB)");
+        } else {
+            CHECK(w["model_mismatch"].is_null()); // the fixture's L4 with 24 GiB
+        }
+    }
+    auto text = test::run_gpupool({"--url", p.server.url, "--token", p.server.admin_token, "admin", "workers"});
+    CHECK(text.exit_code == 0);
+    CHECK_THAT(text.out, Catch::Contains("worker 2 `cheap-h100`: GPU model and memory disagree: GPU 0 `H100-80GB` "
+                                         "with 24GiB (the catalog's H100-80GB has 80GiB)"));
+    CHECK_THAT(text.out, !Catch::Contains("`box`: GPU model"));
 }

@@ -211,6 +211,9 @@ struct HttpServer::Impl {
         if (o.threads == 0) {
             return make_error(ErrorCode::invalid_input, "the HTTP server needs at least one thread");
         }
+        if (o.max_body_memory == 0) {
+            return make_error(ErrorCode::invalid_input, "the HTTP server needs some memory for request bodies");
+        }
         if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
             return make_error(ErrorCode::invalid_input, "TLS needs both a certificate and a private key file");
         }
@@ -320,6 +323,10 @@ const ServerOptions& HttpServer::options() const {
 
 std::size_t HttpServer::connection_count() const {
     return m_impl->core->session_count();
+}
+
+std::size_t HttpServer::body_bytes_reserved() const {
+    return m_impl->core->body_memory->reserved.load();
 }
 
 } // namespace gpupool::net

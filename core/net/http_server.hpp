@@ -3,8 +3,10 @@
 // It parses requests, routes them through a Router (router.hpp) and writes whatever Response the
 // handlers give; it knows nothing about JSON beyond json_error(). A few io threads (ServerOptions::
 // threads) serve every connection: an idle keep-alive connection or a pending long-poll costs a
-// socket and a few KiB, never a thread. Handlers run on those io threads, so they must not block;
-// they answer through their Responder, from any thread, now or later (see http_types.hpp).
+// socket and a few KiB, never a thread. Handlers run on those io threads, so they must not block
+// (nor spend long on the CPU: a handler with heavy work, such as parsing a large body, hands it to a
+// thread of its own and answers from there); they answer through their Responder, from any thread,
+// now or later (see http_types.hpp).
 //
 // Ownership: the server owns its router, its io threads and every connection. Responders hold only
 // weak references: using one after the connection or the server is gone does nothing.
@@ -12,10 +14,14 @@
 // Failure behaviour, per connection (the server keeps serving others):
 //   - malformed request -> 400 JSON and close; header too large -> 431 and close;
 //   - body over the route's limit -> 413 JSON and close (checked on Content-Length before reading);
+//   - in-memory bodies are bounded all together (ServerOptions::max_body_memory): a body that would
+//     take their total past it -> 503 "busy" with Retry-After and close, before its body is read
+//     (a chunked body: as soon as it grows past it); one that could never fit -> 413;
 //   - a route's admission (RouteOptions::admit) runs once the header is in and before the body is
 //     read; a refusal is answered and the connection closed, the body never read;
 //   - unknown path -> 404 and wrong method -> 405 without reading the body;
-//   - a body slower on average than ServerOptions::min_body_rate (after body_grace) -> 408 and close;
+//   - a body slower than ServerOptions::min_body_rate over the last body_rate_window (once
+//     body_grace has passed) -> the connection is closed;
 //   - more than max_connections_per_client connections from one address: the new one is closed;
 //   - more than max_file_bodies spooled uploads at once -> 503 "busy" with Retry-After;
 //   - unknown path -> 404, wrong method -> 405 with Allow (the connection stays open when there
@@ -52,7 +58,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <string_view>
 
 namespace gpupool::net {
 
@@ -75,18 +80,28 @@ struct ServerOptions {
     std::chrono::milliseconds header_timeout{10'000};
     // Once a request has started, each read or write must make progress within this.
     std::chrono::milliseconds io_timeout{30'000};
-    // And a body must arrive at this average rate at least, counted from body_grace after its
-    // header: a client that trickles bytes cannot hold a connection (and its buffers) for ever,
-    // while a large upload over a slow home line still gets through.
+    // And a body must arrive at this rate at least, measured over the last body_rate_window (over
+    // all of it within its first window), from body_grace after its header on: a client that
+    // trickles bytes cannot hold a connection (and its buffers) for ever, a fast start buys no more
+    // than a window, and a large upload over a slow home line still gets through.
     std::size_t min_body_rate = 32 * 1024; // bytes per second
     std::chrono::milliseconds body_grace{30'000};
+    std::chrono::milliseconds body_rate_window{10'000};
+    // All request bodies held in memory at once (being received, or held by a Request not yet
+    // dropped), together, by their Content-Length (a chunked body: by what it has grown to): more is
+    // answered 503 "busy" with Retry-After before the body is read. Bodies over 64 KiB may take
+    // seven eighths of it, so that they cannot crowd out small ones (a worker's heartbeat). Bodies
+    // spooled to files (RouteOptions::body_to_file) are on disk and bounded by max_file_bodies.
+    std::size_t max_body_memory = std::size_t{256} << 20;
     // A keep-alive connection may sit idle this long between requests.
     std::chrono::milliseconds idle_timeout{75'000};
     // stop(): how long requests in flight (including pending long-polls) may take to finish.
     std::chrono::milliseconds stop_grace{5'000};
     unsigned threads = 2;
     std::size_t max_connections = 10'000; // more are accepted and closed at once
-    std::size_t max_connections_per_client = 512; // per remote address; 0 = no cap
+    // Per remote address; 0 = no cap. Each connection may hold a body (and a few KiB of buffers):
+    // workers behind one NAT share an address (each holds one or two connections).
+    std::size_t max_connections_per_client = 64;
     // Bodies spooled to files (RouteOptions::body_to_file) being received or handled at once;
     // more are answered 503 before their body is read.
     std::size_t max_file_bodies = 4;
@@ -133,6 +148,8 @@ public:
     const ServerOptions& options() const;
     // Connections open right now (for metrics and tests).
     std::size_t connection_count() const;
+    // Bytes of max_body_memory reserved right now by the bodies in memory (for metrics and tests).
+    std::size_t body_bytes_reserved() const;
 
 private:
     struct Impl;

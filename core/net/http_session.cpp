@@ -27,7 +27,8 @@ using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
 constexpr std::size_t k_raw_read_bytes = 4096;
-constexpr std::chrono::milliseconds k_linger{1000}; // drain time after our last response
+constexpr std::size_t k_chunked_reserve_step = 64 * 1024; // a chunked body's share grows by this much
+constexpr std::chrono::milliseconds k_linger{1000};       // drain time after our last response
 
 template <class Stream>
 class Session final : public SessionBase {
@@ -118,6 +119,7 @@ private:
         m_parser.reset();
         m_file_parser.reset();
         m_body_file.reset();
+        m_reservation.reset();
         m_head.emplace();
         m_head->header_limit(static_cast<std::uint32_t>(
             std::min<std::size_t>(m_core->options.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
@@ -235,16 +237,13 @@ private:
     }
 
     // Moves the header into a parser for the route's body (memory or file) and reads the body.
-    // A spooled body takes one of the upload slots here, after admission: a client without a
-    // token never holds one.
+    // A spooled body takes one of the upload slots here, and a body in memory its share of
+    // max_body_memory, after admission: a client without a token never holds either.
     void begin_body() {
         if (m_match.options->body_to_file) {
             auto slot = m_core->take_file_slot();
             if (!slot) {
-                Response busy = json_error(503, "busy", "too many uploads are in progress; retry in a few seconds");
-                busy.headers.set("Retry-After", "5");
-                m_keep_alive = false;
-                write_response(std::move(busy));
+                answer_busy("too many uploads are in progress; retry in a few seconds");
                 return;
             }
             std::error_code dir_ec;
@@ -266,12 +265,14 @@ private:
                 return;
             }
         } else {
+            if (!reserve_memory()) {
+                return;
+            }
             m_parser.emplace(std::move(*m_head));
             m_parser->body_limit(m_body_limit);
         }
         m_head.reset();
-        m_body_start = std::chrono::steady_clock::now();
-        m_body_bytes = 0;
+        m_pace = BodyPace(m_core->options, std::chrono::steady_clock::now());
         if (m_expect_continue) {
             m_continue.emplace(http::status::continue_, m_version);
             lowest().expires_after(m_core->options.io_timeout);
@@ -287,6 +288,53 @@ private:
         read_body();
     }
 
+    // A body in memory reserves its Content-Length before a byte of it is read (a chunked one
+    // starts with nothing and grows: grow_reservation); false when it was refused (and answered).
+    bool reserve_memory() {
+        if (m_head->is_done()) {
+            return true; // no body
+        }
+        const auto length = m_head->content_length();
+        const std::size_t want = length ? static_cast<std::size_t>(*length) : 0;
+        if (const std::size_t cap = m_core->body_memory->cap_for(want); want > cap) {
+            fail(413, "body_too_large",
+                 "the request body has " + std::to_string(want) + " bytes; the server holds at most " +
+                     std::to_string(cap) + " bytes of such request bodies in memory");
+            return false;
+        }
+        m_reservation = m_core->reserve_body(want);
+        if (!m_reservation) {
+            answer_busy("the server holds as many request bodies in memory as it may; retry in a few seconds");
+            return false;
+        }
+        return true;
+    }
+
+    // A chunked body's share follows what it has grown to; false when it was refused (and answered).
+    bool grow_reservation() {
+        if (!m_parser || !m_reservation) {
+            return true;
+        }
+        const std::size_t have = m_parser->get().body().size();
+        if (have <= m_reservation->bytes()) {
+            return true;
+        }
+        const std::size_t step = (have + k_chunked_reserve_step - 1) / k_chunked_reserve_step * k_chunked_reserve_step;
+        if (m_reservation->reserve(std::max(have, std::min(step, m_body_limit)))) {
+            return true;
+        }
+        answer_busy("the server holds as many request bodies in memory as it may; retry in a few seconds");
+        return false;
+    }
+
+    // 503 "busy" with Retry-After, then close (the body, if any, stays unread).
+    void answer_busy(std::string_view detail) {
+        Response busy = json_error(503, "busy", detail);
+        busy.headers.set("Retry-After", "5");
+        m_keep_alive = false;
+        write_response(std::move(busy));
+    }
+
     bool body_done() const { return m_file_parser ? m_file_parser->is_done() : m_parser->is_done(); }
 
     void read_body() {
@@ -298,11 +346,11 @@ private:
             on_request();
             return;
         }
-        // Each read must make progress within io_timeout, and the body as a whole must keep up
-        // min_body_rate on average after body_grace: a trickle is cut off (the socket is closed).
+        // Each read must make progress within io_timeout, and the body must keep up min_body_rate
+        // over the last body_rate_window after body_grace: a trickle is cut off (the socket is closed).
         const auto& o = m_core->options;
-        const auto deadline = body_deadline(o, m_body_start, m_body_bytes);
         const auto now = std::chrono::steady_clock::now();
+        const auto deadline = m_pace.deadline(now);
         if (now >= deadline) {
             close_now();
             return;
@@ -320,14 +368,14 @@ private:
         if (m_state == State::closed) {
             return;
         }
-        m_body_bytes += n;
+        m_pace.add(std::chrono::steady_clock::now(), n);
         if (ec == http::error::body_limit) {
             fail(413, "body_too_large", "the request body is larger than this endpoint accepts");
         } else if (ec && is_parse_error(ec)) {
             fail(400, "bad_request", "malformed HTTP request body: " + ec.message());
         } else if (ec) {
             close_now();
-        } else {
+        } else if (grow_reservation()) {
             read_body();
         }
     }
@@ -398,6 +446,7 @@ private:
         } else {
             ok = fill_head(m_parser->get(), req);
             req.body = std::move(m_parser->get().body());
+            req.body_hold = std::move(m_reservation); // the share follows the body
         }
         if (!ok) {
             fail(400, "bad_request", "malformed percent-encoding in the request target");
@@ -556,6 +605,7 @@ private:
         m_state = State::closed;
         m_timer_generation++;
         m_timer.cancel();
+        m_reservation.reset();
         if (m_link) {
             auto link = std::move(m_link);
             link->notify_gone();
@@ -605,8 +655,8 @@ private:
     std::optional<http::request_parser<http::file_body>> m_file_parser; // or spooled to m_body_file
     std::shared_ptr<BodyFile> m_body_file;
     std::size_t m_body_limit = 0;
-    std::uint64_t m_body_bytes = 0;
-    std::chrono::steady_clock::time_point m_body_start;
+    BodyPace m_pace;
+    std::shared_ptr<BodyReservation> m_reservation; // the body's share of max_body_memory, until handed on
     bool m_expect_continue = false;
     std::uint64_t m_admit_seq = 0;
     Router::Match m_match;

@@ -108,6 +108,9 @@ struct Request {
     std::uint16_t remote_port = 0;
     bool tls = false;
     std::shared_ptr<ClientLink> client;                // never null for requests from the server
+    // The body's share of ServerOptions::max_body_memory, given back when the last copy of the
+    // request is dropped: a handler that keeps its Request (or a copy) keeps the share reserved.
+    std::shared_ptr<const void> body_hold;
 
     // Convenience lookups; "" when absent.
     std::string header(std::string_view name) const { return headers.get(name); }

@@ -65,11 +65,66 @@ Response unmatched_response(const http::request_header<>& msg, const Router::Mat
     return r;
 }
 
-std::chrono::steady_clock::time_point body_deadline(const ServerOptions& options,
-                                                    std::chrono::steady_clock::time_point start,
-                                                    std::uint64_t bytes) {
-    const auto rate = std::max<std::size_t>(options.min_body_rate, 1);
-    return start + options.body_grace + std::chrono::milliseconds(bytes * 1000 / rate);
+BodyPace::BodyPace(const ServerOptions& options, Clock::time_point start)
+    : m_window(std::max<Clock::duration>(options.body_rate_window, std::chrono::milliseconds(1))) {
+    const auto window_ms = std::chrono::duration_cast<std::chrono::milliseconds>(m_window).count();
+    m_rate = std::max<std::size_t>(options.min_body_rate, 1);
+    m_need = std::max<std::uint64_t>(m_rate * static_cast<std::uint64_t>(window_ms) / 1000, 1);
+    m_start = start;
+    m_check_from = start + options.body_grace;
+}
+
+void BodyPace::add(Clock::time_point now, std::uint64_t bytes) {
+    while (!m_slices.empty() && m_slices.front().last + m_window <= now) {
+        m_slices.pop_front(); // out of the window for good
+    }
+    if (bytes == 0) {
+        return;
+    }
+    if (!m_slices.empty() && now - m_slices.back().first < m_window / 10) {
+        m_slices.back().last = now;
+        m_slices.back().bytes += bytes;
+        return;
+    }
+    m_slices.push_back({now, now, bytes});
+}
+
+BodyPace::Clock::time_point BodyPace::deadline(Clock::time_point now) const {
+    Clock::time_point from = std::max(now, m_check_from);
+    // Within the first window nothing has left it: the body so far must average the rate.
+    if (const Clock::time_point full = m_start + m_window; from < full) {
+        std::uint64_t total = 0;
+        for (const auto& slice : m_slices) {
+            total += slice.bytes;
+        }
+        const auto behind = m_start + std::chrono::milliseconds(total * 1000 / m_rate);
+        if (behind < full) {
+            return std::max(from, behind);
+        }
+        from = full;
+    }
+    // The window ending at t holds the slices whose last bytes came after t - window; as t grows
+    // with nothing new, the oldest leave it one by one. The first t (from now, and from when
+    // checking starts) at which what is left falls short of m_need is the deadline.
+    std::uint64_t in_window = 0;
+    for (const auto& slice : m_slices) {
+        if (slice.last + m_window > from) {
+            in_window += slice.bytes;
+        }
+    }
+    if (in_window < m_need) {
+        return from;
+    }
+    for (const auto& slice : m_slices) {
+        if (slice.last + m_window <= from) {
+            continue;
+        }
+        in_window -= slice.bytes;
+        if (in_window < m_need) {
+            return slice.last + m_window;
+        }
+    }
+    return from; // not reached: the last slice leaving empties the window
 }
 
 void fill_beast_response(Response response, unsigned version, bool keep_alive,

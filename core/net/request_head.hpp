@@ -2,8 +2,8 @@
 //
 // Pure functions over one request or response, used by the connection state machine
 // (http_session.cpp): reading a parsed header into a Request, the answer to a request no route
-// matches, the deadline a request body must keep up with, and writing a Response as Beast's.
-// Thread-safe.
+// matches, the pace a request body must keep up (BodyPace), and writing a Response as Beast's.
+// The functions are thread-safe; a BodyPace belongs to one session.
 #pragma once
 
 #include "core/net/http_server.hpp"
@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 
 namespace gpupool::net::detail {
 
@@ -29,11 +30,36 @@ bool fill_request_head(const boost::beast::http::request_header<>& msg, const Ro
 // percent-encoding is malformed.
 Response unmatched_response(const boost::beast::http::request_header<>& msg, const Router::Match& match);
 
-// When a body that started at `start` and has `bytes` so far falls below the options' minimum
-// rate (after body_grace): the connection is cut off then.
-std::chrono::steady_clock::time_point body_deadline(const ServerOptions& options,
-                                                    std::chrono::steady_clock::time_point start,
-                                                    std::uint64_t bytes);
+// The pace a request body must keep (ServerOptions::min_body_rate, body_grace, body_rate_window):
+// from body_grace after its header on, the bytes that arrived in the last window must be at least
+// min_body_rate x window (within the body's first window, the bytes so far must average the rate
+// since it began). A fast start buys a window at most, never an average for ever. The bytes are
+// kept in slices of a tenth of a window, at most eleven of them, whatever the client sends. One
+// body's, used from one thread.
+class BodyPace {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    BodyPace() = default;
+    BodyPace(const ServerOptions& options, Clock::time_point start);
+    void add(Clock::time_point now, std::uint64_t bytes);
+    // When the body falls behind if nothing more arrives (now or earlier: it is behind already):
+    // the connection is cut off then.
+    Clock::time_point deadline(Clock::time_point now) const;
+
+private:
+    struct Slice {
+        Clock::time_point first; // its first bytes: a slice spans a tenth of a window from here
+        Clock::time_point last;  // its last bytes, which leave the window one window later
+        std::uint64_t bytes = 0;
+    };
+    Clock::duration m_window{};
+    Clock::time_point m_start{};
+    Clock::time_point m_check_from{};
+    std::uint64_t m_rate = 1; // bytes per second
+    std::uint64_t m_need = 1; // bytes per window
+    std::deque<Slice> m_slices;
+};
 
 // `response` as Beast's, with our Server header; Content-Length, Transfer-Encoding and Connection
 // are the server's own; 204 and 304 carry no body; a status outside 200..999 becomes 500.

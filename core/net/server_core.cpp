@@ -13,6 +13,30 @@ std::shared_ptr<void> Core::take_file_slot() {
     return std::shared_ptr<void>(counter.get(), [counter](void*) { counter->fetch_sub(1); });
 }
 
+bool BodyReservation::reserve(std::size_t bytes) {
+    if (bytes <= m_bytes) {
+        return true;
+    }
+    const std::size_t more = bytes - m_bytes;
+    const std::size_t cap = m_memory->cap_for(bytes);
+    std::size_t now = m_memory->reserved.load();
+    do {
+        if (now > cap || more > cap - now) {
+            return false;
+        }
+    } while (!m_memory->reserved.compare_exchange_weak(now, now + more));
+    m_bytes = bytes;
+    return true;
+}
+
+std::shared_ptr<BodyReservation> Core::reserve_body(std::size_t bytes) {
+    auto r = std::make_shared<BodyReservation>(body_memory);
+    if (!r->reserve(bytes)) {
+        return nullptr;
+    }
+    return r;
+}
+
 bool Core::admit_client_locked(std::uint64_t id, const std::string& address) {
     std::size_t& n = per_client[address];
     if (options.max_connections_per_client != 0 && n >= options.max_connections_per_client) {

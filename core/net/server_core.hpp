@@ -1,9 +1,10 @@
 // What HttpServer and its connections share (internal to core/net; http_server.hpp is the API).
 //
 // Core holds the options, the router and the registry of live sessions with the per-address
-// connection counts and the upload (spooled body) slots. Gate lets Responders post into the
-// server only while it runs; ReplyState and AdmitState are the shared state behind one Responder
-// and one admission decision.
+// connection counts, the upload (spooled body) slots and the budget of bodies in memory
+// (BodyMemory, shared out as BodyReservations). Gate lets Responders post into the server only
+// while it runs; ReplyState and AdmitState are the shared state behind one Responder and one
+// admission decision.
 // Thread safety: every member of Core may be used from any thread; the registry is guarded by
 // sessions_mutex. A session itself runs on its own strand (http_session.cpp).
 #pragma once
@@ -61,6 +62,39 @@ public:
 
 using SessionMap = std::unordered_map<std::uint64_t, std::shared_ptr<SessionBase>>;
 
+// Bodies of at most this many bytes (heartbeats, most API calls) may use the whole budget; larger
+// ones only seven eighths of it, so that they cannot crowd the small ones out.
+inline constexpr std::size_t k_small_body = 64 * 1024;
+
+// The bytes that in-memory bodies have reserved, against ServerOptions::max_body_memory. Shared
+// by the server and every reservation, which may outlive it (a handler may keep its Request).
+struct BodyMemory {
+    explicit BodyMemory(std::size_t l) : limit(l) {}
+    const std::size_t limit;
+    std::atomic<std::size_t> reserved{0};
+    // The most all bodies may reserve together while one of them has `bytes`.
+    std::size_t cap_for(std::size_t bytes) const { return bytes > k_small_body ? limit - limit / 8 : limit; }
+};
+
+// One body's share of the BodyMemory: it grows as the body is known to need more and is given
+// back, whole, when the reservation is destroyed. Used from one thread at a time.
+class BodyReservation {
+public:
+    explicit BodyReservation(std::shared_ptr<BodyMemory> memory) : m_memory(std::move(memory)) {}
+    ~BodyReservation() { m_memory->reserved.fetch_sub(m_bytes); }
+    BodyReservation(const BodyReservation&) = delete;
+    BodyReservation& operator=(const BodyReservation&) = delete;
+
+    // Grows the share to `bytes` (a smaller number changes nothing); false, and nothing changed,
+    // when the others' shares leave no room for it.
+    bool reserve(std::size_t bytes);
+    std::size_t bytes() const { return m_bytes; }
+
+private:
+    std::shared_ptr<BodyMemory> m_memory;
+    std::size_t m_bytes = 0;
+};
+
 // What the server and its sessions share.
 struct Core {
     ServerOptions options;
@@ -72,6 +106,9 @@ struct Core {
 
     // One of max_file_bodies slots, released when the last copy is dropped; null when all are taken.
     std::shared_ptr<void> take_file_slot();
+    // A reservation of `bytes` of max_body_memory; null when that much is not free.
+    std::shared_ptr<BodyReservation> reserve_body(std::size_t bytes);
+    std::shared_ptr<BodyMemory> body_memory = std::make_shared<BodyMemory>(options.max_body_memory);
 
     // Registers the session `make(id)` builds under a fresh id, unless `address` already has
     // max_connections_per_client sessions: then returns null without calling `make`.

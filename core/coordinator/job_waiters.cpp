@@ -59,18 +59,18 @@ void wait_for_jobs(ServiceState& svc, const net::Request& req, const Input& in, 
 } // namespace
 
 void add_wait_route(ServiceState& s, net::Router& r) {
-    const Accepts accepts{k_max_submit_bytes, {Role::member, Role::admin}};
+    // 10,000 ids of 19 digits are 200 KB.
+    const Accepts accepts{k_max_json_body_bytes, {Role::member, Role::admin}, true, false, k_max_jobs_per_submission};
     r.add(
         "POST", "/v1/jobs/wait",
         [&s, accepts](net::Request req, net::Responder respond) {
-            auto in = ServiceState::prepare(req, accepts);
-            if (!in) {
-                respond(error_response(in.error()));
-                return;
-            }
-            s.post_active(std::move(respond), [&s, req = std::move(req), in = std::move(*in)](net::Responder answer) {
-                wait_for_jobs(s, req, in, std::move(answer));
-            });
+            s.prepare_then(std::move(req), accepts, std::move(respond),
+                           [&s](net::Request prepared, Input in, net::Responder respond_to) {
+                               s.post_active(std::move(respond_to), [&s, req = std::move(prepared),
+                                                                     in = std::move(in)](net::Responder answer) {
+                                   wait_for_jobs(s, req, in, std::move(answer));
+                               });
+                           });
         },
         s.route_options(accepts));
 }

@@ -213,21 +213,10 @@ net::Response report(ServiceState& svc, const net::Request& req, const Input&, c
                {"issuer_micro", rep->issuer_micro}});
 }
 
+// The body is a submission's, read where it was parsed (k_submission), off this thread.
 net::Response estimate(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    const json* body = &in.body;
-    auto source = field<std::string>(*body, "source", std::string("api"));
-    if (!source) {
-        return error_response(source.error());
-    }
-    std::optional<std::string> team;
-    if (body->contains("team") && (*body)["team"].is_string()) {
-        team = (*body)["team"].get<std::string>();
-    }
-    auto jobs = api::jobs_from_json(*body);
-    if (!jobs) {
-        return error_response(jobs.error());
-    }
-    auto est = svc.coord->estimate(who, *source, *jobs, team);
+    const api::SubmitRequest& body = *in.submission;
+    auto est = svc.coord->estimate(who, body.source, body.jobs, body.team);
     if (!est) {
         return error_response(est.error());
     }
@@ -293,7 +282,7 @@ void add_credit_routes(ServiceState& s, net::Router& r) {
     s.on(r, "POST", "/v1/admin/budgets", change_budget);
     s.on(r, "GET", "/v1/credits", show_credits, k_no_json_body);
     s.on(r, "GET", "/v1/admin/report", report, k_no_json_body);
-    s.on(r, "POST", "/v1/estimate", estimate, Accepts{k_max_submit_bytes, {Role::member, Role::admin}});
+    s.on(r, "POST", "/v1/estimate", estimate, k_submission);
     s.on(r, "POST", "/v1/recipes/history", recipe_history, Accepts{k_max_json_body_bytes, {Role::member, Role::admin}});
 }
 

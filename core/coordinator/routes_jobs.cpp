@@ -3,6 +3,7 @@
 
 #include "core/api/jobs.hpp"
 #include "core/api/submit.hpp"
+#include "core/recipe/parser.hpp"
 #include "core/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
@@ -10,6 +11,9 @@
 namespace gpupool::coordinator::service_detail {
 
 using namespace gpupool::store;
+
+static_assert(k_max_jobs_per_submission == recipe::k_default_max_sweep_jobs,
+              "the server takes as many jobs at once as the client's sweeps may have");
 
 namespace {
 
@@ -60,12 +64,9 @@ api::JobSummary job_summary(const Coordinator& coord, const JobRecord& j) {
     return s;
 }
 
+// The body was read into a SubmitRequest where it was parsed (k_submission), off this thread.
 net::Response submit_jobs(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    auto request = api::submit_request_from_json(in.body);
-    if (!request) {
-        return error_response(request.error());
-    }
-    auto res = svc.coord->submit(who, std::move(*request));
+    auto res = svc.coord->submit(who, std::move(*in.submission));
     if (!res) {
         return error_response(res.error());
     }
@@ -189,7 +190,7 @@ net::Response put_inputs(ServiceState& svc, const net::Request& req, const Input
 void add_job_routes(ServiceState& s, net::Router& r) {
     // An input archive is one blob in the store: one byte more than it keeps is refused unread.
     const auto max_upload = static_cast<std::size_t>(s.store->max_blob_bytes()) + 1;
-    s.on(r, "POST", "/v1/jobs", submit_jobs, Accepts{k_max_submit_bytes, {Role::member, Role::admin}});
+    s.on(r, "POST", "/v1/jobs", submit_jobs, k_submission);
     s.on(r, "GET", "/v1/jobs", list_jobs, k_no_json_body);
     s.on(r, "GET", "/v1/jobs/{id}", show_job, k_no_json_body);
     add_wait_route(s, r);

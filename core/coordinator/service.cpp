@@ -46,11 +46,19 @@ net::RouteOptions ServiceState::route_options(const Accepts& accepts) {
 Result<Input> ServiceState::prepare(const net::Request& req, const Accepts& accepts) {
     Input in;
     if (accepts.json_body) {
-        auto body = parse_json_object(req.body, k_max_json_depth);
+        auto body = parse_json_object(req.body, k_max_json_depth, accepts.max_jobs);
         if (!body) {
             return body.error();
         }
-        in.body = std::move(*body);
+        if (accepts.submission) {
+            auto submission = api::submit_request_from_json(*body);
+            if (!submission) {
+                return submission.error();
+            }
+            in.submission = std::make_shared<api::SubmitRequest>(std::move(*submission));
+        } else {
+            in.body = std::move(*body);
+        }
     }
     if (req.body_file) {
         auto sha = sha256_file_hex(req.body_file->path());
@@ -62,25 +70,46 @@ Result<Input> ServiceState::prepare(const net::Request& req, const Accepts& acce
     return in;
 }
 
+void ServiceState::prepare_then(net::Request req, const Accepts& accepts, net::Responder respond, Prepared then) {
+    const bool heavy = req.body_file != nullptr || (accepts.json_body && req.body.size() > k_inline_parse_bytes);
+    auto run = [req = std::move(req), accepts, respond = std::move(respond), then = std::move(then)]() mutable {
+        if (req.client && req.client->gone()) {
+            return; // nobody to answer: not worth a parse
+        }
+        auto in = prepare(req, accepts);
+        if (!in) {
+            respond(error_response(in.error()));
+            return;
+        }
+        if (accepts.json_body) {
+            std::string().swap(req.body); // parsed: the text is not needed any more
+        }
+        then(std::move(req), std::move(*in), std::move(respond));
+    };
+    if (heavy && parse_pool) {
+        asio::post(*parse_pool, std::move(run));
+    } else {
+        run();
+    }
+}
+
 void ServiceState::on(net::Router& router, const std::string& method, const std::string& pattern, Handler handler,
                       Accepts accepts) {
     router.add(
         method, pattern,
         [this, handler = std::move(handler), accepts](net::Request req, net::Responder respond) {
-            auto in = prepare(req, accepts);
-            if (!in) {
-                respond(error_response(in.error()));
-                return;
-            }
-            post_active(std::move(respond), [this, handler, req = std::move(req),
-                                             in = std::move(*in)](net::Responder answer) {
-                auto who = coord->authenticate(bearer(req));
-                if (!who) {
-                    answer(error_response(who.error()));
-                    return;
-                }
-                answer(handler(*this, req, in, *who));
-            });
+            prepare_then(std::move(req), accepts, std::move(respond),
+                         [this, handler](net::Request r, Input in, net::Responder respond_to) {
+                             post_active(std::move(respond_to), [this, handler, r = std::move(r),
+                                                                 in = std::move(in)](net::Responder answer) {
+                                 auto who = coord->authenticate(bearer(r));
+                                 if (!who) {
+                                     answer(error_response(who.error()));
+                                     return;
+                                 }
+                                 answer(handler(*this, r, in, *who));
+                             });
+                         });
         },
         route_options(accepts));
 }
@@ -247,6 +276,7 @@ Status CoordinatorService::start(std::string* first_admin_token) {
         s.metrics_server = std::make_unique<net::HttpServer>(mo, service_detail::metrics_listener_routes(s));
     }
     s.group = dynamic_cast<store::GroupCommit*>(s.store.get());
+    s.parse_pool.emplace(1);
     s.guard.emplace(s.ctx.get_executor());
     s.thread = std::thread([&s] { s.ctx.run(); });
     for (auto* server : {s.server.get(), s.metrics_server.get()}) {
@@ -329,6 +359,9 @@ void CoordinatorService::stop() {
     }
     if (s.server) {
         s.server->stop();
+    }
+    if (s.parse_pool) {
+        s.parse_pool->join(); // what it still parses goes to the coordinator thread, which runs on
     }
     s.guard.reset();
     s.thread.join();

@@ -5,8 +5,10 @@
 // clock; it opens no database itself. It owns the store from then on and closes it in stop(), so
 // that another process may take the database once the service has stopped.
 //
-// Threads: the HTTP server's io threads parse requests; every request is then handed, as a
-// command, to ONE coordinator thread that owns the Coordinator (no locks around pool state). Long
+// Threads: the HTTP server's io threads read requests and parse their small JSON bodies; large
+// bodies (and uploads' checksums) are parsed on a parse thread of the service's own, so that no
+// request waits behind another's parse. Every request is then handed, as a command, to ONE
+// coordinator thread that owns the Coordinator (no locks around pool state). Long
 // polls from workers are parked on that thread and answered as soon as a scheduling pass places
 // something on the worker, or after their wait. A periodic tick expires leases and runtimes and
 // schedules. Every state change is committed to the store before its reply is sent.
@@ -102,7 +104,10 @@ int http_status(ErrorCode code);
 // Request bodies nest at most this deep (a job spec needs five levels).
 inline constexpr std::size_t k_max_json_depth = 32;
 // Parses a request body that must be a JSON object (empty text: {}), refusing deeper nesting than
-// `max_depth` before anything is built. Errors are invalid_input with the field "body".
-Result<nlohmann::json> parse_json_object(std::string_view text, std::size_t max_depth = k_max_json_depth);
+// `max_depth` before anything is built. Errors are invalid_input with the field "body"; with
+// `max_jobs` (0: no cap), the object's "jobs" array may hold that many items, and one more is
+// refused with the field "jobs", also before anything is built (and before the rest is read).
+Result<nlohmann::json> parse_json_object(std::string_view text, std::size_t max_depth = k_max_json_depth,
+                                         std::size_t max_jobs = 0);
 
 } // namespace gpupool::coordinator

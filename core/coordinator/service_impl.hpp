@@ -2,14 +2,16 @@
 // request and response helpers (service_json.cpp) and the routes_*.cpp files, one per area of the
 // API, that register the routes. Not part of the service's interface: include it only from those.
 //
-// Rules every route follows (ServiceState::on): what a body may be (size, JSON depth, a file) is
-// checked on the io thread that read it; who may send one is checked from the headers before a
-// byte of it is read; the handler then runs on the coordinator thread with the caller's Principal
-// and returns the whole response. Handlers are plain functions of the state, so each is small and
-// named after what it does.
+// Rules every route follows (ServiceState::on): who may send a body is checked from the headers
+// before a byte of it is read; what the body may be (size, JSON depth, number of jobs, a file) is
+// checked where it is parsed: on the io thread that read it when it is small, on the parse thread
+// when it is large (so that no request waits on an io thread behind another's parse); the handler
+// then runs on the coordinator thread with the caller's Principal and returns the whole response.
+// Handlers are plain functions of the state, so each is small and named after what it does.
 #pragma once
 
 #include "core/api/field_reader.hpp"
+#include "core/api/submit.hpp"
 #include "core/coordinator/prometheus_metrics.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/store/group_commit.hpp"
@@ -39,23 +41,35 @@ namespace asio = boost::asio;
 using json = nlohmann::json;
 
 inline constexpr std::size_t k_max_json_body_bytes = std::size_t{1} << 20; // most routes: a small JSON object
-inline constexpr std::size_t k_max_submit_bytes = std::size_t{64} << 20;   // a sweep of 10,000 jobs fits
+// Submissions and estimates: a sweep of 10,000 jobs (k_max_jobs_per_submission) with room to spare.
+// 10,000 realistic jobs (bench/body_bench.cpp: tlens-attribution swept, with an environment, outputs,
+// a model cache and an inputs archive) are 8.8 MiB, 923 bytes a job: this is 1.8 times that.
+inline constexpr std::size_t k_max_submit_bytes = std::size_t{16} << 20;
+// Bodies larger than this are parsed on the parse thread rather than on the io thread that read them.
+inline constexpr std::size_t k_inline_parse_bytes = std::size_t{64} << 10;
 inline constexpr std::size_t k_max_string_field_bytes = api::k_max_text_bytes; // names, notes, labels (the wire types' limit)
 
 // What a route accepts, checked before its handler runs on the coordinator thread.
 struct Accepts {
     std::size_t max_body = k_max_json_body_bytes;
     std::vector<store::Role> roles{}; // who may send a body here, checked from the headers; empty: any valid token
-    bool json_body = true;            // a JSON object, parsed on an io thread within size and depth limits
-    bool to_file = false;             // spooled to disk by the server, its SHA-256 measured on an io thread
+    bool json_body = true;            // a JSON object, parsed within size and depth limits
+    bool to_file = false;             // spooled to disk by the server, its SHA-256 measured on the parse thread
+    std::size_t max_jobs = 0;         // items of the body's "jobs" array, counted before it is built; 0: any
+    bool submission = false;          // the body is a submission (api::SubmitRequest), read where it is parsed
 };
 // Routes that read nothing from their body (it is ignored, within the default size).
 inline const Accepts k_no_json_body{k_max_json_body_bytes, {}, false, false};
+// Submissions and estimates: members and admins, at most a sweep's jobs, read off the coordinator thread.
+inline const Accepts k_submission{
+    k_max_submit_bytes, {store::Role::member, store::Role::admin}, true, false, k_max_jobs_per_submission, true};
 
-// What a handler gets besides the request: the body as checked on an io thread.
+// What a handler gets besides the request: the body as checked where it was parsed.
 struct Input {
-    json body = json::object();       // routes with a JSON body
+    json body = json::object();         // routes with a JSON body (but submissions)
     std::optional<UploadedFile> file{}; // routes whose body is spooled to disk
+    // Accepts::submission; handed over whole: the handler may move from it.
+    std::shared_ptr<api::SubmitRequest> submission{};
 };
 
 struct ServiceState;
@@ -78,6 +92,10 @@ struct ServiceState {
     asio::io_context ctx;
     std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
     std::thread thread;
+    // Parses large bodies (k_inline_parse_bytes) and checksums uploads, one at a time, off the io
+    // threads; what waits for it holds its body's share of the server's max_body_memory, so the
+    // queue is bounded by that. Made by start(), joined by stop() once the server has stopped.
+    std::optional<asio::thread_pool> parse_pool;
     asio::steady_timer tick_timer{ctx};
     bool stopped = false;
 
@@ -160,8 +178,12 @@ struct ServiceState {
     // valid token of a role the route takes.
     std::optional<net::Response> admission(const std::string& token, const std::vector<store::Role>& roles) const;
     net::RouteOptions route_options(const Accepts& accepts);
-    // The body's checks that need no pool state, on the io thread that read it.
+    // The body's checks that need no pool state, on the thread that parses it.
     static Result<Input> prepare(const net::Request& req, const Accepts& accepts);
+    using Prepared = std::function<void(net::Request, Input, net::Responder)>;
+    // prepare(), on this io thread for a small JSON body, else on the parse thread; then `then`
+    // there, or the error answered.
+    void prepare_then(net::Request req, const Accepts& accepts, net::Responder respond, Prepared then);
     // A route whose handler runs on the coordinator thread after authentication.
     void on(net::Router& router, const std::string& method, const std::string& pattern, Handler handler,
             Accepts accepts = {});

@@ -17,45 +17,86 @@ int http_status(ErrorCode code) { return net::http_status_for(code); }
 
 namespace {
 
-// Counts nesting and stops at the first level too deep, before anything is built: 8 MiB of `[`
-// costs a scan, not a tree of millions of arrays.
-class DepthCheck : public nlohmann::json_sax<json> {
+// One pass over the text before anything is built. It counts nesting and stops at the first level
+// too deep (8 MiB of `[` costs a scan, not a tree of millions of arrays), and counts the items of
+// the object's "jobs" array and stops at the first one past `max_jobs` (a million `{}` cost a scan
+// up to the cap, not a million objects).
+class BodyScan : public nlohmann::json_sax<json> {
 public:
-    explicit DepthCheck(std::size_t max_depth) : m_max(max_depth) {}
-    bool null() override { return true; }
-    bool boolean(bool) override { return true; }
-    bool number_integer(number_integer_t) override { return true; }
-    bool number_unsigned(number_unsigned_t) override { return true; }
-    bool number_float(number_float_t, const string_t&) override { return true; }
-    bool string(string_t&) override { return true; }
-    bool binary(binary_t&) override { return true; }
-    bool start_object(std::size_t) override { return ++m_depth <= m_max; }
-    bool key(string_t&) override { return true; }
+    BodyScan(std::size_t max_depth, std::size_t max_jobs) : m_max(max_depth), m_max_jobs(max_jobs) {}
+    bool null() override { return item(); }
+    bool boolean(bool) override { return item(); }
+    bool number_integer(number_integer_t) override { return item(); }
+    bool number_unsigned(number_unsigned_t) override { return item(); }
+    bool number_float(number_float_t, const string_t&) override { return item(); }
+    bool string(string_t&) override { return item(); }
+    bool binary(binary_t&) override { return item(); }
+    bool start_object(std::size_t) override { return item() && ++m_depth <= m_max; }
+    bool key(string_t& k) override {
+        if (m_depth == 1) {
+            m_jobs_key = k == "jobs"; // the top-level object's member that comes next
+        }
+        return true;
+    }
     bool end_object() override { return --m_depth, true; }
-    bool start_array(std::size_t) override { return ++m_depth <= m_max; }
-    bool end_array() override { return --m_depth, true; }
+    bool start_array(std::size_t) override {
+        if (!item()) {
+            return false;
+        }
+        ++m_depth;
+        if (m_depth == 2 && m_jobs_key) {
+            m_in_jobs = true;
+            m_jobs = 0;
+        }
+        return m_depth <= m_max;
+    }
+    bool end_array() override {
+        if (m_depth == 2) {
+            m_in_jobs = false;
+        }
+        return --m_depth, true;
+    }
     bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
         m_syntax_error = true;
         return false;
     }
     bool too_deep() const { return m_depth > m_max; }
+    bool too_many_jobs() const { return m_too_many_jobs; }
     bool syntax_error() const { return m_syntax_error; }
 
 private:
+    // Every value: one more job when it is an item of the top-level "jobs" array.
+    bool item() {
+        if (m_in_jobs && m_depth == 2 && m_max_jobs != 0 && ++m_jobs > m_max_jobs) {
+            m_too_many_jobs = true;
+            return false;
+        }
+        return true;
+    }
+
     std::size_t m_max;
+    std::size_t m_max_jobs;
     std::size_t m_depth = 0;
+    bool m_jobs_key = false;
+    bool m_in_jobs = false;
+    std::size_t m_jobs = 0;
+    bool m_too_many_jobs = false;
     bool m_syntax_error = false;
 };
 
 } // namespace
 
-Result<json> parse_json_object(std::string_view text, std::size_t max_depth) {
+Result<json> parse_json_object(std::string_view text, std::size_t max_depth, std::size_t max_jobs) {
     if (text.empty()) {
         return Result<json>(boost::system::in_place_value, json::object());
     }
-    DepthCheck depth(max_depth);
-    if (!json::sax_parse(text, &depth)) {
-        if (depth.too_deep()) {
+    BodyScan scan(max_depth, max_jobs);
+    if (!json::sax_parse(text, &scan)) {
+        if (scan.too_many_jobs()) {
+            return make_error(ErrorCode::invalid_input,
+                              "a request has at most " + std::to_string(max_jobs) + " jobs; this one has more", "jobs");
+        }
+        if (scan.too_deep()) {
             return make_error(ErrorCode::invalid_input,
                               "the request body nests deeper than " + std::to_string(max_depth) + " levels", "body");
         }

@@ -187,6 +187,14 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     so.coordinator.max_log_bytes = o.max_log_mib * 1024 * 1024;
     so.coordinator.max_log_limit_bytes = o.max_log_limit_mib * 1024 * 1024;
     so.http.max_connections_per_client = o.max_connections_per_client;
+    auto body_mib = resources::parse_memory_mib(o.max_body_memory);
+    if (!body_mib || *body_mib < 1) {
+        return make_error(ErrorCode::invalid_input,
+                          "expected a size of at least 1MiB, like \"256MiB\" or \"1GiB\", got `" +
+                              o.max_body_memory + "`",
+                          "--max-body-memory");
+    }
+    so.http.max_body_memory = static_cast<std::size_t>(*body_mib) << 20;
     if (!o.gpu_catalog.empty()) {
         std::ifstream in(o.gpu_catalog);
         if (!in) {
@@ -510,6 +518,10 @@ void register_coordinator(Cli& cli) {
         ->capture_default_str();
     sub->add_option("--max-connections-per-client", o->max_connections_per_client,
                     "Open connections one address may hold (workers behind one NAT share one; 0: no cap)")
+        ->capture_default_str();
+    sub->add_option("--max-body-memory", o->max_body_memory,
+                    "Request bodies held in memory at once, all clients' together (\"256MiB\", \"1GiB\"); a body "
+                    "that would go past it is told 503 with Retry-After before it is read")
         ->capture_default_str();
     register_coordinator_install(cli, sub);
     sub->callback([&cli, o, sub] {

@@ -32,7 +32,8 @@ struct CoordinatorCmdOptions {
     std::string settle = "24h";      // owners' earnings wait this long (voidable) before payout
     std::int64_t max_log_mib = 64;   // per attempt; 0 = no cap
     std::int64_t max_log_limit_mib = 1024; // what a recipe's [logs] max_size may ask for; 0 = no limit
-    std::size_t max_connections_per_client = 512;
+    std::size_t max_connections_per_client = 64;
+    std::string max_body_memory = "256MiB"; // request bodies in memory at once, all together
     std::size_t max_connections = 0; // connections at once; 0: as many as the open-files limit holds
     bool new_admin_token = false;
     std::string restore;        // a backup (`admin backup`) to put in place of --db before starting

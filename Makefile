@@ -93,7 +93,7 @@ fuzz:
 	  -max_len=65536 -dict=tests/fuzz/http.dict -print_final_stats=1 $(FUZZ_BUILD)/http-corpus
 
 bench: build
-	cmake --build $(BUILD) -j$(JOBS) --target coordinator_bench coordinator_loadgen store_commit_bench
+	cmake --build $(BUILD) -j$(JOBS) --target coordinator_bench coordinator_loadgen store_commit_bench body_bench
 	@bench/sim_bench.sh $(BUILD)/gpupool
 	@echo "== coordinator hot paths against the pool's history (bench/coordinator_bench.cpp)"
 	@$(BUILD)/coordinator_bench --history 0,10000,50000
@@ -102,6 +102,7 @@ bench: build
 	@CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/worker_bench.sh $(BUILD)/gpupool
 	@bench/backup_bench.sh $(BUILD)/gpupool
 	@bench/load_bench.sh $(BUILD)   # 200 workers for 10 s; WORKERS=10000 DURATION=60s SUBMIT_RATE=200: the full size
+	@bench/body_bench.sh $(BUILD)
 	@N=100 ROUNDS=1 bench/cpu_per_job.sh $(BUILD)/gpupool
 	@N=40 PODMAN_N=10 CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/vs_slurm.sh $(BUILD)/gpupool
 

@@ -11,6 +11,7 @@
 #include "core/resources/quantity.hpp"
 #include "worker/agent/agent.hpp"
 #include "worker/gpu/gpu_probe.hpp"
+#include "worker/gpu/mps_daemon.hpp"
 #include "worker/runtime/runtime_registry.hpp"
 
 #include <nlohmann/json.hpp>
@@ -80,6 +81,9 @@ void apply_pool_settings(const worker::PoolSettings& pool, const GlobalOptions& 
     if (unset("--mps") && pool.mps) {
         o.mps = *pool.mps;
     }
+    if (unset("--mps-compute") && pool.mps_compute) {
+        o.mps_compute = worker::to_string(*pool.mps_compute);
+    }
     if (unset("--model-cache-max") && pool.model_cache_max_mib) {
         o.model_cache_max = std::to_string(*pool.model_cache_max_mib) + "MiB";
     }
@@ -91,9 +95,17 @@ void apply_pool_settings(const worker::PoolSettings& pool, const GlobalOptions& 
     }
 }
 
-// --mps, --model-cache-max, --hf-token-file and --hf-endpoint (or worker.toml's) into the agent's options.
+// --mps, --mps-compute, --model-cache-max, --hf-token-file and --hf-endpoint (or worker.toml's) into the
+// agent's options.
 Status model_cache_options(const WorkerCmdOptions& o, worker::AgentOptions& ao) {
     ao.mps = o.mps;
+    if (!o.mps_compute.empty()) {
+        auto compute = worker::parse_mps_compute(o.mps_compute);
+        if (!compute) {
+            return make_error(ErrorCode::invalid_input, compute.error().message, "--mps-compute");
+        }
+        ao.mps_compute = *compute;
+    }
     if (!o.model_cache_max.empty()) {
         auto mib = resources::parse_memory_mib(o.model_cache_max);
         if (!mib || *mib <= 0) {
@@ -336,6 +348,10 @@ void register_worker(Cli& cli) {
     sub->add_flag("--mps", o->mps,
                   "Run an MPS control daemon for the shared GPUs: fractional jobs become its clients, their GPU "
                   "memory capped by the driver (containers then share the host's IPC namespace)");
+    sub->add_option("--mps-compute", o->mps_compute,
+                    "With --mps, the GPU's compute an MPS client may use: throughput (default: any SM its neighbours "
+                    "leave idle) or isolate (capped at its share)")
+        ->check(CLI::IsMember({"throughput", "isolate"}));
     sub->add_option("--name", o->name, "Name shown to the pool (default: host name)");
     sub->add_option("--slots", o->slots, "Ask for no new work while this many jobs run (0: no cap)");
     sub->add_option("--runtime-arg", o->runtime_args, "Extra global flag for podman/docker (repeatable), e.g. -H=unix:///…");
@@ -388,8 +404,8 @@ void register_worker(Cli& cli) {
     register_worker_install(cli, sub);
     sub->callback([&cli, o, sub] {
         for (const char* flag : {"--runtime", "--work-dir", "--cache-dir", "--name", "--slots", "--drain-grace",
-                                 "--cpus-milli", "--memory-mib", "--unsafe-process-runtime", "--mps", "--model-cache-max",
-                                 "--hf-token-file", "--hf-endpoint"}) {
+                                 "--cpus-milli", "--memory-mib", "--unsafe-process-runtime", "--mps", "--mps-compute",
+                                 "--model-cache-max", "--hf-token-file", "--hf-endpoint"}) {
             if (sub->count(flag) > 0) {
                 o->given.insert(flag);
             }

@@ -46,6 +46,7 @@ struct WorkerCmdOptions {
     bool pause_now = false;  // worker pause --now
     std::string config{};    // worker.toml (--config)
     bool mps = false;                 // --mps: the worker's own MPS daemon for fractional jobs
+    std::string mps_compute{};        // --mps-compute throughput|isolate ("": worker.toml's, else throughput)
     std::string model_cache_max{};    // --model-cache-max 200GiB ("" : no cap)
     std::string hf_token_file{};      // --hf-token-file: a Hugging Face token for gated models
     std::string hf_endpoint{};        // --hf-endpoint: a hub mirror

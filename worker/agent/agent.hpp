@@ -57,6 +57,7 @@
 #include "worker/agent/identity.hpp" // worker.json (read_stored_identity)
 #include "worker/agent/worker_api.hpp"
 #include "worker/gpu/gpu_probe.hpp"
+#include "worker/gpu/mps_daemon.hpp" // MpsCompute
 #include "worker/owner/owner_config.hpp"
 #include "worker/owner/pause_file.hpp" // the owner's pause (pause_sharing, resume_sharing)
 #include "worker/runtime/container_runtime.hpp"
@@ -85,6 +86,9 @@ struct AgentOptions {
     std::string hub_endpoint; // where models come from (default: $HF_ENDPOINT, else https://huggingface.co)
     std::string hub_token;    // for gated models (the owner's worker.toml `hf_token_file`)
     bool mps = false;         // run fractional GPU jobs as clients of the worker's own MPS daemon
+    // How much of the GPU's compute those clients may use (mps_daemon.hpp): the ContainerContext's to
+    // carry to mps_client_env.
+    MpsCompute mps_compute = k_default_mps_compute;
     int slots = 0;       // stop asking for work while this many attempts run; 0 = no cap
     std::int64_t cpu_milli = 0;  // advertised; 0 = all cores
     std::int64_t memory_mib = 0; // advertised; 0 = all memory

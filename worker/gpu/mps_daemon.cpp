@@ -292,6 +292,25 @@ bool mps_available() {
     return gpus && !gpus->empty();
 }
 
+const char* to_string(MpsCompute c) {
+    switch (c) {
+    case MpsCompute::throughput: return "throughput";
+    case MpsCompute::isolate: return "isolate";
+    }
+    return "?";
+}
+
+Result<MpsCompute> parse_mps_compute(std::string_view text) {
+    for (auto c : {MpsCompute::throughput, MpsCompute::isolate}) {
+        if (text == to_string(c)) {
+            return c;
+        }
+    }
+    return make_error(ErrorCode::invalid_input,
+                      "expected `throughput` (MPS clients may use the whole GPU's compute, memory capped) or "
+                      "`isolate` (each client's compute capped at its share), got `" + std::string(text) + "`");
+}
+
 std::unique_ptr<MpsControl> make_mps_control(milliseconds timeout, milliseconds stop_wait) {
     return std::make_unique<RealMpsControl>(timeout, stop_wait);
 }
@@ -315,11 +334,14 @@ Result<std::unique_ptr<MpsControl>> start_worker_mps(const std::vector<std::stri
 }
 
 std::map<std::string, std::string> mps_client_env(std::int64_t gpu_milli, std::int64_t limit_mib, int device_seen_as,
-                                                  const std::string& pipe_dir_seen) {
+                                                  const std::string& pipe_dir_seen, MpsCompute compute) {
     std::map<std::string, std::string> env{{"CUDA_MPS_PIPE_DIRECTORY", pipe_dir_seen}};
     if (limit_mib > 0) {
         env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] =
             std::to_string(device_seen_as) + "=" + std::to_string(limit_mib) + "M";
+    }
+    if (compute != MpsCompute::isolate) {
+        return env; // throughput: the server's own percentage (100): idle SMs are any client's
     }
     // milli-GPU to percent, rounded up: 333 -> 34.
     const std::int64_t percent = std::clamp<std::int64_t>((gpu_milli + 9) / 10, 1, 100);

@@ -2,10 +2,11 @@
 // one of its clients.
 //
 // With MPS, fractional jobs on one GPU share one server context and the driver caps each client's
-// device memory (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) and its share of the SMs
-// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): the strongest enforcement of a memory share there is (without
-// it, only the watchdog, which stops a job after the fact). MpsControl exists so the agent's logic is
-// tested without a GPU: the real one drives `nvidia-cuda-mps-control`, tests drive a stand-in of it.
+// device memory (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) and, when the owner chooses `isolate`, its share
+// of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): the strongest enforcement of a memory share there is
+// (without it, only the watchdog, which stops a job after the fact). MpsControl exists so the agent's
+// logic is tested without a GPU: the real one drives `nvidia-cuda-mps-control`, tests drive a
+// stand-in of it.
 //
 // Rules (what the real control program does, per NVIDIA's MPS documentation):
 // - `nvidia-cuda-mps-control -d` starts the control daemon in the background (with the worker's
@@ -39,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpupool::worker {
@@ -55,6 +57,20 @@ struct MpsDirs {
 
 // <work_dir>/mps/pipe and <work_dir>/mps/log. Pure: start() creates them.
 MpsDirs mps_dirs(const std::filesystem::path& work_dir);
+
+// How much of the GPU's compute an MPS client may use (the owner's choice: `--mps-compute`, worker.toml
+// `[pool] mps_compute`). Memory is capped either way.
+// - throughput (the default): no CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; a client may use every SM that its
+//   neighbours leave idle. On an H200 (2026-12-04, docs/worker.md) three 0.2-GPU jobs each did about
+//   16,270 matmuls in 30 s as MPS clients capped at 20 %, and about 25,700 without MPS.
+// - isolate: each client's threads capped at its share (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = the share
+//   in percent, rounded up): a job's speed does not depend on its neighbours, and the GPU's idle
+//   share stays idle.
+enum class MpsCompute : std::uint8_t { throughput, isolate };
+inline constexpr MpsCompute k_default_mps_compute = MpsCompute::throughput;
+const char* to_string(MpsCompute c);
+// "throughput" or "isolate"; an Error (invalid_input) saying so otherwise.
+Result<MpsCompute> parse_mps_compute(std::string_view text);
 
 // Whether this machine can run MPS: the control program is on PATH and nvidia-smi lists at least one
 // GPU (asked with a bounded wait).
@@ -91,9 +107,11 @@ Result<std::unique_ptr<MpsControl>> start_worker_mps(const std::vector<std::stri
 //   (k_mps_pipe_in_container in a container, the host path for a bare process);
 // - CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: "<device_seen_as>=<limit_mib>M", the job's GPU by the index
 //   the job sees it at (0 in a container that sees only its GPU); absent when limit_mib <= 0;
-// - CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: the share in percent, rounded up, within 1..100.
+// - CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, only under MpsCompute::isolate: the share in percent, rounded
+//   up, within 1..100 (under throughput it is absent: the server's own, 100 %).
 // No CUDA_MPS_LOG_DIRECTORY: only the daemon and the servers it starts read it. Pure.
 std::map<std::string, std::string> mps_client_env(std::int64_t gpu_milli, std::int64_t limit_mib, int device_seen_as,
-                                                  const std::string& pipe_dir_seen);
+                                                  const std::string& pipe_dir_seen,
+                                                  MpsCompute compute = k_default_mps_compute);
 
 } // namespace gpupool::worker

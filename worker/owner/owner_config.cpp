@@ -362,7 +362,7 @@ void parse_pool(const toml::table& t, Problems& p, PoolSettings& pool) {
     check_keys(
         t,
         {"coordinator", "token_file", "ca_cert", "name", "work_dir", "cache_dir", "runtime", "unsafe_process_runtime",
-         "mps", "model_cache_max", "hf_token_file", "hf_endpoint"},
+         "mps", "mps_compute", "model_cache_max", "hf_token_file", "hf_endpoint"},
         "pool", p);
     for (auto [key, slot] : {std::pair{"coordinator", &pool.coordinator}, std::pair{"token_file", &pool.token_file},
                              std::pair{"ca_cert", &pool.ca_cert}, std::pair{"name", &pool.name},
@@ -390,6 +390,15 @@ void parse_pool(const toml::table& t, Problems& p, PoolSettings& pool) {
     }
     if (const auto* n = t.get("mps")) {
         pool.mps = get_bool(*n, "pool.mps", p);
+    }
+    if (const auto* n = t.get("mps_compute")) {
+        if (auto s = get_string(*n, "pool.mps_compute", p)) {
+            if (auto c = parse_mps_compute(*s)) {
+                pool.mps_compute = *c;
+            } else {
+                p.add(*n, "pool.mps_compute", c.error().message);
+            }
+        }
     }
     if (pool.hf_endpoint && (!net::is_http_url_list(*pool.hf_endpoint) || pool.hf_endpoint->find(',') != std::string::npos)) {
         p.add(*t.get("hf_endpoint"), "pool.hf_endpoint", "expected an http:// or https:// URL");

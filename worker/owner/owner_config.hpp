@@ -14,6 +14,7 @@
 #pragma once
 
 #include "core/util/result.hpp"
+#include "worker/gpu/mps_daemon.hpp" // MpsCompute
 
 #include <cstdint>
 #include <filesystem>
@@ -56,6 +57,7 @@ struct PoolSettings {
     std::optional<std::string> runtime{}; // podman, docker or process
     std::optional<bool> unsafe_process_runtime{};
     std::optional<bool> mps{};                      // run an MPS daemon for fractional jobs (--mps)
+    std::optional<MpsCompute> mps_compute{};        // MPS clients' compute: throughput or isolate (--mps-compute)
     std::optional<std::int64_t> model_cache_max_mib{}; // the model cache's size cap ("200GiB")
     std::optional<std::string> hf_token_file{};     // a Hugging Face token, for gated models
     std::optional<std::string> hf_endpoint{};       // a hub mirror (default $HF_ENDPOINT, else huggingface.co)

@@ -110,7 +110,7 @@ TEST_CASE("agent: --mps runs the worker's own MPS daemon, makes fractional jobs 
         CHECK(c->spec.host_ipc);
         CHECK(c->spec.env.at("CUDA_MPS_PIPE_DIRECTORY") == "/run/gpupool-mps");
         CHECK(c->spec.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "0=12288M");
-        CHECK(c->spec.env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == "50");
+        CHECK(c->spec.env.count("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0); // throughput, the default
         CHECK(std::any_of(c->spec.mounts.begin(), c->spec.mounts.end(), [&](const worker::Mount& m) {
             return m.container == "/run/gpupool-mps" && m.host == work.path() / "mps" / "pipe";
         }));

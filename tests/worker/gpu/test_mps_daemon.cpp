@@ -105,6 +105,12 @@ std::size_t count(const std::string& text, const std::string& what) {
     return n;
 }
 
+// `env` with another pipe directory.
+std::map<std::string, std::string> quarter_with_pipe(std::map<std::string, std::string> env, const std::string& pipe) {
+    env["CUDA_MPS_PIPE_DIRECTORY"] = pipe;
+    return env;
+}
+
 mode_t mode_of(const fs::path& p) {
     struct stat st {};
     REQUIRE(::stat(p.c_str(), &st) == 0);
@@ -274,7 +280,30 @@ TEST_CASE("mps: available only with the control program and a GPU nvidia-smi lis
     CHECK(mps_available());
 }
 
-TEST_CASE("mps: a client's environment holds the pipe dir it sees, its memory cap and its share of the SMs", "[mps]") {
+TEST_CASE("mps: the compute setting reads `throughput` or `isolate`, and throughput is the default", "[mps]") {
+    CHECK(parse_mps_compute("throughput").value() == MpsCompute::throughput);
+    CHECK(parse_mps_compute("isolate").value() == MpsCompute::isolate);
+    auto bad = parse_mps_compute("fair");
+    REQUIRE_FALSE(bad);
+    CHECK_THAT(bad.error().message, Catch::Contains("`throughput`") && Catch::Contains("`isolate`") &&
+                                        Catch::Contains("got `fair`"));
+    CHECK(k_default_mps_compute == MpsCompute::throughput);
+    CHECK(std::string(to_string(MpsCompute::isolate)) == "isolate");
+}
+
+TEST_CASE("mps: under throughput a client's memory is capped and its compute is not", "[mps]") {
+    auto quarter = mps_client_env(250, 6000, 0, k_mps_pipe_in_container, MpsCompute::throughput);
+    CHECK(quarter == std::map<std::string, std::string>{{"CUDA_MPS_PIPE_DIRECTORY", "/run/gpupool-mps"},
+                                                        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=6000M"}});
+    CHECK(mps_client_env(250, 6000, 0, "/p") == quarter_with_pipe(quarter, "/p"));
+}
+
+TEST_CASE("mps: under isolate a client's environment holds the pipe dir it sees, its memory cap and its share of "
+          "the SMs",
+          "[mps]") {
+    const auto mps_client_env = [](std::int64_t milli, std::int64_t mib, int device, const std::string& pipe) {
+        return gpupool::worker::mps_client_env(milli, mib, device, pipe, MpsCompute::isolate);
+    };
     // shares: 250, 500 and 1000 milli-GPU; 6000 MiB each; the job sees its GPU as device 0
     auto quarter = mps_client_env(250, 6000, 0, k_mps_pipe_in_container);
     CHECK(quarter == std::map<std::string, std::string>{{"CUDA_MPS_PIPE_DIRECTORY", "/run/gpupool-mps"},

@@ -19,6 +19,7 @@ work_dir = "/srv/gpupool"
 cache_dir = "/srv/cache"
 runtime = "docker"
 unsafe_process_runtime = false
+mps_compute = "isolate"
 
 [share]
 max_jobs = 2
@@ -53,6 +54,7 @@ share = false
     CHECK(c->pool.token_file == "~/.gpupool-enroll");
     CHECK(c->pool.runtime == "docker");
     CHECK(c->pool.unsafe_process_runtime == false);
+    CHECK(c->pool.mps_compute == worker::MpsCompute::isolate);
     CHECK(c->share.max_jobs == 2);
     CHECK(c->share.max_runtime_s == 12 * 3600);
     CHECK(c->share.cpu_milli == 8000);
@@ -67,7 +69,7 @@ share = false
     CHECK(night.from_min == 19 * 60);
     CHECK(night.to_min == 8 * 60);
     CHECK_FALSE(night.all_day);
-    CHECK(night.line == 21);
+    CHECK(night.line == 22);
     CHECK((*c->share.windows)[1].all_day);
     CHECK((*c->share.windows)[1].days == 0x41);
     REQUIRE(c->share.gpus.size() == 2);
@@ -143,6 +145,8 @@ TEST_CASE("owner config: each mistake names its line and field", "[owner][config
         {"[pool]\ncoordinator = \"ftp://x\"\n", 2, "pool.coordinator", "http:// or https://"},
         {"[pool]\nunsafe_process_runtime = \"yes\"\n", 2, "pool.unsafe_process_runtime", "true or false"},
         {"[pool]\nname = \"\"\n", 2, "pool.name", "non-empty"},
+        {"[pool]\nmps_compute = \"fast\"\n", 2, "pool.mps_compute", "`throughput`"},
+        {"[pool]\nmps_compute = 100\n", 2, "pool.mps_compute", "expected a string"},
         {"pool = 3\n", 1, "pool", "expected a table"},
         {"[share\nmax_jobs = 2\n", 1, "", "TOML syntax error"},
     };

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -81,12 +82,25 @@ bool wait_until(const std::function<bool()>& done, milliseconds within) {
     return true;
 }
 
-// Creates `dir` and gives it `mode` (the umask does not get a say).
+// Creates `dir` and gives it `mode` (the umask does not get a say). Refuses a link, something that is
+// not a directory, or a directory of another user where the MPS directories belong: the worker's
+// jobs and its daemon trust what is there.
 Status make_dir(const fs::path& dir, mode_t mode) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) {
         return make_error(ErrorCode::io, "cannot create the MPS directory " + dir.string() + ": " + ec.message());
+    }
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) {
+        return make_error(ErrorCode::io, "cannot read " + dir.string() + ": " + std::strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+        return make_error(ErrorCode::io, "the MPS directory " + dir.string() +
+                                             (S_ISLNK(st.st_mode)  ? " is a symbolic link"
+                                              : !S_ISDIR(st.st_mode) ? " is not a directory"
+                                                                     : " belongs to uid " + std::to_string(st.st_uid)) +
+                                             ": remove it, or give the worker another work dir");
     }
     if (::chmod(dir.c_str(), mode) != 0) {
         return make_error(ErrorCode::io, "cannot set the mode of " + dir.string() + ": " + std::strerror(errno));
@@ -136,9 +150,10 @@ public:
         if (auto st = make_dir(dirs.log, 0700); !st) {
             return st;
         }
-        if (auto closed = closed_to_others(dirs.pipe)) {
-            spdlog::warn("MPS: other users cannot pass through {} on the way to the pipe directory {}: jobs that run "
-                         "as another user than the worker may not reach the MPS server",
+        // Only a root worker's jobs run as another user (65534 in its containers).
+        if (auto closed = closed_to_others(dirs.pipe); closed && ::geteuid() == 0) {
+            spdlog::warn("MPS: other users cannot pass through {} on the way to the pipe directory {}: container "
+                         "jobs, which run as another user than the worker, will not reach the MPS server",
                          closed->string(), dirs.pipe.string());
         }
         m_dirs = dirs;
@@ -150,7 +165,12 @@ public:
                          m_pid ? std::to_string(*m_pid) : "unknown");
             return {};
         }
-        return launch();
+        auto launched = launch();
+        if (!launched) {
+            std::error_code ec;
+            fs::remove(dirs.pipe, ec); // only when empty: nothing of a daemon's is removed here
+        }
+        return launched;
     }
 
     bool running() override {
@@ -265,6 +285,8 @@ private:
         }
         m_started = false;
         m_pid.reset();
+        std::error_code ec;
+        fs::remove_all(m_dirs.pipe, ec); // its pipes and pid file: nothing answers there any more
         spdlog::info("MPS: the control daemon on {} has stopped", m_dirs.pipe.string());
         return {};
     }
@@ -280,16 +302,26 @@ private:
 
 } // namespace
 
-MpsDirs mps_dirs(const fs::path& work_dir) {
-    return {work_dir / "mps" / "pipe", work_dir / "mps" / "log"};
-}
-
-bool mps_available() {
-    if (boost::process::search_path(k_mps_control_program).empty()) {
-        return false;
+MpsDirs mps_dirs(const fs::path& work_dir, uid_t euid, const fs::path& run_root) {
+    std::error_code ec;
+    fs::path abs = fs::absolute(work_dir, ec).lexically_normal();
+    if (ec) {
+        abs = work_dir.lexically_normal();
     }
-    auto gpus = NvidiaSmiProbe(std::chrono::seconds(10)).list();
-    return gpus && !gpus->empty();
+    if (euid != 0) {
+        return {abs / "mps" / "pipe", abs / "mps" / "log"};
+    }
+    std::string text = abs.string();
+    while (text.size() > 1 && text.back() == '/') {
+        text.pop_back();
+    }
+    std::uint64_t hash = 14695981039346656037ULL; // FNV-1a, 64 bits: stable across builds and machines
+    for (unsigned char c : text) {
+        hash = (hash ^ c) * 1099511628211ULL;
+    }
+    char key[17];
+    std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(hash));
+    return {run_root / (std::string("gpupool-mps-") + key), abs / "mps" / "log"};
 }
 
 const char* to_string(MpsCompute c) {
@@ -309,6 +341,14 @@ Result<MpsCompute> parse_mps_compute(std::string_view text) {
     return make_error(ErrorCode::invalid_input,
                       "expected `throughput` (MPS clients may use the whole GPU's compute, memory capped) or "
                       "`isolate` (each client's compute capped at its share), got `" + std::string(text) + "`");
+}
+
+bool mps_available() {
+    if (boost::process::search_path(k_mps_control_program).empty()) {
+        return false;
+    }
+    auto gpus = NvidiaSmiProbe(std::chrono::seconds(10)).list();
+    return gpus && !gpus->empty();
 }
 
 std::unique_ptr<MpsControl> make_mps_control(milliseconds timeout, milliseconds stop_wait) {

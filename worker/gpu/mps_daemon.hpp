@@ -19,8 +19,16 @@
 //   only while a daemon answers on that pipe directory, `quit` stops it.
 // - A client reaches the daemon through the same pipe directory; a daemon serves one user id at a
 //   time (a client of another user waits until the other user's clients are done), so the jobs of
-//   one worker should all run as one user. The servers run as their clients' user: start() warns
-//   when a directory on the pipe directory's host path is closed to other users (a 0700 work dir).
+//   one worker should all run as one user. The servers run as their clients' user.
+// - Where the pipes live (mps_dirs): a root worker's container jobs run as another user (65534), who
+//   must pass through every directory above the pipes, and a root worker's work dir is 0700. So a
+//   root worker's pipes are in /run/gpupool-mps-<key> (/run is 0755; <key> is made from the work
+//   dir, so a restarted worker finds the daemon it left; the directory 0755, owned by the worker, the
+//   pipes as the daemon makes them), outside the spool that nobody else may enter. A worker that is
+//   not root runs its jobs as itself, so its pipes stay in <work_dir>/mps/pipe. The log directory is
+//   always <work_dir>/mps/log, 0700. start() refuses a pipe or log directory that is a link or
+//   another user's, and a root worker warns when a directory above the pipes is closed to others.
+//   stop() removes the pipe directory once the daemon is gone.
 // - The worker owns the daemon it started: start() adopts a daemon already answering on these
 //   directories (left by a worker that was killed), stop() quits it. Every call of the program is
 //   bounded by the timeout given to make_mps_control(); stop() then waits (bounded) until the daemon
@@ -43,6 +51,9 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/types.h>
+#include <unistd.h>
+
 namespace gpupool::worker {
 
 // The control program, looked up on PATH.
@@ -55,8 +66,12 @@ struct MpsDirs {
     std::filesystem::path log;  // 0700: the daemon's and servers' logs are the worker's
 };
 
-// <work_dir>/mps/pipe and <work_dir>/mps/log. Pure: start() creates them.
-MpsDirs mps_dirs(const std::filesystem::path& work_dir);
+// Where a worker running as `euid` with `work_dir` keeps its daemon's pipes and logs (rules above):
+// root: <run_root>/gpupool-mps-<16 hex digits of the work dir's FNV-1a hash> and <work_dir>/mps/log;
+// anyone else: <work_dir>/mps/pipe and <work_dir>/mps/log. Pure but for making the work dir absolute;
+// start() creates them.
+MpsDirs mps_dirs(const std::filesystem::path& work_dir, uid_t euid = ::geteuid(),
+                 const std::filesystem::path& run_root = "/run");
 
 // How much of the GPU's compute an MPS client may use (the owner's choice: `--mps-compute`, worker.toml
 // `[pool] mps_compute`). Memory is capped either way.

@@ -94,6 +94,7 @@ TEST_CASE("agent: --mps runs the worker's own MPS daemon, makes fractional jobs 
     auto probe = one_gpu();
     auto o = options(pool, work.path());
     o.mps = true;
+    const auto pipe = worker::mps_dirs(work.path()).pipe; // a root worker's is in /run (mps_daemon.hpp)
     {
         RunningAgent ra(o, rt, probe);
         auto admin = pool.client(pool.admin);
@@ -101,7 +102,8 @@ TEST_CASE("agent: --mps runs the worker's own MPS daemon, makes fractional jobs 
         const auto inv = Pool::call(admin, "GET", "/v1/workers")["workers"][0]["inventory"];
         CHECK(inv["gpus"][0]["memory_enforcement"] == "mps");
         const auto start = read_text(log);
-        CHECK_THAT(start, Catch::Contains("start pipe=" + (work.path() / "mps" / "pipe").string()));
+        CHECK_THAT(start, Catch::Contains("start pipe=" + pipe.string() + " log=" +
+                                          (work.path() / "mps" / "log").string()));
         CHECK_THAT(start, Catch::Contains("devices=GPU-test-0"));
 
         const auto id = pool.submit(job_spec("client")); // half of the GPU
@@ -112,7 +114,7 @@ TEST_CASE("agent: --mps runs the worker's own MPS daemon, makes fractional jobs 
         CHECK(c->spec.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "0=12288M");
         CHECK(c->spec.env.count("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0); // throughput, the default
         CHECK(std::any_of(c->spec.mounts.begin(), c->spec.mounts.end(), [&](const worker::Mount& m) {
-            return m.container == "/run/gpupool-mps" && m.host == work.path() / "mps" / "pipe";
+            return m.container == "/run/gpupool-mps" && m.host == pipe;
         }));
         auto whole = job_spec("whole");
         whole.resources.gpu_milli = 1000;
@@ -128,6 +130,7 @@ TEST_CASE("agent: --mps runs the worker's own MPS daemon, makes fractional jobs 
         ra.drain_and_join();
     }
     CHECK_THAT(read_text(log), Catch::Contains("cmd quit"));
+    CHECK_FALSE(std::filesystem::exists(pipe)); // stopped, and its pipe directory gone with it
 }
 
 TEST_CASE("agent: --mps is refused without the MPS control program or with a runtime that cannot share IPC",
@@ -149,6 +152,7 @@ TEST_CASE("agent: --mps is refused without the MPS control program or with a run
         ::setenv("PATH", saved.c_str(), 1);
         REQUIRE_FALSE(st);
         CHECK_THAT(st.error().message, Catch::Contains("--mps"));
+        CHECK_FALSE(std::filesystem::exists(worker::mps_dirs(work.path()).pipe)); // nothing left in /run
     }
     SECTION("a runtime without the host's IPC namespace") {
         test::TempDir bin;

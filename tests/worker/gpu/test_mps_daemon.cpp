@@ -1,6 +1,7 @@
 // The worker's MPS control daemon, against a stand-in `nvidia-cuda-mps-control` first on PATH. The
 // stand-in behaves as NVIDIA documents the real one: `-d` starts a background daemon that writes its
-// pid to `$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid` and returns 0; without arguments it
+// pid to `$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid`, makes its `control` pipe there (a fifo,
+// 0666: the real one's is a socket its clients connect to) and returns 0; without arguments it
 // reads commands on stdin: `get_server_list` succeeds only while that daemon runs, `quit` stops it.
 // It records its argv, the MPS variables and every stdin line in calls.log. Files in its directory
 // change its behaviour: `fail-start` (`-d` exits 3 with a message), `ignore-quit` (a wedged daemon),
@@ -15,8 +16,11 @@
 
 #include <csignal>
 #include <fstream>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace gpupool::worker;
 using gpupool::test::PathFirst;
@@ -50,6 +54,7 @@ if [ "$1" = -d ]; then
     fi
     (trap 'exit 0' TERM; while :; do sleep 0.1; done) < /dev/null > /dev/null 2>&1 &
     echo $! > "$pidfile"
+    [ -p "$CUDA_MPS_PIPE_DIRECTORY/control" ] || mkfifo -m 0666 "$CUDA_MPS_PIPE_DIRECTORY/control"
     exit 0
 fi
 while IFS= read -r line; do
@@ -66,8 +71,9 @@ exit 0
 struct StandIn {
     TempDir bin;
     TempDir work;
+    TempDir run; // stands for /run (0755, as the temp dir is made)
     PathFirst path{bin.path()};
-    MpsDirs dirs = mps_dirs(work.path());
+    MpsDirs dirs = mps_dirs(work.path(), ::geteuid(), run.path());
 
     StandIn() { fs::permissions(bin.write("nvidia-cuda-mps-control", k_stand_in), fs::perms::owner_all); }
     ~StandIn() { // whatever a failed test left running
@@ -119,10 +125,23 @@ mode_t mode_of(const fs::path& p) {
 
 } // namespace
 
-TEST_CASE("mps: the pipe and log directories sit under the work dir", "[mps]") {
-    auto d = mps_dirs("/var/lib/gpupool/worker");
-    CHECK(d.pipe == "/var/lib/gpupool/worker/mps/pipe");
-    CHECK(d.log == "/var/lib/gpupool/worker/mps/log");
+TEST_CASE("mps: a root worker's pipes are in /run, one folder per work dir; anyone else's under the work dir",
+          "[mps]") {
+    auto root = mps_dirs("/var/lib/gpupool/worker", 0);
+    CHECK(root.pipe.parent_path() == "/run");
+    CHECK(root.pipe.filename().string().rfind("gpupool-mps-", 0) == 0);
+    CHECK(root.pipe.filename().string().size() == std::string("gpupool-mps-").size() + 16);
+    CHECK(root.log == "/var/lib/gpupool/worker/mps/log"); // the logs stay the worker's
+    // The same work dir, however spelled, finds the same daemon again; another work dir has its own.
+    CHECK(mps_dirs("/var/lib/gpupool/worker/", 0).pipe == root.pipe);
+    CHECK(mps_dirs("/var/lib/gpupool/./worker", 0).pipe == root.pipe);
+    CHECK(mps_dirs("/var/lib/gpupool/other", 0).pipe != root.pipe);
+    CHECK(mps_dirs("/var/lib/gpupool/worker", 0, "/tmp/r").pipe == "/tmp/r" / root.pipe.filename());
+
+    auto user = mps_dirs("/home/ada/.local/share/gpupool/worker", 1000);
+    CHECK(user.pipe == "/home/ada/.local/share/gpupool/worker/mps/pipe");
+    CHECK(user.log == "/home/ada/.local/share/gpupool/worker/mps/log");
+    CHECK(mps_dirs("rel/work", 1000).pipe.is_absolute());
 }
 
 TEST_CASE("mps: start runs `-d` with the pipe and log directories and the GPUs by UUID, and waits until it answers",
@@ -147,6 +166,8 @@ TEST_CASE("mps: start runs `-d` with the pipe and log directories and the GPUs b
     REQUIRE(s.daemon_pid());
     CHECK_FALSE(process_gone(*s.daemon_pid()));
     REQUIRE(mps->stop());
+    CHECK_FALSE(fs::exists(s.dirs.pipe)); // its pipes went with it
+    CHECK(fs::exists(s.dirs.log));
 }
 
 TEST_CASE("mps: start adopts a daemon a previous worker left answering on the same directories", "[mps]") {
@@ -204,10 +225,13 @@ TEST_CASE("mps: start fails with a clear error when the program is missing or ex
             return;
         }
         TempDir work;
+        TempDir run;
+        const auto dirs = mps_dirs(work.path(), ::geteuid(), run.path());
         auto mps = make_mps_control(milliseconds(1000));
-        auto st = mps->start(mps_dirs(work.path()), {"GPU-aaaa"});
+        auto st = mps->start(dirs, {"GPU-aaaa"});
         REQUIRE_FALSE(st);
         CHECK_THAT(st.error().message, Catch::Contains("nvidia-cuda-mps-control is not on PATH"));
+        CHECK_FALSE(fs::exists(dirs.pipe)); // not left behind
         CHECK_FALSE(mps->running());
         CHECK(mps->stop());
         CHECK_FALSE(mps_available());
@@ -221,6 +245,7 @@ TEST_CASE("mps: start fails with a clear error when the program is missing or ex
         CHECK_THAT(st.error().message, Catch::Contains("nvidia-cuda-mps-control -d exited with status 3") &&
                                            Catch::Contains("no CUDA-capable device is detected"));
         CHECK_FALSE(mps->running());
+        CHECK_FALSE(fs::exists(s.dirs.pipe));
     }
     SECTION("no GPU to serve") {
         StandIn s;
@@ -278,6 +303,66 @@ TEST_CASE("mps: available only with the control program and a GPU nvidia-smi lis
     auto smi = s.bin.write("nvidia-smi", "#!/bin/sh\necho '0, GPU-aaaa, NVIDIA L4, 23034'\n");
     fs::permissions(smi, fs::perms::owner_all);
     CHECK(mps_available());
+}
+
+// Whether `uid` (with that gid, no other groups) can reach `p`: every directory above it passable.
+// Asked in a child that becomes that user, so it is the kernel's answer, not ours. Needs root.
+bool reachable_as(uid_t uid, const fs::path& p) {
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        struct stat st {};
+        const bool ok = ::setgroups(0, nullptr) == 0 && ::setgid(uid) == 0 && ::setuid(uid) == 0 &&
+                        ::stat(p.c_str(), &st) == 0;
+        ::_exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+TEST_CASE("mps: a root worker's container jobs (uid 65534) reach the pipes past its 0700 work dir", "[mps]") {
+    if (::geteuid() != 0) {
+        WARN("not root: a worker that is not root keeps its pipes in its work dir, its jobs run as itself");
+        CHECK(mps_dirs("/w", ::geteuid()).pipe == "/w/mps/pipe");
+        return;
+    }
+    StandIn s;
+    fs::permissions(s.work.path(), fs::perms::owner_all); // the worker's work dir: 0700
+    auto mps = make_mps_control(milliseconds(3000));
+    REQUIRE(mps->start(s.dirs, {"GPU-aaaa"}));
+    CHECK(mode_of(s.dirs.pipe) == 0755);
+    CHECK(mode_of(s.work.path()) == 0700); // never opened to reach the pipes
+    const fs::path control = s.dirs.pipe / "control";
+    REQUIRE(fs::exists(control));
+    CHECK(reachable_as(65534, control));
+    CHECK_FALSE(reachable_as(65534, s.dirs.log)); // the logs are the worker's
+    // Where the pipes were before (under the work dir), that user could not reach them: the test
+    // tells the two apart.
+    const auto before = mps_dirs(s.work.path(), 1000).pipe / "control";
+    fs::create_directories(before.parent_path());
+    gpupool::test::write_file(before, "");
+    CHECK_FALSE(reachable_as(65534, before));
+    REQUIRE(mps->stop());
+}
+
+TEST_CASE("mps: start refuses a pipe directory that is a link or not the worker's", "[mps]") {
+    StandIn s;
+    TempDir elsewhere;
+    fs::create_directory_symlink(elsewhere.path(), s.dirs.pipe);
+    auto mps = make_mps_control(milliseconds(1000));
+    auto st = mps->start(s.dirs, {"GPU-aaaa"});
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.error().message, Catch::Contains(s.dirs.pipe.string()) && Catch::Contains("symbolic link"));
+    CHECK(s.calls().empty()); // nothing was started on it
+    if (::geteuid() == 0) {
+        fs::remove(s.dirs.pipe);
+        fs::create_directory(s.dirs.pipe);
+        REQUIRE(::chown(s.dirs.pipe.c_str(), 65534, 65534) == 0);
+        auto theirs = mps->start(s.dirs, {"GPU-aaaa"});
+        REQUIRE_FALSE(theirs);
+        CHECK_THAT(theirs.error().message, Catch::Contains("belongs to uid 65534"));
+    }
 }
 
 TEST_CASE("mps: the compute setting reads `throughput` or `isolate`, and throughput is the default", "[mps]") {

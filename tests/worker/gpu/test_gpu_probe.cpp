@@ -152,3 +152,55 @@ TEST_CASE("the real probe reads utilisation and pmon, says watchdog or none, and
     gpupool::test::write_file(no_apps, "");
     CHECK(probe.memory_enforcement() == MemoryEnforcement::none); // never silent: the inventory says so
 }
+
+namespace {
+// GPUPOOL_NVIDIA_SMI_REPLAY for the life of the guard: tests/gpu/stand-in/nvidia-smi then answers from
+// that folder.
+struct Replay {
+    explicit Replay(const std::filesystem::path& dir) { ::setenv("GPUPOOL_NVIDIA_SMI_REPLAY", dir.c_str(), 1); }
+    ~Replay() { ::unsetenv("GPUPOOL_NVIDIA_SMI_REPLAY"); }
+    Replay(const Replay&) = delete;
+    Replay& operator=(const Replay&) = delete;
+};
+} // namespace
+
+TEST_CASE("the real probe reads the H200's answers through the replaying stand-in (2026-12-04, reconstructed)",
+          "[gpu_probe]") {
+    const auto stand_in = gpupool::test::source_dir() / "tests" / "gpu" / "stand-in";
+    PathFirst path(stand_in);
+    Replay replay(stand_in / "h200"); // README.md there: reconstructed from that run's env.txt, not captured
+    NvidiaSmiProbe probe(std::chrono::seconds(5));
+    const std::string uuid = "GPU-51ae82ea-1094-9743-1075-c151ad33234a";
+    auto gpus = probe.list();
+    REQUIRE(gpus);
+    CHECK(*gpus == std::vector<GpuInfo>{{0, uuid, "NVIDIA H200", "H200", 143771}});
+    auto procs = probe.processes(); // idle: no line at all
+    REQUIRE(procs);
+    CHECK(procs->empty());
+    CHECK(probe.memory_enforcement() == MemoryEnforcement::watchdog);
+    auto status = probe.status();
+    REQUIRE(status);
+    CHECK(*status == std::vector<GpuStatus>{{uuid, 0}});
+    CHECK(assess_gpu_health(*gpus, status).empty());
+    auto activity = probe.activity();
+    REQUIRE(activity);
+    CHECK(activity->gpus == std::vector<GpuUtilisation>{{uuid, 0, 0}});
+    CHECK_FALSE(activity->processes); // no pmon answer in the set: the whole GPU decides
+}
+
+TEST_CASE("the replaying stand-in answers a query it holds no capture of as an error, and nothing without a set",
+          "[gpu_probe]") {
+    const auto stand_in = gpupool::test::source_dir() / "tests" / "gpu" / "stand-in";
+    PathFirst path(stand_in);
+    gpupool::test::TempDir empty;
+    {
+        Replay replay(empty.path());
+        auto gpus = NvidiaSmiProbe(std::chrono::seconds(5)).list();
+        REQUIRE_FALSE(gpus);
+        CHECK_THAT(gpus.error().message, Catch::Contains("exited with status 6"));
+    }
+    auto l4 = NvidiaSmiProbe(std::chrono::seconds(5)).list(); // its own L4 again
+    REQUIRE(l4);
+    REQUIRE(l4->size() == 1);
+    CHECK((*l4)[0].model == "L4");
+}

@@ -10,15 +10,25 @@
 #   4. idle guard: a job with `idle_timeout = "1m"` that holds 256 MiB and sleeps fails with a reason
 #      starting "idle on its GPU" within 160 s of its start. It runs beside checks 2 and 3 (check 3's
 #      jobs sleep, so the GPU computes only during check 2).
-#   5. with nvidia-cuda-mps-control on PATH: the worker again with --mps, checks 2 and 3 at once.
+#   5. with nvidia-cuda-mps-control on PATH: the worker again with --mps (the coordinator must read GPU 0's
+#      enforcement as `mps` within 15 s), checks 2 and 3 at once.
+#   6. the sharing measure (tests/gpu/pack.sh): N jobs one at a time, packed, packed under --mps; the
+#      makespans and their ratios. Its own time budget after checks 1-5; GPUPOOL_GPU_CHECK_PACK=0 skips it.
 # With more than one GPU, the worker shares only GPU 0 for checks 2-5 (worker.toml [[gpu]] share = false).
 #
 # Usage: tests/gpu/check.sh PATH/TO/gpupool   (docs/gpu-check.md)
 # Needs nvidia-smi with a driver and python3 with PyTorch and CUDA (GPUPOOL_GPU_CHECK_PYTHON names
 # another interpreter for the jobs); no container engine, jq or curl. One line per check on stdout,
-# `check N: PASS|FAIL|SKIP: <what> <figures>`; progress on stderr; exit 1 on any FAIL; done within
-# 5 minutes. GPUPOOL_GPU_CHECK_DRY=1 stops after check 1: a plumbing test for a machine without a GPU,
-# with tests/gpu/stand-in first on PATH. GPUPOOL_GPU_CHECK_KEEP=1 keeps the temp dir.
+# `check N: PASS|FAIL|SKIP: <what> <figures>`; progress on stderr; exit 1 on any FAIL; checks 1-5 are
+# done within 5 minutes, check 6 within GPUPOOL_GPU_CHECK_PACK_BUDGET seconds (480; GPUPOOL_GPU_CHECK_PACK_N
+# jobs, 8, of GPUPOOL_GPU_CHECK_PACK_ITERS forwards, 2000). On any FAIL the logs (coordinator, worker, MPS
+# control and server, the jobs', check 6's) are copied to GPUPOOL_GPU_CHECK_LOGS, else to
+# ./gpu-check-logs-<UTC time>, named on stderr. GPUPOOL_GPU_CHECK_CAPTURE=DIR saves the raw answers of the
+# nvidia-smi queries the worker makes in DIR/idle, DIR/share (during check 2) and DIR/mps (check 5):
+# replay sets for tests/gpu/stand-in/nvidia-smi (GPUPOOL_NVIDIA_SMI_REPLAY). GPUPOOL_GPU_CHECK_DRY=1 is a
+# plumbing test for a machine without a GPU, with tests/gpu/stand-in first on PATH: check 1, the MPS
+# join of check 5 against the stand-in control program, check 6 with sleeping jobs, and a capture
+# replayed. GPUPOOL_GPU_CHECK_KEEP=1 keeps the temp dir.
 # shellcheck disable=SC2317 # cleanup and more_shared are called indirectly (trap, eventually)
 set -uo pipefail
 
@@ -59,23 +69,47 @@ stop_pid() { # stop_pid PID: SIGTERM, twice (a draining worker stops its jobs on
     kill -KILL "$pid" 2> /dev/null
     wait "$pid" 2> /dev/null
 }
+mps_pipes() { # the pipe directories the worker's MPS daemons said they use (a root worker's are in /run)
+    grep -ho -e 'pipes in /[^ ]*' -e 'answering on /[^ ]*' "$dir/worker.err" 2> /dev/null | awk '{print $NF}' | sort -u
+}
+keep_logs() { # copies what a failed run leaves to look at (never a token or the worker's identity)
+    local to=${GPUPOOL_GPU_CHECK_LOGS:-$PWD/gpu-check-logs-$(date -u +%Y%m%dT%H%M%SZ)} f
+    mkdir -p "$to" || {
+        echo "gpu-check: cannot make $to: the logs are lost" >&2
+        return
+    }
+    for f in "$dir"/*.err "$dir"/*.out "$dir"/*.toml "$dir"/*.json "$dir"/*.why "$dir/smi.csv"; do
+        [ -f "$f" ] && cp "$f" "$to/"
+    done
+    [ -d "$dir/work/mps/log" ] && cp -r "$dir/work/mps/log" "$to/mps-log"
+    [ -d "$dir/pack-logs" ] && cp -r "$dir/pack-logs" "$to/pack"
+    mkdir -p "$to/jobs"
+    # each attempt's log and state (attempt_folders.cpp), by their paths under the work dir
+    (cd "$dir/work" 2> /dev/null && find . -type f \( -name log -o -name state.json \) -size -20M \
+        -exec cp --parents {} "$to/jobs/" \;)
+    echo "gpu-check: kept the logs of this run in $to" >&2
+}
 cleanup() {
-    local pid
+    local pid pipe
     for pid in "${pids[@]}"; do
         stop_pid "$pid"
     done
     # Whatever a killed worker left: its jobs, and an MPS daemon on its pipe directory.
     pkill -KILL -f "$dir/gpu_job.py" 2> /dev/null
-    if [ -d "$dir/work/mps/pipe" ] && command -v nvidia-cuda-mps-control > /dev/null; then
-        echo quit | CUDA_MPS_PIPE_DIRECTORY="$dir/work/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$dir/work/mps/log" \
+    for pipe in $(mps_pipes); do
+        if [ ! -d "$pipe" ] || ! command -v nvidia-cuda-mps-control > /dev/null; then
+            continue
+        fi
+        echo quit | CUDA_MPS_PIPE_DIRECTORY="$pipe" CUDA_MPS_LOG_DIRECTORY="$dir/work/mps/log" \
             timeout 10 nvidia-cuda-mps-control > /dev/null 2>&1
-    fi
+    done
     if [ "$failures" -ne 0 ]; then
         for f in worker coordinator; do
             [ -s "$dir/$f.err" ] || continue
             echo "---- $f (tail) ----" >&2
             tail -n 25 "$dir/$f.err" >&2 2> /dev/null
         done
+        keep_logs
     fi
     if [ "${GPUPOOL_GPU_CHECK_KEEP:-0}" = 1 ]; then
         say "kept $dir (GPUPOOL_GPU_CHECK_KEEP)"
@@ -98,9 +132,42 @@ driver=$(timeout 20 nvidia-smi --query-gpu=driver_version --format=csv,noheader 
 timeout 20 nvidia-smi --query-gpu=name,memory.total,uuid --format=csv,noheader,nounits > "$dir/smi.csv" ||
     abort "nvidia-smi does not answer: $(head -c 300 "$dir/smi.csv")"
 say "$("$bin" version 2> /dev/null | head -n 1); driver $driver; GPU 0: $(head -n 1 "$dir/smi.csv")"
-if [ "$driver" = stand-in ] && [ "$dry" != 1 ]; then
+if { [ "$driver" = stand-in ] || [ -n "${GPUPOOL_NVIDIA_SMI_REPLAY:-}" ]; } && [ "$dry" != 1 ]; then
     abort "the nvidia-smi on PATH is tests/gpu/stand-in's: only a plumbing test (GPUPOOL_GPU_CHECK_DRY=1) may use it"
 fi
+
+# capture LABEL: the raw answers of the nvidia-smi queries the worker makes (worker/gpu/gpu_probe.cpp:
+# inventory, compute apps, health, utilization, pmon) and this script's own, now, into
+# $GPUPOOL_GPU_CHECK_CAPTURE/LABEL, one <key>.out/.err/.rc each as tests/gpu/stand-in/nvidia-smi replays them.
+smi_queries=(
+    "--query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits"
+    "--query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits"
+    "--query-gpu=uuid,ecc.errors.uncorrected.volatile.total --format=csv,noheader,nounits"
+    "--query-gpu=uuid,utilization.gpu,utilization.memory --format=csv,noheader,nounits"
+    "pmon -c 1 -s u"
+    "--query-gpu=name,memory.total,uuid --format=csv,noheader,nounits"
+    "--query-gpu=driver_version --format=csv,noheader"
+    "--query-gpu=name,driver_version --format=csv,noheader"
+    "--query-gpu=index --format=csv,noheader"
+)
+smi_key() { printf '%s' "$*" | sed 's/^--//; s/ --/ /g; s/[^A-Za-z0-9.,=_-]/_/g'; } # as the stand-in's
+capture() {
+    [ -n "${GPUPOOL_GPU_CHECK_CAPTURE:-}" ] || return 0
+    local to=$GPUPOOL_GPU_CHECK_CAPTURE/$1 q key
+    mkdir -p "$to" || return 0
+    for q in "${smi_queries[@]}"; do
+        key=$(smi_key "$q")
+        # shellcheck disable=SC2086 # the query's words
+        timeout 20 nvidia-smi $q > "$to/$key.out" 2> "$to/$key.err"
+        echo $? > "$to/$key.rc"
+        [ -s "$to/$key.err" ] || rm -f "$to/$key.err"
+    done
+    timeout 20 nvidia-smi > "$to/table.txt" 2>&1 # for people; not replayed
+    printf 'captured %s by tests/gpu/check.sh (%s) at %s: %s\n' "$1" "$("$bin" version 2> /dev/null | head -n 1)" \
+        "$(date -u '+%Y-%m-%d %H:%M:%S UTC')" "$(head -n 1 "$dir/smi.csv")" > "$to/README.txt"
+    say "captured nvidia-smi's answers ($1) in $to"
+}
+capture idle
 
 "$bin" --log-level info coordinator --db "$dir/pool.db" --listen 127.0.0.1:0 --port-file "$dir/port" --tick-ms 100 \
     --lease 2m --credits record --admin-token-file "$dir/admin.token" > "$dir/coordinator.out" 2> "$dir/coordinator.err" < /dev/null &
@@ -149,8 +216,69 @@ say "worker joined $url: $(grep -o 'sharing with.*' "$dir/worker.err" | tail -n 
 v=$(judge inventory "$dir/smi.csv")
 report 1 "${v%%: *}" "inventory vs nvidia-smi: ${v#*: }"
 
+# wait_for_mps: the coordinator reads GPU 0's enforcement as `mps` within 15 s of an --mps worker joining
+# (until its first heartbeat it may still hold the inventory the same worker registered without --mps);
+# sets enforcement and waited.
+wait_for_mps() {
+    local a=$SECONDS
+    is_mps() {
+        enforcement=$(judge enforcement)
+        [ "$enforcement" = mps ]
+    }
+    eventually 15 is_mps
+    local rc=$?
+    waited=$((SECONDS - a))
+    return $rc
+}
+# pack_check: check 6, tests/gpu/pack.sh on its own coordinator and worker (this one's worker stopped).
+pack_check() {
+    local what="sharing measure" budget=${GPUPOOL_GPU_CHECK_PACK_BUDGET:-480} n iters rc line
+    n=${GPUPOOL_GPU_CHECK_PACK_N:-$([ "$dry" = 1 ] && echo 3 || echo 8)}
+    iters=${GPUPOOL_GPU_CHECK_PACK_ITERS:-$([ "$dry" = 1 ] && echo 500 || echo 2000)}
+    [ "$dry" = 1 ] && what="sharing measure, dry (jobs sleep; no GPU)"
+    if [ "${GPUPOOL_GPU_CHECK_PACK:-1}" = 0 ]; then
+        report 6 SKIP "$what: GPUPOOL_GPU_CHECK_PACK=0"
+        return
+    fi
+    stop_worker # the GPU is pack.sh's alone
+    say "check 6: tests/gpu/pack.sh with N=$n, ITERS=$iters, within $budget s"
+    GPUPOOL_GPU_PACK_LOGS="$dir/pack-logs" timeout -k 60 "$budget" "$here/pack.sh" "$bin" "$n" "$iters" > "$dir/pack.out"
+    rc=$?
+    line=$(grep -E '^pack: (PASS|FAIL): ' "$dir/pack.out" | tail -n 1)
+    line=${line#pack: }
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        report 6 FAIL "$what: not done within $budget s (GPUPOOL_GPU_CHECK_PACK_BUDGET)"
+    elif [ -n "$line" ]; then
+        report 6 "${line%%: *}" "$what: ${line#*: }"
+    else
+        report 6 FAIL "$what: pack.sh gave no verdict (exit $rc): $(tail -n 2 "$dir/pack.out" | tr '\n' ' ' | cut -c1-300)"
+    fi
+}
+
 if [ "$dry" = 1 ]; then
-    say "checks 2-5 not run: GPUPOOL_GPU_CHECK_DRY=1 is a plumbing test only (no GPU, no PyTorch used)"
+    if [ -n "${GPUPOOL_GPU_CHECK_CAPTURE:-}" ]; then # the capture replays as it was answered
+        for q in "${smi_queries[@]}"; do
+            # shellcheck disable=SC2086
+            if [ "$(nvidia-smi $q 2>&1)" != "$(GPUPOOL_NVIDIA_SMI_REPLAY=$GPUPOOL_GPU_CHECK_CAPTURE/idle nvidia-smi $q 2>&1)" ]; then
+                echo "gpu-check: FAIL: the stand-in replays \`nvidia-smi $q\` otherwise than captured" >&2
+                failures=$((failures + 1))
+            fi
+        done
+    fi
+    if ! command -v nvidia-cuda-mps-control > /dev/null; then
+        report 5 SKIP "MPS, dry: nvidia-cuda-mps-control is not on PATH (tests/gpu/stand-in has one)"
+    else
+        stop_worker
+        if ! start_worker --mps; then
+            report 5 FAIL "MPS, dry (stand-in control program): the worker did not join with --mps: $(worker_trouble)"
+        elif wait_for_mps; then
+            report 5 PASS "MPS, dry (stand-in control program, no GPU): GPU 0's enforcement read mps after ${waited} s; pipes in $(mps_pipes | tr '\n' ' ')"
+        else
+            report 5 FAIL "MPS, dry: the worker joined with --mps but the coordinator still reads GPU 0's enforcement as '$enforcement' after ${waited} s"
+        fi
+    fi
+    say "checks 2-4 not run: GPUPOOL_GPU_CHECK_DRY=1 is a plumbing test only (no GPU, no PyTorch used)"
+    pack_check
     exit $((failures > 0))
 fi
 
@@ -252,7 +380,7 @@ verdict() { # verdict N WHAT JUDGE-ARG...: reports the judge's verdict as check 
 
 if [ "$torch_ok" = 0 ]; then
     why="PyTorch with CUDA is not usable by $py: $(tail -n 1 "$dir/torch.err")"
-    for n in 2 3 4 5; do report "$n" FAIL "$why"; done
+    for n in 2 3 4 5 6; do report "$n" FAIL "$why"; done
     exit 1
 fi
 
@@ -263,6 +391,7 @@ submit_share_jobs plain
 say "submitted: idle-guard ${idle_id:-(refused)}; share jobs ${share_ids[*]:-(refused)}"
 
 if [ "${#share_ids[@]}" = 3 ]; then
+    [ -n "${GPUPOOL_GPU_CHECK_CAPTURE:-}" ] && judge_until 60 started "${share_ids[0]}" && capture share
     judge_until 150 ended "${share_ids[@]}" || say "check 2's jobs had not all ended in time"
     verdict 2 "three fractional jobs at once" together "${share_ids[@]}"
 else
@@ -290,14 +419,13 @@ fi
 # ---- 5. 2 and 3 again, at once, under MPS ----
 # mps_checks: the worker again with --mps; sets mps_verdict to PASS: ... or FAIL: ...
 mps_checks() {
-    local enforcement='' v2 v3
+    local v2 v3
     stop_worker
-    start_worker "${config[@]}" --mps && enforcement=$(judge enforcement)
-    if [ -z "$enforcement" ]; then
+    if ! start_worker "${config[@]}" --mps; then
         mps_verdict="FAIL: the worker did not join with --mps: $(worker_trouble)"
         return
-    elif [ "$enforcement" != mps ]; then
-        mps_verdict="FAIL: the worker started with --mps enforces GPU 0's shares by '$enforcement'"
+    elif ! wait_for_mps; then
+        mps_verdict="FAIL: the worker joined with --mps, but after ${waited} s the coordinator still reads GPU 0's enforcement as '$enforcement', not mps"
         return
     fi
     submit_share_jobs mps
@@ -311,11 +439,12 @@ mps_checks() {
         return
     fi
     say "submitted under MPS: share jobs ${share_ids[*]}, neighbour $neighbour_id, offender $offender_id"
+    capture mps
     judge_until 150 ended "${share_ids[@]}" "$offender_id" "$neighbour_id" || say "the MPS jobs had not all ended in time"
     v2=$(judge together "${share_ids[@]}")
     v3=$(judge offender "$offender_id" "$neighbour_id" mps)
     if [ "${v2%%: *}" = PASS ] && [ "${v3%%: *}" = PASS ]; then
-        mps_verdict="PASS: enforcement mps; 2: ${v2#*: }; 3: ${v3#*: }"
+        mps_verdict="PASS: enforcement mps (read after ${waited} s); 2: ${v2#*: }; 3: ${v3#*: }"
     else
         mps_verdict="FAIL: enforcement mps; 2: $v2; 3: $v3"
     fi
@@ -328,6 +457,9 @@ else
     mps_checks
     report 5 "${mps_verdict%%: *}" "MPS: ${mps_verdict#*: }"
 fi
+
+# ---- 6. the sharing measure, on its own budget ----
+pack_check
 
 say "done in $((SECONDS - t0)) s: $failures check(s) failed (driver $driver)"
 exit $((failures > 0))

@@ -14,6 +14,10 @@ Environment: GPUPOOL_BIN (the binary), GPUPOOL_URL, GPUPOOL_ADMIN_TOKEN_FILE, GP
                                        failing on its own refused allocation counts too), the neighbour
                                        succeeded, and they ran at the same time
   judge.py idle ID LIMIT_S             check 4: failed as idle on its GPU within LIMIT_S of its start
+  judge.py sweep LABEL T0 T1 ID...     pack.sh: one JSON line of figures for a sweep submitted at T0 and
+                                       all ended at T1 (unix times): makespan T1 - T0, how many ran at once
+  judge.py pack N SWEEP_FILE...        check 6: the verdict over pack.sh's sweeps (the lines `sweep` printed;
+                                       a file holding `SKIP: why` or `FAIL: why` stands for a sweep not run)
 
 The judging subcommands print one line, `PASS: <figures>` or `FAIL: <why>`.
 """
@@ -179,6 +183,69 @@ def idle(job_id, limit_s):
     return f"PASS: stopped {ran:.0f} s after it started (limit {limit_s:g} s): {j.reason}"
 
 
+def most_at_once(jobs):
+    """The largest number of jobs whose [start, end] intervals (their own log lines) overlap."""
+    events = sorted([(j.start, 1) for j in jobs] + [(j.end, -1) for j in jobs], key=lambda e: (e[0], e[1]))
+    now = most = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def sweep(label, t0, t1, ids):
+    jobs = [Job(i) for i in ids]
+    timed = [j for j in jobs if j.start is not None and j.end is not None]
+    runs = sorted(j.end - j.start for j in timed)
+    setups = sorted(float(j.figure("setup_s")) for j in timed if j.figure("setup_s") != "?")
+    return json.dumps({
+        "label": label, "jobs": len(jobs), "succeeded": sum(j.state == "succeeded" for j in jobs),
+        "gpu": (jobs[0].gpu_milli or 0) / 1000 if jobs else 0, "makespan_s": round(t1 - t0, 1),
+        "run_median_s": round(runs[len(runs) // 2], 2) if runs else None,
+        "setup_median_s": round(setups[len(setups) // 2], 2) if setups else None,
+        "at_once": most_at_once(timed), "model": timed[0].figure("model") if timed else "?",
+        "trouble": [j.describe() for j in jobs if j.state != "succeeded"][:2]})
+
+
+def pack(n, files):
+    sweeps, skipped, bad = {}, [], []
+    for f in files:
+        with open(f, encoding="utf-8") as fh:
+            text = fh.read().strip()
+        if text.startswith("SKIP: "):
+            skipped.append(text[6:])
+        elif text.startswith("FAIL: "):
+            bad.append(text[6:])
+        elif text:
+            d = json.loads(text.splitlines()[-1])
+            sweeps[d["label"]] = d
+    for d in sweeps.values():
+        if d["succeeded"] != d["jobs"] or d["jobs"] != n:
+            bad.append(f"{d['label']}: {d['succeeded']} of {d['jobs']} job(s) succeeded ({'; '.join(d['trouble'])})")
+    if "serial" in sweeps and sweeps["serial"]["at_once"] > 1:
+        bad.append(f"serial: {sweeps['serial']['at_once']} whole-GPU jobs ran at once on one GPU")
+    for label in ("packed", "mps"):
+        if label in sweeps and sweeps[label]["at_once"] < 2 <= n:
+            bad.append(f"{label}: the jobs never ran together (at most {sweeps[label]['at_once']} at once)")
+    if "packed" not in sweeps:
+        bad.append("the packed sweep did not run")
+    parts = []
+    base = sweeps.get("serial", {}).get("makespan_s")
+    for label, what in (("serial", "one at a time"), ("packed", "packed"), ("mps", "packed under MPS")):
+        d = sweeps.get(label)
+        if d is None:
+            continue
+        part = f"{what} (gpu = {d['gpu']:g}) {d['makespan_s']:.1f} s"
+        if label != "serial":
+            part += f", {d['at_once']} at once"
+            if base:
+                part += f", {base / d['makespan_s']:.2f}x"
+        parts.append(part)
+    model = next(iter(sweeps.values()))["model"] if sweeps else "?"
+    figures = f"N={n} ({model}): " + "; ".join(parts) + "".join(f"; SKIP {s}" for s in skipped)
+    return ("FAIL: " + "; ".join(bad) + " -- " if bad else "PASS: ") + figures
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     try:
@@ -197,9 +264,13 @@ def main():
             print(offender(args[0], args[1], args[2]))
         elif cmd == "idle":
             print(idle(args[0], float(args[1])))
+        elif cmd == "sweep":
+            print(sweep(args[0], float(args[1]), float(args[2]), args[3:]))
+        elif cmd == "pack":
+            print(pack(int(args[0]), args[1:]))
         else:
             sys.exit(f"judge.py: unknown command {cmd}")
-    except (RuntimeError, KeyError, ValueError, subprocess.TimeoutExpired) as e:
+    except (RuntimeError, KeyError, ValueError, OSError, subprocess.TimeoutExpired) as e:
         if cmd in ("ended", "started"):
             sys.exit(1)
         print(f"FAIL: {type(e).__name__}: {e}")

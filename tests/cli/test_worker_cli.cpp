@@ -106,6 +106,13 @@ TEST_CASE("worker process: without --share it only shows what it would offer, th
                                         "--runtime", "process", "--unsafe-process-runtime", "--reclaim-quiet", "soon"});
     CHECK(bad_quiet.exit_code == 2);
     CHECK_THAT(bad_quiet.err, Catch::Contains("--reclaim-quiet"));
+    auto bad_compute = test::run_gpupool({"--url", "http://127.0.0.1:1", "--token", "gpp_x", "worker", "--share",
+                                          "--runtime", "process", "--unsafe-process-runtime", "--mps", "--mps-compute",
+                                          "fast"});
+    CHECK(bad_compute.exit_code == 2);
+    CHECK_THAT(bad_compute.err, Catch::Contains("--mps-compute") && Catch::Contains("throughput"));
+    auto help = test::run_gpupool({"worker", "--help"});
+    CHECK_THAT(help.out, Catch::Contains("--mps-compute"));
 }
 
 TEST_CASE("worker process: kill -9 mid-job, the job reruns elsewhere and the first attempt's late messages are refused",

@@ -97,7 +97,7 @@ Status make_dir(const fs::path& dir, mode_t mode) {
     }
     if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
         return make_error(ErrorCode::io, "the MPS directory " + dir.string() +
-                                             (S_ISLNK(st.st_mode)  ? " is a symbolic link"
+                                             (S_ISLNK(st.st_mode)    ? " is a symbolic link"
                                               : !S_ISDIR(st.st_mode) ? " is not a directory"
                                                                      : " belongs to uid " + std::to_string(st.st_uid)) +
                                              ": remove it, or give the worker another work dir");
@@ -326,8 +326,10 @@ MpsDirs mps_dirs(const fs::path& work_dir, uid_t euid, const fs::path& run_root)
 
 const char* to_string(MpsCompute c) {
     switch (c) {
-    case MpsCompute::throughput: return "throughput";
-    case MpsCompute::isolate: return "isolate";
+    case MpsCompute::throughput:
+        return "throughput";
+    case MpsCompute::isolate:
+        return "isolate";
     }
     return "?";
 }
@@ -340,7 +342,8 @@ Result<MpsCompute> parse_mps_compute(std::string_view text) {
     }
     return make_error(ErrorCode::invalid_input,
                       "expected `throughput` (MPS clients may use the whole GPU's compute, memory capped) or "
-                      "`isolate` (each client's compute capped at its share), got `" + std::string(text) + "`");
+                      "`isolate` (each client's compute capped at its share), got `" +
+                          std::string(text) + "`");
 }
 
 bool mps_available() {

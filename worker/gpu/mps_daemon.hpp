@@ -49,10 +49,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
-
 #include <sys/types.h>
 #include <unistd.h>
+#include <vector>
 
 namespace gpupool::worker {
 

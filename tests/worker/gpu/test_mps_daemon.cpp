@@ -312,8 +312,8 @@ bool reachable_as(uid_t uid, const fs::path& p) {
     REQUIRE(child >= 0);
     if (child == 0) {
         struct stat st {};
-        const bool ok = ::setgroups(0, nullptr) == 0 && ::setgid(uid) == 0 && ::setuid(uid) == 0 &&
-                        ::stat(p.c_str(), &st) == 0;
+        const bool ok =
+            ::setgroups(0, nullptr) == 0 && ::setgid(uid) == 0 && ::setuid(uid) == 0 && ::stat(p.c_str(), &st) == 0;
         ::_exit(ok ? 0 : 1);
     }
     int status = 0;
@@ -370,8 +370,8 @@ TEST_CASE("mps: the compute setting reads `throughput` or `isolate`, and through
     CHECK(parse_mps_compute("isolate").value() == MpsCompute::isolate);
     auto bad = parse_mps_compute("fair");
     REQUIRE_FALSE(bad);
-    CHECK_THAT(bad.error().message, Catch::Contains("`throughput`") && Catch::Contains("`isolate`") &&
-                                        Catch::Contains("got `fair`"));
+    CHECK_THAT(bad.error().message,
+               Catch::Contains("`throughput`") && Catch::Contains("`isolate`") && Catch::Contains("got `fair`"));
     CHECK(k_default_mps_compute == MpsCompute::throughput);
     CHECK(std::string(to_string(MpsCompute::isolate)) == "isolate");
 }

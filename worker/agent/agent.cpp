@@ -245,9 +245,8 @@ struct Agent::Impl {
                 return ref && models->has(*ref);
             });
         }
-        if (mps) {
-            ctx.mps_pipe = mps_dirs(opt.work_dir).pipe;
-        }
+        ctx.mps_pipe = mps ? std::optional(mps_dirs(opt.work_dir).pipe) : std::nullopt;
+        ctx.mps_compute = opt.mps_compute;
         return container_spec_for(t, ctx);
     }
 

@@ -72,7 +72,7 @@ void set_gpu(ContainerSpec& c, const Attempt& t, const ContainerContext& ctx) {
                 c.env["CUDA_VISIBLE_DEVICES"] = g->uuid;
             }
             const int device = by_uuid || ctx.runtime.gpu_as_device_zero ? 0 : static_cast<int>(t.a.gpu_index);
-            for (const auto& [k, v] : mps_client_env(milli, gpu_mem, device, pipe)) {
+            for (const auto& [k, v] : mps_client_env(milli, gpu_mem, device, pipe, ctx.mps_compute)) {
                 c.env[k] = v;
             }
             if (!host_paths) {

@@ -31,6 +31,7 @@
 #include "worker/agent/attempt.hpp"
 #include "worker/agent/coordinator_link.hpp"
 #include "worker/gpu/gpu_probe.hpp"
+#include "worker/gpu/mps_daemon.hpp" // MpsCompute
 #include "worker/runtime/container_runtime.hpp"
 
 #include <sys/types.h>
@@ -51,6 +52,7 @@ struct ContainerContext {
     std::filesystem::path model_cache{}; // the worker's model cache (HF_HOME layout); empty: none
     bool models_ready = false;           // every model the job names is complete in it
     std::optional<std::filesystem::path> mps_pipe{}; // the worker's MPS daemon's pipe directory (--mps)
+    MpsCompute mps_compute = k_default_mps_compute;  // its clients' compute (--mps-compute)
     uid_t worker_uid = ::geteuid(); // a container of a worker that is not root runs as the worker's user
     gid_t worker_gid = ::getegid();
 };

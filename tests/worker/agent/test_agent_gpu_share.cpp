@@ -94,6 +94,7 @@ TEST_CASE("agent: --mps runs the worker's own MPS daemon, makes fractional jobs 
     auto probe = one_gpu();
     auto o = options(pool, work.path());
     o.mps = true;
+    o.mps_compute = GENERATE(worker::MpsCompute::throughput, worker::MpsCompute::isolate);
     const auto pipe = worker::mps_dirs(work.path()).pipe; // a root worker's is in /run (mps_daemon.hpp)
     {
         RunningAgent ra(o, rt, probe);
@@ -112,7 +113,11 @@ TEST_CASE("agent: --mps runs the worker's own MPS daemon, makes fractional jobs 
         CHECK(c->spec.host_ipc);
         CHECK(c->spec.env.at("CUDA_MPS_PIPE_DIRECTORY") == "/run/gpupool-mps");
         CHECK(c->spec.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "0=12288M");
-        CHECK(c->spec.env.count("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0); // throughput, the default
+        if (o.mps_compute == worker::MpsCompute::isolate) {
+            CHECK(c->spec.env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == "50"); // capped at its half
+        } else {
+            CHECK(c->spec.env.count("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0); // throughput, the default
+        }
         CHECK(std::any_of(c->spec.mounts.begin(), c->spec.mounts.end(), [&](const worker::Mount& m) {
             return m.container == "/run/gpupool-mps" && m.host == pipe;
         }));

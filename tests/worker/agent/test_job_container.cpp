@@ -141,7 +141,9 @@ TEST_CASE("job container: with the worker's MPS daemon a fractional job is its c
     CHECK(c.env.at("CUDA_MPS_PIPE_DIRECTORY") == "/run/gpupool-mps");
     CHECK(c.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == "0=4096M"); // device 0 as the container sees it
     CHECK(c.env.at("CUDA_VISIBLE_DEVICES") == "GPU-b"); // by UUID, as the daemon was given the GPUs
-    CHECK(c.env.count("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0); // mps_client_env's default: throughput
+    CHECK(c.env.count("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0); // throughput, the default
+    ctx.mps_compute = worker::MpsCompute::isolate; // the owner's choice: each client capped at its share
+    CHECK(worker::container_spec_for(t, ctx).env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == "25");
     CHECK(c.host_ipc);
     REQUIRE(c.mounts.size() == 4);
     CHECK(c.mounts[3].host == std::filesystem::path("/spool/mps/pipe"));

@@ -125,7 +125,7 @@ mode_t mode_of(const fs::path& p) {
 
 } // namespace
 
-TEST_CASE("mps: a root worker's pipes are in /run, one folder per work dir; anyone else's under the work dir",
+TEST_CASE("mps: a root worker's pipes are in /run, one folder per work dir - anyone else's under the work dir",
           "[mps]") {
     auto root = mps_dirs("/var/lib/gpupool/worker", 0);
     CHECK(root.pipe.parent_path() == "/run");

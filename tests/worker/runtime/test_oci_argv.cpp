@@ -1,6 +1,5 @@
 // Pure parts of the podman/docker runtime: the `run` argv built from a ContainerSpec, the inspect
 // JSON reader, make_runtime's choices. No engine needed.
-#include "core/api/owner_terms.hpp"
 #include "tests/support.hpp"
 #include "worker/runtime/oci_runtime.hpp"
 #include "worker/runtime/runtime_registry.hpp"
@@ -50,7 +49,7 @@ TEST_CASE("oci run argv: isolation flags, limits, labels, mounts and env", "[run
             auto argv = build_run_argv(tool, sample_spec());
             REQUIRE(argv.size() > 4);
             CHECK(argv[0] == "run");
-            CHECK_FALSE(has(argv, "-d")); // foreground: the CLI's exit is the container's
+            CHECK_FALSE(has(argv, "-d"));          // foreground: the CLI's exit is the container's
             CHECK(has(argv, "--sig-proxy=false")); // signals reach the job through `kill` only
             CHECK(has_pair(argv, "--name", "gpupool-a42"));
             CHECK(has_pair(argv, "--label", "gpupool.job=42"));
@@ -120,40 +119,6 @@ TEST_CASE("oci run argv: an MPS client shares the host's IPC namespace, others n
         const auto ipc = std::find(argv.begin(), argv.end(), "--ipc=host");
         REQUIRE(ipc != argv.end());
         CHECK(ipc < std::find(argv.begin(), argv.end(), "--")); // an engine option, before the image
-    }
-}
-
-TEST_CASE("oci run argv: the engine gets the image fully qualified, as the owner's registries were checked",
-          "[runtime][security]") {
-    // A short name would let the engine search its own registries (podman's
-    // unqualified-search-registries) past an owner who allows only docker.io/library/.
-    const api::OwnerTerms only_library{0, {}, {"docker.io/library/"}};
-    const std::string digest = "@sha256:" + std::string(64, 'e');
-    const std::vector<std::pair<std::string, std::string>> cases{
-        {"busybox", "docker.io/library/busybox:latest"},
-        {"python:3.12", "docker.io/library/python:3.12"},
-        {"me/eval:1", "docker.io/me/eval:1"},
-        {"docker.io/busybox", "docker.io/library/busybox:latest"},
-        {"index.docker.io/me/eval", "docker.io/me/eval:latest"},
-        {"ghcr.io/me/eval" + digest, "ghcr.io/me/eval" + digest},
-        {"localhost/gpupool/busybox:latest", "localhost/gpupool/busybox:latest"}, // the tests' local image
-        {"host:5000/x", "host:5000/x:latest"},
-    };
-    for (OciTool tool : {OciTool::podman, OciTool::docker}) {
-        for (const auto& [image, qualified] : cases) {
-            DYNAMIC_SECTION(to_string(tool) << " " << image) {
-                ContainerSpec s = sample_spec();
-                s.image = image;
-                const auto argv = build_run_argv(tool, s);
-                const auto dash = std::find(argv.begin(), argv.end(), "--");
-                REQUIRE(dash + 1 < argv.end());
-                CHECK(*(dash + 1) == qualified);
-                CHECK(std::vector<std::string>(dash + 2, argv.end()) == s.argv);
-                // The owner's check and the engine see one name: what the check allowed is what runs.
-                CHECK(api::outside_terms(only_library, "t", image, 0).has_value() ==
-                      !qualified.starts_with("docker.io/library/"));
-            }
-        }
     }
 }
 

@@ -33,7 +33,7 @@ for rt in "${runtimes[@]}"; do
     times=()
     for i in $(seq 1 "$RUNS"); do
         t0=$(now_ms)
-        (cd "$tmp" && "$BIN" run "$repo/recipes/hello-sweep/recipe.toml" --runtime "$rt" --data-dir "$tmp/state-$rt" \
+        (cd "$tmp" && "$BIN" run "$repo/recipes/hello-sweep/recipe.toml" --runtime "$rt" --force --data-dir "$tmp/state-$rt" \
             > /dev/null 2>&1)
         times+=($(($(now_ms) - t0)))
     done
@@ -55,7 +55,7 @@ memory = "32MiB"
 i = [$values]
 EOF
 t0=$(now_ms)
-(cd "$tmp" && "$BIN" run "$tmp/many.toml" --data-dir "$tmp/state-many" > "$tmp/many.out" 2>&1)
+(cd "$tmp" && "$BIN" run "$tmp/many.toml" --runtime process --data-dir "$tmp/state-many" > "$tmp/many.out" 2>&1)
 ms=$(($(now_ms) - t0))
 ok=$(grep -c ' succeeded ' "$tmp/many.out" || true)
 awk -v n="$N" -v ms="$ms" -v ok="$ok" 'BEGIN {printf "%d jobs (%d succeeded) in %.1f s: %.1f jobs/s\n", n, ok, ms/1000, n*1000/ms}'
@@ -71,7 +71,7 @@ command = "i=0; while [ $i -lt 100 ]; do echo tick $(date +%s%N); i=$((i+1)); sl
 cpus = 0.1
 memory = "32MiB"
 EOF
-(cd "$tmp" && "$BIN" run "$tmp/ticker.toml" --data-dir "$tmp/state-ticker" 2> /dev/null) |
+(cd "$tmp" && "$BIN" run "$tmp/ticker.toml" --runtime process --data-dir "$tmp/state-ticker" 2> /dev/null) |
     while read -r word stamp; do
         if [ "$word" = tick ]; then echo $((($(date +%s%N) - stamp) / 1000000)); fi
     done > "$tmp/latency"

@@ -1,5 +1,6 @@
 // `gpupool run RECIPE.toml`: the embedded default. One process holds a coordinator (HTTP on
-// loopback, SQLite under ~/.local/share/gpupool/local/) and a worker; the recipe is submitted to it
+// loopback, SQLite under ~/.local/share/gpupool/local/) and a worker (in podman or docker when one
+// answers, else bare processes, which it says in one line); the recipe is submitted to it
 // through the same API a remote pool uses, its logs and outputs come back here, and the summary
 // says how every job ended. State persists between runs (history for estimates); a lock file keeps
 // two runs from sharing it.
@@ -23,19 +24,19 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <fcntl.h>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <set>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 namespace gpupool::cmd {
 
@@ -117,6 +118,91 @@ void cancel_leftovers(client::JobsClient& pool) {
     }
 }
 
+// One line, whatever an engine or a recipe put in it.
+std::string one_line(const std::string& text) {
+    std::string out = text;
+    std::replace(out.begin(), out.end(), '\n', ' ');
+    return printable(out);
+}
+
+// The images the recipe's jobs name, for the process runtime's warning.
+std::string images_text(const std::vector<recipe::JobSpec>& jobs) {
+    std::set<std::string> seen;
+    std::string out;
+    for (const auto& j : jobs) {
+        if (seen.insert(j.image).second) {
+            out += (out.empty() ? "" : ", ") + j.image;
+        }
+    }
+    return out;
+}
+
+// The runtime the jobs run with. --runtime auto (the default): the first container engine that
+// answers (podman, then docker), so a job runs in its image as on the pool; else the process
+// runtime, with one line on stderr saying what that means. A named one is used as it is.
+Result<std::unique_ptr<worker::ContainerRuntime>>
+choose_runtime(const RunOptions& o, const std::vector<recipe::JobSpec>& jobs, const fs::path& state_dir) {
+    worker::RuntimeArgs args{o.runtime_args, {}, state_dir, true};
+    std::string why = "asked for with --runtime process";
+    if (o.runtime == k_auto_runtime) {
+        if (!o.runtime_args.empty()) {
+            return make_error(ErrorCode::invalid_input,
+                              "--runtime-arg is for one engine: name it with --runtime podman or --runtime docker",
+                              "runtime-arg");
+        }
+        std::string tried;
+        for (const char* engine : {"podman", "docker"}) {
+            auto made = worker::make_runtime(engine);
+            Status works = made ? (*made)->check() : Status(made.error());
+            if (works) {
+                return made;
+            }
+            tried += (tried.empty() ? "" : "; ") + std::string(engine) + ": " + works.error().message;
+        }
+        why = "no container engine answered (" + tried + ")";
+    } else if (o.runtime != "process") {
+        return worker::make_runtime(o.runtime, o.runtime_args, {}, state_dir);
+    }
+    auto process = worker::find_runtime_kind("process")->make(args);
+    if (process) {
+        std::cerr << one_line("gpupool run: warning: runtime process: jobs run this machine's programs, not their "
+                              "image (" +
+                              images_text(jobs) + "), unisolated; " + why)
+                  << std::endl;
+    }
+    return process;
+}
+
+// Where each job's outputs and log go: OUT/<job>/ and OUT/<job>.log. What an earlier run left there
+// is kept unless --force (as `gpupool fetch` does): checked before anything runs, so a long run never
+// ends unable to write.
+Status check_out_dir(const fs::path& out_root, const std::vector<std::string>& names, bool force) {
+    if (force) {
+        return {};
+    }
+    std::vector<fs::path> taken;
+    std::error_code ec;
+    for (const auto& n : names) {
+        const fs::path dir = out_root / n;
+        if (fs::exists(fs::symlink_status(dir, ec)) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec))) {
+            taken.push_back(dir);
+        }
+        if (fs::exists(fs::symlink_status(out_root / (n + ".log"), ec))) {
+            taken.push_back(out_root / (n + ".log"));
+        }
+    }
+    if (taken.empty()) {
+        return {};
+    }
+    const std::string which = taken.size() == 1
+                                  ? taken.front().string() + " exists"
+                                  : taken.front().string() + " and " + std::to_string(taken.size() - 1) + " more exist";
+    return make_error(ErrorCode::conflict,
+                      which + " (an earlier run's outputs): --force replaces them, or --out DIR puts this run's "
+                              "outputs elsewhere",
+                      "out");
+}
+
 } // namespace
 
 int run_run(const GlobalOptions& global, const RunOptions& o) {
@@ -125,6 +211,16 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         return k_exit_failed;
     }
     auto& [recipe, jobs] = *loaded;
+    std::vector<NamedJob> named;
+    for (const auto& j : jobs) {
+        named.push_back({JobId{}, j.name, j.sweep_index});
+    }
+    const auto names = folder_names(named);
+    const fs::path out_root = o.out_dir;
+    if (auto st = check_out_dir(out_root, names, o.force); !st) {
+        report_error(global, st.error());
+        return k_exit_failed;
+    }
     const fs::path data = o.data_dir.empty() ? fs::path(default_data_dir()) / "local" : fs::path(o.data_dir);
     std::error_code ec;
     fs::create_directories(data, ec);
@@ -141,7 +237,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         return k_exit_failed;
     }
     // The process runtime's records let the next run clean up after a run that was killed with SIGKILL.
-    auto runtime = worker::make_runtime(o.runtime, o.runtime_args, {}, data / "worker" / "process-runtime");
+    auto runtime = choose_runtime(o, jobs, data / "worker" / "process-runtime");
     if (!runtime) {
         report_error(global, runtime.error());
         return k_exit_usage;
@@ -267,12 +363,6 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
     }
 
     // Outputs and logs, one directory per job.
-    std::vector<NamedJob> named;
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-        named.push_back({ids[i], jobs[i].name, jobs[i].sweep_index});
-    }
-    const auto names = folder_names(named);
-    const fs::path out_root = o.out_dir;
     json summary = json::array();
     std::vector<std::vector<std::string>> rows{{"JOB", "STATE", "EXIT", "RUNTIME", "CREDITS", "OUTPUTS"}};
     int failed = 0;
@@ -280,10 +370,17 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         const wire::JobView& j = (*done)[i];
         const JobId id = ids[i];
         const fs::path dir = out_root / names[i];
-        fs::remove_all(dir, ec);
-        fs::create_directories(dir, ec);
         std::vector<std::string> files;
-        if (auto bytes = jobs_api.outputs(id); bytes && !bytes->empty()) {
+        // Checked before the run; something put there since is kept, and this job's outputs are not written.
+        auto writable = check_out_dir(out_root, {names[i]}, o.force);
+        if (!writable) {
+            std::cerr << "job " << id.value() << ": " << printable(writable.error().message) << '\n';
+        } else {
+            fs::remove_all(dir, ec);
+            fs::remove(out_root / (names[i] + ".log"), ec);
+            fs::create_directories(dir, ec);
+        }
+        if (auto bytes = jobs_api.outputs(id); writable && bytes && !bytes->empty()) {
             if (auto unpacked = worker::unpack_archive(*bytes, dir)) {
                 files = unpacked->written;
                 for (const auto& s : unpacked->skipped) {
@@ -293,7 +390,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
                 std::cerr << "job " << id.value() << ": " << printable(unpacked.error().message) << '\n';
             }
         }
-        if (auto logs = jobs_api.logs(id, 0)) {
+        if (auto logs = jobs_api.logs(id, 0); logs && writable) {
             std::ofstream(out_root / (names[i] + ".log"), std::ios::binary) << logs->data;
         }
         if (j.state != "succeeded") {
@@ -341,11 +438,17 @@ void register_run(Cli& cli) {
     add_help_footer(sub, "gpupool run recipes/hello-sweep/recipe.toml\ngpupool run eval.toml --runtime podman --out results",
                     "docs/worker.md (The local mode), docs/recipes.md", Reach::local);
     add_recipe_args(sub, o->recipe);
-    sub->add_option("--runtime", o->runtime, "How jobs run: process (default, no isolation), podman or docker")
-        ->check(CLI::IsMember(worker::runtime_names()))
+    auto runtimes = worker::runtime_names();
+    runtimes.insert(runtimes.begin(), k_auto_runtime);
+    sub->add_option("--runtime", o->runtime,
+                    "How jobs run: auto (podman or docker when one answers, else process), podman, docker, or "
+                    "process (this machine's programs, no isolation)")
+        ->check(CLI::IsMember(runtimes))
         ->capture_default_str();
-    sub->add_option("--runtime-arg", o->runtime_args, "Extra global flag for podman/docker (repeatable)");
+    sub->add_option("--runtime-arg", o->runtime_args,
+                    "Extra global flag for podman/docker (repeatable; with --runtime)");
     sub->add_option("--out", o->out_dir, "Where outputs go: OUT/<job>/ and OUT/<job>.log")->capture_default_str();
+    sub->add_flag("--force", o->force, "Replace what an earlier run left at OUT/<job>/ and OUT/<job>.log");
     sub->add_option("--data-dir", o->data_dir, "The local pool's state (default ~/.local/share/gpupool/local)");
     sub->callback([&cli, o] { cli.exit_code = run_run(cli.global, *o); });
 }

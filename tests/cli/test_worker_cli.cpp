@@ -305,7 +305,8 @@ TEST_CASE("worker process: a second SIGINT stops the running job now and hands i
 TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in ./gpupool-out", "[worker-cli]") {
     test::TempDir dir;
     const auto recipe = (test::source_dir() / "recipes/hello-sweep/recipe.toml").string();
-    auto r = test::run_gpupool({"run", recipe, "--data-dir", (dir.path() / "state").string()}, dir.path());
+    auto r = test::run_gpupool({"run", "--runtime", "process", recipe, "--data-dir", (dir.path() / "state").string()},
+                               dir.path());
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("6 of 6 succeeded"));
@@ -328,7 +329,9 @@ TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in .
         "inputs.toml", "format = 1\nname = \"reader\"\nimage = \"x\"\n"
                        "command = \"wc -l < $GPUPOOL_WORK_DIR/data/prompts.txt > $GPUPOOL_OUTPUT_DIR/count.txt\"\n"
                        "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n[inputs]\npaths = [\"data\"]\n");
-    auto in = test::run_gpupool({"run", with_inputs.string(), "--data-dir", (dir.path() / "state").string()}, dir.path());
+    auto in = test::run_gpupool(
+        {"run", "--runtime", "process", with_inputs.string(), "--data-dir", (dir.path() / "state").string()},
+        dir.path());
     INFO(in.out << in.err);
     REQUIRE(in.exit_code == 0);
     CHECK(test::slurp(dir.path() / "gpupool-out" / "reader" / "count.txt") == "1\n");
@@ -339,7 +342,8 @@ TEST_CASE("gpupool run: the demo sweep runs end to end and its outputs land in .
     // A failing job: exit 1 and the reason in the summary; the state persists across runs.
     const auto bad = dir.write("bad.toml", "format = 1\nname = \"bad\"\nimage = \"x\"\ncommand = \"echo oops; exit 3\"\n"
                                            "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n[retry]\nmax_attempts = 1\n");
-    auto f = test::run_gpupool({"run", bad.string(), "--data-dir", (dir.path() / "state").string()}, dir.path());
+    auto f = test::run_gpupool(
+        {"run", "--runtime", "process", bad.string(), "--data-dir", (dir.path() / "state").string()}, dir.path());
     INFO(f.out << f.err);
     CHECK(f.exit_code == 1);
     CHECK_THAT(f.out, Catch::Contains("0 of 1 succeeded") && Catch::Contains("exited with status 3"));
@@ -354,8 +358,10 @@ TEST_CASE("gpupool run: Ctrl-C cancels the run's jobs, still prints the summary 
                                                "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n");
     bp::ipstream out;
     bp::child run(bp::exe = GPUPOOL_BINARY,
-                  bp::args = std::vector<std::string>{"run", recipe.string(), "--data-dir", (dir.path() / "state").string()},
-                  bp::start_dir = dir.path().string(), bp::std_out > out, bp::std_err > bp::null, bp::std_in < bp::null);
+                  bp::args = std::vector<std::string>{"run", "--runtime", "process", recipe.string(), "--data-dir",
+                                                      (dir.path() / "state").string()},
+                  bp::start_dir = dir.path().string(), bp::std_out > out, bp::std_err > bp::null,
+                  bp::std_in < bp::null);
     std::string line;
     REQUIRE(std::getline(out, line)); // the job's first log line, streamed live
     CHECK(line == "started");
@@ -395,8 +401,10 @@ TEST_CASE("gpupool run: a run killed with -9 leaves its job running, the next ru
                                                                      "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n");
     const auto state = (dir.path() / "state").string();
     bp::ipstream out;
-    bp::child run(bp::exe = GPUPOOL_BINARY, bp::args = std::vector<std::string>{"run", recipe.string(), "--data-dir", state},
-                  bp::start_dir = dir.path().string(), bp::std_out > out, bp::std_err > bp::null, bp::std_in < bp::null);
+    bp::child run(
+        bp::exe = GPUPOOL_BINARY,
+        bp::args = std::vector<std::string>{"run", "--runtime", "process", recipe.string(), "--data-dir", state},
+        bp::start_dir = dir.path().string(), bp::std_out > out, bp::std_err > bp::null, bp::std_in < bp::null);
     std::string line;
     REQUIRE(std::getline(out, line));
     REQUIRE(line == "started");
@@ -412,7 +420,7 @@ TEST_CASE("gpupool run: a run killed with -9 leaves its job running, the next ru
 
     const auto quick = dir.write("quick.toml", "format = 1\nname = \"quick\"\nimage = \"x\"\ncommand = \"true\"\n"
                                                "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n");
-    auto again = test::run_gpupool({"run", quick.string(), "--data-dir", state}, dir.path());
+    auto again = test::run_gpupool({"run", "--runtime", "process", quick.string(), "--data-dir", state}, dir.path());
     INFO(again.out << again.err);
     CHECK(again.exit_code == 0);
     CHECK(eventually([&] { return !running_process(shell) && !running_process(child); }, 5s));

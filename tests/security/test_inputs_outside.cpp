@@ -89,12 +89,13 @@ TEST_CASE("inputs outside the recipe's directory: submit, price and run refuse t
     CHECK(test::run_gpupool({"price", "--offline", "--allow-outside", file}).exit_code == 0);
 
     const std::string state = (l.dir.path() / "state").string();
-    auto run = test::run_gpupool({"run", file, "--data-dir", state}, l.dir.path());
+    auto run = test::run_gpupool({"run", "--runtime", "process", file, "--data-dir", state}, l.dir.path());
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.err, Catch::Contains(where));
     CHECK_FALSE(fs::exists(l.dir.path() / "gpupool-out")); // refused before anything ran
 
-    auto allowed = test::run_gpupool({"run", "--allow-outside", file, "--data-dir", state}, l.dir.path());
+    auto allowed =
+        test::run_gpupool({"run", "--runtime", "process", "--allow-outside", file, "--data-dir", state}, l.dir.path());
     INFO(allowed.out << allowed.err);
     CHECK(allowed.exit_code == 0);
     CHECK(test::slurp(l.dir.path() / "gpupool-out" / "r.log") == "id_rsa\n"); // it was shipped, as asked

@@ -141,10 +141,10 @@ std::vector<JsonCase> json_cases() {
 // ---- (c) build_run_argv ----------------------------------------------------------------------
 
 // The flags build_run_argv writes, and whether each takes the next element as its value.
-const std::set<std::string> k_flags_with_value{"--name", "--label",      "--log-driver", "--security-opt",
-                                               "--user", "--pids-limit", "--memory",     "--memory-swap",
-                                               "--cpus", "--ulimit",     "--tmpfs",      "-v",
-                                               "-e",     "--device",     "--gpus",       "--network"};
+const std::set<std::string> k_flags_with_value{
+    "--name",   "--label",       "--log-driver", "--security-opt", "--user",   "--pids-limit",
+    "--memory", "--memory-swap", "--cpus",       "--ulimit",       "--tmpfs",  "-v",
+    "-e",       "--device",      "--gpus",       "--network",      "--workdir"};
 const std::set<std::string> k_flags_alone{"-d", "--init", "--cap-drop=ALL", "--read-only", "--sig-proxy=false"};
 
 ContainerSpec hostile_spec(const std::string& image) {
@@ -156,6 +156,7 @@ ContainerSpec hostile_spec(const std::string& image) {
     s.labels = {{"gpupool.worker", "1"}, {"gpupool.job", "42"}, {"gpupool.attempt", "7"}};
     s.mounts = {{"/srv/jobs/42/work", "/work", true}, {"/srv/jobs/42/outputs", "/outputs", false}};
     s.log_path = "/srv/jobs/42/log";
+    s.workdir = "/work";
     s.gpu_index = 0;
     s.cpu_milli = 1000;
     s.memory_mib = 512;

@@ -102,7 +102,8 @@ TEST_CASE("private files: gpupool run keeps its credentials, worker.json, pool.d
                                                  "command = \"cat $GPUPOOL_WORK_DIR/data/prompts.txt\"\n"
                                                  "[resources]\ncpus = 0.1\nmemory = \"64MiB\"\n"
                                                  "[inputs]\npaths = [\"data\"]\n");
-    auto r = test::run_gpupool({"run", recipe.string(), "--data-dir", state.string()}, dir.path());
+    auto r =
+        test::run_gpupool({"run", "--runtime", "process", recipe.string(), "--data-dir", state.string()}, dir.path());
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
 

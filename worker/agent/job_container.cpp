@@ -155,7 +155,6 @@ ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) 
     c.image = spec.image;
     c.argv = spec.argv();
     c.log_path = t.log_path();
-    c.workdir = t.dir / "work";
     c.cpu_milli = spec.resources.cpu_milli;
     c.memory_mib = spec.resources.memory_mib;
     if (ctx.runtime.isolates && ctx.worker_uid != 0) {
@@ -169,6 +168,8 @@ ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) 
     const fs::path work = host_paths ? t.dir / "work" : fs::path("/work");
     const fs::path outputs = host_paths ? t.dir / "outputs" : fs::path("/outputs");
     const fs::path cache = host_paths ? team_cache : fs::path("/team-cache");
+    // Every runtime starts the job in its inputs folder: `sh job.sh` reading ./data.txt runs alike.
+    c.workdir = work;
     c.mounts = {{t.dir / "work", "/work", true}, {t.dir / "outputs", "/outputs", false}, {team_cache, "/team-cache", false}};
     if (!ctx.model_cache.empty()) {
         c.mounts.push_back({ctx.model_cache, "/cache", true});
@@ -192,9 +193,7 @@ ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) 
             c.env["HF_HUB_OFFLINE"] = "1";
         }
     }
-    if (!host_paths) {
-        c.env["HOME"] = "/tmp";
-    }
+    c.env["HOME"] = "/tmp"; // a container's own tmpfs; the same name for a bare process
     for (const auto& [k, v] : spec.params) {
         c.env["GPUPOOL_PARAM_" + upper_env_name(k)] = v;
     }

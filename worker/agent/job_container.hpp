@@ -4,9 +4,12 @@
 // environment a job sees is unit-tested for every kind of runtime.
 //
 // Rules:
-// - A runtime that isolates the job (RuntimeCapabilities::isolates) gets the mounts and container
-//   paths (/work read-only, /outputs, /cache) and HOME=/tmp; one that does not (a bare process) gets
-//   the host paths in the same variables and a default PATH when the job sets none.
+// - One behaviour everywhere: every runtime starts the job in its work folder (its inputs), with the
+//   same variables (GPUPOOL_*, HF_HOME, HOME=/tmp, PATH), so a recipe that runs under `gpupool run`
+//   runs on the pool. A runtime that isolates the job (RuntimeCapabilities::isolates) gets the mounts
+//   and container paths (/work read-only and the working directory, /outputs, /cache); one that does
+//   not (a bare process) gets the host paths in the same variables (its cwd is <attempt>/work, so
+//   ../outputs is the outputs folder there too) and a default PATH when the job sets none.
 // - A job with a GPU sees it as device 0 where the runtime passes only that GPU, else by its index;
 //   GPUPOOL_GPU_MEMORY_MB / GPUPOOL_GPU_FRACTION always say its share (a framework cap reads them).
 // - The worker's model cache is mounted read-only at /cache (GPUPOOL_MODEL_CACHE): the worker fills

@@ -66,6 +66,10 @@ Status check_container_spec(const ContainerSpec& spec, bool container) {
     if (spec.user.empty() || recipe::has_nul(spec.user)) {
         return spec_error(spec, "the container user must be set and contain no NUL byte");
     }
+    if (!spec.workdir.empty() && (!spec.workdir.is_absolute() || recipe::has_nul(spec.workdir.string()))) {
+        return spec_error(spec, "the working directory `" + util::escape_control(spec.workdir.string()) +
+                                    "` is not an absolute path without NUL");
+    }
     for (const Mount& m : spec.mounts) {
         if (!is_mount_path(m.host.string()) || !is_mount_path(m.container)) {
             return spec_error(spec, "mount `" + util::escape_control(m.host.string()) + "` -> `" +

@@ -47,7 +47,9 @@ struct ContainerSpec {
     std::vector<Mount> mounts;             // /work (ro), /outputs, /cache
     std::map<std::string, std::string> labels; // gpupool.job, gpupool.attempt, gpupool.worker
     std::filesystem::path log_path;        // stdout+stderr are appended here
-    std::filesystem::path workdir;         // process runtime: the child's cwd; containers: unused
+    // Where the job starts, as the job sees it: the process runtime's cwd (a host path), a
+    // container's --workdir (a path inside it). Empty: the runtime's own default.
+    std::filesystem::path workdir;
     std::optional<std::int64_t> gpu_index; // the one GPU the job may see; nullopt = none
     std::int64_t cpu_milli = 0;            // 0 = no limit
     std::int64_t memory_mib = 0;           // 0 = no limit
@@ -136,7 +138,8 @@ public:
 // NUL byte in any argv element or environment value (it would cut the C string short). For a
 // container (`container` true) also: a valid image reference (recipe/image_ref.hpp, so it can never
 // be read as an engine option), label keys without `=`, a non-empty user, and mount paths without
-// `:` or `,` (they would split `-v host:container[:ro]` into other fields or options).
+// `:` or `,` (they would split `-v host:container[:ro]` into other fields or options), and a working
+// directory that is empty or an absolute path.
 // Failure: an invalid_input Error that names the offending part.
 Status check_container_spec(const ContainerSpec& spec, bool container);
 

@@ -2,7 +2,6 @@
 
 #include "core/recipe/image_ref.hpp"
 #include "core/util/files.hpp"
-
 #include "worker/runtime/child_io.hpp"
 
 #include <boost/process.hpp>
@@ -87,7 +86,6 @@ bool says_no_such_container(const std::string& err) {
     std::string e = lower(err);
     return e.find("no such container") != std::string::npos || e.find("no container with") != std::string::npos;
 }
-
 
 // Kills (SIGKILL) and reaps a helper child if it still runs.
 void stop_child(std::optional<bp::child>& child) {
@@ -181,6 +179,9 @@ std::vector<std::string> build_run_argv(OciTool tool, const ContainerSpec& spec,
     }
     for (const auto& [key, value] : spec.env) {
         a.insert(a.end(), {"-e", key + "=" + value});
+    }
+    if (!spec.workdir.empty()) {
+        a.insert(a.end(), {"--workdir", spec.workdir.string()}); // else the image's, `/` for most
     }
     if (spec.gpu_index) {
         std::string index = std::to_string(*spec.gpu_index);

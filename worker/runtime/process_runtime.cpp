@@ -157,14 +157,16 @@ std::optional<ProcStat> stat_of(pid_t pid) {
 
 } // namespace
 
-ProcessRuntime::ProcessRuntime(std::filesystem::path state_dir)
+ProcessRuntime::ProcessRuntime(std::filesystem::path state_dir, bool warn)
     : m_state_dir(std::move(state_dir)), m_records(m_state_dir) {
     static std::once_flag warned;
-    std::call_once(warned, [] {
-        spdlog::warn("process runtime: jobs run as bare processes with NO isolation — no container, no user, memory, "
-                     "CPU or GPU limits, full access to this machine's files and network. Use it only for local "
-                     "experiments and tests; share GPUs with --runtime podman or docker.");
-    });
+    if (warn) {
+        std::call_once(warned, [] {
+            spdlog::warn("process runtime: jobs run as bare processes with NO isolation — no container, no user, "
+                         "memory, CPU or GPU limits, full access to this machine's files and network. Use it only for "
+                         "local experiments and tests; share GPUs with --runtime podman or docker.");
+        });
+    }
     if (!m_state_dir.empty()) {
         std::error_code ec;
         std::filesystem::create_directories(m_state_dir, ec);

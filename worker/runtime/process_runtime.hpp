@@ -1,7 +1,8 @@
 // ProcessRuntime: runs a job as a bare child process, for the embedded local mode (`gpupool run`)
 // and for tests on machines without podman or docker. It ISOLATES NOTHING: the job runs as the
 // worker's user with the worker's view of the file system, no limits, every GPU the driver shows
-// (CUDA_VISIBLE_DEVICES is only a hint) — the first one constructed logs a loud warning saying so.
+// (CUDA_VISIBLE_DEVICES is only a hint) — the first one constructed logs a loud warning saying so
+// (unless its caller says it has told the user already).
 //
 // Rules:
 // - Each job is its own session and process group (setsid), so signal() and remove() reach the
@@ -43,7 +44,9 @@ namespace gpupool::worker {
 
 class ProcessRuntime final : public ContainerRuntime {
 public:
-    explicit ProcessRuntime(std::filesystem::path state_dir = {});
+    // `warn`: log the loud warning below (once per process); false where the caller has told the
+    // user in its own words (`gpupool run`).
+    explicit ProcessRuntime(std::filesystem::path state_dir = {}, bool warn = true);
     ~ProcessRuntime() override;
     ProcessRuntime(const ProcessRuntime&) = delete;
     ProcessRuntime& operator=(const ProcessRuntime&) = delete;

@@ -23,7 +23,7 @@ Result<std::unique_ptr<ContainerRuntime>> make_process(const RuntimeArgs& args) 
     if (!args.runtime_args.empty() || !args.run_args.empty()) {
         return make_error(ErrorCode::invalid_input, "the process runtime takes no runtime arguments", "runtime");
     }
-    return std::unique_ptr<ContainerRuntime>(std::make_unique<ProcessRuntime>(args.state_dir));
+    return std::unique_ptr<ContainerRuntime>(std::make_unique<ProcessRuntime>(args.state_dir, !args.warned));
 }
 
 } // namespace

@@ -28,6 +28,7 @@ struct RuntimeArgs {
     std::vector<std::string> runtime_args{};
     std::vector<std::string> run_args{};
     std::filesystem::path state_dir{};
+    bool warned = false; // process: the caller has told the user it isolates nothing (no log line)
 };
 
 struct RuntimeKind {

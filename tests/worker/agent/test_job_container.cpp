@@ -55,6 +55,7 @@ TEST_CASE("job container: an isolating runtime gets container paths, one GPU as 
     CHECK(c.env.count("GPUPOOL_MODEL_CACHE") == 0); // no model cache given
     CHECK(c.env.at("HOME") == "/tmp");
     CHECK(c.env.count("PATH") == 0);
+    CHECK(c.workdir == "/work"); // where its inputs are, as under the process runtime (not the image's `/`)
     CHECK(c.env.at("GPUPOOL_ATTEMPT") == "2");
     CHECK(c.env.at("GPUPOOL_PARAM_LEARNING_RATE") == "0.1");
     CHECK(c.env.at("CUDA_VISIBLE_DEVICES") == "0");
@@ -71,7 +72,7 @@ TEST_CASE("job container: an isolating runtime gets container paths, one GPU as 
     CHECK_FALSE(c.mounts[2].read_only);
 }
 
-TEST_CASE("job container: a runtime that isolates nothing gets host paths, the GPU's index and a PATH",
+TEST_CASE("job container: a runtime that isolates nothing gets host paths, the GPU's index, a PATH and the same cwd",
           "[job_container]") {
     const auto t = gpu_attempt("/spool/12");
     const auto c = worker::container_spec_for(t, context(bare_process()));
@@ -79,8 +80,9 @@ TEST_CASE("job container: a runtime that isolates nothing gets host paths, the G
     CHECK(c.env.at("GPUPOOL_WORK_DIR") == "/spool/12/work");
     CHECK(c.env.at("GPUPOOL_CACHE_DIR") == "/cache-root/teams/3");
     CHECK(c.env.at("HF_HOME") == "/cache-root/teams/3/huggingface");
-    CHECK(c.env.count("HOME") == 0);
+    CHECK(c.env.at("HOME") == "/tmp"); // the name a container job sees
     CHECK_FALSE(c.env.at("PATH").empty());
+    CHECK(c.workdir == "/spool/12/work"); // its inputs folder, as in a container
     CHECK(c.env.at("CUDA_VISIBLE_DEVICES") == "1");
 }
 

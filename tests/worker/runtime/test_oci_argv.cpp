@@ -122,6 +122,23 @@ TEST_CASE("oci run argv: an MPS client shares the host's IPC namespace, others n
     }
 }
 
+TEST_CASE("oci run argv: the job starts in its working directory, as a bare process does", "[runtime]") {
+    for (auto tool : {OciTool::podman, OciTool::docker}) {
+        auto s = sample_spec();
+        CHECK_FALSE(has(build_run_argv(tool, s), "--workdir")); // none given: the image's own
+        s.workdir = "/work";
+        auto argv = build_run_argv(tool, s);
+        const auto at = std::find(argv.begin(), argv.end(), "--workdir");
+        REQUIRE(at != argv.end());
+        REQUIRE(at + 1 != argv.end());
+        CHECK(*(at + 1) == "/work");
+        CHECK(at < std::find(argv.begin(), argv.end(), "--")); // an engine option, before the image
+        CHECK(check_container_spec(s, true));
+        s.workdir = "work"; // relative: read against whatever the engine's default is
+        CHECK_FALSE(check_container_spec(s, true));
+    }
+}
+
 TEST_CASE("oci run argv: unset limits are left out and extra run flags come before `--` and the image", "[runtime]") {
     ContainerSpec s = sample_spec();
     s.memory_mib = 0;

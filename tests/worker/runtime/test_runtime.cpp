@@ -66,7 +66,7 @@ struct Sandbox {
         s.mounts = {{work, "/work", true}, {outputs, "/outputs", false}};
         s.labels = {{"gpupool.worker", worker_label()}, {"gpupool.job", "42"}, {"gpupool.attempt", "7"}};
         s.log_path = dir.path() / "job.log";
-        s.workdir = work;
+        s.workdir = work_dir(); // as the job sees it, as the agent sets it
         s.cpu_milli = 500;
         s.memory_mib = 256;
         s.pids_limit = 100;

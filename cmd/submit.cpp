@@ -4,9 +4,11 @@
 #include "cmd/jobs_view.hpp"
 #include "cmd/pricing.hpp"
 #include "cmd/remote.hpp"
+#include "cmd/sweeps.hpp"
 #include "core/client/jobs_client.hpp"
 #include "core/coordinator/auth.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -16,6 +18,34 @@ namespace gpupool::cmd {
 
 namespace {
 constexpr int k_submit_retries = 3; // after a transport failure, with the same idempotency key
+
+// --follow: one job's log as `logs -f` prints it; a sweep's as `logs --sweep ID -f` does, each line
+// under its job's name. Whether the jobs succeeded is for the summary after; this fails only when
+// the logs could not be read.
+int follow_submitted(const GlobalOptions& global, client::ApiClient& api, const wire::SubmitReply& submitted) {
+    if (submitted.jobs.size() == 1) {
+        return stream_logs(global, api, submitted.jobs.front(), true);
+    }
+    auto jobs = sweep_jobs(api, submitted.sweep_id);
+    if (!jobs) {
+        report_error(global, jobs.error());
+        return k_exit_failed;
+    }
+    return follow_logs_to_end(global, api, *jobs, false).has_value() ? k_exit_ok : k_exit_failed;
+}
+
+// Before any input is packed or uploaded: whether the pool could ever run every job (POST
+// /v1/estimate makes the check that submit makes), so that a job no worker can run is refused before
+// its inputs travel. Only a refusal stops here; a pool that cannot answer is left to the submission,
+// which checks again.
+Status check_runnable(client::ApiClient& api, const wire::SubmitRequest& request) {
+    auto answer = api.post("/v1/estimate", wire::to_json(request));
+    if (!answer && answer.error().code == ErrorCode::invalid_input) {
+        return answer.error();
+    }
+    return {};
+}
+
 } // namespace
 
 int run_submit(const SubmitOptions& opts) {
@@ -43,18 +73,25 @@ int run_submit(const SubmitOptions& opts) {
             std::cerr << line << std::endl;
         }
     };
-    if (auto st = ship_inputs(*api, jobs, opts.team, progress); !st) {
-        report_error(global, st.error());
-        return k_exit_failed;
-    }
     wire::SubmitRequest request;
     request.source = recipe.source;
     request.max_parallel = recipe.sweep.max_parallel;
-    request.jobs = std::move(jobs);
     if (!opts.team.empty()) {
         request.team = opts.team;
     }
     request.allow_unfunded = opts.allow_unfunded;
+    if (std::any_of(jobs.begin(), jobs.end(), [](const auto& j) { return !j.inputs.resolved.empty(); })) {
+        request.jobs = jobs; // without their inputs' digests: what can run does not depend on them
+        if (auto st = check_runnable(*api, request); !st) {
+            report_error(global, st.error());
+            return k_exit_failed;
+        }
+    }
+    if (auto st = ship_inputs(*api, jobs, opts.team, progress); !st) {
+        report_error(global, st.error());
+        return k_exit_failed;
+    }
+    request.jobs = std::move(jobs);
     // One key for this submission: if the answer is lost (connection reset, coordinator restart),
     // the retries below carry the same key and get the same sweep back, never a second copy.
     auto key = coordinator::new_token_secret();
@@ -90,8 +127,8 @@ int run_submit(const SubmitOptions& opts) {
         }
         std::cout << ")\n";
     }
-    if (opts.follow && ids.size() == 1) {
-        if (int rc = stream_logs(global, *api, ids.front(), true); rc != k_exit_ok) {
+    if (opts.follow) {
+        if (int rc = follow_submitted(global, *api, *res); rc != k_exit_ok) {
             return rc;
         }
     }
@@ -105,8 +142,11 @@ int run_submit(const SubmitOptions& opts) {
             std::cout << nlohmann::json{{"sweep_id", res->sweep_id.value()}, {"jobs", jobs_json(*done)}}.dump(2)
                       << '\n';
         } else {
-            std::cout << (ids.size() - static_cast<std::size_t>(failed)) << " succeeded, " << failed
-                      << " did not\n";
+            std::vector<std::string> names;
+            for (const auto& spec : request.jobs) {
+                names.push_back(spec.name);
+            }
+            print_outcome(*api, *done, names);
         }
         return failed == 0 ? k_exit_ok : k_exit_failed;
     }
@@ -123,7 +163,9 @@ void register_submit(Cli& cli) {
     add_recipe_args(sub, opts->recipe);
     sub->add_flag("--dry-run", opts->dry_run, "Validate and print the jobs and their estimated cost; submits nothing");
     sub->add_flag("--wait", opts->wait, "Wait for the jobs to finish; exit 1 if any did not succeed");
-    sub->add_flag("--follow,-f", opts->follow, "Stream the logs of a single job, then wait for it");
+    sub->add_flag("--follow,-f", opts->follow,
+                  "Stream the jobs' logs as they run (a sweep's as `logs --sweep ID -f` does, each line under its "
+                  "job's name), then print how they ended; exit 1 if any did not succeed");
     sub->add_flag("--allow-unfunded", opts->allow_unfunded,
                   "Submit even if the estimate exceeds your team's credits or budget; jobs wait for funds");
     sub->add_option("--team", opts->team, "Team to submit for (admins only; members submit for their team)");

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -151,6 +152,12 @@ bool poll(const GlobalOptions& global, client::ApiClient& api, Followed& f, bool
 } // namespace
 
 int follow_logs(const GlobalOptions& global, client::ApiClient& api, const std::vector<NamedJob>& jobs, bool raw) {
+    const auto all_ok = follow_logs_to_end(global, api, jobs, raw);
+    return all_ok && *all_ok ? k_exit_ok : k_exit_failed;
+}
+
+std::optional<bool> follow_logs_to_end(const GlobalOptions& global, client::ApiClient& api,
+                                       const std::vector<NamedJob>& jobs, bool raw) {
     const bool escape = !raw && ::isatty(STDOUT_FILENO) == 1;
     const auto names = folder_names(jobs);
     std::size_t width = 0;
@@ -168,7 +175,7 @@ int follow_logs(const GlobalOptions& global, client::ApiClient& api, const std::
                 continue;
             }
             if (!poll(global, api, f, escape)) {
-                return k_exit_failed;
+                return std::nullopt;
             }
             left -= f.done ? 1 : 0;
         }
@@ -176,8 +183,34 @@ int follow_logs(const GlobalOptions& global, client::ApiClient& api, const std::
             std::this_thread::sleep_for(std::chrono::milliseconds(400));
         }
     }
-    const bool all_ok = std::all_of(all.begin(), all.end(), [](const Followed& f) { return f.succeeded; });
-    return all_ok ? k_exit_ok : k_exit_failed;
+    return std::all_of(all.begin(), all.end(), [](const Followed& f) { return f.succeeded; });
+}
+
+void print_outcome(client::ApiClient& api, const std::vector<wire::JobView>& jobs,
+                   const std::vector<std::string>& names) {
+    const auto failed = static_cast<std::size_t>(count_unsuccessful(jobs));
+    std::cout << (jobs.size() - failed) << " succeeded, " << failed << " did not" << (failed > 0 ? ":" : "") << '\n';
+    client::JobsClient pool(api);
+    std::size_t named = 0;
+    for (std::size_t i = 0; i < jobs.size() && named < k_unsuccessful_named; ++i) {
+        if (jobs[i].state == "succeeded") {
+            continue;
+        }
+        ++named;
+        wire::JobView j = jobs[i];
+        if (j.name.empty() && j.reason.empty()) {
+            if (auto whole = pool.job(j.id)) {
+                j = std::move(*whole); // its reason; if it cannot be read, what the wait answer said will do
+            }
+        }
+        const std::string& name = j.name.empty() && i < names.size() ? names[i] : j.name;
+        std::cout << "  job " << j.id.value() << " " << printable(name) << ": " << printable(j.state)
+                  << (j.exit_code ? " (exit " + std::to_string(*j.exit_code) + ")" : std::string())
+                  << (j.reason.empty() ? std::string() : ": " + printable(j.reason)) << '\n';
+    }
+    if (failed > named) {
+        std::cout << "  ... and " << (failed - named) << " more (`gpupool jobs` lists them with their states)\n";
+    }
 }
 
 } // namespace gpupool::cmd

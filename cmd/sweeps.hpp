@@ -3,10 +3,12 @@
 #pragma once
 
 #include "cmd/cli.hpp"
+#include "core/api/jobs.hpp"
 #include "core/client/api_client.hpp"
 #include "core/util/ids.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,5 +36,19 @@ Result<std::vector<NamedJob>> chosen_jobs(client::ApiClient& api, const std::vec
 // Follows the logs of several jobs at once until all of them end, each line prefixed with the
 // job's folder name ("eval-n0 | ..."), and a closing line per job. Exit 0 only if all succeeded.
 int follow_logs(const GlobalOptions& global, client::ApiClient& api, const std::vector<NamedJob>& jobs, bool raw);
+// The same for a command that goes on afterwards (`submit --follow`): whether every job succeeded,
+// or nullopt when the coordinator could not be read (the problem is already printed).
+std::optional<bool> follow_logs_to_end(const GlobalOptions& global, client::ApiClient& api,
+                                       const std::vector<NamedJob>& jobs, bool raw);
+
+// How many of the jobs that did not succeed print_outcome names, one line each.
+inline constexpr std::size_t k_unsuccessful_named = 20;
+
+// The end of `wait` and `submit --wait/--follow` on stdout: "N succeeded, M did not" and, when M > 0,
+// a line per job that did not (`  job 13 bad: failed (exit 3): REASON`; the first
+// k_unsuccessful_named, then how many more). A job given without its name and reason (a wait answer
+// has only states) is read whole for them; `names[i]`, when given, names jobs[i] if it cannot be.
+void print_outcome(client::ApiClient& api, const std::vector<gpupool::api::JobView>& jobs,
+                   const std::vector<std::string>& names = {});
 
 } // namespace gpupool::cmd

@@ -33,11 +33,14 @@ int run_wait(const WaitOptions& o) {
     if (global.json) {
         std::cout << jobs_json(*done).dump(2) << '\n';
     } else {
+        std::vector<std::string> names;
         for (std::size_t i = 0; i < done->size(); ++i) {
             const auto& j = (*done)[i];
-            const std::string& name = j.name.empty() && i < chosen->size() ? (*chosen)[i].name : j.name;
-            std::cout << "job " << j.id.value() << " " << printable(name) << ": " << printable(j.state) << '\n';
+            names.push_back(j.name.empty() && i < chosen->size() ? (*chosen)[i].name : j.name);
+            std::cout << "job " << j.id.value() << " " << printable(names.back()) << ": " << printable(j.state) << '\n';
         }
+        // Then the jobs that did not succeed by name, with how they ended: not lost among the rest.
+        print_outcome(*api, *done, names);
     }
     return failed == 0 ? k_exit_ok : k_exit_failed;
 }

@@ -32,6 +32,8 @@ using credits::Micro;
 inline constexpr std::int64_t k_day_ms = 24LL * 3600 * 1000; // budget windows: rolling day and week
 inline constexpr std::int64_t k_week_ms = 7 * k_day_ms;
 inline constexpr Micro k_unlimited = std::numeric_limits<Micro>::max();
+// Why a job cannot run while no worker offers the pool anything (at submit, and while it waits).
+inline constexpr const char* k_no_worker_connected = "no worker is connected to the pool";
 
 inline Error fenced(AttemptId id, const std::string& why) {
     return make_error(ErrorCode::conflict,

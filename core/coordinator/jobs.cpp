@@ -33,6 +33,13 @@ std::optional<std::string> Coordinator::infeasible_reason(const recipe::JobSpec&
             max_gpu_mem = std::max(max_gpu_mem, memory_mib);
         }
     }
+    if (max_cpu == 0 && max_mem == 0 && m_gpu_kinds.empty()) {
+        // Workers joined once but none offers anything now (banned): said as it is, not as a size
+        // that no worker reaches.
+        const bool all_banned = std::all_of(m_workers.begin(), m_workers.end(),
+                                            [](const auto& w) { return w.second.record.state == WorkerState::banned; });
+        return std::string(k_no_worker_connected) + (all_banned ? " (every worker that joined it is banned)" : "");
+    }
     if (r.cpu_milli > max_cpu) {
         return "needs " + resources::format_milli(r.cpu_milli) + " CPUs; the largest worker has " +
                resources::format_milli(max_cpu);

@@ -69,7 +69,7 @@ std::string Coordinator::no_worker_reason(std::int64_t now) const {
         }
     }
     if (paused + off_hours + reclaimed == 0) {
-        return "no worker is connected";
+        return k_no_worker_connected;
     }
     std::string out = "no worker is taking work";
     std::string sep = ": ";

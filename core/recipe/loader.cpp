@@ -17,6 +17,7 @@ namespace fs = std::filesystem;
 Result<Loaded> parse_toml(std::string_view text, std::string source, fs::path base_dir) {
     try {
         Loaded l{toml::parse(text, source), source, std::move(base_dir)};
+        l.texts.emplace(source, std::string(text));
         return l;
     } catch (const toml::parse_error& e) {
         Error err = make_error(ErrorCode::invalid_input, "TOML syntax error: " + std::string(e.description()));
@@ -89,6 +90,7 @@ Result<Loaded> Loader::load(Loaded self, int depth) {
     Loaded merged = std::move(*resolved);
     self.table.erase("extends");
     merge_into(merged.table, self.table, false);
+    merged.texts.merge(self.texts);
     merged.source = self.source;
     merged.base_dir = self.base_dir;
     return merged;

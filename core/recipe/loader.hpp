@@ -6,6 +6,7 @@
 #pragma once
 
 #include "core/recipe/parser.hpp"
+#include "core/recipe/toml_values.hpp"
 #include "core/util/result.hpp"
 
 #include <toml++/toml.h>
@@ -21,6 +22,7 @@ struct Loaded {
     toml::table table;
     std::string source;
     std::filesystem::path base_dir;
+    SourceTexts texts{}; // this document's text, and those of the documents merged into it
 };
 
 Result<Loaded> parse_toml(std::string_view text, std::string source, std::filesystem::path base_dir);

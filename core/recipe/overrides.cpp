@@ -58,10 +58,11 @@ bool sets_one_key(const toml::table& parsed, const std::vector<std::string>& par
 }
 
 // `KEY = VALUE` as its own TOML document named `source`, so that every node in it (the tables on
-// the way included) carries `source` as its position. VALUE is TOML; text that is not (a bare
-// word, `image:tag`) is taken as a string, unless it looks like TOML that went wrong.
+// the way included) carries `source` as its position; the document's text goes into `texts`.
+// VALUE is TOML; text that is not (a bare word, `image:tag`) is taken as a string, unless it looks
+// like TOML that went wrong.
 Result<toml::table> parse_override(const std::vector<std::string>& parts, const std::string& value,
-                                   const std::string& source) {
+                                   const std::string& source, SourceTexts& texts) {
     std::string key;
     for (const auto& part : parts) {
         key += (key.empty() ? "" : ".") + toml_quoted(part);
@@ -72,11 +73,13 @@ Result<toml::table> parse_override(const std::vector<std::string>& parts, const 
     std::string why;
     for (const std::string& text : {value, toml_quoted(value)}) {
         try {
-            toml::table parsed = toml::parse(key + " = " + text, std::string_view(source));
+            std::string document = key + " = " + text;
+            toml::table parsed = toml::parse(document, std::string_view(source));
             if (!sets_one_key(parsed, parts)) {
                 return make_error(ErrorCode::invalid_input, "`--set` takes one value; `" + util::escape_control(value) +
                                                                 "` sets more than one key");
             }
+            texts.insert_or_assign(source, std::move(document));
             return parsed;
         } catch (const toml::parse_error& e) {
             if (why.empty()) {
@@ -95,7 +98,8 @@ Result<toml::table> parse_override(const std::vector<std::string>& parts, const 
 
 } // namespace
 
-void apply_override(toml::table& root, const std::string& path, const std::string& value, Diagnostics& diag) {
+void apply_override(toml::table& root, const std::string& path, const std::string& value, SourceTexts& texts,
+                    Diagnostics& diag) {
     const std::string source = "--set " + path;
     diag.add_override_source(source);
     const std::vector<std::string> parts = split_key_path(path);
@@ -103,7 +107,7 @@ void apply_override(toml::table& root, const std::string& path, const std::strin
         diag.add_plain(source, path, "`--set` needs a key path like resources.gpu=0.5");
         return;
     }
-    auto parsed = parse_override(parts, value, source);
+    auto parsed = parse_override(parts, value, source, texts);
     if (!parsed) {
         diag.add_plain(source, path, parsed.error().message);
         return;

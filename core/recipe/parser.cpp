@@ -48,8 +48,8 @@ const std::vector<std::string> k_top_keys{"format", "name", "description", "imag
                                           "priority", "resources", "env", "inputs", "outputs", "cache",
                                           "sweep", "retry", "logs", "tags", "checkpoint"};
 
-void parse_tables(const toml::table& root, const fs::path& base_dir, const ParseOptions& options, Recipe& recipe,
-                  Diagnostics& diag) {
+void parse_tables(const toml::table& root, const fs::path& base_dir, const SourceTexts& texts,
+                  const ParseOptions& options, Recipe& recipe, Diagnostics& diag) {
     JobSpec& job = recipe.base;
     if (const auto* n = root.get("resources")) {
         if (const auto* t = expect_table(*n, "resources", diag)) {
@@ -58,7 +58,7 @@ void parse_tables(const toml::table& root, const fs::path& base_dir, const Parse
     }
     if (const auto* n = root.get("env")) {
         if (const auto* t = expect_table(*n, "env", diag)) {
-            parse_env(*t, job.env, diag);
+            parse_env(*t, job.env, texts, diag);
         }
     }
     if (const auto* n = root.get("inputs")) {
@@ -93,7 +93,7 @@ void parse_tables(const toml::table& root, const fs::path& base_dir, const Parse
     }
     if (const auto* n = root.get("sweep")) {
         if (const auto* t = expect_table(*n, "sweep", diag)) {
-            parse_sweep(*t, recipe.sweep, options, diag);
+            parse_sweep(*t, recipe.sweep, options, texts, diag);
         }
     }
 }
@@ -147,7 +147,7 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, std::vector<
     Diagnostics diag;
     toml::table& root = loaded.table;
     for (const auto& [path, value] : options.overrides) {
-        apply_override(root, path, value, diag);
+        apply_override(root, path, value, loaded.texts, diag);
     }
     Recipe recipe;
     recipe.source = loaded.source;
@@ -162,7 +162,7 @@ Result<Recipe> build(Loaded loaded, std::vector<std::string> chain, std::vector<
         recipe.base.origins.push_back(*options.origin);
     }
     recipe.base.origins.insert(recipe.base.origins.end(), origins.begin(), origins.end());
-    parse_tables(root, loaded.base_dir, options, recipe, diag);
+    parse_tables(root, loaded.base_dir, loaded.texts, options, recipe, diag);
     check_all_placeholders(root, recipe, explained, diag);
 
     if (!diag.empty()) {

@@ -122,7 +122,7 @@ struct JobSpec {
 
 struct SweepParam {
     std::string name;
-    std::vector<std::string> values; // rendered as text, in the order written
+    std::vector<std::string> values; // as text (a number as the recipe spells it: `1.0`, `1e-3`), in the order written
 };
 
 struct Sweep {

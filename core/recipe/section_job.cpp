@@ -153,7 +153,7 @@ void parse_top(const toml::table& root, const std::string& source, const Explain
     }
 }
 
-void parse_env(const toml::table& t, EnvList& env, Diagnostics& diag) {
+void parse_env(const toml::table& t, EnvList& env, const SourceTexts& texts, Diagnostics& diag) {
     for (auto&& [key, value] : t) {
         std::string k(key.str());
         std::string field = "env." + k;
@@ -161,7 +161,7 @@ void parse_env(const toml::table& t, EnvList& env, Diagnostics& diag) {
             diag.add(key.source(), field, st.error().message);
             continue;
         }
-        auto text = scalar_text(value);
+        auto text = scalar_text(value, texts);
         if (!text) {
             diag.add(value, field, "expected a string, number or boolean, got " + type_phrase(value));
             continue;

@@ -29,13 +29,16 @@ std::vector<Entry> entries_as_written(const toml::table& t) {
     return entries;
 }
 
-// Appends the values of one parameter's array to `param`; false when any of them is bad.
-bool read_sweep_values(const toml::array& arr, const std::string& field, SweepParam& param, Diagnostics& diag) {
+// Appends the values of one parameter's array to `param`, numbers as written; false when any of
+// them is bad. Two values that are the same value however written (`1.0` and `1.00`) are duplicates.
+bool read_sweep_values(const toml::array& arr, const std::string& field, const SourceTexts& texts, SweepParam& param,
+                       Diagnostics& diag) {
     bool ok = true;
+    std::vector<std::string> rendered; // each value as the same value always reads
     for (std::size_t i = 0; i < arr.size(); ++i) {
         const toml::node& el = *arr.get(i);
         std::string efield = field + "[" + std::to_string(i) + "]";
-        auto text = scalar_text(el);
+        auto text = scalar_text(el, texts);
         if (!text) {
             diag.add(el, efield, "sweep values must be strings, numbers or booleans, got " + type_phrase(el));
             ok = false;
@@ -46,18 +49,25 @@ bool read_sweep_values(const toml::array& arr, const std::string& field, SweepPa
             ok = false;
             continue;
         }
-        if (std::find(param.values.begin(), param.values.end(), *text) != param.values.end()) {
-            diag.add(el, efield, "duplicate sweep value `" + *text + "` (it would run the same job twice)");
+        std::string same = *scalar_text(el);
+        if (auto at = std::find(rendered.begin(), rendered.end(), same); at != rendered.end()) {
+            const std::string& before = param.values[static_cast<std::size_t>(at - rendered.begin())];
+            diag.add(el, efield,
+                     "duplicate sweep value `" + *text + "`" +
+                         (before == *text ? "" : " (the same as `" + before + "`)") +
+                         " (it would run the same job twice)");
             ok = false;
             continue;
         }
+        rendered.push_back(std::move(same));
         param.values.push_back(std::move(*text));
     }
     return ok;
 }
 
 // One `name = [values]` entry; nullopt after reporting a problem.
-std::optional<SweepParam> read_sweep_param(const toml::key& key, const toml::node& value, Diagnostics& diag) {
+std::optional<SweepParam> read_sweep_param(const toml::key& key, const toml::node& value, const SourceTexts& texts,
+                                           Diagnostics& diag) {
     std::string k(key.str());
     std::string field = "sweep." + k;
     if (!util::is_identifier(k)) {
@@ -75,7 +85,7 @@ std::optional<SweepParam> read_sweep_param(const toml::key& key, const toml::nod
         return std::nullopt;
     }
     SweepParam param{k, {}};
-    if (!read_sweep_values(*arr, field, param, diag)) {
+    if (!read_sweep_values(*arr, field, texts, param, diag)) {
         return std::nullopt;
     }
     return param;
@@ -83,7 +93,8 @@ std::optional<SweepParam> read_sweep_param(const toml::key& key, const toml::nod
 
 } // namespace
 
-void parse_sweep(const toml::table& t, Sweep& sweep, const ParseOptions& options, Diagnostics& diag) {
+void parse_sweep(const toml::table& t, Sweep& sweep, const ParseOptions& options, const SourceTexts& texts,
+                 Diagnostics& diag) {
     std::uint64_t count = 1;
     bool overflow = false;
     for (const auto& [key, value] : entries_as_written(t)) {
@@ -96,7 +107,7 @@ void parse_sweep(const toml::table& t, Sweep& sweep, const ParseOptions& options
             }
             continue;
         }
-        auto param = read_sweep_param(*key, *value, diag);
+        auto param = read_sweep_param(*key, *value, texts, diag);
         if (!param) {
             continue;
         }

@@ -8,6 +8,7 @@
 #include "core/recipe/diagnostics.hpp"
 #include "core/recipe/parser.hpp"
 #include "core/recipe/recipe.hpp"
+#include "core/recipe/toml_values.hpp"
 
 #include <toml++/toml.h>
 
@@ -32,8 +33,10 @@ void parse_outputs(const toml::table& t, Outputs& out, Diagnostics& diag);
 void parse_logs(const toml::table& t, Logs& logs, Diagnostics& diag);
 void parse_cache(const toml::table& t, std::vector<std::string>& models, Diagnostics& diag);
 
-// [sweep]: section_sweep.cpp. Parameters in the order they are written.
-void parse_sweep(const toml::table& t, Sweep& sweep, const ParseOptions& options, Diagnostics& diag);
+// [sweep]: section_sweep.cpp. Parameters in the order they are written; each number as written
+// (`texts`: the recipe's documents, for number_spelling).
+void parse_sweep(const toml::table& t, Sweep& sweep, const ParseOptions& options, const SourceTexts& texts,
+                 Diagnostics& diag);
 
 // The top level, [env] and [retry]: section_job.cpp.
 // What the top level's misspelt keys account for: a required key they were meant to be, and the
@@ -48,14 +51,17 @@ Explained explained_by(const std::vector<Misspelt>& misspelt, const toml::table&
 // The top-level scalars: format, name, description, image, command, priority.
 void parse_top(const toml::table& root, const std::string& source, const Explained& explained, JobSpec& job,
                Diagnostics& diag);
-void parse_env(const toml::table& t, EnvList& env, Diagnostics& diag);
+// Numbers as written, like sweep values.
+void parse_env(const toml::table& t, EnvList& env, const SourceTexts& texts, Diagnostics& diag);
 // `tags`: up to 16 short lowercase words (letters, digits, `-`), for `gpupool recipe list --tag`.
 void parse_tags(const toml::node& n, std::vector<std::string>& tags, Diagnostics& diag);
 void parse_retry(const toml::table& t, Retry& retry, Diagnostics& diag);
 void parse_checkpoint(const toml::table& t, Checkpoint& checkpoint, Diagnostics& diag);
 
 // Lays one `--set path=value` over the recipe's table (overrides.cpp). The GPU request is one
-// choice, as in `extends`: setting one of gpu/gpus/gpu_memory drops the recipe's others.
-void apply_override(toml::table& root, const std::string& path, const std::string& value, Diagnostics& diag);
+// choice, as in `extends`: setting one of gpu/gpus/gpu_memory drops the recipe's others. The
+// override's own TOML text goes into `texts` (under the source name its nodes carry).
+void apply_override(toml::table& root, const std::string& path, const std::string& value, SourceTexts& texts,
+                    Diagnostics& diag);
 
 } // namespace gpupool::recipe::detail

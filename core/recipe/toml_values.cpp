@@ -5,6 +5,8 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
+#include <cstring>
 #include <system_error>
 
 namespace gpupool::recipe::detail {
@@ -165,9 +167,91 @@ std::optional<std::int64_t> expect_milli(const toml::node& node, const std::stri
     return *r;
 }
 
-std::optional<std::string> scalar_text(const toml::node& node) {
+namespace {
+
+// The byte offset of (line, column) in `text`: toml++ counts lines from 1 at each '\n' and columns
+// from 1 in code points. npos when the text has no such place.
+std::size_t byte_offset(std::string_view text, std::size_t line, std::size_t column) {
+    if (line == 0 || column == 0) {
+        return std::string_view::npos;
+    }
+    std::size_t at = 0;
+    for (std::size_t l = 1; l < line; ++l) {
+        at = text.find('\n', at);
+        if (at == std::string_view::npos) {
+            return at;
+        }
+        ++at;
+    }
+    for (std::size_t c = 1; c < column; ++c) {
+        if (at >= text.size() || text[at] == '\n') {
+            return std::string_view::npos;
+        }
+        ++at;
+        while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0U) == 0x80U) {
+            ++at; // a UTF-8 continuation byte: the same code point
+        }
+    }
+    return at;
+}
+
+// True when `spelling`, read by toml++ as a value, is `node`'s type and value.
+bool reads_back_as(const std::string& spelling, const toml::node& node) {
+    try {
+        const toml::table t = toml::parse("v = " + spelling);
+        const toml::node* v = t.get("v");
+        if (t.size() != 1 || v == nullptr) {
+            return false;
+        }
+        if (const auto* i = node.as_integer()) {
+            return v->is_integer() && v->as_integer()->get() == i->get();
+        }
+        if (const auto* f = node.as_floating_point()) {
+            if (!v->is_floating_point()) {
+                return false;
+            }
+            const double a = f->get();
+            const double b = v->as_floating_point()->get();
+            return std::isnan(a) ? std::isnan(b) && std::signbit(a) == std::signbit(b)
+                                 : std::memcmp(&a, &b, sizeof a) == 0;
+        }
+    } catch (const toml::parse_error&) {
+    }
+    return false;
+}
+
+} // namespace
+
+std::optional<std::string> number_spelling(const toml::node& node, const SourceTexts& texts) {
+    if (!node.is_integer() && !node.is_floating_point()) {
+        return std::nullopt;
+    }
+    const toml::source_region& where = node.source();
+    if (!where.path || where.begin.line != where.end.line) {
+        return std::nullopt;
+    }
+    const auto text = texts.find(*where.path);
+    if (text == texts.end()) {
+        return std::nullopt;
+    }
+    const std::size_t begin = byte_offset(text->second, where.begin.line, where.begin.column);
+    const std::size_t end = byte_offset(text->second, where.end.line, where.end.column);
+    if (begin == std::string_view::npos || end == std::string_view::npos || end <= begin) {
+        return std::nullopt;
+    }
+    std::string spelling = text->second.substr(begin, end - begin);
+    if (!reads_back_as(spelling, node)) {
+        return std::nullopt;
+    }
+    return spelling;
+}
+
+std::optional<std::string> scalar_text(const toml::node& node, const SourceTexts& texts) {
     if (const auto* s = node.as_string()) {
         return s->get();
+    }
+    if (auto spelt = number_spelling(node, texts)) {
+        return spelt;
     }
     if (const auto* i = node.as_integer()) {
         return std::to_string(i->get());

@@ -10,6 +10,8 @@
 #include <toml++/toml.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,7 +37,18 @@ std::optional<std::int64_t> expect_duration(const toml::node& node, const std::s
 // A share in milli-units from an integer, float, or string ("0.25", "25%").
 std::optional<std::int64_t> expect_milli(const toml::node& node, const std::string& field, Diagnostics& diag);
 
-// Text of a scalar used as a sweep value or env value; nullopt for arrays, tables and dates.
-std::optional<std::string> scalar_text(const toml::node& node);
+// The text of every TOML document a recipe was read from (the file, the recipes it `extends`, each
+// `--set` override), by the source name toml++ gave its nodes.
+using SourceTexts = std::map<std::string, std::string, std::less<>>;
+
+// A number as the recipe wrote it (`1.0`, `0.10`, `1e-3`, `1_000`), cut out of its document by the
+// node's source region and read back with toml++ to check it is that very value; nullopt when the
+// node is no number or its text cannot be recovered that way.
+std::optional<std::string> number_spelling(const toml::node& node, const SourceTexts& texts);
+
+// Text of a scalar used as a sweep value or env value: a string as it is, a number as written
+// (number_spelling; rendered when its text is not at hand), true or false; nullopt for arrays,
+// tables and dates.
+std::optional<std::string> scalar_text(const toml::node& node, const SourceTexts& texts = {});
 
 } // namespace gpupool::recipe::detail

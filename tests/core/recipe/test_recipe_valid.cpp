@@ -167,7 +167,7 @@ TEST_CASE("sweep values of every scalar type render as written") {
     CHECK(jobs[1].name == "3");
     CHECK(jobs[2].name == "true");
     CHECK(jobs[3].name == "s");
-    CHECK(jobs[4].name == "0.001");
+    CHECK(jobs[4].name == "1e-3");
 }
 
 TEST_CASE("a sweep without placeholders in the name numbers its jobs") {

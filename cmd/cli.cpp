@@ -93,6 +93,7 @@ constexpr Command k_commands[] = {
     {"jobs", register_jobs},
     {"logs", register_logs},
     {"cancel", register_cancel},
+    {"retry", register_retry},
     {"fetch", register_fetch},
     {"wait", register_wait},
     {"credits", register_credits},

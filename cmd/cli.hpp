@@ -49,6 +49,7 @@ void register_pool(Cli& cli);
 void register_jobs(Cli& cli);
 void register_logs(Cli& cli);
 void register_cancel(Cli& cli);
+void register_retry(Cli& cli);
 void register_fetch(Cli& cli);
 void register_wait(Cli& cli);
 void register_credits(Cli& cli);

@@ -16,9 +16,12 @@ void print_attempts(const std::vector<wire::AttemptView>& attempts) {
     std::vector<std::vector<std::string>> rows{{"ATTEMPT", "WORKER", "GPU", "STATE", "STARTED", "ENDED", "EXIT", "CREDITS", "REASON"}};
     for (const auto& a : attempts) {
         rows.push_back({std::to_string(a.id.value()), std::to_string(a.worker.value()),
-                        a.gpu_index < 0 ? "-" : std::to_string(a.gpu_index), a.state + (a.voided_at ? " (voided)" : ""),
+                        a.gpu_index < 0 ? "-" : std::to_string(a.gpu_index),
+                        a.state + (a.voided_at ? " (voided)" : "") +
+                            (a.retry > 0 ? " (retry " + std::to_string(a.retry) + ")" : ""),
                         format_time(a.started_at), format_time(a.ended_at),
-                        a.exit_code ? std::to_string(*a.exit_code) : "-", credits::format_credits(a.cost_micro), a.reason});
+                        a.exit_code ? std::to_string(*a.exit_code) : "-", credits::format_credits(a.cost_micro),
+                        a.reason});
     }
     print_table(rows);
 }
@@ -50,6 +53,10 @@ int run_status(const StatusOptions& o) {
     }
     if (v.exit_code) {
         std::cout << "  exit code " << *v.exit_code << '\n';
+    }
+    if (v.retries > 0) {
+        std::cout << "  retried " << v.retries << (v.retries == 1 ? " time" : " times")
+                  << " (`gpupool retry`): the attempts marked (retry N) are those of its Nth retry\n";
     }
     std::cout << "  submitted " << format_time(v.created_at) << " UTC";
     if (v.finished_at) {

@@ -57,7 +57,8 @@ json to_json(const AttemptView& a) {
             {"reason", a.reason},
             {"price_micro_per_hour", a.price_micro_per_hour},
             {"cost_micro", a.cost_micro},
-            {"voided_at", or_null(a.voided_at)}};
+            {"voided_at", or_null(a.voided_at)},
+            {"retry", a.retry}};
 }
 
 Result<AttemptView> attempt_view_from_json(const json& j, const std::string& at) {
@@ -77,6 +78,7 @@ Result<AttemptView> attempt_view_from_json(const json& j, const std::string& at)
     a.price_micro_per_hour = r.integer("price_micro_per_hour", lo, hi, 0);
     a.cost_micro = r.integer("cost_micro", lo, hi, 0);
     a.voided_at = r.optional_integer("voided_at", lo, hi);
+    a.retry = r.integer("retry", 0, hi, 0);
     return done(r, std::move(a));
 }
 
@@ -92,6 +94,7 @@ json to_json(const JobView& v) {
                 {"name", v.name},
                 {"state", v.state},
                 {"attempts", v.attempts},
+                {"retries", v.retries},
                 {"created_at", v.created_at},
                 {"updated_at", v.updated_at},
                 {"finished_at", or_null(v.finished_at)},
@@ -118,6 +121,7 @@ Result<JobView> job_view_from_json(const json& j) {
     v.name = r.text("name", text_max, std::string());
     v.state = r.text("state", text_max);
     v.attempts = r.integer("attempts", lo, hi, 0);
+    v.retries = r.integer("retries", 0, hi, 0);
     v.created_at = r.integer("created_at", lo, hi, 0);
     v.updated_at = r.integer("updated_at", lo, hi, 0);
     v.finished_at = r.optional_integer("finished_at", lo, hi);

@@ -39,6 +39,7 @@ struct AttemptView {
     std::int64_t price_micro_per_hour = 0;
     std::int64_t cost_micro = 0;
     std::optional<std::int64_t> voided_at{}; // set when an admin voided its result
+    std::int64_t retry = 0;                  // the run of its job: 0 as submitted, N after the job's Nth retry
     bool operator==(const AttemptView&) const = default;
 };
 
@@ -50,7 +51,8 @@ struct JobView {
     std::string submitted_by{}; // the label of the token it came with
     std::string name{};
     std::string state{};
-    std::int64_t attempts = 0; // attempts started so far
+    std::int64_t attempts = 0; // attempts started so far, over all its runs
+    std::int64_t retries = 0;  // times it was retried after it ended (`gpupool retry`)
     std::int64_t created_at = 0;
     std::int64_t updated_at = 0;
     std::optional<std::int64_t> finished_at{};

@@ -79,6 +79,11 @@ Result<api::SweepCancelled> JobsClient::cancel_sweep(SweepId sweep) {
     return read_answer(m_api.post(path, json::object()), "POST " + path, api::sweep_cancelled_from_json);
 }
 
+Result<api::RetryReply> JobsClient::retry(const api::RetryRequest& request) {
+    return read_answer(m_api.post("/v1/jobs/retry", api::to_json(request)), "POST /v1/jobs/retry",
+                       api::retry_reply_from_json);
+}
+
 Result<api::LogSlice> JobsClient::logs(JobId id, std::int64_t offset, std::optional<AttemptId> attempt) {
     net::QueryParams params{{"offset", std::to_string(offset)}};
     if (attempt) {

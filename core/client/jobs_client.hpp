@@ -1,4 +1,4 @@
-// JobsClient: the researcher's jobs on the coordinator (submit, show, list, cancel, logs, outputs)
+// JobsClient: the researcher's jobs on the coordinator (submit, show, list, cancel, retry, logs, outputs)
 // in the wire types of core/api/, over an ApiClient.
 //
 // Every answer is read with the api/ types' from_json, so a coordinator's bytes that are not what
@@ -8,6 +8,7 @@
 #pragma once
 
 #include "core/api/jobs.hpp"
+#include "core/api/retry.hpp"
 #include "core/api/submit.hpp"
 #include "core/client/api_client.hpp"
 #include "core/util/ids.hpp"
@@ -41,6 +42,8 @@ public:
     Result<api::JobList> jobs(const JobsQuery& query = {});
     Result<api::JobCancelled> cancel_job(JobId id);
     Result<api::SweepCancelled> cancel_sweep(SweepId sweep);
+    // Failed or cancelled jobs queued again (POST /v1/jobs/retry).
+    Result<api::RetryReply> retry(const api::RetryRequest& request);
     // The job's latest attempt's log (or `attempt`'s) from `offset`.
     Result<api::LogSlice> logs(JobId id, std::int64_t offset, std::optional<AttemptId> attempt = std::nullopt);
     // The job's outputs archive (tar), as it came.

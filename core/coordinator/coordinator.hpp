@@ -34,6 +34,7 @@
 #include "core/api/heartbeat.hpp"
 #include "core/api/inventory.hpp"
 #include "core/api/outcome.hpp"
+#include "core/api/retry.hpp"
 #include "core/api/submit.hpp"
 #include "core/api/worker_protocol.hpp"
 #include "core/coordinator/clock.hpp"
@@ -373,6 +374,17 @@ public:
     const store::JobRecord* job_of_attempt(AttemptId attempt) const;
     Status cancel_job(const Principal& who, JobId id);
     Result<std::int64_t> cancel_sweep(const Principal& who, SweepId sweep_id);
+    // Queues jobs that ended failed or cancelled again (`gpupool retry`, retry.cpp): the named jobs
+    // (each must be failed or cancelled, else nothing is retried), or a sweep's jobs in the states
+    // asked (failed by default). They stay the same jobs: the same ids, their earlier attempts kept,
+    // JobRecord::retries one more and a new run of attempts (retry.max_attempts again). Accepted as
+    // a new submission of the same jobs would be, by the same checks (check_jobs: inputs still on
+    // the coordinator, log cap, feasibility) and the same estimate against the team's balance and
+    // budgets and the caller's own (check_funded), unless `allow_unfunded`; credits are held when an
+    // attempt is placed, as for any job. Members retry their team's jobs (another team's are not
+    // found), admins any one team's. An idempotency key already used by the team returns that retry
+    // again. One transaction.
+    Result<api::RetryReply> retry(const Principal& who, const api::RetryRequest& request);
     // Logs of the job's latest attempt (or `attempt`), from `offset`.
     Result<LogSlice> read_logs(const Principal& who, JobId id, std::int64_t offset,
                                std::optional<AttemptId> attempt = std::nullopt);
@@ -549,6 +561,14 @@ private:
     void absorb(const store::Changes& changes);
     void record_usage(const store::AttemptRecord& attempt);
     Result<const store::JobRecord*> visible_job(const Principal& who, JobId id) const;
+    // The jobs a retry names (none yet for a sweep: retry() picks them) and their one team.
+    Result<std::vector<JobId>> retry_selection(const Principal& who, const api::RetryRequest& request,
+                                               TeamId& team) const;
+    // The jobs of a retry's sweep in the end states it asks for (conflict when there are none).
+    Result<std::vector<JobId>> sweep_jobs_to_retry(const api::RetryRequest& request) const;
+    // Whether `ids` may be retried: each failed or cancelled, its inputs still kept, and the lot
+    // accepted as a submission of the same jobs would be (check_jobs, check_funded).
+    Status check_retry(const Principal& who, TeamId team, const std::vector<JobId>& ids, bool allow_unfunded) const;
     Result<store::AttemptRecord*> current_attempt_of_worker(const Principal& who, AttemptId id);
     // Sets m_pass_dirty when `changes` touch what a pass reads (before absorbing them).
     void note_pass_inputs(const store::Changes& changes);
@@ -577,8 +597,9 @@ private:
     // the member's jobs placed in this pass hold on top of the stored holds.
     std::string member_can_hold(TokenId token_id, std::int64_t left, std::int64_t placing, std::int64_t now) const;
     Result<const store::TokenRecord*> member_token(TeamId team, const std::string& member) const;
-    // Attempts that do not use up one of the job's retry.max_attempts: preempted or voided.
-    std::int64_t free_attempts(JobId job) const;
+    // Attempts of the job's current run (since its latest retry) that used up one of its
+    // retry.max_attempts: all but the preempted and the voided ones.
+    std::int64_t used_attempts(const store::JobRecord& job) const;
     void pay_out(store::Changes& changes); // earnings whose settling period is over
     // The worker's new state (a ban also revokes its enrollment token and ends its attempts).
     void worker_state_changes(WorkerId worker, store::WorkerState state, store::Changes& changes);
@@ -599,7 +620,12 @@ private:
     std::optional<std::string> infeasible_reason(const recipe::JobSpec& spec) const;
     // When an active attempt's lease or runtime runs out (m_expiry's key).
     std::int64_t expiry_of(const store::AttemptRecord& a) const;
-    Status check_funded(const Principal& who, TeamId team, const SubmitRequest& request) const;
+    // Refuses `jobs` jobs estimated at `est` that the team (or the caller's own member budget) cannot
+    // fund; worded for a submission, or for a retry.
+    Status check_funded(const Principal& who, TeamId team, const Estimate& est, std::size_t jobs, bool for_retry) const;
+    // What a submission's jobs (and a retry's) must be to be accepted: inputs uploaded for the team,
+    // a log cap within the pool's, resources some worker has. Errors name `jobs[i]`.
+    Status check_jobs(TeamId team, const std::vector<recipe::JobSpec>& jobs) const;
     void expire(store::Changes& changes);
 
     // ---- the scheduling pass (scheduling.cpp; its input from pool_view.cpp) ----

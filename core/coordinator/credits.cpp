@@ -471,11 +471,11 @@ Result<TeamId> Coordinator::team_named(const std::string& name) const {
     return make_error(ErrorCode::not_found, no_team_message(name), "team");
 }
 
-std::int64_t Coordinator::free_attempts(JobId job) const {
+std::int64_t Coordinator::used_attempts(const JobRecord& job) const {
     std::int64_t n = 0;
-    for (AttemptId id : attempt_ids_of(job)) {
+    for (AttemptId id : attempt_ids_of(job.id)) {
         const AttemptRecord& a = m_attempts.at(id);
-        n += (a.state == AttemptState::preempted || a.voided_at) ? 1 : 0;
+        n += (a.retry == job.retries && a.state != AttemptState::preempted && !a.voided_at) ? 1 : 0;
     }
     return n;
 }

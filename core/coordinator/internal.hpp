@@ -63,6 +63,16 @@ inline std::string no_team_message(const std::string& name) {
            "`) or see `gpupool admin team list`";
 }
 
+// A client's idempotency key (submissions, retries): 1 to 128 of [A-Za-z0-9_-].
+inline Status check_idempotency_key(const std::string& key) {
+    if (key.empty() || key.size() > 128 ||
+        key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+            std::string::npos) {
+        return invalid("1 to 128 letters, digits, `_` or `-`", "idempotency_key");
+    }
+    return {};
+}
+
 // What a job's price and feasibility read of its resources (gpus, gpu_milli, gpu_memory_mib,
 // cpu_milli, memory_mib, gpu_models).
 using ResourceKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,

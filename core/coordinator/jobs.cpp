@@ -61,16 +61,18 @@ std::optional<std::string> Coordinator::infeasible_reason(const recipe::JobSpec&
     return std::nullopt;
 }
 
-// Refuses a submission its team (or its submitting member) cannot fund by the estimate.
-Status Coordinator::check_funded(const Principal& who, TeamId team, const SubmitRequest& request) const {
-    const Estimate est = estimate_for(team, request.source, request.jobs);
+// Refuses a submission (or a retry) of `jobs` jobs its team (or its submitting member) cannot fund
+// by the estimate.
+Status Coordinator::check_funded(const Principal& who, TeamId team, const Estimate& est, std::size_t jobs,
+                                 bool for_retry) const {
     const std::string& name = m_teams.at(team).name;
-    const std::string what = "this submission (" + std::to_string(request.jobs.size()) +
-                             (request.jobs.size() == 1 ? " job" : " jobs") + ") is estimated at " +
-                             credits_text(est.total_estimate_micro) + " (at most " +
-                             credits_text(est.total_max_micro) + ")";
-    const std::string hint = "; ask an admin for a grant (`gpupool admin grant " + name +
-                             " AMOUNT`), or submit with --allow-unfunded to queue it until funds arrive";
+    const std::string verb = for_retry ? "retry" : "submit";
+    const std::string what = std::string(for_retry ? "this retry (" : "this submission (") + std::to_string(jobs) +
+                             (jobs == 1 ? " job" : " jobs") + ") is estimated at " +
+                             credits_text(est.total_estimate_micro) + " (at most " + credits_text(est.total_max_micro) +
+                             ")";
+    const std::string hint = "; ask an admin for a grant (`gpupool admin grant " + name + " AMOUNT`), or " + verb +
+                             " with --allow-unfunded to queue it until funds arrive";
     if (est.total_estimate_micro > est.available_micro) {
         return make_error(ErrorCode::conflict,
                           what + " but team `" + name + "` has " + credits_text(est.available_micro) +
@@ -88,9 +90,43 @@ Status Coordinator::check_funded(const Principal& who, TeamId team, const Submit
         return make_error(ErrorCode::conflict,
                           what + " but your own budget (member `" + (t ? t->label : std::string()) + "`) allows " +
                               credits_text(std::max<Micro>(*mine, 0)) + " more now; ask an admin to raise it " +
-                              "(`gpupool admin budget " + name + " --member ...`), or submit with " +
+                              "(`gpupool admin budget " + name + " --member ...`), or " + verb + " with " +
                               "--allow-unfunded to queue it until your budget has room",
                           "credits");
+    }
+    return {};
+}
+
+// What every submission's jobs (and every retry's) must be: inputs uploaded for the team, a log cap
+// within the pool's, resources some worker of the pool has.
+Status Coordinator::check_jobs(TeamId team, const std::vector<recipe::JobSpec>& jobs) const {
+    ByResources<std::optional<std::string>> infeasible; // one walk of the GPU kinds per distinct request
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        if (const auto& sha = jobs[i].inputs.archive; !sha.empty()) {
+            auto size = m_store.input_blob_size(team, sha);
+            if (!size) {
+                return size.error();
+            }
+            if (!*size) {
+                return invalid("no inputs with digest " + sha + " were uploaded for team `" + m_teams.at(team).name +
+                                   "`; upload the archive first (PUT /v1/inputs/" + sha + ")",
+                               "jobs[" + std::to_string(i) + "].inputs.archive");
+            }
+        }
+        if (const std::int64_t limit = m_options.max_log_limit_bytes;
+            limit > 0 && jobs[i].logs.max_size_mib * 1024 * 1024 > limit) {
+            return invalid("job `" + jobs[i].name + "` asks to keep " + std::to_string(jobs[i].logs.max_size_mib) +
+                               " MiB of log per attempt; this pool keeps at most " +
+                               std::to_string(limit / (1024 * 1024)) + " MiB (its operators set --max-log-limit-mib)",
+                           "jobs[" + std::to_string(i) + "].logs.max_size");
+        }
+        const auto& spec = jobs[i];
+        if (const auto& why = infeasible.get(spec.resources, [&] { return infeasible_reason(spec); })) {
+            Error e =
+                make_error(ErrorCode::invalid_input, "job `" + jobs[i].name + "` can never run on this pool: " + *why,
+                           "jobs[" + std::to_string(i) + "].resources");
+            return e;
+        }
     }
     return {};
 }
@@ -115,9 +151,8 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
         return denied("only team members and admins submit jobs");
     }
     if (const auto& key = request.idempotency_key; !key.empty()) {
-        if (key.size() > 128 || key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
-                                    std::string::npos) {
-            return invalid("1 to 128 letters, digits, `_` or `-`", "idempotency_key");
+        if (auto st = check_idempotency_key(key); !st) {
+            return st.error();
         }
         if (auto it = m_sweep_by_key.find({*team, key}); it != m_sweep_by_key.end()) {
             // Submitted before (the answer was lost): the same sweep again, nothing new.
@@ -142,37 +177,12 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
     if (request.max_parallel < 0) {
         return invalid("must be 0 (no limit) or more", "max_parallel");
     }
-    ByResources<std::optional<std::string>> infeasible; // one walk of the GPU kinds per distinct request
-    for (std::size_t i = 0; i < request.jobs.size(); ++i) {
-        if (const auto& sha = request.jobs[i].inputs.archive; !sha.empty()) {
-            auto size = m_store.input_blob_size(*team, sha);
-            if (!size) {
-                return size.error();
-            }
-            if (!*size) {
-                return invalid("no inputs with digest " + sha + " were uploaded for team `" + m_teams.at(*team).name +
-                                   "`; upload the archive first (PUT /v1/inputs/" + sha + ")",
-                               "jobs[" + std::to_string(i) + "].inputs.archive");
-            }
-        }
-        if (const std::int64_t limit = m_options.max_log_limit_bytes;
-            limit > 0 && request.jobs[i].logs.max_size_mib * 1024 * 1024 > limit) {
-            return invalid("job `" + request.jobs[i].name + "` asks to keep " +
-                               std::to_string(request.jobs[i].logs.max_size_mib) +
-                               " MiB of log per attempt; this pool keeps at most " +
-                               std::to_string(limit / (1024 * 1024)) + " MiB (its operators set --max-log-limit-mib)",
-                           "jobs[" + std::to_string(i) + "].logs.max_size");
-        }
-        const auto& spec = request.jobs[i];
-        if (const auto& why = infeasible.get(spec.resources, [&] { return infeasible_reason(spec); })) {
-            Error e = make_error(ErrorCode::invalid_input,
-                                 "job `" + request.jobs[i].name + "` can never run on this pool: " + *why,
-                                 "jobs[" + std::to_string(i) + "].resources");
-            return e;
-        }
+    if (auto st = check_jobs(*team, request.jobs); !st) {
+        return st.error();
     }
     if (m_options.credits.enforce && !request.allow_unfunded) {
-        if (auto st = check_funded(who, *team, request); !st) {
+        const Estimate est = estimate_for(*team, request.source, request.jobs);
+        if (auto st = check_funded(who, *team, est, request.jobs.size(), false); !st) {
             return st.error();
         }
     }
@@ -334,7 +344,8 @@ void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::o
     job.exit_code = exit_code;
     job.reason = reason;
     // Preempted attempts (by the scheduler or the owner) do not use up one of the job's attempts.
-    const bool attempts_left = job.attempts - free_attempts(job.id) < job.spec.retry.max_attempts;
+    // Only this run's (a job retried with `gpupool retry` starts a new run with all its attempts).
+    const bool attempts_left = used_attempts(job) < job.spec.retry.max_attempts;
     switch (state) {
     case AttemptState::succeeded:
         job.state = JobState::succeeded;
@@ -344,8 +355,8 @@ void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::o
         break;
     case AttemptState::failed: {
         const auto& codes = job.spec.retry.on_exit_codes;
-        bool retry = exit_code && std::find(codes.begin(), codes.end(), *exit_code) != codes.end();
-        job.state = (retry && attempts_left) ? JobState::queued : JobState::failed;
+        const bool on_code = exit_code && std::find(codes.begin(), codes.end(), *exit_code) != codes.end();
+        job.state = (on_code && attempts_left) ? JobState::queued : JobState::failed;
         break;
     }
     case AttemptState::lost:

@@ -2,6 +2,7 @@
 #include "core/coordinator/service_impl.hpp"
 
 #include "core/api/jobs.hpp"
+#include "core/api/retry.hpp"
 #include "core/api/submit.hpp"
 #include "core/recipe/parser.hpp"
 #include "core/util/strings.hpp"
@@ -26,7 +27,7 @@ api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::v
         cost += c;
         v.attempt_history.push_back({at.id, at.worker, at.gpu_index, at.gpu_milli, to_string(at.state), at.assigned_at,
                                      at.started_at, at.ended_at, at.exit_code, at.reason, at.price_micro_per_hour, c,
-                                     at.voided_at});
+                                     at.voided_at, at.retry});
     }
     v.id = j.id;
     v.sweep_id = j.sweep_id;
@@ -35,6 +36,7 @@ api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::v
     v.name = j.spec.name;
     v.state = to_string(j.state);
     v.attempts = j.attempts;
+    v.retries = j.retries;
     v.created_at = j.created_at;
     v.updated_at = j.updated_at;
     v.finished_at = j.finished_at;
@@ -145,6 +147,20 @@ net::Response cancel_sweep(ServiceState& svc, const net::Request& req, const Inp
     return n ? ok(api::to_json(api::SweepCancelled{sweep, *n})) : error_response(n.error());
 }
 
+// Failed or cancelled jobs queued again (Coordinator::retry), answered with each job's retry number.
+net::Response retry_jobs(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
+    auto request = api::retry_request_from_json(in.body);
+    if (!request) {
+        return error_response(request.error());
+    }
+    auto res = svc.coord->retry(who, *request);
+    if (!res) {
+        return error_response(res.error());
+    }
+    svc.schedule_soon();
+    return ok(api::to_json(*res));
+}
+
 net::Response read_job_logs(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
     auto id = parse_int(req.param("id"), "id");
     auto offset = parse_int(req.query_value("offset").empty() ? "0" : req.query_value("offset"), "offset");
@@ -196,6 +212,9 @@ void add_job_routes(ServiceState& s, net::Router& r) {
     add_wait_route(s, r);
     s.on(r, "POST", "/v1/jobs/{id}/cancel", cancel_job, k_no_json_body);
     s.on(r, "POST", "/v1/sweeps/{id}/cancel", cancel_sweep, k_no_json_body);
+    // A retry names at most a submission's jobs (10,000 ids of 19 digits are 200 KB).
+    s.on(r, "POST", "/v1/jobs/retry", retry_jobs,
+         Accepts{k_max_json_body_bytes, {Role::member, Role::admin}, true, false, k_max_jobs_per_submission});
     s.on(r, "GET", "/v1/jobs/{id}/logs", read_job_logs, k_no_json_body);
     s.on(r, "GET", "/v1/jobs/{id}/outputs", read_job_outputs, k_no_json_body);
     s.on(r, "PUT", "/v1/inputs/{sha256}", put_inputs, Accepts{max_upload, {Role::member, Role::admin}, false, true});

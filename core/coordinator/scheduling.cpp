@@ -221,6 +221,7 @@ void Coordinator::assign(const sched::PlacementDecision& p, AttemptId id, std::i
     a.lease_expires_at = now + m_options.lease_ms;
     a.reason = "assigned";
     a.price_micro_per_hour = price;
+    a.retry = j.retries;
     c.attempts.push_back(a);
     if (hold > 0) {
         // The hold is taken with the assignment, in the same transaction.

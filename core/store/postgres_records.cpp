@@ -86,7 +86,7 @@ void load_sweeps(Connection& db, Snapshot& s) {
 
 void load_jobs(Connection& db, Snapshot& s) {
     Rows r = db.exec("SELECT id, sweep_id, team_id, spec, state, attempts, created_at, updated_at, finished_at, "
-                     "exit_code, reason FROM jobs ORDER BY id");
+                     "exit_code, reason, retries, retry_key FROM jobs ORDER BY id");
     for (int i = 0; i < row_count(r); ++i) {
         const Row q(r.get(), i);
         JobRecord j;
@@ -106,13 +106,15 @@ void load_jobs(Connection& db, Snapshot& s) {
         j.finished_at = q.opt_integer(8);
         j.exit_code = q.opt_integer(9);
         j.reason = q.text(10);
+        j.retries = q.integer(11);
+        j.retry_key = q.text(12);
         s.jobs.push_back(std::move(j));
     }
 }
 
 void load_attempts(Connection& db, Snapshot& s) {
     Rows r = db.exec("SELECT id, job_id, worker_id, gpu_index, gpu_milli, state, lease_expires_at, assigned_at, "
-                     "started_at, ended_at, exit_code, reason, price_micro_per_hour, voided_at "
+                     "started_at, ended_at, exit_code, reason, price_micro_per_hour, voided_at, retry "
                      "FROM attempts ORDER BY id");
     for (int i = 0; i < row_count(r); ++i) {
         const Row q(r.get(), i);
@@ -131,6 +133,7 @@ void load_attempts(Connection& db, Snapshot& s) {
         a.reason = q.text(11);
         a.price_micro_per_hour = q.integer(12);
         a.voided_at = q.opt_integer(13);
+        a.retry = q.integer(14);
         s.attempts.push_back(std::move(a));
     }
 }
@@ -230,28 +233,31 @@ void write_sweeps(Connection& db, const Changes& c) {
 
 void write_jobs(Connection& db, const Changes& c) {
     for (const auto& j : c.jobs) {
-        db.exec("INSERT INTO jobs (id, sweep_id, team_id, spec, state, attempts, created_at, updated_at, finished_at, "
-                "exit_code, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-                "ON CONFLICT (id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, "
-                "updated_at = excluded.updated_at, finished_at = excluded.finished_at, "
-                "exit_code = excluded.exit_code, reason = excluded.reason",
-                params(j.id.value(), j.sweep_id.value(), j.team.value(), recipe::to_json(j.spec).dump(),
-                       std::string_view(to_string(j.state)), j.attempts, j.created_at, j.updated_at, j.finished_at,
-                       j.exit_code, j.reason));
+        db.exec(
+            "INSERT INTO jobs (id, sweep_id, team_id, spec, state, attempts, created_at, updated_at, finished_at, "
+            "exit_code, reason, retries, retry_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
+            "ON CONFLICT (id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, "
+            "updated_at = excluded.updated_at, finished_at = excluded.finished_at, "
+            "exit_code = excluded.exit_code, reason = excluded.reason, retries = excluded.retries, "
+            "retry_key = excluded.retry_key",
+            params(j.id.value(), j.sweep_id.value(), j.team.value(), recipe::to_json(j.spec).dump(),
+                   std::string_view(to_string(j.state)), j.attempts, j.created_at, j.updated_at, j.finished_at,
+                   j.exit_code, j.reason, j.retries, j.retry_key));
     }
 }
 
 void write_attempts(Connection& db, const Changes& c) {
     for (const auto& a : c.attempts) {
-        db.exec("INSERT INTO attempts (id, job_id, worker_id, gpu_index, gpu_milli, state, lease_expires_at, "
-                "assigned_at, started_at, ended_at, exit_code, reason, price_micro_per_hour, voided_at) "
-                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (id) DO UPDATE SET "
-                "state = excluded.state, lease_expires_at = excluded.lease_expires_at, "
-                "started_at = excluded.started_at, ended_at = excluded.ended_at, exit_code = excluded.exit_code, "
-                "reason = excluded.reason, voided_at = excluded.voided_at",
-                params(a.id.value(), a.job.value(), a.worker.value(), a.gpu_index, a.gpu_milli,
-                       std::string_view(to_string(a.state)), a.lease_expires_at, a.assigned_at, a.started_at,
-                       a.ended_at, a.exit_code, a.reason, a.price_micro_per_hour, a.voided_at));
+        db.exec(
+            "INSERT INTO attempts (id, job_id, worker_id, gpu_index, gpu_milli, state, lease_expires_at, "
+            "assigned_at, started_at, ended_at, exit_code, reason, price_micro_per_hour, voided_at, retry) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (id) DO UPDATE SET "
+            "state = excluded.state, lease_expires_at = excluded.lease_expires_at, "
+            "started_at = excluded.started_at, ended_at = excluded.ended_at, exit_code = excluded.exit_code, "
+            "reason = excluded.reason, voided_at = excluded.voided_at",
+            params(a.id.value(), a.job.value(), a.worker.value(), a.gpu_index, a.gpu_milli,
+                   std::string_view(to_string(a.state)), a.lease_expires_at, a.assigned_at, a.started_at, a.ended_at,
+                   a.exit_code, a.reason, a.price_micro_per_hour, a.voided_at, a.retry));
     }
 }
 

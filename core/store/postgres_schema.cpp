@@ -203,6 +203,13 @@ BEGIN
 END
 $fence$;
 )sql",
+    // 1 -> 2: retries (SQLite's 9 -> 10): a job counts its retries and keeps its latest retry's
+    // idempotency key; each attempt says which run of its job it was.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN retries BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN retry_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN retry BIGINT NOT NULL DEFAULT 0;
+)sql",
 };
 
 bool has_schema_table(Connection& db) {

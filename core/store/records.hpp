@@ -109,12 +109,18 @@ struct JobRecord {
     TeamId team;
     recipe::JobSpec spec;
     JobState state = JobState::queued;
-    std::int64_t attempts = 0; // attempts started so far
+    std::int64_t attempts = 0; // attempts started so far, over every run of it
     std::int64_t created_at = 0;
     std::int64_t updated_at = 0;
     std::optional<std::int64_t> finished_at;
     std::optional<std::int64_t> exit_code;
     std::string reason; // why it is waiting, or how it ended
+    // How many times its team retried it (`gpupool retry`) after it ended: each retry queues the
+    // same job again and starts a new run of attempts, with retry.max_attempts of its own.
+    std::int64_t retries = 0;
+    // The idempotency key of its latest retry (empty: none): the same key from the same team again
+    // gets that retry back instead of a second one.
+    std::string retry_key{};
     bool operator==(const JobRecord&) const = default;
 };
 
@@ -136,6 +142,9 @@ struct AttemptRecord {
     std::int64_t price_micro_per_hour = 0;
     // When an admin voided its result (its worker was banned): its charge went back to the team.
     std::optional<std::int64_t> voided_at{};
+    // The run of its job it belongs to: 0 for the attempts of the submission, N for those after
+    // the job's Nth retry (JobRecord::retries when it was placed).
+    std::int64_t retry = 0;
     bool operator==(const AttemptRecord&) const = default;
 };
 

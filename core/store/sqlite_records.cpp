@@ -82,7 +82,7 @@ Status load_sweeps(SQLite::Database& db, Snapshot& s) {
 
 Status load_jobs(SQLite::Database& db, Snapshot& s) {
     SQLite::Statement q(db, "SELECT id, sweep_id, team_id, spec, state, attempts, created_at, updated_at, "
-                            "finished_at, exit_code, reason FROM jobs ORDER BY id");
+                            "finished_at, exit_code, reason, retries, retry_key FROM jobs ORDER BY id");
     while (q.executeStep()) {
         JobRecord j;
         j.id = JobId(q.getColumn(0).getInt64());
@@ -101,6 +101,8 @@ Status load_jobs(SQLite::Database& db, Snapshot& s) {
         j.finished_at = opt_int(q.getColumn(8));
         j.exit_code = opt_int(q.getColumn(9));
         j.reason = q.getColumn(10).getString();
+        j.retries = q.getColumn(11).getInt64();
+        j.retry_key = q.getColumn(12).getString();
         s.jobs.push_back(std::move(j));
     }
     return {};
@@ -109,7 +111,7 @@ Status load_jobs(SQLite::Database& db, Snapshot& s) {
 Status load_attempts(SQLite::Database& db, Snapshot& s) {
     SQLite::Statement q(db, "SELECT id, job_id, worker_id, gpu_index, gpu_milli, state, lease_expires_at, "
                             "assigned_at, started_at, ended_at, exit_code, reason, price_micro_per_hour, "
-                            "voided_at FROM attempts ORDER BY id");
+                            "voided_at, retry FROM attempts ORDER BY id");
     while (q.executeStep()) {
         AttemptRecord a;
         a.id = AttemptId(q.getColumn(0).getInt64());
@@ -126,6 +128,7 @@ Status load_attempts(SQLite::Database& db, Snapshot& s) {
         a.reason = q.getColumn(11).getString();
         a.price_micro_per_hour = q.getColumn(12).getInt64();
         a.voided_at = opt_int(q.getColumn(13));
+        a.retry = q.getColumn(14).getInt64();
         s.attempts.push_back(std::move(a));
     }
     return {};
@@ -282,10 +285,12 @@ void write_jobs(SQLite::Database& db, const Changes& c) {
         return;
     }
     SQLite::Statement q(db, "INSERT INTO jobs (id, sweep_id, team_id, spec, state, attempts, created_at, "
-                            "updated_at, finished_at, exit_code, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                            "updated_at, finished_at, exit_code, reason, retries, retry_key) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                             "ON CONFLICT(id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, "
                             "updated_at = excluded.updated_at, finished_at = excluded.finished_at, "
-                            "exit_code = excluded.exit_code, reason = excluded.reason");
+                            "exit_code = excluded.exit_code, reason = excluded.reason, "
+                            "retries = excluded.retries, retry_key = excluded.retry_key");
     for (const auto& j : c.jobs) {
         q.bind(1, j.id.value());
         q.bind(2, j.sweep_id.value());
@@ -298,6 +303,8 @@ void write_jobs(SQLite::Database& db, const Changes& c) {
         bind_opt(q, 9, j.finished_at);
         bind_opt(q, 10, j.exit_code);
         q.bind(11, j.reason);
+        q.bind(12, j.retries);
+        q.bind(13, j.retry_key);
         q.exec();
         q.reset();
     }
@@ -309,8 +316,8 @@ void write_attempts(SQLite::Database& db, const Changes& c) {
     }
     SQLite::Statement q(db, "INSERT INTO attempts (id, job_id, worker_id, gpu_index, gpu_milli, state, "
                             "lease_expires_at, assigned_at, started_at, ended_at, exit_code, reason, "
-                            "price_micro_per_hour, voided_at) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                            "price_micro_per_hour, voided_at, retry) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
                             "state = excluded.state, lease_expires_at = excluded.lease_expires_at, "
                             "started_at = excluded.started_at, ended_at = excluded.ended_at, "
                             "exit_code = excluded.exit_code, reason = excluded.reason, "
@@ -330,6 +337,7 @@ void write_attempts(SQLite::Database& db, const Changes& c) {
         q.bind(12, a.reason);
         q.bind(13, a.price_micro_per_hour);
         bind_opt(q, 14, a.voided_at);
+        q.bind(15, a.retry);
         q.exec();
         q.reset();
     }

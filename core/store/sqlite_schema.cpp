@@ -195,6 +195,13 @@ CREATE TABLE id_counters (
     next INTEGER NOT NULL
 );
 )sql",
+    // 9 -> 10: a failed or cancelled job can be retried (`gpupool retry`): the job counts its retries
+    // and keeps its latest retry's idempotency key; each attempt says which run of its job it was.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN retry_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN retry INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 // Version 4 first shipped without the sweeps' idempotency key (454bb39); the key was then added to

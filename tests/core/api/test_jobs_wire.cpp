@@ -13,20 +13,21 @@ using nlohmann::json;
 
 namespace {
 
-// A job as `GET /v1/jobs/{id}` shows it (one voided attempt that ran, one that is running).
+// A job as `GET /v1/jobs/{id}` shows it (one voided attempt that ran, one that is running, after the
+// job was retried once).
 const char* const k_job_view = R"({
   "id": 12, "sweep_id": 4, "team": 2, "submitted_by": "alice", "name": "eval-n3", "state": "running",
-  "attempts": 2, "created_at": 1700000000000, "updated_at": 1700000005000, "finished_at": null,
+  "attempts": 2, "retries": 1, "created_at": 1700000000000, "updated_at": 1700000005000, "finished_at": null,
   "exit_code": null, "reason": "", "waiting_reason": "",
   "spec": {"name": "eval-n3", "image": "busybox", "command": ["echo", "3"]},
   "cost_micro": 1500, "held_micro": 250000,
   "attempt_history": [
     {"id": 7, "worker": 3, "gpu_index": 0, "gpu_milli": 500, "state": "failed", "assigned_at": 1700000001000,
      "started_at": 1700000001500, "ended_at": 1700000002500, "exit_code": 1, "reason": "exit 1",
-     "price_micro_per_hour": 500000, "cost_micro": 1500, "voided_at": 1700000003000},
+     "price_micro_per_hour": 500000, "cost_micro": 1500, "voided_at": 1700000003000, "retry": 0},
     {"id": 9, "worker": 3, "gpu_index": -1, "gpu_milli": 0, "state": "running", "assigned_at": 1700000004000,
      "started_at": 1700000004500, "ended_at": null, "exit_code": null, "reason": "",
-     "price_micro_per_hour": 500000, "cost_micro": 0, "voided_at": null}]})";
+     "price_micro_per_hour": 500000, "cost_micro": 0, "voided_at": null, "retry": 1}]})";
 
 const char* const k_job_list = R"({"more": true, "jobs": [
   {"id": 12, "sweep_id": 4, "team": 2, "team_name": "fellows", "submitted_by": "alice", "name": "eval-n3",
@@ -79,6 +80,9 @@ TEST_CASE("job view: the wire names, pinned by the service's form", "[api][jobs]
     CHECK(a.voided_at == std::optional<std::int64_t>(1700000003000));
     CHECK(v->attempt_history[1].gpu_index == -1);
     CHECK_FALSE(v->attempt_history[1].ended_at);
+    CHECK(v->retries == 1);
+    CHECK(a.retry == 0);
+    CHECK(v->attempt_history[1].retry == 1);
     // Written back, the same JSON to the byte (what `status --json` prints).
     CHECK(api::to_json(*v) == j);
     CHECK(api::to_json(*v).dump() == j.dump());
@@ -118,6 +122,12 @@ TEST_CASE("job view: hostile bytes are refused with the member named", "[api][jo
     j = good;
     j["reason"] = json::object();
     CHECK(view_field(j) == "reason");
+    j = good;
+    j["retries"] = -1;
+    CHECK(view_field(j) == "retries");
+    j = good;
+    j["attempt_history"][1]["retry"] = "1";
+    CHECK(view_field(j) == "attempt_history[1].retry");
     j = good;
     j["spec"]["image"] = 3;
     CHECK(view_field(j) == "spec.image");

@@ -284,6 +284,9 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         {"GET /v1/jobs/{id}", {{member, admin}, true, "/v1/jobs/" + jid, nullptr}},
         {"POST /v1/jobs/{id}/cancel", {{member, admin}, true, "/v1/jobs/999/cancel", json::object()}},
         {"POST /v1/sweeps/{id}/cancel", {{member, admin}, true, "/v1/sweeps/999/cancel", json::object()}},
+        // the job is assigned: its team is told it cannot be retried yet (409), another team that
+        // there is no such job (404)
+        {"POST /v1/jobs/retry", {{member, admin}, true, "/v1/jobs/retry", {{"jobs", {job}}}}},
         {"GET /v1/jobs/{id}/logs", {{member, admin}, true, "/v1/jobs/" + jid + "/logs", nullptr}},
         {"GET /v1/jobs/{id}/outputs", {{member, admin}, true, "/v1/jobs/" + jid + "/outputs", nullptr}},
         {"POST /v1/workers/register",

@@ -86,7 +86,9 @@ Records every_kind() {
         c.jobs.push_back(j);
     }
     c.jobs[0].state = JobState::running;
-    c.jobs[0].attempts = 1;
+    c.jobs[0].attempts = 2;
+    c.jobs[0].retries = 1; // its first run's attempt is not in the records
+    c.jobs[0].retry_key = "retry-1";
     AttemptRecord a;
     a.id = AttemptId(1);
     a.job = JobId(1);
@@ -98,6 +100,7 @@ Records every_kind() {
     a.assigned_at = 105;
     a.started_at = 106;
     a.price_micro_per_hour = 1'500'000;
+    a.retry = 1;
     c.attempts.push_back(a);
     c.ledger.push_back(grant_entry(1, 2, 7'000'000));
     c.balances.push_back({credits::Account::issuer(), -7'000'000});
@@ -180,6 +183,8 @@ TEST_CASE("store contract: upserts change the mutable fields in place and keep t
         job.finished_at = job.updated_at = 300;
         job.exit_code = 0;
         job.reason = "exited 0";
+        job.retries = 2; // retried again
+        job.retry_key = "retry-2";
         u.jobs.push_back(job);
         AttemptRecord attempt = c.attempts[0];
         attempt.state = AttemptState::succeeded;

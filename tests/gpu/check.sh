@@ -42,6 +42,8 @@ pids=()
 worker_pid=
 dir=$(mktemp -d /tmp/gpupool-gpu-check.XXXXXX)
 
+# shellcheck source=tests/gpu/pool.sh
+. "$here/pool.sh" # stop_pid, mps_pipes, start_pool, as_admin, as_member, judge
 say() { printf 'gpu-check: [%3ds] %s\n' "$((SECONDS - t0))" "$*" >&2; }
 report() { # report N PASS|FAIL|SKIP TEXT
     echo "check $1: $2: $3"
@@ -57,20 +59,6 @@ eventually() { # eventually SECONDS COMMAND...: retries every 0.2 s until it suc
         [ "$SECONDS" -lt "$end" ] || return 1
         sleep 0.2
     done
-}
-stop_pid() { # stop_pid PID: SIGTERM, twice (a draining worker stops its jobs on the second), then SIGKILL
-    local pid=$1 i
-    kill -TERM "$pid" 2> /dev/null || return 0
-    for i in $(seq 1 100); do
-        kill -0 "$pid" 2> /dev/null || break
-        [ "$i" = 50 ] && kill -TERM "$pid" 2> /dev/null
-        sleep 0.2
-    done
-    kill -KILL "$pid" 2> /dev/null
-    wait "$pid" 2> /dev/null
-}
-mps_pipes() { # the pipe directories the worker's MPS daemons said they use (a root worker's are in /run)
-    grep -ho -e 'pipes in /[^ ]*' -e 'answering on /[^ ]*' "$dir/worker.err" 2> /dev/null | awk '{print $NF}' | sort -u
 }
 keep_logs() { # copies what a failed run leaves to look at (never a token or the worker's identity)
     local to=${GPUPOOL_GPU_CHECK_LOGS:-$PWD/gpu-check-logs-$(date -u +%Y%m%dT%H%M%SZ)} f
@@ -169,22 +157,7 @@ capture() {
 }
 capture idle
 
-"$bin" --log-level info coordinator --db "$dir/pool.db" --listen 127.0.0.1:0 --port-file "$dir/port" --tick-ms 100 \
-    --lease 2m --credits record --admin-token-file "$dir/admin.token" > "$dir/coordinator.out" 2> "$dir/coordinator.err" < /dev/null &
-pids+=($!)
-eventually 20 test -s "$dir/port" || abort "the coordinator did not start: $(tail -n 3 "$dir/coordinator.err")"
-eventually 10 test -s "$dir/admin.token" || abort "the coordinator wrote no admin token"
-url="http://127.0.0.1:$(cat "$dir/port")"
-export GPUPOOL_BIN="$bin" GPUPOOL_URL="$url" GPUPOOL_ADMIN_TOKEN_FILE="$dir/admin.token" GPUPOOL_MEMBER_TOKEN_FILE="$dir/member.token"
-as_admin() { "$bin" --url "$url" --token-file "$dir/admin.token" "$@"; }
-as_member() { "$bin" --url "$url" --token-file "$dir/member.token" "$@"; }
-judge() { python3 "$here/judge.py" "$@"; }
-{
-    as_admin admin team create researchers && as_admin admin team create owners &&
-        as_admin admin grant researchers 100000 &&
-        (umask 077 && as_admin admin token create --team researchers > "$dir/member.token") &&
-        (umask 077 && as_admin admin enroll owners > "$dir/enroll.token")
-} > /dev/null 2>> "$dir/setup.err" || abort "setting up the pool: $(tail -n 3 "$dir/setup.err")"
+start_pool || abort "$pool_error"
 
 # start_worker [FLAG...]: a worker on the work dir; returns once it shares (its id is kept in the work
 # dir), or 1 when it did not join within 30 s.

@@ -28,21 +28,9 @@ dir=$(mktemp -d /tmp/gpupool-gpu-pack.XXXXXX)
 pids=()
 worker_pid=
 
+# shellcheck source=tests/gpu/pool.sh
+. "$here/pool.sh" # stop_pid, mps_pipes, start_pool, as_admin, as_member, judge
 say() { printf 'gpu-pack: [%3ds] %s\n' "$((SECONDS - t0))" "$*" >&2; }
-stop_pid() { # SIGTERM, again after 10 s (a draining worker then stops its jobs), SIGKILL after 20 s
-    local pid=$1 i
-    kill -TERM "$pid" 2> /dev/null || return 0
-    for i in $(seq 1 100); do
-        kill -0 "$pid" 2> /dev/null || break
-        [ "$i" = 50 ] && kill -TERM "$pid" 2> /dev/null
-        sleep 0.2
-    done
-    kill -KILL "$pid" 2> /dev/null
-    wait "$pid" 2> /dev/null
-}
-mps_pipes() { # the pipe directories the worker's MPS daemons said they use
-    grep -ho -e 'pipes in /[^ ]*' -e 'answering on /[^ ]*' "$dir/worker.err" 2> /dev/null | awk '{print $NF}' | sort -u
-}
 cleanup() {
     local pid pipe
     for pid in "${pids[@]}"; do
@@ -70,25 +58,7 @@ fail() {
 }
 
 cp "$here/pack_job.py" "$dir/pack_job.py"
-"$bin" --log-level info coordinator --db "$dir/pool.db" --listen 127.0.0.1:0 --port-file "$dir/port" --tick-ms 100 \
-    --lease 2m --credits record --admin-token-file "$dir/admin.token" > /dev/null 2> "$dir/coordinator.err" < /dev/null &
-pids+=($!)
-for _ in $(seq 100); do
-    [ -s "$dir/port" ] && [ -s "$dir/admin.token" ] && break
-    sleep 0.2
-done
-[ -s "$dir/port" ] || fail "the coordinator did not start: $(tail -n 3 "$dir/coordinator.err")"
-url="http://127.0.0.1:$(cat "$dir/port")"
-export GPUPOOL_BIN="$bin" GPUPOOL_URL="$url" GPUPOOL_ADMIN_TOKEN_FILE="$dir/admin.token" GPUPOOL_MEMBER_TOKEN_FILE="$dir/member.token"
-as_admin() { "$bin" --url "$url" --token-file "$dir/admin.token" "$@"; }
-as_member() { "$bin" --url "$url" --token-file "$dir/member.token" "$@"; }
-judge() { python3 "$here/judge.py" "$@"; }
-{
-    as_admin admin team create researchers && as_admin admin team create owners &&
-        as_admin admin grant researchers 100000 &&
-        (umask 077 && as_admin admin token create --team researchers > "$dir/member.token") &&
-        (umask 077 && as_admin admin enroll owners > "$dir/enroll.token")
-} > /dev/null 2> "$dir/setup.err" || fail "setting up the pool: $(tail -n 3 "$dir/setup.err")"
+start_pool || fail "$pool_error"
 
 # start_worker [FLAG...]: returns once the worker shares (one more "sharing with" line than before).
 start_worker() {

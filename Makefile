@@ -89,7 +89,7 @@ fuzz:
 	@mkdir -p $(FUZZ_BUILD)/http-corpus
 	@cp tests/fuzz/http_seeds/* $(FUZZ_BUILD)/http-corpus/
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp \
-	$(FUZZ_BUILD)/http_fuzzer -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 \
+	$(FUZZ_BUILD)/http_fuzzer -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=512 \
 	  -max_len=65536 -dict=tests/fuzz/http.dict -print_final_stats=1 $(FUZZ_BUILD)/http-corpus
 
 bench: build

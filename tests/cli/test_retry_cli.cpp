@@ -2,6 +2,7 @@
 // runtime): a sweep with a job that fails until a file exists, retried with --sweep ID --failed,
 // then succeeds; `status` shows both attempts; and the refusals, each with its reason.
 #include "core/recipe/recipe_json.hpp"
+#include "tests/cli/funded_pool.hpp"
 #include "tests/cli/processes.hpp"
 #include "tests/support.hpp"
 
@@ -17,13 +18,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string token(net::HttpClient& admin, const std::string& body) {
-    auto t = admin.request("POST", "/v1/admin/tokens", body);
-    REQUIRE(t);
-    REQUIRE(t->status == 201);
-    return json::parse(t->body)["token"];
-}
 
 recipe::JobSpec script_job(const std::string& name, const std::string& script, std::int64_t index) {
     recipe::JobSpec s;
@@ -52,21 +46,12 @@ json submit(const std::string& url, const std::string& member, const std::vector
 TEST_CASE("retry CLI: a sweep's failed job runs again and succeeds, both attempts in status, and refusals say why",
           "[retry-cli][worker-cli]") {
     test::TempDir dir;
-    test::CoordinatorProcess coord(dir.path());
-    const std::string url = coord.url();
-    auto admin = test::http_client(url, coord.admin());
-    for (const char* team : {R"({"name": "fellows"})", R"({"name": "owners"})"}) {
-        REQUIRE(admin.request("POST", "/v1/admin/teams", team)->status == 201);
-    }
-    REQUIRE(admin.request("POST", "/v1/admin/grants", R"({"team": "fellows", "amount_micro": 1000000000})")->status ==
-            201);
-    const std::string fellow = token(admin, R"({"role": "member", "team": "fellows", "label": "alice"})");
-    const std::string owner = token(admin, R"({"role": "member", "team": "owners"})");
-    const std::string enroll = token(admin, R"({"role": "enroll", "team": "owners"})");
-    auto as = [&](const std::string& who, std::vector<std::string> args) {
-        args.insert(args.begin(), {"--url", url, "--token", who});
-        return test::run_gpupool(args);
-    };
+    test::FundedPool pool(dir.path());
+    const std::string& url = pool.url;
+    const std::string& fellow = pool.fellow;
+    const std::string& owner = pool.owner;
+    const std::string& enroll = pool.enroll;
+    auto as = [&](const std::string& who, std::vector<std::string> args) { return pool.as(who, std::move(args)); };
 
     // The second job fails (exit 4) until the flag file exists.
     const fs::path flag = dir.path() / "flag";
@@ -110,14 +95,14 @@ TEST_CASE("retry CLI: a sweep's failed job runs again and succeeds, both attempt
     REQUIRE(as(fellow, {"cancel", slow_id}).exit_code == 0);
 
     // Over the team's budget: refused as a submission would be, nothing queued.
-    REQUIRE(as(coord.admin(), {"admin", "budget", "fellows", "--day", "0.000001"}).exit_code == 0);
+    REQUIRE(as(pool.coord.admin(), {"admin", "budget", "fellows", "--day", "0.000001"}).exit_code == 0);
     auto poor = as(fellow, {"retry", "--sweep", sweep_id, "--failed"});
     CHECK(poor.exit_code == 1);
     CHECK_THAT(poor.err,
                Catch::Contains("this retry (1 job) is estimated at") && Catch::Contains("`fellows`'s budget allows"));
     auto still = as(fellow, {"--json", "status", flaky});
     CHECK(json::parse(still.out)["state"] == "failed");
-    REQUIRE(as(coord.admin(), {"admin", "budget", "fellows", "--day", "none"}).exit_code == 0);
+    REQUIRE(as(pool.coord.admin(), {"admin", "budget", "fellows", "--day", "none"}).exit_code == 0);
 
     // The flag now exists: the retry succeeds.
     std::ofstream(flag) << "x";

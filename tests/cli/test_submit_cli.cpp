@@ -1,6 +1,7 @@
 // `gpupool submit` of a sweep on real processes: --follow streams every job's log (as `logs --sweep
 // ID -f`), sweep values keep their TOML spelling, the end names the jobs that did not succeed (as
 // `gpupool wait` does), and a pool with no worker refuses a job before its inputs are uploaded.
+#include "tests/cli/funded_pool.hpp"
 #include "tests/cli/processes.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 #include "tests/support.hpp"
@@ -26,28 +27,15 @@ std::string sweep_recipe(const std::string& lrs, const std::string& fails) {
            lrs + "\n";
 }
 
-std::string token(net::HttpClient& admin, const std::string& body) {
-    auto t = admin.request("POST", "/v1/admin/tokens", body);
-    REQUIRE(t);
-    REQUIRE(t->status == 201);
-    return nlohmann::json::parse(t->body)["token"];
-}
-
 } // namespace
 
 TEST_CASE("submit --follow of a sweep streams every job's log, keeps the values' spelling and names failures",
           "[submit-cli][sweep-cli][worker-cli]") {
     test::TempDir dir;
-    test::CoordinatorProcess coord(dir.path());
-    const std::string url = coord.url();
-    auto admin = test::http_client(url, coord.admin());
-    for (const char* team : {R"({"name": "fellows"})", R"({"name": "owners"})"}) {
-        REQUIRE(admin.request("POST", "/v1/admin/teams", team)->status == 201);
-    }
-    REQUIRE(admin.request("POST", "/v1/admin/grants", R"({"team": "fellows", "amount_micro": 1000000000})")->status ==
-            201);
-    const std::string fellow = token(admin, R"({"role": "member", "team": "fellows"})");
-    const std::string enroll = token(admin, R"({"role": "enroll", "team": "owners"})");
+    test::FundedPool pool(dir.path());
+    const std::string& url = pool.url;
+    const std::string& fellow = pool.fellow;
+    const std::string& enroll = pool.enroll;
     test::WorkerProcess worker(dir.path() / "w", url, enroll);
     auto as_fellow = [&](std::vector<std::string> args) {
         args.insert(args.begin(), {"--url", url, "--token", fellow});

@@ -1,12 +1,12 @@
 // A whole sweep through the CLI on real processes (coordinator, worker with the process runtime):
 // `wait`, `logs` and `fetch` with --sweep, and the credit history in the team's words.
 #include "core/recipe/recipe_json.hpp"
+#include "tests/cli/funded_pool.hpp"
 #include "tests/cli/processes.hpp"
 #include "tests/support.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 
@@ -16,13 +16,6 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string token(net::HttpClient& admin, const std::string& body) {
-    auto t = admin.request("POST", "/v1/admin/tokens", body);
-    REQUIRE(t);
-    REQUIRE(t->status == 201);
-    return json::parse(t->body)["token"];
-}
 
 // Submits one sweep of shell jobs (name -> script) as `member`; returns {sweep_id, jobs}.
 json submit_scripts(const std::string& url, const std::string& member,
@@ -53,22 +46,16 @@ json submit_scripts(const std::string& url, const std::string& member,
 TEST_CASE("sweep CLI: wait, logs and fetch take --sweep, and credits show one row per job with earnings as earnings",
           "[sweep-cli][worker-cli]") {
     test::TempDir dir;
-    test::CoordinatorProcess coord(dir.path());
-    const std::string url = coord.url();
-    auto admin = test::http_client(url, coord.admin());
-    for (const char* team : {R"({"name": "fellows"})", R"({"name": "owners"})"}) {
-        REQUIRE(admin.request("POST", "/v1/admin/teams", team)->status == 201);
-    }
-    REQUIRE(admin.request("POST", "/v1/admin/grants", R"({"team": "fellows", "amount_micro": 1000000000})")->status == 201);
-    const std::string fellow = token(admin, R"({"role": "member", "team": "fellows", "label": "alice"})");
-    const std::string owner = token(admin, R"({"role": "member", "team": "owners"})");
-    const std::string enroll = token(admin, R"({"role": "enroll", "team": "owners"})");
-    auto as = [&](const std::string& who, std::vector<std::string> args) {
-        args.insert(args.begin(), {"--url", url, "--token", who});
-        return test::run_gpupool(args);
-    };
+    test::FundedPool pool(dir.path());
+    const std::string& url = pool.url;
+    auto& admin = pool.admin;
+    const std::string& fellow = pool.fellow;
+    const std::string& owner = pool.owner;
+    const std::string& enroll = pool.enroll;
+    auto as = [&](const std::string& who, std::vector<std::string> args) { return pool.as(who, std::move(args)); };
 
-    auto submitted = as(fellow, {"--json", "submit", (test::source_dir() / "recipes/hello-sweep/recipe.toml").string()});
+    auto submitted =
+        as(fellow, {"--json", "submit", (test::source_dir() / "recipes/hello-sweep/recipe.toml").string()});
     REQUIRE(submitted.exit_code == 0);
     const std::string sweep = std::to_string(json::parse(submitted.out)["sweep_id"].get<std::int64_t>());
     test::WorkerProcess worker(dir.path() / "w", url, enroll);
@@ -108,7 +95,8 @@ TEST_CASE("sweep CLI: wait, logs and fetch take --sweep, and credits show one ro
     CHECK(as(fellow, {"wait", "12", "--sweep", sweep}).exit_code == 2);
 
     // A sweep with a failing job, followed while it runs: each line under its job's name, exit 1.
-    const json second = submit_scripts(url, fellow, {{"ok", "sleep 1; echo fine"}, {"bad", "sleep 1; echo broken; exit 3"}});
+    const json second =
+        submit_scripts(url, fellow, {{"ok", "sleep 1; echo fine"}, {"bad", "sleep 1; echo broken; exit 3"}});
     auto live = as(fellow, {"logs", "--sweep", std::to_string(second["sweep_id"].get<std::int64_t>()), "-f"});
     CHECK(live.exit_code == 1);
     CHECK_THAT(live.out, Catch::Contains("ok  | fine") && Catch::Contains("bad | broken"));

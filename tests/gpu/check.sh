@@ -29,7 +29,7 @@
 # plumbing test for a machine without a GPU, with tests/gpu/stand-in first on PATH: check 1, the MPS
 # join of check 5 against the stand-in control program, check 6 with sleeping jobs, and a capture
 # replayed. GPUPOOL_GPU_CHECK_KEEP=1 keeps the temp dir.
-# shellcheck disable=SC2317 # cleanup and more_shared are called indirectly (trap, eventually)
+# shellcheck disable=SC2317 # cleanup is called indirectly (trap)
 set -uo pipefail
 
 bin=$(realpath "${1:?usage: tests/gpu/check.sh PATH/TO/gpupool}")
@@ -159,28 +159,7 @@ capture idle
 
 start_pool || abort "$pool_error"
 
-# start_worker [FLAG...]: a worker on the work dir; returns once it shares (its id is kept in the work
-# dir), or 1 when it did not join within 30 s.
-start_worker() {
-    local shared
-    shared=$(grep -c "sharing with" "$dir/worker.err" 2> /dev/null)
-    "$bin" --log-level info --url "$url" --token-file "$dir/enroll.token" worker --share --runtime process \
-        --unsafe-process-runtime --work-dir "$dir/work" --heartbeat-ms 1000 --poll-wait-ms 1000 --drain-grace 5s \
-        "$@" >> "$dir/worker.out" 2>> "$dir/worker.err" < /dev/null &
-    worker_pid=$!
-    pids+=("$worker_pid")
-    more_shared() { [ "$(grep -c "sharing with" "$dir/worker.err" 2> /dev/null)" -gt "${shared:-0}" ]; }
-    eventually 30 more_shared
-}
 worker_trouble() { tail -n 3 "$dir/worker.err" 2> /dev/null | tr '\n' ' ' | cut -c1-400; }
-stop_worker() {
-    stop_pid "$worker_pid"
-    local keep=() pid
-    for pid in "${pids[@]}"; do
-        [ "$pid" = "$worker_pid" ] || keep+=("$pid")
-    done
-    pids=("${keep[@]}")
-}
 
 start_worker || abort "the worker did not join the pool: $(worker_trouble)"
 say "worker joined $url: $(grep -o 'sharing with.*' "$dir/worker.err" | tail -n 1 | cut -c1-200)"

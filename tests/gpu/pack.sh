@@ -60,30 +60,6 @@ fail() {
 cp "$here/pack_job.py" "$dir/pack_job.py"
 start_pool || fail "$pool_error"
 
-# start_worker [FLAG...]: returns once the worker shares (one more "sharing with" line than before).
-start_worker() {
-    local before
-    before=$(grep -c "sharing with" "$dir/worker.err" 2> /dev/null)
-    "$bin" --log-level info --url "$url" --token-file "$dir/enroll.token" worker --share --runtime process \
-        --unsafe-process-runtime --work-dir "$dir/work" --heartbeat-ms 1000 --poll-wait-ms 1000 --drain-grace 5s \
-        "$@" >> "$dir/worker.out" 2>> "$dir/worker.err" < /dev/null &
-    worker_pid=$!
-    pids+=("$worker_pid")
-    for _ in $(seq 150); do
-        [ "$(grep -c "sharing with" "$dir/worker.err" 2> /dev/null)" -gt "${before:-0}" ] && return 0
-        kill -0 "$worker_pid" 2> /dev/null || break
-        sleep 0.2
-    done
-    return 1
-}
-stop_worker() {
-    stop_pid "$worker_pid"
-    local keep=() pid
-    for pid in "${pids[@]}"; do
-        [ "$pid" = "$worker_pid" ] || keep+=("$pid")
-    done
-    pids=("${keep[@]}")
-}
 
 # run_sweep LABEL SHARE: N jobs of SHARE of a GPU in one sweep; their figures in $dir/LABEL.sweep.
 run_sweep() {

@@ -1,6 +1,7 @@
 # What tests/gpu/check.sh and tests/gpu/pack.sh share: stopping a process, the MPS pipes a worker
-# named, and a pool on loopback to run jobs through. Sourced, not run; the caller sets `bin` (the
-# gpupool binary), `here` (this folder), `dir` (its temp folder) and `pids` (what its cleanup stops).
+# named, a pool on loopback to run jobs through and its one process-runtime worker. Sourced, not run;
+# the caller sets `bin` (the gpupool binary), `here` (this folder), `dir` (its temp folder) and `pids`
+# (what its cleanup stops); `worker_pid` is the worker start_worker started.
 # shellcheck shell=bash disable=SC2154,SC2034 # bin, here, dir are the caller's; pool_error is for it
 
 stop_pid() { # stop_pid PID: SIGTERM, again after 10 s (a draining worker then stops its jobs), SIGKILL after 20 s
@@ -54,4 +55,32 @@ start_pool() {
         pool_error="setting up the pool: $(tail -n 3 "$dir/setup.err")"
         return 1
     fi
+}
+
+# start_worker [FLAG...]: a process-runtime worker on $dir/work with the enrollment token; returns
+# once it shares (one more "sharing with" line than before), or 1 when it exited or did not join
+# within 30 s.
+start_worker() {
+    local before _
+    before=$(grep -c "sharing with" "$dir/worker.err" 2> /dev/null)
+    "$bin" --log-level info --url "$url" --token-file "$dir/enroll.token" worker --share --runtime process \
+        --unsafe-process-runtime --work-dir "$dir/work" --heartbeat-ms 1000 --poll-wait-ms 1000 --drain-grace 5s \
+        "$@" >> "$dir/worker.out" 2>> "$dir/worker.err" < /dev/null &
+    worker_pid=$!
+    pids+=("$worker_pid")
+    for _ in $(seq 150); do
+        [ "$(grep -c "sharing with" "$dir/worker.err" 2> /dev/null)" -gt "${before:-0}" ] && return 0
+        kill -0 "$worker_pid" 2> /dev/null || break
+        sleep 0.2
+    done
+    return 1
+}
+
+stop_worker() {
+    stop_pid "$worker_pid"
+    local keep=() pid
+    for pid in "${pids[@]}"; do
+        [ "$pid" = "$worker_pid" ] || keep+=("$pid")
+    done
+    pids=("${keep[@]}")
 }

@@ -43,7 +43,7 @@ worker_pid=
 dir=$(mktemp -d /tmp/gpupool-gpu-check.XXXXXX)
 
 # shellcheck source=tests/gpu/pool.sh
-. "$here/pool.sh" # stop_pid, mps_pipes, start_pool, as_admin, as_member, judge
+. "$here/pool.sh" # stop_pid, stop_pool, start_pool, start_worker, stop_worker, as_admin, as_member, judge
 say() { printf 'gpu-check: [%3ds] %s\n' "$((SECONDS - t0))" "$*" >&2; }
 report() { # report N PASS|FAIL|SKIP TEXT
     echo "check $1: $2: $3"
@@ -78,19 +78,7 @@ keep_logs() { # copies what a failed run leaves to look at (never a token or the
     echo "gpu-check: kept the logs of this run in $to" >&2
 }
 cleanup() {
-    local pid pipe
-    for pid in "${pids[@]}"; do
-        stop_pid "$pid"
-    done
-    # Whatever a killed worker left: its jobs, and an MPS daemon on its pipe directory.
-    pkill -KILL -f "$dir/gpu_job.py" 2> /dev/null
-    for pipe in $(mps_pipes); do
-        if [ ! -d "$pipe" ] || ! command -v nvidia-cuda-mps-control > /dev/null; then
-            continue
-        fi
-        echo quit | CUDA_MPS_PIPE_DIRECTORY="$pipe" CUDA_MPS_LOG_DIRECTORY="$dir/work/mps/log" \
-            timeout 10 nvidia-cuda-mps-control > /dev/null 2>&1
-    done
+    stop_pool "$dir/gpu_job.py"
     if [ "$failures" -ne 0 ]; then
         for f in worker coordinator; do
             [ -s "$dir/$f.err" ] || continue

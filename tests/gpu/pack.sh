@@ -29,18 +29,10 @@ pids=()
 worker_pid=
 
 # shellcheck source=tests/gpu/pool.sh
-. "$here/pool.sh" # stop_pid, mps_pipes, start_pool, as_admin, as_member, judge
+. "$here/pool.sh" # stop_pid, stop_pool, start_pool, start_worker, stop_worker, as_admin, as_member, judge
 say() { printf 'gpu-pack: [%3ds] %s\n' "$((SECONDS - t0))" "$*" >&2; }
 cleanup() {
-    local pid pipe
-    for pid in "${pids[@]}"; do
-        stop_pid "$pid"
-    done
-    pkill -KILL -f "$dir/pack_job.py" 2> /dev/null
-    for pipe in $(mps_pipes); do
-        [ -d "$pipe" ] || continue
-        echo quit | CUDA_MPS_PIPE_DIRECTORY="$pipe" timeout 10 nvidia-cuda-mps-control > /dev/null 2>&1
-    done
+    stop_pool "$dir/pack_job.py"
     if [ -n "${GPUPOOL_GPU_PACK_LOGS:-}" ] && mkdir -p "$GPUPOOL_GPU_PACK_LOGS"; then
         for f in coordinator.err worker.err worker.out; do
             [ -f "$dir/$f" ] && cp "$dir/$f" "$GPUPOOL_GPU_PACK_LOGS/pack-$f"

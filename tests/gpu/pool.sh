@@ -20,6 +20,22 @@ mps_pipes() { # the pipe directories the worker's MPS daemons said they use (a r
     grep -ho -e 'pipes in /[^ ]*' -e 'answering on /[^ ]*' "$dir/worker.err" 2> /dev/null | awk '{print $NF}' | sort -u
 }
 
+# stop_pool JOB_SCRIPT: every process in `pids`, what a killed worker left (the jobs running
+# JOB_SCRIPT), and an MPS daemon on each pipe directory the worker named.
+stop_pool() {
+    local pid pipe
+    for pid in "${pids[@]}"; do
+        stop_pid "$pid"
+    done
+    pkill -KILL -f "$1" 2> /dev/null
+    command -v nvidia-cuda-mps-control > /dev/null || return 0
+    for pipe in $(mps_pipes); do
+        [ -d "$pipe" ] || continue
+        echo quit | CUDA_MPS_PIPE_DIRECTORY="$pipe" CUDA_MPS_LOG_DIRECTORY="$dir/work/mps/log" \
+            timeout 10 nvidia-cuda-mps-control > /dev/null 2>&1
+    done
+}
+
 as_admin() { "$bin" --url "$url" --token-file "$dir/admin.token" "$@"; }
 as_member() { "$bin" --url "$url" --token-file "$dir/member.token" "$@"; }
 judge() { python3 "$here/judge.py" "$@"; }

@@ -36,12 +36,23 @@ int follow_submitted(const GlobalOptions& global, client::ApiClient& api, const 
 
 // Before any input is packed or uploaded: whether the pool could ever run every job (POST
 // /v1/estimate makes the check that submit makes), so that a job no worker can run is refused before
-// its inputs travel. Only a refusal stops here; a pool that cannot answer is left to the submission,
-// which checks again.
+// its inputs travel, and whether any worker takes work now, so that a submission to an empty or idle
+// pool says at once that its jobs will wait. Only a refusal stops here; a pool that cannot answer is
+// left to the submission, which checks again.
 Status check_runnable(client::ApiClient& api, const wire::SubmitRequest& request) {
     auto answer = api.post("/v1/estimate", wire::to_json(request));
-    if (!answer && answer.error().code == ErrorCode::invalid_input) {
-        return answer.error();
+    if (!answer) {
+        return answer.error().code == ErrorCode::invalid_input ? Status(answer.error()) : Status{};
+    }
+    const std::int64_t joined = answer->value("workers_joined", std::int64_t{-1});
+    const std::int64_t online = answer->value("workers_online", std::int64_t{-1});
+    if (joined == 0) {
+        std::cerr << "note: no worker is connected to the pool yet; the jobs wait until one joins\n";
+    } else if (joined > 0 && online == 0) {
+        std::cerr << "note: none of the pool's " << joined
+                  << (joined == 1 ? " worker takes" : " workers take")
+                  << " work now (offline, paused, draining or outside its sharing hours); the jobs wait until one "
+                     "does\n";
     }
     return {};
 }
@@ -80,12 +91,10 @@ int run_submit(const SubmitOptions& opts) {
         request.team = opts.team;
     }
     request.allow_unfunded = opts.allow_unfunded;
-    if (std::any_of(jobs.begin(), jobs.end(), [](const auto& j) { return !j.inputs.resolved.empty(); })) {
-        request.jobs = jobs; // without their inputs' digests: what can run does not depend on them
-        if (auto st = check_runnable(*api, request); !st) {
-            report_error(global, st.error());
-            return k_exit_failed;
-        }
+    request.jobs = jobs; // without their inputs' digests: what can run does not depend on them
+    if (auto st = check_runnable(*api, request); !st) {
+        report_error(global, st.error());
+        return k_exit_failed;
     }
     if (auto st = ship_inputs(*api, jobs, opts.team, progress); !st) {
         report_error(global, st.error());

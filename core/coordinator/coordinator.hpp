@@ -172,6 +172,10 @@ struct Estimate {
     std::int64_t available_micro = 0;                // the team's balance
     std::optional<std::int64_t> budget_room_micro;   // what its budgets still allow, if it has any
     bool enforced = true;
+    // Workers that joined the pool (banned ones left out), and those of them taking work now
+    // (presence "online"): a submission to a pool where none is says so before it uploads.
+    std::int64_t workers_joined = 0;
+    std::int64_t workers_online = 0;
 };
 
 // One spend cap in a budget change: left as it is, removed, or set to `micro`.

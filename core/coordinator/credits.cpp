@@ -182,6 +182,12 @@ Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& 
         }
     }
     Estimate est = estimate_for(id, source, jobs);
+    for (const auto& [worker, live] : m_workers) {
+        if (live.record.state != WorkerState::banned) {
+            ++est.workers_joined;
+            est.workers_online += presence(worker) == "online" ? 1 : 0;
+        }
+    }
     if (auto mine = member_room(who.token_id, m_clock.now_ms())) {
         est.budget_room_micro = std::min(est.budget_room_micro.value_or(k_unlimited), *mine);
     }

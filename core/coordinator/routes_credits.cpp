@@ -235,7 +235,9 @@ net::Response estimate(ServiceState& svc, const net::Request&, const Input& in, 
                {"total_estimate_micro", est->total_estimate_micro},
                {"available_micro", est->available_micro},
                {"budget_room_micro", opt_json(est->budget_room_micro)},
-               {"enforced", est->enforced}});
+               {"enforced", est->enforced},
+               {"workers_joined", est->workers_joined},
+               {"workers_online", est->workers_online}});
 }
 
 // POST /v1/recipes/history {"recipes": [{"recipe": NAME, "repo": URL}, ...]} (at most 500): the

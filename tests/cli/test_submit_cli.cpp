@@ -123,8 +123,33 @@ TEST_CASE("a job submitted to a pool no worker ever joined waits, and says why i
     INFO(sub.out << sub.err);
     REQUIRE(sub.exit_code == 0);
     const std::string job = std::to_string(nlohmann::json::parse(sub.out)["jobs"][0].get<std::int64_t>());
+    // Said at once, not only by `status` later.
+    CHECK_THAT(sub.err, Catch::Contains("no worker is connected to the pool yet; the jobs wait until one joins"));
     CHECK(test::eventually([&] {
         auto st = test::run_gpupool({"--url", server.url, "--token", member, "status", job});
         return st.out.find("waiting: no worker is connected to the pool") != std::string::npos;
     }));
+}
+
+TEST_CASE("submit to a pool whose only worker is offline says its jobs will wait, before the inputs travel",
+          "[submit-cli][cli]") {
+    using namespace gpupool::test::svc;
+    Pool p(1'500); // one worker, registered by hand: it never heartbeats, so it is offline after 1.5 s
+    test::TempDir dir;
+    dir.write("data.txt", "the inputs\n");
+    const fs::path recipe = dir.write("cpu.toml", "name = \"cpu-eval\"\nimage = \"localhost/gpupool/busybox:latest\"\n"
+                                                  "command = \"cat data.txt\"\n[resources]\ncpus = 0.5\n"
+                                                  "[inputs]\npaths = [\"data.txt\"]\n");
+    REQUIRE(test::eventually([&] {
+        auto w = test::run_gpupool({"--url", p.server.url, "--token", p.server.admin_token, "admin", "workers"});
+        return w.out.find("offline") != std::string::npos;
+    }));
+    auto sub = test::run_gpupool({"--url", p.server.url, "--token", p.member, "submit", recipe.string()});
+    INFO(sub.out << sub.err);
+    CHECK(sub.exit_code == 0);
+    const auto note = sub.err.find("none of the pool's 1 worker takes work now");
+    const auto upload = sub.err.find("inputs of `cpu-eval`");
+    CHECK(note != std::string::npos);
+    CHECK(upload != std::string::npos);
+    CHECK(note < upload);
 }

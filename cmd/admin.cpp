@@ -3,9 +3,11 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/api/owner_terms.hpp"
 #include "core/net/url.hpp"
 #include "core/credits/money.hpp"
 #include "core/resources/quantity.hpp"
+#include "core/util/strings.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -248,6 +250,23 @@ int run_enroll(const AdminOptions& o) {
                       {{"role", "enroll"}, {"team", o.team}, {"label", "enrollment"}, {"uses", o.uses}}, print_token);
 }
 
+// Each worker's owner terms as its last heartbeat said them (api::describe_terms), one line each;
+// max jobs from its inventory when the terms do not say.
+void print_owner_terms(const json& workers) {
+    for (const auto& w : workers) {
+        auto terms = w.contains("terms") && !w["terms"].is_null() ? api::owner_terms_from_json(w["terms"])
+                                                                  : Result<api::OwnerTerms>(api::OwnerTerms{});
+        if (!terms) {
+            continue;
+        }
+        if (terms->max_jobs == 0 && w["inventory"].is_object()) {
+            terms->max_jobs = w["inventory"].value("slots", std::int64_t{0});
+        }
+        std::cout << "worker " << w["id"].get<std::int64_t>() << " `" << printable(w["name"])
+                  << "` terms: " << printable(util::join(api::describe_terms(*terms), "; ")) << '\n';
+    }
+}
+
 int run_workers(const AdminOptions& o) {
     return admin_call(o.global, "GET", "/v1/workers", {}, [](const json& r) {
         std::vector<std::vector<std::string>> rows{{"ID", "NAME", "TEAM", "STATE", "GPUS", "LAST SEEN (UTC)"}};
@@ -272,6 +291,7 @@ int run_workers(const AdminOptions& o) {
                           << "`: GPU model and memory disagree: " << printable(w["model_mismatch"]) << '\n';
             }
         }
+        print_owner_terms(r["workers"]);
     });
 }
 

@@ -73,6 +73,7 @@ int run_coordinator_install(const GlobalOptions& global, const CoordinatorInstal
     io.metrics_listen = o.metrics_listen;
     io.binary = this_binary();
     io.force = o.force;
+    io.dry_run = o.dry_run;
     worker::SystemctlCommand systemctl(o.systemctl, false, o.sysusers);
     worker::ServiceReport report;
     auto st = worker::install_coordinator(io, systemctl, report);
@@ -83,6 +84,13 @@ int run_coordinator_install(const GlobalOptions& global, const CoordinatorInstal
         report_error(global, st.error());
         return st.error().code == ErrorCode::conflict || st.error().code == ErrorCode::invalid_input ? k_exit_usage
                                                                                                      : k_exit_failed;
+    }
+    if (o.dry_run) {
+        if (!global.json) {
+            std::cout << "Nothing was changed (--dry-run): the checks passed, and the above is what install would "
+                         "do.\n";
+        }
+        return k_exit_ok;
     }
     if (!global.json) {
         print_next_steps(*paths, io.binary.string());
@@ -124,6 +132,9 @@ void register_coordinator_install(Cli& cli, CLI::App* coordinator) {
     install->add_option("--metrics-listen", o->metrics_listen,
                         "Also serve GET /metrics without a token on this loopback HOST:PORT");
     install->add_flag("--force", o->force, "Replace files an earlier install left that differ");
+    install->add_flag("--dry-run", o->dry_run,
+                      "Check what would make the service fail, then print every file, user and command install "
+                      "would create; change nothing");
     CLI::App* uninstall = coordinator->add_subcommand(
         "uninstall", "Stop and disable the service, remove its unit and TLS copies (the database is kept)");
     for (CLI::App* c : {install, uninstall}) {

@@ -27,6 +27,7 @@ struct CoordinatorInstallOptions {
     std::string metrics_token_file{};
     std::string metrics_listen{};
     bool force = false;
+    bool dry_run = false; // --dry-run: check, then print what would be done
     std::string root = "/";
     std::string systemctl = "systemctl";
     std::string sysusers = "systemd-sysusers";

@@ -17,14 +17,17 @@ namespace res = gpupool::resources;
 void add_recipe_args(CLI::App* sub, RecipeArgs& args) {
     sub->add_option("recipe", args.file, "Recipe file (TOML), or the name of a recipe in a recipe repository")
         ->required();
-    sub->add_option("--set", args.set, "Override a recipe key: --set resources.gpu=0.5 (value is TOML; repeatable)");
+    // One value per --set and per --repo, so neither swallows the positional after it.
+    sub->add_option("--set", args.set, "Override a recipe key: --set resources.gpu=0.5 (value is TOML; repeatable)")
+        ->allow_extra_args(false);
     sub->add_option("--max-jobs", args.max_jobs, "Refuse sweeps that expand to more jobs than this")
         ->capture_default_str();
     sub->add_flag("--allow-outside", args.allow_outside,
                   "Accept [inputs] paths outside the recipe's directory (they are uploaded with the job)");
     sub->add_option("--repo", args.repos,
-                    "Recipe repository (URL or path, @REV to pin) to find named recipes in, instead of the config's "
-                    "`recipes` (repeatable; the first wins on a name clash)");
+                    "Recipe repository (URL or path, @REV to pin, #FOLDER for its recipes' folder) to find named "
+                    "recipes in, instead of the config's `recipes` (repeatable; the first wins on a name clash)")
+        ->allow_extra_args(false);
 }
 
 std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_recipe(const GlobalOptions& global,

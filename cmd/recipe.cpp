@@ -68,9 +68,11 @@ int run_recipe(const RecipeOptions& options) {
 namespace {
 
 void add_repo_option(CLI::App* sub, RecipeOptions& opts) {
+    // One value per --repo (allow_extra_args(false)): `get NAME --repo R DIR` leaves DIR to `dir`.
     sub->add_option("--repo", opts.repos,
-                    "Recipe repository (URL or path, @REV to pin a revision) instead of the config's `recipes` "
-                    "(repeatable; the first wins on a name clash)");
+                    "Recipe repository (URL or path, @REV to pin a revision, #FOLDER for the folder its recipes are "
+                    "in) instead of the config's `recipes` (repeatable; the first wins on a name clash)")
+        ->allow_extra_args(false);
 }
 
 } // namespace
@@ -126,7 +128,7 @@ void register_recipe(Cli& cli) {
     CLI::App* create = sub->add_subcommand("new", "Start a recipe project from a template");
     create->fallthrough();
     create->add_option("--template", opts->template_name, "Template")
-        ->required()
+        ->capture_default_str()
         ->check(CLI::IsMember(catalog::starter_names()));
     create->add_option("name", opts->name, "Recipe name (lowercase letters, digits, . _ -)")->required();
     create->add_option("dir", opts->dest, "Folder to create (default: ./NAME)");

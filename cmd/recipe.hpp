@@ -25,7 +25,7 @@ struct RecipeOptions {
     std::vector<std::string> repos{}; // --repo, instead of the config's `recipes`
     std::string tag{};                // list --tag
     std::string dest{};               // get, new: the folder to write (default ./NAME)
-    std::string template_name{};      // new --template
+    std::string template_name{"python"}; // new --template
 };
 
 // The exit code (cli.hpp); problems are printed as it goes.

@@ -134,7 +134,7 @@ int run_recipe_list(const RecipeOptions& options) {
         std::cout << out.dump() << '\n';
         return cat->problems().empty() ? k_exit_ok : k_exit_failed;
     }
-    if (cat->repositories().empty()) {
+    if (cat->repositories().empty() && cat->problems().empty()) { // none configured (not: none could be read)
         std::cout << "No recipe repositories: add `recipes = [\"URL or path\"]` to the client config ("
                   << config::default_config_path(config::real_env).string()
                   << ") or pass --repo. `gpupool recipe builtins` lists the built-in bases.\n";

@@ -43,6 +43,9 @@ Result<catalog::Catalog> open_catalog(const GlobalOptions& global, const std::ve
     for (const auto& p : cat.problems()) {
         std::cerr << "warning: " << p.describe() << '\n';
     }
+    for (const auto& n : cat.notes()) {
+        std::cerr << "note: " << util::escape_control(n) << '\n';
+    }
     return cat;
 }
 

@@ -372,7 +372,6 @@ void register_worker(Cli& cli) {
         ->capture_default_str();
     CLI::App* status = sub->add_subcommand(
         "status", "Whether this machine shares now, what runs on each GPU, and what it has earned (no token needed)");
-    status->add_option("--limit", o->status_limit, "How many recent movements to look through")->capture_default_str();
     status->fallthrough(); // `worker status --work-dir D`
     status->callback([&cli, o] { cli.exit_code = run_worker_status(cli.global, *o); });
     CLI::App* pause = sub->add_subcommand(

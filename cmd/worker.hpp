@@ -40,7 +40,6 @@ struct WorkerCmdOptions {
     std::int64_t stop_grace_ms = 1500;
     std::int64_t cpu_milli = 0;
     std::int64_t memory_mib = 0;
-    std::int64_t status_limit = 50;
     std::string pause_why{}; // worker pause --why
     std::string pause_for{}; // worker pause --for 2h
     bool pause_now = false;  // worker pause --now

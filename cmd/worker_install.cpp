@@ -2,17 +2,18 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/config/client_config.hpp"
 #include "worker/install/installer.hpp"
+#include "worker/install/preflight.hpp"
 
 #include <nlohmann/json.hpp>
-
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <unistd.h>
 
 namespace gpupool::cmd {
 
@@ -40,7 +41,11 @@ void print_service_report(const GlobalOptions& global, const worker::ServiceRepo
         for (const auto& s : r.steps) {
             steps.push_back({{"action", s.what}, {"path", s.path}, {"note", s.note}});
         }
-        std::cout << nlohmann::json{{"ok", ok}, {"files", steps}, {"systemctl", r.systemctl}, {"warnings", r.warnings}}
+        std::cout << nlohmann::json{{"ok", ok},
+                                    {"dry_run", r.dry_run},
+                                    {"files", steps},
+                                    {"systemctl", r.systemctl},
+                                    {"warnings", r.warnings}}
                          .dump(2)
                   << '\n';
         return;
@@ -50,7 +55,7 @@ void print_service_report(const GlobalOptions& global, const worker::ServiceRepo
                   << printable(s.path) << (s.note.empty() ? "" : "  (" + printable(s.note) + ")") << '\n';
     }
     for (const auto& c : r.systemctl) {
-        std::cout << "  ran       "
+        std::cout << (r.dry_run ? "  would run " : "  ran       ")
                   << (c.starts_with("systemd-sysusers") ? ""
                       : user                            ? "systemctl --user "
                                                         : "systemctl ")
@@ -91,8 +96,26 @@ int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& 
     io.binary = this_binary();
     io.force = o.force;
     io.as_root = o.as_root;
-    worker::SystemctlCommand systemctl(o.systemctl, o.user, o.sysusers);
+    io.dry_run = o.dry_run;
     worker::ServiceReport report;
+    // What would make the service fail, before anything is written (preflight.hpp).
+    auto token = config::read_token_file(io.token_source, "--token-file");
+    if (!token) {
+        report_error(global, token.error());
+        return k_exit_usage;
+    }
+    worker::WorkerPreflight pre;
+    pre.coordinator = io.coordinator;
+    pre.token = *token;
+    pre.ca_cert = global.ca_cert.value_or(std::string());
+    pre.runtime = io.runtime;
+    auto warnings = worker::preflight_worker(pre);
+    if (!warnings) {
+        report_error(global, warnings.error());
+        return k_exit_failed;
+    }
+    report.warnings = *warnings;
+    worker::SystemctlCommand systemctl(o.systemctl, o.user, o.sysusers);
     auto st = worker::install_service(io, systemctl, report);
     if (st || !global.json) { // --json: one document on stdout, the error's when it failed
         print_service_report(global, report, st.has_value(), o.user);
@@ -101,6 +124,13 @@ int run_worker_install(const GlobalOptions& global, const WorkerInstallOptions& 
         report_error(global, st.error());
         return st.error().code == ErrorCode::conflict || st.error().code == ErrorCode::invalid_input ? k_exit_usage
                                                                                                     : k_exit_failed;
+    }
+    if (o.dry_run) {
+        if (!global.json) {
+            std::cout << "Nothing was changed (--dry-run): the checks passed, and the above is what install would "
+                         "do.\n";
+        }
+        return k_exit_ok;
     }
     if (!global.json) {
         std::ifstream written(paths->on_disk(paths->config));
@@ -168,6 +198,9 @@ void register_worker_install(Cli& cli, CLI::App* worker) {
         ->check(CLI::IsMember({"podman", "docker"}))
         ->capture_default_str();
     install->add_flag("--force", o->force, "Replace settings an earlier install left that differ");
+    install->add_flag("--dry-run", o->dry_run,
+                      "Check what would make the service fail, then print every file, user and command install "
+                      "would create; change nothing");
     install->add_flag("--as-root", o->as_root,
                       "Run the system-wide service as root, not as the system user gpupool-worker (dangerous: a job "
                       "that fools the worker acts as root)");

@@ -33,6 +33,7 @@ struct WorkerInstallOptions {
     std::string runtime = "podman";
     bool force = false;
     bool as_root = false;
+    bool dry_run = false; // --dry-run: check, then print what would be done
     bool purge = false;
     std::string root = "/";
     std::string systemctl = "systemctl";

@@ -5,6 +5,7 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/worker.hpp"
+#include "core/api/owner_terms.hpp"
 #include "core/client/api_client.hpp"
 #include "core/config/client_config.hpp"
 #include "core/credits/money.hpp"
@@ -29,19 +30,6 @@ using nlohmann::json;
 std::int64_t now_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
-}
-
-// Local midnight today, and Monday 00:00 of this week, as Unix ms.
-std::pair<std::int64_t, std::int64_t> day_and_week_start(std::int64_t now) {
-    const std::time_t t = static_cast<std::time_t>(now / 1000);
-    std::tm tm{};
-    localtime_r(&t, &tm);
-    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-    tm.tm_isdst = -1;
-    std::tm week = tm;
-    const std::int64_t day = static_cast<std::int64_t>(std::mktime(&tm)) * 1000;
-    week.tm_mday -= (week.tm_wday + 6) % 7;
-    return {day, static_cast<std::int64_t>(std::mktime(&week)) * 1000};
 }
 
 std::string ago(std::int64_t ms) {
@@ -115,67 +103,52 @@ void print_live(const json& live) {
               << '\n';
 }
 
-// Earnings (+) and voided results (-) of the team since `since` ms, from the movements read.
-std::int64_t earned_since(const json& credits, std::int64_t since) {
-    const std::string team = "team:" + std::to_string(credits["team_id"].get<std::int64_t>());
-    const std::string settling = "settling:" + std::to_string(credits["team_id"].get<std::int64_t>());
-    std::int64_t sum = 0;
-    for (const auto& e : credits["movements"]) {
-        if (!e["at"].is_number_integer() || e["at"].get<std::int64_t>() < since) {
-            continue;
-        }
-        const std::string reason = e["reason"].get<std::string>();
-        const auto amount = e["amount_micro"].get<std::int64_t>();
-        if (reason == "charge" && (e["credit"] == team || e["credit"] == settling)) {
-            sum += amount;
-        } else if (reason == "refund" && (e["debit"] == team || e["debit"] == settling)) {
-            sum -= amount;
+// The owner's terms as the running worker says them (its `terms`), else as worker.toml has them.
+api::OwnerTerms terms_of(const std::optional<json>& live, const std::optional<worker::OwnerConfig>& cfg) {
+    if (live && live->contains("terms")) {
+        if (auto t = api::owner_terms_from_json((*live)["terms"])) {
+            return *t;
         }
     }
-    return sum;
+    api::OwnerTerms t;
+    if (cfg) {
+        const auto& s = cfg->share;
+        t.max_runtime_s = s.max_runtime_s.value_or(0);
+        t.teams = s.teams.value_or(std::vector<std::string>{});
+        t.registries = s.registries.value_or(std::vector<std::string>{});
+        t.max_jobs = s.max_jobs.value_or(0);
+        for (const auto& w : s.windows.value_or(std::vector<worker::ShareWindow>{})) {
+            t.hours.push_back(worker::window_text(w) + " (local time)");
+        }
+    }
+    return t;
 }
 
-void print_credits(const json& c, const std::string& coordinator) {
-    const std::string team_account = "team:" + std::to_string(c["team_id"].get<std::int64_t>());
-    const std::string settling_account = "settling:" + std::to_string(c["team_id"].get<std::int64_t>());
-    const auto [day, week] = day_and_week_start(now_ms());
-    std::cout << "  available   " << credits::format_credits(c["balance_micro"].get<std::int64_t>()) << " credits\n";
-    std::cout << "  settling    " << credits::format_credits(c.value("settling_micro", std::int64_t{0}))
-              << " credits (earned, paid out when the pool's settling period ends)\n";
-    std::cout << "  earned      " << credits::format_credits(earned_since(c, day)) << " today, "
-              << credits::format_credits(earned_since(c, week))
-              << " this week (from the movements read; --limit for more)\n";
-    std::vector<std::vector<std::string>> rows{{"WHEN (UTC)", "AMOUNT", "WHAT"}};
-    for (const auto& e : c["movements"]) {
-        const std::string reason = e["reason"].get<std::string>();
-        const bool earning = reason == "charge" && (e["credit"] == team_account || e["credit"] == settling_account);
-        const bool voided = reason == "refund" && (e["debit"] == team_account || e["debit"] == settling_account);
-        if (!earning && !voided && reason != "payout") {
-            continue;
-        }
-        const std::string amount = credits::format_credits(e["amount_micro"].get<std::int64_t>());
-        const std::string attempt =
-            e["attempt"].is_number_integer() ? std::to_string(e["attempt"].get<std::int64_t>()) : "?";
-        rows.push_back({format_time(e["at"]),
-                        earning  ? "+" + amount
-                        : voided ? "-" + amount
-                                 : amount,
-                        earning
-                            ? "earned for attempt " + attempt + (e["credit"] == settling_account ? " (settling)" : "")
-                        : voided ? "voided: attempt " + attempt + " (" + e["note"].get<std::string>() + ")"
-                                 : "paid out for attempt " + attempt});
+void print_terms(const api::OwnerTerms& terms) {
+    const auto items = api::describe_terms(terms);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        std::cout << (i == 0 ? "  terms       " : "              ") << printable(items[i]) << '\n';
     }
-    if (rows.size() > 1) {
-        std::cout << "\nrecent earnings on " << coordinator << " (newest first):\n";
-        print_table(rows);
-    }
+}
+
+void print_earnings(const json& e, const json& c) {
+    std::cout << "  earned      " << credits::format_credits(e["today_micro"].get<std::int64_t>()) << " today, "
+              << credits::format_credits(e["week_micro"].get<std::int64_t>()) << " this week, "
+              << credits::format_credits(e["total_micro"].get<std::int64_t>())
+              << " all time (this worker; days from 00:00 UTC, weeks from Monday 00:00 UTC)\n";
+    std::cout << "  settling    " << credits::format_credits(e["settling_micro"].get<std::int64_t>())
+              << " credits of it (paid out when the pool's settling period ends)\n";
+    std::cout << "  team        " << printable(c["team"]) << ": "
+              << credits::format_credits(c["balance_micro"].get<std::int64_t>()) << " credits available, "
+              << credits::format_credits(c.value("settling_micro", std::int64_t{0})) << " settling\n";
 }
 
 } // namespace
 
 // `gpupool worker status`: the owner's view with the identity the machine already has (no
 // second token): the worker's state and jobs (from the running worker, or the files when none
-// runs), which pool and worker this is, and what its team has earned.
+// runs), which pool and worker this is, its owner's terms, and what this worker has earned
+// (summed by the coordinator: GET /v1/workers/{id}/earnings).
 int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     auto cfg = load_worker_toml(o);
     if (!cfg) {
@@ -220,7 +193,9 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
         cc.ca_cert = *global.ca_cert;
     }
     client::ApiClient api(cc);
-    auto credits = api.get("/v1/credits?limit=" + std::to_string(o.status_limit));
+    auto credits = api.get("/v1/credits?limit=0");
+    auto earnings = credits ? api.get("/v1/workers/" + std::to_string(id->worker_id) + "/earnings") : credits;
+    const gpupool::api::OwnerTerms terms = terms_of(live ? std::optional<json>(*live) : std::nullopt, *cfg);
     if (global.json) {
         json out{{"coordinator", coordinator},
                  {"worker_id", id->worker_id},
@@ -228,16 +203,13 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
                  {"state", state["state"]},
                  {"paused", worker::paused_since(work) ? json(*worker::paused_since(work)) : json()},
                  {"spooled_attempts", spooled},
-                 {"credits", credits ? *credits : json()}};
-        if (credits) {
-            const auto [day, week] = day_and_week_start(now_ms());
-            out["earned_today_micro"] = earned_since(*credits, day);
-            out["earned_week_micro"] = earned_since(*credits, week);
-        }
+                 {"terms", gpupool::api::to_json(terms)},
+                 {"credits", credits ? *credits : json()},
+                 {"earnings", earnings ? *earnings : json()}};
         std::cout << out.dump(2) << '\n';
     }
-    if (!credits) {
-        report_error(global, credits.error());
+    if (!earnings) {
+        report_error(global, earnings.error());
         return k_exit_failed;
     }
     if (global.json) {
@@ -252,7 +224,8 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
         std::cout << "  worker      not running (`gpupool worker --share` starts it)\n"
                   << "  state       " << printable(state["description"].get<std::string>()) << '\n';
     }
-    print_credits(c, coordinator);
+    print_terms(terms);
+    print_earnings(*earnings, c);
     return k_exit_ok;
 }
 

@@ -56,6 +56,21 @@ std::optional<SharingState> sharing_state_from_string(std::string_view name) {
     return std::nullopt;
 }
 
+std::vector<std::string> describe_terms(const OwnerTerms& t) {
+    const auto list = [](const std::vector<std::string>& items, const char* none) {
+        std::string out;
+        for (const auto& i : items) {
+            out += (out.empty() ? "" : ", ") + i;
+        }
+        return items.empty() ? std::string(none) : out;
+    };
+    return {"hours: " + list(t.hours, "any time"), "teams: " + list(t.teams, "every team"),
+            "registries: " + list(t.registries, "any"),
+            "max jobs: " + (t.max_jobs > 0 ? std::to_string(t.max_jobs) : std::string("no cap")),
+            "max runtime: " +
+                (t.max_runtime_s > 0 ? resources::format_duration_s(t.max_runtime_s) : std::string("any"))};
+}
+
 Result<OwnerTerms> owner_terms_from_json(const json& j, const std::string& field) {
     FieldReader r(j, field);
     r.object();
@@ -63,6 +78,8 @@ Result<OwnerTerms> owner_terms_from_json(const json& j, const std::string& field
     t.max_runtime_s = r.integer("max_runtime_s", 0, resources::k_max_duration_s, 0);
     t.teams = bounded_texts(r, "teams");
     t.registries = bounded_texts(r, "registries");
+    t.hours = bounded_texts(r, "hours");
+    t.max_jobs = r.integer("max_jobs", 0, 1'000'000, 0);
     if (r.error()) {
         return *r.error();
     }
@@ -70,7 +87,11 @@ Result<OwnerTerms> owner_terms_from_json(const json& j, const std::string& field
 }
 
 json to_json(const OwnerTerms& t) {
-    return {{"max_runtime_s", t.max_runtime_s}, {"teams", t.teams}, {"registries", t.registries}};
+    return {{"max_runtime_s", t.max_runtime_s},
+            {"teams", t.teams},
+            {"registries", t.registries},
+            {"hours", t.hours},
+            {"max_jobs", t.max_jobs}};
 }
 
 std::optional<std::string> outside_terms(const OwnerTerms& terms, std::string_view team, std::string_view image,

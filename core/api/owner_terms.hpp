@@ -43,8 +43,19 @@ struct OwnerTerms {
     std::int64_t max_runtime_s = 0;        // the longest job (its max_runtime) the owner accepts; 0 = any
     std::vector<std::string> teams{};      // names of the teams whose jobs it takes; empty = every team
     std::vector<std::string> registries{}; // image prefixes it takes ("ghcr.io/", "docker.io/library/"); empty = any
+    // For people to read (`admin workers`, `worker status`), not rules the coordinator applies: the
+    // worker says itself when it is outside its hours (SharingState) and how many jobs it takes
+    // (Inventory::slots). Absent from older workers.
+    std::vector<std::string> hours{}; // the sharing windows in the worker's local time ("mon-fri 19:00-08:00
+                                      // CET"); empty = at any time
+    std::int64_t max_jobs = 0;        // most jobs at once; 0 = no cap
     bool operator==(const OwnerTerms&) const = default;
 };
+
+// The terms in words, one item each, always the same five: "hours: mon-fri 19:00-08:00 CET" (or "any
+// time"), "teams: a, b" ("every team"), "registries: ghcr.io/" ("any"), "max jobs: 2" ("no cap"),
+// "max runtime: 1h" ("any"): for `worker status` and `admin workers`.
+std::vector<std::string> describe_terms(const OwnerTerms& terms);
 
 Result<OwnerTerms> owner_terms_from_json(const nlohmann::json& j, const std::string& field = "terms");
 nlohmann::json to_json(const OwnerTerms& terms);

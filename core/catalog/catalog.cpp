@@ -35,6 +35,55 @@ std::string clone_source(const RepoRef& ref) {
     return ref.location;
 }
 
+// The folder `ref` names inside the checkout at `top`: it must be a folder and stay inside the
+// checkout once symlinks are followed.
+Result<fs::path> named_folder(const RepoRef& ref, const fs::path& top) {
+    std::error_code ec;
+    const fs::path dir = top / ref.subdir;
+    if (!fs::is_directory(dir, ec)) {
+        return about_repo(ref, make_error(ErrorCode::not_found, "it has no folder `" + ref.subdir + "`"));
+    }
+    const fs::path real_top = fs::canonical(top, ec);
+    const fs::path real_dir = fs::canonical(dir, ec);
+    const fs::path rel = real_dir.lexically_relative(real_top);
+    if (ec || rel.empty() || *rel.begin() == "..") {
+        return about_repo(
+            ref, make_error(ErrorCode::invalid_input, "its folder `" + ref.subdir + "` leads outside the repository"));
+    }
+    return dir;
+}
+
+// The recipes of one checkout: in the named folder, else at the top level, else under recipes/.
+Result<Found> read_checkout(const RepoRef& ref, RepoState& state) {
+    const std::string repo = ref.origin_repo();
+    if (!ref.subdir.empty()) {
+        auto dir = named_folder(ref, state.root);
+        if (!dir) {
+            return dir.error();
+        }
+        state.root = *dir;
+        return find_recipes(state.root, repo, state.commit);
+    }
+    Found found = find_recipes(state.root, repo, state.commit);
+    std::error_code ec;
+    const fs::path nested = state.root / "recipes";
+    if (found.recipes.empty() && found.problems.empty() && fs::is_directory(fs::symlink_status(nested, ec))) {
+        state.root = nested;
+        found = find_recipes(state.root, repo, state.commit);
+    }
+    return found;
+}
+
+std::string empty_note(const RepoRef& ref) {
+    std::string where = ref.subdir.empty() ? "at its top level or in `recipes/`" : "in `" + ref.subdir + "/`";
+    std::string note = "recipe repository `" + ref.text() + "` has no recipes " + where +
+                       " (a recipe is a folder holding a recipe.toml)";
+    if (ref.subdir.empty()) {
+        note += "; if they are in another folder, name it: `" + ref.text() + "#FOLDER`";
+    }
+    return note;
+}
+
 } // namespace
 
 Result<Checkout> ensure_checkout(const RepoRef& ref, Git& git, const fs::path& cache_dir) {
@@ -78,7 +127,15 @@ Catalog Catalog::open(const std::vector<RepoRef>& refs, Git& git, const fs::path
             c.m_problems.push_back(co.error());
             continue;
         }
-        Found found = find_recipes(co->state.root, ref.location, co->state.commit);
+        auto read = read_checkout(ref, co->state);
+        if (!read) {
+            c.m_problems.push_back(read.error());
+            continue;
+        }
+        Found& found = *read;
+        if (found.recipes.empty() && found.problems.empty()) {
+            c.m_notes.push_back(empty_note(ref));
+        }
         c.m_problems.insert(c.m_problems.end(), found.problems.begin(), found.problems.end());
         for (auto& e : found.recipes) {
             (c.find(e.name) != nullptr ? c.m_shadowed : c.m_recipes).push_back(std::move(e));

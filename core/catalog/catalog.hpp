@@ -6,6 +6,12 @@
 //   revision; anything else (a URL, or a pinned revision) is cloned once into
 //   `cache_dir/<clone_dir_name>` and read from there until `update` fetches it again. A pinned
 //   revision is checked out detached and recorded as its commit.
+// - Recipes are read from the reference's folder (`URL#FOLDER`) when it names one: a folder of the
+//   checkout that must exist and is not reached through a symlink. Without one, from the top level,
+//   or from `recipes/` when the top level holds no recipe and `recipes/` is a folder (a project
+//   that keeps its recipes beside its code, like gpupool's own repository).
+// - A repository that yields no recipe at all (and no problem) gets a note that says where it
+//   looked and how to name a folder: an empty list never goes without a reason.
 // - Repositories are searched in the order given: on a name clash the first wins, and the others
 //   are kept in shadowed() so that `recipe list` can say so.
 // - One broken repository (git fails, a path is missing) or recipe (its recipe.toml does not
@@ -30,7 +36,7 @@ namespace gpupool::catalog {
 
 struct RepoState {
     RepoRef ref;
-    std::filesystem::path root; // where its recipes are read from
+    std::filesystem::path root; // where its recipes are read from (the checkout's folder, when one is read)
     std::string commit;         // the commit read (empty for a folder read in place)
     bool cloned = false;        // root is a clone in the cache
 };
@@ -44,6 +50,8 @@ public:
     const std::vector<RecipeEntry>& recipes() const { return m_recipes; } // the winners, repository order
     const std::vector<RecipeEntry>& shadowed() const { return m_shadowed; }
     const std::vector<Error>& problems() const { return m_problems; }
+    // Why a repository lists nothing, one line each (not failures).
+    const std::vector<std::string>& notes() const { return m_notes; }
     const RecipeEntry* find(std::string_view name) const;
     std::vector<std::string> names() const;
 
@@ -59,6 +67,7 @@ private:
     std::vector<RecipeEntry> m_recipes;
     std::vector<RecipeEntry> m_shadowed;
     std::vector<Error> m_problems;
+    std::vector<std::string> m_notes;
 };
 
 // A repository's clone, made when it is missing. `fresh` says whether this call cloned it.

@@ -11,6 +11,29 @@ namespace {
 
 constexpr std::size_t k_max_location = 2048;
 constexpr std::size_t k_max_revision = 128;
+constexpr std::size_t k_max_subdir = 256;
+
+// `a/b-c/d_e.f`: relative, names that do not start with `.` (so no `..` and no hidden folder).
+bool is_subdir(std::string_view sub) {
+    if (sub.empty() || sub.size() > k_max_subdir) {
+        return false;
+    }
+    std::size_t start = 0;
+    while (start <= sub.size()) {
+        const auto slash = sub.find('/', start);
+        const std::string_view name = sub.substr(start, slash == std::string_view::npos ? sub.npos : slash - start);
+        if (name.empty() || name.front() == '.' || !std::all_of(name.begin(), name.end(), [](char c) {
+                return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+            })) {
+            return false;
+        }
+        if (slash == std::string_view::npos) {
+            break;
+        }
+        start = slash + 1;
+    }
+    return true;
+}
 
 bool is_revision(std::string_view rev) {
     if (rev.empty() || rev.size() > k_max_revision || rev.front() == '-' || rev.front() == '.') {
@@ -28,7 +51,11 @@ Error ref_error(const std::string& field, std::string message) {
 } // namespace
 
 std::string RepoRef::text() const {
-    return revision.empty() ? location : location + "@" + revision;
+    return (revision.empty() ? location : location + "@" + revision) + (subdir.empty() ? "" : "#" + subdir);
+}
+
+std::string RepoRef::origin_repo() const {
+    return subdir.empty() ? location : location + "#" + subdir;
 }
 
 Result<RepoRef> parse_repo_ref(std::string_view text, const std::string& field) {
@@ -46,7 +73,24 @@ Result<RepoRef> parse_repo_ref(std::string_view text, const std::string& field) 
     if (text.front() == '-') {
         return ref_error(field, "a recipe repository does not start with `-`");
     }
-    RepoRef ref{std::string(text), ""};
+    std::string subdir;
+    if (auto hash = text.rfind('#'); hash != std::string_view::npos) {
+        std::string_view sub = text.substr(hash + 1);
+        while (sub.size() > 1 && sub.back() == '/') {
+            sub.remove_suffix(1);
+        }
+        if (!is_subdir(sub)) {
+            return ref_error(field, "`#" + std::string(text.substr(hash + 1)) +
+                                        "` is not a folder of the repository: a relative path of names (letters, "
+                                        "digits, `.`, `_`, `-`, none starting with `.`), like `#recipes`");
+        }
+        subdir = std::string(sub);
+        text = text.substr(0, hash);
+        if (text.empty()) {
+            return ref_error(field, "`#" + subdir + "` names a folder but no repository before it");
+        }
+    }
+    RepoRef ref{std::string(text), "", subdir};
     if (auto at = text.rfind('@'); at != std::string_view::npos) {
         std::string_view left = text.substr(0, at);
         std::string_view right = text.substr(at + 1);
@@ -91,7 +135,9 @@ std::string clone_dir_name(const RepoRef& ref) {
     if (name.empty()) {
         name = "repo";
     }
-    return name + "-" + coordinator::sha256_hex(ref.text()).substr(0, 16);
+    RepoRef checkout = ref;
+    checkout.subdir.clear();
+    return name + "-" + coordinator::sha256_hex(checkout.text()).substr(0, 16);
 }
 
 } // namespace gpupool::catalog

@@ -41,6 +41,7 @@
 #include "core/coordinator/metrics.hpp"
 #include "core/coordinator/overview.hpp"
 #include "core/coordinator/pool_view.hpp"
+#include "core/coordinator/worker_earnings.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/credits/ledger.hpp"
 #include "core/recipe/recipe.hpp"
@@ -464,6 +465,8 @@ public:
     Result<CreditsView> credits_of(const Principal& who, const std::optional<std::string>& team,
                                    std::size_t movements = 20) const;
     Result<Report> report(const Principal& who, std::int64_t since_ms) const;
+    // One worker's earnings for its owner (worker_earnings.hpp: the sums, the UTC periods, who reads).
+    Result<WorkerEarnings> worker_earnings(const Principal& who, WorkerId worker) const;
     Result<Estimate> estimate(const Principal& who, const std::string& source, const std::vector<recipe::JobSpec>& jobs,
                               const std::optional<std::string>& team) const;
     // The history of shared-repository recipes (`gpupool recipe list`): for each (repo, recipe)

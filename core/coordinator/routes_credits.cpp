@@ -1,5 +1,5 @@
-// The credits routes: grants, adjustments, budgets, a team's balance and movements, the admins'
-// report, and estimates of a submission's cost.
+// The credits routes: grants, adjustments, budgets, a team's balance and movements, one worker's
+// earnings for its owner, the admins' report, and estimates of a submission's cost.
 #include "core/coordinator/service_impl.hpp"
 
 #include "core/api/submit.hpp"
@@ -276,6 +276,30 @@ net::Response recipe_history(ServiceState& svc, const net::Request&, const Input
     return ok({{"recipes", list}});
 }
 
+// GET /v1/workers/{id}/earnings: the worker itself, its team's members and admins
+// (Coordinator::worker_earnings).
+net::Response worker_earnings(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
+    auto id = parse_int(req.param("id"), "id");
+    if (!id) {
+        return error_response(id.error());
+    }
+    auto e = svc.coord->worker_earnings(who, WorkerId(*id));
+    if (!e) {
+        return error_response(e.error());
+    }
+    return ok({{"worker", e->worker.value()},
+               {"name", e->name},
+               {"team", e->team_name},
+               {"team_id", e->team.value()},
+               {"day_start_ms", e->day_start_ms},
+               {"week_start_ms", e->week_start_ms},
+               {"today_micro", e->today_micro},
+               {"week_micro", e->week_micro},
+               {"total_micro", e->total_micro},
+               {"settling_micro", e->settling_micro},
+               {"attempts", e->attempts}});
+}
+
 } // namespace
 
 void add_credit_routes(ServiceState& s, net::Router& r) {
@@ -283,6 +307,7 @@ void add_credit_routes(ServiceState& s, net::Router& r) {
     s.on(r, "POST", "/v1/admin/adjustments", adjust);
     s.on(r, "POST", "/v1/admin/budgets", change_budget);
     s.on(r, "GET", "/v1/credits", show_credits, k_no_json_body);
+    s.on(r, "GET", "/v1/workers/{id}/earnings", worker_earnings, k_no_json_body);
     s.on(r, "GET", "/v1/admin/report", report, k_no_json_body);
     s.on(r, "POST", "/v1/estimate", estimate, k_submission);
     s.on(r, "POST", "/v1/recipes/history", recipe_history, Accepts{k_max_json_body_bytes, {Role::member, Role::admin}});

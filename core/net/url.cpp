@@ -3,6 +3,7 @@
 #include <boost/url/encode.hpp>
 #include <boost/url/encoding_opts.hpp>
 #include <boost/url/params_view.hpp>
+#include <boost/url/parse.hpp>
 #include <boost/url/pct_string_view.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
 #include <boost/url/url.hpp>
@@ -101,6 +102,18 @@ std::vector<std::string> split_url_list(std::string_view list) {
         }
         list.remove_prefix(comma + 1);
     }
+}
+
+std::optional<UrlOrigin> url_origin(std::string_view url) {
+    auto u = urls::parse_absolute_uri(urls::string_view(url.data(), url.size()));
+    if (!u || !u->has_authority()) {
+        return std::nullopt;
+    }
+    std::string host = u->host_address();
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+        host = host.substr(1, host.size() - 2);
+    }
+    return UrlOrigin{std::string(u->scheme()), host};
 }
 
 bool is_http_url_list(std::string_view list) {

@@ -41,4 +41,12 @@ std::vector<std::string> split_url_list(std::string_view list);
 // Whether `list` names at least one URL and every one starts with http:// or https://.
 bool is_http_url_list(std::string_view list);
 
+// The scheme and host of an absolute URL ("http", "10.0.0.5" for http://10.0.0.5:7443/x; an IPv6
+// host without its brackets); nullopt when `url` is not one.
+struct UrlOrigin {
+    std::string scheme;
+    std::string host;
+};
+std::optional<UrlOrigin> url_origin(std::string_view url);
+
 } // namespace gpupool::net

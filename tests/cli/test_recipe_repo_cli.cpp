@@ -211,3 +211,70 @@ TEST_CASE("cli: with a coordinator configured, recipe list shows each recipe's r
     // Without a coordinator the listing still works, with no history columns.
     CHECK_THAT(p.gp({"recipe", "list"}).out, !Catch::Contains("RUNS"));
 }
+
+TEST_CASE("cli: each --repo takes one value, so recipe get NAME --repo R DIR copies into DIR") {
+    Pool p;
+    gpupool::test::TempDir work;
+    auto r = run_gpupool({"recipe", "get", "probe", "--repo", p.url, "my-probe"}, work.path());
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(fs::exists(work.path() / "my-probe" / "recipe.toml"));
+    CHECK_FALSE(fs::exists(work.path() / "probe"));
+    CHECK_THAT(r.err, !Catch::Contains("my-probe"));
+    // Repeated, each is one repository, in order.
+    GitRepo other(p.tmp.path() / "other");
+    other.recipe("extra", tiny_recipe());
+    other.commit("c");
+    auto both = run_gpupool({"--json", "recipe", "list", "--repo", p.url, "--repo", "file://" + other.dir().string()});
+    REQUIRE(both.exit_code == 0);
+    CHECK(nlohmann::json::parse(both.out).size() == 3);
+    // validate NAME --repo R --set K=V: the --set after --repo is not a repository either.
+    auto v = run_gpupool({"recipe", "validate", "--repo", p.url, "probe", "--set", "command=\"echo hi\""}, work.path());
+    INFO(v.out << v.err);
+    CHECK(v.exit_code == 0);
+}
+
+TEST_CASE(
+    "cli: a project's recipes under recipes/ list by themselves, #FOLDER names another, and an empty list says why") {
+    gpupool::test::TempDir tmp;
+    ::setenv("XDG_CACHE_HOME", (tmp.path() / "cache").c_str(), 1);
+    GitRepo project(tmp.path() / "project");
+    project.write("src/train.py", "print('hi')\n");
+    project.recipe("recipes/toy-eval", tiny_recipe(), "A tiny evaluation.");
+    project.recipe("lab/probe", tiny_recipe(), "Linear probes.");
+    project.commit("c");
+    const std::string url = "file://" + project.dir().string();
+    auto found = run_gpupool({"recipe", "list", "--repo", url});
+    INFO(found.out << found.err);
+    REQUIRE(found.exit_code == 0);
+    CHECK_THAT(found.out, Catch::Contains("toy-eval") && Catch::Contains("A tiny evaluation."));
+    auto named = run_gpupool({"--json", "recipe", "list", "--repo", url + "#lab"});
+    REQUIRE(named.exit_code == 0);
+    auto j = nlohmann::json::parse(named.out);
+    REQUIRE(j.size() == 1);
+    CHECK(j[0]["name"] == "probe");
+    CHECK(j[0]["repo"] == url + "#lab");
+
+    GitRepo code(tmp.path() / "code");
+    code.write("src/train.py", "print('hi')\n");
+    code.commit("c");
+    auto empty = run_gpupool({"recipe", "list", "--repo", "file://" + code.dir().string()});
+    CHECK(empty.exit_code == 0);
+    CHECK_THAT(empty.err,
+               Catch::Contains("has no recipes at its top level or in `recipes/`") && Catch::Contains("#FOLDER"));
+    auto bad = run_gpupool({"recipe", "list", "--repo", url + "#../etc"});
+    CHECK(bad.exit_code == 1);
+    CHECK_THAT(bad.err, Catch::Contains("--repo") && Catch::Contains("is not a folder of the repository"));
+}
+
+TEST_CASE("cli: recipe new without --template starts from the python template") {
+    gpupool::test::TempDir tmp;
+    auto r = run_gpupool({"recipe", "new", "pi-probe"}, tmp.path());
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out,
+               Catch::Contains("README.md, main.py, recipe.toml") && Catch::Contains("from the python template"));
+    CHECK(run_gpupool({"recipe", "validate", (tmp.path() / "pi-probe" / "recipe.toml").string()}).exit_code == 0);
+    auto help = run_gpupool({"recipe", "new", "--help"});
+    CHECK_THAT(help.out, Catch::Contains("python"));
+}

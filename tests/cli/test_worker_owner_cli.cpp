@@ -61,7 +61,8 @@ TEST_CASE(
     test::CoordinatorProcess coord(dir.path());
     const auto url = coord.url();
     const auto [member, enroll] = member_and_enroll(url, coord.admin());
-    const auto config = dir.write("worker.toml", "[share]\nmax_jobs = 2\nmax_runtime = \"1h\"\n");
+    const auto config = dir.write("worker.toml", "[share]\nmax_jobs = 2\nmax_runtime = \"1h\"\n"
+                                                 "[[share.window]]\nfrom = \"00:00\"\nto = \"24:00\"\n");
     const auto work = dir.path() / "w";
     const std::string wd = work.string();
     test::WorkerProcess w(work, url, enroll, {"--config", config.string()});
@@ -74,7 +75,19 @@ TEST_CASE(
     CHECK_THAT(status.out, Catch::Contains("state       sharing"));
     CHECK_THAT(status.out, Catch::Contains("job " + std::to_string(id) + " `long` (team fellows"));
     CHECK_THAT(status.out, Catch::Contains("the coordinator answered"));
-    CHECK_THAT(status.out, Catch::Contains("earned      0 today, 0 this week"));
+    // This worker's own earnings, summed by the coordinator, with the UTC periods said; and its terms.
+    CHECK_THAT(status.out, Catch::Contains("earned      0 today, 0 this week, 0 all time (this worker; days from "
+                                           "00:00 UTC, weeks from Monday 00:00 UTC)"));
+    CHECK_THAT(status.out, !Catch::Contains("recent earnings"));
+    CHECK_THAT(status.out, Catch::Contains("terms       hours: every day 00:00-24:00") &&
+                               Catch::Contains("teams: every team") && Catch::Contains("registries: any") &&
+                               Catch::Contains("max jobs: 2") && Catch::Contains("max runtime: 1h"));
+    auto admin_workers = test::run_gpupool({"--url", url, "--token", coord.admin(), "admin", "workers"});
+    INFO(admin_workers.out << admin_workers.err);
+    REQUIRE(admin_workers.exit_code == 0);
+    CHECK_THAT(admin_workers.out, Catch::Contains("terms: hours: every day 00:00-24:00") &&
+                                      Catch::Contains("teams: every team; registries: any; max jobs: 2; max "
+                                                      "runtime: 1h"));
 
     auto pause = test::run_gpupool({"worker", "pause", "--work-dir", wd, "--for", "1h", "--why", "my run"});
     INFO(pause.out << pause.err);
@@ -86,6 +99,9 @@ TEST_CASE(
     CHECK(j["state"] == "paused");
     CHECK(j["worker"]["pause"]["why"] == "my run");
     CHECK(j["worker"]["terms"]["max_runtime_s"] == 3600);
+    CHECK(j["terms"]["max_jobs"] == 2);
+    CHECK(j["earnings"]["worker"] == j["worker_id"]);
+    CHECK(j["earnings"]["total_micro"] == 0);
     CHECK(state_of(url, member, id) == "running"); // a pause leaves the running job alone
 
     // SIGHUP re-reads the file.

@@ -3,6 +3,7 @@
 #include "core/net/http_server.hpp"
 #include "core/net/loopback.hpp"
 #include "worker/install/install_files.hpp"
+#include "worker/install/preflight.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -123,6 +124,42 @@ Status give_key_group(const CoordinatorPaths& paths, const fs::path& secret, gid
     return {};
 }
 
+// What install would do (--dry-run): the files as planned, the user when its group is missing, the
+// calls; nothing is touched.
+void describe_install(const CoordinatorInstallOptions& o, const std::vector<PlannedFile>& files,
+                      ServiceReport& report) {
+    report.dry_run = true;
+    bool unit_changed = false;
+    bool restart = false;
+    bool reload = false;
+    for (const auto& f : files) {
+        if (f.path == o.paths.sysusers && !find_group(o.paths)) {
+            report.systemctl.push_back("systemd-sysusers " + o.paths.sysusers.string());
+            report.steps.push_back(
+                {"would add", o.paths.group_file.string(),
+                 "the system user and group " + std::string(k_coordinator_user) + ", made by systemd-sysusers"});
+        }
+        const bool tls_file = f.path == o.paths.tls_cert || f.path == o.paths.tls_key;
+        unit_changed = unit_changed || (f.path == o.paths.unit && f.what != "unchanged");
+        restart = restart || (!tls_file && f.what == "replaced");
+        reload = reload || (tls_file && f.what == "replaced");
+        report.steps.push_back({f.what == "unchanged" ? f.what
+                                : f.what == "wrote"   ? std::string("would write")
+                                                      : "would " + f.what.substr(0, f.what.size() - 1),
+                                f.path.string(), f.note});
+    }
+    report.steps.push_back({"kept", o.paths.state_dir.string(), "the state directory (systemd makes it at start)"});
+    if (unit_changed) {
+        report.systemctl.push_back("daemon-reload");
+    }
+    if (restart) {
+        report.systemctl.push_back("try-restart " + k_unit);
+    } else if (reload) {
+        report.systemctl.push_back("try-reload-or-restart " + k_unit);
+    }
+    report.systemctl.push_back("enable --now " + k_unit);
+}
+
 } // namespace
 
 Status install_coordinator(const CoordinatorInstallOptions& o, Systemctl& systemctl, ServiceReport& report) {
@@ -140,10 +177,19 @@ Status install_coordinator(const CoordinatorInstallOptions& o, Systemctl& system
                               "--metrics-listen");
         }
     }
+    if (auto st = check_service_binary(o.binary, std::string(k_coordinator_user)); !st) {
+        return st;
+    }
     const CoordinatorUnitInputs in{o.binary, *listen, !o.tls_cert.empty(), !o.metrics_token.empty(), o.metrics_listen};
     auto files = plan_install(o, in);
     if (!files) {
         return files.error();
+    }
+    const auto warnings = preflight_coordinator(o.listen, !o.tls_cert.empty());
+    report.warnings.insert(report.warnings.end(), warnings.begin(), warnings.end());
+    if (o.dry_run) {
+        describe_install(o, *files, report);
+        return {};
     }
     bool unit_changed = false;
     bool restart = false; // the unit or the user's entry was replaced

@@ -19,6 +19,10 @@
 //   the unit (and `daemon-reload`), the TLS copies and the sysusers.d entry. The state directory
 //   (the pool's database: jobs, ledger, tokens) and the system user that owns it are kept: the
 //   report says so, and removing them is the operator's decision.
+// - Before anything: the binary must be one the service's user can run (preflight.hpp), and a
+//   --listen off loopback without TLS is warned about (plain HTTP).
+// - `dry_run`: checked and planned as a real install, reported as "would write", ... with the calls
+//   it would make; nothing under the root is touched and no program is run.
 // - The report lists what was written, left, removed or kept, and the calls made, also when a later
 //   step fails.
 #pragma once
@@ -42,6 +46,7 @@ struct CoordinatorInstallOptions {
     std::string metrics_listen{};          // --metrics-listen: a loopback HOST:PORT (empty: none)
     std::filesystem::path binary{};   // the gpupool binary the unit runs (absolute)
     bool force = false;
+    bool dry_run = false; // --dry-run: check and plan everything, report it, touch nothing
 };
 
 Status install_coordinator(const CoordinatorInstallOptions& options, Systemctl& systemctl, ServiceReport& report);

@@ -2,9 +2,7 @@
 
 #include "core/config/client_config.hpp"
 #include "worker/install/install_files.hpp"
-
-#include <sys/stat.h>
-#include <unistd.h>
+#include "worker/install/preflight.hpp"
 
 #include <array>
 #include <cerrno>
@@ -13,6 +11,8 @@
 #include <fstream>
 #include <optional>
 #include <string_view>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace gpupool::worker {
 
@@ -39,7 +39,16 @@ std::string pool_differences(const PoolTable& have, const PoolTable& want) {
     return out;
 }
 
-// Decides what happens to worker.toml; a conflict (without force) is returned as its reason.
+// Whether `want` only adds to `have`: every key `have` sets is the same in `want`.
+bool only_fills_in(const PoolTable& have, const PoolTable& want) {
+    const auto same_or_unset = [](const std::string& a, const std::string& b) { return a.empty() || a == b; };
+    return same_or_unset(have.coordinator, want.coordinator) &&
+           same_or_unset(have.token_file.string(), want.token_file.string()) &&
+           same_or_unset(have.work_dir.string(), want.work_dir.string()) && same_or_unset(have.runtime, want.runtime);
+}
+
+// Decides what happens to worker.toml; a conflict (without force) is returned as its reason. A file
+// the owner wrote (their terms) is never replaced without force: install adds its [pool] to it.
 Result<std::optional<std::string>> plan_config(const ServicePaths& paths, const PoolTable& pool, bool force,
                                                Planned& config) {
     auto existing = read_existing(paths.on_disk(paths.config));
@@ -55,6 +64,23 @@ Result<std::optional<std::string>> plan_config(const ServicePaths& paths, const 
     if (have && *have == pool) {
         config.what = "unchanged";
         config.text = **existing;
+        return std::optional<std::string>{};
+    }
+    if (have && only_fills_in(*have, pool)) {
+        // The owner's own file (its terms, no [pool] yet): kept as written, [pool] added after it.
+        config.what = "updated";
+        config.note = "the owner's file kept, [pool] added";
+        const std::string& text = **existing;
+        config.text = text + (text.empty() || text.ends_with('\n') ? "" : "\n") + "\n" + render_pool_config(pool);
+        if (auto check = read_pool_table(config.text, file); check && *check == pool) {
+            return std::optional<std::string>{};
+        }
+        auto merged = merge_pool_config(text, file, pool); // a [pool] table with other keys: filled in
+        if (!merged) {
+            return merged.error();
+        }
+        config.text = *merged;
+        config.note = "the owner's settings kept, [pool] filled in";
         return std::optional<std::string>{};
     }
     if (!force) {
@@ -411,25 +437,6 @@ Status add_subids(const ServicePaths& paths, const Account& a, ServiceReport& re
     return {};
 }
 
-// The first place on the binary's path (the binary itself or a directory above it) closed to other
-// users, which the service's user could then not run (a binary under /root). Group access is not
-// looked at: this only warns.
-std::optional<fs::path> closed_to_others(const fs::path& binary) {
-    struct stat st {};
-    if (::stat(binary.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
-        return binary;
-    }
-    for (fs::path dir = binary.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-        if (::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
-            return dir;
-        }
-        if (dir == dir.root_path()) {
-            break;
-        }
-    }
-    return std::nullopt;
-}
-
 void add_warnings(const InstallOptions& o, const PoolTable& pool, ServiceReport& report) {
     const std::string user(k_worker_user);
     if (runs_as(o) == RunsAs::root) {
@@ -442,13 +449,6 @@ void add_warnings(const InstallOptions& o, const PoolTable& pool, ServiceReport&
     }
     if (runs_as(o) != RunsAs::service_user) {
         return;
-    }
-    if (const auto closed = closed_to_others(o.binary)) {
-        report.warnings.push_back("the unit runs " + o.binary.string() + ", which " + user +
-                                  " cannot reach: " + closed->string() +
-                                  " is closed to other users; install the binary elsewhere first (e.g. `sudo "
-                                  "install -m 0755 " + o.binary.string() +
-                                  " /usr/local/bin/gpupool`) and run install with that one");
     }
     std::error_code ec;
     auto present = [&o, &ec](const char* p) { return fs::exists(o.paths.on_disk(p), ec); };
@@ -488,6 +488,55 @@ Status prepare_account(const InstallOptions& o, const PoolTable& pool, const std
     return {};
 }
 
+// What install would do, in the report, with nothing done (--dry-run): each file as planned, the
+// service's user, its subordinate ids and dirs when missing, and the systemctl calls.
+void describe_install(const InstallOptions& o, const PoolTable& pool, const std::optional<Account>& account,
+                      const Plan& plan, ServiceReport& report) {
+    report.dry_run = true;
+    bool unit_changed = false;
+    bool replaced = false;
+    for (const auto& f : plan.files) {
+        if (f.path == o.paths.sysusers && !account) {
+            report.systemctl.push_back("systemd-sysusers " + o.paths.sysusers.string());
+            report.steps.push_back({"would add", o.paths.passwd_file.string(),
+                                    "the system user " + std::string(k_worker_user) + ", made by systemd-sysusers"});
+        }
+        const std::string what = f.what == "unchanged" ? f.what
+                                 : f.what == "wrote"   ? std::string("would write")
+                                                       : "would " + f.what.substr(0, f.what.size() - 1);
+        report.steps.push_back({what, f.path.string(), f.note});
+        unit_changed = unit_changed || (f.path == o.paths.unit && f.what != "unchanged");
+        replaced = replaced || f.what == "replaced" || f.what == "updated";
+    }
+    const bool service_user = runs_as(o) == RunsAs::service_user;
+    if (service_user && pool.runtime == "podman") {
+        for (const auto& file : {o.paths.subuid, o.paths.subgid}) {
+            report.steps.push_back({"would add", file.string(),
+                                    std::string(k_worker_user) + "'s subordinate ids, unless it has a line there"});
+        }
+    }
+    std::error_code ec;
+    std::vector<fs::path> dirs{pool.work_dir};
+    if (service_user && pool.work_dir != o.paths.work_dir) {
+        dirs.push_back(o.paths.work_dir); // the user's home
+    }
+    for (const auto& dir : dirs) {
+        if (!fs::exists(o.paths.on_disk(dir), ec)) {
+            report.steps.push_back(
+                {"would make", dir.string(),
+                 "0700" + (service_user ? ", " + std::string(k_worker_user) + "'s" : std::string())});
+        }
+    }
+    add_warnings(o, pool, report);
+    if (unit_changed) {
+        report.systemctl.push_back("daemon-reload");
+    }
+    if (replaced) {
+        report.systemctl.push_back("try-restart " + k_unit);
+    }
+    report.systemctl.push_back("enable --now " + k_unit);
+}
+
 } // namespace
 
 Status install_service(const InstallOptions& o, Systemctl& systemctl, ServiceReport& report) {
@@ -502,6 +551,11 @@ Status install_service(const InstallOptions& o, Systemctl& systemctl, ServiceRep
     if (auto st = check_account_options(o, pool); !st) {
         return st;
     }
+    if (auto st = check_service_binary(o.binary,
+                                       runs_as(o) == RunsAs::service_user ? std::string(k_worker_user) : std::string());
+        !st) {
+        return st;
+    }
     std::optional<Account> account = existing_account(o);
     if (runs_as(o) != RunsAs::owner) {
         if (auto st = check_work_dir(o.paths, pool.work_dir, account); !st) {
@@ -511,6 +565,10 @@ Status install_service(const InstallOptions& o, Systemctl& systemctl, ServiceRep
     auto plan = plan_install(o, pool, account);
     if (!plan) {
         return plan.error();
+    }
+    if (o.dry_run) {
+        describe_install(o, pool, account, *plan, report);
+        return {};
     }
     bool unit_changed = false;
     bool replaced = false;
@@ -541,7 +599,7 @@ Status install_service(const InstallOptions& o, Systemctl& systemctl, ServiceRep
             }
         }
         unit_changed = unit_changed || (f.path == o.paths.unit && f.what != "unchanged");
-        replaced = replaced || f.what == "replaced";
+        replaced = replaced || f.what == "replaced" || f.what == "updated";
         report.steps.push_back({f.what, f.path.string(), f.note});
     }
     if (auto st = prepare_account(o, pool, account, report); !st) {

@@ -37,6 +37,14 @@
 //   uninstall keeps its user): the report says so. The work dir (the spool: undelivered results,
 //   the worker's identity) stays unless `purge`; purge removes only a directory that is the default
 //   work dir, or holds a worker.json, or is empty.
+// - Before anything: the binary the unit runs must be one the service can run (preflight.hpp:
+//   check_service_binary; a refusal, not a warning). The caller runs the network checks
+//   (preflight_worker) first, as they need the token and the engine lookup.
+// - A worker.toml the owner wrote (their terms, no [pool] yet, or a [pool] whose keys agree) is kept
+//   as written and install adds its [pool] keys (`updated`); only differing [pool] values need force.
+// - `dry_run`: everything is checked and planned as for a real install, and the report says what
+//   would be written, made and run ("would write", ...; its systemctl calls are the ones it would
+//   make); nothing under the root is touched and no program is run.
 // - The report lists what was written, left, removed or kept, the systemctl calls made and the
 //   warnings, also when a later step fails (so the caller can say how far it got).
 #pragma once
@@ -62,6 +70,7 @@ struct InstallOptions {
     std::chrono::seconds drain_grace{300};
     bool force = false;
     bool as_root = false; // --as-root: the system service runs as root (no User=)
+    bool dry_run = false; // --dry-run: check and plan everything, report it, touch nothing
 };
 
 struct UninstallOptions {
@@ -78,6 +87,7 @@ struct ServiceReport {
     std::vector<Step> steps{};
     std::vector<std::string> systemctl{}; // the calls made, e.g. "enable --now gpupool-worker.service"
     std::vector<std::string> warnings{};  // for the owner to read: --as-root, the docker group, ...
+    bool dry_run = false;                 // steps and calls are what would be done; nothing was
 };
 
 Status install_service(const InstallOptions& options, Systemctl& systemctl, ServiceReport& report);

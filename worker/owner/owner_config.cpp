@@ -199,6 +199,11 @@ constexpr std::array<const char*, 7> k_day_names{"sun", "mon", "tue", "wed", "th
 constexpr std::array<const char*, 7> k_day_words{"sunday",   "monday", "tuesday", "wednesday",
                                                  "thursday", "friday", "saturday"};
 
+std::string clock_text(int minute) {
+    const auto two = [](int n) { return std::string(n < 10 ? "0" : "") + std::to_string(n); };
+    return two(minute / 60) + ":" + two(minute % 60);
+}
+
 std::optional<int> day_number(std::string_view word) {
     for (int d = 0; d < 7; ++d) {
         if (word == k_day_names[static_cast<std::size_t>(d)] || word == k_day_words[static_cast<std::size_t>(d)]) {
@@ -554,6 +559,21 @@ ShareSettings merge(const ShareSettings& top, const ShareSettings& base) {
     s.windows = top.windows ? top.windows : base.windows;
     s.gpus = top.gpus.empty() ? base.gpus : top.gpus;
     return s;
+}
+
+std::string window_text(const ShareWindow& w) {
+    std::string days;
+    if ((w.days & 0x7fU) == 0x7fU) {
+        days = "every day";
+    } else {
+        for (int i = 1; i <= 7; ++i) { // Monday first
+            const int d = i % 7;
+            if ((w.days & (1U << static_cast<unsigned>(d))) != 0) {
+                days += (days.empty() ? "" : ",") + std::string(k_day_names[static_cast<std::size_t>(d)]);
+            }
+        }
+    }
+    return days + " " + (w.all_day ? std::string("all day") : clock_text(w.from_min) + "-" + clock_text(w.to_min));
 }
 
 } // namespace gpupool::worker

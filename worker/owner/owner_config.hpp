@@ -96,6 +96,10 @@ ShareSettings merge(const ShareSettings& top, const ShareSettings& base);
 // "mon-fri", "sat,sun", "all", "weekdays", "weekends", "fri-mon", "monday" -> the ShareWindow::days
 // bits; an Error (invalid_input) saying what was expected otherwise.
 Result<std::uint8_t> parse_days(std::string_view text);
+// A window as the owner reads it: "mon,tue,wed,thu,fri 19:00-08:00", "sat,sun all day", "every
+// day 09:00-17:00" (local time; the caller adds the zone).
+std::string window_text(const ShareWindow& window);
+
 // "19:00" -> 1140; "24:00" only when allow_24 (a window's end).
 Result<int> parse_clock_time(std::string_view text, bool allow_24);
 

@@ -129,6 +129,15 @@ api::OwnerTerms OwnerPolicy::terms() const {
     t.max_runtime_s = m_settings.max_runtime_s.value_or(0);
     t.teams = m_settings.teams.value_or(std::vector<std::string>{});
     t.registries = m_settings.registries.value_or(std::vector<std::string>{});
+    t.max_jobs = m_settings.max_jobs.value_or(0);
+    if (m_settings.windows) {
+        // The zone as it is now: the owner wrote local times.
+        const std::string now = local_time_text(m_wall.now_ms());
+        const std::string zone = now.substr(now.rfind(' ') + 1);
+        for (const auto& w : *m_settings.windows) {
+            t.hours.push_back(window_text(w) + " " + zone);
+        }
+    }
     return t;
 }
 

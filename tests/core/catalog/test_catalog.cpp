@@ -287,3 +287,76 @@ TEST_CASE("every starter template validates as written, and each names its recip
     CHECK_FALSE(catalog::write_starter("python", "Bad Name", "x"));
     CHECK_FALSE(catalog::write_starter("fortran", "x", "x"));
 }
+
+TEST_CASE("a project that keeps its recipes in recipes/ lists them without being told, and #FOLDER names another") {
+    test::TempDir tmp;
+    GitRepo project(tmp.path() / "project");
+    project.write("README.md", "# A project with code and recipes\n");
+    project.write("src/main.py", "print('hi')\n");
+    project.recipe("recipes/toy-eval", tiny_recipe(), "A tiny evaluation.");
+    project.recipe("lab/recipes/probe", tiny_recipe(), "Linear probes.");
+    const std::string commit = project.commit("first");
+    GitCommand git;
+    const fs::path cache = tmp.path() / "cache";
+
+    auto found = Catalog::open({url_of(project)}, git, cache);
+    CHECK(found.problems().empty());
+    CHECK(found.notes().empty());
+    REQUIRE(found.names() == std::vector<std::string>{"toy-eval"});
+    CHECK(found.repositories()[0].root.filename() == "recipes");
+    CHECK(found.find("toy-eval")->origin == recipe::Origin{"toy-eval", url_of(project).location, commit});
+
+    RepoRef lab = url_of(project);
+    lab.subdir = "lab/recipes";
+    auto named = Catalog::open({lab}, git, cache);
+    REQUIRE(named.names() == std::vector<std::string>{"probe"});
+    CHECK(named.find("probe")->origin.repo == url_of(project).location + "#lab/recipes");
+    // A local folder read in place takes a folder too.
+    RepoRef local = ref_of(project.dir());
+    local.subdir = "lab/recipes";
+    CHECK(Catalog::open({local}, git, cache).names() == std::vector<std::string>{"probe"});
+
+    RepoRef missing = url_of(project);
+    missing.subdir = "nowhere";
+    auto none = Catalog::open({missing}, git, cache);
+    CHECK(none.names().empty());
+    REQUIRE(none.problems().size() == 1);
+    CHECK_THAT(none.problems()[0].message, Catch::Contains("no folder `nowhere`") && Catch::Contains("#nowhere"));
+}
+
+TEST_CASE("a folder named after `#` that is a symlink out of the repository is refused") {
+    test::TempDir tmp;
+    GitRepo outside(tmp.path() / "outside");
+    outside.recipe("stolen", tiny_recipe());
+    outside.commit("c");
+    GitRepo project(tmp.path() / "project");
+    project.write("README.md", "x\n");
+    project.commit("c");
+    fs::create_directory_symlink(outside.dir(), project.dir() / "escape");
+    RepoRef ref = ref_of(project.dir());
+    ref.subdir = "escape";
+    GitCommand git;
+    auto cat = Catalog::open({ref}, git, tmp.path() / "cache");
+    CHECK(cat.names().empty());
+    REQUIRE(cat.problems().size() == 1);
+    CHECK_THAT(cat.problems()[0].message, Catch::Contains("leads outside the repository"));
+}
+
+TEST_CASE("a repository with no recipes gets a note saying where it looked and how to name a folder") {
+    test::TempDir tmp;
+    GitRepo project(tmp.path() / "project");
+    project.write("README.md", "# code only\n");
+    project.write("experiments/probe/recipe.toml", tiny_recipe());
+    project.commit("c");
+    GitCommand git;
+    auto cat = Catalog::open({url_of(project)}, git, tmp.path() / "cache");
+    CHECK(cat.names().empty());
+    CHECK(cat.problems().empty());
+    REQUIRE(cat.notes().size() == 1);
+    CHECK_THAT(cat.notes()[0], Catch::Contains(url_of(project).location) &&
+                                   Catch::Contains("at its top level or in `recipes/`") &&
+                                   Catch::Contains(url_of(project).location + "#FOLDER"));
+    RepoRef named = url_of(project);
+    named.subdir = "experiments";
+    CHECK(Catalog::open({named}, git, tmp.path() / "cache").names() == std::vector<std::string>{"probe"});
+}

@@ -9,7 +9,9 @@
 #include <boost/process.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -517,4 +519,64 @@ TEST_CASE("coordinator install: a metrics listener off loopback or a missing scr
     REQUIRE_FALSE(st);
     CHECK(st.error().field == "--metrics-token-file");
     CHECK_FALSE(fs::exists(m.at(m.paths.unit)));
+}
+
+TEST_CASE("coordinator install --dry-run: every file, user and call is reported and nothing changes; plain HTTP off "
+          "loopback is warned about",
+          "[install][coordinator-install]") {
+    Machine m;
+    auto o = m.options(false); // 0.0.0.0:7443 without TLS
+    o.dry_run = true;
+    FakeSystemd s;
+    ServiceReport r;
+    REQUIRE(install(o, s, r).has_value());
+    CHECK(r.dry_run);
+    CHECK_FALSE(fs::exists(m.root));
+    CHECK(s.recording.calls.empty());
+    std::map<std::string, std::string> steps;
+    for (const auto& step : r.steps) {
+        steps[step.path] = step.what;
+    }
+    CHECK(steps["/etc/group"] == "would add");
+    CHECK(steps["/etc/sysusers.d/gpupool-coordinator.conf"] == "would write");
+    CHECK(steps["/etc/systemd/system/gpupool-coordinator.service"] == "would write");
+    REQUIRE(r.systemctl.size() == 3);
+    CHECK(r.systemctl[0].starts_with("systemd-sysusers "));
+    CHECK(r.systemctl[2] == "enable --now gpupool-coordinator.service");
+    REQUIRE(r.warnings.size() == 1);
+    CHECK_THAT(r.warnings[0], Catch::Contains("--listen 0.0.0.0:7443 serves plain HTTP"));
+
+    // With TLS: the key and certificate copies too, and no warning.
+    auto tls = m.options(true);
+    tls.dry_run = true;
+    ServiceReport t;
+    REQUIRE(install(tls, s, t).has_value());
+    CHECK(t.warnings.empty());
+    CHECK(std::any_of(t.steps.begin(), t.steps.end(),
+                      [](const auto& st) { return st.what == "would write" && st.path.ends_with("tls-key.pem"); }));
+    CHECK_FALSE(fs::exists(m.root));
+}
+
+TEST_CASE("coordinator install: a binary under /tmp or closed to the service's user is refused before anything",
+          "[install][coordinator-install]") {
+    Machine m;
+    auto o = m.options();
+    o.binary = "/tmp/gpupool";
+    FakeSystemd s;
+    ServiceReport r;
+    auto st = install(o, s, r);
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.error().message, Catch::Contains("under /tmp"));
+    const fs::path closed = fs::path(GPUPOOL_BINARY).parent_path() / ("closed-c-" + std::to_string(::getpid()));
+    fs::create_directories(closed);
+    fs::create_symlink(GPUPOOL_BINARY, closed / "gpupool");
+    fs::permissions(closed, fs::perms::owner_all);
+    o.binary = closed / "gpupool";
+    st = install(o, s, r);
+    std::error_code ec;
+    fs::remove_all(closed, ec);
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.error().message, Catch::Contains("gpupool-coordinator cannot reach"));
+    CHECK_FALSE(fs::exists(m.root));
+    CHECK(s.recording.calls.empty());
 }

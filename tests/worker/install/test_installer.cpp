@@ -2,19 +2,19 @@
 // modes and owners, the service's user and when it is made, subordinate ids, --as-root, docker,
 // idempotency, --force, --purge), then the real binary with fake systemctl and systemd-sysusers
 // programs (the options, the exit codes, what systemd is asked, the warnings).
+#include "tests/core/coordinator/service_fixture.hpp"
 #include "tests/support.hpp"
 #include "worker/install/installer.hpp"
 
-#include <catch2/catch.hpp>
-
 #include <boost/process.hpp>
-
-#include <sys/stat.h>
-#include <unistd.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace gpupool;
 using namespace gpupool::worker;
@@ -289,18 +289,111 @@ TEST_CASE("worker install: a spool left by a root install becomes gpupool-worker
     CHECK(owner_of(other.at(other.paths.work_dir)) == Owner{k_uid, k_uid});
 }
 
-TEST_CASE("worker install: a binary the service's user cannot reach is warned about", "[install]") {
+TEST_CASE("worker install: a binary the service's user cannot reach is refused before anything is written",
+          "[install]") {
     Machine m;
-    const fs::path closed = m.dir.path() / "closed";
+    const fs::path closed = fs::path(GPUPOOL_BINARY).parent_path() / ("closed-" + std::to_string(::getpid()));
     fs::create_directories(closed);
-    fs::permissions(closed, fs::perms::owner_all); // 0700, like /root
     fs::create_symlink(GPUPOOL_BINARY, closed / "gpupool");
+    fs::permissions(closed, fs::perms::owner_all); // 0700, like /root
     auto o = m.install_options();
     o.binary = closed / "gpupool";
     FakeSystemd s;
     ServiceReport r;
+    auto st = install(o, s, r);
+    std::error_code ec;
+    fs::remove_all(closed, ec);
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.error().message,
+               Catch::Contains("gpupool-worker cannot reach: " + closed.string() + " is closed to other users"));
+    CHECK(s.calls().empty());
+    CHECK_FALSE(fs::exists(m.root));
+    // Under /tmp the service never sees it (PrivateTmp), whoever it runs as.
+    o.binary = "/tmp/gpupool";
+    o.as_root = true;
+    st = install(o, s, r);
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.error().message, Catch::Contains("under /tmp"));
+    CHECK_FALSE(fs::exists(m.root));
+}
+
+// Every file under `dir` with its size and mode, to tell that nothing changed.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+    std::map<std::string, std::string> out;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const auto st = fs::symlink_status(it->path());
+        out[it->path().string()] = std::to_string(static_cast<int>(st.permissions())) +
+                                   (fs::is_regular_file(st) ? ":" + test::slurp(it->path()) : std::string());
+    }
+    return out;
+}
+
+TEST_CASE("worker install --dry-run: every file, user and call install would make is reported, and nothing changes",
+          "[install]") {
+    Machine m;
+    put(m.at(m.paths.config), "# mine\n[share]\nmax_jobs = 1\n");
+    const auto before = snapshot(m.root);
+    auto o = m.install_options();
+    o.dry_run = true;
+    FakeSystemd s;
+    ServiceReport r;
     REQUIRE(install(o, s, r).has_value());
-    CHECK(warned(r, "gpupool-worker cannot reach: " + closed.string() + " is closed to other users"));
+    CHECK(r.dry_run);
+    CHECK(s.calls().empty()); // no systemctl, no systemd-sysusers
+    CHECK(snapshot(m.root) == before);
+    CHECK_FALSE(fs::exists(m.at(m.paths.unit)));
+    std::map<std::string, std::string> steps;
+    for (const auto& step : r.steps) {
+        steps[step.path] = step.what;
+    }
+    CHECK(steps["/etc/passwd"] == "would add"); // the user gpupool-worker, by systemd-sysusers
+    CHECK(steps["/etc/sysusers.d/gpupool-worker.conf"] == "would write");
+    CHECK(steps["/etc/gpupool/enroll.token"] == "would write");
+    CHECK(steps["/etc/gpupool/worker.toml"] == "would update"); // the owner's file, [pool] added
+    CHECK(steps["/etc/systemd/system/gpupool-worker.service"] == "would write");
+    CHECK(steps["/etc/subuid"] == "would add");
+    CHECK(steps["/etc/subgid"] == "would add");
+    CHECK(steps["/var/lib/gpupool/worker"] == "would make");
+    CHECK(r.systemctl == Calls{k_sysusers, "daemon-reload", "try-restart gpupool-worker.service", k_enable});
+    // Then the real install does what the dry run said.
+    o.dry_run = false;
+    ServiceReport real;
+    REQUIRE(install(o, s, real).has_value());
+    CHECK(s.calls() == Calls{k_sysusers, "daemon-reload", "try-restart gpupool-worker.service", k_enable});
+}
+
+TEST_CASE("worker install: a worker.toml the owner wrote is kept as written, [pool] added, without --force",
+          "[install]") {
+    Machine m;
+    const std::string mine = "# my terms: evenings only\n[share]\nmax_jobs = 1\nteams = [\"fellows\"]\n\n"
+                             "[[share.window]]\ndays = \"mon-fri\"\nfrom = \"19:00\"\nto = \"08:00\"\n";
+    put(m.at(m.paths.config), mine);
+    FakeSystemd s;
+    ServiceReport r;
+    REQUIRE(install(m.install_options(), s, r).has_value());
+    const std::string now = test::slurp(m.at(m.paths.config));
+    CHECK(now.starts_with(mine)); // every byte the owner wrote, comments included
+    CHECK(read_pool_table(now, "w").value().coordinator == "https://pool.example.org:7443");
+    // Installing again changes nothing; a [pool] with another coordinator still needs --force.
+    ServiceReport again;
+    REQUIRE(install(m.install_options(), s, again).has_value());
+    CHECK(test::slurp(m.at(m.paths.config)) == now);
+    auto other = m.install_options();
+    other.coordinator = "https://other.example.org";
+    ServiceReport refused;
+    auto st = install(other, s, refused);
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.error().message, Catch::Contains("--force"));
+    CHECK(test::slurp(m.at(m.paths.config)) == now);
+    // An owner's [pool] with other keys of its own (a name): filled in, those kept.
+    Machine n;
+    put(n.at(n.paths.config), "[pool]\nname = \"lab-box\"\n\n[share]\nmax_jobs = 2\n");
+    ServiceReport filled;
+    REQUIRE(install(n.install_options(), s, filled).has_value());
+    const std::string merged = test::slurp(n.at(n.paths.config));
+    CHECK_THAT(merged, Catch::Contains("lab-box") && Catch::Contains("max_jobs = 2") &&
+                           Catch::Contains("pool.example.org:7443"));
 }
 
 TEST_CASE("worker install: the real systemd-sysusers makes gpupool-worker under the root, and the unit names its uid",
@@ -535,7 +628,9 @@ TEST_CASE("worker install/uninstall: the real binary under a temp root with fake
                         "echo 'gpupool-worker:x:990:' >> \"$root/etc/group\"\n");
     fs::permissions(fake, fs::perms::owner_all);
     fs::permissions(sysusers, fs::perms::owner_all);
-    const auto token = dir.write("enroll.token", "gpp_0123456789abcdef\n");
+    test::svc::Pool pool; // a real coordinator on loopback: install asks it whether the token enrolls
+    const std::string url = pool.server.url;
+    const auto token = dir.write("enroll.token", pool.enroll + "\n");
     const auto root = dir.path() / "root";
     const std::vector<std::string> hidden{"--root", root.string(), "--systemctl", fake.string(), "--sysusers",
                                           sysusers.string()};
@@ -546,13 +641,12 @@ TEST_CASE("worker install/uninstall: the real binary under a temp root with fake
     const std::string sysusers_call =
         "sysusers --root=" + root.string() + " " + (root / "etc/sysusers.d/gpupool-worker.conf").string() + "\n";
 
-    auto r = test::run_gpupool(with({"worker", "install", "--coordinator", "https://pool.example.org:7443",
-                                     "--token-file", token.string()}));
+    auto r = test::run_gpupool(with({"worker", "install", "--coordinator", url, "--token-file", token.string()}));
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("wrote     /etc/gpupool/enroll.token") &&
                           Catch::Contains("ran       systemctl enable --now gpupool-worker.service") &&
-                          Catch::Contains("coordinator = 'https://pool.example.org:7443'"));
+                          Catch::Contains("coordinator = '" + url + "'"));
     CHECK_THAT(r.out, !Catch::Contains("would offer")); // `worker` itself did not run
     CHECK_THAT(r.out, Catch::Contains("runs as the system user gpupool-worker, not root") &&
                           Catch::Contains("`sudo gpupool worker status --config "
@@ -564,23 +658,22 @@ TEST_CASE("worker install/uninstall: the real binary under a temp root with fake
     CHECK(owner_of(root / "var/lib/gpupool/worker") == Owner{k_uid, k_uid});
     CHECK_THAT(test::slurp(root / "etc/subuid"), Catch::Contains("gpupool-worker:100000:65536"));
 
-    auto refused = test::run_gpupool(with({"worker", "install", "--coordinator", "https://other.example.org",
-                                           "--token-file", token.string()}));
+    auto refused = test::run_gpupool(with({"worker", "install", "--coordinator", url, "--token-file", token.string(),
+                                           "--work-dir", (dir.path() / "elsewhere").string()}));
     CHECK(refused.exit_code == 2);
     CHECK_THAT(refused.err, Catch::Contains("--force"));
-    CHECK_THAT(test::slurp(root / "etc/gpupool/worker.toml"), Catch::Contains("pool.example.org:7443"));
+    CHECK_THAT(test::slurp(root / "etc/gpupool/worker.toml"), Catch::Contains(url));
 
     auto missing = test::run_gpupool(with({"worker", "install", "--token-file", token.string()}));
     CHECK(missing.exit_code == 2);
     CHECK_THAT(missing.err, Catch::Contains("--coordinator"));
-    auto process = test::run_gpupool(with({"worker", "install", "--coordinator", "https://p", "--token-file",
-                                           token.string(), "--runtime", "process"}));
+    auto process = test::run_gpupool(
+        with({"worker", "install", "--coordinator", url, "--token-file", token.string(), "--runtime", "process"}));
     CHECK(process.exit_code == 2);
 
     // --as-root: refused as a change without --force; with it, the warning on stderr and in --json.
-    auto as_root = test::run_gpupool(with({"--json", "worker", "install", "--coordinator",
-                                           "https://pool.example.org:7443", "--token-file", token.string(),
-                                           "--as-root", "--force"}));
+    auto as_root = test::run_gpupool(with(
+        {"--json", "worker", "install", "--coordinator", url, "--token-file", token.string(), "--as-root", "--force"}));
     INFO(as_root.out << as_root.err);
     REQUIRE(as_root.exit_code == 0);
     const auto j = nlohmann::json::parse(as_root.out);
@@ -588,8 +681,8 @@ TEST_CASE("worker install/uninstall: the real binary under a temp root with fake
     CHECK_THAT(j["warnings"][0].get<std::string>(), Catch::Contains("--as-root: the worker runs as root"));
     CHECK_THAT(test::slurp(root / "etc/systemd/system/gpupool-worker.service"), !Catch::Contains("User="));
     CHECK(mode_of(root / "etc/gpupool/enroll.token") == 0600);
-    auto again = test::run_gpupool(with({"worker", "install", "--coordinator", "https://pool.example.org:7443",
-                                         "--token-file", token.string(), "--as-root"}));
+    auto again = test::run_gpupool(
+        with({"worker", "install", "--coordinator", url, "--token-file", token.string(), "--as-root"}));
     CHECK(again.exit_code == 0);
     CHECK_THAT(again.err, Catch::Contains("warning: --as-root: the worker runs as root"));
     CHECK_THAT(again.out, Catch::Contains("It runs as root (--as-root)"));
@@ -607,8 +700,8 @@ TEST_CASE("worker install/uninstall: the real binary under a temp root with fake
 
     // --user: the owner's own paths under HOME (this process's, below the temp root), systemctl --user.
     fs::remove(calls);
-    const auto user = test::run_gpupool(with({"worker", "install", "--user", "--coordinator",
-                                              "https://pool.example.org:7443", "--token-file", token.string()}));
+    const auto user =
+        test::run_gpupool(with({"worker", "install", "--user", "--coordinator", url, "--token-file", token.string()}));
     INFO(user.out << user.err);
     CHECK(user.exit_code == 0);
     CHECK_THAT(user.out, Catch::Contains("/.config/systemd/user/gpupool-worker.service") &&
@@ -634,4 +727,58 @@ TEST_CASE("worker install: a worker.toml that does not parse is refused, and rep
     CHECK(r.steps[2].path == "/etc/gpupool/worker.toml");
     CHECK(r.steps[2].what == "replaced");
     CHECK(r.steps[2].note == "the old file did not parse: replaced whole");
+}
+
+TEST_CASE("worker install CLI: --dry-run prints the plan and changes nothing; an unreachable coordinator or a refused "
+          "token stops install before anything",
+          "[install]") {
+    test::TempDir dir;
+    const auto calls = dir.path() / "calls";
+    const auto fake = dir.write("systemctl", "#!/bin/sh\necho \"$*\" >> '" + calls.string() + "'\n");
+    fs::permissions(fake, fs::perms::owner_all);
+    const auto root = dir.path() / "root";
+    const std::vector<std::string> hidden{"--root",      root.string(), "--systemctl",
+                                          fake.string(), "--sysusers",  fake.string()};
+    auto with = [&hidden](std::vector<std::string> args) {
+        args.insert(args.end(), hidden.begin(), hidden.end());
+        return args;
+    };
+    test::svc::Pool pool;
+    const auto token = dir.write("enroll.token", pool.enroll + "\n");
+    auto dry = test::run_gpupool(
+        with({"worker", "install", "--dry-run", "--coordinator", pool.server.url, "--token-file", token.string()}));
+    INFO(dry.out << dry.err);
+    REQUIRE(dry.exit_code == 0);
+    CHECK_THAT(dry.out, Catch::Contains("would write /etc/gpupool/enroll.token") &&
+                            Catch::Contains("would write /etc/gpupool/worker.toml") &&
+                            Catch::Contains("would write /etc/systemd/system/gpupool-worker.service") &&
+                            Catch::Contains("would add /etc/passwd") &&
+                            Catch::Contains("would run systemd-sysusers /etc/sysusers.d/gpupool-worker.conf") &&
+                            Catch::Contains("would run systemctl enable --now gpupool-worker.service") &&
+                            Catch::Contains("Nothing was changed (--dry-run)"));
+    CHECK_FALSE(fs::exists(root));
+    CHECK_FALSE(fs::exists(calls));
+    auto json_dry = test::run_gpupool(with({"--json", "worker", "install", "--dry-run", "--coordinator",
+                                            pool.server.url, "--token-file", token.string()}));
+    REQUIRE(json_dry.exit_code == 0);
+    CHECK(nlohmann::json::parse(json_dry.out)["dry_run"] == true);
+
+    const auto wrong = dir.write("wrong.token", "gpp_0123456789abcdef0123456789abcdef\n");
+    for (bool dry_run : {true, false}) {
+        std::vector<std::string> args{"worker",        "install",      "--coordinator",
+                                      pool.server.url, "--token-file", wrong.string()};
+        if (dry_run) {
+            args.push_back("--dry-run");
+        }
+        auto refused = test::run_gpupool(with(args));
+        CHECK(refused.exit_code == 1);
+        CHECK_THAT(refused.err, Catch::Contains("refuses the enrollment token") && Catch::Contains("--token-file"));
+        args[3] = "http://127.0.0.1:1";
+        args[5] = token.string();
+        auto unreachable = test::run_gpupool(with(args));
+        CHECK(unreachable.exit_code == 1);
+        CHECK_THAT(unreachable.err, Catch::Contains("cannot be reached") && Catch::Contains("127.0.0.1:1"));
+    }
+    CHECK_FALSE(fs::exists(root));
+    CHECK_FALSE(fs::exists(calls));
 }

@@ -239,8 +239,8 @@ void print_tokens(const json& r, bool all) {
                         state});
     }
     print_table(rows);
-    const auto hidden = static_cast<std::int64_t>(
-        std::count_if(r["tokens"].begin(), r["tokens"].end(), [](const json& t) { return !t["revoked_at"].is_null(); }));
+    const auto hidden = static_cast<std::int64_t>(std::count_if(
+        r["tokens"].begin(), r["tokens"].end(), [](const json& t) { return !t["revoked_at"].is_null(); }));
     if (hidden > 0 && !all) {
         std::cout << "(" << hidden << " revoked token(s) not shown; --all lists them)\n";
     }

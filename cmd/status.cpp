@@ -56,8 +56,9 @@ int run_status(const StatusOptions& o) {
     }
     for (const auto& a : v.attempt_history) {
         if (a.unconfirmed) {
-            std::cout << "  attempt " << a.id.value() << " is unconfirmed: the pool was restored from a backup and worker "
-                      << a.worker.value() << " has not reported since (it may have ended, or not run)\n";
+            std::cout << "  attempt " << a.id.value()
+                      << " is unconfirmed: the pool was restored from a backup and worker " << a.worker.value()
+                      << " has not reported since (it may have ended, or not run)\n";
         }
     }
     if (v.retries > 0) {

@@ -34,8 +34,8 @@ Result<std::int64_t> resolve_name(const std::string& kind, const std::string& te
         return make_error(ErrorCode::invalid_input, "expected a " + kind + "'s id or name", field);
     }
     if (auto id = as_id(text)) {
-        const bool exists = std::any_of(candidates.begin(), candidates.end(),
-                                        [&](const NamedCandidate& c) { return c.id == *id; });
+        const bool exists =
+            std::any_of(candidates.begin(), candidates.end(), [&](const NamedCandidate& c) { return c.id == *id; });
         if (exists) {
             return *id;
         }
@@ -55,8 +55,8 @@ Result<std::int64_t> resolve_name(const std::string& kind, const std::string& te
             ids.push_back(described(*c));
         }
         return make_error(ErrorCode::invalid_input,
-                          "`" + text + "` names " + std::to_string(named.size()) + " " + kind + "s: " +
-                              util::join(ids, ", ") + "; give the id of the one you mean",
+                          "`" + text + "` names " + std::to_string(named.size()) + " " + kind +
+                              "s: " + util::join(ids, ", ") + "; give the id of the one you mean",
                           field);
     }
     std::string msg = as_id(text) ? "no " + kind + " " + text : "no " + kind + " named `" + text + "`";

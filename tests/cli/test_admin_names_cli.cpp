@@ -28,8 +28,10 @@ std::int64_t register_worker(const std::string& url, const std::string& enroll, 
 
 std::string state_of(const test::FundedPool& p, const std::string& admin, std::int64_t worker) {
     auto r = p.as(admin, {"--json", "admin", "workers"});
+    INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    for (const auto& w : json::parse(r.out)["workers"]) {
+    const json all = json::parse(r.out);
+    for (const auto& w : all["workers"]) {
         if (w["id"] == worker) {
             return w["state"];
         }
@@ -86,10 +88,10 @@ TEST_CASE("admin CLI: misspelt teams get did you mean, tokens are revoked by lab
     test::FundedPool p(dir.path());
     const std::string admin = p.coord.admin();
 
-    for (const std::vector<std::string>& args : {std::vector<std::string>{"admin", "grant", "fellowz", "10"},
-                                                std::vector<std::string>{"admin", "token", "create", "--team",
-                                                                         "ownres", "--label", "x"},
-                                                std::vector<std::string>{"admin", "budget", "felows"}}) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"admin", "grant", "fellowz", "10"},
+          std::vector<std::string>{"admin", "token", "create", "--team", "ownres", "--label", "x"},
+          std::vector<std::string>{"admin", "budget", "felows"}}) {
         auto r = p.as(admin, args);
         INFO(r.err);
         CHECK(r.exit_code == 1);
@@ -112,9 +114,9 @@ TEST_CASE("admin CLI: misspelt teams get did you mean, tokens are revoked by lab
     }
     auto ambiguous = p.as(admin, {"admin", "token", "revoke", "bob"});
     CHECK(ambiguous.exit_code == 1);
-    CHECK_THAT(ambiguous.err, Catch::Contains("`bob` names 2 active tokens: " + std::to_string(bobs[0]) +
-                                              " (member of team fellows), " + std::to_string(bobs[1]) +
-                                              " (member of team fellows)"));
+    CHECK_THAT(ambiguous.err,
+               Catch::Contains("`bob` names 2 active tokens: " + std::to_string(bobs[0]) +
+                               " (member of team fellows), " + std::to_string(bobs[1]) + " (member of team fellows)"));
     REQUIRE(p.as(admin, {"admin", "token", "revoke", std::to_string(bobs[0])}).exit_code == 0);
     // One bob left active: the label now names it.
     auto by_label = p.as(admin, {"admin", "token", "revoke", "bob"});
@@ -127,7 +129,8 @@ TEST_CASE("admin CLI: misspelt teams get did you mean, tokens are revoked by lab
     // The list says what it leaves out; --all shows the revoked ones.
     auto listed = p.as(admin, {"admin", "token", "list", "--team", "fellows"});
     REQUIRE(listed.exit_code == 0);
-    CHECK_THAT(listed.out, !Catch::Contains("bob") && Catch::Contains("(2 revoked token(s) not shown; --all lists them)"));
+    CHECK_THAT(listed.out,
+               !Catch::Contains("bob") && Catch::Contains("(2 revoked token(s) not shown; --all lists them)"));
     auto all = p.as(admin, {"admin", "token", "list", "--team", "fellows", "--all"});
     REQUIRE(all.exit_code == 0);
     CHECK_THAT(all.out, Catch::Contains("bob") && Catch::Contains("revoked 20") && !Catch::Contains("not shown"));

@@ -34,7 +34,8 @@ json worker_row(const std::string& url, const std::string& admin, std::int64_t i
 }
 
 json attempt_of(const std::string& url, const std::string& token, std::int64_t job) {
-    const json v = ok_json(test::run_gpupool({"--url", url, "--token", token, "--json", "status", std::to_string(job)}));
+    const json v =
+        ok_json(test::run_gpupool({"--url", url, "--token", token, "--json", "status", std::to_string(job)}));
     REQUIRE(v["attempt_history"].size() == 1);
     return v["attempt_history"][0];
 }
@@ -60,7 +61,8 @@ TEST_CASE("coordinator --restore: workers offline and attempts unconfirmed until
         const json inventory = {{"cpu_milli", 4000},
                                 {"memory_mib", 8192},
                                 {"gpus", json::array({{{"index", 0}, {"model", "L4"}, {"memory_mib", 24576}}})}};
-        auto reg = e.request("POST", "/v1/workers/register", json{{"name", "lab-box"}, {"inventory", inventory}}.dump());
+        auto reg =
+            e.request("POST", "/v1/workers/register", json{{"name", "lab-box"}, {"inventory", inventory}}.dump());
         REQUIRE(reg);
         REQUIRE(reg->status == 201);
         worker_token = json::parse(reg->body)["token"];
@@ -70,13 +72,16 @@ TEST_CASE("coordinator --restore: workers offline and attempts unconfirmed until
         spec.image = "busybox";
         spec.command = {"true"};
         spec.resources.gpus = 1;
+        spec.resources.gpu_milli = 1000;
         spec.resources.cpu_milli = 100;
         spec.resources.memory_mib = 64;
         auto m = test::http_client(p.url, p.fellow);
-        auto sub = m.request(
-            "POST", "/v1/jobs",
-            json{{"source", "eval.toml"}, {"jobs", json::parse(recipe::to_json({spec}).dump())}}.dump());
+        auto sub = m.request("POST", "/v1/jobs",
+                             json{{"source", "eval.toml"},
+                                  {"jobs", json::parse(recipe::to_json(std::vector<recipe::JobSpec>{spec}).dump())}}
+                                 .dump());
         REQUIRE(sub);
+        INFO(sub->body);
         REQUIRE(sub->status == 201);
         job = json::parse(sub->body)["jobs"][0];
         auto w = test::http_client(p.url, worker_token);
@@ -96,8 +101,8 @@ TEST_CASE("coordinator --restore: workers offline and attempts unconfirmed until
     // Restored (a service's way: --restore-only, then a plain start): as of the backup, unconfirmed.
     const fs::path second = dir.path() / "second";
     fs::create_directories(second);
-    REQUIRE(test::run_gpupool({"coordinator", "--db", (second / "pool.db").string(), "--restore", backup.string(),
-                               "--restore-only"})
+    REQUIRE(test::run_gpupool(
+                {"coordinator", "--db", (second / "pool.db").string(), "--restore", backup.string(), "--restore-only"})
                 .exit_code == 0);
     test::CoordinatorProcess restored(second);
     const std::string url = restored.url();

@@ -21,9 +21,9 @@ TEST_CASE("resolve_name: an id or a name that one candidate has is that candidat
         const char* text;
         std::int64_t id;
     };
-    for (const Row& row : {Row{"1", 1},       // an exact id wins over worker 4, named `1`
-                           Row{"3", 3},       // by id, though its name is shared
-                           Row{"gpu-a", 1},   // by its name
+    for (const Row& row : {Row{"1", 1},     // an exact id wins over worker 4, named `1`
+                           Row{"3", 3},     // by id, though its name is shared
+                           Row{"gpu-a", 1}, // by its name
                            Row{"4", 4}}) {
         INFO(row.text);
         auto got = resolve_name("worker", row.text, k_workers, "worker");
@@ -46,10 +46,10 @@ TEST_CASE("resolve_name: no match is not_found with the nearest name", "[coordin
         const char* message;
     };
     const std::vector<NamedCandidate> teams{{1, "fellows", ""}, {2, "owners", ""}};
-    for (const Row& row : {Row{"fellowz", "no team named `fellowz`; did you mean `fellows`? (see the list)"},
-                           Row{"ownres", "no team named `ownres`; did you mean `owners`? (see the list)"},
-                           Row{"zzzzzzzzzz", "no team named `zzzzzzzzzz` (see the list)"},
-                           Row{"9", "no team 9 (see the list)"}}) {
+    for (const Row& row :
+         {Row{"fellowz", "no team named `fellowz`; did you mean `fellows`? (see the list)"},
+          Row{"ownres", "no team named `ownres`; did you mean `owners`? (see the list)"},
+          Row{"zzzzzzzzzz", "no team named `zzzzzzzzzz` (see the list)"}, Row{"9", "no team 9 (see the list)"}}) {
         INFO(row.text);
         auto got = resolve_name("team", row.text, teams, "team", "see the list");
         REQUIRE_FALSE(got);

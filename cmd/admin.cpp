@@ -25,11 +25,35 @@ namespace {
 
 using json = nlohmann::json;
 
+// How the command line names an action, for "`gpupool admin workers` needs an admin token".
+std::string command_of(AdminAction action) {
+    switch (action) {
+    case AdminAction::team_create: return "admin team create";
+    case AdminAction::team_list: return "admin team list";
+    case AdminAction::token_create: return "admin token create";
+    case AdminAction::token_list: return "admin token list";
+    case AdminAction::token_revoke: return "admin token revoke";
+    case AdminAction::enroll: return "admin enroll";
+    case AdminAction::workers: return "admin workers";
+    case AdminAction::ban: return "admin ban";
+    case AdminAction::drain: return "admin drain";
+    case AdminAction::activate: return "admin activate";
+    case AdminAction::grant: return "admin grant";
+    case AdminAction::adjust: return "admin adjust";
+    case AdminAction::budget: return "admin budget";
+    case AdminAction::report: return "admin report";
+    case AdminAction::audit: return "admin audit";
+    case AdminAction::backup: return "admin backup";
+    }
+    return "admin";
+}
+
 // Runs one admin request and prints the answer with `human` (or the JSON with --json).
-int admin_call(const GlobalOptions& global, const std::string& method, const std::string& path, const json& body,
+int admin_call(const AdminOptions& o, const std::string& method, const std::string& path, const json& body,
                const std::function<void(const json&)>& human) {
+    const GlobalOptions& global = o.global;
     auto api = connect(global);
-    if (!api) {
+    if (!api || !require_admin(global, *api, command_of(o.action))) {
         return k_exit_failed;
     }
     Result<json> r = method == "GET" ? api->get(path) : method == "DELETE" ? api->del(path) : api->post(path, body);
@@ -77,6 +101,33 @@ Result<std::int64_t> parse_date_ms(const std::string& text, const std::string& f
 
 } // namespace
 
+bool require_admin(const GlobalOptions& global, client::ApiClient& api, const std::string& command) {
+    auto me = api.get("/v1/whoami");
+    if (me && (*me).value("role", std::string()) == "admin") {
+        return true;
+    }
+    if (!me && me.error().code != ErrorCode::forbidden) {
+        report_error(global, me.error()); // no coordinator, or a token it does not know
+        return false;
+    }
+    std::string what = "a token that is not an admin's";
+    if (me) {
+        const json& t = *me;
+        what = "a " + printable(t.value("role", std::string("?"))) + " token";
+        if (t.contains("team") && t["team"].is_string()) {
+            what += " of team `" + printable(t["team"]) + "`";
+        }
+        if (t.contains("label") && t["label"].is_string() && !t["label"].get<std::string>().empty()) {
+            what += " (labelled `" + printable(t["label"]) + "`)";
+        }
+    }
+    report_error(global, make_error(ErrorCode::forbidden,
+                                    "`gpupool " + command + "` needs an admin token; this one is " + what +
+                                        " (give one with --token, --token-file or GPUPOOL_TOKEN)",
+                                    "token"));
+    return false;
+}
+
 Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& flag) {
     if (auto d = resources::parse_duration_s(text)) {
         const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -117,7 +168,7 @@ int run_admin_budget(const AdminOptions& b) {
                                             "--member"));
             return k_exit_usage;
         }
-        return admin_call(global, "GET", "/v1/credits?limit=0&team=" + net::percent_encode(b.team), {}, print_budgets);
+        return admin_call(b, "GET", "/v1/credits?limit=0&team=" + net::percent_encode(b.team), {}, print_budgets);
     }
     json body = {{"team", b.team}};
     if (!b.member.empty()) {
@@ -140,7 +191,7 @@ int run_admin_budget(const AdminOptions& b) {
         }
         body[key] = *v;
     }
-    return admin_call(global, "POST", "/v1/admin/budgets", body, [](const json& r) {
+    return admin_call(b, "POST", "/v1/admin/budgets", body, [](const json& r) {
         const std::string who = r.contains("member") ? "member " + printable(r["member"]["label"]) + " of team " +
                                                            printable(r["team"])
                                                      : "team " + printable(r["team"]);
@@ -150,12 +201,12 @@ int run_admin_budget(const AdminOptions& b) {
 }
 
 int run_team_create(const AdminOptions& o) {
-    return admin_call(o.global, "POST", "/v1/admin/teams", {{"name", o.team}, {"weight", o.weight}},
+    return admin_call(o, "POST", "/v1/admin/teams", {{"name", o.team}, {"weight", o.weight}},
                       [](const json& t) { std::cout << "created team " << printable(t["name"]) << " (id " << t["id"] << ")\n"; });
 }
 
 int run_team_list(const AdminOptions& o) {
-    return admin_call(o.global, "GET", "/v1/admin/teams", {}, [](const json& r) {
+    return admin_call(o, "GET", "/v1/admin/teams", {}, [](const json& r) {
         std::vector<std::vector<std::string>> rows{{"ID", "NAME", "WEIGHT"}};
         for (const auto& t : r["teams"]) {
             rows.push_back({std::to_string(t["id"].get<std::int64_t>()), t["name"].get<std::string>(),
@@ -166,7 +217,7 @@ int run_team_list(const AdminOptions& o) {
 }
 
 int run_token_create(const AdminOptions& o) {
-    return admin_call(o.global, "POST", "/v1/admin/tokens",
+    return admin_call(o, "POST", "/v1/admin/tokens",
                       {{"role", o.role}, {"team", o.team}, {"label", o.label}, {"uses", o.uses}}, print_token);
 }
 
@@ -190,64 +241,30 @@ void print_tokens(const json& r, bool all) {
                         state});
     }
     print_table(rows);
+    const auto hidden = static_cast<std::int64_t>(std::count_if(
+        r["tokens"].begin(), r["tokens"].end(), [](const json& t) { return !t["revoked_at"].is_null(); }));
+    if (hidden > 0 && !all) {
+        std::cout << "(" << hidden << " revoked token(s) not shown; --all lists them)\n";
+    }
     std::cout << "(last use is counted since the coordinator started)\n";
 }
 
 int run_token_list(const AdminOptions& o) {
     const std::string path = "/v1/admin/tokens" + (o.team.empty() ? std::string() : "?team=" + net::percent_encode(o.team));
-    return admin_call(o.global, "GET", path, {}, [all = o.all](const json& r) { print_tokens(r, all); });
+    return admin_call(o, "GET", path, {}, [all = o.all](const json& r) { print_tokens(r, all); });
 }
 
-// The id of the one active token labelled `label`; nothing (the problem printed) otherwise.
-std::optional<std::string> token_id_for_label(const GlobalOptions& global, const std::string& label) {
-    auto api = connect(global);
-    if (!api) {
-        return std::nullopt;
-    }
-    auto r = api->get("/v1/admin/tokens");
-    if (!r) {
-        report_error(global, r.error());
-        return std::nullopt;
-    }
-    std::vector<std::string> ids;
-    for (const auto& t : (*r)["tokens"]) {
-        if (t["revoked_at"].is_null() && t["label"] == label) {
-            ids.push_back(std::to_string(t["id"].get<std::int64_t>()));
-        }
-    }
-    if (ids.size() != 1) {
-        std::string list;
-        for (const auto& i : ids) {
-            list += (list.empty() ? "" : ", ") + i;
-        }
-        report_error(global, make_error(ErrorCode::invalid_input,
-                                        ids.empty() ? "no active token has the label `" + label +
-                                                          "` (`gpupool admin token list`)"
-                                                    : "the label `" + label + "` names " + std::to_string(ids.size()) +
-                                                          " active tokens (" + list + "): revoke by id",
-                                        "token"));
-        return std::nullopt;
-    }
-    return ids.front();
-}
-
+// The coordinator resolves what was typed (resolve_name): an id, or the label of one active token.
 int run_token_revoke(const AdminOptions& o) {
-    std::string id = o.token;
-    if (id.empty() || !std::all_of(id.begin(), id.end(), [](unsigned char c) { return std::isdigit(c) != 0; })) {
-        // A label: it must name exactly one active token.
-        auto found = token_id_for_label(o.global, o.token);
-        if (!found) {
-            return k_exit_failed;
-        }
-        id = *found;
-    }
-    return admin_call(o.global, "DELETE", "/v1/admin/tokens/" + id, {},
+    return admin_call(o, "DELETE", "/v1/admin/tokens/" + net::percent_encode(o.token), {},
                       [](const json& r) { std::cout << "revoked token " << r["revoked"] << '\n'; });
 }
 
 int run_enroll(const AdminOptions& o) {
-    return admin_call(o.global, "POST", "/v1/admin/tokens",
-                      {{"role", "enroll"}, {"team", o.team}, {"label", "enrollment"}, {"uses", o.uses}}, print_token);
+    return admin_call(o, "POST", "/v1/admin/tokens",
+                      {{"role", "enroll"}, {"team", o.team}, {"label", o.label.empty() ? "enrollment" : o.label},
+                       {"uses", o.uses}},
+                      print_token);
 }
 
 // Each worker's owner terms as its last heartbeat said them (api::describe_terms), one line each;
@@ -268,7 +285,7 @@ void print_owner_terms(const json& workers) {
 }
 
 int run_workers(const AdminOptions& o) {
-    return admin_call(o.global, "GET", "/v1/workers", {}, [](const json& r) {
+    return admin_call(o, "GET", "/v1/workers", {}, [](const json& r) {
         std::vector<std::vector<std::string>> rows{{"ID", "NAME", "TEAM", "STATE", "GPUS", "LAST SEEN (UTC)"}};
         for (const auto& w : r["workers"]) {
             std::string gpus;
@@ -339,12 +356,12 @@ int run_ban(const AdminOptions& o) {
     if (o.with_siblings) {
         body["with_siblings"] = true;
     }
-    return admin_call(o.global, "POST", "/v1/admin/workers/" + std::to_string(o.worker) + "/ban", body, print_ban);
+    return admin_call(o, "POST", "/v1/admin/workers/" + net::percent_encode(o.worker) + "/ban", body, print_ban);
 }
 
 // drain or activate.
 int run_worker_state(const AdminOptions& o, const std::string& verb) {
-    return admin_call(o.global, "POST", "/v1/admin/workers/" + std::to_string(o.worker) + "/" + verb, json::object(),
+    return admin_call(o, "POST", "/v1/admin/workers/" + net::percent_encode(o.worker) + "/" + verb, json::object(),
                       [](const json& r) {
                           std::cout << "worker " << r["worker"] << " is now " << printable(r["state"]) << '\n';
                       });
@@ -367,7 +384,7 @@ int run_grant(const AdminOptions& o) {
         }
         body["expires_at"] = *at;
     }
-    return admin_call(o.global, "POST", "/v1/admin/grants", body, [](const json& r) {
+    return admin_call(o, "POST", "/v1/admin/grants", body, [](const json& r) {
         std::cout << "granted " << credits_of(r["amount_micro"]) << " credits to team " << printable(r["team"])
                   << " (grant " << r["grant"] << ")"
                   << (r["expires_at"].is_null() ? "" : ", expires " + format_time(r["expires_at"]) + " UTC")
@@ -383,7 +400,7 @@ int run_adjust(const AdminOptions& o) {
         report_error(o.global, e);
         return k_exit_usage;
     }
-    return admin_call(o.global, "POST", "/v1/admin/adjustments",
+    return admin_call(o, "POST", "/v1/admin/adjustments",
                       {{"team", o.team}, {"amount_micro", *amount}, {"note", o.note}}, [](const json& r) {
                           std::cout << "adjusted team " << printable(r["team"]) << ": " << credits_of(r["amount_micro"])
                                     << " credits from " << printable(r["debit"]) << " to " << printable(r["credit"])
@@ -431,7 +448,7 @@ int run_report(const AdminOptions& o) {
         }
         path += "?since=" + std::to_string(*since);
     }
-    return admin_call(o.global, "GET", path, {}, print_report);
+    return admin_call(o, "GET", path, {}, print_report);
 }
 
 } // namespace
@@ -490,6 +507,8 @@ void add_token_commands(CLI::App* admin, AdminOptions& o, const RunAs& run_as) {
         "enroll", "Create an enrollment token: a GPU owner's worker registers with it (once, or --uses N times; "
                   "banning a worker revokes the token it enrolled with)");
     enroll->add_option("team", o.team, "The owner's team (credited for the GPU time)")->required();
+    enroll->add_option("--label", o.label, "A note to recognise it by in `admin token list`")
+        ->default_str("enrollment");
     enroll->add_option("--uses", o.uses, "How many workers it may register")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000}))
         ->capture_default_str();
@@ -503,7 +522,7 @@ void add_worker_commands(CLI::App* admin, AdminOptions& o, const RunAs& run_as) 
         "ban", "Ban a worker: it gets no work, its running jobs go back to the queue, the enrollment token it came "
                "with is revoked (the other workers it enrolled are listed; --with-siblings bans them too); "
                "--void-since also voids its results");
-    ban->add_option("worker", o.worker, "Worker id")->required();
+    ban->add_option("worker", o.worker, "Worker id, or its name when one worker has it")->required();
     ban->add_option("--void-since", o.void_since,
                     "Void the results it reported since this UTC time (2026-11-30T12:00:00Z) or this long ago (3d): "
                     "their credits go back to the teams that paid and those jobs run again");
@@ -513,7 +532,7 @@ void add_worker_commands(CLI::App* admin, AdminOptions& o, const RunAs& run_as) 
     ban->callback(run_as(AdminAction::ban));
     for (auto [verb, action] : {std::pair{"drain", AdminAction::drain}, std::pair{"activate", AdminAction::activate}}) {
         CLI::App* c = admin->add_subcommand(verb, std::string(verb) + " a worker");
-        c->add_option("worker", o.worker, "Worker id")->required();
+        c->add_option("worker", o.worker, "Worker id, or its name when one worker has it")->required();
         c->callback(run_as(action));
     }
 }

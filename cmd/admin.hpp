@@ -6,6 +6,7 @@
 #pragma once
 
 #include "cmd/cli.hpp"
+#include "core/client/api_client.hpp"
 
 #include <cstdint>
 #include <string>
@@ -38,11 +39,11 @@ struct AdminOptions {
     std::string team{};          // team create: the new team's name; otherwise the team acted on
     std::int64_t weight = 1;     // team create: fair-share weight
     std::string role = "member"; // token create
-    std::string label{};         // token create
+    std::string label{};         // token create, enroll
     std::int64_t uses = 1;       // token create, enroll: workers an enrollment token may register
     bool all = false;            // token list: revoked tokens too
     std::string token{};         // token revoke: an id, or the label of one active token
-    std::int64_t worker = 0;     // ban, drain, activate
+    std::string worker{};        // ban, drain, activate: an id, or the name of one worker
     std::string void_since{};    // ban: a UTC time or a duration ago
     bool with_siblings = false;  // ban: the other workers enrolled with the same token too
     std::string amount{};        // grant, adjust: credits as an exact decimal
@@ -58,8 +59,14 @@ struct AdminOptions {
     bool force = false;          // backup: replace an existing file
 };
 
-// The exit code (cli.hpp); problems are printed as it goes.
+// The exit code (cli.hpp); problems are printed as it goes. A token that is not an admin's is told
+// so before anything is asked ("needs an admin token", exit 1): some routes serve members their
+// own team's part, which an admin command must not pass off as the pool's.
 int run_admin(const AdminOptions& options);
+
+// Whether `api`'s token is an admin's; if not (or if the coordinator cannot say), the problem is
+// printed for `command` ("admin workers") and false returned.
+bool require_admin(const GlobalOptions& global, client::ApiClient& api, const std::string& command);
 
 // `admin audit` and `admin backup` (admin_ops.cpp).
 int run_audit(const AdminOptions& options);

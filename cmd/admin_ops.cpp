@@ -54,7 +54,7 @@ int run_audit(const AdminOptions& o) {
         path += "&action=" + query_escape(o.action_prefix);
     }
     auto api = connect(o.global);
-    if (!api) {
+    if (!api || !require_admin(o.global, *api, "admin audit")) {
         return k_exit_failed;
     }
     auto r = api->get(path);
@@ -89,7 +89,7 @@ int run_backup(const AdminOptions& o) {
         return k_exit_usage;
     }
     auto api = connect(o.global);
-    if (!api) {
+    if (!api || !require_admin(o.global, *api, "admin backup")) {
         return k_exit_failed;
     }
     // Downloaded beside the target (0600: tokens' hashes, the ledger, every team's outputs), checked,

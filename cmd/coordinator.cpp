@@ -245,6 +245,9 @@ int run_restore(const GlobalOptions& global, const CoordinatorCmdOptions& o) {
     auto report = coordinator::restore_pool({o.restore, o.db, o.force_restore});
     if (!report) {
         report_error(global, report.error());
+        // A refusal that --force-restore overrides is a usage error; a pool held by a running
+        // coordinator (unavailable: store::lock_database) fails as every lock conflict does
+        // (CONTRIBUTING.md).
         return report.error().code == ErrorCode::conflict ? k_exit_usage : k_exit_failed;
     }
     const auto& r = report->restored;

@@ -17,7 +17,7 @@ void print_attempts(const std::vector<wire::AttemptView>& attempts) {
     for (const auto& a : attempts) {
         rows.push_back({std::to_string(a.id.value()), std::to_string(a.worker.value()),
                         a.gpu_index < 0 ? "-" : std::to_string(a.gpu_index),
-                        a.state + (a.voided_at ? " (voided)" : "") +
+                        a.state + (a.voided_at ? " (voided)" : "") + (a.unconfirmed ? " (unconfirmed)" : "") +
                             (a.retry > 0 ? " (retry " + std::to_string(a.retry) + ")" : ""),
                         format_time(a.started_at), format_time(a.ended_at),
                         a.exit_code ? std::to_string(*a.exit_code) : "-", credits::format_credits(a.cost_micro),
@@ -53,6 +53,13 @@ int run_status(const StatusOptions& o) {
     }
     if (v.exit_code) {
         std::cout << "  exit code " << *v.exit_code << '\n';
+    }
+    for (const auto& a : v.attempt_history) {
+        if (a.unconfirmed) {
+            std::cout << "  attempt " << a.id.value()
+                      << " is unconfirmed: the pool was restored from a backup and worker " << a.worker.value()
+                      << " has not reported since (it may have ended, or not run)\n";
+        }
     }
     if (v.retries > 0) {
         std::cout << "  retried " << v.retries << (v.retries == 1 ? " time" : " times")

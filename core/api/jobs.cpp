@@ -58,7 +58,8 @@ json to_json(const AttemptView& a) {
             {"price_micro_per_hour", a.price_micro_per_hour},
             {"cost_micro", a.cost_micro},
             {"voided_at", or_null(a.voided_at)},
-            {"retry", a.retry}};
+            {"retry", a.retry},
+            {"unconfirmed", a.unconfirmed}};
 }
 
 Result<AttemptView> attempt_view_from_json(const json& j, const std::string& at) {
@@ -79,6 +80,7 @@ Result<AttemptView> attempt_view_from_json(const json& j, const std::string& at)
     a.cost_micro = r.integer("cost_micro", lo, hi, 0);
     a.voided_at = r.optional_integer("voided_at", lo, hi);
     a.retry = r.integer("retry", 0, hi, 0);
+    a.unconfirmed = r.boolean("unconfirmed", false);
     return done(r, std::move(a));
 }
 

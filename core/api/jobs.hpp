@@ -40,6 +40,9 @@ struct AttemptView {
     std::int64_t cost_micro = 0;
     std::optional<std::int64_t> voided_at{}; // set when an admin voided its result
     std::int64_t retry = 0;                  // the run of its job: 0 as submitted, N after the job's Nth retry
+    // Assigned or running as of a backup the pool was restored from, and its worker has not reported
+    // since: it may have ended, or never run, after the backup was taken.
+    bool unconfirmed = false;
     bool operator==(const AttemptView&) const = default;
 };
 

@@ -3,7 +3,7 @@
 //
 // Actions: team.create, token.create, token.revoke, token.first_admin, token.recover_admin,
 // worker.drain, worker.activate, worker.ban, credits.grant, credits.adjust, budget.team,
-// budget.member, pool.backup.
+// budget.member, pool.backup, pool.restore (written by restore_pool into the restored copy).
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/internal.hpp"
 

@@ -173,6 +173,7 @@ void Coordinator::absorb(const Changes& changes) {
         auto inv = api::inventory_from_text(w.inventory_json);
         set_inventory(live, inv ? std::move(*inv) : api::Inventory{}, m_options.whole_gpu_only_unenforced);
         live.model_mismatch = model_mismatch_of(live.inventory);
+        live.unconfirmed = w.last_seen_at < m_restored_at_ms;
         count_gpu_kinds(live, +1);
     }
     for (const auto& sw : changes.sweeps) {
@@ -261,6 +262,16 @@ Status Coordinator::start() {
     if (!snap) {
         return snap.error();
     }
+    // A pool restored from a backup (restore_pool records when): what it says of its workers and
+    // their attempts is as of the backup, unconfirmed until each worker reports in.
+    store::AuditQuery restores;
+    restores.action_prefix = "pool.restore";
+    restores.limit = 1;
+    auto restored = m_store.read_audit(restores);
+    if (!restored) {
+        return restored.error();
+    }
+    m_restored_at_ms = restored->empty() ? 0 : restored->front().at_ms;
     // The ledger first: rebuild every balance from the rows and compare with the cached ones.
     for (const auto& e : snap->ledger) {
         if (auto why = m_ledger.check(e)) {

@@ -334,9 +334,13 @@ public:
     std::optional<std::int64_t> last_used(TokenId token_id) const;
     Result<std::vector<store::WorkerRecord>> list_workers(const Principal& who) const;
     // How a worker is now: "banned", "drained" (by an admin), "offline" (no heartbeat within the
-    // worker timeout), "draining" (the worker is shutting down), "paused" (by its owner),
+    // worker timeout, or none since the pool was restored from a backup), "draining" (the worker is shutting down), "paused" (by its owner),
     // "off-hours" (outside its owner's sharing hours), "reclaimed" (its owner uses its GPUs) or "online".
     std::string presence(WorkerId worker) const;
+    // Whether the pool was restored from a backup (a `pool.restore` audit record) after the worker's
+    // last heartbeat: its attempts in the backup may have ended or moved since; until it reports in it
+    // is offline and its attempts are unconfirmed (api::AttemptView::unconfirmed).
+    bool unconfirmed(WorkerId worker) const { return m_workers.at(worker).unconfirmed; }
     // What the worker's owner said in its last heartbeat: whether it shares, until when, its terms.
     struct OwnerSays {
         api::SharingState sharing = api::SharingState::sharing;
@@ -722,6 +726,7 @@ private:
     bool m_track_ended = false;
     std::vector<JobId> m_newly_ended; // see take_ended_jobs()
     bool m_pass_dirty = true;       // see pass_due()
+    std::int64_t m_restored_at_ms = 0; // the latest `pool.restore` audit record's time (0: never restored)
     std::int64_t m_last_pass_ms = 0;
 };
 

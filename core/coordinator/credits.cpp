@@ -3,6 +3,7 @@
 // rules are in core/credits/ledger.hpp, budgets in budgets.cpp).
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/internal.hpp"
+#include "core/coordinator/resolve_name.hpp"
 #include "core/resources/quantity.hpp"
 
 #include <nlohmann/json.hpp>
@@ -469,12 +470,16 @@ std::int64_t Coordinator::next_entry_id(const Changes& changes) const {
 }
 
 Result<TeamId> Coordinator::team_named(const std::string& name) const {
+    std::vector<NamedCandidate> teams;
     for (const auto& [id, t] : m_teams) {
-        if (t.name == name) {
-            return id;
-        }
+        teams.push_back({id.value(), t.name, ""});
     }
-    return make_error(ErrorCode::not_found, no_team_message(name), "team");
+    auto id = resolve_name("team", name, teams, "team",
+                           "to make it: `gpupool admin team create " + name + "`; the teams: `gpupool admin team list`");
+    if (!id) {
+        return id.error();
+    }
+    return TeamId(*id);
 }
 
 std::int64_t Coordinator::used_attempts(const JobRecord& job) const {

@@ -58,11 +58,6 @@ inline bool preempted_by_owner(const store::AttemptRecord& a) {
     return a.state == store::AttemptState::preempted && a.reason.starts_with(k_owner_preempted_reason);
 }
 
-inline std::string no_team_message(const std::string& name) {
-    return "no team named `" + name + "`; create it first (`gpupool admin team create " + name +
-           "`) or see `gpupool admin team list`";
-}
-
 // A client's idempotency key (submissions, retries): 1 to 128 of [A-Za-z0-9_-].
 inline Status check_idempotency_key(const std::string& key) {
     if (key.empty() || key.size() > 128 ||

@@ -139,14 +139,11 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
         if (!request.team) {
             return invalid("admins submit for a team: set `team`", "team");
         }
-        for (const auto& [id, t] : m_teams) {
-            if (t.name == *request.team) {
-                team = id;
-            }
+        auto named = team_named(*request.team);
+        if (!named) {
+            return named.error();
         }
-        if (!team) {
-            return make_error(ErrorCode::not_found, no_team_message(*request.team), "team");
-        }
+        team = *named;
     } else {
         return denied("only team members and admins submit jobs");
     }

@@ -54,8 +54,8 @@ void PoolView::set_worker(WorkerId id, const LiveWorker& worker) {
     auto [it, added] = m_workers.try_emplace(id);
     WorkerEntry& e = it->second;
     const bool offered = e.offers;
-    e.offers =
-        worker.record.state == WorkerState::active && !worker.draining && worker.sharing == api::SharingState::sharing;
+    e.offers = worker.record.state == WorkerState::active && !worker.draining &&
+               worker.sharing == api::SharingState::sharing && !worker.unconfirmed;
     e.last_seen_ms = worker.record.last_seen_at;
     sched::Worker& b = e.base;
     b.id = id;

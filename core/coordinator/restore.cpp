@@ -6,6 +6,8 @@
 #include "core/store/open_store.hpp"
 #include "core/store/sqlite_store.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -96,7 +98,24 @@ Result<PoolSummary> check_backup(const fs::path& staging, const fs::path& backup
     if (!records) {
         return records.error();
     }
-    return summarize(*records);
+    PoolSummary summary = summarize(*records);
+    // The restore is recorded in the copy itself, before it is put in place: a coordinator that starts
+    // on it (now, or later after --restore-only) reads from it that what the backup says of its
+    // workers is unconfirmed until each reports in (Coordinator::unconfirmed).
+    store::Changes c;
+    store::AuditRecord a;
+    a.at_ms = system_clock().now_ms();
+    a.action = "pool.restore";
+    a.target = "pool";
+    a.detail = nlohmann::json{{"backup", backup.filename().string()},
+                              {"backup_last_change_ms", summary.last_change_ms},
+                              {"workers", summary.workers}}
+                   .dump();
+    c.audit.push_back(std::move(a));
+    if (auto st = (*db)->apply(c); !st) {
+        return st.error();
+    }
+    return summary;
 }
 
 } // namespace

@@ -11,6 +11,9 @@
 // - The target's lock (`<db>.lock`) is held throughout, so a coordinator running on it is a
 //   conflict. The copy is put in place by a rename: the target is the old pool or the whole backup,
 //   never a mix.
+// - The copy records the restore (a `pool.restore` audit record, by "this machine"): the coordinator
+//   that starts on it shows the backup's workers offline and their attempts unconfirmed until each
+//   worker reports in.
 // - SQLite only for now; a PostgreSQL target is refused (not_implemented), as the store is.
 #pragma once
 

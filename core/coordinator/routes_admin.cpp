@@ -1,5 +1,6 @@
 // The admin and identity routes: teams, tokens, whoami, and the fleet as admins see it (list,
 // drain, activate, ban).
+#include "core/coordinator/resolve_name.hpp"
 #include "core/coordinator/service_impl.hpp"
 #include "core/util/files.hpp"
 #include "core/util/strings.hpp"
@@ -11,6 +12,50 @@ namespace gpupool::coordinator::service_detail {
 using namespace gpupool::store;
 
 namespace {
+
+// The worker the path's {id} names: its id, or its name when one worker has it (resolve_name).
+Result<WorkerId> worker_param(ServiceState& svc, const net::Request& req, const Principal& who) {
+    if (who.role != Role::admin) {
+        return make_error(ErrorCode::forbidden, "only admins drain, activate or ban workers");
+    }
+    auto list = svc.coord->list_workers(who);
+    if (!list) {
+        return list.error();
+    }
+    std::vector<NamedCandidate> workers;
+    for (const auto& w : *list) {
+        workers.push_back({w.id.value(), w.name, svc.coord->presence(w.id) + ", team " + svc.coord->team_name(w.team)});
+    }
+    auto id = resolve_name("worker", req.param("id"), workers, "worker", "see `gpupool admin workers`");
+    if (!id) {
+        return id.error();
+    }
+    return WorkerId(*id);
+}
+
+// The token the path's {id} names: any token by its id, or the one active token with that label.
+Result<TokenId> token_param(ServiceState& svc, const net::Request& req, const Principal& who) {
+    auto list = svc.coord->list_tokens(who, std::nullopt); // admins only
+    if (!list) {
+        return list.error();
+    }
+    const std::string text = req.param("id");
+    std::vector<NamedCandidate> active;
+    for (const auto& t : *list) {
+        if (std::to_string(t.id.value()) == text) {
+            return t.id;
+        }
+        if (!t.revoked_at) {
+            active.push_back({t.id.value(), t.label,
+                              to_string(t.role) + (t.team ? " of team " + svc.coord->team_name(*t.team) : "")});
+        }
+    }
+    auto id = resolve_name("active token", text, active, "token", "see `gpupool admin token list`");
+    if (!id) {
+        return id.error();
+    }
+    return TokenId(*id);
+}
 
 net::Response create_team(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
     const json* body = &in.body;
@@ -91,15 +136,15 @@ net::Response list_tokens(ServiceState& svc, const net::Request& req, const Inpu
 }
 
 net::Response revoke_token(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
-    auto id = parse_int(req.param("id"), "id");
+    auto id = token_param(svc, req, who);
     if (!id) {
         return error_response(id.error());
     }
-    auto st = svc.coord->revoke_token(who, TokenId(*id));
+    auto st = svc.coord->revoke_token(who, *id);
     if (st) {
-        spdlog::info("token {} revoked by token {}", *id, who.token_id.value());
+        spdlog::info("token {} revoked by token {}", id->value(), who.token_id.value());
     }
-    return st ? ok({{"revoked", *id}}) : error_response(st.error());
+    return st ? ok({{"revoked", id->value()}}) : error_response(st.error());
 }
 
 net::Response list_workers(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
@@ -128,25 +173,26 @@ net::Response list_workers(ServiceState& svc, const net::Request&, const Input&,
 }
 
 net::Response set_worker_state(ServiceState& svc, const net::Request& req, const Principal& who, WorkerState to) {
-    auto id = parse_int(req.param("id"), "id");
+    auto id = worker_param(svc, req, who);
     if (!id) {
         return error_response(id.error());
     }
-    auto st = svc.coord->set_worker_state(who, WorkerId(*id), to);
+    auto st = svc.coord->set_worker_state(who, *id, to);
     if (st) {
-        spdlog::info("worker {} set {} by token {}", *id, to_string(to), who.token_id.value());
+        spdlog::info("worker {} set {} by token {}", id->value(), to_string(to), who.token_id.value());
     }
-    return st ? ok({{"worker", *id}, {"state", to_string(to)}}) : error_response(st.error());
+    return st ? ok({{"worker", id->value()}, {"state", to_string(to)}}) : error_response(st.error());
 }
 
 // A ban may void the worker's results since a time: {"void_since": ms, "with_siblings": bool} (both
 // optional). The answer names the other workers enrolled with the same token (revoked by the ban,
 // which stops no worker it registered) and, with `with_siblings`, bans them too in the same commit.
 net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input& in, const Principal& who) {
-    auto id = parse_int(req.param("id"), "id");
-    if (!id) {
-        return error_response(id.error());
+    auto worker = worker_param(svc, req, who);
+    if (!worker) {
+        return error_response(worker.error());
     }
+    const std::int64_t id = worker->value();
     auto since = opt_field(in.body, "void_since");
     if (!since) {
         return error_response(since.error());
@@ -155,11 +201,11 @@ net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input
     if (!with_siblings) {
         return error_response(with_siblings.error());
     }
-    auto voided = svc.coord->ban_worker(who, WorkerId(*id), *since, *with_siblings);
+    auto voided = svc.coord->ban_worker(who, *worker, *since, *with_siblings);
     if (!voided) {
         return error_response(voided.error());
     }
-    spdlog::info("worker {} banned by token {}{}{}", *id, who.token_id.value(),
+    spdlog::info("worker {} banned by token {}{}{}", id, who.token_id.value(),
                  voided->banned.size() > 1 ? " with " + std::to_string(voided->banned.size() - 1) +
                                                  " worker(s) enrolled with the same token"
                                            : std::string(),
@@ -184,7 +230,7 @@ net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input
         siblings.push_back({{"id", w.id.value()}, {"name", w.name}, {"state", to_string(w.state)},
                             {"presence", svc.coord->presence(w.id)}});
     }
-    return ok({{"worker", *id},
+    return ok({{"worker", id},
                {"state", to_string(WorkerState::banned)},
                {"voided_attempts", attempts},
                {"requeued_jobs", requeued},

@@ -28,6 +28,8 @@ api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::v
         v.attempt_history.push_back({at.id, at.worker, at.gpu_index, at.gpu_milli, to_string(at.state), at.assigned_at,
                                      at.started_at, at.ended_at, at.exit_code, at.reason, at.price_micro_per_hour, c,
                                      at.voided_at, at.retry});
+        const bool active = at.state == AttemptState::assigned || at.state == AttemptState::running;
+        v.attempt_history.back().unconfirmed = active && coord.unconfirmed(at.worker);
     }
     v.id = j.id;
     v.sweep_id = j.sweep_id;

@@ -172,11 +172,11 @@ Result<IssuedToken> Coordinator::create_token(const Principal& who, Role role, c
     }
     std::optional<TeamId> team_id;
     if (role != Role::admin) {
-        auto it = std::find_if(m_teams.begin(), m_teams.end(), [&](const auto& kv) { return kv.second.name == team; });
-        if (it == m_teams.end()) {
-            return make_error(ErrorCode::not_found, no_team_message(team), "team");
+        auto named = team_named(team);
+        if (!named) {
+            return named.error();
         }
-        team_id = it->first;
+        team_id = *named;
     }
     Changes c;
     auto tok = issue(role, team_id, std::nullopt, label, c);

@@ -40,7 +40,7 @@ std::string Coordinator::presence(WorkerId worker) const {
     if (w.record.state == WorkerState::banned) {
         return "banned";
     }
-    if (m_clock.now_ms() - w.record.last_seen_at > m_options.worker_timeout_ms) {
+    if (w.unconfirmed || m_clock.now_ms() - w.record.last_seen_at > m_options.worker_timeout_ms) {
         return "offline";
     }
     if (w.record.state == WorkerState::draining) {
@@ -357,7 +357,7 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
     const std::int64_t now = m_clock.now_ms();
     // What a pass reads of a worker besides its record: a change (or a worker back from silence)
     // may let queued work fit (pass_due()).
-    const bool schedulable_before = now - live.record.last_seen_at <= m_options.worker_timeout_ms;
+    const bool schedulable_before = !live.unconfirmed && now - live.record.last_seen_at <= m_options.worker_timeout_ms;
     const auto unhealthy_before = live.unhealthy_gpus;
     const bool draining_before = live.draining;
     const auto sharing_before = live.sharing;

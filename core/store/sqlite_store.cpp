@@ -107,7 +107,8 @@ private:
 Result<util::FileLock> lock_database(const std::filesystem::path& db_path) {
     auto lock = util::FileLock::acquire(db_path.string() + ".lock");
     if (!lock && lock.error().code == ErrorCode::conflict) {
-        return make_error(ErrorCode::conflict, "another gpupool coordinator is using " + db_path.string() +
+        // Busy, not contradictory: it works once the other process stops (every command exits 1).
+        return make_error(ErrorCode::unavailable, "another gpupool coordinator is using " + db_path.string() +
                                                    " (it holds " + db_path.string() + ".lock); stop it first");
     }
     return lock;

@@ -33,7 +33,7 @@ inline constexpr int k_schema_version = 10;
 inline constexpr std::int64_t k_sqlite_max_blob_bytes = 950'000'000;
 
 struct SqliteOptions {
-    bool lock = false;   // hold `<path>.lock` while open (lock_database); a holder is a conflict
+    bool lock = false;   // hold `<path>.lock` while open (lock_database); held elsewhere: ErrorCode::unavailable
     bool create = true;  // false: a missing file is not_found instead of a new pool
     std::int64_t max_blob_bytes = k_sqlite_max_blob_bytes; // lower only (tests of the cap)
     // How long after a commit the background checkpoint runs (wal_checkpointer.hpp); zero: none, SQLite's
@@ -99,7 +99,8 @@ private:
 
 // The lock that lets one process at a time use a SQLite pool database (`<db>.lock`): the
 // coordinator holds it while it runs; `coordinator --new-admin-token` needs it too, so it runs only
-// while the coordinator is stopped. A conflict says so.
+// while the coordinator is stopped. Held by another process, it is ErrorCode::unavailable (busy: it
+// works once that process stops), never conflict, which the CLI reads as a refusal a flag overrides.
 Result<util::FileLock> lock_database(const std::filesystem::path& db_path);
 
 } // namespace gpupool::store

@@ -379,7 +379,7 @@ TEST_CASE("coordinator process: grants, credits, budgets, report, refusal and pr
                Catch::Contains("laptop") && Catch::Contains("revoked"));
     auto unknown = as_admin({"admin", "token", "revoke", "laptop"});
     CHECK(unknown.exit_code == 1);
-    CHECK_THAT(unknown.err, Catch::Contains("no active token has the label `laptop`"));
+    CHECK_THAT(unknown.err, Catch::Contains("no active token named `laptop`"));
 
     auto report = as_admin({"admin", "report", "--since", "2020-01-01"});
     CHECK(report.exit_code == 0);

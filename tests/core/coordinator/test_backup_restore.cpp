@@ -192,7 +192,7 @@ TEST_CASE("a restore refuses a newer pool, a pool in use and a file that is not 
         REQUIRE(in_use);
         auto busy = coordinator::restore_pool({backup, db.string(), true});
         REQUIRE_FALSE(busy);
-        CHECK(busy.error().code == ErrorCode::conflict);
+        CHECK(busy.error().code == ErrorCode::unavailable);
     }
     // Not a pool: refused before anything is replaced, naming the file.
     const fs::path junk = dir.path() / "junk.db";

@@ -76,7 +76,7 @@ TEST_CASE("open_store: the store is held by one opener at a time, until it is cl
     REQUIRE(first);
     auto second = open_store("sqlite:" + db);
     REQUIRE_FALSE(second);
-    CHECK(second.error().code == ErrorCode::conflict);
+    CHECK(second.error().code == ErrorCode::unavailable);
     CHECK_THAT(second.error().message, Catch::Contains("another gpupool coordinator is using") &&
                                            Catch::Contains("stop it first"));
     first->reset();
@@ -95,7 +95,7 @@ TEST_CASE("open_store: without create, a missing store is not_found and no file 
     CHECK_FALSE(std::filesystem::exists(db));
     auto created = open_store(db.string());
     REQUIRE(created);
-    CHECK(open_store(db.string(), o).error().code == ErrorCode::conflict); // exists, but held
+    CHECK(open_store(db.string(), o).error().code == ErrorCode::unavailable); // exists, but held
     created->reset();
     CHECK(open_store(db.string(), o));
 }

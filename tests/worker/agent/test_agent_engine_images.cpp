@@ -32,7 +32,6 @@ TEST_CASE("agent with real engines: an image the registry does not know fails th
     std::ofstream(conf.path() / "registries.conf") << "[[registry]]\nlocation = \"" << host << "\"\ninsecure = true\n";
     ::setenv("CONTAINERS_REGISTRIES_CONF", (conf.path() / "registries.conf").c_str(), 1);
 
-    int engines = 0;
     for (const auto& candidate : test::runtimes_under_test()) {
         if (!candidate.isolates) {
             continue; // the process runtime has no images
@@ -42,7 +41,6 @@ TEST_CASE("agent with real engines: an image the registry does not know fails th
             if (!rt) {
                 continue;
             }
-            ++engines;
             Pool pool;
             test::TempDir work;
             worker::StaticGpuProbe no_gpus({});
@@ -77,7 +75,4 @@ TEST_CASE("agent with real engines: an image the registry does not know fails th
         }
     }
     ::unsetenv("CONTAINERS_REGISTRIES_CONF");
-    if (engines == 0) {
-        WARN("no container engine here: nothing was pulled");
-    }
 }

@@ -16,7 +16,8 @@ namespace {
 
 std::string presence_of(Pool& pool, const std::string& name) {
     auto admin = pool.client(pool.admin);
-    for (const auto& w : Pool::call(admin, "GET", "/v1/workers")["workers"]) {
+    const json listed = Pool::call(admin, "GET", "/v1/workers");
+    for (const auto& w : listed["workers"]) {
         if (w["name"] == name) {
             return w["presence"].get<std::string>();
         }

@@ -374,7 +374,9 @@ TEST_CASE("delivery: attempts started in one step are reported in one request, e
     const auto calls = b.coordinator.calls();
     CHECK(b.deliver().empty());
     REQUIRE(b.coordinator.start_batches() == std::vector<std::size_t>{3});
-    CHECK(b.coordinator.calls() == calls + 2); // the heartbeat and the one batch: no start one by one
+    // The heartbeat, the one batch (no start one by one), and a heartbeat naming the refused running
+    // attempt, to learn why it stops.
+    CHECK(b.coordinator.calls() == calls + 3);
     CHECK(b.coordinator.started(AttemptId(1)));
     CHECK(b.coordinator.started(AttemptId(3)));
     CHECK(b.attempts.at(AttemptId(1)).start_reported);

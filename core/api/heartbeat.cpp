@@ -145,6 +145,21 @@ Result<HeartbeatReply> heartbeat_reply_from_json(const json& j) {
     reply.stop = read_ids<AttemptId>(r, "stop");
     reply.lease_ms = r.integer("lease_ms", 0, k_max_integer, 0);
     reply.warnings = r.texts("warnings", k_max_warning_bytes);
+    r.elements("stop_reasons", false, [&](const json& e, const std::string& at) {
+        FieldReader er(e, at);
+        er.object();
+        StopReason s;
+        s.attempt = AttemptId(er.integer("attempt", 1, k_max_integer));
+        s.reason = er.text("reason", k_max_warning_bytes);
+        if (er.error()) {
+            r.fail(er.error()->message, er.error()->field);
+        } else {
+            reply.stop_reasons.push_back(std::move(s));
+        }
+    });
+    if (!r.error() && reply.stop_reasons.size() > reply.stop.size()) {
+        r.fail("at most one per attempt of `stop`", "stop_reasons");
+    }
     if (r.error()) {
         return *r.error();
     }
@@ -152,7 +167,11 @@ Result<HeartbeatReply> heartbeat_reply_from_json(const json& j) {
 }
 
 json to_json(const HeartbeatReply& reply) {
-    return {{"stop", ids_json(reply.stop)}, {"lease_ms", reply.lease_ms}, {"warnings", reply.warnings}};
+    json out{{"stop", ids_json(reply.stop)}, {"lease_ms", reply.lease_ms}, {"warnings", reply.warnings}};
+    for (const auto& s : reply.stop_reasons) {
+        out["stop_reasons"].push_back({{"attempt", s.attempt.value()}, {"reason", s.reason}});
+    }
+    return out;
 }
 
 } // namespace gpupool::api

@@ -53,10 +53,21 @@ struct Heartbeat {
     std::vector<FetchProgress> fetching{}; // attempts among `running` waiting for their weights
 };
 
+// Why the coordinator stopped one of the worker's attempts ("cancelled by its submitter").
+struct StopReason {
+    AttemptId attempt{};
+    std::string reason;
+    bool operator==(const StopReason&) const = default;
+};
+
 struct HeartbeatReply {
     std::vector<AttemptId> stop{}; // attempts the worker must stop now (cancelled, lost, over time)
     std::int64_t lease_ms = 0;
     std::vector<std::string> warnings{}; // about a changed inventory (e.g. a GPU model not in the catalog)
+    // Why, for each attempt of `stop` the coordinator knows as this worker's (none for one it does not
+    // know at all): the words the worker tells its owner. At most one per attempt of `stop`; written
+    // only when there is one.
+    std::vector<StopReason> stop_reasons{};
 };
 
 // The GPUs that take no new work: unhealthy or reclaimed, each once, ascending.

@@ -7,10 +7,11 @@ namespace gpupool::api {
 
 namespace {
 
-constexpr std::array<std::pair<Outcome, std::string_view>, 3> k_names{{
+constexpr std::array<std::pair<Outcome, std::string_view>, 4> k_names{{
     {Outcome::exited, "exited"},
     {Outcome::worker_fault, "worker_fault"},
     {Outcome::owner_preempted, "owner_preempted"},
+    {Outcome::image_unavailable, "image_unavailable"},
 }};
 
 } // namespace

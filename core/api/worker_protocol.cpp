@@ -39,7 +39,8 @@ Completion completion_at(FieldReader& r) {
         if (auto parsed = outcome_from_string(outcome)) {
             c.outcome = *parsed;
         } else {
-            r.fail("expected exited, worker_fault or owner_preempted, got `" + outcome + "`", r.name("outcome"));
+            r.fail("expected exited, worker_fault, owner_preempted or image_unavailable, got `" + outcome + "`",
+                   r.name("outcome"));
         }
     }
     return c;

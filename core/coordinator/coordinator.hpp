@@ -434,6 +434,11 @@ public:
     Result<HeartbeatReply> heartbeat(const Principal& who, const std::vector<AttemptId>& running,
                                      const std::vector<std::int64_t>& unhealthy_gpus = {}, bool draining = false,
                                      const api::Inventory* inventory = nullptr, bool paused = false);
+    // The worker leaves cleanly (worker_leave.cpp): offline at once (nothing more is placed on it
+    // until its next heartbeat), and each attempt assigned to it and not started goes back to the
+    // queue without using one of its job's attempts, uncharged, not on the owner's record. Running
+    // attempts keep their leases (the worker hands them back itself). Returns those handed back.
+    Result<std::vector<AttemptId>> worker_left(const Principal& who);
     // Attempts assigned to this worker and not yet started (re-sent until started).
     Result<std::vector<Assignment>> assignments(const Principal& who) const;
     Status start_attempt(const Principal& who, AttemptId attempt);

@@ -54,6 +54,9 @@ inline std::int64_t run_seconds(const store::AttemptRecord& a) { return (*a.ende
 // How an attempt handed back by its GPU's owner (api::Outcome::owner_preempted) is worded; the
 // coordinator tells those from its own preemptions by it (metrics, the avoid rule, the report).
 inline constexpr std::string_view k_owner_preempted_reason = "preempted by the GPU's owner";
+// How an attempt whose image could not be had (api::Outcome::image_unavailable) is worded.
+inline constexpr std::string_view k_image_unavailable_reason = "image unavailable";
+
 inline bool preempted_by_owner(const store::AttemptRecord& a) {
     return a.state == store::AttemptState::preempted && a.reason.starts_with(k_owner_preempted_reason);
 }

@@ -45,6 +45,25 @@ net::Response heartbeat(ServiceState& svc, const net::Request&, const Input& in,
     return ok(api::to_json(*reply));
 }
 
+// A clean exit: offline at once, its unstarted attempts back to the queue, and its parked polls
+// answered now (empty), so that the worker's poll thread ends without waiting out its long poll.
+net::Response leave(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
+    auto back = svc.coord->worker_left(who);
+    if (!back) {
+        return error_response(back.error());
+    }
+    const WorkerId w = *who.worker;
+    if (auto it = svc.pollers.find(w); it != svc.pollers.end()) {
+        for (auto& p : it->second) {
+            p.timer->cancel();
+            p.respond(ok({{"assignments", json::array()}}));
+        }
+        svc.pollers.erase(it);
+    }
+    spdlog::info("worker {} left the pool; {} unstarted attempt(s) back in the queue", w.value(), back->size());
+    return ok({{"worker", w.value()}, {"handed_back", api::ids_json(*back)}});
+}
+
 // Long poll: answered at once when work it does not hold yet is waiting, else parked until a pass
 // places some or the wait ends. The body may name the assignments the worker holds (`known`, at
 // most k_max_known): they were re-sent until started, and are no answer now.
@@ -188,6 +207,7 @@ net::Response start_attempts(ServiceState& svc, const net::Request&, const Input
 void add_worker_routes(ServiceState& s, net::Router& r) {
     s.on(r, "POST", "/v1/workers/register", register_worker, Accepts{k_max_json_body_bytes, {Role::enroll}});
     s.on(r, "POST", "/v1/workers/heartbeat", heartbeat, Accepts{k_max_json_body_bytes, {Role::worker}});
+    s.on(r, "POST", "/v1/workers/leave", leave, k_no_json_body);
     const Accepts poll_accepts{k_max_json_body_bytes, {Role::worker}};
     r.add(
         "POST", "/v1/workers/poll",

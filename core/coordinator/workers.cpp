@@ -20,6 +20,14 @@ std::string worker_target(const WorkerRecord& w) {
     return "worker " + std::to_string(w.id.value()) + " `" + w.name + "`";
 }
 
+// Why an attempt of a worker's that is no longer current must stop, in words for the machine's owner.
+std::string stop_reason_of(const AttemptRecord& a) {
+    if (a.state == AttemptState::cancelled) {
+        return "cancelled by its submitter";
+    }
+    return a.reason.empty() ? std::string("ended by the coordinator (") + to_string(a.state) + ")" : a.reason;
+}
+
 } // namespace
 
 Result<std::vector<WorkerRecord>> Coordinator::list_workers(const Principal& who) const {
@@ -396,6 +404,9 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
         auto it = m_attempts.find(id);
         if (it == m_attempts.end() || it->second.worker != *who.worker || !is_active(it->second.state)) {
             reply.stop.push_back(id); // cancelled, lost, timed out, or never ours: stop it
+            if (it != m_attempts.end() && it->second.worker == *who.worker) {
+                reply.stop_reasons.push_back({id, stop_reason_of(it->second)}); // what its owner is told
+            }
             continue;
         }
         AttemptRecord a = it->second;
@@ -559,6 +570,12 @@ Status Coordinator::stage_end(const Principal& who, AttemptId id, const api::Com
     case Outcome::worker_fault:
         end_attempt(copy, AttemptState::lost, std::nullopt,
                     reason.empty() ? "worker fault" : "worker fault: " + reason, c, false);
+        break;
+    case Outcome::image_unavailable:
+        // The job's own error (its image cannot be had): it fails now, since the same image fails on
+        // every worker; never charged (it never ran) and not the worker's failure (not `lost`).
+        end_attempt(copy, AttemptState::failed, std::nullopt,
+                    std::string(k_image_unavailable_reason) + (reason.empty() ? "" : ": " + reason), c, false);
         break;
     case Outcome::owner_preempted: {
         // Never charged; counted against the worker for this job (owner_avoids: enough of them and

@@ -87,15 +87,16 @@ private:
 // `gpupool worker --share` with the process runtime, tuned for tests (fast heartbeats and polls).
 class WorkerProcess {
 public:
+    // `poll_wait_ms`: the long poll's wait (short here so tests do not wait on it; the default is 20 s).
     WorkerProcess(const std::filesystem::path& work, const std::string& url, const std::string& token,
-                  std::vector<std::string> extra = {})
+                  std::vector<std::string> extra = {}, const std::string& poll_wait_ms = "1000")
         : m_work(work) {
         namespace bp = boost::process;
         std::filesystem::create_directories(work);
         // An empty token passes none (a restart reuses worker.json; or `extra` names --token-file).
         std::vector<std::string> args{"--log-level", "info", "--url", url, "worker", "--share",
                                       "--runtime", "process", "--unsafe-process-runtime", "--work-dir",
-                                      work.string(), "--heartbeat-ms", "300", "--poll-wait-ms", "1000",
+                                      work.string(), "--heartbeat-ms", "300", "--poll-wait-ms", poll_wait_ms,
                                       "--cpus-milli", "4000", "--memory-mib", "4096"};
         args.insert(args.end(), extra.begin(), extra.end());
         if (!token.empty()) {

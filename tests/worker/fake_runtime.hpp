@@ -11,6 +11,9 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace gpupool::test {
 
@@ -36,6 +39,23 @@ public:
         if (m_fail_check) {
             return make_error(ErrorCode::unavailable, "the fake engine is not usable: its daemon is down");
         }
+        return {};
+    }
+
+    // Takes pull_ms (outside the lock: a slow registry); an image named in missing_image() fails as a
+    // registry that does not know it (not_found, the engine's words).
+    Status ensure_image(const std::string& image) override {
+        std::int64_t wait = 0;
+        {
+            std::lock_guard lock(m_mu);
+            m_pulls.push_back(image);
+            wait = m_pull_ms;
+            if (m_missing_images.count(image) != 0) {
+                return make_error(ErrorCode::not_found, "initializing source docker://" + image +
+                                                            ": reading manifest in " + image + ": manifest unknown");
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(wait));
         return {};
     }
 
@@ -146,6 +166,18 @@ public:
         std::lock_guard lock(m_mu);
         m_ignore_term_next = v;
     }
+    void missing_image(const std::string& image) {
+        std::lock_guard lock(m_mu);
+        m_missing_images.insert(image);
+    }
+    void pull_ms(std::int64_t ms) {
+        std::lock_guard lock(m_mu);
+        m_pull_ms = ms;
+    }
+    std::vector<std::string> pulls() {
+        std::lock_guard lock(m_mu);
+        return m_pulls;
+    }
     void fail_start(bool v) {
         std::lock_guard lock(m_mu);
         m_fail_start = v;
@@ -187,6 +219,9 @@ private:
     bool m_fail_poll = false;
     bool m_fail_check = false;
     std::int64_t m_polls = 0;
+    std::set<std::string> m_missing_images;
+    std::int64_t m_pull_ms = 0;
+    std::vector<std::string> m_pulls;
 };
 
 } // namespace gpupool::test

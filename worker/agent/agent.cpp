@@ -2,12 +2,14 @@
 
 #include "core/resources/quantity.hpp"
 #include "core/util/thread_safety.hpp"
+#include "worker/agent/agent_setup.hpp"
 #include "worker/agent/delivery.hpp"
 #include "worker/agent/gpu_watch.hpp"
-#include "worker/agent/handed_out.hpp"
+#include "worker/agent/image_prefetch.hpp"
 #include "worker/agent/job_container.hpp"
 #include "worker/agent/model_prefetch.hpp"
 #include "worker/agent/offer.hpp"
+#include "worker/agent/poll_thread.hpp"
 #include "worker/agent/waiting_room.hpp"
 #include "worker/agent/spool.hpp"
 #include "worker/agent/steady_clock.hpp"
@@ -36,12 +38,8 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr milliseconds k_hurried_give_up{5'000}; // drain_now(): undelivered results stay spooled
-constexpr std::int64_t k_known_ms = 60'000;       // an assignment's start reaches the coordinator by then
+constexpr milliseconds k_leave_wait{2'000};       // a clean exit waits at most this for the coordinator
 
-std::uint64_t backoff_seed() {
-    return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-           static_cast<std::uint64_t>(getpid());
-}
 
 } // namespace
 
@@ -72,6 +70,7 @@ struct Agent::Impl {
 
     std::unique_ptr<HubCache> models;     // the model-weight cache (<cache_dir>/models)
     std::unique_ptr<ModelPrefetch> prefetch;
+    std::unique_ptr<ImagePrefetch> images; // each job's image, made present before it starts
     std::unique_ptr<MpsControl> mps;      // the worker's own MPS daemon (--mps)
     Attempts tracked;
     std::vector<Delivery::HandBack> handback; // unstarted assignments to give back (drain, the owner's terms)
@@ -81,16 +80,15 @@ struct Agent::Impl {
     std::optional<std::int64_t> give_up_at_ms;
     std::optional<Error> fatal; // why run() must end with an error
 
-    // Shared with the poll thread and with drain()/stop() callers.
-    util::Mutex mu;
-    std::condition_variable_any cv;
-    std::vector<api::Assignment> inbox GUARDED_BY(mu);
-    bool exited GUARDED_BY(mu) = false; // the runtime saw a job end (ContainerRuntime::on_exit)
-    std::atomic<int> slots{0}; // the owner's max_jobs, for the poll thread
-    std::atomic<bool> draining{false};
-    std::atomic<bool> hurry{false}; // drain_now(): stop the running jobs without waiting
-    std::atomic<bool> stopping{false};
-    std::atomic<int> active{0};
+    // Shared with the poll thread and with drain()/stop() callers (poll_thread.hpp).
+    AgentSignals sig;
+    std::atomic<int>& slots = sig.slots;
+    std::atomic<bool>& draining = sig.draining;
+    std::atomic<bool>& hurry = sig.hurry;
+    std::atomic<bool>& stopping = sig.stopping;
+    std::atomic<int>& active = sig.active;
+
+    ~Impl() { images.reset(); } // its thread wakes this agent: it goes first
 
     Impl(AgentOptions o, ContainerRuntime& rt, GpuProbe& probe, Agent& outer, AgentDeps deps)
         : opt(std::move(o)), runtime(rt), self(outer), clock(deps.clock ? *deps.clock : steady),
@@ -116,27 +114,10 @@ struct Agent::Impl {
     std::int64_t now_ms() const { return clock.now_ms(); }
 
     // ---- identity ----
-    Result<StoredIdentity> register_with_coordinator() {
-        const api::Registration registration{opt.name, inventory(), owner.terms()};
-        Backoff backoff(opt.backoff_initial, opt.backoff_max, backoff_seed());
-        for (;;) {
-            auto reg = link->register_worker(registration);
-            if (reg) {
-                spdlog::info("registered with {} as worker {}", opt.coordinator_url, reg->worker_id.value());
-                return StoredIdentity{identity(), reg->worker_id.value(), reg->token, {}};
-            }
-            if (reg.error().code != ErrorCode::unavailable || stopping || draining) {
-                return make_error(reg.error().code,
-                                  "cannot register with " + opt.coordinator_url + ": " + reg.error().message);
-            }
-            const auto d = backoff.next_delay();
-            spdlog::warn("coordinator unreachable ({}); retrying registration in {} ms", reg.error().message, d.count());
-            sleep_for(d);
-        }
-    }
-
     Status establish_identity() {
-        auto id = worker::establish_identity(opt.work_dir, identity(), [this] { return register_with_coordinator(); });
+        auto id = worker::establish_identity(opt.work_dir, identity(), [this] {
+            return register_until_answered(*link, {opt.name, inventory(), owner.terms()}, opt, identity(), sig);
+        });
         if (!id) {
             return id.error();
         }
@@ -155,19 +136,8 @@ struct Agent::Impl {
 
     // Wakes the agent thread and the poll thread: something to look at now (`job_exited`: the
     // runtime saw a job end).
-    void wake(bool job_exited = false) {
-        {
-            util::MutexLock lock(mu); // not between a waiter's check and its wait
-            exited = exited || job_exited;
-        }
-        cv.notify_all();
-    }
-
-    // Backoff waits end early on stop and on drain (a SIGTERM must not wait out a retry delay).
-    void sleep_for(milliseconds d) {
-        util::MutexLock lock(mu);
-        cv.wait_for(lock, d, [&] { return stopping.load() || draining.load(); });
-    }
+    void wake(bool job_exited = false) { sig.wake(job_exited); }
+    void sleep_for(milliseconds d) { sig.sleep_for(d); }
 
     // ---- what the owner sees ----
     void event(const std::string& line) const {
@@ -179,18 +149,17 @@ struct Agent::Impl {
     void event_ended(const Attempt& t) const {
         const auto ran = (now_ms() - t.started_ms) / 1000;
         event(job_label(t.a) + " ended after " + resources::format_duration_s(std::max<std::int64_t>(ran, 0)) + ": " +
-              (t.outcome == Outcome::worker_fault ? "worker fault: " : "") + t.reason);
+              (t.outcome == Outcome::worker_fault        ? "worker fault: "
+               : t.outcome == Outcome::image_unavailable ? "image unavailable: "
+                                                         : "") +
+              t.reason);
     }
 
     void event_offer() const { event(announce_offer(offer(), inventory(), opt.coordinator_url, worker_id)); }
 
     // ---- the attempts ----
     void end_as_fault(Attempt& t, const std::string& why) {
-        t.phase = AttemptPhase::ended;
-        t.exit_code.reset();
-        t.reason = why;
-        t.outcome = Outcome::worker_fault;
-        t.outputs_done = true; // nothing to trust in a half-run's outputs
+        end_without_exit(t, Outcome::worker_fault, why);
         spdlog::warn("attempt {}: {}", t.a.attempt.value(), why);
         event_ended(t);
     }
@@ -252,7 +221,11 @@ struct Agent::Impl {
 
     void start_waiting() {
         for (auto& r : waiting.ready(now_ms(), tracked, prefetch.get())) {
-            take(std::move(r.a), true, r.note);
+            if (r.image_unavailable) {
+                end_unstarted(std::move(r.a), *r.image_unavailable);
+            } else {
+                take(std::move(r.a), true, r.note);
+            }
         }
         refresh_active();
     }
@@ -276,8 +249,15 @@ struct Agent::Impl {
         if (!waited && waiting.holds(a.attempt)) {
             return;
         }
-        if (!waited && prefetch && prefetch->want(a.attempt, a.spec.cache_models)) {
-            waiting.wait_for_models(std::move(a), now_ms());
+        // Its image and its weights come in the waiting room: neither billed nor timed as its runtime.
+        const bool pull = !waited && images && images->want(a.attempt, a.spec.image);
+        const bool fetch = !waited && prefetch && prefetch->want(a.attempt, a.spec.cache_models);
+        if (pull || fetch) {
+            if (pull) {
+                waiting.wait_for_image(std::move(a), now_ms(), fetch);
+            } else {
+                waiting.wait_for_models(std::move(a), now_ms());
+            }
             refresh_active();
             return;
         }
@@ -302,6 +282,19 @@ struct Agent::Impl {
             spdlog::info("attempt {} (job {} `{}`): started as {}", t.a.attempt.value(), t.a.job.value(), t.a.spec.name, t.container);
             event(job_label(t.a) + " started: " + share_of(t.a));
         }
+        t.unsaved = true;
+        const auto id = t.id();
+        tracked.emplace(id, std::move(t));
+        refresh_active();
+    }
+
+    // Its image cannot be had (ImagePrefetch): the job's own error, ended here without a start (so
+    // never billed), reported as image_unavailable with the engine's words, in its log too.
+    void end_unstarted(api::Assignment a, const std::string& why) {
+        Attempt t = spool.create(std::move(a), now_ms());
+        end_without_exit(t, Outcome::image_unavailable, why);
+        Spool::append_note(t, "gpupool-worker: image unavailable: " + why + "\n");
+        event_ended(t);
         t.unsaved = true;
         const auto id = t.id();
         tracked.emplace(id, std::move(t));
@@ -522,50 +515,10 @@ struct Agent::Impl {
         }
     }
 
-    // ---- poll thread ----
+    // ---- poll thread (poll_thread.hpp) ----
     void poll_loop() {
         auto plink = links(worker_token);
-        HandedOut handed(k_known_ms); // said as `known` until the start must have arrived
-        Backoff pb(opt.backoff_initial, opt.backoff_max, static_cast<std::uint64_t>(getpid()) * 7919u + 1);
-        while (!stopping && !draining) {
-            if (slots > 0 && active.load() >= slots) {
-                util::MutexLock lock(mu);
-                cv.wait_for(lock, opt.tick, [&] { return active.load() < slots || stopping.load() || draining.load(); });
-                continue;
-            }
-            auto r = plink->poll(opt.poll_wait, handed.known(now_ms()));
-            if (stopping || draining) {
-                // Work that arrives now is not started; the coordinator re-sends it until started,
-                // and loses it to another worker when our lease on it runs out.
-                break;
-            }
-            if (!r) {
-                if (r.error().code == ErrorCode::unavailable) {
-                    sleep_for(pb.next_delay());
-                } else {
-                    spdlog::error("poll: {}", r.error().message);
-                    sleep_for(opt.backoff_max);
-                }
-                continue;
-            }
-            pb.reset();
-            // A coordinator that predates `known` re-sends an assignment until our start reaches
-            // it: do not spin on one we have already handed over.
-            bool fresh = false;
-            for (const auto& a : *r) {
-                fresh = handed.note(a.attempt, now_ms()) || fresh;
-            }
-            if (!r->empty()) {
-                util::MutexLock lock(mu);
-                for (auto& a : *r) {
-                    inbox.push_back(std::move(a));
-                }
-                cv.notify_all();
-            }
-            if (!r->empty() && !fresh) {
-                sleep_for(opt.tick * 5);
-            }
-        }
+        poll_for_assignments(*plink, sig, opt, clock);
     }
 
     // ---- the owner's terms (worker/owner) ----
@@ -609,29 +562,16 @@ struct Agent::Impl {
 
     // ---- the agent thread ----
     Status prepare() {
-        std::error_code ec;
-        fs::create_directories(opt.work_dir, ec);
-        if (ec) {
-            return make_error(ErrorCode::io, "cannot create work dir " + opt.work_dir.string() + ": " + ec.message());
-        }
-        if (opt.cache_dir.empty()) {
-            opt.cache_dir = opt.work_dir / "cache";
-        }
-        fs::create_directories(opt.cache_dir, ec);
-        if (opt.name.empty()) {
-            opt.name = host_name();
+        if (auto st = prepare_agent_dirs(opt); !st) {
+            return st;
         }
         if (auto st = gpu.discover(); !st) {
             return st;
         }
         models = std::make_unique<HubCache>(opt.cache_dir / "models", opt.model_cache_max_bytes);
-        HubOptions hub;
-        const char* env_endpoint = std::getenv("HF_ENDPOINT");
-        hub.endpoint = !opt.hub_endpoint.empty() ? opt.hub_endpoint
-                       : env_endpoint != nullptr && *env_endpoint != '\0' ? std::string(env_endpoint)
-                                                                          : hub.endpoint;
-        hub.token = opt.hub_token;
-        prefetch = std::make_unique<ModelPrefetch>(*models, std::move(hub));
+        prefetch = std::make_unique<ModelPrefetch>(*models, hub_options(opt));
+        images = std::make_unique<ImagePrefetch>(runtime, [this] { wake(true); }); // a pull ended: look now
+        waiting.set_images(images.get());
         // A worker whose engine cannot run jobs must not join as active (every job would fail).
         if (auto st = runtime.check(); !st) {
             return st;
@@ -657,11 +597,12 @@ struct Agent::Impl {
 
     std::vector<api::Assignment> wait_for_inbox() {
         std::vector<api::Assignment> fresh;
-        util::MutexLock lock(mu);
-        cv.wait_for(lock, opt.tick,
-                    [&]() REQUIRES(mu) { return !inbox.empty() || exited || desk.pending() || stopping.load(); });
-        exited = false;
-        fresh.swap(inbox);
+        util::MutexLock lock(sig.mu);
+        sig.cv.wait_for(lock, opt.tick, [&]() REQUIRES(sig.mu) {
+            return !sig.inbox.empty() || sig.exited || desk.pending() || stopping.load();
+        });
+        sig.exited = false;
+        fresh.swap(sig.inbox);
         return fresh;
     }
 
@@ -718,6 +659,22 @@ struct Agent::Impl {
         return false;
     }
 
+    // A clean exit: the coordinator marks this worker offline at once and puts what it assigned here
+    // and was not started back in the queue, without using up an attempt.
+    void leave() {
+        if (fatal) {
+            return; // refused (banned, a pool that forgot us, a wrong CA): nothing to tell it
+        }
+        auto back = link->leave(k_leave_wait);
+        if (!back) {
+            spdlog::warn("could not tell the coordinator that this worker leaves ({}); it stops placing work here "
+                         "once the worker timeout passes",
+                         back.error().message);
+            return;
+        }
+        spdlog::info("left the pool; {} assignment(s) not started here went back to the queue", back->size());
+    }
+
     Status run() {
         if (auto st = prepare(); !st) {
             return st;
@@ -754,11 +711,13 @@ struct Agent::Impl {
         }
         spool.save_unsaved(tracked);
         stopping = true;
-        cv.notify_all();
+        sig.cv.notify_all();
+        leave(); // before the join: the coordinator answers the poll thread's parked poll at once
         poller.join();
         runtime.on_exit(nullptr);
         desk.close();
         prefetch.reset(); // stops a download in flight (it resumes next time)
+        images.reset();   // waits for a pull in flight
         if (mps) {
             if (auto st = mps->stop(); !st) {
                 spdlog::warn("stopping the MPS control daemon: {}", st.error().message);
@@ -780,8 +739,8 @@ Status Agent::run() { return m_impl->run(); }
 
 void Agent::drain() {
     m_impl->draining = true;
-    { util::MutexLock lock(m_impl->mu); } // a waiter between its check and its wait must not miss this
-    m_impl->cv.notify_all();
+    { util::MutexLock lock(m_impl->sig.mu); } // a waiter between its check and its wait must not miss this
+    m_impl->sig.cv.notify_all();
 }
 
 void Agent::drain_now() {
@@ -793,7 +752,7 @@ void Agent::reload() { m_impl->desk.post(json{{"op", "reload"}}, false); }
 
 void Agent::stop() {
     m_impl->stopping = true;
-    m_impl->cv.notify_all();
+    m_impl->sig.cv.notify_all();
 }
 
 } // namespace gpupool::worker

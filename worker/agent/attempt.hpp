@@ -49,6 +49,16 @@ struct Attempt {
     std::filesystem::path log_path() const { return dir / "log"; }
 };
 
+// Ends `t` here without an exit code of its own and without outputs to send: a worker fault (nothing
+// to trust in a half-run's outputs), or a job that never started.
+inline void end_without_exit(Attempt& t, Outcome outcome, std::string reason) {
+    t.phase = AttemptPhase::ended;
+    t.exit_code.reset();
+    t.reason = std::move(reason);
+    t.outcome = outcome;
+    t.outputs_done = true;
+}
+
 // SIGTERM -> SIGKILL when the coordinator orders a stop: the worker's own grace, or the job's
 // `[checkpoint] grace` when that is longer (time to save its progress).
 inline std::chrono::milliseconds stop_grace_of(const Attempt& t, std::chrono::milliseconds worker_grace) {

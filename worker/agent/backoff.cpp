@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 namespace gpupool::worker {
 
 using std::chrono::milliseconds;
@@ -27,5 +29,10 @@ milliseconds Backoff::next_delay() {
 }
 
 void Backoff::reset() { m_failures = 0; }
+
+std::uint64_t backoff_seed() {
+    return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+           static_cast<std::uint64_t>(getpid());
+}
 
 } // namespace gpupool::worker

@@ -24,4 +24,7 @@ private:
     int m_failures = 0;
 };
 
+// A seed for a Backoff's jitter that differs between processes and between starts.
+std::uint64_t backoff_seed();
+
 } // namespace gpupool::worker

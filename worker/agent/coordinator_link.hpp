@@ -27,6 +27,8 @@ public:
     virtual void set_token(std::string token) = 0;
     virtual Result<api::RegistrationReply> register_worker(const api::Registration& registration) = 0;
     virtual Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) = 0;
+    // The worker exits cleanly: offline at once, its unstarted attempts back in the queue (returned).
+    virtual Result<std::vector<AttemptId>> leave(std::chrono::milliseconds wait) = 0;
     // `known`: assignments this worker has already been handed (so the coordinator, which re-sends
     // an assignment until its start arrives, parks the poll instead of answering with them again).
     virtual Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait,
@@ -83,6 +85,7 @@ public:
         return m_api.register_worker(registration);
     }
     Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) override { return m_api.heartbeat(beat); }
+    Result<std::vector<AttemptId>> leave(std::chrono::milliseconds wait) override { return m_api.leave(wait); }
     Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait,
                                               const std::vector<AttemptId>& known) override {
         return m_api.poll(wait, known);

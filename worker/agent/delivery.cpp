@@ -19,6 +19,9 @@ namespace {
 
 constexpr std::size_t k_max_chunk = std::size_t{1} << 20; // bytes per log POST
 constexpr std::int64_t k_eager_chunk = 64 * 1024;         // ship at once when this much is pending
+// A stop whose reason the coordinator did not give: it does not know the attempt at all (or did not say).
+constexpr const char* k_unknown_attempt = "the coordinator no longer knows this attempt";
+constexpr const char* k_stopped = "stopped by the coordinator (cancelled, preempted or lost)";
 
 std::int64_t file_size_or_zero(const fs::path& p) {
     std::error_code ec;
@@ -64,7 +67,10 @@ bool Delivery::handle(Attempts& attempts, AttemptId id, const Error& e, const ch
         if (it != attempts.end()) {
             it->second.fenced = true;
             if (it->second.running()) {
-                m_hooks.stop(it->second, "the coordinator no longer knows this attempt");
+                // Ask why in a heartbeat now (cancelled by its submitter, lost, preempted): its owner is
+                // told that; deliver() stops it in this same pass, with or without an answer.
+                m_ask_why.insert(id);
+                heartbeat_now();
             }
         }
         spdlog::info("attempt {}: {} refused, the attempt is no longer current: {}", id.value(), what, e.message);
@@ -88,8 +94,8 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
     Facts f = facts();
     api::Heartbeat beat;
     for (const auto& [id, t] : attempts) {
-        if (!t.fenced) {
-            beat.running.push_back(id);
+        if (!t.fenced || m_ask_why.count(id) != 0) {
+            beat.running.push_back(id); // a refused one too, so the coordinator says why it stops
         }
     }
     beat.running.insert(beat.running.end(), f.waiting.begin(), f.waiting.end()); // they keep their lease while they wait
@@ -145,6 +151,12 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
 
 void Delivery::obey(const api::HeartbeatReply& answer, Attempts& attempts) {
     for (auto id : answer.stop) {
+        auto said = std::find_if(answer.stop_reasons.begin(), answer.stop_reasons.end(),
+                                 [&](const api::StopReason& s) { return s.attempt == id; });
+        const std::string why = said != answer.stop_reasons.end() && !said->reason.empty() ? said->reason
+                                : m_ask_why.count(id) != 0                                 ? k_unknown_attempt
+                                                                                           : k_stopped;
+        m_ask_why.erase(id);
         if (m_hooks.cancel_waiting(id)) {
             spdlog::info("attempt {}: cancelled while it waited for its GPU share", id.value());
             continue;
@@ -155,7 +167,7 @@ void Delivery::obey(const api::HeartbeatReply& answer, Attempts& attempts) {
         }
         it->second.fenced = true;
         if (it->second.running()) {
-            m_hooks.stop(it->second, "stopped by the coordinator (cancelled, preempted or lost)");
+            m_hooks.stop(it->second, why);
         }
     }
 }
@@ -403,6 +415,15 @@ std::vector<AttemptId> Delivery::deliver(Attempts& attempts, const std::function
     }
     if (!ends.empty() && online()) {
         complete_all(attempts, ends, done);
+    }
+    if (!m_ask_why.empty()) {
+        heartbeat_if_due(attempts, facts); // due now: learns why they were refused
+        for (AttemptId id : m_ask_why) {   // no answer: stop them all the same
+            if (auto it = attempts.find(id); it != attempts.end() && it->second.running()) {
+                m_hooks.stop(it->second, k_unknown_attempt);
+            }
+        }
+        m_ask_why.clear();
     }
     return done;
 }

@@ -17,6 +17,9 @@
 //   jitter) has passed on the Clock; any success resets it.
 // - conflict (409): the attempt is fenced — stopped if it runs (Hooks::stop) and dropped without
 //   delivering. Another refusal of an ended attempt fences it too (the coordinator will never take it).
+//   A running one is stopped in the same deliver(), after a heartbeat that names it asks why: the
+//   stop is worded as the coordinator's reply says (`stop_reasons`: "cancelled by its submitter"),
+//   and "the coordinator no longer knows this attempt" only when it gives none (or cannot be asked).
 // - A TLS verification failure, or a heartbeat refused as unauthorized or forbidden (a banned
 //   worker, a pool that forgot it), is fatal(): the agent stops rather than retry forever.
 // - Heartbeats go every `heartbeat` at most (lease/3 when that is shorter) or at once after
@@ -34,6 +37,7 @@
 #include "worker/agent/spool.hpp"
 
 #include <functional>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,6 +124,7 @@ private:
     Hooks m_hooks;
     std::int64_t m_offline_until_ms = 0;
     std::int64_t m_next_heartbeat_ms = 0;
+    std::set<AttemptId> m_ask_why; // refused (409) while running: asked why in the next heartbeat
     std::int64_t m_lease_ms = 30'000;
     bool m_inventory_sent = false; // the inventory went with a heartbeat since this start
     api::Inventory m_sent_inventory{}; // as last taken by the coordinator

@@ -44,15 +44,7 @@ Status write_spool_file(const fs::path& path, const json& j) {
     return {};
 }
 
-Outcome outcome_from(const std::string& s) {
-    if (s == "worker_fault") {
-        return Outcome::worker_fault;
-    }
-    if (s == "owner_preempted") {
-        return Outcome::owner_preempted;
-    }
-    return Outcome::exited;
-}
+Outcome outcome_from(const std::string& s) { return api::outcome_from_string(s).value_or(Outcome::exited); }
 
 } // namespace
 

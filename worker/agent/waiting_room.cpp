@@ -32,21 +32,60 @@ bool WaitingRoom::holds(AttemptId id) const {
 void WaitingRoom::wait_for_models(api::Assignment a, std::int64_t now_ms) {
     if (!holds(a.attempt)) {
         spdlog::info("attempt {}: fetching its model weights before it starts", a.attempt.value());
-        m_waiting.push_back({std::move(a), now_ms, true, {}});
+        m_waiting.push_back({std::move(a), now_ms, true, {}, false});
     }
+}
+
+void WaitingRoom::wait_for_image(api::Assignment a, std::int64_t now_ms, bool models_too) {
+    if (!holds(a.attempt)) {
+        spdlog::info("attempt {}: making its image {} present before it starts", a.attempt.value(), a.spec.image);
+        m_waiting.push_back({std::move(a), now_ms, models_too, {}, true});
+    }
+}
+
+bool WaitingRoom::image_in(Waiting& w, std::int64_t now, std::optional<std::string>& unavailable) {
+    if (!w.pulling) {
+        return true;
+    }
+    auto done = m_images != nullptr ? m_images->result(w.a.attempt) : std::optional<Status>(Status());
+    if (!done) {
+        return false;
+    }
+    w.pulling = false;
+    w.since_ms = now; // the GPU wait counts from here
+    if (!*done && done->error().code == ErrorCode::not_found) {
+        unavailable = done->error().message;
+    } else if (!*done) {
+        w.note += (w.note.empty() ? "" : "; ") + std::string("pulling its image failed (") + done->error().message +
+                  "); the job starts anyway";
+    }
+    return true;
 }
 
 void WaitingRoom::wait_for_gpu(api::Assignment a, std::int64_t now_ms) {
     if (!holds(a.attempt)) {
         spdlog::info("attempt {}: waiting for GPU {} to be freed by the jobs still stopping on it", a.attempt.value(),
                      a.gpu_index);
-        m_waiting.push_back({std::move(a), now_ms, false, {}});
+        m_waiting.push_back({std::move(a), now_ms, false, {}, false});
     }
 }
 
 std::vector<WaitingRoom::Ready> WaitingRoom::ready(std::int64_t now, const Attempts& running, ModelPrefetch* prefetch) {
     std::vector<Ready> out;
     for (auto it = m_waiting.begin(); it != m_waiting.end();) {
+        std::optional<std::string> unavailable;
+        if (!image_in(*it, now, unavailable)) {
+            ++it;
+            continue;
+        }
+        if (unavailable) {
+            if (prefetch != nullptr) {
+                prefetch->forget(it->a.attempt); // its weights are no use now
+            }
+            out.push_back({std::move(it->a), {}, std::move(unavailable)});
+            it = m_waiting.erase(it);
+            continue;
+        }
         if (it->fetching) {
             auto done = prefetch != nullptr ? prefetch->result(it->a.attempt) : std::optional<Status>(Status());
             if (!done) {
@@ -55,8 +94,9 @@ std::vector<WaitingRoom::Ready> WaitingRoom::ready(std::int64_t now, const Attem
             }
             if (!*done) {
                 spdlog::warn("attempt {}: {}; starting it anyway", it->a.attempt.value(), done->error().message);
-                it->note = done->error().message + "; the job starts without it (HF_HOME is in its team's writable "
-                                                   "cache, for its own downloads)";
+                it->note += (it->note.empty() ? "" : "; ") + done->error().message +
+                            "; the job starts without it (HF_HOME is in its team's writable cache, for its own "
+                            "downloads)";
             }
             it->fetching = false; // now wait for the GPU share, if need be
             it->since_ms = now;
@@ -78,7 +118,7 @@ std::vector<WaitingRoom::Ready> WaitingRoom::ready(std::int64_t now, const Attem
             spdlog::warn("attempt {}: GPU {} still looks full after {} s; starting it anyway", it->a.attempt.value(),
                          it->a.gpu_index, (now - it->since_ms) / 1000);
         }
-        out.push_back({std::move(it->a), std::move(it->note)});
+        out.push_back({std::move(it->a), std::move(it->note), std::nullopt});
         it = m_waiting.erase(it);
     }
     return out;
@@ -90,6 +130,9 @@ bool WaitingRoom::cancel(AttemptId id, ModelPrefetch* prefetch) {
     }
     if (prefetch != nullptr) {
         prefetch->forget(id);
+    }
+    if (m_images != nullptr) {
+        m_images->forget(id);
     }
     return true;
 }

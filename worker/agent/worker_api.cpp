@@ -98,6 +98,20 @@ Result<api::HeartbeatReply> WorkerApi::heartbeat(const api::Heartbeat& beat) {
     return unexpected_as_unavailable(api::heartbeat_reply_from_json(*r), "heartbeat");
 }
 
+Result<std::vector<AttemptId>> WorkerApi::leave(std::chrono::milliseconds wait) {
+    auto r = call("POST", "/v1/workers/leave", "{}", wait);
+    if (!r) {
+        return r.error();
+    }
+    api::FieldReader reader(*r, "");
+    auto back = api::read_ids<AttemptId>(reader, "handed_back");
+    if (reader.error()) {
+        return make_error(ErrorCode::unavailable, "leave: unexpected answer: " + reader.error()->field + ": " +
+                                                      reader.error()->message);
+    }
+    return back;
+}
+
 Result<std::vector<api::Assignment>> WorkerApi::poll(std::chrono::milliseconds wait,
                                                      const std::vector<AttemptId>& known) {
     const json body{{"known", api::ids_json(known)}};

@@ -41,6 +41,9 @@ public:
 
     Result<api::RegistrationReply> register_worker(const api::Registration& registration);
     Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat);
+    // The worker exits cleanly (POST /v1/workers/leave): the attempts assigned to it and not started,
+    // which the coordinator put back in the queue. Answered within `wait` or not at all (unavailable).
+    Result<std::vector<AttemptId>> leave(std::chrono::milliseconds wait);
     // `known`: assignments already handed to this worker, not to be answered with again.
     Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait, const std::vector<AttemptId>& known = {});
     Status start(AttemptId attempt);

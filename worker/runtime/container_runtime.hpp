@@ -111,6 +111,16 @@ public:
     // Whether jobs can run at all (the engine is installed and answers: a docker daemon is up);
     // the error says what to fix. Asked before a worker registers.
     virtual Status check() { return {}; }
+    // Makes `image` present here before a job that names it starts (pulling it when missing), so the
+    // pull is neither billed nor timed as the job's. Unlike the other calls it may be made from any
+    // thread (the agent pulls on a thread of its own) and may take long. Failure: code not_found when
+    // the image cannot be had, the job's own error (image_pull.hpp: not found, denied, a bad manifest
+    // or reference), with the engine's message; anything else (io: an engine or a registry that does
+    // not answer) is not the job's. Default (no images: the process runtime): nothing to do.
+    virtual Status ensure_image(const std::string& image) {
+        (void)image;
+        return {};
+    }
     virtual Status start(const ContainerSpec& spec) = 0;
     virtual Result<std::optional<ExitStatus>> poll(const std::string& name) = 0;
     // Sends a signal (SIGTERM to ask, SIGKILL to force) to the job's main process (the process

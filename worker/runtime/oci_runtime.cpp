@@ -3,6 +3,7 @@
 #include "core/recipe/image_ref.hpp"
 #include "core/util/files.hpp"
 #include "worker/runtime/child_io.hpp"
+#include "worker/runtime/image_pull.hpp"
 
 #include <boost/process.hpp>
 #include <boost/process/extend.hpp>
@@ -33,28 +34,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr const char* k_ulimit_nofile = "nofile=4096:4096";
-constexpr const char* k_ulimit_nproc = "nproc=4096:4096";
-constexpr const char* k_tmpfs = "/tmp:rw,nosuid,nodev,size=512m,mode=1777";
 constexpr int k_waiter_restarts = 3;
 constexpr std::size_t k_remove_batch = 32;                  // at most this many names per `rm -f`
 constexpr auto k_run_child_bound = std::chrono::seconds(10); // remove(): how long the run child may linger
 constexpr auto k_create_bound = std::chrono::seconds(3); // signal(), process_marks(): a container being created
-
-// 1500 milli-CPU -> "1.5"; 2000 -> "2".
-std::string cpus_flag(std::int64_t milli) {
-    std::string out = std::to_string(milli / 1000);
-    std::int64_t frac = milli % 1000;
-    if (frac != 0) {
-        std::string digits = std::to_string(frac);
-        digits.insert(0, 3 - digits.size(), '0');
-        while (digits.back() == '0') {
-            digits.pop_back();
-        }
-        out += "." + digits;
-    }
-    return out;
-}
 
 std::string lower(std::string s) {
     std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -139,111 +122,6 @@ std::string engine_words(const std::filesystem::path& log, std::uintmax_t from) 
 }
 
 } // namespace
-
-const char* to_string(OciTool tool) {
-    return tool == OciTool::podman ? "podman" : "docker";
-}
-
-std::vector<std::string> build_run_argv(OciTool tool, const ContainerSpec& spec,
-                                        const std::vector<std::string>& extra_run_args) {
-    // Foreground: the CLI's exit is the container's; signals reach the job only through `kill`.
-    std::vector<std::string> a{"run", "--name", spec.name, "--sig-proxy=false"};
-    for (const auto& [key, value] : spec.labels) {
-        a.insert(a.end(), {"--label", key + "=" + value});
-    }
-    // The engine's own log store is what `logs -f` replays after a reattach.
-    a.insert(a.end(), {"--log-driver", tool == OciTool::podman ? "k8s-file" : "json-file"});
-    a.insert(a.end(), {"--init", "--cap-drop=ALL", "--security-opt", "no-new-privileges", "--user", spec.user});
-    if (spec.keep_user_id && tool == OciTool::podman) {
-        a.push_back("--userns=keep-id");
-    }
-    if (spec.pids_limit > 0) {
-        a.insert(a.end(), {"--pids-limit", std::to_string(spec.pids_limit)});
-    }
-    if (spec.memory_mib > 0) {
-        std::string mem = std::to_string(spec.memory_mib) + "m";
-        a.insert(a.end(), {"--memory", mem, "--memory-swap", mem});
-    }
-    if (spec.cpu_milli > 0) {
-        a.insert(a.end(), {"--cpus", cpus_flag(spec.cpu_milli)});
-    }
-    a.insert(a.end(), {"--ulimit", k_ulimit_nofile, "--ulimit", k_ulimit_nproc});
-    if (spec.read_only_root) {
-        a.insert(a.end(), {"--read-only", "--tmpfs", k_tmpfs});
-    }
-    if (spec.host_ipc) {
-        a.push_back("--ipc=host"); // an MPS client talks to the daemon over the host's shared memory
-    }
-    for (const Mount& m : spec.mounts) {
-        a.insert(a.end(), {"-v", m.host.string() + ":" + m.container + (m.read_only ? ":ro" : "")});
-    }
-    for (const auto& [key, value] : spec.env) {
-        a.insert(a.end(), {"-e", key + "=" + value});
-    }
-    if (!spec.workdir.empty()) {
-        a.insert(a.end(), {"--workdir", spec.workdir.string()}); // else the image's, `/` for most
-    }
-    if (spec.gpu_index) {
-        std::string index = std::to_string(*spec.gpu_index);
-        if (tool == OciTool::podman) {
-            a.insert(a.end(), {"--device", "nvidia.com/gpu=" + index});
-        } else {
-            a.insert(a.end(), {"--gpus", "device=" + index});
-        }
-    }
-    a.insert(a.end(), extra_run_args.begin(), extra_run_args.end());
-    // Options end here: whatever the image is, the engine cannot read it (or anything after it) as a flag.
-    a.push_back("--");
-    // Fully qualified, as the owner's registries were checked against: never a short name that the
-    // engine would search registries for (podman's unqualified-search-registries). An invalid
-    // reference, which start() refuses before this, goes as it is (still after `--`).
-    a.push_back(recipe::validate_image_reference(spec.image) ? recipe::qualified_image(spec.image) : spec.image);
-    a.insert(a.end(), spec.argv.begin(), spec.argv.end());
-    return a;
-}
-
-Result<std::vector<FoundContainer>> parse_inspect_json(std::string_view json) {
-    try {
-        auto doc = nlohmann::json::parse(json);
-        if (!doc.is_array()) {
-            return make_error(ErrorCode::io, "container inspect did not answer a JSON array");
-        }
-        std::vector<FoundContainer> out;
-        for (const auto& c : doc) {
-            FoundContainer f;
-            f.name = c.at("Name").get<std::string>();
-            if (!f.name.empty() && f.name.front() == '/') {
-                f.name.erase(0, 1); // docker's names start with a slash
-            }
-            const auto& config = c.at("Config");
-            if (config.contains("Labels") && config.at("Labels").is_object()) {
-                for (const auto& [key, value] : config.at("Labels").items()) {
-                    f.labels[key] = value.get<std::string>();
-                }
-            }
-            f.running = c.at("State").at("Running").get<bool>();
-            out.push_back(std::move(f));
-        }
-        return out;
-    } catch (const nlohmann::json::exception& e) {
-        return make_error(ErrorCode::io, std::string("cannot read container inspect JSON: ") + e.what());
-    }
-}
-
-Result<ContainerState> parse_state_json(std::string_view json) {
-    try {
-        auto doc = nlohmann::json::parse(json);
-        ContainerState st;
-        st.status = doc.at("Status").get<std::string>();
-        st.running = doc.at("Running").get<bool>();
-        st.exit_code = doc.at("ExitCode").get<int>();
-        st.oom_killed = doc.value("OOMKilled", false);
-        st.ran = st.status != "created" && st.status != "configured";
-        return st;
-    } catch (const nlohmann::json::exception& e) {
-        return make_error(ErrorCode::io, std::string("cannot read a container's state JSON: ") + e.what());
-    }
-}
 
 struct OciRuntime::Tracked {
     std::optional<bp::child> run;      // the foreground `TOOL run` started here, output to the log file
@@ -376,7 +254,7 @@ Error OciRuntime::tool_error(const std::string& what, const ToolOutput& out) con
 }
 
 Result<OciRuntime::ToolOutput> OciRuntime::run_tool(const std::vector<std::string>& args,
-                                                    const std::filesystem::path& cwd) const {
+                                                    const std::filesystem::path& cwd, std::chrono::seconds bound) const {
     if (m_missing) {
         return *m_missing;
     }
@@ -399,7 +277,8 @@ Result<OciRuntime::ToolOutput> OciRuntime::run_tool(const std::vector<std::strin
                 ::dup2(err, STDERR_FILENO);
                 child_redirect_output_and_seal(-1);
             });
-        auto deadline = Clock::now() + m_config.command_bound;
+        const auto limit = bound.count() > 0 ? bound : m_config.command_bound;
+        auto deadline = Clock::now() + limit;
         auto pause = std::chrono::milliseconds(1);
         while (c.running()) {
             if (Clock::now() > deadline) {
@@ -407,7 +286,7 @@ Result<OciRuntime::ToolOutput> OciRuntime::run_tool(const std::vector<std::strin
                 c.terminate(ec);
                 return make_error(ErrorCode::io, std::string(to_string(m_config.tool)) + " " + args.front() +
                                                      " did not finish within " +
-                                                     std::to_string(m_config.command_bound.count()) + " s");
+                                                     std::to_string(limit.count()) + " s");
             }
             std::this_thread::sleep_for(pause);
             pause = std::min(pause * 2, std::chrono::milliseconds(20));
@@ -516,6 +395,34 @@ Status OciRuntime::start(const ContainerSpec& spec) {
     spdlog::debug("{}: started {} (pid {})", to_string(m_config.tool), spec.name, t->run->id());
     m_tracked[spec.name] = std::move(t);
     return {};
+}
+
+Status OciRuntime::ensure_image(const std::string& image) {
+    if (auto st = recipe::validate_image_reference(image); !st) {
+        return make_error(ErrorCode::not_found, "invalid image reference `" + image + "`: " + st.error().message);
+    }
+    const std::string ref = recipe::qualified_image(image); // as `run` names it (build_run_argv)
+    auto present = run_tool({"image", "inspect", "--format", "{{.Id}}", ref});
+    if (!present) {
+        return present.error();
+    }
+    if (present->exit_code == 0) {
+        return {};
+    }
+    auto pulled = run_tool({"pull", "--quiet", ref}, {}, m_config.pull_bound);
+    if (!pulled) {
+        return pulled.error();
+    }
+    if (pulled->exit_code == 0) {
+        return {};
+    }
+    const std::string line = pull_error_line(pulled->err);
+    const bool job = classify_pull_failure(pulled->err) == PullVerdict::image_unavailable;
+    if (job) {
+        return make_error(ErrorCode::not_found, line);
+    }
+    return make_error(ErrorCode::io,
+                      name() + " pull " + ref + " failed (exit " + std::to_string(pulled->exit_code) + "): " + line);
 }
 
 Status OciRuntime::check() {

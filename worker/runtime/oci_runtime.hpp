@@ -46,7 +46,8 @@
 //
 // Ownership: the runtime owns its children (run, follower, waiter: killed with SIGKILL and reaped on
 // remove() and in the destructor, which leaves the containers running); containers belong to the
-// engine and outlive the runtime until remove(). Not thread-safe (the agent's one thread); its own
+// engine and outlive the runtime until remove(). Not thread-safe (the agent's one thread) except
+// ensure_image() (`image inspect`, then `pull` within pull_bound: any thread, as its contract says); its own
 // threads only wait on pidfds and remove finished containers. Failures are Errors with code io
 // carrying the tool's stderr; a missing tool is an io Error that says so; an unknown name is
 // not_found; a name already started by this runtime is conflict. A failed start may leave a created
@@ -56,6 +57,8 @@
 #pragma once
 
 #include "worker/runtime/container_runtime.hpp"
+#include "worker/runtime/oci_argv.hpp"
+#include "worker/runtime/oci_json.hpp"
 #include "worker/runtime/exit_signal.hpp"
 
 #include <chrono>
@@ -68,10 +71,6 @@
 
 namespace gpupool::worker {
 
-enum class OciTool { podman, docker };
-
-const char* to_string(OciTool tool);
-
 struct OciConfig {
     OciTool tool = OciTool::podman;
     std::string program;                         // the executable; empty = "podman" / "docker" on PATH
@@ -79,29 +78,9 @@ struct OciConfig {
     std::vector<std::string> run_args;           // extra `run` flags before the image, e.g. {"--network", "none"}
     std::chrono::milliseconds drain_bound{5000}; // after an exit, how long poll() waits for the follower
     std::chrono::seconds command_bound{120};     // the longest a CLI call (run, inspect, rm...) may take
+    std::chrono::seconds pull_bound{1800};       // the longest ensure_image() may pull one image
     std::chrono::milliseconds remove_linger{1000}; // finished containers wait this long to be removed together
 };
-
-// The arguments after the tool and its global flags: `run --name ... -- IMAGE argv...` (foreground,
-// --sig-proxy=false). Pure; it checks nothing (start() does), but the `--` keeps even an unchecked
-// image out of option position.
-std::vector<std::string> build_run_argv(OciTool tool, const ContainerSpec& spec,
-                                        const std::vector<std::string>& extra_run_args = {});
-
-// Parses `TOOL inspect` JSON (an array of containers, podman's or docker's shape). Pure.
-Result<std::vector<FoundContainer>> parse_inspect_json(std::string_view json);
-
-// A container's state as `TOOL container inspect --format '{{json .State}}'` answers it (podman's
-// and docker's shapes). `ran`: it was started (not "created" / "configured"), so its ExitCode is
-// the job's. Pure.
-struct ContainerState {
-    std::string status;
-    bool running = false;
-    bool ran = false;
-    int exit_code = 0;
-    bool oom_killed = false;
-};
-Result<ContainerState> parse_state_json(std::string_view json);
 
 class OciRuntime final : public ContainerRuntime {
 public:
@@ -113,6 +92,7 @@ public:
     std::string name() const override { return to_string(m_config.tool); }
     RuntimeCapabilities capabilities() const override { return {}; } // isolates, re-attaches, limits, one GPU
     Status check() override;
+    Status ensure_image(const std::string& image) override;
     Status start(const ContainerSpec& spec) override;
     Result<std::optional<ExitStatus>> poll(const std::string& name) override;
     Status signal(const std::string& name, int signo) override;
@@ -137,7 +117,9 @@ private:
         std::string err;
     };
 
-    Result<ToolOutput> run_tool(const std::vector<std::string>& args, const std::filesystem::path& cwd = {}) const;
+    // Thread-safe (its own child and files). `bound`: command_bound when 0.
+    Result<ToolOutput> run_tool(const std::vector<std::string>& args, const std::filesystem::path& cwd = {},
+                                std::chrono::seconds bound = std::chrono::seconds(0)) const;
     Status follow(const std::string& name, Tracked& t, bool truncate); // logs -f, then wait_for_exit
     Status wait_for_exit(const std::string& name, Tracked& t);          // a `TOOL wait NAME` child
     Result<ContainerState> inspect_state(const std::string& name) const;

@@ -164,6 +164,21 @@ TEST_CASE("heartbeat reply: the coordinator's answer reads back, warnings includ
     CHECK(refused(parse, {{"warnings", {1}}}) == "warnings[0]");
 }
 
+TEST_CASE("heartbeat reply: why each attempt stops reads back, one per attempt at most", "[api][heartbeat]") {
+    api::HeartbeatReply r{{AttemptId(3), AttemptId(5)}, 9'000, {}, {{AttemptId(3), "cancelled by its submitter"}}};
+    const json j = api::to_json(r);
+    CHECK(j["stop_reasons"] == json::parse(R"([{"attempt": 3, "reason": "cancelled by its submitter"}])"));
+    auto back = api::heartbeat_reply_from_json(j);
+    REQUIRE(back.has_value());
+    CHECK(back->stop_reasons == r.stop_reasons);
+    auto parse = [](const json& x) { return api::heartbeat_reply_from_json(x); };
+    CHECK(refused(parse, {{"stop", {3}}, {"stop_reasons", {{{"attempt", 0}, {"reason", "x"}}}}}) ==
+          "stop_reasons[0].attempt");
+    CHECK(refused(parse, {{"stop", {3}}, {"stop_reasons", {{{"attempt", 3}}}}}) == "stop_reasons[0].reason");
+    CHECK(refused(parse, {{"stop", json::array()}, {"stop_reasons", {{{"attempt", 3}, {"reason", "x"}}}}}) ==
+          "stop_reasons");
+}
+
 TEST_CASE("registration: request and reply keep their wire names, refusals are named", "[api][registration]") {
     auto req = api::registration_from_json({{"name", "gpu-box"}, {"inventory", k_inventory}});
     REQUIRE(req.has_value());

@@ -125,6 +125,7 @@ struct LinkCounts {
     std::atomic<std::int64_t> reclaimed_heartbeats{0}; // naming a GPU its owner uses
     std::atomic<std::int64_t> gpu_memory_used_mib{-1}; // the last heartbeat's total (-1: none said)
     std::atomic<std::int64_t> polls{0};                // answered
+    std::atomic<std::int64_t> leaves{0};               // leave requests answered
     std::atomic<std::int64_t> unavailable{0};          // calls that found the coordinator away
 };
 
@@ -153,6 +154,11 @@ public:
                 m_counts.gpu_memory_used_mib = total;
             }
         }
+        return r;
+    }
+    Result<std::vector<AttemptId>> leave(std::chrono::milliseconds wait) override {
+        auto r = count(m_real.leave(wait));
+        m_counts.leaves += r ? 1 : 0;
         return r;
     }
     Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds wait,

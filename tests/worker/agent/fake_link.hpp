@@ -35,8 +35,24 @@ public:
         m_beats.push_back(beat);
         api::HeartbeatReply a;
         a.stop.swap(m_stop);
+        for (AttemptId id : beat.running) {
+            if (auto why = m_stop_named.find(id); why != m_stop_named.end()) {
+                a.stop.push_back(id);
+                a.stop_reasons.push_back({id, why->second});
+                m_stop_named.erase(why);
+            }
+        }
         a.lease_ms = 30'000;
         return a;
+    }
+    Result<std::vector<AttemptId>> leave() {
+        std::lock_guard lock(m_mu);
+        ++m_calls;
+        if (auto e = refusal(AttemptId())) {
+            return *e;
+        }
+        ++m_leaves;
+        return std::vector<AttemptId>{};
     }
     Result<std::vector<api::Assignment>> poll() {
         std::lock_guard lock(m_mu);
@@ -139,6 +155,11 @@ public:
         std::lock_guard lock(m_mu);
         m_conflicts.insert(attempt);
     }
+    // The next heartbeat that names `attempt` is told to stop it, and why.
+    void stop_named(AttemptId attempt, std::string reason) {
+        std::lock_guard lock(m_mu);
+        m_stop_named[attempt] = std::move(reason);
+    }
     void order_stop(AttemptId attempt) {
         std::lock_guard lock(m_mu);
         m_stop.push_back(attempt);
@@ -156,6 +177,10 @@ public:
     std::int64_t polls() {
         std::lock_guard lock(m_mu);
         return m_polls;
+    }
+    std::int64_t leaves() {
+        std::lock_guard lock(m_mu);
+        return m_leaves;
     }
     std::int64_t chunks() {
         std::lock_guard lock(m_mu);
@@ -211,9 +236,11 @@ private:
     std::optional<ErrorCode> m_fail_all;
     std::set<AttemptId> m_conflicts;
     std::vector<AttemptId> m_stop;
+    std::map<AttemptId, std::string> m_stop_named;
     std::vector<api::Assignment> m_assignments;
     std::int64_t m_calls = 0;
     std::int64_t m_polls = 0;
+    std::int64_t m_leaves = 0;
     std::int64_t m_chunks = 0;
     std::vector<api::Heartbeat> m_beats;
     std::set<AttemptId> m_started;
@@ -231,6 +258,7 @@ public:
     void set_token(std::string) override {}
     Result<api::RegistrationReply> register_worker(const api::Registration&) override { return m_c.register_worker(); }
     Result<api::HeartbeatReply> heartbeat(const api::Heartbeat& beat) override { return m_c.heartbeat(beat); }
+    Result<std::vector<AttemptId>> leave(std::chrono::milliseconds) override { return m_c.leave(); }
     Result<std::vector<api::Assignment>> poll(std::chrono::milliseconds, const std::vector<AttemptId>&) override {
         return m_c.poll();
     }

@@ -174,6 +174,24 @@ TEST_CASE("delivery: a 409 fences the attempt: a running one is stopped, an ende
     CHECK(b.delivery->online()); // a refusal is not an outage
 }
 
+TEST_CASE("delivery: a 409 on a running attempt asks the coordinator why, and stops it in its words", "[delivery]") {
+    DeliveryBench b;
+    auto& t = b.add(1);
+    b.deliver(); // started, first heartbeat sent
+    REQUIRE(b.coordinator.beats().size() == 1);
+    b.coordinator.conflict(AttemptId(1));
+    b.coordinator.stop_named(AttemptId(1), "cancelled by its submitter");
+    b.write_log(t, "more\n");
+    b.clock.advance_ms(600); // the log is due, the next heartbeat is not
+    b.deliver();
+    REQUIRE(b.stopped.size() == 1);
+    CHECK(b.stopped[0] == "1: cancelled by its submitter");
+    const auto beats = b.coordinator.beats();
+    REQUIRE(beats.size() == 2); // asked at once, naming the refused attempt
+    CHECK(beats[1].running == std::vector<AttemptId>{AttemptId(1)});
+    CHECK(t.fenced);
+}
+
 TEST_CASE("delivery: a heartbeat's stop orders stop running attempts and cancel waiting ones", "[delivery]") {
     DeliveryBench b;
     b.add(1);
@@ -356,7 +374,9 @@ TEST_CASE("delivery: attempts started in one step are reported in one request, e
     const auto calls = b.coordinator.calls();
     CHECK(b.deliver().empty());
     REQUIRE(b.coordinator.start_batches() == std::vector<std::size_t>{3});
-    CHECK(b.coordinator.calls() == calls + 2); // the heartbeat and the one batch: no start one by one
+    // The heartbeat, the one batch (no start one by one), and a heartbeat naming the refused running
+    // attempt, to learn why it stops.
+    CHECK(b.coordinator.calls() == calls + 3);
     CHECK(b.coordinator.started(AttemptId(1)));
     CHECK(b.coordinator.started(AttemptId(3)));
     CHECK(b.attempts.at(AttemptId(1)).start_reported);

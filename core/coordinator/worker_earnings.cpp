@@ -34,6 +34,9 @@ std::int64_t utc_week_start_ms(std::int64_t now_ms) {
 }
 
 Result<WorkerEarnings> Coordinator::worker_earnings(const Principal& who, WorkerId worker) const {
+    if (who.role != Role::admin && who.role != Role::worker && who.role != Role::member) {
+        return denied("a worker's earnings are read by the worker, its team's members and admins");
+    }
     const auto it = m_workers.find(worker);
     const bool mine =
         it != m_workers.end() && (who.role == Role::admin || (who.role == Role::worker && who.worker == worker) ||

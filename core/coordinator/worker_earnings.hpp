@@ -9,7 +9,8 @@
 // - Today and this week are UTC: today from 00:00 UTC, the week from Monday 00:00 UTC; an entry
 //   counts in the period its own time falls in (a refund lowers the day it was made).
 // - Who may read them: the worker itself, members of its team (the owner's) and admins; anyone else
-//   is told there is no such worker (a member of another team cannot learn that one exists).
+//   is told there is no such worker (a member of another team, or another worker, cannot learn that
+//   one exists); other roles (an enrollment token) are refused.
 // The sums are computed on the coordinator's thread (Coordinator::worker_earnings). Pure helpers.
 #pragma once
 

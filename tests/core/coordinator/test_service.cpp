@@ -339,6 +339,9 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         {"GET /metrics", {{admin}, false, "/metrics", nullptr}},
         // members and workers: their own team
         {"GET /v1/credits", {{other, worker, other_worker, member, admin}, false, "/v1/credits", nullptr}},
+        // one worker's earnings: the worker itself, its team ("owners") and admins; for the members of
+        // "fellows" and "others" and for another worker, there is no such worker (404)
+        {"GET /v1/workers/{id}/earnings", {{worker, admin}, true, "/v1/workers/" + wid + "/earnings", nullptr}},
         {"POST /v1/estimate", {{other, member, admin}, false, "/v1/estimate", job_body}},
         // aggregates over every team's runs: any member or admin
         {"POST /v1/recipes/history",
@@ -388,7 +391,7 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
             } else if (who == banned) {
                 CHECK(r->status == 403);
                 CHECK_THAT(r->body, Catch::Contains("banned"));
-            } else if (rule.hidden && who == other) {
+            } else if (rule.hidden && (who == other || who == member)) { // member not allowed: another team's
                 CHECK(r->status == 404);
             } else {
                 CHECK(r->status == 403);

@@ -137,9 +137,23 @@ std::string images_text(const std::vector<recipe::JobSpec>& jobs) {
     return out;
 }
 
+// Why `engine` cannot run these jobs although it answers: a job's image is a local one
+// (`localhost/...`, built on this machine, never pulled from a registry) that the engine does not
+// hold. Empty when it can. Images from registries are not looked at here: the worker pulls them.
+std::string missing_local_image(worker::ContainerRuntime& engine, const std::vector<recipe::JobSpec>& jobs) {
+    std::set<std::string> seen;
+    for (const auto& j : jobs) {
+        if (j.image.rfind("localhost/", 0) == 0 && seen.insert(j.image).second && !engine.ensure_image(j.image)) {
+            return "it has no " + j.image + ", an image built on this machine";
+        }
+    }
+    return {};
+}
+
 // The runtime the jobs run with. --runtime auto (the default): the first container engine that
-// answers (podman, then docker), so a job runs in its image as on the pool; else the process
-// runtime, with one line on stderr saying what that means. A named one is used as it is.
+// answers (podman, then docker) and holds the jobs' local images, so a job runs in its image as on
+// the pool; else the process runtime, with one line on stderr saying what that means. A named one
+// is used as it is.
 Result<std::unique_ptr<worker::ContainerRuntime>>
 choose_runtime(const RunOptions& o, const std::vector<recipe::JobSpec>& jobs, const fs::path& state_dir) {
     worker::RuntimeArgs args{o.runtime_args, {}, state_dir, true};
@@ -154,12 +168,13 @@ choose_runtime(const RunOptions& o, const std::vector<recipe::JobSpec>& jobs, co
         for (const char* engine : {"podman", "docker"}) {
             auto made = worker::make_runtime(engine);
             Status works = made ? (*made)->check() : Status(made.error());
-            if (works) {
+            std::string lacks = works ? missing_local_image(**made, jobs) : std::string();
+            if (works && lacks.empty()) {
                 return made;
             }
-            tried += (tried.empty() ? "" : "; ") + std::string(engine) + ": " + works.error().message;
+            tried += (tried.empty() ? "" : "; ") + std::string(engine) + ": " + (works ? lacks : works.error().message);
         }
-        why = "no container engine answered (" + tried + ")";
+        why = "no container engine could run them (" + tried + ")";
     } else if (o.runtime != "process") {
         return worker::make_runtime(o.runtime, o.runtime_args, {}, state_dir);
     }

@@ -139,7 +139,7 @@ TEST_CASE("gpupool run: without --runtime, an engine that answers, else the proc
     }
     REQUIRE(said.size() == 1);
     CHECK_THAT(said[0], Catch::Contains("this machine's programs") && Catch::Contains(test::k_test_image) &&
-                            Catch::Contains("no container engine answered") && Catch::Contains("podman") &&
+                            Catch::Contains("no container engine could run them") && Catch::Contains("podman") &&
                             Catch::Contains("docker"));
 
     // Asked for by name: the same one line, with the reason.
@@ -169,6 +169,20 @@ TEST_CASE("gpupool run: without --runtime, an engine that answers, else the proc
         REQUIRE(chosen.exit_code == 0);
         CHECK_THAT(chosen.err, Catch::Contains("(runtime podman,") && !Catch::Contains("runtime process"));
         CHECK(tree(dir.path() / "chosen" / "same") == tree(dir.path() / "bare" / "same"));
+
+        // A local image (built on this machine, never pulled) that no engine holds: an engine could
+        // only fail every job, so the jobs run as bare processes, and the line says why.
+        test::TempDir local;
+        const fs::path unbuilt = local.write("recipe.toml", "name = \"unbuilt\"\n"
+                                                            "image = \"localhost/gpupool/never-built:1\"\n"
+                                                            "command = \"echo ran > $GPUPOOL_OUTPUT_DIR/ran.txt\"\n");
+        auto fallback = test::run_gpupool(
+            {"run", unbuilt.string(), "--out", "out", "--data-dir", (local.path() / "state").string()}, local.path());
+        INFO(fallback.out << fallback.err);
+        CHECK(fallback.exit_code == 0);
+        CHECK(test::slurp(local.path() / "out" / "unbuilt" / "ran.txt") == "ran\n");
+        CHECK_THAT(fallback.err, Catch::Contains("runtime process") &&
+                                     Catch::Contains("podman: it has no localhost/gpupool/never-built:1"));
     }
 }
 

@@ -24,10 +24,12 @@ const char* const k_job_view = R"({
   "attempt_history": [
     {"id": 7, "worker": 3, "gpu_index": 0, "gpu_milli": 500, "state": "failed", "assigned_at": 1700000001000,
      "started_at": 1700000001500, "ended_at": 1700000002500, "exit_code": 1, "reason": "exit 1",
-     "price_micro_per_hour": 500000, "cost_micro": 1500, "voided_at": 1700000003000, "retry": 0},
+     "price_micro_per_hour": 500000, "cost_micro": 1500, "voided_at": 1700000003000, "retry": 0,
+     "unconfirmed": false},
     {"id": 9, "worker": 3, "gpu_index": -1, "gpu_milli": 0, "state": "running", "assigned_at": 1700000004000,
      "started_at": 1700000004500, "ended_at": null, "exit_code": null, "reason": "",
-     "price_micro_per_hour": 500000, "cost_micro": 0, "voided_at": null, "retry": 1}]})";
+     "price_micro_per_hour": 500000, "cost_micro": 0, "voided_at": null, "retry": 1,
+     "unconfirmed": true}]})";
 
 const char* const k_job_list = R"({"more": true, "jobs": [
   {"id": 12, "sweep_id": 4, "team": 2, "team_name": "fellows", "submitted_by": "alice", "name": "eval-n3",
@@ -83,6 +85,8 @@ TEST_CASE("job view: the wire names, pinned by the service's form", "[api][jobs]
     CHECK(v->retries == 1);
     CHECK(a.retry == 0);
     CHECK(v->attempt_history[1].retry == 1);
+    CHECK_FALSE(a.unconfirmed);
+    CHECK(v->attempt_history[1].unconfirmed); // its worker has not reported since the pool was restored
     // Written back, the same JSON to the byte (what `status --json` prints).
     CHECK(api::to_json(*v) == j);
     CHECK(api::to_json(*v).dump() == j.dump());

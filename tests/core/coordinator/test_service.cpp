@@ -293,6 +293,9 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
          {{enroll}, false, "/v1/workers/register", {{"name", "w"}, {"inventory", inventory()}}}},
         {"POST /v1/workers/heartbeat", {{worker}, false, "/v1/workers/heartbeat", {{"running", json::array()}}}},
         {"POST /v1/workers/poll", {{worker}, false, "/v1/workers/poll", json::object()}},
+        // a worker's clean exit: only a worker may leave, and only itself (the rows after it in the
+        // map's order, the worker's poll and register and its attempt's outputs, still hold)
+        {"POST /v1/workers/leave", {{worker}, false, "/v1/workers/leave", nullptr}},
         {"POST /v1/attempts/{id}/start", {{worker}, false, "/v1/attempts/" + attempt + "/start", json::object()}},
         // several starts at once, each answered on its own (an attempt that is no one's: no side effect)
         {"POST /v1/attempts/start", {{worker}, false, "/v1/attempts/start", {{"attempts", {999'999}}}}},

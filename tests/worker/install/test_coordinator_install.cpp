@@ -521,7 +521,7 @@ TEST_CASE("coordinator install: a metrics listener off loopback or a missing scr
     CHECK_FALSE(fs::exists(m.at(m.paths.unit)));
 }
 
-TEST_CASE("coordinator install --dry-run: every file, user and call is reported and nothing changes; plain HTTP off "
+TEST_CASE("coordinator install --dry-run: every file, user and call is reported and nothing changes, and plain HTTP off "
           "loopback is warned about",
           "[install][coordinator-install]") {
     Machine m;

@@ -729,7 +729,7 @@ TEST_CASE("worker install: a worker.toml that does not parse is refused, and rep
     CHECK(r.steps[2].note == "the old file did not parse: replaced whole");
 }
 
-TEST_CASE("worker install CLI: --dry-run prints the plan and changes nothing; an unreachable coordinator or a refused "
+TEST_CASE("worker install CLI: --dry-run prints the plan and changes nothing, and an unreachable coordinator or a refused "
           "token stops install before anything",
           "[install]") {
     test::TempDir dir;

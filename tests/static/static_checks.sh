@@ -4,8 +4,8 @@
 #   tests/static/static_checks.sh CHECK BINARY SOURCE_DIR
 #
 #   artifact  file(1) says "statically linked" and not "dynamically", ldd says "not a dynamic
-#             executable", no debug info is left, it is under 20 MB, and it names the version its
-#             file name carries.
+#             executable", no debug info is left, it is under 20 MB and within a tenth of the size
+#             docs/static.md states, and it names the version its file name carries.
 #   busybox   in the busybox image (no C library, no dynamic loader): `version`, and `recipe validate`
 #             of the demo recipe (exit 0, its six jobs) and of a broken one (exit 1, file:line, field).
 #   share     a whole `worker --share` session: the static binary as coordinator on the host's
@@ -71,6 +71,13 @@ check_artifact() {
   expect_in "$ldd_out" "not a dynamic executable" "ldd $bin"
   size=$(stat -c %s "$bin")
   [ "$size" -lt $((20 * 1024 * 1024)) ] || fail "$bin is $size bytes, over 20 MB"
+  # docs/static.md states the file's measured size ("(N.N MiB for VERSION"): within a tenth of it.
+  local stated kib
+  stated=$(sed -n 's/.*(\([0-9][0-9]*\.[0-9]\) MiB for .*/\1/p' "$src/docs/static.md" | head -1)
+  [ -n "$stated" ] || fail "docs/static.md states no size as '(N.N MiB for VERSION'"
+  kib=$((size / 1024))
+  awk -v kib="$kib" -v mib="$stated" 'BEGIN { d = kib / 1024 - mib; if (d < 0) d = -d; exit !(d <= mib / 10) }' ||
+    fail "docs/static.md says $stated MiB; the file is $(awk -v k="$kib" 'BEGIN { printf "%.1f", k / 1024 }') MiB: measure and update it"
   [ "$("$bin" version)" = "gpupool $version (recipe format 1)" ] || fail "version: $("$bin" version)"
   ok "statically linked, stripped, $((size / 1024)) KiB, version $version"
 }

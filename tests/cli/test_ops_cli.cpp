@@ -1,5 +1,6 @@
 // The ops team's commands against a real `gpupool coordinator` process: `pool` (the pool at a glance),
 // `admin audit`, `admin backup`, and `coordinator --restore` onto a new machine's path.
+#include "tests/cli/cli_calls.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "core/store/sqlite_store.hpp"
 #include "tests/cli/processes.hpp"
@@ -15,12 +16,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-json ok_json(const test::CliResult& r) {
-    INFO("exit " << r.exit_code << "\nstdout: " << r.out << "\nstderr: " << r.err);
-    REQUIRE(r.exit_code == 0);
-    return json::parse(r.out);
-}
 
 // Jobs in a stopped pool's database.
 std::size_t store_jobs(const fs::path& db) {
@@ -63,10 +58,10 @@ TEST_CASE("coordinator process: pool overview, audit log, backup and restore thr
     }
     REQUIRE(gp(as_admin, {"admin", "grant", "fellows", "100", "--note", "cohort 3"}).exit_code == 0);
     const std::string member =
-        ok_json(gp(as_admin, {"--json", "admin", "token", "create", "--team", "fellows", "--label", "alice"}))["token"];
+        test::ok_json(gp(as_admin, {"--json", "admin", "token", "create", "--team", "fellows", "--label", "alice"}))["token"];
     const std::string other =
-        ok_json(gp(as_admin, {"--json", "admin", "token", "create", "--team", "others"}))["token"];
-    const std::string enroll = ok_json(gp(as_admin, {"--json", "admin", "enroll", "owners"}))["token"];
+        test::ok_json(gp(as_admin, {"--json", "admin", "token", "create", "--team", "others"}))["token"];
+    const std::string enroll = test::ok_json(gp(as_admin, {"--json", "admin", "enroll", "owners"}))["token"];
 
     // A worker with one GPU takes four quarter-GPU jobs; the fifth waits.
     auto e = test::http_client(url, enroll);
@@ -100,7 +95,7 @@ TEST_CASE("coordinator process: pool overview, audit log, backup and restore thr
                    Catch::Contains("1 GPUs shared by several jobs") && Catch::Contains("4 running, 1 queued"));
     CHECK_THAT(text.out, Catch::Contains("lab-box") && Catch::Contains("L4") && Catch::Contains("eval-5") &&
                              Catch::Contains("WHY IT WAITS") && Catch::Contains("alice"));
-    const json all = ok_json(gp(as_admin, {"--json", "pool"}));
+    const json all = test::ok_json(gp(as_admin, {"--json", "pool"}));
     CHECK(all["running"].size() == 4);
     CHECK(all["running"][0]["worker_name"] == "lab-box");
     CHECK(all["running"][0]["gpu_milli"] == 250);
@@ -110,7 +105,7 @@ TEST_CASE("coordinator process: pool overview, audit log, backup and restore thr
     CHECK(all["workers"][0]["gpus"][0]["jobs"] == 4);
     CHECK(all["credits"].size() == 3);
     // A member of another team sees the pool's capacity, not fellows' work or credits.
-    const json theirs = ok_json(gp({"--url", url, "--token", other}, {"--json", "pool"}));
+    const json theirs = test::ok_json(gp({"--url", url, "--token", other}, {"--json", "pool"}));
     CHECK(theirs["running"].empty());
     CHECK(theirs["queued"].empty());
     CHECK(theirs["totals"]["gpu_milli_allocated"] == 1000);
@@ -125,7 +120,7 @@ TEST_CASE("coordinator process: pool overview, audit log, backup and restore thr
     CHECK_THAT(audit.out, Catch::Contains("credits.grant") && Catch::Contains("team `fellows`") &&
                               Catch::Contains("first admin (token 1)") && Catch::Contains("cohort 3") &&
                               Catch::Contains("this machine"));
-    const json grants = ok_json(gp(as_admin, {"--json", "admin", "audit", "--action", "credits."}));
+    const json grants = test::ok_json(gp(as_admin, {"--json", "admin", "audit", "--action", "credits."}));
     REQUIRE(grants.size() == 1);
     CHECK(grants[0]["detail"]["amount_micro"] == 100'000'000);
     CHECK(gp({"--url", url, "--token", member}, {"admin", "audit"}).exit_code == 1);
@@ -169,11 +164,11 @@ TEST_CASE("coordinator process: pool overview, audit log, backup and restore thr
     fs::create_directories(second);
     test::CoordinatorProcess restored(second, {"--restore", backup.string()});
     CHECK(restored.admin().empty()); // the pool has its admin already: no new token printed
-    const json jobs = ok_json(test::run_gpupool({"--url", restored.url(), "--token", member, "--json", "jobs"}));
+    const json jobs = test::ok_json(test::run_gpupool({"--url", restored.url(), "--token", member, "--json", "jobs"}));
     CHECK(jobs["jobs"].size() == 5);
-    const json credits = ok_json(test::run_gpupool({"--url", restored.url(), "--token", admin, "--json", "pool"}));
+    const json credits = test::ok_json(test::run_gpupool({"--url", restored.url(), "--token", admin, "--json", "pool"}));
     CHECK(credits["credits"].size() == 3);
-    const json audit_after = ok_json(test::run_gpupool(
+    const json audit_after = test::ok_json(test::run_gpupool(
         {"--url", restored.url(), "--token", admin, "--json", "admin", "audit", "--action", "credits."}));
     CHECK(audit_after.size() == 1); // the grant to `others` came after the backup
 }

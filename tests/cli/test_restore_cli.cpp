@@ -2,6 +2,7 @@
 // attempts unconfirmed until each worker reports in (the restore is recorded in the copy, so a
 // coordinator that starts on it later, after --restore-only, knows it too); and a pool held by a
 // running coordinator is one exit code, 1, for every command that needs it (CONTRIBUTING.md).
+#include "tests/cli/cli_calls.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "tests/cli/funded_pool.hpp"
 
@@ -16,14 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-json ok_json(const test::CliResult& r) {
-    INFO("exit " << r.exit_code << "\nstdout: " << r.out << "\nstderr: " << r.err);
-    REQUIRE(r.exit_code == 0);
-    return json::parse(r.out);
-}
-
 json worker_row(const std::string& url, const std::string& admin, std::int64_t id) {
-    const json all = ok_json(test::run_gpupool({"--url", url, "--token", admin, "--json", "admin", "workers"}));
+    const json all = test::ok_json(test::run_gpupool({"--url", url, "--token", admin, "--json", "admin", "workers"}));
     for (const auto& w : all["workers"]) {
         if (w["id"] == id) {
             return w;
@@ -35,7 +30,7 @@ json worker_row(const std::string& url, const std::string& admin, std::int64_t i
 
 json attempt_of(const std::string& url, const std::string& token, std::int64_t job) {
     const json v =
-        ok_json(test::run_gpupool({"--url", url, "--token", token, "--json", "status", std::to_string(job)}));
+        test::ok_json(test::run_gpupool({"--url", url, "--token", token, "--json", "status", std::to_string(job)}));
     REQUIRE(v["attempt_history"].size() == 1);
     return v["attempt_history"][0];
 }
@@ -116,10 +111,10 @@ TEST_CASE("coordinator --restore: workers offline and attempts unconfirmed until
     auto status = test::run_gpupool({"--url", url, "--token", fellow, "status", std::to_string(job)});
     CHECK_THAT(status.out, Catch::Contains("running (unconfirmed)") &&
                                Catch::Contains("restored from a backup and worker " + std::to_string(worker_id)));
-    const json pool = ok_json(test::run_gpupool({"--url", url, "--token", admin, "--json", "pool"}));
+    const json pool = test::ok_json(test::run_gpupool({"--url", url, "--token", admin, "--json", "pool"}));
     CHECK(pool["totals"]["workers_online"] == 0);
     const json audit =
-        ok_json(test::run_gpupool({"--url", url, "--token", admin, "--json", "admin", "audit", "--action", "pool."}));
+        test::ok_json(test::run_gpupool({"--url", url, "--token", admin, "--json", "admin", "audit", "--action", "pool."}));
     REQUIRE(audit.size() >= 1);
     CHECK(audit[0]["action"] == "pool.restore");
 

@@ -2,6 +2,7 @@
 // a coordinator gone for 30 s while a job runs, a SIGTERM drain, and the one-command local mode.
 // Jobs use the process runtime (always available); tests/worker/runtime covers podman and docker.
 #include "core/recipe/recipe_json.hpp"
+#include "tests/cli/cli_calls.hpp"
 #include "tests/cli/processes.hpp"
 #include "tests/support.hpp"
 #include "worker/agent/archive.hpp"
@@ -21,6 +22,8 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using test::CoordinatorProcess;
 using test::WorkerProcess;
+
+using test::submit_shell;
 
 namespace {
 
@@ -44,25 +47,6 @@ Tokens setup_team(const std::string& url, const std::string& admin) {
     REQUIRE(m);
     REQUIRE(e);
     return {json::parse(m->body)["token"], json::parse(e->body)["token"]};
-}
-
-std::int64_t submit_shell(const std::string& url, const std::string& member, const std::string& name,
-                          const std::string& script, std::int64_t max_runtime_s = 120) {
-    recipe::JobSpec s;
-    s.name = name;
-    s.image = "localhost/gpupool/busybox:latest";
-    s.command = {script};
-    s.shell = true;
-    s.resources.cpu_milli = 100;
-    s.resources.memory_mib = 64;
-    s.resources.max_runtime_s = max_runtime_s;
-    auto c = test::http_client(url, member);
-    json body = {{"source", "t.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}};
-    auto r = c.request("POST", "/v1/jobs", body.dump());
-    REQUIRE(r);
-    INFO(r->body);
-    REQUIRE(r->status == 201);
-    return json::parse(r->body)["jobs"][0].get<std::int64_t>();
 }
 
 json get_job(const std::string& url, const std::string& member, std::int64_t id) {

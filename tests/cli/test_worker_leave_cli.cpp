@@ -2,6 +2,7 @@
 // of SIGTERM (measured over several starts: the median), it is offline at the coordinator at once,
 // and a job submitted right after goes to another worker rather than to the one that left. And its
 // owner's log says why the coordinator stopped a job: "cancelled by its submitter".
+#include "tests/cli/cli_calls.hpp"
 #include "tests/cli/funded_pool.hpp"
 #include "tests/cli/processes.hpp"
 #include "core/recipe/recipe_json.hpp"
@@ -40,26 +41,6 @@ json worker_named(FundedPool& pool, const std::string& name) {
 
 std::string presence(FundedPool& pool, const std::string& name) {
     return worker_named(pool, name).value("presence", "");
-}
-
-std::int64_t submit_shell(FundedPool& pool, const std::string& name, const std::string& script) {
-    recipe::JobSpec s;
-    s.name = name;
-    s.image = "localhost/gpupool/busybox:latest";
-    s.command = {script};
-    s.shell = true;
-    s.resources.cpu_milli = 100;
-    s.resources.memory_mib = 64;
-    s.resources.max_runtime_s = 120;
-    auto c = test::http_client(pool.url, pool.fellow);
-    json body = {{"source", "t.toml"},
-                 {"max_parallel", 0},
-                 {"jobs", json::parse(recipe::to_json(std::vector{s}).dump())}};
-    auto r = c.request("POST", "/v1/jobs", body.dump());
-    REQUIRE(r);
-    INFO(r->body);
-    REQUIRE(r->status == 201);
-    return json::parse(r->body)["jobs"][0].get<std::int64_t>();
 }
 
 json job(FundedPool& pool, std::int64_t id) {
@@ -121,7 +102,7 @@ TEST_CASE("worker process: a job submitted right after a worker left goes to the
     REQUIRE(leaves->wait_exit(10s) == 0);
     CHECK(presence(pool, "leaves") == "offline");
     for (int i = 0; i < 4; ++i) { // each would have had an even chance at the one that left
-        const auto id = submit_shell(pool, "after-" + std::to_string(i), "echo ran");
+        const auto id = test::submit_shell(pool.url, pool.fellow, "after-" + std::to_string(i), "echo ran");
         REQUIRE(eventually([&] { return job(pool, id).value("state", "") == "succeeded"; }, 20s));
         const json j = job(pool, id);
         INFO(j.dump(2));
@@ -134,7 +115,7 @@ TEST_CASE("worker process: the owner's log says a job was cancelled by its submi
     test::TempDir dir;
     FundedPool pool(dir.path());
     WorkerProcess w(dir.path() / "w", pool.url, pool.enroll, {"--name", "owners-box"});
-    const auto id = submit_shell(pool, "long", "echo started; sleep 60");
+    const auto id = test::submit_shell(pool.url, pool.fellow, "long", "echo started; sleep 60");
     REQUIRE(eventually([&] { return job(pool, id).value("state", "") == "running"; }, 15s));
     auto c = test::http_client(pool.url, pool.fellow);
     auto r = c.request("POST", "/v1/jobs/" + std::to_string(id) + "/cancel", "{}");

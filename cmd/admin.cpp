@@ -2,6 +2,7 @@
 #include "cmd/migrate.hpp"
 
 #include "cmd/cli_app.hpp"
+#include "cmd/credits.hpp"
 #include "cmd/remote.hpp"
 #include "core/api/owner_terms.hpp"
 #include "core/net/url.hpp"
@@ -141,8 +142,6 @@ Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& 
 namespace {
 
 std::string credits_of(const json& v) { return credits::format_credits(v.get<std::int64_t>()); }
-
-std::string cap_text(const json& v) { return v.is_null() ? std::string("none") : credits_of(v); }
 
 // "team fellows budget: 50 per day, none per week; spent ..." and one line per member with caps.
 void print_budgets(const json& r) {

@@ -38,8 +38,6 @@ std::string describe(const json& e) {
 
 std::string signed_credits(std::int64_t micro) { return (micro > 0 ? "+" : "") + format_credits(micro); }
 
-std::string cap_text(const json& v) { return v.is_number_integer() ? format_credits(v.get<std::int64_t>()) : "none"; }
-
 // The ledger rows of one job as this team sees them.
 struct JobActivity {
     std::int64_t job = 0;
@@ -170,6 +168,8 @@ void print_ledger(const json& v) {
 }
 
 } // namespace
+
+std::string cap_text(const json& v) { return v.is_number_integer() ? format_credits(v.get<std::int64_t>()) : "none"; }
 
 int run_credits(const CreditsOptions& opts) {
     const GlobalOptions& global = opts.global;

@@ -5,6 +5,8 @@
 
 #include "cmd/cli.hpp"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <string>
 
@@ -19,5 +21,8 @@ struct CreditsOptions {
 
 // The exit code (cli.hpp); problems are printed as it goes.
 int run_credits(const CreditsOptions& options);
+
+// A budget cap as the API gives it (micro-credits, or null for none): "50" or "none".
+std::string cap_text(const nlohmann::json& v);
 
 } // namespace gpupool::cmd

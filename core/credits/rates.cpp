@@ -1,5 +1,7 @@
 #include "core/credits/rates.hpp"
 
+#include "core/util/strings.hpp"
+
 #include "core/resources/quantity.hpp"
 
 #include <algorithm>
@@ -9,14 +11,9 @@ namespace gpupool::credits {
 
 namespace {
 
-__extension__ typedef __int128 Wide; // exact products of rates, shares and milliseconds
+using util::lower;
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
+__extension__ typedef __int128 Wide; // exact products of rates, shares and milliseconds
 
 } // namespace
 

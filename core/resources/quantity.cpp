@@ -1,11 +1,15 @@
 #include "core/resources/quantity.hpp"
 
+#include "core/util/strings.hpp"
+
 #include <array>
 #include <cctype>
 #include <cmath>
 
 namespace gpupool::resources {
 namespace {
+
+using util::trim;
 
 // 128-bit intermediates keep unit conversions exact (GCC and clang both have them).
 __extension__ typedef __int128 i128; // NOLINT(modernize-use-using): __extension__ needs typedef
@@ -70,16 +74,6 @@ std::int64_t pow10(int n) {
         r *= 10;
     }
     return r;
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())) != 0) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) {
-        s.remove_suffix(1);
-    }
-    return s;
 }
 
 bool iequals(std::string_view a, std::string_view b) {

@@ -57,6 +57,11 @@ struct Error {
 
 Error make_error(ErrorCode code, std::string message, std::string field = {});
 
+// make_error(ErrorCode::invalid_input, ...): bad input from a user, a file or the network.
+inline Error invalid_input(std::string message, std::string field = {}) {
+    return make_error(ErrorCode::invalid_input, std::move(message), std::move(field));
+}
+
 // Thrown only when a caller calls .value() on a Result that holds an Error (a programming error
 // in the caller, or deliberate escalation).
 class ErrorException : public std::runtime_error {

@@ -22,6 +22,12 @@ bool is_identifier(std::string_view s);
 
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 
+// `s` without its leading and trailing whitespace: a view into `s`, so `s` must outlive it.
+std::string_view trim(std::string_view s);
+
+// `s` with its ASCII letters in lower case.
+std::string lower(std::string_view s);
+
 // Quote for a POSIX shell when needed (used to print commands, never to run them).
 std::string shell_quote(std::string_view s);
 

@@ -34,10 +34,6 @@ constexpr std::size_t k_max_rfilename = 1024;
 constexpr std::size_t k_max_segment = 255;
 constexpr int k_index_version = 1;
 
-Error invalid(std::string message, std::string field = {}) {
-    return make_error(ErrorCode::invalid_input, std::move(message), std::move(field));
-}
-
 Error io_error(const std::string& what, const fs::path& path, const std::string& why) {
     return make_error(ErrorCode::io, what + " " + path.string() + ": " + why);
 }
@@ -68,7 +64,7 @@ Status check_revision(std::string_view rev) {
         all_segments(rev, [](std::string_view seg) { return !seg.empty() && seg != "." && seg != ".."; });
     if (rev.empty() || rev.size() > k_max_revision || !chars_ok || !segments_ok ||
         rev.find("..") != std::string_view::npos) {
-        return invalid("`" + util::escape_control(rev) +
+        return invalid_input("`" + util::escape_control(rev) +
                            "` is not a revision: a branch, tag or commit of letters, digits, `.`, `_`, `-` and `/`, "
                            "at most 128 characters, without `..` or empty segments",
                        "revision");
@@ -117,10 +113,10 @@ Result<ModelRef> parse_model_ref(std::string_view id) {
     const std::size_t at = id.find('@');
     const std::string_view repo = id.substr(0, at);
     if (auto st = recipe::check_model_id(repo); !st) {
-        return invalid(st.error().message, "model");
+        return invalid_input(st.error().message, "model");
     }
     if (repo.find("--") != std::string_view::npos || repo.find("..") != std::string_view::npos) {
-        return invalid("`" + std::string(repo) + "` is not a hub model id: `--` and `..` are not allowed in one",
+        return invalid_input("`" + std::string(repo) + "` is not a hub model id: `--` and `..` are not allowed in one",
                        "model");
     }
     ModelRef m;
@@ -155,19 +151,19 @@ bool is_lower_hex(std::string_view text, std::size_t length) {
 
 Status check_rfilename(std::string_view name) {
     if (name.empty() || name.size() > k_max_rfilename) {
-        return invalid("a file name must be 1 to 1024 characters long");
+        return invalid_input("a file name must be 1 to 1024 characters long");
     }
     if (recipe::has_control_character(name) || name.find('\\') != std::string_view::npos) {
-        return invalid("`" + util::escape_control(name) + "` holds a control character or a backslash");
+        return invalid_input("`" + util::escape_control(name) + "` holds a control character or a backslash");
     }
     if (name.front() == '/') {
-        return invalid("`" + std::string(name) + "` is an absolute path; the hub's file names are relative");
+        return invalid_input("`" + std::string(name) + "` is an absolute path; the hub's file names are relative");
     }
     const bool ok = all_segments(name, [](std::string_view seg) {
         return !seg.empty() && seg != "." && seg != ".." && seg.size() <= k_max_segment;
     });
     if (!ok) {
-        return invalid("`" + std::string(name) +
+        return invalid_input("`" + std::string(name) +
                        "` has an empty, `.` or `..` segment (or one over 255 characters); it could lead outside the "
                        "snapshot");
     }
@@ -181,7 +177,7 @@ Status ensure_real_dir(const fs::path& base, const fs::path& relative) {
             continue; // a trailing separator
         }
         if (part == "." || part == ".." || part.is_absolute() || part == "/") {
-            return invalid("`" + relative.string() + "` is not a plain relative folder");
+            return invalid_input("`" + relative.string() + "` is not a plain relative folder");
         }
         cur /= part;
         std::error_code ec;
@@ -208,7 +204,7 @@ Status ensure_real_dir(const fs::path& base, const fs::path& relative) {
 
 Status link_snapshot(const fs::path& model_dir, std::string_view commit, const std::vector<SnapshotFile>& files) {
     if (!is_lower_hex(commit, 40)) {
-        return invalid("a commit is 40 lowercase hex digits", "sha");
+        return invalid_input("a commit is 40 lowercase hex digits", "sha");
     }
     const fs::path snapshot = fs::path("snapshots") / std::string(commit);
     if (auto st = ensure_real_dir(model_dir, snapshot); !st) {
@@ -219,7 +215,7 @@ Status link_snapshot(const fs::path& model_dir, std::string_view commit, const s
             return st;
         }
         if (!is_lower_hex(f.blob, 40) && !is_lower_hex(f.blob, 64)) {
-            return invalid("`" + f.blob + "` is not a blob name (40 or 64 lowercase hex digits)");
+            return invalid_input("`" + f.blob + "` is not a blob name (40 or 64 lowercase hex digits)");
         }
         const fs::path rel(f.rfilename);
         if (auto st = ensure_real_dir(model_dir, snapshot / rel.parent_path()); !st) {
@@ -509,10 +505,10 @@ Status HubCache::record(const CachedModel& m) {
         return ref.error();
     }
     if (ref->repo != m.repo) {
-        return invalid("`" + util::escape_control(m.repo) + "` is not a model id", "repo");
+        return invalid_input("`" + util::escape_control(m.repo) + "` is not a model id", "repo");
     }
     if (!is_lower_hex(m.commit, 40) || m.bytes < 0) {
-        return invalid("a commit is 40 lowercase hex digits and bytes are not negative", "commit");
+        return invalid_input("a commit is 40 lowercase hex digits and bytes are not negative", "commit");
     }
     const fs::path dir = model_dir(m.repo);
     std::error_code ec;

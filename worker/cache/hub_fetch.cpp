@@ -35,10 +35,6 @@ constexpr int k_attempts_per_blob = 3;
 constexpr std::chrono::milliseconds k_api_timeout{120'000};
 constexpr std::chrono::milliseconds k_progress_every{100};
 
-Error invalid(std::string message, std::string field = {}) {
-    return make_error(ErrorCode::invalid_input, std::move(message), std::move(field));
-}
-
 // ---- the hub's answer --------------------------------------------------------------------------------------
 
 // obj[key], or null when it is not there.
@@ -52,34 +48,34 @@ const nlohmann::json& member(const nlohmann::json& obj, const char* key) {
 Result<std::int64_t> read_size(const nlohmann::json& j, const std::string& field, std::int64_t max) {
     if (!j.is_number_integer() ||
         (j.is_number_unsigned() && j.get<std::uint64_t>() > static_cast<std::uint64_t>(max))) {
-        return invalid("expected a whole number of bytes, at most " + std::to_string(max), field);
+        return invalid_input("expected a whole number of bytes, at most " + std::to_string(max), field);
     }
     const auto v = j.get<std::int64_t>();
     if (v < 0 || v > max) {
-        return invalid("expected a whole number of bytes from 0 to " + std::to_string(max), field);
+        return invalid_input("expected a whole number of bytes from 0 to " + std::to_string(max), field);
     }
     return v;
 }
 
 Result<std::string> read_hex(const nlohmann::json& j, std::size_t length, const std::string& field) {
     if (!j.is_string() || !is_lower_hex(j.get_ref<const std::string&>(), length)) {
-        return invalid("expected " + std::to_string(length) + " lowercase hex digits", field);
+        return invalid_input("expected " + std::to_string(length) + " lowercase hex digits", field);
     }
     return j.get<std::string>();
 }
 
 Result<HubFile> parse_sibling(const nlohmann::json& s, const std::string& at, const HubOptions& o) {
     if (!s.is_object()) {
-        return invalid("expected an object describing a file", at);
+        return invalid_input("expected an object describing a file", at);
     }
     HubFile f;
     const auto& name = member(s, "rfilename");
     if (!name.is_string()) {
-        return invalid("expected the file's name as a string", at + ".rfilename");
+        return invalid_input("expected the file's name as a string", at + ".rfilename");
     }
     f.rfilename = name.get<std::string>();
     if (auto st = check_rfilename(f.rfilename); !st) {
-        return invalid(st.error().message, at + ".rfilename");
+        return invalid_input(st.error().message, at + ".rfilename");
     }
     auto sz = read_size(member(s, "size"), at + ".size", o.max_model_bytes);
     if (!sz) {
@@ -94,7 +90,7 @@ Result<HubFile> parse_sibling(const nlohmann::json& s, const std::string& at, co
     const auto lfs = s.find("lfs");
     if (lfs != s.end() && !lfs->is_null()) {
         if (!lfs->is_object()) {
-            return invalid("expected an object", at + ".lfs");
+            return invalid_input("expected an object", at + ".lfs");
         }
         auto hex = read_hex(member(*lfs, "sha256"), 64, at + ".lfs.sha256");
         if (!hex) {
@@ -108,7 +104,7 @@ Result<HubFile> parse_sibling(const nlohmann::json& s, const std::string& at, co
                 return v.error();
             }
             if (*v != f.size) {
-                return invalid("the LFS size " + std::to_string(*v) + " differs from the file's size " +
+                return invalid_input("the LFS size " + std::to_string(*v) + " differs from the file's size " +
                                    std::to_string(f.size),
                                at + ".lfs.size");
             }
@@ -126,17 +122,17 @@ Status check_siblings(HubRevision& rev, const HubOptions& o) {
         const auto& f = rev.files[i];
         const std::string at = "siblings[" + std::to_string(i) + "]";
         if (!names.insert(f.rfilename).second) {
-            return invalid("`" + f.rfilename + "` is listed twice", at + ".rfilename");
+            return invalid_input("`" + f.rfilename + "` is listed twice", at + ".rfilename");
         }
         const auto [it, fresh] = blobs.emplace(f.blob(), f.size);
         if (!fresh && it->second != f.size) {
-            return invalid("blob " + f.blob() + " is listed with two sizes", at + ".size");
+            return invalid_input("blob " + f.blob() + " is listed with two sizes", at + ".size");
         }
         if (fresh && __builtin_add_overflow(rev.total_bytes, f.size, &rev.total_bytes)) {
             rev.total_bytes = o.max_model_bytes + 1;
         }
         if (rev.total_bytes > o.max_model_bytes) {
-            return invalid("the revision's files add up to more than the " + std::to_string(o.max_model_bytes) +
+            return invalid_input("the revision's files add up to more than the " + std::to_string(o.max_model_bytes) +
                                " bytes a model may have",
                            "siblings");
         }
@@ -145,7 +141,7 @@ Status check_siblings(HubRevision& rev, const HubOptions& o) {
         const std::string& name = rev.files[i].rfilename;
         for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
             if (names.contains(name.substr(0, slash))) {
-                return invalid("`" + name.substr(0, slash) + "` is both a file and a folder",
+                return invalid_input("`" + name.substr(0, slash) + "` is both a file and a folder",
                                "siblings[" + std::to_string(i) + "].rfilename");
             }
         }
@@ -158,10 +154,10 @@ Status check_siblings(HubRevision& rev, const HubOptions& o) {
 Result<HubRevision> parse_hub_revision(std::string_view text, const HubOptions& o) {
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
-        return invalid("the hub's answer is not a JSON object");
+        return invalid_input("the hub's answer is not a JSON object");
     }
     if (const auto id = j.find("id"); id != j.end() && !id->is_string()) {
-        return invalid("expected the model's id as a string", "id");
+        return invalid_input("expected the model's id as a string", "id");
     }
     HubRevision rev;
     auto commit = read_hex(member(j, "sha"), 40, "sha");
@@ -171,10 +167,10 @@ Result<HubRevision> parse_hub_revision(std::string_view text, const HubOptions& 
     rev.commit = std::move(*commit);
     const auto siblings = j.find("siblings");
     if (siblings == j.end() || !siblings->is_array()) {
-        return invalid("expected the list of the revision's files", "siblings");
+        return invalid_input("expected the list of the revision's files", "siblings");
     }
     if (siblings->size() > static_cast<std::size_t>(std::max<std::int64_t>(0, o.max_files))) {
-        return invalid("the revision has " + std::to_string(siblings->size()) + " files, more than the " +
+        return invalid_input("the revision has " + std::to_string(siblings->size()) + " files, more than the " +
                            std::to_string(o.max_files) + " allowed",
                        "siblings");
     }
@@ -437,7 +433,7 @@ Result<HubRevision> query_revision(const Request& r, const ModelRef& m) {
     const CURLcode code = curl_easy_perform(r.curl);
     curl_easy_setopt(r.curl, CURLOPT_ERRORBUFFER, nullptr);
     if (sink.too_big) {
-        return invalid("the hub's answer for " + m.id() + " is larger than " + std::to_string(k_max_api_body) +
+        return invalid_input("the hub's answer for " + m.id() + " is larger than " + std::to_string(k_max_api_body) +
                        " bytes");
     }
     if (code != CURLE_OK) {
@@ -454,7 +450,7 @@ Result<HubRevision> query_revision(const Request& r, const ModelRef& m) {
         return e;
     }
     if (is_lower_hex(m.revision, 40) && rev->commit != m.revision) {
-        return invalid("the hub answered commit " + rev->commit + " when asked for " + m.revision, "sha");
+        return invalid_input("the hub answered commit " + rev->commit + " when asked for " + m.revision, "sha");
     }
     return rev;
 }
@@ -512,7 +508,7 @@ Status download_once(const Request& r, const std::string& url, const fs::path& p
         }
     }
     if (sink.too_long) {
-        return invalid("the hub sent more than the " + std::to_string(f.size) + " bytes it declared for " +
+        return invalid_input("the hub sent more than the " + std::to_string(f.size) + " bytes it declared for " +
                        f.rfilename);
     }
     if (sink.bad_range || status == 416) {
@@ -616,7 +612,7 @@ Result<Plan> plan_blobs(const fs::path& blobs, const HubRevision& rev) {
         // A blob of another size is damaged, unless its content is the hash: then the hub's size is wrong.
         if (auto hash = regular ? content_hash(blob, f) : Result<std::string>(std::string());
             hash && *hash == f.blob()) {
-            return invalid("the hub declares " + std::to_string(f.size) + " bytes for " + f.rfilename +
+            return invalid_input("the hub declares " + std::to_string(f.size) + " bytes for " + f.rfilename +
                                " but its blob " + f.blob() + " has " + std::to_string(size),
                            "size");
         }
@@ -670,7 +666,7 @@ Status make_room(HubCache& cache, const ModelRef& m, const Plan& plan, const std
 
 Status check_options(const HubOptions& o) {
     if (!o.endpoint.starts_with("https://") && !o.endpoint.starts_with("http://")) {
-        return invalid("the hub endpoint must be an http(s) URL, not `" + util::escape_control(o.endpoint) + "`",
+        return invalid_input("the hub endpoint must be an http(s) URL, not `" + util::escape_control(o.endpoint) + "`",
                        "endpoint");
     }
     const auto bad = [](std::string_view s) {
@@ -678,14 +674,14 @@ Status check_options(const HubOptions& o) {
                            [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; });
     };
     if (bad(o.endpoint)) {
-        return invalid("the hub endpoint holds a space or a control character", "endpoint");
+        return invalid_input("the hub endpoint holds a space or a control character", "endpoint");
     }
     if (bad(o.token)) {
-        return invalid("the hub token holds a space or a control character", "token");
+        return invalid_input("the hub token holds a space or a control character", "token");
     }
     std::error_code ec;
     if (!o.ca_cert.empty() && !fs::is_regular_file(o.ca_cert, ec)) {
-        return invalid("the CA bundle " + o.ca_cert + " does not exist", "ca_cert");
+        return invalid_input("the CA bundle " + o.ca_cert + " does not exist", "ca_cert");
     }
     return {};
 }

@@ -1,5 +1,7 @@
 #include "worker/gpu/gpu_probe.hpp"
 
+#include "core/util/strings.hpp"
+
 #include "worker/runtime/bounded_run.hpp"
 
 #include <boost/process/search_path.hpp>
@@ -17,15 +19,7 @@ namespace bp = boost::process;
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
+using util::trim;
 
 template <class T>
 bool parse_int(std::string_view s, T& out) {

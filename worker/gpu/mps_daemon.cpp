@@ -1,5 +1,7 @@
 #include "worker/gpu/mps_daemon.hpp"
 
+#include "core/util/strings.hpp"
+
 #include "core/util/thread_safety.hpp"
 #include "worker/gpu/gpu_probe.hpp"
 #include "worker/runtime/bounded_run.hpp"
@@ -28,21 +30,16 @@ using std::chrono::milliseconds;
 
 namespace {
 
+using util::trim;
+
 constexpr const char* k_pid_file = "nvidia-cuda-mps-control.pid"; // in the pipe directory
 constexpr milliseconds k_poll_every{50};
 constexpr milliseconds k_kill_wait{2000};
 constexpr std::size_t k_said_max = 400; // how much of what the program said goes into an Error
 
-std::string trim(std::string s) {
-    const auto not_space = [](unsigned char c) { return std::isspace(c) == 0; };
-    s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
-    s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
-    return s;
-}
-
 // What a run of the program said, for an Error: its stderr, else its stdout, shortened.
 std::string said(const BoundedRun& run) {
-    std::string text = trim(run.err.empty() ? run.out : run.err);
+    std::string text{trim(run.err.empty() ? run.out : run.err)};
     if (text.size() > k_said_max) {
         text = text.substr(0, k_said_max) + "...";
     }
@@ -53,7 +50,7 @@ std::string first_line(const fs::path& p) {
     std::ifstream in(p);
     std::string line;
     std::getline(in, line);
-    return trim(line);
+    return std::string(trim(line));
 }
 
 // Whether `pid` is still a live MPS program (not gone, not a zombie, not a reused pid).

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string k_unit(k_coordinator_unit_name);
+const std::string k_coord_unit(k_coordinator_unit_name);
 
 // The group's id as <root>/etc/group has it (where systemd-sysusers writes it). Not through NSS:
 // getgrnam in the static binary would need the build machine's glibc NSS modules at run time.
@@ -108,11 +108,6 @@ Result<std::vector<PlannedFile>> plan_install(const CoordinatorInstallOptions& o
     return files;
 }
 
-Status noted(ServiceReport& report, const std::string& line, Status st) {
-    report.systemctl.push_back(line);
-    return st;
-}
-
 // A secret's group (the TLS key, the scrape token): the service's, so that it (and nobody else but
 // root) reads it.
 Status give_key_group(const CoordinatorPaths& paths, const fs::path& secret, gid_t gid) {
@@ -153,11 +148,11 @@ void describe_install(const CoordinatorInstallOptions& o, const std::vector<Plan
         report.systemctl.push_back("daemon-reload");
     }
     if (restart) {
-        report.systemctl.push_back("try-restart " + k_unit);
+        report.systemctl.push_back("try-restart " + k_coord_unit);
     } else if (reload) {
-        report.systemctl.push_back("try-reload-or-restart " + k_unit);
+        report.systemctl.push_back("try-reload-or-restart " + k_coord_unit);
     }
-    report.systemctl.push_back("enable --now " + k_unit);
+    report.systemctl.push_back("enable --now " + k_coord_unit);
 }
 
 } // namespace
@@ -203,7 +198,7 @@ Status install_coordinator(const CoordinatorInstallOptions& o, Systemctl& system
         }
         if (f.path == o.paths.sysusers) { // first: the key's group and the unit's User= need the user
             if (gid = find_group(o.paths); !gid) {
-                if (auto st = noted(report, "systemd-sysusers " + o.paths.sysusers.string(),
+                if (auto st = report.noted("systemd-sysusers " + o.paths.sysusers.string(),
                                     systemctl.create_system_users(o.paths.root, o.paths.sysusers));
                     !st) {
                     return st;
@@ -228,27 +223,27 @@ Status install_coordinator(const CoordinatorInstallOptions& o, Systemctl& system
     }
     report.steps.push_back({"kept", o.paths.state_dir.string(), "the state directory (systemd makes it at start)"});
     if (unit_changed) {
-        if (auto st = noted(report, "daemon-reload", systemctl.daemon_reload()); !st) {
+        if (auto st = report.noted("daemon-reload", systemctl.daemon_reload()); !st) {
             return st;
         }
     }
     if (restart) {
-        if (auto st = noted(report, "try-restart " + k_unit, systemctl.try_restart(k_unit)); !st) {
+        if (auto st = report.noted("try-restart " + k_coord_unit, systemctl.try_restart(k_coord_unit)); !st) {
             return st;
         }
     } else if (reload) {
-        if (auto st = noted(report, "try-reload-or-restart " + k_unit, systemctl.try_reload(k_unit)); !st) {
+        if (auto st = report.noted("try-reload-or-restart " + k_coord_unit, systemctl.try_reload(k_coord_unit)); !st) {
             return st;
         }
     }
-    return noted(report, "enable --now " + k_unit, systemctl.enable_start(k_unit));
+    return report.noted("enable --now " + k_coord_unit, systemctl.enable_start(k_coord_unit));
 }
 
 Status uninstall_coordinator(const CoordinatorPaths& paths, Systemctl& systemctl, ServiceReport& report) {
     std::error_code ec;
     const bool has_unit = fs::exists(fs::symlink_status(paths.on_disk(paths.unit), ec));
     if (has_unit) {
-        if (auto st = noted(report, "disable --now " + k_unit, systemctl.stop_disable(k_unit)); !st) {
+        if (auto st = report.noted("disable --now " + k_coord_unit, systemctl.stop_disable(k_coord_unit)); !st) {
             return st;
         }
     }
@@ -259,7 +254,7 @@ Status uninstall_coordinator(const CoordinatorPaths& paths, Systemctl& systemctl
     };
     remove(paths.unit);
     if (has_unit) {
-        if (auto st = noted(report, "daemon-reload", systemctl.daemon_reload()); !st) {
+        if (auto st = report.noted("daemon-reload", systemctl.daemon_reload()); !st) {
             return st;
         }
     }

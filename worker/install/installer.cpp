@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string k_unit(k_service_unit_name);
+const std::string k_worker_unit(k_service_unit_name);
 
 using Planned = PlannedFile;
 
@@ -100,12 +100,6 @@ Result<std::optional<std::string>> plan_config(const ServicePaths& paths, const 
         config.note = "the old file did not parse: replaced whole";
     }
     return std::optional<std::string>{};
-}
-
-// Notes a systemctl call made (its Status already in hand) in the report.
-Status noted(ServiceReport& report, const std::string& line, Status st) {
-    report.systemctl.push_back(line);
-    return st;
 }
 
 // Who the service runs as: the owner (--user), the system user gpupool-worker, or root (--as-root).
@@ -315,7 +309,7 @@ Status ensure_account(const ServicePaths& paths, Systemctl& systemctl, ServiceRe
     if (account) {
         return {};
     }
-    if (auto st = noted(report, "systemd-sysusers " + paths.sysusers.string(),
+    if (auto st = report.noted("systemd-sysusers " + paths.sysusers.string(),
                         systemctl.create_system_users(paths.root, paths.sysusers));
         !st) {
         return st;
@@ -532,9 +526,9 @@ void describe_install(const InstallOptions& o, const PoolTable& pool, const std:
         report.systemctl.push_back("daemon-reload");
     }
     if (replaced) {
-        report.systemctl.push_back("try-restart " + k_unit);
+        report.systemctl.push_back("try-restart " + k_worker_unit);
     }
-    report.systemctl.push_back("enable --now " + k_unit);
+    report.systemctl.push_back("enable --now " + k_worker_unit);
 }
 
 } // namespace
@@ -607,16 +601,16 @@ Status install_service(const InstallOptions& o, Systemctl& systemctl, ServiceRep
     }
     add_warnings(o, pool, report);
     if (unit_changed) {
-        if (auto st = noted(report, "daemon-reload", systemctl.daemon_reload()); !st) {
+        if (auto st = report.noted("daemon-reload", systemctl.daemon_reload()); !st) {
             return st;
         }
     }
     if (replaced) {
-        if (auto st = noted(report, "try-restart " + k_unit, systemctl.try_restart(k_unit)); !st) {
+        if (auto st = report.noted("try-restart " + k_worker_unit, systemctl.try_restart(k_worker_unit)); !st) {
             return st;
         }
     }
-    return noted(report, "enable --now " + k_unit, systemctl.enable_start(k_unit));
+    return report.noted("enable --now " + k_worker_unit, systemctl.enable_start(k_worker_unit));
 }
 
 namespace {
@@ -663,13 +657,13 @@ Status uninstall_service(const UninstallOptions& o, Systemctl& systemctl, Servic
     std::error_code ec;
     const bool has_unit = fs::exists(fs::symlink_status(paths.on_disk(paths.unit), ec));
     if (has_unit) {
-        if (auto st = noted(report, "disable --now " + k_unit, systemctl.stop_disable(k_unit)); !st) {
+        if (auto st = report.noted("disable --now " + k_worker_unit, systemctl.stop_disable(k_worker_unit)); !st) {
             return st;
         }
     }
     remove_file(paths, paths.unit, report);
     if (has_unit) {
-        if (auto st = noted(report, "daemon-reload", systemctl.daemon_reload()); !st) {
+        if (auto st = report.noted("daemon-reload", systemctl.daemon_reload()); !st) {
             return st;
         }
     }

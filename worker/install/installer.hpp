@@ -88,6 +88,12 @@ struct ServiceReport {
     std::vector<std::string> systemctl{}; // the calls made, e.g. "enable --now gpupool-worker.service"
     std::vector<std::string> warnings{};  // for the owner to read: --as-root, the docker group, ...
     bool dry_run = false;                 // steps and calls are what would be done; nothing was
+
+    // Notes a systemctl call made (its Status already in hand) and passes the Status on.
+    Status noted(const std::string& line, Status st) {
+        systemctl.push_back(line);
+        return st;
+    }
 };
 
 Status install_service(const InstallOptions& options, Systemctl& systemctl, ServiceReport& report);

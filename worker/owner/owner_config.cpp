@@ -23,6 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using util::trim;
+
 constexpr std::int64_t k_max_jobs = 1024;
 constexpr std::int64_t k_max_gpu_index = 1023;
 constexpr std::size_t k_max_list = 64;   // teams, registries (the wire's bound: api::k_max_owner_list)
@@ -211,16 +213,6 @@ std::optional<int> day_number(std::string_view word) {
         }
     }
     return std::nullopt;
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && s.front() == ' ') {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && s.back() == ' ') {
-        s.remove_suffix(1);
-    }
-    return s;
 }
 
 void parse_window(const toml::table& t, const std::string& field, Problems& p, std::vector<ShareWindow>& out) {

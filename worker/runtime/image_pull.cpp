@@ -1,5 +1,7 @@
 #include "worker/runtime/image_pull.hpp"
 
+#include "core/util/strings.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -9,12 +11,7 @@ namespace gpupool::worker {
 
 namespace {
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
+using util::lower;
 
 bool has(const std::string& text, std::string_view phrase) { return text.find(phrase) != std::string::npos; }
 

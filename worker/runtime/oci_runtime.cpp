@@ -1,5 +1,7 @@
 #include "worker/runtime/oci_runtime.hpp"
 
+#include "core/util/strings.hpp"
+
 #include "core/recipe/image_ref.hpp"
 #include "core/util/files.hpp"
 #include "worker/runtime/child_io.hpp"
@@ -34,30 +36,18 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+using util::lower;
+
+using util::trim;
+
 constexpr int k_waiter_restarts = 3;
 constexpr std::size_t k_remove_batch = 32;                  // at most this many names per `rm -f`
 constexpr auto k_run_child_bound = std::chrono::seconds(10); // remove(): how long the run child may linger
 constexpr auto k_create_bound = std::chrono::seconds(3); // signal(), process_marks(): a container being created
 
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return s;
-}
-
-std::string trim(std::string s) {
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) {
-        s.pop_back();
-    }
-    std::size_t start = 0;
-    while (start < s.size() && std::isspace(static_cast<unsigned char>(s[start])) != 0) {
-        ++start;
-    }
-    return s.substr(start);
-}
-
 // The last line of an engine's answer when it is a full container id (64 hex digits), else "".
 std::string full_container_id(const std::string& out) {
-    std::string text = trim(out);
+    std::string text{trim(out)};
     text = text.substr(text.find_last_of('\n') == std::string::npos ? 0 : text.find_last_of('\n') + 1);
     const bool ok = text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
                         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
@@ -109,7 +99,7 @@ std::string engine_words(const std::filesystem::path& log, std::uintmax_t from) 
     std::string last;
     std::string error_line;
     for (std::string line; std::getline(in, line);) {
-        line = trim(line);
+        line = std::string(trim(line));
         if (line.empty()) {
             continue;
         }
@@ -248,7 +238,7 @@ std::vector<std::string> OciRuntime::rm_args(const std::vector<std::string>& nam
     return args;
 }
 Error OciRuntime::tool_error(const std::string& what, const ToolOutput& out) const {
-    std::string err = trim(out.err);
+    std::string err{trim(out.err)};
     return make_error(ErrorCode::io, std::string(to_string(m_config.tool)) + " " + what + " failed (exit " +
                                          std::to_string(out.exit_code) + ")" + (err.empty() ? "" : ": " + err));
 }
@@ -644,7 +634,7 @@ Result<std::vector<FoundContainer>> OciRuntime::list(const std::string& worker_l
         std::istringstream lines(ids->out);
         for (std::string id; std::getline(lines, id);) {
             if (!trim(id).empty()) {
-                args.push_back(trim(id));
+                args.emplace_back(trim(id));
             }
         }
         if (args.size() == 2) {
@@ -698,7 +688,8 @@ Result<ProcessMarks> OciRuntime::process_marks(const std::string& name) {
         }
         t.id = full_container_id(ran->out);
         if (t.id.empty()) {
-            return make_error(ErrorCode::io, "unexpected container id for " + name + ": `" + trim(ran->out) + "`");
+            return make_error(ErrorCode::io,
+                              "unexpected container id for " + name + ": `" + std::string(trim(ran->out)) + "`");
         }
     }
     return ProcessMarks{t.id, 0};

@@ -30,8 +30,10 @@ CTEST_ARGS ?=
 
 all: build
 
+# .ci/packages-build.txt: what building gpupool needs (all `make demo` installs); .ci/packages.txt: what
+# the tests need beyond it.
 deps:
-	@.ci/install-deps .ci/packages.txt
+	@.ci/install-deps .ci/packages-build.txt .ci/packages.txt
 
 # podman + a private dockerd with the busybox test image (idempotent; says why and goes on when it can't).
 containers: deps
@@ -47,21 +49,25 @@ build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
 test: deps containers
+	@$(MAKE) --no-print-directory configure
+	@.ci/build-estimate all $(BUILD) $(JOBS)
 	@$(MAKE) --no-print-directory build
 	CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf \
 	GPUPOOL_TEST_DOCKER_HOST=unix:///run/gpupool-ci/docker.sock \
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
 # Only what the demo runs: the gpupool binary, not the test suite.
-demo: deps
+demo:
+	@.ci/install-deps .ci/packages-build.txt
 	@$(MAKE) --no-print-directory configure
+	@.ci/build-estimate gpupool $(BUILD) $(JOBS)
 	cmake --build $(BUILD) -j$(JOBS) --target gpupool
 	@.ci/demo $(BUILD)/gpupool
 
 # -O2 as the normal build, without -g (the shipped file is stripped; no 190 MB link). The dependency
 # prefixes come from .ci/build-static-deps (cached); the link's post-build step strips into dist/.
 static:
-	@.ci/install-deps .ci/packages.txt .ci/packages-static.txt
+	@.ci/install-deps .ci/packages-build.txt .ci/packages.txt .ci/packages-static.txt
 	@deps=$$(.ci/build-static-deps $(STATIC_DEPS_CACHE) | paste -sd';' -) && \
 	  cmake -S . -B $(STATIC_BUILD) -DGPUPOOL_STATIC=ON "-DGPUPOOL_STATIC_DEPS=$$deps" \
 	    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" -DGPUPOOL_WERROR=$(WERROR) > /dev/null
@@ -73,7 +79,7 @@ test-static: static containers
 	ctest --test-dir $(STATIC_BUILD) -L static --no-tests=error --output-on-failure -j$(JOBS)
 
 fuzz:
-	@.ci/install-deps .ci/packages.txt .ci/packages-fuzz.txt
+	@.ci/install-deps .ci/packages-build.txt .ci/packages-fuzz.txt
 	CC=clang-16 CXX=clang++-16 cmake -S . -B $(FUZZ_BUILD) -DGPUPOOL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target recipe_fuzzer archive_fuzzer http_fuzzer
 	@mkdir -p $(FUZZ_BUILD)/corpus

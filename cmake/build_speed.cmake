@@ -1,4 +1,4 @@
-# How the build is kept short (issue 45; bench/build/build_bench.sh measures it, bench/README.md has
+# How the build is kept short (issue 45; bench/buildtime/build_bench.sh measures it, bench/README.md has
 # the figures): each library precompiles the heavy third-party headers its files include, and
 # compiles its files in unity batches, so a template the files share (nlohmann::json, fmt) is parsed
 # and instantiated once per batch instead of once per file.

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# `make demo` on a brand-new Debian 12: a debootstrap minbase chroot (no compiler, no libraries, no
+# compiler cache), this repository cloned into it, then `make demo` timed from the clone to the
+# sweep's outputs, packages included. Needs root, debootstrap and Debian's mirror.
+#
+#   bench/buildtime/fresh_debian.sh [ROOT]      ROOT: where the chroot goes (default /var/tmp/gpupool-deb12)
+#
+# A pristine minbase tree is kept at ROOT.base and copied for each run (debootstrap itself is not
+# timed: the newcomer's machine already exists). Prints each step's seconds; the chroot is removed
+# afterwards (KEEP=1 keeps it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+root=${1:-/var/tmp/gpupool-deb12}
+mirror=${MIRROR:-http://deb.debian.org/debian}
+[ "$(id -u)" -eq 0 ] || { echo "fresh_debian: needs root (debootstrap, chroot)" >&2; exit 2; }
+command -v debootstrap > /dev/null || { echo "fresh_debian: apt-get install debootstrap" >&2; exit 2; }
+
+if [ ! -x "$root.base/bin/sh" ]; then
+  rm -rf "$root.base"
+  debootstrap --variant=minbase bookworm "$root.base" "$mirror" > "$root.debootstrap.log"
+fi
+cleanup() {
+  for m in dev/pts dev proc sys; do umount -l "$root/$m" 2> /dev/null || true; done
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$root"
+}
+trap cleanup EXIT
+rm -rf "$root"
+cp -a "$root.base" "$root"
+mount -t proc proc "$root/proc"
+mount --rbind /sys "$root/sys"
+mount --rbind /dev "$root/dev"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The commit under test, as a newcomer's clone would have it (committed files only).
+git -C "$src" bundle create "$root/tmp/repo.bundle" HEAD > /dev/null 2>&1
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }'; }
+in_root() { chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  LANG=C.UTF-8 bash -c "$1"; }
+
+t=$(now)
+in_root "apt-get update -q > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends git make ca-certificates > /dev/null"
+tools_s=$(since "$t")
+in_root "git clone -q /tmp/repo.bundle /root/gpupool"
+# make demo's first step alone, then make demo itself (it finds the packages present): the same
+# commands a newcomer's `make demo` runs, in two timed parts.
+t=$(now)
+in_root "cd /root/gpupool && .ci/install-deps .ci/packages-build.txt" > "$root.demo.log" 2>&1 ||
+  { tail -30 "$root.demo.log"; exit 1; }
+deps_s=$(since "$t")
+t=$(now)
+in_root "cd /root/gpupool && make demo" >> "$root.demo.log" 2>&1 || { tail -30 "$root.demo.log"; exit 1; }
+demo_s=$(since "$t")
+outputs=$(in_root "ls /root/gpupool/gpupool-out/*/hello.txt | wc -l")
+estimate=$(grep -m1 '^build:' "$root.demo.log" || true)
+echo "== make demo on a fresh Debian 12 minbase chroot: $(git -C "$src" rev-parse --short HEAD), $(nproc) cores"
+printf '| step | seconds |\n|---|---|\n'
+printf '| apt-get install git make (before the clone) | %s |\n' "$tools_s"
+printf '| make demo: the packages it installs | %s |\n' "$deps_s"
+printf '| make demo: configure, build gpupool, run the six jobs | %s |\n' "$demo_s"
+printf '| make demo in all | %s |\n' "$((deps_s + demo_s))"
+echo "outputs brought back: $outputs of 6"
+echo "it said: $estimate"
+echo "log: $root.demo.log"

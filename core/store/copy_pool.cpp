@@ -14,7 +14,7 @@ namespace gpupool::store {
 
 namespace {
 
-constexpr std::int64_t k_piece_bytes = std::int64_t{4} << 20; // a log is copied 4 MiB at a time
+constexpr std::int64_t k_copy_piece_bytes = std::int64_t{4} << 20; // a log is copied 4 MiB at a time
 constexpr std::int64_t k_audit_page = 10'000;
 
 void say(const CopyProgress& progress, const std::string& line) {
@@ -40,7 +40,7 @@ Status copy_log(Store& from, Store& to, AttemptId a, std::int64_t& bytes) {
     for (const LogRange& r : *ranges) {
         const std::int64_t gap_from = pos;
         if (r.from > pos) {
-            const std::string filler(static_cast<std::size_t>(std::min(k_piece_bytes, r.from - pos)), '\0');
+            const std::string filler(static_cast<std::size_t>(std::min(k_copy_piece_bytes, r.from - pos)), '\0');
             while (pos < r.from) {
                 const auto n = std::min<std::int64_t>(r.from - pos, static_cast<std::int64_t>(filler.size()));
                 if (auto st = to.append_log(a, pos, std::string_view(filler).substr(0, static_cast<std::size_t>(n)));
@@ -51,7 +51,7 @@ Status copy_log(Store& from, Store& to, AttemptId a, std::int64_t& bytes) {
             }
         }
         while (pos < r.to) {
-            auto data = from.read_log(a, pos, std::min(k_piece_bytes, r.to - pos));
+            auto data = from.read_log(a, pos, std::min(k_copy_piece_bytes, r.to - pos));
             if (!data) {
                 return data.error();
             }

@@ -25,7 +25,7 @@ using pg::Transaction;
 
 namespace {
 
-constexpr std::int64_t k_piece_bytes = std::int64_t{1} << 20; // a blob goes in and out a MiB at a time
+constexpr std::int64_t k_blob_piece_bytes = std::int64_t{1} << 20; // a blob goes in and out a MiB at a time
 constexpr std::int64_t k_blob_batch = 8;                      // pieces fetched per round trip
 constexpr std::int64_t k_log_batch = 64;                      // log chunks fetched per round trip
 constexpr const char* k_read_only_begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
@@ -68,7 +68,7 @@ void begin_read(Connection& db, bool snapshot, std::optional<Transaction>& tx) {
     }
 }
 
-// Inserts `file` as pieces of k_piece_bytes with `sql`, whose parameters are `key`, then seq (from 0)
+// Inserts `file` as pieces of k_blob_piece_bytes with `sql`, whose parameters are `key`, then seq (from 0)
 // and the piece's bytes. Only one piece is in memory at a time.
 void write_pieces(Connection& db, const char* sql, const pg::Params& key, const std::filesystem::path& file,
                   std::int64_t size) {
@@ -76,10 +76,10 @@ void write_pieces(Connection& db, const char* sql, const pg::Params& key, const 
     if (!in) {
         throw std::runtime_error("cannot open " + file.string());
     }
-    std::string buf(static_cast<std::size_t>(k_piece_bytes), '\0');
+    std::string buf(static_cast<std::size_t>(k_blob_piece_bytes), '\0');
     std::int64_t done = 0;
     for (std::int64_t seq = 0; done < size; ++seq) {
-        in.read(buf.data(), static_cast<std::streamsize>(std::min(size - done, k_piece_bytes)));
+        in.read(buf.data(), static_cast<std::streamsize>(std::min(size - done, k_blob_piece_bytes)));
         const auto n = static_cast<std::int64_t>(in.gcount());
         if (n <= 0) {
             break;

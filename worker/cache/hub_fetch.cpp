@@ -586,15 +586,15 @@ Status fetch_blob(const Request& r, const ModelRef& m, const std::string& commit
 }
 
 // What is on disk for each distinct blob: complete (skipped), partial (resumed) or nothing.
-struct Plan {
+struct FetchPlan {
     std::vector<const HubFile*> missing; // one file per distinct blob to download
     std::int64_t present_bytes = 0;      // complete blobs and partial bytes already there
     std::int64_t add_bytes = 0;          // what the missing blobs will add to the cache, whole
     std::int64_t download_bytes = 0;     // what is still to arrive
 };
 
-Result<Plan> plan_blobs(const fs::path& blobs, const HubRevision& rev) {
-    Plan plan;
+Result<FetchPlan> plan_blobs(const fs::path& blobs, const HubRevision& rev) {
+    FetchPlan plan;
     std::set<std::string> seen;
     for (const auto& f : rev.files) {
         if (!seen.insert(f.blob()).second) {
@@ -635,7 +635,7 @@ Result<Plan> plan_blobs(const fs::path& blobs, const HubRevision& rev) {
 }
 
 // Evicts for the missing bytes, then checks the cap and the disk.
-Status make_room(HubCache& cache, const ModelRef& m, const Plan& plan, const std::set<std::string>& pinned) {
+Status make_room(HubCache& cache, const ModelRef& m, const FetchPlan& plan, const std::set<std::string>& pinned) {
     if (plan.missing.empty()) {
         return {};
     }

@@ -235,7 +235,7 @@ Status check_work_dir(const ServicePaths& paths, const fs::path& work, const std
 
 // What install writes, compared with what is there. `unit_pending`: the unit names the service
 // user's uid, which is known only once systemd-sysusers has made the user.
-struct Plan {
+struct InstallPlan {
     std::vector<Planned> files{};
     bool unit_pending = false;
 };
@@ -248,13 +248,13 @@ UnitInputs unit_inputs(const InstallOptions& o, const std::optional<Account>& ac
     return in;
 }
 
-Result<Plan> plan_install(const InstallOptions& o, const PoolTable& pool, const std::optional<Account>& account) {
+Result<InstallPlan> plan_install(const InstallOptions& o, const PoolTable& pool, const std::optional<Account>& account) {
     auto token = config::read_token_file(o.token_source, "--token-file");
     if (!token) {
         return token.error();
     }
     const bool service_user = runs_as(o) == RunsAs::service_user;
-    Plan plan;
+    InstallPlan plan;
     UnitInputs in = unit_inputs(o, account);
     plan.unit_pending = service_user && pool.runtime == "podman" && !in.uid;
     if (plan.unit_pending) {
@@ -485,7 +485,7 @@ Status prepare_account(const InstallOptions& o, const PoolTable& pool, const std
 // What install would do, in the report, with nothing done (--dry-run): each file as planned, the
 // service's user, its subordinate ids and dirs when missing, and the systemctl calls.
 void describe_install(const InstallOptions& o, const PoolTable& pool, const std::optional<Account>& account,
-                      const Plan& plan, ServiceReport& report) {
+                      const InstallPlan& plan, ServiceReport& report) {
     report.dry_run = true;
     bool unit_changed = false;
     bool replaced = false;

@@ -7,27 +7,6 @@
 
 namespace gpupool::worker {
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-        reset();
-        m_fd = other.release();
-    }
-    return *this;
-}
-
-int UniqueFd::release() {
-    int fd = m_fd;
-    m_fd = -1;
-    return fd;
-}
-
-void UniqueFd::reset() {
-    if (m_fd >= 0) {
-        ::close(m_fd);
-        m_fd = -1;
-    }
-}
-
 Result<UniqueFd> open_log(const std::filesystem::path& path, OpenLog mode) {
     int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
     if (mode == OpenLog::truncate_then_append) {

@@ -1,33 +1,18 @@
 // Small POSIX helpers the runtimes share for the children they start: the log file a job's output
 // is appended to, and hygiene inside a freshly forked child. Internal to worker/runtime.
 //
-// UniqueFd owns one file descriptor and closes it when it goes away (move-only, not thread-safe).
 // Failures are Errors with code io that name the file and the system's reason.
 #pragma once
 
 #include "core/util/result.hpp"
+#include "core/util/tree_fd.hpp"
 
 #include <filesystem>
 
 namespace gpupool::worker {
 
-class UniqueFd {
-public:
-    UniqueFd() = default;
-    explicit UniqueFd(int fd) : m_fd(fd) {}
-    ~UniqueFd() { reset(); }
-    UniqueFd(UniqueFd&& other) noexcept : m_fd(other.release()) {}
-    UniqueFd& operator=(UniqueFd&& other) noexcept;
-    UniqueFd(const UniqueFd&) = delete;
-    UniqueFd& operator=(const UniqueFd&) = delete;
-
-    int get() const { return m_fd; }
-    int release();
-    void reset();
-
-private:
-    int m_fd = -1;
-};
+// The one owned-descriptor type (core/util/tree_fd.hpp).
+using util::UniqueFd;
 
 enum class OpenLog { append, truncate_then_append };
 

@@ -4,7 +4,8 @@
 #   make deps       install the Debian packages (idempotent; skipped when all are present)
 #   make test       deps + configure + build + the whole test suite (ctest)
 #   make test SANITIZE=address,undefined   the same in a sanitizer build (build-san/)
-#   make demo       run a real sweep end to end on the embedded default (builds only build/gpupool)
+#   make demo       run a real sweep end to end on the embedded default (builds only the gpupool
+#                   binary: build/gpupool when `make` built it before, else build-demo/gpupool, -O1)
 #   make static     one fully static, stripped executable: dist/gpupool-VERSION-linux-ARCH (build-static/;
 #                   curl and libarchive from Debian's source packages, cached in .cache/static-deps/)
 #   make test-static   make static, then its checks (ctest -L static: tests/static/static_checks.sh)
@@ -25,6 +26,8 @@ FUZZ_SEED ?= 0
 STATIC_BUILD ?= build-static
 STATIC_DEPS_CACHE ?= .cache/static-deps
 CTEST_ARGS ?=
+DEMO_BUILD ?= build-demo
+DEMO_FLAGS ?= -O1
 
 .PHONY: all deps containers configure build test demo static test-static fuzz bench fmt clean
 
@@ -56,13 +59,19 @@ test: deps containers
 	GPUPOOL_TEST_DOCKER_HOST=unix:///run/gpupool-ci/docker.sock \
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
-# Only what the demo runs: the gpupool binary, not the test suite.
+# What the demo needs and nothing else: the gpupool binary. Where `make` or `make test` built one
+# already, that build is brought up to date and runs the demo; otherwise $(DEMO_BUILD) compiles it
+# the quickest way that runs it (DEMO_FLAGS, no debug info, no test suite; bench/README.md).
 demo:
 	@.ci/install-deps .ci/packages-build.txt
-	@$(MAKE) --no-print-directory configure
-	@.ci/build-estimate gpupool $(BUILD) $(JOBS)
-	cmake --build $(BUILD) -j$(JOBS) --target gpupool
-	@.ci/demo $(BUILD)/gpupool
+	@if [ -x $(BUILD)/gpupool ]; then \
+	  $(MAKE) --no-print-directory configure && b=$(BUILD) && what=gpupool; \
+	else \
+	  cmake -S . -B $(DEMO_BUILD) -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=$(DEMO_FLAGS)" \
+	    -DGPUPOOL_BUILD_TESTS=OFF -DGPUPOOL_WERROR=$(WERROR) > /dev/null && b=$(DEMO_BUILD) && what=demo; \
+	fi && .ci/build-estimate $$what $$b $(JOBS) && \
+	echo "cmake --build $$b -j$(JOBS) --target gpupool" && cmake --build $$b -j$(JOBS) --target gpupool && \
+	.ci/demo $$b/gpupool
 
 # -O2 as the normal build, without -g (the shipped file is stripped; no 190 MB link). The dependency
 # prefixes come from .ci/build-static-deps (cached); the link's post-build step strips into dist/.
@@ -116,4 +125,4 @@ fmt:
 	find cmd core worker tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
 
 clean:
-	rm -rf build build-san $(FUZZ_BUILD) $(STATIC_BUILD) dist
+	rm -rf build build-san $(DEMO_BUILD) $(FUZZ_BUILD) $(STATIC_BUILD) dist

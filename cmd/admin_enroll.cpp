@@ -98,8 +98,9 @@ JoinCommand join_command(const json& dist, const std::string& url, const std::st
     const std::string insecure_wget = ca_served ? " --no-check-certificate" : "";
     std::string cmd = "d=$(mktemp -d) && { curl -fsSL" + insecure_curl + " -o " + f + " " + u +
                       "/dist/install.sh || wget -q" + insecure_wget + " -O " + f + " " + u +
-                      "/dist/install.sh; } && { [ \"$(sha256sum " + f + " | cut -d' ' -f1)\" = " +
-                      script["sha256"].get<std::string>() + " ] || { echo 'install.sh does not match its pinned " +
+                      "/dist/install.sh; } && { [ \"$(sha256sum " + f +
+                      " | cut -d' ' -f1)\" = " + script["sha256"].get<std::string>() +
+                      " ] || { echo 'install.sh does not match its pinned " +
                       "SHA-256: not run' >&2; false; }; } && sh " + f + " --url " + u + " --binary " +
                       (*binary)["name"].get<std::string>() + " --sha256 " + (*binary)["sha256"].get<std::string>();
     if (ca_served) {

@@ -2,15 +2,14 @@
 
 #include "core/util/sha256.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace gpupool::coordinator {
 
@@ -20,7 +19,9 @@ bool version_char(char c) {
     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '+' || c == '~' || c == '_';
 }
 
-bool arch_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+bool arch_char(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+}
 
 // O_NONBLOCK: a FIFO planted under a served name must not block the opener (it is refused below).
 constexpr int k_open_flags = O_RDONLY | O_NONBLOCK;

@@ -24,14 +24,13 @@
 #include "core/util/result.hpp"
 #include "core/util/tree_fd.hpp"
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
 #include <vector>
 
 namespace gpupool::coordinator {

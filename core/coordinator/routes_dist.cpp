@@ -27,7 +27,9 @@ net::Response text(std::string body, std::string content_type) {
     return r;
 }
 
-net::Response not_served(std::string_view why) { return net::json_error(404, "not_found", why); }
+net::Response not_served(std::string_view why) {
+    return net::json_error(404, "not_found", why);
+}
 
 net::Response dist_file(const std::shared_ptr<const DistFiles>& dist, const std::string& name) {
     if (!dist) {

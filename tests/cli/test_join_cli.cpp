@@ -14,8 +14,6 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <sys/utsname.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,6 +22,7 @@
 #include <iostream>
 #include <regex>
 #include <sstream>
+#include <sys/utsname.h>
 #include <thread>
 
 using namespace gpupool;
@@ -34,8 +33,8 @@ using json = nlohmann::json;
 namespace {
 
 // The programs the command and the script may start, each behind a shim that logs its argv.
-const std::vector<std::string> k_programs{"curl", "wget", "sha256sum", "cut", "mktemp", "mkdir", "cp", "chmod",
-                                          "mv", "rm", "id", "nohup", "cat", "stty", "uname", "grep"};
+const std::vector<std::string> k_programs{"curl", "wget", "sha256sum", "cut",   "mktemp", "mkdir", "cp",    "chmod",
+                                          "mv",   "rm",   "id",        "nohup", "cat",    "stty",  "uname", "grep"};
 
 struct Pool {
     test::TempDir dir;
@@ -107,8 +106,8 @@ fs::path make_shims(const fs::path& dir, const fs::path& log) {
         if (real.empty()) {
             continue; // wget, say: the script uses curl then
         }
-        test::write_file(dir / name, "#!/bin/sh\nprintf '%s\\n' \"" + name + " $*\" >> '" + log.string() +
-                                         "'\nexec '" + real.string() + "' \"$@\"\n");
+        test::write_file(dir / name, "#!/bin/sh\nprintf '%s\\n' \"" + name + " $*\" >> '" + log.string() + "'\nexec '" +
+                                         real.string() + "' \"$@\"\n");
         fs::permissions(dir / name, fs::perms::owner_all);
     }
     return dir;
@@ -151,7 +150,7 @@ ScriptRun run_command(const std::string& command, const fs::path& home, const fs
     e.erase("GPUPOOL_TOKEN_FILE");
     bp::ipstream out;
     bp::ipstream err;
-    bp::child c("/bin/sh", bp::args = {"-c", command}, e, bp::std_in < token_file.string(), bp::std_out > out,
+    bp::child c("/bin/sh", bp::args = {"-c", command}, e, bp::std_in<token_file.string(), bp::std_out> out,
                 bp::std_err > err);
     std::string o((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
     std::string r((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
@@ -227,9 +226,8 @@ TEST_CASE("join: the command enroll prints takes an empty machine to a worker th
     job.resources.cpu_milli = 100;
     job.resources.memory_mib = 64;
     job.resources.max_runtime_s = 120;
-    const json body = {{"source", "join.toml"},
-                       {"max_parallel", 0},
-                       {"jobs", json::parse(recipe::to_json(std::vector{job}).dump())}};
+    const json body = {
+        {"source", "join.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(std::vector{job}).dump())}};
     auto submitted = m.request("POST", "/v1/jobs", body.dump());
     REQUIRE(submitted);
     INFO(submitted->body);
@@ -282,15 +280,16 @@ TEST_CASE("join: a wrong pinned SHA-256 stops the command before anything is ins
     REQUIRE(at != std::string::npos);
     wrong_script.replace(at + 4, 64, zeros);
     const std::vector<Case> cases{
-        {"the binary's pin", std::regex_replace(e.command, binary_pin, "--sha256 " + zeros), "does not match the SHA-256"},
+        {"the binary's pin", std::regex_replace(e.command, binary_pin, "--sha256 " + zeros),
+         "does not match the SHA-256"},
         {"the script's pin", wrong_script, "install.sh does not match its pinned SHA-256"},
     };
     for (const auto& c : cases) {
         INFO(c.what);
         const fs::path home = p.dir.path() / (std::string("home-") + (c.what[4] == 'b' ? "b" : "s"));
         fs::create_directories(home);
-        const ScriptRun run = run_command(c.command + " " + in_home(home) + " --runtime process --unsafe-process-runtime",
-                                          home, token_file, shims);
+        const ScriptRun run = run_command(
+            c.command + " " + in_home(home) + " --runtime process --unsafe-process-runtime", home, token_file, shims);
         INFO("stderr: " << run.err);
         CHECK(run.exit_code != 0);
         CHECK_THAT(run.err, Catch::Contains(c.says));

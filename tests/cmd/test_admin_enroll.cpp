@@ -32,7 +32,8 @@ TEST_CASE("admin enroll: the command pins the script, the binary for this machin
     CHECK(j.note.empty());
     CHECK_THAT(j.command, Catch::Contains("'https://pool.example.org:7443'/dist/install.sh"));
     CHECK_THAT(j.command, Catch::Contains("= " + k_a + " ]"));
-    CHECK_THAT(j.command, Catch::EndsWith("--binary gpupool-0.1.0-linux-x86_64 --sha256 " + k_b + " --ca-sha256 " + k_c));
+    CHECK_THAT(j.command,
+               Catch::EndsWith("--binary gpupool-0.1.0-linux-x86_64 --sha256 " + k_b + " --ca-sha256 " + k_c));
     CHECK_THAT(j.command, Catch::Contains("curl -fsSLk") && Catch::Contains("wget -q --no-check-certificate"));
     // Without a CA of its own the downloads verify the certificate as usual.
     auto plain = join_command(served({{{"name", "gpupool-0.1.0-linux-x86_64"}, {"sha256", k_b}}}),

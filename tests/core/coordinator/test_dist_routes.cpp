@@ -7,9 +7,8 @@
 #include "tests/core/coordinator/service_fixture.hpp"
 #include "tests/core/net/net_support.hpp"
 
-#include <catch2/catch.hpp>
-
 #include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <random>
@@ -47,7 +46,7 @@ struct DistDir {
         test::write_file(dir / "ca.pem", ca);
         test::write_file(dir / "notes.txt", "not a served name");
         fs::create_symlink(root.path() / "secret.txt", dir / "gpupool-0.1.0-linux-aarch64"); // a link: not served
-        fs::create_directories(dir / "gpupool-0.2.0-linux-x86_64");                      // a folder: not served
+        fs::create_directories(dir / "gpupool-0.2.0-linux-x86_64");                          // a folder: not served
     }
 };
 
@@ -111,7 +110,8 @@ TEST_CASE("dist: the static files, SHA256SUMS, the install script and /v1/dist, 
 TEST_CASE("dist: hostile paths, links, other names and HEAD get nothing from outside the served files",
           "[dist][security]") {
     DistDir d;
-    Server s(30'000, std::int64_t{64} << 20, 60'000, [&](coordinator::ServiceOptions& o) { o.dist = open_dist(d.dir); });
+    Server s(30'000, std::int64_t{64} << 20, 60'000,
+             [&](coordinator::ServiceOptions& o) { o.dist = open_dist(d.dir); });
     boost::asio::io_context ioc;
     const std::vector<std::string> targets{
         "/dist/../secret.txt",
@@ -122,10 +122,10 @@ TEST_CASE("dist: hostile paths, links, other names and HEAD get nothing from out
         "/dist/%2e%2e",
         "/dist/.",
         "/dist/./gpupool-0.1.0-linux-x86_64/",
-        "/dist/gpupool-0.1.0-linux-aarch64",          // a link in the folder
-        "/dist/gpupool-0.2.0-linux-x86_64",           // a folder
+        "/dist/gpupool-0.1.0-linux-aarch64", // a link in the folder
+        "/dist/gpupool-0.2.0-linux-x86_64",  // a folder
         "/dist/gpupool-0.2.0-linux-x86_64%2F..%2F..%2Fsecret.txt",
-        "/dist/notes.txt",                            // not a served name
+        "/dist/notes.txt", // not a served name
         "/dist/gpupool-0.1.0-linux-x86_64%00",
         "/dist/gpupool-0.1.0-linux-x86_64/..",
         "/dist/",
@@ -193,8 +193,8 @@ TEST_CASE("dist: the served names are gpupool-VERSION-linux-ARCH and ca.pem, not
     }
     for (const char* bad : {"", ".", "..", "gpupool", "gpupool--linux-x86_64", "gpupool-0.1.0-linux-",
                             "gpupool-0.1.0-linux-x86/64", "gpupool-../x-linux-x86_64", "gpupool-0.1.0-linux-x86_64.sig",
-                            "gpupool-0.1.0-linux-x86-64", "SHA256SUMS", "install.sh", "CA.pem", "gpupool-0.1.0-darwin-arm64",
-                            "gpupool-0.1.0-linux-x86_64\n", "gpupool-v1-linux-x86_64"}) {
+                            "gpupool-0.1.0-linux-x86-64", "SHA256SUMS", "install.sh", "CA.pem",
+                            "gpupool-0.1.0-darwin-arm64", "gpupool-0.1.0-linux-x86_64\n", "gpupool-v1-linux-x86_64"}) {
         INFO(bad);
         CHECK_FALSE(DistFiles::is_dist_name(bad));
     }

@@ -1,4 +1,5 @@
 #include "cmd/admin.hpp"
+#include "cmd/admin_enroll.hpp"
 #include "cmd/migrate.hpp"
 
 #include "cmd/cli_app.hpp"
@@ -8,7 +9,10 @@
 #include "core/net/url.hpp"
 #include "core/credits/money.hpp"
 #include "core/resources/quantity.hpp"
+#include "core/util/sha256.hpp"
 #include "core/util/strings.hpp"
+
+#include <sys/utsname.h>
 
 #include <chrono>
 #include <cstdio>
@@ -259,11 +263,50 @@ int run_token_revoke(const AdminOptions& o) {
                       [](const json& r) { std::cout << "revoked token " << r["revoked"] << '\n'; });
 }
 
+// The token, then the one command its owner runs (admin_enroll.hpp), or the line that says how to
+// have one: on stderr, so that stdout stays the token alone (--json: both in the one document).
 int run_enroll(const AdminOptions& o) {
-    return admin_call(o, "POST", "/v1/admin/tokens",
-                      {{"role", "enroll"}, {"team", o.team}, {"label", o.label.empty() ? "enrollment" : o.label},
-                       {"uses", o.uses}},
-                      print_token);
+    auto api = connect(o.global);
+    if (!api || !require_admin(o.global, *api, command_of(o.action))) {
+        return k_exit_failed;
+    }
+    auto t = api->post("/v1/admin/tokens", json{{"role", "enroll"},
+                                                {"team", o.team},
+                                                {"label", o.label.empty() ? "enrollment" : o.label},
+                                                {"uses", o.uses}});
+    if (!t) {
+        report_error(o.global, t.error());
+        return k_exit_failed;
+    }
+    auto dist = api->get("/v1/dist"); // an older coordinator has none: no command
+    auto cfg = config::load_client_config(overrides(o.global));
+    std::string ca_sha;
+    if (cfg && !cfg->ca_cert.empty()) {
+        if (auto h = util::sha256_file_hex(cfg->ca_cert)) {
+            ca_sha = *h;
+        }
+    }
+    struct utsname machine {};
+    ::uname(&machine);
+    const JoinCommand join =
+        join_command(dist ? *dist : json(), cfg ? cfg->url : std::string(), ca_sha, machine.machine);
+    if (o.global.json) {
+        json out = *t;
+        out["install_command"] = join.command.empty() ? json() : json(join.command);
+        out["install_note"] = join.note;
+        std::cout << out.dump(2) << '\n';
+        return k_exit_ok;
+    }
+    print_token(*t);
+    if (!join.command.empty()) {
+        std::cerr << "On the GPU machine, the owner runs this one command (it asks for the token above; add "
+                     "--token-file FILE to read it from a file, --runtime docker to choose the engine):\n"
+                  << join.command << std::endl;
+    }
+    if (!join.note.empty()) {
+        std::cerr << join.note << std::endl;
+    }
+    return k_exit_ok;
 }
 
 // Each worker's owner terms as its last heartbeat said them (api::describe_terms), one line each;

@@ -127,6 +127,29 @@ Result<std::int64_t> duration_or_zero_s(const std::string& text, const char* fla
     return *parsed;
 }
 
+// --dist DIR: the files handed out to GPU owners, read and hashed once, now (dist.hpp).
+Status dist_options(const CoordinatorCmdOptions& o, coordinator::ServiceOptions& so) {
+    if (o.dist.empty()) {
+        return {};
+    }
+    std::vector<std::string> warnings;
+    auto dist = coordinator::DistFiles::open(std::filesystem::absolute(o.dist), warnings);
+    if (!dist) {
+        return dist.error();
+    }
+    for (const auto& w : warnings) {
+        spdlog::warn("{}", w);
+    }
+    std::string names;
+    for (const auto& f : (*dist)->files()) {
+        names += (names.empty() ? "" : ", ") + f.name;
+    }
+    spdlog::info("--dist {}: serving {} to GPU owners at /dist/ (with SHA256SUMS and install.sh)", o.dist,
+                 names.empty() ? "no file (none is named gpupool-VERSION-linux-ARCH)" : names);
+    so.dist = std::move(*dist);
+    return {};
+}
+
 // The service's options from the command line's (every error here is a usage error).
 Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions& o) {
     auto listen = parse_listen(o.listen);
@@ -216,6 +239,9 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
         return st.error();
     }
     if (auto st = standby_options(o, so); !st) {
+        return st.error();
+    }
+    if (auto st = dist_options(o, so); !st) {
         return st.error();
     }
     return so;
@@ -442,6 +468,10 @@ void register_coordinator(Cli& cli) {
         ->capture_default_str();
     sub->add_option("--tls-cert", o->tls_cert, "PEM certificate: serve HTTPS");
     sub->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert (both are read again on SIGHUP)");
+    sub->add_option("--dist", o->dist,
+                    "Hand out the static gpupool files found in DIR (gpupool-VERSION-linux-ARCH, from make static; "
+                    "and ca.pem, the pool's CA) to GPU owners, without a token, at /dist/ with SHA256SUMS and an "
+                    "install script: `admin enroll` then prints the one command an owner runs (docs/static.md)");
     sub->add_option("--admin-token-file", o->admin_token_file,
                     "A new pool's first admin token goes to this file (0600) instead of stdout (for a service whose "
                     "output goes to a journal)");

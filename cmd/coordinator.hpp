@@ -42,6 +42,7 @@ struct CoordinatorCmdOptions {
     std::string admin_token_file; // a new pool's admin token goes here (0600), not to stdout
     std::string metrics_token_file; // GET /metrics also takes the secret in this file
     std::string metrics_listen;     // HOST:PORT on loopback: GET /metrics without a token
+    std::string dist;               // a folder of static gpupool files handed out to owners (/dist/)
     std::string db_password_file;   // PostgreSQL: the password, one line (never in the URL)
     std::string advertise;          // this coordinator's URL for clients (default: from --listen)
     std::string takeover_after = "6s"; // a standby takes over this long after the active one stops

@@ -211,6 +211,7 @@ net::Router ServiceState::routes() {
     add_credit_routes(*this, r);
     add_metrics_routes(*this, r);
     add_dashboard_routes(*this, r);
+    add_dist_routes(*this, r);
     return r;
 }
 

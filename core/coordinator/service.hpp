@@ -18,6 +18,7 @@
 
 #include "core/coordinator/clock.hpp"
 #include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/dist.hpp"
 #include "core/net/http_server.hpp"
 #include "core/store/store.hpp"
 
@@ -46,6 +47,10 @@ struct ServiceOptions {
     // serves nothing else (`gpupool coordinator --metrics-listen` keeps that one on loopback).
     std::string metrics_token_sha256{};
     std::optional<net::ServerOptions> metrics_listener{};
+    // The files handed out to GPU owners without a token (`coordinator --dist DIR`; dist.hpp): the
+    // static gpupool files, their SHA256SUMS, the install script, GET /v1/dist. Null: the routes
+    // answer 404 and /v1/dist says how to turn them on.
+    std::shared_ptr<const DistFiles> dist{};
     // Several coordinators on one shared store (PostgreSQL; store::Store::shared): the one holding the
     // pool's lease serves, the others stand by and take over once it stops renewing.
     struct Standby {

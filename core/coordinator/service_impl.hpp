@@ -231,6 +231,9 @@ net::Router metrics_listener_routes(ServiceState& s);
 // The read-only web dashboard: its page and files (no token: they hold no data), and the pool's
 // utilisation samples it charts (GET /v1/pool/samples, members and admins).
 void add_dashboard_routes(ServiceState& s, net::Router& r);
+// The files for GPU owners (no token: routes_dist.cpp, dist.hpp): GET /dist/{name}, /dist/SHA256SUMS,
+// /dist/install.sh and their description, GET /v1/dist.
+void add_dist_routes(ServiceState& s, net::Router& r);
 
 // ---- requests and responses (service_json.cpp) --------------------------------------------------
 

@@ -10,7 +10,10 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <exception>
 #include <limits>
 #include <optional>
@@ -513,13 +516,18 @@ private:
         m_keep_after_write = keep;
 
         m_response.emplace();
-        if (response.body_file) {
-            // The body is a file, sent as it is read (a backup of the whole pool).
+        if (response.body_file || response.body_fd) {
+            // The body is a file, sent as it is read (a backup of the whole pool, a --dist file).
             http::file_body::value_type file;
             error_code ec;
-            file.open(response.body_file->path().c_str(), beast::file_mode::scan, ec);
+            if (response.body_fd) {
+                open_duplicate(*response.body_fd, file, ec);
+            } else {
+                file.open(response.body_file->path().c_str(), beast::file_mode::scan, ec);
+            }
             if (!ec) {
                 m_file_hold = std::move(response.body_file);
+                response.body_fd.reset();
                 response.body.clear();
                 fill_beast_response(std::move(response), m_version, keep, *m_response);
                 m_file_response.emplace(std::move(m_response->base()), std::move(file));
@@ -534,6 +542,18 @@ private:
         fill_beast_response(std::move(response), m_version, keep, *m_response);
         m_serializer.emplace(*m_response);
         write_some();
+    }
+
+    // A file body reading its own duplicate of `fd` (the Response's descriptor stays the caller's).
+    static void open_duplicate(const util::UniqueFd& fd, http::file_body::value_type& body, error_code& ec) {
+        const int dup = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0);
+        if (dup < 0) {
+            ec.assign(errno, boost::system::system_category());
+            return;
+        }
+        beast::file f;
+        f.native_handle(dup); // owned (closed) by the file body from here on
+        body.reset(std::move(f), ec);
     }
 
     void write_some() {

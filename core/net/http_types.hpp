@@ -18,6 +18,7 @@
 #pragma once
 
 #include "core/util/files.hpp"
+#include "core/util/tree_fd.hpp"
 #include "core/util/thread_safety.hpp"
 
 #include <cstdint>
@@ -125,6 +126,11 @@ struct Response {
     // Server side: when set, the body is this file's bytes instead (sent as read, never whole in
     // memory); the file is removed when the last holder lets go, after it was sent.
     std::shared_ptr<const util::TempFile> body_file{};
+    // Server side: when set, the body is the bytes of the file open behind this descriptor, from its
+    // start (sent as read; the server reads a duplicate of it, so one descriptor may serve one
+    // response only while it lives). For files opened without following links (the coordinator's
+    // --dist files).
+    std::shared_ptr<const util::UniqueFd> body_fd{};
     Headers headers; // extra headers; the server sets Content-Length, Connection and Date itself
 };
 

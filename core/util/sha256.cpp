@@ -2,6 +2,11 @@
 
 #include <openssl/evp.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <array>
 #include <fstream>
 #include <memory>
@@ -45,6 +50,33 @@ Result<std::string> sha256_file_hex(const std::filesystem::path& file) {
     }
     if (in.bad()) {
         return make_error(ErrorCode::io, "cannot read " + file.string());
+    }
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx.get(), digest.data(), &len);
+    return to_hex(digest.data(), len);
+}
+
+Result<std::string> sha256_fd_hex(int fd) {
+    std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+        return make_error(ErrorCode::internal, "cannot set up SHA-256");
+    }
+    std::vector<char> buf(std::size_t{1} << 20);
+    off_t at = 0;
+    for (;;) {
+        const ssize_t n = ::pread(fd, buf.data(), buf.size(), at);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return make_error(ErrorCode::io, std::string("cannot read a file to hash: ") + std::strerror(errno));
+        }
+        if (n == 0) {
+            break;
+        }
+        EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<std::size_t>(n));
+        at += n;
     }
     std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
     unsigned int len = 0;

@@ -13,6 +13,9 @@ namespace gpupool::util {
 std::string sha256_hex(std::string_view data);
 // The SHA-256 (hex) of a file's contents, read a megabyte at a time; an io Error when it cannot be read.
 Result<std::string> sha256_file_hex(const std::filesystem::path& file);
+// The same of the file behind `fd`, read with pread from offset 0 (the descriptor's offset is not
+// moved): for a file opened without following links (util::open_beneath).
+Result<std::string> sha256_fd_hex(int fd);
 // Lowercase hex of `size` bytes.
 std::string to_hex(const unsigned char* data, std::size_t size);
 

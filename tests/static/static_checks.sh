@@ -13,6 +13,9 @@
 #             (--runtime process --unsafe-process-runtime; it reaches the coordinator by the name
 #             `localhost`, so c-ares resolves it), a two-job sweep with an input file submitted from the
 #             host; then its logs, its outputs, each job's state, and the worker's drain on SIGTERM.
+#   join      the owner's first minute: the coordinator (static, on the host, HTTPS with a throw-away
+#             CA) hands out the static file (--dist); the command `admin enroll` prints runs inside
+#             busybox (wget, sha256sum) from nothing to a worker that ran a job, the token in no argv.
 #   run       `gpupool run` of the demo recipe (recipes/hello-sweep/recipe.toml, what `make demo` runs) on
 #             the host: six jobs succeed and each brings back its greeting.
 #
@@ -114,9 +117,10 @@ make_certs() {
     -extfile "$tmp/san.ext" -out "$tmp/cert.pem" 2> /dev/null
 }
 
+# start_coordinator [EXTRA FLAG...]
 start_coordinator() {
   "$bin" coordinator --listen 127.0.0.1:0 --db "$tmp/pool.db" --port-file "$tmp/port" --tick-ms 50 \
-    --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" > "$tmp/coordinator.out" 2> "$tmp/coordinator.err" &
+    --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" "$@" > "$tmp/coordinator.out" 2> "$tmp/coordinator.err" &
   local i
   for i in $(seq 1 200); do
     [ -s "$tmp/port" ] && break
@@ -198,6 +202,75 @@ n=$n pid1=/gpupool" ] || fail "static-$n's output: $(cat "$tmp/results/static-$n
   ok "worker --share in busybox over HTTPS by name: 2 jobs succeeded, logs and outputs back, drained on SIGTERM"
 }
 
+# The owner's first minute (issue 45), as tests/cli/test_join_cli.cpp runs it on the host: the
+# static file handed out by the static coordinator (--dist, with the throw-away CA as ca.pem), the
+# command `admin enroll` prints run inside busybox (sh, wget, sha256sum; no gpupool, no curl, no C
+# library), from nothing to a worker that ran a job; the token from a file, in no process's argv.
+check_join() {
+  need_podman
+  command -v jq > /dev/null || fail "jq is missing (.ci/packages-static.txt)"
+  make_certs
+  mkdir -p "$tmp/dist"
+  cp "$bin" "$tmp/dist/$(basename "$bin")"
+  cp "$tmp/ca.pem" "$tmp/dist/ca.pem"
+  local started url admin command joiner out rc job state took
+  started=$(date +%s.%N)
+  start_coordinator --dist "$tmp/dist"
+  url=https://localhost:$(cat "$tmp/port")
+  admin=$(grep -o 'gpp_[0-9a-f]\{64\}' "$tmp/coordinator.out" | head -1)
+  [ -n "$admin" ] || fail "no admin token in the coordinator's output"
+  printf '%s' "$admin" > "$tmp/admin.token"
+  g() { "$bin" --url "$url" --ca-cert "$tmp/ca.pem" "$@"; }
+  g --token-file "$tmp/admin.token" admin team create owners > /dev/null
+  g --token-file "$tmp/admin.token" admin team create fellows > /dev/null
+  g --token-file "$tmp/admin.token" admin grant fellows 100 > /dev/null
+  g --token-file "$tmp/admin.token" admin token create --team fellows --label alice > "$tmp/member.token" 2> /dev/null
+  g --token-file "$tmp/admin.token" admin enroll owners > "$tmp/enroll.token" 2> "$tmp/enroll.err" ||
+    fail "admin enroll exited $?: $(cat "$tmp/enroll.err")"
+  command=$(grep '^d=\$(mktemp -d)' "$tmp/enroll.err" || true)
+  [ -n "$command" ] || fail "admin enroll printed no install command: $(cat "$tmp/enroll.err")"
+  expect_in "$command" "--binary $(basename "$bin") --sha256 " "the install command"
+  expect_in "$command" "--ca-sha256 " "the install command"
+  [[ $command != *"$(cat "$tmp/enroll.token")"* ]] || fail "the install command holds the token"
+
+  joiner=gpupool-static-join-$$
+  containers+=("$joiner")
+  # Nothing of gpupool's in the container but the token's file: the command fetches the rest.
+  podman run -d --name "$joiner" --network host --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 \
+    -e HOME=/home/owner -v "$tmp/enroll.token:/enroll.token:ro" "$image" \
+    sh -c "mkdir -p /home/owner && $command --token-file /enroll.token --runtime process --unsafe-process-runtime \
+      --foreground --name busybox-joined -- --heartbeat-ms 300 --poll-wait-ms 1000 --cpus-milli 2000 --memory-mib 1024" \
+    > /dev/null
+  printf '%s\n' 'format = 1' 'name = "joined"' 'image = "localhost/gpupool/busybox:latest"' \
+    'command = "echo joined-and-ran"' '[resources]' 'cpus = 0.1' 'memory = "32MiB"' 'max_runtime = "1m"' \
+    > "$tmp/join.toml"
+  out=$(g --token-file "$tmp/member.token" --json submit "$tmp/join.toml" 2> "$tmp/submit.err") ||
+    fail "submit exited $?: $(cat "$tmp/submit.err")"
+  job=$(jq -r '.jobs[0]' <<< "$out")
+  rc=0
+  timeout 180 "$bin" --url "$url" --ca-cert "$tmp/ca.pem" --token-file "$tmp/member.token" wait "$job" \
+    > "$tmp/wait.out" 2>&1 || rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "--- the container's output:" >&2
+    podman logs "$joiner" 2>&1 | tail -40 >&2
+    fail "wait $job exited $rc: $(cat "$tmp/wait.out")"
+  fi
+  took=$(awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+  out=$(g --token-file "$tmp/member.token" --json jobs)
+  state=$(jq -r --argjson id "$job" '.jobs[] | select(.id == $id) | .state' <<< "$out")
+  [ "$state" = succeeded ] || fail "the job's state: $state ($out)"
+  out=$(g --token-file "$tmp/member.token" logs "$job" 2>&1) || fail "logs exited $?: $out"
+  expect_in "$out" "joined-and-ran" "the job's log"
+  out=$(podman logs "$joiner" 2>&1)
+  expect_in "$out" "starting the worker in the foreground" "the install script's output"
+  # The token in no process's argv inside the container (the worker is still running there).
+  out=$(podman exec "$joiner" sh -c 'for f in /proc/[0-9]*/cmdline; do tr "\0" " " < "$f"; echo; done')
+  [[ $out != *"$(cat "$tmp/enroll.token")"* ]] || fail "the token is in a process's argv: $out"
+  expect_in "$out" "worker --share" "the container's processes"
+  podman stop -t 20 "$joiner" > /dev/null
+  ok "join: the printed command in busybox (wget, sha256sum), from nothing to a job run, in $took s"
+}
+
 check_run() {
   local out rc=0 f greeting n
   # From a copy of the recipe, in a scratch directory: outputs land in ./gpupool-out/.
@@ -216,6 +289,6 @@ check_run() {
 }
 
 case $check in
-  artifact | busybox | share | run) "check_$check" ;;
-  *) fail "unknown check '$check' (artifact, busybox, share, run)" ;;
+  artifact | busybox | share | join | run) "check_$check" ;;
+  *) fail "unknown check '$check' (artifact, busybox, share, join, run)" ;;
 esac

@@ -13,9 +13,10 @@
 #             (--runtime process --unsafe-process-runtime; it reaches the coordinator by the name
 #             `localhost`, so c-ares resolves it), a two-job sweep with an input file submitted from the
 #             host; then its logs, its outputs, each job's state, and the worker's drain on SIGTERM.
-#   join      the owner's first minute: the coordinator (static, on the host, HTTPS with a throw-away
-#             CA) hands out the static file (--dist); the command `admin enroll` prints runs inside
-#             busybox (wget, sha256sum) from nothing to a worker that ran a job, the token in no argv.
+#   join      the owner's first minute: the coordinator (static, on the host, plain HTTP: busybox's
+#             wget cannot do TLS with it) hands out the static file (--dist); the command `admin
+#             enroll` prints runs inside busybox (wget, sha256sum) from nothing to a worker that ran a
+#             job, the token in no argv.
 #   run       `gpupool run` of the demo recipe (recipes/hello-sweep/recipe.toml, what `make demo` runs) on
 #             the host: six jobs succeed and each brings back its greeting.
 #
@@ -117,10 +118,12 @@ make_certs() {
     -extfile "$tmp/san.ext" -out "$tmp/cert.pem" 2> /dev/null
 }
 
-# start_coordinator [EXTRA FLAG...]
+# start_coordinator [EXTRA FLAG...]: over HTTPS with make_certs' certificate; PLAIN=1: over HTTP.
 start_coordinator() {
+  local tls=(--tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem")
+  [ "${PLAIN:-0}" = 1 ] && tls=()
   "$bin" coordinator --listen 127.0.0.1:0 --db "$tmp/pool.db" --port-file "$tmp/port" --tick-ms 50 \
-    --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" "$@" > "$tmp/coordinator.out" 2> "$tmp/coordinator.err" &
+    "${tls[@]}" "$@" > "$tmp/coordinator.out" 2> "$tmp/coordinator.err" &
   local i
   for i in $(seq 1 200); do
     [ -s "$tmp/port" ] && break
@@ -203,24 +206,25 @@ n=$n pid1=/gpupool" ] || fail "static-$n's output: $(cat "$tmp/results/static-$n
 }
 
 # The owner's first minute (issue 45), as tests/cli/test_join_cli.cpp runs it on the host: the
-# static file handed out by the static coordinator (--dist, with the throw-away CA as ca.pem), the
-# command `admin enroll` prints run inside busybox (sh, wget, sha256sum; no gpupool, no curl, no C
-# library), from nothing to a worker that ran a job; the token from a file, in no process's argv.
+# static file handed out by the static coordinator (--dist), the command `admin enroll` prints run
+# inside busybox (sh, wget, sha256sum; no gpupool, no curl, no C library), from nothing to a worker
+# that ran a job; the token from a file, in no process's argv. Over plain HTTP on loopback: busybox's
+# wget speaks TLS only with SHA-1 handshake signatures, which OpenSSL 3 servers refuse (docs/static.md);
+# the pinned SHA-256s carry the files' integrity either way, and the host test runs it over HTTPS
+# with curl.
 check_join() {
   need_podman
   command -v jq > /dev/null || fail "jq is missing (.ci/packages-static.txt)"
-  make_certs
   mkdir -p "$tmp/dist"
   cp "$bin" "$tmp/dist/$(basename "$bin")"
-  cp "$tmp/ca.pem" "$tmp/dist/ca.pem"
   local started url admin command joiner out rc job state took
   started=$(date +%s.%N)
-  start_coordinator --dist "$tmp/dist"
-  url=https://localhost:$(cat "$tmp/port")
+  PLAIN=1 start_coordinator --dist "$tmp/dist"
+  url=http://localhost:$(cat "$tmp/port")
   admin=$(grep -o 'gpp_[0-9a-f]\{64\}' "$tmp/coordinator.out" | head -1)
   [ -n "$admin" ] || fail "no admin token in the coordinator's output"
   printf '%s' "$admin" > "$tmp/admin.token"
-  g() { "$bin" --url "$url" --ca-cert "$tmp/ca.pem" "$@"; }
+  g() { "$bin" --url "$url" "$@"; }
   g --token-file "$tmp/admin.token" admin team create owners > /dev/null
   g --token-file "$tmp/admin.token" admin team create fellows > /dev/null
   g --token-file "$tmp/admin.token" admin grant fellows 100 > /dev/null
@@ -230,7 +234,7 @@ check_join() {
   command=$(grep '^d=\$(mktemp -d)' "$tmp/enroll.err" || true)
   [ -n "$command" ] || fail "admin enroll printed no install command: $(cat "$tmp/enroll.err")"
   expect_in "$command" "--binary $(basename "$bin") --sha256 " "the install command"
-  expect_in "$command" "--ca-sha256 " "the install command"
+  expect_in "$(cat "$tmp/enroll.err")" "plain HTTP" "admin enroll's caution"
   [[ $command != *"$(cat "$tmp/enroll.token")"* ]] || fail "the install command holds the token"
 
   joiner=gpupool-static-join-$$
@@ -248,7 +252,7 @@ check_join() {
     fail "submit exited $?: $(cat "$tmp/submit.err")"
   job=$(jq -r '.jobs[0]' <<< "$out")
   rc=0
-  timeout 180 "$bin" --url "$url" --ca-cert "$tmp/ca.pem" --token-file "$tmp/member.token" wait "$job" \
+  timeout 180 "$bin" --url "$url" --token-file "$tmp/member.token" wait "$job" \
     > "$tmp/wait.out" 2>&1 || rc=$?
   if [ "$rc" != 0 ]; then
     echo "--- the container's output:" >&2
@@ -268,7 +272,7 @@ check_join() {
   [[ $out != *"$(cat "$tmp/enroll.token")"* ]] || fail "the token is in a process's argv: $out"
   expect_in "$out" "worker --share" "the container's processes"
   podman stop -t 20 "$joiner" > /dev/null
-  ok "join: the printed command in busybox (wget, sha256sum), from nothing to a job run, in $took s"
+  ok "join: the printed command in busybox (wget, sha256sum, plain HTTP), from nothing to a job run, in $took s"
 }
 
 check_run() {

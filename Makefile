@@ -61,14 +61,16 @@ test: deps containers
 
 # What the demo needs and nothing else: the gpupool binary. Where `make` or `make test` built one
 # already, that build is brought up to date and runs the demo; otherwise $(DEMO_BUILD) compiles it
-# the quickest way that runs it (DEMO_FLAGS, no debug info, no test suite; bench/README.md).
+# the quickest way that runs it (DEMO_FLAGS, no debug info, unity batches of 24, no test suite;
+# bench/README.md, "Build times").
 demo:
 	@.ci/install-deps .ci/packages-build.txt
 	@if [ -x $(BUILD)/gpupool ]; then \
 	  $(MAKE) --no-print-directory configure && b=$(BUILD) && what=gpupool; \
 	else \
 	  cmake -S . -B $(DEMO_BUILD) -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=$(DEMO_FLAGS)" \
-	    -DGPUPOOL_BUILD_TESTS=OFF -DGPUPOOL_WERROR=$(WERROR) > /dev/null && b=$(DEMO_BUILD) && what=demo; \
+	    -DGPUPOOL_UNITY_BATCH=24 -DGPUPOOL_BUILD_TESTS=OFF -DGPUPOOL_WERROR=$(WERROR) > /dev/null && \
+	    b=$(DEMO_BUILD) && what=demo; \
 	fi && .ci/build-estimate $$what $$b $(JOBS) && \
 	echo "cmake --build $$b -j$(JOBS) --target gpupool" && cmake --build $$b -j$(JOBS) --target gpupool && \
 	.ci/demo $$b/gpupool

@@ -21,9 +21,10 @@ inline nlohmann::json ok_json(const CliResult& r) {
     return nlohmann::json::parse(r.out);
 }
 
-// A one-job sweep running `script` with sh in the busybox test image (0.1 CPU, 64 MiB); its job id.
-inline std::int64_t submit_shell(const std::string& url, const std::string& member, const std::string& name,
-                                 const std::string& script, std::int64_t max_runtime_s = 120) {
+// A one-job sweep running `script` with sh in the busybox test image (0.1 CPU, 64 MiB), submitted
+// through `c` (a member's client, plain or TLS); its job id.
+inline std::int64_t submit_shell(net::HttpClient& c, const std::string& name, const std::string& script,
+                                 std::int64_t max_runtime_s = 120) {
     recipe::JobSpec s;
     s.name = name;
     s.image = "localhost/gpupool/busybox:latest";
@@ -32,7 +33,6 @@ inline std::int64_t submit_shell(const std::string& url, const std::string& memb
     s.resources.cpu_milli = 100;
     s.resources.memory_mib = 64;
     s.resources.max_runtime_s = max_runtime_s;
-    auto c = http_client(url, member);
     const nlohmann::json body = {{"source", "t.toml"},
                                  {"max_parallel", 0},
                                  {"jobs", nlohmann::json::parse(recipe::to_json(std::vector{s}).dump())}};
@@ -41,6 +41,13 @@ inline std::int64_t submit_shell(const std::string& url, const std::string& memb
     INFO(r->body);
     REQUIRE(r->status == 201);
     return nlohmann::json::parse(r->body)["jobs"][0].get<std::int64_t>();
+}
+
+// The same over plain HTTP to `url` with the member's token.
+inline std::int64_t submit_shell(const std::string& url, const std::string& member, const std::string& name,
+                                 const std::string& script, std::int64_t max_runtime_s = 120) {
+    auto c = http_client(url, member);
+    return submit_shell(c, name, script, max_runtime_s);
 }
 
 } // namespace gpupool::test

@@ -5,7 +5,7 @@
 // the command starts goes through a PATH of logging shims and /proc is watched while it runs: the
 // token is in no process's argv. A wrong pinned SHA-256 stops it before anything is installed.
 #include "core/net/http_client.hpp"
-#include "core/recipe/recipe_json.hpp"
+#include "tests/cli/cli_calls.hpp"
 #include "tests/cli/processes.hpp"
 #include "tests/core/net/net_support.hpp"
 #include "tests/support.hpp"
@@ -218,21 +218,7 @@ TEST_CASE("join: the command enroll prints takes an empty machine to a worker th
 
     // A job for the member's team, to the new worker.
     auto m = p.client(p.member);
-    recipe::JobSpec job;
-    job.name = "first-job";
-    job.image = "localhost/gpupool/busybox:latest";
-    job.command = {"echo joined-and-ran"};
-    job.shell = true;
-    job.resources.cpu_milli = 100;
-    job.resources.memory_mib = 64;
-    job.resources.max_runtime_s = 120;
-    const json body = {
-        {"source", "join.toml"}, {"max_parallel", 0}, {"jobs", json::parse(recipe::to_json(std::vector{job}).dump())}};
-    auto submitted = m.request("POST", "/v1/jobs", body.dump());
-    REQUIRE(submitted);
-    INFO(submitted->body);
-    REQUIRE(submitted->status == 201);
-    const auto id = json::parse(submitted->body)["jobs"][0].get<std::int64_t>();
+    const auto id = test::submit_shell(m, "first-job", "echo joined-and-ran");
     std::string state;
     REQUIRE(test::eventually(
         [&] {

@@ -61,7 +61,7 @@ Status Coordinator::set_budget(const Principal& who, const std::string& team, st
 }
 
 std::optional<std::int64_t> Coordinator::team_caps_room(TeamId team, std::int64_t now) const {
-    const TeamRecord& t = m_teams.at(team);
+    const TeamRecord& t = m_tokens.teams().at(team);
     if (!t.budget_day_micro && !t.budget_week_micro) {
         return std::nullopt;
     }
@@ -74,41 +74,11 @@ std::int64_t Coordinator::budget_room(TeamId team, std::int64_t now) const {
     return std::min(balance, team_caps_room(team, now).value_or(k_unlimited));
 }
 
-Result<const TokenRecord*> Coordinator::member_token(TeamId team, const std::string& member) const {
-    const bool by_id = !member.empty() && std::all_of(member.begin(), member.end(), [](char ch) {
-        return ch >= '0' && ch <= '9';
-    }) && member.size() < 19;
-    std::vector<const TokenRecord*> found;
-    for (const auto& [hash, t] : m_tokens) {
-        if (t.role != Role::member || t.team != team || t.revoked_at) {
-            continue;
-        }
-        if ((by_id && t.id == TokenId(std::stoll(member))) || (!by_id && t.label == member)) {
-            found.push_back(&t);
-        }
-    }
-    const std::string team_name = m_teams.at(team).name;
-    if (found.empty()) {
-        return make_error(ErrorCode::not_found,
-                          "team `" + team_name + "` has no live member token " +
-                              (by_id ? member : "labelled `" + member + "`") +
-                              " (see `gpupool admin token list --team " + team_name + "`)",
-                          "member");
-    }
-    if (found.size() > 1) {
-        return make_error(ErrorCode::invalid_input,
-                          std::to_string(found.size()) + " member tokens of team `" + team_name + "` are labelled `" +
-                              member + "`: name one by its id (see `gpupool admin token list --team " + team_name + "`)",
-                          "member");
-    }
-    return found.front();
-}
-
 Result<MemberBudget> Coordinator::change_budget(const Principal& who, const BudgetChange& change) {
     if (who.role != Role::admin) {
         return denied("only admins set budgets");
     }
-    auto id = team_named(change.team);
+    auto id = m_tokens.team_named(change.team);
     if (!id) {
         return id.error();
     }
@@ -120,7 +90,7 @@ Result<MemberBudget> Coordinator::change_budget(const Principal& who, const Budg
     Changes c;
     const std::int64_t now = m_clock.now_ms();
     if (change.member.empty()) {
-        TeamRecord t = m_teams.at(*id);
+        TeamRecord t = m_tokens.teams().at(*id);
         t.budget_day_micro = applied(change.day, t.budget_day_micro);
         t.budget_week_micro = applied(change.week, t.budget_week_micro);
         c.teams.push_back(t);
@@ -137,7 +107,7 @@ Result<MemberBudget> Coordinator::change_budget(const Principal& who, const Budg
         out.held_micro = m_ledger.held_by_team(id->value());
         return out;
     }
-    auto token = member_token(*id, change.member);
+    auto token = m_tokens.member_token(*id, change.member);
     if (!token) {
         return token.error();
     }
@@ -178,7 +148,7 @@ MemberBudget Coordinator::member_budget(const TokenRecord& token, std::int64_t n
 }
 
 std::optional<std::int64_t> Coordinator::member_room(TokenId token_id, std::int64_t now) const {
-    const TokenRecord* t = token_by_id(token_id);
+    const TokenRecord* t = m_tokens.token(token_id);
     if (t == nullptr || (!t->budget_day_micro && !t->budget_week_micro)) {
         return std::nullopt;
     }
@@ -188,7 +158,7 @@ std::optional<std::int64_t> Coordinator::member_room(TokenId token_id, std::int6
 
 std::string Coordinator::member_can_hold(TokenId token_id, std::int64_t left, std::int64_t placing,
                                          std::int64_t now) const {
-    const TokenRecord* t = token_by_id(token_id);
+    const TokenRecord* t = m_tokens.token(token_id);
     if (t == nullptr) {
         return {};
     }

@@ -18,32 +18,9 @@ using namespace gpupool::store;
 
 using namespace gpupool::coordinator::detail;
 
-namespace {
-
-// A worker's GPUs go into the scheduler's fixed arrays (fragmentation.hpp): the wire's cap must fit.
-static_assert(api::k_max_gpus == sched::k_max_gpus_per_worker, "api::k_max_gpus is the scheduler's cap");
-
-// The worker's inventory as the scheduler reads it (GPUs with their models, CPU, RAM, slots).
-void set_inventory(Coordinator::LiveWorker& live, api::Inventory inventory, bool whole_gpu_only_unenforced) {
-    live.gpus.clear();
-    live.gpu_models.clear();
-    for (const auto& g : inventory.gpus) {
-        sched::Gpu gpu;
-        gpu.memory_mib = g.memory_mib;
-        gpu.fractional_ok = !(whole_gpu_only_unenforced && g.memory_enforcement == "none");
-        live.gpus.push_back(gpu);
-        live.gpu_models.push_back(g.model);
-    }
-    live.cpu_milli = inventory.cpu_milli;
-    live.memory_mib = inventory.memory_mib;
-    live.slots = inventory.slots;
-    live.inventory = std::move(inventory);
-}
-
-} // namespace
-
 Coordinator::Coordinator(Store& store, const Clock& clock, CoordinatorOptions options)
     : m_store(store), m_clock(clock), m_options(std::move(options)),
+      m_roster({m_options.worker_timeout_ms, m_options.whole_gpu_only_unenforced}, m_options.credits.rates),
       m_pool(m_options.worker_timeout_ms), m_usage(m_options.policy.ordering.half_life_s) {}
 
 void Coordinator::record_usage(const AttemptRecord& a) {
@@ -107,7 +84,7 @@ Status Coordinator::commit(Changes& changes) {
         m_counters.count_ended(a);
         if (m_events != nullptr) {
             const std::int64_t ran = a.started_at ? *a.ended_at - *a.started_at : 0;
-            m_events->attempt_ended(team_name(m_jobs.at(a.job).team), *outcome_of(a), ran);
+            m_events->attempt_ended(m_tokens.team_name(m_jobs.at(a.job).team), *outcome_of(a), ran);
         }
     }
     if (m_events != nullptr) {
@@ -130,11 +107,11 @@ void Coordinator::note_pass_inputs(const Changes& changes) {
         return old == m_attempts.end() || old->second.state != a.state;
     };
     const auto worker_changed = [&](const WorkerRecord& w) {
-        auto old = m_workers.find(w.id);
-        if (old == m_workers.end()) {
+        const LiveWorker* old = m_roster.find(w.id);
+        if (old == nullptr) {
             return true;
         }
-        WorkerRecord seen = old->second.record;
+        WorkerRecord seen = old->record;
         seen.last_seen_at = w.last_seen_at;
         return !(seen == w);
     };
@@ -146,36 +123,8 @@ void Coordinator::note_pass_inputs(const Changes& changes) {
 
 void Coordinator::absorb(const Changes& changes) {
     note_pass_inputs(changes);
-    for (const auto& t : changes.teams) {
-        m_teams[t.id] = t;
-    }
-    if (!changes.teams.empty()) {
-        // A new team may be one an owner's terms name (they name teams, the scheduler compares ids).
-        for (auto& [id, live] : m_workers) {
-            if (live.terms && !live.terms->teams.empty()) {
-                set_terms(live, live.terms);
-                m_pool.set_worker(id, live);
-            }
-        }
-    }
-    for (const auto& t : changes.tokens) {
-        m_tokens[t.hash] = t;
-        m_token_hash_by_id[t.id] = t.hash;
-    }
-    for (const auto& w : changes.workers) {
-        auto [at, fresh] = m_workers.try_emplace(w.id);
-        auto& live = at->second;
-        if (!fresh) {
-            count_gpu_kinds(live, -1);
-        }
-        live.record = w;
-        // Validated when it arrived; a row that no longer reads (edited by hand) offers nothing.
-        auto inv = api::inventory_from_text(w.inventory_json);
-        set_inventory(live, inv ? std::move(*inv) : api::Inventory{}, m_options.whole_gpu_only_unenforced);
-        live.model_mismatch = model_mismatch_of(live.inventory);
-        live.unconfirmed = w.last_seen_at < m_restored_at_ms;
-        count_gpu_kinds(live, +1);
-    }
+    m_tokens.absorb(changes);
+    const std::vector<WorkerId> workers_changed = m_roster.absorb(changes, m_tokens);
     for (const auto& sw : changes.sweeps) {
         m_sweeps[sw.id] = sw;
         if (!sw.idempotency_key.empty()) {
@@ -246,8 +195,8 @@ void Coordinator::absorb(const Changes& changes) {
     }
     // The scheduler's view, in an order that finds what each change refers to: workers, then
     // attempts on them, then jobs (a job re-queued by preemption reads its ended attempt).
-    for (const auto& w : changes.workers) {
-        m_pool.set_worker(w.id, m_workers.at(w.id));
+    for (WorkerId id : workers_changed) {
+        m_pool.set_worker(id, m_roster.at(id));
     }
     for (const auto& a : changes.attempts) {
         m_pool.set_attempt(m_attempts.at(a.id), m_jobs.at(a.job), times_preempted(a.job));
@@ -271,7 +220,7 @@ Status Coordinator::start() {
     if (!restored) {
         return restored.error();
     }
-    m_restored_at_ms = restored->empty() ? 0 : restored->front().at_ms;
+    m_roster.set_restored_at(restored->empty() ? 0 : restored->front().at_ms);
     // The ledger first: rebuild every balance from the rows and compare with the cached ones.
     for (const auto& e : snap->ledger) {
         if (auto why = m_ledger.check(e)) {
@@ -321,6 +270,28 @@ Status Coordinator::start() {
         }
     }
     return renewed.attempts.empty() ? Status{} : commit(renewed);
+}
+
+std::optional<std::string> Coordinator::drift() {
+    auto snap = m_store.load();
+    if (!snap) {
+        return "the store could not be read: " + snap.error().message;
+    }
+    TokenBook tokens;
+    tokens.absorb(*snap);
+    if (auto d = m_tokens.first_difference(tokens)) {
+        return "token book: " + *d;
+    }
+    WorkerRoster roster(m_roster.options(), m_roster.rates());
+    roster.set_restored_at(m_roster.restored_at());
+    roster.absorb(*snap, tokens);
+    if (auto d = m_roster.first_difference(roster)) {
+        return "worker roster: " + *d;
+    }
+    if (auto d = pool_view_drift()) {
+        return "pool view: " + *d;
+    }
+    return std::nullopt;
 }
 
 // ---- time ---------------------------------------------------------------------------------------
@@ -408,14 +379,15 @@ std::string Coordinator::shown_reason(const JobRecord& j) const {
     }
     if (j.state == JobState::assigned) {
         if (auto latest = m_latest_attempt.find(j.id); latest != m_latest_attempt.end()) {
-            if (auto f = m_fetching.find(latest->second); f != m_fetching.end()) {
+            const AttemptRecord& a = m_attempts.at(latest->second);
+            if (const api::FetchProgress* f = m_roster.fetching(a.worker, a.id); f != nullptr) {
                 const auto gb = [](std::int64_t bytes) {
                     char buf[32];
                     std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / 1e9);
                     return std::string(buf);
                 };
-                return "fetching weights (" + gb(f->second.done_bytes) + " of " +
-                       (f->second.total_bytes > 0 ? gb(f->second.total_bytes) : std::string("?")) + " GB)";
+                return "fetching weights (" + gb(f->done_bytes) + " of " +
+                       (f->total_bytes > 0 ? gb(f->total_bytes) : std::string("?")) + " GB)";
             }
         }
     }

@@ -41,7 +41,9 @@
 #include "core/coordinator/metrics.hpp"
 #include "core/coordinator/overview.hpp"
 #include "core/coordinator/pool_view.hpp"
+#include "core/coordinator/token_book.hpp"
 #include "core/coordinator/worker_earnings.hpp"
+#include "core/coordinator/worker_roster.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/credits/ledger.hpp"
 #include "core/recipe/recipe.hpp"
@@ -87,7 +89,6 @@ struct UploadedFile {
 inline constexpr std::int64_t k_max_enroll_uses = 10'000;
 inline constexpr std::int64_t k_log_head_bytes = std::int64_t{1} << 20; // kept from a capped log's start
 inline constexpr std::size_t k_max_jobs_per_submission = 10'000; // a sweep's cap, checked here too
-inline constexpr std::size_t k_max_label_chars = 200;
 
 // SQLite keeps a blob under 1e9 bytes; inputs stay below that.
 inline constexpr std::size_t k_max_input_archive_bytes = 950'000'000;
@@ -123,21 +124,6 @@ struct CoordinatorOptions {
     // Recipe repositories (as clients name them: recipe::Origin::repo) whose runs count for every
     // team in recipe_history; any other repository's runs count for the team that ran them alone.
     std::vector<std::string> public_recipe_repos{};
-};
-
-// Who is asking, resolved from a bearer token.
-struct Principal {
-    Role role = Role::member;
-    std::optional<TeamId> team;
-    std::optional<WorkerId> worker;
-    TokenId token_id{};
-};
-
-struct IssuedToken {
-    TokenId id{};
-    std::string secret; // shown once
-    Role role = Role::member;
-    std::optional<TeamId> team;
 };
 
 // A submission and its answer: the wire types (core/api/submit.hpp), taken as they are.
@@ -306,7 +292,10 @@ public:
 
     // ---- auth ----
     Result<Principal> authenticate(std::string_view bearer_secret) const;
-    bool has_admin() const;
+    // The teams and tokens (token_book.hpp): names, labels, last uses.
+    const TokenBook& tokens() const { return m_tokens; }
+    // The workers (worker_roster.hpp): records, inventories, what their heartbeats said.
+    const WorkerRoster& roster() const { return m_roster; }
     // Creates the first admin token; refused once an admin exists.
     Result<IssuedToken> init_admin();
     // Creates another admin token whatever exists (the recovery for a lost one; only reachable by
@@ -330,17 +319,15 @@ public:
     Status revoke_token(const Principal& who, TokenId token_id);
     // Admin: tokens (their secrets are never stored), oldest first; `team` narrows to one team's.
     Result<std::vector<store::TokenRecord>> list_tokens(const Principal& who, const std::optional<std::string>& team) const;
-    // When a token last authenticated a request since this coordinator started (not durable).
-    std::optional<std::int64_t> last_used(TokenId token_id) const;
     Result<std::vector<store::WorkerRecord>> list_workers(const Principal& who) const;
     // How a worker is now: "banned", "drained" (by an admin), "offline" (no heartbeat within the
     // worker timeout, or none since the pool was restored from a backup), "draining" (the worker is shutting down), "paused" (by its owner),
     // "off-hours" (outside its owner's sharing hours), "reclaimed" (its owner uses its GPUs) or "online".
-    std::string presence(WorkerId worker) const;
+    std::string presence(WorkerId worker) const { return m_roster.presence(worker, m_clock.now_ms()); }
     // Whether the pool was restored from a backup (a `pool.restore` audit record) after the worker's
     // last heartbeat: its attempts in the backup may have ended or moved since; until it reports in it
     // is offline and its attempts are unconfirmed (api::AttemptView::unconfirmed).
-    bool unconfirmed(WorkerId worker) const { return m_workers.at(worker).unconfirmed; }
+    bool unconfirmed(WorkerId worker) const { return m_roster.at(worker).unconfirmed; }
     // What the worker's owner said in its last heartbeat: whether it shares, until when, its terms.
     struct OwnerSays {
         api::SharingState sharing = api::SharingState::sharing;
@@ -351,12 +338,9 @@ public:
     // Its GPUs whose declared memory clearly is not that of the catalog model they read as
     // ("GPU 0 `H100-80GB` with 24GiB (the catalog's H100-80GB has 80GiB)"): they are priced at
     // that model's rate all the same. Empty when none. Kept with its inventory (not durable).
-    const std::string& model_mismatch(WorkerId worker) const;
-    std::string team_name(TeamId team) const;
+    const std::string& model_mismatch(WorkerId worker) const { return m_roster.at(worker).model_mismatch; }
     // Who submitted the job: the label of the token it came with ("token N" for an unlabelled one).
     std::string submitter_of(JobId job) const;
-    // A token's label, or "token N" for an unlabelled (or unknown) one.
-    std::string token_name(TokenId token_id) const;
     Status set_worker_state(const Principal& who, WorkerId worker, store::WorkerState state);
     // Admin: bans the worker (as set_worker_state) and, with `void_since`, voids every result it
     // reported for attempts that ended at or after that time (lost attempts reported nothing): each
@@ -372,7 +356,7 @@ public:
                               bool with_siblings = false);
     // The other workers registered with the enrollment token `worker` registered with, by id (none
     // for a worker registered before tokens were recorded).
-    std::vector<WorkerId> enrolled_with(WorkerId worker) const;
+    std::vector<WorkerId> enrolled_with(WorkerId worker) const { return m_roster.enrolled_with(worker); }
 
     // ---- researchers ----
     Result<SubmitResult> submit(const Principal& who, SubmitRequest request);
@@ -542,6 +526,10 @@ public:
     // Tests: how the scheduler's view, kept up to date change by change, differs from one built
     // from every record now; nullopt when they are the same.
     std::optional<std::string> pool_view_drift();
+    // Tests: the first way a component kept change by change (the TokenBook, the WorkerRoster) differs
+    // from one rebuilt from the store's records now, or the scheduler's view from one fed from
+    // scratch (pool_view_drift); nullopt when none does. Reads the whole store: tests only.
+    std::optional<std::string> drift();
 
 private:
 
@@ -566,13 +554,13 @@ private:
     void audit(std::optional<TokenId> actor, std::string action, std::string target, std::string detail_json,
                store::Changes& changes) const;
     Result<IssuedToken> issue_admin(const std::string& label, const std::string& action);
+    // A new token (its id from the block, its record staged in `changes`: token_book.hpp).
+    Result<IssuedToken> issue(Role role, std::optional<TeamId> team, std::optional<WorkerId> worker,
+                              const std::string& label, store::Changes& changes);
     OverviewJob overview_job(const store::JobRecord& job) const;
-    const store::TokenRecord* token_by_id(TokenId id) const;
     // Log bytes kept for the job's attempts (0: no cap), and how many of them from the start.
     std::int64_t log_cap(const recipe::JobSpec& spec) const;
     static std::int64_t log_head_bytes(std::int64_t cap);
-    std::vector<std::string> inventory_warnings(const api::Inventory& inventory) const;
-    std::string model_mismatch_of(const api::Inventory& inventory) const; // model_mismatch()'s words
     const std::vector<AttemptId>& attempt_ids_of(JobId job) const; // ascending; empty if none
     void absorb(const store::Changes& changes);
     void record_usage(const store::AttemptRecord& attempt);
@@ -593,14 +581,11 @@ private:
     Status stage_start(const Principal& who, AttemptId id, store::Changes& changes);
     // A worker's report that `id` ended, checked and added to `changes` (complete_attempt(s)).
     Status stage_end(const Principal& who, AttemptId id, const api::Completion& done, store::Changes& changes);
-    // Keeps what a worker's heartbeat says of its downloads (its assigned attempts only).
-    void note_fetching(WorkerId worker, const std::vector<api::FetchProgress>& fetching);
     // Ends `attempt` and moves its job on (queued again, or terminal). Appends to `changes`.
     // Settles its escrow in the same changes: charged unless `chargeable` is false (and never for
     // a lost attempt).
     void end_attempt(store::AttemptRecord& attempt, store::AttemptState state, std::optional<std::int64_t> exit_code,
                      const std::string& reason, store::Changes& changes, bool chargeable = true);
-    Result<TeamId> team_named(const std::string& name) const;
     std::int64_t next_entry_id(const store::Changes& changes) const;
     // What the team may still hold now: its balance and, under budgets, what they leave.
     std::int64_t budget_room(TeamId team, std::int64_t now) const;
@@ -612,7 +597,6 @@ private:
     // "member `alice` can hold 0.5 credits now (budget 2/day, 1.5 spent or held)"; `placing`: what
     // the member's jobs placed in this pass hold on top of the stored holds.
     std::string member_can_hold(TokenId token_id, std::int64_t left, std::int64_t placing, std::int64_t now) const;
-    Result<const store::TokenRecord*> member_token(TeamId team, const std::string& member) const;
     // Attempts of the job's current run (since its latest retry) that used up one of its
     // retry.max_attempts: all but the preempted and the voided ones.
     std::int64_t used_attempts(const store::JobRecord& job) const;
@@ -624,9 +608,6 @@ private:
     // worker the admin named, when this one is its sibling).
     void stage_ban(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
                    std::optional<WorkerId> named, Voided& out, store::Changes& changes);
-    // Adds (sign +1) or takes back (-1) a worker's GPUs in m_gpu_kinds, and its CPUs and memory in
-    // m_worker_cpus / m_worker_memory; a banned worker has none.
-    void count_gpu_kinds(const LiveWorker& worker, int sign);
     // Median runtime in seconds of the team's past successful runs of recipe `source`, and how many.
     std::pair<std::int64_t, std::int64_t> history(TeamId team, const std::string& source) const;
     void expire_grants(store::Changes& changes);
@@ -665,26 +646,17 @@ private:
     std::string team_can_hold(TeamId team, std::int64_t left, std::int64_t now) const;
     std::string credit_wait_reason(const sched::WaitingJob& waiting, std::int64_t now) const;
     std::string no_worker_reason(std::int64_t now) const;
-    // Sets the owner's terms on `live`, resolving team names to ids (a name no team has is dropped).
-    void set_terms(LiveWorker& live, std::optional<api::OwnerTerms> terms) const;
-    Result<IssuedToken> issue(Role role, std::optional<TeamId> team, std::optional<WorkerId> worker,
-                              const std::string& label, store::Changes& changes);
 
     store::Store& m_store;
     const Clock& m_clock;
     CoordinatorOptions m_options;
 
-    std::map<TeamId, store::TeamRecord> m_teams;
-    std::unordered_map<std::string, store::TokenRecord> m_tokens; // by hash
-    std::unordered_map<TokenId, std::string> m_token_hash_by_id;
-    mutable std::unordered_map<TokenId, std::int64_t> m_token_last_used; // id -> ms (memory only)
-    std::map<WorkerId, LiveWorker> m_workers;
+    TokenBook m_tokens;    // teams and tokens
+    WorkerRoster m_roster; // workers
     std::map<SweepId, store::SweepRecord> m_sweeps;
     std::map<std::pair<TeamId, std::string>, SweepId> m_sweep_by_key; // (team, idempotency key) -> sweep
     std::map<JobId, store::JobRecord> m_jobs;
     std::map<AttemptId, store::AttemptRecord> m_attempts;
-    // Assigned attempts whose worker is downloading their model weights (from heartbeats; not durable).
-    std::map<AttemptId, api::FetchProgress> m_fetching;
     std::map<JobId, AttemptId> m_latest_attempt;
     // Indexes that keep the hot paths (scheduling passes, polls, heartbeats, lease expiry) in
     // proportion to the live work rather than to the pool's whole history; kept by absorb().
@@ -696,18 +668,6 @@ private:
     std::set<JobId> m_queued_jobs;
     std::map<WorkerId, std::set<AttemptId>> m_assigned_by_worker; // assigned, not yet started: polls
     std::set<std::pair<std::int64_t, JobId>> m_ended_jobs; // (finished_at, id): the overview's "ended lately"
-    // The GPU kinds of the workers that are not banned, (model, memory) -> the catalog's rate per
-    // GPU-hour and how many such GPUs: what an estimate's price depends on (a few kinds, however many
-    // workers). Kept by absorb(), worker by worker (count_gpu_kinds).
-    struct GpuKindCount {
-        credits::Micro rate = 0;
-        std::int64_t gpus = 0;
-    };
-    std::map<std::pair<std::string, std::int64_t>, GpuKindCount> m_gpu_kinds;
-    // How many workers that are not banned have each CPU amount (milli) and memory size (MiB): the
-    // largest worker, for infeasible_reason() at every submission, without walking the fleet.
-    std::map<std::int64_t, std::int64_t> m_worker_cpus;
-    std::map<std::int64_t, std::int64_t> m_worker_memory;
     // Seconds of every successful attempt by (team, recipe source): history() (estimates at submit).
     std::map<std::pair<TeamId, std::string>, std::vector<std::int64_t>> m_runtimes_by_source;
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)
@@ -731,7 +691,6 @@ private:
     bool m_track_ended = false;
     std::vector<JobId> m_newly_ended; // see take_ended_jobs()
     bool m_pass_dirty = true;       // see pass_due()
-    std::int64_t m_restored_at_ms = 0; // the latest `pool.restore` audit record's time (0: never restored)
     std::int64_t m_last_pass_ms = 0;
 };
 

@@ -73,32 +73,6 @@ std::vector<RecipeHistory> Coordinator::recipe_history(const Principal& who,
     return out;
 }
 
-void Coordinator::count_gpu_kinds(const LiveWorker& w, int sign) {
-    if (w.record.state == WorkerState::banned) {
-        return;
-    }
-    for (auto [counts, amount] : {std::pair{&m_worker_cpus, w.cpu_milli}, std::pair{&m_worker_memory, w.memory_mib}}) {
-        if (sign > 0) {
-            ++(*counts)[amount];
-        } else if (auto it = counts->find(amount); it != counts->end() && --it->second == 0) {
-            counts->erase(it);
-        }
-    }
-    for (std::size_t g = 0; g < w.gpus.size(); ++g) {
-        const std::string& model = g < w.gpu_models.size() ? w.gpu_models[g] : std::string();
-        const std::pair<std::string, std::int64_t> kind{model, w.gpus[g].memory_mib};
-        if (sign > 0) {
-            auto [it, fresh] = m_gpu_kinds.try_emplace(kind);
-            if (fresh) {
-                it->second.rate = m_options.credits.rates.gpu_rate(model);
-            }
-            ++it->second.gpus;
-        } else if (auto it = m_gpu_kinds.find(kind); it != m_gpu_kinds.end() && --it->second.gpus == 0) {
-            m_gpu_kinds.erase(it);
-        }
-    }
-}
-
 Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const {
     Estimate est;
     est.enforced = m_options.credits.enforce;
@@ -113,7 +87,7 @@ Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const
         }
         // The priciest GPU in the pool the job may land on; the catalog default in an empty pool.
         bool seen = false;
-        for (const auto& [kind, count] : m_gpu_kinds) {
+        for (const auto& [kind, count] : m_roster.gpu_kinds()) {
             const auto& [model, memory_mib] = kind;
             const bool model_ok = r.gpu_models.empty() ||
                                   std::find(r.gpu_models.begin(), r.gpu_models.end(), model) != r.gpu_models.end();
@@ -163,7 +137,7 @@ Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& 
         if (!team) {
             return invalid("admins estimate for a team: set `team`", "team");
         }
-        auto t = team_named(*team);
+        auto t = m_tokens.team_named(*team);
         if (!t) {
             return t.error();
         }
@@ -183,7 +157,7 @@ Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& 
         }
     }
     Estimate est = estimate_for(id, source, jobs);
-    for (const auto& [worker, live] : m_workers) {
+    for (const auto& [worker, live] : m_roster.workers()) {
         if (live.record.state != WorkerState::banned) {
             ++est.workers_joined;
             est.workers_online += presence(worker) == "online" ? 1 : 0;
@@ -238,7 +212,7 @@ Result<GrantRecord> Coordinator::grant(const Principal& who, const std::string& 
     if (who.role != Role::admin) {
         return denied("only admins grant credits");
     }
-    auto id = team_named(team);
+    auto id = m_tokens.team_named(team);
     if (!id) {
         return id.error();
     }
@@ -278,7 +252,7 @@ Result<credits::Entry> Coordinator::adjust(const Principal& who, const std::stri
     if (who.role != Role::admin) {
         return denied("only admins adjust balances");
     }
-    auto id = team_named(team);
+    auto id = m_tokens.team_named(team);
     if (!id) {
         return id.error();
     }
@@ -313,7 +287,7 @@ Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::opt
     if ((who.role == Role::member || who.role == Role::worker) && who.team) {
         // A worker reads its owner team's credits: the owner sees its earnings with the identity
         // the machine already has (`gpupool worker status`).
-        if (team && *team != m_teams.at(*who.team).name) {
+        if (team && *team != m_tokens.teams().at(*who.team).name) {
             return denied("members and workers see their own team's credits");
         }
         id = *who.team;
@@ -321,7 +295,7 @@ Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::opt
         if (!team) {
             return invalid("admins name the team: set `team`", "team");
         }
-        auto t = team_named(*team);
+        auto t = m_tokens.team_named(*team);
         if (!t) {
             return t.error();
         }
@@ -330,7 +304,7 @@ Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::opt
         return denied("only team members, their workers and admins read credits");
     }
     const std::int64_t now = m_clock.now_ms();
-    const TeamRecord& t = m_teams.at(id);
+    const TeamRecord& t = m_tokens.teams().at(id);
     CreditsView v;
     v.team = id;
     v.name = t.name;
@@ -341,14 +315,11 @@ Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::opt
     v.budget_week_micro = t.budget_week_micro;
     v.spent_day_micro = m_ledger.spent_since(id.value(), now - k_day_ms);
     v.spent_week_micro = m_ledger.spent_since(id.value(), now - k_week_ms);
-    for (const auto& [hash, tok] : m_tokens) {
-        if (tok.team == id && tok.role == Role::member && !tok.revoked_at &&
-            (tok.budget_day_micro || tok.budget_week_micro)) {
-            v.members.push_back(member_budget(tok, now));
+    for (const TokenRecord* tok : m_tokens.members_of(id)) { // oldest first
+        if (tok->budget_day_micro || tok->budget_week_micro) {
+            v.members.push_back(member_budget(*tok, now));
         }
     }
-    std::sort(v.members.begin(), v.members.end(),
-              [](const MemberBudget& a, const MemberBudget& b) { return a.token_id < b.token_id; });
     const auto acc = credits::Account::of_team(id.value());
     const auto settling = credits::Account::settling_of(id.value());
     const auto& entries = m_ledger.entries();
@@ -368,7 +339,7 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
     Report r;
     r.since_ms = since_ms;
     std::map<std::int64_t, TeamReport> teams;
-    for (const auto& [id, t] : m_teams) {
+    for (const auto& [id, t] : m_tokens.teams()) {
         TeamReport tr;
         tr.team = id;
         tr.name = t.name;
@@ -402,7 +373,7 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
     }
     const std::int64_t now = m_clock.now_ms();
     std::map<WorkerId, WorkerReport> workers;
-    for (const auto& [id, w] : m_workers) {
+    for (const auto& [id, w] : m_roster.workers()) {
         workers[id] = WorkerReport{id, w.record.name, w.record.team, 0.0, 0, 0, 0, 0, 0};
     }
     for (const auto& [id, a] : m_attempts) {
@@ -469,19 +440,6 @@ std::int64_t Coordinator::next_entry_id(const Changes& changes) const {
     return m_ledger.next_id() + static_cast<std::int64_t>(changes.ledger.size());
 }
 
-Result<TeamId> Coordinator::team_named(const std::string& name) const {
-    std::vector<NamedCandidate> teams;
-    for (const auto& [id, t] : m_teams) {
-        teams.push_back({id.value(), t.name, ""});
-    }
-    auto id = resolve_name("team", name, teams, "team",
-                           "to make it: `gpupool admin team create " + name + "`; the teams: `gpupool admin team list`");
-    if (!id) {
-        return id.error();
-    }
-    return TeamId(*id);
-}
-
 std::int64_t Coordinator::used_attempts(const JobRecord& job) const {
     std::int64_t n = 0;
     for (AttemptId id : attempt_ids_of(job.id)) {
@@ -497,7 +455,7 @@ std::int64_t Coordinator::attempt_price(const recipe::JobSpec& spec, WorkerId wo
     const auto& r = spec.resources;
     std::optional<credits::PricedGpu> on;
     if (gpu_index >= 0) {
-        const LiveWorker& w = m_workers.at(worker);
+        const LiveWorker& w = m_roster.at(worker);
         const auto g = static_cast<std::size_t>(gpu_index);
         on.emplace(credits::PricedGpu{rates.gpu_rate(g < w.gpu_models.size() ? w.gpu_models[g] : std::string()),
                                       g < w.gpus.size() ? w.gpus[g].memory_mib : 0});

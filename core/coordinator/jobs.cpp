@@ -15,28 +15,27 @@ using namespace gpupool::coordinator::detail;
 
 std::optional<std::string> Coordinator::infeasible_reason(const recipe::JobSpec& spec) const {
     // Only once the pool has workers: an empty pool may still be filling up.
-    if (m_workers.empty()) {
+    if (m_roster.empty()) {
         return std::nullopt;
     }
     const auto& r = spec.resources;
     // The largest worker and GPUs among those not banned, from counts absorb() keeps: a few kinds of
     // GPU and of machine, however many workers.
-    const std::int64_t max_cpu = m_worker_cpus.empty() ? 0 : std::max<std::int64_t>(0, m_worker_cpus.rbegin()->first);
-    const std::int64_t max_mem =
-        m_worker_memory.empty() ? 0 : std::max<std::int64_t>(0, m_worker_memory.rbegin()->first);
+    const std::int64_t max_cpu = m_roster.largest_cpu_milli();
+    const std::int64_t max_mem = m_roster.largest_memory_mib();
     std::int64_t max_gpu_mem = 0;
     bool model_seen = r.gpu_models.empty();
-    for (const auto& [kind, count] : m_gpu_kinds) {
+    for (const auto& [kind, count] : m_roster.gpu_kinds()) {
         const auto& [model, memory_mib] = kind;
         if (r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(), model) != r.gpu_models.end()) {
             model_seen = true;
             max_gpu_mem = std::max(max_gpu_mem, memory_mib);
         }
     }
-    if (max_cpu == 0 && max_mem == 0 && m_gpu_kinds.empty()) {
+    if (max_cpu == 0 && max_mem == 0 && m_roster.gpu_kinds().empty()) {
         // Workers joined once but none offers anything now (banned): said as it is, not as a size
         // that no worker reaches.
-        const bool all_banned = std::all_of(m_workers.begin(), m_workers.end(),
+        const bool all_banned = std::all_of(m_roster.workers().begin(), m_roster.workers().end(),
                                             [](const auto& w) { return w.second.record.state == WorkerState::banned; });
         return std::string(k_no_worker_connected) + (all_banned ? " (every worker that joined it is banned)" : "");
     }
@@ -65,7 +64,7 @@ std::optional<std::string> Coordinator::infeasible_reason(const recipe::JobSpec&
 // by the estimate.
 Status Coordinator::check_funded(const Principal& who, TeamId team, const Estimate& est, std::size_t jobs,
                                  bool for_retry) const {
-    const std::string& name = m_teams.at(team).name;
+    const std::string& name = m_tokens.teams().at(team).name;
     const std::string verb = for_retry ? "retry" : "submit";
     const std::string what = std::string(for_retry ? "this retry (" : "this submission (") + std::to_string(jobs) +
                              (jobs == 1 ? " job" : " jobs") + ") is estimated at " +
@@ -86,7 +85,7 @@ Status Coordinator::check_funded(const Principal& who, TeamId team, const Estima
                           "credits");
     }
     if (auto mine = member_room(who.token_id, m_clock.now_ms()); mine && est.total_estimate_micro > *mine) {
-        const TokenRecord* t = token_by_id(who.token_id);
+        const TokenRecord* t = m_tokens.token(who.token_id);
         return make_error(ErrorCode::conflict,
                           what + " but your own budget (member `" + (t ? t->label : std::string()) + "`) allows " +
                               credits_text(std::max<Micro>(*mine, 0)) + " more now; ask an admin to raise it " +
@@ -108,8 +107,9 @@ Status Coordinator::check_jobs(TeamId team, const std::vector<recipe::JobSpec>& 
                 return size.error();
             }
             if (!*size) {
-                return invalid("no inputs with digest " + sha + " were uploaded for team `" + m_teams.at(team).name +
-                                   "`; upload the archive first (PUT /v1/inputs/" + sha + ")",
+                return invalid("no inputs with digest " + sha + " were uploaded for team `" +
+                                   m_tokens.teams().at(team).name + "`; upload the archive first (PUT /v1/inputs/" +
+                                   sha + ")",
                                "jobs[" + std::to_string(i) + "].inputs.archive");
             }
         }
@@ -139,7 +139,7 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
         if (!request.team) {
             return invalid("admins submit for a team: set `team`", "team");
         }
-        auto named = team_named(*request.team);
+        auto named = m_tokens.team_named(*request.team);
         if (!named) {
             return named.error();
         }
@@ -290,12 +290,7 @@ const JobRecord* Coordinator::job_of_attempt(AttemptId attempt) const {
 }
 
 std::string Coordinator::submitter_of(JobId job) const {
-    return token_name(m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token);
-}
-
-std::string Coordinator::token_name(TokenId token_id) const {
-    const TokenRecord* t = token_by_id(token_id);
-    return t != nullptr && !t->label.empty() ? t->label : "token " + std::to_string(token_id.value());
+    return m_tokens.token_name(m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token);
 }
 
 const std::vector<AttemptId>& Coordinator::attempt_ids_of(JobId id) const {
@@ -327,7 +322,7 @@ void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::o
         assert(std::none_of(changes.ledger.begin(), changes.ledger.end(),
                             [&](const credits::Entry& e) { return e.attempt == aid; }));
         const std::int64_t runtime_ms = attempt.started_at ? now - *attempt.started_at : 0;
-        const TeamId provider = m_workers.at(attempt.worker).record.team;
+        const TeamId provider = m_roster.at(attempt.worker).record.team;
         const auto s = credits::settle(m_ledger.held(aid), credits::cost_of(attempt.price_micro_per_hour, runtime_ms),
                                        chargeable && state != AttemptState::lost, m_options.credits.pool_fee_ppm,
                                        provider == job.team);
@@ -547,7 +542,7 @@ Status Coordinator::put_inputs(const Principal& who, const std::string& sha, con
         if (!team_name) {
             return invalid("admins name the team the inputs are for: ?team=NAME", "team");
         }
-        auto t = team_named(*team_name);
+        auto t = m_tokens.team_named(*team_name);
         if (!t) {
             return t.error();
         }

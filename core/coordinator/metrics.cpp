@@ -142,7 +142,7 @@ Coordinator::Noticed Coordinator::notice(const store::Changes& changes) {
             if (auto prev = m_latest_attempt.find(a.job); prev != m_latest_attempt.end()) {
                 since = m_attempts.at(prev->second).ended_at.value_or(since);
             }
-            n.placed.emplace_back(team_name(job.team), std::max<std::int64_t>(a.assigned_at - since, 0));
+            n.placed.emplace_back(m_tokens.team_name(job.team), std::max<std::int64_t>(a.assigned_at - since, 0));
         }
     }
     for (const auto& j : changes.jobs) {
@@ -163,7 +163,7 @@ PoolMetrics Coordinator::metrics() const {
 
     std::map<std::tuple<std::string, std::string, std::string>, std::size_t> job_at;
     const auto live_job = [&](const store::JobRecord& j) {
-        const std::string team = team_name(j.team);
+        const std::string team = m_tokens.team_name(j.team);
         const std::string priority = recipe::to_string(j.spec.priority);
         bump(m.live_jobs, job_at, std::tuple{std::string(store::to_string(j.state)), team, priority},
              PoolMetrics::Jobs{store::to_string(j.state), team, priority, 0});
@@ -175,7 +175,7 @@ PoolMetrics Coordinator::metrics() const {
         if (auto prev = m_latest_attempt.find(id); prev != m_latest_attempt.end()) {
             since = m_attempts.at(prev->second).ended_at.value_or(since);
         }
-        double& oldest = m.oldest_queued_s[team_name(j.team)];
+        double& oldest = m.oldest_queued_s[m_tokens.team_name(j.team)];
         oldest = std::max(oldest, static_cast<double>(m.at_ms - since) / 1000.0);
     }
     std::set<JobId> active_jobs;
@@ -187,7 +187,7 @@ PoolMetrics Coordinator::metrics() const {
     }
     for (const auto& [key, count] : m_counters.ended_jobs) {
         if (count > 0) {
-            m.ended_jobs.push_back({store::to_string(key.second), team_name(TeamId{key.first}), "", count});
+            m.ended_jobs.push_back({store::to_string(key.second), m_tokens.team_name(TeamId{key.first}), "", count});
         }
     }
 
@@ -204,7 +204,7 @@ PoolMetrics Coordinator::metrics() const {
     std::map<std::pair<std::string, std::string>, std::size_t> worker_at;
     std::map<std::pair<std::string, std::string>, std::size_t> gpu_at;
     std::map<std::string, PoolMetrics::Memory> memory;
-    for (const auto& [id, w] : m_workers) {
+    for (const auto& [id, w] : m_roster.workers()) {
         const std::string state = presence(id);
         if (state != "banned" && state != "drained") {
             m.heartbeats.push_back(
@@ -248,7 +248,7 @@ PoolMetrics Coordinator::metrics() const {
     }
 
     std::int64_t held = 0;
-    for (const auto& [id, t] : m_teams) {
+    for (const auto& [id, t] : m_tokens.teams()) {
         PoolMetrics::Credits c;
         c.team = t.name;
         if (auto it = m_counters.credits.find(id.value()); it != m_counters.credits.end()) {

@@ -92,7 +92,7 @@ OverviewJob Coordinator::overview_job(const JobRecord& j) const {
     OverviewJob o;
     o.id = j.id;
     o.name = j.spec.name;
-    o.team = team_name(j.team);
+    o.team = m_tokens.team_name(j.team);
     o.submitter = submitter_of(j.id);
     o.state = to_string(j.state);
     o.since_ms = j.finished_at.value_or(j.created_at);
@@ -127,17 +127,17 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
         OverviewJob o = overview_job(j);
         o.since_ms = a.assigned_at;
         o.worker = a.worker;
-        o.worker_name = m_workers.count(a.worker) != 0 ? m_workers.at(a.worker).record.name : std::string();
+        o.worker_name = m_roster.find(a.worker) != nullptr ? m_roster.at(a.worker).record.name : std::string();
         o.gpu_index = a.gpu_index;
         o.gpu_milli = a.gpu_milli;
         out.running.push_back(std::move(o));
     }
 
-    for (const auto& [id, w] : m_workers) {
+    for (const auto& [id, w] : m_roster.workers()) {
         OverviewWorker ow;
         ow.id = id;
         ow.name = w.record.name;
-        ow.team = (full || visible(w.record.team)) ? team_name(w.record.team) : std::string();
+        ow.team = (full || visible(w.record.team)) ? m_tokens.team_name(w.record.team) : std::string();
         ow.presence = presence(id);
         ow.last_seen_at = w.record.last_seen_at;
         const bool online = is_online(ow.presence);
@@ -182,7 +182,7 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
         }
     }
 
-    for (const auto& [id, t] : m_teams) {
+    for (const auto& [id, t] : m_tokens.teams()) {
         if (visible(id)) {
             out.credits.push_back(
                 {t.name, m_ledger.balance(credits::Account::of_team(id.value())), m_ledger.held_by_team(id.value())});
@@ -194,7 +194,7 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
 OverviewTotals Coordinator::pool_totals() const {
     OverviewTotals t;
     const std::vector<GpuLoad> loads = gpu_loads(m_active_attempts, m_attempts);
-    for (const auto& [id, w] : m_workers) {
+    for (const auto& [id, w] : m_roster.workers()) {
         const bool online = is_online(presence(id));
         t.workers += 1;
         t.workers_online += online ? 1 : 0;

@@ -76,8 +76,9 @@ Result<std::vector<JobId>> Coordinator::retry_selection(const Principal& who, co
         if (ids.empty()) {
             team = (*j)->team;
         } else if ((*j)->team != team) {
-            return invalid("a retry's jobs are one team's: " + job_words(ids.front()) + " is team `" + team_name(team) +
-                               "`'s, " + job_words(id) + " team `" + team_name((*j)->team) + "`'s",
+            return invalid("a retry's jobs are one team's: " + job_words(ids.front()) + " is team `" +
+                               m_tokens.team_name(team) + "`'s, " + job_words(id) + " team `" +
+                               m_tokens.team_name((*j)->team) + "`'s",
                            "jobs");
         }
         ids.push_back(id);

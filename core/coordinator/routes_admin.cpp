@@ -24,7 +24,8 @@ Result<WorkerId> worker_param(ServiceState& svc, const net::Request& req, const 
     }
     std::vector<NamedCandidate> workers;
     for (const auto& w : *list) {
-        workers.push_back({w.id.value(), w.name, svc.coord->presence(w.id) + ", team " + svc.coord->team_name(w.team)});
+        workers.push_back(
+            {w.id.value(), w.name, svc.coord->presence(w.id) + ", team " + svc.coord->tokens().team_name(w.team)});
     }
     auto id = resolve_name("worker", req.param("id"), workers, "worker", "see `gpupool admin workers`");
     if (!id) {
@@ -46,8 +47,9 @@ Result<TokenId> token_param(ServiceState& svc, const net::Request& req, const Pr
             return t.id;
         }
         if (!t.revoked_at) {
-            active.push_back({t.id.value(), t.label,
-                              to_string(t.role) + (t.team ? " of team " + svc.coord->team_name(*t.team) : "")});
+            active.push_back(
+                {t.id.value(), t.label,
+                 to_string(t.role) + (t.team ? " of team " + svc.coord->tokens().team_name(*t.team) : "")});
         }
     }
     auto id = resolve_name("active token", text, active, "token", "see `gpupool admin token list`");
@@ -124,13 +126,13 @@ net::Response list_tokens(ServiceState& svc, const net::Request& req, const Inpu
     for (const auto& t : *list) {
         out.push_back({{"id", t.id.value()},
                        {"role", to_string(t.role)},
-                       {"team", t.team ? json(svc.coord->team_name(*t.team)) : json()},
+                       {"team", t.team ? json(svc.coord->tokens().team_name(*t.team)) : json()},
                        {"worker", t.worker ? json(t.worker->value()) : json()},
                        {"label", t.label},
                        {"created_at", t.created_at},
                        {"revoked_at", opt_json(t.revoked_at)},
                        {"uses_left", opt_json(t.uses_left)},
-                       {"last_used_at", opt_json(svc.coord->last_used(t.id))}});
+                       {"last_used_at", opt_json(svc.coord->tokens().last_used(t.id))}});
     }
     return ok({{"tokens", out}});
 }
@@ -158,7 +160,7 @@ net::Response list_workers(ServiceState& svc, const net::Request&, const Input&,
         const std::string mismatch = svc.coord->model_mismatch(w.id);
         out.push_back({{"id", w.id.value()},
                        {"team", w.team.value()},
-                       {"team_name", svc.coord->team_name(w.team)},
+                       {"team_name", svc.coord->tokens().team_name(w.team)},
                        {"name", w.name},
                        {"state", to_string(w.state)},
                        {"presence", svc.coord->presence(w.id)},
@@ -263,7 +265,7 @@ net::Response read_audit(ServiceState& svc, const net::Request& req, const Input
     for (const auto& a : *records) {
         json actor;
         if (a.actor) {
-            actor = {{"id", a.actor->value()}, {"label", svc.coord->token_name(*a.actor)}};
+            actor = {{"id", a.actor->value()}, {"label", svc.coord->tokens().token_name(*a.actor)}};
         }
         json detail = json::parse(a.detail, nullptr, false);
         out.push_back({{"id", a.id},
@@ -407,8 +409,8 @@ net::Response pool_overview(ServiceState& svc, const net::Request&, const Input&
 net::Response whoami(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
     json out = {{"role", to_string(who.role)},
                 {"token_id", who.token_id.value()},
-                {"label", svc.coord->token_name(who.token_id)}};
-    out["team"] = who.team ? json(svc.coord->team_name(*who.team)) : json();
+                {"label", svc.coord->tokens().token_name(who.token_id)}};
+    out["team"] = who.team ? json(svc.coord->tokens().team_name(*who.team)) : json();
     out["worker"] = who.worker ? json(who.worker->value()) : json();
     return ok(out);
 }

@@ -139,7 +139,7 @@ net::Response show_credits(ServiceState& svc, const net::Request& req, const Inp
         json m = entry_json(e);
         // In the reader's words: team names, and the job an attempt's row is about (its name
         // only for the team's own jobs).
-        m["payer_team_name"] = e.payer != 0 ? json(svc.coord->team_name(TeamId(e.payer))) : json();
+        m["payer_team_name"] = e.payer != 0 ? json(svc.coord->tokens().team_name(TeamId(e.payer))) : json();
         m["job"] = json();
         m["job_name"] = json();
         if (e.attempt != 0) {

@@ -56,7 +56,7 @@ api::JobSummary job_summary(const Coordinator& coord, const JobRecord& j) {
     s.id = j.id;
     s.sweep_id = j.sweep_id;
     s.team = j.team;
-    s.team_name = coord.team_name(j.team);
+    s.team_name = coord.tokens().team_name(j.team);
     s.submitted_by = coord.submitter_of(j.id);
     s.name = j.spec.name;
     s.sweep_index = j.spec.sweep_index;

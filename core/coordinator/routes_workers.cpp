@@ -23,7 +23,7 @@ net::Response register_worker(ServiceState& svc, const net::Request&, const Inpu
         return error_response(reg.error());
     }
     spdlog::info("worker {} `{}` registered for team `{}`", reg->worker.value(), util::escape_control(req->name),
-                 util::escape_control(svc.coord->team_name(*who.team)));
+                 util::escape_control(svc.coord->tokens().team_name(*who.team)));
     for (const auto& w : reg->warnings) {
         spdlog::warn("worker `{}`: {}", util::escape_control(req->name), util::escape_control(w));
     }

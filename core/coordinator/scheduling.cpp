@@ -18,7 +18,7 @@ using namespace gpupool::coordinator::detail;
 
 std::string Coordinator::team_can_hold(TeamId team, Micro left, std::int64_t now) const {
     // "team `x` can hold 0.2 credits now (balance 5; budget 1/day, 0.8 spent or held)".
-    const TeamRecord& t = m_teams.at(team);
+    const TeamRecord& t = m_tokens.teams().at(team);
     std::string out = "team `" + t.name + "` can hold " + credits_text(std::max<Micro>(left, 0)) + " now (balance " +
                       format_credits(m_ledger.balance(credits::Account::of_team(team.value())));
     const Micro held = m_ledger.held_by_team(team.value());
@@ -59,7 +59,7 @@ std::string Coordinator::no_worker_reason(std::int64_t now) const {
     std::size_t off_hours = 0;
     std::size_t reclaimed = 0;
     std::optional<std::int64_t> next;
-    for (const auto& [id, w] : m_workers) {
+    for (const auto& [id, w] : m_roster.workers()) {
         const std::string p = presence(id);
         paused += p == "paused" ? 1 : 0;
         off_hours += p == "off-hours" ? 1 : 0;
@@ -140,7 +140,7 @@ void Coordinator::feed_job(PoolView& view, const JobRecord& j) const {
 }
 
 void Coordinator::feed(PoolView& view) const {
-    for (const auto& [id, w] : m_workers) {
+    for (const auto& [id, w] : m_roster.workers()) {
         view.set_worker(id, w);
     }
     for (AttemptId id : m_active_attempts) {
@@ -170,7 +170,7 @@ Coordinator::PassInput Coordinator::pass_input(std::int64_t now) {
         m_pool = std::move(fresh);
     }
     std::vector<sched::TeamShare> teams;
-    for (const auto& [id, t] : m_teams) {
+    for (const auto& [id, t] : m_tokens.teams()) {
         teams.push_back({id, static_cast<double>(t.weight), m_usage.usage(id, now / 1000)});
     }
     m_pool.set_teams(std::move(teams));

@@ -25,7 +25,7 @@ Status ServiceState::become_active(std::string* first_admin_token) {
         return st;
     }
     spdlog::info("coordinator state loaded: {} jobs", fresh->job_count());
-    if (!fresh->has_admin()) {
+    if (!fresh->tokens().has_admin()) {
         if (first_admin_token == nullptr) {
             spdlog::warn("the pool has no admin token: make one with `gpupool coordinator --new-admin-token`");
         } else {

@@ -37,19 +37,19 @@ Result<WorkerEarnings> Coordinator::worker_earnings(const Principal& who, Worker
     if (who.role != Role::admin && who.role != Role::worker && who.role != Role::member) {
         return denied("a worker's earnings are read by the worker, its team's members and admins");
     }
-    const auto it = m_workers.find(worker);
+    const LiveWorker* live = m_roster.find(worker);
     const bool mine =
-        it != m_workers.end() && (who.role == Role::admin || (who.role == Role::worker && who.worker == worker) ||
-                                  (who.role == Role::member && who.team && *who.team == it->second.record.team));
+        live != nullptr && (who.role == Role::admin || (who.role == Role::worker && who.worker == worker) ||
+                            (who.role == Role::member && who.team && *who.team == live->record.team));
     if (!mine) {
         return not_found("no worker " + std::to_string(worker.value()) + " among your team's workers");
     }
-    const store::WorkerRecord& w = it->second.record;
+    const store::WorkerRecord& w = live->record;
     WorkerEarnings e;
     e.worker = worker;
     e.name = w.name;
     e.team = w.team;
-    e.team_name = team_name(w.team);
+    e.team_name = m_tokens.team_name(w.team);
     const std::int64_t now = m_clock.now_ms();
     e.day_start_ms = utc_day_start_ms(now);
     e.week_start_ms = utc_week_start_ms(now);

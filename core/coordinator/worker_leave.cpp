@@ -18,7 +18,7 @@ Result<std::vector<AttemptId>> Coordinator::worker_left(const Principal& who) {
     Changes c;
     // Offline at once: seen last longer ago than the worker timeout, as a silent worker is (the pool
     // view drops it from the next pass; its next heartbeat brings it back).
-    WorkerRecord w = m_workers.at(worker).record;
+    WorkerRecord w = m_roster.at(worker).record;
     w.last_seen_at = std::min(w.last_seen_at, now - m_options.worker_timeout_ms - 1);
     c.workers.push_back(w);
     std::vector<AttemptId> back;

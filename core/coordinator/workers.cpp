@@ -32,7 +32,7 @@ std::string stop_reason_of(const AttemptRecord& a) {
 
 Result<std::vector<WorkerRecord>> Coordinator::list_workers(const Principal& who) const {
     std::vector<WorkerRecord> out;
-    for (const auto& [id, w] : m_workers) {
+    for (const auto& [id, w] : m_roster.workers()) {
         if (who.role == Role::admin || (who.role == Role::member && who.team && *who.team == w.record.team)) {
             out.push_back(w.record);
         }
@@ -43,69 +43,20 @@ Result<std::vector<WorkerRecord>> Coordinator::list_workers(const Principal& who
     return out;
 }
 
-std::string Coordinator::presence(WorkerId worker) const {
-    const LiveWorker& w = m_workers.at(worker);
-    if (w.record.state == WorkerState::banned) {
-        return "banned";
-    }
-    if (w.unconfirmed || m_clock.now_ms() - w.record.last_seen_at > m_options.worker_timeout_ms) {
-        return "offline";
-    }
-    if (w.record.state == WorkerState::draining) {
-        return "drained";
-    }
-    if (w.draining) {
-        return "draining";
-    }
-    switch (w.sharing) {
-    case api::SharingState::paused: return "paused";
-    case api::SharingState::outside_window: return "off-hours";
-    case api::SharingState::reclaimed: return "reclaimed";
-    case api::SharingState::sharing: break;
-    }
-    return "online";
-}
-
 Coordinator::OwnerSays Coordinator::owner_says(WorkerId worker) const {
-    const LiveWorker& w = m_workers.at(worker);
+    const LiveWorker& w = m_roster.at(worker);
     return {w.sharing, w.sharing_changes_at_ms, w.terms};
-}
-
-const std::string& Coordinator::model_mismatch(WorkerId worker) const { return m_workers.at(worker).model_mismatch; }
-
-void Coordinator::set_terms(LiveWorker& live, std::optional<api::OwnerTerms> terms) const {
-    live.terms = std::move(terms);
-    live.placement_terms.reset();
-    if (!live.terms) {
-        return;
-    }
-    sched::WorkerTerms& t = live.placement_terms.emplace();
-    t.max_runtime_s = live.terms->max_runtime_s;
-    t.registries = live.terms->registries;
-    if (!live.terms->teams.empty()) {
-        auto& ids = t.teams.emplace();
-        for (const auto& [id, team] : m_teams) {
-            if (std::find(live.terms->teams.begin(), live.terms->teams.end(), team.name) != live.terms->teams.end()) {
-                ids.push_back(id); // m_teams is ordered by id: sorted
-            }
-        }
-    }
-}
-
-std::string Coordinator::team_name(TeamId team) const {
-    auto it = m_teams.find(team);
-    return it == m_teams.end() ? std::to_string(team.value()) : it->second.name;
 }
 
 Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, WorkerState state) {
     if (who.role != Role::admin) {
         return denied("only admins drain or ban workers");
     }
-    if (m_workers.count(worker) == 0) {
+    if (m_roster.find(worker) == nullptr) {
         return not_found("no worker " + std::to_string(worker.value()));
     }
     Changes c;
-    const WorkerRecord& w = m_workers.at(worker).record;
+    const WorkerRecord& w = m_roster.at(worker).record;
     audit(who.token_id, state == WorkerState::active ? "worker.activate" : "worker.drain", worker_target(w),
           nlohmann::json{{"from", to_string(w.state)}, {"to", to_string(state)}}.dump(), c);
     worker_state_changes(worker, state, c);
@@ -113,14 +64,14 @@ Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, Work
 }
 
 void Coordinator::worker_state_changes(WorkerId worker, WorkerState state, Changes& c) {
-    WorkerRecord w = m_workers.at(worker).record;
+    WorkerRecord w = m_roster.at(worker).record;
     w.state = state;
     c.workers.push_back(w);
     if (state == WorkerState::banned) {
         // The ban sticks to the owner: the enrollment token the worker came in with is revoked, so
         // registering again with it fails.
         if (w.enrolled_by) {
-            const TokenRecord* enrollment = token_by_id(*w.enrolled_by);
+            const TokenRecord* enrollment = m_tokens.token(*w.enrolled_by);
             const bool staged = std::any_of(c.tokens.begin(), c.tokens.end(), [&](const TokenRecord& t) {
                 return t.id == *w.enrolled_by; // revoked already for a sibling banned in the same changes
             });
@@ -145,7 +96,7 @@ Result<Voided> Coordinator::ban_worker(const Principal& who, WorkerId worker, st
     if (who.role != Role::admin) {
         return denied("only admins drain or ban workers");
     }
-    if (m_workers.count(worker) == 0) {
+    if (m_roster.find(worker) == nullptr) {
         return not_found("no worker " + std::to_string(worker.value()));
     }
     Voided out;
@@ -161,21 +112,7 @@ Result<Voided> Coordinator::ban_worker(const Principal& who, WorkerId worker, st
         return st.error();
     }
     for (WorkerId sibling : siblings) {
-        out.siblings.push_back(m_workers.at(sibling).record);
-    }
-    return out;
-}
-
-std::vector<WorkerId> Coordinator::enrolled_with(WorkerId worker) const {
-    std::vector<WorkerId> out;
-    const std::optional<TokenId>& token = m_workers.at(worker).record.enrolled_by;
-    if (!token) {
-        return out;
-    }
-    for (const auto& [id, w] : m_workers) {
-        if (id != worker && w.record.enrolled_by == token) {
-            out.push_back(id);
-        }
+        out.siblings.push_back(m_roster.at(sibling).record);
     }
     return out;
 }
@@ -189,7 +126,7 @@ void Coordinator::stage_ban(const Principal& who, WorkerId worker, std::optional
         // Before the ban ends the worker's running attempts (as lost: nothing to void in them).
         void_results(worker, *void_since, out, c);
     }
-    const WorkerRecord& w = m_workers.at(worker).record;
+    const WorkerRecord& w = m_roster.at(worker).record;
     nlohmann::json detail{{"from", to_string(w.state)}};
     if (void_since) {
         detail["void_since"] = *void_since;
@@ -266,7 +203,7 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     }
     // Each registration uses up one of the enrollment token's registrations; the last revokes it.
     // (After issue(): it numbers new tokens by their place in `c`.)
-    if (const TokenRecord* enrollment = token_by_id(who.token_id); enrollment != nullptr && enrollment->uses_left) {
+    if (const TokenRecord* enrollment = m_tokens.token(who.token_id); enrollment != nullptr && enrollment->uses_left) {
         TokenRecord used = *enrollment;
         used.uses_left = *used.uses_left - 1;
         if (*used.uses_left <= 0) {
@@ -277,48 +214,9 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     if (auto st = commit(c); !st) {
         return st.error();
     }
-    set_terms(m_workers.at(w.id), terms);
-    m_pool.set_worker(w.id, m_workers.at(w.id));
-    return Registered{w.id, tok->secret, inventory_warnings(*inventory)};
-}
-
-std::vector<std::string> Coordinator::inventory_warnings(const api::Inventory& inventory) const {
-    std::vector<std::string> out;
-    const auto& rates = m_options.credits.rates;
-    for (const auto& g : inventory.gpus) {
-        if (rates.find(g.model) == nullptr) {
-            out.push_back("GPU model `" + g.model + "` is not in the GPU catalog (" + rates.source +
-                          "): its time is priced at the default rate of " +
-                          credits_text(rates.default_micro_per_gpu_hour) + " per GPU-hour; ask the pool's admins to add it");
-        }
-    }
-    if (auto mismatch = model_mismatch_of(inventory); !mismatch.empty()) {
-        out.push_back("GPU model and memory disagree: " + mismatch +
-                      "; its time is priced at the catalog model's rate: check the GPUs this worker declares (or "
-                      "whether its owner keeps part of their memory, keep_mib)");
-    }
-    return out;
-}
-
-std::string Coordinator::model_mismatch_of(const api::Inventory& inventory) const {
-    constexpr std::size_t k_named = 3; // the rest are counted: the words stay short
-    std::string out;
-    std::size_t count = 0;
-    for (const auto& g : inventory.gpus) {
-        const credits::GpuRate* known = m_options.credits.rates.memory_mismatch(g.model, g.memory_mib);
-        if (known == nullptr) {
-            continue;
-        }
-        if (++count <= k_named) {
-            out += (out.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(g.index) + " `" + g.model +
-                   "` with " + resources::format_memory_mib(g.memory_mib) + " (the catalog's " + known->model +
-                   " has " + resources::format_memory_mib(known->memory_mib) + ")";
-        }
-    }
-    if (count > k_named) {
-        out += " and " + std::to_string(count - k_named) + " more";
-    }
-    return out;
+    m_roster.set_terms(w.id, terms, m_tokens);
+    m_pool.set_worker(w.id, m_roster.at(w.id));
+    return Registered{w.id, tok->secret, m_roster.inventory_warnings(*inventory)};
 }
 
 Result<AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& who, AttemptId id) {
@@ -361,43 +259,22 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
         }
         checked = std::move(*inv);
     }
-    LiveWorker& live = m_workers.at(*who.worker);
     const std::int64_t now = m_clock.now_ms();
-    // What a pass reads of a worker besides its record: a change (or a worker back from silence)
-    // may let queued work fit (pass_due()).
-    const bool schedulable_before = !live.unconfirmed && now - live.record.last_seen_at <= m_options.worker_timeout_ms;
-    const auto unhealthy_before = live.unhealthy_gpus;
-    const bool draining_before = live.draining;
-    const auto sharing_before = live.sharing;
-    const auto terms_before = live.terms;
-    // A GPU its owner reclaimed takes no new work, as a failing one (what runs there stops on the worker).
-    live.unhealthy_gpus = api::gpus_without_new_work(beat);
-    live.draining = beat.draining;
-    live.sharing = beat.sharing;
-    live.sharing_changes_at_ms = beat.sharing_changes_at_ms;
-    if (beat.terms != live.terms) {
-        set_terms(live, beat.terms);
+    const api::Inventory* inventory = checked ? &*checked : nullptr;
+    if (m_roster.note_heartbeat(*who.worker, beat, inventory, now, m_tokens)) {
+        m_pass_dirty = true; // a change (or a worker back from silence) may let queued work fit (pass_due())
     }
     const std::vector<AttemptId>& running = beat.running;
-    const api::Inventory* inventory = checked ? &*checked : nullptr;
-    // Memory in use counts only when it lines up with the GPUs the worker has (now, or as it says).
-    const std::size_t gpus = (inventory != nullptr ? *inventory : live.inventory).gpus.size();
-    live.gpu_memory_used_mib =
-        beat.gpu_memory_used_mib.size() == gpus ? beat.gpu_memory_used_mib : std::vector<std::int64_t>{};
-    if (!schedulable_before || unhealthy_before != live.unhealthy_gpus || draining_before != live.draining ||
-        sharing_before != live.sharing || terms_before != live.terms) {
-        m_pass_dirty = true;
-    }
     HeartbeatReply reply;
     reply.lease_ms = m_options.lease_ms;
     Changes c;
-    WorkerRecord w = m_workers.at(*who.worker).record;
+    WorkerRecord w = m_roster.at(*who.worker).record;
     w.last_seen_at = now;
-    if (inventory != nullptr && *inventory != m_workers.at(*who.worker).inventory) {
+    if (inventory != nullptr && *inventory != m_roster.at(*who.worker).inventory) {
         // The machine changed since it registered (a GPU added or gone, other --cpus-milli,
         // --memory-mib or --slots): schedule by what it has now.
         w.inventory_json = api::to_text(*inventory);
-        reply.warnings = inventory_warnings(*inventory);
+        reply.warnings = m_roster.inventory_warnings(*inventory);
     }
     c.workers.push_back(w);
     for (AttemptId id : running) {
@@ -413,10 +290,13 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
         a.lease_expires_at = now + m_options.lease_ms;
         c.attempts.push_back(a);
     }
-    note_fetching(*who.worker, beat.fetching);
+    static const std::set<AttemptId> k_none;
+    auto assigned = m_assigned_by_worker.find(*who.worker);
+    m_roster.note_fetching(*who.worker, beat.fetching,
+                           assigned == m_assigned_by_worker.end() ? k_none : assigned->second);
     if (auto st = commit(c); !st) {
         // The flags above count from now, written or not (absorb tells the view when it is).
-        m_pool.set_worker(*who.worker, m_workers.at(*who.worker));
+        m_pool.set_worker(*who.worker, m_roster.at(*who.worker));
         return st.error();
     }
     return reply;
@@ -436,23 +316,10 @@ Result<std::vector<Assignment>> Coordinator::assignments(const Principal& who) c
         const JobRecord& j = m_jobs.at(a.job);
         const std::int64_t idle =
             j.spec.resources.idle_timeout_s >= 0 ? j.spec.resources.idle_timeout_s : m_options.idle_timeout_s;
-        out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team, m_teams.at(j.team).name,
-                       idle});
+        out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team,
+                       m_tokens.teams().at(j.team).name, idle});
     }
     return out;
-}
-
-void Coordinator::note_fetching(WorkerId worker, const std::vector<api::FetchProgress>& fetching) {
-    for (auto it = m_fetching.begin(); it != m_fetching.end();) {
-        auto a = m_attempts.find(it->first);
-        it = a == m_attempts.end() || a->second.worker == worker ? m_fetching.erase(it) : std::next(it);
-    }
-    for (const auto& f : fetching) {
-        auto a = m_attempts.find(f.attempt);
-        if (a != m_attempts.end() && a->second.worker == worker && a->second.state == AttemptState::assigned) {
-            m_fetching[f.attempt] = f;
-        }
-    }
 }
 
 Status Coordinator::stage_start(const Principal& who, AttemptId id, Changes& c) {
@@ -460,7 +327,7 @@ Status Coordinator::stage_start(const Principal& who, AttemptId id, Changes& c) 
     if (!a) {
         return a.error();
     }
-    m_fetching.erase(id);
+    m_roster.forget_fetching((*a)->worker, id);
     if ((*a)->state == AttemptState::running) {
         return {}; // a repeated start is harmless
     }

@@ -1,8 +1,9 @@
-// The scheduler's view is kept change by change (PoolView); these tests hold it to the view built
-// from every record at once. A real coordinator on a SQLite file goes through random sequences of
-// what a pool does (submissions, passes, starts, exits, faults, cancels, pauses, drains, failing
-// GPUs, changed inventories, silent workers, expired leases, preemption, restarts) and after every
-// step the two views must be the same, field for field.
+// The scheduler's view is kept change by change (PoolView), and so are the coordinator's components
+// (TokenBook, WorkerRoster); these tests hold them to ones built from every record at once. A real
+// coordinator on a SQLite file goes through random sequences of what a pool does (submissions,
+// passes, starts, exits, faults, cancels, pauses, drains, failing GPUs, changed inventories, new
+// teams and owners' terms naming them, tokens made and revoked, silent workers, expired leases,
+// preemption, restarts) and after every step each must be the same as its rebuild.
 #include "core/coordinator/pool_view.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
@@ -92,7 +93,7 @@ public:
 
     std::string step() {
         auto& w = fleet.workers[static_cast<std::size_t>(pick(static_cast<std::int64_t>(fleet.workers.size())))];
-        switch (pick(10)) {
+        switch (pick(13)) {
         case 0: {
             SubmitRequest r;
             r.source = "chaos.toml";
@@ -150,6 +151,31 @@ public:
             (void)p.coord->heartbeat(w.who, w.running, {}, false, &inv, false);
             return "inventory";
         }
+        case 9: {
+            // A new team, and an owner whose terms name it (terms resolve team names to ids).
+            const std::string name = "t" + std::to_string(++teams);
+            (void)p.coord->create_team(p.admin, name, 1 + pick(3));
+            api::Heartbeat beat;
+            beat.running = w.running;
+            if (pick(3) != 0) {
+                beat.terms = api::OwnerTerms{};
+                beat.terms->teams = {"fellows", name, "t" + std::to_string(teams + 1)}; // the next one too
+            }
+            (void)p.coord->receive_heartbeat(w.who, beat);
+            return "team and terms";
+        }
+        case 10: {
+            auto t = p.coord->create_token(p.admin, store::Role::member, "fellows", "m" + std::to_string(pick(3)));
+            if (t && pick(2) == 0) {
+                (void)p.coord->revoke_token(p.admin, t->id);
+            }
+            return "token";
+        }
+        case 11: {
+            (void)p.coord->set_worker_state(p.admin, *w.who.worker,
+                                            pick(2) == 0 ? store::WorkerState::draining : store::WorkerState::active);
+            return "drain or activate";
+        }
         default: {
             for (auto& m : fleet.workers) {
                 (void)p.coord->heartbeat(m.who, m.running, {});
@@ -163,12 +189,15 @@ public:
     CreditPool& p;
     std::mt19937 rng;
     Fleet fleet;
+    int teams = 0;
 };
 
 } // namespace
 
-TEST_CASE("pool view: the view kept change by change is the view built from every record",
-          "[coordinator][sched][pool_view]") {
+// Coordinator::drift: the TokenBook and the WorkerRoster against ones rebuilt from the store, and the
+// scheduler's view against one fed from scratch.
+TEST_CASE("pool view: the view and the components kept change by change are those built from every record",
+          "[coordinator][sched][pool_view][components]") {
     for (std::uint32_t seed : {1U, 2U, 3U, 4U}) {
         CAPTURE(seed);
         CreditPool p(false);
@@ -179,14 +208,14 @@ TEST_CASE("pool view: the view kept change by change is the view built from ever
         for (int i = 0; i < 400; ++i) {
             const std::string what = chaos.step();
             CAPTURE(i, what);
-            const auto drift = p.coord->pool_view_drift();
+            const auto drift = p.coord->drift();
             INFO((drift ? *drift : std::string()));
             REQUIRE_FALSE(drift.has_value());
             placed += what == "start" ? 1 : 0;
         }
         CHECK(placed > 0);
         REQUIRE(p.restart()); // the view a start builds from the store is the same too
-        REQUIRE_FALSE(p.coord->pool_view_drift().has_value());
+        REQUIRE_FALSE(p.coord->drift().has_value());
     }
 }
 

@@ -21,6 +21,7 @@ using namespace gpupool::coordinator::detail;
 Coordinator::Coordinator(Store& store, const Clock& clock, CoordinatorOptions options)
     : m_store(store), m_clock(clock), m_options(std::move(options)),
       m_roster({m_options.worker_timeout_ms, m_options.whole_gpu_only_unenforced}, m_options.credits.rates),
+      m_job_book(m_options.runtime_grace_ms), m_credits(m_options.credits, m_tokens, m_job_book),
       m_pool(m_options.worker_timeout_ms), m_usage(m_options.policy.ordering.half_life_s) {}
 
 void Coordinator::record_usage(const AttemptRecord& a) {
@@ -29,7 +30,7 @@ void Coordinator::record_usage(const AttemptRecord& a) {
     }
     const double seconds = static_cast<double>(*a.ended_at - *a.started_at) / 1000.0;
     const double gpu_seconds = seconds * static_cast<double>(a.gpu_milli) / 1000.0;
-    m_usage.record(m_jobs.at(a.job).team, gpu_seconds, *a.ended_at / 1000);
+    m_usage.record(m_job_book.jobs().at(a.job).team, gpu_seconds, *a.ended_at / 1000);
 }
 
 // ---- persistence --------------------------------------------------------------------------------
@@ -59,14 +60,7 @@ void Coordinator::note_store_error(const Error& e) {
 
 Status Coordinator::commit(Changes& changes) {
     // The cached balance of every account the new entries move, written in the same transaction.
-    std::map<credits::Account, Micro> touched;
-    for (const auto& e : changes.ledger) {
-        touched.try_emplace(e.debit, m_ledger.balance(e.debit)).first->second -= e.amount;
-        touched.try_emplace(e.credit, m_ledger.balance(e.credit)).first->second += e.amount;
-    }
-    for (const auto& [account, balance] : touched) {
-        changes.balances.push_back({account, balance});
-    }
+    m_credits.stage_balances(changes);
     const auto began = std::chrono::steady_clock::now();
     auto st = m_store.apply(changes);
     if (m_events != nullptr) {
@@ -84,7 +78,7 @@ Status Coordinator::commit(Changes& changes) {
         m_counters.count_ended(a);
         if (m_events != nullptr) {
             const std::int64_t ran = a.started_at ? *a.ended_at - *a.started_at : 0;
-            m_events->attempt_ended(m_tokens.team_name(m_jobs.at(a.job).team), *outcome_of(a), ran);
+            m_events->attempt_ended(m_tokens.team_name(m_job_book.jobs().at(a.job).team), *outcome_of(a), ran);
         }
     }
     if (m_events != nullptr) {
@@ -96,6 +90,33 @@ Status Coordinator::commit(Changes& changes) {
     return {};
 }
 
+Coordinator::Noticed Coordinator::notice(const store::Changes& changes) {
+    Noticed n;
+    for (const auto& a : changes.attempts) {
+        auto old = m_job_book.attempts().find(a.id);
+        if (a.ended_at && (old == m_job_book.attempts().end() || !old->second.ended_at)) {
+            n.ended.push_back(a);
+        }
+        if (m_events != nullptr && old == m_job_book.attempts().end() && a.state == AttemptState::assigned) {
+            // Queued since the job was submitted, or since its previous attempt ended.
+            const store::JobRecord& job = m_job_book.jobs().at(a.job);
+            std::int64_t since = job.created_at;
+            if (auto prev = m_job_book.latest_attempt().find(a.job); prev != m_job_book.latest_attempt().end()) {
+                since = m_job_book.attempts().at(prev->second).ended_at.value_or(since);
+            }
+            n.placed.emplace_back(m_tokens.team_name(job.team), std::max<std::int64_t>(a.assigned_at - since, 0));
+        }
+    }
+    for (const auto& j : changes.jobs) {
+        auto old = m_job_book.jobs().find(j.id);
+        m_counters.count_job(old == m_job_book.jobs().end() ? std::nullopt : std::optional(old->second.state), j);
+    }
+    for (const auto& e : changes.ledger) {
+        m_counters.count_entry(e);
+    }
+    return n;
+}
+
 // Whether `changes` touch what a scheduling pass reads (pass_due()); called before they are absorbed.
 // A heartbeat's last_seen_at and lease renewals do not: they change no capacity and no queue.
 void Coordinator::note_pass_inputs(const Changes& changes) {
@@ -103,8 +124,8 @@ void Coordinator::note_pass_inputs(const Changes& changes) {
         return;
     }
     const auto state_changed = [&](const AttemptRecord& a) {
-        auto old = m_attempts.find(a.id);
-        return old == m_attempts.end() || old->second.state != a.state;
+        auto old = m_job_book.attempts().find(a.id);
+        return old == m_job_book.attempts().end() || old->second.state != a.state;
     };
     const auto worker_changed = [&](const WorkerRecord& w) {
         const LiveWorker* old = m_roster.find(w.id);
@@ -125,84 +146,18 @@ void Coordinator::absorb(const Changes& changes) {
     note_pass_inputs(changes);
     m_tokens.absorb(changes);
     const std::vector<WorkerId> workers_changed = m_roster.absorb(changes, m_tokens);
-    for (const auto& sw : changes.sweeps) {
-        m_sweeps[sw.id] = sw;
-        if (!sw.idempotency_key.empty()) {
-            m_sweep_by_key[{sw.team, sw.idempotency_key}] = sw.id;
-        }
-    }
-    for (const auto& j : changes.jobs) {
-        auto old = m_jobs.find(j.id);
-        if (m_track_ended && is_terminal(j.state) && (old == m_jobs.end() || !is_terminal(old->second.state))) {
-            m_newly_ended.push_back(j.id);
-        }
-        if (old != m_jobs.end() && old->second.finished_at) {
-            m_ended_jobs.erase({*old->second.finished_at, j.id});
-        }
-        if (j.finished_at) {
-            m_ended_jobs.insert({*j.finished_at, j.id});
-        }
-        m_jobs[j.id] = j;
-        if (j.state == JobState::queued) {
-            m_queued_jobs.insert(j.id);
-        } else {
-            m_queued_jobs.erase(j.id);
-        }
-    }
-    for (const auto& a : changes.attempts) {
-        // The runtimes index: an attempt counts once, from the change that made it a successful run.
-        const auto old = m_attempts.find(a.id);
-        const bool counted = old != m_attempts.end() && counts_as_run(old->second);
-        if (counted != counts_as_run(a)) {
-            const JobRecord& j = m_jobs.at(a.job);
-            auto& runs = m_runtimes_by_source[{j.team, m_sweeps.at(j.sweep_id).source}];
-            if (!counted) {
-                runs.push_back(run_seconds(a));
-            } else if (auto it = std::find(runs.begin(), runs.end(), run_seconds(old->second)); it != runs.end()) {
-                runs.erase(it);
-            }
-        }
-        if (old != m_attempts.end() && is_active(old->second.state)) {
-            m_expiry.erase({expiry_of(old->second), a.id});
-        }
-        if (m_attempts.insert_or_assign(a.id, a).second) {
-            auto& ids = m_attempts_by_job[a.job];
-            ids.insert(std::upper_bound(ids.begin(), ids.end(), a.id), a.id);
-        }
-        if (is_active(a.state)) {
-            m_active_attempts.insert(a.id);
-            m_expiry.insert({expiry_of(a), a.id});
-        } else {
-            m_active_attempts.erase(a.id);
-        }
-        if (a.state == AttemptState::assigned) {
-            m_assigned_by_worker[a.worker].insert(a.id);
-        } else if (auto mine = m_assigned_by_worker.find(a.worker); mine != m_assigned_by_worker.end()) {
-            mine->second.erase(a.id);
-            if (mine->second.empty()) {
-                m_assigned_by_worker.erase(mine);
-            }
-        }
-        auto& latest = m_latest_attempt[a.job];
-        latest = std::max(latest, a.id);
-    }
-    for (const auto& g : changes.grants) {
-        m_grants[g.id] = g;
-    }
-    for (const auto& e : changes.ledger) {
-        assert(!m_ledger.check(e));
-        m_ledger.apply(e);
-    }
+    m_job_book.absorb(changes);
+    m_credits.absorb(changes);
     // The scheduler's view, in an order that finds what each change refers to: workers, then
     // attempts on them, then jobs (a job re-queued by preemption reads its ended attempt).
     for (WorkerId id : workers_changed) {
         m_pool.set_worker(id, m_roster.at(id));
     }
     for (const auto& a : changes.attempts) {
-        m_pool.set_attempt(m_attempts.at(a.id), m_jobs.at(a.job), times_preempted(a.job));
+        m_pool.set_attempt(m_job_book.attempts().at(a.id), m_job_book.jobs().at(a.job), times_preempted(a.job));
     }
     for (const auto& j : changes.jobs) {
-        feed_job(m_pool, m_jobs.at(j.id));
+        feed_job(m_pool, m_job_book.jobs().at(j.id));
     }
 }
 
@@ -222,27 +177,16 @@ Status Coordinator::start() {
     }
     m_roster.set_restored_at(restored->empty() ? 0 : restored->front().at_ms);
     // The ledger first: rebuild every balance from the rows and compare with the cached ones.
+    if (auto st = m_credits.load(snap->ledger, snap->balances); !st) {
+        return st;
+    }
     for (const auto& e : snap->ledger) {
-        if (auto why = m_ledger.check(e)) {
-            return make_error(ErrorCode::io, "credits ledger: entry " + std::to_string(e.id) + " breaks a rule (" + *why +
-                                                 "); refusing to start");
-        }
-        m_ledger.apply(e);
         m_counters.count_entry(e);
     }
-    snap->ledger.clear();
-    std::map<credits::Account, Micro> cached;
-    for (const auto& b : snap->balances) {
-        cached[b.account] = b.balance;
-    }
-    if (auto why = m_ledger.verify(cached)) {
-        return make_error(ErrorCode::io, "credits ledger: " + *why +
-                                             "; refusing to start: the cached balances disagree with the ledger rows "
-                                             "(restore a backup of the database, or investigate)");
-    }
+    snap->ledger.clear(); // loaded: absorb() below must not apply them again
     absorb(*snap); // the store already holds all of it
     std::vector<const AttemptRecord*> ended;
-    for (const auto& [id, a] : m_attempts) {
+    for (const auto& [id, a] : m_job_book.attempts()) {
         if (a.ended_at) {
             ended.push_back(&a);
         }
@@ -254,15 +198,15 @@ Status Coordinator::start() {
         record_usage(*a);
         m_counters.count_ended(*a);
     }
-    for (const auto& [id, j] : m_jobs) {
+    for (const auto& [id, j] : m_job_book.jobs()) {
         m_counters.count_job(std::nullopt, j);
     }
     // While the coordinator was down no worker could renew a lease: give every live attempt a
     // fresh one, so that a restart does not by itself lose work that went on running.
     Changes renewed;
     const std::int64_t now = m_clock.now_ms();
-    for (AttemptId id : m_active_attempts) {
-        const AttemptRecord& a = m_attempts.at(id);
+    for (AttemptId id : m_job_book.active()) {
+        const AttemptRecord& a = m_job_book.attempts().at(id);
         if (a.lease_expires_at < now + m_options.lease_ms) {
             AttemptRecord copy = a;
             copy.lease_expires_at = now + m_options.lease_ms;
@@ -288,6 +232,20 @@ std::optional<std::string> Coordinator::drift() {
     if (auto d = m_roster.first_difference(roster)) {
         return "worker roster: " + *d;
     }
+    JobBook jobs(m_options.runtime_grace_ms);
+    jobs.absorb(*snap);
+    if (auto d = m_job_book.first_difference(jobs)) {
+        return "job book: " + *d;
+    }
+    CreditDesk credits(m_options.credits, tokens, jobs);
+    if (auto st = credits.load(snap->ledger, snap->balances); !st) {
+        return "credit desk: the store's ledger does not load: " + st.error().message;
+    }
+    snap->ledger.clear();
+    credits.absorb(*snap); // the grants
+    if (auto d = m_credits.first_difference(credits)) {
+        return "credit desk: " + *d;
+    }
     if (auto d = pool_view_drift()) {
         return "pool view: " + *d;
     }
@@ -296,32 +254,24 @@ std::optional<std::string> Coordinator::drift() {
 
 // ---- time ---------------------------------------------------------------------------------------
 
-std::int64_t Coordinator::expiry_of(const AttemptRecord& a) const {
-    std::int64_t at = a.lease_expires_at;
-    if (a.started_at) {
-        const auto& spec = m_jobs.at(a.job).spec;
-        at = std::min(at, *a.started_at + spec.resources.max_runtime_s * 1000 + m_options.runtime_grace_ms);
-    }
-    return at;
-}
-
 void Coordinator::expire(Changes& c) {
     const std::int64_t now = m_clock.now_ms();
-    expire_grants(c);
-    // Only the attempts whose lease or runtime may have run out (m_expiry), in id order as before.
+    m_credits.stage_grant_expiries(m_clock.now_ms(), c);
+    // Only the attempts whose lease or runtime may have run out (m_job_book.expiry()), in id order as before.
     std::vector<AttemptId> due;
-    for (auto it = m_expiry.begin(); it != m_expiry.end() && it->first < now; ++it) {
+    for (auto it = m_job_book.expiry().begin(); it != m_job_book.expiry().end() && it->first < now; ++it) {
         due.push_back(it->second);
     }
     std::sort(due.begin(), due.end());
     for (AttemptId id : due) {
-        const AttemptRecord& a = m_attempts.at(id); // absorb() keeps only active attempts in m_expiry
+        const AttemptRecord& a =
+            m_job_book.attempts().at(id); // absorb() keeps only active attempts in m_job_book.expiry()
         if (a.lease_expires_at < now) {
             AttemptRecord copy = a;
             end_attempt(copy, AttemptState::lost, std::nullopt, "lease expired: worker stopped renewing", c);
             continue;
         }
-        const auto& spec = m_jobs.at(a.job).spec;
+        const auto& spec = m_job_book.jobs().at(a.job).spec;
         if (a.started_at && now > *a.started_at + spec.resources.max_runtime_s * 1000 + m_options.runtime_grace_ms) {
             AttemptRecord copy = a;
             end_attempt(copy, AttemptState::failed, std::nullopt,
@@ -333,7 +283,7 @@ void Coordinator::expire(Changes& c) {
 std::vector<WorkerId> Coordinator::tick() {
     Changes c;
     expire(c);
-    pay_out(c);
+    m_credits.stage_payouts(m_clock.now_ms(), c);
     if (!c.empty()) {
         (void)commit(c); // a failed write leaves the state as it was; the next tick retries
     }
@@ -352,7 +302,7 @@ std::vector<WorkerId> Coordinator::schedule_pass() {
     std::size_t new_attempts = 0;
     std::size_t preempted = 0;
     for (const auto& a : placed.attempts) {
-        new_attempts += m_attempts.count(a.id) == 0 ? 1 : 0;
+        new_attempts += m_job_book.attempts().count(a.id) == 0 ? 1 : 0;
         preempted += a.state == AttemptState::preempted ? 1 : 0;
     }
     const bool written = placed.empty() || static_cast<bool>(commit(placed));
@@ -378,8 +328,8 @@ std::string Coordinator::shown_reason(const JobRecord& j) const {
         return waiting_reason(j.id);
     }
     if (j.state == JobState::assigned) {
-        if (auto latest = m_latest_attempt.find(j.id); latest != m_latest_attempt.end()) {
-            const AttemptRecord& a = m_attempts.at(latest->second);
+        if (auto latest = m_job_book.latest_attempt().find(j.id); latest != m_job_book.latest_attempt().end()) {
+            const AttemptRecord& a = m_job_book.attempts().at(latest->second);
             if (const api::FetchProgress* f = m_roster.fetching(a.worker, a.id); f != nullptr) {
                 const auto gb = [](std::int64_t bytes) {
                     char buf[32];
@@ -395,8 +345,8 @@ std::string Coordinator::shown_reason(const JobRecord& j) const {
 }
 
 std::string Coordinator::waiting_reason(JobId id) const {
-    auto j = m_jobs.find(id);
-    if (j == m_jobs.end() || j->second.state != JobState::queued) {
+    auto j = m_job_book.jobs().find(id);
+    if (j == m_job_book.jobs().end() || j->second.state != JobState::queued) {
         return {};
     }
     auto it = m_waiting.find(id);

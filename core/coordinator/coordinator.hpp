@@ -38,10 +38,13 @@
 #include "core/api/submit.hpp"
 #include "core/api/worker_protocol.hpp"
 #include "core/coordinator/clock.hpp"
+#include "core/coordinator/credit_desk.hpp"
+#include "core/coordinator/job_book.hpp"
 #include "core/coordinator/metrics.hpp"
 #include "core/coordinator/overview.hpp"
 #include "core/coordinator/pool_view.hpp"
 #include "core/coordinator/token_book.hpp"
+#include "core/coordinator/views.hpp"
 #include "core/coordinator/worker_earnings.hpp"
 #include "core/coordinator/worker_roster.hpp"
 #include "core/credits/catalog.hpp"
@@ -65,221 +68,6 @@ using store::JobId;
 using store::Role;
 using store::TeamId;
 using store::WorkerId;
-
-struct CreditOptions {
-    // Holds must be covered by the team's balance and budget, and submit refuses a sweep whose
-    // estimate it cannot pay for. Off only for the embedded local mode (`gpupool run`).
-    bool enforce = true;
-    credits::RateCatalog rates = credits::default_rate_catalog();
-    std::int64_t pool_fee_ppm = 0; // of each charge, to the pool-fee account
-    // How long an owner's earnings for an attempt settle before they reach its team account (0:
-    // at once). Results can be voided after that too, but then the refund is clawed back from
-    // the owner's balance, which may go negative.
-    std::int64_t settle_ms = 0;
-};
-
-// An upload the HTTP layer spooled to disk, with its size and SHA-256 measured there (off the
-// coordinator thread). The file is read, never kept: the caller removes it.
-struct UploadedFile {
-    std::filesystem::path path;
-    std::int64_t size = 0;
-    std::string sha256_hex;
-};
-
-inline constexpr std::int64_t k_max_enroll_uses = 10'000;
-inline constexpr std::int64_t k_log_head_bytes = std::int64_t{1} << 20; // kept from a capped log's start
-inline constexpr std::size_t k_max_jobs_per_submission = 10'000; // a sweep's cap, checked here too
-
-// SQLite keeps a blob under 1e9 bytes; inputs stay below that.
-inline constexpr std::size_t k_max_input_archive_bytes = 950'000'000;
-
-struct CoordinatorOptions {
-    std::int64_t lease_ms = 30'000;            // an attempt is lost this long after its last renewal
-    std::int64_t worker_timeout_ms = 30'000;   // a worker silent this long gets no new work
-    std::int64_t runtime_grace_ms = 30'000;    // beyond max_runtime before the coordinator fails it
-    // Log bytes kept per attempt (0: no cap). Past it, the log keeps its first k_log_head_bytes and
-    // its latest bytes; readers are told what was dropped. A job cannot grow the database for ever.
-    std::int64_t max_log_bytes = std::int64_t{64} << 20;
-    // The most a recipe may ask for (`logs.max_size`, checked at submit; 0: no limit).
-    std::int64_t max_log_limit_bytes = std::int64_t{1} << 30;
-    // The dashboard's utilisation chart: tick() records a store::Sample of the pool this often (0:
-    // never), and the store keeps the last sample_keep_ms of them.
-    std::int64_t sample_every_ms = 60'000;
-    std::int64_t sample_keep_ms = 24 * 3'600'000;
-    sched::Policy policy;
-    CreditOptions credits;
-    // A GPU job holding its share without using the GPU this long is stopped by its worker, unless its
-    // recipe says otherwise (`resources.idle_timeout`); 0 = never.
-    std::int64_t idle_timeout_s = 1800;
-    // Fractional jobs only on GPUs whose worker holds jobs to their share (MPS or the watchdog): a GPU
-    // reported with memory enforcement "none" then takes whole-GPU jobs alone.
-    bool whole_gpu_only_unenforced = false;
-    // A worker whose owner handed one job back (Outcome::owner_preempted, never charged) this many
-    // times gets that job no more for owner_avoid_ms after the last time: it goes to another worker,
-    // or waits (sched::JobRequest::avoid). Each later hand-back starts the period again. 0: never.
-    std::int64_t owner_preempt_limit = 3;
-    std::int64_t owner_avoid_ms = 10 * 60'000;
-    // How much of each GPU's use members see in the pool's overview (overview.hpp).
-    MembersSee members_see = MembersSee::summary;
-    // Recipe repositories (as clients name them: recipe::Origin::repo) whose runs count for every
-    // team in recipe_history; any other repository's runs count for the team that ran them alone.
-    std::vector<std::string> public_recipe_repos{};
-};
-
-// A submission and its answer: the wire types (core/api/submit.hpp), taken as they are.
-using api::SubmitRequest;
-using SubmitResult = api::SubmitReply;
-
-// How a worker says an attempt ended (one enum for both ends: core/api/outcome.hpp).
-using api::Outcome;
-using api::outcome_from_string;
-
-// What a sweep is expected to cost, before it runs.
-struct JobEstimate {
-    std::string name;
-    std::string gpu_model;                // the priciest model in the pool it may land on ("" for CPU)
-    std::int64_t price_micro_per_hour = 0;
-    std::int64_t max_micro = 0;           // price x max_runtime: the hold
-    std::int64_t estimate_micro = 0;      // price x median past runtime (or max_runtime)
-    std::int64_t runtime_s = 0;           // the runtime the estimate uses
-    std::int64_t history_runs = 0;        // past successful runs it is based on (0: max_runtime)
-};
-
-struct RecipeHistory {
-    recipe::Origin recipe;
-    std::int64_t runs = 0;
-    std::int64_t median_runtime_s = 0;
-    std::int64_t median_cost_micro = 0;
-};
-
-struct Estimate {
-    std::vector<JobEstimate> jobs;
-    std::int64_t total_max_micro = 0;
-    std::int64_t total_estimate_micro = 0;
-    std::int64_t available_micro = 0;                // the team's balance
-    std::optional<std::int64_t> budget_room_micro;   // what its budgets still allow, if it has any
-    bool enforced = true;
-    // Workers that joined the pool (banned ones left out), and those of them taking work now
-    // (presence "online"): a submission to a pool where none is says so before it uploads.
-    std::int64_t workers_joined = 0;
-    std::int64_t workers_online = 0;
-};
-
-// One spend cap in a budget change: left as it is, removed, or set to `micro`.
-struct CapChange {
-    enum class Kind : std::uint8_t { keep, remove, set };
-    Kind kind = Kind::keep;
-    std::int64_t micro = 0;
-    static CapChange keep() { return {}; }
-    static CapChange remove() { return {Kind::remove, 0}; }
-    static CapChange set(std::int64_t m) { return {Kind::set, m}; }
-};
-
-// An admin's change to a team's budget, or (with `member`) to one member's budget within it.
-struct BudgetChange {
-    std::string team;
-    std::string member{}; // a member token of the team: its id, or its label when that is unique
-    CapChange day{};      // per rolling 24 hours
-    CapChange week{};     // per rolling 7 days
-};
-
-// A member's own caps (a member token's), what its jobs spent and hold now.
-struct MemberBudget {
-    TokenId token_id{};
-    std::string label;
-    std::optional<std::int64_t> day_micro{};
-    std::optional<std::int64_t> week_micro{};
-    std::int64_t spent_day_micro = 0; // charges of its jobs' attempts that ended in the last 24 hours
-    std::int64_t spent_week_micro = 0;
-    std::int64_t held_micro = 0; // in escrow for its jobs' running attempts
-};
-
-struct CreditsView {
-    TeamId team;
-    std::string name;
-    std::int64_t balance_micro = 0; // available: holds are already out of it
-    std::int64_t held_micro = 0;    // in escrow for its running attempts
-    std::int64_t settling_micro = 0; // earned by its workers, paid out when the settling period ends
-    std::optional<std::int64_t> budget_day_micro;
-    std::optional<std::int64_t> budget_week_micro;
-    std::int64_t spent_day_micro = 0;
-    std::int64_t spent_week_micro = 0;
-    std::vector<MemberBudget> members{}; // members with caps of their own
-    std::vector<credits::Entry> movements; // newest first
-};
-
-struct TeamReport {
-    TeamId team;
-    std::string name;
-    std::int64_t granted_micro = 0; // grants and adjustments, net of expiries
-    std::int64_t earned_micro = 0;  // charges credited to it as a provider
-    std::int64_t spent_micro = 0;   // charges and fees for its attempts
-    std::int64_t balance_micro = 0;
-    std::int64_t held_micro = 0;
-    std::int64_t settling_micro = 0; // earnings not paid out yet
-    std::int64_t refunded_micro = 0; // given back to it for voided attempts
-};
-
-struct WorkerReport {
-    WorkerId worker;
-    std::string name;
-    TeamId team;
-    double gpu_hours = 0;          // GPU-hours delivered (runtime x share) by attempts that ran
-    std::int64_t attempts = 0;     // attempts that ended on it
-    std::int64_t failures = 0;     // of those, lost to the worker (lease expiry, worker fault, ban)
-    std::int64_t earned_micro = 0; // charged for attempts on it, less what was voided
-    std::int64_t voided = 0;       // attempts whose results an admin voided
-    std::int64_t owner_preempted = 0; // attempts its owner handed back (preempted, never charged)
-};
-
-struct Report {
-    std::int64_t since_ms = 0;
-    std::vector<TeamReport> teams;
-    std::vector<WorkerReport> workers;
-    std::int64_t pool_fee_micro = 0; // the fee account's balance
-    std::int64_t escrow_micro = 0;
-    std::int64_t settling_micro = 0; // all providers' earnings not paid out yet
-    std::int64_t issuer_micro = 0;
-};
-
-// What ban_worker() did: what it voided, over every worker it banned, and which workers.
-struct Voided {
-    std::vector<AttemptId> attempts; // marked voided now
-    std::vector<JobId> requeued;     // jobs whose result it was, queued to run again
-    std::int64_t refunded_micro = 0; // given back to the teams that paid
-    // The other workers enrolled with the same token (enrolled_with), as they are after the ban.
-    std::vector<store::WorkerRecord> siblings{};
-    std::vector<WorkerId> banned{};   // the worker named, then the siblings when they were banned with it
-};
-
-// Which jobs `jobs()` lists: those matching every filter that is set, oldest first; with `limit`,
-// the newest `limit` of them (`before` pages further back: only ids below it).
-struct JobQuery {
-    std::optional<store::JobState> state;
-    std::optional<SweepId> sweep;
-    // Jobs submitted with this token (its id), or with tokens of this label: who submitted them.
-    std::optional<TokenId> submitter_token{};
-    std::optional<std::string> submitter_label{};
-    bool all_teams = false; // admins only
-    std::size_t limit = 0;  // 0: all
-    std::optional<JobId> before;
-};
-
-struct JobList {
-    std::vector<store::JobRecord> jobs;
-    bool more = false; // older jobs match too (ask again with before = jobs.front().id)
-};
-
-// What a worker is handed to run, and the heartbeat's answer: the wire types (core/api).
-using api::Assignment;
-using api::HeartbeatReply;
-
-struct LogSlice {
-    AttemptId attempt;
-    std::string data;
-    std::int64_t next_offset = 0;
-    bool finished = false; // the attempt has ended: no more bytes will come
-};
 
 class Coordinator {
 public:
@@ -472,11 +260,15 @@ public:
     // never shows. Admins count every team's runs. Members and admins only (the route checks).
     std::vector<RecipeHistory> recipe_history(const Principal& who, const std::vector<recipe::Origin>& recipes) const;
     // Micro-credits an attempt has cost: settled when it ended, accrued so far while it runs.
-    std::int64_t cost_micro(const store::AttemptRecord& attempt) const;
-    std::int64_t held_micro(JobId job) const;
+    std::int64_t cost_micro(const store::AttemptRecord& attempt) const {
+        return m_credits.cost_micro(attempt, m_clock.now_ms());
+    }
+    std::int64_t held_micro(JobId job) const { return m_credits.held_micro(job); }
     // The sum of cost_micro over the job's attempts.
-    std::int64_t job_cost_micro(JobId job) const;
-    const credits::Ledger& ledger() const { return m_ledger; }
+    std::int64_t job_cost_micro(JobId job) const { return m_credits.job_cost_micro(job, m_clock.now_ms()); }
+    const credits::Ledger& ledger() const { return m_credits.ledger(); }
+    // The ledger, grants, budgets and costs (credit_desk.hpp).
+    const CreditDesk& credit_desk() const { return m_credits; }
 
     // The pool at a glance (overview.hpp says who sees what).
     Result<PoolOverview> overview(const Principal& who) const;
@@ -487,7 +279,9 @@ public:
 
     // ---- monitoring ----
     // The pool's numbers now (metrics.hpp). For the metrics endpoint: no caller check here.
-    PoolMetrics metrics() const;
+    PoolMetrics metrics() const {
+        return pool_metrics(m_tokens, m_roster, m_job_book, m_credits, m_counters, m_clock.now_ms());
+    }
     // Who hears of commits, passes and attempts as they happen (nullptr: nobody). Not owned: it
     // must outlive the coordinator or be unset first.
     void set_events(CoordinatorEvents* events) { m_events = events; }
@@ -506,13 +300,15 @@ public:
     bool pass_due() const;
     static constexpr std::int64_t k_quiet_pass_ms = 5'000;
     // Jobs queued now.
-    bool has_queued() const { return !m_queued_jobs.empty(); }
+    bool has_queued() const { return !m_job_book.queued().empty(); }
     // Jobs that ended (succeeded, failed, cancelled) since the last call, while tracking is on: the
     // service answers the clients waiting on them (POST /v1/jobs/wait) from this, not by looking.
-    void track_ended_jobs(bool on) { m_track_ended = on; }
-    std::vector<JobId> take_ended_jobs() { return std::exchange(m_newly_ended, {}); }
+    void track_ended_jobs(bool on) { m_job_book.track_ended(on); }
+    std::vector<JobId> take_ended_jobs() { return m_job_book.take_ended(); }
 
-    std::size_t job_count() const { return m_jobs.size(); }
+    std::size_t job_count() const { return m_job_book.jobs().size(); }
+    // The sweeps, jobs and attempts (job_book.hpp).
+    const JobBook& job_book() const { return m_job_book; }
 
     // Why a queued job is not running (empty when it is not queued).
     std::string waiting_reason(JobId id) const;
@@ -540,7 +336,7 @@ private:
     // reserving another from the store when it runs short.
     Result<std::int64_t> take_ids(store::IdKind kind, std::int64_t count);
     // What commit() reports of `changes` once they are written, read before memory takes them;
-    // counts their jobs and ledger entries in m_counters (metrics.cpp).
+    // counts their jobs and ledger entries in m_counters (coordinator.cpp).
     struct Noticed {
         std::vector<store::AttemptRecord> ended;
         std::vector<std::pair<std::string, std::int64_t>> placed; // team, ms queued (only with an observer)
@@ -561,7 +357,6 @@ private:
     // Log bytes kept for the job's attempts (0: no cap), and how many of them from the start.
     std::int64_t log_cap(const recipe::JobSpec& spec) const;
     static std::int64_t log_head_bytes(std::int64_t cap);
-    const std::vector<AttemptId>& attempt_ids_of(JobId job) const; // ascending; empty if none
     void absorb(const store::Changes& changes);
     void record_usage(const store::AttemptRecord& attempt);
     Result<const store::JobRecord*> visible_job(const Principal& who, JobId id) const;
@@ -573,7 +368,7 @@ private:
     // Whether `ids` may be retried: each failed or cancelled, its inputs still kept, and the lot
     // accepted as a submission of the same jobs would be (check_jobs, check_funded).
     Status check_retry(const Principal& who, TeamId team, const std::vector<JobId>& ids, bool allow_unfunded) const;
-    Result<store::AttemptRecord*> current_attempt_of_worker(const Principal& who, AttemptId id);
+    Result<const store::AttemptRecord*> current_attempt_of_worker(const Principal& who, AttemptId id);
     // Sets m_pass_dirty when `changes` touch what a pass reads (before absorbing them).
     void note_pass_inputs(const store::Changes& changes);
     // A worker's report that `id` started, checked and added to `changes` (start_attempt(s)); a
@@ -586,21 +381,9 @@ private:
     // a lost attempt).
     void end_attempt(store::AttemptRecord& attempt, store::AttemptState state, std::optional<std::int64_t> exit_code,
                      const std::string& reason, store::Changes& changes, bool chargeable = true);
-    std::int64_t next_entry_id(const store::Changes& changes) const;
-    // What the team may still hold now: its balance and, under budgets, what they leave.
-    std::int64_t budget_room(TeamId team, std::int64_t now) const;
-    // What the team's own caps leave now, whatever the balance; nullopt without caps.
-    std::optional<std::int64_t> team_caps_room(TeamId team, std::int64_t now) const;
-    // What a member (a token with caps of its own) may still hold now, or nullopt without caps.
-    std::optional<std::int64_t> member_room(TokenId token_id, std::int64_t now) const;
-    MemberBudget member_budget(const store::TokenRecord& token, std::int64_t now) const;
-    // "member `alice` can hold 0.5 credits now (budget 2/day, 1.5 spent or held)"; `placing`: what
-    // the member's jobs placed in this pass hold on top of the stored holds.
-    std::string member_can_hold(TokenId token_id, std::int64_t left, std::int64_t placing, std::int64_t now) const;
     // Attempts of the job's current run (since its latest retry) that used up one of its
     // retry.max_attempts: all but the preempted and the voided ones.
     std::int64_t used_attempts(const store::JobRecord& job) const;
-    void pay_out(store::Changes& changes); // earnings whose settling period is over
     // The worker's new state (a ban also revokes its enrollment token and ends its attempts).
     void worker_state_changes(WorkerId worker, store::WorkerState state, store::Changes& changes);
     void void_results(WorkerId worker, std::int64_t since_ms, Voided& out, store::Changes& changes);
@@ -608,15 +391,10 @@ private:
     // worker the admin named, when this one is its sibling).
     void stage_ban(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
                    std::optional<WorkerId> named, Voided& out, store::Changes& changes);
-    // Median runtime in seconds of the team's past successful runs of recipe `source`, and how many.
-    std::pair<std::int64_t, std::int64_t> history(TeamId team, const std::string& source) const;
-    void expire_grants(store::Changes& changes);
     std::int64_t attempt_price(const recipe::JobSpec& spec, WorkerId worker, std::int64_t gpu_index,
                                std::int64_t gpu_milli) const;
     Estimate estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const;
     std::optional<std::string> infeasible_reason(const recipe::JobSpec& spec) const;
-    // When an active attempt's lease or runtime runs out (m_expiry's key).
-    std::int64_t expiry_of(const store::AttemptRecord& a) const;
     // Refuses `jobs` jobs estimated at `est` that the team (or the caller's own member budget) cannot
     // fund; worded for a submission, or for a retry.
     Status check_funded(const Principal& who, TeamId team, const Estimate& est, std::size_t jobs, bool for_retry) const;
@@ -643,7 +421,6 @@ private:
     std::vector<sched::AvoidWorker> owner_avoids(JobId job) const;
     std::vector<WorkerId> place(store::Changes& changes);
     void assign(const sched::PlacementDecision& placement, AttemptId id, std::int64_t now, store::Changes& changes);
-    std::string team_can_hold(TeamId team, std::int64_t left, std::int64_t now) const;
     std::string credit_wait_reason(const sched::WaitingJob& waiting, std::int64_t now) const;
     std::string no_worker_reason(std::int64_t now) const;
 
@@ -653,29 +430,12 @@ private:
 
     TokenBook m_tokens;    // teams and tokens
     WorkerRoster m_roster; // workers
-    std::map<SweepId, store::SweepRecord> m_sweeps;
-    std::map<std::pair<TeamId, std::string>, SweepId> m_sweep_by_key; // (team, idempotency key) -> sweep
-    std::map<JobId, store::JobRecord> m_jobs;
-    std::map<AttemptId, store::AttemptRecord> m_attempts;
-    std::map<JobId, AttemptId> m_latest_attempt;
-    // Indexes that keep the hot paths (scheduling passes, polls, heartbeats, lease expiry) in
-    // proportion to the live work rather than to the pool's whole history; kept by absorb().
-    std::map<JobId, std::vector<AttemptId>> m_attempts_by_job; // ascending
-    std::set<AttemptId> m_active_attempts;                     // assigned or running
-    // Active attempts by the time expire() must look at them: the earlier of the lease's end and the
-    // end of max_runtime plus grace (expiry_of). A tick walks only those past it, not every attempt.
-    std::set<std::pair<std::int64_t, AttemptId>> m_expiry;
-    std::set<JobId> m_queued_jobs;
-    std::map<WorkerId, std::set<AttemptId>> m_assigned_by_worker; // assigned, not yet started: polls
-    std::set<std::pair<std::int64_t, JobId>> m_ended_jobs; // (finished_at, id): the overview's "ended lately"
-    // Seconds of every successful attempt by (team, recipe source): history() (estimates at submit).
-    std::map<std::pair<TeamId, std::string>, std::vector<std::int64_t>> m_runtimes_by_source;
+    JobBook m_job_book;    // sweeps, jobs, attempts
+    CreditDesk m_credits;  // ledger and grants (reads the two above)
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)
     PoolView m_pool; // the scheduler's view, kept by absorb() and heartbeat()
     // Decayed GPU-seconds per team for fair share; rebuilt from ended attempts on start.
     sched::UsageLedger m_usage;
-    credits::Ledger m_ledger;
-    std::map<std::int64_t, store::GrantRecord> m_grants;
 
     PoolCounters m_counters;               // ended attempts, ended jobs and credits, since the pool began
     CoordinatorEvents* m_events = nullptr; // not owned
@@ -688,8 +448,6 @@ private:
     std::array<IdBlock, store::k_id_kinds> m_id_blocks{};
     std::int64_t m_next_sample_at = 0; // the first tick samples
     bool m_fenced = false;
-    bool m_track_ended = false;
-    std::vector<JobId> m_newly_ended; // see take_ended_jobs()
     bool m_pass_dirty = true;       // see pass_due()
     std::int64_t m_last_pass_ms = 0;
 };

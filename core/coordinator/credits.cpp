@@ -16,24 +16,6 @@ namespace gpupool::coordinator {
 using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
 
-namespace {
-
-std::int64_t median_of(std::vector<std::int64_t> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2] + 1) / 2;
-}
-
-} // namespace
-
-std::pair<std::int64_t, std::int64_t> Coordinator::history(TeamId team, const std::string& source) const {
-    auto it = m_runtimes_by_source.find({team, source});
-    if (it == m_runtimes_by_source.end() || it->second.empty()) {
-        return {0, 0};
-    }
-    return {median_of(it->second), static_cast<std::int64_t>(it->second.size())};
-}
-
 std::vector<RecipeHistory> Coordinator::recipe_history(const Principal& who,
                                                        const std::vector<recipe::Origin>& recipes) const {
     // (repo, recipe) -> the runtimes and costs of its successful attempts.
@@ -46,11 +28,11 @@ std::vector<RecipeHistory> Coordinator::recipe_history(const Principal& who,
         return who.role == Role::admin || (who.team && *who.team == j.team) ||
                std::find(open.begin(), open.end(), j.spec.origins.front().repo) != open.end();
     };
-    for (const auto& [id, a] : m_attempts) {
+    for (const auto& [id, a] : m_job_book.attempts()) {
         if (!counts_as_run(a)) {
             continue;
         }
-        const JobRecord& j = m_jobs.at(a.job);
+        const JobRecord& j = m_job_book.jobs().at(a.job);
         if (j.spec.origins.empty()) {
             continue;
         }
@@ -77,7 +59,7 @@ Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const
     Estimate est;
     est.enforced = m_options.credits.enforce;
     const auto& rates = m_options.credits.rates;
-    const auto [median_s, runs] = history(team, source);
+    const auto [median_s, runs] = m_credits.history(team, source);
     // The hourly price and the model it is priced on, for one resource request.
     const auto price_of = [&](const recipe::Resources& r) {
         std::pair<Micro, std::string> out{0, std::string()};
@@ -122,8 +104,9 @@ Estimate Coordinator::estimate_for(TeamId team, const std::string& source, const
         est.total_estimate_micro += je.estimate_micro;
         est.jobs.push_back(std::move(je));
     }
-    est.available_micro = m_ledger.balance(credits::Account::of_team(team.value()));
-    est.budget_room_micro = team_caps_room(team, m_clock.now_ms()); // what the budgets leave, whatever the balance
+    est.available_micro = m_credits.ledger().balance(credits::Account::of_team(team.value()));
+    est.budget_room_micro =
+        m_credits.team_caps_room(team, m_clock.now_ms()); // what the budgets leave, whatever the balance
     return est;
 }
 
@@ -163,48 +146,10 @@ Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& 
             est.workers_online += presence(worker) == "online" ? 1 : 0;
         }
     }
-    if (auto mine = member_room(who.token_id, m_clock.now_ms())) {
+    if (auto mine = m_credits.member_room(who.token_id, m_clock.now_ms())) {
         est.budget_room_micro = std::min(est.budget_room_micro.value_or(k_unlimited), *mine);
     }
     return est;
-}
-
-void Coordinator::pay_out(Changes& c) {
-    if (m_options.credits.settle_ms <= 0) {
-        return;
-    }
-    const std::int64_t now = m_clock.now_ms();
-    for (std::int64_t attempt : m_ledger.settling_due(now - m_options.credits.settle_ms)) {
-        if (auto e = m_ledger.payout_entry(next_entry_id(c), now, attempt)) {
-            c.ledger.push_back(*e);
-        }
-    }
-}
-
-void Coordinator::expire_grants(Changes& c) {
-    const std::int64_t now = m_clock.now_ms();
-    for (const auto& [id, g] : m_grants) {
-        if (g.expired_at || !g.expires_at || *g.expires_at > now) {
-            continue;
-        }
-        GrantRecord done = g;
-        done.expired_at = now;
-        c.grants.push_back(done);
-        // What is left of it: up to the team's positive balance (spending is not traced per grant).
-        const Micro left = std::min(g.amount, m_ledger.balance(credits::Account::of_team(g.team.value())));
-        if (left > 0) {
-            credits::Entry e;
-            e.id = next_entry_id(c);
-            e.at_ms = now;
-            e.debit = credits::Account::of_team(g.team.value());
-            e.credit = credits::Account::issuer();
-            e.amount = left;
-            e.reason = credits::EntryReason::expiry;
-            e.grant = g.id;
-            e.note = "grant " + std::to_string(g.id) + " expired";
-            c.ledger.push_back(e);
-        }
-    }
 }
 
 Result<GrantRecord> Coordinator::grant(const Principal& who, const std::string& team, std::int64_t amount_micro,
@@ -216,26 +161,12 @@ Result<GrantRecord> Coordinator::grant(const Principal& who, const std::string& 
     if (!id) {
         return id.error();
     }
-    if (amount_micro <= 0 || amount_micro > credits::k_max_amount) {
-        return invalid("a grant is a positive amount", "amount_micro");
-    }
-    const std::int64_t now = m_clock.now_ms();
-    if (expires_at && *expires_at <= now) {
-        return invalid("the expiry date is in the past", "expires_at");
-    }
     Changes c;
-    credits::Entry e;
-    e.id = next_entry_id(c);
-    e.at_ms = now;
-    e.debit = credits::Account::issuer();
-    e.credit = credits::Account::of_team(id->value());
-    e.amount = amount_micro;
-    e.reason = credits::EntryReason::grant;
-    e.grant = e.id;
-    e.note = note;
-    c.ledger.push_back(e);
-    GrantRecord g{e.id, *id, amount_micro, expires_at, note, now, std::nullopt};
-    c.grants.push_back(g);
+    auto staged = m_credits.stage_grant(*id, amount_micro, expires_at, note, m_clock.now_ms(), c);
+    if (!staged) {
+        return staged.error();
+    }
+    const GrantRecord& g = *staged;
     nlohmann::json detail{{"grant", g.id}, {"amount_micro", amount_micro}, {"note", note}};
     if (expires_at) {
         detail["expires_at"] = *expires_at;
@@ -256,29 +187,17 @@ Result<credits::Entry> Coordinator::adjust(const Principal& who, const std::stri
     if (!id) {
         return id.error();
     }
-    if (amount_micro == 0 || amount_micro > credits::k_max_amount || amount_micro < -credits::k_max_amount) {
-        return invalid("an adjustment is a non-zero amount", "amount_micro");
-    }
-    if (note.empty()) {
-        return invalid("say why: an adjustment needs a note", "note");
-    }
     Changes c;
-    credits::Entry e;
-    e.id = next_entry_id(c);
-    e.at_ms = m_clock.now_ms();
-    const auto t = credits::Account::of_team(id->value());
-    e.debit = amount_micro > 0 ? credits::Account::issuer() : t;
-    e.credit = amount_micro > 0 ? t : credits::Account::issuer();
-    e.amount = amount_micro > 0 ? amount_micro : -amount_micro;
-    e.reason = credits::EntryReason::adjustment;
-    e.note = note;
-    c.ledger.push_back(e);
+    auto e = m_credits.stage_adjustment(*id, amount_micro, note, m_clock.now_ms(), c);
+    if (!e) {
+        return e.error();
+    }
     audit(who.token_id, "credits.adjust", "team `" + team + "`",
-          nlohmann::json{{"entry", e.id}, {"amount_micro", amount_micro}, {"note", note}}.dump(), c);
+          nlohmann::json{{"entry", e->id}, {"amount_micro", amount_micro}, {"note", note}}.dump(), c);
     if (auto st = commit(c); !st) {
         return st.error();
     }
-    return e;
+    return *e;
 }
 
 Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::optional<std::string>& team,
@@ -308,21 +227,21 @@ Result<CreditsView> Coordinator::credits_of(const Principal& who, const std::opt
     CreditsView v;
     v.team = id;
     v.name = t.name;
-    v.balance_micro = m_ledger.balance(credits::Account::of_team(id.value()));
-    v.held_micro = m_ledger.held_by_team(id.value());
-    v.settling_micro = m_ledger.balance(credits::Account::settling_of(id.value()));
+    v.balance_micro = m_credits.ledger().balance(credits::Account::of_team(id.value()));
+    v.held_micro = m_credits.ledger().held_by_team(id.value());
+    v.settling_micro = m_credits.ledger().balance(credits::Account::settling_of(id.value()));
     v.budget_day_micro = t.budget_day_micro;
     v.budget_week_micro = t.budget_week_micro;
-    v.spent_day_micro = m_ledger.spent_since(id.value(), now - k_day_ms);
-    v.spent_week_micro = m_ledger.spent_since(id.value(), now - k_week_ms);
+    v.spent_day_micro = m_credits.ledger().spent_since(id.value(), now - k_day_ms);
+    v.spent_week_micro = m_credits.ledger().spent_since(id.value(), now - k_week_ms);
     for (const TokenRecord* tok : m_tokens.members_of(id)) { // oldest first
         if (tok->budget_day_micro || tok->budget_week_micro) {
-            v.members.push_back(member_budget(*tok, now));
+            v.members.push_back(m_credits.member_budget(*tok, now));
         }
     }
     const auto acc = credits::Account::of_team(id.value());
     const auto settling = credits::Account::settling_of(id.value());
-    const auto& entries = m_ledger.entries();
+    const auto& entries = m_credits.ledger().entries();
     for (auto it = entries.rbegin(); it != entries.rend() && v.movements.size() < movements; ++it) {
         if (it->debit == acc || it->credit == acc || it->debit == settling || it->credit == settling ||
             it->payer == id.value()) {
@@ -343,14 +262,14 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
         TeamReport tr;
         tr.team = id;
         tr.name = t.name;
-        tr.balance_micro = m_ledger.balance(credits::Account::of_team(id.value()));
-        tr.held_micro = m_ledger.held_by_team(id.value());
-        tr.settling_micro = m_ledger.balance(credits::Account::settling_of(id.value()));
+        tr.balance_micro = m_credits.ledger().balance(credits::Account::of_team(id.value()));
+        tr.held_micro = m_credits.ledger().held_by_team(id.value());
+        tr.settling_micro = m_credits.ledger().balance(credits::Account::settling_of(id.value()));
         teams[id.value()] = tr;
     }
     std::map<std::int64_t, Micro> earned_by_attempt;
     std::map<std::int64_t, CreditTotals> totals;
-    for (const auto& e : m_ledger.entries()) {
+    for (const auto& e : m_credits.ledger().entries()) {
         if (e.at_ms < since_ms) {
             continue;
         }
@@ -376,7 +295,7 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
     for (const auto& [id, w] : m_roster.workers()) {
         workers[id] = WorkerReport{id, w.record.name, w.record.team, 0.0, 0, 0, 0, 0, 0};
     }
-    for (const auto& [id, a] : m_attempts) {
+    for (const auto& [id, a] : m_job_book.attempts()) {
         const std::int64_t end = a.ended_at.value_or(now);
         if (end < since_ms) {
             continue;
@@ -403,47 +322,19 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
     for (auto& [id, wr] : workers) {
         r.workers.push_back(wr);
     }
-    r.pool_fee_micro = m_ledger.balance(credits::Account::pool_fee());
-    r.escrow_micro = m_ledger.balance(credits::Account::escrow());
-    for (const auto& [account, balance] : m_ledger.balances()) {
+    r.pool_fee_micro = m_credits.ledger().balance(credits::Account::pool_fee());
+    r.escrow_micro = m_credits.ledger().balance(credits::Account::escrow());
+    for (const auto& [account, balance] : m_credits.ledger().balances()) {
         r.settling_micro += account.kind == credits::AccountKind::settling ? balance : 0;
     }
-    r.issuer_micro = m_ledger.balance(credits::Account::issuer());
+    r.issuer_micro = m_credits.ledger().balance(credits::Account::issuer());
     return r;
-}
-
-std::int64_t Coordinator::cost_micro(const AttemptRecord& a) const {
-    if (a.ended_at) {
-        return m_ledger.charged(a.id.value());
-    }
-    if (!a.started_at) {
-        return 0;
-    }
-    const Micro accrued = credits::cost_of(a.price_micro_per_hour, m_clock.now_ms() - *a.started_at);
-    return std::min(accrued, m_ledger.held(a.id.value()));
-}
-
-std::int64_t Coordinator::job_cost_micro(JobId job) const {
-    std::int64_t total = 0;
-    for (AttemptId id : attempt_ids_of(job)) {
-        total += cost_micro(m_attempts.at(id));
-    }
-    return total;
-}
-
-std::int64_t Coordinator::held_micro(JobId job) const {
-    auto latest = m_latest_attempt.find(job);
-    return latest == m_latest_attempt.end() ? 0 : m_ledger.held(latest->second.value());
-}
-
-std::int64_t Coordinator::next_entry_id(const Changes& changes) const {
-    return m_ledger.next_id() + static_cast<std::int64_t>(changes.ledger.size());
 }
 
 std::int64_t Coordinator::used_attempts(const JobRecord& job) const {
     std::int64_t n = 0;
-    for (AttemptId id : attempt_ids_of(job.id)) {
-        const AttemptRecord& a = m_attempts.at(id);
+    for (AttemptId id : m_job_book.attempt_ids_of(job.id)) {
+        const AttemptRecord& a = m_job_book.attempts().at(id);
         n += (a.retry == job.retries && a.state != AttemptState::preempted && !a.voided_at) ? 1 : 0;
     }
     return n;

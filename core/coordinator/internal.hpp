@@ -10,6 +10,7 @@
 #include "core/util/ids.hpp"
 #include "core/util/result.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -96,6 +97,13 @@ public:
 private:
     std::map<ResourceKey, Value> m_answers;
 };
+
+// The median (for an even count, the mean of the two middle values, rounded up); `v` is not empty.
+inline std::int64_t median_of(std::vector<std::int64_t> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2] + 1) / 2;
+}
 
 // "0.5 credits", "1 credit".
 inline std::string credits_text(Micro m) { return format_credits(m) + (m == 1'000'000 ? " credit" : " credits"); }

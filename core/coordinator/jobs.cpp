@@ -84,7 +84,7 @@ Status Coordinator::check_funded(const Principal& who, TeamId team, const Estima
                               credits_text(std::max<Micro>(*est.budget_room_micro, 0)) + " more now" + hint,
                           "credits");
     }
-    if (auto mine = member_room(who.token_id, m_clock.now_ms()); mine && est.total_estimate_micro > *mine) {
+    if (auto mine = m_credits.member_room(who.token_id, m_clock.now_ms()); mine && est.total_estimate_micro > *mine) {
         const TokenRecord* t = m_tokens.token(who.token_id);
         return make_error(ErrorCode::conflict,
                           what + " but your own budget (member `" + (t ? t->label : std::string()) + "`) allows " +
@@ -151,11 +151,11 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
         if (auto st = check_idempotency_key(key); !st) {
             return st.error();
         }
-        if (auto it = m_sweep_by_key.find({*team, key}); it != m_sweep_by_key.end()) {
+        if (auto it = m_job_book.sweep_by_key().find({*team, key}); it != m_job_book.sweep_by_key().end()) {
             // Submitted before (the answer was lost): the same sweep again, nothing new.
             SubmitResult again;
             again.sweep_id = it->second;
-            for (const auto& [id, j] : m_jobs) {
+            for (const auto& [id, j] : m_job_book.jobs()) {
                 if (j.sweep_id == it->second) {
                     again.jobs.push_back(id);
                 }
@@ -219,9 +219,10 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
 }
 
 Result<const JobRecord*> Coordinator::visible_job(const Principal& who, JobId id) const {
-    auto it = m_jobs.find(id);
+    auto it = m_job_book.jobs().find(id);
     // A job of another team is reported as missing, not forbidden: ids are not a side channel.
-    if (it == m_jobs.end() || (who.role != Role::admin && !(who.role == Role::member && who.team == it->second.team))) {
+    if (it == m_job_book.jobs().end() ||
+        (who.role != Role::admin && !(who.role == Role::member && who.team == it->second.team))) {
         if (who.role != Role::admin && who.role != Role::member) {
             return denied("only team members and admins read jobs");
         }
@@ -252,7 +253,7 @@ Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const
         if (q.sweep && j.sweep_id != *q.sweep) {
             return false;
         }
-        if (q.submitter_token && m_sweeps.at(j.sweep_id).submitter_token != *q.submitter_token) {
+        if (q.submitter_token && m_job_book.sweeps().at(j.sweep_id).submitter_token != *q.submitter_token) {
             return false;
         }
         if (q.submitter_label && submitter_of(j.id) != *q.submitter_label) {
@@ -265,8 +266,8 @@ Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const
     };
     // Newest first, so that a limit costs what it returns (until `more` finds one older match).
     JobList out;
-    auto end = q.before ? m_jobs.lower_bound(*q.before) : m_jobs.end();
-    for (auto it = std::make_reverse_iterator(end); it != m_jobs.rend(); ++it) {
+    auto end = q.before ? m_job_book.jobs().lower_bound(*q.before) : m_job_book.jobs().end();
+    for (auto it = std::make_reverse_iterator(end); it != m_job_book.jobs().rend(); ++it) {
         if (!matches(it->second)) {
             continue;
         }
@@ -281,28 +282,22 @@ Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const
 }
 
 const JobRecord* Coordinator::job_of_attempt(AttemptId attempt) const {
-    auto a = m_attempts.find(attempt);
-    if (a == m_attempts.end()) {
+    auto a = m_job_book.attempts().find(attempt);
+    if (a == m_job_book.attempts().end()) {
         return nullptr;
     }
-    auto j = m_jobs.find(a->second.job);
-    return j == m_jobs.end() ? nullptr : &j->second;
+    auto j = m_job_book.jobs().find(a->second.job);
+    return j == m_job_book.jobs().end() ? nullptr : &j->second;
 }
 
 std::string Coordinator::submitter_of(JobId job) const {
-    return m_tokens.token_name(m_sweeps.at(m_jobs.at(job).sweep_id).submitter_token);
-}
-
-const std::vector<AttemptId>& Coordinator::attempt_ids_of(JobId id) const {
-    static const std::vector<AttemptId> none;
-    auto it = m_attempts_by_job.find(id);
-    return it == m_attempts_by_job.end() ? none : it->second;
+    return m_tokens.token_name(m_job_book.sweeps().at(m_job_book.jobs().at(job).sweep_id).submitter_token);
 }
 
 std::vector<AttemptRecord> Coordinator::attempts_of(JobId id) const {
     std::vector<AttemptRecord> out;
-    for (AttemptId aid : attempt_ids_of(id)) {
-        out.push_back(m_attempts.at(aid));
+    for (AttemptId aid : m_job_book.attempt_ids_of(id)) {
+        out.push_back(m_job_book.attempts().at(aid));
     }
     return out;
 }
@@ -315,23 +310,11 @@ void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::o
     attempt.exit_code = exit_code;
     attempt.reason = reason;
     changes.attempts.push_back(attempt);
-    JobRecord job = m_jobs.at(attempt.job);
+    JobRecord job = m_job_book.jobs().at(attempt.job);
     // Settle the escrow in the same transaction as the state change.
-    const std::int64_t aid = attempt.id.value();
-    if (m_ledger.has_hold(aid) && !m_ledger.closed(aid)) {
-        assert(std::none_of(changes.ledger.begin(), changes.ledger.end(),
-                            [&](const credits::Entry& e) { return e.attempt == aid; }));
-        const std::int64_t runtime_ms = attempt.started_at ? now - *attempt.started_at : 0;
-        const TeamId provider = m_roster.at(attempt.worker).record.team;
-        const auto s = credits::settle(m_ledger.held(aid), credits::cost_of(attempt.price_micro_per_hour, runtime_ms),
-                                       chargeable && state != AttemptState::lost, m_options.credits.pool_fee_ppm,
-                                       provider == job.team);
-        // Another team's earnings settle first (so a lying worker's results can still be voided).
-        const bool settle_later = m_options.credits.settle_ms > 0 && provider != job.team;
-        auto entries = credits::Ledger::settlement_entries(next_entry_id(changes), now, aid, job.team.value(),
-                                                           provider.value(), s, settle_later);
-        changes.ledger.insert(changes.ledger.end(), entries.begin(), entries.end());
-    }
+    const std::int64_t runtime_ms = attempt.started_at ? now - *attempt.started_at : 0;
+    m_credits.stage_settlement(attempt, job.team, m_roster.at(attempt.worker).record.team,
+                               chargeable && state != AttemptState::lost, runtime_ms, now, changes);
     job.updated_at = now;
     job.exit_code = exit_code;
     job.reason = reason;
@@ -382,9 +365,9 @@ Status Coordinator::cancel_job(const Principal& who, JobId id) {
                                                    to_string(job.state));
     }
     Changes c;
-    auto latest = m_latest_attempt.find(id);
-    if (latest != m_latest_attempt.end() && is_active(m_attempts.at(latest->second).state)) {
-        AttemptRecord a = m_attempts.at(latest->second);
+    auto latest = m_job_book.latest_attempt().find(id);
+    if (latest != m_job_book.latest_attempt().end() && is_active(m_job_book.attempts().at(latest->second).state)) {
+        AttemptRecord a = m_job_book.attempts().at(latest->second);
         end_attempt(a, AttemptState::cancelled, std::nullopt, "cancelled by user", c);
     } else {
         job.state = JobState::cancelled;
@@ -396,8 +379,8 @@ Status Coordinator::cancel_job(const Principal& who, JobId id) {
 }
 
 Result<std::int64_t> Coordinator::cancel_sweep(const Principal& who, SweepId sweep_id) {
-    auto s = m_sweeps.find(sweep_id);
-    if (s == m_sweeps.end() || (who.role != Role::admin && who.team != s->second.team) ||
+    auto s = m_job_book.sweeps().find(sweep_id);
+    if (s == m_job_book.sweeps().end() || (who.role != Role::admin && who.team != s->second.team) ||
         (who.role != Role::admin && who.role != Role::member)) {
         if (who.role != Role::admin && who.role != Role::member) {
             return denied("only team members and admins cancel sweeps");
@@ -405,7 +388,7 @@ Result<std::int64_t> Coordinator::cancel_sweep(const Principal& who, SweepId swe
         return not_found("no sweep " + std::to_string(sweep_id.value()));
     }
     std::vector<JobId> ids;
-    for (const auto& [id, j] : m_jobs) {
+    for (const auto& [id, j] : m_job_book.jobs()) {
         if (j.sweep_id == sweep_id && !is_terminal(j.state)) {
             ids.push_back(id);
         }
@@ -413,12 +396,12 @@ Result<std::int64_t> Coordinator::cancel_sweep(const Principal& who, SweepId swe
     Changes c;
     const std::int64_t now = m_clock.now_ms();
     for (JobId id : ids) {
-        auto latest = m_latest_attempt.find(id);
-        if (latest != m_latest_attempt.end() && is_active(m_attempts.at(latest->second).state)) {
-            AttemptRecord a = m_attempts.at(latest->second);
+        auto latest = m_job_book.latest_attempt().find(id);
+        if (latest != m_job_book.latest_attempt().end() && is_active(m_job_book.attempts().at(latest->second).state)) {
+            AttemptRecord a = m_job_book.attempts().at(latest->second);
             end_attempt(a, AttemptState::cancelled, std::nullopt, "sweep cancelled by user", c);
         } else {
-            JobRecord job = m_jobs.at(id);
+            JobRecord job = m_job_book.jobs().at(id);
             job.state = JobState::cancelled;
             job.reason = "sweep cancelled by user";
             job.updated_at = job.finished_at.emplace(now);
@@ -439,14 +422,14 @@ Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int
     }
     AttemptId aid;
     if (attempt) {
-        auto it = m_attempts.find(*attempt);
-        if (it == m_attempts.end() || it->second.job != id) {
+        auto it = m_job_book.attempts().find(*attempt);
+        if (it == m_job_book.attempts().end() || it->second.job != id) {
             return not_found("job " + std::to_string(id.value()) + " has no attempt " + std::to_string(attempt->value()));
         }
         aid = *attempt;
     } else {
-        auto latest = m_latest_attempt.find(id);
-        if (latest == m_latest_attempt.end()) {
+        auto latest = m_job_book.latest_attempt().find(id);
+        if (latest == m_job_book.latest_attempt().end()) {
             return LogSlice{AttemptId(0), {}, 0, is_terminal((*j)->state)};
         }
         aid = latest->second;
@@ -468,7 +451,7 @@ Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int
     s.attempt = aid;
     s.next_offset = from + static_cast<std::int64_t>(data->size());
     if (from > offset) {
-        const std::int64_t cap = log_cap(m_jobs.at(m_attempts.at(aid).job).spec);
+        const std::int64_t cap = log_cap(m_job_book.jobs().at(m_job_book.attempts().at(aid).job).spec);
         s.data = "[gpupool: bytes " + std::to_string(offset) + " to " + std::to_string(from) +
                  " of this log were dropped: the pool keeps the first " + std::to_string(log_head_bytes(cap)) +
                  " bytes and the last " + std::to_string(cap - log_head_bytes(cap)) +
@@ -476,7 +459,7 @@ Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int
     }
     s.data += *data;
     auto len = m_store.log_length(aid);
-    s.finished = !is_active(m_attempts.at(aid).state) && len && s.next_offset >= *len;
+    s.finished = !is_active(m_job_book.attempts().at(aid).state) && len && s.next_offset >= *len;
     return s;
 }
 
@@ -487,15 +470,15 @@ Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
     }
     const JobRecord& job = **j;
     const std::string name = "job " + std::to_string(id.value());
-    auto latest = m_latest_attempt.find(id);
-    if (latest == m_latest_attempt.end()) {
+    auto latest = m_job_book.latest_attempt().find(id);
+    if (latest == m_job_book.latest_attempt().end()) {
         if (job.state == JobState::cancelled) {
             return not_found(name + " was cancelled before it ran: it has no outputs");
         }
         const std::string why = waiting_reason(id);
         return not_found(name + " has not run yet" + (why.empty() ? std::string() : ": " + why));
     }
-    if (const AttemptRecord& a = m_attempts.at(latest->second); a.voided_at) {
+    if (const AttemptRecord& a = m_job_book.attempts().at(latest->second); a.voided_at) {
         return make_error(ErrorCode::conflict, "the outputs of job " + std::to_string(id.value()) + " came from attempt " +
                                                    std::to_string(a.id.value()) + " on worker " +
                                                    std::to_string(a.worker.value()) +
@@ -573,11 +556,11 @@ Result<std::string> Coordinator::read_inputs(const Principal& who, AttemptId id)
     if (!a) {
         return a.error();
     }
-    const auto& sha = m_jobs.at((*a)->job).spec.inputs.archive;
+    const auto& sha = m_job_book.jobs().at((*a)->job).spec.inputs.archive;
     if (sha.empty()) {
         return make_error(ErrorCode::not_found, "this job has no inputs archive");
     }
-    auto blob = m_store.get_input_blob(m_jobs.at((*a)->job).team, sha);
+    auto blob = m_store.get_input_blob(m_job_book.jobs().at((*a)->job).team, sha);
     if (!blob) {
         return blob.error();
     }

@@ -1,8 +1,11 @@
-// The pool's numbers for monitoring (metrics.hpp): outcomes, credit totals, and Coordinator::metrics().
+// The pool's numbers for monitoring (metrics.hpp): outcomes, credit totals, and pool_metrics().
 #include "core/coordinator/metrics.hpp"
 
-#include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/credit_desk.hpp"
 #include "core/coordinator/internal.hpp"
+#include "core/coordinator/job_book.hpp"
+#include "core/coordinator/token_book.hpp"
+#include "core/coordinator/worker_roster.hpp"
 
 #include <algorithm>
 #include <set>
@@ -128,73 +131,47 @@ void bump(std::vector<Row>& rows, std::map<Key, std::size_t>& at, const Key& key
 
 } // namespace
 
-Coordinator::Noticed Coordinator::notice(const store::Changes& changes) {
-    Noticed n;
-    for (const auto& a : changes.attempts) {
-        auto old = m_attempts.find(a.id);
-        if (a.ended_at && (old == m_attempts.end() || !old->second.ended_at)) {
-            n.ended.push_back(a);
-        }
-        if (m_events != nullptr && old == m_attempts.end() && a.state == AttemptState::assigned) {
-            // Queued since the job was submitted, or since its previous attempt ended.
-            const store::JobRecord& job = m_jobs.at(a.job);
-            std::int64_t since = job.created_at;
-            if (auto prev = m_latest_attempt.find(a.job); prev != m_latest_attempt.end()) {
-                since = m_attempts.at(prev->second).ended_at.value_or(since);
-            }
-            n.placed.emplace_back(m_tokens.team_name(job.team), std::max<std::int64_t>(a.assigned_at - since, 0));
-        }
-    }
-    for (const auto& j : changes.jobs) {
-        auto old = m_jobs.find(j.id);
-        m_counters.count_job(old == m_jobs.end() ? std::nullopt : std::optional(old->second.state), j);
-    }
-    for (const auto& e : changes.ledger) {
-        m_counters.count_entry(e);
-    }
-    return n;
-}
-
-PoolMetrics Coordinator::metrics() const {
+PoolMetrics pool_metrics(const TokenBook& tokens, const WorkerRoster& roster, const JobBook& jobs,
+                         const CreditDesk& desk, const PoolCounters& counters, std::int64_t now_ms) {
     PoolMetrics m;
-    m.at_ms = m_clock.now_ms();
-    m.attempts = m_counters.attempts;
-    m.attempt_gpu_seconds = m_counters.gpu_seconds;
+    m.at_ms = now_ms;
+    m.attempts = counters.attempts;
+    m.attempt_gpu_seconds = counters.gpu_seconds;
 
     std::map<std::tuple<std::string, std::string, std::string>, std::size_t> job_at;
     const auto live_job = [&](const store::JobRecord& j) {
-        const std::string team = m_tokens.team_name(j.team);
+        const std::string team = tokens.team_name(j.team);
         const std::string priority = recipe::to_string(j.spec.priority);
         bump(m.live_jobs, job_at, std::tuple{std::string(store::to_string(j.state)), team, priority},
              PoolMetrics::Jobs{store::to_string(j.state), team, priority, 0});
     };
-    for (JobId id : m_queued_jobs) {
-        const store::JobRecord& j = m_jobs.at(id);
+    for (JobId id : jobs.queued()) {
+        const store::JobRecord& j = jobs.jobs().at(id);
         live_job(j);
         std::int64_t since = j.created_at;
-        if (auto prev = m_latest_attempt.find(id); prev != m_latest_attempt.end()) {
-            since = m_attempts.at(prev->second).ended_at.value_or(since);
+        if (auto prev = jobs.latest_attempt().find(id); prev != jobs.latest_attempt().end()) {
+            since = jobs.attempts().at(prev->second).ended_at.value_or(since);
         }
-        double& oldest = m.oldest_queued_s[m_tokens.team_name(j.team)];
+        double& oldest = m.oldest_queued_s[tokens.team_name(j.team)];
         oldest = std::max(oldest, static_cast<double>(m.at_ms - since) / 1000.0);
     }
     std::set<JobId> active_jobs;
-    for (AttemptId id : m_active_attempts) {
-        active_jobs.insert(m_attempts.at(id).job);
+    for (AttemptId id : jobs.active()) {
+        active_jobs.insert(jobs.attempts().at(id).job);
     }
     for (JobId id : active_jobs) {
-        live_job(m_jobs.at(id));
+        live_job(jobs.jobs().at(id));
     }
-    for (const auto& [key, count] : m_counters.ended_jobs) {
+    for (const auto& [key, count] : counters.ended_jobs) {
         if (count > 0) {
-            m.ended_jobs.push_back({store::to_string(key.second), m_tokens.team_name(TeamId{key.first}), "", count});
+            m.ended_jobs.push_back({store::to_string(key.second), tokens.team_name(TeamId{key.first}), "", count});
         }
     }
 
     // GPUs per worker: memory given to active attempts, and how many share each.
     std::map<std::pair<WorkerId, std::int64_t>, std::pair<std::int64_t, std::int64_t>> gpu_use; // milli, attempts
-    for (AttemptId id : m_active_attempts) {
-        const store::AttemptRecord& a = m_attempts.at(id);
+    for (AttemptId id : jobs.active()) {
+        const store::AttemptRecord& a = jobs.attempts().at(id);
         if (a.gpu_index >= 0) {
             auto& u = gpu_use[{a.worker, a.gpu_index}];
             u.first += a.gpu_milli;
@@ -204,8 +181,8 @@ PoolMetrics Coordinator::metrics() const {
     std::map<std::pair<std::string, std::string>, std::size_t> worker_at;
     std::map<std::pair<std::string, std::string>, std::size_t> gpu_at;
     std::map<std::string, PoolMetrics::Memory> memory;
-    for (const auto& [id, w] : m_roster.workers()) {
-        const std::string state = presence(id);
+    for (const auto& [id, w] : roster.workers()) {
+        const std::string state = roster.presence(id, now_ms);
         if (state != "banned" && state != "drained") {
             m.heartbeats.push_back(
                 {id.value(), w.record.name, static_cast<double>(m.at_ms - w.record.last_seen_at) / 1000.0});
@@ -248,19 +225,19 @@ PoolMetrics Coordinator::metrics() const {
     }
 
     std::int64_t held = 0;
-    for (const auto& [id, t] : m_tokens.teams()) {
+    for (const auto& [id, t] : tokens.teams()) {
         PoolMetrics::Credits c;
         c.team = t.name;
-        if (auto it = m_counters.credits.find(id.value()); it != m_counters.credits.end()) {
+        if (auto it = counters.credits.find(id.value()); it != counters.credits.end()) {
             c.totals = it->second;
         }
-        c.balance = m_ledger.balance(credits::Account::of_team(id.value()));
-        c.held = m_ledger.held_by_team(id.value());
+        c.balance = desk.ledger().balance(credits::Account::of_team(id.value()));
+        c.held = desk.ledger().held_by_team(id.value());
         held += c.held;
         m.credits.push_back(std::move(c));
     }
-    m.ledger_total = m_ledger.total();
-    m.escrow_unaccounted = m_ledger.balance(credits::Account::escrow()) - held;
+    m.ledger_total = desk.ledger().total();
+    m.escrow_unaccounted = desk.ledger().balance(credits::Account::escrow()) - held;
     return m;
 }
 

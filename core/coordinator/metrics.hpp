@@ -1,7 +1,8 @@
 // The coordinator's numbers for monitoring, in plain data: no metrics library in here.
 //
 // Two kinds:
-// - PoolMetrics, the state now (Coordinator::metrics()): jobs by state, team and priority; ended
+// - PoolMetrics, the state now (pool_metrics(), over the coordinator's components): jobs by state, team and priority;
+// ended
 //   attempts by outcome and credits by team since the pool began (counted from the store's rows at
 //   start, then change by change, so they survive restarts); workers and GPUs by model and state;
 //   GPU memory offered, allocated and in use; heartbeat ages. Built on the coordinator thread on
@@ -135,6 +136,16 @@ struct PoolMetrics {
     std::int64_t ledger_total = 0;
     std::int64_t escrow_unaccounted = 0;
 };
+
+class CreditDesk;
+class JobBook;
+class TokenBook;
+class WorkerRoster;
+
+// The pool's numbers now, read from the coordinator's components and the counters it keeps
+// (Coordinator::metrics() calls it with its own).
+PoolMetrics pool_metrics(const TokenBook& tokens, const WorkerRoster& roster, const JobBook& jobs,
+                         const CreditDesk& desk, const PoolCounters& counters, std::int64_t now_ms);
 
 // What the coordinator tells an observer as it happens. Called on the coordinator thread; an
 // implementation must be quick and must not call back into the coordinator.

@@ -113,14 +113,14 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
 
     // What runs where: every active attempt counts on its GPU (the totals); the caller's are listed,
     // and under `summary` they alone make the per-GPU figures.
-    const std::vector<GpuLoad> loads = gpu_loads(m_active_attempts, m_attempts);
+    const std::vector<GpuLoad> loads = gpu_loads(m_job_book.active(), m_job_book.attempts());
     const std::vector<GpuLoad> shown =
-        full ? loads : gpu_loads(m_active_attempts, m_attempts, [&](const AttemptRecord& a) {
-            return visible(m_jobs.at(a.job).team);
+        full ? loads : gpu_loads(m_job_book.active(), m_job_book.attempts(), [&](const AttemptRecord& a) {
+            return visible(m_job_book.jobs().at(a.job).team);
         });
-    for (AttemptId id : m_active_attempts) {
-        const AttemptRecord& a = m_attempts.at(id);
-        const JobRecord& j = m_jobs.at(a.job);
+    for (AttemptId id : m_job_book.active()) {
+        const AttemptRecord& a = m_job_book.attempts().at(id);
+        const JobRecord& j = m_job_book.jobs().at(a.job);
         if (!visible(j.team)) {
             continue;
         }
@@ -160,8 +160,8 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
         out.workers.push_back(std::move(ow));
     }
 
-    for (JobId id : m_queued_jobs) {
-        const JobRecord& j = m_jobs.at(id);
+    for (JobId id : m_job_book.queued()) {
+        const JobRecord& j = m_job_book.jobs().at(id);
         if (!visible(j.team)) {
             continue;
         }
@@ -175,8 +175,9 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
     // The jobs that ended last, by when they ended (a long job submitted early can end after many
     // later ones): the newest k_overview_recent of the caller's ended jobs, from the index absorb()
     // keeps, so that the dashboard's poll does not walk the pool's history.
-    for (auto it = m_ended_jobs.rbegin(); it != m_ended_jobs.rend() && out.recent.size() < k_overview_recent; ++it) {
-        const JobRecord& j = m_jobs.at(it->second);
+    for (auto it = m_job_book.ended().rbegin();
+         it != m_job_book.ended().rend() && out.recent.size() < k_overview_recent; ++it) {
+        const JobRecord& j = m_job_book.jobs().at(it->second);
         if (visible(j.team)) {
             out.recent.push_back(overview_job(j));
         }
@@ -184,8 +185,8 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
 
     for (const auto& [id, t] : m_tokens.teams()) {
         if (visible(id)) {
-            out.credits.push_back(
-                {t.name, m_ledger.balance(credits::Account::of_team(id.value())), m_ledger.held_by_team(id.value())});
+            out.credits.push_back({t.name, m_credits.ledger().balance(credits::Account::of_team(id.value())),
+                                   m_credits.ledger().held_by_team(id.value())});
         }
     }
     return out;
@@ -193,7 +194,7 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
 
 OverviewTotals Coordinator::pool_totals() const {
     OverviewTotals t;
-    const std::vector<GpuLoad> loads = gpu_loads(m_active_attempts, m_attempts);
+    const std::vector<GpuLoad> loads = gpu_loads(m_job_book.active(), m_job_book.attempts());
     for (const auto& [id, w] : m_roster.workers()) {
         const bool online = is_online(presence(id));
         t.workers += 1;
@@ -202,8 +203,8 @@ OverviewTotals Coordinator::pool_totals() const {
             count_gpu(t, online, load_of(loads, id, g.index));
         }
     }
-    t.jobs_queued = static_cast<std::int64_t>(m_queued_jobs.size());
-    t.jobs_running = static_cast<std::int64_t>(m_active_attempts.size());
+    t.jobs_queued = static_cast<std::int64_t>(m_job_book.queued().size());
+    t.jobs_running = static_cast<std::int64_t>(m_job_book.active().size());
     return t;
 }
 

@@ -56,9 +56,9 @@ Result<std::vector<JobId>> Coordinator::retry_selection(const Principal& who, co
                                                         TeamId& team) const {
     std::vector<JobId> ids;
     if (request.sweep.value() > 0) {
-        auto s = m_sweeps.find(request.sweep);
+        auto s = m_job_book.sweeps().find(request.sweep);
         // Another team's sweep is reported as missing, as its jobs are.
-        if (s == m_sweeps.end() || (who.role != Role::admin && who.team != s->second.team)) {
+        if (s == m_job_book.sweeps().end() || (who.role != Role::admin && who.team != s->second.team)) {
             return not_found("no sweep " + std::to_string(request.sweep.value()));
         }
         team = s->second.team;
@@ -95,7 +95,7 @@ Result<std::vector<JobId>> Coordinator::sweep_jobs_to_retry(const api::RetryRequ
         states.insert(JobState::failed);
     }
     std::vector<JobId> ids;
-    for (const auto& [id, j] : m_jobs) {
+    for (const auto& [id, j] : m_job_book.jobs()) {
         if (j.sweep_id == request.sweep && states.count(j.state) != 0) {
             ids.push_back(id);
         }
@@ -116,7 +116,7 @@ Status Coordinator::check_retry(const Principal& who, TeamId team, const std::ve
     std::vector<recipe::JobSpec> specs;
     std::map<std::string, std::vector<recipe::JobSpec>> by_source; // the sweeps' recipes, for the estimate
     for (JobId id : ids) {
-        const JobRecord& j = m_jobs.at(id);
+        const JobRecord& j = m_job_book.jobs().at(id);
         if (auto why = not_retryable(id, j.state); !why.empty()) {
             return make_error(ErrorCode::conflict, why, "jobs");
         }
@@ -135,7 +135,7 @@ Status Coordinator::check_retry(const Principal& who, TeamId team, const std::ve
             }
         }
         specs.push_back(j.spec);
-        by_source[m_sweeps.at(j.sweep_id).source].push_back(j.spec);
+        by_source[m_job_book.sweeps().at(j.sweep_id).source].push_back(j.spec);
     }
     if (auto st = check_jobs(team, specs); !st) {
         return name_job(st.error(), ids);
@@ -179,7 +179,7 @@ Result<api::RetryReply> Coordinator::retry(const Principal& who, const api::Retr
         }
         // Retried before with this key (the answer was lost): that retry again, nothing new.
         api::RetryReply again;
-        for (const auto& [id, j] : m_jobs) {
+        for (const auto& [id, j] : m_job_book.jobs()) {
             if (j.team == team && j.retry_key == key) {
                 again.jobs.push_back({id, j.retries});
             }
@@ -201,7 +201,7 @@ Result<api::RetryReply> Coordinator::retry(const Principal& who, const api::Retr
     Changes c;
     api::RetryReply reply;
     for (JobId id : *ids) {
-        JobRecord j = m_jobs.at(id);
+        JobRecord j = m_job_book.jobs().at(id);
         j.retries += 1;
         j.retry_key = key;
         j.state = JobState::queued;

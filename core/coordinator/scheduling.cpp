@@ -16,30 +16,14 @@ namespace gpupool::coordinator {
 using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
 
-std::string Coordinator::team_can_hold(TeamId team, Micro left, std::int64_t now) const {
-    // "team `x` can hold 0.2 credits now (balance 5; budget 1/day, 0.8 spent or held)".
-    const TeamRecord& t = m_tokens.teams().at(team);
-    std::string out = "team `" + t.name + "` can hold " + credits_text(std::max<Micro>(left, 0)) + " now (balance " +
-                      format_credits(m_ledger.balance(credits::Account::of_team(team.value())));
-    const Micro held = m_ledger.held_by_team(team.value());
-    if (t.budget_day_micro) {
-        out += "; budget " + format_credits(*t.budget_day_micro) + "/day, " +
-               format_credits(m_ledger.spent_since(team.value(), now - k_day_ms) + held) + " spent or held";
-    }
-    if (t.budget_week_micro) {
-        out += "; budget " + format_credits(*t.budget_week_micro) + "/week, " +
-               format_credits(m_ledger.spent_since(team.value(), now - k_week_ms) + held) + " spent or held";
-    }
-    return out + ")";
-}
-
 std::string Coordinator::credit_wait_reason(const sched::WaitingJob& w, std::int64_t now) const {
-    const JobRecord& j = m_jobs.at(w.job);
+    const JobRecord& j = m_job_book.jobs().at(w.job);
     const auto& cw = w.credits;
     const std::string runtime = resources::format_duration_s(j.spec.resources.max_runtime_s);
-    const std::string who = w.gate == sched::Gate::team_credits
-                                ? team_can_hold(j.team, cw.left, now)
-                                : member_can_hold(m_sweeps.at(j.sweep_id).submitter_token, cw.left, cw.reserved, now);
+    const std::string who =
+        w.gate == sched::Gate::team_credits
+            ? m_credits.team_can_hold(j.team, cw.left, now)
+            : m_credits.member_can_hold(m_job_book.sweeps().at(j.sweep_id).submitter_token, cw.left, cw.reserved, now);
     if (!cw.worker) {
         return "waiting for credits: " + who + " but this job's hold may be " + credits_text(cw.need) +
                " (price x max_runtime " + runtime + ")";
@@ -92,9 +76,9 @@ std::string Coordinator::no_worker_reason(std::int64_t now) const {
 
 std::int64_t Coordinator::times_preempted(JobId job) const {
     std::int64_t n = 0;
-    if (auto it = m_attempts_by_job.find(job); it != m_attempts_by_job.end()) {
+    if (auto it = m_job_book.attempts_by_job().find(job); it != m_job_book.attempts_by_job().end()) {
         for (AttemptId id : it->second) {
-            n += m_attempts.at(id).state == AttemptState::preempted ? 1 : 0;
+            n += m_job_book.attempts().at(id).state == AttemptState::preempted ? 1 : 0;
         }
     }
     return n;
@@ -103,13 +87,13 @@ std::int64_t Coordinator::times_preempted(JobId job) const {
 std::vector<sched::AvoidWorker> Coordinator::owner_avoids(JobId job) const {
     std::vector<sched::AvoidWorker> out;
     const std::int64_t limit = m_options.owner_preempt_limit;
-    auto it = m_attempts_by_job.find(job);
-    if (limit <= 0 || it == m_attempts_by_job.end()) {
+    auto it = m_job_book.attempts_by_job().find(job);
+    if (limit <= 0 || it == m_job_book.attempts_by_job().end()) {
         return out;
     }
     std::map<WorkerId, std::pair<std::int64_t, std::int64_t>> by_worker; // count, last end (ms)
     for (AttemptId id : it->second) {
-        const AttemptRecord& a = m_attempts.at(id);
+        const AttemptRecord& a = m_job_book.attempts().at(id);
         if (preempted_by_owner(a) && a.ended_at) {
             auto& [count, last] = by_worker[a.worker];
             ++count;
@@ -128,13 +112,13 @@ void Coordinator::feed_job(PoolView& view, const JobRecord& j) const {
     // A job re-queued by preemption queues again from when it stopped, so that aging cannot lift
     // it straight back above the job it made room for.
     std::int64_t queued_since = j.created_at;
-    if (auto latest = m_latest_attempt.find(j.id); latest != m_latest_attempt.end()) {
-        const AttemptRecord& last = m_attempts.at(latest->second);
+    if (auto latest = m_job_book.latest_attempt().find(j.id); latest != m_job_book.latest_attempt().end()) {
+        const AttemptRecord& last = m_job_book.attempts().at(latest->second);
         if (last.state == AttemptState::preempted && last.ended_at) {
             queued_since = *last.ended_at;
         }
     }
-    const SweepRecord& sweep = m_sweeps.at(j.sweep_id);
+    const SweepRecord& sweep = m_job_book.sweeps().at(j.sweep_id);
     view.set_job(j, queued_since, sweep.submitter_token, sweep.max_parallel,
                  j.state == JobState::queued ? owner_avoids(j.id) : std::vector<sched::AvoidWorker>{});
 }
@@ -143,12 +127,12 @@ void Coordinator::feed(PoolView& view) const {
     for (const auto& [id, w] : m_roster.workers()) {
         view.set_worker(id, w);
     }
-    for (AttemptId id : m_active_attempts) {
-        const AttemptRecord& a = m_attempts.at(id);
-        view.set_attempt(a, m_jobs.at(a.job), times_preempted(a.job));
+    for (AttemptId id : m_job_book.active()) {
+        const AttemptRecord& a = m_job_book.attempts().at(id);
+        view.set_attempt(a, m_job_book.jobs().at(a.job), times_preempted(a.job));
     }
-    for (JobId id : m_queued_jobs) {
-        feed_job(view, m_jobs.at(id));
+    for (JobId id : m_job_book.queued()) {
+        feed_job(view, m_job_book.jobs().at(id));
     }
 }
 
@@ -192,10 +176,10 @@ Coordinator::PassInput Coordinator::pass_input(std::int64_t now) {
     if (m_options.credits.enforce) {
         auto& rooms = in.admission.credits.emplace();
         for (TeamId team : m_pool.queued_teams()) {
-            rooms.team[team] = budget_room(team, now);
+            rooms.team[team] = m_credits.budget_room(team, now);
         }
         for (TokenId token : m_pool.queued_members()) {
-            if (auto room = member_room(token, now)) {
+            if (auto room = m_credits.member_room(token, now)) {
                 rooms.member[token] = *room;
             }
         }
@@ -206,7 +190,7 @@ Coordinator::PassInput Coordinator::pass_input(std::int64_t now) {
 // ---- applying the decisions ---------------------------------------------------------------------
 
 void Coordinator::assign(const sched::PlacementDecision& p, AttemptId id, std::int64_t now, Changes& c) {
-    JobRecord j = m_jobs.at(p.job);
+    JobRecord j = m_job_book.jobs().at(p.job);
     const std::int64_t gpu_index = p.gpus.empty() ? -1 : static_cast<std::int64_t>(p.gpus.front());
     const Micro price = attempt_price(j.spec, p.worker, gpu_index, p.gpu_milli);
     const Micro hold = credits::cost_of(price, j.spec.resources.max_runtime_s * 1000);
@@ -225,7 +209,8 @@ void Coordinator::assign(const sched::PlacementDecision& p, AttemptId id, std::i
     c.attempts.push_back(a);
     if (hold > 0) {
         // The hold is taken with the assignment, in the same transaction.
-        c.ledger.push_back(credits::Ledger::hold_entry(next_entry_id(c), now, a.id.value(), j.team.value(), hold));
+        c.ledger.push_back(
+            credits::Ledger::hold_entry(m_credits.next_entry_id(c), now, a.id.value(), j.team.value(), hold));
     }
     j.state = JobState::assigned;
     j.attempts += 1;
@@ -260,8 +245,8 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
     // and its job goes back to the queue (a preempted job is always re-queued); the preemptor is
     // placed in a later pass, once the victim's resources are free.
     for (const auto& pre : d.preemptions) {
-        auto it = m_attempts.find(pre.attempt);
-        if (it == m_attempts.end() || !is_active(it->second.state)) {
+        auto it = m_job_book.attempts().find(pre.attempt);
+        if (it == m_job_book.attempts().end() || !is_active(it->second.state)) {
             continue;
         }
         AttemptRecord copy = it->second;

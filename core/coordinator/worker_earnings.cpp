@@ -54,15 +54,15 @@ Result<WorkerEarnings> Coordinator::worker_earnings(const Principal& who, Worker
     e.day_start_ms = utc_day_start_ms(now);
     e.week_start_ms = utc_week_start_ms(now);
     std::set<std::int64_t> earning;
-    for (const auto& entry : m_ledger.entries()) {
+    for (const auto& entry : m_credits.ledger().entries()) {
         const bool charge = entry.reason == credits::EntryReason::charge;
         const bool refund =
             entry.reason == credits::EntryReason::refund && entry.debit.kind != credits::AccountKind::pool_fee;
         if ((!charge && !refund) || entry.attempt == 0) {
             continue;
         }
-        const auto a = m_attempts.find(AttemptId(entry.attempt));
-        if (a == m_attempts.end() || a->second.worker != worker) {
+        const auto a = m_job_book.attempts().find(AttemptId(entry.attempt));
+        if (a == m_job_book.attempts().end() || a->second.worker != worker) {
             continue;
         }
         const std::int64_t amount = charge ? entry.amount : -entry.amount;
@@ -74,7 +74,7 @@ Result<WorkerEarnings> Coordinator::worker_earnings(const Principal& who, Worker
         }
     }
     for (const std::int64_t attempt : earning) {
-        e.settling_micro += m_ledger.earnings(attempt).settling;
+        e.settling_micro += m_credits.ledger().earnings(attempt).settling;
     }
     e.attempts = static_cast<std::int64_t>(earning.size());
     return e;

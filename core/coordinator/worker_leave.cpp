@@ -22,8 +22,8 @@ Result<std::vector<AttemptId>> Coordinator::worker_left(const Principal& who) {
     w.last_seen_at = std::min(w.last_seen_at, now - m_options.worker_timeout_ms - 1);
     c.workers.push_back(w);
     std::vector<AttemptId> back;
-    for (AttemptId id : m_active_attempts) {
-        const AttemptRecord& a = m_attempts.at(id);
+    for (AttemptId id : m_job_book.active()) {
+        const AttemptRecord& a = m_job_book.attempts().at(id);
         if (a.worker == worker && a.state == AttemptState::assigned) {
             AttemptRecord copy = a;
             // Preempted: the job is queued again without using one of its attempts, never charged;

@@ -81,8 +81,8 @@ void Coordinator::worker_state_changes(WorkerId worker, WorkerState state, Chang
                 c.tokens.push_back(revoked);
             }
         }
-        for (AttemptId id : m_active_attempts) {
-            const AttemptRecord& a = m_attempts.at(id);
+        for (AttemptId id : m_job_book.active()) {
+            const AttemptRecord& a = m_job_book.attempts().at(id);
             if (a.worker == worker) {
                 AttemptRecord copy = a;
                 end_attempt(copy, AttemptState::lost, std::nullopt, "worker banned", c);
@@ -145,7 +145,7 @@ void Coordinator::stage_ban(const Principal& who, WorkerId worker, std::optional
 void Coordinator::void_results(WorkerId worker, std::int64_t since_ms, Voided& out, Changes& c) {
     const std::int64_t now = m_clock.now_ms();
     const std::string note = "voided: worker " + std::to_string(worker.value()) + " was banned";
-    for (const auto& [id, attempt] : m_attempts) {
+    for (const auto& [id, attempt] : m_job_book.attempts()) {
         if (attempt.worker != worker || !attempt.ended_at || *attempt.ended_at < since_ms || attempt.voided_at ||
             attempt.state == AttemptState::lost) {
             continue;
@@ -154,14 +154,15 @@ void Coordinator::void_results(WorkerId worker, std::int64_t since_ms, Voided& o
         a.voided_at = now;
         c.attempts.push_back(a);
         out.attempts.push_back(id);
-        auto refunds = m_ledger.refund_entries(next_entry_id(c), now, id.value(), note);
+        auto refunds = m_credits.ledger().refund_entries(m_credits.next_entry_id(c), now, id.value(), note);
         for (const auto& e : refunds) {
             out.refunded_micro += e.amount;
         }
         c.ledger.insert(c.ledger.end(), refunds.begin(), refunds.end());
         // The job's outcome came from this attempt: it runs again.
-        JobRecord job = m_jobs.at(a.job);
-        if (m_latest_attempt.at(a.job) == id && (job.state == JobState::succeeded || job.state == JobState::failed)) {
+        JobRecord job = m_job_book.jobs().at(a.job);
+        if (m_job_book.latest_attempt().at(a.job) == id &&
+            (job.state == JobState::succeeded || job.state == JobState::failed)) {
             job.state = JobState::queued;
             job.finished_at.reset();
             job.exit_code.reset();
@@ -219,12 +220,12 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     return Registered{w.id, tok->secret, m_roster.inventory_warnings(*inventory)};
 }
 
-Result<AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& who, AttemptId id) {
+Result<const AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& who, AttemptId id) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers report on attempts");
     }
-    auto it = m_attempts.find(id);
-    if (it == m_attempts.end() || it->second.worker != *who.worker) {
+    auto it = m_job_book.attempts().find(id);
+    if (it == m_job_book.attempts().end() || it->second.worker != *who.worker) {
         return not_found("no attempt " + std::to_string(id.value()) + " on this worker");
     }
     if (!is_active(it->second.state)) {
@@ -278,10 +279,10 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
     }
     c.workers.push_back(w);
     for (AttemptId id : running) {
-        auto it = m_attempts.find(id);
-        if (it == m_attempts.end() || it->second.worker != *who.worker || !is_active(it->second.state)) {
+        auto it = m_job_book.attempts().find(id);
+        if (it == m_job_book.attempts().end() || it->second.worker != *who.worker || !is_active(it->second.state)) {
             reply.stop.push_back(id); // cancelled, lost, timed out, or never ours: stop it
-            if (it != m_attempts.end() && it->second.worker == *who.worker) {
+            if (it != m_job_book.attempts().end() && it->second.worker == *who.worker) {
                 reply.stop_reasons.push_back({id, stop_reason_of(it->second)}); // what its owner is told
             }
             continue;
@@ -291,9 +292,9 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
         c.attempts.push_back(a);
     }
     static const std::set<AttemptId> k_none;
-    auto assigned = m_assigned_by_worker.find(*who.worker);
+    auto assigned = m_job_book.assigned_by_worker().find(*who.worker);
     m_roster.note_fetching(*who.worker, beat.fetching,
-                           assigned == m_assigned_by_worker.end() ? k_none : assigned->second);
+                           assigned == m_job_book.assigned_by_worker().end() ? k_none : assigned->second);
     if (auto st = commit(c); !st) {
         // The flags above count from now, written or not (absorb tells the view when it is).
         m_pool.set_worker(*who.worker, m_roster.at(*who.worker));
@@ -307,13 +308,13 @@ Result<std::vector<Assignment>> Coordinator::assignments(const Principal& who) c
         return denied("only workers poll for assignments");
     }
     std::vector<Assignment> out;
-    auto mine = m_assigned_by_worker.find(*who.worker);
-    if (mine == m_assigned_by_worker.end()) {
+    auto mine = m_job_book.assigned_by_worker().find(*who.worker);
+    if (mine == m_job_book.assigned_by_worker().end()) {
         return out;
     }
     for (AttemptId id : mine->second) {
-        const AttemptRecord& a = m_attempts.at(id);
-        const JobRecord& j = m_jobs.at(a.job);
+        const AttemptRecord& a = m_job_book.attempts().at(id);
+        const JobRecord& j = m_job_book.jobs().at(a.job);
         const std::int64_t idle =
             j.spec.resources.idle_timeout_s >= 0 ? j.spec.resources.idle_timeout_s : m_options.idle_timeout_s;
         out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team,
@@ -337,7 +338,7 @@ Status Coordinator::stage_start(const Principal& who, AttemptId id, Changes& c) 
     copy.started_at = now;
     copy.lease_expires_at = now + m_options.lease_ms;
     c.attempts.push_back(copy);
-    JobRecord j = m_jobs.at(copy.job);
+    JobRecord j = m_job_book.jobs().at(copy.job);
     j.state = JobState::running;
     j.updated_at = now;
     j.reason = "running on worker " + std::to_string(copy.worker.value());
@@ -385,7 +386,7 @@ Result<LogAppend> Coordinator::append_log(const Principal& who, AttemptId id, st
     if (!appended) {
         note_store_error(appended.error());
     }
-    const std::int64_t cap = log_cap(m_jobs.at((*a)->job).spec);
+    const std::int64_t cap = log_cap(m_job_book.jobs().at((*a)->job).spec);
     if (appended && cap > 0 && appended->stored_bytes > 0 && appended->length > cap) {
         // Keep the head and the newest bytes; what lies wholly between goes.
         const std::int64_t head = log_head_bytes(cap);
@@ -402,7 +403,7 @@ Status Coordinator::upload_output(const Principal& who, AttemptId id, const Uplo
     if (!a) {
         return a.error();
     }
-    const auto cap = m_jobs.at((*a)->job).spec.outputs.max_size_mib * 1024 * 1024;
+    const auto cap = m_job_book.jobs().at((*a)->job).spec.outputs.max_size_mib * 1024 * 1024;
     if (file.size > cap) {
         return invalid("outputs are " + std::to_string(file.size) + " bytes, over the job's outputs.max_size",
                        "outputs");

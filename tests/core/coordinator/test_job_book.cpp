@@ -1,0 +1,142 @@
+// JobBook on its own: what absorb() keeps in each index as jobs and attempts move, the expiry key,
+// the runtimes estimates read, the ended jobs handed to waiting clients, and first_difference.
+#include "core/coordinator/job_book.hpp"
+
+#include <catch2/catch.hpp>
+
+namespace gpupool::coordinator {
+namespace {
+
+using store::AttemptRecord;
+using store::AttemptState;
+using store::JobRecord;
+using store::JobState;
+
+constexpr std::int64_t k_grace_ms = 30'000;
+
+store::SweepRecord sweep(std::int64_t id, const std::string& key = "") {
+    return {SweepId(id), TeamId(1), TokenId(5), "eval.toml", 1, 0, 0, key};
+}
+
+JobRecord job(std::int64_t id, JobState state = JobState::queued) {
+    JobRecord j;
+    j.id = JobId(id);
+    j.sweep_id = SweepId(1);
+    j.team = TeamId(1);
+    j.spec.name = "j" + std::to_string(id);
+    j.spec.resources.max_runtime_s = 60;
+    j.state = state;
+    return j;
+}
+
+AttemptRecord attempt(std::int64_t id, std::int64_t job_id, AttemptState state, std::int64_t lease = 10'000) {
+    AttemptRecord a;
+    a.id = AttemptId(id);
+    a.job = JobId(job_id);
+    a.worker = WorkerId(3);
+    a.state = state;
+    a.lease_expires_at = lease;
+    return a;
+}
+
+// A sweep with jobs 1 and 2 queued.
+JobBook two_jobs() {
+    JobBook book(k_grace_ms);
+    store::Changes c;
+    c.sweeps = {sweep(1, "key-1")};
+    c.jobs = {job(1), job(2)};
+    book.absorb(c);
+    return book;
+}
+
+} // namespace
+
+TEST_CASE("job book: an attempt moves through the indexes as it is assigned, started and ended",
+          "[coordinator][components][job_book]") {
+    JobBook book = two_jobs();
+    CHECK(book.queued() == std::set<JobId>{JobId(1), JobId(2)});
+    CHECK(book.sweep_by_key().at({TeamId(1), "key-1"}) == SweepId(1));
+    store::Changes placed;
+    placed.jobs = {job(1, JobState::assigned)};
+    placed.attempts = {attempt(10, 1, AttemptState::assigned, 5'000)};
+    book.absorb(placed);
+    CHECK(book.queued() == std::set<JobId>{JobId(2)});
+    CHECK(book.active() == std::set<AttemptId>{AttemptId(10)});
+    CHECK(book.assigned_by_worker().at(WorkerId(3)) == std::set<AttemptId>{AttemptId(10)});
+    CHECK(book.expiry() == std::set<std::pair<std::int64_t, AttemptId>>{{5'000, AttemptId(10)}});
+    CHECK(book.latest_attempt().at(JobId(1)) == AttemptId(10));
+    // Started at 1 s: it expires at the earlier of its lease and max_runtime (60 s) plus grace.
+    store::Changes started;
+    AttemptRecord running = attempt(10, 1, AttemptState::running, 200'000);
+    running.started_at = 1'000;
+    started.attempts = {running};
+    book.absorb(started);
+    CHECK(book.assigned_by_worker().empty());
+    CHECK(book.expiry_of(running) == 1'000 + 60'000 + k_grace_ms);
+    CHECK(book.expiry() == std::set<std::pair<std::int64_t, AttemptId>>{{91'000, AttemptId(10)}});
+    // Ended: out of the active set and the expiry index; the job is ended at 9 s.
+    store::Changes ended;
+    AttemptRecord done = running;
+    done.state = AttemptState::succeeded;
+    done.ended_at = 9'500;
+    JobRecord finished = job(1, JobState::succeeded);
+    finished.finished_at = 9'500;
+    ended.attempts = {done};
+    ended.jobs = {finished};
+    book.absorb(ended);
+    CHECK(book.active().empty());
+    CHECK(book.expiry().empty());
+    CHECK(book.ended() == std::set<std::pair<std::int64_t, JobId>>{{9'500, JobId(1)}});
+    // One successful run of eval.toml for team 1: 8.5 s, counted as 9 (whole seconds, rounded up).
+    CHECK(book.runtimes_by_source().at({TeamId(1), "eval.toml"}) == std::vector<std::int64_t>{9});
+    CHECK(book.attempt_ids_of(JobId(1)) == std::vector<AttemptId>{AttemptId(10)});
+    CHECK(book.attempt_ids_of(JobId(2)).empty());
+}
+
+TEST_CASE("job book: ended jobs are handed over once, only while tracking is on",
+          "[coordinator][components][job_book]") {
+    JobBook book = two_jobs();
+    store::Changes cancel;
+    cancel.jobs = {job(1, JobState::cancelled)};
+    book.absorb(cancel);
+    CHECK(book.take_ended().empty()); // not tracking
+    book.track_ended(true);
+    store::Changes more;
+    more.jobs = {job(2, JobState::failed), job(1, JobState::cancelled)}; // job 1 had ended already
+    book.absorb(more);
+    CHECK(book.take_ended() == std::vector<JobId>{JobId(2)});
+    CHECK(book.take_ended().empty());
+}
+
+TEST_CASE("job book: a book kept change by change is the book built from the records, indexes included",
+          "[coordinator][components][job_book]") {
+    JobBook kept = two_jobs();
+    store::Changes c;
+    c.jobs = {job(1, JobState::assigned)};
+    c.attempts = {attempt(10, 1, AttemptState::assigned), attempt(11, 2, AttemptState::lost)};
+    kept.absorb(c);
+    // The store's view of the same records, absorbed at once (as start() does).
+    JobBook rebuilt(k_grace_ms);
+    store::Changes all;
+    all.sweeps = {sweep(1, "key-1")};
+    all.jobs = {job(1, JobState::assigned), job(2)};
+    all.attempts = c.attempts;
+    rebuilt.absorb(all);
+    CHECK_FALSE(kept.first_difference(rebuilt).has_value());
+    // A record the store has and the book lacks, and an index that was not kept.
+    store::Changes extra;
+    extra.attempts = {attempt(12, 2, AttemptState::assigned)};
+    rebuilt.absorb(extra);
+    CHECK(kept.first_difference(rebuilt) == "attempt 12 missing");
+    JobBook other_grace(k_grace_ms + 1);
+    AttemptRecord running = attempt(10, 1, AttemptState::running, 500'000);
+    running.started_at = 0;
+    store::Changes both = all;
+    both.attempts = {running};
+    JobBook a(k_grace_ms);
+    a.absorb(both);
+    other_grace.absorb(both);
+    CHECK(a.first_difference(other_grace) == "expiry index differs");
+}
+
+} // namespace gpupool::coordinator

@@ -373,8 +373,8 @@ std::string column_list(const TableInfo& t) {
 std::string insert_sql(const TableInfo& t, Placeholders p) {
     std::string names;
     std::string values;
-    std::string key;
-    std::string set;
+    std::string target;
+    std::string assignments;
     int n = 0;
     for (const ColumnInfo& c : t.columns) {
         if (c.role == OnUpdate::generated) {
@@ -385,18 +385,18 @@ std::string insert_sql(const TableInfo& t, Placeholders p) {
         values += sep + (p == Placeholders::numbered ? "$" + std::to_string(n + 1) : std::string("?"));
         ++n;
         if (c.role == OnUpdate::key) {
-            key += (key.empty() ? "" : ", ") + std::string(c.name);
+            target += (target.empty() ? "" : ", ") + std::string(c.name);
         } else if (c.role == OnUpdate::updated) {
-            set += (set.empty() ? "" : ", ") + std::string(c.name) + " = excluded." + c.name;
+            assignments += (assignments.empty() ? "" : ", ") + std::string(c.name) + " = excluded." + c.name;
         }
     }
     std::string sql = "INSERT INTO " + std::string(t.name) + " (" + names + ") VALUES (" + values + ")";
     switch (t.write) {
     case Write::upsert:
-        sql += " ON CONFLICT (" + key + ") DO UPDATE SET " + set;
+        sql += " ON CONFLICT (" + target + ") DO UPDATE SET " + assignments;
         break;
     case Write::insert_once:
-        sql += " ON CONFLICT (" + key + ") DO NOTHING";
+        sql += " ON CONFLICT (" + target + ") DO NOTHING";
         break;
     case Write::insert:
         break;

@@ -4,7 +4,7 @@
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/store/open_store.hpp"
-#include "core/store/sqlite_store.hpp"
+#include "core/store/sqlite_store.hpp" // lock_database
 
 #include <nlohmann/json.hpp>
 
@@ -65,11 +65,18 @@ std::string utc(std::int64_t ms) {
     return std::string(buf) + ms_part + " UTC";
 }
 
-// Opens the SQLite pool at `path` (never creating it) and loads its records.
-Result<store::Records> load_pool(const fs::path& path) {
-    store::SqliteOptions o;
+// Opens the pool `spec` names as open_store does, but never creating it and without taking its lock
+// (restore_pool holds the target's; the staging copy is its own).
+Result<std::unique_ptr<store::Store>> open_existing(const store::StoreSpec& spec) {
+    store::OpenOptions o;
     o.create = false;
-    auto db = store::SqliteStore::open(path, o);
+    o.lock = false;
+    return store::open_store(spec, o);
+}
+
+// Opens the pool `spec` names (never creating it) and loads its records.
+Result<store::Records> load_pool(const store::StoreSpec& spec) {
+    auto db = open_existing(spec);
     if (!db) {
         return db.error();
     }
@@ -78,9 +85,7 @@ Result<store::Records> load_pool(const fs::path& path) {
 
 // The backup's copy at `staging`, checked as the coordinator checks a pool when it starts.
 Result<PoolSummary> check_backup(const fs::path& staging, const fs::path& backup) {
-    store::SqliteOptions o;
-    o.create = false;
-    auto db = store::SqliteStore::open(staging, o);
+    auto db = open_existing(store::StoreSpec{store::Engine::sqlite, staging.string()}); // a backup is a SQLite file
     if (!db) {
         Error e = db.error();
         e.message = "`" + backup.string() + "` is not a usable pool backup: " + e.message;
@@ -166,7 +171,7 @@ Result<RestoreReport> restore_pool(const RestoreOptions& options) {
     report.restored = *restored;
 
     if (fs::exists(target, ec)) {
-        auto current = load_pool(target);
+        auto current = load_pool(*spec);
         if (!current && !options.force) {
             return make_error(ErrorCode::conflict,
                               "`" + target.string() + "` cannot be read as a pool (" + current.error().message +

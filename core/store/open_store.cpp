@@ -126,7 +126,7 @@ Result<std::unique_ptr<Store>> open_store(const StoreSpec& spec, const OpenOptio
     switch (spec.engine) {
     case Engine::sqlite: {
         SqliteOptions so;
-        so.lock = true;
+        so.lock = options.lock;
         so.create = options.create;
         so.checkpoint_delay = options.sqlite_checkpoint_delay;
         auto store = SqliteStore::open(spec.location, so);

@@ -34,7 +34,10 @@ struct StoreSpec {
 Result<StoreSpec> parse_store_spec(std::string_view spec);
 
 struct OpenOptions {
-    bool create = true;   // false: a store that does not exist yet is not_found
+    bool create = true; // false: a store that does not exist yet is not_found
+    // SQLite: hold `<path>.lock` while open (lock_database); false where the caller holds it already or
+    // the file is a private copy (a restore checking a backup). PostgreSQL has no such lock.
+    bool lock = true;
     std::string password; // PostgreSQL: the password (e.g. read from --db-password-file); empty: libpq's own
     // SQLite: background checkpoints this long after a commit (SqliteOptions::checkpoint_delay); 0: none.
     std::chrono::milliseconds sqlite_checkpoint_delay = k_checkpoint_delay;

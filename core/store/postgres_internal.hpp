@@ -6,6 +6,7 @@
 #pragma once
 
 #include "core/store/postgres_store.hpp"
+#include "core/store/record_columns.hpp"
 
 #include <cstdint>
 #include <libpq-fe.h>
@@ -84,6 +85,30 @@ private:
     int m_row;
 };
 
+// Row as columns::read_row reads it (a text result).
+class RowReader final : public columns::ValueSource {
+public:
+    explicit RowReader(const Row& row) : m_row(row) {}
+    std::int64_t integer(int index) const override { return m_row.integer(index); }
+    std::optional<std::int64_t> optional_integer(int index) const override { return m_row.opt_integer(index); }
+    std::string text(int index) const override { return m_row.text(index); }
+
+private:
+    const Row& m_row;
+};
+
+// A row's values as the parameters of the INSERT columns::insert_sql built (they come in order).
+class ParamsBinder final : public columns::ValueSink {
+public:
+    explicit ParamsBinder(Params& p) : m_p(p) {}
+    void integer(int /*index*/, std::int64_t v) override { m_p.add(v); }
+    void null(int /*index*/) override { m_p.add_null(); }
+    void text(int /*index*/, const std::string& v) override { m_p.add(std::string_view(v)); }
+
+private:
+    Params& m_p;
+};
+
 inline int row_count(const Rows& r) {
     return PQntuples(r.get());
 }
@@ -141,6 +166,24 @@ int schema_version(Connection& db);
 // Takes the database forward to k_postgres_schema_version (creating the pool when `create`); refuses
 // a newer one. Its own transaction, under an advisory lock.
 void migrate(Connection& db, bool create);
+
+// Every row of `r` (a query that selected `t`'s columns::column_list), read; a value the record cannot
+// hold throws the io Failure.
+template <class R>
+std::vector<R> read_rows(const Rows& r, const columns::Table<R>& t) {
+    std::vector<R> out;
+    out.reserve(static_cast<std::size_t>(row_count(r)));
+    for (int i = 0; i < row_count(r); ++i) {
+        const Row row(r.get(), i);
+        const RowReader in(row);
+        R record{};
+        if (auto st = columns::read_row(t, i + 1, in, record); !st) {
+            throw Failure(st.error());
+        }
+        out.push_back(std::move(record));
+    }
+    return out;
+}
 
 // Every record, each kind in id order, read inside the caller's transaction.
 Snapshot load_records(Connection& db);

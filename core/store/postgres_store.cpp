@@ -431,42 +431,25 @@ Result<std::vector<InputBlobRef>> PostgresStore::list_input_blobs() {
 Result<std::vector<AuditRecord>> PostgresStore::read_audit(const AuditQuery& query) {
     return guarded("audit read", [&]() -> Result<std::vector<AuditRecord>> {
         // The prefix is compared with left(), not LIKE, so `_` and `%` in it mean themselves.
-        Rows r = m_db->exec(
-            "SELECT id, at, token_id, action, target, detail FROM audit_log "
-            "WHERE ($1::BIGINT IS NULL OR at >= $1) AND ($2::BIGINT IS NULL OR id < $2) "
-            "AND left(action, length($3::TEXT)) = $3 ORDER BY id DESC LIMIT $4",
-            params(query.since_ms, query.before_id, query.action_prefix, std::max<std::int64_t>(query.limit, 0)));
-        std::vector<AuditRecord> out;
-        for (int i = 0; i < pg::row_count(r); ++i) {
-            const Row q(r.get(), i);
-            AuditRecord a;
-            a.id = q.integer(0);
-            a.at_ms = q.integer(1);
-            if (auto actor = q.opt_integer(2)) {
-                a.actor = TokenId(*actor);
-            }
-            a.action = q.text(3);
-            a.target = q.text(4);
-            a.detail = q.text(5);
-            out.push_back(std::move(a));
-        }
-        return out;
+        const auto& table = columns::table<AuditRecord>();
+        static const std::string sql = "SELECT " + columns::column_list(columns::info(table)) +
+                                       " FROM audit_log WHERE ($1::BIGINT IS NULL OR at >= $1) "
+                                       "AND ($2::BIGINT IS NULL OR id < $2) "
+                                       "AND left(action, length($3::TEXT)) = $3 ORDER BY id DESC LIMIT $4";
+        Rows r = m_db->exec(sql.c_str(), params(query.since_ms, query.before_id, query.action_prefix,
+                                                std::max<std::int64_t>(query.limit, 0)));
+        return pg::read_rows(r, table);
     });
 }
 
 Result<std::vector<Sample>> PostgresStore::read_samples(std::int64_t since_ms, std::int64_t limit) {
     return guarded("samples read", [&]() -> Result<std::vector<Sample>> {
         // The newest `limit`, then turned oldest first.
-        Rows r = m_db->exec("SELECT at, workers_online, gpus_online, gpu_milli_online, gpu_milli_allocated, "
-                            "jobs_queued, jobs_running FROM pool_samples WHERE at >= $1 "
-                            "ORDER BY at DESC, id DESC LIMIT $2",
-                            params(since_ms, std::max<std::int64_t>(limit, 0)));
-        std::vector<Sample> out;
-        for (int i = 0; i < pg::row_count(r); ++i) {
-            const Row q(r.get(), i);
-            out.push_back(
-                {q.integer(0), q.integer(1), q.integer(2), q.integer(3), q.integer(4), q.integer(5), q.integer(6)});
-        }
+        const auto& table = columns::table<Sample>();
+        static const std::string sql = "SELECT " + columns::column_list(columns::info(table)) +
+                                       " FROM pool_samples WHERE at >= $1 ORDER BY at DESC, id DESC LIMIT $2";
+        Rows r = m_db->exec(sql.c_str(), params(since_ms, std::max<std::int64_t>(limit, 0)));
+        std::vector<Sample> out = pg::read_rows(r, table);
         std::reverse(out.begin(), out.end());
         return out;
     });

@@ -4,6 +4,7 @@
 // the SqliteStore method that calls them catches and converts (db_error).
 #pragma once
 
+#include "core/store/record_columns.hpp"
 #include "core/store/sqlite_store.hpp"
 
 #include <SQLiteCpp/Column.h>
@@ -13,6 +14,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gpupool::store::sqlite {
 
@@ -36,11 +38,36 @@ void bind_opt(SQLite::Statement& q, int index, const std::optional<T>& v) {
     }
 }
 
-inline std::optional<std::int64_t> opt_int(const SQLite::Column& c) {
-    if (c.isNull()) {
-        return std::nullopt;
+// The current row of a statement that selects a table's columns::column_list, for columns::read_row.
+class RowReader final : public columns::ValueSource {
+public:
+    explicit RowReader(const SQLite::Statement& q) : m_q(q) {}
+    std::int64_t integer(int index) const override { return m_q.getColumn(index).getInt64(); }
+    std::optional<std::int64_t> optional_integer(int index) const override {
+        const SQLite::Column c = m_q.getColumn(index);
+        return c.isNull() ? std::nullopt : std::optional<std::int64_t>(c.getInt64());
     }
-    return c.getInt64();
+    std::string text(int index) const override { return m_q.getColumn(index).getString(); }
+
+private:
+    const SQLite::Statement& m_q;
+};
+
+// Runs `q` (a query that selects `t`'s columns::column_list) and reads every row it returns; a value a
+// record cannot hold is an io Error.
+template <class R>
+Result<std::vector<R>> read_rows(SQLite::Statement& q, const columns::Table<R>& t) {
+    const RowReader in(q);
+    std::vector<R> out;
+    std::int64_t row = 0;
+    while (q.executeStep()) {
+        R r{};
+        if (auto st = columns::read_row(t, ++row, in, r); !st) {
+            return make_error(ErrorCode::io, "database: " + st.error().message);
+        }
+        out.push_back(std::move(r));
+    }
+    return out;
 }
 
 } // namespace gpupool::store::sqlite

@@ -508,27 +508,16 @@ Status SqliteStore::backup(const std::filesystem::path& to) {
 Result<std::vector<AuditRecord>> SqliteStore::read_audit(const AuditQuery& query) {
     try {
         // The prefix is matched with substr, not LIKE, so `_` and `%` in it mean themselves.
-        SQLite::Statement q(*m_db, "SELECT id, at, token_id, action, target, detail FROM audit_log "
-                                   "WHERE (?1 IS NULL OR at >= ?1) AND (?2 IS NULL OR id < ?2) "
-                                   "AND substr(action, 1, length(?3)) = ?3 ORDER BY id DESC LIMIT ?4");
+        const auto& table = columns::table<AuditRecord>();
+        static const std::string sql = "SELECT " + columns::column_list(columns::info(table)) +
+                                       " FROM audit_log WHERE (?1 IS NULL OR at >= ?1) AND (?2 IS NULL OR id < ?2) "
+                                       "AND substr(action, 1, length(?3)) = ?3 ORDER BY id DESC LIMIT ?4";
+        SQLite::Statement q(*m_db, sql);
         sqlite::bind_opt(q, 1, query.since_ms);
         sqlite::bind_opt(q, 2, query.before_id);
         q.bind(3, query.action_prefix);
         q.bind(4, std::max<std::int64_t>(query.limit, 0));
-        std::vector<AuditRecord> out;
-        while (q.executeStep()) {
-            AuditRecord a;
-            a.id = q.getColumn(0).getInt64();
-            a.at_ms = q.getColumn(1).getInt64();
-            if (auto actor = sqlite::opt_int(q.getColumn(2))) {
-                a.actor = TokenId(*actor);
-            }
-            a.action = q.getColumn(3).getString();
-            a.target = q.getColumn(4).getString();
-            a.detail = q.getColumn(5).getString();
-            out.push_back(std::move(a));
-        }
-        return out;
+        return sqlite::read_rows(q, table);
     } catch (const std::exception& e) {
         return db_error("audit read", e);
     }
@@ -537,24 +526,16 @@ Result<std::vector<AuditRecord>> SqliteStore::read_audit(const AuditQuery& query
 Result<std::vector<Sample>> SqliteStore::read_samples(std::int64_t since_ms, std::int64_t limit) {
     try {
         // The newest `limit`, then turned oldest first.
-        SQLite::Statement q(*m_db, "SELECT at, workers_online, gpus_online, gpu_milli_online, gpu_milli_allocated, "
-                                   "jobs_queued, jobs_running FROM pool_samples WHERE at >= ?1 "
-                                   "ORDER BY at DESC, id DESC LIMIT ?2");
+        const auto& table = columns::table<Sample>();
+        static const std::string sql = "SELECT " + columns::column_list(columns::info(table)) +
+                                       " FROM pool_samples WHERE at >= ?1 ORDER BY at DESC, id DESC LIMIT ?2";
+        SQLite::Statement q(*m_db, sql);
         q.bind(1, since_ms);
         q.bind(2, std::max<std::int64_t>(limit, 0));
-        std::vector<Sample> out;
-        while (q.executeStep()) {
-            Sample x;
-            x.at_ms = q.getColumn(0).getInt64();
-            x.workers_online = q.getColumn(1).getInt64();
-            x.gpus_online = q.getColumn(2).getInt64();
-            x.gpu_milli_online = q.getColumn(3).getInt64();
-            x.gpu_milli_allocated = q.getColumn(4).getInt64();
-            x.jobs_queued = q.getColumn(5).getInt64();
-            x.jobs_running = q.getColumn(6).getInt64();
-            out.push_back(x);
+        auto out = sqlite::read_rows(q, table);
+        if (out) {
+            std::reverse(out->begin(), out->end());
         }
-        std::reverse(out.begin(), out.end());
         return out;
     } catch (const std::exception& e) {
         return db_error("samples read", e);

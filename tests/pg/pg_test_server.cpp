@@ -149,6 +149,21 @@ std::string pg_query_value(const std::string& url, const std::string& sql) {
     return PQntuples(r.get()) > 0 ? PQgetvalue(r.get(), 0, 0) : "";
 }
 
+std::vector<std::vector<std::string>> pg_query_rows(const std::string& url, const std::string& sql) {
+    auto c = connect(url);
+    std::unique_ptr<PGresult, Clear> r(PQexec(c.get(), sql.c_str()));
+    if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
+        throw std::runtime_error("`" + sql + "` failed: " + PQerrorMessage(c.get()));
+    }
+    std::vector<std::vector<std::string>> rows(static_cast<std::size_t>(PQntuples(r.get())));
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+        for (int col = 0; col < PQnfields(r.get()); ++col) {
+            rows[static_cast<std::size_t>(i)].emplace_back(PQgetvalue(r.get(), i, col));
+        }
+    }
+    return rows;
+}
+
 OwnPgServer::OwnPgServer(fs::path dir) : m_dir(std::move(dir)) {}
 
 OwnPgServer::~OwnPgServer() {

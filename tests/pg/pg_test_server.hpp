@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gpupool::test {
 
@@ -35,6 +36,8 @@ std::string database_name_for(const std::filesystem::path& dir);
 void pg_exec(const std::string& url, const std::string& sql);
 // The first column of the first row of `sql` ("" when there is none).
 std::string pg_query_value(const std::string& url, const std::string& sql);
+// Every row of `sql`, each column as text ("" for NULL).
+std::vector<std::vector<std::string>> pg_query_rows(const std::string& url, const std::string& sql);
 
 // A PostgreSQL server of one test's own under `dir` (pg_server.sh), stopped and deleted when it goes.
 class OwnPgServer {

@@ -11,6 +11,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <variant>
@@ -239,6 +240,30 @@ void write_old_sqlite(const fs::path& dir, const OldVersion& v, const Records& o
     tx.commit();
 }
 
+std::vector<LiveColumn> sqlite_columns(const fs::path& dir, const std::string& table) {
+    SQLite::Database db((dir / "pool.db").string(), SQLite::OPEN_READONLY);
+    SQLite::Statement q(db,
+                        "SELECT name, lower(type), \"notnull\", dflt_value IS NOT NULL, pk FROM pragma_table_info(?)");
+    q.bind(1, table);
+    std::vector<LiveColumn> out;
+    std::vector<bool> in_key;
+    while (q.executeStep()) {
+        LiveColumn c{q.getColumn(0).getString(), q.getColumn(1).getString(), q.getColumn(2).getInt() != 0,
+                     q.getColumn(3).getInt() != 0};
+        in_key.push_back(q.getColumn(4).getInt() != 0);
+        out.push_back(std::move(c));
+    }
+    const bool one_key = std::count(in_key.begin(), in_key.end(), true) == 1;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        // An INTEGER PRIMARY KEY is the rowid: never NULL, numbered when left out. Any other key column is
+        // never NULL either (gpupool's keys are all declared so).
+        const bool rowid = one_key && in_key[i] && out[i].type == "integer";
+        out[i].not_null = out[i].not_null || in_key[i];
+        out[i].filled = out[i].filled || rowid;
+    }
+    return out;
+}
+
 const std::vector<OldVersion> k_sqlite_old_versions{
     {1, "1", true}, {2, "2", true}, {3, "3", true}, {4, "4 first shipped without idempotency keys", false},
     {4, "4", true}, {5, "5", true},
@@ -266,15 +291,29 @@ Result<std::unique_ptr<Store>> open_postgres(const fs::path& dir, const StoreOpe
     }
     return std::unique_ptr<Store>(std::move(*opened));
 }
+
+std::vector<LiveColumn> postgres_columns(const fs::path& dir, const std::string& table) {
+    const auto server = test::pg_server_url();
+    REQUIRE(server);
+    const std::string url = test::ensure_database(test::database_name_for(dir), *server);
+    std::vector<LiveColumn> out;
+    for (const auto& row : test::pg_query_rows(
+             url, "SELECT column_name, data_type, is_nullable = 'NO', column_default IS NOT NULL OR is_identity = "
+                  "'YES' FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '" +
+                      table + "' ORDER BY ordinal_position")) {
+        out.push_back({row.at(0), row.at(1), row.at(2) == "t", row.at(3) == "t"});
+    }
+    return out;
+}
 #endif
 
 } // namespace
 
 const std::vector<StoreUnderTest>& stores_under_test() {
     static const std::vector<StoreUnderTest> stores{
-        {"sqlite", open_sqlite, k_sqlite_old_versions, write_old_sqlite},
+        {"sqlite", open_sqlite, k_sqlite_old_versions, write_old_sqlite, sqlite_columns},
 #ifdef GPUPOOL_HAVE_POSTGRES
-        {"postgresql", open_postgres, {}, {}, test::pg_unavailable},
+        {"postgresql", open_postgres, {}, {}, postgres_columns, test::pg_unavailable},
 #endif
     };
     return stores;

@@ -28,6 +28,15 @@ struct OldVersion {
     bool idempotency_key = true; // version 4 first shipped without sweeps.idempotency_key
 };
 
+// One column of a table as the engine's own catalogue lists it (PRAGMA table_info,
+// information_schema.columns), for checking the records' column descriptions against the schema.
+struct LiveColumn {
+    std::string name;
+    std::string type;      // lower case: "integer", "bigint", "text", ...
+    bool not_null = false; // NULL is refused (a primary key counts)
+    bool filled = false;   // the database gives it a value when an INSERT leaves it out (a default, an identity)
+};
+
 struct StoreUnderTest {
     std::string kind;
     // Opens (creating on first use) the store kept under `dir`; the same `dir` reopens the same data.
@@ -38,6 +47,8 @@ struct StoreUnderTest {
     // inputs archive "d1" of team 2 and, at version 3 only, an unowned "d0").
     std::vector<OldVersion> old_versions{};
     std::function<void(const std::filesystem::path& dir, const OldVersion& v, const store::Records& old)> write_old{};
+    // The columns of `table` in the store kept under `dir` (opened there before), in order.
+    std::function<std::vector<LiveColumn>(const std::filesystem::path& dir, const std::string& table)> live_columns{};
     // Why this engine cannot be tested here (e.g. no PostgreSQL server), or nullopt; unset: always can.
     std::function<std::optional<std::string>()> unavailable{};
 };

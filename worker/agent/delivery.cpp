@@ -1,7 +1,7 @@
 #include "worker/agent/delivery.hpp"
 
+#include "core/archive/archive.hpp"
 #include "core/util/files.hpp"
-#include "worker/agent/archive.hpp"
 #include "worker/agent/offer.hpp"
 
 #include <spdlog/spdlog.h>
@@ -224,8 +224,8 @@ bool Delivery::pack_outputs_once(Attempt& t) {
     const std::int64_t cap = t.a.spec.outputs.max_size_mib * 1024 * 1024;
     // Packed under an unpredictable name (created O_EXCL, 0600), then renamed into place.
     auto tmp = util::TempFile::create(t.dir, ".outputs-", ".tar");
-    auto packed = tmp ? pack_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, tmp->path())
-                      : Result<PackedOutputs>(tmp.error());
+    auto packed = tmp ? archive::pack_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, tmp->path())
+                      : Result<archive::PackedOutputs>(tmp.error());
     if (packed) {
         if (auto st = tmp->rename_to(tar); !st) {
             packed = st.error();
@@ -253,7 +253,7 @@ bool Delivery::upload_outputs(Attempts& attempts, Attempt& t) {
     const bool packed_before = fs::is_regular_file(fs::symlink_status(tar, ec)); // by this worker before a restart
     if (!packed_before) {
         const std::int64_t cap = t.a.spec.outputs.max_size_mib * 1024 * 1024;
-        auto small = pack_small_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, k_small_outputs_bytes);
+        auto small = archive::pack_small_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, k_small_outputs_bytes);
         if (!small) {
             outputs_failed(t, small.error().message);
             return true;

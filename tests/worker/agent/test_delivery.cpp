@@ -1,10 +1,10 @@
 // Delivery against a FakeCoordinator on a ManualClock: what goes out in which order, backoff while
 // the coordinator is away (measured on the clock, not waited for), fencing, stop orders, and the
 // refusals that end the worker.
+#include "core/archive/archive.hpp"
 #include "core/coordinator/clock.hpp"
 #include "tests/support.hpp"
 #include "tests/worker/agent/fake_link.hpp"
-#include "worker/agent/archive.hpp"
 #include "worker/agent/delivery.hpp"
 
 #include <catch2/catch.hpp>
@@ -315,7 +315,7 @@ TEST_CASE("delivery: small outputs go from memory, large ones through outputs.ta
     for (std::int64_t id : {1, 2}) {
         REQUIRE(b.coordinator.outputs(AttemptId(id)));
         test::TempDir out;
-        auto unpacked = worker::unpack_archive(*b.coordinator.outputs(AttemptId(id)), out.path());
+        auto unpacked = archive::unpack_archive(*b.coordinator.outputs(AttemptId(id)), out.path());
         REQUIRE(unpacked);
         CHECK(unpacked->written.size() == 1);
         CHECK_FALSE(std::filesystem::exists(b.attempts.at(AttemptId(id)).dir / "outputs.tar")); // removed once sent

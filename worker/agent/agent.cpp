@@ -97,7 +97,8 @@ struct Agent::Impl {
           link(links(opt.token)), spool(opt.work_dir),
           gpu(probe, clock, opt.gpu_watch, opt.gpu_health, {opt.reclaim_grace.count(), opt.reclaim_quiet.count()},
               opt.proc_root, opt.idle_watch),
-          delivery(opt, *link, clock, Backoff(opt.backoff_initial, opt.backoff_max, backoff_seed()), hooks()),
+          delivery({opt.work_dir, opt.heartbeat, opt.log_flush}, *link, clock,
+                   Backoff(opt.backoff_initial, opt.backoff_max, backoff_seed()), hooks()),
           owner({opt.work_dir, opt.config_file, opt.share_flags, opt.share, opt.drain_grace,
                  [this](const std::string& line) { event(line); }},
                 wall),
@@ -132,7 +133,9 @@ struct Agent::Impl {
     OfferInputs offer() const {
         return {owner.offered_gpus(gpu.gpus()), gpu.enforcement(), runtime.name(), models.get()};
     }
-    api::Inventory inventory() const { return offer_inventory(offer(), owner.settings(), opt); }
+    api::Inventory inventory() const {
+        return offer_inventory(offer(), owner.settings(), {opt.cpu_milli, opt.memory_mib, opt.slots});
+    }
 
     // Wakes the agent thread and the poll thread: something to look at now (`job_exited`: the
     // runtime saw a job end).

@@ -47,9 +47,9 @@ api::Completion completion_of(const Attempt& t) {
 
 } // namespace
 
-Delivery::Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
+Delivery::Delivery(DeliveryOptions options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
                    Hooks hooks)
-    : m_opt(options), m_link(link), m_clock(clock), m_backoff(backoff), m_hooks(std::move(hooks)) {}
+    : m_opt(std::move(options)), m_link(link), m_clock(clock), m_backoff(backoff), m_hooks(std::move(hooks)) {}
 
 bool Delivery::handle(Attempts& attempts, AttemptId id, const Error& e, const char* what) {
     if (net::is_tls_verification_failure(e)) {

@@ -30,19 +30,27 @@
 #pragma once
 
 #include "core/coordinator/clock.hpp"
-#include "worker/agent/agent.hpp"
 #include "worker/agent/attempt.hpp"
 #include "worker/agent/backoff.hpp"
 #include "worker/agent/coordinator_link.hpp"
 #include "worker/agent/spool.hpp"
 
+#include <chrono>
+#include <filesystem>
 #include <functional>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace gpupool::worker {
+
+// What Delivery takes of the agent's options (AgentOptions, agent.hpp).
+struct DeliveryOptions {
+    std::filesystem::path work_dir{};           // where worker.json is (named when the pool refuses us)
+    std::chrono::milliseconds heartbeat{5'000}; // at most; lease_ms / 3 when that is shorter
+    std::chrono::milliseconds log_flush{500};   // ship pending log bytes at least this often
+};
 
 class Delivery {
 public:
@@ -69,7 +77,7 @@ public:
         std::vector<api::FetchProgress> fetching{};      // waiting assignments whose weights are downloading
     };
 
-    Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
+    Delivery(DeliveryOptions options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
              Hooks hooks);
 
     bool online() const { return m_clock.now_ms() >= m_offline_until_ms; }
@@ -117,7 +125,7 @@ private:
         m_last_contact_ms = m_clock.now_ms();
     }
 
-    const AgentOptions& m_opt;
+    DeliveryOptions m_opt;
     CoordinatorLink& m_link;
     const coordinator::Clock& m_clock;
     Backoff m_backoff;

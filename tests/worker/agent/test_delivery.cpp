@@ -18,7 +18,7 @@ namespace {
 
 struct DeliveryBench {
     test::TempDir work;
-    worker::AgentOptions opt;
+    worker::DeliveryOptions opt;
     coordinator::ManualClock clock;
     test::FakeCoordinator coordinator;
     test::FakeLink link{coordinator};
@@ -33,8 +33,6 @@ struct DeliveryBench {
         opt.work_dir = work.path();
         opt.heartbeat = 1s;
         opt.log_flush = 500ms;
-        opt.backoff_initial = 1s;
-        opt.backoff_max = 8s;
         worker::Delivery::Hooks hooks{
             [this](worker::Attempt& t, const std::string& why) {
                 t.stop_reason = why;

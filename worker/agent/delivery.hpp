@@ -30,7 +30,7 @@
 #pragma once
 
 #include "core/coordinator/clock.hpp"
-#include "worker/agent/attempt.hpp"
+#include "worker/agent/attempt_table.hpp"
 #include "worker/agent/backoff.hpp"
 #include "worker/agent/coordinator_link.hpp"
 #include "worker/agent/spool.hpp"
@@ -84,15 +84,11 @@ public:
     void heartbeat_now() { m_next_heartbeat_ms = m_clock.now_ms(); }
     // Sends what is due, attempt by attempt; returns the attempts that are done with (delivered, or
     // fenced and ended) for the agent to drop.
-    std::vector<AttemptId> deliver(Attempts& attempts, const std::function<Facts()>& facts);
-    // An assignment never started here, to give back, and why.
-    struct HandBack {
-        AttemptId attempt{};
-        std::string why = "the worker is shutting down: handed back to the queue";
-    };
-    // Completes assignments never started here (`ids`, taken from the back) as owner_preempted so
-    // they queue again at once (nobody is charged); those still in `ids` afterwards wait for the coordinator.
-    void hand_back(std::vector<HandBack>& ids, const Attempts& attempts);
+    std::vector<AttemptId> deliver(AttemptTable& attempts, const std::function<Facts()>& facts);
+    // Completes the assignments never started here (AttemptTable::hand_backs, taken from the back) as
+    // owner_preempted so they queue again at once (nobody is charged); those still listed afterwards
+    // wait for the coordinator.
+    void hand_back(AttemptTable& attempts);
     // When the coordinator last answered (the Clock's ms), if it has since the start.
     std::optional<std::int64_t> last_contact_ms() const { return m_last_contact_ms; }
 
@@ -101,20 +97,20 @@ public:
     std::int64_t lease_ms() const { return m_lease_ms; }
 
 private:
-    void heartbeat_if_due(Attempts& attempts, const std::function<Facts()>& facts);
-    void obey(const api::HeartbeatReply& answer, Attempts& attempts);
+    void heartbeat_if_due(AttemptTable& attempts, const std::function<Facts()>& facts);
+    void obey(const api::HeartbeatReply& answer, AttemptTable& attempts);
     // Classifies a failed call. Returns false when the link is down (stop using the network).
     // `id` is AttemptId() for calls about no attempt (the heartbeat).
-    bool handle(Attempts& attempts, AttemptId id, const Error& e, const char* what);
+    bool handle(AttemptTable& attempts, AttemptId id, const Error& e, const char* what);
     // One attempt's due deliveries up to its completion; false when the link went down. Sets `done`
     // when it is finished with (fenced), `ended` when only its completion is left to send.
-    bool deliver_one(Attempts& attempts, Attempt& t, bool& done, bool& ended);
+    bool deliver_one(AttemptTable& attempts, Attempt& t, bool& done, bool& ended);
     // The start reports of every attempt started since the last round, in one request.
-    void report_starts(Attempts& attempts);
+    void report_starts(AttemptTable& attempts);
     // The completions of every attempt that got that far this round, in one request.
-    void complete_all(Attempts& attempts, const std::vector<api::AttemptEnd>& ends, std::vector<AttemptId>& done);
-    bool ship_logs(Attempts& attempts, Attempt& t, bool flush);
-    bool upload_outputs(Attempts& attempts, Attempt& t);
+    void complete_all(AttemptTable& attempts, const std::vector<api::AttemptEnd>& ends, std::vector<AttemptId>& done);
+    bool ship_logs(AttemptTable& attempts, Attempt& t, bool flush);
+    bool upload_outputs(AttemptTable& attempts, Attempt& t);
     // The outputs cannot be shipped: the attempt fails with why, and its log says so.
     static void outputs_failed(Attempt& t, const std::string& why);
     static void note_skipped(const Attempt& t, const std::vector<std::string>& skipped);

@@ -23,7 +23,7 @@ struct DeliveryBench {
     test::FakeCoordinator coordinator;
     test::FakeLink link{coordinator};
     worker::Spool spool{work.path()};
-    worker::Attempts attempts;
+    worker::AttemptTable attempts;
     std::vector<std::string> stopped;
     std::vector<std::int64_t> cancelled_waiting;
     std::vector<std::string> events;
@@ -60,7 +60,7 @@ struct DeliveryBench {
         t.container = "c" + std::to_string(id);
         std::filesystem::create_directories(t.dir / "outputs");
         spool.save(t);
-        return attempts.emplace(AttemptId(id), std::move(t)).first->second;
+        return attempts.add(std::move(t));
     }
     static void write_log(const worker::Attempt& t, const std::string& text) {
         std::ofstream(t.log_path(), std::ios::app | std::ios::binary) << text;
@@ -166,8 +166,8 @@ TEST_CASE("delivery: a 409 fences the attempt: a running one is stopped, an ende
     CHECK(ended.fenced);
     REQUIRE(b.stopped.size() == 1);
     CHECK(b.stopped[0] == "1: the coordinator no longer knows this attempt");
-    b.attempts.erase(AttemptId(2)); // the agent drops what is done with
-    CHECK(b.deliver().empty());     // the running one is done with once its stop has ended it
+    b.attempts.retire(AttemptId(2)); // the agent drops what is done with
+    CHECK(b.deliver().empty());      // the running one is done with once its stop has ended it
     CHECK_FALSE(b.coordinator.completion(AttemptId(2)));
     CHECK(b.delivery->online()); // a refusal is not an outage
 }
@@ -272,14 +272,15 @@ TEST_CASE("delivery: a refused worker (401/403) is fatal and names worker.json",
 
 TEST_CASE("delivery: hand_back completes unstarted assignments as owner_preempted", "[delivery]") {
     DeliveryBench b;
-    std::vector<worker::Delivery::HandBack> ids{{AttemptId(5)}, {AttemptId(6), "outside the owner's terms"}};
+    b.attempts.hand_back(AttemptId(5));
+    b.attempts.hand_back(AttemptId(6), "outside the owner's terms");
     b.coordinator.fail_all(ErrorCode::unavailable);
-    b.delivery->hand_back(ids, b.attempts);
-    CHECK(ids.size() == 2); // kept for later
+    b.delivery->hand_back(b.attempts);
+    CHECK(b.attempts.hand_backs().size() == 2); // kept for later
     b.clock.advance_ms(2'000);
     b.coordinator.fail_all(std::nullopt);
-    b.delivery->hand_back(ids, b.attempts);
-    CHECK(ids.empty());
+    b.delivery->hand_back(b.attempts);
+    CHECK(b.attempts.hand_backs().empty());
     REQUIRE(b.coordinator.completion(AttemptId(5)));
     CHECK(b.coordinator.completion(AttemptId(5))->outcome == worker::Outcome::owner_preempted);
     CHECK_FALSE(b.coordinator.completion(AttemptId(5))->exit_code);
@@ -350,8 +351,8 @@ TEST_CASE("delivery: attempts that end together are completed in one request, ea
         b.end(b.attempts.at(AttemptId(id)), id == 3 ? 1 : 0);
     }
     CHECK(b.deliver() == std::vector<std::int64_t>{1, 3});
-    b.attempts.erase(AttemptId(1)); // the agent drops what is done with
-    b.attempts.erase(AttemptId(3));
+    b.attempts.retire(AttemptId(1)); // the agent drops what is done with
+    b.attempts.retire(AttemptId(3));
     // One request for the ends (2 is refused on the way: at its outputs, or in the batch itself).
     REQUIRE(b.coordinator.batches().size() == 1);
     CHECK(b.coordinator.batches()[0] >= 2);

@@ -4,6 +4,7 @@
 #include "core/util/thread_safety.hpp"
 #include "worker/agent/agent_setup.hpp"
 #include "worker/agent/delivery.hpp"
+#include "worker/agent/drain.hpp"
 #include "worker/agent/gpu_watch.hpp"
 #include "worker/agent/image_prefetch.hpp"
 #include "worker/agent/job_container.hpp"
@@ -32,14 +33,13 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr milliseconds k_hurried_give_up{5'000}; // drain_now(): undelivered results stay spooled
-constexpr milliseconds k_leave_wait{2'000};      // a clean exit waits at most this for the coordinator
+constexpr milliseconds k_leave_wait{2'000}; // a clean exit waits at most this for the coordinator
 
 } // namespace
 
 // The agent's own state: what it takes (the inbox, the waiting room, the owner's terms), its identity
 // and the threads; it steps its parts in one loop. The attempts are the AttemptTable's, their jobs
-// JobControl's; the spool, the deliveries and the GPUs are parts of their own.
+// JobControl's; the spool, the deliveries, the GPUs and the drain are parts of their own.
 struct Agent::Impl {
     AgentOptions opt;
     ContainerRuntime& runtime;
@@ -70,9 +70,8 @@ struct Agent::Impl {
     std::unique_ptr<ImagePrefetch> images; // each job's image, made present before it starts
     std::unique_ptr<MpsControl> mps;       // the worker's own MPS daemon (--mps)
     WaitingRoom waiting;                   // taken, not started: waiting for model weights or a GPU share
-    std::optional<std::int64_t> drain_deadline_ms;
-    std::optional<std::int64_t> give_up_at_ms;
-    std::optional<Error> fatal; // why run() must end with an error
+    Drain drain;                           // when draining: when to stop the running jobs, when to return
+    std::optional<Error> fatal;            // why run() must end with an error
 
     // Shared with the poll thread and with drain()/stop() callers (poll_thread.hpp).
     AgentSignals sig;
@@ -98,7 +97,7 @@ struct Agent::Impl {
           owner({opt.work_dir, opt.config_file, opt.share_flags, opt.share, opt.drain_grace,
                  [this](const std::string& line) { event(line); }},
                 wall),
-          waiting(opt.gpu_wait_max) {}
+          waiting(opt.gpu_wait_max), drain(opt.drain_grace, opt.give_up_after_drain) {}
 
     Delivery::Hooks hooks() {
         return {[this](Attempt& t, const std::string& why) {
@@ -433,38 +432,25 @@ struct Agent::Impl {
         }
     }
 
-    // One step of a drain; true when run() may return.
+    // One step of a drain (drain.hpp); true when run() may return.
     bool drain_step() {
-        const auto now = now_ms();
-        if (hurry && (!drain_deadline_ms || *drain_deadline_ms > now)) {
-            drain_deadline_ms = now;
-            give_up_at_ms.reset();
+        const auto s = drain.step(now_ms(), hurry, active.load(), attempts.empty() && attempts.hand_backs().empty());
+        if (s.hurried) {
             spdlog::warn("stopping {} running job(s) now and handing them back", active.load());
         }
-        if (!drain_deadline_ms) {
-            drain_deadline_ms = now + opt.drain_grace.count();
+        if (s.started) {
             delivery.heartbeat_now(); // tell the coordinator at once: no new work here
             spdlog::info("draining: no new work; {} running job(s) have {} s to finish", active.load(),
                          opt.drain_grace.count() / 1000);
         }
-        if (now >= *drain_deadline_ms) {
+        if (s.stop_running) {
             hand_back_running("the worker is shutting down: handed back to the queue");
         }
-        if (attempts.empty() && attempts.hand_backs().empty()) {
-            return true;
+        if (s.gave_up) {
+            spdlog::warn("drain: the coordinator did not take {} result(s); they stay spooled in {}", attempts.size(),
+                         spool.dir().string());
         }
-        if (active.load() == 0) {
-            if (!give_up_at_ms) {
-                give_up_at_ms = now + (hurry ? std::min<milliseconds>(opt.give_up_after_drain, k_hurried_give_up)
-                                             : opt.give_up_after_drain)
-                                          .count();
-            } else if (now >= *give_up_at_ms) {
-                spdlog::warn("drain: the coordinator did not take {} result(s); they stay spooled in {}",
-                             attempts.size(), spool.dir().string());
-                return true;
-            }
-        }
-        return false;
+        return s.done;
     }
 
     Status run() {

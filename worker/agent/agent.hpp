@@ -11,7 +11,8 @@
 // (job_control.hpp: starting, watching, stopping and dropping their jobs through the runtime), Spool
 // (spool.hpp: attempt directories, state.json, recovery after a restart), Delivery (delivery.hpp:
 // everything sent to the coordinator, and its backoff), GpuWatch (gpu_watch.hpp: probe, memory
-// watchdog, health) and job_container.hpp (what a job sees). Time comes from a coordinator::Clock and the coordinator is
+// watchdog, health), Drain (drain.hpp: when a leaving worker stops its jobs and returns) and
+// job_container.hpp (what a job sees). Time comes from a coordinator::Clock and the coordinator is
 // reached through CoordinatorLink (coordinator_link.hpp), both injectable (AgentDeps) for tests.
 //
 // Rules:

@@ -3,8 +3,8 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
+#include "core/archive/archive.hpp"
 #include "core/client/jobs_client.hpp"
-#include "worker/agent/archive.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -50,7 +50,7 @@ Result<json> fetch_one(client::ApiClient& api, const NamedJob& job, const fs::pa
         return Result<json>(boost::system::in_place_value, json{{"job", job.id.value()}, {"name", job.name}, {"path", dest.string()}, {"bytes", data->size()}});
     }
     // Unpacked into DEST/ (the archive cannot write outside it).
-    auto unpacked = worker::unpack_archive(*data, dest);
+    auto unpacked = archive::unpack_archive(*data, dest);
     if (!unpacked) {
         return unpacked.error();
     }

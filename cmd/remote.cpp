@@ -1,11 +1,11 @@
 #include "cmd/remote.hpp"
+#include "core/archive/archive.hpp"
 #include "core/client/jobs_client.hpp"
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/net/url.hpp"
 #include "core/util/files.hpp"
 #include "core/util/strings.hpp"
-#include "worker/agent/archive.hpp"
 
 #include <unistd.h>
 
@@ -319,7 +319,7 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, c
         std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
         say("inputs of `" + job.name + "`: packing " + std::to_string(paths.size()) +
             (paths.size() == 1 ? " path" : " paths") + " ...");
-        auto packed = worker::pack_paths(roots, job.inputs.max_size_mib * 1024 * 1024, tmp->path());
+        auto packed = archive::pack_paths(roots, job.inputs.max_size_mib * 1024 * 1024, tmp->path());
         if (!packed) {
             return packed.error();
         }

@@ -11,13 +11,13 @@
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
 #include "core/api/field_reader.hpp"
+#include "core/archive/archive.hpp"
 #include "core/client/jobs_client.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/money.hpp"
 #include "core/store/open_store.hpp"
 #include "core/util/files.hpp"
 #include "worker/agent/agent.hpp"
-#include "worker/agent/archive.hpp"
 #include "worker/gpu/gpu_probe.hpp"
 #include "worker/runtime/runtime_registry.hpp"
 
@@ -396,7 +396,7 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
             fs::create_directories(dir, ec);
         }
         if (auto bytes = jobs_api.outputs(id); writable && bytes && !bytes->empty()) {
-            if (auto unpacked = worker::unpack_archive(*bytes, dir)) {
+            if (auto unpacked = archive::unpack_archive(*bytes, dir)) {
                 files = unpacked->written;
                 for (const auto& s : unpacked->skipped) {
                     std::cerr << "warning: skipped " << printable(s) << '\n';

@@ -5,7 +5,7 @@
 #include "tests/cli/cli_calls.hpp"
 #include "tests/cli/processes.hpp"
 #include "tests/support.hpp"
-#include "worker/agent/archive.hpp"
+#include "core/archive/archive.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -166,7 +166,7 @@ TEST_CASE("worker process: the coordinator is gone for 30 s mid-job, logs and re
     REQUIRE(tar);
     REQUIRE(tar->status == 200);
     test::TempDir out;
-    auto files = worker::unpack_archive(tar->body, out.path());
+    auto files = archive::unpack_archive(tar->body, out.path());
     REQUIRE(files);
     CHECK(files->written == std::vector<std::string>{"r.txt"});
 }

@@ -2,7 +2,7 @@
 // Property checked beyond "no crash, no sanitizer report": nothing appears outside the destination.
 // The destination is SANDBOX/inner/dest, so a write that climbs out of dest by any route (a "..",
 // a link, a link chain) shows up as something new in SANDBOX/inner or SANDBOX, and aborts.
-#include "worker/agent/archive.hpp"
+#include "core/archive/archive.hpp"
 
 #include <cstdint>
 #include <cstdio>
@@ -49,10 +49,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const fs::path inner = sandbox / "inner";
     const fs::path dest = inner / "dest";
     fs::create_directories(dest);
-    gpupool::worker::UnpackLimits limits;
+    gpupool::archive::UnpackLimits limits;
     limits.max_entries = 1000;
     const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-    (void)gpupool::worker::unpack_archive(bytes, dest, limits);
+    (void)gpupool::archive::unpack_archive(bytes, dest, limits);
     expect_only(sandbox, inner);
     expect_only(inner, dest);
     std::error_code ec;

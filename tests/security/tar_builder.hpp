@@ -41,10 +41,10 @@ inline TarEntry tar_special(std::string name, mode_t type) { return {std::move(n
 // The archive's bytes; a writer failure fails the test.
 inline std::string make_tar(const std::vector<TarEntry>& entries) {
     std::string out;
-    archive* a = archive_write_new();
+    ::archive* a = archive_write_new();
     archive_write_set_format_pax(a);
     archive_write_set_bytes_in_last_block(a, 1);
-    auto append = [](archive*, void* sink, const void* data, std::size_t size) -> la_ssize_t {
+    auto append = [](::archive*, void* sink, const void* data, std::size_t size) -> la_ssize_t {
         static_cast<std::string*>(sink)->append(static_cast<const char*>(data), size);
         return static_cast<la_ssize_t>(size);
     };

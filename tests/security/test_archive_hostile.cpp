@@ -2,9 +2,9 @@
 // member's inputs reach the GPU owner's, so each side unpacks what the other made. Every case
 // unpacks into sandbox/dest next to sandbox/canary/ and checks that nothing outside dest changed
 // (the whole sandbox listed, links and file contents included, before and after).
+#include "core/archive/archive.hpp"
 #include "tests/security/tar_builder.hpp"
 #include "tests/support.hpp"
-#include "worker/agent/archive.hpp"
 
 #include <sys/stat.h>
 
@@ -102,7 +102,7 @@ TEST_CASE("hostile archive: the link chain from the report (a/b -> .., a/b/.../L
         up += "../";
     }
     const std::string through = "L" + sb.canary.string() + "/pwned";
-    auto r = worker::unpack_archive(
+    auto r = archive::unpack_archive(
         make_tar({tar_symlink("a/b", ".."), tar_symlink(chain + "L", up), tar_file(through, "pwned\n")}), sb.dest);
     REQUIRE(r);
     CHECK(sb.outside() == sb.before);
@@ -119,7 +119,7 @@ TEST_CASE("hostile archive: a link whose target is lexically inside but resolves
           "[archive][security]") {
     Sandbox sb;
     const std::string through = "x/" + sb.root.path().filename().string() + "/canary/pwned";
-    auto r = worker::unpack_archive(
+    auto r = archive::unpack_archive(
         make_tar({tar_symlink("a/b", ".."), tar_symlink("x", "a/b/../.."), tar_file(through, "pwned\n")}), sb.dest);
     REQUIRE(r);
     CHECK(sb.outside() == sb.before);
@@ -130,7 +130,7 @@ TEST_CASE("hostile archive: a link whose target is lexically inside but resolves
 
 TEST_CASE("hostile archive: absolute and upward links are skipped and reported", "[archive][security]") {
     Sandbox sb;
-    auto r = worker::unpack_archive(make_tar({tar_symlink("abs", sb.canary.string()), tar_symlink("up", "../.."),
+    auto r = archive::unpack_archive(make_tar({tar_symlink("abs", sb.canary.string()), tar_symlink("up", "../.."),
                                               tar_symlink("sub/up", "../x"), tar_symlink("empty", ""),
                                               tar_file("kept.txt", "kept")}),
                                     sb.dest);
@@ -168,7 +168,7 @@ TEST_CASE("hostile archive: entry names that are absolute, hold .., or are too l
     for (const auto& c : cases) {
         Sandbox sb;
         INFO("entry " << c.name.substr(0, 80));
-        auto r = worker::unpack_archive(make_tar({tar_file("before.txt", "b"), tar_file(c.name, "pwned\n")}), sb.dest);
+        auto r = archive::unpack_archive(make_tar({tar_file("before.txt", "b"), tar_file(c.name, "pwned\n")}), sb.dest);
         REQUIRE_FALSE(r);
         CHECK(r.error().code == ErrorCode::invalid_input);
         CHECK_THAT(r.error().message, Catch::Contains(c.name.substr(0, 60)) && Catch::Contains(c.expect));
@@ -179,7 +179,7 @@ TEST_CASE("hostile archive: entry names that are absolute, hold .., or are too l
 TEST_CASE("hostile archive: a file written through a link the same archive created earlier", "[archive][security]") {
     SECTION("an absolute link is skipped, so the file lands in a real directory inside dest") {
         Sandbox sb;
-        auto r = worker::unpack_archive(make_tar({tar_symlink("l", sb.canary.string()), tar_file("l/pwned", "x")}),
+        auto r = archive::unpack_archive(make_tar({tar_symlink("l", sb.canary.string()), tar_file("l/pwned", "x")}),
                                         sb.dest);
         REQUIRE(r);
         CHECK(sb.outside() == sb.before);
@@ -189,7 +189,7 @@ TEST_CASE("hostile archive: a file written through a link the same archive creat
     }
     SECTION("even a kept, downward link is never walked through: the entry is refused") {
         Sandbox sb;
-        auto r = worker::unpack_archive(make_tar({tar_dir("sub"), tar_symlink("l", "sub"), tar_file("l/f", "x")}),
+        auto r = archive::unpack_archive(make_tar({tar_dir("sub"), tar_symlink("l", "sub"), tar_file("l/f", "x")}),
                                         sb.dest);
         REQUIRE_FALSE(r);
         CHECK(r.error().code == ErrorCode::invalid_input);
@@ -203,7 +203,7 @@ TEST_CASE("hostile archive: links already in dest are never followed", "[archive
     SECTION("a file below a pre-existing link is refused") {
         Sandbox sb;
         fs::create_directory_symlink(sb.canary, sb.dest / "pre");
-        auto r = worker::unpack_archive(make_tar({tar_file("pre/pwned", "x")}), sb.dest);
+        auto r = archive::unpack_archive(make_tar({tar_file("pre/pwned", "x")}), sb.dest);
         REQUIRE_FALSE(r);
         CHECK(r.error().code == ErrorCode::invalid_input);
         CHECK_THAT(r.error().message, Catch::Contains("pre/pwned"));
@@ -212,7 +212,7 @@ TEST_CASE("hostile archive: links already in dest are never followed", "[archive
     SECTION("a file over a pre-existing link replaces the link, not its target") {
         Sandbox sb;
         fs::create_symlink("../canary/victim", sb.dest / "victim");
-        auto r = worker::unpack_archive(make_tar({tar_file("victim", "overwritten\n")}), sb.dest);
+        auto r = archive::unpack_archive(make_tar({tar_file("victim", "overwritten\n")}), sb.dest);
         REQUIRE(r);
         CHECK(sb.outside() == sb.before);
         CHECK(test::slurp(sb.canary / "victim") == "canary\n");
@@ -223,7 +223,7 @@ TEST_CASE("hostile archive: links already in dest are never followed", "[archive
 
 TEST_CASE("hostile archive: hard links, devices and fifos are skipped and reported", "[archive][security]") {
     Sandbox sb;
-    auto r = worker::unpack_archive(make_tar({tar_file("inside.txt", "in"), tar_hardlink("h1", "/etc/passwd"),
+    auto r = archive::unpack_archive(make_tar({tar_file("inside.txt", "in"), tar_hardlink("h1", "/etc/passwd"),
                                               tar_hardlink("h2", "inside.txt"), tar_special("chr", AE_IFCHR),
                                               tar_special("blk", AE_IFBLK), tar_special("fifo", AE_IFIFO)}),
                                     sb.dest);
@@ -241,7 +241,7 @@ TEST_CASE("hostile archive: hard links, devices and fifos are skipped and report
 
 TEST_CASE("hostile archive: setuid, setgid and sticky bits are dropped, files are 0644 or 0755", "[archive][security]") {
     Sandbox sb;
-    auto r = worker::unpack_archive(make_tar({tar_file("suid", "x", 04755), tar_file("sgid", "x", 02710),
+    auto r = archive::unpack_archive(make_tar({tar_file("suid", "x", 04755), tar_file("sgid", "x", 02710),
                                               tar_file("sticky", "x", 01644), tar_file("private", "x", 0600)}),
                                     sb.dest);
     REQUIRE(r);
@@ -253,7 +253,7 @@ TEST_CASE("hostile archive: setuid, setgid and sticky bits are dropped, files ar
 
 TEST_CASE("hostile archive: duplicate names — a file after a link of its name replaces the link", "[archive][security]") {
     Sandbox sb;
-    auto r = worker::unpack_archive(
+    auto r = archive::unpack_archive(
         make_tar({tar_file("x", "first\n"), tar_file("inner", "inner\n"), tar_symlink("x", "inner"),
                   tar_file("x", "second\n"), tar_file("y", "first\n"), tar_symlink("y", (sb.canary / "victim").string()),
                   tar_file("y", "second\n")}),
@@ -274,7 +274,7 @@ TEST_CASE("hostile archive: a sparse entry declaring more bytes than the archive
     bomb.sparse_size = std::int64_t{16} << 20; // 16 MiB of zeros from one byte of data
     const std::string tar = make_tar({tar_file("small.txt", "s"), bomb});
     REQUIRE(tar.size() < 64 * 1024);
-    auto r = worker::unpack_archive(tar, sb.dest);
+    auto r = archive::unpack_archive(tar, sb.dest);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::invalid_input);
     CHECK_THAT(r.error().message, Catch::Contains("`bomb`") && Catch::Contains("16777216 bytes"));
@@ -282,8 +282,8 @@ TEST_CASE("hostile archive: a sparse entry declaring more bytes than the archive
     CHECK(sb.outside() == sb.before);
 
     // An explicit byte limit holds for plain files too.
-    auto capped = worker::unpack_archive(make_tar({tar_file("f", std::string(100, 'f'))}), sb.dest,
-                                         worker::UnpackLimits{10, 100});
+    auto capped = archive::unpack_archive(make_tar({tar_file("f", std::string(100, 'f'))}), sb.dest,
+                                         archive::UnpackLimits{10, 100});
     REQUIRE_FALSE(capped);
     CHECK_FALSE(fs::exists(sb.dest / "f"));
 }
@@ -295,10 +295,10 @@ TEST_CASE("hostile archive: more entries than the limit fail the unpack", "[arch
         entries.push_back(tar_file("f" + std::to_string(i), "x"));
     }
     const std::string tar = make_tar(entries);
-    auto over = worker::unpack_archive(tar, sb.dest, worker::UnpackLimits{-1, 4});
+    auto over = archive::unpack_archive(tar, sb.dest, archive::UnpackLimits{-1, 4});
     REQUIRE_FALSE(over);
     CHECK_THAT(over.error().message, Catch::Contains("more than 4 entries"));
-    auto at = worker::unpack_archive(tar, sb.dest, worker::UnpackLimits{-1, 5});
+    auto at = archive::unpack_archive(tar, sb.dest, archive::UnpackLimits{-1, 5});
     REQUIRE(at);
     CHECK(at->written.size() == 5);
 }
@@ -318,7 +318,7 @@ TEST_CASE("archive: nested directories and a downward link round-trip through pa
     fs::create_symlink("/etc/passwd", out / "abs");
     const fs::path tar = src.path() / "o.tar";
 
-    auto packed = worker::pack_outputs(out, {"."}, 1 << 20, tar);
+    auto packed = archive::pack_outputs(out, {"."}, 1 << 20, tar);
     REQUIRE(packed);
     CHECK(packed->files == std::vector<std::string>{"first.json", "latest", "runs/1/metrics.json",
                                                     "runs/2/metrics.json", "runs/2/plots/loss.png"});
@@ -327,7 +327,7 @@ TEST_CASE("archive: nested directories and a downward link round-trip through pa
     CHECK(mentions(packed->skipped, "runs/up"));
 
     Sandbox sb;
-    auto r = worker::unpack_archive_file(tar, sb.dest);
+    auto r = archive::unpack_archive_file(tar, sb.dest);
     REQUIRE(r);
     CHECK(r->skipped.empty());
     CHECK(r->written == packed->files);
@@ -343,7 +343,7 @@ TEST_CASE("hostile archive: inputs the fuzzer found fail cleanly (tests/fuzz/arc
     for (const auto& entry : fs::directory_iterator(dir)) {
         INFO(entry.path().filename().string());
         Sandbox sb;
-        auto r = worker::unpack_archive(test::slurp(entry.path()), sb.dest);
+        auto r = archive::unpack_archive(test::slurp(entry.path()), sb.dest);
         CHECK(sb.outside() == sb.before);
         if (entry.path().filename() == "null-error-string") {
             // libarchive fails without a message here; the old code built a std::string from null.

@@ -4,27 +4,23 @@
 #include "core/util/thread_safety.hpp"
 #include "worker/agent/agent_setup.hpp"
 #include "worker/agent/delivery.hpp"
+#include "worker/agent/drain.hpp"
 #include "worker/agent/gpu_watch.hpp"
 #include "worker/agent/image_prefetch.hpp"
 #include "worker/agent/job_container.hpp"
+#include "worker/agent/job_control.hpp"
 #include "worker/agent/model_prefetch.hpp"
 #include "worker/agent/offer.hpp"
 #include "worker/agent/poll_thread.hpp"
-#include "worker/agent/waiting_room.hpp"
 #include "worker/agent/spool.hpp"
 #include "worker/agent/steady_clock.hpp"
+#include "worker/agent/waiting_room.hpp"
 #include "worker/gpu/mps_daemon.hpp"
 #include "worker/owner/owner_desk.hpp"
 
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <condition_variable>
-#include <cstdlib>
-#include <csignal>
-#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -37,14 +33,13 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr milliseconds k_hurried_give_up{5'000}; // drain_now(): undelivered results stay spooled
-constexpr milliseconds k_leave_wait{2'000};       // a clean exit waits at most this for the coordinator
-
+constexpr milliseconds k_leave_wait{2'000}; // a clean exit waits at most this for the coordinator
 
 } // namespace
 
-// The agent's own state: the attempts it holds and their lifecycle (take, start, watch, finish,
-// drop), the drain, and the threads. The spool, the deliveries and the GPUs are its parts.
+// The agent's own state: what it takes (the inbox, the waiting room, the owner's terms), its identity
+// and the threads; it steps its parts in one loop. The attempts are the AttemptTable's, their jobs
+// JobControl's; the spool, the deliveries, the GPUs and the drain are parts of their own.
 struct Agent::Impl {
     AgentOptions opt;
     ContainerRuntime& runtime;
@@ -56,6 +51,8 @@ struct Agent::Impl {
     LinkFactory links;
     std::unique_ptr<CoordinatorLink> link; // the agent thread's
     Spool spool;
+    AttemptTable attempts; // started here (or recovered) and not yet delivered; the hand-backs
+    JobControl jobs;       // starts, watches, stops and drops them
     GpuWatch gpu;
     Delivery delivery;
     OwnerPolicy owner;
@@ -68,17 +65,13 @@ struct Agent::Impl {
     // each other's containers. "w<worker id>-<instance>", the instance random and kept in worker.json.
     std::string worker_label;
 
-    std::unique_ptr<HubCache> models;     // the model-weight cache (<cache_dir>/models)
+    std::unique_ptr<HubCache> models; // the model-weight cache (<cache_dir>/models)
     std::unique_ptr<ModelPrefetch> prefetch;
     std::unique_ptr<ImagePrefetch> images; // each job's image, made present before it starts
-    std::unique_ptr<MpsControl> mps;      // the worker's own MPS daemon (--mps)
-    Attempts tracked;
-    std::vector<Delivery::HandBack> handback; // unstarted assignments to give back (drain, the owner's terms)
-    std::set<AttemptId> finished;    // attempts delivered or dropped: never taken again
-    WaitingRoom waiting; // taken, not started: waiting for model weights or a GPU share
-    std::optional<std::int64_t> drain_deadline_ms;
-    std::optional<std::int64_t> give_up_at_ms;
-    std::optional<Error> fatal; // why run() must end with an error
+    std::unique_ptr<MpsControl> mps;       // the worker's own MPS daemon (--mps)
+    WaitingRoom waiting;                   // taken, not started: waiting for model weights or a GPU share
+    Drain drain;                           // when draining: when to stop the running jobs, when to return
+    std::optional<Error> fatal;            // why run() must end with an error
 
     // Shared with the poll thread and with drain()/stop() callers (poll_thread.hpp).
     AgentSignals sig;
@@ -95,17 +88,20 @@ struct Agent::Impl {
           wall(deps.wall_clock ? *deps.wall_clock : system),
           links(deps.links ? std::move(deps.links) : http_links(opt.coordinator_url, opt.ca_cert)),
           link(links(opt.token)), spool(opt.work_dir),
+          jobs({opt.runtime_grace, opt.engine_unanswered_max}, runtime, spool, attempts, clock,
+               {[this](const std::string& line) { event(line); }, [this](std::int64_t i) { return gpu_failed(i); }}),
           gpu(probe, clock, opt.gpu_watch, opt.gpu_health, {opt.reclaim_grace.count(), opt.reclaim_quiet.count()},
               opt.proc_root, opt.idle_watch),
-          delivery(opt, *link, clock, Backoff(opt.backoff_initial, opt.backoff_max, backoff_seed()), hooks()),
+          delivery({opt.work_dir, opt.heartbeat, opt.log_flush}, *link, clock,
+                   Backoff(opt.backoff_initial, opt.backoff_max, backoff_seed()), hooks()),
           owner({opt.work_dir, opt.config_file, opt.share_flags, opt.share, opt.drain_grace,
                  [this](const std::string& line) { event(line); }},
                 wall),
-          waiting(opt.gpu_wait_max) {}
+          waiting(opt.gpu_wait_max), drain(opt.drain_grace, opt.give_up_after_drain) {}
 
     Delivery::Hooks hooks() {
         return {[this](Attempt& t, const std::string& why) {
-                    request_stop(t, why, Outcome::exited, stop_grace_of(t, opt.stop_grace));
+                    jobs.stop(t.id(), why, Outcome::exited, stop_grace_of(t, opt.stop_grace));
                 },
                 [this](AttemptId id) { return cancel_waiting(id); }, [this](const std::string& line) { event(line); }};
     }
@@ -132,12 +128,13 @@ struct Agent::Impl {
     OfferInputs offer() const {
         return {owner.offered_gpus(gpu.gpus()), gpu.enforcement(), runtime.name(), models.get()};
     }
-    api::Inventory inventory() const { return offer_inventory(offer(), owner.settings(), opt); }
+    api::Inventory inventory() const {
+        return offer_inventory(offer(), owner.settings(), {opt.cpu_milli, opt.memory_mib, opt.slots});
+    }
 
     // Wakes the agent thread and the poll thread: something to look at now (`job_exited`: the
     // runtime saw a job end).
     void wake(bool job_exited = false) { sig.wake(job_exited); }
-    void sleep_for(milliseconds d) { sig.sleep_for(d); }
 
     // ---- what the owner sees ----
     void event(const std::string& line) const {
@@ -146,61 +143,25 @@ struct Agent::Impl {
         }
     }
 
-    void event_ended(const Attempt& t) const {
-        const auto ran = (now_ms() - t.started_ms) / 1000;
-        event(job_label(t.a) + " ended after " + resources::format_duration_s(std::max<std::int64_t>(ran, 0)) + ": " +
-              (t.outcome == Outcome::worker_fault        ? "worker fault: "
-               : t.outcome == Outcome::image_unavailable ? "image unavailable: "
-                                                         : "") +
-              t.reason);
-    }
-
     void event_offer() const { event(announce_offer(offer(), inventory(), opt.coordinator_url, worker_id)); }
 
     // ---- the attempts ----
-    void end_as_fault(Attempt& t, const std::string& why) {
-        end_without_exit(t, Outcome::worker_fault, why);
-        spdlog::warn("attempt {}: {}", t.a.attempt.value(), why);
-        event_ended(t);
-    }
-
     void refresh_active() {
-        const int now = static_cast<int>(std::count_if(tracked.begin(), tracked.end(),
-                                                       [](const auto& kv) { return kv.second.running(); }) +
-                                         waiting.size());
+        const int now = attempts.running() + static_cast<int>(waiting.size());
         if (active.exchange(now) > now) {
             wake(); // a slot freed: the poll thread asks for work at once
         }
     }
 
-    void drop(AttemptId id, const std::string& why) {
-        auto it = tracked.find(id);
-        if (it == tracked.end()) {
-            return;
-        }
-        // The folder is recycled only when nothing of the job runs any more (its container removed).
-        const Status gone = it->second.container.empty() ? Status{} : runtime.remove(it->second.container);
-        if (!gone) {
-            spdlog::warn("attempt {}: removing {}: {}", id.value(), it->second.container, gone.error().message);
-        }
-        spool.remove(it->second, gone.has_value());
-        finished.insert(id);
-        spdlog::info("attempt {}: {}", id.value(), why);
-        tracked.erase(it);
-        refresh_active();
-    }
-
     // Restores the attempts a previous run left behind.
     void recover() {
         for (auto& r : spool.recover(runtime, worker_label, now_ms())) {
-            Attempt& t = r.attempt;
-            t.gpu_limit_mib = gpu_limit_mib(container_spec(t));
+            r.attempt.gpu_limit_mib = gpu_limit_mib(container_spec(r.attempt));
+            const auto id = attempts.add(std::move(r.attempt)).id();
             if (r.lost) {
-                end_as_fault(t, *r.lost);
+                jobs.end_as_fault(id, *r.lost);
             }
-            spool.save(t);
-            const auto id = t.id();
-            tracked.emplace(id, std::move(t));
+            spool.save(attempts.at(id));
         }
         refresh_active();
     }
@@ -209,10 +170,11 @@ struct Agent::Impl {
         ContainerContext ctx{worker_label, opt.cache_dir, runtime.capabilities(), owner.jobs_view(gpu.gpus())};
         if (models) {
             ctx.model_cache = models->root();
-            ctx.models_ready = std::all_of(t.a.spec.cache_models.begin(), t.a.spec.cache_models.end(), [&](const auto& m) {
-                auto ref = parse_model_ref(m);
-                return ref && models->has(*ref);
-            });
+            ctx.models_ready =
+                std::all_of(t.a.spec.cache_models.begin(), t.a.spec.cache_models.end(), [&](const auto& m) {
+                    auto ref = parse_model_ref(m);
+                    return ref && models->has(*ref);
+                });
         }
         ctx.mps_pipe = mps ? std::optional(mps_dirs(opt.work_dir).pipe) : std::nullopt;
         ctx.mps_compute = opt.mps_compute;
@@ -220,9 +182,9 @@ struct Agent::Impl {
     }
 
     void start_waiting() {
-        for (auto& r : waiting.ready(now_ms(), tracked, prefetch.get())) {
+        for (auto& r : waiting.ready(now_ms(), attempts, prefetch.get())) {
             if (r.image_unavailable) {
-                end_unstarted(std::move(r.a), *r.image_unavailable);
+                jobs.end_unstarted(spool.create(std::move(r.a), now_ms()), *r.image_unavailable);
             } else {
                 take(std::move(r.a), true, r.note);
             }
@@ -238,12 +200,13 @@ struct Agent::Impl {
 
     // ---- starting ----
     void take(api::Assignment a, bool waited = false, const std::string& note = {}) {
-        if (tracked.count(a.attempt) || finished.count(a.attempt)) {
+        if (attempts.knows(a.attempt)) {
             return; // re-sent until our start reaches the coordinator, or already done with here
         }
         if (a.gpu_index >= 0 && gpu.reclaimed(a.gpu_index)) {
             // Placed before the coordinator heard: its owner uses that GPU.
-            handback.push_back({a.attempt, "GPU " + std::to_string(a.gpu_index) + " reclaimed by its owner: handed back to the queue"});
+            attempts.hand_back(a.attempt, "GPU " + std::to_string(a.gpu_index) +
+                                              " reclaimed by its owner: handed back to the queue");
             return;
         }
         if (!waited && waiting.holds(a.attempt)) {
@@ -261,7 +224,7 @@ struct Agent::Impl {
             refresh_active();
             return;
         }
-        if (!waited && !gpu_share_free(a, tracked)) {
+        if (!waited && !gpu_share_free(a, attempts)) {
             waiting.wait_for_gpu(std::move(a), now_ms());
             delivery.heartbeat_now(); // learn now which of ours must stop
             refresh_active();
@@ -272,72 +235,27 @@ struct Agent::Impl {
             Spool::append_note(t, "gpupool-worker: " + note + "\n");
         }
         const ContainerSpec spec = container_spec(t);
-        t.container = spec.name;
-        t.gpu_limit_mib = gpu_limit_mib(spec);
-        auto ready = prepare_attempt_dirs(t, opt.work_dir, opt.cache_dir, runtime.capabilities().isolates, *link);
-        Status started = ready ? runtime.start(spec) : Status(ready.error());
-        if (!started) {
-            fail_start(t, started.error());
-        } else {
-            spdlog::info("attempt {} (job {} `{}`): started as {}", t.a.attempt.value(), t.a.job.value(), t.a.spec.name, t.container);
-            event(job_label(t.a) + " started: " + share_of(t.a));
-        }
-        t.unsaved = true;
-        const auto id = t.id();
-        tracked.emplace(id, std::move(t));
+        const Status ready =
+            prepare_attempt_dirs(t, opt.work_dir, opt.cache_dir, runtime.capabilities().isolates, *link);
+        jobs.start(std::move(t), spec, ready);
         refresh_active();
-    }
-
-    // Its image cannot be had (ImagePrefetch): the job's own error, ended here without a start (so
-    // never billed), reported as image_unavailable with the engine's words, in its log too.
-    void end_unstarted(api::Assignment a, const std::string& why) {
-        Attempt t = spool.create(std::move(a), now_ms());
-        end_without_exit(t, Outcome::image_unavailable, why);
-        Spool::append_note(t, "gpupool-worker: image unavailable: " + why + "\n");
-        event_ended(t);
-        t.unsaved = true;
-        const auto id = t.id();
-        tracked.emplace(id, std::move(t));
-        refresh_active();
-    }
-
-    void fail_start(Attempt& t, const Error& e) {
-        t.container.clear();
-        if (e.code == ErrorCode::invalid_input) {
-            // The job's own problem (its inputs): it fails like a job, with the reason.
-            t.phase = AttemptPhase::ended;
-            t.exit_code = 1;
-            t.reason = e.message;
-            t.outcome = Outcome::exited;
-            t.outputs_done = true;
-            event_ended(t);
-        } else {
-            end_as_fault(t, "could not start on " + runtime.name() + ": " + e.message);
-        }
-        Spool::append_note(t, "gpupool-worker: " + t.reason + "\n");
     }
 
     // ---- GPUs ----
     // The memory watchdog and the idle guard (GpuWatch::judge); the models jobs use stay in the cache.
     void watch_gpus() {
-        std::vector<GpuJob> jobs;
         std::set<std::string> pinned;
-        for (const auto& [id, t] : tracked) {
-            if (t.running() && t.a.gpu_index >= 0 && t.stop_reason.empty()) {
-                jobs.push_back({id.value(), t.a.gpu_index, t.gpu_limit_mib, t.a.idle_timeout_s * 1000});
-            }
-            pinned.insert(t.a.spec.cache_models.begin(), t.a.spec.cache_models.end());
-        }
+        attempts.models(pinned);
         waiting.models(pinned);
         if (prefetch) {
             prefetch->set_pinned(std::move(pinned));
         }
-        const GpuJudgement j = gpu.judge(jobs);
+        const GpuJudgement j = gpu.judge(watched_gpu_jobs(attempts));
         for (const auto& [attempt, line] : j.notes) {
-            Spool::append_note(tracked.at(AttemptId(attempt)), "gpupool-worker: " + line + "\n");
+            Spool::append_note(attempts.at(AttemptId(attempt)), "gpupool-worker: " + line + "\n");
         }
         for (const auto& [attempt, why] : j.stop) {
-            request_stop(tracked.at(AttemptId(attempt)), why, Outcome::exited, opt.stop_grace);
+            jobs.stop(AttemptId(attempt), why, Outcome::exited, opt.stop_grace);
         }
     }
 
@@ -350,142 +268,53 @@ struct Agent::Impl {
             return;
         }
         for (const auto& u : *verdict) {
-            for (auto& [id, t] : tracked) {
+            for (const auto& [id, t] : attempts) {
                 if (t.a.gpu_index == u.index) {
-                    request_stop(t, "GPU " + std::to_string(u.index) + " failed on the worker: " + u.reason,
-                                 Outcome::worker_fault, opt.stop_grace);
+                    jobs.stop(id, "GPU " + std::to_string(u.index) + " failed on the worker: " + u.reason,
+                              Outcome::worker_fault, opt.stop_grace);
                 }
             }
         }
         delivery.heartbeat_now(); // tell the coordinator at once
     }
 
+    // JobControl asks when a GPU job failed: whether its GPU failed under it (asked now).
+    std::optional<std::string> gpu_failed(std::int64_t index) {
+        check_gpu_health(true);
+        return gpu.failure(index);
+    }
+
     // The owner's own use of a GPU (reclaim.hpp): no new work there; its jobs get reclaim_grace, then
     // go back to the queue unpaid.
     void check_reclaim() {
-        const ReclaimStep step = gpu.reclaim(gpu_job_marks(tracked, runtime));
+        const ReclaimStep step = gpu.reclaim(gpu_job_marks(attempts, runtime));
         for (const auto& c : step.changes) {
             event(describe(c, gpu.reclaim_policy()));
         }
         for (auto id : step.term) {
-            Attempt& t = tracked.at(AttemptId(id));
-            request_stop(t, "GPU " + std::to_string(t.a.gpu_index) + " reclaimed by its owner", Outcome::owner_preempted,
-                         opt.reclaim_grace);
+            const auto gpu_index = attempts.at(AttemptId(id)).a.gpu_index;
+            jobs.stop(AttemptId(id), "GPU " + std::to_string(gpu_index) + " reclaimed by its owner",
+                      Outcome::owner_preempted, opt.reclaim_grace);
         }
         for (auto id : step.kill) {
-            tracked.at(AttemptId(id)).kill_at_ms = now_ms(); // watch() kills it now
+            attempts.kill_now(AttemptId(id), now_ms()); // watch() kills it now
         }
         if (!step.changes.empty()) {
             // The worker as a whole is `reclaimed` once every GPU it offers is; until then the others share.
             const auto offered = owner.offered_gpus(gpu.gpus());
-            owner.set_reclaimed(!offered.empty() && std::all_of(offered.begin(), offered.end(),
-                                                                [&](const GpuInfo& g) { return gpu.reclaimed(g.index); }),
+            owner.set_reclaimed(!offered.empty() &&
+                                    std::all_of(offered.begin(), offered.end(),
+                                                [&](const GpuInfo& g) { return gpu.reclaimed(g.index); }),
                                 active.load());
             delivery.heartbeat_now(); // tell the coordinator at once
         }
-    }
-
-    // ---- watching ----
-    void request_stop(Attempt& t, const std::string& why, Outcome outcome, milliseconds grace) {
-        if (!t.running() || !t.stop_reason.empty()) {
-            return;
-        }
-        t.stop_reason = why;
-        t.stop_outcome = outcome;
-        t.kill_at_ms = now_ms() + grace.count();
-        if (auto st = runtime.signal(t.container, SIGTERM); !st) {
-            spdlog::warn("attempt {}: SIGTERM: {}", t.a.attempt.value(), st.error().message);
-        }
-        spdlog::info("attempt {}: stopping ({})", t.a.attempt.value(), why);
-        t.unsaved = true;
-    }
-
-    // Asks the runtime how a running attempt is; false when it has ended (then it needs no more watching).
-    bool poll_one(Attempt& t, std::int64_t now) {
-        auto st = runtime.poll(t.container);
-        if (!st && st.error().code == ErrorCode::not_found) {
-            // Removed behind the worker's back (`podman rm -f`, an engine reset): a worker
-            // fault for this attempt, reported once; the slot is free again.
-            end_as_fault(t, "the job's " + runtime.name() + " container disappeared while it ran (" +
-                                st.error().message + ")");
-            t.unsaved = true;
-            return false;
-        }
-        if (!st) {
-            if (!t.poll_failing_since_ms) {
-                t.poll_failing_since_ms = now;
-                spdlog::warn("attempt {}: cannot tell how the job is: {}", t.id().value(), st.error().message);
-            } else if (now - *t.poll_failing_since_ms > opt.engine_unanswered_max.count()) {
-                end_as_fault(t, "the " + runtime.name() + " engine could not say how the job is for " +
-                                    std::to_string(opt.engine_unanswered_max.count() / 1000) + " s: " + st.error().message);
-                (void)runtime.signal(t.container, SIGKILL);
-                t.unsaved = true;
-                return false;
-            }
-        } else if (*st) {
-            finish(t, **st);
-            return false;
-        } else if (t.poll_failing_since_ms) {
-            spdlog::info("attempt {}: the {} engine answers again", t.id().value(), runtime.name());
-            t.poll_failing_since_ms.reset();
-        }
-        return true;
-    }
-
-    void watch() {
-        const auto now = now_ms();
-        for (auto& [id, t] : tracked) {
-            if (!t.running() || !poll_one(t, now)) {
-                continue;
-            }
-            // The limits hold even while the engine does not answer.
-            const std::int64_t max_rt_ms = t.a.spec.resources.max_runtime_s * 1000;
-            if (t.stop_reason.empty() && max_rt_ms > 0 && now - t.started_ms > max_rt_ms) {
-                request_stop(t, "exceeded max_runtime " + resources::format_duration_s(t.a.spec.resources.max_runtime_s),
-                             Outcome::exited, opt.runtime_grace);
-            }
-            if (t.kill_at_ms && now >= *t.kill_at_ms && !t.killed) {
-                t.killed = true;
-                if (auto k = runtime.signal(t.container, SIGKILL); !k) {
-                    spdlog::warn("attempt {}: SIGKILL: {}", id.value(), k.error().message);
-                }
-            }
-        }
-        refresh_active();
-    }
-
-    void finish(Attempt& t, const ExitStatus& st) {
-        t.phase = AttemptPhase::ended;
-        t.exit_code = st.exit_code;
-        t.outcome = t.stop_outcome;
-        t.reason = exit_reason(t, st, runtime.capabilities().limits_memory);
-        if (t.stop_reason.empty() && st.exit_code != 0 && t.a.gpu_index >= 0) {
-            // A GPU job that failed may have failed with its GPU: ask the driver now rather than at
-            // the next periodic check, so that the hardware's failure is not charged as the job's.
-            check_gpu_health(true);
-            for (const auto& u : gpu.unhealthy()) {
-                if (u.index == t.a.gpu_index) {
-                    t.outcome = Outcome::worker_fault;
-                    t.reason = "GPU " + std::to_string(u.index) + " failed on the worker: " + u.reason + " (the job " +
-                               t.reason + ")";
-                }
-            }
-        }
-        if (t.outcome != Outcome::exited) {
-            t.outputs_done = true; // handed back: a later attempt produces the outputs
-        }
-        spdlog::info("attempt {}: {}", t.a.attempt.value(), t.reason);
-        event_ended(t);
-        t.unsaved = true;
     }
 
     // ---- delivering ----
     Delivery::Facts heartbeat_facts() const {
         Delivery::Facts f;
         f.waiting = waiting.ids();
-        for (const auto& u : gpu.unhealthy()) {
-            f.unhealthy_gpus.push_back(u.index);
-        }
+        f.unhealthy_gpus = gpu.unhealthy_indexes();
         f.reclaimed_gpus = gpu.reclaimed();
         f.draining = draining.load();
         f.active = active.load();
@@ -508,25 +337,16 @@ struct Agent::Impl {
     }
 
     void deliver() {
-        const auto done = delivery.deliver(tracked, [this] { return heartbeat_facts(); });
+        const auto done = delivery.deliver(attempts, [this] { return heartbeat_facts(); });
         take_fatal();
         for (auto id : done) {
-            drop(id, tracked.at(id).fenced ? "dropped (no longer current)" : "delivered");
+            jobs.drop(id, attempts.at(id).fenced ? "dropped (no longer current)" : "delivered");
         }
-    }
-
-    // ---- poll thread (poll_thread.hpp) ----
-    void poll_loop() {
-        auto plink = links(worker_token);
-        poll_for_assignments(*plink, sig, opt, clock);
+        refresh_active();
     }
 
     // ---- the owner's terms (worker/owner) ----
-    void hand_back_running(const std::string& why) {
-        for (auto& [id, t] : tracked) {
-            request_stop(t, why, Outcome::owner_preempted, opt.stop_grace);
-        }
-    }
+    void hand_back_running(const std::string& why) { jobs.stop_all(why, Outcome::owner_preempted, opt.stop_grace); }
 
     void owner_step() {
         const auto before = owner.state();
@@ -554,10 +374,16 @@ struct Agent::Impl {
     WorkerFacts facts() const {
         const auto inv = inventory();
         const auto contact = delivery.last_contact_ms();
-        return {worker_id, opt.coordinator_url,
+        return {worker_id,
+                opt.coordinator_url,
                 contact ? std::optional(wall.now_ms() - (now_ms() - *contact)) : std::nullopt,
-                draining.load(), gpu.gpus(), running_jobs(tracked, now_ms()), inv.cpu_milli, inv.memory_mib,
-                static_cast<int>(inv.slots), to_string(gpu.enforcement())};
+                draining.load(),
+                gpu.gpus(),
+                attempts.running_jobs(now_ms()),
+                inv.cpu_milli,
+                inv.memory_mib,
+                static_cast<int>(inv.slots),
+                to_string(gpu.enforcement())};
     }
 
     // ---- the agent thread ----
@@ -576,103 +402,55 @@ struct Agent::Impl {
         if (auto st = runtime.check(); !st) {
             return st;
         }
-        return opt.mps ? start_mps() : Status();
-    }
-
-    // `--mps`: the worker's own MPS control daemon for the GPUs it shares (mps_daemon.hpp).
-    Status start_mps() {
-        std::vector<std::string> uuids;
-        for (const auto& g : owner.offered_gpus(gpu.gpus())) {
-            uuids.push_back(g.uuid);
+        if (opt.mps) { // the worker's own MPS control daemon for the GPUs it shares (mps_daemon.hpp)
+            auto started = gpu.start_mps(owner.offered_gpus(gpu.gpus()), runtime.capabilities().shares_host_ipc,
+                                         runtime.name(), opt.work_dir);
+            if (!started) {
+                return started.error();
+            }
+            mps = std::move(*started);
         }
-        auto started = start_worker_mps(uuids, runtime.capabilities().shares_host_ipc, runtime.name(), opt.work_dir);
-        if (!started) {
-            return started.error();
-        }
-        mps = std::move(*started);
-        gpu.set_mps(true);
-        spdlog::info("MPS control daemon running for {} GPU(s); fractional jobs are its clients", uuids.size());
         return {};
     }
 
-    std::vector<api::Assignment> wait_for_inbox() {
-        std::vector<api::Assignment> fresh;
-        util::MutexLock lock(sig.mu);
-        sig.cv.wait_for(lock, opt.tick, [&]() REQUIRES(sig.mu) {
-            return !sig.inbox.empty() || sig.exited || desk.pending() || stopping.load();
-        });
-        sig.exited = false;
-        fresh.swap(sig.inbox);
-        return fresh;
-    }
-
     void take_inbox() {
-        for (auto& a : wait_for_inbox()) {
+        for (auto& a : sig.take_inbox(opt.tick, [this] { return desk.pending(); })) {
             if (draining) {
-                handback.push_back({a.attempt}); // never started here: give it straight back
+                attempts.hand_back(a.attempt); // never started here: give it straight back
             } else if (auto no = owner.refusal(a, gpu.gpus())) {
                 spdlog::info("attempt {}: handed back unstarted: {}", a.attempt.value(), *no);
-                handback.push_back({a.attempt, *no + ": handed back to the queue"});
+                attempts.hand_back(a.attempt, *no + ": handed back to the queue");
             } else {
                 take(std::move(a));
             }
         }
         if ((draining || !owner.taking_work()) && !waiting.empty()) {
             for (AttemptId id : waiting.take_all(prefetch.get())) {
-                handback.push_back({id, draining ? Delivery::HandBack().why : "the owner stopped sharing"});
+                attempts.hand_back(id, draining ? HandBack().why : "the owner stopped sharing");
             }
             refresh_active();
         }
     }
 
-    // One step of a drain; true when run() may return.
+    // One step of a drain (drain.hpp); true when run() may return.
     bool drain_step() {
-        const auto now = now_ms();
-        if (hurry && (!drain_deadline_ms || *drain_deadline_ms > now)) {
-            drain_deadline_ms = now;
-            give_up_at_ms.reset();
+        const auto s = drain.step(now_ms(), hurry, active.load(), attempts.empty() && attempts.hand_backs().empty());
+        if (s.hurried) {
             spdlog::warn("stopping {} running job(s) now and handing them back", active.load());
         }
-        if (!drain_deadline_ms) {
-            drain_deadline_ms = now + opt.drain_grace.count();
+        if (s.started) {
             delivery.heartbeat_now(); // tell the coordinator at once: no new work here
             spdlog::info("draining: no new work; {} running job(s) have {} s to finish", active.load(),
                          opt.drain_grace.count() / 1000);
         }
-        if (now >= *drain_deadline_ms) {
+        if (s.stop_running) {
             hand_back_running("the worker is shutting down: handed back to the queue");
         }
-        if (tracked.empty() && handback.empty()) {
-            return true;
+        if (s.gave_up) {
+            spdlog::warn("drain: the coordinator did not take {} result(s); they stay spooled in {}", attempts.size(),
+                         spool.dir().string());
         }
-        if (active.load() == 0) {
-            if (!give_up_at_ms) {
-                give_up_at_ms = now + (hurry ? std::min<milliseconds>(opt.give_up_after_drain, k_hurried_give_up)
-                                             : opt.give_up_after_drain)
-                                          .count();
-            } else if (now >= *give_up_at_ms) {
-                spdlog::warn("drain: the coordinator did not take {} result(s); they stay spooled in {}", tracked.size(),
-                             spool.dir().string());
-                return true;
-            }
-        }
-        return false;
-    }
-
-    // A clean exit: the coordinator marks this worker offline at once and puts what it assigned here
-    // and was not started back in the queue, without using up an attempt.
-    void leave() {
-        if (fatal) {
-            return; // refused (banned, a pool that forgot us, a wrong CA): nothing to tell it
-        }
-        auto back = link->leave(k_leave_wait);
-        if (!back) {
-            spdlog::warn("could not tell the coordinator that this worker leaves ({}); it stops placing work here "
-                         "once the worker timeout passes",
-                         back.error().message);
-            return;
-        }
-        spdlog::info("left the pool; {} assignment(s) not started here went back to the queue", back->size());
+        return s.done;
     }
 
     Status run() {
@@ -692,27 +470,33 @@ struct Agent::Impl {
         recover();
         event_offer();
         runtime.on_exit([this] { wake(true); });
-        std::thread poller([this] { poll_loop(); });
+        std::thread poller([this] { // the poll thread (poll_thread.hpp), on a link of its own
+            auto plink = links(worker_token);
+            poll_for_assignments(*plink, sig, opt, clock);
+        });
         while (!stopping) {
             owner_step();
             take_inbox();
             start_waiting();
-            delivery.hand_back(handback, tracked);
+            delivery.hand_back(attempts);
             take_fatal();
-            watch();
+            jobs.watch();
+            refresh_active();
             check_reclaim();
             watch_gpus();
             check_gpu_health();
             deliver();
-            spool.save_unsaved(tracked);
+            spool.save_unsaved(attempts);
             if (draining && drain_step()) {
                 break;
             }
         }
-        spool.save_unsaved(tracked);
+        spool.save_unsaved(attempts);
         stopping = true;
         sig.cv.notify_all();
-        leave(); // before the join: the coordinator answers the poll thread's parked poll at once
+        if (!fatal) {                        // refused (banned, a pool that forgot us, a wrong CA): nothing to tell it
+            leave_pool(*link, k_leave_wait); // before the join: the coordinator answers the parked poll at once
+        }
         poller.join();
         runtime.on_exit(nullptr);
         desk.close();
@@ -735,7 +519,9 @@ Agent::Agent(AgentOptions options, ContainerRuntime& runtime, GpuProbe& gpus, Ag
 
 Agent::~Agent() = default;
 
-Status Agent::run() { return m_impl->run(); }
+Status Agent::run() {
+    return m_impl->run();
+}
 
 void Agent::drain() {
     m_impl->draining = true;
@@ -748,7 +534,9 @@ void Agent::drain_now() {
     drain();
 }
 
-void Agent::reload() { m_impl->desk.post(json{{"op", "reload"}}, false); }
+void Agent::reload() {
+    m_impl->desk.post(json{{"op", "reload"}}, false);
+}
 
 void Agent::stop() {
     m_impl->stopping = true;

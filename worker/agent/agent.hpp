@@ -6,9 +6,12 @@
 // and hands them over; the agent thread (the caller of run()) owns all other state — runtime calls,
 // the spool, heartbeats and deliveries — in a loop that never blocks on a job.
 //
-// The agent is a façade over its parts, each with its own contract and tests: Spool (spool.hpp:
-// attempt directories, state.json, recovery after a restart), Delivery (delivery.hpp: everything sent
-// to the coordinator, and its backoff), GpuWatch (gpu_watch.hpp: probe, memory watchdog, health) and
+// The agent is a façade over its parts, each with its own contract and tests: AttemptTable
+// (attempt_table.hpp: the attempts it holds, the only place their lifecycle changes), JobControl
+// (job_control.hpp: starting, watching, stopping and dropping their jobs through the runtime), Spool
+// (spool.hpp: attempt directories, state.json, recovery after a restart), Delivery (delivery.hpp:
+// everything sent to the coordinator, and its backoff), GpuWatch (gpu_watch.hpp: probe, memory
+// watchdog, health), Drain (drain.hpp: when a leaving worker stops its jobs and returns) and
 // job_container.hpp (what a job sees). Time comes from a coordinator::Clock and the coordinator is
 // reached through CoordinatorLink (coordinator_link.hpp), both injectable (AgentDeps) for tests.
 //

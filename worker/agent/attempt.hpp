@@ -1,6 +1,7 @@
 // Attempt: what the worker knows of one attempt it holds — the assignment, where its spool is, how
-// far its log has been shipped, and how it ended. A plain value owned by the agent thread; the spool
-// (spool.hpp) persists the part that must survive a restart (state.json), delivery.hpp ships it.
+// far its log has been shipped, and how it ended. A plain value; the agent holds its attempts in an
+// AttemptTable (attempt_table.hpp), which alone changes their lifecycle; the spool (spool.hpp)
+// persists the part that must survive a restart (state.json), delivery.hpp ships it.
 // Times are milliseconds on the agent's Clock (core/coordinator/clock.hpp).
 #pragma once
 
@@ -10,7 +11,6 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <string>
 
@@ -49,23 +49,10 @@ struct Attempt {
     std::filesystem::path log_path() const { return dir / "log"; }
 };
 
-// Ends `t` here without an exit code of its own and without outputs to send: a worker fault (nothing
-// to trust in a half-run's outputs), or a job that never started.
-inline void end_without_exit(Attempt& t, Outcome outcome, std::string reason) {
-    t.phase = AttemptPhase::ended;
-    t.exit_code.reset();
-    t.reason = std::move(reason);
-    t.outcome = outcome;
-    t.outputs_done = true;
-}
-
 // SIGTERM -> SIGKILL when the coordinator orders a stop: the worker's own grace, or the job's
 // `[checkpoint] grace` when that is longer (time to save its progress).
 inline std::chrono::milliseconds stop_grace_of(const Attempt& t, std::chrono::milliseconds worker_grace) {
     return std::max<std::chrono::milliseconds>(worker_grace, std::chrono::seconds(t.a.spec.checkpoint.grace_s));
 }
-
-// The attempts the agent holds, by attempt id.
-using Attempts = std::map<AttemptId, Attempt>;
 
 } // namespace gpupool::worker

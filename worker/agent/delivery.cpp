@@ -1,7 +1,7 @@
 #include "worker/agent/delivery.hpp"
 
+#include "core/archive/archive.hpp"
 #include "core/util/files.hpp"
-#include "worker/agent/archive.hpp"
 #include "worker/agent/offer.hpp"
 
 #include <spdlog/spdlog.h>
@@ -47,11 +47,11 @@ api::Completion completion_of(const Attempt& t) {
 
 } // namespace
 
-Delivery::Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
+Delivery::Delivery(DeliveryOptions options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
                    Hooks hooks)
-    : m_opt(options), m_link(link), m_clock(clock), m_backoff(backoff), m_hooks(std::move(hooks)) {}
+    : m_opt(std::move(options)), m_link(link), m_clock(clock), m_backoff(backoff), m_hooks(std::move(hooks)) {}
 
-bool Delivery::handle(Attempts& attempts, AttemptId id, const Error& e, const char* what) {
+bool Delivery::handle(AttemptTable& attempts, AttemptId id, const Error& e, const char* what) {
     if (net::is_tls_verification_failure(e)) {
         m_fatal = e;
         return false;
@@ -63,10 +63,9 @@ bool Delivery::handle(Attempts& attempts, AttemptId id, const Error& e, const ch
         return false;
     }
     if (e.code == ErrorCode::conflict && id != AttemptId()) {
-        auto it = attempts.find(id);
-        if (it != attempts.end()) {
-            it->second.fenced = true;
-            if (it->second.running()) {
+        if (Attempt* t = attempts.find(id)) {
+            t->fenced = true;
+            if (t->running()) {
                 // Ask why in a heartbeat now (cancelled by its submitter, lost, preempted): its owner is
                 // told that; deliver() stops it in this same pass, with or without an answer.
                 m_ask_why.insert(id);
@@ -78,15 +77,14 @@ bool Delivery::handle(Attempts& attempts, AttemptId id, const Error& e, const ch
     }
     spdlog::error("{} for attempt {}: {}", what, id.value(), e.message);
     if (id != AttemptId()) {
-        auto it = attempts.find(id);
-        if (it != attempts.end() && !it->second.running()) {
-            it->second.fenced = true; // a request the coordinator will never take: give up on it
+        if (Attempt* t = attempts.find(id); t && !t->running()) {
+            t->fenced = true; // a request the coordinator will never take: give up on it
         }
     }
     return true;
 }
 
-void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>& facts) {
+void Delivery::heartbeat_if_due(AttemptTable& attempts, const std::function<Facts()>& facts) {
     const auto now = m_clock.now_ms();
     if (now < m_next_heartbeat_ms || !online()) {
         return;
@@ -149,7 +147,7 @@ void Delivery::heartbeat_if_due(Attempts& attempts, const std::function<Facts()>
     obey(*hb, attempts);
 }
 
-void Delivery::obey(const api::HeartbeatReply& answer, Attempts& attempts) {
+void Delivery::obey(const api::HeartbeatReply& answer, AttemptTable& attempts) {
     for (auto id : answer.stop) {
         auto said = std::find_if(answer.stop_reasons.begin(), answer.stop_reasons.end(),
                                  [&](const api::StopReason& s) { return s.attempt == id; });
@@ -161,18 +159,18 @@ void Delivery::obey(const api::HeartbeatReply& answer, Attempts& attempts) {
             spdlog::info("attempt {}: cancelled while it waited for its GPU share", id.value());
             continue;
         }
-        auto it = attempts.find(id);
-        if (it == attempts.end()) {
+        Attempt* t = attempts.find(id);
+        if (!t) {
             continue;
         }
-        it->second.fenced = true;
-        if (it->second.running()) {
-            m_hooks.stop(it->second, why);
+        t->fenced = true;
+        if (t->running()) {
+            m_hooks.stop(*t, why);
         }
     }
 }
 
-bool Delivery::ship_logs(Attempts& attempts, Attempt& t, bool flush) {
+bool Delivery::ship_logs(AttemptTable& attempts, Attempt& t, bool flush) {
     const fs::path log = t.log_path();
     for (;;) {
         const std::int64_t size = file_size_or_zero(log);
@@ -224,8 +222,8 @@ bool Delivery::pack_outputs_once(Attempt& t) {
     const std::int64_t cap = t.a.spec.outputs.max_size_mib * 1024 * 1024;
     // Packed under an unpredictable name (created O_EXCL, 0600), then renamed into place.
     auto tmp = util::TempFile::create(t.dir, ".outputs-", ".tar");
-    auto packed = tmp ? pack_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, tmp->path())
-                      : Result<PackedOutputs>(tmp.error());
+    auto packed = tmp ? archive::pack_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, tmp->path())
+                      : Result<archive::PackedOutputs>(tmp.error());
     if (packed) {
         if (auto st = tmp->rename_to(tar); !st) {
             packed = st.error();
@@ -243,7 +241,7 @@ bool Delivery::pack_outputs_once(Attempt& t) {
 // sent at once; larger ones go through outputs.tar, which survives a restart of the worker.
 constexpr std::int64_t k_small_outputs_bytes = 1024 * 1024;
 
-bool Delivery::upload_outputs(Attempts& attempts, Attempt& t) {
+bool Delivery::upload_outputs(AttemptTable& attempts, Attempt& t) {
     if (t.outputs_done) {
         return true;
     }
@@ -253,7 +251,7 @@ bool Delivery::upload_outputs(Attempts& attempts, Attempt& t) {
     const bool packed_before = fs::is_regular_file(fs::symlink_status(tar, ec)); // by this worker before a restart
     if (!packed_before) {
         const std::int64_t cap = t.a.spec.outputs.max_size_mib * 1024 * 1024;
-        auto small = pack_small_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, k_small_outputs_bytes);
+        auto small = archive::pack_small_outputs(t.dir / "outputs", t.a.spec.outputs.paths, cap, k_small_outputs_bytes);
         if (!small) {
             outputs_failed(t, small.error().message);
             return true;
@@ -294,7 +292,7 @@ bool Delivery::upload_outputs(Attempts& attempts, Attempt& t) {
     return true;
 }
 
-bool Delivery::deliver_one(Attempts& attempts, Attempt& t, bool& done, bool& ended_now) {
+bool Delivery::deliver_one(AttemptTable& attempts, Attempt& t, bool& done, bool& ended_now) {
     const auto id = t.id();
     if (t.fenced) {
         done = !t.running();
@@ -329,7 +327,8 @@ bool Delivery::deliver_one(Attempts& attempts, Attempt& t, bool& done, bool& end
     return true;
 }
 
-void Delivery::complete_all(Attempts& attempts, const std::vector<api::AttemptEnd>& ends, std::vector<AttemptId>& done) {
+void Delivery::complete_all(AttemptTable& attempts, const std::vector<api::AttemptEnd>& ends,
+                            std::vector<AttemptId>& done) {
     auto answers = m_link.complete_many(ends);
     if (!answers) {
         if (answers.error().code == ErrorCode::unavailable || net::is_tls_verification_failure(answers.error())) {
@@ -355,7 +354,7 @@ void Delivery::complete_all(Attempts& attempts, const std::vector<api::AttemptEn
     }
 }
 
-void Delivery::report_starts(Attempts& attempts) {
+void Delivery::report_starts(AttemptTable& attempts) {
     std::vector<AttemptId> ids;
     for (const auto& [id, t] : attempts) {
         if (!t.start_reported && !t.container.empty() && !t.fenced && ids.size() < api::k_max_batch_starts) {
@@ -378,20 +377,20 @@ void Delivery::report_starts(Attempts& attempts) {
     }
     delivered();
     for (const auto& a : *answers) {
-        auto it = attempts.find(a.attempt);
-        if (std::find(ids.begin(), ids.end(), a.attempt) == ids.end() || it == attempts.end()) {
+        Attempt* t = attempts.find(a.attempt);
+        if (std::find(ids.begin(), ids.end(), a.attempt) == ids.end() || !t) {
             continue; // an answer about something not asked proves nothing
         }
         if (!a.error) {
-            it->second.start_reported = true;
-            it->second.unsaved = true;
+            t->start_reported = true;
+            t->unsaved = true;
         } else {
             handle(attempts, a.attempt, *a.error, "start");
         }
     }
 }
 
-std::vector<AttemptId> Delivery::deliver(Attempts& attempts, const std::function<Facts()>& facts) {
+std::vector<AttemptId> Delivery::deliver(AttemptTable& attempts, const std::function<Facts()>& facts) {
     std::vector<AttemptId> done;
     if (!online()) {
         return done;
@@ -419,8 +418,8 @@ std::vector<AttemptId> Delivery::deliver(Attempts& attempts, const std::function
     if (!m_ask_why.empty()) {
         heartbeat_if_due(attempts, facts); // due now: learns why they were refused
         for (AttemptId id : m_ask_why) {   // no answer: stop them all the same
-            if (auto it = attempts.find(id); it != attempts.end() && it->second.running()) {
-                m_hooks.stop(it->second, k_unknown_attempt);
+            if (Attempt* t = attempts.find(id); t && t->running()) {
+                m_hooks.stop(*t, k_unknown_attempt);
             }
         }
         m_ask_why.clear();
@@ -428,11 +427,12 @@ std::vector<AttemptId> Delivery::deliver(Attempts& attempts, const std::function
     return done;
 }
 
-void Delivery::hand_back(std::vector<HandBack>& ids, const Attempts& attempts) {
-    Attempts none;
+void Delivery::hand_back(AttemptTable& attempts) {
+    std::vector<HandBack>& ids = attempts.hand_backs();
+    AttemptTable none;
     while (!ids.empty() && online()) {
         const auto id = ids.back().attempt;
-        if (attempts.count(id)) {
+        if (attempts.holds(id)) {
             ids.pop_back();
             continue;
         }

@@ -30,19 +30,27 @@
 #pragma once
 
 #include "core/coordinator/clock.hpp"
-#include "worker/agent/agent.hpp"
-#include "worker/agent/attempt.hpp"
+#include "worker/agent/attempt_table.hpp"
 #include "worker/agent/backoff.hpp"
 #include "worker/agent/coordinator_link.hpp"
 #include "worker/agent/spool.hpp"
 
+#include <chrono>
+#include <filesystem>
 #include <functional>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace gpupool::worker {
+
+// What Delivery takes of the agent's options (AgentOptions, agent.hpp).
+struct DeliveryOptions {
+    std::filesystem::path work_dir{};           // where worker.json is (named when the pool refuses us)
+    std::chrono::milliseconds heartbeat{5'000}; // at most; lease_ms / 3 when that is shorter
+    std::chrono::milliseconds log_flush{500};   // ship pending log bytes at least this often
+};
 
 class Delivery {
 public:
@@ -69,22 +77,18 @@ public:
         std::vector<api::FetchProgress> fetching{};      // waiting assignments whose weights are downloading
     };
 
-    Delivery(const AgentOptions& options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
+    Delivery(DeliveryOptions options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
              Hooks hooks);
 
     bool online() const { return m_clock.now_ms() >= m_offline_until_ms; }
     void heartbeat_now() { m_next_heartbeat_ms = m_clock.now_ms(); }
     // Sends what is due, attempt by attempt; returns the attempts that are done with (delivered, or
     // fenced and ended) for the agent to drop.
-    std::vector<AttemptId> deliver(Attempts& attempts, const std::function<Facts()>& facts);
-    // An assignment never started here, to give back, and why.
-    struct HandBack {
-        AttemptId attempt{};
-        std::string why = "the worker is shutting down: handed back to the queue";
-    };
-    // Completes assignments never started here (`ids`, taken from the back) as owner_preempted so
-    // they queue again at once (nobody is charged); those still in `ids` afterwards wait for the coordinator.
-    void hand_back(std::vector<HandBack>& ids, const Attempts& attempts);
+    std::vector<AttemptId> deliver(AttemptTable& attempts, const std::function<Facts()>& facts);
+    // Completes the assignments never started here (AttemptTable::hand_backs, taken from the back) as
+    // owner_preempted so they queue again at once (nobody is charged); those still listed afterwards
+    // wait for the coordinator.
+    void hand_back(AttemptTable& attempts);
     // When the coordinator last answered (the Clock's ms), if it has since the start.
     std::optional<std::int64_t> last_contact_ms() const { return m_last_contact_ms; }
 
@@ -93,20 +97,20 @@ public:
     std::int64_t lease_ms() const { return m_lease_ms; }
 
 private:
-    void heartbeat_if_due(Attempts& attempts, const std::function<Facts()>& facts);
-    void obey(const api::HeartbeatReply& answer, Attempts& attempts);
+    void heartbeat_if_due(AttemptTable& attempts, const std::function<Facts()>& facts);
+    void obey(const api::HeartbeatReply& answer, AttemptTable& attempts);
     // Classifies a failed call. Returns false when the link is down (stop using the network).
     // `id` is AttemptId() for calls about no attempt (the heartbeat).
-    bool handle(Attempts& attempts, AttemptId id, const Error& e, const char* what);
+    bool handle(AttemptTable& attempts, AttemptId id, const Error& e, const char* what);
     // One attempt's due deliveries up to its completion; false when the link went down. Sets `done`
     // when it is finished with (fenced), `ended` when only its completion is left to send.
-    bool deliver_one(Attempts& attempts, Attempt& t, bool& done, bool& ended);
+    bool deliver_one(AttemptTable& attempts, Attempt& t, bool& done, bool& ended);
     // The start reports of every attempt started since the last round, in one request.
-    void report_starts(Attempts& attempts);
+    void report_starts(AttemptTable& attempts);
     // The completions of every attempt that got that far this round, in one request.
-    void complete_all(Attempts& attempts, const std::vector<api::AttemptEnd>& ends, std::vector<AttemptId>& done);
-    bool ship_logs(Attempts& attempts, Attempt& t, bool flush);
-    bool upload_outputs(Attempts& attempts, Attempt& t);
+    void complete_all(AttemptTable& attempts, const std::vector<api::AttemptEnd>& ends, std::vector<AttemptId>& done);
+    bool ship_logs(AttemptTable& attempts, Attempt& t, bool flush);
+    bool upload_outputs(AttemptTable& attempts, Attempt& t);
     // The outputs cannot be shipped: the attempt fails with why, and its log says so.
     static void outputs_failed(Attempt& t, const std::string& why);
     static void note_skipped(const Attempt& t, const std::vector<std::string>& skipped);
@@ -117,7 +121,7 @@ private:
         m_last_contact_ms = m_clock.now_ms();
     }
 
-    const AgentOptions& m_opt;
+    DeliveryOptions m_opt;
     CoordinatorLink& m_link;
     const coordinator::Clock& m_clock;
     Backoff m_backoff;

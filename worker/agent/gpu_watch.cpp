@@ -242,4 +242,46 @@ std::optional<std::vector<UnhealthyGpu>> GpuWatch::check_health(bool now_please)
     return verdict;
 }
 
+std::vector<std::int64_t> GpuWatch::unhealthy_indexes() const {
+    std::vector<std::int64_t> out;
+    for (const auto& u : m_unhealthy) {
+        out.push_back(u.index);
+    }
+    return out;
+}
+
+std::optional<std::string> GpuWatch::failure(std::int64_t index) const {
+    for (const auto& u : m_unhealthy) {
+        if (u.index == index) {
+            return u.reason;
+        }
+    }
+    return std::nullopt;
+}
+
+Result<std::unique_ptr<MpsControl>> GpuWatch::start_mps(const std::vector<GpuInfo>& offered, bool runtime_shares_ipc,
+                                                        const std::string& runtime_name,
+                                                        const std::filesystem::path& work_dir) {
+    std::vector<std::string> uuids;
+    for (const auto& g : offered) {
+        uuids.push_back(g.uuid);
+    }
+    auto started = start_worker_mps(uuids, runtime_shares_ipc, runtime_name, work_dir);
+    if (started) {
+        set_mps(true);
+        spdlog::info("MPS control daemon running for {} GPU(s); fractional jobs are its clients", uuids.size());
+    }
+    return started;
+}
+
+std::vector<GpuJob> watched_gpu_jobs(const AttemptTable& attempts) {
+    std::vector<GpuJob> watched;
+    for (const auto& [id, t] : attempts) {
+        if (t.running() && t.a.gpu_index >= 0 && t.stop_reason.empty()) {
+            watched.push_back({id.value(), t.a.gpu_index, t.gpu_limit_mib, t.a.idle_timeout_s * 1000});
+        }
+    }
+    return watched;
+}
+
 } // namespace gpupool::worker

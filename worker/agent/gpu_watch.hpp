@@ -29,11 +29,14 @@
 #include "worker/gpu/gpu_probe.hpp"
 #include "worker/gpu/idle_guard.hpp"
 #include "worker/gpu/memory_watchdog.hpp"
+#include "worker/gpu/mps_daemon.hpp"
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace gpupool::worker {
@@ -52,6 +55,9 @@ struct GpuJudgement {
     std::vector<std::pair<std::int64_t, std::string>> notes; // attempt, a line for its log
 };
 
+// The running GPU jobs the watchdog and the idle guard look at (those not stopping already).
+std::vector<GpuJob> watched_gpu_jobs(const AttemptTable& attempts);
+
 class GpuWatch {
 public:
     GpuWatch(GpuProbe& probe, const coordinator::Clock& clock, std::chrono::milliseconds watch_period,
@@ -66,6 +72,11 @@ public:
     MemoryEnforcement enforcement() const { return m_enforcement; }
     // The worker's MPS daemon runs (true) or not: the enforcement is then "mps" (on a machine with GPUs).
     void set_mps(bool running);
+    // `--mps`: starts the worker's own MPS control daemon for the `offered` GPUs (start_worker_mps,
+    // mps_daemon.hpp) and, once it runs, set_mps(true). The caller owns the daemon and stops it.
+    Result<std::unique_ptr<MpsControl>> start_mps(const std::vector<GpuInfo>& offered, bool runtime_shares_ipc,
+                                                  const std::string& runtime_name,
+                                                  const std::filesystem::path& work_dir);
     // The GPU's memory in MiB (0 for an index the machine does not have).
     std::int64_t memory_mib(std::int64_t index) const;
 
@@ -83,6 +94,9 @@ public:
     // otherwise. unhealthy() is the last verdict (sent in every heartbeat).
     std::optional<std::vector<UnhealthyGpu>> check_health(bool now = false);
     const std::vector<UnhealthyGpu>& unhealthy() const { return m_unhealthy; }
+    std::vector<std::int64_t> unhealthy_indexes() const;
+    // Why GPU `index` is unhealthy in the last verdict; nullopt when it is sound.
+    std::optional<std::string> failure(std::int64_t index) const;
 
     // The owner's use of the GPUs, when a look is due (an empty step otherwise). `jobs`: the GPU jobs
     // running, with their marks. reclaimed() is the GPUs reclaimed now (sent in every heartbeat).

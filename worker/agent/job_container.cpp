@@ -3,7 +3,7 @@
 #include "core/resources/quantity.hpp"
 #include "core/util/files.hpp"
 #include "core/util/tree_fd.hpp"
-#include "worker/agent/archive.hpp"
+#include "core/archive/archive.hpp"
 #include "worker/gpu/mps_daemon.hpp"
 
 #include <spdlog/spdlog.h>
@@ -255,7 +255,7 @@ Status prepare_attempt_dirs(const Attempt& t, const fs::path& work_dir, const fs
         if (!bytes) {
             return bytes.error();
         }
-        auto unpacked = unpack_archive(*bytes, t.dir / "work");
+        auto unpacked = archive::unpack_archive(*bytes, t.dir / "work");
         if (!unpacked) {
             return make_error(ErrorCode::io, "unpacking the job's inputs: " + unpacked.error().message);
         }

@@ -70,7 +70,7 @@ std::optional<std::string> gpus_left_out(std::vector<GpuInfo> offered) {
            " is not offered (worker.toml [[gpu]] share = false); share the GPUs from 0 on";
 }
 
-api::Inventory offer_inventory(const OfferInputs& in, const ShareSettings& share, const AgentOptions& opt) {
+api::Inventory offer_inventory(const OfferInputs& in, const ShareSettings& share, const OfferOptions& opt) {
     api::Inventory inv;
     for (const auto& info : inventory_gpus(in.gpus)) {
         inv.gpus.push_back({info.index, info.model, info.memory_mib, info.uuid, to_string(in.enforcement)});

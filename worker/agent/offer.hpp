@@ -16,9 +16,9 @@
 #pragma once
 
 #include "core/api/inventory.hpp"
-#include "worker/agent/agent.hpp"
 #include "worker/cache/hub_cache.hpp"
 #include "worker/gpu/gpu_probe.hpp"
+#include "worker/owner/owner_config.hpp" // ShareSettings
 
 #include <cstdint>
 #include <optional>
@@ -34,7 +34,14 @@ struct OfferInputs {
     const HubCache* models = nullptr; // the model cache, when the worker keeps one
 };
 
-api::Inventory offer_inventory(const OfferInputs& in, const ShareSettings& share, const AgentOptions& opt);
+// What the command line offers (AgentOptions, agent.hpp); the owner's ShareSettings go over it.
+struct OfferOptions {
+    std::int64_t cpu_milli = 0;  // 0 = all cores
+    std::int64_t memory_mib = 0; // 0 = all memory
+    int slots = 0;               // 0 = no cap
+};
+
+api::Inventory offer_inventory(const OfferInputs& in, const ShareSettings& share, const OfferOptions& opt);
 
 // The offered GPUs the inventory lists (the rule above), sorted by index.
 std::vector<GpuInfo> inventory_gpus(std::vector<GpuInfo> offered);

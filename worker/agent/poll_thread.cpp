@@ -27,6 +27,26 @@ void AgentSignals::sleep_for(std::chrono::milliseconds d) {
     cv.wait_for(lock, d, [&] { return stopping.load() || draining.load(); });
 }
 
+std::vector<api::Assignment> AgentSignals::take_inbox(std::chrono::milliseconds d, const std::function<bool()>& also) {
+    std::vector<api::Assignment> fresh;
+    util::MutexLock lock(mu);
+    cv.wait_for(lock, d, [&]() REQUIRES(mu) { return !inbox.empty() || exited || also() || stopping.load(); });
+    exited = false;
+    fresh.swap(inbox);
+    return fresh;
+}
+
+void leave_pool(CoordinatorLink& link, std::chrono::milliseconds wait) {
+    auto back = link.leave(wait);
+    if (!back) {
+        spdlog::warn("could not tell the coordinator that this worker leaves ({}); it stops placing work here "
+                     "once the worker timeout passes",
+                     back.error().message);
+        return;
+    }
+    spdlog::info("left the pool; {} assignment(s) not started here went back to the queue", back->size());
+}
+
 Result<StoredIdentity> register_until_answered(CoordinatorLink& link, const api::Registration& registration,
                                                const AgentOptions& opt, const std::string& pool, AgentSignals& s) {
     Backoff backoff(opt.backoff_initial, opt.backoff_max, backoff_seed());

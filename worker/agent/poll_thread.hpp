@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <vector>
 
 namespace gpupool::worker {
@@ -43,6 +44,9 @@ struct AgentSignals {
     void wake(bool job_exited = false);
     // Waits `d`, or less when stopping or draining (a SIGTERM must not wait out a retry delay).
     void sleep_for(std::chrono::milliseconds d);
+    // The agent thread's wait: at most `d`, less when assignments arrive, a job exits, `also()` holds
+    // (the owner's requests) or stopping. Returns the inbox's assignments (taken out) and forgets the exit.
+    std::vector<api::Assignment> take_inbox(std::chrono::milliseconds d, const std::function<bool()>& also);
 };
 
 // Registers (POST /v1/workers/register) as `registration`, retrying with backoff and jitter while
@@ -50,6 +54,10 @@ struct AgentSignals {
 // saying it cannot register. The identity's `pool` is `pool`; its instance is left to fill.
 Result<StoredIdentity> register_until_answered(CoordinatorLink& link, const api::Registration& registration,
                                                const AgentOptions& opt, const std::string& pool, AgentSignals& s);
+
+// A clean exit (POST /v1/workers/leave, waiting at most `wait`): the coordinator marks the worker
+// offline at once and queues again what it assigned here and was not started. A failure is logged.
+void leave_pool(CoordinatorLink& link, std::chrono::milliseconds wait);
 
 // The poll thread's loop: returns once stopping or draining.
 void poll_for_assignments(CoordinatorLink& link, AgentSignals& s, const AgentOptions& opt,

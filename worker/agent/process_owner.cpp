@@ -56,7 +56,7 @@ std::optional<std::int64_t> attempt_in_environ(const fs::path& environ) {
 
 } // namespace
 
-std::vector<JobMark> gpu_job_marks(const Attempts& attempts, ContainerRuntime& runtime) {
+std::vector<JobMark> gpu_job_marks(const AttemptTable& attempts, ContainerRuntime& runtime) {
     std::vector<JobMark> jobs;
     for (const auto& [id, t] : attempts) {
         if (t.running() && t.a.gpu_index >= 0) {

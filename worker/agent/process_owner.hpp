@@ -16,7 +16,7 @@
 // Reads files only; thread-safe.
 #pragma once
 
-#include "worker/agent/attempt.hpp"
+#include "worker/agent/attempt_table.hpp"
 #include "worker/agent/reclaim.hpp"
 #include "worker/runtime/container_runtime.hpp"
 
@@ -37,7 +37,7 @@ struct JobMark {
 };
 
 // The running GPU jobs among `attempts`, with what their runtime says marks their processes.
-std::vector<JobMark> gpu_job_marks(const Attempts& attempts, ContainerRuntime& runtime);
+std::vector<JobMark> gpu_job_marks(const AttemptTable& attempts, ContainerRuntime& runtime);
 
 ProcessOwner owner_of_process(const std::filesystem::path& proc_root, std::int64_t pid,
                               const std::vector<JobMark>& jobs);

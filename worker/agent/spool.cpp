@@ -99,7 +99,7 @@ void Spool::save(const Attempt& t) const {
     }
 }
 
-void Spool::save_unsaved(Attempts& attempts) const {
+void Spool::save_unsaved(AttemptTable& attempts) const {
     for (auto& [id, t] : attempts) {
         if (t.unsaved) {
             save(t);

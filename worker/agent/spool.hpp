@@ -25,8 +25,8 @@
 #pragma once
 
 #include "core/util/result.hpp"
-#include "worker/agent/attempt.hpp"
 #include "worker/agent/attempt_folders.hpp"
+#include "worker/agent/attempt_table.hpp"
 #include "worker/runtime/container_runtime.hpp"
 
 #include <nlohmann/json.hpp>
@@ -51,7 +51,7 @@ public:
     // Writes state.json for every attempt marked `unsaved` (and clears the mark). The agent marks
     // attempts as it changes them and calls this once per step: a crash in between repeats at most
     // what that step sent (a start, log bytes, outputs), which the coordinator takes once only.
-    void save_unsaved(Attempts& attempts) const;
+    void save_unsaved(AttemptTable& attempts) const;
     std::vector<Attempt> load(std::int64_t now_ms) const;
     struct Recovered {
         Attempt attempt;

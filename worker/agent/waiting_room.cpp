@@ -8,7 +8,7 @@
 
 namespace gpupool::worker {
 
-bool gpu_share_free(const api::Assignment& a, const Attempts& running) {
+bool gpu_share_free(const api::Assignment& a, const AttemptTable& running) {
     if (a.gpu_index < 0 || a.gpu_milli <= 0) {
         return true;
     }
@@ -70,7 +70,8 @@ void WaitingRoom::wait_for_gpu(api::Assignment a, std::int64_t now_ms) {
     }
 }
 
-std::vector<WaitingRoom::Ready> WaitingRoom::ready(std::int64_t now, const Attempts& running, ModelPrefetch* prefetch) {
+std::vector<WaitingRoom::Ready> WaitingRoom::ready(std::int64_t now, const AttemptTable& running,
+                                                   ModelPrefetch* prefetch) {
     std::vector<Ready> out;
     for (auto it = m_waiting.begin(); it != m_waiting.end();) {
         std::optional<std::string> unavailable;

@@ -16,7 +16,7 @@
 #pragma once
 
 #include "core/api/assignment.hpp"
-#include "worker/agent/attempt.hpp"
+#include "worker/agent/attempt_table.hpp"
 #include "worker/agent/image_prefetch.hpp"
 #include "worker/agent/model_prefetch.hpp"
 
@@ -30,7 +30,7 @@
 namespace gpupool::worker {
 
 // Whether the jobs running on `a`'s GPU leave room for its share.
-bool gpu_share_free(const api::Assignment& a, const Attempts& running);
+bool gpu_share_free(const api::Assignment& a, const AttemptTable& running);
 
 class WaitingRoom {
 public:
@@ -51,7 +51,7 @@ public:
         std::optional<std::string> image_unavailable{}; // the engine's words: the job ends unstarted
     };
     // The assignments that may start now (taken out of the room).
-    std::vector<Ready> ready(std::int64_t now_ms, const Attempts& running, ModelPrefetch* prefetch);
+    std::vector<Ready> ready(std::int64_t now_ms, const AttemptTable& running, ModelPrefetch* prefetch);
     // Drops one (the coordinator cancelled it); false when it was not here.
     bool cancel(AttemptId id, ModelPrefetch* prefetch);
     // Empties the room (to hand everything back).

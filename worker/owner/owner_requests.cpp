@@ -3,6 +3,8 @@
 #include "core/api/field_reader.hpp"
 #include "core/resources/quantity.hpp"
 
+#include <algorithm>
+
 namespace gpupool::worker {
 
 using nlohmann::json;
@@ -77,19 +79,6 @@ std::string share_of(const api::Assignment& a) {
     }
     return gpu + ", " + resources::format_milli(a.spec.resources.cpu_milli) + " CPU, " +
            resources::format_memory_mib(a.spec.resources.memory_mib) + " memory";
-}
-
-std::vector<RunningJob> running_jobs(const Attempts& attempts, std::int64_t now_ms) {
-    std::vector<RunningJob> out;
-    for (const auto& [id, t] : attempts) {
-        if (t.running()) {
-            out.push_back({id.value(), t.a.job.value(), t.a.spec.name,
-                           t.a.team_name.empty() ? std::to_string(t.a.team.value()) : t.a.team_name, t.a.spec.image,
-                           t.a.gpu_index, t.a.gpu_milli, std::max<std::int64_t>(0, (now_ms - t.started_ms) / 1000),
-                           t.stop_reason});
-        }
-    }
-    return out;
 }
 
 json answer_owner_request(OwnerPolicy& policy, const json& request, const WorkerFacts& facts, int running,

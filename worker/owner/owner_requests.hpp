@@ -8,7 +8,7 @@
 // Not thread-safe: called on the agent's thread, which owns the OwnerPolicy.
 #pragma once
 
-#include "worker/agent/attempt.hpp"
+#include "core/api/assignment.hpp"
 #include "worker/gpu/gpu_probe.hpp"
 #include "worker/owner/owner_policy.hpp"
 
@@ -29,6 +29,7 @@ struct PendingRequest {
     std::shared_ptr<std::promise<nlohmann::json>> reply{};
 };
 
+// A job running here, as the owner's status shows it (the agent lists them: AttemptTable::running_jobs).
 struct RunningJob {
     std::int64_t attempt = 0;
     std::int64_t job = 0;
@@ -59,9 +60,6 @@ struct WorkerFacts {
 // 0, 1 CPU, 4GiB memory". Text from the pool is passed as it came; the receiver escapes it.
 std::string job_label(const api::Assignment& a);
 std::string share_of(const api::Assignment& a);
-
-// The attempts running now, for the owner (runtime measured on the agent's clock).
-std::vector<RunningJob> running_jobs(const Attempts& attempts, std::int64_t now_ms);
 
 // Answers one request. `stop_running_now(why)` hands every running job back (pause --now).
 nlohmann::json answer_owner_request(OwnerPolicy& policy, const nlohmann::json& request, const WorkerFacts& facts,

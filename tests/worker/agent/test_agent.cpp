@@ -1,8 +1,8 @@
 // The worker agent against a real coordinator (HTTP on loopback, SQLite file) with a FakeRuntime
 // standing in for podman: logs, outputs, exit codes, stop orders, max_runtime, a coordinator that
 // goes away and comes back, restarts that re-attach, and drains.
+#include "core/archive/archive.hpp"
 #include "tests/worker/agent/agent_fixture.hpp"
-#include "worker/agent/archive.hpp"
 #include "worker/agent/spool.hpp"
 
 #include <catch2/catch.hpp>
@@ -72,7 +72,7 @@ TEST_CASE("agent: a job's environment, logs, outputs and exit code reach the coo
     REQUIRE(tar);
     REQUIRE(tar->status == 200);
     test::TempDir out;
-    auto files = worker::unpack_archive(tar->body, out.path());
+    auto files = archive::unpack_archive(tar->body, out.path());
     REQUIRE(files);
     CHECK(files->written == std::vector<std::string>{"result.txt"});
     std::ifstream in(out.path() / "result.txt");

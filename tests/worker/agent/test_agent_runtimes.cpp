@@ -1,6 +1,7 @@
 // The whole worker path for real — coordinator over loopback HTTP, the agent, and each runtime this
 // machine has (process always; podman and docker when .ci/setup-containers has run): environment,
 // mounts, inputs, exit codes, log order, output upload, the memory-limit kill, max_runtime and cancel.
+#include "core/archive/archive.hpp"
 #include "core/coordinator/auth.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/store/open_store.hpp"
@@ -9,7 +10,6 @@
 #include "tests/support.hpp"
 #include "tests/worker/runtime/runtimes_under_test.hpp"
 #include "worker/agent/agent.hpp"
-#include "worker/agent/archive.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -147,7 +147,7 @@ TEST_CASE("agent with real runtimes: env, mounts, logs, outputs, exit codes, OOM
             // Shipped as a client does: packed, uploaded by digest, named in the job.
             s.inputs.paths = {"input.txt"};
             const auto tar = inputs.path() / "inputs.tar";
-            REQUIRE(worker::pack_paths({input}, 1 << 20, tar));
+            REQUIRE(archive::pack_paths({input}, 1 << 20, tar));
             std::ifstream tin(tar, std::ios::binary);
             const std::string tar_bytes((std::istreambuf_iterator<char>(tin)), std::istreambuf_iterator<char>());
             s.inputs.archive = coordinator::sha256_hex(tar_bytes);
@@ -186,7 +186,7 @@ TEST_CASE("agent with real runtimes: env, mounts, logs, outputs, exit codes, OOM
             auto outputs = c.request("GET", "/v1/jobs/" + std::to_string(id) + "/outputs");
             REQUIRE(outputs);
             test::TempDir out;
-            auto files = worker::unpack_archive(outputs->body, out.path());
+            auto files = archive::unpack_archive(outputs->body, out.path());
             REQUIRE(files);
             CHECK(files->written == std::vector<std::string>{"r.txt"});
 

@@ -1,10 +1,10 @@
 // Delivery against a FakeCoordinator on a ManualClock: what goes out in which order, backoff while
 // the coordinator is away (measured on the clock, not waited for), fencing, stop orders, and the
 // refusals that end the worker.
+#include "core/archive/archive.hpp"
 #include "core/coordinator/clock.hpp"
 #include "tests/support.hpp"
 #include "tests/worker/agent/fake_link.hpp"
-#include "worker/agent/archive.hpp"
 #include "worker/agent/delivery.hpp"
 
 #include <catch2/catch.hpp>
@@ -18,12 +18,12 @@ namespace {
 
 struct DeliveryBench {
     test::TempDir work;
-    worker::AgentOptions opt;
+    worker::DeliveryOptions opt;
     coordinator::ManualClock clock;
     test::FakeCoordinator coordinator;
     test::FakeLink link{coordinator};
     worker::Spool spool{work.path()};
-    worker::Attempts attempts;
+    worker::AttemptTable attempts;
     std::vector<std::string> stopped;
     std::vector<std::int64_t> cancelled_waiting;
     std::vector<std::string> events;
@@ -33,8 +33,6 @@ struct DeliveryBench {
         opt.work_dir = work.path();
         opt.heartbeat = 1s;
         opt.log_flush = 500ms;
-        opt.backoff_initial = 1s;
-        opt.backoff_max = 8s;
         worker::Delivery::Hooks hooks{
             [this](worker::Attempt& t, const std::string& why) {
                 t.stop_reason = why;
@@ -62,7 +60,7 @@ struct DeliveryBench {
         t.container = "c" + std::to_string(id);
         std::filesystem::create_directories(t.dir / "outputs");
         spool.save(t);
-        return attempts.emplace(AttemptId(id), std::move(t)).first->second;
+        return attempts.add(std::move(t));
     }
     static void write_log(const worker::Attempt& t, const std::string& text) {
         std::ofstream(t.log_path(), std::ios::app | std::ios::binary) << text;
@@ -168,8 +166,8 @@ TEST_CASE("delivery: a 409 fences the attempt: a running one is stopped, an ende
     CHECK(ended.fenced);
     REQUIRE(b.stopped.size() == 1);
     CHECK(b.stopped[0] == "1: the coordinator no longer knows this attempt");
-    b.attempts.erase(AttemptId(2)); // the agent drops what is done with
-    CHECK(b.deliver().empty());     // the running one is done with once its stop has ended it
+    b.attempts.retire(AttemptId(2)); // the agent drops what is done with
+    CHECK(b.deliver().empty());      // the running one is done with once its stop has ended it
     CHECK_FALSE(b.coordinator.completion(AttemptId(2)));
     CHECK(b.delivery->online()); // a refusal is not an outage
 }
@@ -274,14 +272,15 @@ TEST_CASE("delivery: a refused worker (401/403) is fatal and names worker.json",
 
 TEST_CASE("delivery: hand_back completes unstarted assignments as owner_preempted", "[delivery]") {
     DeliveryBench b;
-    std::vector<worker::Delivery::HandBack> ids{{AttemptId(5)}, {AttemptId(6), "outside the owner's terms"}};
+    b.attempts.hand_back(AttemptId(5));
+    b.attempts.hand_back(AttemptId(6), "outside the owner's terms");
     b.coordinator.fail_all(ErrorCode::unavailable);
-    b.delivery->hand_back(ids, b.attempts);
-    CHECK(ids.size() == 2); // kept for later
+    b.delivery->hand_back(b.attempts);
+    CHECK(b.attempts.hand_backs().size() == 2); // kept for later
     b.clock.advance_ms(2'000);
     b.coordinator.fail_all(std::nullopt);
-    b.delivery->hand_back(ids, b.attempts);
-    CHECK(ids.empty());
+    b.delivery->hand_back(b.attempts);
+    CHECK(b.attempts.hand_backs().empty());
     REQUIRE(b.coordinator.completion(AttemptId(5)));
     CHECK(b.coordinator.completion(AttemptId(5))->outcome == worker::Outcome::owner_preempted);
     CHECK_FALSE(b.coordinator.completion(AttemptId(5))->exit_code);
@@ -315,7 +314,7 @@ TEST_CASE("delivery: small outputs go from memory, large ones through outputs.ta
     for (std::int64_t id : {1, 2}) {
         REQUIRE(b.coordinator.outputs(AttemptId(id)));
         test::TempDir out;
-        auto unpacked = worker::unpack_archive(*b.coordinator.outputs(AttemptId(id)), out.path());
+        auto unpacked = archive::unpack_archive(*b.coordinator.outputs(AttemptId(id)), out.path());
         REQUIRE(unpacked);
         CHECK(unpacked->written.size() == 1);
         CHECK_FALSE(std::filesystem::exists(b.attempts.at(AttemptId(id)).dir / "outputs.tar")); // removed once sent
@@ -352,8 +351,8 @@ TEST_CASE("delivery: attempts that end together are completed in one request, ea
         b.end(b.attempts.at(AttemptId(id)), id == 3 ? 1 : 0);
     }
     CHECK(b.deliver() == std::vector<std::int64_t>{1, 3});
-    b.attempts.erase(AttemptId(1)); // the agent drops what is done with
-    b.attempts.erase(AttemptId(3));
+    b.attempts.retire(AttemptId(1)); // the agent drops what is done with
+    b.attempts.retire(AttemptId(3));
     // One request for the ends (2 is refused on the way: at its outputs, or in the batch itself).
     REQUIRE(b.coordinator.batches().size() == 1);
     CHECK(b.coordinator.batches()[0] >= 2);

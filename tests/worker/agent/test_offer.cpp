@@ -6,6 +6,7 @@
 #include "worker/agent/offer.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 using namespace gpupool;
 using namespace gpupool::worker;
@@ -29,7 +30,7 @@ std::vector<std::int64_t> indexes_of(const api::Inventory& inv) {
 }
 
 api::Inventory offered(const std::vector<GpuInfo>& gpus) {
-    AgentOptions opt;
+    OfferOptions opt;
     opt.cpu_milli = 8000;
     opt.memory_mib = 32768;
     return offer_inventory({gpus, MemoryEnforcement::watchdog, "podman", nullptr}, ShareSettings{}, opt);

@@ -156,7 +156,7 @@ TEST_CASE("process owner: a real process-runtime job is the worker's and this te
 TEST_CASE("process owner: gpu_job_marks lists the running GPU jobs with their runtime's marks", "[reclaim]") {
     test::FakeRuntime rt;
     test::TempDir dir;
-    worker::Attempts attempts;
+    worker::AttemptTable attempts;
     auto add = [&](std::int64_t id, std::int64_t gpu, bool running) {
         worker::Attempt t;
         t.a.attempt = AttemptId(id);
@@ -167,7 +167,7 @@ TEST_CASE("process owner: gpu_job_marks lists the running GPU jobs with their ru
         s.name = t.container;
         s.log_path = dir.path() / t.container;
         REQUIRE(rt.start(s));
-        attempts.emplace(AttemptId(id), t);
+        attempts.add(t);
     };
     add(1, 0, true);
     add(2, -1, true); // CPU only

@@ -65,9 +65,9 @@ TEST_CASE("spool: state.json keeps what was delivered and how the attempt ended"
 TEST_CASE("spool: save_unsaved writes the attempts marked unsaved, once, and leaves the others alone", "[spool]") {
     test::TempDir work;
     worker::Spool spool(work.path());
-    worker::Attempts held;
-    auto& first = held.emplace(AttemptId(1), spool.create(assignment(1), 0)).first->second;
-    auto& second = held.emplace(AttemptId(2), spool.create(assignment(2), 0)).first->second;
+    worker::AttemptTable held;
+    auto& first = held.add(spool.create(assignment(1), 0));
+    auto& second = held.add(spool.create(assignment(2), 0));
     spool.save(first);
     spool.save(second);
     // Two changes to the first in one step, none written yet; the second changed without the mark.

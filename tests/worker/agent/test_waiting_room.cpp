@@ -19,13 +19,13 @@ api::Assignment on_gpu0(std::int64_t attempt, std::int64_t milli) {
 }
 
 // A job holding all of GPU 0, told to stop at `stopped_at` with SIGKILL due `grace_ms` later.
-worker::Attempts stopping_whole_gpu(std::int64_t stopped_at, std::int64_t grace_ms) {
-    worker::Attempts running;
+worker::AttemptTable stopping_whole_gpu(std::int64_t stopped_at, std::int64_t grace_ms) {
+    worker::AttemptTable running;
     worker::Attempt victim;
     victim.a = on_gpu0(1, 1000);
     victim.stop_reason = "stopped by the coordinator (cancelled, preempted or lost)";
     victim.kill_at_ms = stopped_at + grace_ms;
-    running.emplace(victim.id(), victim);
+    running.add(victim);
     return running;
 }
 

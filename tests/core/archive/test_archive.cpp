@@ -1,7 +1,7 @@
 // Output and input archives: what is packed, the size cap's message, and an unpacker that cannot
 // be made to write outside its directory.
+#include "core/archive/archive.hpp"
 #include "tests/support.hpp"
-#include "worker/agent/archive.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -25,7 +25,7 @@ std::string read_all(const fs::path& p) {
 std::string tar_with(const std::string& name, const std::string& content, const std::string& symlink_to = {}) {
     std::string out(std::size_t{1} << 16, '\0');
     std::size_t used = 0;
-    archive* a = archive_write_new();
+    ::archive* a = archive_write_new();
     archive_write_set_format_pax_restricted(a);
     archive_write_open_memory(a, out.data(), out.size(), &used);
     archive_entry* e = archive_entry_new();
@@ -62,16 +62,16 @@ TEST_CASE("archive: outputs matching the recipe's patterns round-trip, links are
     fs::create_symlink("/etc/passwd", src.path() / "out" / "sneaky");
     const auto tar = src.path() / "o.tar";
 
-    auto some = worker::pack_outputs(src.path() / "out", {"*.json", "plots"}, 1 << 20, tar);
+    auto some = archive::pack_outputs(src.path() / "out", {"*.json", "plots"}, 1 << 20, tar);
     REQUIRE(some);
     CHECK(some->files == std::vector<std::string>{"metrics.json", "plots/a.png"});
 
-    auto all = worker::pack_outputs(src.path() / "out", {"."}, 1 << 20, tar);
+    auto all = archive::pack_outputs(src.path() / "out", {"."}, 1 << 20, tar);
     REQUIRE(all);
     CHECK(all->files.size() == 3); // the link out of the directory is left out, and said so
     REQUIRE(all->skipped.size() == 1);
     CHECK_THAT(all->skipped[0], Catch::StartsWith("sneaky: link to `/etc/passwd`"));
-    auto unpacked = worker::unpack_archive(read_all(tar), dst.path());
+    auto unpacked = archive::unpack_archive(read_all(tar), dst.path());
     REQUIRE(unpacked);
     CHECK(read_all(dst.path() / "metrics.json") == "{\"acc\": 0.9}\n");
     CHECK(read_all(dst.path() / "plots" / "a.png") == "png");
@@ -84,7 +84,7 @@ TEST_CASE("archive: over the cap, nothing is written and the message names sizes
     std::ofstream(src.path() / "big.bin") << std::string(300 * 1024, 'x');
     std::ofstream(src.path() / "small.txt") << "s";
     const auto tar = src.path() / ".." / (src.path().filename().string() + ".tar");
-    auto r = worker::pack_outputs(src.path(), {"."}, 100 * 1024, tar);
+    auto r = archive::pack_outputs(src.path(), {"."}, 100 * 1024, tar);
     REQUIRE_FALSE(r);
     CHECK(r.error().field == "outputs.max_size");
     CHECK_THAT(r.error().message, Catch::Contains("over outputs.max_size 0.1 MiB") &&
@@ -102,35 +102,35 @@ TEST_CASE("archive: small outputs are packed in memory, byte for byte as into a 
     std::ofstream(src.path() / "out" / "plots" / "a.png") << "png";
     fs::create_symlink("/etc/passwd", src.path() / "out" / "sneaky");
 
-    auto small = worker::pack_small_outputs(src.path() / "out", {"."}, 1 << 20, 64 * 1024);
+    auto small = archive::pack_small_outputs(src.path() / "out", {"."}, 1 << 20, 64 * 1024);
     REQUIRE(small);
     REQUIRE(*small);
     CHECK((*small)->packed.files == std::vector<std::string>{"metrics.json", "plots/a.png"});
     REQUIRE((*small)->packed.skipped.size() == 1); // the link out is left out and said, as into a file
     const auto tar = src.path() / "o.tar";
-    REQUIRE(worker::pack_outputs(src.path() / "out", {"."}, 1 << 20, tar));
+    REQUIRE(archive::pack_outputs(src.path() / "out", {"."}, 1 << 20, tar));
     CHECK((*small)->archive.size() == read_all(tar).size());
-    auto unpacked = worker::unpack_archive((*small)->archive, dst.path());
+    auto unpacked = archive::unpack_archive((*small)->archive, dst.path());
     REQUIRE(unpacked);
     CHECK(read_all(dst.path() / "metrics.json") == "{\"acc\": 0.9}\n");
     CHECK(read_all(dst.path() / "plots" / "a.png") == "png");
 
     // Nothing written at all (the usual `true` job): a valid, empty archive.
     fs::create_directories(src.path() / "empty");
-    auto none = worker::pack_small_outputs(src.path() / "empty", {"."}, 1 << 20, 64 * 1024);
+    auto none = archive::pack_small_outputs(src.path() / "empty", {"."}, 1 << 20, 64 * 1024);
     REQUIRE(none);
     REQUIRE(*none);
     CHECK((*none)->packed.files.empty());
-    auto nothing = worker::unpack_archive((*none)->archive, dst.path() / "n");
+    auto nothing = archive::unpack_archive((*none)->archive, dst.path() / "n");
     REQUIRE(nothing);
     CHECK(nothing->written.empty());
 
     // Past `small_bytes`: nullopt, for the file path; past the cap: the cap's error, naming the field.
     std::ofstream(src.path() / "out" / "big.bin") << std::string(100 * 1024, 'x');
-    auto large = worker::pack_small_outputs(src.path() / "out", {"."}, 1 << 20, 64 * 1024);
+    auto large = archive::pack_small_outputs(src.path() / "out", {"."}, 1 << 20, 64 * 1024);
     REQUIRE(large);
     CHECK_FALSE(*large);
-    auto over = worker::pack_small_outputs(src.path() / "out", {"."}, 50 * 1024, 1 << 20);
+    auto over = archive::pack_small_outputs(src.path() / "out", {"."}, 50 * 1024, 1 << 20);
     REQUIRE_FALSE(over);
     CHECK(over.error().field == "outputs.max_size");
 }
@@ -142,29 +142,29 @@ TEST_CASE("archive: inputs are packed under their own names, directories whole",
     std::ofstream(src.path() / "data" / "sub" / "x.csv") << "1,2\n";
     std::ofstream(src.path() / "prompt.txt") << "hi\n";
     const auto tar = dst.path() / "in.tar";
-    auto r = worker::pack_paths({src.path() / "data", src.path() / "prompt.txt"}, 1 << 20, tar);
+    auto r = archive::pack_paths({src.path() / "data", src.path() / "prompt.txt"}, 1 << 20, tar);
     REQUIRE(r);
     CHECK(r->files == std::vector<std::string>{"data/sub/x.csv", "prompt.txt"});
     test::TempDir work;
-    REQUIRE(worker::unpack_archive(read_all(tar), work.path()));
+    REQUIRE(archive::unpack_archive(read_all(tar), work.path()));
     CHECK(read_all(work.path() / "data" / "sub" / "x.csv") == "1,2\n");
-    auto big = worker::pack_paths({src.path()}, 10, tar);
+    auto big = archive::pack_paths({src.path()}, 10, tar);
     REQUIRE_FALSE(big);
     CHECK(big.error().field == "inputs.max_size");
 }
 
 TEST_CASE("archive: entries that would escape the destination are refused", "[archive]") {
     test::TempDir dst;
-    auto dotdot = worker::unpack_archive(tar_with("../evil.txt", "x"), dst.path() / "d");
+    auto dotdot = archive::unpack_archive(tar_with("../evil.txt", "x"), dst.path() / "d");
     REQUIRE_FALSE(dotdot);
     CHECK_THAT(dotdot.error().message, Catch::Contains("`../evil.txt`") && Catch::Contains("\"..\""));
     CHECK_FALSE(fs::exists(dst.path() / "evil.txt"));
-    auto absolute = worker::unpack_archive(tar_with("/tmp/evil.txt", "x"), dst.path() / "d");
+    auto absolute = archive::unpack_archive(tar_with("/tmp/evil.txt", "x"), dst.path() / "d");
     REQUIRE_FALSE(absolute);
-    auto link = worker::unpack_archive(tar_with("l", "", "../../etc"), dst.path() / "d");
+    auto link = archive::unpack_archive(tar_with("l", "", "../../etc"), dst.path() / "d");
     REQUIRE(link);
     CHECK_FALSE(fs::exists(fs::symlink_status(dst.path() / "d" / "l")));
     CHECK(link->skipped.size() == 1);
-    auto garbage = worker::unpack_archive(std::string(1000, 'z'), dst.path() / "d");
+    auto garbage = archive::unpack_archive(std::string(1000, 'z'), dst.path() / "d");
     CHECK_FALSE(garbage);
 }

@@ -1,7 +1,8 @@
 // Output and input archives: what a job leaves in its output directory travels to the coordinator as
 // one tar archive (libarchive, POSIX pax format) and is unpacked on the researcher's side; a job's
 // [inputs] travel the same way to the worker. Either side may be hostile to the other, so unpacking
-// treats every archive as hostile.
+// treats every archive as hostile. Both sides use it: the worker's agent (outputs, inputs) and the
+// client (`gpupool fetch`, `gpupool run`, the inputs `submit` ships), so it lives in core/.
 //
 // pack_outputs() takes the files under `dir` that match the recipe's outputs.paths — each pattern is
 // relative to `dir`, may use shell globs (fnmatch), and a pattern naming a directory takes all of it;
@@ -43,7 +44,7 @@
 #include <string_view>
 #include <vector>
 
-namespace gpupool::worker {
+namespace gpupool::archive {
 
 struct PackedOutputs {
     std::vector<std::string> files;   // relative paths, in archive order
@@ -88,4 +89,4 @@ Result<UnpackReport> unpack_archive_file(const std::filesystem::path& archive, c
 // Whether a symbolic link with this target is one archives may hold: relative, non-empty, no "..".
 bool link_target_stays_inside(std::string_view target);
 
-} // namespace gpupool::worker
+} // namespace gpupool::archive

@@ -1,4 +1,4 @@
-#include "worker/agent/archive.hpp"
+#include "core/archive/archive.hpp"
 
 #include "core/util/strings.hpp"
 #include "core/util/tree_fd.hpp"
@@ -19,7 +19,7 @@
 #include <system_error>
 #include <utility>
 
-namespace gpupool::worker {
+namespace gpupool::archive {
 
 namespace fs = std::filesystem;
 using util::UniqueFd;
@@ -27,10 +27,10 @@ using util::UniqueFd;
 namespace {
 
 struct WriterDeleter {
-    void operator()(archive* a) const { archive_write_free(a); }
+    void operator()(::archive* a) const { archive_write_free(a); }
 };
 struct ReaderDeleter {
-    void operator()(archive* a) const { archive_read_free(a); }
+    void operator()(::archive* a) const { archive_read_free(a); }
 };
 struct EntryDeleter {
     void operator()(archive_entry* e) const { archive_entry_free(e); }
@@ -63,7 +63,7 @@ bool matches(const std::string& rel, const std::vector<std::string>& patterns) {
 
 // libarchive's message for the last failure; it has none for some (a truncated header, a zero-length
 // archive), and a null char* must not reach std::string.
-std::string library_error(archive* a) {
+std::string library_error(::archive* a) {
     const char* text = archive_error_string(a);
     return text != nullptr ? util::escape_control(text) : "unknown libarchive error";
 }
@@ -146,7 +146,7 @@ std::int64_t estimated_archive_bytes(const std::vector<Item>& items) {
 }
 
 // libarchive's write callback for an archive kept in memory (a std::string).
-la_ssize_t append_to_string(archive*, void* client, const void* data, size_t n) {
+la_ssize_t append_to_string(::archive*, void* client, const void* data, size_t n) {
     static_cast<std::string*>(client)->append(static_cast<const char*>(data), n);
     return static_cast<la_ssize_t>(n);
 }
@@ -171,7 +171,7 @@ Result<UniqueFd> open_item(const Item& i) {
 
 // Writes one listed item to the archive (its header, then a file's bytes through a descriptor), or
 // notes in out.skipped why it was left out; an Error only when the archive itself fails.
-Status add_item(archive* w, const Item& i, std::vector<char>& buf, PackedOutputs& out) {
+Status add_item(::archive* w, const Item& i, std::vector<char>& buf, PackedOutputs& out) {
     struct stat st {};
     UniqueFd file;
     if (i.link) {
@@ -255,7 +255,7 @@ Result<PackedOutputs> write_archive(std::vector<Item> items, std::vector<std::st
                           cap_field);
     }
 
-    std::unique_ptr<archive, WriterDeleter> w(archive_write_new());
+    std::unique_ptr<::archive, WriterDeleter> w(archive_write_new());
     archive_write_set_format_pax_restricted(w.get());
     if (to.memory != nullptr) {
         archive_write_set_bytes_in_last_block(w.get(), 1); // no padding to a whole block, as for a file
@@ -490,7 +490,7 @@ std::string why_skipped(archive_entry* e) {
 
 // Reads every entry of the opened archive `r` into `dest`; `default_max_bytes` stands for a negative
 // limits.max_bytes.
-Result<UnpackReport> unpack_from(archive* r, const fs::path& dest, const UnpackLimits& limits,
+Result<UnpackReport> unpack_from(::archive* r, const fs::path& dest, const UnpackLimits& limits,
                                  std::int64_t default_max_bytes) {
     std::error_code ec;
     fs::create_directories(dest, ec);
@@ -594,7 +594,7 @@ Result<UnpackReport> unpack_from(archive* r, const fs::path& dest, const UnpackL
 } // namespace
 
 Result<UnpackReport> unpack_archive(std::string_view bytes, const fs::path& dest, const UnpackLimits& limits) {
-    std::unique_ptr<archive, ReaderDeleter> r(archive_read_new());
+    std::unique_ptr<::archive, ReaderDeleter> r(archive_read_new());
     archive_read_support_format_tar(r.get());
     archive_read_support_filter_none(r.get());
     if (archive_read_open_memory(r.get(), bytes.data(), bytes.size()) != ARCHIVE_OK) {
@@ -609,7 +609,7 @@ Result<UnpackReport> unpack_archive_file(const fs::path& archive_path, const fs:
     if (ec) {
         return make_error(ErrorCode::io, "cannot read " + archive_path.string() + ": " + ec.message());
     }
-    std::unique_ptr<archive, ReaderDeleter> r(archive_read_new());
+    std::unique_ptr<::archive, ReaderDeleter> r(archive_read_new());
     archive_read_support_format_tar(r.get());
     archive_read_support_filter_none(r.get());
     if (archive_read_open_filename(r.get(), archive_path.c_str(), std::size_t{1} << 16) != ARCHIVE_OK) {
@@ -619,4 +619,4 @@ Result<UnpackReport> unpack_archive_file(const fs::path& archive_path, const fs:
     return unpack_from(r.get(), dest, limits, static_cast<std::int64_t>(size));
 }
 
-} // namespace gpupool::worker
+} // namespace gpupool::archive

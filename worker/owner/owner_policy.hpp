@@ -100,7 +100,4 @@ private:
     bool m_window_known = false;
 };
 
-// "Mon 2026-12-07 19:00 CET": a wall time in the worker's time zone, for the owner.
-std::string local_time_text(std::int64_t unix_ms);
-
 } // namespace gpupool::worker

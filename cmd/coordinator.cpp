@@ -5,7 +5,6 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/coordinator_install.hpp"
 #include "cmd/secret_file.hpp"
-#include "core/coordinator/auth.hpp"
 #include "core/coordinator/restore.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/catalog.hpp"
@@ -15,6 +14,7 @@
 #include "core/sched/placement.hpp"
 #include "core/store/open_store.hpp"
 #include "core/util/files.hpp"
+#include "core/util/sha256.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -63,7 +63,7 @@ Status metrics_options(const CoordinatorCmdOptions& o, coordinator::ServiceOptio
                               "-hex 32`)",
                               "--metrics-token-file");
         }
-        so.metrics_token_sha256 = coordinator::sha256_hex(*token);
+        so.metrics_token_sha256 = util::sha256_hex(*token);
     }
     if (!o.metrics_listen.empty()) {
         auto listen = parse_listen(o.metrics_listen);

@@ -1,10 +1,10 @@
 #include "cmd/remote.hpp"
 
 #include "core/client/jobs_client.hpp"
-#include "core/coordinator/auth.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/net/url.hpp"
 #include "core/util/files.hpp"
+#include "core/util/sha256.hpp"
 #include "core/util/strings.hpp"
 #include "core/util/time_text.hpp"
 #include "worker/agent/archive.hpp"
@@ -343,7 +343,7 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, c
                                   "; archive many small files into one, or fetch the data inside the job",
                               "inputs.paths");
         }
-        const std::string sha = coordinator::sha256_hex(bytes);
+        const std::string sha = util::sha256_hex(bytes);
         say("inputs of `" + job.name + "`: " + std::to_string(packed->files.size()) +
             (packed->files.size() == 1 ? " file, " : " files, ") + mib_text(packed->content_bytes) + "; uploading " +
             mib_text(static_cast<std::int64_t>(bytes.size())) + " ...");

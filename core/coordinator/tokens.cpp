@@ -1,8 +1,8 @@
 // Authentication, tokens and teams: who may call the coordinator, as what (Coordinator's
 // auth and admin methods for tokens and teams; token hashing is in auth.hpp).
-#include "core/coordinator/auth.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/internal.hpp"
+#include "core/util/token_secret.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 // Attempt: what the worker knows of one attempt it holds — the assignment, where its spool is, how
 // far its log has been shipped, and how it ended. A plain value owned by the agent thread; the spool
 // (spool.hpp) persists the part that must survive a restart (state.json), delivery.hpp ships it.
-// Times are milliseconds on the agent's Clock (core/coordinator/clock.hpp).
+// Times are milliseconds on the agent's Clock (core/util/clock.hpp).
 #pragma once
 
 #include "worker/agent/worker_api.hpp"

@@ -21,7 +21,7 @@
 
 #include "core/api/assignment.hpp"
 #include "core/api/owner_terms.hpp"
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "worker/gpu/gpu_probe.hpp"
 #include "worker/owner/owner_config.hpp"
 #include "worker/owner/pause_file.hpp"

@@ -1,7 +1,7 @@
 // Delivery against a FakeCoordinator on a ManualClock: what goes out in which order, backoff while
 // the coordinator is away (measured on the clock, not waited for), fencing, stop orders, and the
 // refusals that end the worker.
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "tests/support.hpp"
 #include "tests/worker/agent/fake_link.hpp"
 #include "worker/agent/archive.hpp"

@@ -20,11 +20,11 @@
 // each pass weighs them against every worker); --queued sets how many wait (200).
 // A tick decides only when something changed (Coordinator::pass_due); the timed ticks let the quiet
 // period pass first, so each one runs a full pass.
-#include "core/coordinator/clock.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/prometheus_metrics.hpp"
 #include "core/store/open_store.hpp"
 #include "core/store/sqlite_store.hpp"
+#include "core/util/clock.hpp"
 
 #include <CLI/CLI.hpp>
 

@@ -1,28 +1,27 @@
 #include "cmd/admin.hpp"
-#include "cmd/admin_enroll.hpp"
-#include "cmd/migrate.hpp"
 
+#include "cmd/admin_enroll.hpp"
 #include "cmd/cli_app.hpp"
 #include "cmd/credits.hpp"
+#include "cmd/migrate.hpp"
 #include "cmd/remote.hpp"
 #include "core/api/owner_terms.hpp"
-#include "core/net/url.hpp"
 #include "core/credits/money.hpp"
+#include "core/net/url.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/util/sha256.hpp"
 #include "core/util/strings.hpp"
+#include "core/util/time_text.hpp"
 
-#include <sys/utsname.h>
-
-#include <chrono>
-#include <cstdio>
-#include <ctime>
 #include <algorithm>
 #include <cctype>
-#include <iostream>
+#include <chrono>
+#include <cstdio>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <optional>
+#include <sys/utsname.h>
 
 namespace gpupool::cmd {
 
@@ -33,22 +32,38 @@ using json = nlohmann::json;
 // How the command line names an action, for "`gpupool admin workers` needs an admin token".
 std::string command_of(AdminAction action) {
     switch (action) {
-    case AdminAction::team_create: return "admin team create";
-    case AdminAction::team_list: return "admin team list";
-    case AdminAction::token_create: return "admin token create";
-    case AdminAction::token_list: return "admin token list";
-    case AdminAction::token_revoke: return "admin token revoke";
-    case AdminAction::enroll: return "admin enroll";
-    case AdminAction::workers: return "admin workers";
-    case AdminAction::ban: return "admin ban";
-    case AdminAction::drain: return "admin drain";
-    case AdminAction::activate: return "admin activate";
-    case AdminAction::grant: return "admin grant";
-    case AdminAction::adjust: return "admin adjust";
-    case AdminAction::budget: return "admin budget";
-    case AdminAction::report: return "admin report";
-    case AdminAction::audit: return "admin audit";
-    case AdminAction::backup: return "admin backup";
+    case AdminAction::team_create:
+        return "admin team create";
+    case AdminAction::team_list:
+        return "admin team list";
+    case AdminAction::token_create:
+        return "admin token create";
+    case AdminAction::token_list:
+        return "admin token list";
+    case AdminAction::token_revoke:
+        return "admin token revoke";
+    case AdminAction::enroll:
+        return "admin enroll";
+    case AdminAction::workers:
+        return "admin workers";
+    case AdminAction::ban:
+        return "admin ban";
+    case AdminAction::drain:
+        return "admin drain";
+    case AdminAction::activate:
+        return "admin activate";
+    case AdminAction::grant:
+        return "admin grant";
+    case AdminAction::adjust:
+        return "admin adjust";
+    case AdminAction::budget:
+        return "admin budget";
+    case AdminAction::report:
+        return "admin report";
+    case AdminAction::audit:
+        return "admin audit";
+    case AdminAction::backup:
+        return "admin backup";
     }
     return "admin";
 }
@@ -78,30 +93,9 @@ int admin_call(const AdminOptions& o, const std::string& method, const std::stri
 // writes a file that `--token-file` reads.
 void print_token(const json& t) {
     std::cerr << printable(t["role"]) << " token " << t["id"]
-              << (t["team"].get<std::string>().empty() ? "" : " for team " + printable(t["team"])) << " (shown once):"
-              << std::endl;
+              << (t["team"].get<std::string>().empty() ? "" : " for team " + printable(t["team"]))
+              << " (shown once):" << std::endl;
     std::cout << printable(t["token"]) << '\n';
-}
-
-// "2026-12-31" (00:00 UTC) or "2026-12-31T18:00:00Z" -> Unix milliseconds.
-Result<std::int64_t> parse_date_ms(const std::string& text, const std::string& flag) {
-    std::tm tm{};
-    int n = 0;
-    char z = 0;
-    const int got = std::sscanf(text.c_str(), "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &n);
-    bool ok = got == 3 && static_cast<std::size_t>(n) == text.size();
-    if (!ok && got == 3) {
-        int m = 0;
-        ok = std::sscanf(text.c_str() + n, "T%2d:%2d:%2d%c%n", &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &z, &m) == 4 &&
-             z == 'Z' && static_cast<std::size_t>(n + m) == text.size();
-    }
-    if (!ok || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31) {
-        return make_error(ErrorCode::invalid_input,
-                          "expected a UTC date like 2026-12-31 or 2026-12-31T18:00:00Z, got `" + text + "`", flag);
-    }
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return static_cast<std::int64_t>(timegm(&tm)) * 1000;
 }
 
 } // namespace
@@ -135,17 +129,19 @@ bool require_admin(const GlobalOptions& global, client::ApiClient& api, const st
 
 Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& flag) {
     if (auto d = resources::parse_duration_s(text)) {
-        const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+        const auto now =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
         return static_cast<std::int64_t>(now) - *d * 1000;
     }
-    return parse_date_ms(text, flag);
+    return util::parse_utc_date_ms(text, flag);
 }
 
 namespace {
 
-std::string credits_of(const json& v) { return credits::format_credits(v.get<std::int64_t>()); }
+std::string credits_of(const json& v) {
+    return credits::format_credits(v.get<std::int64_t>());
+}
 
 // "team fellows budget: 50 per day, none per week; spent ..." and one line per member with caps.
 void print_budgets(const json& r) {
@@ -195,17 +191,18 @@ int run_admin_budget(const AdminOptions& b) {
         body[key] = *v;
     }
     return admin_call(b, "POST", "/v1/admin/budgets", body, [](const json& r) {
-        const std::string who = r.contains("member") ? "member " + printable(r["member"]["label"]) + " of team " +
-                                                           printable(r["team"])
-                                                     : "team " + printable(r["team"]);
+        const std::string who = r.contains("member")
+                                    ? "member " + printable(r["member"]["label"]) + " of team " + printable(r["team"])
+                                    : "team " + printable(r["team"]);
         std::cout << who << " budget: " << cap_text(r["day_micro"]) << " per day, " << cap_text(r["week_micro"])
                   << " per week\n";
     });
 }
 
 int run_team_create(const AdminOptions& o) {
-    return admin_call(o, "POST", "/v1/admin/teams", {{"name", o.team}, {"weight", o.weight}},
-                      [](const json& t) { std::cout << "created team " << printable(t["name"]) << " (id " << t["id"] << ")\n"; });
+    return admin_call(o, "POST", "/v1/admin/teams", {{"name", o.team}, {"weight", o.weight}}, [](const json& t) {
+        std::cout << "created team " << printable(t["name"]) << " (id " << t["id"] << ")\n";
+    });
 }
 
 int run_team_list(const AdminOptions& o) {
@@ -225,7 +222,8 @@ int run_token_create(const AdminOptions& o) {
 }
 
 void print_tokens(const json& r, bool all) {
-    std::vector<std::vector<std::string>> rows{{"ID", "ROLE", "TEAM", "LABEL", "CREATED (UTC)", "LAST USED (UTC)", "STATE"}};
+    std::vector<std::vector<std::string>> rows{
+        {"ID", "ROLE", "TEAM", "LABEL", "CREATED (UTC)", "LAST USED (UTC)", "STATE"}};
     for (const auto& t : r["tokens"]) {
         const bool revoked = !t["revoked_at"].is_null();
         if (revoked && !all) {
@@ -240,8 +238,8 @@ void print_tokens(const json& r, bool all) {
         }
         rows.push_back({std::to_string(t["id"].get<std::int64_t>()), t["role"].get<std::string>(),
                         t["team"].is_string() ? t["team"].get<std::string>() : "-", t["label"].get<std::string>(),
-                        format_time(t["created_at"]), t["last_used_at"].is_null() ? "-" : format_time(t["last_used_at"]),
-                        state});
+                        format_time(t["created_at"]),
+                        t["last_used_at"].is_null() ? "-" : format_time(t["last_used_at"]), state});
     }
     print_table(rows);
     const auto hidden = static_cast<std::int64_t>(std::count_if(
@@ -253,7 +251,8 @@ void print_tokens(const json& r, bool all) {
 }
 
 int run_token_list(const AdminOptions& o) {
-    const std::string path = "/v1/admin/tokens" + (o.team.empty() ? std::string() : "?team=" + net::percent_encode(o.team));
+    const std::string path =
+        "/v1/admin/tokens" + (o.team.empty() ? std::string() : "?team=" + net::percent_encode(o.team));
     return admin_call(o, "GET", path, {}, [all = o.all](const json& r) { print_tokens(r, all); });
 }
 
@@ -361,8 +360,8 @@ std::string sibling_list(const json& workers, bool banned) {
         if ((w["state"] == "banned") != banned) {
             continue;
         }
-        out += (out.empty() ? "" : ", ") + std::string("worker ") + std::to_string(w["id"].get<std::int64_t>()) +
-               " `" + printable(w["name"]) + "`" + (banned ? "" : " (" + printable(w["presence"]) + ")");
+        out += (out.empty() ? "" : ", ") + std::string("worker ") + std::to_string(w["id"].get<std::int64_t>()) + " `" +
+               printable(w["name"]) + "`" + (banned ? "" : " (" + printable(w["presence"]) + ")");
     }
     return out;
 }
@@ -403,10 +402,9 @@ int run_ban(const AdminOptions& o) {
 
 // drain or activate.
 int run_worker_state(const AdminOptions& o, const std::string& verb) {
-    return admin_call(o, "POST", "/v1/admin/workers/" + net::percent_encode(o.worker) + "/" + verb, json::object(),
-                      [](const json& r) {
-                          std::cout << "worker " << r["worker"] << " is now " << printable(r["state"]) << '\n';
-                      });
+    return admin_call(
+        o, "POST", "/v1/admin/workers/" + net::percent_encode(o.worker) + "/" + verb, json::object(),
+        [](const json& r) { std::cout << "worker " << r["worker"] << " is now " << printable(r["state"]) << '\n'; });
 }
 
 int run_grant(const AdminOptions& o) {
@@ -419,7 +417,7 @@ int run_grant(const AdminOptions& o) {
     }
     json body = {{"team", o.team}, {"amount_micro", *amount}, {"note", o.note}};
     if (!o.expires.empty()) {
-        auto at = parse_date_ms(o.expires, "--expires");
+        auto at = util::parse_utc_date_ms(o.expires, "--expires");
         if (!at) {
             report_error(o.global, at.error());
             return k_exit_usage;
@@ -497,20 +495,34 @@ int run_report(const AdminOptions& o) {
 
 int run_admin(const AdminOptions& o) {
     switch (o.action) {
-    case AdminAction::team_create: return run_team_create(o);
-    case AdminAction::team_list: return run_team_list(o);
-    case AdminAction::token_create: return run_token_create(o);
-    case AdminAction::token_list: return run_token_list(o);
-    case AdminAction::token_revoke: return run_token_revoke(o);
-    case AdminAction::enroll: return run_enroll(o);
-    case AdminAction::workers: return run_workers(o);
-    case AdminAction::ban: return run_ban(o);
-    case AdminAction::drain: return run_worker_state(o, "drain");
-    case AdminAction::activate: return run_worker_state(o, "activate");
-    case AdminAction::grant: return run_grant(o);
-    case AdminAction::adjust: return run_adjust(o);
-    case AdminAction::budget: return run_admin_budget(o);
-    case AdminAction::report: return run_report(o);
+    case AdminAction::team_create:
+        return run_team_create(o);
+    case AdminAction::team_list:
+        return run_team_list(o);
+    case AdminAction::token_create:
+        return run_token_create(o);
+    case AdminAction::token_list:
+        return run_token_list(o);
+    case AdminAction::token_revoke:
+        return run_token_revoke(o);
+    case AdminAction::enroll:
+        return run_enroll(o);
+    case AdminAction::workers:
+        return run_workers(o);
+    case AdminAction::ban:
+        return run_ban(o);
+    case AdminAction::drain:
+        return run_worker_state(o, "drain");
+    case AdminAction::activate:
+        return run_worker_state(o, "activate");
+    case AdminAction::grant:
+        return run_grant(o);
+    case AdminAction::adjust:
+        return run_adjust(o);
+    case AdminAction::budget:
+        return run_admin_budget(o);
+    case AdminAction::report:
+        return run_report(o);
     case AdminAction::audit:
         return run_audit(o);
     case AdminAction::backup:

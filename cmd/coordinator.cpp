@@ -5,7 +5,6 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/coordinator_install.hpp"
 #include "cmd/secret_file.hpp"
-#include "core/coordinator/auth.hpp"
 #include "core/coordinator/restore.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/catalog.hpp"
@@ -15,6 +14,7 @@
 #include "core/sched/placement.hpp"
 #include "core/store/open_store.hpp"
 #include "core/util/files.hpp"
+#include "core/util/sha256.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 namespace gpupool::cmd {
-
 
 namespace {
 
@@ -64,7 +63,7 @@ Status metrics_options(const CoordinatorCmdOptions& o, coordinator::ServiceOptio
                               "-hex 32`)",
                               "--metrics-token-file");
         }
-        so.metrics_token_sha256 = coordinator::sha256_hex(*token);
+        so.metrics_token_sha256 = util::sha256_hex(*token);
     }
     if (!o.metrics_listen.empty()) {
         auto listen = parse_listen(o.metrics_listen);
@@ -213,8 +212,8 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     auto body_mib = resources::parse_memory_mib(o.max_body_memory);
     if (!body_mib || *body_mib < 1) {
         return make_error(ErrorCode::invalid_input,
-                          "expected a size of at least 1MiB, like \"256MiB\" or \"1GiB\", got `" +
-                              o.max_body_memory + "`",
+                          "expected a size of at least 1MiB, like \"256MiB\" or \"1GiB\", got `" + o.max_body_memory +
+                              "`",
                           "--max-body-memory");
     }
     so.http.max_body_memory = static_cast<std::size_t>(*body_mib) << 20;
@@ -442,120 +441,164 @@ int run_coordinator(const GlobalOptions& global, const CoordinatorCmdOptions& o)
     return k_exit_ok;
 }
 
-void register_coordinator(Cli& cli) {
-    auto o = std::make_shared<CoordinatorCmdOptions>();
-    CLI::App* sub = add_command(cli, "coordinator",
-                                "Run the pool's coordinator: HTTP API, scheduler, SQLite or PostgreSQL store");
-    add_help_footer(sub,
-                    "gpupool coordinator --db pool.db --listen 0.0.0.0:7070 --tls-cert cert.pem --tls-key key.pem\n"
-                    "gpupool coordinator --db pool.db --new-admin-token   # with the coordinator stopped\n"
-                    "gpupool coordinator --db postgresql://gpupool@db/gpupool --db-password-file db.pw "
-                    "--advertise https://coord-1:7070   # and a standby with coord-2",
-                    "README.md (What works today), docs/operating.md (Running on PostgreSQL), docs/api.md", Reach::local);
-    sub->add_option("--listen", o->listen, "HOST:PORT to serve on (port 0 picks a free one)")->capture_default_str();
-    sub->add_option("--db", o->db,
+namespace {
+
+// Where it listens and keeps the pool: the address, the store and TLS.
+void add_store_options(CLI::App* sub, CoordinatorCmdOptions& o) {
+    sub->add_option("--listen", o.listen, "HOST:PORT to serve on (port 0 picks a free one)")->capture_default_str();
+    sub->add_option("--db", o.db,
                     "The pool's store: a SQLite file, as a path or sqlite:PATH (created on first start), or a "
                     "PostgreSQL database, postgresql://USER@HOST/DB (no password in it)")
         ->capture_default_str();
-    sub->add_option("--db-password-file", o->db_password_file,
+    sub->add_option("--db-password-file", o.db_password_file,
                     "PostgreSQL: the password, one line (else PGPASSWORD or ~/.pgpass)");
-    sub->add_option("--advertise", o->advertise,
+    sub->add_option("--advertise", o.advertise,
                     "PostgreSQL: this coordinator's URL as clients reach it; standbys send clients there (default: "
                     "from --listen)");
-    sub->add_option("--takeover-after", o->takeover_after,
+    sub->add_option("--takeover-after", o.takeover_after,
                     "PostgreSQL: a standby coordinator takes over this long after the active one stops renewing "
                     "its lease")
         ->capture_default_str();
-    sub->add_option("--tls-cert", o->tls_cert, "PEM certificate: serve HTTPS");
-    sub->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert (both are read again on SIGHUP)");
-    sub->add_option("--dist", o->dist,
+    sub->add_option("--tls-cert", o.tls_cert, "PEM certificate: serve HTTPS");
+    sub->add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert (both are read again on SIGHUP)");
+}
+
+// What it hands out, and the secrets it writes or reads: the static files, the first admin
+// token, the metrics' access.
+void add_handout_options(CLI::App* sub, CoordinatorCmdOptions& o) {
+    sub->add_option("--dist", o.dist,
                     "Hand out the static gpupool files found in DIR (gpupool-VERSION-linux-ARCH, from make static; "
                     "and ca.pem, the pool's CA) to GPU owners, without a token, at /dist/ with SHA256SUMS and an "
                     "install script: `admin enroll` then prints the one command an owner runs (docs/static.md)");
-    sub->add_option("--admin-token-file", o->admin_token_file,
+    sub->add_option("--admin-token-file", o.admin_token_file,
                     "A new pool's first admin token goes to this file (0600) instead of stdout (for a service whose "
                     "output goes to a journal)");
-    sub->add_option("--metrics-token-file", o->metrics_token_file,
+    sub->add_option("--metrics-token-file", o.metrics_token_file,
                     "GET /metrics (Prometheus) also takes `Authorization: Bearer` with the secret in this file "
                     "(one line, 32+ characters), besides admin tokens");
-    sub->add_option("--metrics-listen", o->metrics_listen,
+    sub->add_option("--metrics-listen", o.metrics_listen,
                     "Also serve GET /metrics, without a token, on this loopback HOST:PORT (for a Prometheus on "
                     "the same machine)");
-    sub->add_option("--lease", o->lease, "How long an attempt survives without a heartbeat")->capture_default_str();
-    sub->add_option("--idle-timeout", o->idle_timeout,
+}
+
+// How the pool is run: leases, idle GPUs, placement and what members see.
+void add_policy_options(CLI::App* sub, CoordinatorCmdOptions& o) {
+    sub->add_option("--lease", o.lease, "How long an attempt survives without a heartbeat")->capture_default_str();
+    sub->add_option("--idle-timeout", o.idle_timeout,
                     "A GPU job that holds its share without using the GPU this long is stopped and charged for the "
                     "time it held (a recipe's resources.idle_timeout overrides it; 0: never)")
         ->capture_default_str();
-    sub->add_flag("--whole-gpu-only-unenforced", o->whole_gpu_only_unenforced,
+    sub->add_flag("--whole-gpu-only-unenforced", o.whole_gpu_only_unenforced,
                   "Place only whole-GPU jobs on GPUs whose workers cannot enforce a fractional share (memory "
                   "enforcement `none`)");
-    sub->add_option("--members-see", o->members_see,
+    sub->add_option("--members-see", o.members_see,
                     "What members see of each GPU's use in the pool overview (`gpupool pool`, the dashboard): "
                     "summary (their own team's use, the pool's totals) or full (every team's use, as admins)")
         ->capture_default_str();
-    sub->add_option("--public-recipe-repo", o->public_recipe_repos,
+    sub->add_option("--public-recipe-repo", o.public_recipe_repos,
                     "A recipe repository (as clients configure it) whose runs every team may count in `recipe "
                     "list`; other repositories' history is each team's own (repeatable)");
-    sub->add_option("--policy", o->policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
+    sub->add_option("--policy", o.policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
     const sched::Sampling sampling;
-    sub->add_option("--score-sample", o->score_sample,
+    sub->add_option("--score-sample", o.score_sample,
                     "In pools of more than " + std::to_string(sampling.all_up_to) +
                         " workers, score each job on this many workers that fit it, from a random place in the "
                         "pool, instead of on all (0: all; default " +
                         std::to_string(sampling.scored) + ")");
-    sub->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");
-    sub->add_option("--tick-ms", o->tick_ms, "Scheduling and lease-check period")->capture_default_str();
-    sub->add_option("--sqlite-checkpoint-ms", o->sqlite_checkpoint_ms,
+}
+
+// The process's own rhythm: the port file, the scheduling tick, SQLite's checkpoints, the
+// dashboard's samples.
+void add_process_options(CLI::App* sub, CoordinatorCmdOptions& o) {
+    sub->add_option("--port-file", o.port_file, "Write the bound port to this file once listening");
+    sub->add_option("--tick-ms", o.tick_ms, "Scheduling and lease-check period")->capture_default_str();
+    sub->add_option("--sqlite-checkpoint-ms", o.sqlite_checkpoint_ms,
                     "SQLite: copy the write-ahead log into the database on a thread of its own this long after a "
                     "commit, so that commits do not wait for it (0: SQLite's own checkpoints, on the coordinator "
                     "thread)")
         ->check(CLI::Range(std::int64_t{0}, std::int64_t{60'000}))
         ->capture_default_str();
     // For tests (a chart with points in seconds); hidden from --help.
-    sub->add_option("--sample-ms", o->sample_ms, "How often the pool is sampled for the dashboard's chart")
+    sub->add_option("--sample-ms", o.sample_ms, "How often the pool is sampled for the dashboard's chart")
         ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}))
         ->group("");
-    sub->add_option("--gpu-catalog", o->gpu_catalog, "GPU rate catalog TOML (default: the embedded core/resources/gpus.toml)");
-    sub->add_option("--pool-fee", o->pool_fee, "Percent of each charge kept by the pool-fee account")->capture_default_str();
-    sub->add_option("--credits", o->credits,
+}
+
+// Credits: the rate catalog, the pool's fee, enforcement, and when owners are paid.
+void add_credit_options(CLI::App* sub, CoordinatorCmdOptions& o) {
+    sub->add_option("--gpu-catalog", o.gpu_catalog,
+                    "GPU rate catalog TOML (default: the embedded core/resources/gpus.toml)");
+    sub->add_option("--pool-fee", o.pool_fee, "Percent of each charge kept by the pool-fee account")
+        ->capture_default_str();
+    sub->add_option("--credits", o.credits,
                     "enforce: jobs wait for funds and unaffordable submissions are refused; record: charges are "
                     "recorded (balances may go negative) but nothing waits")
         ->capture_default_str()
         ->check(CLI::IsMember({"enforce", "record"}));
-    sub->add_option("--restore", o->restore,
-                    "Put this backup (`gpupool admin backup FILE`) in place of --db, checked first, then start; "
-                    "refused over a database that changed after the backup unless --force-restore");
-    sub->add_flag("--force-restore", o->force_restore, "With --restore: replace --db even if it is newer");
-    sub->add_flag("--restore-only", o->restore_only,
-                  "With --restore: exit once the backup is in place instead of serving (for a coordinator that "
-                  "runs as a service: restore while it is stopped, as its user, then start it)");
-    sub->add_flag("--new-admin-token", o->new_admin_token,
-                  "Print a new admin token for --db and exit (a lost admin token's recovery; the coordinator must "
-                  "be stopped)");
-    sub->add_option("--settle", o->settle,
+    sub->add_option("--settle", o.settle,
                     "How long an owner's earnings for a job wait before they are paid out, so an admin who bans "
                     "a lying worker can void its results (`admin ban --void-since`); 0: at once")
         ->capture_default_str();
-    sub->add_option("--max-log-mib", o->max_log_mib,
+}
+
+// Restoring a backup and recovering a lost admin token, instead of (or before) serving.
+void add_recovery_options(CLI::App* sub, CoordinatorCmdOptions& o) {
+    sub->add_option("--restore", o.restore,
+                    "Put this backup (`gpupool admin backup FILE`) in place of --db, checked first, then start; "
+                    "refused over a database that changed after the backup unless --force-restore");
+    sub->add_flag("--force-restore", o.force_restore, "With --restore: replace --db even if it is newer");
+    sub->add_flag("--restore-only", o.restore_only,
+                  "With --restore: exit once the backup is in place instead of serving (for a coordinator that "
+                  "runs as a service: restore while it is stopped, as its user, then start it)");
+    sub->add_flag("--new-admin-token", o.new_admin_token,
+                  "Print a new admin token for --db and exit (a lost admin token's recovery; the coordinator must "
+                  "be stopped)");
+}
+
+// Limits on what clients may hold: logs per attempt, connections, request bodies in memory.
+void add_limit_options(CLI::App* sub, CoordinatorCmdOptions& o) {
+    sub->add_option("--max-log-mib", o.max_log_mib,
                     "Log kept per attempt: past it, the first MiB and the latest bytes (0: no cap)")
         ->check(CLI::Range(std::int64_t{0}, std::int64_t{100'000}))
         ->capture_default_str();
-    sub->add_option("--max-log-limit-mib", o->max_log_limit_mib,
+    sub->add_option("--max-log-limit-mib", o.max_log_limit_mib,
                     "The most log per attempt a recipe may keep with [logs] max_size (0: no limit)")
         ->check(CLI::Range(std::int64_t{0}, std::int64_t{64 * 1024}))
         ->capture_default_str();
-    sub->add_option("--max-connections", o->max_connections,
+    sub->add_option("--max-connections", o.max_connections,
                     "Open connections at once, every client's (each worker keeps one for its long poll); more are "
                     "closed as they come (0: as many as the open-files limit holds, which the coordinator raises "
                     "to its hard limit)")
         ->capture_default_str();
-    sub->add_option("--max-connections-per-client", o->max_connections_per_client,
+    sub->add_option("--max-connections-per-client", o.max_connections_per_client,
                     "Open connections one address may hold (workers behind one NAT share one; 0: no cap)")
         ->capture_default_str();
-    sub->add_option("--max-body-memory", o->max_body_memory,
+    sub->add_option("--max-body-memory", o.max_body_memory,
                     "Request bodies held in memory at once, all clients' together (\"256MiB\", \"1GiB\"); a body "
                     "that would go past it is told 503 with Retry-After before it is read")
         ->capture_default_str();
+}
+
+} // namespace
+
+void register_coordinator(Cli& cli) {
+    auto o = std::make_shared<CoordinatorCmdOptions>();
+    CLI::App* sub =
+        add_command(cli, "coordinator", "Run the pool's coordinator: HTTP API, scheduler, SQLite or PostgreSQL store");
+    add_help_footer(sub,
+                    "gpupool coordinator --db pool.db --listen 0.0.0.0:7070 --tls-cert cert.pem --tls-key key.pem\n"
+                    "gpupool coordinator --db pool.db --new-admin-token   # with the coordinator stopped\n"
+                    "gpupool coordinator --db postgresql://gpupool@db/gpupool --db-password-file db.pw "
+                    "--advertise https://coord-1:7070   # and a standby with coord-2",
+                    "README.md (What works today), docs/operating.md (Running on PostgreSQL), docs/api.md",
+                    Reach::local);
+    add_store_options(sub, *o);
+    add_handout_options(sub, *o);
+    add_policy_options(sub, *o);
+    add_process_options(sub, *o);
+    add_credit_options(sub, *o);
+    add_recovery_options(sub, *o);
+    add_limit_options(sub, *o);
     register_coordinator_install(cli, sub);
     sub->callback([&cli, o, sub] {
         if (sub->get_subcommands().empty()) { // not install, uninstall

@@ -2,7 +2,6 @@
 
 #include "cmd/recipe_sources.hpp"
 #include "cmd/remote.hpp"
-
 #include "core/recipe/recipe_json.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/util/strings.hpp"
@@ -45,13 +44,13 @@ std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_reci
         options.overrides.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
     Result<recipe::Recipe> parsed = make_error(ErrorCode::internal, "not parsed");
-    if (names_a_recipe(args.file)) {
+    if (catalog::names_a_recipe(args.file)) {
         auto cat = open_catalog(global, args.repos);
         if (!cat) {
             report_error(global, cat.error());
             return std::nullopt;
         }
-        auto entry = find_recipe(*cat, args.file, "no recipe file `" + util::escape_control(args.file) + "`");
+        auto entry = catalog::find_recipe(*cat, args.file, "no recipe file `" + util::escape_control(args.file) + "`");
         if (!entry) {
             report_error(global, entry.error());
             return std::nullopt;
@@ -111,11 +110,8 @@ void print_jobs(const GlobalOptions& global, const recipe::Recipe& recipe, const
                 const nlohmann::json* estimate) {
     if (global.json) {
         nlohmann::ordered_json out = {
-            {"recipe", recipe.source},
-            {"extends", recipe.extends},
-            {"max_parallel", recipe.sweep.max_parallel},
-            {"job_count", jobs.size()},
-            {"jobs", recipe::to_json(jobs)},
+            {"recipe", recipe.source},  {"extends", recipe.extends},     {"max_parallel", recipe.sweep.max_parallel},
+            {"job_count", jobs.size()}, {"jobs", recipe::to_json(jobs)},
         };
         if (estimate != nullptr) {
             out["estimate"] = *estimate;

@@ -18,13 +18,13 @@ struct RecipeArgs {
     std::string file;
     std::vector<std::string> set; // key=value
     std::uint64_t max_jobs = recipe::k_default_max_sweep_jobs;
-    bool allow_outside = false; // inputs outside the recipe's directory
+    bool allow_outside = false;     // inputs outside the recipe's directory
     std::vector<std::string> repos; // --repo: recipe repositories instead of the config's
 };
 
 void add_recipe_args(CLI::App* sub, RecipeArgs& args);
 
-// Parses and expands the recipe (a file, or a name in the recipe repositories: cmd/recipe_sources.hpp);
+// Parses and expands the recipe (a file, or a name in the recipe repositories: core/catalog/resolve.hpp);
 // prints problems and returns nothing on failure.
 std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_recipe(const GlobalOptions& global,
                                                                                    const RecipeArgs& args);

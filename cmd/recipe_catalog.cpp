@@ -172,7 +172,7 @@ int run_recipe_show_repo(const RecipeOptions& options) {
     if (!cat) {
         return fail(global, cat.error());
     }
-    auto entry = find_recipe(*cat, options.name, "no built-in recipe `" + options.name + "`");
+    auto entry = catalog::find_recipe(*cat, options.name, "no built-in recipe `" + options.name + "`");
     if (!entry) {
         return fail(global, entry.error());
     }
@@ -204,7 +204,7 @@ int run_recipe_get(const RecipeOptions& options) {
     if (!cat) {
         return fail(global, cat.error());
     }
-    auto entry = find_recipe(*cat, options.name, "no recipe `" + options.name + "`");
+    auto entry = catalog::find_recipe(*cat, options.name, "no recipe `" + options.name + "`");
     if (!entry) {
         return fail(global, entry.error());
     }

@@ -1,23 +1,22 @@
 #include "cmd/remote.hpp"
 #include "core/archive/archive.hpp"
 #include "core/client/jobs_client.hpp"
-#include "core/coordinator/auth.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/net/url.hpp"
 #include "core/util/files.hpp"
+#include "core/util/sha256.hpp"
 #include "core/util/strings.hpp"
-
-#include <unistd.h>
+#include "core/util/time_text.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <thread>
+#include <unistd.h>
 
 namespace gpupool::cmd {
 
@@ -46,15 +45,21 @@ std::optional<client::ApiClient> connect(const GlobalOptions& global) {
     return client::ApiClient(*cfg);
 }
 
-std::string printable(std::string_view text) { return util::escape_control(text); }
+std::string printable(std::string_view text) {
+    return util::escape_control(text);
+}
 
-std::string printable(const std::string& text) { return util::escape_control(text); }
+std::string printable(const std::string& text) {
+    return util::escape_control(text);
+}
 
 std::string printable(const json& value) {
     return value.is_string() ? util::escape_control(value.get_ref<const std::string&>()) : value.dump();
 }
 
-std::string log_text_for_terminal(std::string_view data) { return util::escape_control(data, /*keep_lines=*/true); }
+std::string log_text_for_terminal(std::string_view data) {
+    return util::escape_control(data, /*keep_lines=*/true);
+}
 
 void print_table(const std::vector<std::vector<std::string>>& raw_rows) {
     if (raw_rows.empty()) {
@@ -89,15 +94,12 @@ void print_table(const std::vector<std::vector<std::string>>& raw_rows) {
 }
 
 std::string format_time(std::int64_t ms) {
-    std::time_t t = static_cast<std::time_t>(ms / 1000);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-    return buf;
+    return util::utc_text(ms);
 }
 
-std::string format_time(const std::optional<std::int64_t>& ms) { return ms ? format_time(*ms) : "-"; }
+std::string format_time(const std::optional<std::int64_t>& ms) {
+    return ms ? format_time(*ms) : "-";
+}
 
 std::string format_time(const json& ms) {
     return ms.is_number_integer() ? format_time(ms.get<std::int64_t>()) : std::string("-");
@@ -154,7 +156,7 @@ Result<wire::JobWaitReply> look_at_jobs(client::JobsClient& pool, const std::vec
 } // namespace
 
 std::optional<std::vector<wire::JobView>> wait_for_jobs(const GlobalOptions& global, client::ApiClient& api,
-                                                       const std::vector<JobId>& ids, bool states_only) {
+                                                        const std::vector<JobId>& ids, bool states_only) {
     client::JobsClient pool(api);
     std::string last_line;
     bool server_waits = true;
@@ -235,9 +237,9 @@ int stream_logs(const GlobalOptions& global, client::ApiClient& api, JobId job, 
     client::JobsClient pool(api);
     const bool escape = !raw && ::isatty(STDOUT_FILENO) == 1;
     std::int64_t offset = 0;
-    AttemptId attempt{};                 // the attempt being read (0: not known yet)
-    AttemptId finished_attempt{-1};      // the last attempt printed to its end
-    std::string told;                    // the last "waiting" line printed
+    AttemptId attempt{};            // the attempt being read (0: not known yet)
+    AttemptId finished_attempt{-1}; // the last attempt printed to its end
+    std::string told;               // the last "waiting" line printed
     auto waits = std::chrono::steady_clock::time_point{};
     while (true) {
         auto r = pool.logs(job, offset, attempt.value() > 0 ? std::optional<AttemptId>(attempt) : std::nullopt);
@@ -340,7 +342,7 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, c
                                   "; archive many small files into one, or fetch the data inside the job",
                               "inputs.paths");
         }
-        const std::string sha = coordinator::sha256_hex(bytes);
+        const std::string sha = util::sha256_hex(bytes);
         say("inputs of `" + job.name + "`: " + std::to_string(packed->files.size()) +
             (packed->files.size() == 1 ? " file, " : " files, ") + mib_text(packed->content_bytes) + "; uploading " +
             mib_text(static_cast<std::int64_t>(bytes.size())) + " ...");
@@ -353,8 +355,7 @@ Status ship_inputs(client::ApiClient& api, std::vector<recipe::JobSpec>& jobs, c
         if (!put) {
             return put.error();
         }
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         char took[32];
         std::snprintf(took, sizeof took, "%.1f s", seconds);
         say("inputs of `" + job.name + "`: uploaded in " + took + " (shared by every job with the same inputs)");

@@ -3,7 +3,7 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "core/client/jobs_client.hpp"
-#include "core/coordinator/auth.hpp"
+#include "core/util/token_secret.hpp"
 
 #include <chrono>
 #include <iostream>
@@ -68,7 +68,7 @@ int run_retry(const RetryOptions& o) {
     }
     // One key for this retry: if the answer is lost, the retries below get the same retry back,
     // never a second one.
-    auto key = coordinator::new_token_secret();
+    auto key = util::new_token_secret();
     if (!key) {
         report_error(global, key.error());
         return k_exit_failed;

@@ -61,9 +61,9 @@ Result<LocalCredentials> local_credentials(const fs::path& dir, std::uint16_t po
             return LocalCredentials{j.at("admin").get<std::string>(), j.at("member").get<std::string>(),
                                     j.at("enroll").get<std::string>()};
         } catch (const std::exception&) {
-            return make_error(ErrorCode::invalid_input,
-                              "the local pool in " + dir.string() + " has lost its credentials (" + file.string() +
-                                  "); move that directory away to start a fresh local pool");
+            return make_error(ErrorCode::invalid_input, "the local pool in " + dir.string() +
+                                                            " has lost its credentials (" + file.string() +
+                                                            "); move that directory away to start a fresh local pool");
         }
     }
     config::ClientConfig cfg;
@@ -77,13 +77,15 @@ Result<LocalCredentials> local_credentials(const fs::path& dir, std::uint16_t po
     if (!member) {
         return member.error();
     }
-    auto enroll = admin.post("/v1/admin/tokens", {{"role", "enroll"}, {"team", "local"}, {"label", "gpupool run worker"}, {"uses", 10000}});
+    auto enroll = admin.post("/v1/admin/tokens",
+                             {{"role", "enroll"}, {"team", "local"}, {"label", "gpupool run worker"}, {"uses", 10000}});
     if (!enroll) {
         return enroll.error();
     }
     LocalCredentials c{fresh_admin, (*member)["token"].get<std::string>(), (*enroll)["token"].get<std::string>()};
     // 0600 from its first byte: the tokens are never readable by others, not even for a moment.
-    if (auto st = util::write_private_file(file, json{{"admin", c.admin}, {"member", c.member}, {"enroll", c.enroll}}.dump(2) + "\n");
+    if (auto st = util::write_private_file(
+            file, json{{"admin", c.admin}, {"member", c.member}, {"enroll", c.enroll}}.dump(2) + "\n");
         !st) {
         return st.error();
     }
@@ -218,139 +220,108 @@ Status check_out_dir(const fs::path& out_root, const std::vector<std::string>& n
                       "out");
 }
 
-} // namespace
+// The local pool's state directory (--data-dir, else ~/.local/share/gpupool/local), created, and
+// the lock that keeps a second `gpupool run` out of it while this one holds it.
+struct LocalState {
+    fs::path dir;
+    util::FileLock lock;
+};
 
-int run_run(const GlobalOptions& global, const RunOptions& o) {
-    auto loaded = load_recipe(global, o.recipe);
-    if (!loaded) {
-        return k_exit_failed;
-    }
-    auto& [recipe, jobs] = *loaded;
-    std::vector<NamedJob> named;
-    for (const auto& j : jobs) {
-        named.push_back({JobId{}, j.name, j.sweep_index});
-    }
-    const auto names = folder_names(named);
-    const fs::path out_root = o.out_dir;
-    if (auto st = check_out_dir(out_root, names, o.force); !st) {
-        report_error(global, st.error());
-        return k_exit_failed;
-    }
+Result<LocalState> claim_local_state(const RunOptions& o) {
     const fs::path data = o.data_dir.empty() ? fs::path(default_data_dir()) / "local" : fs::path(o.data_dir);
     std::error_code ec;
     fs::create_directories(data, ec);
     if (ec) {
-        report_error(global, make_error(ErrorCode::io, "cannot create " + data.string() + ": " + ec.message()));
-        return k_exit_failed;
+        return make_error(ErrorCode::io, "cannot create " + data.string() + ": " + ec.message());
     }
     auto lock = util::FileLock::acquire(data / "lock");
     if (!lock) {
-        report_error(global, lock.error().code != ErrorCode::conflict
-                                 ? lock.error()
-                                 : make_error(ErrorCode::conflict, "another `gpupool run` is using the local pool in " +
-                                                                       data.string() + "; wait for it or pass --data-dir"));
-        return k_exit_failed;
+        return lock.error().code != ErrorCode::conflict
+                   ? lock.error()
+                   : make_error(ErrorCode::conflict, "another `gpupool run` is using the local pool in " +
+                                                         data.string() + "; wait for it or pass --data-dir");
     }
-    // The process runtime's records let the next run clean up after a run that was killed with SIGKILL.
-    auto runtime = choose_runtime(o, jobs, data / "worker" / "process-runtime");
-    if (!runtime) {
-        report_error(global, runtime.error());
-        return k_exit_usage;
-    }
+    return LocalState{data, std::move(*lock)};
+}
 
-    // Signals: the first Ctrl-C cancels the run's jobs; they stop and the summary still prints.
+// Blocked in every thread, and waited for by wait_for_run's own thread: the first Ctrl-C (SIGINT or
+// SIGTERM) cancels the run's jobs; they stop and the summary still prints. SIGUSR2 is the run's own
+// wake-up for that thread.
+sigset_t block_run_signals() {
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    return signals;
+}
 
+// The coordinator of the local pool: loopback, a free port, a quick tick.
+coordinator::ServiceOptions local_service_options() {
     coordinator::ServiceOptions so;
     so.http.host = "127.0.0.1";
     so.http.port = 0;
     so.tick = std::chrono::milliseconds(100);
     // The local team has no grant: charges are recorded (the summary shows them) but not enforced.
     so.coordinator.credits.enforce = false;
-    auto opened = store::open_store(store::StoreSpec{store::Engine::sqlite, (data / "pool.db").string()});
-    if (!opened) {
-        report_error(global, opened.error());
-        return k_exit_failed;
-    }
-    coordinator::CoordinatorService service(so, std::move(*opened), coordinator::system_clock());
-    std::string fresh_admin;
-    if (auto st = service.start(&fresh_admin); !st) {
-        report_error(global, st.error());
-        return k_exit_failed;
-    }
-    const std::string url = "http://127.0.0.1:" + std::to_string(service.port());
-    auto creds = local_credentials(data, service.port(), fresh_admin);
-    if (!creds) {
-        report_error(global, creds.error());
-        service.stop();
-        return k_exit_failed;
-    }
+    return so;
+}
 
-    worker::NvidiaSmiProbe probe;
+// The local pool's one worker, on loopback: it polls often and leaves quickly.
+worker::AgentOptions local_agent_options(const std::string& url, const fs::path& data, const std::string& enroll) {
     worker::AgentOptions ao;
     ao.coordinator_url = url;
     ao.identity_key = "local:" + (data / "pool.db").string();
-    ao.token = creds->enroll;
+    ao.token = enroll;
     ao.name = "local";
     ao.work_dir = data / "worker";
     ao.heartbeat = std::chrono::milliseconds(1000);
     ao.poll_wait = std::chrono::milliseconds(300); // loopback: cheap, and shutdown waits for at most one poll
     ao.drain_grace = std::chrono::milliseconds(0);
     ao.give_up_after_drain = std::chrono::milliseconds(5000);
-    worker::Agent agent(ao, **runtime, probe);
-    Status agent_status;
-    std::thread agent_thread([&] { agent_status = agent.run(); });
+    return ao;
+}
 
-    config::ClientConfig cfg;
-    cfg.url = url;
-    cfg.token = creds->member;
-    client::ApiClient api(cfg);
-
-    auto finish = [&](int rc) {
-        agent.drain();
-        agent_thread.join();
-        service.stop();
-        return rc;
-    };
-
-    client::JobsClient jobs_api(api);
-    cancel_leftovers(jobs_api);
-
+// Cancels what an interrupted earlier run left, uploads the jobs' inputs and submits the recipe's
+// jobs: the reply has one id per job, in order.
+Result<wire::SubmitReply> submit_run(const GlobalOptions& global, client::ApiClient& api, client::JobsClient& pool,
+                                     const recipe::Recipe& recipe, std::vector<recipe::JobSpec>& jobs) {
+    cancel_leftovers(pool);
     auto progress = [&global](const std::string& line) {
         if (!global.json) {
             std::cerr << line << std::endl;
         }
     };
     if (auto st = ship_inputs(api, jobs, {}, progress); !st) {
-        report_error(global, st.error());
-        return finish(k_exit_failed);
+        return st.error();
     }
     wire::SubmitRequest request;
     request.source = recipe.source;
     request.max_parallel = recipe.sweep.max_parallel;
     request.jobs = jobs;
-    auto res = jobs_api.submit(request);
+    auto res = pool.submit(request);
     if (!res) {
-        report_error(global, res.error());
-        return finish(k_exit_failed);
+        return res.error();
     }
-    const std::vector<JobId> ids = res->jobs;
-    const SweepId sweep = res->sweep_id;
-    if (ids.size() != jobs.size()) {
-        report_error(global, make_error(ErrorCode::internal, "the local coordinator answered " + std::to_string(ids.size()) +
-                                                                 " job ids for " + std::to_string(jobs.size()) + " jobs"));
-        return finish(k_exit_failed);
+    if (res->jobs.size() != jobs.size()) {
+        return make_error(ErrorCode::internal, "the local coordinator answered " + std::to_string(res->jobs.size()) +
+                                                   " job ids for " + std::to_string(jobs.size()) + " jobs");
     }
-    if (!global.json) {
-        std::cerr << "gpupool run: " << ids.size() << (ids.size() == 1 ? " job" : " jobs") << " from " << recipe.source
-                  << " on the local pool (runtime " << (*runtime)->name() << ", state in " << data.string() << ")\n";
-    }
+    return res;
+}
 
+// How the jobs ended (nothing when waiting failed, which was reported), and whether a signal
+// cancelled them on the way.
+struct Waited {
+    std::optional<std::vector<wire::JobView>> done;
+    bool interrupted = false;
+};
+
+// Waits for the submitted jobs, following a lone job's log. A SIGINT or SIGTERM meanwhile cancels
+// the sweep, on a connection of its own; the jobs then end and are waited for as usual.
+Waited wait_for_run(const GlobalOptions& global, client::ApiClient& api, const config::ClientConfig& cfg,
+                    const sigset_t& signals, const wire::SubmitReply& submitted) {
     std::atomic<bool> interrupted{false};
     std::thread waiter([&] {
         int sig = 0;
@@ -360,86 +331,202 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         }
         interrupted = true;
         std::cerr << "\ngpupool run: interrupted; cancelling the run's jobs" << std::endl;
-        config::ClientConfig c2 = cfg;
-        client::ApiClient api2(c2);
-        (void)client::JobsClient(api2).cancel_sweep(sweep);
+        client::ApiClient api2(cfg);
+        (void)client::JobsClient(api2).cancel_sweep(submitted.sweep_id);
     });
-
+    const std::vector<JobId>& ids = submitted.jobs;
     if (ids.size() == 1 && !global.json) {
         (void)stream_logs(global, api, ids.front(), true);
     }
-    auto done = wait_for_jobs(global, api, ids);
+    Waited w;
+    w.done = wait_for_jobs(global, api, ids);
     if (!interrupted) {
         pthread_kill(waiter.native_handle(), SIGUSR2);
     }
     waiter.join();
-    if (!done) {
-        return finish(k_exit_failed);
-    }
+    w.interrupted = interrupted;
+    return w;
+}
 
-    // Outputs and logs, one directory per job.
+// One job as the summary shows it: its row of the table and its entry of the JSON document.
+struct JobReport {
+    std::vector<std::string> row;
+    json entry;
+    bool succeeded = false;
+};
+
+// Writes one job's outputs to OUT/<name>/ and its log to OUT/<name>.log (replacing what was there,
+// which check_out_dir allowed before the run), and says how it ended.
+JobReport collect_job(client::JobsClient& pool, const wire::JobView& j, JobId id, const fs::path& out_root,
+                      const std::string& name, bool force) {
+    const fs::path dir = out_root / name;
+    std::vector<std::string> files;
+    std::error_code ec;
+    // Checked before the run; something put there since is kept, and this job's outputs are not written.
+    auto writable = check_out_dir(out_root, {name}, force);
+    if (!writable) {
+        std::cerr << "job " << id.value() << ": " << printable(writable.error().message) << '\n';
+    } else {
+        fs::remove_all(dir, ec);
+        fs::remove(out_root / (name + ".log"), ec);
+        fs::create_directories(dir, ec);
+    }
+    if (auto bytes = pool.outputs(id); writable && bytes && !bytes->empty()) {
+        if (auto unpacked = archive::unpack_archive(*bytes, dir)) {
+            files = unpacked->written;
+            for (const auto& s : unpacked->skipped) {
+                std::cerr << "warning: skipped " << printable(s) << '\n';
+            }
+        } else {
+            std::cerr << "job " << id.value() << ": " << printable(unpacked.error().message) << '\n';
+        }
+    }
+    if (auto logs = pool.logs(id, 0); logs && writable) {
+        std::ofstream(out_root / (name + ".log"), std::ios::binary) << logs->data;
+    }
+    const wire::AttemptView* last = j.attempt_history.empty() ? nullptr : &j.attempt_history.back();
+    const std::string exit = j.exit_code ? std::to_string(*j.exit_code) : "-";
+    JobReport r;
+    r.succeeded = j.state == "succeeded";
+    r.row = {j.name,
+             j.state,
+             exit,
+             seconds_text(last),
+             credits_text(j),
+             files.empty() ? "-" : dir.string() + "/ (" + std::to_string(files.size()) + ")"};
+    r.entry = {{"id", id.value()},
+               {"name", j.name},
+               {"state", j.state},
+               {"exit_code", wire::or_null(j.exit_code)},
+               {"reason", j.reason},
+               {"runtime", seconds_text(last)},
+               {"cost_micro", wire::or_null(j.cost_micro)},
+               {"outputs_dir", dir.string()},
+               {"outputs", files}};
+    return r;
+}
+
+// Collects every job's outputs and log, then prints the summary: a table with why each job that
+// did not succeed failed, or one JSON document. Returns how many did not succeed.
+int report_run(const GlobalOptions& global, client::JobsClient& pool, const RunOptions& o,
+               const wire::SubmitReply& submitted, const std::vector<wire::JobView>& done,
+               const std::vector<std::string>& names, bool interrupted) {
+    const fs::path out_root = o.out_dir;
     json summary = json::array();
     std::vector<std::vector<std::string>> rows{{"JOB", "STATE", "EXIT", "RUNTIME", "CREDITS", "OUTPUTS"}};
     int failed = 0;
-    for (std::size_t i = 0; i < done->size(); ++i) {
-        const wire::JobView& j = (*done)[i];
-        const JobId id = ids[i];
-        const fs::path dir = out_root / names[i];
-        std::vector<std::string> files;
-        // Checked before the run; something put there since is kept, and this job's outputs are not written.
-        auto writable = check_out_dir(out_root, {names[i]}, o.force);
-        if (!writable) {
-            std::cerr << "job " << id.value() << ": " << printable(writable.error().message) << '\n';
-        } else {
-            fs::remove_all(dir, ec);
-            fs::remove(out_root / (names[i] + ".log"), ec);
-            fs::create_directories(dir, ec);
-        }
-        if (auto bytes = jobs_api.outputs(id); writable && bytes && !bytes->empty()) {
-            if (auto unpacked = archive::unpack_archive(*bytes, dir)) {
-                files = unpacked->written;
-                for (const auto& s : unpacked->skipped) {
-                    std::cerr << "warning: skipped " << printable(s) << '\n';
-                }
-            } else {
-                std::cerr << "job " << id.value() << ": " << printable(unpacked.error().message) << '\n';
-            }
-        }
-        if (auto logs = jobs_api.logs(id, 0); logs && writable) {
-            std::ofstream(out_root / (names[i] + ".log"), std::ios::binary) << logs->data;
-        }
-        if (j.state != "succeeded") {
-            ++failed;
-        }
-        const wire::AttemptView* last = j.attempt_history.empty() ? nullptr : &j.attempt_history.back();
-        const std::string exit = j.exit_code ? std::to_string(*j.exit_code) : "-";
-        rows.push_back({j.name, j.state, exit, seconds_text(last), credits_text(j),
-                        files.empty() ? "-" : dir.string() + "/ (" + std::to_string(files.size()) + ")"});
-        summary.push_back({{"id", id.value()},
-                           {"name", j.name},
-                           {"state", j.state},
-                           {"exit_code", wire::or_null(j.exit_code)},
-                           {"reason", j.reason},
-                           {"runtime", seconds_text(last)},
-                           {"cost_micro", wire::or_null(j.cost_micro)},
-                           {"outputs_dir", dir.string()},
-                           {"outputs", files}});
+    for (std::size_t i = 0; i < done.size(); ++i) {
+        JobReport r = collect_job(pool, done[i], submitted.jobs[i], out_root, names[i], o.force);
+        failed += r.succeeded ? 0 : 1;
+        rows.push_back(std::move(r.row));
+        summary.push_back(std::move(r.entry));
     }
     if (global.json) {
-        std::cout << json{{"sweep_id", sweep.value()}, {"jobs", summary}, {"failed", failed}}.dump(2) << '\n';
-    } else {
-        std::cout << '\n';
-        print_table(rows);
-        std::cout << (ids.size() - static_cast<std::size_t>(failed)) << " of " << ids.size() << " succeeded"
-                  << (interrupted ? " (interrupted)" : "") << "; outputs and logs in " << out_root.string() << "/\n";
-        for (std::size_t i = 0; i < done->size(); ++i) {
-            const wire::JobView& j = (*done)[i];
-            if (j.state != "succeeded") {
-                std::cout << "  " << printable(j.name) << ": " << printable(j.reason) << '\n';
-            }
+        std::cout << json{{"sweep_id", submitted.sweep_id.value()}, {"jobs", summary}, {"failed", failed}}.dump(2)
+                  << '\n';
+        return failed;
+    }
+    const std::size_t total = submitted.jobs.size();
+    std::cout << '\n';
+    print_table(rows);
+    std::cout << (total - static_cast<std::size_t>(failed)) << " of " << total << " succeeded"
+              << (interrupted ? " (interrupted)" : "") << "; outputs and logs in " << out_root.string() << "/\n";
+    for (const auto& j : done) {
+        if (j.state != "succeeded") {
+            std::cout << "  " << printable(j.name) << ": " << printable(j.reason) << '\n';
         }
     }
-    const int rc = finish(failed == 0 && !interrupted ? k_exit_ok : k_exit_failed);
+    return failed;
+}
+
+// OUT/<name>/ of each job, in the recipe's order.
+std::vector<std::string> job_folder_names(const std::vector<recipe::JobSpec>& jobs) {
+    std::vector<NamedJob> named;
+    for (const auto& j : jobs) {
+        named.push_back({JobId{}, j.name, j.sweep_index});
+    }
+    return folder_names(named);
+}
+
+} // namespace
+
+// The steps: the recipe and where its outputs go; the local pool's state and a runtime; the pool
+// itself (a coordinator and one worker in this process); submit, wait, collect and report; stop.
+int run_run(const GlobalOptions& global, const RunOptions& o) {
+    auto loaded = load_recipe(global, o.recipe);
+    if (!loaded) {
+        return k_exit_failed;
+    }
+    auto& [recipe, jobs] = *loaded;
+    const auto names = job_folder_names(jobs);
+    if (auto st = check_out_dir(o.out_dir, names, o.force); !st) {
+        report_error(global, st.error());
+        return k_exit_failed;
+    }
+    auto state = claim_local_state(o);
+    if (!state) {
+        report_error(global, state.error());
+        return k_exit_failed;
+    }
+    const fs::path& data = state->dir;
+    // The process runtime's records let the next run clean up after a run that was killed with SIGKILL.
+    auto runtime = choose_runtime(o, jobs, data / "worker" / "process-runtime");
+    if (!runtime) {
+        report_error(global, runtime.error());
+        return k_exit_usage;
+    }
+    const sigset_t signals = block_run_signals();
+
+    auto opened = store::open_store(store::StoreSpec{store::Engine::sqlite, (data / "pool.db").string()});
+    if (!opened) {
+        report_error(global, opened.error());
+        return k_exit_failed;
+    }
+    coordinator::CoordinatorService service(local_service_options(), std::move(*opened), coordinator::system_clock());
+    std::string fresh_admin;
+    if (auto st = service.start(&fresh_admin); !st) {
+        report_error(global, st.error());
+        return k_exit_failed;
+    }
+    auto creds = local_credentials(data, service.port(), fresh_admin);
+    if (!creds) {
+        report_error(global, creds.error());
+        service.stop();
+        return k_exit_failed;
+    }
+    const std::string url = "http://127.0.0.1:" + std::to_string(service.port());
+    worker::NvidiaSmiProbe probe;
+    worker::Agent agent(local_agent_options(url, data, creds->enroll), **runtime, probe);
+    Status agent_status;
+    std::thread agent_thread([&] { agent_status = agent.run(); });
+    auto finish = [&](int rc) {
+        agent.drain();
+        agent_thread.join();
+        service.stop();
+        return rc;
+    };
+
+    config::ClientConfig cfg;
+    cfg.url = url;
+    cfg.token = creds->member;
+    client::ApiClient api(cfg);
+    client::JobsClient jobs_api(api);
+    auto submitted = submit_run(global, api, jobs_api, recipe, jobs);
+    if (!submitted) {
+        report_error(global, submitted.error());
+        return finish(k_exit_failed);
+    }
+    if (!global.json) {
+        const std::size_t n = submitted->jobs.size();
+        std::cerr << "gpupool run: " << n << (n == 1 ? " job" : " jobs") << " from " << recipe.source
+                  << " on the local pool (runtime " << (*runtime)->name() << ", state in " << data.string() << ")\n";
+    }
+    Waited waited = wait_for_run(global, api, cfg, signals, *submitted);
+    if (!waited.done) {
+        return finish(k_exit_failed);
+    }
+    const int failed = report_run(global, jobs_api, o, *submitted, *waited.done, names, waited.interrupted);
+    const int rc = finish(failed == 0 && !waited.interrupted ? k_exit_ok : k_exit_failed);
     if (!agent_status) {
         report_error(global, agent_status.error());
         return k_exit_failed;
@@ -449,8 +536,10 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
 
 void register_run(Cli& cli) {
     auto o = std::make_shared<RunOptions>();
-    CLI::App* sub = add_command(cli, "run", "Run a recipe locally: in-process coordinator + worker, logs and outputs here");
-    add_help_footer(sub, "gpupool run recipes/hello-sweep/recipe.toml\ngpupool run eval.toml --runtime podman --out results",
+    CLI::App* sub =
+        add_command(cli, "run", "Run a recipe locally: in-process coordinator + worker, logs and outputs here");
+    add_help_footer(sub,
+                    "gpupool run recipes/hello-sweep/recipe.toml\ngpupool run eval.toml --runtime podman --out results",
                     "docs/worker.md (The local mode), docs/recipes.md", Reach::local);
     add_recipe_args(sub, o->recipe);
     auto runtimes = worker::runtime_names();

@@ -6,7 +6,7 @@
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
 #include "core/client/jobs_client.hpp"
-#include "core/coordinator/auth.hpp"
+#include "core/util/token_secret.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -49,8 +49,7 @@ Status check_runnable(client::ApiClient& api, const wire::SubmitRequest& request
     if (joined == 0) {
         std::cerr << "note: no worker is connected to the pool yet; the jobs wait until one joins\n";
     } else if (joined > 0 && online == 0) {
-        std::cerr << "note: none of the pool's " << joined
-                  << (joined == 1 ? " worker takes" : " workers take")
+        std::cerr << "note: none of the pool's " << joined << (joined == 1 ? " worker takes" : " workers take")
                   << " work now (offline, paused, draining or outside its sharing hours); the jobs wait until one "
                      "does\n";
     }
@@ -103,7 +102,7 @@ int run_submit(const SubmitOptions& opts) {
     request.jobs = std::move(jobs);
     // One key for this submission: if the answer is lost (connection reset, coordinator restart),
     // the retries below carry the same key and get the same sweep back, never a second copy.
-    auto key = coordinator::new_token_secret();
+    auto key = util::new_token_secret();
     if (!key) {
         report_error(global, key.error());
         return k_exit_failed;

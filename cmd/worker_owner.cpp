@@ -10,6 +10,7 @@
 #include "core/config/client_config.hpp"
 #include "core/credits/money.hpp"
 #include "core/resources/quantity.hpp"
+#include "core/util/time_text.hpp"
 #include "worker/agent/agent.hpp"
 #include "worker/owner/control_socket.hpp"
 #include "worker/owner/owner_policy.hpp"
@@ -17,7 +18,6 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <ctime>
 #include <iostream>
 
 namespace gpupool::cmd {
@@ -41,8 +41,7 @@ json offline_state(const fs::path& work, const std::optional<worker::OwnerConfig
     json j{{"running", false}};
     if (auto p = worker::pause_in_force(work, now_ms())) {
         j["state"] = "paused";
-        j["description"] = "paused" +
-                           (p->until_ms ? " until " + worker::local_time_text(*p->until_ms) : std::string()) +
+        j["description"] = "paused" + (p->until_ms ? " until " + util::local_time_text(*p->until_ms) : std::string()) +
                            (p->why.empty() ? std::string() : " (" + p->why + ")");
         return j;
     }
@@ -50,11 +49,11 @@ json offline_state(const fs::path& work, const std::optional<worker::OwnerConfig
                                                  : std::vector<worker::ShareWindow>{},
                                              now_ms());
     j["state"] = v.open ? "sharing" : "outside_window";
-    j["description"] =
-        v.open ? std::string("sharing when started")
-               : "outside its sharing window" +
-                     (v.changes_at_ms ? "; the next window opens " + worker::local_time_text(*v.changes_at_ms)
-                                      : std::string());
+    j["description"] = v.open
+                           ? std::string("sharing when started")
+                           : "outside its sharing window" +
+                                 (v.changes_at_ms ? "; the next window opens " + util::local_time_text(*v.changes_at_ms)
+                                                  : std::string());
     return j;
 }
 
@@ -294,7 +293,7 @@ int run_worker_pause(const GlobalOptions& global, const WorkerCmdOptions& o, boo
                (pause ? "it starts paused" : "it shares when it starts");
     }
     if (pause && until) {
-        said += "; sharing again at " + worker::local_time_text(*until);
+        said += "; sharing again at " + util::local_time_text(*until);
     } else if (pause) {
         said += ". `gpupool worker resume` shares again";
     }

@@ -1,6 +1,6 @@
 #include "core/catalog/repo_ref.hpp"
 
-#include "core/coordinator/auth.hpp"
+#include "core/util/sha256.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -137,7 +137,7 @@ std::string clone_dir_name(const RepoRef& ref) {
     }
     RepoRef checkout = ref;
     checkout.subdir.clear();
-    return name + "-" + coordinator::sha256_hex(checkout.text()).substr(0, 16);
+    return name + "-" + util::sha256_hex(checkout.text()).substr(0, 16);
 }
 
 } // namespace gpupool::catalog

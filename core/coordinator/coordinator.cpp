@@ -1,9 +1,9 @@
 #include "core/coordinator/coordinator.hpp"
 
-#include "core/coordinator/auth.hpp"
 #include "core/coordinator/internal.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/sched/fragmentation.hpp"
+#include "core/util/token_secret.hpp"
 
 #include <algorithm>
 #include <cassert>

@@ -37,7 +37,6 @@
 #include "core/api/retry.hpp"
 #include "core/api/submit.hpp"
 #include "core/api/worker_protocol.hpp"
-#include "core/coordinator/clock.hpp"
 #include "core/coordinator/credit_desk.hpp"
 #include "core/coordinator/job_book.hpp"
 #include "core/coordinator/metrics.hpp"
@@ -52,6 +51,7 @@
 #include "core/recipe/recipe.hpp"
 #include "core/sched/scheduler.hpp"
 #include "core/store/store.hpp"
+#include "core/util/clock.hpp"
 
 #include <map>
 #include <optional>

@@ -5,12 +5,12 @@
 #include "core/coordinator/service.hpp"
 #include "core/store/open_store.hpp"
 #include "core/store/sqlite_store.hpp" // lock_database
+#include "core/util/time_text.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 
 namespace gpupool::coordinator {
 
@@ -52,17 +52,6 @@ PoolSummary summarize(const store::Records& r) {
         later(g.expired_at);
     }
     return s;
-}
-
-std::string utc(std::int64_t ms) {
-    const std::time_t t = static_cast<std::time_t>(ms / 1000);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-    char ms_part[8];
-    std::snprintf(ms_part, sizeof ms_part, ".%03d", static_cast<int>(ms % 1000));
-    return std::string(buf) + ms_part + " UTC";
 }
 
 // Opens the pool `spec` names as open_store does, but never creating it and without taking its lock
@@ -183,8 +172,8 @@ Result<RestoreReport> restore_pool(const RestoreOptions& options) {
             if (report.replaced->last_change_ms > report.restored.last_change_ms && !options.force) {
                 return make_error(ErrorCode::conflict,
                                   "`" + target.string() + "` changed after the backup was taken (its last change " +
-                                      utc(report.replaced->last_change_ms) + ", the backup's " +
-                                      utc(report.restored.last_change_ms) + "; " +
+                                      util::utc_text_ms(report.replaced->last_change_ms) + ", the backup's " +
+                                      util::utc_text_ms(report.restored.last_change_ms) + "; " +
                                       std::to_string(report.replaced->jobs) + " jobs there, " +
                                       std::to_string(report.restored.jobs) +
                                       " in the backup); --force-restore replaces it and loses what is newer",

@@ -1,7 +1,7 @@
 // GET /metrics: the Prometheus text format (prometheus_metrics.hpp), for admin tokens and the
 // scrape token on the API's listener, and for anyone who reaches the metrics listener (loopback).
-#include "core/coordinator/auth.hpp"
 #include "core/coordinator/service_impl.hpp"
+#include "core/util/token_secret.hpp"
 
 #include <openssl/crypto.h>
 

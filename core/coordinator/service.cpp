@@ -2,9 +2,9 @@
 // by area in routes_*.cpp; requests and responses are read and written by service_json.cpp.
 #include "core/coordinator/service.hpp"
 
-#include "core/coordinator/auth.hpp"
 #include "core/coordinator/service_impl.hpp"
 #include "core/store/open_store.hpp"
+#include "core/util/token_secret.hpp"
 
 #include <spdlog/spdlog.h>
 

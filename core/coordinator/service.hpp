@@ -16,11 +16,11 @@
 // requests (up to the server's grace period) and joins the threads.
 #pragma once
 
-#include "core/coordinator/clock.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/dist.hpp"
 #include "core/net/http_server.hpp"
 #include "core/store/store.hpp"
+#include "core/util/clock.hpp"
 
 #include <chrono>
 #include <memory>

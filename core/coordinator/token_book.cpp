@@ -1,6 +1,6 @@
 #include "core/coordinator/token_book.hpp"
 
-#include "core/coordinator/auth.hpp"
+#include "core/util/token_secret.hpp"
 #include "core/coordinator/resolve_name.hpp"
 
 #include <algorithm>
@@ -47,7 +47,7 @@ std::vector<TeamId> TokenBook::team_ids(const std::vector<std::string>& names) c
 }
 
 const TokenRecord* TokenBook::live_token(std::string_view secret) const {
-    auto it = m_by_hash.find(sha256_hex(secret));
+    auto it = m_by_hash.find(util::sha256_hex(secret));
     return it == m_by_hash.end() || it->second.revoked_at ? nullptr : &it->second;
 }
 
@@ -145,13 +145,13 @@ Status TokenBook::check_new_team(const std::string& name, std::int64_t weight) c
 Result<IssuedToken> TokenBook::stage_token(TokenId id, Role role, std::optional<TeamId> team,
                                            std::optional<WorkerId> worker, const std::string& label,
                                            std::int64_t now_ms, store::Changes& changes) {
-    auto secret = new_token_secret();
+    auto secret = util::new_token_secret();
     if (!secret) {
         return secret.error();
     }
     TokenRecord t;
     t.id = id;
-    t.hash = sha256_hex(*secret);
+    t.hash = util::sha256_hex(*secret);
     t.role = role;
     t.team = team;
     t.worker = worker;

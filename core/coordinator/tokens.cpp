@@ -3,6 +3,7 @@
 // (token_book.hpp).
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/internal.hpp"
+#include "core/util/token_secret.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -2,8 +2,8 @@
 // trickled bodies, too many connections, deep JSON, numbers that would be truncated, another
 // team's inputs, reused enrollment tokens. Each case is something an attacker with no token, a
 // member token or an enrolled worker could do before these checks existed.
-#include "core/coordinator/auth.hpp"
 #include "core/net/http_server.hpp"
+#include "core/util/token_secret.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 #include "tests/core/net/net_support.hpp"
 #include "tests/support.hpp"

@@ -54,7 +54,7 @@
 //   It ends any retry wait at once; before registration succeeded, run() returns without error.
 #pragma once
 
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "worker/agent/backoff.hpp"
 #include "worker/agent/coordinator_link.hpp"
 #include "worker/agent/identity.hpp" // worker.json (read_stored_identity)

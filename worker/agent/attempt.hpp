@@ -2,7 +2,7 @@
 // far its log has been shipped, and how it ended. A plain value; the agent holds its attempts in an
 // AttemptTable (attempt_table.hpp), which alone changes their lifecycle; the spool (spool.hpp)
 // persists the part that must survive a restart (state.json), delivery.hpp ships it.
-// Times are milliseconds on the agent's Clock (core/coordinator/clock.hpp).
+// Times are milliseconds on the agent's Clock (core/util/clock.hpp).
 #pragma once
 
 #include "worker/agent/worker_api.hpp"

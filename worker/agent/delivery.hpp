@@ -29,7 +29,7 @@
 // Not thread-safe: the agent thread owns it (the poll thread has its own link).
 #pragma once
 
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "worker/agent/attempt_table.hpp"
 #include "worker/agent/backoff.hpp"
 #include "worker/agent/coordinator_link.hpp"

@@ -23,7 +23,7 @@
 #pragma once
 
 #include "core/api/inventory.hpp"
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "worker/agent/process_owner.hpp"
 #include "worker/agent/reclaim.hpp"
 #include "worker/gpu/gpu_probe.hpp"

@@ -18,7 +18,7 @@
 // Not thread-safe: the agent thread owns it.
 #pragma once
 
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "worker/agent/attempt_table.hpp"
 #include "worker/agent/spool.hpp"
 #include "worker/runtime/container_runtime.hpp"

@@ -14,7 +14,7 @@
 #pragma once
 
 #include "core/api/assignment.hpp"
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "core/util/thread_safety.hpp"
 #include "worker/agent/coordinator_link.hpp"
 #include "worker/agent/identity.hpp"

@@ -4,7 +4,7 @@
 // time, unlike coordinator::SystemClock). Thread-safe.
 #pragma once
 
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 
 #include <chrono>
 

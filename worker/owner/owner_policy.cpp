@@ -1,11 +1,11 @@
 #include "worker/owner/owner_policy.hpp"
 
 #include "core/resources/quantity.hpp"
+#include "core/util/time_text.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <ctime>
 
 namespace gpupool::worker {
 
@@ -18,15 +18,6 @@ std::string jobs_going_on(int running) {
 }
 
 } // namespace
-
-std::string local_time_text(std::int64_t unix_ms) {
-    const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-    std::tm tm{};
-    localtime_r(&t, &tm);
-    char buf[64];
-    std::strftime(buf, sizeof buf, "%a %Y-%m-%d %H:%M %Z", &tm);
-    return buf;
-}
 
 OwnerPolicy::OwnerPolicy(Options options, const coordinator::Clock& wall)
     : m_opt(std::move(options)), m_wall(wall), m_settings(m_opt.start) {}
@@ -85,7 +76,7 @@ void OwnerPolicy::set_state(api::SharingState s, int running) {
     switch (s) {
     case api::SharingState::paused:
         m_opt.event("paused by the owner: no new jobs (" + jobs_going_on(running) + ")" +
-                    (m_pause && m_pause->until_ms ? "; sharing again at " + local_time_text(*m_pause->until_ms)
+                    (m_pause && m_pause->until_ms ? "; sharing again at " + util::local_time_text(*m_pause->until_ms)
                                                   : std::string("; `gpupool worker resume` shares again")));
         break;
     case api::SharingState::reclaimed:
@@ -97,7 +88,7 @@ void OwnerPolicy::set_state(api::SharingState s, int running) {
                                        resources::format_duration_s(drain_grace().count() / 1000) +
                                        " to finish, then go back to the queue"
                                  : std::string()) +
-                    (m_window.changes_at_ms ? "; the next window opens " + local_time_text(*m_window.changes_at_ms)
+                    (m_window.changes_at_ms ? "; the next window opens " + util::local_time_text(*m_window.changes_at_ms)
                                             : std::string()));
         break;
     case api::SharingState::sharing:
@@ -105,7 +96,7 @@ void OwnerPolicy::set_state(api::SharingState s, int running) {
                     (before == api::SharingState::paused      ? "the owner resumed"
                      : before == api::SharingState::reclaimed ? "the owner's GPU use ended"
                                                               : "the sharing window opened") +
-                    (m_window.changes_at_ms ? " (until " + local_time_text(*m_window.changes_at_ms) + ")" : ""));
+                    (m_window.changes_at_ms ? " (until " + util::local_time_text(*m_window.changes_at_ms) + ")" : ""));
         break;
     }
 }
@@ -132,7 +123,7 @@ api::OwnerTerms OwnerPolicy::terms() const {
     t.max_jobs = m_settings.max_jobs.value_or(0);
     if (m_settings.windows) {
         // The zone as it is now: the owner wrote local times.
-        const std::string now = local_time_text(m_wall.now_ms());
+        const std::string now = util::local_time_text(m_wall.now_ms());
         const std::string zone = now.substr(now.rfind(' ') + 1);
         for (const auto& w : *m_settings.windows) {
             t.hours.push_back(window_text(w) + " " + zone);
@@ -229,18 +220,18 @@ std::string OwnerPolicy::describe() const {
     switch (m_state) {
     case api::SharingState::paused:
         return "paused" +
-               (m_pause && m_pause->until_ms ? " until " + local_time_text(*m_pause->until_ms) : std::string()) +
+               (m_pause && m_pause->until_ms ? " until " + util::local_time_text(*m_pause->until_ms) : std::string()) +
                (m_pause && !m_pause->why.empty() ? " (" + m_pause->why + ")" : std::string());
     case api::SharingState::reclaimed:
         return "reclaimed: the owner is using the GPU";
     case api::SharingState::outside_window:
         return "outside its sharing window" +
-               (m_window.changes_at_ms ? "; the next window opens " + local_time_text(*m_window.changes_at_ms)
+               (m_window.changes_at_ms ? "; the next window opens " + util::local_time_text(*m_window.changes_at_ms)
                                        : std::string());
     case api::SharingState::sharing:
         break;
     }
-    return "sharing" + (m_window.changes_at_ms ? " until " + local_time_text(*m_window.changes_at_ms) : std::string());
+    return "sharing" + (m_window.changes_at_ms ? " until " + util::local_time_text(*m_window.changes_at_ms) : std::string());
 }
 
 } // namespace gpupool::worker

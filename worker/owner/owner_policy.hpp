@@ -21,7 +21,7 @@
 
 #include "core/api/assignment.hpp"
 #include "core/api/owner_terms.hpp"
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "worker/gpu/gpu_probe.hpp"
 #include "worker/owner/owner_config.hpp"
 #include "worker/owner/pause_file.hpp"
@@ -99,8 +99,5 @@ private:
     std::int64_t m_pause_checked_ms = 0;
     bool m_window_known = false;
 };
-
-// "Mon 2026-12-07 19:00 CET": a wall time in the worker's time zone, for the owner.
-std::string local_time_text(std::int64_t unix_ms);
 
 } // namespace gpupool::worker

@@ -1,11 +1,11 @@
 #include "worker/owner/pause_file.hpp"
 
 #include "core/util/files.hpp"
+#include "core/util/time_text.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -23,15 +23,6 @@ constexpr std::size_t k_max_file = 4096;
 std::int64_t system_now_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
-}
-
-std::string utc_text(std::int64_t ms) {
-    const std::time_t t = static_cast<std::time_t>(ms / 1000);
-    std::tm utc{};
-    gmtime_r(&t, &utc);
-    char when[32];
-    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &utc);
-    return when;
 }
 
 } // namespace
@@ -100,12 +91,12 @@ std::optional<std::string> paused_since(const fs::path& work_dir) {
     if (r->since_ms == 0) {
         return r->why; // the one-line form already says when
     }
-    std::string text = utc_text(r->since_ms);
+    std::string text = util::utc_text_zoned(r->since_ms);
     if (!r->why.empty()) {
         text += ": " + r->why;
     }
     if (r->until_ms) {
-        text += " (until " + utc_text(*r->until_ms) + ")";
+        text += " (until " + util::utc_text_zoned(*r->until_ms) + ")";
     }
     return text;
 }

@@ -1,7 +1,7 @@
 // GET /metrics on a real coordinator service (loopback HTTP, SQLite file): who may scrape it on the
 // API's listener (admins and the scrape token; members and strangers not), the token-free metrics
 // listener that serves nothing else, and that the text follows the pool as requests and jobs happen.
-#include "core/coordinator/auth.hpp"
+#include "core/util/token_secret.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 
 #include <catch2/catch.hpp>

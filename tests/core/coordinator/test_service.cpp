@@ -1,10 +1,10 @@
 // The coordinator as a service: a real HTTP server on loopback over a real SQLite file, driven
 // with the real HTTP client, as workers and researchers would.
-#include "core/coordinator/auth.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/store/open_store.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "core/util/token_secret.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 #include "tests/support.hpp"
 

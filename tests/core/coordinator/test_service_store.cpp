@@ -1,9 +1,9 @@
 // CoordinatorService is handed its store and its clock: it serves whatever Store it is given,
 // caps input uploads with that store's blob cap, and reads the time from that clock.
-#include "core/coordinator/auth.hpp"
-#include "core/coordinator/clock.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/store/sqlite_store.hpp"
+#include "core/util/clock.hpp"
+#include "core/util/token_secret.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 #include "tests/support.hpp"
 

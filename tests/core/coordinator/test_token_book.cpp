@@ -1,6 +1,6 @@
 // TokenBook on its own: staged changes change nothing until absorbed; lookups by secret, id, name and
 // label; the rules for new teams and member names; first_difference finds what differs.
-#include "core/coordinator/auth.hpp"
+#include "core/util/token_secret.hpp"
 #include "core/coordinator/token_book.hpp"
 
 #include <catch2/catch.hpp>
@@ -38,7 +38,7 @@ TEST_CASE("token book: a staged token is nothing until absorbed, then found by i
     REQUIRE(t.has_value());
     CHECK(t->secret.starts_with("gpp_"));
     REQUIRE(c.tokens.size() == 1);
-    CHECK(c.tokens[0].hash == sha256_hex(t->secret)); // the secret itself is never kept
+    CHECK(c.tokens[0].hash == util::sha256_hex(t->secret)); // the secret itself is never kept
     CHECK(c.tokens[0].hash != t->secret);
     CHECK(book.live_token(t->secret) == nullptr);
     CHECK_FALSE(book.has_admin());

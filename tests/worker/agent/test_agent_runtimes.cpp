@@ -2,11 +2,11 @@
 // machine has (process always; podman and docker when .ci/setup-containers has run): environment,
 // mounts, inputs, exit codes, log order, output upload, the memory-limit kill, max_runtime and cancel.
 #include "core/archive/archive.hpp"
-#include "core/coordinator/auth.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/store/open_store.hpp"
 #include "core/net/http_client.hpp"
 #include "core/recipe/recipe_json.hpp"
+#include "core/util/token_secret.hpp"
 #include "tests/support.hpp"
 #include "tests/worker/runtime/runtimes_under_test.hpp"
 #include "worker/agent/agent.hpp"

@@ -2,7 +2,7 @@
 // the coordinator is away (measured on the clock, not waited for), fencing, stop orders, and the
 // refusals that end the worker.
 #include "core/archive/archive.hpp"
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "tests/support.hpp"
 #include "tests/worker/agent/fake_link.hpp"
 #include "worker/agent/delivery.hpp"

@@ -1,6 +1,6 @@
 // GpuWatch on a StaticGpuProbe and a ManualClock: the watchdog looks once per period and only where
 // it is the enforcement, health is asked per period or at once, and only changes are reported.
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "tests/support.hpp"
 #include "worker/agent/gpu_watch.hpp"
 

@@ -1,7 +1,7 @@
 // JobControl against FakeRuntime: a start, an exit seen by watch(), a stop with SIGTERM then SIGKILL,
 // max_runtime, a vanished container and a silent engine as worker faults, a failed start, a GPU that
 // failed under its job, and drop() recycling only what no longer runs.
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "tests/support.hpp"
 #include "tests/worker/fake_runtime.hpp"
 #include "worker/agent/job_control.hpp"

@@ -1,7 +1,7 @@
 // The idle guard's rules (worker/gpu/idle_guard.hpp) on made-up samples, the parsers for the driver's
 // utilisation answers, and GpuWatch's idle looks on a StaticGpuProbe with a ManualClock: no driver,
 // no waiting.
-#include "core/coordinator/clock.hpp"
+#include "core/util/clock.hpp"
 #include "worker/agent/gpu_watch.hpp"
 #include "worker/gpu/gpu_probe.hpp"
 #include "worker/gpu/idle_guard.hpp"

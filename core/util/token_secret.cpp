@@ -1,4 +1,4 @@
-#include "core/coordinator/auth.hpp"
+#include "core/util/token_secret.hpp"
 
 #include "core/util/sha256.hpp"
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <sys/random.h>
 
-namespace gpupool::coordinator {
+namespace gpupool::util {
 
 Result<std::string> new_token_secret() {
     // The kernel's CSPRNG (getrandom(2), which blocks only until it is first seeded at boot), not
@@ -22,7 +22,7 @@ Result<std::string> new_token_secret() {
         return make_error(ErrorCode::internal, std::string("the kernel gave no random bytes for a token: ") +
                                                    (got < 0 ? std::strerror(errno) : "short read"));
     }
-    return "gpp_" + util::to_hex(bytes.data(), bytes.size());
+    return "gpp_" + to_hex(bytes.data(), bytes.size());
 }
 
-} // namespace gpupool::coordinator
+} // namespace gpupool::util

@@ -1,13 +1,13 @@
-// Clock: where the coordinator gets the time, so that leases and timeouts can be tested without
-// waiting. Times are Unix milliseconds. SystemClock is the real one; ManualClock is set by tests.
-// Both are thread-safe.
+// Clock: where the coordinator and the worker get the time, so that leases, timeouts and sharing
+// windows can be tested without waiting. Times are Unix milliseconds. SystemClock is the real one;
+// ManualClock is set by tests. Both are thread-safe.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 
-namespace gpupool::coordinator {
+namespace gpupool::util {
 
 class Clock {
 public:
@@ -35,4 +35,12 @@ private:
     std::atomic<std::int64_t> m_now;
 };
 
+} // namespace gpupool::util
+
+// The names this header had in core/coordinator/, kept while the coordinator's and the worker's code
+// still say coordinator::Clock; new code says util::Clock.
+namespace gpupool::coordinator {
+using util::Clock;
+using util::ManualClock;
+using util::SystemClock;
 } // namespace gpupool::coordinator

@@ -28,46 +28,28 @@
 //   start() rebuilds balances from the ledger rows and refuses to start if the cached ones differ.
 // - Authorization: admin tokens may do anything; member tokens act within their team; worker
 //   tokens speak only for their worker; enrollment tokens may only register a worker.
+// Its state is held by its components (TokenBook, WorkerRoster, JobBook, CreditDesk: docs/
+// architecture.md, "The coordinator's rooms"); the plain types it takes and returns are in views.hpp.
 #pragma once
 
-#include "core/api/assignment.hpp"
-#include "core/api/heartbeat.hpp"
 #include "core/api/inventory.hpp"
-#include "core/api/outcome.hpp"
 #include "core/api/retry.hpp"
-#include "core/api/submit.hpp"
 #include "core/api/worker_protocol.hpp"
 #include "core/coordinator/credit_desk.hpp"
 #include "core/coordinator/job_book.hpp"
 #include "core/coordinator/metrics.hpp"
-#include "core/coordinator/overview.hpp"
 #include "core/coordinator/pool_view.hpp"
 #include "core/coordinator/token_book.hpp"
 #include "core/coordinator/views.hpp"
 #include "core/coordinator/worker_earnings.hpp"
 #include "core/coordinator/worker_roster.hpp"
-#include "core/credits/catalog.hpp"
-#include "core/credits/ledger.hpp"
-#include "core/recipe/recipe.hpp"
-#include "core/sched/scheduler.hpp"
-#include "core/store/store.hpp"
 #include "core/util/clock.hpp"
 
+#include <array>
 #include <map>
-#include <optional>
-#include <set>
-#include <string>
-#include <unordered_map>
 #include <utility>
-#include <vector>
 
 namespace gpupool::coordinator {
-
-using store::AttemptId;
-using store::JobId;
-using store::Role;
-using store::TeamId;
-using store::WorkerId;
 
 class Coordinator {
 public:

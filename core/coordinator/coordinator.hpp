@@ -54,6 +54,9 @@ namespace gpupool::coordinator {
 class Coordinator {
 public:
     Coordinator(store::Store& store, const Clock& clock, CoordinatorOptions options = {});
+    // Its components point into its options and at each other: it stays where it was made.
+    Coordinator(const Coordinator&) = delete;
+    Coordinator& operator=(const Coordinator&) = delete;
 
     Status start();
     // Whether the store refused a write because another coordinator holds the pool's lease

@@ -1,5 +1,6 @@
 #include "core/coordinator/worker_roster.hpp"
 
+#include "core/coordinator/internal.hpp"
 #include "core/resources/quantity.hpp"
 
 #include <algorithm>
@@ -29,11 +30,6 @@ void set_inventory(LiveWorker& live, api::Inventory inventory, bool whole_gpu_on
     live.memory_mib = inventory.memory_mib;
     live.slots = inventory.slots;
     live.inventory = std::move(inventory);
-}
-
-// "0.5 credits", "1 credit".
-std::string credits_words(credits::Micro m) {
-    return credits::format_credits(m) + (m == 1'000'000 ? " credit" : " credits");
 }
 
 // What first_difference compares: all a LiveWorker holds that absorb() derives from the records.
@@ -118,7 +114,7 @@ std::vector<std::string> WorkerRoster::inventory_warnings(const api::Inventory& 
         if (rates.find(g.model) == nullptr) {
             out.push_back("GPU model `" + g.model + "` is not in the GPU catalog (" + rates.source +
                           "): its time is priced at the default rate of " +
-                          credits_words(rates.default_micro_per_gpu_hour) +
+                          detail::credits_text(rates.default_micro_per_gpu_hour) +
                           " per GPU-hour; ask the pool's admins to add it");
         }
     }

@@ -1,6 +1,7 @@
 // The wall-time texts (core/util/time_text.hpp): fixed epochs to exact strings, in UTC and in a
 // time zone set for the test; and the UTC dates the CLI accepts.
 #include "core/util/time_text.hpp"
+#include "tests/time_zone.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -12,31 +13,6 @@
 using namespace gpupool;
 
 namespace {
-
-// Sets TZ for one test and puts the old one back.
-class TimeZone {
-public:
-    explicit TimeZone(const char* tz) {
-        if (const char* old = std::getenv("TZ")) {
-            m_old = old;
-        }
-        setenv("TZ", tz, 1);
-        tzset();
-    }
-    ~TimeZone() {
-        if (m_old) {
-            setenv("TZ", m_old->c_str(), 1);
-        } else {
-            unsetenv("TZ");
-        }
-        tzset();
-    }
-    TimeZone(const TimeZone&) = delete;
-    TimeZone& operator=(const TimeZone&) = delete;
-
-private:
-    std::optional<std::string> m_old;
-};
 
 // Epochs computed outside the code under test (Python's calendar.timegm), in milliseconds.
 constexpr std::int64_t k_leap_day_noonish = 1709210096'000; // 2024-02-29 12:34:56 UTC
@@ -71,13 +47,13 @@ TEST_CASE("a time before 1970 is rounded down to its second, not towards zero", 
 
 TEST_CASE("local_time_text writes the weekday, the minute and the zone of TZ", "[time_text]") {
     {
-        TimeZone berlin("Europe/Berlin");
+        test::ScopedTimeZone berlin("Europe/Berlin");
         CHECK(util::local_time_text(k_winter_evening) == "Mon 2026-12-07 19:00 CET");
         CHECK(util::local_time_text(k_summer_noon + 59'999) == "Wed 2026-07-01 14:00 CEST"); // seconds are dropped
         CHECK(util::local_time_text(k_year_end) == "Fri 2027-01-01 00:59 CET"); // the new year comes earlier
     }
     {
-        TimeZone utc("UTC");
+        test::ScopedTimeZone utc("UTC");
         CHECK(util::local_time_text(0) == "Thu 1970-01-01 00:00 UTC");
         CHECK(util::local_time_text(k_leap_day_noonish) == "Thu 2024-02-29 12:34 UTC");
     }

@@ -1,5 +1,6 @@
 // Sharing windows in real time zones: nights across midnight, the week's end, all-day windows, and
 // the days the clocks change (Europe/London and America/New_York, spring and autumn).
+#include "tests/time_zone.hpp"
 #include "worker/owner/sharing_window.hpp"
 
 #include <catch2/catch.hpp>
@@ -13,29 +14,6 @@ using namespace gpupool;
 using worker::ShareWindow;
 
 namespace {
-
-// Sets TZ for the test and puts the old one back.
-class Zone {
-public:
-    explicit Zone(const char* tz) {
-        if (const char* old = std::getenv("TZ")) {
-            m_old = old;
-        }
-        setenv("TZ", tz, 1);
-        tzset();
-    }
-    ~Zone() {
-        if (m_old) {
-            setenv("TZ", m_old->c_str(), 1);
-        } else {
-            unsetenv("TZ");
-        }
-        tzset();
-    }
-
-private:
-    std::optional<std::string> m_old;
-};
 
 // Unix ms of a UTC wall time (computed without the code under test).
 std::int64_t utc(int y, int mo, int d, int h, int mi) {
@@ -59,7 +37,7 @@ ShareWindow all_day(const char* days) {
 } // namespace
 
 TEST_CASE("windows: no windows is always open, and so is a week with no gap", "[owner][window]") {
-    Zone z("Europe/London");
+    test::ScopedTimeZone z("Europe/London");
     const auto none = worker::sharing_window_at({}, utc(2026, 12, 1, 12, 0));
     CHECK(none.open);
     CHECK_FALSE(none.changes_at_ms);
@@ -74,7 +52,7 @@ TEST_CASE("windows: no windows is always open, and so is a week with no gap", "[
 }
 
 TEST_CASE("windows: weeknights cross midnight and belong to the day they start", "[owner][window]") {
-    Zone z("Europe/London"); // December: GMT = UTC
+    test::ScopedTimeZone z("Europe/London"); // December: GMT = UTC
     const std::vector<ShareWindow> nights{window("mon-fri", 19, 0, 8, 0)};
     // Tuesday 2026-12-01 noon: closed until 19:00.
     auto v = worker::sharing_window_at(nights, utc(2026, 12, 1, 12, 0));
@@ -101,7 +79,7 @@ TEST_CASE("windows: weeknights cross midnight and belong to the day they start",
 }
 
 TEST_CASE("windows: across the week's end, Sunday into Monday", "[owner][window]") {
-    Zone z("Europe/London");
+    test::ScopedTimeZone z("Europe/London");
     // Sunday 22:00-24:00 and all of Monday join into one stretch.
     const std::vector<ShareWindow> w{window("sun", 22, 0, 24, 0), all_day("mon")};
     auto v = worker::sharing_window_at(w, utc(2026, 12, 6, 23, 0));
@@ -122,7 +100,7 @@ TEST_CASE("windows: across the week's end, Sunday into Monday", "[owner][window]
 }
 
 TEST_CASE("windows: London's spring-forward and fall-back days", "[owner][window]") {
-    Zone z("Europe/London");
+    test::ScopedTimeZone z("Europe/London");
     // 2026-03-29 01:00 GMT the clocks jump to 02:00 BST: 01:30 never shows; the window opens at the jump.
     CHECK(worker::local_instant(2026, 3, 29, 90) * 1000 == utc(2026, 3, 29, 1, 0));
     const std::vector<ShareWindow> w{window("all", 1, 30, 3, 0)};
@@ -144,7 +122,7 @@ TEST_CASE("windows: London's spring-forward and fall-back days", "[owner][window
 }
 
 TEST_CASE("windows: New York's spring-forward and fall-back days", "[owner][window]") {
-    Zone z("America/New_York");
+    test::ScopedTimeZone z("America/New_York");
     // 2026-03-08 02:00 EST -> 03:00 EDT: 02:30 opens at 03:00 EDT (07:00 UTC).
     CHECK(worker::local_instant(2026, 3, 8, 150) * 1000 == utc(2026, 3, 8, 7, 0));
     // Saturday 22:00 EST to Sunday 06:00 EDT: seven hours, ending 10:00 UTC.

@@ -350,7 +350,47 @@ std::string Coordinator::waiting_reason(JobId id) const {
         return {};
     }
     auto it = m_waiting.find(id);
-    return it == m_waiting.end() ? std::string("waiting for the next scheduling pass") : it->second;
+    return it == m_waiting.end() ? std::string(k_waiting_for_pass) : it->second;
+}
+
+void Coordinator::record_sample(std::int64_t now) {
+    if (m_options.sample_every_ms <= 0 || now < m_next_sample_at) {
+        return;
+    }
+    // The whole pool, as an admin sees it: every team's work counts. Only the numbers: the
+    // overview's lists of a large pool cost tens of milliseconds on the coordinator thread.
+    const OverviewTotals t = pool_totals(m_roster, m_job_book, now);
+    Changes c;
+    c.samples.push_back({now, t.workers_online, t.gpus_online, t.gpu_milli_online, t.gpu_milli_allocated, t.jobs_queued,
+                         t.jobs_running});
+    if (!commit(c)) {
+        return; // the next tick tries again
+    }
+    m_next_sample_at = now + m_options.sample_every_ms;
+    // Best effort: what a failed prune leaves, the next one deletes.
+    (void)m_store.prune_samples(now - m_options.sample_keep_ms);
+}
+
+Result<SampleSeries> Coordinator::samples(const Principal& who, std::int64_t since_ms) {
+    if (who.role != Role::admin && !(who.role == Role::member && who.team)) {
+        return denied("the pool's utilisation is for admins and team members");
+    }
+    const std::int64_t oldest = m_clock.now_ms() - m_options.sample_keep_ms;
+    auto read = m_store.read_samples(std::max(since_ms, oldest), k_max_samples);
+    if (!read) {
+        return read.error();
+    }
+    SampleSeries out;
+    out.every_ms = m_options.sample_every_ms;
+    out.samples = std::move(*read);
+    out.job_counts = who.role == Role::admin;
+    if (!out.job_counts) {
+        for (auto& x : out.samples) {
+            x.jobs_queued = 0;
+            x.jobs_running = 0;
+        }
+    }
+    return out;
 }
 
 } // namespace gpupool::coordinator

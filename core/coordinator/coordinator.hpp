@@ -256,7 +256,10 @@ public:
     const CreditDesk& credit_desk() const { return m_credits; }
 
     // The pool at a glance (overview.hpp says who sees what).
-    Result<PoolOverview> overview(const Principal& who) const;
+    Result<PoolOverview> overview(const Principal& who) const {
+        return pool_overview(who, m_options.members_see,
+                             {m_tokens, m_roster, m_job_book, m_credits, m_waiting, m_clock.now_ms()});
+    }
     // The pool's samples taken at or after `since_ms` (at most the last sample_keep_ms, the newest
     // k_max_samples), for admins and members (SampleSeries says what members get).
     Result<SampleSeries> samples(const Principal& who, std::int64_t since_ms);
@@ -327,10 +330,8 @@ private:
         std::vector<std::pair<std::string, std::int64_t>> placed; // team, ms queued (only with an observer)
     };
     Noticed notice(const store::Changes& changes);
-    // Records a utilisation sample when one is due, and prunes those past sample_keep_ms (overview.cpp).
+    // Records a utilisation sample when one is due, and prunes those past sample_keep_ms.
     void record_sample(std::int64_t now);
-    // The overview's totals as an admin sees them, without its lists (overview.cpp).
-    OverviewTotals pool_totals() const;
     // Appends an audit record of `actor`'s action to `changes` (audit.cpp).
     void audit(std::optional<TokenId> actor, std::string action, std::string target, std::string detail_json,
                store::Changes& changes) const;
@@ -338,7 +339,6 @@ private:
     // A new token (its id from the block, its record staged in `changes`: token_book.hpp).
     Result<IssuedToken> issue(Role role, std::optional<TeamId> team, std::optional<WorkerId> worker,
                               const std::string& label, store::Changes& changes);
-    OverviewJob overview_job(const store::JobRecord& job) const;
     // Log bytes kept for the job's attempts (0: no cap), and how many of them from the start.
     std::int64_t log_cap(const recipe::JobSpec& spec) const;
     static std::int64_t log_head_bytes(std::int64_t cap);

@@ -35,6 +35,8 @@ inline constexpr std::int64_t k_week_ms = 7 * k_day_ms;
 inline constexpr Micro k_unlimited = std::numeric_limits<Micro>::max();
 // Why a job cannot run while no worker offers the pool anything (at submit, and while it waits).
 inline constexpr const char* k_no_worker_connected = "no worker is connected to the pool";
+// Why a queued job waits that no scheduling pass has weighed yet.
+inline constexpr const char* k_waiting_for_pass = "waiting for the next scheduling pass";
 
 inline Error fenced(AttemptId id, const std::string& why) {
     return make_error(ErrorCode::conflict,

@@ -1,9 +1,12 @@
-// Coordinator::overview (overview.hpp): the pool at a glance, from the state in memory; and the
-// utilisation samples the coordinator keeps of it (Coordinator::samples, record_sample).
+// pool_overview and pool_totals (overview.hpp): the pool at a glance, from the components' state in
+// memory.
 #include "core/coordinator/overview.hpp"
 
-#include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/credit_desk.hpp"
 #include "core/coordinator/internal.hpp"
+#include "core/coordinator/job_book.hpp"
+#include "core/coordinator/token_book.hpp"
+#include "core/coordinator/worker_roster.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -72,73 +75,57 @@ bool is_online(const std::string& presence) {
     return presence != "offline" && presence != "banned";
 }
 
-} // namespace
+// The names an overview's job lines repeat, each looked up once in a row: a queue of hundreds of
+// jobs is mostly a few sweeps of one or two teams.
+class Names {
+public:
+    Names(const TokenBook& tokens, const JobBook& jobs) : m_tokens(tokens), m_jobs(jobs) {}
 
-const char* to_string(MembersSee m) {
-    return m == MembersSee::full ? "full" : "summary";
-}
-
-std::optional<MembersSee> members_see_from_string(std::string_view s) {
-    if (s == "summary") {
-        return MembersSee::summary;
+    const std::string& team(TeamId id) {
+        if (!m_team || m_team->first != id) {
+            m_team.emplace(id, m_tokens.team_name(id));
+        }
+        return m_team->second;
     }
-    if (s == "full") {
-        return MembersSee::full;
+    // The label of the token the sweep was submitted with.
+    const std::string& submitter(SweepId id) {
+        if (!m_submitter || m_submitter->first != id) {
+            m_submitter.emplace(id, m_tokens.token_name(m_jobs.sweeps().at(id).submitter_token));
+        }
+        return m_submitter->second;
     }
-    return std::nullopt;
-}
 
-OverviewJob Coordinator::overview_job(const JobRecord& j) const {
+private:
+    const TokenBook& m_tokens;
+    const JobBook& m_jobs;
+    std::optional<std::pair<TeamId, std::string>> m_team;
+    std::optional<std::pair<SweepId, std::string>> m_submitter;
+};
+
+// One job's line; `why`: its waiting reason (queued) or its stored reason.
+OverviewJob job_line(const JobRecord& j, Names& names, const std::string& why) {
     OverviewJob o;
     o.id = j.id;
     o.name = j.spec.name;
-    o.team = m_tokens.team_name(j.team);
-    o.submitter = submitter_of(j.id);
+    o.team = names.team(j.team);
+    o.submitter = names.submitter(j.sweep_id);
     o.state = to_string(j.state);
     o.since_ms = j.finished_at.value_or(j.created_at);
     o.exit_code = j.exit_code;
-    o.why = j.state == JobState::queued ? waiting_reason(j.id) : j.reason;
+    o.why = why;
     return o;
 }
 
-Result<PoolOverview> Coordinator::overview(const Principal& who) const {
-    if (who.role != Role::admin && !(who.role == Role::member && who.team)) {
-        return denied("the pool's overview is for admins and team members");
-    }
-    const auto visible = [&](TeamId team) { return who.role == Role::admin || *who.team == team; };
-    PoolOverview out;
-    out.at_ms = m_clock.now_ms();
-    out.detail = who.role == Role::admin ? MembersSee::full : m_options.members_see;
-    const bool full = out.detail == MembersSee::full;
-
-    // What runs where: every active attempt counts on its GPU (the totals); the caller's are listed,
-    // and under `summary` they alone make the per-GPU figures.
-    const std::vector<GpuLoad> loads = gpu_loads(m_job_book.active(), m_job_book.attempts());
-    const std::vector<GpuLoad> shown =
-        full ? loads : gpu_loads(m_job_book.active(), m_job_book.attempts(), [&](const AttemptRecord& a) {
-            return visible(m_job_book.jobs().at(a.job).team);
-        });
-    for (AttemptId id : m_job_book.active()) {
-        const AttemptRecord& a = m_job_book.attempts().at(id);
-        const JobRecord& j = m_job_book.jobs().at(a.job);
-        if (!visible(j.team)) {
-            continue;
-        }
-        OverviewJob o = overview_job(j);
-        o.since_ms = a.assigned_at;
-        o.worker = a.worker;
-        o.worker_name = m_roster.find(a.worker) != nullptr ? m_roster.at(a.worker).record.name : std::string();
-        o.gpu_index = a.gpu_index;
-        o.gpu_milli = a.gpu_milli;
-        out.running.push_back(std::move(o));
-    }
-
-    for (const auto& [id, w] : m_roster.workers()) {
+// The workers with their GPUs: how much of each is given out (`shown`: the caller's part of
+// `loads`, under summary), and the totals of capacity (every team's load).
+void add_workers(PoolOverview& out, const OverviewSources& from, const std::vector<GpuLoad>& loads,
+                 const std::vector<GpuLoad>& shown, bool full, const std::function<bool(TeamId)>& visible) {
+    for (const auto& [id, w] : from.roster.workers()) {
         OverviewWorker ow;
         ow.id = id;
         ow.name = w.record.name;
-        ow.team = (full || visible(w.record.team)) ? m_tokens.team_name(w.record.team) : std::string();
-        ow.presence = presence(id);
+        ow.team = (full || visible(w.record.team)) ? from.tokens.team_name(w.record.team) : std::string();
+        ow.presence = from.roster.presence(id, from.now_ms);
         ow.last_seen_at = w.record.last_seen_at;
         const bool online = is_online(ow.presence);
         out.totals.workers += 1;
@@ -159,93 +146,121 @@ Result<PoolOverview> Coordinator::overview(const Principal& who) const {
         }
         out.workers.push_back(std::move(ow));
     }
+}
 
-    for (JobId id : m_job_book.queued()) {
-        const JobRecord& j = m_job_book.jobs().at(id);
+// The queue, oldest first, with why each job waits: the queue and the last pass's reasons are both
+// in job order, so one walk of each pairs them.
+void add_queue(PoolOverview& out, const OverviewSources& from, Names& names, bool admin,
+               const std::function<bool(TeamId)>& visible) {
+    const std::string not_weighed = k_waiting_for_pass;
+    auto reason = from.waiting.begin();
+    for (JobId id : from.jobs.queued()) {
+        if (admin && out.queued.size() == k_overview_queue) {
+            out.totals.jobs_queued = static_cast<std::int64_t>(from.jobs.queued().size());
+            return; // an admin sees every queued job: the rest need not be walked to be counted
+        }
+        const JobRecord& j = from.jobs.jobs().at(id);
         if (!visible(j.team)) {
             continue;
         }
         out.totals.jobs_queued += 1;
         if (out.queued.size() < k_overview_queue) {
-            out.queued.push_back(overview_job(j));
+            while (reason != from.waiting.end() && reason->first < id) {
+                ++reason;
+            }
+            const bool weighed = reason != from.waiting.end() && reason->first == id;
+            out.queued.push_back(job_line(j, names, weighed ? reason->second : not_weighed));
         }
+    }
+}
+
+} // namespace
+
+const char* to_string(MembersSee m) {
+    return m == MembersSee::full ? "full" : "summary";
+}
+
+std::optional<MembersSee> members_see_from_string(std::string_view s) {
+    if (s == "summary") {
+        return MembersSee::summary;
+    }
+    if (s == "full") {
+        return MembersSee::full;
+    }
+    return std::nullopt;
+}
+
+Result<PoolOverview> pool_overview(const Principal& who, MembersSee members_see, const OverviewSources& from) {
+    if (who.role != Role::admin && !(who.role == Role::member && who.team)) {
+        return denied("the pool's overview is for admins and team members");
+    }
+    const bool admin = who.role == Role::admin;
+    const std::function<bool(TeamId)> visible = [&](TeamId team) { return admin || *who.team == team; };
+    PoolOverview out;
+    out.at_ms = from.now_ms;
+    out.detail = admin ? MembersSee::full : members_see;
+    const bool full = out.detail == MembersSee::full;
+    const JobBook& book = from.jobs;
+    Names names(from.tokens, book);
+
+    // What runs where: every active attempt counts on its GPU (the totals); the caller's are listed,
+    // and under `summary` they alone make the per-GPU figures.
+    const std::vector<GpuLoad> loads = gpu_loads(book.active(), book.attempts());
+    const std::vector<GpuLoad> shown = full ? loads : gpu_loads(book.active(), book.attempts(), [&](const AttemptRecord& a) {
+        return visible(book.jobs().at(a.job).team);
+    });
+    for (AttemptId id : book.active()) {
+        const AttemptRecord& a = book.attempts().at(id);
+        const JobRecord& j = book.jobs().at(a.job);
+        if (!visible(j.team)) {
+            continue;
+        }
+        OverviewJob o = job_line(j, names, j.reason);
+        o.since_ms = a.assigned_at;
+        o.worker = a.worker;
+        const LiveWorker* w = from.roster.find(a.worker);
+        o.worker_name = w != nullptr ? w->record.name : std::string();
+        o.gpu_index = a.gpu_index;
+        o.gpu_milli = a.gpu_milli;
+        out.running.push_back(std::move(o));
     }
     out.totals.jobs_running = static_cast<std::int64_t>(out.running.size());
+    add_workers(out, from, loads, shown, full, visible);
+    add_queue(out, from, names, admin, visible);
 
     // The jobs that ended last, by when they ended (a long job submitted early can end after many
-    // later ones): the newest k_overview_recent of the caller's ended jobs, from the index absorb()
-    // keeps, so that the dashboard's poll does not walk the pool's history.
-    for (auto it = m_job_book.ended().rbegin();
-         it != m_job_book.ended().rend() && out.recent.size() < k_overview_recent; ++it) {
-        const JobRecord& j = m_job_book.jobs().at(it->second);
+    // later ones): the newest k_overview_recent of the caller's ended jobs, from the index the job
+    // book keeps, so that the dashboard's poll does not walk the pool's history.
+    for (auto it = book.ended().rbegin(); it != book.ended().rend() && out.recent.size() < k_overview_recent; ++it) {
+        const JobRecord& j = book.jobs().at(it->second);
         if (visible(j.team)) {
-            out.recent.push_back(overview_job(j));
+            out.recent.push_back(job_line(j, names, j.reason));
         }
     }
 
-    for (const auto& [id, t] : m_tokens.teams()) {
+    for (const auto& [id, t] : from.tokens.teams()) {
         if (visible(id)) {
-            out.credits.push_back({t.name, m_credits.ledger().balance(credits::Account::of_team(id.value())),
-                                   m_credits.ledger().held_by_team(id.value())});
+            out.credits.push_back({t.name, from.credits.ledger().balance(credits::Account::of_team(id.value())),
+                                   from.credits.ledger().held_by_team(id.value())});
         }
     }
     return out;
 }
 
-OverviewTotals Coordinator::pool_totals() const {
+OverviewTotals pool_totals(const WorkerRoster& roster, const JobBook& jobs, std::int64_t now_ms) {
     OverviewTotals t;
-    const std::vector<GpuLoad> loads = gpu_loads(m_job_book.active(), m_job_book.attempts());
-    for (const auto& [id, w] : m_roster.workers()) {
-        const bool online = is_online(presence(id));
+    const std::vector<GpuLoad> loads = gpu_loads(jobs.active(), jobs.attempts());
+    for (const auto& [id, w] : roster.workers()) {
+        const bool online = is_online(roster.presence(id, now_ms));
         t.workers += 1;
         t.workers_online += online ? 1 : 0;
         for (const auto& g : w.inventory.gpus) {
             count_gpu(t, online, load_of(loads, id, g.index));
         }
     }
-    t.jobs_queued = static_cast<std::int64_t>(m_job_book.queued().size());
-    t.jobs_running = static_cast<std::int64_t>(m_job_book.active().size());
+    t.jobs_queued = static_cast<std::int64_t>(jobs.queued().size());
+    t.jobs_running = static_cast<std::int64_t>(jobs.active().size());
     return t;
-}
-
-void Coordinator::record_sample(std::int64_t now) {
-    if (m_options.sample_every_ms <= 0 || now < m_next_sample_at) {
-        return;
-    }
-    // The whole pool, as an admin sees it: every team's work counts. Only the numbers: the
-    // overview's lists of a large pool cost tens of milliseconds on the coordinator thread.
-    const OverviewTotals t = pool_totals();
-    Changes c;
-    c.samples.push_back({now, t.workers_online, t.gpus_online, t.gpu_milli_online, t.gpu_milli_allocated, t.jobs_queued,
-                         t.jobs_running});
-    if (!commit(c)) {
-        return; // the next tick tries again
-    }
-    m_next_sample_at = now + m_options.sample_every_ms;
-    // Best effort: what a failed prune leaves, the next one deletes.
-    (void)m_store.prune_samples(now - m_options.sample_keep_ms);
-}
-
-Result<SampleSeries> Coordinator::samples(const Principal& who, std::int64_t since_ms) {
-    if (who.role != Role::admin && !(who.role == Role::member && who.team)) {
-        return denied("the pool's utilisation is for admins and team members");
-    }
-    const std::int64_t oldest = m_clock.now_ms() - m_options.sample_keep_ms;
-    auto read = m_store.read_samples(std::max(since_ms, oldest), k_max_samples);
-    if (!read) {
-        return read.error();
-    }
-    SampleSeries out;
-    out.every_ms = m_options.sample_every_ms;
-    out.samples = std::move(*read);
-    out.job_counts = who.role == Role::admin;
-    if (!out.job_counts) {
-        for (auto& x : out.samples) {
-            x.jobs_queued = 0;
-            x.jobs_running = 0;
-        }
-    }
-    return out;
 }
 
 } // namespace gpupool::coordinator

@@ -10,13 +10,18 @@
 // (the totals stay the pool's); under `full` a member sees every GPU's use as admins do.
 // SampleSeries: the pool's utilisation over the last day (Coordinator::samples), by the same rule:
 // members get the capacity numbers, not the pool-wide job counts (other teams' work).
+//
+// pool_overview() and pool_totals() are functions over the coordinator's components (read, never
+// changed); the Coordinator passes them its own (Coordinator::overview, its samples).
 #pragma once
 
 #include "core/credits/money.hpp"
 #include "core/store/records.hpp"
 #include "core/util/ids.hpp"
+#include "core/util/result.hpp"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -102,5 +107,29 @@ struct SampleSeries {
 
 inline constexpr std::size_t k_overview_queue = 200;
 inline constexpr std::size_t k_overview_recent = 20;
+
+class TokenBook;
+class WorkerRoster;
+class JobBook;
+class CreditDesk;
+struct Principal;
+
+// What an overview is drawn from, at `now_ms`: the components, and why each queued job waits as
+// the last scheduling pass said (a job it has not weighed yet waits for the next one).
+struct OverviewSources {
+    const TokenBook& tokens;
+    const WorkerRoster& roster;
+    const JobBook& jobs;
+    const CreditDesk& credits;
+    const std::map<JobId, std::string>& waiting;
+    std::int64_t now_ms = 0;
+};
+
+// The pool as `who` may see it (the rules above); `members_see`: the coordinator's choice for
+// members. permission_denied for anyone but admins and members of a team.
+Result<PoolOverview> pool_overview(const Principal& who, MembersSee members_see, const OverviewSources& from);
+// The totals alone, as an admin sees them (every team's jobs), without walking the lists: what the
+// coordinator's utilisation samples record.
+OverviewTotals pool_totals(const WorkerRoster& roster, const JobBook& jobs, std::int64_t now_ms);
 
 } // namespace gpupool::coordinator

@@ -122,7 +122,7 @@ std::unique_ptr<store::Store> fresh_store(const fs::path& dir, const std::string
 
 Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& db_spec, int fleet, int queued) {
     auto db = fresh_store(dir, db_spec, history);
-    ManualClock clock;
+    util::ManualClock clock;
     CoordinatorOptions options;
     options.credits.enforce = true; // holds, settlements and a budget check in every pass, as in a real pool
     options.lease_ms = 86'400'000;  // timed passes advance the clock 5 s each: no worker goes silent

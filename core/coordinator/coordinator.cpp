@@ -18,7 +18,7 @@ using namespace gpupool::store;
 
 using namespace gpupool::coordinator::detail;
 
-Coordinator::Coordinator(Store& store, const Clock& clock, CoordinatorOptions options)
+Coordinator::Coordinator(Store& store, const util::Clock& clock, CoordinatorOptions options)
     : m_store(store), m_clock(clock), m_options(std::move(options)),
       m_roster({m_options.worker_timeout_ms, m_options.whole_gpu_only_unenforced}, m_options.credits.rates),
       m_job_book(m_options.runtime_grace_ms), m_credits(m_options.credits, m_tokens, m_job_book),
@@ -154,10 +154,10 @@ void Coordinator::absorb(const Changes& changes) {
         m_pool.set_worker(id, m_roster.at(id));
     }
     for (const auto& a : changes.attempts) {
-        m_pool.set_attempt(m_job_book.attempts().at(a.id), m_job_book.jobs().at(a.job), times_preempted(a.job));
+        m_pool.set_attempt(m_job_book.attempts().at(a.id), m_job_book.jobs().at(a.job), m_job_book.times_preempted(a.job));
     }
     for (const auto& j : changes.jobs) {
-        feed_job(m_pool, m_job_book.jobs().at(j.id));
+        feed_job(m_pool, m_job_book, m_job_book.jobs().at(j.id), m_options);
     }
 }
 

@@ -3,7 +3,7 @@
 // It owns the live state in memory and writes every change through the Store before returning
 // success (so an acknowledged submit, completion or cancel survives a crash); start() rebuilds the
 // state from the Store. It is NOT thread-safe: exactly one owner (the server's coordinator thread)
-// calls it, and HTTP handlers hand it commands (see server.hpp). Time comes from a Clock.
+// calls it, and HTTP handlers hand it commands (see server.hpp). Time comes from a util::Clock.
 //
 // Rules it enforces (decisions 4 and 5):
 // - A job is what was asked; an attempt is one run on one worker. Every worker message names an
@@ -53,7 +53,7 @@ namespace gpupool::coordinator {
 
 class Coordinator {
 public:
-    Coordinator(store::Store& store, const Clock& clock, CoordinatorOptions options = {});
+    Coordinator(store::Store& store, const util::Clock& clock, CoordinatorOptions options = {});
     // Its components point into its options and at each other: it stays where it was made.
     Coordinator(const Coordinator&) = delete;
     Coordinator& operator=(const Coordinator&) = delete;
@@ -97,10 +97,6 @@ public:
     // worker timeout, or none since the pool was restored from a backup), "draining" (the worker is shutting down), "paused" (by its owner),
     // "off-hours" (outside its owner's sharing hours), "reclaimed" (its owner uses its GPUs) or "online".
     std::string presence(WorkerId worker) const { return m_roster.presence(worker, m_clock.now_ms()); }
-    // Whether the pool was restored from a backup (a `pool.restore` audit record) after the worker's
-    // last heartbeat: its attempts in the backup may have ended or moved since; until it reports in it
-    // is offline and its attempts are unconfirmed (api::AttemptView::unconfirmed).
-    bool unconfirmed(WorkerId worker) const { return m_roster.at(worker).unconfirmed; }
     // What the worker's owner said in its last heartbeat: whether it shares, until when, its terms.
     struct OwnerSays {
         api::SharingState sharing = api::SharingState::sharing;
@@ -127,17 +123,13 @@ public:
     // one (their results since `void_since` voided as well).
     Result<Voided> ban_worker(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
                               bool with_siblings = false);
-    // The other workers registered with the enrollment token `worker` registered with, by id (none
-    // for a worker registered before tokens were recorded).
-    std::vector<WorkerId> enrolled_with(WorkerId worker) const { return m_roster.enrolled_with(worker); }
 
     // ---- researchers ----
     Result<SubmitResult> submit(const Principal& who, SubmitRequest request);
     Result<store::JobRecord> job(const Principal& who, JobId id) const;
     Result<JobList> jobs(const Principal& who, const JobQuery& query) const;
-    std::vector<store::AttemptRecord> attempts_of(JobId id) const;
     // The job an attempt belongs to, with its team and name (for ledger rows); nullptr if unknown.
-    const store::JobRecord* job_of_attempt(AttemptId attempt) const;
+    const store::JobRecord* job_of_attempt(AttemptId attempt) const { return m_job_book.job_of_attempt(attempt); }
     Status cancel_job(const Principal& who, JobId id);
     Result<std::int64_t> cancel_sweep(const Principal& who, SweepId sweep_id);
     // Queues jobs that ended failed or cancelled again (`gpupool retry`, retry.cpp): the named jobs
@@ -248,7 +240,6 @@ public:
     std::int64_t cost_micro(const store::AttemptRecord& attempt) const {
         return m_credits.cost_micro(attempt, m_clock.now_ms());
     }
-    std::int64_t held_micro(JobId job) const { return m_credits.held_micro(job); }
     // The sum of cost_micro over the job's attempts.
     std::int64_t job_cost_micro(JobId job) const { return m_credits.job_cost_micro(job, m_clock.now_ms()); }
     const credits::Ledger& ledger() const { return m_credits.ledger(); }
@@ -287,14 +278,11 @@ public:
     // pass otherwise, so an idle or saturated pool costs no passes between events.
     bool pass_due() const;
     static constexpr std::int64_t k_quiet_pass_ms = 5'000;
-    // Jobs queued now.
-    bool has_queued() const { return !m_job_book.queued().empty(); }
     // Jobs that ended (succeeded, failed, cancelled) since the last call, while tracking is on: the
     // service answers the clients waiting on them (POST /v1/jobs/wait) from this, not by looking.
     void track_ended_jobs(bool on) { m_job_book.track_ended(on); }
     std::vector<JobId> take_ended_jobs() { return m_job_book.take_ended(); }
 
-    std::size_t job_count() const { return m_job_book.jobs().size(); }
     // The sweeps, jobs and attempts (job_book.hpp).
     const JobBook& job_book() const { return m_job_book; }
 
@@ -303,9 +291,6 @@ public:
     // The job's reason as `status` shows it: why a queued job waits, how far an assigned job's model
     // weights have come ("fetching weights (3.2 of 14 GB)"), else the stored reason.
     std::string shown_reason(const store::JobRecord& j) const;
-
-    // A worker as the coordinator keeps it (pool_view.hpp).
-    using LiveWorker = coordinator::LiveWorker;
 
     // Tests: how the scheduler's view, kept up to date change by change, differs from one built
     // from every record now; nullopt when they are the same.
@@ -339,9 +324,6 @@ private:
     // A new token (its id from the block, its record staged in `changes`: token_book.hpp).
     Result<IssuedToken> issue(Role role, std::optional<TeamId> team, std::optional<WorkerId> worker,
                               const std::string& label, store::Changes& changes);
-    // Log bytes kept for the job's attempts (0: no cap), and how many of them from the start.
-    std::int64_t log_cap(const recipe::JobSpec& spec) const;
-    static std::int64_t log_head_bytes(std::int64_t cap);
     void absorb(const store::Changes& changes);
     void record_usage(const store::AttemptRecord& attempt);
     Result<const store::JobRecord*> visible_job(const Principal& who, JobId id) const;
@@ -366,9 +348,6 @@ private:
     // a lost attempt).
     void end_attempt(store::AttemptRecord& attempt, store::AttemptState state, std::optional<std::int64_t> exit_code,
                      const std::string& reason, store::Changes& changes, bool chargeable = true);
-    // Attempts of the job's current run (since its latest retry) that used up one of its
-    // retry.max_attempts: all but the preempted and the voided ones.
-    std::int64_t used_attempts(const store::JobRecord& job) const;
     // The worker's new state (a ban also revokes its enrollment token and ends its attempts).
     void worker_state_changes(WorkerId worker, store::WorkerState state, store::Changes& changes);
     void void_results(WorkerId worker, std::int64_t since_ms, Voided& out, store::Changes& changes);
@@ -376,10 +355,7 @@ private:
     // worker the admin named, when this one is its sibling).
     void stage_ban(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
                    std::optional<WorkerId> named, Voided& out, store::Changes& changes);
-    std::int64_t attempt_price(const recipe::JobSpec& spec, WorkerId worker, std::int64_t gpu_index,
-                               std::int64_t gpu_milli) const;
     Estimate estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const;
-    std::optional<std::string> infeasible_reason(const recipe::JobSpec& spec) const;
     // Refuses `jobs` jobs estimated at `est` that the team (or the caller's own member budget) cannot
     // fund; worded for a submission, or for a retry.
     Status check_funded(const Principal& who, TeamId team, const Estimate& est, std::size_t jobs, bool for_retry) const;
@@ -396,21 +372,12 @@ private:
         sched::Admission admission;
     };
     PassInput pass_input(std::int64_t now);
-    // Tells `view` about every live record, as absorb() does change by change.
-    void feed(PoolView& view) const;
-    void feed_job(PoolView& view, const store::JobRecord& job) const;
-    // Attempts of `job` that ended preempted (the preemption cap's count).
-    std::int64_t times_preempted(JobId job) const;
-    // The workers `job` is kept off after owner_preempt_limit owner preemptions on each, with the
-    // time (seconds) until which: from its attempts alone, so a view fed from scratch agrees.
-    std::vector<sched::AvoidWorker> owner_avoids(JobId job) const;
     std::vector<WorkerId> place(store::Changes& changes);
     void assign(const sched::PlacementDecision& placement, AttemptId id, std::int64_t now, store::Changes& changes);
     std::string credit_wait_reason(const sched::WaitingJob& waiting, std::int64_t now) const;
-    std::string no_worker_reason(std::int64_t now) const;
 
     store::Store& m_store;
-    const Clock& m_clock;
+    const util::Clock& m_clock;
     CoordinatorOptions m_options;
 
     TokenBook m_tokens;    // teams and tokens

@@ -134,7 +134,7 @@ Result<Estimate> Coordinator::estimate(const Principal& who, const std::string& 
     // As submit says it: a job no worker in the pool can ever run has no price here.
     ByResources<std::optional<std::string>> infeasible;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
-        if (const auto& why = infeasible.get(jobs[i].resources, [&] { return infeasible_reason(jobs[i]); })) {
+        if (const auto& why = infeasible.get(jobs[i].resources, [&] { return m_roster.infeasible_reason(jobs[i].resources); })) {
             return invalid("job `" + jobs[i].name + "` can never run on this pool: " + *why,
                            "jobs[" + std::to_string(i) + "].resources");
         }
@@ -329,30 +329,6 @@ Result<Report> Coordinator::report(const Principal& who, std::int64_t since_ms) 
     }
     r.issuer_micro = m_credits.ledger().balance(credits::Account::issuer());
     return r;
-}
-
-std::int64_t Coordinator::used_attempts(const JobRecord& job) const {
-    std::int64_t n = 0;
-    for (AttemptId id : m_job_book.attempt_ids_of(job.id)) {
-        const AttemptRecord& a = m_job_book.attempts().at(id);
-        n += (a.retry == job.retries && a.state != AttemptState::preempted && !a.voided_at) ? 1 : 0;
-    }
-    return n;
-}
-
-std::int64_t Coordinator::attempt_price(const recipe::JobSpec& spec, WorkerId worker, std::int64_t gpu_index,
-                                        std::int64_t gpu_milli) const {
-    const auto& rates = m_options.credits.rates;
-    const auto& r = spec.resources;
-    std::optional<credits::PricedGpu> on;
-    if (gpu_index >= 0) {
-        const LiveWorker& w = m_roster.at(worker);
-        const auto g = static_cast<std::size_t>(gpu_index);
-        on.emplace(credits::PricedGpu{rates.gpu_rate(g < w.gpu_models.size() ? w.gpu_models[g] : std::string()),
-                                      g < w.gpus.size() ? w.gpus[g].memory_mib : 0});
-    }
-    return credits::attempt_price_per_hour({r.gpus, gpu_milli, r.gpu_memory_mib, r.cpu_milli}, on,
-                                           rates.cpu_micro_per_core_hour);
 }
 
 } // namespace gpupool::coordinator

@@ -4,6 +4,7 @@
 // core/coordinator/*.cpp.
 #pragma once
 
+#include "core/coordinator/views.hpp"
 #include "core/credits/money.hpp"
 #include "core/recipe/recipe.hpp"
 #include "core/store/records.hpp"
@@ -18,6 +19,12 @@
 #include <string_view>
 #include <tuple>
 #include <vector>
+
+namespace gpupool::coordinator {
+class PoolView;
+class WorkerRoster;
+class JobBook;
+} // namespace gpupool::coordinator
 
 namespace gpupool::coordinator::detail {
 
@@ -106,6 +113,18 @@ inline std::int64_t median_of(std::vector<std::int64_t> v) {
     const std::size_t n = v.size();
     return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2] + 1) / 2;
 }
+
+// Tells `view` about every live record of the roster and the book (a view built from scratch), or
+// about one job, as Coordinator::absorb does change by change (scheduling.cpp).
+void feed_view(PoolView& view, const WorkerRoster& roster, const JobBook& book, const CoordinatorOptions& options);
+void feed_job(PoolView& view, const JobBook& book, const store::JobRecord& job, const CoordinatorOptions& options);
+
+// Log bytes kept for a job's attempts (0: no cap): its own cap, else the pool's; and how many of
+// them from the log's start.
+inline std::int64_t log_cap(const recipe::JobSpec& spec, std::int64_t pool_cap_bytes) {
+    return spec.logs.max_size_mib > 0 ? spec.logs.max_size_mib * 1024 * 1024 : pool_cap_bytes;
+}
+inline std::int64_t log_head_bytes(std::int64_t cap) { return std::min(k_log_head_bytes, cap / 2); }
 
 // "0.5 credits", "1 credit".
 inline std::string credits_text(Micro m) { return format_credits(m) + (m == 1'000'000 ? " credit" : " credits"); }

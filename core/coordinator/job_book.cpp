@@ -17,6 +17,62 @@ const std::vector<AttemptId>& JobBook::attempt_ids_of(JobId job) const {
     return it == m_attempts_by_job.end() ? none : it->second;
 }
 
+std::vector<AttemptRecord> JobBook::attempts_of(JobId job) const {
+    std::vector<AttemptRecord> out;
+    for (AttemptId id : attempt_ids_of(job)) {
+        out.push_back(m_attempts.at(id));
+    }
+    return out;
+}
+
+const JobRecord* JobBook::job_of_attempt(AttemptId attempt) const {
+    auto a = m_attempts.find(attempt);
+    if (a == m_attempts.end()) {
+        return nullptr;
+    }
+    auto j = m_jobs.find(a->second.job);
+    return j == m_jobs.end() ? nullptr : &j->second;
+}
+
+std::int64_t JobBook::times_preempted(JobId job) const {
+    std::int64_t n = 0;
+    for (AttemptId id : attempt_ids_of(job)) {
+        n += m_attempts.at(id).state == AttemptState::preempted ? 1 : 0;
+    }
+    return n;
+}
+
+std::int64_t JobBook::used_attempts(const JobRecord& job) const {
+    std::int64_t n = 0;
+    for (AttemptId id : attempt_ids_of(job.id)) {
+        const AttemptRecord& a = m_attempts.at(id);
+        n += (a.retry == job.retries && a.state != AttemptState::preempted && !a.voided_at) ? 1 : 0;
+    }
+    return n;
+}
+
+std::vector<sched::AvoidWorker> JobBook::owner_avoids(JobId job, std::int64_t limit, std::int64_t avoid_ms) const {
+    std::vector<sched::AvoidWorker> out;
+    if (limit <= 0) {
+        return out;
+    }
+    std::map<WorkerId, std::pair<std::int64_t, std::int64_t>> by_worker; // count, last end (ms)
+    for (AttemptId id : attempt_ids_of(job)) {
+        const AttemptRecord& a = m_attempts.at(id);
+        if (detail::preempted_by_owner(a) && a.ended_at) {
+            auto& [count, last] = by_worker[a.worker];
+            ++count;
+            last = std::max(last, *a.ended_at);
+        }
+    }
+    for (const auto& [worker, seen] : by_worker) {
+        if (seen.first >= limit) {
+            out.push_back({worker, (seen.second + avoid_ms) / 1000}); // the scheduler's seconds
+        }
+    }
+    return out;
+}
+
 std::int64_t JobBook::expiry_of(const AttemptRecord& a) const {
     std::int64_t at = a.lease_expires_at;
     if (a.started_at) {

@@ -13,6 +13,7 @@
 // coordinator's one thread owns it.
 #pragma once
 
+#include "core/sched/cluster.hpp"
 #include "core/store/store.hpp"
 
 #include <cstdint>
@@ -58,6 +59,21 @@ public:
     const std::map<std::pair<TeamId, std::string>, std::vector<std::int64_t>>& runtimes_by_source() const {
         return m_runtimes_by_source;
     }
+
+    // ---- one job's attempts ----
+    // Copies of its attempts, oldest first.
+    std::vector<store::AttemptRecord> attempts_of(JobId job) const;
+    // The job an attempt belongs to; nullptr if unknown.
+    const store::JobRecord* job_of_attempt(AttemptId attempt) const;
+    // Attempts of the job that ended preempted (the preemption cap's count).
+    std::int64_t times_preempted(JobId job) const;
+    // Attempts of the job's current run (since its latest retry) that used up one of its
+    // retry.max_attempts: all but the preempted and the voided ones.
+    std::int64_t used_attempts(const store::JobRecord& job) const;
+    // The workers the job is kept off after `limit` owner preemptions on each (0: none), with the
+    // time (scheduler seconds) until which: `avoid_ms` after the last. From its attempts alone, so
+    // that a scheduler's view fed from scratch agrees.
+    std::vector<sched::AvoidWorker> owner_avoids(JobId job, std::int64_t limit, std::int64_t avoid_ms) const;
 
     // ---- jobs that ended, for waiting clients (memory only) ----
     void track_ended(bool on) { m_track_ended = on; }

@@ -13,53 +13,6 @@ namespace gpupool::coordinator {
 using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
 
-std::optional<std::string> Coordinator::infeasible_reason(const recipe::JobSpec& spec) const {
-    // Only once the pool has workers: an empty pool may still be filling up.
-    if (m_roster.empty()) {
-        return std::nullopt;
-    }
-    const auto& r = spec.resources;
-    // The largest worker and GPUs among those not banned, from counts absorb() keeps: a few kinds of
-    // GPU and of machine, however many workers.
-    const std::int64_t max_cpu = m_roster.largest_cpu_milli();
-    const std::int64_t max_mem = m_roster.largest_memory_mib();
-    std::int64_t max_gpu_mem = 0;
-    bool model_seen = r.gpu_models.empty();
-    for (const auto& [kind, count] : m_roster.gpu_kinds()) {
-        const auto& [model, memory_mib] = kind;
-        if (r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(), model) != r.gpu_models.end()) {
-            model_seen = true;
-            max_gpu_mem = std::max(max_gpu_mem, memory_mib);
-        }
-    }
-    if (max_cpu == 0 && max_mem == 0 && m_roster.gpu_kinds().empty()) {
-        // Workers joined once but none offers anything now (banned): said as it is, not as a size
-        // that no worker reaches.
-        const bool all_banned = std::all_of(m_roster.workers().begin(), m_roster.workers().end(),
-                                            [](const auto& w) { return w.second.record.state == WorkerState::banned; });
-        return std::string(k_no_worker_connected) + (all_banned ? " (every worker that joined it is banned)" : "");
-    }
-    if (r.cpu_milli > max_cpu) {
-        return "needs " + resources::format_milli(r.cpu_milli) + " CPUs; the largest worker has " +
-               resources::format_milli(max_cpu);
-    }
-    if (r.memory_mib > max_mem) {
-        return "needs " + resources::format_memory_mib(r.memory_mib) + " of memory; the largest worker has " +
-               resources::format_memory_mib(max_mem);
-    }
-    if (r.gpus > 0 && !model_seen) {
-        return "no worker has a GPU of the models it accepts";
-    }
-    if (r.gpus > 0 && max_gpu_mem == 0) {
-        return "needs a GPU; no worker in the pool has one";
-    }
-    if (r.gpu_memory_mib > max_gpu_mem) {
-        return "needs " + resources::format_memory_mib(r.gpu_memory_mib) + " of GPU memory; the largest GPU has " +
-               resources::format_memory_mib(max_gpu_mem);
-    }
-    return std::nullopt;
-}
-
 // Refuses a submission (or a retry) of `jobs` jobs its team (or its submitting member) cannot fund
 // by the estimate.
 Status Coordinator::check_funded(const Principal& who, TeamId team, const Estimate& est, std::size_t jobs,
@@ -121,7 +74,7 @@ Status Coordinator::check_jobs(TeamId team, const std::vector<recipe::JobSpec>& 
                            "jobs[" + std::to_string(i) + "].logs.max_size");
         }
         const auto& spec = jobs[i];
-        if (const auto& why = infeasible.get(spec.resources, [&] { return infeasible_reason(spec); })) {
+        if (const auto& why = infeasible.get(spec.resources, [&] { return m_roster.infeasible_reason(spec.resources); })) {
             Error e =
                 make_error(ErrorCode::invalid_input, "job `" + jobs[i].name + "` can never run on this pool: " + *why,
                            "jobs[" + std::to_string(i) + "].resources");
@@ -281,25 +234,8 @@ Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const
     return out;
 }
 
-const JobRecord* Coordinator::job_of_attempt(AttemptId attempt) const {
-    auto a = m_job_book.attempts().find(attempt);
-    if (a == m_job_book.attempts().end()) {
-        return nullptr;
-    }
-    auto j = m_job_book.jobs().find(a->second.job);
-    return j == m_job_book.jobs().end() ? nullptr : &j->second;
-}
-
 std::string Coordinator::submitter_of(JobId job) const {
     return m_tokens.token_name(m_job_book.sweeps().at(m_job_book.jobs().at(job).sweep_id).submitter_token);
-}
-
-std::vector<AttemptRecord> Coordinator::attempts_of(JobId id) const {
-    std::vector<AttemptRecord> out;
-    for (AttemptId aid : m_job_book.attempt_ids_of(id)) {
-        out.push_back(m_job_book.attempts().at(aid));
-    }
-    return out;
 }
 
 void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::optional<std::int64_t> exit_code,
@@ -320,7 +256,7 @@ void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::o
     job.reason = reason;
     // Preempted attempts (by the scheduler or the owner) do not use up one of the job's attempts.
     // Only this run's (a job retried with `gpupool retry` starts a new run with all its attempts).
-    const bool attempts_left = used_attempts(job) < job.spec.retry.max_attempts;
+    const bool attempts_left = m_job_book.used_attempts(job) < job.spec.retry.max_attempts;
     switch (state) {
     case AttemptState::succeeded:
         job.state = JobState::succeeded;
@@ -451,7 +387,7 @@ Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int
     s.attempt = aid;
     s.next_offset = from + static_cast<std::int64_t>(data->size());
     if (from > offset) {
-        const std::int64_t cap = log_cap(m_job_book.jobs().at(m_job_book.attempts().at(aid).job).spec);
+        const std::int64_t cap = log_cap(m_job_book.jobs().at(m_job_book.attempts().at(aid).job).spec, m_options.max_log_bytes);
         s.data = "[gpupool: bytes " + std::to_string(offset) + " to " + std::to_string(from) +
                  " of this log were dropped: the pool keeps the first " + std::to_string(log_head_bytes(cap)) +
                  " bytes and the last " + std::to_string(cap - log_head_bytes(cap)) +
@@ -506,14 +442,6 @@ Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
         }
     }
     return std::move(**out);
-}
-
-std::int64_t Coordinator::log_cap(const recipe::JobSpec& spec) const {
-    return spec.logs.max_size_mib > 0 ? spec.logs.max_size_mib * 1024 * 1024 : m_options.max_log_bytes;
-}
-
-std::int64_t Coordinator::log_head_bytes(std::int64_t cap) {
-    return std::min(k_log_head_bytes, cap / 2);
 }
 
 Status Coordinator::put_inputs(const Principal& who, const std::string& sha, const UploadedFile& file,

@@ -52,8 +52,9 @@ struct LiveWorker {
     std::vector<std::int64_t> gpu_memory_used_mib;
     // GPUs whose memory is not their catalog model's, in words (Coordinator::model_mismatch); "" if none.
     std::string model_mismatch;
-    // Not heard from since the pool was restored from a backup (Coordinator::unconfirmed): it offers
-    // nothing until it reports in. Derived from the record's last_seen_at and the restore's time.
+    // Not heard from since the pool was restored from a backup (a `pool.restore` audit record): its
+    // attempts in the backup may have ended or moved since (api::AttemptView::unconfirmed), and it
+    // offers nothing until it reports in. Derived from the record's last_seen_at and the restore's time.
     bool unconfirmed = false;
 };
 

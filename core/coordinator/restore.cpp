@@ -95,7 +95,7 @@ Result<PoolSummary> check_backup(const fs::path& staging, const fs::path& backup
     PoolSummary summary = summarize(*records);
     // The restore is recorded in the copy itself, before it is put in place: a coordinator that starts
     // on it (now, or later after --restore-only) reads from it that what the backup says of its
-    // workers is unconfirmed until each reports in (Coordinator::unconfirmed).
+    // workers is unconfirmed until each reports in (LiveWorker::unconfirmed).
     store::Changes c;
     store::AuditRecord a;
     a.at_ms = system_clock().now_ms();

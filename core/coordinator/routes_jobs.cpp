@@ -29,7 +29,7 @@ api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::v
                                      at.started_at, at.ended_at, at.exit_code, at.reason, at.price_micro_per_hour, c,
                                      at.voided_at, at.retry});
         const bool active = at.state == AttemptState::assigned || at.state == AttemptState::running;
-        v.attempt_history.back().unconfirmed = active && coord.unconfirmed(at.worker);
+        v.attempt_history.back().unconfirmed = active && coord.roster().at(at.worker).unconfirmed;
     }
     v.id = j.id;
     v.sweep_id = j.sweep_id;
@@ -47,7 +47,7 @@ api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::v
     v.waiting_reason = waiting;
     v.spec = j.spec;
     v.cost_micro = cost;
-    v.held_micro = coord.held_micro(j.id);
+    v.held_micro = coord.credit_desk().held_micro(j.id);
     return v;
 }
 
@@ -127,7 +127,7 @@ net::Response show_job(ServiceState& svc, const net::Request& req, const Input&,
     if (!j) {
         return error_response(j.error());
     }
-    return ok(api::to_json(job_view(*svc.coord, *j, svc.coord->attempts_of(j->id), svc.coord->waiting_reason(j->id))));
+    return ok(api::to_json(job_view(*svc.coord, *j, svc.coord->job_book().attempts_of(j->id), svc.coord->waiting_reason(j->id))));
 }
 
 net::Response cancel_job(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {

@@ -15,7 +15,7 @@ bool is_scrape_token(const ServiceState& s, const std::string& token) {
     if (want.empty() || token.empty()) {
         return false;
     }
-    const std::string got = sha256_hex(token);
+    const std::string got = util::sha256_hex(token);
     return got.size() == want.size() && CRYPTO_memcmp(got.data(), want.data(), got.size()) == 0;
 }
 

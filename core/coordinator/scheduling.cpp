@@ -36,111 +36,47 @@ std::string Coordinator::credit_wait_reason(const sched::WaitingJob& w, std::int
     return out;
 }
 
-std::string Coordinator::no_worker_reason(std::int64_t now) const {
-    // "no worker is taking work: 1 is paused by its owner, 2 are outside their owners' sharing
-    // hours (the first shares again in 3h10m)"
-    std::size_t paused = 0;
-    std::size_t off_hours = 0;
-    std::size_t reclaimed = 0;
-    std::optional<std::int64_t> next;
-    for (const auto& [id, w] : m_roster.workers()) {
-        const std::string p = presence(id);
-        paused += p == "paused" ? 1 : 0;
-        off_hours += p == "off-hours" ? 1 : 0;
-        reclaimed += p == "reclaimed" ? 1 : 0;
-        if ((p == "paused" || p == "off-hours") && w.sharing_changes_at_ms && *w.sharing_changes_at_ms > now) {
-            next = std::min(next.value_or(*w.sharing_changes_at_ms), *w.sharing_changes_at_ms);
-        }
-    }
-    if (paused + off_hours + reclaimed == 0) {
-        return k_no_worker_connected;
-    }
-    std::string out = "no worker is taking work";
-    std::string sep = ": ";
-    auto add = [&](std::size_t n, const char* one, const char* many) {
-        if (n > 0) {
-            out += sep + std::to_string(n) + (n == 1 ? one : many);
-            sep = ", ";
-        }
-    };
-    add(paused, " is paused by its owner", " are paused by their owners");
-    add(off_hours, " is outside its owner's sharing hours", " are outside their owners' sharing hours");
-    add(reclaimed, " is in use by its owner", " are in use by their owners");
-    if (next) {
-        out += " (the first shares again in " + resources::format_duration_s((*next - now + 999) / 1000) + ")";
-    }
-    return out;
-}
-
 // ---- the pass's input --------------------------------------------------------------------------
 
-std::int64_t Coordinator::times_preempted(JobId job) const {
-    std::int64_t n = 0;
-    if (auto it = m_job_book.attempts_by_job().find(job); it != m_job_book.attempts_by_job().end()) {
-        for (AttemptId id : it->second) {
-            n += m_job_book.attempts().at(id).state == AttemptState::preempted ? 1 : 0;
-        }
-    }
-    return n;
-}
+namespace detail {
 
-std::vector<sched::AvoidWorker> Coordinator::owner_avoids(JobId job) const {
-    std::vector<sched::AvoidWorker> out;
-    const std::int64_t limit = m_options.owner_preempt_limit;
-    auto it = m_job_book.attempts_by_job().find(job);
-    if (limit <= 0 || it == m_job_book.attempts_by_job().end()) {
-        return out;
-    }
-    std::map<WorkerId, std::pair<std::int64_t, std::int64_t>> by_worker; // count, last end (ms)
-    for (AttemptId id : it->second) {
-        const AttemptRecord& a = m_job_book.attempts().at(id);
-        if (preempted_by_owner(a) && a.ended_at) {
-            auto& [count, last] = by_worker[a.worker];
-            ++count;
-            last = std::max(last, *a.ended_at);
-        }
-    }
-    for (const auto& [worker, seen] : by_worker) {
-        if (seen.first >= limit) {
-            out.push_back({worker, (seen.second + m_options.owner_avoid_ms) / 1000}); // the scheduler's seconds
-        }
-    }
-    return out;
-}
-
-void Coordinator::feed_job(PoolView& view, const JobRecord& j) const {
+void feed_job(PoolView& view, const JobBook& book, const JobRecord& j, const CoordinatorOptions& options) {
     // A job re-queued by preemption queues again from when it stopped, so that aging cannot lift
     // it straight back above the job it made room for.
     std::int64_t queued_since = j.created_at;
-    if (auto latest = m_job_book.latest_attempt().find(j.id); latest != m_job_book.latest_attempt().end()) {
-        const AttemptRecord& last = m_job_book.attempts().at(latest->second);
+    if (auto latest = book.latest_attempt().find(j.id); latest != book.latest_attempt().end()) {
+        const AttemptRecord& last = book.attempts().at(latest->second);
         if (last.state == AttemptState::preempted && last.ended_at) {
             queued_since = *last.ended_at;
         }
     }
-    const SweepRecord& sweep = m_job_book.sweeps().at(j.sweep_id);
+    const SweepRecord& sweep = book.sweeps().at(j.sweep_id);
     view.set_job(j, queued_since, sweep.submitter_token, sweep.max_parallel,
-                 j.state == JobState::queued ? owner_avoids(j.id) : std::vector<sched::AvoidWorker>{});
+                 j.state == JobState::queued
+                     ? book.owner_avoids(j.id, options.owner_preempt_limit, options.owner_avoid_ms)
+                     : std::vector<sched::AvoidWorker>{});
 }
 
-void Coordinator::feed(PoolView& view) const {
-    for (const auto& [id, w] : m_roster.workers()) {
+void feed_view(PoolView& view, const WorkerRoster& roster, const JobBook& book, const CoordinatorOptions& options) {
+    for (const auto& [id, w] : roster.workers()) {
         view.set_worker(id, w);
     }
-    for (AttemptId id : m_job_book.active()) {
-        const AttemptRecord& a = m_job_book.attempts().at(id);
-        view.set_attempt(a, m_job_book.jobs().at(a.job), times_preempted(a.job));
+    for (AttemptId id : book.active()) {
+        const AttemptRecord& a = book.attempts().at(id);
+        view.set_attempt(a, book.jobs().at(a.job), book.times_preempted(a.job));
     }
-    for (JobId id : m_job_book.queued()) {
-        feed_job(view, m_job_book.jobs().at(id));
+    for (JobId id : book.queued()) {
+        feed_job(view, book, book.jobs().at(id), options);
     }
 }
+
+} // namespace detail
 
 std::optional<std::string> Coordinator::pool_view_drift() {
     const std::int64_t now = m_clock.now_ms();
     m_pool.refresh(now);
     PoolView fresh(m_options.worker_timeout_ms, m_pool.view().models);
-    feed(fresh);
+    feed_view(fresh, m_roster, m_job_book, m_options);
     fresh.refresh(now);
     return first_difference(m_pool, fresh);
 }
@@ -150,7 +86,7 @@ std::optional<std::string> Coordinator::pool_view_drift() {
 Coordinator::PassInput Coordinator::pass_input(std::int64_t now) {
     if (m_pool.needs_rebuild()) {
         PoolView fresh(m_options.worker_timeout_ms); // a new catalog: the models of workers that exist
-        feed(fresh);
+        feed_view(fresh, m_roster, m_job_book, m_options);
         m_pool = std::move(fresh);
     }
     std::vector<sched::TeamShare> teams;
@@ -192,7 +128,7 @@ Coordinator::PassInput Coordinator::pass_input(std::int64_t now) {
 void Coordinator::assign(const sched::PlacementDecision& p, AttemptId id, std::int64_t now, Changes& c) {
     JobRecord j = m_job_book.jobs().at(p.job);
     const std::int64_t gpu_index = p.gpus.empty() ? -1 : static_cast<std::int64_t>(p.gpus.front());
-    const Micro price = attempt_price(j.spec, p.worker, gpu_index, p.gpu_milli);
+    const Micro price = m_roster.attempt_price(j.spec.resources, p.worker, gpu_index, p.gpu_milli);
     const Micro hold = credits::cost_of(price, j.spec.resources.max_runtime_s * 1000);
     AttemptRecord a;
     a.id = id;
@@ -230,7 +166,7 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
     if (in.view.workers.empty()) {
         // Nothing to place on: the admission reasons still say which jobs would wait anyway.
         const auto admitted = sched::admit(in.queued, in.view.workers, in.admission, d.waiting);
-        const std::string why = no_worker_reason(now);
+        const std::string why = m_roster.no_worker_reason(now);
         for (const auto& job : admitted.jobs) {
             d.waiting.push_back({job.id, sched::PlaceOutcome::not_now, why, sched::Gate::none, {}});
         }

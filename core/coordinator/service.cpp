@@ -61,7 +61,7 @@ Result<Input> ServiceState::prepare(const net::Request& req, const Accepts& acce
         }
     }
     if (req.body_file) {
-        auto sha = sha256_file_hex(req.body_file->path());
+        auto sha = util::sha256_file_hex(req.body_file->path());
         if (!sha) {
             return sha.error();
         }
@@ -161,7 +161,7 @@ void ServiceState::after_task() {
         return;
     }
     answer_job_waiters();
-    if (coord->has_queued() && coord->pass_due()) {
+    if (!coord->job_book().queued().empty() && coord->pass_due()) {
         schedule_soon();
     }
 }
@@ -221,13 +221,13 @@ namespace asio = boost::asio;
 using service_detail::json;
 using service_detail::ok;
 
-const Clock& system_clock() {
-    static const SystemClock clock;
+const util::Clock& system_clock() {
+    static const util::SystemClock clock;
     return clock;
 }
 
 CoordinatorService::CoordinatorService(ServiceOptions options, std::unique_ptr<store::Store> store,
-                                       const Clock& clock)
+                                       const util::Clock& clock)
     : m_impl(std::make_unique<service_detail::ServiceState>(std::move(options), std::move(store), clock)) {}
 
 CoordinatorService::~CoordinatorService() { stop(); }
@@ -256,7 +256,7 @@ Status CoordinatorService::start(std::string* first_admin_token) {
     if (!s.store) {
         return make_error(ErrorCode::internal, "the coordinator service was stopped; make a new one");
     }
-    auto holder = new_token_secret();
+    auto holder = util::new_token_secret();
     if (!holder) {
         return holder.error();
     }

@@ -65,7 +65,7 @@ struct ServiceOptions {
 class CoordinatorService {
 public:
     // `clock` must outlive the service (system_clock() does).
-    CoordinatorService(ServiceOptions options, std::unique_ptr<store::Store> store, const Clock& clock);
+    CoordinatorService(ServiceOptions options, std::unique_ptr<store::Store> store, const util::Clock& clock);
     ~CoordinatorService();
     CoordinatorService(const CoordinatorService&) = delete;
     CoordinatorService& operator=(const CoordinatorService&) = delete;
@@ -94,8 +94,8 @@ private:
     std::unique_ptr<service_detail::ServiceState> m_impl;
 };
 
-// The process's real clock (a SystemClock that lives as long as the program).
-const Clock& system_clock();
+// The process's real clock (a util::SystemClock that lives as long as the program).
+const util::Clock& system_clock();
 
 // Creates a new admin token in a stopped pool's database (the recovery for a lost admin token):
 // `db_spec` as --db names it (store::open_store); the store must exist, and is held exclusively

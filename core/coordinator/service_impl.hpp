@@ -78,11 +78,11 @@ using Handler = std::function<net::Response(ServiceState&, const net::Request&, 
 // Everything the service holds while it runs. Its fields other than the io context are touched
 // only on the coordinator thread once start() has launched it.
 struct ServiceState {
-    ServiceState(ServiceOptions o, std::unique_ptr<store::Store> s, const Clock& c)
+    ServiceState(ServiceOptions o, std::unique_ptr<store::Store> s, const util::Clock& c)
         : options(std::move(o)), clock(c), store(std::move(s)) {}
 
     ServiceOptions options;
-    const Clock& clock;
+    const util::Clock& clock;
     std::unique_ptr<store::Store> store; // closed by stop(): another process may take it then
     std::unique_ptr<Coordinator> coord;
     // Outlives both servers (their io threads observe every exchange) and the coordinator's events.

@@ -24,7 +24,7 @@ Status ServiceState::become_active(std::string* first_admin_token) {
     if (auto st = fresh->start(); !st) {
         return st;
     }
-    spdlog::info("coordinator state loaded: {} jobs", fresh->job_count());
+    spdlog::info("coordinator state loaded: {} jobs", fresh->job_book().jobs().size());
     if (!fresh->tokens().has_admin()) {
         if (first_admin_token == nullptr) {
             spdlog::warn("the pool has no admin token: make one with `gpupool coordinator --new-admin-token`");

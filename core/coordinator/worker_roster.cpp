@@ -9,6 +9,7 @@ namespace gpupool::coordinator {
 
 using store::WorkerRecord;
 using store::WorkerState;
+using detail::k_no_worker_connected;
 
 namespace {
 
@@ -290,6 +291,102 @@ std::optional<std::string> WorkerRoster::first_difference(const WorkerRoster& re
         return "CPU or memory counts differ";
     }
     return std::nullopt;
+}
+
+std::optional<std::string> WorkerRoster::infeasible_reason(const recipe::Resources& r) const {
+    // Only once the pool has workers: an empty pool may still be filling up.
+    if (m_workers.empty()) {
+        return std::nullopt;
+    }
+    // The largest worker and GPUs among those not banned, from the counts absorb() keeps: a few kinds of
+    // GPU and of machine, however many workers.
+    const std::int64_t max_cpu = largest_cpu_milli();
+    const std::int64_t max_mem = largest_memory_mib();
+    std::int64_t max_gpu_mem = 0;
+    bool model_seen = r.gpu_models.empty();
+    for (const auto& [kind, count] : m_gpu_kinds) {
+        const auto& [model, memory_mib] = kind;
+        if (r.gpu_models.empty() || std::find(r.gpu_models.begin(), r.gpu_models.end(), model) != r.gpu_models.end()) {
+            model_seen = true;
+            max_gpu_mem = std::max(max_gpu_mem, memory_mib);
+        }
+    }
+    if (max_cpu == 0 && max_mem == 0 && m_gpu_kinds.empty()) {
+        // Workers joined once but none offers anything now (banned): said as it is, not as a size
+        // that no worker reaches.
+        const bool all_banned = std::all_of(m_workers.begin(), m_workers.end(),
+                                            [](const auto& w) { return w.second.record.state == WorkerState::banned; });
+        return std::string(k_no_worker_connected) + (all_banned ? " (every worker that joined it is banned)" : "");
+    }
+    if (r.cpu_milli > max_cpu) {
+        return "needs " + resources::format_milli(r.cpu_milli) + " CPUs; the largest worker has " +
+               resources::format_milli(max_cpu);
+    }
+    if (r.memory_mib > max_mem) {
+        return "needs " + resources::format_memory_mib(r.memory_mib) + " of memory; the largest worker has " +
+               resources::format_memory_mib(max_mem);
+    }
+    if (r.gpus > 0 && !model_seen) {
+        return "no worker has a GPU of the models it accepts";
+    }
+    if (r.gpus > 0 && max_gpu_mem == 0) {
+        return "needs a GPU; no worker in the pool has one";
+    }
+    if (r.gpu_memory_mib > max_gpu_mem) {
+        return "needs " + resources::format_memory_mib(r.gpu_memory_mib) + " of GPU memory; the largest GPU has " +
+               resources::format_memory_mib(max_gpu_mem);
+    }
+    return std::nullopt;
+}
+
+std::string WorkerRoster::no_worker_reason(std::int64_t now) const {
+    // "no worker is taking work: 1 is paused by its owner, 2 are outside their owners' sharing
+    // hours (the first shares again in 3h10m)"
+    std::size_t paused = 0;
+    std::size_t off_hours = 0;
+    std::size_t reclaimed = 0;
+    std::optional<std::int64_t> next;
+    for (const auto& [id, w] : m_workers) {
+        const std::string p = presence(id, now);
+        paused += p == "paused" ? 1 : 0;
+        off_hours += p == "off-hours" ? 1 : 0;
+        reclaimed += p == "reclaimed" ? 1 : 0;
+        if ((p == "paused" || p == "off-hours") && w.sharing_changes_at_ms && *w.sharing_changes_at_ms > now) {
+            next = std::min(next.value_or(*w.sharing_changes_at_ms), *w.sharing_changes_at_ms);
+        }
+    }
+    if (paused + off_hours + reclaimed == 0) {
+        return k_no_worker_connected;
+    }
+    std::string out = "no worker is taking work";
+    std::string sep = ": ";
+    auto add = [&](std::size_t n, const char* one, const char* many) {
+        if (n > 0) {
+            out += sep + std::to_string(n) + (n == 1 ? one : many);
+            sep = ", ";
+        }
+    };
+    add(paused, " is paused by its owner", " are paused by their owners");
+    add(off_hours, " is outside its owner's sharing hours", " are outside their owners' sharing hours");
+    add(reclaimed, " is in use by its owner", " are in use by their owners");
+    if (next) {
+        out += " (the first shares again in " + resources::format_duration_s((*next - now + 999) / 1000) + ")";
+    }
+    return out;
+}
+
+credits::Micro WorkerRoster::attempt_price(const recipe::Resources& r, WorkerId worker, std::int64_t gpu_index,
+                                           std::int64_t gpu_milli) const {
+    const credits::RateCatalog& rates = *m_rates;
+    std::optional<credits::PricedGpu> on;
+    if (gpu_index >= 0) {
+        const LiveWorker& w = m_workers.at(worker);
+        const auto g = static_cast<std::size_t>(gpu_index);
+        on.emplace(credits::PricedGpu{rates.gpu_rate(g < w.gpu_models.size() ? w.gpu_models[g] : std::string()),
+                                      g < w.gpus.size() ? w.gpus[g].memory_mib : 0});
+    }
+    return credits::attempt_price_per_hour({r.gpus, gpu_milli, r.gpu_memory_mib, r.cpu_milli}, on,
+                                           rates.cpu_micro_per_core_hour);
 }
 
 } // namespace gpupool::coordinator

@@ -19,6 +19,7 @@
 #include "core/coordinator/pool_view.hpp"
 #include "core/coordinator/token_book.hpp"
 #include "core/credits/catalog.hpp"
+#include "core/recipe/recipe.hpp"
 #include "core/store/store.hpp"
 
 #include <cstdint>
@@ -69,6 +70,15 @@ public:
     // The most CPU (milli) and memory (MiB) one worker that is not banned has; 0 with none.
     std::int64_t largest_cpu_milli() const;
     std::int64_t largest_memory_mib() const;
+    // Why a job asking for `r` can never run here (no worker that is not banned is large enough, or
+    // has a GPU of its models); nullopt when one could, or while the pool has no worker at all.
+    std::optional<std::string> infeasible_reason(const recipe::Resources& r) const;
+    // Why nothing is placed while no worker takes work: none connected, or how many are paused,
+    // off-hours or in use by their owners (and when the first shares again).
+    std::string no_worker_reason(std::int64_t now_ms) const;
+    // The hourly price of `r` on the worker's GPU `gpu_index` (-1: CPU only), `gpu_milli` of it.
+    credits::Micro attempt_price(const recipe::Resources& r, WorkerId worker, std::int64_t gpu_index,
+                                 std::int64_t gpu_milli) const;
     // What a registration or a new inventory is told: models the catalog lacks, memory that is not
     // the model's.
     std::vector<std::string> inventory_warnings(const api::Inventory& inventory) const;

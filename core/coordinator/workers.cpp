@@ -100,7 +100,7 @@ Result<Voided> Coordinator::ban_worker(const Principal& who, WorkerId worker, st
         return not_found("no worker " + std::to_string(worker.value()));
     }
     Voided out;
-    const std::vector<WorkerId> siblings = enrolled_with(worker);
+    const std::vector<WorkerId> siblings = m_roster.enrolled_with(worker);
     Changes c;
     stage_ban(who, worker, void_since, std::nullopt, out, c);
     if (with_siblings) {
@@ -386,7 +386,7 @@ Result<LogAppend> Coordinator::append_log(const Principal& who, AttemptId id, st
     if (!appended) {
         note_store_error(appended.error());
     }
-    const std::int64_t cap = log_cap(m_job_book.jobs().at((*a)->job).spec);
+    const std::int64_t cap = log_cap(m_job_book.jobs().at((*a)->job).spec, m_options.max_log_bytes);
     if (appended && cap > 0 && appended->stored_bytes > 0 && appended->length > cap) {
         // Keep the head and the newest bytes; what lies wholly between goes.
         const std::int64_t head = log_head_bytes(cap);

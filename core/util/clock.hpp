@@ -36,11 +36,3 @@ private:
 };
 
 } // namespace gpupool::util
-
-// The names this header had in core/coordinator/, kept while the coordinator's and the worker's code
-// still say coordinator::Clock; new code says util::Clock.
-namespace gpupool::coordinator {
-using util::Clock;
-using util::ManualClock;
-using util::SystemClock;
-} // namespace gpupool::coordinator

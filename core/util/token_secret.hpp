@@ -14,11 +14,3 @@ namespace gpupool::util {
 Result<std::string> new_token_secret();
 
 } // namespace gpupool::util
-
-// The names this header had as core/coordinator/auth.hpp, kept while the coordinator's code and its
-// tests still call them unqualified or as coordinator::; new code says util::.
-namespace gpupool::coordinator {
-using util::new_token_secret;
-using util::sha256_file_hex;
-using util::sha256_hex;
-} // namespace gpupool::coordinator

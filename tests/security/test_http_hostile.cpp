@@ -279,7 +279,7 @@ TEST_CASE("hostile api: a submission of more than 10,000 jobs is refused by the 
 TEST_CASE("hostile api: inputs belong to the team that uploaded them", "[security][service]") {
     Pool p;
     const std::string body = "x";
-    const std::string sha = coordinator::sha256_hex(body);
+    const std::string sha = util::sha256_hex(body);
     auto fellows = p.server.client(p.member);
     REQUIRE(fellows.request("PUT", "/v1/inputs/" + sha, body)->status == 201);
 

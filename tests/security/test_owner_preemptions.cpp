@@ -94,6 +94,6 @@ TEST_CASE("owner preemptions: hand-backs spread over several workers keep the jo
     // Two on this worker, under the limit: it is offered the job again at once.
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
-    CHECK(p.coord->attempts_of(job).size() == 3);
+    CHECK(p.coord->job_book().attempts_of(job).size() == 3);
     CHECK(owner_preempted_on(p, *p.owner_worker.worker) == 2);
 }

@@ -45,9 +45,9 @@ struct Agent::Impl {
     ContainerRuntime& runtime;
     Agent& self;
     SteadyClock steady;
-    const coordinator::Clock& clock;
-    coordinator::SystemClock system;
-    const coordinator::Clock& wall; // Unix ms: the owner's windows and timed pauses
+    const util::Clock& clock;
+    util::SystemClock system;
+    const util::Clock& wall; // Unix ms: the owner's windows and timed pauses
     LinkFactory links;
     std::unique_ptr<CoordinatorLink> link; // the agent thread's
     Spool spool;

@@ -12,7 +12,7 @@
 // (spool.hpp: attempt directories, state.json, recovery after a restart), Delivery (delivery.hpp:
 // everything sent to the coordinator, and its backoff), GpuWatch (gpu_watch.hpp: probe, memory
 // watchdog, health), Drain (drain.hpp: when a leaving worker stops its jobs and returns) and
-// job_container.hpp (what a job sees). Time comes from a coordinator::Clock and the coordinator is
+// job_container.hpp (what a job sees). Time comes from a util::Clock and the coordinator is
 // reached through CoordinatorLink (coordinator_link.hpp), both injectable (AgentDeps) for tests.
 //
 // Rules:
@@ -136,9 +136,9 @@ struct AgentOptions {
 // the defaults are a SteadyClock (the system clock for wall time) and HTTP(S) links to AgentOptions::coordinator_url. The clock, when
 // given, must outlive the agent.
 struct AgentDeps {
-    const coordinator::Clock* clock = nullptr;
+    const util::Clock* clock = nullptr;
     LinkFactory links{};
-    const coordinator::Clock* wall_clock = nullptr; // Unix ms, for the sharing windows and timed pauses
+    const util::Clock* wall_clock = nullptr; // Unix ms, for the sharing windows and timed pauses
 };
 
 class Agent {

@@ -47,7 +47,7 @@ api::Completion completion_of(const Attempt& t) {
 
 } // namespace
 
-Delivery::Delivery(DeliveryOptions options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
+Delivery::Delivery(DeliveryOptions options, CoordinatorLink& link, const util::Clock& clock, Backoff backoff,
                    Hooks hooks)
     : m_opt(std::move(options)), m_link(link), m_clock(clock), m_backoff(backoff), m_hooks(std::move(hooks)) {}
 

@@ -77,7 +77,7 @@ public:
         std::vector<api::FetchProgress> fetching{};      // waiting assignments whose weights are downloading
     };
 
-    Delivery(DeliveryOptions options, CoordinatorLink& link, const coordinator::Clock& clock, Backoff backoff,
+    Delivery(DeliveryOptions options, CoordinatorLink& link, const util::Clock& clock, Backoff backoff,
              Hooks hooks);
 
     bool online() const { return m_clock.now_ms() >= m_offline_until_ms; }
@@ -123,7 +123,7 @@ private:
 
     DeliveryOptions m_opt;
     CoordinatorLink& m_link;
-    const coordinator::Clock& m_clock;
+    const util::Clock& m_clock;
     Backoff m_backoff;
     Hooks m_hooks;
     std::int64_t m_offline_until_ms = 0;

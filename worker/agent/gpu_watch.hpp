@@ -60,7 +60,7 @@ std::vector<GpuJob> watched_gpu_jobs(const AttemptTable& attempts);
 
 class GpuWatch {
 public:
-    GpuWatch(GpuProbe& probe, const coordinator::Clock& clock, std::chrono::milliseconds watch_period,
+    GpuWatch(GpuProbe& probe, const util::Clock& clock, std::chrono::milliseconds watch_period,
              std::chrono::milliseconds health_period, ReclaimPolicy reclaim = {},
              std::filesystem::path proc_root = "/proc", std::chrono::milliseconds idle_period = std::chrono::seconds(30))
         : m_probe(probe), m_clock(clock), m_watch_period(watch_period), m_health_period(health_period),
@@ -117,7 +117,7 @@ private:
     std::optional<std::int64_t> index_of(const std::string& uuid) const;
 
     GpuProbe& m_probe;
-    const coordinator::Clock& m_clock;
+    const util::Clock& m_clock;
     std::chrono::milliseconds m_watch_period;
     std::chrono::milliseconds m_health_period;
     std::chrono::milliseconds m_idle_period;

@@ -12,7 +12,7 @@
 namespace gpupool::worker {
 
 JobControl::JobControl(JobControlOptions options, ContainerRuntime& runtime, Spool& spool, AttemptTable& attempts,
-                       const coordinator::Clock& clock, Hooks hooks)
+                       const util::Clock& clock, Hooks hooks)
     : m_opt(options), m_runtime(runtime), m_spool(spool), m_attempts(attempts), m_clock(clock),
       m_hooks(std::move(hooks)) {}
 

@@ -44,7 +44,7 @@ public:
     };
 
     JobControl(JobControlOptions options, ContainerRuntime& runtime, Spool& spool, AttemptTable& attempts,
-               const coordinator::Clock& clock, Hooks hooks);
+               const util::Clock& clock, Hooks hooks);
 
     // Starts `t` (made by Spool::create) as `spec` once `ready` (its folders prepared) holds, and
     // holds it from now on, started or failed.
@@ -70,7 +70,7 @@ private:
     ContainerRuntime& m_runtime;
     Spool& m_spool;
     AttemptTable& m_attempts;
-    const coordinator::Clock& m_clock;
+    const util::Clock& m_clock;
     Hooks m_hooks;
 };
 

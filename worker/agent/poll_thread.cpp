@@ -67,7 +67,7 @@ Result<StoredIdentity> register_until_answered(CoordinatorLink& link, const api:
 }
 
 void poll_for_assignments(CoordinatorLink& link, AgentSignals& s, const AgentOptions& opt,
-                          const coordinator::Clock& clock) {
+                          const util::Clock& clock) {
     HandedOut handed(k_known_ms); // said as `known` until the start must have arrived
     Backoff pb(opt.backoff_initial, opt.backoff_max, static_cast<std::uint64_t>(getpid()) * 7919u + 1);
     while (!s.stopping && !s.draining) {

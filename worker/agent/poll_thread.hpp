@@ -61,6 +61,6 @@ void leave_pool(CoordinatorLink& link, std::chrono::milliseconds wait);
 
 // The poll thread's loop: returns once stopping or draining.
 void poll_for_assignments(CoordinatorLink& link, AgentSignals& s, const AgentOptions& opt,
-                          const coordinator::Clock& clock);
+                          const util::Clock& clock);
 
 } // namespace gpupool::worker

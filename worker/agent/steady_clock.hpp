@@ -1,7 +1,7 @@
-// SteadyClock: the worker's real coordinator::Clock. The agent measures only intervals (heartbeats,
+// SteadyClock: the worker's real util::Clock. The agent measures only intervals (heartbeats,
 // backoff, grace periods, max_runtime), so it reads a monotonic clock: a wall clock stepped by NTP
 // must not kill a job for max_runtime or stall its heartbeats. Its epoch is arbitrary (not Unix
-// time, unlike coordinator::SystemClock). Thread-safe.
+// time, unlike util::SystemClock). Thread-safe.
 #pragma once
 
 #include "core/util/clock.hpp"
@@ -10,7 +10,7 @@
 
 namespace gpupool::worker {
 
-class SteadyClock final : public coordinator::Clock {
+class SteadyClock final : public util::Clock {
 public:
     std::int64_t now_ms() const override {
         return std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -19,7 +19,7 @@ std::string jobs_going_on(int running) {
 
 } // namespace
 
-OwnerPolicy::OwnerPolicy(Options options, const coordinator::Clock& wall)
+OwnerPolicy::OwnerPolicy(Options options, const util::Clock& wall)
     : m_opt(std::move(options)), m_wall(wall), m_settings(m_opt.start) {}
 
 void OwnerPolicy::apply(ShareSettings settings) {

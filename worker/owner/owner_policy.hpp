@@ -47,7 +47,7 @@ public:
         std::function<void(const std::string&)> event{};
     };
 
-    OwnerPolicy(Options options, const coordinator::Clock& wall);
+    OwnerPolicy(Options options, const util::Clock& wall);
 
     // Looks again (the pause file at most once a second, the windows when they change, or at once
     // when `now` is true); `running` is for the owner's lines.
@@ -88,7 +88,7 @@ private:
     void set_state(api::SharingState s, int running);
 
     Options m_opt;
-    const coordinator::Clock& m_wall;
+    const util::Clock& m_wall;
     ShareSettings m_settings;
     api::SharingState m_state = api::SharingState::sharing;
     bool m_told = false; // the first state was told

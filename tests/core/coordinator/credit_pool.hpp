@@ -40,7 +40,7 @@ inline api::Inventory l4_box() {
 // An admin; team "fellows" (no hardware) with a member; team "owners" with one L4 worker.
 struct CreditPool {
     test::TempDir dir;
-    ManualClock clock;
+    util::ManualClock clock;
     std::unique_ptr<store::SqliteStore> db;
     std::unique_ptr<Coordinator> coord;
     CoordinatorOptions options;

@@ -43,7 +43,7 @@ api::Inventory inventory(int gpus = 1, std::int64_t gpu_mem = 24576) {
 // A pool with an admin, a team "fellows" with a member, and an owner team with one worker.
 struct Pool {
     test::TempDir dir;
-    ManualClock clock;
+    util::ManualClock clock;
     std::unique_ptr<store::SqliteStore> db;
     std::unique_ptr<Coordinator> coord;
     CoordinatorOptions options;
@@ -169,7 +169,7 @@ TEST_CASE("coordinator: a lost lease re-queues the job, and the old attempt is f
     p.clock.advance_ms(6'000);
     REQUIRE(p.coord->heartbeat(second, {}));
     p.coord->tick();
-    auto history = p.coord->attempts_of(ids[0]);
+    auto history = p.coord->job_book().attempts_of(ids[0]);
     REQUIRE(history.size() == 2);
     CHECK(history[0].state == AttemptState::lost);
     CHECK(history[1].worker == *second.worker); // placed again, on the live worker
@@ -200,7 +200,7 @@ TEST_CASE("coordinator: leases renewed by heartbeats or by a restart run out on 
     }
     REQUIRE(on.size() == 2);
     auto state_of = [&](const std::string& name) {
-        for (const auto& a : p.coord->attempts_of(ids[name == "a" ? 0 : 1])) {
+        for (const auto& a : p.coord->job_book().attempts_of(ids[name == "a" ? 0 : 1])) {
             if (a.id == on[name].second) {
                 return a.state;
             }
@@ -469,7 +469,7 @@ TEST_CASE("coordinator: a high-priority job preempts low-priority work that has 
     p.coord->tick();
     int preempted = 0;
     for (auto id : lows) {
-        auto h = p.coord->attempts_of(id);
+        auto h = p.coord->job_book().attempts_of(id);
         if (h.back().state == AttemptState::preempted) {
             ++preempted;
             CHECK(p.state(id) == JobState::queued); // back in the queue
@@ -523,7 +523,7 @@ TEST_CASE("coordinator: the preemption cap counts a job's preemptions, not its l
             }
         }
     };
-    auto victim_attempt = [&] { return p.coord->attempts_of(victim).back(); };
+    auto victim_attempt = [&] { return p.coord->job_book().attempts_of(victim).back(); };
     start_new();
     REQUIRE(live.size() == 2);
     // The low job's first attempt is lost to a worker fault: it runs again, not yet preempted.
@@ -547,7 +547,7 @@ TEST_CASE("coordinator: the preemption cap counts a job's preemptions, not its l
     start_new(); // the urgent job takes the freed GPU
     REQUIRE(p.state(first_urgent) == JobState::running);
     for (auto it = live.begin(); it != live.end(); ++it) {
-        if (p.coord->attempts_of(first_urgent).back().id == it->first) {
+        if (p.coord->job_book().attempts_of(first_urgent).back().id == it->first) {
             REQUIRE(p.coord->complete_attempt(*it->second, it->first, 0, ""));
             live.erase(it);
             break;

@@ -25,18 +25,18 @@ TEST_CASE("credits scenario: the owner earns for a finished job, the team withou
     REQUIRE(attempt);
     // The hold: 1 credit/h x 0.5 GPU x 1h max_runtime.
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 2);
-    CHECK(p.coord->held_micro(job) == k_credit / 2);
+    CHECK(p.coord->credit_desk().held_micro(job) == k_credit / 2);
     CHECK(p.coord->ledger().balance(Account::escrow()) == k_credit / 2);
 
     p.clock.advance_ms(30 * 60 * 1000);                                            // 30 minutes
-    CHECK(p.coord->cost_micro(p.coord->attempts_of(job).front()) == k_credit / 4); // accrued so far
+    CHECK(p.coord->cost_micro(p.coord->job_book().attempts_of(job).front()) == k_credit / 4); // accrued so far
     REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
     REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
     // 0.5 GPU x 0.5 h x 1 credit = 0.25 to the owners; 0.25 of the hold back to the fellows.
     CHECK(p.balance("owners") == k_credit / 4);
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 4);
-    CHECK(p.coord->held_micro(job) == 0);
-    CHECK(p.coord->cost_micro(p.coord->attempts_of(job).front()) == k_credit / 4);
+    CHECK(p.coord->credit_desk().held_micro(job) == 0);
+    CHECK(p.coord->cost_micro(p.coord->job_book().attempts_of(job).front()) == k_credit / 4);
     CHECK(p.coord->ledger().balance(Account::escrow()) == 0);
     p.check_books();
 
@@ -92,7 +92,7 @@ TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and p
     REQUIRE(attempt);
     p.clock.advance_ms(20'000); // the worker goes silent past its lease
     p.coord->tick();
-    auto history = p.coord->attempts_of(job);
+    auto history = p.coord->job_book().attempts_of(job);
     REQUIRE(history.front().state == AttemptState::lost);
     CHECK(p.balance("fellows") == 10 * k_credit);
     CHECK(p.balance("owners") == 0);
@@ -104,8 +104,8 @@ TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and p
     p.clock.advance_ms(5'000);
     REQUIRE(
         p.coord->complete_attempt(p.owner_worker, *again, std::nullopt, "image pull failed", Outcome::worker_fault));
-    CHECK(p.coord->attempts_of(job).back().state == AttemptState::lost);
-    CHECK_THAT(p.coord->attempts_of(job).back().reason, Catch::Contains("worker fault: image pull failed"));
+    CHECK(p.coord->job_book().attempts_of(job).back().state == AttemptState::lost);
+    CHECK_THAT(p.coord->job_book().attempts_of(job).back().reason, Catch::Contains("worker fault: image pull failed"));
     CHECK(p.balance("fellows") == 10 * k_credit);
     CHECK(p.balance("owners") == 0);
     CHECK(p.coord->job(p.admin, job).value().state == JobState::queued); // retried (max_attempts 3)
@@ -128,7 +128,7 @@ TEST_CASE("credits scenario: an owner preemption charges nothing and does not us
         REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
         REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, std::nullopt, "owner is gaming",
                                           Outcome::owner_preempted));
-        CHECK(p.coord->attempts_of(job).back().state == AttemptState::preempted);
+        CHECK(p.coord->job_book().attempts_of(job).back().state == AttemptState::preempted);
         CHECK(p.coord->job(p.admin, job).value().state == JobState::queued); // again, despite max_attempts = 1
         CHECK(p.balance("fellows") == 10 * k_credit);
         CHECK(p.balance("owners") == 0);
@@ -166,10 +166,10 @@ TEST_CASE("credits scenario: a job preempted by the scheduler pays for the time 
     high.priority = recipe::Priority::high;
     p.submit(high);
     p.coord->tick();
-    REQUIRE(p.coord->attempts_of(low_job).back().state == AttemptState::preempted);
+    REQUIRE(p.coord->job_book().attempts_of(low_job).back().state == AttemptState::preempted);
     // 20 minutes of a whole L4 at 1 credit per hour: 0.333333 to the owners, the rest released.
     CHECK(p.balance("owners") == k_credit / 3);
-    CHECK(p.coord->cost_micro(p.coord->attempts_of(low_job).back()) == k_credit / 3);
+    CHECK(p.coord->cost_micro(p.coord->job_book().attempts_of(low_job).back()) == k_credit / 3);
     p.coord->tick(); // the urgent job takes the GPU: its hold of 1 credit
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 3 - k_credit);
     p.check_books();
@@ -231,7 +231,7 @@ TEST_CASE("credits scenario: with enforcement off (local mode) jobs run without 
     REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
     REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
     CHECK(p.balance("fellows") == -k_credit / 2);
-    CHECK(p.coord->cost_micro(p.coord->attempts_of(job).front()) == k_credit / 2);
+    CHECK(p.coord->cost_micro(p.coord->job_book().attempts_of(job).front()) == k_credit / 2);
     p.check_books();
 }
 
@@ -318,7 +318,7 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
                 }
                 std::vector<AttemptId> live;
                 for (JobId j : jobs) {
-                    auto h = p.coord->attempts_of(j);
+                    auto h = p.coord->job_book().attempts_of(j);
                     if (!h.empty() && !store::is_terminal(h.back().state)) {
                         live.push_back(h.back().id);
                     }
@@ -359,7 +359,7 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
         // Escrow holds exactly what the live attempts hold; every ended attempt is closed.
         std::int64_t live_held = 0;
         for (JobId j : jobs) {
-            for (const auto& a : p.coord->attempts_of(j)) {
+            for (const auto& a : p.coord->job_book().attempts_of(j)) {
                 if (store::is_terminal(a.state)) {
                     CHECK(p.coord->ledger().held(a.id.value()) == 0);
                 } else {

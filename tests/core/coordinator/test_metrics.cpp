@@ -54,7 +54,7 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     RecordedEvents events;
     p.coord->set_events(&events);
     REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
-    const auto attempt_of = [&](JobId job) { return p.coord->attempts_of(job).back().id; };
+    const auto attempt_of = [&](JobId job) { return p.coord->job_book().attempts_of(job).back().id; };
 
     // Succeeded after 5 s, having waited 30 s in the queue.
     const JobId ok = p.submit(half_l4("ok"));
@@ -91,7 +91,7 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     REQUIRE(p.place_and_start());
     p.clock.advance_ms(p.options.lease_ms + 1);
     p.coord->tick();
-    CHECK(p.coord->attempts_of(gone).back().state == store::AttemptState::lost);
+    CHECK(p.coord->job_book().attempts_of(gone).back().state == store::AttemptState::lost);
     while (auto a = p.place_and_start()) {
         REQUIRE(p.coord->complete_attempt(p.owner_worker, *a, 0, ""));
     }
@@ -112,7 +112,7 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     high.resources.gpu_milli = 1000;
     p.submit(high);
     p.coord->tick();
-    CHECK(p.coord->attempts_of(lowly).back().state == store::AttemptState::preempted);
+    CHECK(p.coord->job_book().attempts_of(lowly).back().state == store::AttemptState::preempted);
     CHECK(events.preempted_in_passes == 1);
 
     // Banned: its running attempt is lost to the ban.
@@ -189,7 +189,7 @@ TEST_CASE("metrics show live jobs, workers, GPU memory given out and in use, and
     p.submit(c);
     p.coord->tick();
     api::Heartbeat beat;
-    beat.running = {p.coord->attempts_of(a).back().id, p.coord->attempts_of(b).back().id};
+    beat.running = {p.coord->job_book().attempts_of(a).back().id, p.coord->job_book().attempts_of(b).back().id};
     beat.gpu_memory_used_mib = {9000};
     REQUIRE(p.coord->receive_heartbeat(p.owner_worker, beat));
 
@@ -229,8 +229,8 @@ TEST_CASE("metrics show live jobs, workers, GPU memory given out and in use, and
     // An hour on, both halves end; the worker, silent since, is offline and offers nothing.
     p.clock.advance_ms(9'000);
     REQUIRE(p.coord->receive_heartbeat(p.owner_worker, beat));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, p.coord->attempts_of(a).back().id, 0, ""));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, p.coord->attempts_of(b).back().id, 0, ""));
+    REQUIRE(p.coord->complete_attempt(p.owner_worker, p.coord->job_book().attempts_of(a).back().id, 0, ""));
+    REQUIRE(p.coord->complete_attempt(p.owner_worker, p.coord->job_book().attempts_of(b).back().id, 0, ""));
     p.clock.advance_ms(p.options.worker_timeout_ms + 5'000);
     m = p.coord->metrics();
     REQUIRE(m.workers.size() == 1);

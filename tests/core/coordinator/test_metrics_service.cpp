@@ -38,7 +38,7 @@ Scraped scrape(const std::string& url, const std::string& token) {
 
 TEST_CASE("GET /metrics: admins and the scrape token read it, members and strangers do not", "[service][metrics]") {
     Server server(30'000, std::int64_t{64} << 20, 60'000, [](coordinator::ServiceOptions& o) {
-        o.metrics_token_sha256 = coordinator::sha256_hex(k_scrape);
+        o.metrics_token_sha256 = util::sha256_hex(k_scrape);
         net::ServerOptions listener;
         listener.host = "127.0.0.1";
         listener.port = 0;

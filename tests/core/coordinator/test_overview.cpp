@@ -14,7 +14,7 @@ TEST_CASE("the overview lists the jobs that ended last, newest first, by end tim
     REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const JobId early = p.submit(half_l4("long-one"));
     REQUIRE(p.place_and_start()); // half of the L4, for a long time
-    const auto attempt_of = [&](JobId job) { return p.coord->attempts_of(job).back().id; };
+    const auto attempt_of = [&](JobId job) { return p.coord->job_book().attempts_of(job).back().id; };
     // 21 short jobs, submitted after it, run one by one on the other half and end before it.
     std::vector<JobId> short_jobs;
     for (int i = 0; i < 21; ++i) {

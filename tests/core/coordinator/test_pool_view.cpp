@@ -132,7 +132,7 @@ public:
             return "exit";
         }
         case 5: {
-            const std::int64_t jobs = static_cast<std::int64_t>(p.coord->job_count());
+            const std::int64_t jobs = static_cast<std::int64_t>(p.coord->job_book().jobs().size());
             if (jobs > 0) {
                 (void)p.coord->cancel_job(p.fellow, JobId(1 + pick(jobs)));
             }

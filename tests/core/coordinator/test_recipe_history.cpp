@@ -21,7 +21,7 @@ store::AttemptRecord run(CreditPool& p, JobId job, std::int64_t minutes, int exi
     p.clock.advance_ms(minutes * 60 * 1000);
     REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
     REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, exit_code, ""));
-    return p.coord->attempts_of(job).front();
+    return p.coord->job_book().attempts_of(job).front();
 }
 
 } // namespace

@@ -66,7 +66,7 @@ TEST_CASE("retry: a failed job runs again as the same job, its first attempt kep
 
     const AttemptId second = run_once(p, 0);
     CHECK(state_of(p, job) == JobState::succeeded);
-    auto attempts = p.coord->attempts_of(job);
+    auto attempts = p.coord->job_book().attempts_of(job);
     REQUIRE(attempts.size() == 2);
     CHECK(attempts[0].id == first);
     CHECK(attempts[0].state == AttemptState::failed);
@@ -79,7 +79,7 @@ TEST_CASE("retry: a failed job runs again as the same job, its first attempt kep
     // Durable: the retry count and each attempt's run come back after a restart.
     REQUIRE(p.restart());
     CHECK(p.coord->job(p.fellow, job).value().retries == 1);
-    CHECK(p.coord->attempts_of(job).at(1).retry == 1);
+    CHECK(p.coord->job_book().attempts_of(job).at(1).retry == 1);
     CHECK_FALSE(p.coord->pool_view_drift().has_value());
 }
 

@@ -516,7 +516,7 @@ TEST_CASE("service: input archives are uploaded by digest, checked at submit and
     Pool p;
     auto m = p.server.client(p.member);
     const std::string body("inputs-tar\0\1\2", 13);
-    const std::string sha = coordinator::sha256_hex(body);
+    const std::string sha = util::sha256_hex(body);
     // A digest that does not match the body is refused, naming the field.
     auto bad = m.request("PUT", "/v1/inputs/" + std::string(64, 'a'), body);
     REQUIRE(bad);

@@ -18,7 +18,7 @@ namespace {
 // A service over a SQLite store with the given blob cap, and a member of team "fellows".
 struct SmallPool {
     test::TempDir dir;
-    coordinator::ManualClock clock{5'000'000};
+    util::ManualClock clock{5'000'000};
     std::unique_ptr<coordinator::CoordinatorService> service;
     std::string admin;
     std::string member;
@@ -51,7 +51,7 @@ struct SmallPool {
 };
 
 int put_inputs(net::HttpClient& c, const std::string& body) {
-    auto r = c.request("PUT", "/v1/inputs/" + coordinator::sha256_hex(body), body);
+    auto r = c.request("PUT", "/v1/inputs/" + util::sha256_hex(body), body);
     REQUIRE(r);
     INFO(r->body);
     return r->status;

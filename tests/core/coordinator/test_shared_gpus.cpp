@@ -36,7 +36,7 @@ api::Inventory one_gpu(const std::string& enforcement, std::vector<api::CachedMo
 
 struct Pool {
     test::TempDir dir;
-    ManualClock clock;
+    util::ManualClock clock;
     std::unique_ptr<store::SqliteStore> db;
     std::unique_ptr<Coordinator> coord;
     Principal admin;

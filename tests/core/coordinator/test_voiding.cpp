@@ -110,15 +110,15 @@ TEST_CASE("voiding: a banned worker's results since T are refunded from settling
         CHECK(j.state == JobState::queued);
         CHECK_THAT(j.reason, Catch::Contains("voided") && Catch::Contains("queued to run again"));
         CHECK_FALSE(j.finished_at);
-        auto history = p.coord->attempts_of(job);
+        auto history = p.coord->job_book().attempts_of(job);
         REQUIRE(history.size() == 1);
         CHECK(history[0].voided_at == p.clock.now_ms());
         CHECK(history[0].state == AttemptState::succeeded); // what the worker said, kept
         CHECK(p.coord->cost_micro(history[0]) == 0);
         CHECK(p.coord->job(p.fellow, early).value().state == JobState::succeeded);
-        CHECK_FALSE(p.coord->attempts_of(early).front().voided_at);
-        CHECK(p.coord->attempts_of(running).back().id == live);
-        CHECK(p.coord->attempts_of(running).back().state == AttemptState::lost);
+        CHECK_FALSE(p.coord->job_book().attempts_of(early).front().voided_at);
+        CHECK(p.coord->job_book().attempts_of(running).back().id == live);
+        CHECK(p.coord->job_book().attempts_of(running).back().state == AttemptState::lost);
         auto out = p.coord->read_output(p.fellow, job);
         REQUIRE_FALSE(out);
         CHECK(out.error().code == ErrorCode::conflict);
@@ -130,7 +130,7 @@ TEST_CASE("voiding: a banned worker's results since T are refunded from settling
     const auto& fellows = report.teams.front();
     CHECK(fellows.refunded_micro == k_credit / 4);
     CHECK(fellows.spent_micro == k_credit / 4); // the early job only
-    CHECK(p.coord->attempts_of(early).front().id == early_attempt);
+    CHECK(p.coord->job_book().attempts_of(early).front().id == early_attempt);
 
     // The job runs again on an honest worker. The voided attempt did not use up one of its two
     // attempts: after one more lost to a worker fault it still gets a third.

@@ -42,7 +42,7 @@ TEST_CASE("worker leaves: offline at once, its unstarted attempt queued again wi
     REQUIRE(back);
     CHECK(*back == std::vector<AttemptId>{assigned.front().attempt});
     CHECK(p.coord->presence(gone) == "offline");
-    const auto first = p.coord->attempts_of(job).back();
+    const auto first = p.coord->job_book().attempts_of(job).back();
     CHECK(first.state == AttemptState::preempted);
     CHECK_THAT(first.reason, Catch::Contains("handed back unstarted") && Catch::Contains("left the pool"));
     CHECK(p.coord->job(p.admin, job).value().state == JobState::queued);
@@ -84,7 +84,7 @@ TEST_CASE("worker leaves: a running attempt keeps its lease, only workers may le
     const auto back = p.coord->worker_left(p.owner_worker);
     REQUIRE(back);
     CHECK(back->empty());
-    CHECK(p.coord->attempts_of(job).back().state == AttemptState::running);
+    CHECK(p.coord->job_book().attempts_of(job).back().state == AttemptState::running);
     CHECK(p.coord->worker_left(p.fellow).error().code == ErrorCode::forbidden);
 }
 
@@ -101,7 +101,7 @@ TEST_CASE("image unavailable: the job fails after one attempt with the engine's 
     const std::string engine = "reading manifest 1 in 127.0.0.1:5999/x: manifest unknown: manifest unknown";
     REQUIRE(p.coord->complete_attempt(p.owner_worker, assigned.front().attempt, std::nullopt, engine,
                                       Outcome::image_unavailable));
-    const auto attempts = p.coord->attempts_of(job);
+    const auto attempts = p.coord->job_book().attempts_of(job);
     REQUIRE(attempts.size() == 1);
     CHECK(attempts.front().state == AttemptState::failed);
     CHECK(attempts.front().reason == "image unavailable: " + engine);

@@ -206,7 +206,7 @@ inline worker::LinkFactory counting_links(const std::string& url, LinkCounts& co
 
 // Real (monotonic) time that a test can jump forward: grace periods pass at once, while
 // heartbeats and leases go on as usual.
-class JumpClock final : public coordinator::Clock {
+class JumpClock final : public util::Clock {
 public:
     std::int64_t now_ms() const override { return m_real.now_ms() + m_jumped.load(); }
     void jump_ms(std::int64_t ms) { m_jumped += ms; }

@@ -81,7 +81,7 @@ struct OwnerBench {
     test::FakeCoordinator coordinator;
     test::FakeRuntime engine;
     worker::StaticGpuProbe probe{{{0, "GPU-0", "NVIDIA L4", "L4", 24576}, {1, "GPU-1", "NVIDIA L4", "L4", 24576}}};
-    coordinator::ManualClock wall{utc(2026, 12, 1, 20, 0)}; // Tuesday 20:00 UTC
+    util::ManualClock wall{utc(2026, 12, 1, 20, 0)}; // Tuesday 20:00 UTC
     std::mutex mu;
     std::vector<std::string> events;
     std::unique_ptr<worker::Agent> agent;

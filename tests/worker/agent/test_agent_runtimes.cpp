@@ -150,7 +150,7 @@ TEST_CASE("agent with real runtimes: env, mounts, logs, outputs, exit codes, OOM
             REQUIRE(archive::pack_paths({input}, 1 << 20, tar));
             std::ifstream tin(tar, std::ios::binary);
             const std::string tar_bytes((std::istreambuf_iterator<char>(tin)), std::istreambuf_iterator<char>());
-            s.inputs.archive = coordinator::sha256_hex(tar_bytes);
+            s.inputs.archive = util::sha256_hex(tar_bytes);
             auto up = pool.client(pool.member);
             auto put = up.request("PUT", "/v1/inputs/" + s.inputs.archive, tar_bytes);
             REQUIRE(put);

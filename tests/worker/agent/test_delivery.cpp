@@ -19,7 +19,7 @@ namespace {
 struct DeliveryBench {
     test::TempDir work;
     worker::DeliveryOptions opt;
-    coordinator::ManualClock clock;
+    util::ManualClock clock;
     test::FakeCoordinator coordinator;
     test::FakeLink link{coordinator};
     worker::Spool spool{work.path()};

@@ -27,7 +27,7 @@ void fake_process(const std::filesystem::path& root, std::int64_t pid, const std
 } // namespace
 
 TEST_CASE("gpu watch: discovery, memory by index, and no watchdog without GPUs", "[gpu_watch]") {
-    coordinator::ManualClock clock;
+    util::ManualClock clock;
     auto probe = two_gpus();
     worker::GpuWatch watch(probe, clock, 2s, 15s);
     REQUIRE(watch.discover());
@@ -46,7 +46,7 @@ TEST_CASE("gpu watch: discovery, memory by index, and no watchdog without GPUs",
 }
 
 TEST_CASE("gpu watch: the watchdog looks once per period and names the attempt over its share", "[gpu_watch]") {
-    coordinator::ManualClock clock;
+    util::ManualClock clock;
     auto probe = two_gpus();
     worker::GpuWatch watch(probe, clock, 2s, 15s);
     REQUIRE(watch.discover());
@@ -68,7 +68,7 @@ TEST_CASE("gpu watch: the watchdog looks once per period and names the attempt o
 }
 
 TEST_CASE("gpu watch: health is asked per period or at once, and a verdict only when it changes", "[gpu_watch]") {
-    coordinator::ManualClock clock;
+    util::ManualClock clock;
     auto probe = two_gpus();
     worker::GpuWatch watch(probe, clock, 2s, 15s);
     REQUIRE(watch.discover());
@@ -94,7 +94,7 @@ TEST_CASE("gpu watch: health is asked per period or at once, and a verdict only 
 }
 
 TEST_CASE("gpu watch: the owner's process reclaims its GPU and one driver query serves both looks", "[gpu_watch][reclaim]") {
-    coordinator::ManualClock clock;
+    util::ManualClock clock;
     auto probe = two_gpus();
     test::TempDir proc;
     const std::string job_id(64, 'c');
@@ -166,7 +166,7 @@ public:
 } // namespace
 
 TEST_CASE("gpu watch: a process list that cannot be had reclaims nothing and stops nothing", "[gpu_watch][reclaim]") {
-    coordinator::ManualClock clock;
+    util::ManualClock clock;
     NoProcessList probe;
     worker::GpuWatch watch(probe, clock, 2s, 15s, {30'000, 600'000}, "/nonexistent-proc");
     REQUIRE(watch.discover());
@@ -182,7 +182,7 @@ TEST_CASE("gpu watch: a process list that cannot be had reclaims nothing and sto
 
 TEST_CASE("gpu watch: memory in use per GPU comes from the last process list, in the order asked",
           "[gpu_watch][metrics]") {
-    coordinator::ManualClock clock;
+    util::ManualClock clock;
     auto probe = two_gpus();
     worker::GpuWatch watch(probe, clock, 2s, 15s);
     REQUIRE(watch.discover());

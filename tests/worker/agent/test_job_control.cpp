@@ -18,7 +18,7 @@ namespace {
 struct JobBench {
     test::TempDir work;
     test::FakeRuntime runtime;
-    coordinator::ManualClock clock{0};
+    util::ManualClock clock{0};
     worker::Spool spool{work.path()};
     worker::AttemptTable attempts;
     std::vector<std::string> events;

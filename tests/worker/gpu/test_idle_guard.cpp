@@ -131,7 +131,7 @@ TEST_CASE("nvidia-smi utilisation and pmon answers are parsed, and garbage is an
 
 TEST_CASE("gpu watch: idle looks once per period, an idle job is warned, then stopped with the reason",
           "[idle][gpu_watch]") {
-    coordinator::ManualClock clock;
+    util::ManualClock clock;
     StaticGpuProbe probe({{0, "GPU-a", "NVIDIA L4", "L4", 24576}});
     GpuWatch watch(probe, clock, 2s, 15s, {}, "/proc", 30s);
     REQUIRE(watch.discover());
@@ -164,7 +164,7 @@ TEST_CASE("gpu watch: idle looks once per period, an idle job is warned, then st
 
 TEST_CASE("gpu watch: with the worker's MPS daemon the enforcement is mps and the watchdog still watches",
           "[gpu_watch][mps]") {
-    coordinator::ManualClock clock;
+    util::ManualClock clock;
     StaticGpuProbe probe({{0, "GPU-a", "NVIDIA L4", "L4", 24576}});
     GpuWatch watch(probe, clock, 2s, 15s);
     REQUIRE(watch.discover());

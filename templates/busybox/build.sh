@@ -7,6 +7,9 @@ engine=${ENGINE:-podman}
 read -r -a engine_args <<< "${ENGINE_ARGS:-}"
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
+# The image's / is this folder: mktemp makes it 0700, which a job running as any user but root
+# cannot enter wherever the engine keeps the layer as it is (rootless podman's vfs storage).
+chmod 0755 "$root"
 mkdir -p "$root"/{bin,etc,tmp,work,outputs,cache}
 cp /bin/busybox "$root/bin/busybox"
 chroot "$root" /bin/busybox --install -s /bin

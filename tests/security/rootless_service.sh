@@ -150,7 +150,9 @@ if [ -n "$tests_bin" ]; then
   wait "$worker_pid" || true
   worker_pid=
   install -d -o "$user" -g "$gid" -m 0700 "$work/tmp"
-  env_vars+=("GPUPOOL_REQUIRE_CONTAINERS=1" "GPUPOOL_LOG_LEVEL=warn" "TMPDIR=$work/tmp")
+  # The process runtime and the user's rootless podman; docker is root's (or its group's).
+  env_vars+=("GPUPOOL_TEST_RUNTIMES=process,podman" "GPUPOOL_REQUIRE_CONTAINERS=1" "GPUPOOL_LOG_LEVEL=warn"
+    "TMPDIR=$work/tmp")
   as_user "$tests_bin" "[links]" > "$work/links.out" 2>&1 || fail "the link tests as $user: $(tail -n 40 "$work/links.out")"
   say "the link tests passed as $user: $(grep -E 'test cases|All tests' "$work/links.out" | tail -n 1)"
 fi

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <string>
 #include <cstdlib>
 #include <thread>
 
@@ -89,6 +90,13 @@ const std::vector<RuntimeUnderTest>& runtimes_under_test() {
             docker.unavailable = "docker unavailable at " + host + ": " + why + "; run .ci/setup-containers";
         }
         out.push_back(docker);
+        // GPUPOOL_TEST_RUNTIMES=process,podman keeps only those (a run as a user with no docker:
+        // tests/security/rootless_service.sh runs the link tests as the worker service's user).
+        if (const std::string only = env_or("GPUPOOL_TEST_RUNTIMES"); !only.empty()) {
+            std::erase_if(out, [&](const RuntimeUnderTest& r) {
+                return ("," + only + ",").find("," + r.kind + ",") == std::string::npos;
+            });
+        }
         return out;
     }();
     return all;

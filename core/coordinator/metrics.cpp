@@ -138,13 +138,18 @@ PoolMetrics pool_metrics(const TokenBook& tokens, const WorkerRoster& roster, co
     m.attempts = counters.attempts;
     m.attempt_gpu_seconds = counters.gpu_seconds;
 
-    std::map<std::tuple<std::string, std::string, std::string>, std::size_t> job_at;
+    // Live jobs by (state, team, priority), keyed by the enums and the team's id while counting, so
+    // that a long queue costs no string per job; the rows are in the order their keys first appear.
+    std::map<std::tuple<store::JobState, TeamId, recipe::Priority>, std::size_t> job_at;
     const auto live_job = [&](const store::JobRecord& j) {
-        const std::string team = tokens.team_name(j.team);
-        const std::string priority = recipe::to_string(j.spec.priority);
-        bump(m.live_jobs, job_at, std::tuple{std::string(store::to_string(j.state)), team, priority},
-             PoolMetrics::Jobs{store::to_string(j.state), team, priority, 0});
+        auto [it, inserted] = job_at.try_emplace(std::tuple{j.state, j.team, j.spec.priority}, m.live_jobs.size());
+        if (inserted) {
+            m.live_jobs.push_back({store::to_string(j.state), tokens.team_name(j.team),
+                                   recipe::to_string(j.spec.priority), 0});
+        }
+        ++m.live_jobs[it->second].count;
     };
+    std::map<TeamId, double> oldest_by_team;
     for (JobId id : jobs.queued()) {
         const store::JobRecord& j = jobs.jobs().at(id);
         live_job(j);
@@ -152,8 +157,11 @@ PoolMetrics pool_metrics(const TokenBook& tokens, const WorkerRoster& roster, co
         if (auto prev = jobs.latest_attempt().find(id); prev != jobs.latest_attempt().end()) {
             since = jobs.attempts().at(prev->second).ended_at.value_or(since);
         }
-        double& oldest = m.oldest_queued_s[tokens.team_name(j.team)];
+        double& oldest = oldest_by_team[j.team];
         oldest = std::max(oldest, static_cast<double>(m.at_ms - since) / 1000.0);
+    }
+    for (const auto& [team, oldest] : oldest_by_team) {
+        m.oldest_queued_s[tokens.team_name(team)] = oldest;
     }
     std::set<JobId> active_jobs;
     for (AttemptId id : jobs.active()) {

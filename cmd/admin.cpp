@@ -5,7 +5,10 @@
 #include "cmd/credits.hpp"
 #include "cmd/migrate.hpp"
 #include "cmd/remote.hpp"
+#include "core/api/admin.hpp"
+#include "core/api/credits.hpp"
 #include "core/api/owner_terms.hpp"
+#include "core/client/read_answer.hpp"
 #include "core/credits/money.hpp"
 #include "core/net/url.hpp"
 #include "core/resources/quantity.hpp"
@@ -22,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <sys/utsname.h>
+#include <tuple>
 
 namespace gpupool::cmd {
 
@@ -68,56 +72,57 @@ std::string command_of(AdminAction action) {
     return "admin";
 }
 
-// Runs one admin request and prints the answer with `human` (or the JSON with --json).
-int admin_call(const AdminOptions& o, const std::string& method, const std::string& path, const json& body,
-               const std::function<void(const json&)>& human) {
+// Runs one admin request, reads the answer with `read` (a core/api *_from_json) and prints it with
+// `human` (or its JSON with --json).
+template <class Read, class Human>
+int admin_call(const AdminOptions& o, const std::string& method, const std::string& path, const json& body, Read read,
+               Human human) {
     const GlobalOptions& global = o.global;
     auto api = connect(global);
     if (!api || !require_admin(global, *api, command_of(o.action))) {
         return k_exit_failed;
     }
     Result<json> r = method == "GET" ? api->get(path) : method == "DELETE" ? api->del(path) : api->post(path, body);
-    if (!r) {
-        report_error(global, r.error());
+    auto answer = client::read_answer(r, method + " " + path, read);
+    if (!answer) {
+        report_error(global, answer.error());
         return k_exit_failed;
     }
     if (global.json) {
-        std::cout << r->dump(2) << '\n';
+        std::cout << wire::to_json(*answer).dump(2) << '\n';
     } else {
-        human(*r);
+        human(*answer);
     }
     return k_exit_ok;
 }
 
 // What the token is goes to stderr, the secret alone to stdout: `admin enroll TEAM > enroll.token`
 // writes a file that `--token-file` reads.
-void print_token(const json& t) {
-    std::cerr << printable(t["role"]) << " token " << t["id"]
-              << (t["team"].get<std::string>().empty() ? "" : " for team " + printable(t["team"]))
-              << " (shown once):" << std::endl;
-    std::cout << printable(t["token"]) << '\n';
+void print_token(const wire::CreatedToken& t) {
+    std::cerr << printable(t.role) << " token " << t.id.value()
+              << (t.team.empty() ? "" : " for team " + printable(t.team)) << " (shown once):" << std::endl;
+    std::cout << printable(t.token) << '\n';
 }
 
 } // namespace
 
 bool require_admin(const GlobalOptions& global, client::ApiClient& api, const std::string& command) {
-    auto me = api.get("/v1/whoami");
-    if (me && (*me).value("role", std::string()) == "admin") {
+    auto me = client::read_answer(api.get("/v1/whoami"), "GET /v1/whoami", wire::whoami_from_json);
+    if (me && me->role == "admin") {
         return true;
     }
     if (!me && me.error().code != ErrorCode::forbidden) {
-        report_error(global, me.error()); // no coordinator, or a token it does not know
+        report_error(global, me.error()); // no coordinator, a token it does not know, or a garbled answer
         return false;
     }
     std::string what = "a token that is not an admin's";
     if (me) {
-        const json& t = *me;
-        what = "a " + printable(t.value("role", std::string("?"))) + " token";
-        if (t.contains("team") && t["team"].is_string()) {
-            what += " of team `" + printable(t["team"]) + "`";
+        what = "a " + printable(me->role) + " token";
+        if (me->team) {
+            what += " of team `" + printable(*me->team) + "`";
         }
-        if (t.contains("label") && t["label"].is_string() && !t["label"].get<std::string>().empty()) {
-            what += " (labelled `" + printable(t["label"]) + "`)";
+        if (!me->label.empty()) {
+            what += " (labelled `" + printable(me->label) + "`)";
         }
     }
     report_error(global, make_error(ErrorCode::forbidden,
@@ -139,21 +144,20 @@ Result<std::int64_t> parse_since_ms(const std::string& text, const std::string& 
 
 namespace {
 
-std::string credits_of(const json& v) {
-    return credits::format_credits(v.get<std::int64_t>());
+std::string credits_of(std::int64_t micro) {
+    return credits::format_credits(micro);
 }
 
 // "team fellows budget: 50 per day, none per week; spent ..." and one line per member with caps.
-void print_budgets(const json& r) {
-    std::cout << "team " << printable(r["team"]) << " budget: " << cap_text(r["budget_day_micro"]) << " per day, "
-              << cap_text(r["budget_week_micro"]) << " per week; spent " << credits_of(r["spent_day_micro"])
-              << " in the last 24h, " << credits_of(r["spent_week_micro"]) << " in the last 7 days\n";
-    for (const auto& m : r.value("members", json::array())) {
-        std::cout << "  member " << printable(m["label"]) << " (token " << m["token_id"]
-                  << "): " << cap_text(m["day_micro"]) << " per day, " << cap_text(m["week_micro"])
-                  << " per week; spent " << credits_of(m["spent_day_micro"]) << " in the last 24h, "
-                  << credits_of(m["spent_week_micro"]) << " in the last 7 days, " << credits_of(m["held_micro"])
-                  << " held\n";
+void print_budgets(const wire::CreditsReply& r) {
+    std::cout << "team " << printable(r.team) << " budget: " << cap_text(r.budget_day_micro) << " per day, "
+              << cap_text(r.budget_week_micro) << " per week; spent " << credits_of(r.spent_day_micro)
+              << " in the last 24h, " << credits_of(r.spent_week_micro) << " in the last 7 days\n";
+    for (const auto& m : r.members) {
+        std::cout << "  member " << printable(m.label) << " (token " << m.token_id.value()
+                  << "): " << cap_text(m.day_micro) << " per day, " << cap_text(m.week_micro) << " per week; spent "
+                  << credits_of(m.spent_day_micro) << " in the last 24h, " << credits_of(m.spent_week_micro)
+                  << " in the last 7 days, " << credits_of(m.held_micro) << " held\n";
     }
 }
 
@@ -167,83 +171,87 @@ int run_admin_budget(const AdminOptions& b) {
                                             "--member"));
             return k_exit_usage;
         }
-        return admin_call(b, "GET", "/v1/credits?limit=0&team=" + net::percent_encode(b.team), {}, print_budgets);
+        return admin_call(b, "GET", "/v1/credits?limit=0&team=" + net::percent_encode(b.team), {},
+                          wire::credits_reply_from_json, print_budgets);
     }
-    json body = {{"team", b.team}};
-    if (!b.member.empty()) {
-        body["member"] = b.member;
-    }
-    for (auto [text, key] : {std::pair{&b.day, "day_micro"}, std::pair{&b.week, "week_micro"}}) {
+    wire::BudgetRequest request{b.team, b.member};
+    for (auto [text, cap, flag] :
+         {std::tuple{&b.day, &request.day, "--day"}, std::tuple{&b.week, &request.week, "--week"}}) {
         if (text->empty()) {
             continue; // kept as it is
         }
+        cap->change = true;
         if (*text == "none") {
-            body[key] = nullptr;
-            continue;
+            continue; // removed
         }
         auto v = credits::parse_credits(*text);
         if (!v) {
             Error e = v.error();
-            e.field = key == std::string("day_micro") ? "--day" : "--week";
+            e.field = flag;
             report_error(global, e);
             return k_exit_usage;
         }
-        body[key] = *v;
+        cap->micro = *v;
     }
-    return admin_call(b, "POST", "/v1/admin/budgets", body, [](const json& r) {
-        const std::string who = r.contains("member")
-                                    ? "member " + printable(r["member"]["label"]) + " of team " + printable(r["team"])
-                                    : "team " + printable(r["team"]);
-        std::cout << who << " budget: " << cap_text(r["day_micro"]) << " per day, " << cap_text(r["week_micro"])
-                  << " per week\n";
-    });
+    return admin_call(b, "POST", "/v1/admin/budgets", wire::to_json(request), wire::budget_reply_from_json,
+                      [](const wire::BudgetReply& r) {
+                          const std::string who =
+                              r.member ? "member " + printable(r.member->label) + " of team " + printable(r.team)
+                                       : "team " + printable(r.team);
+                          std::cout << who << " budget: " << cap_text(r.day_micro) << " per day, "
+                                    << cap_text(r.week_micro) << " per week\n";
+                      });
 }
 
 int run_team_create(const AdminOptions& o) {
-    return admin_call(o, "POST", "/v1/admin/teams", {{"name", o.team}, {"weight", o.weight}}, [](const json& t) {
-        std::cout << "created team " << printable(t["name"]) << " (id " << t["id"] << ")\n";
-    });
+    return admin_call(
+        o, "POST", "/v1/admin/teams", wire::to_json(wire::TeamCreateRequest{o.team, o.weight}),
+        [](const json& j) { return wire::team_from_json(j); },
+        [](const wire::TeamView& t) {
+            std::cout << "created team " << printable(t.name) << " (id " << t.id.value() << ")\n";
+        });
 }
 
 int run_team_list(const AdminOptions& o) {
-    return admin_call(o, "GET", "/v1/admin/teams", {}, [](const json& r) {
+    return admin_call(o, "GET", "/v1/admin/teams", {}, wire::team_list_from_json, [](const wire::TeamList& r) {
         std::vector<std::vector<std::string>> rows{{"ID", "NAME", "WEIGHT"}};
-        for (const auto& t : r["teams"]) {
-            rows.push_back({std::to_string(t["id"].get<std::int64_t>()), t["name"].get<std::string>(),
-                            std::to_string(t["weight"].get<std::int64_t>())});
+        for (const auto& t : r.teams) {
+            rows.push_back({std::to_string(t.id.value()), t.name, std::to_string(t.weight)});
         }
         print_table(rows);
     });
 }
 
-int run_token_create(const AdminOptions& o) {
-    return admin_call(o, "POST", "/v1/admin/tokens",
-                      {{"role", o.role}, {"team", o.team}, {"label", o.label}, {"uses", o.uses}}, print_token);
+wire::TokenCreateRequest token_request(const AdminOptions& o, const std::string& role, const std::string& label) {
+    return {role, o.team, label, o.uses};
 }
 
-void print_tokens(const json& r, bool all) {
+int run_token_create(const AdminOptions& o) {
+    return admin_call(o, "POST", "/v1/admin/tokens", wire::to_json(token_request(o, o.role, o.label)),
+                      wire::created_token_from_json, print_token);
+}
+
+void print_tokens(const wire::TokenList& r, bool all) {
     std::vector<std::vector<std::string>> rows{
         {"ID", "ROLE", "TEAM", "LABEL", "CREATED (UTC)", "LAST USED (UTC)", "STATE"}};
-    for (const auto& t : r["tokens"]) {
-        const bool revoked = !t["revoked_at"].is_null();
+    for (const auto& t : r.tokens) {
+        const bool revoked = t.revoked_at.has_value();
         if (revoked && !all) {
             continue;
         }
-        std::string state = revoked ? "revoked " + format_time(t["revoked_at"]) : "active";
-        if (!revoked && t["uses_left"].is_number_integer()) {
-            state += ", " + std::to_string(t["uses_left"].get<std::int64_t>()) + " use(s) left";
+        std::string state = revoked ? "revoked " + format_time(t.revoked_at) : "active";
+        if (!revoked && t.uses_left) {
+            state += ", " + std::to_string(*t.uses_left) + " use(s) left";
         }
-        if (t["worker"].is_number_integer()) {
-            state += ", worker " + std::to_string(t["worker"].get<std::int64_t>());
+        if (t.worker) {
+            state += ", worker " + std::to_string(t.worker->value());
         }
-        rows.push_back({std::to_string(t["id"].get<std::int64_t>()), t["role"].get<std::string>(),
-                        t["team"].is_string() ? t["team"].get<std::string>() : "-", t["label"].get<std::string>(),
-                        format_time(t["created_at"]),
-                        t["last_used_at"].is_null() ? "-" : format_time(t["last_used_at"]), state});
+        rows.push_back({std::to_string(t.id.value()), t.role, t.team.value_or("-"), t.label, format_time(t.created_at),
+                        format_time(t.last_used_at), state});
     }
     print_table(rows);
     const auto hidden = static_cast<std::int64_t>(std::count_if(
-        r["tokens"].begin(), r["tokens"].end(), [](const json& t) { return !t["revoked_at"].is_null(); }));
+        r.tokens.begin(), r.tokens.end(), [](const wire::TokenView& t) { return t.revoked_at.has_value(); }));
     if (hidden > 0 && !all) {
         std::cout << "(" << hidden << " revoked token(s) not shown; --all lists them)\n";
     }
@@ -253,13 +261,15 @@ void print_tokens(const json& r, bool all) {
 int run_token_list(const AdminOptions& o) {
     const std::string path =
         "/v1/admin/tokens" + (o.team.empty() ? std::string() : "?team=" + net::percent_encode(o.team));
-    return admin_call(o, "GET", path, {}, [all = o.all](const json& r) { print_tokens(r, all); });
+    return admin_call(o, "GET", path, {}, wire::token_list_from_json,
+                      [all = o.all](const wire::TokenList& r) { print_tokens(r, all); });
 }
 
 // The coordinator resolves what was typed (resolve_name): an id, or the label of one active token.
 int run_token_revoke(const AdminOptions& o) {
     return admin_call(o, "DELETE", "/v1/admin/tokens/" + net::percent_encode(o.token), {},
-                      [](const json& r) { std::cout << "revoked token " << r["revoked"] << '\n'; });
+                      wire::token_revoked_from_json,
+                      [](const wire::TokenRevoked& r) { std::cout << "revoked token " << r.revoked.value() << '\n'; });
 }
 
 // The token, then the one command its owner runs (admin_enroll.hpp), or the line that says how to
@@ -269,10 +279,10 @@ int run_enroll(const AdminOptions& o) {
     if (!api || !require_admin(o.global, *api, command_of(o.action))) {
         return k_exit_failed;
     }
-    auto t = api->post("/v1/admin/tokens", json{{"role", "enroll"},
-                                                {"team", o.team},
-                                                {"label", o.label.empty() ? "enrollment" : o.label},
-                                                {"uses", o.uses}});
+    auto t = client::read_answer(
+        api->post("/v1/admin/tokens",
+                  wire::to_json(token_request(o, "enroll", o.label.empty() ? "enrollment" : o.label))),
+        "POST /v1/admin/tokens", wire::created_token_from_json);
     if (!t) {
         report_error(o.global, t.error());
         return k_exit_failed;
@@ -290,7 +300,7 @@ int run_enroll(const AdminOptions& o) {
     const JoinCommand join =
         join_command(dist ? *dist : json(), cfg ? cfg->url : std::string(), ca_sha, machine.machine);
     if (o.global.json) {
-        json out = *t;
+        json out = wire::to_json(*t);
         out["install_command"] = join.command.empty() ? json() : json(join.command);
         out["install_note"] = join.note;
         std::cout << out.dump(2) << '\n';
@@ -308,103 +318,111 @@ int run_enroll(const AdminOptions& o) {
     return k_exit_ok;
 }
 
+// The models of a worker's GPUs ("A100,A100"), and its slots, from the inventory as it reported
+// it (passed on by the coordinator as it came: read without trusting its shape).
+std::string inventory_gpus(const json& inventory) {
+    std::string gpus;
+    const auto it = inventory.is_object() ? inventory.find("gpus") : inventory.end();
+    if (it == inventory.end() || !it->is_array()) {
+        return gpus;
+    }
+    for (const auto& g : *it) {
+        const bool named = g.is_object() && g.contains("model") && g["model"].is_string();
+        gpus += (gpus.empty() ? "" : ",") + (named ? g["model"].get<std::string>() : std::string("?"));
+    }
+    return gpus;
+}
+
+std::int64_t inventory_slots(const json& inventory) {
+    const auto it = inventory.is_object() ? inventory.find("slots") : inventory.end();
+    return it != inventory.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
+}
+
 // Each worker's owner terms as its last heartbeat said them (api::describe_terms), one line each;
 // max jobs from its inventory when the terms do not say.
-void print_owner_terms(const json& workers) {
+void print_owner_terms(const std::vector<wire::WorkerView>& workers) {
     for (const auto& w : workers) {
-        auto terms = w.contains("terms") && !w["terms"].is_null() ? api::owner_terms_from_json(w["terms"])
-                                                                  : Result<api::OwnerTerms>(api::OwnerTerms{});
-        if (!terms) {
-            continue;
+        api::OwnerTerms terms = w.terms.value_or(api::OwnerTerms{});
+        if (terms.max_jobs == 0) {
+            terms.max_jobs = inventory_slots(w.inventory);
         }
-        if (terms->max_jobs == 0 && w["inventory"].is_object()) {
-            terms->max_jobs = w["inventory"].value("slots", std::int64_t{0});
-        }
-        std::cout << "worker " << w["id"].get<std::int64_t>() << " `" << printable(w["name"])
-                  << "` terms: " << printable(util::join(api::describe_terms(*terms), "; ")) << '\n';
+        std::cout << "worker " << w.id.value() << " `" << printable(w.name)
+                  << "` terms: " << printable(util::join(api::describe_terms(terms), "; ")) << '\n';
     }
 }
 
 int run_workers(const AdminOptions& o) {
-    return admin_call(o, "GET", "/v1/workers", {}, [](const json& r) {
+    return admin_call(o, "GET", "/v1/workers", {}, wire::worker_list_from_json, [](const wire::WorkerList& r) {
         std::vector<std::vector<std::string>> rows{{"ID", "NAME", "TEAM", "STATE", "GPUS", "LAST SEEN (UTC)"}};
-        for (const auto& w : r["workers"]) {
-            std::string gpus;
-            if (w["inventory"].is_object() && w["inventory"].contains("gpus")) {
-                for (const auto& g : w["inventory"]["gpus"]) {
-                    gpus += (gpus.empty() ? "" : ",") + g.value("model", std::string("?"));
-                }
-            }
-            const std::string presence = w.value("presence", w["state"].get<std::string>());
-            rows.push_back({std::to_string(w["id"].get<std::int64_t>()), w["name"].get<std::string>(),
-                            w.value("team_name", std::to_string(w["team"].get<std::int64_t>())),
-                            presence == "offline" ? "offline since " + format_time(w["last_seen_at"]) : presence,
-                            gpus.empty() ? "-" : gpus, format_time(w["last_seen_at"])});
+        for (const auto& w : r.workers) {
+            const std::string gpus = inventory_gpus(w.inventory);
+            const std::string presence = w.presence.empty() ? w.state : w.presence;
+            rows.push_back({std::to_string(w.id.value()), w.name,
+                            w.team_name.empty() ? std::to_string(w.team.value()) : w.team_name,
+                            presence == "offline" ? "offline since " + format_time(w.last_seen_at) : presence,
+                            gpus.empty() ? "-" : gpus, format_time(w.last_seen_at)});
         }
         print_table(rows);
         // GPUs whose memory is not their catalog model's (priced at that model's rate all the same).
-        for (const auto& w : r["workers"]) {
-            if (w.contains("model_mismatch") && w["model_mismatch"].is_string()) {
-                std::cout << "worker " << w["id"].get<std::int64_t>() << " `" << printable(w["name"])
-                          << "`: GPU model and memory disagree: " << printable(w["model_mismatch"]) << '\n';
+        for (const auto& w : r.workers) {
+            if (w.model_mismatch) {
+                std::cout << "worker " << w.id.value() << " `" << printable(w.name)
+                          << "`: GPU model and memory disagree: " << printable(*w.model_mismatch) << '\n';
             }
         }
-        print_owner_terms(r["workers"]);
+        print_owner_terms(r.workers);
     });
 }
 
 // "worker 4 `box-b` (active, online)", the workers of a ban's answer.
-std::string sibling_list(const json& workers, bool banned) {
+std::string sibling_list(const std::vector<wire::BanSibling>& workers, bool banned) {
     std::string out;
     for (const auto& w : workers) {
-        if ((w["state"] == "banned") != banned) {
+        if ((w.state == "banned") != banned) {
             continue;
         }
-        out += (out.empty() ? "" : ", ") + std::string("worker ") + std::to_string(w["id"].get<std::int64_t>()) + " `" +
-               printable(w["name"]) + "`" + (banned ? "" : " (" + printable(w["presence"]) + ")");
+        out += (out.empty() ? "" : ", ") + std::string("worker ") + std::to_string(w.id.value()) + " `" +
+               printable(w.name) + "`" + (banned ? "" : " (" + printable(w.presence) + ")");
     }
     return out;
 }
 
-void print_ban(const json& r) {
-    std::cout << "worker " << r["worker"] << " is now banned\n";
-    const json siblings = r.value("siblings", json::array());
-    if (const std::string banned = sibling_list(siblings, true); !banned.empty()) {
+void print_ban(const wire::BanReply& r) {
+    std::cout << "worker " << r.worker.value() << " is now banned\n";
+    if (const std::string banned = sibling_list(r.siblings, true); !banned.empty()) {
         std::cout << "banned with it, enrolled with the same token: " << banned << '\n';
     }
-    if (const std::string going = sibling_list(siblings, false); !going.empty()) {
+    if (const std::string going = sibling_list(r.siblings, false); !going.empty()) {
         std::cout << "enrolled with the same token (now revoked) and still taking work: " << going
-                  << "\n(ban them too with `gpupool admin ban " << r["worker"] << " --with-siblings`)\n";
+                  << "\n(ban them too with `gpupool admin ban " << r.worker.value() << " --with-siblings`)\n";
     }
-    const auto& voided = r["voided_attempts"];
-    if (!voided.empty()) {
-        std::cout << "voided " << voided.size() << " attempt(s): " << credits_of(r["refunded_micro"])
-                  << " credits went back to the teams that paid; " << r["requeued_jobs"].size()
-                  << " job(s) run again\n";
+    if (!r.voided_attempts.empty()) {
+        std::cout << "voided " << r.voided_attempts.size() << " attempt(s): " << credits_of(r.refunded_micro)
+                  << " credits went back to the teams that paid; " << r.requeued_jobs.size() << " job(s) run again\n";
     }
 }
 
 int run_ban(const AdminOptions& o) {
-    json body = json::object();
+    wire::BanRequest body;
     if (!o.void_since.empty()) {
         auto since = parse_since_ms(o.void_since, "--void-since");
         if (!since) {
             report_error(o.global, since.error());
             return k_exit_usage;
         }
-        body["void_since"] = *since;
+        body.void_since = *since;
     }
-    if (o.with_siblings) {
-        body["with_siblings"] = true;
-    }
-    return admin_call(o, "POST", "/v1/admin/workers/" + net::percent_encode(o.worker) + "/ban", body, print_ban);
+    body.with_siblings = o.with_siblings;
+    return admin_call(o, "POST", "/v1/admin/workers/" + net::percent_encode(o.worker) + "/ban", wire::to_json(body),
+                      wire::ban_reply_from_json, print_ban);
 }
 
 // drain or activate.
 int run_worker_state(const AdminOptions& o, const std::string& verb) {
-    return admin_call(
-        o, "POST", "/v1/admin/workers/" + net::percent_encode(o.worker) + "/" + verb, json::object(),
-        [](const json& r) { std::cout << "worker " << r["worker"] << " is now " << printable(r["state"]) << '\n'; });
+    return admin_call(o, "POST", "/v1/admin/workers/" + net::percent_encode(o.worker) + "/" + verb, json::object(),
+                      wire::worker_state_changed_from_json, [](const wire::WorkerStateChanged& r) {
+                          std::cout << "worker " << r.worker.value() << " is now " << printable(r.state) << '\n';
+                      });
 }
 
 int run_grant(const AdminOptions& o) {
@@ -415,21 +433,22 @@ int run_grant(const AdminOptions& o) {
         report_error(o.global, e);
         return k_exit_usage;
     }
-    json body = {{"team", o.team}, {"amount_micro", *amount}, {"note", o.note}};
+    wire::GrantRequest body{o.team, *amount, o.note, std::nullopt};
     if (!o.expires.empty()) {
         auto at = util::parse_utc_date_ms(o.expires, "--expires");
         if (!at) {
             report_error(o.global, at.error());
             return k_exit_usage;
         }
-        body["expires_at"] = *at;
+        body.expires_at = *at;
     }
-    return admin_call(o, "POST", "/v1/admin/grants", body, [](const json& r) {
-        std::cout << "granted " << credits_of(r["amount_micro"]) << " credits to team " << printable(r["team"])
-                  << " (grant " << r["grant"] << ")"
-                  << (r["expires_at"].is_null() ? "" : ", expires " + format_time(r["expires_at"]) + " UTC")
-                  << "; its balance is now " << credits_of(r["balance_micro"]) << '\n';
-    });
+    return admin_call(o, "POST", "/v1/admin/grants", wire::to_json(body), wire::grant_reply_from_json,
+                      [](const wire::GrantReply& r) {
+                          std::cout << "granted " << credits_of(r.amount_micro) << " credits to team "
+                                    << printable(r.team) << " (grant " << r.grant << ")"
+                                    << (r.expires_at ? ", expires " + format_time(r.expires_at) + " UTC" : "")
+                                    << "; its balance is now " << credits_of(r.balance_micro) << '\n';
+                      });
 }
 
 int run_adjust(const AdminOptions& o) {
@@ -440,42 +459,38 @@ int run_adjust(const AdminOptions& o) {
         report_error(o.global, e);
         return k_exit_usage;
     }
-    return admin_call(o, "POST", "/v1/admin/adjustments",
-                      {{"team", o.team}, {"amount_micro", *amount}, {"note", o.note}}, [](const json& r) {
-                          std::cout << "adjusted team " << printable(r["team"]) << ": " << credits_of(r["amount_micro"])
-                                    << " credits from " << printable(r["debit"]) << " to " << printable(r["credit"])
-                                    << " (entry " << r["id"] << ")\n";
+    return admin_call(o, "POST", "/v1/admin/adjustments", wire::to_json(wire::AdjustRequest{o.team, *amount, o.note}),
+                      wire::adjust_reply_from_json, [](const wire::AdjustReply& r) {
+                          std::cout << "adjusted team " << printable(r.team) << ": " << credits_of(r.entry.amount_micro)
+                                    << " credits from " << printable(r.entry.debit) << " to "
+                                    << printable(r.entry.credit) << " (entry " << r.entry.id << ")\n";
                       });
 }
 
-void print_report(const json& r) {
-    std::cout << "since " << (r["since"].get<std::int64_t>() == 0 ? "the start" : format_time(r["since"]) + " UTC")
-              << "\n\n";
+void print_report(const wire::CreditReport& r) {
+    std::cout << "since " << (r.since == 0 ? "the start" : format_time(r.since) + " UTC") << "\n\n";
     std::vector<std::vector<std::string>> rows{
         {"TEAM", "GRANTED", "EARNED", "SPENT", "BALANCE", "IN ESCROW", "SETTLING", "REFUNDED"}};
-    for (const auto& t : r["teams"]) {
-        rows.push_back({t["team"].get<std::string>(), credits_of(t["granted_micro"]), credits_of(t["earned_micro"]),
-                        credits_of(t["spent_micro"]), credits_of(t["balance_micro"]), credits_of(t["held_micro"]),
-                        credits_of(t["settling_micro"]), credits_of(t["refunded_micro"])});
+    for (const auto& t : r.teams) {
+        rows.push_back({t.team, credits_of(t.granted_micro), credits_of(t.earned_micro), credits_of(t.spent_micro),
+                        credits_of(t.balance_micro), credits_of(t.held_micro), credits_of(t.settling_micro),
+                        credits_of(t.refunded_micro)});
     }
     print_table(rows);
     std::cout << '\n';
     std::vector<std::vector<std::string>> wrows{
         {"WORKER", "NAME", "TEAM", "GPU-HOURS", "ATTEMPTS", "FAILURES", "OWNER PREEMPTED", "VOIDED", "EARNED"}};
-    for (const auto& w : r["workers"]) {
+    for (const auto& w : r.workers) {
         char hours[32];
-        std::snprintf(hours, sizeof hours, "%.3f", w["gpu_hours"].get<double>());
-        wrows.push_back({std::to_string(w["worker"].get<std::int64_t>()), w["name"].get<std::string>(),
-                         std::to_string(w["team_id"].get<std::int64_t>()), hours,
-                         std::to_string(w["attempts"].get<std::int64_t>()),
-                         std::to_string(w["failures"].get<std::int64_t>()),
-                         std::to_string(w.value("owner_preempted", std::int64_t{0})),
-                         std::to_string(w["voided"].get<std::int64_t>()), credits_of(w["earned_micro"])});
+        std::snprintf(hours, sizeof hours, "%.3f", w.gpu_hours);
+        wrows.push_back({std::to_string(w.worker.value()), w.name, std::to_string(w.team_id.value()), hours,
+                         std::to_string(w.attempts), std::to_string(w.failures), std::to_string(w.owner_preempted),
+                         std::to_string(w.voided), credits_of(w.earned_micro)});
     }
     print_table(wrows);
-    std::cout << "\npool fee " << credits_of(r["pool_fee_micro"]) << ", escrow " << credits_of(r["escrow_micro"])
-              << ", settling " << credits_of(r["settling_micro"]) << ", issued "
-              << credits::format_credits(-r["issuer_micro"].get<std::int64_t>()) << '\n';
+    std::cout << "\npool fee " << credits_of(r.pool_fee_micro) << ", escrow " << credits_of(r.escrow_micro)
+              << ", settling " << credits_of(r.settling_micro) << ", issued "
+              << credits::format_credits(-r.issuer_micro) << '\n';
 }
 
 int run_report(const AdminOptions& o) {
@@ -488,7 +503,7 @@ int run_report(const AdminOptions& o) {
         }
         path += "?since=" + std::to_string(*since);
     }
-    return admin_call(o, "GET", path, {}, print_report);
+    return admin_call(o, "GET", path, {}, wire::credit_report_from_json, print_report);
 }
 
 } // namespace

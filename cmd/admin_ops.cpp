@@ -1,6 +1,8 @@
 // `gpupool admin audit` (the audit log) and `gpupool admin backup FILE` (a copy of the live pool).
 #include "cmd/admin.hpp"
 #include "cmd/remote.hpp"
+#include "core/api/admin.hpp"
+#include "core/client/read_answer.hpp"
 #include "core/store/open_store.hpp"
 
 #include <chrono>
@@ -15,11 +17,11 @@ using json = nlohmann::json;
 namespace {
 
 // "alice (token 4)", or "this machine" for what was done with the database file itself.
-std::string actor_text(const json& actor) {
-    if (actor.is_null()) {
+std::string actor_text(const std::optional<wire::AuditActor>& actor) {
+    if (!actor) {
         return "this machine";
     }
-    return actor["label"].get<std::string>() + " (token " + std::to_string(actor["id"].get<std::int64_t>()) + ")";
+    return actor->label + " (token " + std::to_string(actor->id.value()) + ")";
 }
 
 // A URL query value: what is not a letter, digit or one of -._~ is percent-encoded.
@@ -57,19 +59,19 @@ int run_audit(const AdminOptions& o) {
     if (!api || !require_admin(o.global, *api, "admin audit")) {
         return k_exit_failed;
     }
-    auto r = api->get(path);
+    auto r = client::read_answer(api->get(path), "GET /v1/admin/audit", wire::audit_list_from_json);
     if (!r) {
         report_error(o.global, r.error());
         return k_exit_failed;
     }
     if (o.global.json) {
-        std::cout << (*r)["audit"].dump(2) << '\n';
+        std::cout << wire::to_json(*r)["audit"].dump(2) << '\n';
         return k_exit_ok;
     }
     std::vector<std::vector<std::string>> rows{{"ID", "TIME (UTC)", "WHO", "ACTION", "TARGET", "DETAIL"}};
-    for (const auto& a : (*r)["audit"]) {
-        rows.push_back({std::to_string(a["id"].get<std::int64_t>()), format_time(a["at"]), actor_text(a["actor"]),
-                        a["action"].get<std::string>(), a["target"].get<std::string>(), a["detail"].dump()});
+    for (const auto& a : r->audit) {
+        rows.push_back(
+            {std::to_string(a.id), format_time(a.at), actor_text(a.actor), a.action, a.target, a.detail.dump()});
     }
     if (rows.size() == 1) {
         std::cout << "no admin actions recorded" << (o.since.empty() && o.action_prefix.empty() ? "" : " that match")

@@ -2,8 +2,10 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
-#include "core/net/url.hpp"
+#include "core/api/credits.hpp"
+#include "core/client/read_answer.hpp"
 #include "core/credits/money.hpp"
+#include "core/net/url.hpp"
 
 #include <iostream>
 #include <map>
@@ -11,30 +13,29 @@
 
 namespace gpupool::cmd {
 
-using json = nlohmann::json;
 using credits::format_credits;
 
 namespace {
 
-std::string micro(const json& v) {
-    return v.is_number_integer() ? format_credits(v.get<std::int64_t>()) : "-";
-}
-
 // "hold for attempt 12", "grant 3: note", ...
-std::string describe(const json& e) {
-    std::string what = e["reason"].get<std::string>();
-    if (e["attempt"].is_number_integer()) {
-        what += " (attempt " + std::to_string(e["attempt"].get<std::int64_t>()) + ")";
+std::string describe(const wire::LedgerEntry& e) {
+    std::string what = e.reason;
+    if (e.attempt) {
+        what += " (attempt " + std::to_string(e.attempt->value()) + ")";
     }
-    if (e["grant"].is_number_integer() && what.rfind("grant", 0) != 0) {
-        what += " (grant " + std::to_string(e["grant"].get<std::int64_t>()) + ")";
+    if (e.grant && what.rfind("grant", 0) != 0) {
+        what += " (grant " + std::to_string(*e.grant) + ")";
     }
-    if (!e["note"].get<std::string>().empty()) {
-        what += ": " + e["note"].get<std::string>();
+    if (!e.note.empty()) {
+        what += ": " + e.note;
     }
     return what;
 }
 
+// The entry's change to `account`: what it receives less what it pays.
+std::int64_t change_to(const wire::LedgerEntry& e, const std::string& account) {
+    return (e.credit == account ? e.amount_micro : 0) - (e.debit == account ? e.amount_micro : 0);
+}
 
 std::string signed_credits(std::int64_t micro) { return (micro > 0 ? "+" : "") + format_credits(micro); }
 
@@ -44,7 +45,7 @@ struct JobActivity {
     std::string name;
     std::string payer; // the paying team's name
     bool ours = false;  // our team paid
-    json at;           // the newest row's time
+    std::int64_t at = 0;       // the newest row's time
     std::int64_t net = 0;      // change to the team's available balance
     std::int64_t settling = 0; // change to its settling account (earnings not paid out yet)
     std::int64_t charged = 0;  // charge + fee
@@ -72,39 +73,39 @@ std::string what_happened(const JobActivity& a) {
 
 // One row per job (its hold, charge, fee, release, payout and refund folded), newest first; other
 // rows (grants, adjustments, expiries) as they are.
-std::vector<std::vector<std::string>> activity_rows(const json& v, std::size_t limit) {
-    const std::string account = "team:" + std::to_string(v["team_id"].get<std::int64_t>());
-    const std::string settling = "settling:" + std::to_string(v["team_id"].get<std::int64_t>());
+std::vector<std::vector<std::string>> activity_rows(const wire::CreditsReply& v, std::size_t limit) {
+    const std::string account = "team:" + std::to_string(v.team_id.value());
+    const std::string settling = "settling:" + std::to_string(v.team_id.value());
     std::vector<JobActivity> jobs;
-    std::vector<std::pair<std::size_t, const json*>> order; // (index into jobs, or npos with the entry)
+    std::vector<std::pair<std::size_t, const wire::LedgerEntry*>> order; // (index into jobs, or npos with the entry)
     std::map<std::int64_t, std::size_t> by_job;
-    for (const auto& e : v["movements"]) {
-        if (!e.value("job", json()).is_number_integer()) {
+    for (const auto& m : v.movements) {
+        const wire::LedgerEntry& e = m.entry;
+        if (!m.job) {
             order.emplace_back(std::string::npos, &e);
             continue;
         }
-        const auto id = e["job"].get<std::int64_t>();
+        const auto id = m.job->value();
         auto [it, fresh] = by_job.emplace(id, jobs.size());
         if (fresh) {
             JobActivity a;
             a.job = id;
-            a.name = e["job_name"].is_string() ? e["job_name"].get<std::string>() : "";
-            a.payer = e["payer_team_name"].is_string() ? e["payer_team_name"].get<std::string>() : "?";
-            a.ours = e["payer_team"] == v["team_id"];
-            a.at = e["at"];
+            a.name = m.job_name.value_or("");
+            a.payer = m.payer_team_name.value_or("?");
+            a.ours = e.payer_team == v.team_id;
+            a.at = e.at;
             jobs.push_back(a);
             order.emplace_back(it->second, nullptr);
         }
         JobActivity& a = jobs[it->second];
-        const auto amount = e["amount_micro"].get<std::int64_t>();
-        a.net += (e["credit"] == account ? amount : 0) - (e["debit"] == account ? amount : 0);
-        a.settling += (e["credit"] == settling ? amount : 0) - (e["debit"] == settling ? amount : 0);
-        const std::string reason = e["reason"].get<std::string>();
+        a.net += change_to(e, account);
+        a.settling += change_to(e, settling);
+        const std::string& reason = e.reason;
         a.held = a.held || reason == "hold";
         a.settled = a.settled || reason == "charge" || reason == "fee" || reason == "release";
-        a.charged += (reason == "charge" || reason == "fee") ? amount : 0;
+        a.charged += (reason == "charge" || reason == "fee") ? e.amount_micro : 0;
         a.refunded = a.refunded || reason == "refund";
-        a.own_worker = a.own_worker || (a.ours && reason == "charge" && (e["credit"] == account || e["credit"] == settling));
+        a.own_worker = a.own_worker || (a.ours && reason == "charge" && (e.credit == account || e.credit == settling));
     }
     std::vector<std::vector<std::string>> rows{{"WHEN (UTC)", "AMOUNT", "WHAT"}};
     for (const auto& [index, entry] : order) {
@@ -112,9 +113,7 @@ std::vector<std::vector<std::string>> activity_rows(const json& v, std::size_t l
             break;
         }
         if (entry != nullptr) {
-            const auto amount = (*entry)["amount_micro"].get<std::int64_t>();
-            const std::int64_t net = ((*entry)["credit"] == account ? amount : 0) - ((*entry)["debit"] == account ? amount : 0);
-            rows.push_back({format_time((*entry)["at"]), signed_credits(net), describe(*entry)});
+            rows.push_back({format_time(entry->at), signed_credits(change_to(*entry, account)), describe(*entry)});
             continue;
         }
         const JobActivity& a = jobs[index];
@@ -127,49 +126,50 @@ std::vector<std::vector<std::string>> activity_rows(const json& v, std::size_t l
 
 namespace {
 
-void print_summary(const json& v) {
-    std::cout << "team " << printable(v["team"]) << '\n';
-    std::cout << "  available   " << micro(v["balance_micro"]) << " credits\n";
-    std::cout << "  in escrow   " << micro(v["held_micro"]) << " credits (held for running jobs)\n";
-    if (v.value("settling_micro", std::int64_t{0}) != 0) {
-        std::cout << "  settling    " << micro(v["settling_micro"])
+void print_summary(const wire::CreditsReply& v) {
+    std::cout << "team " << printable(v.team) << '\n';
+    std::cout << "  available   " << format_credits(v.balance_micro) << " credits\n";
+    std::cout << "  in escrow   " << format_credits(v.held_micro) << " credits (held for running jobs)\n";
+    if (v.settling_micro != 0) {
+        std::cout << "  settling    " << format_credits(v.settling_micro)
                   << " credits (earned by your workers, paid out when the pool's settling period ends)\n";
     }
-    std::cout << "  spent       " << micro(v["spent_day_micro"]) << " in the last 24h, " << micro(v["spent_week_micro"])
-              << " in the last 7 days\n";
-    if (!v["budget_day_micro"].is_null() || !v["budget_week_micro"].is_null()) {
-        std::cout << "  budget      " << cap_text(v["budget_day_micro"]) << " per day, "
-                  << cap_text(v["budget_week_micro"]) << " per week\n";
+    std::cout << "  spent       " << format_credits(v.spent_day_micro) << " in the last 24h, "
+              << format_credits(v.spent_week_micro) << " in the last 7 days\n";
+    if (v.budget_day_micro || v.budget_week_micro) {
+        std::cout << "  budget      " << cap_text(v.budget_day_micro) << " per day, " << cap_text(v.budget_week_micro)
+                  << " per week\n";
     }
-    for (const auto& m : v.value("members", json::array())) {
-        std::cout << "  member      " << printable(m["label"]) << ": " << cap_text(m["day_micro"]) << " per day, "
-                  << cap_text(m["week_micro"]) << " per week; " << micro(m["spent_day_micro"])
-                  << " spent in the last 24h, " << micro(m["held_micro"]) << " held\n";
+    for (const auto& m : v.members) {
+        std::cout << "  member      " << printable(m.label) << ": " << cap_text(m.day_micro) << " per day, "
+                  << cap_text(m.week_micro) << " per week; " << format_credits(m.spent_day_micro)
+                  << " spent in the last 24h, " << format_credits(m.held_micro) << " held\n";
     }
 }
 
 // The ledger's own rows: every entry, signed from the team's point of view (escrow moves of its
 // attempts that do not touch its account, such as a charge to the provider, unsigned).
-void print_ledger(const json& v) {
-    const std::string account = "team:" + std::to_string(v["team_id"].get<std::int64_t>());
+void print_ledger(const wire::CreditsReply& v) {
+    const std::string account = "team:" + std::to_string(v.team_id.value());
     std::vector<std::vector<std::string>> rows{{"ID", "WHEN (UTC)", "AMOUNT", "WHAT", "FROM", "TO"}};
-    for (const auto& e : v["movements"]) {
-        const auto amount = e["amount_micro"].get<std::int64_t>();
-        std::string signed_amount = format_credits(amount);
-        if (e["credit"] == account) {
+    for (const auto& m : v.movements) {
+        const wire::LedgerEntry& e = m.entry;
+        std::string signed_amount = format_credits(e.amount_micro);
+        if (e.credit == account) {
             signed_amount = "+" + signed_amount;
-        } else if (e["debit"] == account) {
+        } else if (e.debit == account) {
             signed_amount = "-" + signed_amount;
         }
-        rows.push_back({std::to_string(e["id"].get<std::int64_t>()), format_time(e["at"]), signed_amount, describe(e),
-                        e["debit"].get<std::string>(), e["credit"].get<std::string>()});
+        rows.push_back({std::to_string(e.id), format_time(e.at), signed_amount, describe(e), e.debit, e.credit});
     }
     print_table(rows);
 }
 
 } // namespace
 
-std::string cap_text(const json& v) { return v.is_number_integer() ? format_credits(v.get<std::int64_t>()) : "none"; }
+std::string cap_text(const std::optional<std::int64_t>& micro) {
+    return micro ? format_credits(*micro) : "none";
+}
 
 int run_credits(const CreditsOptions& opts) {
     const GlobalOptions& global = opts.global;
@@ -183,17 +183,17 @@ int run_credits(const CreditsOptions& opts) {
     if (!opts.team.empty()) {
         path += "&team=" + net::percent_encode(opts.team);
     }
-    auto r = api->get(path);
+    auto r = client::read_answer(api->get(path), "GET /v1/credits", wire::credits_reply_from_json);
     if (!r) {
         report_error(global, r.error());
         return k_exit_failed;
     }
     if (global.json) {
-        std::cout << r->dump(2) << '\n';
+        std::cout << wire::to_json(*r).dump(2) << '\n';
         return k_exit_ok;
     }
     print_summary(*r);
-    if ((*r)["movements"].empty()) {
+    if (r->movements.empty()) {
         std::cout << "no movements yet\n";
         return k_exit_ok;
     }

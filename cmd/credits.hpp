@@ -5,9 +5,8 @@
 
 #include "cmd/cli.hpp"
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace gpupool::cmd {
@@ -22,7 +21,7 @@ struct CreditsOptions {
 // The exit code (cli.hpp); problems are printed as it goes.
 int run_credits(const CreditsOptions& options);
 
-// A budget cap as the API gives it (micro-credits, or null for none): "50" or "none".
-std::string cap_text(const nlohmann::json& v);
+// A budget cap as the API gives it (micro-credits, or unset for none): "50" or "none".
+std::string cap_text(const std::optional<std::int64_t>& micro);
 
 } // namespace gpupool::cmd

@@ -3,6 +3,8 @@
 
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/api/admin.hpp"
+#include "core/client/read_answer.hpp"
 
 #include <termios.h>
 #include <unistd.h>
@@ -91,12 +93,12 @@ int run_login(const LoginOptions& o) {
     cfg.token = *token;
     cfg.token_source = global.token_file ? "--token-file " + *global.token_file : global.token ? "--token" : "stdin";
     client::ApiClient api(cfg);
-    auto me = api.get("/v1/whoami");
+    auto me = client::read_answer(api.get("/v1/whoami"), "GET /v1/whoami", wire::whoami_from_json);
     if (!me) {
         report_error(global, me.error());
         return k_exit_failed;
     }
-    const std::string role = me->value("role", std::string());
+    const std::string role = me->role;
     if (role == "enroll" || role == "worker") {
         report_error(global, make_error(ErrorCode::invalid_input,
                                         "this is " + std::string(role == "enroll" ? "an enrollment" : "a worker") +
@@ -111,13 +113,13 @@ int run_login(const LoginOptions& o) {
         return k_exit_failed;
     }
     if (global.json) {
-        std::cout << nlohmann::json{{"url", o.url}, {"config", file.string()}, {"whoami", *me}}.dump(2) << '\n';
+        std::cout << nlohmann::json{{"url", o.url}, {"config", file.string()}, {"whoami", wire::to_json(*me)}}.dump(2)
+                  << '\n';
         return k_exit_ok;
     }
-    std::cout << "logged in to " << printable(o.url) << " as " << printable(role) << " "
-              << printable((*me)["label"]);
-    if ((*me)["team"].is_string()) {
-        std::cout << " of team " << printable((*me)["team"]);
+    std::cout << "logged in to " << printable(o.url) << " as " << printable(role) << " " << printable(me->label);
+    if (me->team) {
+        std::cout << " of team " << printable(*me->team);
     }
     std::cout << "\nwrote " << file.string() << " (mode 0600); commands now use it unless --url, --token or "
               << "GPUPOOL_URL / GPUPOOL_TOKEN say otherwise\n";

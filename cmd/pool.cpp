@@ -4,6 +4,8 @@
 #include "cmd/cli.hpp"
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
+#include "core/api/pool.hpp"
+#include "core/client/read_answer.hpp"
 #include "core/credits/money.hpp"
 
 #include <cstdio>
@@ -13,8 +15,6 @@
 namespace gpupool::cmd {
 
 namespace {
-
-using json = nlohmann::json;
 
 std::string percent(std::int64_t part, std::int64_t whole) {
     char buf[16];
@@ -30,38 +30,33 @@ std::string gpu_share(std::int64_t milli) {
     return buf;
 }
 
-std::string integer(const json& v) {
-    return std::to_string(v.get<std::int64_t>());
-}
-
 // How a GPU's shares are held: "mps", "watchdog", or "NOT ENFORCED" (never silent).
-std::string enforcement_text(const json& gpu) {
-    const std::string e = gpu.value("memory_enforcement", std::string());
+std::string enforcement_text(const wire::PoolGpu& gpu) {
+    const std::string& e = gpu.memory_enforcement;
     return e.empty() ? "?" : e == "none" ? "NOT ENFORCED" : e;
 }
 
-void print_workers(const json& workers) {
+void print_workers(const std::vector<wire::PoolWorker>& workers) {
     std::vector<std::vector<std::string>> rows{
         {"WORKER", "NAME", "OWNER", "STATE", "GPU", "MODEL", "SHARES", "GIVEN OUT", "JOBS"}};
     for (const auto& w : workers) {
+        const std::string id = std::to_string(w.id.value());
         bool first = true;
-        for (const auto& g : w["gpus"]) {
-            rows.push_back({first ? integer(w["id"]) : "", first ? w["name"].get<std::string>() : "",
-                            first ? w["team"].get<std::string>() : "", first ? w["presence"].get<std::string>() : "",
-                            integer(g["index"]) + (g["healthy"].get<bool>() ? "" : " (unhealthy)"),
-                            g["model"].get<std::string>(), enforcement_text(g),
-                            percent(g["allocated_milli"].get<std::int64_t>(), 1000), integer(g["jobs"])});
+        for (const auto& g : w.gpus) {
+            rows.push_back({first ? id : "", first ? w.name : "", first ? w.team : "", first ? w.presence : "",
+                            std::to_string(g.index) + (g.healthy ? "" : " (unhealthy)"), g.model, enforcement_text(g),
+                            percent(g.allocated_milli, 1000), std::to_string(g.jobs)});
             first = false;
         }
         if (first) {
-            rows.push_back({integer(w["id"]), w["name"].get<std::string>(), w["team"].get<std::string>(),
-                            w["presence"].get<std::string>(), "-", "(CPU only)", "-", "-", "-"});
+            rows.push_back({id, w.name, w.team, w.presence, "-", "(CPU only)", "-", "-", "-"});
         }
     }
     print_table(rows);
 }
 
-void print_jobs(const std::string& title, const json& jobs, bool running, bool queued, std::int64_t total) {
+void print_jobs(const std::string& title, const std::vector<wire::PoolJob>& jobs, bool running, bool queued,
+                std::int64_t total) {
     std::cout << '\n' << title;
     if (queued && total > static_cast<std::int64_t>(jobs.size())) {
         std::cout << " (the first " << jobs.size() << " of " << total << ")";
@@ -80,44 +75,39 @@ void print_jobs(const std::string& title, const json& jobs, bool running, bool q
         rows.push_back({"JOB", "NAME", "TEAM", "STATE", "EXIT", "ENDED (UTC)", "REASON"});
     }
     for (const auto& j : jobs) {
+        const std::string id = std::to_string(j.id.value());
         if (running) {
-            rows.push_back({integer(j["id"]), j["name"].get<std::string>(), j["team"].get<std::string>(),
-                            j["submitter"].get<std::string>(), j["worker_name"].get<std::string>(),
-                            integer(j["gpu_index"]), gpu_share(j["gpu_milli"].get<std::int64_t>()),
-                            format_time(j["since"])});
+            rows.push_back({id, j.name, j.team, j.submitter, j.worker_name, std::to_string(j.gpu_index),
+                            gpu_share(j.gpu_milli), format_time(j.since)});
         } else if (queued) {
-            rows.push_back({integer(j["id"]), j["name"].get<std::string>(), j["team"].get<std::string>(),
-                            j["submitter"].get<std::string>(), format_time(j["since"]), j["why"].get<std::string>()});
+            rows.push_back({id, j.name, j.team, j.submitter, format_time(j.since), j.why});
         } else {
-            rows.push_back({integer(j["id"]), j["name"].get<std::string>(), j["team"].get<std::string>(),
-                            j["state"].get<std::string>(), j["exit_code"].is_null() ? "-" : integer(j["exit_code"]),
-                            format_time(j["since"]), j["why"].get<std::string>()});
+            rows.push_back({id, j.name, j.team, j.state, j.exit_code ? std::to_string(*j.exit_code) : "-",
+                            format_time(j.since), j.why});
         }
     }
     print_table(rows);
 }
 
-void print_overview(const json& o) {
-    const json& t = o["totals"];
-    const std::int64_t online = t["gpu_milli_online"].get<std::int64_t>();
-    const std::int64_t given = t["gpu_milli_allocated"].get<std::int64_t>();
-    std::cout << "pool at " << format_time(o["at"]) << " UTC: " << integer(t["workers_online"]) << " of "
-              << integer(t["workers"]) << " workers online, " << integer(t["gpus_online"]) << " GPUs, "
-              << gpu_share(given) << " of " << gpu_share(online) << " GPUs given out (" << percent(given, online)
-              << "), " << integer(t["gpus_shared"]) << " GPUs shared by several jobs; " << integer(t["jobs_running"])
-              << " running, " << integer(t["jobs_queued"]) << " queued\n\n";
-    print_workers(o["workers"]);
-    if (o.value("detail", std::string("full")) == "summary") {
+void print_overview(const wire::PoolOverviewReply& o) {
+    const wire::PoolTotals& t = o.totals;
+    const std::int64_t online = t.gpu_milli_online;
+    const std::int64_t given = t.gpu_milli_allocated;
+    std::cout << "pool at " << format_time(o.at) << " UTC: " << t.workers_online << " of " << t.workers
+              << " workers online, " << t.gpus_online << " GPUs, " << gpu_share(given) << " of " << gpu_share(online)
+              << " GPUs given out (" << percent(given, online) << "), " << t.gpus_shared
+              << " GPUs shared by several jobs; " << t.jobs_running << " running, " << t.jobs_queued << " queued\n\n";
+    print_workers(o.workers);
+    if (o.detail == "summary") {
         std::cout << "(GIVEN OUT and JOBS count your team's jobs only; the totals above are the pool's)\n";
     }
-    print_jobs("Running", o["running"], true, false, 0);
-    print_jobs("Queue", o["queued"], false, true, t["jobs_queued"].get<std::int64_t>());
-    print_jobs("Ended lately", o["recent"], false, false, 0);
+    print_jobs("Running", o.running, true, false, 0);
+    print_jobs("Queue", o.queued, false, true, t.jobs_queued);
+    print_jobs("Ended lately", o.recent, false, false, 0);
     std::cout << "\nCredits\n";
     std::vector<std::vector<std::string>> rows{{"TEAM", "BALANCE", "IN ESCROW"}};
-    for (const auto& c : o["credits"]) {
-        rows.push_back({c["team"].get<std::string>(), credits::format_credits(c["balance_micro"].get<std::int64_t>()),
-                        credits::format_credits(c["held_micro"].get<std::int64_t>())});
+    for (const auto& c : o.credits) {
+        rows.push_back({c.team, credits::format_credits(c.balance_micro), credits::format_credits(c.held_micro)});
     }
     print_table(rows);
 }
@@ -131,13 +121,13 @@ int run_pool(const PoolOptions& o) {
     if (!api) {
         return k_exit_failed;
     }
-    auto r = api->get("/v1/pool");
+    auto r = client::read_answer(api->get("/v1/pool"), "GET /v1/pool", wire::pool_overview_from_json);
     if (!r) {
         report_error(o.global, r.error());
         return k_exit_failed;
     }
     if (o.global.json) {
-        std::cout << r->dump(2) << '\n';
+        std::cout << wire::to_json(*r).dump(2) << '\n';
     } else {
         print_overview(*r);
     }

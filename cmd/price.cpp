@@ -4,7 +4,9 @@
 #include "cmd/jobs_view.hpp"
 #include "cmd/pricing.hpp"
 #include "cmd/remote.hpp"
+#include "core/api/credits.hpp"
 #include "core/client/api_client.hpp"
+#include "core/client/read_answer.hpp"
 #include "core/config/client_config.hpp"
 #include "core/credits/catalog.hpp"
 #include "core/credits/estimate.hpp"
@@ -33,6 +35,16 @@ std::string dollars(Micro micro_usd) {
     const Micro cents = (micro_usd + 5'000) / 10'000;
     std::string c = std::to_string(cents % 100);
     return "$" + std::to_string(cents / 100) + "." + (c.size() == 1 ? "0" + c : c);
+}
+
+// The pool's part of an estimate (its `pool` member: the coordinator's /v1/estimate answer as
+// pool_estimate wrote it), when there is one.
+std::optional<wire::EstimateReply> pool_part(const json& pool) {
+    if (pool.is_null()) {
+        return std::nullopt;
+    }
+    auto reply = wire::estimate_reply_from_json(pool);
+    return reply ? std::optional<wire::EstimateReply>(std::move(*reply)) : std::nullopt;
 }
 
 } // namespace
@@ -67,8 +79,8 @@ json price_estimate(const std::string& source, const std::vector<recipe::JobSpec
                 {"prices_as_of", prices.as_of},
                 {"pool", pool}};
     std::optional<std::string> pool_model;
-    if (!pool.is_null() && pool.contains("jobs") && !pool["jobs"].empty()) {
-        pool_model = pool["jobs"][0].value("gpu_model", std::string());
+    if (const auto reply = pool_part(pool); reply && !reply->jobs.empty()) {
+        pool_model = reply->jobs.front().gpu_model;
     }
     // The model it would cost most on among those it accepts (or the pool's), and the cheapest that fits.
     if (auto c = credits::cheaper_model(estimate, jobs, rates, pool_model)) {
@@ -89,13 +101,14 @@ json pool_estimate(const GlobalOptions& global, const std::string& source, const
         return nullptr;
     }
     client::ApiClient api(*cfg);
-    auto r = api.post("/v1/estimate", {{"source", source}, {"jobs", recipe::to_wire_json(jobs)}});
+    auto r = client::read_answer(api.post("/v1/estimate", {{"source", source}, {"jobs", recipe::to_wire_json(jobs)}}),
+                                 "POST /v1/estimate", wire::estimate_reply_from_json);
     if (!r) {
         why = r.error().code == ErrorCode::invalid_input ? "no estimate from the pool: " + r.error().message
                                                          : "the pool's estimate is unavailable: " + r.error().message;
         return nullptr;
     }
-    return *r;
+    return wire::to_json(*r);
 }
 
 void print_price_estimate(const json& e) {
@@ -118,27 +131,23 @@ void print_price_estimate(const json& e) {
         }
         print_table(rows);
     }
-    const json& pool = e["pool"];
-    if (!pool.is_null()) {
-        const auto& first = pool["jobs"][0];
-        const auto runs = first["history_runs"].get<std::int64_t>();
-        std::cout << "\nPool estimate: " << money(pool["total_estimate_micro"].get<Micro>()) << " credits ("
-                  << (runs > 0
-                          ? "median runtime " + resources::format_duration_s(first["runtime_s"].get<std::int64_t>()) +
-                                " of " + std::to_string(runs) + " past successful runs"
-                          : std::string("no history yet: max_runtime"))
-                  << (first["gpu_model"].get<std::string>().empty() ? ""
-                                                                    : ", on " + printable(first["gpu_model"]))
-                  << "); at most " << money(pool["total_max_micro"].get<Micro>()) << " held.\n";
-        std::cout << "Your team has " << money(pool["available_micro"].get<Micro>()) << " credits available";
-        if (!pool["budget_room_micro"].is_null()) {
-            std::cout << "; its budget allows " << money(std::max<Micro>(0, pool["budget_room_micro"].get<Micro>()))
-                      << " more now";
+    const auto pool = pool_part(e.value("pool", json()));
+    if (pool && !pool->jobs.empty()) {
+        const wire::JobCost& first = pool->jobs.front();
+        const auto runs = first.history_runs;
+        std::cout << "\nPool estimate: " << money(pool->total_estimate_micro) << " credits ("
+                  << (runs > 0 ? "median runtime " + resources::format_duration_s(first.runtime_s) + " of " +
+                                     std::to_string(runs) + " past successful runs"
+                               : std::string("no history yet: max_runtime"))
+                  << (first.gpu_model.empty() ? "" : ", on " + printable(first.gpu_model)) << "); at most "
+                  << money(pool->total_max_micro) << " held.\n";
+        std::cout << "Your team has " << money(pool->available_micro) << " credits available";
+        if (pool->budget_room_micro) {
+            std::cout << "; its budget allows " << money(std::max<Micro>(0, *pool->budget_room_micro)) << " more now";
         }
         std::cout << ".\n";
-        if (pool["total_estimate_micro"].get<Micro>() > pool["available_micro"].get<Micro>() ||
-            (!pool["budget_room_micro"].is_null() &&
-             pool["total_estimate_micro"].get<Micro>() > pool["budget_room_micro"].get<Micro>())) {
+        if (pool->total_estimate_micro > pool->available_micro ||
+            (pool->budget_room_micro && pool->total_estimate_micro > *pool->budget_room_micro)) {
             std::cout
                 << "This is more than your team can pay now: submit would refuse it (--allow-unfunded queues it).\n";
         }

@@ -2,7 +2,9 @@
 #include "cmd/recipe.hpp"
 #include "cmd/recipe_sources.hpp"
 #include "cmd/remote.hpp"
+#include "core/api/credits.hpp"
 #include "core/catalog/starters.hpp"
+#include "core/client/read_answer.hpp"
 #include "core/credits/money.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/util/strings.hpp"
@@ -74,29 +76,20 @@ HistoryMap pool_history(const GlobalOptions& global, const std::vector<const cat
     if (!cfg || cfg->token.empty() || shown.empty()) {
         return {};
     }
-    nlohmann::json asked = nlohmann::json::array();
+    wire::RecipeHistoryRequest asked;
     for (const auto* e : shown) {
-        asked.push_back({{"recipe", e->name}, {"repo", e->origin.repo}});
+        asked.recipes.push_back({e->name, e->origin.repo, ""});
     }
     client::ApiClient api(*cfg);
-    auto r = api.post("/v1/recipes/history", {{"recipes", asked}});
+    auto r = client::read_answer(api.post("/v1/recipes/history", wire::to_json(asked)), "POST /v1/recipes/history",
+                                 wire::recipe_history_reply_from_json);
     if (!r) {
         std::cerr << "warning: the pool's history of these recipes is unavailable: " << r.error().describe() << '\n';
         return {};
     }
     HistoryMap out;
-    const auto it = r->find("recipes");
-    if (it == r->end() || !it->is_array()) {
-        return out;
-    }
-    for (const auto& h : *it) {
-        try {
-            out[{h.at("repo").get<std::string>(), h.at("recipe").get<std::string>()}] =
-                History{h.at("runs").get<std::int64_t>(), h.at("median_runtime_s").get<std::int64_t>(),
-                        h.at("median_cost_micro").get<std::int64_t>()};
-        } catch (const nlohmann::json::exception&) {
-            continue; // a malformed entry from the server: that recipe shows no history
-        }
+    for (const auto& h : r->recipes) {
+        out[{h.repo, h.recipe}] = History{h.runs, h.median_runtime_s, h.median_cost_micro};
     }
     return out;
 }

@@ -10,9 +10,11 @@
 #include "cmd/jobs_view.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
+#include "core/api/admin.hpp"
 #include "core/api/field_reader.hpp"
 #include "core/archive/archive.hpp"
 #include "core/client/jobs_client.hpp"
+#include "core/client/read_answer.hpp"
 #include "core/coordinator/service.hpp"
 #include "core/credits/money.hpp"
 #include "core/store/open_store.hpp"
@@ -70,19 +72,22 @@ Result<LocalCredentials> local_credentials(const fs::path& dir, std::uint16_t po
     cfg.url = "http://127.0.0.1:" + std::to_string(port);
     cfg.token = fresh_admin;
     client::ApiClient admin(cfg);
-    if (auto t = admin.post("/v1/admin/teams", {{"name", "local"}}); !t) {
+    if (auto t = admin.post("/v1/admin/teams", wire::to_json(wire::TeamCreateRequest{"local", 1})); !t) {
         return t.error();
     }
-    auto member = admin.post("/v1/admin/tokens", {{"role", "member"}, {"team", "local"}, {"label", "gpupool run"}});
+    const auto token = [&admin](const wire::TokenCreateRequest& request) {
+        return client::read_answer(admin.post("/v1/admin/tokens", wire::to_json(request)), "POST /v1/admin/tokens",
+                                   wire::created_token_from_json);
+    };
+    auto member = token({"member", "local", "gpupool run", 1});
     if (!member) {
         return member.error();
     }
-    auto enroll = admin.post("/v1/admin/tokens",
-                             {{"role", "enroll"}, {"team", "local"}, {"label", "gpupool run worker"}, {"uses", 10000}});
+    auto enroll = token({"enroll", "local", "gpupool run worker", 10000});
     if (!enroll) {
         return enroll.error();
     }
-    LocalCredentials c{fresh_admin, (*member)["token"].get<std::string>(), (*enroll)["token"].get<std::string>()};
+    LocalCredentials c{fresh_admin, member->token, enroll->token};
     // 0600 from its first byte: the tokens are never readable by others, not even for a moment.
     if (auto st = util::write_private_file(
             file, json{{"admin", c.admin}, {"member", c.member}, {"enroll", c.enroll}}.dump(2) + "\n");

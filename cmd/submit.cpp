@@ -5,7 +5,9 @@
 #include "cmd/pricing.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/sweeps.hpp"
+#include "core/api/credits.hpp"
 #include "core/client/jobs_client.hpp"
+#include "core/client/read_answer.hpp"
 #include "core/util/token_secret.hpp"
 
 #include <algorithm>
@@ -40,12 +42,13 @@ int follow_submitted(const GlobalOptions& global, client::ApiClient& api, const 
 // pool says at once that its jobs will wait. Only a refusal stops here; a pool that cannot answer is
 // left to the submission, which checks again.
 Status check_runnable(client::ApiClient& api, const wire::SubmitRequest& request) {
-    auto answer = api.post("/v1/estimate", wire::to_json(request));
+    auto answer = client::read_answer(api.post("/v1/estimate", wire::to_json(request)), "POST /v1/estimate",
+                                      wire::estimate_reply_from_json);
     if (!answer) {
         return answer.error().code == ErrorCode::invalid_input ? Status(answer.error()) : Status{};
     }
-    const std::int64_t joined = answer->value("workers_joined", std::int64_t{-1});
-    const std::int64_t online = answer->value("workers_online", std::int64_t{-1});
+    const std::int64_t joined = answer->workers_joined.value_or(-1); // left out by an older coordinator
+    const std::int64_t online = answer->workers_online.value_or(-1);
     if (joined == 0) {
         std::cerr << "note: no worker is connected to the pool yet; the jobs wait until one joins\n";
     } else if (joined > 0 && online == 0) {

@@ -5,8 +5,10 @@
 #include "cmd/cli_app.hpp"
 #include "cmd/remote.hpp"
 #include "cmd/worker.hpp"
+#include "core/api/credits.hpp"
 #include "core/api/owner_terms.hpp"
 #include "core/client/api_client.hpp"
+#include "core/client/read_answer.hpp"
 #include "core/config/client_config.hpp"
 #include "core/credits/money.hpp"
 #include "core/resources/quantity.hpp"
@@ -130,16 +132,14 @@ void print_terms(const api::OwnerTerms& terms) {
     }
 }
 
-void print_earnings(const json& e, const json& c) {
-    std::cout << "  earned      " << credits::format_credits(e["today_micro"].get<std::int64_t>()) << " today, "
-              << credits::format_credits(e["week_micro"].get<std::int64_t>()) << " this week, "
-              << credits::format_credits(e["total_micro"].get<std::int64_t>())
+void print_earnings(const wire::WorkerEarningsReply& e, const wire::CreditsReply& c) {
+    std::cout << "  earned      " << credits::format_credits(e.today_micro) << " today, "
+              << credits::format_credits(e.week_micro) << " this week, " << credits::format_credits(e.total_micro)
               << " all time (this worker; days from 00:00 UTC, weeks from Monday 00:00 UTC)\n";
-    std::cout << "  settling    " << credits::format_credits(e["settling_micro"].get<std::int64_t>())
+    std::cout << "  settling    " << credits::format_credits(e.settling_micro)
               << " credits of it (paid out when the pool's settling period ends)\n";
-    std::cout << "  team        " << printable(c["team"]) << ": "
-              << credits::format_credits(c["balance_micro"].get<std::int64_t>()) << " credits available, "
-              << credits::format_credits(c.value("settling_micro", std::int64_t{0})) << " settling\n";
+    std::cout << "  team        " << printable(c.team) << ": " << credits::format_credits(c.balance_micro)
+              << " credits available, " << credits::format_credits(c.settling_micro) << " settling\n";
 }
 
 } // namespace
@@ -192,8 +192,11 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
         cc.ca_cert = *global.ca_cert;
     }
     client::ApiClient api(cc);
-    auto credits = api.get("/v1/credits?limit=0");
-    auto earnings = credits ? api.get("/v1/workers/" + std::to_string(id->worker_id) + "/earnings") : credits;
+    auto credits =
+        client::read_answer(api.get("/v1/credits?limit=0"), "GET /v1/credits", wire::credits_reply_from_json);
+    const std::string earned = "/v1/workers/" + std::to_string(id->worker_id) + "/earnings";
+    auto earnings = credits ? client::read_answer(api.get(earned), "GET " + earned, wire::worker_earnings_from_json)
+                            : Result<wire::WorkerEarningsReply>(credits.error());
     const gpupool::api::OwnerTerms terms = terms_of(live ? std::optional<json>(*live) : std::nullopt, *cfg);
     if (global.json) {
         json out{{"coordinator", coordinator},
@@ -203,8 +206,8 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
                  {"paused", worker::paused_since(work) ? json(*worker::paused_since(work)) : json()},
                  {"spooled_attempts", spooled},
                  {"terms", gpupool::api::to_json(terms)},
-                 {"credits", credits ? *credits : json()},
-                 {"earnings", earnings ? *earnings : json()}};
+                 {"credits", credits ? wire::to_json(*credits) : json()},
+                 {"earnings", earnings ? wire::to_json(*earnings) : json()}};
         std::cout << out.dump(2) << '\n';
     }
     if (!earnings) {
@@ -215,7 +218,7 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
         return k_exit_ok;
     }
     const auto& c = *credits;
-    std::cout << "worker " << id->worker_id << " of team " << printable(c["team"]) << " on " << coordinator
+    std::cout << "worker " << id->worker_id << " of team " << printable(c.team) << " on " << coordinator
               << " (work dir " << work.string() << ", " << spooled << " attempt(s) spooled)\n";
     if (live) {
         print_live(*live);

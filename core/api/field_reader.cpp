@@ -12,6 +12,9 @@ const json& null_json() {
 }
 
 std::string range_text(std::int64_t min, std::int64_t max) {
+    if (min == k_min_integer && max == k_max_integer) {
+        return "an integer";
+    }
     if (max == k_max_integer) {
         return min == 1 ? "a positive integer" : "an integer of at least " + std::to_string(min);
     }
@@ -113,6 +116,21 @@ bool FieldReader::boolean(const char* key, std::optional<bool> fallback) {
         return fallback.value_or(false);
     }
     return v.get<bool>();
+}
+
+double FieldReader::number(const char* key, std::optional<double> fallback) {
+    const json& v = member(key);
+    if (v.is_null()) {
+        if (!fallback) {
+            fail("missing required field", name(key));
+        }
+        return fallback.value_or(0.0);
+    }
+    if (!v.is_number()) {
+        fail(std::string("expected a number, got ") + v.type_name(), name(key));
+        return fallback.value_or(0.0);
+    }
+    return v.get<double>();
 }
 
 void FieldReader::object() {

@@ -18,6 +18,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpupool::api {
@@ -44,6 +45,8 @@ public:
     std::optional<std::string> optional_text(const char* key, std::size_t max_bytes);
     // No fallback: the member is required.
     bool boolean(const char* key, std::optional<bool> fallback);
+    // Any JSON number (an integer too), as a double; no fallback: the member is required.
+    double number(const char* key, std::optional<double> fallback);
     // An array of integers, each at least `min`; absent or null is empty unless `required`.
     // Errors name the element.
     std::vector<std::int64_t> integers(const char* key, std::int64_t min, bool required = false);
@@ -108,5 +111,51 @@ nlohmann::json ids_json(const std::vector<Id>& ids) {
 
 // An optional integer as the wire writes it: null when unset.
 nlohmann::json or_null(const std::optional<std::int64_t>& v);
+
+// An optional id the same way.
+template <class Id>
+nlohmann::json id_or_null(const std::optional<Id>& id) {
+    return id ? nlohmann::json(id->value()) : nlohmann::json();
+}
+
+// An optional positive id: absent or null is nullopt.
+template <class Id>
+std::optional<Id> optional_id(FieldReader& r, const char* key) {
+    auto v = r.optional_integer(key, 1, k_max_integer);
+    return v ? std::optional<Id>(Id(*v)) : std::nullopt;
+}
+
+// Each element of an array member read by `read(element, path)` (a *_from_json taking a field
+// prefix) into `out`; the first element that is wrong is the reader's error.
+template <class T, class Read>
+void read_each(FieldReader& r, const char* key, bool required, std::vector<T>& out, Read read) {
+    r.elements(key, required, [&](const nlohmann::json& e, const std::string& at) {
+        auto v = read(e, at);
+        if (v) {
+            out.push_back(std::move(*v));
+        } else {
+            r.fail(v.error().message, v.error().field);
+        }
+    });
+}
+
+// Each element's to_json, as an array.
+template <class T>
+nlohmann::json array_json(const std::vector<T>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const T& e : list) {
+        out.push_back(to_json(e));
+    }
+    return out;
+}
+
+// What a parser returns once it has read everything: the first error, or the value.
+template <class T>
+Result<T> value_or_error(const FieldReader& r, T value) {
+    if (r.error()) {
+        return *r.error();
+    }
+    return value;
+}
 
 } // namespace gpupool::api

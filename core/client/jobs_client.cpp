@@ -1,5 +1,6 @@
 #include "core/client/jobs_client.hpp"
 
+#include "core/client/read_answer.hpp"
 #include "core/net/url.hpp"
 
 #include <nlohmann/json.hpp>
@@ -11,23 +12,6 @@ using nlohmann::json;
 namespace {
 
 std::string job_path(JobId id) { return "/v1/jobs/" + std::to_string(id.value()); }
-
-// The answer read by `read`, or an error that says whose bytes were wrong.
-template <class Read>
-auto read_answer(const Result<json>& answer, std::string_view what, Read read) -> decltype(read(*answer)) {
-    if (!answer) {
-        return answer.error();
-    }
-    auto value = read(*answer);
-    if (!value) {
-        Error e = value.error();
-        e.code = ErrorCode::internal;
-        e.message = "the coordinator's answer to " + std::string(what) + " is not what this client expects: " +
-                    (e.field.empty() ? "" : "`" + e.field + "`: ") + e.message;
-        return e;
-    }
-    return value;
-}
 
 } // namespace
 

@@ -1,5 +1,7 @@
 // The admin and identity routes: teams, tokens, whoami, and the fleet as admins see it (list,
 // drain, activate, ban).
+#include "core/api/admin.hpp"
+#include "core/api/pool.hpp"
 #include "core/coordinator/resolve_name.hpp"
 #include "core/coordinator/service_impl.hpp"
 #include "core/util/files.hpp"
@@ -60,57 +62,47 @@ Result<TokenId> token_param(ServiceState& svc, const net::Request& req, const Pr
 }
 
 net::Response create_team(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    const json* body = &in.body;
-    auto name = field<std::string>(*body, "name");
-    auto weight = field<std::int64_t>(*body, "weight", std::int64_t{1});
-    if (!name || !weight) {
-        return error_response(!name ? name.error() : weight.error());
+    auto req = api::team_create_request_from_json(in.body);
+    if (!req) {
+        return error_response(req.error());
     }
-    auto t = svc.coord->create_team(who, *name, *weight);
+    auto t = svc.coord->create_team(who, req->name, req->weight);
     if (!t) {
         return error_response(t.error());
     }
     spdlog::info("team {} `{}` created (weight {}) by token {}", t->id.value(), util::escape_control(t->name),
                  t->weight, who.token_id.value());
-    return ok({{"id", t->id.value()}, {"name", t->name}, {"weight", t->weight}}, 201);
+    return ok(api::to_json(api::TeamView{t->id, t->name, t->weight}), 201);
 }
 
 net::Response list_teams(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
     if (who.role != Role::admin) {
         return error_response(make_error(ErrorCode::forbidden, "only admins list teams"));
     }
-    json out = json::array();
+    api::TeamList out;
     for (const auto& t : svc.coord->list_teams(who).value()) {
-        out.push_back({{"id", t.id.value()}, {"name", t.name}, {"weight", t.weight}});
+        out.teams.push_back({t.id, t.name, t.weight});
     }
-    return ok({{"teams", out}});
+    return ok(api::to_json(out));
 }
 
 net::Response create_token(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    const json* body = &in.body;
-    auto role_name = field<std::string>(*body, "role");
-    auto team = field<std::string>(*body, "team", std::string());
-    auto label = field<std::string>(*body, "label", std::string());
-    auto uses = field<std::int64_t>(*body, "uses", std::int64_t{1});
-    if (!role_name || !team || !label || !uses) {
-        return error_response(!role_name ? role_name.error()
-                              : !team    ? team.error()
-                              : !label   ? label.error()
-                                         : uses.error());
+    auto req = api::token_create_request_from_json(in.body);
+    if (!req) {
+        return error_response(req.error());
     }
-    auto role = role_from_string(*role_name);
+    auto role = role_from_string(req->role);
     if (!role) {
-        return error_response(
-            make_error(ErrorCode::invalid_input, "expected admin, member or enroll", "role"));
+        return error_response(make_error(ErrorCode::invalid_input, "expected admin, member or enroll", "role"));
     }
-    auto tok = svc.coord->create_token(who, *role, *team, *label, *uses);
+    auto tok = svc.coord->create_token(who, *role, req->team, req->label, req->uses);
     if (!tok) {
         return error_response(tok.error());
     }
     spdlog::info("{} token {} created{} by token {}", to_string(tok->role), tok->id.value(),
-                 team->empty() ? std::string() : " for team `" + util::escape_control(*team) + "`",
+                 req->team.empty() ? std::string() : " for team `" + util::escape_control(req->team) + "`",
                  who.token_id.value());
-    return ok({{"id", tok->id.value()}, {"token", tok->secret}, {"role", to_string(tok->role)}, {"team", *team}}, 201);
+    return ok(api::to_json(api::CreatedToken{tok->id, tok->secret, to_string(tok->role), req->team}), 201);
 }
 
 net::Response list_tokens(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -122,19 +114,14 @@ net::Response list_tokens(ServiceState& svc, const net::Request& req, const Inpu
     if (!list) {
         return error_response(list.error());
     }
-    json out = json::array();
+    api::TokenList out;
     for (const auto& t : *list) {
-        out.push_back({{"id", t.id.value()},
-                       {"role", to_string(t.role)},
-                       {"team", t.team ? json(svc.coord->tokens().team_name(*t.team)) : json()},
-                       {"worker", t.worker ? json(t.worker->value()) : json()},
-                       {"label", t.label},
-                       {"created_at", t.created_at},
-                       {"revoked_at", opt_json(t.revoked_at)},
-                       {"uses_left", opt_json(t.uses_left)},
-                       {"last_used_at", opt_json(svc.coord->tokens().last_used(t.id))}});
+        out.tokens.push_back(
+            {t.id, to_string(t.role),
+             t.team ? std::optional<std::string>(svc.coord->tokens().team_name(*t.team)) : std::nullopt, t.worker,
+             t.label, t.created_at, t.revoked_at, t.uses_left, svc.coord->tokens().last_used(t.id)});
     }
-    return ok({{"tokens", out}});
+    return ok(api::to_json(out));
 }
 
 net::Response revoke_token(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -146,7 +133,7 @@ net::Response revoke_token(ServiceState& svc, const net::Request& req, const Inp
     if (st) {
         spdlog::info("token {} revoked by token {}", id->value(), who.token_id.value());
     }
-    return st ? ok({{"revoked", id->value()}}) : error_response(st.error());
+    return st ? ok(api::to_json(api::TokenRevoked{*id})) : error_response(st.error());
 }
 
 net::Response list_workers(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
@@ -154,24 +141,26 @@ net::Response list_workers(ServiceState& svc, const net::Request&, const Input&,
     if (!list) {
         return error_response(list.error());
     }
-    json out = json::array();
+    api::WorkerList out;
     for (const auto& w : *list) {
         const auto says = svc.coord->owner_says(w.id);
-        const std::string mismatch = svc.coord->model_mismatch(w.id);
-        out.push_back({{"id", w.id.value()},
-                       {"team", w.team.value()},
-                       {"team_name", svc.coord->tokens().team_name(w.team)},
-                       {"name", w.name},
-                       {"state", to_string(w.state)},
-                       {"presence", svc.coord->presence(w.id)},
-                       {"sharing", api::to_string(says.sharing)},
-                       {"sharing_changes_at_ms", says.changes_at_ms ? json(*says.changes_at_ms) : json()},
-                       {"terms", says.terms ? api::to_json(*says.terms) : json()},
-                       {"last_seen_at", w.last_seen_at},
-                       {"model_mismatch", mismatch.empty() ? json() : json(mismatch)},
-                       {"inventory", json::parse(w.inventory_json, nullptr, false)}});
+        std::string mismatch = svc.coord->model_mismatch(w.id);
+        api::WorkerView v;
+        v.id = w.id;
+        v.team = w.team;
+        v.team_name = svc.coord->tokens().team_name(w.team);
+        v.name = w.name;
+        v.state = to_string(w.state);
+        v.presence = svc.coord->presence(w.id);
+        v.sharing = api::to_string(says.sharing);
+        v.sharing_changes_at_ms = says.changes_at_ms;
+        v.terms = says.terms;
+        v.last_seen_at = w.last_seen_at;
+        v.model_mismatch = mismatch.empty() ? std::nullopt : std::optional<std::string>(std::move(mismatch));
+        v.inventory = json::parse(w.inventory_json, nullptr, false); // as the worker reported it
+        out.workers.push_back(std::move(v));
     }
-    return ok({{"workers", out}});
+    return ok(api::to_json(out));
 }
 
 net::Response set_worker_state(ServiceState& svc, const net::Request& req, const Principal& who, WorkerState to) {
@@ -183,7 +172,7 @@ net::Response set_worker_state(ServiceState& svc, const net::Request& req, const
     if (st) {
         spdlog::info("worker {} set {} by token {}", id->value(), to_string(to), who.token_id.value());
     }
-    return st ? ok({{"worker", id->value()}, {"state", to_string(to)}}) : error_response(st.error());
+    return st ? ok(api::to_json(api::WorkerStateChanged{*id, to_string(to)})) : error_response(st.error());
 }
 
 // A ban may void the worker's results since a time: {"void_since": ms, "with_siblings": bool} (both
@@ -194,51 +183,33 @@ net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input
     if (!worker) {
         return error_response(worker.error());
     }
-    const std::int64_t id = worker->value();
-    auto since = opt_field(in.body, "void_since");
-    if (!since) {
-        return error_response(since.error());
+    auto body = api::ban_request_from_json(in.body);
+    if (!body) {
+        return error_response(body.error());
     }
-    auto with_siblings = field<bool>(in.body, "with_siblings", false);
-    if (!with_siblings) {
-        return error_response(with_siblings.error());
-    }
-    auto voided = svc.coord->ban_worker(who, *worker, *since, *with_siblings);
+    auto voided = svc.coord->ban_worker(who, *worker, body->void_since, body->with_siblings);
     if (!voided) {
         return error_response(voided.error());
     }
-    spdlog::info("worker {} banned by token {}{}{}", id, who.token_id.value(),
-                 voided->banned.size() > 1 ? " with " + std::to_string(voided->banned.size() - 1) +
-                                                 " worker(s) enrolled with the same token"
-                                           : std::string(),
-                 *since ? "; " + std::to_string(voided->attempts.size()) + " result(s) voided, " +
-                              std::to_string(voided->refunded_micro) + " micro-credits refunded, " +
-                              std::to_string(voided->requeued.size()) + " job(s) queued again"
-                        : std::string());
-    json attempts = json::array();
-    for (AttemptId a : voided->attempts) {
-        attempts.push_back(a.value());
-    }
-    json requeued = json::array();
-    for (JobId j : voided->requeued) {
-        requeued.push_back(j.value());
-    }
-    json banned = json::array();
-    for (WorkerId w : voided->banned) {
-        banned.push_back(w.value());
-    }
-    json siblings = json::array();
+    spdlog::info("worker {} banned by token {}{}{}", worker->value(), who.token_id.value(),
+                 voided->banned.size() > 1
+                     ? " with " + std::to_string(voided->banned.size() - 1) + " worker(s) enrolled with the same token"
+                     : std::string(),
+                 body->void_since ? "; " + std::to_string(voided->attempts.size()) + " result(s) voided, " +
+                                        std::to_string(voided->refunded_micro) + " micro-credits refunded, " +
+                                        std::to_string(voided->requeued.size()) + " job(s) queued again"
+                                  : std::string());
+    api::BanReply out;
+    out.worker = *worker;
+    out.state = to_string(WorkerState::banned);
+    out.voided_attempts = voided->attempts;
+    out.requeued_jobs = voided->requeued;
+    out.refunded_micro = voided->refunded_micro;
+    out.banned = voided->banned;
     for (const auto& w : voided->siblings) {
-        siblings.push_back({{"id", w.id.value()}, {"name", w.name}, {"state", to_string(w.state)},
-                            {"presence", svc.coord->presence(w.id)}});
+        out.siblings.push_back({w.id, w.name, to_string(w.state), svc.coord->presence(w.id)});
     }
-    return ok({{"worker", id},
-               {"state", to_string(WorkerState::banned)},
-               {"voided_attempts", attempts},
-               {"requeued_jobs", requeued},
-               {"refunded_micro", voided->refunded_micro},
-               {"siblings", siblings},
-               {"banned", banned}});
+    return ok(api::to_json(out));
 }
 
 // GET /v1/admin/audit?since=MS&before=ID&action=PREFIX&limit=N: the audit log, newest first.
@@ -261,21 +232,17 @@ net::Response read_audit(ServiceState& svc, const net::Request& req, const Input
     if (!records) {
         return error_response(records.error());
     }
-    json out = json::array();
+    api::AuditList out;
     for (const auto& a : *records) {
-        json actor;
+        std::optional<api::AuditActor> actor;
         if (a.actor) {
-            actor = {{"id", a.actor->value()}, {"label", svc.coord->tokens().token_name(*a.actor)}};
+            actor = api::AuditActor{*a.actor, svc.coord->tokens().token_name(*a.actor)};
         }
-        json detail = json::parse(a.detail, nullptr, false);
-        out.push_back({{"id", a.id},
-                       {"at", a.at_ms},
-                       {"actor", actor},
-                       {"action", a.action},
-                       {"target", a.target},
-                       {"detail", detail.is_object() ? detail : json::object()}});
+        json detail = json::parse(a.detail, nullptr, false); // stored as JSON text
+        out.audit.push_back({a.id, a.at_ms, std::move(actor), a.action, a.target,
+                             detail.is_object() ? std::move(detail) : json::object()});
     }
-    return ok({{"audit", out}});
+    return ok(api::to_json(out));
 }
 
 // POST /v1/admin/backup: the whole pool as one database file, copied on a thread of its own while
@@ -337,14 +304,13 @@ void take_backup(ServiceState& svc, const net::Request& req, net::Responder resp
     });
 }
 
-json overview_job_json(const OverviewJob& j) {
-    json out = {{"id", j.id.value()}, {"name", j.name},      {"team", j.team}, {"submitter", j.submitter},
-                {"state", j.state},   {"since", j.since_ms}, {"why", j.why},   {"exit_code", opt_json(j.exit_code)}};
+api::PoolJob pool_job_view(const OverviewJob& j) {
+    api::PoolJob out{j.id, j.name, j.team, j.submitter, j.state, j.since_ms, j.why, j.exit_code};
     if (j.worker) {
-        out["worker"] = j.worker->value();
-        out["worker_name"] = j.worker_name;
-        out["gpu_index"] = j.gpu_index;
-        out["gpu_milli"] = j.gpu_milli;
+        out.worker = *j.worker;
+        out.worker_name = j.worker_name;
+        out.gpu_index = j.gpu_index;
+        out.gpu_milli = j.gpu_milli;
     }
     return out;
 }
@@ -355,64 +321,38 @@ net::Response pool_overview(ServiceState& svc, const net::Request&, const Input&
     if (!o) {
         return error_response(o.error());
     }
-    json workers = json::array();
+    api::PoolOverviewReply out;
+    out.at = o->at_ms;
+    out.detail = to_string(o->detail);
     for (const auto& w : o->workers) {
-        json gpus = json::array();
+        api::PoolWorker pw{w.id, w.name, w.team, w.presence, w.last_seen_at};
         for (const auto& g : w.gpus) {
-            gpus.push_back({{"index", g.index},
-                            {"model", g.model},
-                            {"memory_mib", g.memory_mib},
-                            {"allocated_milli", g.allocated_milli},
-                            {"jobs", g.jobs},
-                            {"healthy", g.healthy},
-                            {"memory_enforcement", g.enforcement}});
+            pw.gpus.push_back({g.index, g.model, g.memory_mib, g.allocated_milli, g.jobs, g.healthy, g.enforcement});
         }
-        workers.push_back({{"id", w.id.value()},
-                           {"name", w.name},
-                           {"team", w.team},
-                           {"presence", w.presence},
-                           {"last_seen_at", w.last_seen_at},
-                           {"gpus", gpus}});
+        out.workers.push_back(std::move(pw));
     }
-    json lists = json::object();
-    for (const auto& [name, list] :
-         {std::pair{"running", &o->running}, std::pair{"queued", &o->queued}, std::pair{"recent", &o->recent}}) {
-        json arr = json::array();
-        for (const auto& j : *list) {
-            arr.push_back(overview_job_json(j));
+    for (auto [from, to] : {std::pair{&o->running, &out.running}, std::pair{&o->queued, &out.queued},
+                            std::pair{&o->recent, &out.recent}}) {
+        for (const auto& j : *from) {
+            to->push_back(pool_job_view(j));
         }
-        lists[name] = arr;
     }
-    json teams = json::array();
     for (const auto& c : o->credits) {
-        teams.push_back({{"team", c.team}, {"balance_micro", c.balance}, {"held_micro", c.held}});
+        out.credits.push_back({c.team, c.balance, c.held});
     }
     const auto& t = o->totals;
-    return ok({{"at", o->at_ms},
-               {"detail", to_string(o->detail)},
-               {"workers", workers},
-               {"running", lists["running"]},
-               {"queued", lists["queued"]},
-               {"recent", lists["recent"]},
-               {"credits", teams},
-               {"totals",
-                {{"workers", t.workers},
-                 {"workers_online", t.workers_online},
-                 {"gpus_online", t.gpus_online},
-                 {"gpu_milli_online", t.gpu_milli_online},
-                 {"gpu_milli_allocated", t.gpu_milli_allocated},
-                 {"gpus_shared", t.gpus_shared},
-                 {"jobs_queued", t.jobs_queued},
-                 {"jobs_running", t.jobs_running}}}});
+    out.totals = {t.workers,     t.workers_online, t.gpus_online, t.gpu_milli_online, t.gpu_milli_allocated,
+                  t.gpus_shared, t.jobs_queued,    t.jobs_running};
+    return ok(api::to_json(out));
 }
 
 net::Response whoami(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
-    json out = {{"role", to_string(who.role)},
-                {"token_id", who.token_id.value()},
-                {"label", svc.coord->tokens().token_name(who.token_id)}};
-    out["team"] = who.team ? json(svc.coord->tokens().team_name(*who.team)) : json();
-    out["worker"] = who.worker ? json(who.worker->value()) : json();
-    return ok(out);
+    std::optional<std::string> team;
+    if (who.team) {
+        team = svc.coord->tokens().team_name(*who.team);
+    }
+    return ok(api::to_json(api::Whoami{to_string(who.role), who.token_id, svc.coord->tokens().token_name(who.token_id),
+                                       team, who.worker}));
 }
 
 } // namespace

@@ -2,8 +2,8 @@
 // earnings for its owner, the admins' report, and estimates of a submission's cost.
 #include "core/coordinator/service_impl.hpp"
 
+#include "core/api/credits.hpp"
 #include "core/api/submit.hpp"
-#include "core/recipe/field_rules.hpp"
 #include "core/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
@@ -14,107 +14,102 @@ using namespace gpupool::store;
 
 namespace {
 
-json entry_json(const credits::Entry& e) {
-    json j = {{"id", e.id},
-              {"at", e.at_ms},
-              {"debit", credits::to_string(e.debit)},
-              {"credit", credits::to_string(e.credit)},
-              {"amount_micro", e.amount},
-              {"reason", credits::to_string(e.reason)},
-              {"note", e.note}};
-    j["attempt"] = e.attempt != 0 ? json(e.attempt) : json();
-    j["grant"] = e.grant != 0 ? json(e.grant) : json();
-    j["payer_team"] = e.payer != 0 ? json(e.payer) : json();
-    return j;
+api::LedgerEntry entry_view(const credits::Entry& e) {
+    api::LedgerEntry out;
+    out.id = e.id;
+    out.at = e.at_ms;
+    out.debit = credits::to_string(e.debit);
+    out.credit = credits::to_string(e.credit);
+    out.amount_micro = e.amount;
+    out.reason = credits::to_string(e.reason);
+    out.note = e.note;
+    out.attempt = e.attempt != 0 ? std::optional<AttemptId>(AttemptId(e.attempt)) : std::nullopt;
+    out.grant = e.grant != 0 ? std::optional<std::int64_t>(e.grant) : std::nullopt;
+    out.payer_team = e.payer != 0 ? std::optional<TeamId>(TeamId(e.payer)) : std::nullopt;
+    return out;
 }
 
-json member_budget_json(const MemberBudget& m) {
-    return {{"token_id", m.token_id.value()},
-            {"label", m.label},
-            {"day_micro", opt_json(m.day_micro)},
-            {"week_micro", opt_json(m.week_micro)},
-            {"spent_day_micro", m.spent_day_micro},
-            {"spent_week_micro", m.spent_week_micro},
-            {"held_micro", m.held_micro}};
+api::MemberBudgetView member_budget_view(const MemberBudget& m) {
+    return {m.token_id, m.label, m.day_micro, m.week_micro, m.spent_day_micro, m.spent_week_micro, m.held_micro};
 }
 
 net::Response grant(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    const json* body = &in.body;
-    auto team = field<std::string>(*body, "team");
-    auto amount = field<std::int64_t>(*body, "amount_micro");
-    auto note = field<std::string>(*body, "note", std::string());
-    auto expires = opt_field(*body, "expires_at");
-    if (!team || !amount || !note || !expires) {
-        return error_response(!team ? team.error() : !amount ? amount.error() : !note ? note.error() : expires.error());
+    auto req = api::grant_request_from_json(in.body);
+    if (!req) {
+        return error_response(req.error());
     }
-    auto g = svc.coord->grant(who, *team, *amount, *expires, *note);
+    auto g = svc.coord->grant(who, req->team, req->amount_micro, req->expires_at, req->note);
     if (!g) {
         return error_response(g.error());
     }
-    spdlog::info("grant {}: {} micro-credits to team `{}` by token {}", g->id, g->amount, util::escape_control(*team),
-                 who.token_id.value());
+    spdlog::info("grant {}: {} micro-credits to team `{}` by token {}", g->id, g->amount,
+                 util::escape_control(req->team), who.token_id.value());
     svc.schedule_soon();
-    return ok({{"grant", g->id},
-               {"team", *team},
-               {"amount_micro", g->amount},
-               {"expires_at", opt_json(g->expires_at)},
-               {"balance_micro", svc.coord->ledger().balance(credits::Account::of_team(g->team.value()))}},
-              201);
+    const auto balance = svc.coord->ledger().balance(credits::Account::of_team(g->team.value()));
+    return ok(api::to_json(api::GrantReply{g->id, req->team, g->amount, g->expires_at, balance}), 201);
 }
 
 net::Response adjust(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    const json* body = &in.body;
-    auto team = field<std::string>(*body, "team");
-    auto amount = field<std::int64_t>(*body, "amount_micro");
-    auto note = field<std::string>(*body, "note", std::string());
-    if (!team || !amount || !note) {
-        return error_response(!team ? team.error() : !amount ? amount.error() : note.error());
+    auto req = api::adjust_request_from_json(in.body);
+    if (!req) {
+        return error_response(req.error());
     }
-    auto e = svc.coord->adjust(who, *team, *amount, *note);
+    auto e = svc.coord->adjust(who, req->team, req->amount_micro, req->note);
     if (!e) {
         return error_response(e.error());
     }
-    spdlog::info("adjustment {}: {} micro-credits for team `{}` by token {} ({})", e->id, *amount,
-                 util::escape_control(*team), who.token_id.value(), util::escape_control(*note));
+    spdlog::info("adjustment {}: {} micro-credits for team `{}` by token {} ({})", e->id, req->amount_micro,
+                 util::escape_control(req->team), who.token_id.value(), util::escape_control(req->note));
     svc.schedule_soon();
-    json out = entry_json(*e);
-    out["team"] = *team;
-    return ok(out, 201);
+    return ok(api::to_json(api::AdjustReply{entry_view(*e), req->team}), 201);
+}
+
+CapChange cap_change(const api::CapSetting& cap) {
+    if (!cap.change) {
+        return CapChange::keep();
+    }
+    return cap.micro ? CapChange::set(*cap.micro) : CapChange::remove();
 }
 
 net::Response change_budget(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    const json& body = in.body;
-    auto team = field<std::string>(body, "team");
-    auto member = field<std::string>(body, "member", std::string());
-    if (!team || !member) {
-        return error_response(!team ? team.error() : member.error());
+    auto req = api::budget_request_from_json(in.body);
+    if (!req) {
+        return error_response(req.error());
     }
-    BudgetChange change{*team, *member};
     // A cap left out keeps its value; null removes it.
-    for (auto [cap, key] : {std::pair{&change.day, "day_micro"}, std::pair{&change.week, "week_micro"}}) {
-        if (!body.contains(key)) {
-            continue;
-        }
-        auto v = opt_field(body, key);
-        if (!v) {
-            return error_response(v.error());
-        }
-        *cap = *v ? CapChange::set(**v) : CapChange::remove();
-    }
+    const BudgetChange change{req->team, req->member, cap_change(req->day), cap_change(req->week)};
     auto b = svc.coord->change_budget(who, change);
     if (!b) {
         return error_response(b.error());
     }
     auto cap = [](const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string("none"); };
     spdlog::info("budget of {}team `{}`: {} per day, {} per week (micro-credits) by token {}",
-                 member->empty() ? "" : "member `" + util::escape_control(b->label) + "` of ",
-                 util::escape_control(*team), cap(b->day_micro), cap(b->week_micro), who.token_id.value());
+                 req->member.empty() ? "" : "member `" + util::escape_control(b->label) + "` of ",
+                 util::escape_control(req->team), cap(b->day_micro), cap(b->week_micro), who.token_id.value());
     svc.schedule_soon();
-    json out = {{"team", *team}, {"day_micro", opt_json(b->day_micro)}, {"week_micro", opt_json(b->week_micro)}};
-    if (!member->empty()) {
-        out["member"] = member_budget_json(*b);
+    api::BudgetReply out{req->team, b->day_micro, b->week_micro, std::nullopt};
+    if (!req->member.empty()) {
+        out.member = member_budget_view(*b);
     }
-    return ok(out);
+    return ok(api::to_json(out));
+}
+
+// A ledger row in the reader's words: team names, and the job an attempt's row is about (its name
+// only for the team's own jobs).
+api::Movement movement_view(ServiceState& svc, const CreditsView& v, const credits::Entry& e) {
+    api::Movement m{entry_view(e)};
+    if (e.payer != 0) {
+        m.payer_team_name = svc.coord->tokens().team_name(TeamId(e.payer));
+    }
+    if (e.attempt != 0) {
+        if (const JobRecord* j = svc.coord->job_of_attempt(AttemptId(e.attempt))) {
+            m.job = j->id;
+            if (j->team == v.team) {
+                m.job_name = j->spec.name;
+            }
+        }
+    }
+    return m;
 }
 
 net::Response show_credits(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -134,37 +129,22 @@ net::Response show_credits(ServiceState& svc, const net::Request& req, const Inp
     if (!v) {
         return error_response(v.error());
     }
-    json moves = json::array();
-    for (const auto& e : v->movements) {
-        json m = entry_json(e);
-        // In the reader's words: team names, and the job an attempt's row is about (its name
-        // only for the team's own jobs).
-        m["payer_team_name"] = e.payer != 0 ? json(svc.coord->tokens().team_name(TeamId(e.payer))) : json();
-        m["job"] = json();
-        m["job_name"] = json();
-        if (e.attempt != 0) {
-            if (const JobRecord* j = svc.coord->job_of_attempt(AttemptId(e.attempt))) {
-                m["job"] = j->id.value();
-                m["job_name"] = j->team == v->team ? json(j->spec.name) : json();
-            }
-        }
-        moves.push_back(std::move(m));
-    }
-    json members = json::array();
+    api::CreditsReply out{v->name,
+                          v->team,
+                          v->balance_micro,
+                          v->held_micro,
+                          v->settling_micro,
+                          v->budget_day_micro,
+                          v->budget_week_micro,
+                          v->spent_day_micro,
+                          v->spent_week_micro};
     for (const auto& m : v->members) {
-        members.push_back(member_budget_json(m));
+        out.members.push_back(member_budget_view(m));
     }
-    return ok({{"team", v->name},
-               {"team_id", v->team.value()},
-               {"balance_micro", v->balance_micro},
-               {"held_micro", v->held_micro},
-               {"settling_micro", v->settling_micro},
-               {"budget_day_micro", opt_json(v->budget_day_micro)},
-               {"budget_week_micro", opt_json(v->budget_week_micro)},
-               {"spent_day_micro", v->spent_day_micro},
-               {"spent_week_micro", v->spent_week_micro},
-               {"members", members},
-               {"movements", moves}});
+    for (const auto& e : v->movements) {
+        out.movements.push_back(movement_view(svc, *v, e));
+    }
+    return ok(api::to_json(out));
 }
 
 net::Response report(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -180,37 +160,21 @@ net::Response report(ServiceState& svc, const net::Request& req, const Input&, c
     if (!rep) {
         return error_response(rep.error());
     }
-    json teams = json::array();
+    api::CreditReport out;
+    out.since = rep->since_ms;
     for (const auto& t : rep->teams) {
-        teams.push_back({{"team", t.name},
-                         {"team_id", t.team.value()},
-                         {"granted_micro", t.granted_micro},
-                         {"earned_micro", t.earned_micro},
-                         {"spent_micro", t.spent_micro},
-                         {"balance_micro", t.balance_micro},
-                         {"held_micro", t.held_micro},
-                         {"settling_micro", t.settling_micro},
-                         {"refunded_micro", t.refunded_micro}});
+        out.teams.push_back({t.name, t.team, t.granted_micro, t.earned_micro, t.spent_micro, t.balance_micro,
+                             t.held_micro, t.settling_micro, t.refunded_micro});
     }
-    json workers = json::array();
     for (const auto& w : rep->workers) {
-        workers.push_back({{"worker", w.worker.value()},
-                           {"name", w.name},
-                           {"team_id", w.team.value()},
-                           {"gpu_hours", w.gpu_hours},
-                           {"attempts", w.attempts},
-                           {"failures", w.failures},
-                           {"earned_micro", w.earned_micro},
-                           {"voided", w.voided},
-                           {"owner_preempted", w.owner_preempted}});
+        out.workers.push_back({w.worker, w.name, w.team, w.gpu_hours, w.attempts, w.failures, w.earned_micro, w.voided,
+                               w.owner_preempted});
     }
-    return ok({{"since", rep->since_ms},
-               {"teams", teams},
-               {"workers", workers},
-               {"pool_fee_micro", rep->pool_fee_micro},
-               {"escrow_micro", rep->escrow_micro},
-               {"settling_micro", rep->settling_micro},
-               {"issuer_micro", rep->issuer_micro}});
+    out.pool_fee_micro = rep->pool_fee_micro;
+    out.escrow_micro = rep->escrow_micro;
+    out.settling_micro = rep->settling_micro;
+    out.issuer_micro = rep->issuer_micro;
+    return ok(api::to_json(out));
 }
 
 // The body is a submission's, read where it was parsed (k_submission), off this thread.
@@ -220,60 +184,33 @@ net::Response estimate(ServiceState& svc, const net::Request&, const Input& in, 
     if (!est) {
         return error_response(est.error());
     }
-    json list = json::array();
+    api::EstimateReply out;
     for (const auto& j : est->jobs) {
-        list.push_back({{"name", j.name},
-                        {"gpu_model", j.gpu_model},
-                        {"price_micro_per_hour", j.price_micro_per_hour},
-                        {"max_micro", j.max_micro},
-                        {"estimate_micro", j.estimate_micro},
-                        {"runtime_s", j.runtime_s},
-                        {"history_runs", j.history_runs}});
+        out.jobs.push_back(
+            {j.name, j.gpu_model, j.price_micro_per_hour, j.max_micro, j.estimate_micro, j.runtime_s, j.history_runs});
     }
-    return ok({{"jobs", list},
-               {"total_max_micro", est->total_max_micro},
-               {"total_estimate_micro", est->total_estimate_micro},
-               {"available_micro", est->available_micro},
-               {"budget_room_micro", opt_json(est->budget_room_micro)},
-               {"enforced", est->enforced},
-               {"workers_joined", est->workers_joined},
-               {"workers_online", est->workers_online}});
+    out.total_max_micro = est->total_max_micro;
+    out.total_estimate_micro = est->total_estimate_micro;
+    out.available_micro = est->available_micro;
+    out.budget_room_micro = est->budget_room_micro;
+    out.enforced = est->enforced;
+    out.workers_joined = est->workers_joined;
+    out.workers_online = est->workers_online;
+    return ok(api::to_json(out));
 }
 
 // POST /v1/recipes/history {"recipes": [{"recipe": NAME, "repo": URL}, ...]} (at most 500): the
 // caller's team's runs, and every team's for the pool's public repositories (recipe_history).
 net::Response recipe_history(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    constexpr std::size_t k_max_recipes = 500;
-    const json& body = in.body;
-    const auto it = body.find("recipes");
-    if (it == body.end() || !it->is_array() || it->size() > k_max_recipes) {
-        return error_response(
-            make_error(ErrorCode::invalid_input, "expected an array of at most 500 {recipe, repo} objects", "recipes"));
+    auto asked = api::recipe_history_request_from_json(in.body);
+    if (!asked) {
+        return error_response(asked.error());
     }
-    std::vector<recipe::Origin> asked;
-    for (std::size_t i = 0; i < it->size(); ++i) {
-        const std::string f = "recipes[" + std::to_string(i) + "]";
-        const json& o = (*it)[i];
-        if (!o.is_object() || !o.contains("recipe") || !o["recipe"].is_string() || !o.contains("repo") ||
-            !o["repo"].is_string()) {
-            return error_response(
-                make_error(ErrorCode::invalid_input, "expected {\"recipe\": NAME, \"repo\": URL}", f));
-        }
-        recipe::Origin origin{o["recipe"].get<std::string>(), o["repo"].get<std::string>(), ""};
-        if (auto st = recipe::check_origin(origin); !st) {
-            return error_response(make_error(ErrorCode::invalid_input, st.error().message, f));
-        }
-        asked.push_back(std::move(origin));
+    api::RecipeHistoryReply out;
+    for (const auto& h : svc.coord->recipe_history(who, asked->recipes)) {
+        out.recipes.push_back({h.recipe.recipe, h.recipe.repo, h.runs, h.median_runtime_s, h.median_cost_micro});
     }
-    json list = json::array();
-    for (const auto& h : svc.coord->recipe_history(who, asked)) {
-        list.push_back({{"recipe", h.recipe.recipe},
-                        {"repo", h.recipe.repo},
-                        {"runs", h.runs},
-                        {"median_runtime_s", h.median_runtime_s},
-                        {"median_cost_micro", h.median_cost_micro}});
-    }
-    return ok({{"recipes", list}});
+    return ok(api::to_json(out));
 }
 
 // GET /v1/workers/{id}/earnings: the worker itself, its team's members and admins
@@ -287,17 +224,9 @@ net::Response worker_earnings(ServiceState& svc, const net::Request& req, const 
     if (!e) {
         return error_response(e.error());
     }
-    return ok({{"worker", e->worker.value()},
-               {"name", e->name},
-               {"team", e->team_name},
-               {"team_id", e->team.value()},
-               {"day_start_ms", e->day_start_ms},
-               {"week_start_ms", e->week_start_ms},
-               {"today_micro", e->today_micro},
-               {"week_micro", e->week_micro},
-               {"total_micro", e->total_micro},
-               {"settling_micro", e->settling_micro},
-               {"attempts", e->attempts}});
+    return ok(api::to_json(api::WorkerEarningsReply{e->worker, e->name, e->team_name, e->team, e->day_start_ms,
+                                                    e->week_start_ms, e->today_micro, e->week_micro, e->total_micro,
+                                                    e->settling_micro, e->attempts}));
 }
 
 } // namespace

@@ -47,7 +47,6 @@ inline constexpr std::size_t k_max_json_body_bytes = std::size_t{1} << 20; // mo
 inline constexpr std::size_t k_max_submit_bytes = std::size_t{16} << 20;
 // Bodies larger than this are parsed on the parse thread rather than on the io thread that read them.
 inline constexpr std::size_t k_inline_parse_bytes = std::size_t{64} << 10;
-inline constexpr std::size_t k_max_string_field_bytes = api::k_max_text_bytes; // names, notes, labels (the wire types' limit)
 
 // What a route accepts, checked before its handler runs on the coordinator thread.
 struct Accepts {
@@ -249,40 +248,6 @@ std::string bearer(const net::Request& req);
 Result<std::int64_t> parse_int(const std::string& text, const std::string& field);
 // An optional query parameter that must be a positive integer when given.
 Result<std::optional<std::int64_t>> positive_query(const net::Request& req, const char* name);
-// An optional integer field: absent or null -> nullopt.
-Result<std::optional<std::int64_t>> opt_field(const json& j, const char* name);
 json opt_json(const std::optional<std::int64_t>& v);
-
-// A required field (or `fallback` when absent or null) of the JSON type T, with no silent
-// conversions: 1.9 is not an integer (nlohmann would truncate it to 1).
-template <class T>
-Result<T> field(const json& j, const char* name, std::optional<T> fallback = std::nullopt) {
-    auto it = j.find(name);
-    if (it == j.end() || it->is_null()) {
-        if (fallback) {
-            return *fallback;
-        }
-        return make_error(ErrorCode::invalid_input, "missing required field", name);
-    }
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-        if (!it->is_number_integer()) {
-            return make_error(ErrorCode::invalid_input, std::string("expected an integer, got ") + it->type_name(), name);
-        }
-    } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
-        if (!it->is_array() || !std::all_of(it->begin(), it->end(), [](const json& v) { return v.is_number_integer(); })) {
-            return make_error(ErrorCode::invalid_input, "expected an array of integers", name);
-        }
-    } else if constexpr (std::is_same_v<T, std::string>) {
-        if (it->is_string() && it->get_ref<const std::string&>().size() > k_max_string_field_bytes) {
-            return make_error(ErrorCode::invalid_input,
-                              "longer than " + std::to_string(k_max_string_field_bytes) + " bytes", name);
-        }
-    }
-    try {
-        return it->get<T>();
-    } catch (const json::exception&) {
-        return make_error(ErrorCode::invalid_input, std::string("wrong type: got ") + it->type_name(), name);
-    }
-}
 
 } // namespace gpupool::coordinator::service_detail

@@ -175,17 +175,6 @@ Result<std::optional<std::int64_t>> positive_query(const net::Request& req, cons
 
 json opt_json(const std::optional<std::int64_t>& v) { return v ? json(*v) : json(); }
 
-Result<std::optional<std::int64_t>> opt_field(const json& j, const char* name) {
-    auto it = j.find(name);
-    if (it == j.end() || it->is_null()) {
-        return std::optional<std::int64_t>();
-    }
-    if (!it->is_number_integer()) {
-        return make_error(ErrorCode::invalid_input, std::string("wrong type: got ") + it->type_name(), name);
-    }
-    return std::optional<std::int64_t>(it->get<std::int64_t>());
-}
-
 } // namespace service_detail
 
 } // namespace gpupool::coordinator

@@ -1,6 +1,8 @@
 #include "worker/install/preflight.hpp"
 
+#include "core/api/admin.hpp"
 #include "core/client/api_client.hpp"
+#include "core/client/read_answer.hpp"
 #include "core/net/loopback.hpp"
 #include "core/net/url.hpp"
 
@@ -99,7 +101,7 @@ Result<std::vector<std::string>> preflight_worker(const WorkerPreflight& p) {
     cc.token_source = "--token-file";
     cc.ca_cert = p.ca_cert;
     client::ApiClient api(cc);
-    auto who = api.get("/v1/whoami");
+    auto who = client::read_answer(api.get("/v1/whoami"), "GET /v1/whoami", gpupool::api::whoami_from_json);
     if (!who) {
         const Error& e = who.error();
         if (e.code == ErrorCode::unauthorized) {
@@ -116,9 +118,9 @@ Result<std::vector<std::string>> preflight_worker(const WorkerPreflight& p) {
                 e.message,
             "--coordinator");
     }
-    if (who->value("role", std::string()) != "enroll") {
+    if (who->role != "enroll") {
         return make_error(ErrorCode::invalid_input,
-                          "the token is a " + who->value("role", std::string("?")) +
+                          "the token is a " + who->role +
                               " token, not an enrollment token: make one with `gpupool admin enroll TEAM`",
                           "--token-file");
     }

@@ -1,6 +1,6 @@
 // The pool at a glance on the wire (`GET /v1/pool`, docs/api.md): what `gpupool pool` prints and
 // the dashboard draws (core/coordinator/dashboard/app.js reads the same members). What each caller
-// sees of it, and why, is Coordinator::overview's (core/coordinator/overview.hpp).
+// sees of it, and why, is pool_overview()'s (core/coordinator/overview.hpp).
 //
 // The service fills a PoolOverviewReply from the coordinator's PoolOverview and sends to_json();
 // the client reads it back with pool_overview_from_json, which treats the bytes as hostile: every

@@ -4,6 +4,7 @@
 // service's own answers read back to the same JSON.
 #include "core/api/admin.hpp"
 #include "core/api/pool.hpp"
+#include "tests/core/api/wire_errors.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,8 @@
 
 using namespace gpupool;
 using nlohmann::json;
+using test::error_of;
+using test::field_of;
 
 namespace {
 
@@ -44,19 +47,6 @@ const char* const k_overview = R"({
   "credits": [{"team": "fellows", "balance_micro": 1000, "held_micro": 250}],
   "totals": {"workers": 1, "workers_online": 1, "gpus_online": 1, "gpu_milli_online": 1000,
              "gpu_milli_allocated": 250, "gpus_shared": 0, "jobs_queued": 1, "jobs_running": 1}})";
-
-template <class T, class Read>
-Error error_of(Read read, const json& j) {
-    Result<T> r = read(j);
-    REQUIRE_FALSE(r.has_value());
-    CHECK(r.error().code == ErrorCode::invalid_input);
-    return r.error();
-}
-
-template <class T, class Read>
-std::string field_of(Read read, const json& j) {
-    return error_of<T>(read, j).field;
-}
 
 template <class T, class Read>
 void round_trip(const T& value, Read read) {

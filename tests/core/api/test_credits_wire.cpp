@@ -2,6 +2,7 @@
 // form, round trips, hostile bytes refused with the member named, the request bodies' absent, null
 // and set members; and the service's own answers read back to the same JSON.
 #include "core/api/credits.hpp"
+#include "tests/core/api/wire_errors.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 
 #include <catch2/catch.hpp>
@@ -9,6 +10,8 @@
 
 using namespace gpupool;
 using nlohmann::json;
+using test::error_of;
+using test::field_of;
 
 namespace {
 
@@ -25,19 +28,6 @@ const char* const k_credits = R"({
     {"id": 1, "at": 1700000000000, "debit": "issuer", "credit": "team:2", "amount_micro": 1000000,
      "reason": "grant", "note": "welcome", "attempt": null, "grant": 1, "payer_team": null,
      "payer_team_name": null, "job": null, "job_name": null}]})";
-
-template <class T, class Read>
-Error error_of(Read read, const json& j) {
-    Result<T> r = read(j);
-    REQUIRE_FALSE(r.has_value());
-    CHECK(r.error().code == ErrorCode::invalid_input);
-    return r.error();
-}
-
-template <class T, class Read>
-std::string field_of(Read read, const json& j) {
-    return error_of<T>(read, j).field;
-}
 
 std::string credits_field(const json& j) {
     return field_of<api::CreditsReply>(api::credits_reply_from_json, j);

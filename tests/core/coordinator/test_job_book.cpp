@@ -139,4 +139,53 @@ TEST_CASE("job book: a book kept change by change is the book built from the rec
     CHECK(a.first_difference(other_grace) == "expiry index differs");
 }
 
+TEST_CASE("job book: one job's attempts, those that used up its tries, its preemptions and whom it avoids",
+          "[coordinator][components][job_book]") {
+    JobBook book = two_jobs();
+    const auto ended = [](std::int64_t id, AttemptState state, std::int64_t worker, std::int64_t at,
+                          std::string reason = "", std::int64_t retry = 0) {
+        AttemptRecord a = attempt(id, 1, state);
+        a.worker = WorkerId(worker);
+        a.ended_at = at;
+        a.reason = std::move(reason);
+        a.retry = retry;
+        return a;
+    };
+    store::Changes c;
+    // Job 1: failed, lost, preempted by the scheduler, twice by worker 7's owner, once by worker 8's,
+    // then a voided success; after a retry (run 1), one more failure.
+    c.attempts = {ended(10, AttemptState::failed, 3, 1'000),
+                  ended(11, AttemptState::lost, 3, 2'000),
+                  ended(12, AttemptState::preempted, 3, 3'000, "preempted for higher-priority job 9"),
+                  ended(13, AttemptState::preempted, 7, 4'000, "preempted by the GPU's owner"),
+                  ended(14, AttemptState::preempted, 7, 6'000, "preempted by the GPU's owner (reclaimed)"),
+                  ended(15, AttemptState::preempted, 8, 5'000, "preempted by the GPU's owner"),
+                  ended(16, AttemptState::succeeded, 3, 7'000),
+                  ended(17, AttemptState::failed, 3, 9'000, "", 1)};
+    c.attempts[6].voided_at = 8'000;
+    book.absorb(c);
+
+    CHECK(book.attempts_of(JobId(1)).size() == 8);
+    CHECK(book.attempts_of(JobId(1)).front().id == AttemptId(10));
+    CHECK(book.attempts_of(JobId(2)).empty());
+    REQUIRE(book.job_of_attempt(AttemptId(12)) != nullptr);
+    CHECK(book.job_of_attempt(AttemptId(12))->id == JobId(1));
+    CHECK(book.job_of_attempt(AttemptId(99)) == nullptr);
+    CHECK(book.times_preempted(JobId(1)) == 4);
+    // Run 0 used: the failure and the loss (preempted and voided ones do not count); run 1: one.
+    JobRecord run0 = job(1);
+    CHECK(book.used_attempts(run0) == 2);
+    JobRecord run1 = job(1);
+    run1.retries = 1;
+    CHECK(book.used_attempts(run1) == 1);
+    // Two owner preemptions on worker 7 reach a limit of 2: kept off it until the last (6 s) plus
+    // 60 s, in the scheduler's seconds; worker 8's one does not.
+    const auto avoids = book.owner_avoids(JobId(1), 2, 60'000);
+    REQUIRE(avoids.size() == 1);
+    CHECK(avoids[0].worker == WorkerId(7));
+    CHECK(avoids[0].until == 66);
+    CHECK(book.owner_avoids(JobId(1), 1, 60'000).size() == 2);
+    CHECK(book.owner_avoids(JobId(1), 0, 60'000).empty()); // 0: the rule is off
+}
+
 } // namespace gpupool::coordinator

@@ -162,4 +162,70 @@ TEST_CASE("worker roster: a GPU whose memory is not its model's is named, with t
     CHECK(roster.model_mismatch_of(box({{"NVIDIA L4", 24576}})).empty());
 }
 
+TEST_CASE("worker roster: whether a request could ever run, and why nothing is placed",
+          "[coordinator][components][roster]") {
+    const TokenBook teams = teams_book();
+    WorkerRoster roster({10'000, false}, rates());
+    recipe::Resources big_gpu;
+    big_gpu.gpus = 1;
+    big_gpu.gpu_memory_mib = 40'000;
+    CHECK_FALSE(roster.infeasible_reason(big_gpu)); // an empty pool may still be filling up
+    CHECK(roster.no_worker_reason(1'000) == "no worker is connected to the pool");
+    store::Changes c;
+    c.workers = {worker(1, box({{"NVIDIA L4", 24576}}, 4000, 16384), 1'000)};
+    roster.absorb(c, teams);
+    // needs: GPU memory 40000 MiB > 24576; CPUs 8 > 4; memory 64 GiB > 16 GiB; a model no worker has
+    CHECK_THAT(*roster.infeasible_reason(big_gpu), Catch::Contains("of GPU memory; the largest GPU has 24GiB"));
+    recipe::Resources cpus;
+    cpus.cpu_milli = 8000;
+    CHECK_THAT(*roster.infeasible_reason(cpus), Catch::Contains("the largest worker has 4"));
+    recipe::Resources memory;
+    memory.memory_mib = 65536;
+    CHECK_THAT(*roster.infeasible_reason(memory), Catch::Contains("of memory; the largest worker has 16GiB"));
+    recipe::Resources model;
+    model.gpus = 1;
+    model.gpu_models = {"NVIDIA H100"};
+    CHECK(*roster.infeasible_reason(model) == "no worker has a GPU of the models it accepts");
+    recipe::Resources fits;
+    fits.gpus = 1;
+    fits.gpu_memory_mib = 20'000;
+    fits.cpu_milli = 2000;
+    CHECK_FALSE(roster.infeasible_reason(fits));
+    // Paused by its owner until 3,601 s: why nothing is placed says so, and when it shares again.
+    api::Heartbeat beat;
+    beat.sharing = api::SharingState::paused;
+    beat.sharing_changes_at_ms = 3'601'000;
+    roster.note_heartbeat(WorkerId(1), beat, nullptr, 1'000, teams);
+    CHECK(roster.no_worker_reason(1'000) ==
+          "no worker is taking work: 1 is paused by its owner (the first shares again in 1h)");
+    // Banned: nothing could ever run, and it is said as it is.
+    store::Changes ban;
+    ban.workers = {worker(1, box({{"NVIDIA L4", 24576}}, 4000, 16384), 1'000)};
+    ban.workers[0].state = WorkerState::banned;
+    roster.absorb(ban, teams);
+    CHECK(*roster.infeasible_reason(fits) == "no worker is connected to the pool (every worker that joined it is banned)");
+}
+
+TEST_CASE("worker roster: an attempt's price is its GPU model's rate for its share, or CPU time",
+          "[coordinator][components][roster]") {
+    const TokenBook teams = teams_book();
+    WorkerRoster roster({10'000, false}, rates());
+    store::Changes c;
+    c.workers = {worker(1, box({{"NVIDIA L4", 24576}, {"NVIDIA H100", 81920}}), 1'000)};
+    roster.absorb(c, teams);
+    recipe::Resources r;
+    r.gpus = 1;
+    r.cpu_milli = 1000;
+    const credits::Micro core = rates().cpu_micro_per_core_hour;
+    // On GPU 1 (an H100), half of it: the same rule the scheduler's holds use.
+    CHECK(roster.attempt_price(r, WorkerId(1), 1, 500) ==
+          credits::attempt_price_per_hour({1, 500, 0, 1000}, credits::PricedGpu{rates().gpu_rate("NVIDIA H100"), 81920},
+                                          core));
+    CHECK(roster.attempt_price(r, WorkerId(1), 1, 500) > roster.attempt_price(r, WorkerId(1), 0, 500));
+    // CPU only (-1): the CPU rate alone.
+    recipe::Resources cpu_only;
+    cpu_only.cpu_milli = 2000;
+    CHECK(roster.attempt_price(cpu_only, WorkerId(1), -1, 0) == credits::cpu_price_per_hour(core, 2000));
+}
+
 } // namespace gpupool::coordinator

@@ -20,7 +20,10 @@
 // each pass weighs them against every worker); --queued sets how many wait (200).
 // A tick decides only when something changed (Coordinator::pass_due); the timed ticks let the quiet
 // period pass first, so each one runs a full pass.
+#include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/coordinator/prometheus_metrics.hpp"
 #include "core/store/open_store.hpp"
 #include "core/store/sqlite_store.hpp"
@@ -131,15 +134,15 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
     must(coord.start(), "start");
     PrometheusMetrics metrics;
     coord.set_events(&metrics);
-    const Principal admin = must(coord.authenticate(must(coord.init_admin(), "admin").secret), "auth");
-    must(coord.create_team(admin, "bench", 1), "team");
+    const Principal admin = must(coord.authenticate(must(init_admin(coord), "admin").secret), "auth");
+    must(create_team(coord, admin, "bench", 1), "team");
     // Enough credits for everything; a weekly budget that never binds but is checked every pass.
-    must(coord.grant(admin, "bench", credits::k_max_amount, std::nullopt, "bench"), "grant");
-    must(coord.set_budget(admin, "bench", std::nullopt, credits::k_max_amount), "budget");
+    must(grant_credits(coord, admin, "bench", credits::k_max_amount, std::nullopt, "bench"), "grant");
+    must(set_budget(coord, admin, "bench", std::nullopt, credits::k_max_amount), "budget");
     const Principal member =
-        must(coord.authenticate(must(coord.create_token(admin, store::Role::member, "bench", "m"), "token").secret),
+        must(coord.authenticate(must(create_token(coord, admin, store::Role::member, "bench", "m"), "token").secret),
              "auth");
-    const auto enroll = must(coord.create_token(admin, store::Role::enroll, "bench", "e", fleet), "token");
+    const auto enroll = must(create_token(coord, admin, store::Role::enroll, "bench", "e", fleet), "token");
     std::vector<Principal> workers;
     for (int i = 0; i < fleet; ++i) {
         api::Inventory inv;
@@ -226,7 +229,7 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
             if (woken.size() != 1) {
                 die("place", make_error(ErrorCode::internal, "pass " + std::to_string(i) + " placed the job on " +
                                                                  std::to_string(woken.size()) + " workers, not 1: " +
-                                                                 must(coord.job(admin, id), "job").reason));
+                                                                 must(read_job(coord, admin, id), "job").reason));
             }
             const Principal& w = workers[index_of.at(woken.front())];
             for (const auto& a : must(coord.assignments(w), "poll")) {
@@ -239,10 +242,10 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
     }
     row.poll = time_it(reps, [&] { (void)coord.assignments(workers[0]); });
     row.heartbeat = time_it(reps, [&] { (void)coord.heartbeat(workers[0], running[0]); });
-    row.list_all = time_it(std::max(5, reps / 20), [&] { (void)coord.jobs(member, {}); });
+    row.list_all = time_it(std::max(5, reps / 20), [&] { (void)list_jobs(coord, member, {}); });
     JobQuery newest;
     newest.limit = 50;
-    row.list_50 = time_it(reps, [&] { (void)coord.jobs(member, newest); });
+    row.list_50 = time_it(reps, [&] { (void)list_jobs(coord, member, newest); });
     // `queued` whole-GPU jobs that cannot fit while the quarter jobs run: each pass weighs them all.
     for (int left = queued; left > 0;) {
         std::vector<recipe::JobSpec> blocked;

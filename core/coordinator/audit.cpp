@@ -33,14 +33,4 @@ Result<std::vector<AuditRecord>> Coordinator::audit_log(const Principal& who, co
     return m_store.read_audit(query);
 }
 
-Status Coordinator::record_audit(const Principal& who, const std::string& action, const std::string& target,
-                                 const std::string& detail_json) {
-    if (who.role != Role::admin) {
-        return denied("only admins act on the pool");
-    }
-    Changes c;
-    audit(who.token_id, action, target, detail_json, c);
-    return commit(c);
-}
-
 } // namespace gpupool::coordinator

@@ -1,6 +1,7 @@
 #include "core/coordinator/coordinator.hpp"
 
 #include "core/coordinator/internal.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/resources/quantity.hpp"
 #include "core/sched/fragmentation.hpp"
 #include "core/util/token_secret.hpp"
@@ -268,13 +269,13 @@ void Coordinator::expire(Changes& c) {
             m_job_book.attempts().at(id); // absorb() keeps only active attempts in m_job_book.expiry()
         if (a.lease_expires_at < now) {
             AttemptRecord copy = a;
-            end_attempt(copy, AttemptState::lost, std::nullopt, "lease expired: worker stopped renewing", c);
+            end_attempt(*this, copy, AttemptState::lost, std::nullopt, "lease expired: worker stopped renewing", c);
             continue;
         }
         const auto& spec = m_job_book.jobs().at(a.job).spec;
         if (a.started_at && now > *a.started_at + spec.resources.max_runtime_s * 1000 + m_options.runtime_grace_ms) {
             AttemptRecord copy = a;
-            end_attempt(copy, AttemptState::failed, std::nullopt,
+            end_attempt(*this, copy, AttemptState::failed, std::nullopt,
                         "exceeded max_runtime " + resources::format_duration_s(spec.resources.max_runtime_s), c);
         }
     }
@@ -321,36 +322,6 @@ std::vector<WorkerId> Coordinator::schedule_pass() {
 
 bool Coordinator::pass_due() const {
     return m_pass_dirty || m_clock.now_ms() - m_last_pass_ms >= k_quiet_pass_ms;
-}
-
-std::string Coordinator::shown_reason(const JobRecord& j) const {
-    if (j.state == JobState::queued) {
-        return waiting_reason(j.id);
-    }
-    if (j.state == JobState::assigned) {
-        if (auto latest = m_job_book.latest_attempt().find(j.id); latest != m_job_book.latest_attempt().end()) {
-            const AttemptRecord& a = m_job_book.attempts().at(latest->second);
-            if (const api::FetchProgress* f = m_roster.fetching(a.worker, a.id); f != nullptr) {
-                const auto gb = [](std::int64_t bytes) {
-                    char buf[32];
-                    std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / 1e9);
-                    return std::string(buf);
-                };
-                return "fetching weights (" + gb(f->done_bytes) + " of " +
-                       (f->total_bytes > 0 ? gb(f->total_bytes) : std::string("?")) + " GB)";
-            }
-        }
-    }
-    return j.reason;
-}
-
-std::string Coordinator::waiting_reason(JobId id) const {
-    auto j = m_job_book.jobs().find(id);
-    if (j == m_job_book.jobs().end() || j->second.state != JobState::queued) {
-        return {};
-    }
-    auto it = m_waiting.find(id);
-    return it == m_waiting.end() ? std::string(k_waiting_for_pass) : it->second;
 }
 
 void Coordinator::record_sample(std::int64_t now) {

@@ -29,7 +29,11 @@
 // - Authorization: admin tokens may do anything; member tokens act within their team; worker
 //   tokens speak only for their worker; enrollment tokens may only register a worker.
 // Its state is held by its components (TokenBook, WorkerRoster, JobBook, CreditDesk: docs/
-// architecture.md, "The coordinator's rooms"); the plain types it takes and returns are in views.hpp.
+// architecture.md, "The coordinator's rooms"), which it lends read-only and changes only through
+// commit(); it keeps the transaction, the id blocks, the clock and the scheduling pass, and the
+// operations that stage through its private steps (submissions, attempts, bans). Operations over
+// the components alone are free functions beside it (admin_ops.hpp, credit_ops.hpp, job_ops.hpp,
+// overview.hpp, metrics.hpp); the plain types they all take and return are in views.hpp.
 #pragma once
 
 #include "core/api/inventory.hpp"
@@ -41,7 +45,6 @@
 #include "core/coordinator/pool_view.hpp"
 #include "core/coordinator/token_book.hpp"
 #include "core/coordinator/views.hpp"
-#include "core/coordinator/worker_earnings.hpp"
 #include "core/coordinator/worker_roster.hpp"
 #include "core/util/clock.hpp"
 
@@ -65,73 +68,43 @@ public:
 
     // ---- auth ----
     Result<Principal> authenticate(std::string_view bearer_secret) const;
-    // The teams and tokens (token_book.hpp): names, labels, last uses.
+
+    // ---- the components, and the one way to change them ----
+    // Its state, read-only: the teams and tokens (token_book.hpp); the workers, their inventories
+    // and what their heartbeats said (worker_roster.hpp); the sweeps, jobs and attempts
+    // (job_book.hpp); the ledger, grants, budgets and costs (credit_desk.hpp). The operations that
+    // need nothing of the Coordinator but these and commit() are free functions beside it:
+    // admin_ops.hpp (the first admin, teams, tokens), credit_ops.hpp (grants, budgets, credits,
+    // reports, estimates), job_ops.hpp (a job, the job list, cancels), overview.hpp and metrics.hpp
+    // (what the pool shows).
     const TokenBook& tokens() const { return m_tokens; }
-    // The workers (worker_roster.hpp): records, inventories, what their heartbeats said.
     const WorkerRoster& roster() const { return m_roster; }
-    // Creates the first admin token; refused once an admin exists.
-    Result<IssuedToken> init_admin();
-    // Creates another admin token whatever exists (the recovery for a lost one; only reachable by
-    // whoever can open the database file).
-    Result<IssuedToken> recover_admin(const std::string& label = "recovered admin");
+    const JobBook& job_book() const { return m_job_book; }
+    const CreditDesk& credit_desk() const { return m_credits; }
+    const CoordinatorOptions& options() const { return m_options; }
+    std::int64_t now_ms() const { return m_clock.now_ms(); } // by its clock
+    // Why each queued job waits, from the last scheduling pass (not durable; job_ops.hpp's
+    // waiting_reason says it for one job).
+    const std::map<JobId, std::string>& waiting() const { return m_waiting; }
+    // Writes `changes` (records the components staged) in one transaction, then each component and
+    // the scheduler's view absorb them: the only way the pool's state changes. A refused write
+    // changes nothing in memory (a fenced one sets lost_lease()).
+    Status commit(store::Changes& changes);
+    // `count` fresh contiguous ids of `kind` for records about to be staged, the first returned:
+    // from this coordinator's block, reserving another from the store when it runs short.
+    Result<std::int64_t> take_ids(store::IdKind kind, std::int64_t count);
+    // Appends an audit record of `actor`'s action, at the clock's now, to `changes` (audit.cpp
+    // lists the actions).
+    void audit(std::optional<TokenId> actor, std::string action, std::string target, std::string detail_json,
+               store::Changes& changes) const;
 
     // ---- admin ----
     // The audit log, newest first (admins only). Every admin action below appends to it in the
     // same transaction as the change it records (audit.cpp lists the actions).
     Result<std::vector<store::AuditRecord>> audit_log(const Principal& who, const store::AuditQuery& query);
-    // Records an admin action that changes no record (a backup was taken).
-    Status record_audit(const Principal& who, const std::string& action, const std::string& target,
-                        const std::string& detail_json);
-    Result<store::TeamRecord> create_team(const Principal& who, const std::string& name, std::int64_t weight);
-    Result<std::vector<store::TeamRecord>> list_teams(const Principal& who) const;
-    // role member/admin/enroll; team by name for member and enroll.
-    // `uses`: how many workers an enrollment token may register (ignored for other roles); the
-    // last registration revokes it.
-    Result<IssuedToken> create_token(const Principal& who, Role role, const std::string& team, const std::string& label,
-                                     std::int64_t uses = 1);
-    Status revoke_token(const Principal& who, TokenId token_id);
-    // Admin: tokens (their secrets are never stored), oldest first; `team` narrows to one team's.
-    Result<std::vector<store::TokenRecord>> list_tokens(const Principal& who, const std::optional<std::string>& team) const;
-    Result<std::vector<store::WorkerRecord>> list_workers(const Principal& who) const;
-    // How a worker is now: "banned", "drained" (by an admin), "offline" (no heartbeat within the
-    // worker timeout, or none since the pool was restored from a backup), "draining" (the worker is shutting down), "paused" (by its owner),
-    // "off-hours" (outside its owner's sharing hours), "reclaimed" (its owner uses its GPUs) or "online".
-    std::string presence(WorkerId worker) const { return m_roster.presence(worker, m_clock.now_ms()); }
-    // What the worker's owner said in its last heartbeat: whether it shares, until when, its terms.
-    struct OwnerSays {
-        api::SharingState sharing = api::SharingState::sharing;
-        std::optional<std::int64_t> changes_at_ms;
-        std::optional<api::OwnerTerms> terms;
-    };
-    OwnerSays owner_says(WorkerId worker) const;
-    // Its GPUs whose declared memory clearly is not that of the catalog model they read as
-    // ("GPU 0 `H100-80GB` with 24GiB (the catalog's H100-80GB has 80GiB)"): they are priced at
-    // that model's rate all the same. Empty when none. Kept with its inventory (not durable).
-    const std::string& model_mismatch(WorkerId worker) const { return m_roster.at(worker).model_mismatch; }
-    // Who submitted the job: the label of the token it came with ("token N" for an unlabelled one).
-    std::string submitter_of(JobId job) const;
-    Status set_worker_state(const Principal& who, WorkerId worker, store::WorkerState state);
-    // Admin: bans the worker (as set_worker_state) and, with `void_since`, voids every result it
-    // reported for attempts that ended at or after that time (lost attempts reported nothing): each
-    // is marked voided, its charge and fee go back to the team that paid (from the owner's settling
-    // earnings, or from its balance once paid out), and a job whose outcome it was (succeeded or
-    // failed) is queued to run again; voided attempts do not count against retry.max_attempts.
-    // One transaction. Banning again with an earlier time voids what is left.
-    // The ban revokes the enrollment token the worker registered with, which stops new
-    // registrations but not the other workers that token registered (its siblings, listed in the
-    // answer): with `with_siblings` they are banned too, in the same transaction, each as the named
-    // one (their results since `void_since` voided as well).
-    Result<Voided> ban_worker(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
-                              bool with_siblings = false);
 
     // ---- researchers ----
     Result<SubmitResult> submit(const Principal& who, SubmitRequest request);
-    Result<store::JobRecord> job(const Principal& who, JobId id) const;
-    Result<JobList> jobs(const Principal& who, const JobQuery& query) const;
-    // The job an attempt belongs to, with its team and name (for ledger rows); nullptr if unknown.
-    const store::JobRecord* job_of_attempt(AttemptId attempt) const { return m_job_book.job_of_attempt(attempt); }
-    Status cancel_job(const Principal& who, JobId id);
-    Result<std::int64_t> cancel_sweep(const Principal& who, SweepId sweep_id);
     // Queues jobs that ended failed or cancelled again (`gpupool retry`, retry.cpp): the named jobs
     // (each must be failed or cancelled, else nothing is retried), or a sweep's jobs in the states
     // asked (failed by default). They stay the same jobs: the same ids, their earlier attempts kept,
@@ -205,47 +178,6 @@ public:
     // fails the call and takes none of them.
     Result<std::vector<api::EndAnswer>> complete_attempts(const Principal& who, const std::vector<api::AttemptEnd>& ends);
 
-    // ---- credits ----
-    // Admin: mint `amount` from the issuer into a team; at `expires_at` what is left of it (up to
-    // the team's positive balance) goes back to the issuer.
-    Result<store::GrantRecord> grant(const Principal& who, const std::string& team, std::int64_t amount_micro,
-                                     std::optional<std::int64_t> expires_at, const std::string& note);
-    // Admin: a signed correction between the issuer and a team; the note is required.
-    Result<credits::Entry> adjust(const Principal& who, const std::string& team, std::int64_t amount_micro,
-                                  const std::string& note);
-    // Admin: spend caps over the last 24 hours and 7 days; nullopt removes one.
-    Status set_budget(const Principal& who, const std::string& team, std::optional<std::int64_t> day_micro,
-                      std::optional<std::int64_t> week_micro);
-    // Admin: changes a team's caps, or one member's (caps within the team's: a member's jobs wait
-    // when either is spent). Returns the caps as they are afterwards (`label` set for a member).
-    Result<MemberBudget> change_budget(const Principal& who, const BudgetChange& change);
-    // Members and workers see their own team; admins name one (`team`).
-    Result<CreditsView> credits_of(const Principal& who, const std::optional<std::string>& team,
-                                   std::size_t movements = 20) const;
-    Result<Report> report(const Principal& who, std::int64_t since_ms) const;
-    // One worker's earnings for its owner (worker_earnings.hpp: the sums, the UTC periods, who reads).
-    Result<WorkerEarnings> worker_earnings(const Principal& who, WorkerId worker) const;
-    Result<Estimate> estimate(const Principal& who, const std::string& source, const std::vector<recipe::JobSpec>& jobs,
-                              const std::optional<std::string>& team) const;
-    // The history of shared-repository recipes (`gpupool recipe list`): for each (repo, recipe)
-    // asked about (the revision is ignored), the successful runs of jobs whose first origin is that
-    // recipe, with their median runtime and median cost; only these aggregates leave the
-    // coordinator. Whether a repository is public cannot be told from what a job records (its
-    // origin names the repository as the client configured it), so a member counts the runs of its
-    // own team, and every team's runs only for the repositories the pool names public
-    // (CoordinatorOptions::public_recipe_repos): another team's use of a private repository's recipe
-    // never shows. Admins count every team's runs. Members and admins only (the route checks).
-    std::vector<RecipeHistory> recipe_history(const Principal& who, const std::vector<recipe::Origin>& recipes) const;
-    // Micro-credits an attempt has cost: settled when it ended, accrued so far while it runs.
-    std::int64_t cost_micro(const store::AttemptRecord& attempt) const {
-        return m_credits.cost_micro(attempt, m_clock.now_ms());
-    }
-    // The sum of cost_micro over the job's attempts.
-    std::int64_t job_cost_micro(JobId job) const { return m_credits.job_cost_micro(job, m_clock.now_ms()); }
-    const credits::Ledger& ledger() const { return m_credits.ledger(); }
-    // The ledger, grants, budgets and costs (credit_desk.hpp).
-    const CreditDesk& credit_desk() const { return m_credits; }
-
     // The pool at a glance (overview.hpp says who sees what).
     Result<PoolOverview> overview(const Principal& who) const {
         return pool_overview(who, m_options.members_see,
@@ -283,15 +215,6 @@ public:
     void track_ended_jobs(bool on) { m_job_book.track_ended(on); }
     std::vector<JobId> take_ended_jobs() { return m_job_book.take_ended(); }
 
-    // The sweeps, jobs and attempts (job_book.hpp).
-    const JobBook& job_book() const { return m_job_book; }
-
-    // Why a queued job is not running (empty when it is not queued).
-    std::string waiting_reason(JobId id) const;
-    // The job's reason as `status` shows it: why a queued job waits, how far an assigned job's model
-    // weights have come ("fetching weights (3.2 of 14 GB)"), else the stored reason.
-    std::string shown_reason(const store::JobRecord& j) const;
-
     // Tests: how the scheduler's view, kept up to date change by change, differs from one built
     // from every record now; nullopt when they are the same.
     std::optional<std::string> pool_view_drift();
@@ -301,13 +224,8 @@ public:
     std::optional<std::string> drift();
 
 private:
-
-    Status commit(store::Changes& changes);
     // Remembers a fenced write (lost_lease()).
     void note_store_error(const Error& e);
-    // `count` fresh contiguous ids of `kind`, the first returned: from this coordinator's block,
-    // reserving another from the store when it runs short.
-    Result<std::int64_t> take_ids(store::IdKind kind, std::int64_t count);
     // What commit() reports of `changes` once they are written, read before memory takes them;
     // counts their jobs and ledger entries in m_counters (coordinator.cpp).
     struct Noticed {
@@ -317,16 +235,8 @@ private:
     Noticed notice(const store::Changes& changes);
     // Records a utilisation sample when one is due, and prunes those past sample_keep_ms.
     void record_sample(std::int64_t now);
-    // Appends an audit record of `actor`'s action to `changes` (audit.cpp).
-    void audit(std::optional<TokenId> actor, std::string action, std::string target, std::string detail_json,
-               store::Changes& changes) const;
-    Result<IssuedToken> issue_admin(const std::string& label, const std::string& action);
-    // A new token (its id from the block, its record staged in `changes`: token_book.hpp).
-    Result<IssuedToken> issue(Role role, std::optional<TeamId> team, std::optional<WorkerId> worker,
-                              const std::string& label, store::Changes& changes);
     void absorb(const store::Changes& changes);
     void record_usage(const store::AttemptRecord& attempt);
-    Result<const store::JobRecord*> visible_job(const Principal& who, JobId id) const;
     // The jobs a retry names (none yet for a sweep: retry() picks them) and their one team.
     Result<std::vector<JobId>> retry_selection(const Principal& who, const api::RetryRequest& request,
                                                TeamId& team) const;
@@ -343,22 +253,6 @@ private:
     Status stage_start(const Principal& who, AttemptId id, store::Changes& changes);
     // A worker's report that `id` ended, checked and added to `changes` (complete_attempt(s)).
     Status stage_end(const Principal& who, AttemptId id, const api::Completion& done, store::Changes& changes);
-    // Ends `attempt` and moves its job on (queued again, or terminal). Appends to `changes`.
-    // Settles its escrow in the same changes: charged unless `chargeable` is false (and never for
-    // a lost attempt).
-    void end_attempt(store::AttemptRecord& attempt, store::AttemptState state, std::optional<std::int64_t> exit_code,
-                     const std::string& reason, store::Changes& changes, bool chargeable = true);
-    // The worker's new state (a ban also revokes its enrollment token and ends its attempts).
-    void worker_state_changes(WorkerId worker, store::WorkerState state, store::Changes& changes);
-    void void_results(WorkerId worker, std::int64_t since_ms, Voided& out, store::Changes& changes);
-    // One worker's part of ban_worker: its results voided, the audit record, the ban (`named`: the
-    // worker the admin named, when this one is its sibling).
-    void stage_ban(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
-                   std::optional<WorkerId> named, Voided& out, store::Changes& changes);
-    Estimate estimate_for(TeamId team, const std::string& source, const std::vector<recipe::JobSpec>& jobs) const;
-    // Refuses `jobs` jobs estimated at `est` that the team (or the caller's own member budget) cannot
-    // fund; worded for a submission, or for a retry.
-    Status check_funded(const Principal& who, TeamId team, const Estimate& est, std::size_t jobs, bool for_retry) const;
     // What a submission's jobs (and a retry's) must be to be accepted: inputs uploaded for the team,
     // a log cap within the pool's, resources some worker has. Errors name `jobs[i]`.
     Status check_jobs(TeamId team, const std::vector<recipe::JobSpec>& jobs) const;

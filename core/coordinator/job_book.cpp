@@ -42,6 +42,54 @@ std::int64_t JobBook::times_preempted(JobId job) const {
     return n;
 }
 
+void JobBook::stage_attempt_end(AttemptRecord& attempt, AttemptState state, std::optional<std::int64_t> exit_code,
+                                const std::string& reason, std::int64_t now_ms, Changes& changes) const {
+    attempt.state = state;
+    attempt.ended_at = now_ms;
+    attempt.exit_code = exit_code;
+    attempt.reason = reason;
+    changes.attempts.push_back(attempt);
+    JobRecord job = m_jobs.at(attempt.job);
+    job.updated_at = now_ms;
+    job.exit_code = exit_code;
+    job.reason = reason;
+    // Preempted attempts (by the scheduler or the owner) do not use up one of the job's attempts.
+    // Only this run's (a job retried with `gpupool retry` starts a new run with all its attempts).
+    const bool attempts_left = used_attempts(job) < job.spec.retry.max_attempts;
+    switch (state) {
+    case AttemptState::succeeded:
+        job.state = JobState::succeeded;
+        break;
+    case AttemptState::cancelled:
+        job.state = JobState::cancelled;
+        break;
+    case AttemptState::failed: {
+        const auto& codes = job.spec.retry.on_exit_codes;
+        const bool on_code = exit_code && std::find(codes.begin(), codes.end(), *exit_code) != codes.end();
+        job.state = (on_code && attempts_left) ? JobState::queued : JobState::failed;
+        break;
+    }
+    case AttemptState::lost:
+    case AttemptState::preempted:
+        if (state == AttemptState::preempted || attempts_left) {
+            job.state = JobState::queued;
+        } else {
+            job.state = JobState::failed;
+            job.reason = reason +
+                         "; no attempts left (retry.max_attempts = " + std::to_string(job.spec.retry.max_attempts) +
+                         ")";
+        }
+        break;
+    case AttemptState::assigned:
+    case AttemptState::running:
+        break;
+    }
+    if (is_terminal(job.state)) {
+        job.finished_at = now_ms;
+    }
+    changes.jobs.push_back(std::move(job));
+}
+
 std::int64_t JobBook::used_attempts(const JobRecord& job) const {
     std::int64_t n = 0;
     for (AttemptId id : attempt_ids_of(job.id)) {

@@ -75,6 +75,16 @@ public:
     // that a scheduler's view fed from scratch agrees.
     std::vector<sched::AvoidWorker> owner_avoids(JobId job, std::int64_t limit, std::int64_t avoid_ms) const;
 
+    // ---- staging ----
+    // Ends `attempt` (its state, end time `now_ms`, exit code and reason set here) and moves its
+    // job on, both appended to `changes`: succeeded and cancelled end the job; failed queues it
+    // again when the exit code is one of retry.on_exit_codes and its run has attempts left, else
+    // fails it; lost queues it again while attempts are left, else fails it saying so; preempted
+    // always queues it again. The attempt's settlement is the CreditDesk's (stage_settlement).
+    void stage_attempt_end(store::AttemptRecord& attempt, store::AttemptState state,
+                           std::optional<std::int64_t> exit_code, const std::string& reason, std::int64_t now_ms,
+                           store::Changes& changes) const;
+
     // ---- jobs that ended, for waiting clients (memory only) ----
     void track_ended(bool on) { m_track_ended = on; }
     std::vector<JobId> take_ended() { return std::exchange(m_newly_ended, {}); }

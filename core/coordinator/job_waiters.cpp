@@ -1,9 +1,9 @@
 // POST /v1/jobs/wait: a client parked until every job it named has ended, or its wait is over. It is
 // answered from the jobs the coordinator reports as ended (Coordinator::take_ended_jobs), so a
 // thousand clients waiting on a thousand jobs each cost nothing until one of those jobs ends.
-#include "core/coordinator/service_impl.hpp"
-
 #include "core/api/jobs.hpp"
+#include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/service_impl.hpp"
 
 namespace gpupool::coordinator::service_detail {
 
@@ -16,7 +16,7 @@ net::Response waiter_answer(const Coordinator& coord, const ServiceState::JobWai
     api::JobWaitReply reply;
     reply.done = true;
     for (JobId id : w.jobs) {
-        auto j = coord.job(w.who, id);
+        auto j = coordinator::read_job(coord, w.who, id);
         if (!j) {
             continue; // gone from view (it was visible when the wait began): nothing to say of it
         }
@@ -46,7 +46,7 @@ void wait_for_jobs(ServiceState& svc, const net::Request& req, const Input& in, 
         return;
     }
     for (std::size_t i = 0; i < ids.size(); ++i) {
-        if (auto j = svc.coord->job(*who, ids[i]); !j) {
+        if (auto j = coordinator::read_job(*svc.coord, *who, ids[i]); !j) {
             Error e = j.error();
             e.field = "jobs[" + std::to_string(i) + "]";
             respond(error_response(e));
@@ -80,7 +80,7 @@ void ServiceState::park_job_waiter(net::Responder respond, const Principal& who,
     JobWaiter w{std::move(respond), nullptr, who, std::move(jobs), 0};
     const std::uint64_t key = next_waiter++;
     for (JobId id : w.jobs) {
-        auto j = coord->job(who, id);
+        auto j = coordinator::read_job(*coord, who, id);
         if (j && !is_terminal(j->state)) {
             waiters_by_job.emplace(id, key);
             ++w.open;

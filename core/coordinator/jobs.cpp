@@ -1,8 +1,9 @@
 // The life of jobs and attempts as researchers see it: submit, the job views, cancel, logs,
 // outputs and input archives, and how an ended attempt moves its job on.
 #include "core/coordinator/coordinator.hpp"
-
+#include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/internal.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/resources/quantity.hpp"
 
 #include <algorithm>
@@ -12,42 +13,6 @@ namespace gpupool::coordinator {
 
 using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
-
-// Refuses a submission (or a retry) of `jobs` jobs its team (or its submitting member) cannot fund
-// by the estimate.
-Status Coordinator::check_funded(const Principal& who, TeamId team, const Estimate& est, std::size_t jobs,
-                                 bool for_retry) const {
-    const std::string& name = m_tokens.teams().at(team).name;
-    const std::string verb = for_retry ? "retry" : "submit";
-    const std::string what = std::string(for_retry ? "this retry (" : "this submission (") + std::to_string(jobs) +
-                             (jobs == 1 ? " job" : " jobs") + ") is estimated at " +
-                             credits_text(est.total_estimate_micro) + " (at most " + credits_text(est.total_max_micro) +
-                             ")";
-    const std::string hint = "; ask an admin for a grant (`gpupool admin grant " + name + " AMOUNT`), or " + verb +
-                             " with --allow-unfunded to queue it until funds arrive";
-    if (est.total_estimate_micro > est.available_micro) {
-        return make_error(ErrorCode::conflict,
-                          what + " but team `" + name + "` has " + credits_text(est.available_micro) +
-                              " available" + hint,
-                          "credits");
-    }
-    if (est.budget_room_micro && est.total_estimate_micro > *est.budget_room_micro) {
-        return make_error(ErrorCode::conflict,
-                          what + " but team `" + name + "`'s budget allows " +
-                              credits_text(std::max<Micro>(*est.budget_room_micro, 0)) + " more now" + hint,
-                          "credits");
-    }
-    if (auto mine = m_credits.member_room(who.token_id, m_clock.now_ms()); mine && est.total_estimate_micro > *mine) {
-        const TokenRecord* t = m_tokens.token(who.token_id);
-        return make_error(ErrorCode::conflict,
-                          what + " but your own budget (member `" + (t ? t->label : std::string()) + "`) allows " +
-                              credits_text(std::max<Micro>(*mine, 0)) + " more now; ask an admin to raise it " +
-                              "(`gpupool admin budget " + name + " --member ...`), or " + verb + " with " +
-                              "--allow-unfunded to queue it until your budget has room",
-                          "credits");
-    }
-    return {};
-}
 
 // What every submission's jobs (and every retry's) must be: inputs uploaded for the team, a log cap
 // within the pool's, resources some worker of the pool has.
@@ -131,8 +96,8 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
         return st.error();
     }
     if (m_options.credits.enforce && !request.allow_unfunded) {
-        const Estimate est = estimate_for(*team, request.source, request.jobs);
-        if (auto st = check_funded(who, *team, est, request.jobs.size(), false); !st) {
+        const Estimate est = estimate_for(*this, *team, request.source, request.jobs);
+        if (auto st = check_funded(*this, who, *team, est, request.jobs.size(), false); !st) {
             return st.error();
         }
     }
@@ -171,188 +136,9 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
     return result;
 }
 
-Result<const JobRecord*> Coordinator::visible_job(const Principal& who, JobId id) const {
-    auto it = m_job_book.jobs().find(id);
-    // A job of another team is reported as missing, not forbidden: ids are not a side channel.
-    if (it == m_job_book.jobs().end() ||
-        (who.role != Role::admin && !(who.role == Role::member && who.team == it->second.team))) {
-        if (who.role != Role::admin && who.role != Role::member) {
-            return denied("only team members and admins read jobs");
-        }
-        return not_found("no job " + std::to_string(id.value()));
-    }
-    return &it->second;
-}
-
-Result<JobRecord> Coordinator::job(const Principal& who, JobId id) const {
-    auto j = visible_job(who, id);
-    if (!j) {
-        return j.error();
-    }
-    return **j;
-}
-
-Result<JobList> Coordinator::jobs(const Principal& who, const JobQuery& q) const {
-    if (who.role != Role::admin && who.role != Role::member) {
-        return denied("only team members and admins list jobs");
-    }
-    if (q.all_teams && who.role != Role::admin) {
-        return denied("only admins list the jobs of all teams");
-    }
-    auto matches = [&](const JobRecord& j) {
-        if (q.state && j.state != *q.state) {
-            return false;
-        }
-        if (q.sweep && j.sweep_id != *q.sweep) {
-            return false;
-        }
-        if (q.submitter_token && m_job_book.sweeps().at(j.sweep_id).submitter_token != *q.submitter_token) {
-            return false;
-        }
-        if (q.submitter_label && submitter_of(j.id) != *q.submitter_label) {
-            return false;
-        }
-        if (!q.all_teams && who.team != j.team && who.role != Role::admin) {
-            return false;
-        }
-        return !(!q.all_teams && who.role == Role::admin && who.team && who.team != j.team);
-    };
-    // Newest first, so that a limit costs what it returns (until `more` finds one older match).
-    JobList out;
-    auto end = q.before ? m_job_book.jobs().lower_bound(*q.before) : m_job_book.jobs().end();
-    for (auto it = std::make_reverse_iterator(end); it != m_job_book.jobs().rend(); ++it) {
-        if (!matches(it->second)) {
-            continue;
-        }
-        if (q.limit > 0 && out.jobs.size() == q.limit) {
-            out.more = true;
-            break;
-        }
-        out.jobs.push_back(it->second);
-    }
-    std::reverse(out.jobs.begin(), out.jobs.end());
-    return out;
-}
-
-std::string Coordinator::submitter_of(JobId job) const {
-    return m_tokens.token_name(m_job_book.sweeps().at(m_job_book.jobs().at(job).sweep_id).submitter_token);
-}
-
-void Coordinator::end_attempt(AttemptRecord& attempt, AttemptState state, std::optional<std::int64_t> exit_code,
-                              const std::string& reason, Changes& changes, bool chargeable) {
-    const std::int64_t now = m_clock.now_ms();
-    attempt.state = state;
-    attempt.ended_at = now;
-    attempt.exit_code = exit_code;
-    attempt.reason = reason;
-    changes.attempts.push_back(attempt);
-    JobRecord job = m_job_book.jobs().at(attempt.job);
-    // Settle the escrow in the same transaction as the state change.
-    const std::int64_t runtime_ms = attempt.started_at ? now - *attempt.started_at : 0;
-    m_credits.stage_settlement(attempt, job.team, m_roster.at(attempt.worker).record.team,
-                               chargeable && state != AttemptState::lost, runtime_ms, now, changes);
-    job.updated_at = now;
-    job.exit_code = exit_code;
-    job.reason = reason;
-    // Preempted attempts (by the scheduler or the owner) do not use up one of the job's attempts.
-    // Only this run's (a job retried with `gpupool retry` starts a new run with all its attempts).
-    const bool attempts_left = m_job_book.used_attempts(job) < job.spec.retry.max_attempts;
-    switch (state) {
-    case AttemptState::succeeded:
-        job.state = JobState::succeeded;
-        break;
-    case AttemptState::cancelled:
-        job.state = JobState::cancelled;
-        break;
-    case AttemptState::failed: {
-        const auto& codes = job.spec.retry.on_exit_codes;
-        const bool on_code = exit_code && std::find(codes.begin(), codes.end(), *exit_code) != codes.end();
-        job.state = (on_code && attempts_left) ? JobState::queued : JobState::failed;
-        break;
-    }
-    case AttemptState::lost:
-    case AttemptState::preempted:
-        if (state == AttemptState::preempted || attempts_left) {
-            job.state = JobState::queued;
-        } else {
-            job.state = JobState::failed;
-            job.reason = reason + "; no attempts left (retry.max_attempts = " +
-                         std::to_string(job.spec.retry.max_attempts) + ")";
-        }
-        break;
-    case AttemptState::assigned:
-    case AttemptState::running:
-        break;
-    }
-    if (is_terminal(job.state)) {
-        job.finished_at = now;
-    }
-    changes.jobs.push_back(std::move(job));
-}
-
-Status Coordinator::cancel_job(const Principal& who, JobId id) {
-    auto j = visible_job(who, id);
-    if (!j) {
-        return j.error();
-    }
-    JobRecord job = **j;
-    if (is_terminal(job.state)) {
-        return make_error(ErrorCode::conflict, "job " + std::to_string(id.value()) + " has already " +
-                                                   to_string(job.state));
-    }
-    Changes c;
-    auto latest = m_job_book.latest_attempt().find(id);
-    if (latest != m_job_book.latest_attempt().end() && is_active(m_job_book.attempts().at(latest->second).state)) {
-        AttemptRecord a = m_job_book.attempts().at(latest->second);
-        end_attempt(a, AttemptState::cancelled, std::nullopt, "cancelled by user", c);
-    } else {
-        job.state = JobState::cancelled;
-        job.reason = "cancelled by user";
-        job.updated_at = job.finished_at.emplace(m_clock.now_ms());
-        c.jobs.push_back(job);
-    }
-    return commit(c);
-}
-
-Result<std::int64_t> Coordinator::cancel_sweep(const Principal& who, SweepId sweep_id) {
-    auto s = m_job_book.sweeps().find(sweep_id);
-    if (s == m_job_book.sweeps().end() || (who.role != Role::admin && who.team != s->second.team) ||
-        (who.role != Role::admin && who.role != Role::member)) {
-        if (who.role != Role::admin && who.role != Role::member) {
-            return denied("only team members and admins cancel sweeps");
-        }
-        return not_found("no sweep " + std::to_string(sweep_id.value()));
-    }
-    std::vector<JobId> ids;
-    for (const auto& [id, j] : m_job_book.jobs()) {
-        if (j.sweep_id == sweep_id && !is_terminal(j.state)) {
-            ids.push_back(id);
-        }
-    }
-    Changes c;
-    const std::int64_t now = m_clock.now_ms();
-    for (JobId id : ids) {
-        auto latest = m_job_book.latest_attempt().find(id);
-        if (latest != m_job_book.latest_attempt().end() && is_active(m_job_book.attempts().at(latest->second).state)) {
-            AttemptRecord a = m_job_book.attempts().at(latest->second);
-            end_attempt(a, AttemptState::cancelled, std::nullopt, "sweep cancelled by user", c);
-        } else {
-            JobRecord job = m_job_book.jobs().at(id);
-            job.state = JobState::cancelled;
-            job.reason = "sweep cancelled by user";
-            job.updated_at = job.finished_at.emplace(now);
-            c.jobs.push_back(job);
-        }
-    }
-    if (auto st = commit(c); !st) {
-        return st.error();
-    }
-    return static_cast<std::int64_t>(ids.size());
-}
-
 Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int64_t offset,
                                         std::optional<AttemptId> attempt) {
-    auto j = visible_job(who, id);
+    auto j = visible_job(*this, who, id);
     if (!j) {
         return j.error();
     }
@@ -400,7 +186,7 @@ Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int
 }
 
 Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
-    auto j = visible_job(who, id);
+    auto j = visible_job(*this, who, id);
     if (!j) {
         return j.error();
     }
@@ -411,7 +197,7 @@ Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
         if (job.state == JobState::cancelled) {
             return not_found(name + " was cancelled before it ran: it has no outputs");
         }
-        const std::string why = waiting_reason(id);
+        const std::string why = waiting_reason(*this, id);
         return not_found(name + " has not run yet" + (why.empty() ? std::string() : ": " + why));
     }
     if (const AttemptRecord& a = m_job_book.attempts().at(latest->second); a.voided_at) {

@@ -93,7 +93,7 @@ struct PoolMetrics {
 
     struct Workers {
         std::string gpu_model; // "cpu" for a worker without GPUs; a worker counts under each model it has
-        std::string state;     // Coordinator::presence
+        std::string state;     // WorkerRoster::presence
         std::int64_t count = 0;
     };
     std::vector<Workers> workers;

@@ -48,7 +48,7 @@ struct OverviewWorker {
     WorkerId id;
     std::string name;
     std::string team;     // the owner's team; summary: empty unless it is the caller's
-    std::string presence; // Coordinator::presence: online, offline, paused, drained, ...
+    std::string presence; // WorkerRoster::presence: online, offline, paused, drained, ...
     std::int64_t last_seen_at = 0;
     std::vector<OverviewGpu> gpus;
 };

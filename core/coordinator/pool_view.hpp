@@ -50,7 +50,9 @@ struct LiveWorker {
     // GPU memory in use per GPU of `inventory`, in its order, from the last heartbeat (empty: not
     // reported); for metrics only, never for placement (not durable).
     std::vector<std::int64_t> gpu_memory_used_mib;
-    // GPUs whose memory is not their catalog model's, in words (Coordinator::model_mismatch); "" if none.
+    // GPUs whose declared memory clearly is not that of the catalog model they read as, in words
+    // ("GPU 0 `H100-80GB` with 24GiB (the catalog's H100-80GB has 80GiB)"): they are priced at that
+    // model's rate all the same. "" if none. Kept with its inventory (not durable).
     std::string model_mismatch;
     // Not heard from since the pool was restored from a backup (a `pool.restore` audit record): its
     // attempts in the backup may have ended or moved since (api::AttemptView::unconfirmed), and it

@@ -2,8 +2,9 @@
 // run of attempts, checked, priced and held to the budgets as a new submission of them would be
 // (Coordinator::check_jobs and check_funded, the code paths submit() takes).
 #include "core/coordinator/coordinator.hpp"
-
+#include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/internal.hpp"
+#include "core/coordinator/job_ops.hpp"
 
 #include <map>
 #include <set>
@@ -66,7 +67,7 @@ Result<std::vector<JobId>> Coordinator::retry_selection(const Principal& who, co
     }
     std::set<JobId> seen;
     for (JobId id : request.jobs) {
-        auto j = visible_job(who, id);
+        auto j = visible_job(*this, who, id);
         if (!j) {
             return j.error();
         }
@@ -146,7 +147,7 @@ Status Coordinator::check_retry(const Principal& who, TeamId team, const std::ve
     // As a submission of the same jobs would be, each sweep's priced with its own recipe's history.
     std::optional<Estimate> est;
     for (const auto& [source, jobs] : by_source) {
-        Estimate part = estimate_for(team, source, jobs);
+        Estimate part = estimate_for(*this, team, source, jobs);
         if (!est) {
             est = std::move(part);
             continue;
@@ -154,7 +155,7 @@ Status Coordinator::check_retry(const Principal& who, TeamId team, const std::ve
         est->total_estimate_micro += part.total_estimate_micro;
         est->total_max_micro += part.total_max_micro;
     }
-    return check_funded(who, team, *est, ids.size(), true);
+    return check_funded(*this, who, team, *est, ids.size(), true);
 }
 
 Result<api::RetryReply> Coordinator::retry(const Principal& who, const api::RetryRequest& request) {

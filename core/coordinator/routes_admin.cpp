@@ -2,6 +2,7 @@
 // drain, activate, ban).
 #include "core/api/admin.hpp"
 #include "core/api/pool.hpp"
+#include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/resolve_name.hpp"
 #include "core/coordinator/service_impl.hpp"
 #include "core/util/files.hpp"
@@ -20,14 +21,15 @@ Result<WorkerId> worker_param(ServiceState& svc, const net::Request& req, const 
     if (who.role != Role::admin) {
         return make_error(ErrorCode::forbidden, "only admins drain, activate or ban workers");
     }
-    auto list = svc.coord->list_workers(who);
+    auto list = coordinator::list_workers(*svc.coord, who);
     if (!list) {
         return list.error();
     }
     std::vector<NamedCandidate> workers;
     for (const auto& w : *list) {
-        workers.push_back(
-            {w.id.value(), w.name, svc.coord->presence(w.id) + ", team " + svc.coord->tokens().team_name(w.team)});
+        workers.push_back({w.id.value(), w.name,
+                           svc.coord->roster().presence(w.id, svc.coord->now_ms()) + ", team " +
+                               svc.coord->tokens().team_name(w.team)});
     }
     auto id = resolve_name("worker", req.param("id"), workers, "worker", "see `gpupool admin workers`");
     if (!id) {
@@ -38,7 +40,7 @@ Result<WorkerId> worker_param(ServiceState& svc, const net::Request& req, const 
 
 // The token the path's {id} names: any token by its id, or the one active token with that label.
 Result<TokenId> token_param(ServiceState& svc, const net::Request& req, const Principal& who) {
-    auto list = svc.coord->list_tokens(who, std::nullopt); // admins only
+    auto list = coordinator::list_tokens(*svc.coord, who, std::nullopt); // admins only
     if (!list) {
         return list.error();
     }
@@ -66,7 +68,7 @@ net::Response create_team(ServiceState& svc, const net::Request&, const Input& i
     if (!req) {
         return error_response(req.error());
     }
-    auto t = svc.coord->create_team(who, req->name, req->weight);
+    auto t = coordinator::create_team(*svc.coord, who, req->name, req->weight);
     if (!t) {
         return error_response(t.error());
     }
@@ -80,7 +82,7 @@ net::Response list_teams(ServiceState& svc, const net::Request&, const Input&, c
         return error_response(make_error(ErrorCode::forbidden, "only admins list teams"));
     }
     api::TeamList out;
-    for (const auto& t : svc.coord->list_teams(who).value()) {
+    for (const auto& t : coordinator::list_teams(*svc.coord, who).value()) {
         out.teams.push_back({t.id, t.name, t.weight});
     }
     return ok(api::to_json(out));
@@ -95,7 +97,7 @@ net::Response create_token(ServiceState& svc, const net::Request&, const Input& 
     if (!role) {
         return error_response(make_error(ErrorCode::invalid_input, "expected admin, member or enroll", "role"));
     }
-    auto tok = svc.coord->create_token(who, *role, req->team, req->label, req->uses);
+    auto tok = coordinator::create_token(*svc.coord, who, *role, req->team, req->label, req->uses);
     if (!tok) {
         return error_response(tok.error());
     }
@@ -110,7 +112,7 @@ net::Response list_tokens(ServiceState& svc, const net::Request& req, const Inpu
     if (auto t = req.query_value("team"); !t.empty()) {
         team = t;
     }
-    auto list = svc.coord->list_tokens(who, team);
+    auto list = coordinator::list_tokens(*svc.coord, who, team);
     if (!list) {
         return error_response(list.error());
     }
@@ -129,7 +131,7 @@ net::Response revoke_token(ServiceState& svc, const net::Request& req, const Inp
     if (!id) {
         return error_response(id.error());
     }
-    auto st = svc.coord->revoke_token(who, *id);
+    auto st = coordinator::revoke_token(*svc.coord, who, *id);
     if (st) {
         spdlog::info("token {} revoked by token {}", id->value(), who.token_id.value());
     }
@@ -137,26 +139,25 @@ net::Response revoke_token(ServiceState& svc, const net::Request& req, const Inp
 }
 
 net::Response list_workers(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
-    auto list = svc.coord->list_workers(who);
+    auto list = coordinator::list_workers(*svc.coord, who);
     if (!list) {
         return error_response(list.error());
     }
     api::WorkerList out;
     for (const auto& w : *list) {
-        const auto says = svc.coord->owner_says(w.id);
-        std::string mismatch = svc.coord->model_mismatch(w.id);
+        const LiveWorker& live = svc.coord->roster().at(w.id); // what its heartbeats said
         api::WorkerView v;
         v.id = w.id;
         v.team = w.team;
         v.team_name = svc.coord->tokens().team_name(w.team);
         v.name = w.name;
         v.state = to_string(w.state);
-        v.presence = svc.coord->presence(w.id);
-        v.sharing = api::to_string(says.sharing);
-        v.sharing_changes_at_ms = says.changes_at_ms;
-        v.terms = says.terms;
+        v.presence = svc.coord->roster().presence(w.id, svc.coord->now_ms());
+        v.sharing = api::to_string(live.sharing);
+        v.sharing_changes_at_ms = live.sharing_changes_at_ms;
+        v.terms = live.terms;
         v.last_seen_at = w.last_seen_at;
-        v.model_mismatch = mismatch.empty() ? std::nullopt : std::optional<std::string>(std::move(mismatch));
+        v.model_mismatch = live.model_mismatch.empty() ? std::nullopt : std::optional<std::string>(live.model_mismatch);
         v.inventory = json::parse(w.inventory_json, nullptr, false); // as the worker reported it
         out.workers.push_back(std::move(v));
     }
@@ -168,7 +169,7 @@ net::Response set_worker_state(ServiceState& svc, const net::Request& req, const
     if (!id) {
         return error_response(id.error());
     }
-    auto st = svc.coord->set_worker_state(who, *id, to);
+    auto st = coordinator::set_worker_state(*svc.coord, who, *id, to);
     if (st) {
         spdlog::info("worker {} set {} by token {}", id->value(), to_string(to), who.token_id.value());
     }
@@ -187,7 +188,7 @@ net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input
     if (!body) {
         return error_response(body.error());
     }
-    auto voided = svc.coord->ban_worker(who, *worker, body->void_since, body->with_siblings);
+    auto voided = coordinator::ban_worker(*svc.coord, who, *worker, body->void_since, body->with_siblings);
     if (!voided) {
         return error_response(voided.error());
     }
@@ -207,7 +208,8 @@ net::Response ban_worker(ServiceState& svc, const net::Request& req, const Input
     out.refunded_micro = voided->refunded_micro;
     out.banned = voided->banned;
     for (const auto& w : voided->siblings) {
-        out.siblings.push_back({w.id, w.name, to_string(w.state), svc.coord->presence(w.id)});
+        out.siblings.push_back(
+            {w.id, w.name, to_string(w.state), svc.coord->roster().presence(w.id, svc.coord->now_ms())});
     }
     return ok(api::to_json(out));
 }
@@ -288,8 +290,8 @@ void take_backup(ServiceState& svc, const net::Request& req, net::Responder resp
             }
             std::error_code ec;
             const auto bytes = static_cast<std::int64_t>(std::filesystem::file_size(held->path(), ec));
-            if (auto audited = svc.coord->record_audit(admin, "pool.backup", "pool",
-                                                       json{{"bytes", bytes}, {"copy_ms", ms.count()}}.dump());
+            if (auto audited = coordinator::record_audit(*svc.coord, admin, "pool.backup", "pool",
+                                                         json{{"bytes", bytes}, {"copy_ms", ms.count()}}.dump());
                 !audited) {
                 respond(error_response(audited.error())); // nothing leaves unrecorded
                 return;

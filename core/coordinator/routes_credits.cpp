@@ -1,9 +1,9 @@
 // The credits routes: grants, adjustments, budgets, a team's balance and movements, one worker's
 // earnings for its owner, the admins' report, and estimates of a submission's cost.
-#include "core/coordinator/service_impl.hpp"
-
 #include "core/api/credits.hpp"
 #include "core/api/submit.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/service_impl.hpp"
 #include "core/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
@@ -38,14 +38,14 @@ net::Response grant(ServiceState& svc, const net::Request&, const Input& in, con
     if (!req) {
         return error_response(req.error());
     }
-    auto g = svc.coord->grant(who, req->team, req->amount_micro, req->expires_at, req->note);
+    auto g = coordinator::grant_credits(*svc.coord, who, req->team, req->amount_micro, req->expires_at, req->note);
     if (!g) {
         return error_response(g.error());
     }
     spdlog::info("grant {}: {} micro-credits to team `{}` by token {}", g->id, g->amount,
                  util::escape_control(req->team), who.token_id.value());
     svc.schedule_soon();
-    const auto balance = svc.coord->ledger().balance(credits::Account::of_team(g->team.value()));
+    const auto balance = svc.coord->credit_desk().ledger().balance(credits::Account::of_team(g->team.value()));
     return ok(api::to_json(api::GrantReply{g->id, req->team, g->amount, g->expires_at, balance}), 201);
 }
 
@@ -54,7 +54,7 @@ net::Response adjust(ServiceState& svc, const net::Request&, const Input& in, co
     if (!req) {
         return error_response(req.error());
     }
-    auto e = svc.coord->adjust(who, req->team, req->amount_micro, req->note);
+    auto e = coordinator::adjust_credits(*svc.coord, who, req->team, req->amount_micro, req->note);
     if (!e) {
         return error_response(e.error());
     }
@@ -78,7 +78,7 @@ net::Response change_budget(ServiceState& svc, const net::Request&, const Input&
     }
     // A cap left out keeps its value; null removes it.
     const BudgetChange change{req->team, req->member, cap_change(req->day), cap_change(req->week)};
-    auto b = svc.coord->change_budget(who, change);
+    auto b = coordinator::change_budget(*svc.coord, who, change);
     if (!b) {
         return error_response(b.error());
     }
@@ -102,7 +102,7 @@ api::Movement movement_view(ServiceState& svc, const CreditsView& v, const credi
         m.payer_team_name = svc.coord->tokens().team_name(TeamId(e.payer));
     }
     if (e.attempt != 0) {
-        if (const JobRecord* j = svc.coord->job_of_attempt(AttemptId(e.attempt))) {
+        if (const JobRecord* j = svc.coord->job_book().job_of_attempt(AttemptId(e.attempt))) {
             m.job = j->id;
             if (j->team == v.team) {
                 m.job_name = j->spec.name;
@@ -125,7 +125,7 @@ net::Response show_credits(ServiceState& svc, const net::Request& req, const Inp
         }
         limit = *v;
     }
-    auto v = svc.coord->credits_of(who, team, static_cast<std::size_t>(limit));
+    auto v = coordinator::credits_of(*svc.coord, who, team, static_cast<std::size_t>(limit));
     if (!v) {
         return error_response(v.error());
     }
@@ -156,7 +156,7 @@ net::Response report(ServiceState& svc, const net::Request& req, const Input&, c
         }
         since = *v;
     }
-    auto rep = svc.coord->report(who, since);
+    auto rep = coordinator::pool_report(*svc.coord, who, since);
     if (!rep) {
         return error_response(rep.error());
     }
@@ -180,7 +180,7 @@ net::Response report(ServiceState& svc, const net::Request& req, const Input&, c
 // The body is a submission's, read where it was parsed (k_submission), off this thread.
 net::Response estimate(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
     const api::SubmitRequest& body = *in.submission;
-    auto est = svc.coord->estimate(who, body.source, body.jobs, body.team);
+    auto est = coordinator::estimate_cost(*svc.coord, who, body.source, body.jobs, body.team);
     if (!est) {
         return error_response(est.error());
     }
@@ -207,20 +207,20 @@ net::Response recipe_history(ServiceState& svc, const net::Request&, const Input
         return error_response(asked.error());
     }
     api::RecipeHistoryReply out;
-    for (const auto& h : svc.coord->recipe_history(who, asked->recipes)) {
+    for (const auto& h : coordinator::recipe_history(*svc.coord, who, asked->recipes)) {
         out.recipes.push_back({h.recipe.recipe, h.recipe.repo, h.runs, h.median_runtime_s, h.median_cost_micro});
     }
     return ok(api::to_json(out));
 }
 
 // GET /v1/workers/{id}/earnings: the worker itself, its team's members and admins
-// (Coordinator::worker_earnings).
-net::Response worker_earnings(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
+// (credit_ops.hpp, worker_earnings).
+net::Response read_worker_earnings(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
     auto id = parse_int(req.param("id"), "id");
     if (!id) {
         return error_response(id.error());
     }
-    auto e = svc.coord->worker_earnings(who, WorkerId(*id));
+    auto e = coordinator::worker_earnings(*svc.coord, who, WorkerId(*id));
     if (!e) {
         return error_response(e.error());
     }
@@ -236,7 +236,7 @@ void add_credit_routes(ServiceState& s, net::Router& r) {
     s.on(r, "POST", "/v1/admin/adjustments", adjust);
     s.on(r, "POST", "/v1/admin/budgets", change_budget);
     s.on(r, "GET", "/v1/credits", show_credits, k_no_json_body);
-    s.on(r, "GET", "/v1/workers/{id}/earnings", worker_earnings, k_no_json_body);
+    s.on(r, "GET", "/v1/workers/{id}/earnings", read_worker_earnings, k_no_json_body);
     s.on(r, "GET", "/v1/admin/report", report, k_no_json_body);
     s.on(r, "POST", "/v1/estimate", estimate, k_submission);
     s.on(r, "POST", "/v1/recipes/history", recipe_history, Accepts{k_max_json_body_bytes, {Role::member, Role::admin}});

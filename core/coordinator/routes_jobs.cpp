@@ -1,9 +1,9 @@
 // The researchers' routes: submissions, jobs and sweeps, their logs and outputs, input archives.
-#include "core/coordinator/service_impl.hpp"
-
 #include "core/api/jobs.hpp"
 #include "core/api/retry.hpp"
 #include "core/api/submit.hpp"
+#include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/service_impl.hpp"
 #include "core/recipe/parser.hpp"
 #include "core/util/strings.hpp"
 
@@ -23,7 +23,7 @@ api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::v
     api::JobView v;
     std::int64_t cost = 0;
     for (const auto& at : attempts) {
-        const std::int64_t c = coord.cost_micro(at);
+        const std::int64_t c = coord.credit_desk().cost_micro(at, coord.now_ms());
         cost += c;
         v.attempt_history.push_back({at.id, at.worker, at.gpu_index, at.gpu_milli, to_string(at.state), at.assigned_at,
                                      at.started_at, at.ended_at, at.exit_code, at.reason, at.price_micro_per_hour, c,
@@ -34,7 +34,7 @@ api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::v
     v.id = j.id;
     v.sweep_id = j.sweep_id;
     v.team = j.team;
-    v.submitted_by = coord.submitter_of(j.id);
+    v.submitted_by = coordinator::submitter_of(coord, j.id);
     v.name = j.spec.name;
     v.state = to_string(j.state);
     v.attempts = j.attempts;
@@ -43,7 +43,7 @@ api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::v
     v.updated_at = j.updated_at;
     v.finished_at = j.finished_at;
     v.exit_code = j.exit_code;
-    v.reason = j.state == JobState::assigned ? coord.shown_reason(j) : j.reason;
+    v.reason = j.state == JobState::assigned ? coordinator::shown_reason(coord, j) : j.reason;
     v.waiting_reason = waiting;
     v.spec = j.spec;
     v.cost_micro = cost;
@@ -57,14 +57,14 @@ api::JobSummary job_summary(const Coordinator& coord, const JobRecord& j) {
     s.sweep_id = j.sweep_id;
     s.team = j.team;
     s.team_name = coord.tokens().team_name(j.team);
-    s.submitted_by = coord.submitter_of(j.id);
+    s.submitted_by = coordinator::submitter_of(coord, j.id);
     s.name = j.spec.name;
     s.sweep_index = j.spec.sweep_index;
     s.state = to_string(j.state);
     s.attempts = j.attempts;
     s.exit_code = j.exit_code;
-    s.reason = coord.shown_reason(j);
-    s.cost_micro = coord.job_cost_micro(j.id);
+    s.reason = coordinator::shown_reason(coord, j);
+    s.cost_micro = coord.credit_desk().job_cost_micro(j.id, coord.now_ms());
     return s;
 }
 
@@ -106,7 +106,7 @@ net::Response list_jobs(ServiceState& svc, const net::Request& req, const Input&
     if (req.query_value("mine") == "1" || req.query_value("mine") == "true") {
         q.submitter_token = who.token_id;
     }
-    auto list = svc.coord->jobs(who, q);
+    auto list = coordinator::list_jobs(*svc.coord, who, q);
     if (!list) {
         return error_response(list.error());
     }
@@ -123,11 +123,12 @@ net::Response show_job(ServiceState& svc, const net::Request& req, const Input&,
     if (!id) {
         return error_response(id.error());
     }
-    auto j = svc.coord->job(who, JobId(*id));
+    auto j = coordinator::read_job(*svc.coord, who, JobId(*id));
     if (!j) {
         return error_response(j.error());
     }
-    return ok(api::to_json(job_view(*svc.coord, *j, svc.coord->job_book().attempts_of(j->id), svc.coord->waiting_reason(j->id))));
+    return ok(api::to_json(job_view(*svc.coord, *j, svc.coord->job_book().attempts_of(j->id),
+                                    coordinator::waiting_reason(*svc.coord, j->id))));
 }
 
 net::Response cancel_job(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -135,7 +136,7 @@ net::Response cancel_job(ServiceState& svc, const net::Request& req, const Input
     if (!id) {
         return error_response(id.error());
     }
-    auto st = svc.coord->cancel_job(who, JobId(*id));
+    auto st = coordinator::cancel_job(*svc.coord, who, JobId(*id));
     return st ? ok(api::to_json(api::JobCancelled{{JobId(*id)}})) : error_response(st.error());
 }
 
@@ -145,7 +146,7 @@ net::Response cancel_sweep(ServiceState& svc, const net::Request& req, const Inp
         return error_response(id.error());
     }
     const SweepId sweep(*id);
-    auto n = svc.coord->cancel_sweep(who, sweep);
+    auto n = coordinator::cancel_sweep(*svc.coord, who, sweep);
     return n ? ok(api::to_json(api::SweepCancelled{sweep, *n})) : error_response(n.error());
 }
 

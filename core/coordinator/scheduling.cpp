@@ -2,8 +2,8 @@
 // what this file adds per pass (usage, credit rooms, prices); the rest of the file turns its
 // decisions into assignments, holds and preemptions, and words the waiting reasons.
 #include "core/coordinator/coordinator.hpp"
-
 #include "core/coordinator/internal.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/resources/quantity.hpp"
 
 #include <spdlog/spdlog.h>
@@ -186,7 +186,7 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
             continue;
         }
         AttemptRecord copy = it->second;
-        end_attempt(copy, AttemptState::preempted, std::nullopt,
+        end_attempt(*this, copy, AttemptState::preempted, std::nullopt,
                     "preempted for higher-priority job " + std::to_string(pre.for_job.value()), c);
     }
     std::vector<WorkerId> woken;

@@ -2,6 +2,7 @@
 // by area in routes_*.cpp; requests and responses are read and written by service_json.cpp.
 #include "core/coordinator/service.hpp"
 
+#include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/service_impl.hpp"
 #include "core/store/open_store.hpp"
 #include "core/util/token_secret.hpp"
@@ -248,7 +249,7 @@ Result<IssuedToken> recover_admin_token(const std::string& db_spec, const std::s
     if (auto st = coord.start(); !st) {
         return st.error();
     }
-    return coord.recover_admin();
+    return recover_admin(coord);
 }
 
 Status CoordinatorService::start(std::string* first_admin_token) {

@@ -1,6 +1,7 @@
 // CoordinatorService: active and standby. The lease lives in the store (Store::acquire_lease, by the
 // database's clock); this file keeps it — renewing it while active, trying to take it while standing
 // by — and switches the service between the two on the coordinator thread.
+#include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/service_impl.hpp"
 
 #include <spdlog/spdlog.h>
@@ -29,7 +30,7 @@ Status ServiceState::become_active(std::string* first_admin_token) {
         if (first_admin_token == nullptr) {
             spdlog::warn("the pool has no admin token: make one with `gpupool coordinator --new-admin-token`");
         } else {
-            auto tok = fresh->init_admin();
+            auto tok = init_admin(*fresh);
             if (!tok) {
                 return tok.error();
             }

@@ -191,7 +191,7 @@ struct Voided {
     std::vector<WorkerId> banned{}; // the worker named, then the siblings when they were banned with it
 };
 
-// Which jobs `jobs()` lists: those matching every filter that is set, oldest first; with `limit`,
+// Which jobs `list_jobs()` lists: those matching every filter that is set, oldest first; with `limit`,
 // the newest `limit` of them (`before` pages further back: only ids below it).
 struct JobQuery {
     std::optional<store::JobState> state;

@@ -1,4 +1,4 @@
-// Coordinator::worker_earnings: one worker's earnings from the ledger (worker_earnings.hpp).
+// The UTC day and week of worker_earnings.hpp (the sums themselves: credit_ops.cpp).
 #include "core/coordinator/worker_earnings.hpp"
 
 #include "core/coordinator/coordinator.hpp"
@@ -31,53 +31,6 @@ std::int64_t utc_week_start_ms(std::int64_t now_ms) {
     // Day 0 (1970-01-01) was a Thursday: Monday is 3 days before it.
     const std::int64_t since_monday = ((day + 3) % 7 + 7) % 7;
     return (day - since_monday) * k_day;
-}
-
-Result<WorkerEarnings> Coordinator::worker_earnings(const Principal& who, WorkerId worker) const {
-    if (who.role != Role::admin && who.role != Role::worker && who.role != Role::member) {
-        return denied("a worker's earnings are read by the worker, its team's members and admins");
-    }
-    const LiveWorker* live = m_roster.find(worker);
-    const bool mine =
-        live != nullptr && (who.role == Role::admin || (who.role == Role::worker && who.worker == worker) ||
-                            (who.role == Role::member && who.team && *who.team == live->record.team));
-    if (!mine) {
-        return not_found("no worker " + std::to_string(worker.value()) + " among your team's workers");
-    }
-    const store::WorkerRecord& w = live->record;
-    WorkerEarnings e;
-    e.worker = worker;
-    e.name = w.name;
-    e.team = w.team;
-    e.team_name = m_tokens.team_name(w.team);
-    const std::int64_t now = m_clock.now_ms();
-    e.day_start_ms = utc_day_start_ms(now);
-    e.week_start_ms = utc_week_start_ms(now);
-    std::set<std::int64_t> earning;
-    for (const auto& entry : m_credits.ledger().entries()) {
-        const bool charge = entry.reason == credits::EntryReason::charge;
-        const bool refund =
-            entry.reason == credits::EntryReason::refund && entry.debit.kind != credits::AccountKind::pool_fee;
-        if ((!charge && !refund) || entry.attempt == 0) {
-            continue;
-        }
-        const auto a = m_job_book.attempts().find(AttemptId(entry.attempt));
-        if (a == m_job_book.attempts().end() || a->second.worker != worker) {
-            continue;
-        }
-        const std::int64_t amount = charge ? entry.amount : -entry.amount;
-        e.total_micro += amount;
-        e.week_micro += entry.at_ms >= e.week_start_ms ? amount : 0;
-        e.today_micro += entry.at_ms >= e.day_start_ms ? amount : 0;
-        if (charge) {
-            earning.insert(entry.attempt);
-        }
-    }
-    for (const std::int64_t attempt : earning) {
-        e.settling_micro += m_credits.ledger().earnings(attempt).settling;
-    }
-    e.attempts = static_cast<std::int64_t>(earning.size());
-    return e;
 }
 
 } // namespace gpupool::coordinator

@@ -11,7 +11,7 @@
 // - Who may read them: the worker itself, members of its team (the owner's) and admins; anyone else
 //   is told there is no such worker (a member of another team, or another worker, cannot learn that
 //   one exists); other roles (an enrollment token) are refused.
-// The sums are computed on the coordinator's thread (Coordinator::worker_earnings). Pure helpers.
+// The sums are computed on the coordinator's thread (worker_earnings in credit_ops.hpp). Pure helpers.
 #pragma once
 
 #include "core/util/ids.hpp"

@@ -1,6 +1,7 @@
 // A worker that leaves cleanly (POST /v1/workers/leave, docs/api.md): Coordinator::worker_left.
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/internal.hpp"
+#include "core/coordinator/job_ops.hpp"
 
 #include <algorithm>
 
@@ -28,9 +29,8 @@ Result<std::vector<AttemptId>> Coordinator::worker_left(const Principal& who) {
             AttemptRecord copy = a;
             // Preempted: the job is queued again without using one of its attempts, never charged;
             // not the owner's preemption (k_owner_preempted_reason), so not on the owner's record.
-            end_attempt(copy, AttemptState::preempted, std::nullopt,
-                        "handed back unstarted: worker " + std::to_string(worker.value()) + " left the pool", c,
-                        false);
+            end_attempt(*this, copy, AttemptState::preempted, std::nullopt,
+                        "handed back unstarted: worker " + std::to_string(worker.value()) + " left the pool", c, false);
             back.push_back(id);
         }
     }

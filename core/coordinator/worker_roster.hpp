@@ -61,8 +61,10 @@ public:
     bool banned(WorkerId id) const;
     // Heard from within the timeout and not waiting to confirm a restore: a pass may place on it.
     bool reachable(const LiveWorker& w, std::int64_t now_ms) const;
-    // "banned", "offline", "drained", "draining", "paused", "off-hours", "reclaimed" or "online"
-    // (Coordinator::presence).
+    // How a worker is now: "banned", "drained" (by an admin), "offline" (no heartbeat within the
+    // worker timeout, or none since the pool was restored from a backup), "draining" (the worker is
+    // shutting down), "paused" (by its owner), "off-hours" (outside its owner's sharing hours),
+    // "reclaimed" (its owner uses its GPUs) or "online".
     std::string presence(WorkerId id, std::int64_t now_ms) const;
     // The other workers registered with the enrollment token `id` registered with, ascending.
     std::vector<WorkerId> enrolled_with(WorkerId id) const;

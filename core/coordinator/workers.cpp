@@ -1,7 +1,9 @@
 // Workers: registration, presence, heartbeats, assignments and the attempt reports a worker
 // sends (start, log chunks, outputs, completion); admins' drain and ban with voiding of results.
+#include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/internal.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/resources/quantity.hpp"
 
 #include <nlohmann/json.hpp>
@@ -15,11 +17,6 @@ using namespace gpupool::coordinator::detail;
 
 namespace {
 
-// How the audit log names a worker: "worker 3 `gpu-box`".
-std::string worker_target(const WorkerRecord& w) {
-    return "worker " + std::to_string(w.id.value()) + " `" + w.name + "`";
-}
-
 // Why an attempt of a worker's that is no longer current must stop, in words for the machine's owner.
 std::string stop_reason_of(const AttemptRecord& a) {
     if (a.state == AttemptState::cancelled) {
@@ -29,151 +26,6 @@ std::string stop_reason_of(const AttemptRecord& a) {
 }
 
 } // namespace
-
-Result<std::vector<WorkerRecord>> Coordinator::list_workers(const Principal& who) const {
-    std::vector<WorkerRecord> out;
-    for (const auto& [id, w] : m_roster.workers()) {
-        if (who.role == Role::admin || (who.role == Role::member && who.team && *who.team == w.record.team)) {
-            out.push_back(w.record);
-        }
-    }
-    if (who.role != Role::admin && who.role != Role::member) {
-        return denied("workers are listed by admins and team members");
-    }
-    return out;
-}
-
-Coordinator::OwnerSays Coordinator::owner_says(WorkerId worker) const {
-    const LiveWorker& w = m_roster.at(worker);
-    return {w.sharing, w.sharing_changes_at_ms, w.terms};
-}
-
-Status Coordinator::set_worker_state(const Principal& who, WorkerId worker, WorkerState state) {
-    if (who.role != Role::admin) {
-        return denied("only admins drain or ban workers");
-    }
-    if (m_roster.find(worker) == nullptr) {
-        return not_found("no worker " + std::to_string(worker.value()));
-    }
-    Changes c;
-    const WorkerRecord& w = m_roster.at(worker).record;
-    audit(who.token_id, state == WorkerState::active ? "worker.activate" : "worker.drain", worker_target(w),
-          nlohmann::json{{"from", to_string(w.state)}, {"to", to_string(state)}}.dump(), c);
-    worker_state_changes(worker, state, c);
-    return commit(c);
-}
-
-void Coordinator::worker_state_changes(WorkerId worker, WorkerState state, Changes& c) {
-    WorkerRecord w = m_roster.at(worker).record;
-    w.state = state;
-    c.workers.push_back(w);
-    if (state == WorkerState::banned) {
-        // The ban sticks to the owner: the enrollment token the worker came in with is revoked, so
-        // registering again with it fails.
-        if (w.enrolled_by) {
-            const TokenRecord* enrollment = m_tokens.token(*w.enrolled_by);
-            const bool staged = std::any_of(c.tokens.begin(), c.tokens.end(), [&](const TokenRecord& t) {
-                return t.id == *w.enrolled_by; // revoked already for a sibling banned in the same changes
-            });
-            if (enrollment != nullptr && !enrollment->revoked_at && !staged) {
-                TokenRecord revoked = *enrollment;
-                revoked.revoked_at = m_clock.now_ms();
-                c.tokens.push_back(revoked);
-            }
-        }
-        for (AttemptId id : m_job_book.active()) {
-            const AttemptRecord& a = m_job_book.attempts().at(id);
-            if (a.worker == worker) {
-                AttemptRecord copy = a;
-                end_attempt(copy, AttemptState::lost, std::nullopt, "worker banned", c);
-            }
-        }
-    }
-}
-
-Result<Voided> Coordinator::ban_worker(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
-                                       bool with_siblings) {
-    if (who.role != Role::admin) {
-        return denied("only admins drain or ban workers");
-    }
-    if (m_roster.find(worker) == nullptr) {
-        return not_found("no worker " + std::to_string(worker.value()));
-    }
-    Voided out;
-    const std::vector<WorkerId> siblings = m_roster.enrolled_with(worker);
-    Changes c;
-    stage_ban(who, worker, void_since, std::nullopt, out, c);
-    if (with_siblings) {
-        for (WorkerId sibling : siblings) {
-            stage_ban(who, sibling, void_since, worker, out, c);
-        }
-    }
-    if (auto st = commit(c); !st) {
-        return st.error();
-    }
-    for (WorkerId sibling : siblings) {
-        out.siblings.push_back(m_roster.at(sibling).record);
-    }
-    return out;
-}
-
-void Coordinator::stage_ban(const Principal& who, WorkerId worker, std::optional<std::int64_t> void_since,
-                            std::optional<WorkerId> named, Voided& out, Changes& c) {
-    const std::size_t voided_before = out.attempts.size();
-    const std::int64_t refunded_before = out.refunded_micro;
-    const std::size_t requeued_before = out.requeued.size();
-    if (void_since) {
-        // Before the ban ends the worker's running attempts (as lost: nothing to void in them).
-        void_results(worker, *void_since, out, c);
-    }
-    const WorkerRecord& w = m_roster.at(worker).record;
-    nlohmann::json detail{{"from", to_string(w.state)}};
-    if (void_since) {
-        detail["void_since"] = *void_since;
-        detail["voided_attempts"] = out.attempts.size() - voided_before;
-        detail["refunded_micro"] = out.refunded_micro - refunded_before;
-        detail["requeued_jobs"] = out.requeued.size() - requeued_before;
-    }
-    if (named) {
-        detail["sibling_of"] = named->value(); // enrolled with the same token as the worker named
-    }
-    audit(who.token_id, "worker.ban", worker_target(w), detail.dump(), c);
-    worker_state_changes(worker, WorkerState::banned, c);
-    out.banned.push_back(worker);
-}
-
-void Coordinator::void_results(WorkerId worker, std::int64_t since_ms, Voided& out, Changes& c) {
-    const std::int64_t now = m_clock.now_ms();
-    const std::string note = "voided: worker " + std::to_string(worker.value()) + " was banned";
-    for (const auto& [id, attempt] : m_job_book.attempts()) {
-        if (attempt.worker != worker || !attempt.ended_at || *attempt.ended_at < since_ms || attempt.voided_at ||
-            attempt.state == AttemptState::lost) {
-            continue;
-        }
-        AttemptRecord a = attempt;
-        a.voided_at = now;
-        c.attempts.push_back(a);
-        out.attempts.push_back(id);
-        auto refunds = m_credits.ledger().refund_entries(m_credits.next_entry_id(c), now, id.value(), note);
-        for (const auto& e : refunds) {
-            out.refunded_micro += e.amount;
-        }
-        c.ledger.insert(c.ledger.end(), refunds.begin(), refunds.end());
-        // The job's outcome came from this attempt: it runs again.
-        JobRecord job = m_job_book.jobs().at(a.job);
-        if (m_job_book.latest_attempt().at(a.job) == id &&
-            (job.state == JobState::succeeded || job.state == JobState::failed)) {
-            job.state = JobState::queued;
-            job.finished_at.reset();
-            job.exit_code.reset();
-            job.updated_at = now;
-            job.reason = "the result of attempt " + std::to_string(id.value()) + " was voided (worker " +
-                         std::to_string(worker.value()) + " was banned); queued to run again";
-            c.jobs.push_back(std::move(job));
-            out.requeued.push_back(a.job);
-        }
-    }
-}
 
 Result<Coordinator::Registered> Coordinator::register_worker(const Principal& who, const std::string& name,
                                                              const api::Inventory& offered,
@@ -198,12 +50,12 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     WorkerRecord w{WorkerId(*id), *who.team, name, api::to_text(*inventory), WorkerState::active, now, now,
                    who.token_id};
     c.workers.push_back(w);
-    auto tok = issue(Role::worker, who.team, w.id, "worker " + name, c);
+    auto tok = issue_token(*this, Role::worker, who.team, w.id, "worker " + name, c);
     if (!tok) {
         return tok.error();
     }
     // Each registration uses up one of the enrollment token's registrations; the last revokes it.
-    // (After issue(): it numbers new tokens by their place in `c`.)
+    // (After issue_token(): it numbers new tokens by their place in `c`.)
     if (const TokenRecord* enrollment = m_tokens.token(who.token_id); enrollment != nullptr && enrollment->uses_left) {
         TokenRecord used = *enrollment;
         used.uses_left = *used.uses_left - 1;
@@ -432,24 +284,25 @@ Status Coordinator::stage_end(const Principal& who, AttemptId id, const api::Com
             return invalid("exit codes are 0-255", "exit_code");
         }
         std::string why = reason.empty() ? "exited with status " + std::to_string(*exit_code) : reason;
-        end_attempt(copy, *exit_code == 0 ? AttemptState::succeeded : AttemptState::failed, exit_code, why, c);
+        end_attempt(*this, copy, *exit_code == 0 ? AttemptState::succeeded : AttemptState::failed, exit_code, why, c);
         break;
     }
     case Outcome::worker_fault:
-        end_attempt(copy, AttemptState::lost, std::nullopt,
+        end_attempt(*this, copy, AttemptState::lost, std::nullopt,
                     reason.empty() ? "worker fault" : "worker fault: " + reason, c, false);
         break;
     case Outcome::image_unavailable:
         // The job's own error (its image cannot be had): it fails now, since the same image fails on
         // every worker; never charged (it never ran) and not the worker's failure (not `lost`).
-        end_attempt(copy, AttemptState::failed, std::nullopt,
+        end_attempt(*this, copy, AttemptState::failed, std::nullopt,
                     std::string(k_image_unavailable_reason) + (reason.empty() ? "" : ": " + reason), c, false);
         break;
     case Outcome::owner_preempted: {
         // Never charged; counted against the worker for this job (owner_avoids: enough of them and
         // the job goes elsewhere for a while) and in the worker's report.
         const std::string why(k_owner_preempted_reason);
-        end_attempt(copy, AttemptState::preempted, std::nullopt, reason.empty() ? why : why + ": " + reason, c, false);
+        end_attempt(*this, copy, AttemptState::preempted, std::nullopt, reason.empty() ? why : why + ": " + reason, c,
+                    false);
         break;
     }
     }

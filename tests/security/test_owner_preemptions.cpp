@@ -1,6 +1,9 @@
 // A worker whose owner hands the same job back (owner_preempted: never charged, never using up an
 // attempt) again and again: after CoordinatorOptions::owner_preempt_limit times the job is kept off
 // that worker for owner_avoid_ms, goes to another worker meanwhile, and the report counts them.
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -24,7 +27,7 @@ void hand_back(CreditPool& p) {
 }
 
 std::int64_t owner_preempted_on(const CreditPool& p, WorkerId worker) {
-    const Report report = p.coord->report(p.admin, 0).value();
+    const Report report = pool_report(*p.coord, p.admin, 0).value();
     for (const auto& w : report.workers) {
         if (w.worker == worker) {
             return w.owner_preempted;
@@ -40,20 +43,20 @@ TEST_CASE("owner preemptions: after 3 hand-backs a worker gets that job no more 
           "and the report counts them",
           "[coordinator][owner-preemption][security]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     const JobId job = p.submit(half_l4("gamed"));
     const WorkerId box = *p.owner_worker.worker;
     for (int round = 0; round < 3; ++round) {
         hand_back(p);
     }
     CHECK(owner_preempted_on(p, box) == 3);
-    CHECK(p.coord->job(p.admin, job).value().state == JobState::queued);
+    CHECK(read_job(*p.coord, p.admin, job).value().state == JobState::queued);
     CHECK(p.balance("fellows") == 10 * k_credit); // never charged
 
     // The only worker that could run it handed it back three times: it is not offered the job again
     // while the period runs, and the job says why it waits.
     CHECK_FALSE(p.place_and_start());
-    CHECK_THAT(p.coord->waiting_reason(job), Catch::Contains("handed it back too often"));
+    CHECK_THAT(waiting_reason(*p.coord, job), Catch::Contains("handed it back too often"));
     p.clock.advance_ms(9 * k_minute_ms);
     CHECK_FALSE(p.place_and_start());
     CHECK(p.coord->pool_view_drift().value_or("") == "");
@@ -65,7 +68,7 @@ TEST_CASE("owner preemptions: after 3 hand-backs a worker gets that job no more 
     CHECK_FALSE(p.place_and_start());
 
     // Another worker joins: the job goes there, not back to the worker that keeps handing it back.
-    auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "spare").value();
+    auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "spare").value();
     auto spare = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "spare-l4", l4_box());
     REQUIRE(spare);
     const Principal spare_worker = p.coord->authenticate(spare->secret).value();
@@ -87,7 +90,7 @@ TEST_CASE("owner preemptions: after 3 hand-backs a worker gets that job no more 
 TEST_CASE("owner preemptions: hand-backs spread over several workers keep the job off none of them",
           "[coordinator][owner-preemption]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     const JobId job = p.submit(half_l4("unlucky"));
     hand_back(p);
     hand_back(p);

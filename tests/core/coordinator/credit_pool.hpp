@@ -2,6 +2,7 @@
 // team "fellows" (no hardware) with a member, team "owners" with one L4 worker.
 #pragma once
 
+#include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/store/sqlite_store.hpp"
 #include "tests/support.hpp"
@@ -57,12 +58,12 @@ struct CreditPool {
         options.credits.pool_fee_ppm = fee_ppm;
         options.credits.settle_ms = settle_ms;
         REQUIRE(open());
-        admin = coord->authenticate(coord->init_admin().value().secret).value();
-        REQUIRE(coord->create_team(admin, "fellows", 1));
-        REQUIRE(coord->create_team(admin, "owners", 1));
-        fellow =
-            coord->authenticate(coord->create_token(admin, store::Role::member, "fellows", "f").value().secret).value();
-        auto enroll = coord->create_token(admin, store::Role::enroll, "owners", "e").value();
+        admin = coord->authenticate(init_admin(*coord).value().secret).value();
+        REQUIRE(create_team(*coord, admin, "fellows", 1));
+        REQUIRE(create_team(*coord, admin, "owners", 1));
+        fellow = coord->authenticate(create_token(*coord, admin, store::Role::member, "fellows", "f").value().secret)
+                     .value();
+        auto enroll = create_token(*coord, admin, store::Role::enroll, "owners", "e").value();
         auto reg = coord->register_worker(coord->authenticate(enroll.secret).value(), "l4-box", l4_box());
         REQUIRE(reg);
         warnings = reg->warnings;
@@ -83,7 +84,7 @@ struct CreditPool {
 
     std::int64_t balance(const std::string& team) const {
         const std::int64_t id = team == "fellows" ? 1 : 2;
-        return coord->ledger().balance(Account::of_team(id));
+        return coord->credit_desk().ledger().balance(Account::of_team(id));
     }
 
     JobId submit(recipe::JobSpec spec, bool allow_unfunded = false) {
@@ -105,7 +106,7 @@ struct CreditPool {
     }
 
     void check_books() const {
-        const auto& l = coord->ledger();
+        const auto& l = coord->credit_desk().ledger();
         CHECK(l.total() == 0);
         std::map<Account, std::int64_t> from_rows;
         for (const auto& e : l.entries()) {

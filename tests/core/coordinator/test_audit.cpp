@@ -1,6 +1,8 @@
 // The audit log: every admin action leaves one record, written with the change it records, naming
 // the token that acted; nothing else does, members cannot read it, and it survives a restart (real
 // coordinator on a SQLite file, manual clock).
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -48,19 +50,19 @@ TEST_CASE("each admin action leaves one audit record naming the token that acted
 
     const std::size_t before = setup.size();
     p.clock.advance_ms(1000);
-    REQUIRE(p.coord->grant(p.admin, "fellows", 5 * k_credit, std::nullopt, "cohort 3"));
-    REQUIRE(p.coord->adjust(p.admin, "fellows", -k_credit, "refund for outage"));
-    REQUIRE(p.coord->set_budget(p.admin, "fellows", 2 * k_credit, std::nullopt));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 5 * k_credit, std::nullopt, "cohort 3"));
+    REQUIRE(adjust_credits(*p.coord, p.admin, "fellows", -k_credit, "refund for outage"));
+    REQUIRE(set_budget(*p.coord, p.admin, "fellows", 2 * k_credit, std::nullopt));
     BudgetChange member_cap{"fellows", "f"};
     member_cap.day = CapChange::set(k_credit);
-    REQUIRE(p.coord->change_budget(p.admin, member_cap));
+    REQUIRE(change_budget(*p.coord, p.admin, member_cap));
     const WorkerId w = p.owner_worker.worker.value();
-    REQUIRE(p.coord->set_worker_state(p.admin, w, store::WorkerState::draining));
-    REQUIRE(p.coord->set_worker_state(p.admin, w, store::WorkerState::active));
-    REQUIRE(p.coord->revoke_token(p.admin, p.fellow.token_id));
-    REQUIRE(p.coord->ban_worker(p.admin, w, std::int64_t{0}));
-    REQUIRE(p.coord->record_audit(p.admin, "pool.backup", "pool", R"({"bytes":1})"));
-    REQUIRE(p.coord->recover_admin());
+    REQUIRE(set_worker_state(*p.coord, p.admin, w, store::WorkerState::draining));
+    REQUIRE(set_worker_state(*p.coord, p.admin, w, store::WorkerState::active));
+    REQUIRE(revoke_token(*p.coord, p.admin, p.fellow.token_id));
+    REQUIRE(ban_worker(*p.coord, p.admin, w, std::int64_t{0}));
+    REQUIRE(record_audit(*p.coord, p.admin, "pool.backup", "pool", R"({"bytes":1})"));
+    REQUIRE(recover_admin(*p.coord));
 
     auto records = all(p);
     REQUIRE(records.size() == before + 10);
@@ -95,13 +97,13 @@ TEST_CASE("each admin action leaves one audit record naming the token that acted
     CHECK(find("token.revoke").second["label"] == "f");
 
     // A refused action leaves nothing; neither does anything a member or a worker does.
-    CHECK_FALSE(p.coord->grant(p.admin, "nobody", k_credit, std::nullopt, ""));
-    CHECK_FALSE(p.coord->create_team(p.fellow, "sneaky", 1));
+    CHECK_FALSE(grant_credits(*p.coord, p.admin, "nobody", k_credit, std::nullopt, ""));
+    CHECK_FALSE(create_team(*p.coord, p.fellow, "sneaky", 1));
     CHECK(all(p).size() == before + 10);
 
     // Members cannot read it; pages go by id; it is durable.
     auto member =
-        p.coord->authenticate(p.coord->create_token(p.admin, store::Role::member, "owners", "m").value().secret)
+        p.coord->authenticate(create_token(*p.coord, p.admin, store::Role::member, "owners", "m").value().secret)
             .value();
     auto denied = p.coord->audit_log(member, {});
     REQUIRE_FALSE(denied);

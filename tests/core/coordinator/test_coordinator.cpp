@@ -1,5 +1,8 @@
 // The Coordinator state machine on a real SQLite file and a manual clock.
+#include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/store/sqlite_store.hpp"
 #include "tests/support.hpp"
 
@@ -58,21 +61,22 @@ struct Pool {
         options.worker_timeout_ms = 10'000;
         options.policy.placement.scorer = sched::ScorerKind::bestfit;
         open();
-        auto tok = coord->init_admin();
+        auto tok = init_admin(*coord);
         REQUIRE(tok);
         admin = coord->authenticate(tok->secret).value();
-        REQUIRE(coord->create_team(admin, "fellows", 1));
-        REQUIRE(coord->create_team(admin, "owners", 1));
-        REQUIRE(coord->create_team(admin, "others", 1));
-        member = coord->authenticate(coord->create_token(admin, store::Role::member, "fellows", "m").value().secret).value();
+        REQUIRE(create_team(*coord, admin, "fellows", 1));
+        REQUIRE(create_team(*coord, admin, "owners", 1));
+        REQUIRE(create_team(*coord, admin, "others", 1));
+        member = coord->authenticate(create_token(*coord, admin, store::Role::member, "fellows", "m").value().secret)
+                     .value();
         other_member =
-            coord->authenticate(coord->create_token(admin, store::Role::member, "others", "o").value().secret).value();
+            coord->authenticate(create_token(*coord, admin, store::Role::member, "others", "o").value().secret).value();
         worker = add_worker("box-1");
         worker2 = add_worker("box-2");
         // Credits are enforced: the teams that submit start with a grant (tests/core/credits cover
         // what happens without).
-        REQUIRE(coord->grant(admin, "fellows", 1'000'000 * credits::k_micro_per_credit, std::nullopt, "test"));
-        REQUIRE(coord->grant(admin, "others", 1'000'000 * credits::k_micro_per_credit, std::nullopt, "test"));
+        REQUIRE(grant_credits(*coord, admin, "fellows", 1'000'000 * credits::k_micro_per_credit, std::nullopt, "test"));
+        REQUIRE(grant_credits(*coord, admin, "others", 1'000'000 * credits::k_micro_per_credit, std::nullopt, "test"));
     }
 
     void open() {
@@ -89,7 +93,7 @@ struct Pool {
     }
 
     Principal add_worker(const std::string& name) {
-        auto enroll = coord->create_token(admin, store::Role::enroll, "owners", "enroll").value();
+        auto enroll = create_token(*coord, admin, store::Role::enroll, "owners", "enroll").value();
         auto reg = coord->register_worker(coord->authenticate(enroll.secret).value(), name, inventory());
         REQUIRE(reg);
         return coord->authenticate(reg->secret).value();
@@ -103,7 +107,7 @@ struct Pool {
     }
 
     std::vector<Assignment> assigned(const Principal& w) { return coord->assignments(w).value(); }
-    JobState state(JobId id) { return coord->job(admin, id).value().state; }
+    JobState state(JobId id) { return read_job(*coord, admin, id).value().state; }
 };
 
 } // namespace
@@ -127,7 +131,7 @@ TEST_CASE("coordinator: a job runs through queued, assigned, running, succeeded"
     CHECK(p.assigned(w).empty()); // started attempts are no longer offered
     REQUIRE(p.coord->append_log(w, as.attempt, 0, "hello\n"));
     REQUIRE(p.coord->complete_attempt(w, as.attempt, 0, ""));
-    auto job = p.coord->job(p.member, ids[0]).value();
+    auto job = read_job(*p.coord, p.member, ids[0]).value();
     CHECK(job.state == JobState::succeeded);
     CHECK(job.exit_code == 0);
     auto logs = p.coord->read_logs(p.member, ids[0], 0).value();
@@ -144,7 +148,7 @@ TEST_CASE("coordinator: a sweep is stored whole and survives a restart", "[coord
     auto ids = p.submit(specs);
     REQUIRE(ids.size() == 100);
     p.restart();
-    auto jobs = p.coord->jobs(p.member, {}).value().jobs;
+    auto jobs = list_jobs(*p.coord, p.member, {}).value().jobs;
     CHECK(jobs.size() == 100);
     CHECK(jobs.front().spec.name == "s-0");
     CHECK(jobs.back().spec.name == "s-99");
@@ -195,7 +199,7 @@ TEST_CASE("coordinator: leases renewed by heartbeats or by a restart run out on 
     for (const Principal* w : {&p.worker, &p.worker2}) {
         for (const auto& a : p.assigned(*w)) {
             REQUIRE(p.coord->start_attempt(*w, a.attempt));
-            on[p.coord->job(p.admin, a.job).value().spec.name] = {w, a.attempt};
+            on[read_job(*p.coord, p.admin, a.job).value().spec.name] = {w, a.attempt};
         }
     }
     REQUIRE(on.size() == 2);
@@ -242,7 +246,7 @@ TEST_CASE("coordinator: lost attempts count against max_attempts", "[coordinator
         REQUIRE(p.coord->heartbeat(p.worker, {}));
         REQUIRE(p.coord->heartbeat(p.worker2, {}));
     }
-    auto job = p.coord->job(p.admin, ids[0]).value();
+    auto job = read_job(*p.coord, p.admin, ids[0]).value();
     CHECK(job.state == JobState::failed);
     CHECK(job.attempts == 2);
     CHECK_THAT(job.reason, Catch::Contains("no attempts left"));
@@ -269,33 +273,33 @@ TEST_CASE("coordinator: cancellation stops queued and running jobs", "[coordinat
     auto ids = p.submit({job_spec("run", 1000), job_spec("run2", 1000), job_spec("wait", 1000)});
     p.coord->tick(); // two whole-GPU jobs fill both workers; the third waits
     CHECK(p.state(ids[2]) == JobState::queued);
-    CHECK_THAT(p.coord->waiting_reason(ids[2]), !Catch::Equals(""));
-    REQUIRE(p.coord->cancel_job(p.member, ids[2]));
+    CHECK_THAT(waiting_reason(*p.coord, ids[2]), !Catch::Equals(""));
+    REQUIRE(cancel_job(*p.coord, p.member, ids[2]));
     CHECK(p.state(ids[2]) == JobState::cancelled);
 
     const Principal& w = p.assigned(p.worker).empty() ? p.worker2 : p.worker;
     auto a = p.assigned(w)[0];
     REQUIRE(p.coord->start_attempt(w, a.attempt));
-    REQUIRE(p.coord->cancel_job(p.member, a.job));
+    REQUIRE(cancel_job(*p.coord, p.member, a.job));
     CHECK(p.state(a.job) == JobState::cancelled);
     auto hb = p.coord->heartbeat(w, {a.attempt});
     REQUIRE(hb);
     CHECK(hb->stop == std::vector<AttemptId>{a.attempt});
     CHECK_FALSE(p.coord->complete_attempt(w, a.attempt, 0, "")); // fenced
-    CHECK(p.coord->cancel_job(p.member, a.job).error().code == ErrorCode::conflict);
+    CHECK(cancel_job(*p.coord, p.member, a.job).error().code == ErrorCode::conflict);
 }
 
 TEST_CASE("coordinator: cancelling a sweep cancels all of its unfinished jobs", "[coordinator]") {
     Pool p;
     auto ids = p.submit({job_spec("a"), job_spec("b"), job_spec("c")});
-    auto sweep = p.coord->job(p.member, ids[0]).value().sweep_id;
-    auto n = p.coord->cancel_sweep(p.member, sweep);
+    auto sweep = read_job(*p.coord, p.member, ids[0]).value().sweep_id;
+    auto n = cancel_sweep(*p.coord, p.member, sweep);
     REQUIRE(n);
     CHECK(*n == 3);
     for (auto id : ids) {
         CHECK(p.state(id) == JobState::cancelled);
     }
-    CHECK(p.coord->cancel_sweep(p.other_member, sweep).error().code == ErrorCode::not_found);
+    CHECK(cancel_sweep(*p.coord, p.other_member, sweep).error().code == ErrorCode::not_found);
 }
 
 TEST_CASE("coordinator: max_parallel caps a sweep's running jobs", "[coordinator]") {
@@ -307,7 +311,7 @@ TEST_CASE("coordinator: max_parallel caps a sweep's running jobs", "[coordinator
     auto ids = p.submit(specs, 2);
     p.coord->tick();
     CHECK(p.assigned(p.worker).size() + p.assigned(p.worker2).size() == 2);
-    CHECK_THAT(p.coord->waiting_reason(ids[5]), Catch::Contains("max_parallel"));
+    CHECK_THAT(waiting_reason(*p.coord, ids[5]), Catch::Contains("max_parallel"));
 }
 
 TEST_CASE("coordinator: a job bigger than every worker is rejected at submit", "[coordinator]") {
@@ -319,7 +323,7 @@ TEST_CASE("coordinator: a job bigger than every worker is rejected at submit", "
     REQUIRE_FALSE(res);
     CHECK(res.error().field == "jobs[1].resources");
     CHECK_THAT(res.error().message, Catch::Contains("80GiB of GPU memory; the largest GPU has 24GiB"));
-    CHECK(p.coord->jobs(p.member, {}).value().jobs.empty()); // nothing of the sweep was stored
+    CHECK(list_jobs(*p.coord, p.member, {}).value().jobs.empty()); // nothing of the sweep was stored
 }
 
 TEST_CASE("coordinator: what can never run follows the largest worker through registrations, bans and restarts",
@@ -329,7 +333,7 @@ TEST_CASE("coordinator: what can never run follows the largest worker through re
     big.cpu_milli = 16'000;
     big.memory_mib = 65'536;
     big.gpus.push_back({0, "A100", 81'920, "", ""});
-    auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "enroll").value();
+    auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "enroll").value();
     auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "big", big);
     REQUIRE(reg);
     auto many_cpus = job_spec("many-cpus", 0);
@@ -348,7 +352,7 @@ TEST_CASE("coordinator: what can never run follows the largest worker through re
     CHECK(refusal(many_cpus).empty());
     CHECK(refusal(big_gpu).empty());
     CHECK(refusal(a100).empty());
-    REQUIRE(p.coord->set_worker_state(p.admin, reg->worker, store::WorkerState::banned));
+    REQUIRE(set_worker_state(*p.coord, p.admin, reg->worker, store::WorkerState::banned));
     for (int round = 0; round < 2; ++round) { // then the same from the store, after a restart
         INFO("round " << round);
         CHECK_THAT(refusal(many_cpus), Catch::Contains("needs 12 CPUs; the largest worker has 8"));
@@ -357,7 +361,7 @@ TEST_CASE("coordinator: what can never run follows the largest worker through re
         p.restart();
     }
     // Back from the ban: it counts again.
-    REQUIRE(p.coord->set_worker_state(p.admin, reg->worker, store::WorkerState::active));
+    REQUIRE(set_worker_state(*p.coord, p.admin, reg->worker, store::WorkerState::active));
     CHECK(refusal(many_cpus).empty());
     CHECK(refusal(a100).empty());
 }
@@ -376,7 +380,7 @@ TEST_CASE("coordinator: max_runtime is enforced by the coordinator too", "[coord
         REQUIRE(p.coord->heartbeat(w, {a.attempt}));
         p.coord->tick();
     }
-    auto job = p.coord->job(p.member, ids[0]).value();
+    auto job = read_job(*p.coord, p.member, ids[0]).value();
     CHECK(job.state == JobState::failed);
     CHECK_THAT(job.reason, Catch::Contains("max_runtime"));
     CHECK(p.coord->heartbeat(w, {a.attempt}).value().stop == std::vector<AttemptId>{a.attempt});
@@ -386,34 +390,34 @@ TEST_CASE("coordinator: roles and teams bound what a token can do", "[coordinato
     Pool p;
     auto ids = p.submit({job_spec("mine")});
     // Another team's member cannot see, cancel or read the job.
-    CHECK(p.coord->job(p.other_member, ids[0]).error().code == ErrorCode::not_found);
-    CHECK(p.coord->cancel_job(p.other_member, ids[0]).error().code == ErrorCode::not_found);
+    CHECK(read_job(*p.coord, p.other_member, ids[0]).error().code == ErrorCode::not_found);
+    CHECK(cancel_job(*p.coord, p.other_member, ids[0]).error().code == ErrorCode::not_found);
     CHECK(p.coord->read_logs(p.other_member, ids[0], 0).error().code == ErrorCode::not_found);
-    CHECK(p.coord->jobs(p.other_member, {}).value().jobs.empty());
+    CHECK(list_jobs(*p.coord, p.other_member, {}).value().jobs.empty());
     JobQuery all_teams;
     all_teams.all_teams = true;
-    CHECK(p.coord->jobs(p.member, all_teams).error().code == ErrorCode::forbidden);
-    CHECK(p.coord->jobs(p.admin, all_teams).value().jobs.size() == 1);
+    CHECK(list_jobs(*p.coord, p.member, all_teams).error().code == ErrorCode::forbidden);
+    CHECK(list_jobs(*p.coord, p.admin, all_teams).value().jobs.size() == 1);
     // Workers cannot submit or read jobs; members cannot act as workers or admins.
     CHECK(p.coord->submit(p.worker, {"x", 0, {job_spec("w")}, std::nullopt}).error().code == ErrorCode::forbidden);
-    CHECK(p.coord->job(p.worker, ids[0]).error().code == ErrorCode::forbidden);
+    CHECK(read_job(*p.coord, p.worker, ids[0]).error().code == ErrorCode::forbidden);
     CHECK(p.coord->heartbeat(p.member, {}).error().code == ErrorCode::forbidden);
-    CHECK(p.coord->create_team(p.member, "x", 1).error().code == ErrorCode::forbidden);
+    CHECK(create_team(*p.coord, p.member, "x", 1).error().code == ErrorCode::forbidden);
     CHECK(p.coord->register_worker(p.member, "x", inventory()).error().code == ErrorCode::forbidden);
     // Tokens: unknown and revoked are refused.
     CHECK(p.coord->authenticate("gpp_nope").error().code == ErrorCode::unauthorized);
     CHECK(p.coord->authenticate("").error().code == ErrorCode::unauthorized);
-    auto tok = p.coord->create_token(p.admin, store::Role::member, "fellows", "temp").value();
+    auto tok = create_token(*p.coord, p.admin, store::Role::member, "fellows", "temp").value();
     REQUIRE(p.coord->authenticate(tok.secret));
-    REQUIRE(p.coord->revoke_token(p.admin, tok.id));
+    REQUIRE(revoke_token(*p.coord, p.admin, tok.id));
     CHECK(p.coord->authenticate(tok.secret).error().code == ErrorCode::unauthorized);
     // Only one first admin.
-    CHECK(p.coord->init_admin().error().code == ErrorCode::conflict);
+    CHECK(init_admin(*p.coord).error().code == ErrorCode::conflict);
 }
 
 TEST_CASE("coordinator: tokens are stored as hashes and survive a restart", "[coordinator]") {
     Pool p;
-    auto tok = p.coord->create_token(p.admin, store::Role::member, "fellows", "kept").value();
+    auto tok = create_token(*p.coord, p.admin, store::Role::member, "fellows", "kept").value();
     p.restart();
     auto who = p.coord->authenticate(tok.secret);
     REQUIRE(who);
@@ -429,9 +433,9 @@ TEST_CASE("coordinator: a banned worker loses its attempts and its token", "[coo
     Pool p;
     auto ids = p.submit({job_spec("a", 1000), job_spec("b", 1000)});
     p.coord->tick();
-    REQUIRE(p.coord->set_worker_state(p.admin, *p.worker.worker, store::WorkerState::banned));
+    REQUIRE(set_worker_state(*p.coord, p.admin, *p.worker.worker, store::WorkerState::banned));
     CHECK(p.coord->heartbeat(p.worker, {}).has_value()); // principal resolved before the ban
-    auto token_check = p.coord->list_workers(p.admin).value();
+    auto token_check = list_workers(*p.coord, p.admin).value();
     CHECK(std::any_of(token_check.begin(), token_check.end(),
                       [](const auto& w) { return w.state == store::WorkerState::banned; }));
     std::int64_t queued_again = 0;
@@ -617,12 +621,12 @@ TEST_CASE("coordinator: a heartbeat's inventory replaces the registered one, and
     auto ids = p.submit({job_spec("a", 0), job_spec("b", 0), job_spec("c", 0)});
     p.coord->tick();
     CHECK(p.assigned(p.worker).size() == 1);
-    CHECK_THAT(p.coord->waiting_reason(ids[2]), Catch::Contains("as many jobs as their owners allow"));
+    CHECK_THAT(waiting_reason(*p.coord, ids[2]), Catch::Contains("as many jobs as their owners allow"));
 
     // Durable: a restarted coordinator still knows both GPUs and the cap.
     p.restart();
     REQUIRE(p.coord->heartbeat(p.worker, {}));
-    auto workers = p.coord->list_workers(p.admin).value();
+    auto workers = list_workers(*p.coord, p.admin).value();
     auto box1 = std::find_if(workers.begin(), workers.end(), [](const auto& w) { return w.name == "box-1"; });
     REQUIRE(box1 != workers.end());
     auto stored = nlohmann::json::parse(box1->inventory_json);
@@ -660,7 +664,7 @@ TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and 
     const JobId fellows_job = p.submit({job_spec("f")})[0]; // team fellows, image busybox
     p.coord->tick();
     CHECK(p.state(fellows_job) == JobState::queued);
-    CHECK(p.coord->waiting_reason(fellows_job) ==
+    CHECK(waiting_reason(*p.coord, fellows_job) ==
           "the owners of the 2 worker(s) that could run it do not take it: 1 take only other teams' jobs, 1 take no "
           "images from `docker.io/library/busybox:latest`'s registry");
 
@@ -687,10 +691,10 @@ TEST_CASE("coordinator: terms that name a team created later take its jobs once 
     const JobId early = p.submit({job_spec("early")})[0];
     p.coord->tick();
     CHECK(p.state(early) == JobState::queued);
-    REQUIRE(p.coord->create_team(p.admin, "late", 1));
-    REQUIRE(p.coord->grant(p.admin, "late", 1'000 * credits::k_micro_per_credit, std::nullopt, "test"));
+    REQUIRE(create_team(*p.coord, p.admin, "late", 1));
+    REQUIRE(grant_credits(*p.coord, p.admin, "late", 1'000 * credits::k_micro_per_credit, std::nullopt, "test"));
     const Principal late =
-        p.coord->authenticate(p.coord->create_token(p.admin, store::Role::member, "late", "l").value().secret).value();
+        p.coord->authenticate(create_token(*p.coord, p.admin, store::Role::member, "late", "l").value().secret).value();
     auto res = p.coord->submit(late, SubmitRequest{"l.toml", 0, {job_spec("l")}, std::nullopt});
     REQUIRE(res);
     p.coord->tick();
@@ -704,18 +708,19 @@ TEST_CASE("coordinator: workers not sharing take no work, and the queue says why
     const std::int64_t opens = p.clock.now_ms() + 3 * 3600 * 1000;
     REQUIRE(p.coord->receive_heartbeat(p.worker, beat_with(std::nullopt, api::SharingState::outside_window, opens)));
     REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::outside_window, opens + 60'000)));
-    CHECK(p.coord->presence(p.worker.worker.value()) == "off-hours");
+    CHECK(p.coord->roster().presence(p.worker.worker.value(), p.coord->now_ms()) == "off-hours");
     const JobId id = p.submit({job_spec("a")})[0];
     p.coord->tick();
     CHECK(p.state(id) == JobState::queued);
-    CHECK(p.coord->waiting_reason(id) ==
+    CHECK(waiting_reason(*p.coord, id) ==
           "no worker is taking work: 2 are outside their owners' sharing hours (the first shares again in 3h)");
 
     REQUIRE(p.coord->receive_heartbeat(p.worker, beat_with(std::nullopt, api::SharingState::paused)));
     REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::reclaimed)));
-    CHECK(p.coord->presence(p.worker2.worker.value()) == "reclaimed");
+    CHECK(p.coord->roster().presence(p.worker2.worker.value(), p.coord->now_ms()) == "reclaimed");
     p.coord->tick();
-    CHECK(p.coord->waiting_reason(id) == "no worker is taking work: 1 is paused by its owner, 1 is in use by its owner");
+    CHECK(waiting_reason(*p.coord, id) ==
+          "no worker is taking work: 1 is paused by its owner, 1 is in use by its owner");
 
     REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt)));
     p.coord->tick();

@@ -1,5 +1,8 @@
 // Credits on a real coordinator (SQLite file, manual clock): who earns, who pays, and when nothing
 // is charged; budgets; restarts that rebuild and verify the balances.
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -19,28 +22,30 @@ using namespace gpupool::test::credit_pool;
 TEST_CASE("credits scenario: the owner earns for a finished job, the team without hardware spends its grant",
           "[credits][coordinator]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
     auto job = p.submit(half_l4("train"));
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
     // The hold: 1 credit/h x 0.5 GPU x 1h max_runtime.
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 2);
     CHECK(p.coord->credit_desk().held_micro(job) == k_credit / 2);
-    CHECK(p.coord->ledger().balance(Account::escrow()) == k_credit / 2);
+    CHECK(p.coord->credit_desk().ledger().balance(Account::escrow()) == k_credit / 2);
 
     p.clock.advance_ms(30 * 60 * 1000);                                            // 30 minutes
-    CHECK(p.coord->cost_micro(p.coord->job_book().attempts_of(job).front()) == k_credit / 4); // accrued so far
+    CHECK(p.coord->credit_desk().cost_micro(p.coord->job_book().attempts_of(job).front(), p.coord->now_ms()) ==
+          k_credit / 4); // accrued so far
     REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
     REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
     // 0.5 GPU x 0.5 h x 1 credit = 0.25 to the owners; 0.25 of the hold back to the fellows.
     CHECK(p.balance("owners") == k_credit / 4);
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 4);
     CHECK(p.coord->credit_desk().held_micro(job) == 0);
-    CHECK(p.coord->cost_micro(p.coord->job_book().attempts_of(job).front()) == k_credit / 4);
-    CHECK(p.coord->ledger().balance(Account::escrow()) == 0);
+    CHECK(p.coord->credit_desk().cost_micro(p.coord->job_book().attempts_of(job).front(), p.coord->now_ms()) ==
+          k_credit / 4);
+    CHECK(p.coord->credit_desk().ledger().balance(Account::escrow()) == 0);
     p.check_books();
 
-    auto report = p.coord->report(p.admin, 0).value();
+    auto report = pool_report(*p.coord, p.admin, 0).value();
     REQUIRE(report.teams.size() == 2);
     CHECK(report.teams[0].granted_micro == 10 * k_credit);
     CHECK(report.teams[0].spent_micro == k_credit / 4);
@@ -61,23 +66,23 @@ TEST_CASE("credits scenario: an estimate for a job no worker can ever run says s
     auto big = half_l4("big");
     big.resources.gpu_milli = 0;
     big.resources.gpu_memory_mib = 80 * 1024; // the pool's only GPU is a 24 GiB L4
-    auto est = p.coord->estimate(p.fellow, "big.toml", {half_l4("fits"), big}, std::nullopt);
+    auto est = estimate_cost(*p.coord, p.fellow, "big.toml", {half_l4("fits"), big}, std::nullopt);
     REQUIRE_FALSE(est);
     CHECK(est.error().field == "jobs[1].resources");
     CHECK_THAT(est.error().message, Catch::Contains("can never run on this pool"));
-    CHECK(p.coord->estimate(p.fellow, "fits.toml", {half_l4("fits")}, std::nullopt));
+    CHECK(estimate_cost(*p.coord, p.fellow, "fits.toml", {half_l4("fits")}, std::nullopt));
 }
 
 TEST_CASE("credits scenario: a pool fee goes to the fee account, never on the owner's own jobs",
           "[credits][coordinator]") {
     CreditPool p(true, 100'000); // 10%
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     p.submit(half_l4("a"));
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
     p.clock.advance_ms(3600 * 1000);
     REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 1, "")); // its own failure: charged
-    CHECK(p.coord->ledger().balance(Account::pool_fee()) == k_credit / 20);
+    CHECK(p.coord->credit_desk().ledger().balance(Account::pool_fee()) == k_credit / 20);
     CHECK(p.balance("owners") == k_credit / 2 - k_credit / 20);
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 2);
     p.check_books();
@@ -86,7 +91,7 @@ TEST_CASE("credits scenario: a pool fee goes to the fee account, never on the ow
 TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and pays nothing",
           "[credits][coordinator]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     auto job = p.submit(half_l4("lost"));
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
@@ -96,7 +101,7 @@ TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and p
     REQUIRE(history.front().state == AttemptState::lost);
     CHECK(p.balance("fellows") == 10 * k_credit);
     CHECK(p.balance("owners") == 0);
-    CHECK(p.coord->cost_micro(history.front()) == 0);
+    CHECK(p.coord->credit_desk().cost_micro(history.front(), p.coord->now_ms()) == 0);
 
     // A worker fault reported by the worker (container failed to start) is not charged either.
     auto again = p.place_and_start();
@@ -108,8 +113,8 @@ TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and p
     CHECK_THAT(p.coord->job_book().attempts_of(job).back().reason, Catch::Contains("worker fault: image pull failed"));
     CHECK(p.balance("fellows") == 10 * k_credit);
     CHECK(p.balance("owners") == 0);
-    CHECK(p.coord->job(p.admin, job).value().state == JobState::queued); // retried (max_attempts 3)
-    auto report = p.coord->report(p.admin, 0).value();
+    CHECK(read_job(*p.coord, p.admin, job).value().state == JobState::queued); // retried (max_attempts 3)
+    auto report = pool_report(*p.coord, p.admin, 0).value();
     CHECK(report.workers[0].failures == 2);
     p.check_books();
 }
@@ -117,7 +122,7 @@ TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and p
 TEST_CASE("credits scenario: an owner preemption charges nothing and does not use up an attempt",
           "[credits][coordinator]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     auto spec = half_l4("preempted");
     spec.retry.max_attempts = 1;
     auto job = p.submit(spec);
@@ -129,7 +134,7 @@ TEST_CASE("credits scenario: an owner preemption charges nothing and does not us
         REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, std::nullopt, "owner is gaming",
                                           Outcome::owner_preempted));
         CHECK(p.coord->job_book().attempts_of(job).back().state == AttemptState::preempted);
-        CHECK(p.coord->job(p.admin, job).value().state == JobState::queued); // again, despite max_attempts = 1
+        CHECK(read_job(*p.coord, p.admin, job).value().state == JobState::queued); // again, despite max_attempts = 1
         CHECK(p.balance("fellows") == 10 * k_credit);
         CHECK(p.balance("owners") == 0);
     }
@@ -141,7 +146,7 @@ TEST_CASE("credits scenario: an owner preemption charges nothing and does not us
     p.clock.advance_ms(10 * 60 * 1000);
     REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
     REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
-    CHECK(p.coord->job(p.admin, job).value().state == JobState::succeeded);
+    CHECK(read_job(*p.coord, p.admin, job).value().state == JobState::succeeded);
     CHECK(p.balance("owners") == k_credit / 12);
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 12);
     p.check_books();
@@ -149,7 +154,7 @@ TEST_CASE("credits scenario: an owner preemption charges nothing and does not us
 
 TEST_CASE("credits scenario: a job preempted by the scheduler pays for the time it ran", "[credits][coordinator]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     auto low = half_l4("low", 7200);
     low.resources.gpu_milli = 1000;
     low.priority = recipe::Priority::low;
@@ -169,7 +174,8 @@ TEST_CASE("credits scenario: a job preempted by the scheduler pays for the time 
     REQUIRE(p.coord->job_book().attempts_of(low_job).back().state == AttemptState::preempted);
     // 20 minutes of a whole L4 at 1 credit per hour: 0.333333 to the owners, the rest released.
     CHECK(p.balance("owners") == k_credit / 3);
-    CHECK(p.coord->cost_micro(p.coord->job_book().attempts_of(low_job).back()) == k_credit / 3);
+    CHECK(p.coord->credit_desk().cost_micro(p.coord->job_book().attempts_of(low_job).back(), p.coord->now_ms()) ==
+          k_credit / 3);
     p.coord->tick(); // the urgent job takes the GPU: its hold of 1 credit
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 3 - k_credit);
     p.check_books();
@@ -178,7 +184,7 @@ TEST_CASE("credits scenario: a job preempted by the scheduler pays for the time 
 TEST_CASE("credits scenario: a team that cannot cover the hold stays queued with the numbers, until a grant",
           "[credits][coordinator]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", k_credit / 10, std::nullopt, "")); // 0.1 credit
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", k_credit / 10, std::nullopt, "")); // 0.1 credit
     auto refused = p.coord->submit(p.fellow, SubmitRequest{"train.toml", 0, {half_l4("big")}, std::nullopt, false});
     REQUIRE_FALSE(refused);
     CHECK(refused.error().code == ErrorCode::conflict);
@@ -188,17 +194,17 @@ TEST_CASE("credits scenario: a team that cannot cover the hold stays queued with
                                             Catch::Contains("--allow-unfunded"));
     auto job = p.submit(half_l4("big"), true);
     CHECK_FALSE(p.place_and_start());
-    CHECK_THAT(p.coord->waiting_reason(job), Catch::Contains("waiting for credits") && Catch::Contains("0.1 credits") &&
-                                                 Catch::Contains("0.5 credits"));
-    REQUIRE(p.coord->grant(p.admin, "fellows", k_credit, std::nullopt, ""));
+    CHECK_THAT(waiting_reason(*p.coord, job), Catch::Contains("waiting for credits") &&
+                                                  Catch::Contains("0.1 credits") && Catch::Contains("0.5 credits"));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", k_credit, std::nullopt, ""));
     CHECK(p.place_and_start());
     p.check_books();
 }
 
 TEST_CASE("credits scenario: budget refusal names the numbers", "[credits][coordinator]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
-    REQUIRE(p.coord->set_budget(p.admin, "fellows", k_credit, std::nullopt)); // 1 credit a day
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(set_budget(*p.coord, p.admin, "fellows", k_credit, std::nullopt)); // 1 credit a day
     // Three quarter-GPU jobs of up to 2 hours: a hold of 0.5 each, 1.5 credits in all.
     std::vector<recipe::JobSpec> sweep{half_l4("a", 7200), half_l4("b", 7200), half_l4("c", 7200)};
     for (auto& s : sweep) {
@@ -214,9 +220,9 @@ TEST_CASE("credits scenario: budget refusal names the numbers", "[credits][coord
     p.coord->tick();
     // Two holds of 0.5 fit the daily budget; the third waits for it.
     CHECK(p.coord->assignments(p.owner_worker).value().size() == 2);
-    CHECK_THAT(p.coord->waiting_reason(ok->jobs[2]),
+    CHECK_THAT(waiting_reason(*p.coord, ok->jobs[2]),
                Catch::Contains("waiting for credits") && Catch::Contains("budget"));
-    auto view = p.coord->credits_of(p.fellow, std::nullopt).value();
+    auto view = credits_of(*p.coord, p.fellow, std::nullopt).value();
     CHECK(view.held_micro == k_credit);
     CHECK(view.budget_day_micro == k_credit);
 }
@@ -231,32 +237,33 @@ TEST_CASE("credits scenario: with enforcement off (local mode) jobs run without 
     REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
     REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
     CHECK(p.balance("fellows") == -k_credit / 2);
-    CHECK(p.coord->cost_micro(p.coord->job_book().attempts_of(job).front()) == k_credit / 2);
+    CHECK(p.coord->credit_desk().cost_micro(p.coord->job_book().attempts_of(job).front(), p.coord->now_ms()) ==
+          k_credit / 2);
     p.check_books();
 }
 
 TEST_CASE("credits scenario: grants expire back to the issuer, adjustments need a note", "[credits][coordinator]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 5 * k_credit, p.clock.now_ms() + 1000, "trial"));
-    CHECK_FALSE(p.coord->grant(p.admin, "fellows", 5 * k_credit, p.clock.now_ms() - 1, "past"));
-    CHECK_FALSE(p.coord->grant(p.fellow, "fellows", 5 * k_credit, std::nullopt, "self-service"));
-    CHECK_FALSE(p.coord->adjust(p.admin, "fellows", -k_credit, ""));
-    REQUIRE(p.coord->adjust(p.admin, "fellows", -k_credit, "double grant by mistake"));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 5 * k_credit, p.clock.now_ms() + 1000, "trial"));
+    CHECK_FALSE(grant_credits(*p.coord, p.admin, "fellows", 5 * k_credit, p.clock.now_ms() - 1, "past"));
+    CHECK_FALSE(grant_credits(*p.coord, p.fellow, "fellows", 5 * k_credit, std::nullopt, "self-service"));
+    CHECK_FALSE(adjust_credits(*p.coord, p.admin, "fellows", -k_credit, ""));
+    REQUIRE(adjust_credits(*p.coord, p.admin, "fellows", -k_credit, "double grant by mistake"));
     CHECK(p.balance("fellows") == 4 * k_credit);
     p.clock.advance_ms(2000);
     p.coord->tick();
     CHECK(p.balance("fellows") == 0);
-    CHECK(p.coord->ledger().balance(Account::issuer()) == 0);
+    CHECK(p.coord->credit_desk().ledger().balance(Account::issuer()) == 0);
     REQUIRE(p.restart());
     p.coord->tick(); // expired once, not again
-    CHECK(p.coord->ledger().entries().size() == 3);
+    CHECK(p.coord->credit_desk().ledger().entries().size() == 3);
 }
 
 TEST_CASE("credits scenario: an unknown GPU model gets the default rate and a registration warning",
           "[credits][coordinator]") {
     CreditPool p;
     CHECK(p.warnings.empty()); // "NVIDIA L4" is in the catalog
-    auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "e2").value();
+    auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e2").value();
     auto inv = l4_box();
     inv.gpus[0].model = "Quantum Accelerator 9000";
     auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "odd-box", inv).value();
@@ -268,7 +275,7 @@ TEST_CASE("credits scenario: an unknown GPU model gets the default rate and a re
 TEST_CASE("credits scenario: a cached balance that disagrees with the rows stops the coordinator from starting",
           "[credits][coordinator]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     p.coord.reset();
     p.db.reset();
     {
@@ -299,7 +306,7 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
             p.clock.advance_ms(pick(0, 8'000));
             switch (pick(0, 7)) {
             case 0:
-                REQUIRE(p.coord->grant(p.admin, "fellows", pick(1, 3 * k_credit), std::nullopt, ""));
+                REQUIRE(grant_credits(*p.coord, p.admin, "fellows", pick(1, 3 * k_credit), std::nullopt, ""));
                 break;
             case 1: {
                 auto r = p.coord->submit(
@@ -338,8 +345,9 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
             }
             case 4:
                 if (!jobs.empty()) {
-                    (void)p.coord->cancel_job(
-                        p.fellow, jobs[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(jobs.size()) - 1))]);
+                    (void)cancel_job(
+                        *p.coord, p.fellow,
+                        jobs[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(jobs.size()) - 1))]);
                 }
                 break;
             case 5:
@@ -352,7 +360,7 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
                 p.coord->tick();
                 break;
             }
-            const auto& l = p.coord->ledger();
+            const auto& l = p.coord->credit_desk().ledger();
             REQUIRE(l.total() == 0);
         }
         p.check_books();
@@ -361,16 +369,16 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
         for (JobId j : jobs) {
             for (const auto& a : p.coord->job_book().attempts_of(j)) {
                 if (store::is_terminal(a.state)) {
-                    CHECK(p.coord->ledger().held(a.id.value()) == 0);
+                    CHECK(p.coord->credit_desk().ledger().held(a.id.value()) == 0);
                 } else {
-                    live_held += p.coord->ledger().held(a.id.value());
+                    live_held += p.coord->credit_desk().ledger().held(a.id.value());
                 }
             }
         }
-        CHECK(p.coord->ledger().balance(Account::escrow()) == live_held);
+        CHECK(p.coord->credit_desk().ledger().balance(Account::escrow()) == live_held);
         std::map<std::int64_t, std::int64_t> hold_of;
         std::map<std::int64_t, std::int64_t> settled_of;
-        for (const auto& e : p.coord->ledger().entries()) {
+        for (const auto& e : p.coord->credit_desk().ledger().entries()) {
             if (e.reason == credits::EntryReason::hold) {
                 hold_of[e.attempt] += e.amount;
             } else if (e.attempt != 0) {

@@ -1,6 +1,8 @@
 // Event-driven dispatch (#12): ends reported in one batch and committed in one transaction, passes
 // that run only when something they read changed, and clients parked until their jobs end — on a real
 // coordinator over a real SQLite file, and through the real HTTP service.
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 
@@ -27,7 +29,9 @@ struct PassCounter final : CoordinatorEvents {
 };
 
 // The submitting team's funds.
-void fund(CreditPool& p) { REQUIRE(p.coord->grant(p.admin, "fellows", 1'000 * k_credit, std::nullopt, "test")); }
+void fund(CreditPool& p) {
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 1'000 * k_credit, std::nullopt, "test"));
+}
 
 // Both halves of the pool's one L4, assigned (not started).
 std::vector<api::Assignment> two_assigned(CreditPool& p) {
@@ -72,8 +76,8 @@ TEST_CASE("dispatch: ends reported together are committed together, each answere
     REQUIRE((*answers)[3].error);
     CHECK((*answers)[3].error->code == ErrorCode::invalid_input);
     REQUIRE(p.restart());
-    auto a = p.coord->job(p.admin, JobId(1)).value();
-    auto b = p.coord->job(p.admin, JobId(2)).value();
+    auto a = read_job(*p.coord, p.admin, JobId(1)).value();
+    auto b = read_job(*p.coord, p.admin, JobId(2)).value();
     CHECK(a.state == JobState::succeeded);
     CHECK(b.state == JobState::failed);
     CHECK(b.exit_code == 3);
@@ -100,8 +104,8 @@ TEST_CASE("dispatch: starts reported together are committed together, each answe
     CHECK((*answers)[3].error->code == ErrorCode::invalid_input);
     // Durable: a restarted coordinator has both running and re-sends neither.
     REQUIRE(p.restart());
-    CHECK(p.coord->job(p.admin, placed[0].job).value().state == JobState::running);
-    CHECK(p.coord->job(p.admin, placed[1].job).value().state == JobState::running);
+    CHECK(read_job(*p.coord, p.admin, placed[0].job).value().state == JobState::running);
+    CHECK(read_job(*p.coord, p.admin, placed[1].job).value().state == JobState::running);
     CHECK(p.coord->assignments(p.owner_worker).value().empty());
     // A repeated start is harmless, as with the single route; only workers report starts.
     auto again = p.coord->start_attempts(p.owner_worker, {placed[0].attempt});
@@ -136,7 +140,7 @@ TEST_CASE("dispatch: a scheduling pass runs when its inputs changed or after the
     auto woken = p.coord->schedule_pass();
     CHECK(woken == std::vector<WorkerId>{*p.owner_worker.worker});
     CHECK(events.passes == first + 1);
-    CHECK(p.coord->job(p.admin, job).value().state == JobState::assigned);
+    CHECK(read_job(*p.coord, p.admin, job).value().state == JobState::assigned);
     CHECK_FALSE(p.coord->pass_due()); // its own placements are not news to the next pass
 
     // A draining worker changes capacity.
@@ -156,7 +160,7 @@ TEST_CASE("dispatch: an attempt ending lets the next queued job onto the freed s
     const auto ids = two_running(p);
     const JobId third = p.submit(half_l4("c"));
     p.coord->tick();
-    CHECK(p.coord->job(p.admin, third).value().state == JobState::queued); // the GPU is full
+    CHECK(read_job(*p.coord, p.admin, third).value().state == JobState::queued); // the GPU is full
     REQUIRE(p.coord->complete_attempt(p.owner_worker, ids[0], 0, ""));
     CHECK(p.coord->pass_due());
     CHECK(p.coord->schedule_pass() == std::vector<WorkerId>{*p.owner_worker.worker});

@@ -188,4 +188,67 @@ TEST_CASE("job book: one job's attempts, those that used up its tries, its preem
     CHECK(book.owner_avoids(JobId(1), 0, 60'000).empty()); // 0: the rule is off
 }
 
+TEST_CASE("job book: ending an attempt stages it and its job's next state, changing nothing until absorbed",
+          "[coordinator][components][job_book]") {
+    JobBook book(k_grace_ms);
+    JobRecord j = job(1, JobState::assigned);
+    j.spec.retry.max_attempts = 3;
+    j.spec.retry.on_exit_codes = {3};
+    store::Changes setup;
+    setup.sweeps = {sweep(1)};
+    setup.jobs = {j};
+    // Tries used: attempt 10 (failed) and 11 (running) of the job's 3.
+    AttemptRecord earlier = attempt(10, 1, AttemptState::failed);
+    earlier.ended_at = 500;
+    AttemptRecord running = attempt(11, 1, AttemptState::running);
+    running.started_at = 1'000;
+    setup.attempts = {earlier, running};
+    book.absorb(setup);
+
+    // What ending attempt 11 as `state` (exit `code`) stages at t = 4 s: the job's state and reason.
+    const auto end = [&](AttemptState state, std::optional<std::int64_t> code) {
+        AttemptRecord a = book.attempts().at(AttemptId(11));
+        store::Changes c;
+        book.stage_attempt_end(a, state, code, "why", 4'000, c);
+        REQUIRE(c.attempts.size() == 1);
+        REQUIRE(c.jobs.size() == 1);
+        CHECK(c.attempts[0].id == AttemptId(11));
+        CHECK(c.attempts[0].state == state);
+        CHECK(c.attempts[0].ended_at == 4'000);
+        CHECK(c.attempts[0].exit_code == code);
+        CHECK(c.attempts[0].reason == "why");
+        CHECK(a.state == state); // the caller's copy is the staged one (its settlement reads it)
+        CHECK(c.jobs[0].updated_at == 4'000);
+        return c.jobs[0];
+    };
+    CHECK(end(AttemptState::succeeded, 0).state == JobState::succeeded);
+    CHECK(end(AttemptState::succeeded, 0).finished_at == 4'000);
+    CHECK(end(AttemptState::cancelled, std::nullopt).state == JobState::cancelled);
+    // A failure on one of retry.on_exit_codes with tries left goes back to the queue; any other fails.
+    CHECK(end(AttemptState::failed, 3).state == JobState::queued);
+    CHECK_FALSE(end(AttemptState::failed, 3).finished_at.has_value());
+    CHECK(end(AttemptState::failed, 4).state == JobState::failed);
+    CHECK(end(AttemptState::failed, 4).exit_code == 4);
+    // Lost with tries left: queued again; preempted: queued whatever is left.
+    CHECK(end(AttemptState::lost, std::nullopt).state == JobState::queued);
+    CHECK(end(AttemptState::preempted, std::nullopt).state == JobState::queued);
+    // Nothing changed in the book itself.
+    CHECK(book.jobs().at(JobId(1)).state == JobState::assigned);
+    CHECK(book.attempts().at(AttemptId(11)).state == AttemptState::running);
+
+    // With the third try used up (another loss absorbed), a loss of attempt 11 fails the job and says why; a
+    // preemption still queues it.
+    store::Changes more;
+    AttemptRecord lost = attempt(12, 1, AttemptState::lost);
+    lost.ended_at = 600;
+    more.attempts = {lost};
+    book.absorb(more);
+    const JobRecord failed = end(AttemptState::lost, std::nullopt);
+    CHECK(failed.state == JobState::failed);
+    CHECK(failed.reason == "why; no attempts left (retry.max_attempts = 3)");
+    CHECK(failed.finished_at == 4'000);
+    CHECK(end(AttemptState::preempted, std::nullopt).state == JobState::queued);
+    CHECK(end(AttemptState::failed, 3).state == JobState::failed);
+}
+
 } // namespace gpupool::coordinator

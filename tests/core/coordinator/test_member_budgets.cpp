@@ -1,5 +1,8 @@
 // Who submitted a job, and a member's own budget within the team's (real coordinator, SQLite file,
 // manual clock).
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -11,7 +14,7 @@ using namespace gpupool::test::credit_pool;
 namespace {
 
 Principal member(CreditPool& p, const std::string& label) {
-    auto t = p.coord->create_token(p.admin, store::Role::member, "fellows", label);
+    auto t = create_token(*p.coord, p.admin, store::Role::member, "fellows", label);
     REQUIRE(t);
     return p.coord->authenticate(t->secret).value();
 }
@@ -34,38 +37,38 @@ std::vector<std::int64_t> ids(const JobList& list) {
 
 TEST_CASE("jobs record who submitted them, and the list filters by it", "[coordinator][budgets]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const Principal alice = member(p, "alice");
     const Principal bob = member(p, "bob");
     const JobId a = submit_as(p, alice, half_l4("a"));
     const JobId b = submit_as(p, bob, half_l4("b"));
-    CHECK(p.coord->submitter_of(a) == "alice");
-    CHECK(p.coord->submitter_of(b) == "bob");
+    CHECK(submitter_of(*p.coord, a) == "alice");
+    CHECK(submitter_of(*p.coord, b) == "bob");
 
     JobQuery by_label;
     by_label.submitter_label = "bob";
-    CHECK(ids(p.coord->jobs(alice, by_label).value()) == std::vector<std::int64_t>{b.value()});
+    CHECK(ids(list_jobs(*p.coord, alice, by_label).value()) == std::vector<std::int64_t>{b.value()});
     JobQuery mine;
     mine.submitter_token = alice.token_id;
-    CHECK(ids(p.coord->jobs(alice, mine).value()) == std::vector<std::int64_t>{a.value()});
+    CHECK(ids(list_jobs(*p.coord, alice, mine).value()) == std::vector<std::int64_t>{a.value()});
     JobQuery nobody;
     nobody.submitter_label = "carol";
-    CHECK(p.coord->jobs(alice, nobody).value().jobs.empty());
+    CHECK(list_jobs(*p.coord, alice, nobody).value().jobs.empty());
 
     // Still known after a restart (the sweep keeps the token) and after the token is revoked.
-    REQUIRE(p.coord->revoke_token(p.admin, bob.token_id));
+    REQUIRE(revoke_token(*p.coord, p.admin, bob.token_id));
     REQUIRE(p.restart());
-    CHECK(p.coord->submitter_of(b) == "bob");
+    CHECK(submitter_of(*p.coord, b) == "bob");
 }
 
 TEST_CASE("a member's own budget holds back its jobs, not its teammates'", "[coordinator][budgets]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const Principal alice = member(p, "alice");
     const Principal bob = member(p, "bob");
     // Alice may spend 0.5 credits a day: one half-L4 hour (its hold is 0.5).
     BudgetChange change{"fellows", "alice", CapChange::set(k_credit / 2), CapChange::keep()};
-    auto set = p.coord->change_budget(p.admin, change);
+    auto set = change_budget(*p.coord, p.admin, change);
     REQUIRE(set);
     CHECK(set->label == "alice");
     CHECK(set->day_micro == k_credit / 2);
@@ -78,7 +81,7 @@ TEST_CASE("a member's own budget holds back its jobs, not its teammates'", "[coo
     CHECK_THAT(refused.error().message,
                Catch::Contains("your own budget (member `alice`) allows 0.5 credits more now"));
     // The estimate says what her budget leaves.
-    auto est = p.coord->estimate(alice, "eval.toml", {half_l4("a1")}, std::nullopt);
+    auto est = estimate_cost(*p.coord, alice, "eval.toml", {half_l4("a1")}, std::nullopt);
     REQUIRE(est);
     REQUIRE(est->budget_room_micro);
     CHECK(*est->budget_room_micro == k_credit / 2);
@@ -96,12 +99,12 @@ TEST_CASE("a member's own budget holds back its jobs, not its teammates'", "[coo
     }
     std::sort(jobs.begin(), jobs.end());
     CHECK(jobs == std::vector<std::int64_t>{a1.value(), b1.value()});
-    CHECK_THAT(p.coord->waiting_reason(a2), Catch::Contains("waiting for credits") &&
-                                                Catch::Contains("member `alice` can hold 0 credits now") &&
-                                                Catch::Contains("budget 0.5/day, 0.5 spent or held"));
+    CHECK_THAT(waiting_reason(*p.coord, a2), Catch::Contains("waiting for credits") &&
+                                                 Catch::Contains("member `alice` can hold 0 credits now") &&
+                                                 Catch::Contains("budget 0.5/day, 0.5 spent or held"));
 
     // The team's view lists her caps and what she holds.
-    auto view = p.coord->credits_of(bob, std::nullopt).value();
+    auto view = credits_of(*p.coord, bob, std::nullopt).value();
     REQUIRE(view.members.size() == 1);
     CHECK(view.members[0].label == "alice");
     CHECK(view.members[0].held_micro == k_credit / 2);
@@ -113,22 +116,22 @@ TEST_CASE("a member's own budget holds back its jobs, not its teammates'", "[coo
     REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
     REQUIRE(p.coord->complete_attempt(p.owner_worker, first, 0, ""));
     p.coord->tick();
-    view = p.coord->credits_of(alice, std::nullopt).value();
+    view = credits_of(*p.coord, alice, std::nullopt).value();
     CHECK(view.members[0].spent_day_micro == k_credit / 4);
     CHECK(view.members[0].held_micro == 0);
-    CHECK_THAT(p.coord->waiting_reason(a2), Catch::Contains("member `alice` can hold 0.25 credits now"));
+    CHECK_THAT(waiting_reason(*p.coord, a2), Catch::Contains("member `alice` can hold 0.25 credits now"));
 
     // Caps survive a restart; a day later her budget has room again; `remove` lifts it.
     REQUIRE(p.restart());
-    CHECK(p.coord->credits_of(alice, std::nullopt).value().members.at(0).day_micro == k_credit / 2);
+    CHECK(credits_of(*p.coord, alice, std::nullopt).value().members.at(0).day_micro == k_credit / 2);
     p.clock.advance_ms(24LL * 3600 * 1000 + 1000);
     REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
     p.coord->tick();
-    INFO(p.coord->waiting_reason(a2));
-    CHECK(p.coord->waiting_reason(a2).empty());
+    INFO(waiting_reason(*p.coord, a2));
+    CHECK(waiting_reason(*p.coord, a2).empty());
     change.day = CapChange::remove();
-    REQUIRE(p.coord->change_budget(p.admin, change));
-    CHECK(p.coord->credits_of(alice, std::nullopt).value().members.empty());
+    REQUIRE(change_budget(*p.coord, p.admin, change));
+    CHECK(credits_of(*p.coord, alice, std::nullopt).value().members.empty());
     p.check_books();
 }
 
@@ -138,27 +141,32 @@ TEST_CASE("budget changes: members are named by label or id, only admins change 
     const Principal alice = member(p, "alice");
     member(p, "twin");
     member(p, "twin");
-    CHECK_FALSE(p.coord->change_budget(alice, BudgetChange{"fellows", "alice", CapChange::set(1), CapChange::keep()}));
-    auto unknown = p.coord->change_budget(p.admin, BudgetChange{"fellows", "carol", CapChange::set(1), CapChange::keep()});
+    CHECK_FALSE(change_budget(*p.coord, alice, BudgetChange{"fellows", "alice", CapChange::set(1), CapChange::keep()}));
+    auto unknown =
+        change_budget(*p.coord, p.admin, BudgetChange{"fellows", "carol", CapChange::set(1), CapChange::keep()});
     REQUIRE_FALSE(unknown);
     CHECK(unknown.error().field == "member");
     CHECK_THAT(unknown.error().message, Catch::Contains("no live member token labelled `carol`"));
-    auto twins = p.coord->change_budget(p.admin, BudgetChange{"fellows", "twin", CapChange::set(1), CapChange::keep()});
+    auto twins =
+        change_budget(*p.coord, p.admin, BudgetChange{"fellows", "twin", CapChange::set(1), CapChange::keep()});
     REQUIRE_FALSE(twins);
     CHECK_THAT(twins.error().message, Catch::Contains("2 member tokens") && Catch::Contains("by its id"));
     // Another team's member is not found through this team.
-    CHECK_FALSE(p.coord->change_budget(p.admin, BudgetChange{"owners", "alice", CapChange::set(1), CapChange::keep()}));
-    CHECK_FALSE(p.coord->change_budget(p.admin, BudgetChange{"fellows", "alice", CapChange::set(-1), CapChange::keep()}));
+    CHECK_FALSE(
+        change_budget(*p.coord, p.admin, BudgetChange{"owners", "alice", CapChange::set(1), CapChange::keep()}));
+    CHECK_FALSE(
+        change_budget(*p.coord, p.admin, BudgetChange{"fellows", "alice", CapChange::set(-1), CapChange::keep()}));
 
     const std::string by_id = std::to_string(alice.token_id.value());
-    REQUIRE(p.coord->change_budget(p.admin, BudgetChange{"fellows", by_id, CapChange::set(2 * k_credit),
-                                                         CapChange::set(5 * k_credit)}));
-    auto kept = p.coord->change_budget(p.admin, BudgetChange{"fellows", "alice", CapChange::keep(), CapChange::remove()});
+    REQUIRE(change_budget(*p.coord, p.admin,
+                          BudgetChange{"fellows", by_id, CapChange::set(2 * k_credit), CapChange::set(5 * k_credit)}));
+    auto kept =
+        change_budget(*p.coord, p.admin, BudgetChange{"fellows", "alice", CapChange::keep(), CapChange::remove()});
     REQUIRE(kept);
     CHECK(kept->day_micro == 2 * k_credit);
     CHECK_FALSE(kept->week_micro);
     // The team's own caps are untouched by a member's.
-    auto team = p.coord->credits_of(p.admin, std::string("fellows")).value();
+    auto team = credits_of(*p.coord, p.admin, std::string("fellows")).value();
     CHECK_FALSE(team.budget_day_micro);
     CHECK_FALSE(team.budget_week_micro);
 }

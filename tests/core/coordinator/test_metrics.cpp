@@ -1,5 +1,8 @@
 // Coordinator::metrics() and the events it reports (metrics.hpp): a real coordinator on a SQLite
 // file with a manual clock, driven through every way an attempt ends, restarted, and read back.
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/coordinator/metrics.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
@@ -53,7 +56,7 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     CreditPool p;
     RecordedEvents events;
     p.coord->set_events(&events);
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const auto attempt_of = [&](JobId job) { return p.coord->job_book().attempts_of(job).back().id; };
 
     // Succeeded after 5 s, having waited 30 s in the queue.
@@ -74,7 +77,7 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     REQUIRE(p.coord->complete_attempt(p.owner_worker, attempt_of(bad), 3, ""));
     const JobId stop = p.submit(half_l4("stop"));
     REQUIRE(p.place_and_start());
-    REQUIRE(p.coord->cancel_job(p.fellow, stop));
+    REQUIRE(cancel_job(*p.coord, p.fellow, stop));
     const JobId fault = p.submit(half_l4("fault"));
     REQUIRE(p.place_and_start());
     REQUIRE(p.coord->complete_attempt(p.owner_worker, attempt_of(fault), std::nullopt, "image pull failed",
@@ -121,7 +124,7 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     for (const auto& a : p.coord->assignments(p.owner_worker).value()) {
         REQUIRE(p.coord->start_attempt(p.owner_worker, a.attempt));
     }
-    REQUIRE(p.coord->ban_worker(p.admin, *p.owner_worker.worker, std::nullopt));
+    REQUIRE(ban_worker(*p.coord, p.admin, *p.owner_worker.worker, std::nullopt));
 
     const PoolMetrics m = p.coord->metrics();
     CHECK(count(m, AttemptOutcome::succeeded) >= 3);
@@ -175,7 +178,7 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
 TEST_CASE("metrics show live jobs, workers, GPU memory given out and in use, and credits that match the report",
           "[coordinator][metrics]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const JobId a = p.submit(half_l4("a"));
     const JobId b = p.submit(half_l4("b"));
     REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
@@ -245,7 +248,7 @@ TEST_CASE("metrics show live jobs, workers, GPU memory given out and in use, and
           Approx(static_cast<double>(9'000 + p.options.worker_timeout_ms + 5'000) / 1000.0));
 
     // Credits: the same totals as the pool report, and books that balance.
-    const Report report = p.coord->report(p.admin, 0).value();
+    const Report report = pool_report(*p.coord, p.admin, 0).value();
     REQUIRE(m.credits.size() == 2);
     for (const auto& team : report.teams) {
         auto it =

@@ -1,6 +1,7 @@
 // The pool's overview (Coordinator::overview): its "ended lately" list holds the jobs that ended
 // last, by when they ended, not the newest submissions that have ended; and the utilisation samples
 // the coordinator keeps of it (Coordinator::samples). Real coordinator, SQLite file, manual clock.
+#include "core/coordinator/credit_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -11,7 +12,7 @@ using namespace gpupool::test::credit_pool;
 
 TEST_CASE("the overview lists the jobs that ended last, newest first, by end time", "[coordinator][overview]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const JobId early = p.submit(half_l4("long-one"));
     REQUIRE(p.place_and_start()); // half of the L4, for a long time
     const auto attempt_of = [&](JobId job) { return p.coord->job_book().attempts_of(job).back().id; };
@@ -45,7 +46,7 @@ TEST_CASE("the overview lists the jobs that ended last, newest first, by end tim
 TEST_CASE("the coordinator samples the pool on its interval, keeps a day of samples, and members get capacity only",
           "[coordinator][overview][samples]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const std::int64_t t0 = p.clock.now_ms();
     p.submit(half_l4("sampled", 48 * 3600));
     auto attempt = p.place_and_start(); // the first tick samples: after its placement

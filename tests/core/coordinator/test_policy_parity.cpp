@@ -2,6 +2,9 @@
 // coordinator (SQLite file, manual clock) and once through schedule() over a view written by hand
 // from the same facts, gets the same placements and the same reasons to wait. A rule added to the
 // coordinator outside sched/ (so that `gpupool sim` would not replay it) breaks this test.
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/sched/scheduler.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
@@ -30,7 +33,7 @@ TEST_CASE("policy parity: the coordinator places what sched::schedule decides ov
           "[coordinator][sched][parity]") {
     CreditPool p;
     // 0.6 credits: each 0.25 hold enters the pass, but only two placements can be covered.
-    REQUIRE(p.coord->grant(p.admin, "fellows", 6 * k_credit / 10, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 6 * k_credit / 10, std::nullopt, ""));
     auto submit = [&](std::vector<recipe::JobSpec> specs, std::int64_t max_parallel) {
         auto r = p.coord->submit(p.fellow, SubmitRequest{"t.toml", max_parallel, std::move(specs), std::nullopt, true});
         REQUIRE(r);
@@ -39,7 +42,7 @@ TEST_CASE("policy parity: the coordinator places what sched::schedule decides ov
     auto capped = submit({quarter_l4("a1"), quarter_l4("a2")}, 1);
     auto open = submit({quarter_l4("b1"), quarter_l4("b2"), quarter_l4("b3")}, 0);
     // An H100 box is there at submit and gone (no heartbeat) when the pass runs.
-    auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "e2").value();
+    auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e2").value();
     api::Inventory h100_box = l4_box();
     h100_box.gpus[0].model = "H100";
     REQUIRE(p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "h100-box", h100_box));
@@ -76,7 +79,7 @@ TEST_CASE("policy parity: the coordinator places what sched::schedule decides ov
     std::vector<sched::JobRequest> queued;
     for (const auto* sweep : {&capped, &open, &unknown}) {
         for (JobId id : sweep->jobs) {
-            auto spec = p.coord->job(p.admin, id).value();
+            auto spec = read_job(*p.coord, p.admin, id).value();
             auto r = sched::make_request(id, TeamId(1), spec.spec, spec.created_at / 1000, view.models);
             r.sweep = sweep->sweep_id;
             queued.push_back(r);
@@ -94,7 +97,7 @@ TEST_CASE("policy parity: the coordinator places what sched::schedule decides ov
     std::map<sched::Gate, int> gates;
     for (const auto& wj : d.waiting) {
         ++gates[wj.gate];
-        const std::string reason = p.coord->waiting_reason(wj.job);
+        const std::string reason = waiting_reason(*p.coord, wj.job);
         switch (wj.gate) {
         case sched::Gate::team_credits:
             CHECK_THAT(reason, Catch::StartsWith("waiting for credits: team `fellows` can hold"));

@@ -4,6 +4,8 @@
 // passes, starts, exits, faults, cancels, pauses, drains, failing GPUs, changed inventories, new
 // teams and owners' terms naming them, tokens made and revoked, silent workers, expired leases,
 // preemption, restarts) and after every step each must be the same as its rebuild.
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/coordinator/pool_view.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
@@ -64,7 +66,8 @@ public:
         const std::vector<api::Inventory> boxes = {box({"NVIDIA A100", "NVIDIA L4"}), box({}, 2),
                                                    box({"NVIDIA H100"}, 1)};
         for (std::size_t i = 0; i < boxes.size(); ++i) {
-            auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "e" + std::to_string(i)).value();
+            auto enroll =
+                create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e" + std::to_string(i)).value();
             auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(),
                                                 "box-" + std::to_string(i), boxes[i]);
             REQUIRE(reg.has_value());
@@ -134,7 +137,7 @@ public:
         case 5: {
             const std::int64_t jobs = static_cast<std::int64_t>(p.coord->job_book().jobs().size());
             if (jobs > 0) {
-                (void)p.coord->cancel_job(p.fellow, JobId(1 + pick(jobs)));
+                (void)cancel_job(*p.coord, p.fellow, JobId(1 + pick(jobs)));
             }
             return "cancel";
         }
@@ -154,7 +157,7 @@ public:
         case 9: {
             // A new team, and an owner whose terms name it (terms resolve team names to ids).
             const std::string name = "t" + std::to_string(++teams);
-            (void)p.coord->create_team(p.admin, name, 1 + pick(3));
+            (void)create_team(*p.coord, p.admin, name, 1 + pick(3));
             api::Heartbeat beat;
             beat.running = w.running;
             if (pick(3) != 0) {
@@ -165,15 +168,15 @@ public:
             return "team and terms";
         }
         case 10: {
-            auto t = p.coord->create_token(p.admin, store::Role::member, "fellows", "m" + std::to_string(pick(3)));
+            auto t = create_token(*p.coord, p.admin, store::Role::member, "fellows", "m" + std::to_string(pick(3)));
             if (t && pick(2) == 0) {
-                (void)p.coord->revoke_token(p.admin, t->id);
+                (void)revoke_token(*p.coord, p.admin, t->id);
             }
             return "token";
         }
         case 11: {
-            (void)p.coord->set_worker_state(p.admin, *w.who.worker,
-                                            pick(2) == 0 ? store::WorkerState::draining : store::WorkerState::active);
+            (void)set_worker_state(*p.coord, p.admin, *w.who.worker,
+                                   pick(2) == 0 ? store::WorkerState::draining : store::WorkerState::active);
             return "drain or activate";
         }
         default: {

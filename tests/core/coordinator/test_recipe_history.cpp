@@ -1,4 +1,6 @@
-// Coordinator::recipe_history: the pool's runs of a shared-repository recipe, for `recipe list`.
+// recipe_history (credit_ops.hpp): the pool's runs of a shared-repository recipe, for `recipe list`.
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -29,7 +31,7 @@ store::AttemptRecord run(CreditPool& p, JobId job, std::int64_t minutes, int exi
 TEST_CASE("recipe history: the median runtime and cost of a repository recipe's successful runs, by repo and name",
           "[coordinator]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
     const std::string repo = "https://example.org/recipes";
     auto a1 = run(p, p.submit(from_repo("e1", "toy-eval", repo)), 10, 0);
     auto a2 = run(p, p.submit(from_repo("e2", "toy-eval", repo)), 30, 0);
@@ -37,29 +39,29 @@ TEST_CASE("recipe history: the median runtime and cost of a repository recipe's 
     run(p, p.submit(from_repo("o1", "toy-eval", "https://example.org/fork")), 90, 0); // another repository
     run(p, p.submit(half_l4("local")), 70, 0);                                        // from a file
 
-    auto h = p.coord->recipe_history(p.fellow, {{"toy-eval", repo, ""}, {"probe", repo, ""}});
+    auto h = recipe_history(*p.coord, p.fellow, {{"toy-eval", repo, ""}, {"probe", repo, ""}});
     REQUIRE(h.size() == 2);
     CHECK(h[0].recipe.recipe == "toy-eval");
     CHECK(h[0].runs == 2);
     CHECK(h[0].median_runtime_s == 20 * 60); // runs of 10 and 30 minutes
-    const std::int64_t c1 = p.coord->cost_micro(a1);
-    const std::int64_t c2 = p.coord->cost_micro(a2);
+    const std::int64_t c1 = p.coord->credit_desk().cost_micro(a1, p.coord->now_ms());
+    const std::int64_t c2 = p.coord->credit_desk().cost_micro(a2, p.coord->now_ms());
     CHECK(c1 == k_credit / 12); // 0.5 GPU x 1 credit/h x 10 min
     CHECK(h[0].median_cost_micro == (c1 + c2 + 1) / 2);
     CHECK(h[1].runs == 0);
     CHECK(h[1].median_runtime_s == 0);
     // History survives a restart: it is rebuilt from the stored jobs and attempts.
     REQUIRE(p.restart());
-    CHECK(p.coord->recipe_history(p.fellow, {{"toy-eval", repo, ""}})[0].runs == 2);
+    CHECK(recipe_history(*p.coord, p.fellow, {{"toy-eval", repo, ""}})[0].runs == 2);
 }
 
 TEST_CASE("estimates: a recipe file's past successful runs give its median runtime, kept as runs end and after a "
           "restart",
           "[coordinator][estimate]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
     const auto runs_of = [&](const std::string& source) {
-        auto est = p.coord->estimate(p.fellow, source, {half_l4("next")}, std::nullopt);
+        auto est = estimate_cost(*p.coord, p.fellow, source, {half_l4("next")}, std::nullopt);
         REQUIRE(est);
         REQUIRE(est->jobs.size() == 1);
         return std::pair{est->jobs[0].history_runs, est->jobs[0].runtime_s};
@@ -78,16 +80,17 @@ TEST_CASE("estimates: a recipe file's past successful runs give its median runti
 TEST_CASE("recipe history: a member counts its own team's runs, and every team's for the pool's public repositories",
           "[coordinator][recipes][security]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, "fellowship"));
     const std::string community = "https://example.org/community-recipes";
     const std::string mine = "/home/fellow/recipes";
     run(p, p.submit(from_repo("c", "toy-eval", community)), 10, 0);
     run(p, p.submit(from_repo("m", "my-probe", mine)), 10, 0);
     const Principal owner_member =
-        p.coord->authenticate(p.coord->create_token(p.admin, store::Role::member, "owners", "o").value().secret).value();
+        p.coord->authenticate(create_token(*p.coord, p.admin, store::Role::member, "owners", "o").value().secret)
+            .value();
     const std::vector<recipe::Origin> asked{{"toy-eval", community, ""}, {"my-probe", mine, ""}};
     auto runs = [&](const Principal& who) {
-        auto h = p.coord->recipe_history(who, asked);
+        auto h = recipe_history(*p.coord, who, asked);
         REQUIRE(h.size() == 2);
         return std::pair{h[0].runs, h[1].runs};
     };

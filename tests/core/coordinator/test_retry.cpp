@@ -1,5 +1,8 @@
 // `gpupool retry` in the coordinator: failed or cancelled jobs queued again as the same jobs, with a
 // new run of attempts, refused as a submission would be (real coordinator, SQLite file, manual clock).
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/util/sha256.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
@@ -40,14 +43,14 @@ AttemptId run_once(CreditPool& p, std::int64_t exit_code) {
 }
 
 JobState state_of(CreditPool& p, JobId id) {
-    return p.coord->job(p.admin, id).value().state;
+    return read_job(*p.coord, p.admin, id).value().state;
 }
 
 } // namespace
 
 TEST_CASE("retry: a failed job runs again as the same job, its first attempt kept", "[coordinator][retry]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const JobId job = p.submit(half_l4("flaky"));
     const AttemptId first = run_once(p, 1);
     REQUIRE(state_of(p, job) == JobState::failed);
@@ -57,7 +60,7 @@ TEST_CASE("retry: a failed job runs again as the same job, its first attempt kep
     REQUIRE(r->jobs.size() == 1);
     CHECK(r->jobs[0].id == job);
     CHECK(r->jobs[0].retry == 1);
-    auto queued = p.coord->job(p.fellow, job).value();
+    auto queued = read_job(*p.coord, p.fellow, job).value();
     CHECK(queued.state == JobState::queued);
     CHECK(queued.retries == 1);
     CHECK_FALSE(queued.finished_at);
@@ -78,14 +81,14 @@ TEST_CASE("retry: a failed job runs again as the same job, its first attempt kep
 
     // Durable: the retry count and each attempt's run come back after a restart.
     REQUIRE(p.restart());
-    CHECK(p.coord->job(p.fellow, job).value().retries == 1);
+    CHECK(read_job(*p.coord, p.fellow, job).value().retries == 1);
     CHECK(p.coord->job_book().attempts_of(job).at(1).retry == 1);
     CHECK_FALSE(p.coord->pool_view_drift().has_value());
 }
 
 TEST_CASE("retry: a retried job has retry.max_attempts again for its new run", "[coordinator][retry]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     auto spec = half_l4("lossy");
     spec.retry.max_attempts = 2;
     const JobId job = p.submit(spec);
@@ -105,12 +108,12 @@ TEST_CASE("retry: a retried job has retry.max_attempts again for its new run", "
     CHECK(state_of(p, job) == JobState::queued);
     lose();
     CHECK(state_of(p, job) == JobState::failed);
-    CHECK(p.coord->job(p.fellow, job).value().attempts == 4);
+    CHECK(read_job(*p.coord, p.fellow, job).value().attempts == 4);
 }
 
 TEST_CASE("retry: only failed or cancelled jobs, each refused with the reason", "[coordinator][retry]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const JobId failed = p.submit(half_l4("failed"));
     run_once(p, 3);
     const JobId done = p.submit(half_l4("done"));
@@ -133,7 +136,7 @@ TEST_CASE("retry: only failed or cancelled jobs, each refused with the reason", 
     CHECK_THAT(r.error().message, Catch::Contains("succeeded: only failed or cancelled jobs are retried"));
 
     // A cancelled job is retried too.
-    REQUIRE(p.coord->cancel_job(p.fellow, queued));
+    REQUIRE(cancel_job(*p.coord, p.fellow, queued));
     r = p.coord->retry(p.fellow, jobs_retry({queued, failed}));
     REQUIRE(r);
     CHECK(r->jobs.size() == 2);
@@ -143,11 +146,11 @@ TEST_CASE("retry: only failed or cancelled jobs, each refused with the reason", 
 
 TEST_CASE("retry: only the job's own team and admins", "[coordinator][retry]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const JobId job = p.submit(half_l4("mine"));
     run_once(p, 1);
     const Principal owner =
-        p.coord->authenticate(p.coord->create_token(p.admin, store::Role::member, "owners", "o").value().secret)
+        p.coord->authenticate(create_token(*p.coord, p.admin, store::Role::member, "owners", "o").value().secret)
             .value();
 
     // Another team's job is not found (ids are not a side channel), nor its sweep.
@@ -155,7 +158,7 @@ TEST_CASE("retry: only the job's own team and admins", "[coordinator][retry]") {
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::not_found);
     CHECK_THAT(r.error().message, Catch::Contains("no job " + std::to_string(job.value())));
-    const SweepId sweep = p.coord->job(p.admin, job).value().sweep_id;
+    const SweepId sweep = read_job(*p.coord, p.admin, job).value().sweep_id;
     r = p.coord->retry(owner, sweep_retry(sweep));
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::not_found);
@@ -171,12 +174,12 @@ TEST_CASE("retry: only the job's own team and admins", "[coordinator][retry]") {
 
 TEST_CASE("retry: priced and held to the budgets as a submission of the same jobs", "[coordinator][retry]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const JobId job = p.submit(half_l4("costly"));
     run_once(p, 1);
     // The team may spend 0.1 credits a day; the job is estimated at 0.5 (half an L4 for an hour).
     BudgetChange change{"fellows", "", CapChange::set(k_credit / 10), CapChange::keep()};
-    REQUIRE(p.coord->change_budget(p.admin, change));
+    REQUIRE(change_budget(*p.coord, p.admin, change));
     auto submitted =
         p.coord->submit(p.fellow, SubmitRequest{"train.toml", 0, {half_l4("costly")}, std::nullopt, false});
     REQUIRE_FALSE(submitted);
@@ -196,17 +199,17 @@ TEST_CASE("retry: priced and held to the budgets as a submission of the same job
     REQUIRE(p.coord->retry(p.fellow, unfunded));
     CHECK(state_of(p, job) == JobState::queued);
     CHECK_FALSE(p.place_and_start());
-    CHECK_THAT(p.coord->waiting_reason(job), Catch::Contains("budget"));
+    CHECK_THAT(waiting_reason(*p.coord, job), Catch::Contains("budget"));
 }
 
 TEST_CASE("retry: a sweep's failed jobs by default, its cancelled ones when asked", "[coordinator][retry]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     auto sub = p.coord->submit(
         p.fellow, SubmitRequest{"sweep.toml", 0, {half_l4("s0"), half_l4("s1"), half_l4("s2")}, std::nullopt, false});
     REQUIRE(sub);
     const auto& ids = sub->jobs;
-    REQUIRE(p.coord->cancel_job(p.fellow, ids[2]));
+    REQUIRE(cancel_job(*p.coord, p.fellow, ids[2]));
     run_once(p, 0); // s0 succeeds
     run_once(p, 1); // s1 fails
 
@@ -231,7 +234,7 @@ TEST_CASE("retry: a sweep's failed jobs by default, its cancelled ones when aske
 
 TEST_CASE("retry: the same idempotency key again gets the same retry back", "[coordinator][retry]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const JobId job = p.submit(half_l4("once"));
     run_once(p, 1);
     auto first = p.coord->retry(p.fellow, jobs_retry({job}, "retry-abc"));
@@ -239,7 +242,7 @@ TEST_CASE("retry: the same idempotency key again gets the same retry back", "[co
     auto again = p.coord->retry(p.fellow, jobs_retry({job}, "retry-abc"));
     REQUIRE(again);
     CHECK(*again == *first);
-    CHECK(p.coord->job(p.fellow, job).value().retries == 1);
+    CHECK(read_job(*p.coord, p.fellow, job).value().retries == 1);
     // A new key is a new retry: refused, the job is queued.
     CHECK_FALSE(p.coord->retry(p.fellow, jobs_retry({job}, "retry-def")));
     // The key survives a restart.
@@ -252,7 +255,7 @@ TEST_CASE("retry: the same idempotency key again gets the same retry back", "[co
 
 TEST_CASE("retry: a job whose inputs archive is gone is refused, naming it", "[coordinator][retry]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const auto file = p.dir.path() / "inputs.tar";
     std::ofstream(file) << "inputs";
     const std::string sha = util::sha256_hex("inputs");

@@ -1,7 +1,10 @@
 // The coordinator's side of shared GPUs, on a real SQLite file and a manual clock: the idle timeout
 // each assignment carries, a download in progress shown as the job's reason, no fractional jobs on
 // GPUs that enforce nothing when the pool says so, and jobs placed where their models are cached.
+#include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "core/store/sqlite_store.hpp"
 #include "tests/support.hpp"
 
@@ -47,15 +50,16 @@ struct Pool {
         db = store::SqliteStore::open(dir.path() / "pool.db").value();
         coord = std::make_unique<Coordinator>(*db, clock, options);
         REQUIRE(coord->start());
-        admin = coord->authenticate(coord->init_admin().value().secret).value();
-        REQUIRE(coord->create_team(admin, "fellows", 1));
-        REQUIRE(coord->create_team(admin, "owners", 1));
-        REQUIRE(coord->grant(admin, "fellows", 1'000'000 * credits::k_micro_per_credit, std::nullopt, "test"));
-        member = coord->authenticate(coord->create_token(admin, store::Role::member, "fellows", "m").value().secret).value();
+        admin = coord->authenticate(init_admin(*coord).value().secret).value();
+        REQUIRE(create_team(*coord, admin, "fellows", 1));
+        REQUIRE(create_team(*coord, admin, "owners", 1));
+        REQUIRE(grant_credits(*coord, admin, "fellows", 1'000'000 * credits::k_micro_per_credit, std::nullopt, "test"));
+        member = coord->authenticate(create_token(*coord, admin, store::Role::member, "fellows", "m").value().secret)
+                     .value();
     }
 
     Principal add_worker(const std::string& name, const api::Inventory& inv) {
-        auto enroll = coord->create_token(admin, store::Role::enroll, "owners", "enroll").value();
+        auto enroll = create_token(*coord, admin, store::Role::enroll, "owners", "enroll").value();
         auto reg = coord->register_worker(coord->authenticate(enroll.secret).value(), name, inv);
         REQUIRE(reg);
         return coord->authenticate(reg->secret).value();
@@ -68,7 +72,7 @@ struct Pool {
         return res->jobs.at(0);
     }
 
-    store::JobRecord job(JobId id) { return coord->job(admin, id).value(); }
+    store::JobRecord job(JobId id) { return read_job(*coord, admin, id).value(); }
 };
 
 } // namespace
@@ -108,18 +112,18 @@ TEST_CASE("coordinator: a download in progress is the job's reason until it star
     beat.running = {as[0].attempt};
     beat.fetching = {{as[0].attempt, 3'200'000'000, 14'000'000'000}};
     REQUIRE(p.coord->receive_heartbeat(w, beat));
-    CHECK(p.coord->shown_reason(p.job(id)) == "fetching weights (3.2 of 14.0 GB)");
+    CHECK(shown_reason(*p.coord, p.job(id)) == "fetching weights (3.2 of 14.0 GB)");
     // Another worker cannot speak for this attempt.
     const auto other = p.add_worker("other", one_gpu("watchdog"));
     api::Heartbeat lie;
     lie.fetching = {{as[0].attempt, 1, 2}};
     REQUIRE(p.coord->receive_heartbeat(other, lie));
-    CHECK(p.coord->shown_reason(p.job(id)) == "fetching weights (3.2 of 14.0 GB)");
+    CHECK(shown_reason(*p.coord, p.job(id)) == "fetching weights (3.2 of 14.0 GB)");
     beat.fetching = {{as[0].attempt, 0, 0}};
     REQUIRE(p.coord->receive_heartbeat(w, beat));
-    CHECK(p.coord->shown_reason(p.job(id)) == "fetching weights (0.0 of ? GB)");
+    CHECK(shown_reason(*p.coord, p.job(id)) == "fetching weights (0.0 of ? GB)");
     REQUIRE(p.coord->start_attempt(w, as[0].attempt));
-    CHECK_THAT(p.coord->shown_reason(p.job(id)), Catch::StartsWith("running on worker"));
+    CHECK_THAT(shown_reason(*p.coord, p.job(id)), Catch::StartsWith("running on worker"));
 }
 
 TEST_CASE("coordinator: GPUs that enforce nothing take whole-GPU jobs only, when the pool says so",

@@ -2,6 +2,9 @@
 // results: the teams get their credits back, the jobs run again (issue: security, "a worker is
 // trusted for everything it reports"). A real coordinator on a SQLite file with a manual clock,
 // then the CLI against a real server.
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 
@@ -26,11 +29,13 @@ AttemptId run_for(CreditPool& p, std::int64_t minutes, std::int64_t exit_code = 
     return *attempt;
 }
 
-std::int64_t settling(const CreditPool& p) { return p.coord->ledger().balance(Account::settling_of(2)); }
+std::int64_t settling(const CreditPool& p) {
+    return p.coord->credit_desk().ledger().balance(Account::settling_of(2));
+}
 
 // A second worker for the owners, registered with a fresh enrollment token.
 Principal second_worker(CreditPool& p) {
-    auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "e2").value();
+    auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e2").value();
     auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "l4-box-2", l4_box());
     REQUIRE(reg);
     return p.coord->authenticate(reg->secret).value();
@@ -41,21 +46,21 @@ Principal second_worker(CreditPool& p) {
 TEST_CASE("voiding: an owner's earnings settle for the pool's period, survive a restart, then are paid out",
           "[credits][coordinator][security]") {
     CreditPool p(true, 100'000, 24 * k_hour_ms); // 10% fee, a day to settle
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     p.submit(half_l4("train"));
     run_for(p, 30); // 0.5 GPU x 0.5 h x 1 credit/h = 0.25: 0.225 to the owners, 0.025 fee
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 4);
     CHECK(p.balance("owners") == 0);
     CHECK(settling(p) == k_credit / 4 - k_credit / 40);
-    auto view = p.coord->credits_of(p.admin, std::string("owners")).value();
+    auto view = credits_of(*p.coord, p.admin, std::string("owners")).value();
     CHECK(view.settling_micro == settling(p));
     CHECK(view.balance_micro == 0);
     // The owner sees it with its worker's own token (`gpupool worker status`), and only its own team.
-    auto own = p.coord->credits_of(p.owner_worker, std::nullopt);
+    auto own = credits_of(*p.coord, p.owner_worker, std::nullopt);
     REQUIRE(own);
     CHECK(own->name == "owners");
     CHECK(own->settling_micro == settling(p));
-    CHECK(p.coord->credits_of(p.owner_worker, std::string("fellows")).error().code == ErrorCode::forbidden);
+    CHECK(credits_of(*p.coord, p.owner_worker, std::string("fellows")).error().code == ErrorCode::forbidden);
 
     p.clock.advance_ms(24 * k_hour_ms - 1); // a millisecond short of the period (from the charge)
     p.coord->tick();
@@ -70,7 +75,7 @@ TEST_CASE("voiding: an owner's earnings settle for the pool's period, survive a 
     CHECK(p.balance("owners") == k_credit / 4 - k_credit / 40);
     REQUIRE(p.restart());
     CHECK(p.balance("owners") == k_credit / 4 - k_credit / 40);
-    auto report = p.coord->report(p.admin, 0).value();
+    auto report = pool_report(*p.coord, p.admin, 0).value();
     CHECK(report.settling_micro == 0);
     p.check_books();
 }
@@ -78,7 +83,7 @@ TEST_CASE("voiding: an owner's earnings settle for the pool's period, survive a 
 TEST_CASE("voiding: a banned worker's results since T are refunded from settling and their jobs run again",
           "[credits][coordinator][security]") {
     CreditPool p(true, 100'000, 24 * k_hour_ms);
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     const JobId early = p.submit(half_l4("early"));
     const AttemptId early_attempt = run_for(p, 30);
     p.clock.advance_ms(k_hour_ms);
@@ -93,8 +98,8 @@ TEST_CASE("voiding: a banned worker's results since T are refunded from settling
     const std::int64_t fellows_before = p.balance("fellows");
 
     // A member may not void; an admin bans and voids from `since`.
-    CHECK(p.coord->ban_worker(p.fellow, p.owner_worker.worker.value(), since).error().code == ErrorCode::forbidden);
-    auto voided = p.coord->ban_worker(p.admin, *p.owner_worker.worker, since);
+    CHECK(ban_worker(*p.coord, p.fellow, p.owner_worker.worker.value(), since).error().code == ErrorCode::forbidden);
+    auto voided = ban_worker(*p.coord, p.admin, *p.owner_worker.worker, since);
     REQUIRE(voided);
     CHECK(voided->attempts == std::vector<AttemptId>{attempt}); // not the earlier one, not the live one
     CHECK(voided->requeued == std::vector<JobId>{job});
@@ -103,10 +108,10 @@ TEST_CASE("voiding: a banned worker's results since T are refunded from settling
     // (nothing charged) and its whole hold released.
     CHECK(p.balance("fellows") == fellows_before + k_credit / 4 + k_credit / 2);
     CHECK(settling(p) == k_credit / 4 - k_credit / 40); // the early job's earnings, still settling
-    CHECK(p.coord->ledger().balance(Account::pool_fee()) == k_credit / 40);
+    CHECK(p.coord->credit_desk().ledger().balance(Account::pool_fee()) == k_credit / 40);
 
     for (int round = 0; round < 2; ++round) { // and after a restart
-        auto j = p.coord->job(p.fellow, job).value();
+        auto j = read_job(*p.coord, p.fellow, job).value();
         CHECK(j.state == JobState::queued);
         CHECK_THAT(j.reason, Catch::Contains("voided") && Catch::Contains("queued to run again"));
         CHECK_FALSE(j.finished_at);
@@ -114,8 +119,8 @@ TEST_CASE("voiding: a banned worker's results since T are refunded from settling
         REQUIRE(history.size() == 1);
         CHECK(history[0].voided_at == p.clock.now_ms());
         CHECK(history[0].state == AttemptState::succeeded); // what the worker said, kept
-        CHECK(p.coord->cost_micro(history[0]) == 0);
-        CHECK(p.coord->job(p.fellow, early).value().state == JobState::succeeded);
+        CHECK(p.coord->credit_desk().cost_micro(history[0], p.coord->now_ms()) == 0);
+        CHECK(read_job(*p.coord, p.fellow, early).value().state == JobState::succeeded);
         CHECK_FALSE(p.coord->job_book().attempts_of(early).front().voided_at);
         CHECK(p.coord->job_book().attempts_of(running).back().id == live);
         CHECK(p.coord->job_book().attempts_of(running).back().state == AttemptState::lost);
@@ -125,7 +130,7 @@ TEST_CASE("voiding: a banned worker's results since T are refunded from settling
         CHECK_THAT(out.error().message, Catch::Contains("voided"));
         REQUIRE(p.restart());
     }
-    auto report = p.coord->report(p.admin, 0).value();
+    auto report = pool_report(*p.coord, p.admin, 0).value();
     CHECK(report.workers.front().voided == 1);
     const auto& fellows = report.teams.front();
     CHECK(fellows.refunded_micro == k_credit / 4);
@@ -143,10 +148,10 @@ TEST_CASE("voiding: a banned worker's results since T are refunded from settling
     REQUIRE(again != assigned.end());
     REQUIRE(p.coord->start_attempt(honest, again->attempt));
     REQUIRE(p.coord->complete_attempt(honest, again->attempt, std::nullopt, "gpu fell off", Outcome::worker_fault));
-    CHECK(p.coord->job(p.fellow, job).value().state == JobState::queued);
+    CHECK(read_job(*p.coord, p.fellow, job).value().state == JobState::queued);
 
     // Banning again with the same time voids nothing more.
-    auto twice = p.coord->ban_worker(p.admin, *p.owner_worker.worker, since);
+    auto twice = ban_worker(*p.coord, p.admin, *p.owner_worker.worker, since);
     REQUIRE(twice);
     CHECK(twice->attempts.empty());
     p.check_books();
@@ -155,20 +160,20 @@ TEST_CASE("voiding: a banned worker's results since T are refunded from settling
 TEST_CASE("voiding: earnings already paid out are clawed back from the owner's balance",
           "[credits][coordinator][security]") {
     CreditPool p(true, 0, k_hour_ms);
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     const JobId job = p.submit(half_l4("train"));
     run_for(p, 30, 3); // failed, exit 3: charged all the same
-    CHECK(p.coord->job(p.fellow, job).value().state == JobState::failed);
+    CHECK(read_job(*p.coord, p.fellow, job).value().state == JobState::failed);
     p.clock.advance_ms(2 * k_hour_ms);
     p.coord->tick();
     CHECK(p.balance("owners") == k_credit / 4);
-    auto voided = p.coord->ban_worker(p.admin, *p.owner_worker.worker, 0);
+    auto voided = ban_worker(*p.coord, p.admin, *p.owner_worker.worker, 0);
     REQUIRE(voided);
     CHECK(voided->refunded_micro == k_credit / 4);
     CHECK(voided->requeued == std::vector<JobId>{job}); // a failure it reported is not trusted either
     CHECK(p.balance("owners") == 0);
     CHECK(p.balance("fellows") == 10 * k_credit);
-    auto movements = p.coord->credits_of(p.admin, std::string("owners")).value().movements;
+    auto movements = credits_of(*p.coord, p.admin, std::string("owners")).value().movements;
     REQUIRE_FALSE(movements.empty());
     CHECK(movements.front().reason == credits::EntryReason::refund);
     CHECK_THAT(movements.front().note, Catch::Contains("worker 1 was banned"));
@@ -178,17 +183,17 @@ TEST_CASE("voiding: earnings already paid out are clawed back from the owner's b
 TEST_CASE("voiding: without a settling period earnings are paid at once, and a plain ban voids nothing",
           "[credits][coordinator][security]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     const JobId job = p.submit(half_l4("train"));
     run_for(p, 30);
     CHECK(p.balance("owners") == k_credit / 4);
     CHECK(settling(p) == 0);
-    auto banned = p.coord->ban_worker(p.admin, *p.owner_worker.worker, std::nullopt);
+    auto banned = ban_worker(*p.coord, p.admin, *p.owner_worker.worker, std::nullopt);
     REQUIRE(banned);
     CHECK(banned->attempts.empty());
-    CHECK(p.coord->job(p.fellow, job).value().state == JobState::succeeded);
+    CHECK(read_job(*p.coord, p.fellow, job).value().state == JobState::succeeded);
     CHECK(p.balance("owners") == k_credit / 4);
-    CHECK(p.coord->ban_worker(p.admin, WorkerId(99), 0).error().code == ErrorCode::not_found);
+    CHECK(ban_worker(*p.coord, p.admin, WorkerId(99), 0).error().code == ErrorCode::not_found);
 }
 
 TEST_CASE("voiding through the CLI: admin ban --void-since, then status shows the voided attempt",

@@ -1,6 +1,8 @@
 // One worker's earnings for its owner (core/coordinator/worker_earnings.hpp): summed per worker from
 // the ledger over UTC days and weeks, and readable only by the worker, its team and admins. The
 // route itself (GET /v1/workers/{id}/earnings) runs on a real service in test_service-style below.
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/worker_earnings.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
@@ -53,20 +55,20 @@ TEST_CASE("worker earnings: UTC days start at midnight and weeks on Monday, befo
 TEST_CASE("worker earnings: each worker's own today, this week and all time, not its team's",
           "[credits][coordinator]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, "fellowship"));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, "fellowship"));
     const Principal first = p.owner_worker;
     earn(p, first, k_fri_1200); // last week
     earn(p, first, k_mon_0900); // this week, not today
     earn(p, first, k_wed_1000); // today
     // A second machine of the same owners earns today too, while the first is drained.
-    auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "e2").value();
+    auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e2").value();
     auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "second-box", l4_box()).value();
     const Principal second = p.coord->authenticate(reg.secret).value();
-    REQUIRE(p.coord->set_worker_state(p.admin, *first.worker, store::WorkerState::draining));
+    REQUIRE(set_worker_state(*p.coord, p.admin, *first.worker, store::WorkerState::draining));
     earn(p, second, k_wed_1000 + 60 * k_minute);
 
     p.clock.set_ms(k_wed_1000 + 2 * 60 * k_minute);
-    auto e = p.coord->worker_earnings(first, *first.worker);
+    auto e = worker_earnings(*p.coord, first, *first.worker);
     REQUIRE(e);
     CHECK(e->name == "l4-box");
     CHECK(e->team_name == "owners");
@@ -78,7 +80,7 @@ TEST_CASE("worker earnings: each worker's own today, this week and all time, not
     CHECK(e->total_micro == 3 * k_credit / 4);
     CHECK(e->attempts == 3);
     CHECK(e->settling_micro == 0);
-    auto s = p.coord->worker_earnings(p.admin, *second.worker);
+    auto s = worker_earnings(*p.coord, p.admin, *second.worker);
     REQUIRE(s);
     CHECK(s->today_micro == k_credit / 4);
     CHECK(s->total_micro == k_credit / 4);
@@ -87,28 +89,28 @@ TEST_CASE("worker earnings: each worker's own today, this week and all time, not
 
     // Another worker, the paying team's member, or a worker asking about its sibling: no such worker.
     for (const Principal* who : std::initializer_list<const Principal*>{&p.fellow, &second}) {
-        auto denied = p.coord->worker_earnings(*who, *first.worker);
+        auto denied = worker_earnings(*p.coord, *who, *first.worker);
         REQUIRE_FALSE(denied);
         CHECK(denied.error().code == ErrorCode::not_found);
     }
-    CHECK_FALSE(p.coord->worker_earnings(p.admin, WorkerId(999)));
+    CHECK_FALSE(worker_earnings(*p.coord, p.admin, WorkerId(999)));
 }
 
 TEST_CASE("worker earnings: a voided attempt's refund lowers the day it was made, the fee is not the owner's",
           "[credits][coordinator]") {
     CreditPool p(true, 100'000, 7 * 86'400'000); // a 10% fee, a week of settling
-    REQUIRE(p.coord->grant(p.admin, "fellows", 100 * k_credit, std::nullopt, "fellowship"));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, "fellowship"));
     earn(p, p.owner_worker, k_mon_0900);
     earn(p, p.owner_worker, k_wed_1000);
     p.clock.set_ms(k_wed_1000 + 60 * k_minute);
-    auto e = p.coord->worker_earnings(p.owner_worker, *p.owner_worker.worker).value();
+    auto e = worker_earnings(*p.coord, p.owner_worker, *p.owner_worker.worker).value();
     // shares: 0.25 charged per job, 0.025 of it the fee: 0.225 to the owners, still settling.
     CHECK(e.today_micro == 225'000);
     CHECK(e.total_micro == 450'000);
     CHECK(e.settling_micro == 450'000);
     // Banning it and voiding since Monday refunds both today.
-    REQUIRE(p.coord->ban_worker(p.admin, *p.owner_worker.worker, k_mon_0000));
-    e = p.coord->worker_earnings(p.admin, *p.owner_worker.worker).value();
+    REQUIRE(ban_worker(*p.coord, p.admin, *p.owner_worker.worker, k_mon_0000));
+    e = worker_earnings(*p.coord, p.admin, *p.owner_worker.worker).value();
     CHECK(e.total_micro == 0);
     CHECK(e.week_micro == 0);
     CHECK(e.today_micro == 225'000 - 450'000);

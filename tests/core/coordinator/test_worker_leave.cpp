@@ -1,6 +1,9 @@
 // One behaviour for the ends that are nobody's fault but the job's or nobody's at all (issue 41): a
 // worker that leaves cleanly (Coordinator::worker_left) and an image that cannot be had
 // (api::Outcome::image_unavailable). On a real coordinator (SQLite file, manual clock).
+#include "core/coordinator/admin_ops.hpp"
+#include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/job_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,7 +19,7 @@ namespace {
 
 // A second L4 worker of team "owners".
 Principal second_worker(CreditPool& p) {
-    auto enroll = p.coord->create_token(p.admin, store::Role::enroll, "owners", "e2").value();
+    auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e2").value();
     auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "l4-two", l4_box());
     REQUIRE(reg);
     return p.coord->authenticate(reg->secret).value();
@@ -27,7 +30,7 @@ Principal second_worker(CreditPool& p) {
 TEST_CASE("worker leaves: offline at once, its unstarted attempt queued again without using an attempt",
           "[coordinator][leave]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     auto spec = half_l4("placed on a worker that goes");
     spec.retry.max_attempts = 1; // a lost attempt would fail the job
     const auto job = p.submit(spec);
@@ -36,16 +39,16 @@ TEST_CASE("worker leaves: offline at once, its unstarted attempt queued again wi
     const auto assigned = p.coord->assignments(p.owner_worker).value();
     REQUIRE(assigned.size() == 1); // assigned, never started
     const WorkerId gone = *p.owner_worker.worker;
-    CHECK(p.coord->presence(gone) == "online");
+    CHECK(p.coord->roster().presence(gone, p.coord->now_ms()) == "online");
 
     const auto back = p.coord->worker_left(p.owner_worker);
     REQUIRE(back);
     CHECK(*back == std::vector<AttemptId>{assigned.front().attempt});
-    CHECK(p.coord->presence(gone) == "offline");
+    CHECK(p.coord->roster().presence(gone, p.coord->now_ms()) == "offline");
     const auto first = p.coord->job_book().attempts_of(job).back();
     CHECK(first.state == AttemptState::preempted);
     CHECK_THAT(first.reason, Catch::Contains("handed back unstarted") && Catch::Contains("left the pool"));
-    CHECK(p.coord->job(p.admin, job).value().state == JobState::queued);
+    CHECK(read_job(*p.coord, p.admin, job).value().state == JobState::queued);
     CHECK(p.balance("fellows") == 10 * k_credit); // the hold went back
 
     // Nothing more is placed on the worker that left; the job goes to the next worker and still has
@@ -61,23 +64,23 @@ TEST_CASE("worker leaves: offline at once, its unstarted attempt queued again wi
     REQUIRE(p.coord->start_attempt(other, moved.front().attempt));
     p.clock.advance_ms(60'000);
     REQUIRE(p.coord->complete_attempt(other, moved.front().attempt, 0, ""));
-    CHECK(p.coord->job(p.admin, job).value().state == JobState::succeeded);
+    CHECK(read_job(*p.coord, p.admin, job).value().state == JobState::succeeded);
 
     // Not on the owner's record: neither a failure nor an owner's preemption.
-    const auto report = p.coord->report(p.admin, 0).value();
+    const auto report = pool_report(*p.coord, p.admin, 0).value();
     for (const auto& w : report.workers) {
         CHECK(w.failures == 0);
         CHECK(w.owner_preempted == 0);
     }
     // Its next heartbeat brings it back.
     REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
-    CHECK(p.coord->presence(gone) == "online");
+    CHECK(p.coord->roster().presence(gone, p.coord->now_ms()) == "online");
     p.check_books();
 }
 
 TEST_CASE("worker leaves: a running attempt keeps its lease, only workers may leave", "[coordinator][leave]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     const auto job = p.submit(half_l4("running"));
     const auto attempt = p.place_and_start();
     REQUIRE(attempt);
@@ -91,7 +94,7 @@ TEST_CASE("worker leaves: a running attempt keeps its lease, only workers may le
 TEST_CASE("image unavailable: the job fails after one attempt with the engine's words, nobody is charged",
           "[coordinator][image]") {
     CreditPool p;
-    REQUIRE(p.coord->grant(p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
+    REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     auto spec = half_l4("no such image"); // retry.max_attempts 3
     const auto job = p.submit(spec);
     REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
@@ -105,14 +108,14 @@ TEST_CASE("image unavailable: the job fails after one attempt with the engine's 
     REQUIRE(attempts.size() == 1);
     CHECK(attempts.front().state == AttemptState::failed);
     CHECK(attempts.front().reason == "image unavailable: " + engine);
-    const auto j = p.coord->job(p.admin, job).value();
+    const auto j = read_job(*p.coord, p.admin, job).value();
     CHECK(j.state == JobState::failed); // not queued again: the same image fails everywhere
     CHECK_THAT(j.reason, Catch::Contains("manifest unknown"));
     p.coord->tick();
     CHECK(p.coord->assignments(p.owner_worker).value().empty());
     CHECK(p.balance("fellows") == 10 * k_credit);
     CHECK(p.balance("owners") == 0);
-    const auto report = p.coord->report(p.admin, 0).value();
+    const auto report = pool_report(*p.coord, p.admin, 0).value();
     REQUIRE(report.workers.size() == 1);
     CHECK(report.workers[0].attempts == 1);
     CHECK(report.workers[0].failures == 0);

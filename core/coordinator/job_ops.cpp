@@ -14,6 +14,27 @@ namespace gpupool::coordinator {
 using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
 
+namespace {
+
+// Cancels job `id` (not ended) in `changes`: its active attempt ends cancelled (and is settled), or
+// the job itself ends cancelled when none is running.
+void stage_cancel(const Coordinator& pool, JobId id, const std::string& reason, Changes& c) {
+    const JobBook& book = pool.job_book();
+    auto latest = book.latest_attempt().find(id);
+    if (latest != book.latest_attempt().end() && is_active(book.attempts().at(latest->second).state)) {
+        AttemptRecord a = book.attempts().at(latest->second);
+        end_attempt(pool, a, AttemptState::cancelled, std::nullopt, reason, c);
+        return;
+    }
+    JobRecord job = book.jobs().at(id);
+    job.state = JobState::cancelled;
+    job.reason = reason;
+    job.updated_at = job.finished_at.emplace(pool.now_ms());
+    c.jobs.push_back(std::move(job));
+}
+
+} // namespace
+
 Result<const JobRecord*> detail::visible_job(const Coordinator& pool, const Principal& who, JobId id) {
     auto it = pool.job_book().jobs().find(id);
     // A job of another team is reported as missing, not forbidden: ids are not a side channel.
@@ -99,23 +120,13 @@ Status cancel_job(Coordinator& pool, const Principal& who, JobId id) {
     if (!j) {
         return j.error();
     }
-    JobRecord job = **j;
+    const JobRecord& job = **j;
     if (is_terminal(job.state)) {
         return make_error(ErrorCode::conflict,
                           "job " + std::to_string(id.value()) + " has already " + to_string(job.state));
     }
     Changes c;
-    auto latest = pool.job_book().latest_attempt().find(id);
-    if (latest != pool.job_book().latest_attempt().end() &&
-        is_active(pool.job_book().attempts().at(latest->second).state)) {
-        AttemptRecord a = pool.job_book().attempts().at(latest->second);
-        end_attempt(pool, a, AttemptState::cancelled, std::nullopt, "cancelled by user", c);
-    } else {
-        job.state = JobState::cancelled;
-        job.reason = "cancelled by user";
-        job.updated_at = job.finished_at.emplace(pool.now_ms());
-        c.jobs.push_back(job);
-    }
+    stage_cancel(pool, id, "cancelled by user", c);
     return pool.commit(c);
 }
 
@@ -135,20 +146,8 @@ Result<std::int64_t> cancel_sweep(Coordinator& pool, const Principal& who, Sweep
         }
     }
     Changes c;
-    const std::int64_t now = pool.now_ms();
     for (JobId id : ids) {
-        auto latest = pool.job_book().latest_attempt().find(id);
-        if (latest != pool.job_book().latest_attempt().end() &&
-            is_active(pool.job_book().attempts().at(latest->second).state)) {
-            AttemptRecord a = pool.job_book().attempts().at(latest->second);
-            end_attempt(pool, a, AttemptState::cancelled, std::nullopt, "sweep cancelled by user", c);
-        } else {
-            JobRecord job = pool.job_book().jobs().at(id);
-            job.state = JobState::cancelled;
-            job.reason = "sweep cancelled by user";
-            job.updated_at = job.finished_at.emplace(now);
-            c.jobs.push_back(job);
-        }
+        stage_cancel(pool, id, "sweep cancelled by user", c);
     }
     if (auto st = pool.commit(c); !st) {
         return st.error();

@@ -173,9 +173,9 @@ std::vector<WorkerId> Coordinator::place(Changes& c) {
     } else {
         d = sched::schedule_in_place(in.view, in.queued, in.admission, m_options.policy, now / 1000);
     }
-    for (const auto& w : d.waiting) {
+    for (auto& w : d.waiting) { // the reasons move: the decisions are not read again for them
         const bool credits = w.gate == sched::Gate::team_credits || w.gate == sched::Gate::member_credits;
-        m_waiting[w.job] = credits ? credit_wait_reason(w, now) : w.reason;
+        m_waiting[w.job] = credits ? credit_wait_reason(w, now) : std::move(w.reason);
     }
     // Preemption: the victim's attempt ends now (its worker is told to stop in the next heartbeat)
     // and its job goes back to the queue (a preempted job is always re-queued); the preemptor is

@@ -121,7 +121,7 @@ def acknowledged(run_dir):
 
 
 def _journals(run_dir):
-    intents, ops = {}, []
+    intents, ops, begins = {}, [], []
     base = os.path.join(run_dir, "clients")
     for c in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         path = os.path.join(base, c, "journal.jsonl")
@@ -134,9 +134,11 @@ def _journals(run_dir):
                 continue  # the last line of a client killed while writing it
             if rec.get("phase") == "intent":
                 intents[rec["tag"]] = {"shape": rec["shape"], "t": rec["t"], "client": rec["client"]}
+            elif rec.get("phase") == "begin":
+                begins.append(rec)
             else:
                 ops.append(rec)
-    return intents, ops
+    return intents, ops, begins
 
 
 def _events(run_dir):
@@ -170,9 +172,9 @@ def collect_store(db_path):
         store["jobs"].append({"id": jid, "sweep_id": sid, "name": json.loads(spec).get("name", ""), "state": state,
                               "attempts": attempts, "retries": retries})
     for row in c.execute("SELECT id, job_id, worker_id, state, assigned_at, started_at, ended_at, exit_code, "
-                         "reason, price_micro_per_hour, voided_at FROM attempts ORDER BY id"):
+                         "reason, price_micro_per_hour, voided_at, retry FROM attempts ORDER BY id"):
         store["attempts"].append(dict(zip(("id", "job_id", "worker_id", "state", "assigned_at", "started_at",
-                                           "ended_at", "exit_code", "reason", "price", "voided_at"), row)))
+                                           "ended_at", "exit_code", "reason", "price", "voided_at", "retry"), row)))
     for row in c.execute("SELECT id, at, debit, credit, amount, reason, attempt_id, payer_team_id "
                          "FROM ledger_entries ORDER BY id"):
         store["ledger"].append(dict(zip(("id", "at", "debit", "credit", "amount", "reason", "attempt", "payer"), row)))
@@ -240,13 +242,13 @@ def collect_witness(run_dir):
 
 def collect(run_dir, args, t_load, t_load_end, api, probes, presence, leftovers, worker_exits, coord_clean,
             nonterminal, drained_s):
-    intents, ops = _journals(run_dir)
+    intents, ops, begins = _journals(run_dir)
     events, faults_done = _events(run_dir)
     tmp = os.path.join(run_dir, "tmp")
     return {
         "seed": args.seed, "minutes": args.minutes, "workers": args.workers, "clients": args.clients,
         "t_load": t_load, "t_load_end": t_load_end, "drained_s": drained_s, "nonterminal": nonterminal,
-        "intents": intents, "acks": acknowledged(run_dir), "client_ops": ops,
+        "intents": intents, "acks": acknowledged(run_dir), "client_ops": ops, "client_begins": begins,
         "events": events, "faults": faults_done, "probes": probes, "presence": presence,
         "api": api, "store": collect_store(os.path.join(run_dir, "coord", "pool.db")),
         "spools": collect_spools(run_dir),
@@ -392,6 +394,46 @@ def check(h):
     for op in h["client_ops"]:
         if op.get("op") == "fetch" and op.get("mismatch"):
             bad("outputs", f"client {op['client']} fetched {op['tag']}: {op['mismatch'][:3]}", tag=op["tag"])
+
+    # 4b. A cancel or a retry that was acknowledged took effect.
+    sweep_of = {j["id"]: j["sweep_id"] for j in store["jobs"]}
+    retry_begins = collections.defaultdict(list)  # sweep -> times a retry of it began
+    for b in h.get("client_begins", []):
+        if b.get("op") == "retry" and b.get("sweep") is not None:
+            retry_begins[b["sweep"]].append(b["t0"])
+    cancel_begins = collections.defaultdict(list)  # job or ("sweep", id) -> times a cancel of it began
+    for b in h.get("client_begins", []):
+        if b.get("op") == "cancel":
+            cancel_begins[b["job"] if b.get("job") is not None else ("sweep", b.get("sweep"))].append(b["t0"])
+    for op in h["client_ops"]:
+        if op.get("op") == "cancel" and op.get("rc") == 0:
+            if op.get("job") is not None:
+                targets = [op["job"]] if op["job"] in (op.get("answer") or {}).get("cancelled", [op["job"]]) else []
+            else:
+                targets = [j["id"] for j in jobs_by_sweep.get(op.get("sweep"), [])]
+            for jid in targets:
+                sid = sweep_of.get(jid)
+                if any(t >= op["t0"] for t in retry_begins.get(sid, [])):
+                    continue  # retried since: it may run again
+                late = [a for a in attempts_by_job.get(jid, []) if a["state"] in ("succeeded", "failed")
+                        and a["ended_at"] is not None and a["ended_at"] > op["t1"] * 1000]
+                for a in late:
+                    bad("cancel-honoured", f"job {jid}: cancel acknowledged at {op['t1']:.3f}, yet attempt {a['id']} "
+                        f"ended {a['state']} {a['ended_at'] / 1000 - op['t1']:.3f} s later (no retry since)",
+                        job=jid, attempt=a["id"], tag=op.get("tag"))
+        if op.get("op") == "retry" and op.get("rc") == 0:
+            for r in (op.get("answer") or {}).get("jobs", []):
+                jid, run = r.get("id"), r.get("retry")
+                if any(a["retry"] == run for a in attempts_by_job.get(jid, []) if "retry" in a):
+                    continue
+                if "retry" not in next(iter(store["attempts"]), {"retry": 0}):
+                    continue  # a history without the attempts' runs
+                cancelled_since = any(t >= op["t0"] for t in cancel_begins.get(jid, []) +
+                                      cancel_begins.get(("sweep", sweep_of.get(jid)), []))
+                if cancelled_since and jobs_by_id.get(jid, {}).get("state") == "cancelled":
+                    continue
+                bad("retry-honoured", f"job {jid}: retry {run} acknowledged at {op['t1']:.3f}, but no attempt of "
+                    f"that run (final state {jobs_by_id.get(jid, {}).get('state')})", job=jid, tag=op.get("tag"))
 
     # 5. The ledger: balanced after every entry, each attempt held/charged/released once, every
     #    hold of an ended attempt released, charges within what the attempt ran, no team overdrawn.
@@ -565,8 +607,13 @@ def table(h, violations):
     ops = collections.Counter((o.get("op"), o.get("rc") == 0) for o in h["client_ops"])
     row("client commands", ", ".join(f"{op} {ops[(op, True)]} ok/{ops[(op, False)]} not"
                                     for op in ("submit", "cancel", "retry", "fetch", "jobs")))
-    owner = collections.Counter(e["event"] for e in h["events"] if e["event"].startswith("owner-"))
-    row("owner actions", ", ".join(f"{k[6:]} {n}" for k, n in sorted(owner.items())) or "none")
+    owner = collections.Counter((e["event"][6:], e.get("rc") == 0) for e in h["events"]
+                                if e["event"] in ("owner-pause", "owner-resume"))
+    row("owner actions", ", ".join(f"{a} {owner[(a, True)]} ok/{owner[(a, False)]} refused"
+                                   for a in ("pause", "resume")))
+    late = [e for e in h["events"] if e["event"] == "owner-refused-but-applied"]
+    row("owner commands refused, applied later", f"{len(late)}" + (" (see the report: the worker answered "
+                                                                    "'busy: try again', then did it)" if late else ""))
     fk = collections.Counter(f["kind"] for f in h["faults"])
     row("faults injected", f"{sum(fk.values())}: " + ", ".join(f"{k} {n}" for k, n in sorted(fk.items())))
     during = [ms for t, ok, ms in h["probes"] if ok and in_fault(h, t)]
@@ -705,13 +752,13 @@ def synthetic_history():
     price = 36_000_000  # 10 micro per ms of runtime
     attempts = [
         {"id": 1, "job_id": 1, "worker_id": 1, "state": "succeeded", "assigned_at": ms(2), "started_at": ms(2.1),
-         "ended_at": ms(4.1), "exit_code": 0, "reason": "exited with status 0", "price": price, "voided_at": None},
+         "ended_at": ms(4.1), "exit_code": 0, "reason": "exited with status 0", "price": price, "voided_at": None, "retry": 0},
         {"id": 2, "job_id": 2, "worker_id": 2, "state": "lost", "assigned_at": ms(2), "started_at": ms(2.1),
-         "ended_at": ms(9), "exit_code": None, "reason": "lease expired", "price": price, "voided_at": None},
+         "ended_at": ms(9), "exit_code": None, "reason": "lease expired", "price": price, "voided_at": None, "retry": 0},
         {"id": 3, "job_id": 2, "worker_id": 1, "state": "succeeded", "assigned_at": ms(9.1), "started_at": ms(9.2),
-         "ended_at": ms(10.2), "exit_code": 0, "reason": "exited with status 0", "price": price, "voided_at": None},
+         "ended_at": ms(10.2), "exit_code": 0, "reason": "exited with status 0", "price": price, "voided_at": None, "retry": 0},
         {"id": 4, "job_id": 3, "worker_id": 1, "state": "succeeded", "assigned_at": ms(3), "started_at": ms(3.1),
-         "ended_at": ms(5.1), "exit_code": 0, "reason": "exited with status 0", "price": price, "voided_at": None},
+         "ended_at": ms(5.1), "exit_code": 0, "reason": "exited with status 0", "price": price, "voided_at": None, "retry": 0},
     ]
     ledger, n = [], 0
 
@@ -868,6 +915,21 @@ def doctor_wrong_attempt_outputs(h):
     h["api"]["attempt_txt"][str(j["id"])] = str(a["id"] + 1000)
 
 
+def doctor_cancel_ignored(h):
+    j, a = _succeeded(h)
+    t = a["ended_at"] / 1000
+    h["client_ops"].append({"op": "cancel", "rc": 0, "t0": t - 1.0, "t1": t - 0.9, "job": j["id"], "client": 0,
+                            "answer": {"cancelled": [j["id"]]}, "tag": workload.parse_job_name(j["name"])[0]})
+
+
+def doctor_retry_not_run(h):
+    j, a = _succeeded(h)
+    t = a["ended_at"] / 1000
+    h["client_ops"].append({"op": "retry", "rc": 0, "t0": t + 1.0, "t1": t + 1.1, "sweep": j["sweep_id"],
+                            "client": 0, "answer": {"jobs": [{"id": j["id"], "retry": 1}]},
+                            "tag": workload.parse_job_name(j["name"])[0]})
+
+
 DOCTORINGS = [
     ("a duplicated job", doctor_duplicate_job, "exactly-once"),
     ("an acknowledged job missing", doctor_missing_ack_job, "exactly-once"),
@@ -876,6 +938,8 @@ DOCTORINGS = [
     ("another attempt's outputs", doctor_wrong_attempt_outputs, "outputs"),
     ("a missing log line", doctor_missing_log_line, "logs-once"),
     ("a log line twice", doctor_duplicate_log_line, "logs-once"),
+    ("a job that ran on after its cancel was acknowledged", doctor_cancel_ignored, "cancel-honoured"),
+    ("an acknowledged retry that never ran", doctor_retry_not_run, "retry-honoured"),
     ("an unbalanced ledger", doctor_unbalanced_ledger, "ledger"),
     ("an attempt charged twice", doctor_double_charge, "ledger"),
     ("a hold never released", doctor_unreleased_hold, "ledger"),

@@ -142,7 +142,8 @@ class Pool:
         self.member_tokens = []
         self.enroll = ""
         self.faulted = {}  # (target, index) -> fault record while it lasts
-        self.paused_by_owner = set()
+        self.last_owner = {}
+        self.owner_checks = []  # (due, worker, action, when): refused owner commands to look at again
         self.probes = []  # [t, ok, ms]
         self.presence = []  # [t, {name: presence}]
         self.stop_probe = threading.Event()
@@ -286,8 +287,30 @@ class Pool:
             rc, err = r.returncode, r.stderr.strip()[-300:]
         except subprocess.TimeoutExpired:
             rc, err = None, "timed out after 15 s"
-        self.event(f"owner-{action}", index=i, now=now_flag, rc=rc, ms=round((now() - t0) * 1000, 1), err=err)
+        self.event(f"owner-{action}", index=i, now=now_flag, rc=rc, ms=round((now() - t0) * 1000, 1), err=err,
+                   paused_file=self.owner_paused(i))
+        self.last_owner[i] = now()
+        if rc != 0:
+            self.owner_checks.append((now() + 10, i, action, self.last_owner[i]))
         return rc == 0
+
+    def owner_paused(self, i):
+        """The worker's own record of its owner's pause (docs/worker.md): the truth, whatever the
+        command answered."""
+        return os.path.exists(os.path.join(self.worker_dir(i), "paused"))
+
+    def check_refused_owner_commands(self, force=False):
+        """A pause or resume that was refused (or timed out) but took effect later is recorded."""
+        for item in list(self.owner_checks):
+            due, i, action, at = item
+            if not force and now() < due:
+                continue
+            self.owner_checks.remove(item)
+            if self.last_owner[i] != at:
+                continue  # another owner command since: cannot tell
+            applied = self.owner_paused(i) if action == "pause" else not self.owner_paused(i)
+            if applied:
+                self.event("owner-refused-but-applied", index=i, action=action, refused_at=at)
 
     # ----- clients
     def start_client(self, i):
@@ -505,11 +528,11 @@ def drive(args, pool):
             i = owner_rng.randrange(args.workers)
             now_flag = owner_rng.random() < 0.3
             if ("worker", i) not in pool.faulted:
-                if i in pool.paused_by_owner:
-                    if pool.owner(i, "resume"):
-                        pool.paused_by_owner.discard(i)
-                elif pool.owner(i, "pause", now_flag):
-                    pool.paused_by_owner.add(i)
+                if pool.owner_paused(i):
+                    pool.owner(i, "resume")
+                else:
+                    pool.owner(i, "pause", now_flag)
+        pool.check_refused_owner_commands()
         time.sleep(0.05)
     t_load_end = now()
     pool.event("load-stopped")
@@ -524,9 +547,16 @@ def drive(args, pool):
         if c.alive():
             pool.event("client-stuck", index=i)
             c.kill9(group=True)
-    for i in sorted(pool.paused_by_owner):
-        pool.owner(i, "resume")
-    pool.paused_by_owner.clear()
+    time.sleep(1)
+    pool.check_refused_owner_commands(force=True)
+    for i in range(args.workers):
+        for _ in range(10):
+            if not pool.owner_paused(i):
+                break
+            if not pool.owner(i, "resume"):
+                time.sleep(2)
+        if pool.owner_paused(i):
+            pool.event("owner-resume-failed", index=i)
     # Drain: every acknowledged job terminal, within a bound.
     acks = checker.acknowledged(pool.run)
     acked_ids = {j for a in acks.values() for j in a["jobs"]}
@@ -619,8 +649,13 @@ def client_main(argv):
         journal.flush()
         os.fsync(journal.fileno())
 
-    def call(op, args, stdout_path=None, timeout=120):
+    def call(op, args, stdout_path=None, timeout=120, **ctx):
+        """Runs one gpupool command: a `begin` record first (a command cut by a kill -9 may still
+        have been applied), then the end record with its exit status and what it answered."""
         t0 = now()
+        begin = {"op": op, "phase": "begin", "t0": t0}
+        begin.update(ctx)
+        log(begin)
         out = open(stdout_path, "w") if stdout_path else subprocess.PIPE
         try:
             r = subprocess.run(base + args, stdout=out, stderr=subprocess.PIPE, text=True, timeout=timeout)
@@ -631,7 +666,20 @@ def client_main(argv):
             if stdout_path:
                 out.close()
         t1 = now()
-        return {"op": op, "t0": t0, "t1": t1, "rc": rc, "err": (err or "").strip()[-300:]}, text
+        rec = {"op": op, "t0": t0, "t1": t1, "rc": rc, "err": (err or "").strip()[-300:]}
+        rec.update(ctx)
+        try:
+            answer = json.loads(text) if text.strip() else None
+        except ValueError:
+            answer = None  # e.g. several documents, one per job
+        if rc != 0:
+            if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
+                rec["err"] = f"{answer['error'].get('code')}: {answer['error'].get('message', '')[:200]}"
+            elif text.strip():
+                rec["err"] = (rec["err"] + " " + text.strip()[-200:]).strip()
+        elif op in ("cancel", "retry"):
+            rec["answer"] = answer
+        return rec, text
 
     def acked():
         out = {}
@@ -656,30 +704,27 @@ def client_main(argv):
                 f.write(workload.recipe(tag, shape, a.run_dir))
             log({"op": "submit", "phase": "intent", "seq": seq, "tag": tag, "shape": shape, "t": now()})
             seq += 1
-            rec, _ = call("submit", ["submit", recipe_path], stdout_path=os.path.join(d, "acks", f"{tag}.json"))
-            rec["tag"] = tag
+            rec, _ = call("submit", ["submit", recipe_path], stdout_path=os.path.join(d, "acks", f"{tag}.json"),
+                          tag=tag)
             log(rec)
         elif op == "cancel":
             tag = rng.choice(sorted(mine))
             if rng.random() < 0.25:
-                rec, _ = call("cancel", ["cancel", "--sweep", str(mine[tag]["sweep_id"])])
-                rec["sweep"] = mine[tag]["sweep_id"]
+                sweep = mine[tag]["sweep_id"]
+                rec, _ = call("cancel", ["cancel", "--sweep", str(sweep)], tag=tag, sweep=sweep)
             else:
                 job = rng.choice(mine[tag]["jobs"])
-                rec, _ = call("cancel", ["cancel", str(job)])
-                rec["job"] = job
-            rec["tag"] = tag
+                rec, _ = call("cancel", ["cancel", str(job)], tag=tag, job=job)
             log(rec)
         elif op == "retry":
             tag = rng.choice(sorted(mine))
-            rec, _ = call("retry", ["retry", "--sweep", str(mine[tag]["sweep_id"]), "--failed", "--cancelled"])
-            rec["tag"] = tag
+            sweep = mine[tag]["sweep_id"]
+            rec, _ = call("retry", ["retry", "--sweep", str(sweep), "--failed", "--cancelled"], tag=tag, sweep=sweep)
             log(rec)
         elif op == "fetch":
             tag = rng.choice(sorted(mine))
             into = os.path.join(d, "fetch", tag)
-            rec, _ = call("fetch", ["fetch", "--sweep", str(mine[tag]["sweep_id"]), into, "--force"])
-            rec["tag"] = tag
+            rec, _ = call("fetch", ["fetch", "--sweep", str(mine[tag]["sweep_id"]), into, "--force"], tag=tag)
             rec["checked"], rec["mismatch"] = check_fetched(into, tag, a.run_dir)
             shutil.rmtree(into, ignore_errors=True)
             log(rec)

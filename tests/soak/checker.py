@@ -312,6 +312,10 @@ def check(h):
                 bad("exactly-once", f"acknowledged job {jid} ({tag}) is not in the store", job=jid, tag=tag)
             elif str(jid) not in api["jobs"]:
                 bad("exactly-once", f"acknowledged job {jid} ({tag}) is not in the API's list", job=jid, tag=tag)
+    for j in store["jobs"]:
+        seen = api["jobs"].get(str(j["id"]))
+        if seen is not None and seen["state"] != j["state"]:
+            bad("api-agrees", f"job {j['id']}: the API said {seen['state']}, the store says {j['state']}", job=j["id"])
     for jid in h.get("nonterminal", []):
         bad("drained", f"acknowledged job {jid} had not ended when the drain's bound ran out", job=jid)
 
@@ -638,6 +642,9 @@ def table(h, violations):
     wr_ok = [r for r in wr if r is not None and r >= 0]
     row("worker back online after fault", f"p50 {_pct(wr_ok, 50):.1f} s, max {max(wr_ok) if wr_ok else float('nan'):.1f} s "
         f"({len(wr_ok)} measured)")
+    restarts = [e for e in h["events"] if e["event"] == "client-exited"]
+    row("harness: clients that exited by themselves", f"{len(restarts)}" +
+        (" (their stderr is in clients/cN/stderr)" if restarts else ""))
     zombies = zombie_overlaps(h)
     row("fenced attempts still running (info)", f"{len(zombies)} executions overlapped a later attempt of their job "
         f"(the worker was killed or stopped; the pool fenced their results)")
@@ -918,6 +925,7 @@ def doctor_wrong_attempt_outputs(h):
 def doctor_cancel_ignored(h):
     j, a = _succeeded(h)
     t = a["ended_at"] / 1000
+    h["client_begins"] = [b for b in h.get("client_begins", []) if b.get("sweep") != j["sweep_id"]]  # no retry
     h["client_ops"].append({"op": "cancel", "rc": 0, "t0": t - 1.0, "t1": t - 0.9, "job": j["id"], "client": 0,
                             "answer": {"cancelled": [j["id"]]}, "tag": workload.parse_job_name(j["name"])[0]})
 

@@ -471,16 +471,21 @@ def run_soak(args):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     violations = None
+    keep = args.keep
     try:
         violations = drive(args, pool)
+        keep = keep or bool(violations)
     except KeyboardInterrupt:
         print("soak: interrupted; stopping everything it started", file=sys.stderr)
+    except BaseException:
+        keep = True  # the harness failed: its folder says why
+        raise
     finally:
         pool.kill_everything()
         left = leftover_processes(run_dir)
         if left:
             print(f"soak: {len(left)} processes still name the run folder after clean-up: {left}", file=sys.stderr)
-        if violations == [] and not args.keep:
+        if not keep:
             shutil.rmtree(run_dir, ignore_errors=True)
         else:
             print(f"soak: run folder kept: {run_dir}", flush=True)
@@ -686,7 +691,8 @@ def client_main(argv):
         for name in os.listdir(os.path.join(d, "acks")):
             try:
                 body = json.loads(open(os.path.join(d, "acks", name)).read())
-                out[name[:-5]] = body
+                if isinstance(body, dict) and "sweep_id" in body and body.get("jobs"):
+                    out[name[:-5]] = body  # else what a failed submit printed: {"error": ...}
             except (ValueError, OSError):
                 pass
         return out

@@ -65,6 +65,16 @@ def default_gpupool():
     return os.environ.get("GPUPOOL") or os.path.join(os.getcwd(), "build", "gpupool")
 
 
+def _die_with_parent():
+    """In the child before exec: SIGKILL it when the soak dies, even by SIGKILL (Linux prctl)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Child:
     """A process the soak started, in a session (process group) of its own."""
 
@@ -74,7 +84,7 @@ class Child:
         out = open(out_path, "ab")
         err = open(err_path, "ab")
         self.popen = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                      start_new_session=True)
+                                      start_new_session=True, preexec_fn=_die_with_parent)
         out.close()
         err.close()
         self.pid = self.popen.pid

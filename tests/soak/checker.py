@@ -175,6 +175,7 @@ def collect_store(db_path):
                          "reason, price_micro_per_hour, voided_at, retry FROM attempts ORDER BY id"):
         store["attempts"].append(dict(zip(("id", "job_id", "worker_id", "state", "assigned_at", "started_at",
                                            "ended_at", "exit_code", "reason", "price", "voided_at", "retry"), row)))
+    store["workers"] = [{"id": i, "name": n} for i, n in c.execute("SELECT id, name FROM workers ORDER BY id")]
     for row in c.execute("SELECT id, at, debit, credit, amount, reason, attempt_id, payer_team_id "
                          "FROM ledger_entries ORDER BY id"):
         store["ledger"].append(dict(zip(("id", "at", "debit", "credit", "amount", "reason", "attempt", "payer"), row)))
@@ -695,8 +696,9 @@ def explain(h, x):
         for j in store["jobs"]:
             if j["id"] in jobs:
                 tag = (workload.parse_job_name(j["name"]) or (None,))[0]
-    if tag is not None:
+    if tag is not None and not jobs:  # a submission's violation: all its jobs
         jobs |= {j["id"] for j in store["jobs"] if (workload.parse_job_name(j["name"]) or (None,))[0] == tag}
+    names = {w["id"]: w["name"] for w in store.get("workers", [])}
     lines = []
     if tag in h["intents"]:
         lines.append((h["intents"][tag]["t"], f"client {h['intents'][tag]['client']} intends to submit {tag} "
@@ -715,7 +717,7 @@ def explain(h, x):
             workers.add(a["worker_id"])
             attempt_ids.add(a["id"])
             lines.append((a["assigned_at"] / 1000, f"job {a['job_id']} attempt {a['id']} placed on worker "
-                          f"{a['worker_id']}"))
+                          f"{a['worker_id']} ({names.get(a['worker_id'], '?')})"))
             if a["started_at"]:
                 lines.append((a["started_at"] / 1000, f"job {a['job_id']} attempt {a['id']} started"))
             if a["ended_at"]:
@@ -733,15 +735,20 @@ def explain(h, x):
         hi = max(t for t, _ in lines) + 5
     else:
         lo, hi = x.get("t", 0) - 15, x.get("t", 0) + 15
+    involved = {names.get(w) for w in workers}
     for f in h["faults"]:
         if lo <= f["inject_t"] <= hi or (f["heal_t"] and lo <= f["heal_t"] <= hi):
-            if f["kind"].startswith("coordinator") or f["kind"].startswith("worker"):
+            if f["kind"].startswith("coordinator") or (f["kind"].startswith("worker") and
+                                                       (f"soak-w{f['index']}" in involved or not names)):
                 lines.append((f["inject_t"], f"FAULT {f['kind']} #{f['index']} injected"))
                 if f["heal_t"]:
                     lines.append((f["heal_t"], f"FAULT {f['kind']} #{f['index']} healed"))
-    lines.sort()
+    lines.sort(key=lambda x: x[0])
     t0 = h["t_load"]
-    return [f"{t - t0:9.2f}s  {text}" for t, text in lines[:40]]
+    out = [f"{t - t0:9.2f}s  {text}" for t, text in lines]
+    if len(out) > 50:
+        out = out[:5] + [f"   ... {len(out) - 50} lines (history.json has them)"] + out[-45:]
+    return out
 
 
 # ----------------------------------------------------------------------------- self-test

@@ -155,7 +155,7 @@ def _events(run_dir):
         elif ev["event"] == "fault-healed":
             f = open_faults.pop((ev["kind"], ev["index"]), None)
             if f is not None:
-                f["heal_t"] = ev["t"]
+                f["heal_t"] = ev.get("begun_at", ev["t"])
                 faults_done.append(f)
     faults_done.extend(open_faults.values())
     faults_done.sort(key=lambda f: f["inject_t"])
@@ -633,12 +633,17 @@ def table(h, violations):
     cli_o = [1000 * (o["t1"] - o["t0"]) for o in h["client_ops"] if o.get("rc") == 0 and not in_fault(h, o["t0"])]
     row("CLI command time during faults", f"p50 {_pct(cli_d, 50):.0f} ms, p99 {_pct(cli_d, 99):.0f} ms ({len(cli_d)})")
     row("CLI command time outside faults", f"p50 {_pct(cli_o, 50):.0f} ms, p99 {_pct(cli_o, 99):.0f} ms ({len(cli_o)})")
-    recs = []
+    by_kind = collections.defaultdict(list)
     for f in h["faults"]:
         if f["kind"].startswith("coordinator") and f["heal_t"] is not None:
-            r = coordinator_recovery(h, f)
-            recs.append(f"{f['kind'][12:]} {'-' if r is None else f'{r:.2f}s'}")
-    row("coordinator recovery (API answers)", ", ".join(recs) if recs else "no coordinator faults")
+            by_kind[f["kind"]].append(coordinator_recovery(h, f))
+    if not by_kind:
+        row("coordinator recovery (API answers)", "no coordinator faults")
+    for kind, recs in sorted(by_kind.items()):
+        got = [r for r in recs if r is not None]
+        each = ", ".join("never" if r is None else f"{r:.2f}" for r in recs)
+        row(f"recovery after {kind}", f"p50 {_pct(got, 50):.2f} s, max {max(got) if got else float('nan'):.2f} s "
+            f"({len(recs)} faults" + (f": {each} s)" if len(recs) <= 12 else ")"))
     wr = [recovery(h, f) for f in h["faults"] if f["kind"].startswith("worker") and f["heal_t"] is not None]
     wr_ok = [r for r in wr if r is not None and r >= 0]
     row("worker back online after fault", f"p50 {_pct(wr_ok, 50):.1f} s, max {max(wr_ok) if wr_ok else float('nan'):.1f} s "

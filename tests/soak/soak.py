@@ -389,9 +389,10 @@ class Pool:
     def heal(self, key):
         rec = self.faulted.pop(key)
         kind = faults.KINDS_BY_NAME[rec["kind"]]
+        begun = now()  # recovery is measured from here: a restart's own start-up counts
         getattr(self, kind.heal)(rec["index"])
         rec["heal_t"] = now()
-        self.event("fault-healed", kind=kind.name, index=rec["index"], injected_at=rec["inject_t"])
+        self.event("fault-healed", kind=kind.name, index=rec["index"], injected_at=rec["inject_t"], begun_at=begun)
 
     def heal_due(self, force=False):
         for key, rec in list(self.faulted.items()):

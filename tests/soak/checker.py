@@ -654,6 +654,12 @@ def table(h, violations):
     zombies = zombie_overlaps(h)
     row("fenced attempts still running (info)", f"{len(zombies)} executions overlapped a later attempt of their job "
         f"(the worker was killed or stopped; the pool fenced their results)")
+    succeeded = sum(1 for j in h["store"]["jobs"] if j["state"] == "succeeded"
+                    and (workload.parse_job_name(j["name"]) or ("",))[0] in h["intents"])
+    fetched = sum(o.get("checked", 0) for o in h["client_ops"] if o.get("op") == "fetch")
+    row("checked", f"{succeeded} succeeded jobs' logs and outputs, {len(h['store']['logs'])} attempts' stored logs, "
+        f"{fetched} fetched files, {len(h['store']['ledger'])} ledger entries, "
+        f"{len(h['store']['attempts'])} attempts' times")
     inv = collections.Counter(x["inv"] for x in violations)
     row("invariant violations", f"{len(violations)}" + (" (" + ", ".join(f"{k} {n}" for k, n in sorted(inv.items()))
                                                        + ")" if violations else " (target 0)"))

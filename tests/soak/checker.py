@@ -435,8 +435,8 @@ def check(h):
                     continue  # a history without the attempts' runs
                 cancelled_since = any(t >= op["t0"] for t in cancel_begins.get(jid, []) +
                                       cancel_begins.get(("sweep", sweep_of.get(jid)), []))
-                if cancelled_since and jobs_by_id.get(jid, {}).get("state") == "cancelled":
-                    continue
+                if cancelled_since:
+                    continue  # cancelled (perhaps while queued, with no attempt) and maybe retried again
                 bad("retry-honoured", f"job {jid}: retry {run} acknowledged at {op['t1']:.3f}, but no attempt of "
                     f"that run (final state {jobs_by_id.get(jid, {}).get('state')})", job=jid, tag=op.get("tag"))
 

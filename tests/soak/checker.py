@@ -951,6 +951,8 @@ def doctor_cancel_ignored(h):
 def doctor_retry_not_run(h):
     j, a = _succeeded(h)
     t = a["ended_at"] / 1000
+    h["client_begins"] = [b for b in h.get("client_begins", []) if not (  # and no cancel of it since
+        b.get("op") == "cancel" and (b.get("job") == j["id"] or b.get("sweep") == j["sweep_id"]))]
     h["client_ops"].append({"op": "retry", "rc": 0, "t0": t + 1.0, "t1": t + 1.1, "sweep": j["sweep_id"],
                             "client": 0, "answer": {"jobs": [{"id": j["id"], "retry": 1}]},
                             "tag": workload.parse_job_name(j["name"])[0]})

@@ -554,7 +554,12 @@ def ledger_violations(store, bad):
 def recovery(h, f):
     """Seconds from the end of a worker fault until the coordinator reports the worker online."""
     name = f"soak-w{f['index']}"
+    later = [g["inject_t"] for g in h["faults"] if g["index"] == f["index"] and g["kind"].startswith("worker")
+             and g["inject_t"] > f["inject_t"]]
+    cut = min(later) if later else float("inf")  # the worker's next fault ends the measure
     for t, presence in h["presence"]:
+        if t >= cut:
+            return -1.0  # not measured: faulted again before it came back
         if t >= f["heal_t"] and presence.get(name) in ("online", "paused"):
             return t - f["heal_t"]
         if t > f["heal_t"] + ONLINE_WITHIN_S:
@@ -647,7 +652,7 @@ def table(h, violations):
     wr = [recovery(h, f) for f in h["faults"] if f["kind"].startswith("worker") and f["heal_t"] is not None]
     wr_ok = [r for r in wr if r is not None and r >= 0]
     row("worker back online after fault", f"p50 {_pct(wr_ok, 50):.1f} s, max {max(wr_ok) if wr_ok else float('nan'):.1f} s "
-        f"({len(wr_ok)} measured)")
+        f"({len(wr_ok)} measured; {sum(1 for r in wr if r is not None and r < 0)} cut by the worker's next fault)")
     restarts = [e for e in h["events"] if e["event"] == "client-exited"]
     row("harness: clients that exited by themselves", f"{len(restarts)}" +
         (" (their stderr is in clients/cN/stderr)" if restarts else ""))

@@ -606,8 +606,10 @@ def table(h, violations):
     row("run length (load)", f"{h['t_load_end'] - h['t_load']:.0f} s, then drained in {h['drained_s']:.0f} s")
     row("pool", f"1 coordinator (SQLite), {h['workers']} workers (process runtime), {h['clients']} clients")
     submits = [o for o in h["client_ops"] if o.get("op") == "submit"]
-    row("submissions (sweeps)", f"{len(h['intents'])} attempted, {len(h['acks'])} acknowledged, "
-        f"{sum(1 for s in submits if s.get('rc') not in (0,))} failed or cut")
+    failed = {s.get("tag") for s in submits if s.get("rc") != 0} - set(h["acks"])
+    cut = set(h["intents"]) - set(h["acks"]) - failed
+    row("submissions (sweeps)", f"{len(h['intents'])} attempted, {len(h['acks'])} acknowledged, {len(failed)} "
+        f"failed (the command gave up or timed out), {len(cut)} cut by a client kill before acknowledging")
     row("jobs submitted (in the store)", len(h["store"]["jobs"]))
     row("jobs acknowledged", len(acked))
     row("jobs completed", f"{sum(states[s] for s in TERMINAL)} ({states['succeeded']} succeeded, "

@@ -13,6 +13,10 @@
 #                   FUZZ_SECONDS (default 60); FUZZ_SEED=N repeats a run (0, the default, is a
 #                   fresh random seed)
 #   make bench      benchmarks (print figures)
+#   make soak       a pool of real processes under seeded faults for SOAK_MINUTES (default 30), then
+#                   the checker's table (tests/soak/README.md); SOAK_SEED=N repeats a run (default:
+#                   a random seed, printed); uses the gpupool already built ($(BUILD)/gpupool, or GPUPOOL)
+#   make soak-short the checker's self-test, then 5 minutes with a fixed seed (what CI runs)
 #   make fmt        clang-format the tree
 
 SANITIZE ?=
@@ -28,8 +32,13 @@ STATIC_DEPS_CACHE ?= .cache/static-deps
 CTEST_ARGS ?=
 DEMO_BUILD ?= build-demo
 DEMO_FLAGS ?= -O1
+SOAK_MINUTES ?= 30
+SOAK_SEED ?=
+SOAK_ARGS ?=
+SOAK_SHORT_SEED ?= 46
+GPUPOOL ?= $(BUILD)/gpupool
 
-.PHONY: all deps containers configure build test demo static test-static fuzz bench fmt clean
+.PHONY: all deps containers configure build test demo static test-static fuzz bench soak soak-short fmt clean
 
 all: build
 
@@ -122,6 +131,14 @@ bench: build
 	@bench/body_bench.sh $(BUILD)
 	@N=100 ROUNDS=1 bench/cpu_per_job.sh $(BUILD)/gpupool
 	@N=40 PODMAN_N=10 CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/vs_slurm.sh $(BUILD)/gpupool
+
+# Nothing is built here: the soak runs the binary that is there (tests/soak/README.md).
+soak:
+	python3 tests/soak/soak.py --gpupool $(GPUPOOL) --minutes $(SOAK_MINUTES) $(if $(SOAK_SEED),--seed $(SOAK_SEED),) $(SOAK_ARGS)
+
+soak-short:
+	python3 tests/soak/soak.py --self-test
+	python3 tests/soak/soak.py --gpupool $(GPUPOOL) --minutes 5 --seed $(SOAK_SHORT_SEED) $(SOAK_ARGS)
 
 fmt:
 	find cmd core worker tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i

@@ -2,23 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace gpupool::worker {
 
 using nlohmann::json;
 
-namespace {
-constexpr auto k_answer_wait = std::chrono::seconds(5);
-} // namespace
-
 Status OwnerDesk::open(const std::filesystem::path& work_dir, std::function<void()> wake) {
     m_wake = std::move(wake);
-    auto server = ControlServer::start(work_dir, [this](const json& req) {
-        auto answer = post(req, true)->get_future();
-        if (answer.wait_for(k_answer_wait) != std::future_status::ready) {
-            return json{{"ok", false}, {"error", "the worker is busy: try again"}};
-        }
-        return answer.get();
-    });
+    auto server = ControlServer::start(work_dir, [this](const json& req) { return ask(req, k_answer_wait); });
     if (!server && server.error().code == ErrorCode::conflict) {
         return server.error();
     }
@@ -47,6 +39,28 @@ std::shared_ptr<std::promise<json>> OwnerDesk::post(json request, bool wait) {
         m_wake();
     }
     return reply;
+}
+
+json OwnerDesk::ask(json request, std::chrono::milliseconds wait) {
+    auto reply = post(std::move(request), true);
+    auto answer = reply->get_future();
+    if (answer.wait_for(wait) == std::future_status::ready) {
+        return answer.get();
+    }
+    {
+        util::MutexLock lock(m_mu);
+        auto mine =
+            std::find_if(m_queue.begin(), m_queue.end(), [&](const PendingRequest& p) { return p.reply == reply; });
+        if (mine != m_queue.end()) {
+            // Not taken yet: withdrawn, so that "busy" is true (the agent will not do it later).
+            m_queue.erase(mine);
+            m_pending = !m_queue.empty();
+            return json{{"ok", false},
+                        {"error", "the worker is busy (its loop is waiting on the coordinator): nothing was "
+                                  "changed; try again"}};
+        }
+    }
+    return answer.get(); // the agent is answering it now
 }
 
 std::size_t OwnerDesk::answer_all(const std::function<json(const json&)>& answer) {

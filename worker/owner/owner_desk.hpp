@@ -1,7 +1,9 @@
 // OwnerDesk: where the owner's requests wait for the agent's thread. It runs the control socket
 // (control_socket.hpp); each request the socket reads is queued here and the agent is woken; the
 // agent answers them all (answer_all) between its other steps, and the socket's thread passes each
-// answer back (or "busy" after 5 s). Agent::reload() (SIGHUP) queues a request nobody waits for.
+// answer back. A request the agent has not taken within 5 s (its thread is held up, say by a
+// coordinator that does not answer) is withdrawn and answered "busy": nothing was done, and nothing
+// will be done later. Agent::reload() (SIGHUP) queues a request nobody waits for.
 // Thread-safe: the socket's thread posts, the agent's thread answers.
 #pragma once
 
@@ -10,6 +12,7 @@
 #include "worker/owner/owner_requests.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -32,6 +35,11 @@ public:
     void close();
     // Queues a request; `wait` false: nobody waits for its answer.
     std::shared_ptr<std::promise<nlohmann::json>> post(nlohmann::json request, bool wait);
+    // Queues a request and waits for its answer (what the socket's thread does). One the agent has
+    // not taken within `wait` is withdrawn from the queue and answered {"ok": false, "error": "the
+    // worker is busy ..."}, so that it is never done later; one it has taken is waited for to the end.
+    nlohmann::json ask(nlohmann::json request, std::chrono::milliseconds wait);
+    static constexpr std::chrono::milliseconds k_answer_wait{5'000};
     bool pending() const { return m_pending.load(); }
     // Answers every queued request with `answer`, on the caller's thread; how many there were.
     std::size_t answer_all(const std::function<nlohmann::json(const nlohmann::json&)>& answer);

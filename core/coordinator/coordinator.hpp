@@ -1,9 +1,10 @@
 // Coordinator: the pool's state machine — teams, tokens, workers, jobs and their attempts.
 //
-// It owns the live state in memory and writes every change through the Store before returning
-// success (so an acknowledged submit, completion or cancel survives a crash); start() rebuilds the
-// state from the Store. It is NOT thread-safe: exactly one owner (the server's coordinator thread)
-// calls it, and HTTP handlers hand it commands (see server.hpp). Time comes from a util::Clock.
+// It holds the live state in memory (in its components) and writes every change through the Store
+// before returning success (so an acknowledged submit, completion or cancel survives a crash);
+// start() rebuilds the state from the Store. It is NOT thread-safe: exactly one owner (the server's
+// coordinator thread) calls it, and HTTP handlers hand it commands (see server.hpp). Time comes
+// from a util::Clock.
 //
 // Rules it enforces (decisions 4 and 5):
 // - A job is what was asked; an attempt is one run on one worker. Every worker message names an
@@ -31,7 +32,8 @@
 // Its state is held by its components (TokenBook, WorkerRoster, JobBook, CreditDesk: docs/
 // architecture.md, "The coordinator's rooms"), which it lends read-only and changes only through
 // commit(); it keeps the transaction, the id blocks, the clock and the scheduling pass, and the
-// operations that stage through its private steps (submissions, attempts, bans). Operations over
+// operations that use what only it holds (submissions and retries, the workers' messages, logs,
+// outputs and inputs: the store's blobs and the memory-only notes of heartbeats). Operations over
 // the components alone are free functions beside it (admin_ops.hpp, credit_ops.hpp, job_ops.hpp,
 // overview.hpp, metrics.hpp); the plain types they all take and return are in views.hpp.
 #pragma once
@@ -99,8 +101,8 @@ public:
                store::Changes& changes) const;
 
     // ---- admin ----
-    // The audit log, newest first (admins only). Every admin action below appends to it in the
-    // same transaction as the change it records (audit.cpp lists the actions).
+    // The audit log, newest first (admins only). Every admin action (admin_ops.hpp, credit_ops.hpp)
+    // appends to it in the same transaction as the change it records (audit.cpp lists the actions).
     Result<std::vector<store::AuditRecord>> audit_log(const Principal& who, const store::AuditQuery& query);
 
     // ---- researchers ----

@@ -15,10 +15,15 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The agent's side: waits until a request is queued, then answers every queued one after `delay`.
+// The agent's side: waits (at most 10 s) until a request is queued, then answers every queued one
+// after `delay`.
 std::thread agent(worker::OwnerDesk& desk, std::chrono::milliseconds delay, std::atomic<int>& answered) {
     return std::thread([&desk, delay, &answered] {
+        const auto give_up = std::chrono::steady_clock::now() + 10s;
         while (!desk.pending()) {
+            if (std::chrono::steady_clock::now() > give_up) {
+                return;
+            }
             std::this_thread::sleep_for(1ms);
         }
         answered += static_cast<int>(desk.answer_all([delay](const json& req) {
@@ -44,9 +49,10 @@ TEST_CASE("owner desk: a request the agent answers in time gets its answer", "[o
 TEST_CASE("owner desk: a request the agent has taken is waited for past the wait", "[owner][desk]") {
     worker::OwnerDesk desk;
     std::atomic<int> answered{0};
-    // Taken at once, answered 300 ms later: well past the 20 ms the asker waits before withdrawing.
-    std::thread t = agent(desk, 300ms, answered);
-    const json reply = desk.ask(json{{"op", "resume"}}, 20ms);
+    // Taken within a millisecond or so (1 s allowed, for a loaded machine), answered 1.5 s later:
+    // past the 1 s the asker waits before it would withdraw a request not taken.
+    std::thread t = agent(desk, 1'500ms, answered);
+    const json reply = desk.ask(json{{"op", "resume"}}, 1'000ms);
     t.join();
     CHECK(reply.at("ok") == true);
     CHECK(reply.at("did") == "resume");

@@ -25,6 +25,7 @@
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
 #include "core/coordinator/prometheus_metrics.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "core/store/open_store.hpp"
 #include "core/store/sqlite_store.hpp"
 #include "core/util/clock.hpp"
@@ -149,8 +150,8 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
         inv.cpu_milli = 64'000;
         inv.memory_mib = 1 << 20;
         inv.gpus.push_back({0, "A100-80GB", 81920, "", ""});
-        auto reg = must(coord.register_worker(must(coord.authenticate(enroll.secret), "auth"), "box-" + std::to_string(i),
-                                              inv),
+        auto reg = must(coordinator::register_worker(coord, must(coord.authenticate(enroll.secret), "auth"),
+                                                     "box-" + std::to_string(i), inv),
                         "register");
         workers.push_back(must(coord.authenticate(reg.secret), "auth"));
     }
@@ -158,9 +159,9 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
         coord.tick();
         std::int64_t done = 0;
         for (const auto& w : workers) {
-            for (const auto& a : must(coord.assignments(w), "poll")) {
-                must(coord.start_attempt(w, a.attempt), "start");
-                must(coord.complete_attempt(w, a.attempt, 0, ""), "complete");
+            for (const auto& a : must(coordinator::assignments(coord, w), "poll")) {
+                must(coordinator::start_attempt(coord, w, a.attempt), "start");
+                must(coordinator::complete_attempt(coord, w, a.attempt, 0, ""), "complete");
                 ++done;
             }
         }
@@ -177,7 +178,8 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
         for (; submitted < history && batch.size() < 1000; ++submitted) {
             batch.push_back(spec("old-" + std::to_string(submitted), 0, 10));
         }
-        must(coord.submit(member, SubmitRequest{"history.toml", 0, std::move(batch), std::nullopt}), "submit");
+        must(coordinator::submit(coord, member, SubmitRequest{"history.toml", 0, std::move(batch), std::nullopt}),
+             "submit");
         while (run_round() > 0) {
         }
     }
@@ -190,13 +192,14 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
         for (; i < 4 * fleet && live.size() < k_max_jobs_per_submission; ++i) {
             live.push_back(spec("live-" + std::to_string(i), 250, 1000));
         }
-        must(coord.submit(member, SubmitRequest{"live.toml", 0, std::move(live), std::nullopt}), "submit");
+        must(coordinator::submit(coord, member, SubmitRequest{"live.toml", 0, std::move(live), std::nullopt}),
+             "submit");
     }
     coord.tick();
     std::vector<std::vector<AttemptId>> running(workers.size());
     for (std::size_t i = 0; i < workers.size(); ++i) {
-        for (const auto& a : must(coord.assignments(workers[i]), "poll")) {
-            must(coord.start_attempt(workers[i], a.attempt), "start");
+        for (const auto& a : must(coordinator::assignments(coord, workers[i]), "poll")) {
+            must(coordinator::start_attempt(coord, workers[i], a.attempt), "start");
             running[i].push_back(a.attempt);
         }
     }
@@ -220,7 +223,8 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
         for (int i = 0; i < reps; ++i) {
             std::vector<recipe::JobSpec> one{spec("placed-" + std::to_string(i), 0, 1000)};
             const JobId id =
-                must(coord.submit(member, SubmitRequest{"one.toml", 0, std::move(one), std::nullopt}), "submit")
+                must(coordinator::submit(coord, member, SubmitRequest{"one.toml", 0, std::move(one), std::nullopt}),
+                     "submit")
                     .jobs[0];
             clock.advance_ms(Coordinator::k_quiet_pass_ms);
             const auto began = std::chrono::steady_clock::now();
@@ -232,16 +236,16 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
                                                                  must(read_job(coord, admin, id), "job").reason));
             }
             const Principal& w = workers[index_of.at(woken.front())];
-            for (const auto& a : must(coord.assignments(w), "poll")) {
-                must(coord.start_attempt(w, a.attempt), "start");
-                must(coord.complete_attempt(w, a.attempt, 0, ""), "complete");
+            for (const auto& a : must(coordinator::assignments(coord, w), "poll")) {
+                must(coordinator::start_attempt(coord, w, a.attempt), "start");
+                must(coordinator::complete_attempt(coord, w, a.attempt, 0, ""), "complete");
             }
         }
         std::sort(us.begin(), us.end());
         row.tick_place = {us[us.size() / 2], us[std::min(us.size() - 1, us.size() * 99 / 100)]};
     }
-    row.poll = time_it(reps, [&] { (void)coord.assignments(workers[0]); });
-    row.heartbeat = time_it(reps, [&] { (void)coord.heartbeat(workers[0], running[0]); });
+    row.poll = time_it(reps, [&] { (void)coordinator::assignments(coord, workers[0]); });
+    row.heartbeat = time_it(reps, [&] { (void)coordinator::heartbeat(coord, workers[0], running[0]); });
     row.list_all = time_it(std::max(5, reps / 20), [&] { (void)list_jobs(coord, member, {}); });
     JobQuery newest;
     newest.limit = 50;
@@ -252,7 +256,8 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
         for (; left > 0 && blocked.size() < k_max_jobs_per_submission; --left) {
             blocked.push_back(spec("blocked-" + std::to_string(left), 1000, 1000));
         }
-        must(coord.submit(member, SubmitRequest{"blocked.toml", 0, std::move(blocked), std::nullopt}), "submit");
+        must(coordinator::submit(coord, member, SubmitRequest{"blocked.toml", 0, std::move(blocked), std::nullopt}),
+             "submit");
     }
     row.tick_queued = time_it(reps, pass_now);
     std::size_t bytes = 0;
@@ -266,7 +271,7 @@ Row run(std::int64_t history, int reps, const fs::path& dir, const std::string& 
     int n = 0;
     row.submit = time_it(reps, [&] {
         std::vector<recipe::JobSpec> one{spec("sub-" + std::to_string(n++), 250, 100)};
-        must(coord.submit(member, SubmitRequest{"one.toml", 0, std::move(one), std::nullopt}), "submit");
+        must(coordinator::submit(coord, member, SubmitRequest{"one.toml", 0, std::move(one), std::nullopt}), "submit");
     });
     coord.set_events(nullptr);
     return row;

@@ -5,7 +5,7 @@
 // A request names either jobs (`jobs`: ids, each failed or cancelled) or one sweep (`sweep`) with
 // the end states whose jobs run again (`states`: "failed", "cancelled"; absent or empty: failed).
 // retry_request_from_json checks the shape only (every error names its field); what the jobs are
-// and whether the team can pay is Coordinator::retry's. Absent or null members take the defaults
+// and whether the team can pay is coordinator::retry's (job_ops.hpp). Absent or null members take the defaults
 // below. Value types.
 #pragma once
 

@@ -3,7 +3,7 @@
 //
 // One pair of types on both sides of the wire: the client fills a SubmitRequest and sends
 // to_json(); the service validates the body once with submit_request_from_json (every error names
-// its field: `max_parallel`, `jobs[3].image`) and hands the request to Coordinator::submit as it
+// its field: `max_parallel`, `jobs[3].image`) and hands the request to coordinator::submit (job_ops.hpp) as it
 // is. Absent or null members take the defaults below. Value types.
 #pragma once
 

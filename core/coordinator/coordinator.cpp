@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <iterator>
 #include <limits>
+#include <set>
 
 namespace gpupool::coordinator {
 
@@ -22,7 +23,7 @@ using namespace gpupool::coordinator::detail;
 Coordinator::Coordinator(Store& store, const util::Clock& clock, CoordinatorOptions options)
     : m_store(store), m_clock(clock), m_options(std::move(options)),
       m_roster({m_options.worker_timeout_ms, m_options.whole_gpu_only_unenforced}, m_options.credits.rates),
-      m_job_book(m_options.runtime_grace_ms), m_credits(m_options.credits, m_tokens, m_job_book),
+      m_job_book(m_options.runtime_grace_ms), m_credits(m_options.credits, m_tokens, m_job_book), m_blobs(store),
       m_pool(m_options.worker_timeout_ms), m_usage(m_options.policy.ordering.half_life_s) {}
 
 void Coordinator::record_usage(const AttemptRecord& a) {
@@ -51,6 +52,34 @@ Result<std::int64_t> Coordinator::take_ids(store::IdKind kind, std::int64_t coun
     const std::int64_t first = block.next;
     block.next += count;
     return first;
+}
+
+// ---- what workers say that is not durable -------------------------------------------------------
+
+void Coordinator::note_heartbeat(WorkerId worker, const api::Heartbeat& beat, const api::Inventory* inventory) {
+    if (m_roster.note_heartbeat(worker, beat, inventory, m_clock.now_ms(), m_tokens)) {
+        // A change (or a worker back from silence) may let queued work fit, or stop it fitting.
+        m_pool.set_worker(worker, m_roster.at(worker));
+        m_pass_dirty = true;
+    }
+    static const std::set<AttemptId> k_none;
+    auto assigned = m_job_book.assigned_by_worker().find(worker);
+    m_roster.note_fetching(worker, beat.fetching,
+                           assigned == m_job_book.assigned_by_worker().end() ? k_none : assigned->second);
+}
+
+void Coordinator::note_terms(WorkerId worker, const std::optional<api::OwnerTerms>& terms) {
+    m_roster.set_terms(worker, terms, m_tokens);
+    m_pool.set_worker(worker, m_roster.at(worker));
+    m_pass_dirty = true;
+}
+
+void Coordinator::note_started(WorkerId worker, AttemptId attempt) {
+    m_roster.forget_fetching(worker, attempt);
+}
+
+void Coordinator::note_left(WorkerId /*worker*/) {
+    m_pass_dirty = true;
 }
 
 void Coordinator::note_store_error(const Error& e) {

@@ -31,16 +31,17 @@
 //   tokens speak only for their worker; enrollment tokens may only register a worker.
 // Its state is held by its components (TokenBook, WorkerRoster, JobBook, CreditDesk: docs/
 // architecture.md, "The coordinator's rooms"), which it lends read-only and changes only through
-// commit(); it keeps the transaction, the id blocks, the clock and the scheduling pass, and the
-// operations that use what only it holds (submissions and retries, the workers' messages, logs,
-// outputs and inputs: the store's blobs and the memory-only notes of heartbeats). Operations over
-// the components alone are free functions beside it (admin_ops.hpp, credit_ops.hpp, job_ops.hpp,
-// overview.hpp, metrics.hpp); the plain types they all take and return are in views.hpp.
+// commit(); it keeps the transaction, the id blocks, the clock and the scheduling pass. The
+// operations are free functions beside it, over the components, commit() and the blob shelf:
+// admin_ops.hpp (the first admin, teams, tokens, workers' states), credit_ops.hpp (grants, budgets,
+// credits, reports, estimates), job_ops.hpp (what researchers do with jobs: submit, retry, cancel,
+// read them, their logs and outputs), worker_ops.hpp (what workers say: registration, heartbeats,
+// starts, logs, outputs, ends), overview.hpp and metrics.hpp (what the pool shows); the plain types
+// they take and return are in views.hpp.
 #pragma once
 
 #include "core/api/inventory.hpp"
-#include "core/api/retry.hpp"
-#include "core/api/worker_protocol.hpp"
+#include "core/coordinator/blob_shelf.hpp"
 #include "core/coordinator/credit_desk.hpp"
 #include "core/coordinator/job_book.hpp"
 #include "core/coordinator/metrics.hpp"
@@ -66,7 +67,7 @@ public:
     Status start();
     // Whether the store refused a write because another coordinator holds the pool's lease
     // (store::is_fenced): this one must stop serving (the service steps down).
-    bool lost_lease() const { return m_fenced; }
+    bool lost_lease() const { return m_fenced || m_blobs.fenced(); }
 
     // ---- auth ----
     Result<Principal> authenticate(std::string_view bearer_secret) const;
@@ -74,11 +75,7 @@ public:
     // ---- the components, and the one way to change them ----
     // Its state, read-only: the teams and tokens (token_book.hpp); the workers, their inventories
     // and what their heartbeats said (worker_roster.hpp); the sweeps, jobs and attempts
-    // (job_book.hpp); the ledger, grants, budgets and costs (credit_desk.hpp). The operations that
-    // need nothing of the Coordinator but these and commit() are free functions beside it:
-    // admin_ops.hpp (the first admin, teams, tokens), credit_ops.hpp (grants, budgets, credits,
-    // reports, estimates), job_ops.hpp (a job, the job list, cancels), overview.hpp and metrics.hpp
-    // (what the pool shows).
+    // (job_book.hpp); the ledger, grants, budgets and costs (credit_desk.hpp).
     const TokenBook& tokens() const { return m_tokens; }
     const WorkerRoster& roster() const { return m_roster; }
     const JobBook& job_book() const { return m_job_book; }
@@ -105,80 +102,17 @@ public:
     // appends to it in the same transaction as the change it records (audit.cpp lists the actions).
     Result<std::vector<store::AuditRecord>> audit_log(const Principal& who, const store::AuditQuery& query);
 
-    // ---- researchers ----
-    Result<SubmitResult> submit(const Principal& who, SubmitRequest request);
-    // Queues jobs that ended failed or cancelled again (`gpupool retry`, retry.cpp): the named jobs
-    // (each must be failed or cancelled, else nothing is retried), or a sweep's jobs in the states
-    // asked (failed by default). They stay the same jobs: the same ids, their earlier attempts kept,
-    // JobRecord::retries one more and a new run of attempts (retry.max_attempts again). Accepted as
-    // a new submission of the same jobs would be, by the same checks (check_jobs: inputs still on
-    // the coordinator, log cap, feasibility) and the same estimate against the team's balance and
-    // budgets and the caller's own (check_funded), unless `allow_unfunded`; credits are held when an
-    // attempt is placed, as for any job. Members retry their team's jobs (another team's are not
-    // found), admins any one team's. An idempotency key already used by the team returns that retry
-    // again. One transaction.
-    Result<api::RetryReply> retry(const Principal& who, const api::RetryRequest& request);
-    // Logs of the job's latest attempt (or `attempt`), from `offset`.
-    Result<LogSlice> read_logs(const Principal& who, JobId id, std::int64_t offset,
-                               std::optional<AttemptId> attempt = std::nullopt);
-    // The outputs archive of the job's latest attempt; an empty archive for a job that succeeded
-    // without one (its worker sends nothing when the job wrote nothing); not_found with the reason
-    // otherwise (not run yet, still running, failed or cancelled with none).
-    Result<std::string> read_output(const Principal& who, JobId id);
-    // Inputs travel as one tar archive per distinct input set, uploaded before the submission that
-    // names it (JobSpec::inputs.archive = its SHA-256); workers fetch it for their attempt. An
-    // archive belongs to the team that uploaded it (admins name the team) and only that team's
-    // jobs can use it.
-    Status put_inputs(const Principal& who, const std::string& sha256_hex, const UploadedFile& file,
-                      const std::optional<std::string>& team = std::nullopt);
-    Result<std::string> read_inputs(const Principal& who, AttemptId attempt);
-
-    // ---- workers ----
-    struct Registered {
-        WorkerId worker;
-        std::string secret; // the worker's own token, shown once
-        std::vector<std::string> warnings; // e.g. GPU models missing from the rate catalog
-    };
-    // `terms`: what its owner allows (each heartbeat says it again).
-    Result<Registered> register_worker(const Principal& who, const std::string& name, const api::Inventory& inventory,
-                                       const std::optional<api::OwnerTerms>& terms = std::nullopt);
-    // `unhealthy_gpus`: indices of GPUs the worker reports as failing (ECC errors, fell off the
-    // bus, ...); they get no new work until a later heartbeat reports them healthy again.
-    // `draining`: the worker is shutting down and takes no new work (not durable: a draining
-    // worker says so in every heartbeat; an admin's drain is the durable kind).
-    // `inventory`: what the machine offers now (the registration's shape, validated the same way);
-    // sent by a worker after each start, it replaces the stored one when it differs.
-    // `sharing` other than `sharing` (its owner paused it, it is outside the owner's hours, the
-    // owner uses its GPUs): no new work, running jobs go on; `terms`: only jobs they allow are
-    // placed on it (api::OwnerTerms; absent from workers before terms: any job). Neither is durable
-    // either: the worker says both in every heartbeat. GPUs in `reclaimed_gpus` are taken as
-    // unhealthy ones (no new work there).
-    Result<HeartbeatReply> receive_heartbeat(const Principal& who, const api::Heartbeat& beat);
-    // The same from its parts (tests): `paused` is SharingState::paused.
-    Result<HeartbeatReply> heartbeat(const Principal& who, const std::vector<AttemptId>& running,
-                                     const std::vector<std::int64_t>& unhealthy_gpus = {}, bool draining = false,
-                                     const api::Inventory* inventory = nullptr, bool paused = false);
-    // The worker leaves cleanly (worker_leave.cpp): offline at once (nothing more is placed on it
-    // until its next heartbeat), and each attempt assigned to it and not started goes back to the
-    // queue without using one of its job's attempts, uncharged, not on the owner's record. Running
-    // attempts keep their leases (the worker hands them back itself). Returns those handed back.
-    Result<std::vector<AttemptId>> worker_left(const Principal& who);
-    // Attempts assigned to this worker and not yet started (re-sent until started).
-    Result<std::vector<Assignment>> assignments(const Principal& who) const;
-    Status start_attempt(const Principal& who, AttemptId attempt);
-    // Several starts from one worker, committed in one transaction: one answer per attempt, in
-    // order, as start_attempt would have answered it; a failed write fails the call and takes none.
-    Result<std::vector<api::EndAnswer>> start_attempts(const Principal& who, const std::vector<AttemptId>& attempts);
-    Result<store::LogAppend> append_log(const Principal& who, AttemptId attempt, std::int64_t offset,
-                                        std::string_view data);
-    Status upload_output(const Principal& who, AttemptId attempt, const UploadedFile& file);
-    // `exit_code` is required for Outcome::exited and ignored otherwise.
-    Status complete_attempt(const Principal& who, AttemptId attempt, std::optional<std::int64_t> exit_code,
-                            const std::string& reason, Outcome outcome = Outcome::exited);
-    // Several ends from one worker, committed in one transaction: one answer per end, in order. An
-    // end refused (no longer current, a bad exit code) does not hold back the others; a failed write
-    // fails the call and takes none of them.
-    Result<std::vector<api::EndAnswer>> complete_attempts(const Principal& who, const std::vector<api::AttemptEnd>& ends);
+    // ---- the store's blobs, and what workers say that is not durable ----
+    // Logs, outputs and input archives (blob_shelf.hpp): written straight to the store, no commit().
+    BlobShelf& blobs() { return m_blobs; }
+    // What a worker's heartbeats say (health, draining, sharing, its owner's terms, GPU memory in
+    // use, model downloads: worker_roster.hpp) is kept in memory only, since each heartbeat says it
+    // again, and changes only through these four (worker_ops.cpp calls them): the scheduler's view of
+    // the worker follows, and a pass is due when it matters (pass_due()).
+    void note_heartbeat(WorkerId worker, const api::Heartbeat& beat, const api::Inventory* inventory);
+    void note_terms(WorkerId worker, const std::optional<api::OwnerTerms>& terms);
+    void note_started(WorkerId worker, AttemptId attempt); // its download notes for `attempt` end
+    void note_left(WorkerId worker);                       // its capacity is gone
 
     // The pool at a glance (overview.hpp says who sees what).
     Result<PoolOverview> overview(const Principal& who) const {
@@ -239,25 +173,8 @@ private:
     void record_sample(std::int64_t now);
     void absorb(const store::Changes& changes);
     void record_usage(const store::AttemptRecord& attempt);
-    // The jobs a retry names (none yet for a sweep: retry() picks them) and their one team.
-    Result<std::vector<JobId>> retry_selection(const Principal& who, const api::RetryRequest& request,
-                                               TeamId& team) const;
-    // The jobs of a retry's sweep in the end states it asks for (conflict when there are none).
-    Result<std::vector<JobId>> sweep_jobs_to_retry(const api::RetryRequest& request) const;
-    // Whether `ids` may be retried: each failed or cancelled, its inputs still kept, and the lot
-    // accepted as a submission of the same jobs would be (check_jobs, check_funded).
-    Status check_retry(const Principal& who, TeamId team, const std::vector<JobId>& ids, bool allow_unfunded) const;
-    Result<const store::AttemptRecord*> current_attempt_of_worker(const Principal& who, AttemptId id);
     // Sets m_pass_dirty when `changes` touch what a pass reads (before absorbing them).
     void note_pass_inputs(const store::Changes& changes);
-    // A worker's report that `id` started, checked and added to `changes` (start_attempt(s)); a
-    // repeated start adds nothing.
-    Status stage_start(const Principal& who, AttemptId id, store::Changes& changes);
-    // A worker's report that `id` ended, checked and added to `changes` (complete_attempt(s)).
-    Status stage_end(const Principal& who, AttemptId id, const api::Completion& done, store::Changes& changes);
-    // What a submission's jobs (and a retry's) must be to be accepted: inputs uploaded for the team,
-    // a log cap within the pool's, resources some worker has. Errors name `jobs[i]`.
-    Status check_jobs(TeamId team, const std::vector<recipe::JobSpec>& jobs) const;
     void expire(store::Changes& changes);
 
     // ---- the scheduling pass (scheduling.cpp; its input from pool_view.cpp) ----
@@ -280,6 +197,7 @@ private:
     WorkerRoster m_roster; // workers
     JobBook m_job_book;    // sweeps, jobs, attempts
     CreditDesk m_credits;  // ledger and grants (reads the two above)
+    BlobShelf m_blobs;     // logs, outputs, input archives (the store's blob tables)
     std::map<JobId, std::string> m_waiting; // reasons from the last scheduling pass (not durable)
     PoolView m_pool; // the scheduler's view, kept by absorb() and heartbeat()
     // Decayed GPU-seconds per team for fair share; rebuilt from ended attempts on start.

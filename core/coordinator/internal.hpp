@@ -1,5 +1,5 @@
 // Helpers shared by the files that implement the Coordinator and the operations over its
-// components (coordinator.cpp, jobs.cpp, workers.cpp, scheduling.cpp, admin_ops.cpp, credit_ops.cpp,
+// components (coordinator.cpp, jobs.cpp, worker_ops.cpp, scheduling.cpp, admin_ops.cpp, credit_ops.cpp,
 // job_ops.cpp, ...): error constructors, time windows, credit amounts in words. Not part of the coordinator's
 // interface; include it only from core/coordinator/*.cpp.
 #pragma once

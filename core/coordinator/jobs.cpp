@@ -1,5 +1,5 @@
-// The life of jobs and attempts as researchers see it: submit, the job views, cancel, logs,
-// outputs and input archives, and how an ended attempt moves its job on.
+// Researchers' jobs coming in and their bytes going out (job_ops.hpp): submit, logs, outputs and
+// input archives. The job views and cancels are job_ops.cpp; retries retry.cpp.
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/internal.hpp"
@@ -14,24 +14,24 @@ namespace gpupool::coordinator {
 using namespace gpupool::store;
 using namespace gpupool::coordinator::detail;
 
-// What every submission's jobs (and every retry's) must be: inputs uploaded for the team, a log cap
-// within the pool's, resources some worker of the pool has.
-Status Coordinator::check_jobs(TeamId team, const std::vector<recipe::JobSpec>& jobs) const {
+namespace detail {
+
+Status check_jobs(Coordinator& pool, TeamId team, const std::vector<recipe::JobSpec>& jobs) {
     ByResources<std::optional<std::string>> infeasible; // one walk of the GPU kinds per distinct request
     for (std::size_t i = 0; i < jobs.size(); ++i) {
         if (const auto& sha = jobs[i].inputs.archive; !sha.empty()) {
-            auto size = m_store.input_blob_size(team, sha);
+            auto size = pool.blobs().input_size(team, sha);
             if (!size) {
                 return size.error();
             }
             if (!*size) {
                 return invalid("no inputs with digest " + sha + " were uploaded for team `" +
-                                   m_tokens.teams().at(team).name + "`; upload the archive first (PUT /v1/inputs/" +
-                                   sha + ")",
+                                   pool.tokens().teams().at(team).name +
+                                   "`; upload the archive first (PUT /v1/inputs/" + sha + ")",
                                "jobs[" + std::to_string(i) + "].inputs.archive");
             }
         }
-        if (const std::int64_t limit = m_options.max_log_limit_bytes;
+        if (const std::int64_t limit = pool.options().max_log_limit_bytes;
             limit > 0 && jobs[i].logs.max_size_mib * 1024 * 1024 > limit) {
             return invalid("job `" + jobs[i].name + "` asks to keep " + std::to_string(jobs[i].logs.max_size_mib) +
                                " MiB of log per attempt; this pool keeps at most " +
@@ -39,7 +39,8 @@ Status Coordinator::check_jobs(TeamId team, const std::vector<recipe::JobSpec>& 
                            "jobs[" + std::to_string(i) + "].logs.max_size");
         }
         const auto& spec = jobs[i];
-        if (const auto& why = infeasible.get(spec.resources, [&] { return m_roster.infeasible_reason(spec.resources); })) {
+        if (const auto& why =
+                infeasible.get(spec.resources, [&] { return pool.roster().infeasible_reason(spec.resources); })) {
             Error e =
                 make_error(ErrorCode::invalid_input, "job `" + jobs[i].name + "` can never run on this pool: " + *why,
                            "jobs[" + std::to_string(i) + "].resources");
@@ -49,7 +50,9 @@ Status Coordinator::check_jobs(TeamId team, const std::vector<recipe::JobSpec>& 
     return {};
 }
 
-Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest request) {
+} // namespace detail
+
+Result<SubmitResult> submit(Coordinator& pool, const Principal& who, SubmitRequest request) {
     std::optional<TeamId> team;
     if (who.role == Role::member) {
         team = who.team;
@@ -57,7 +60,7 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
         if (!request.team) {
             return invalid("admins submit for a team: set `team`", "team");
         }
-        auto named = m_tokens.team_named(*request.team);
+        auto named = pool.tokens().team_named(*request.team);
         if (!named) {
             return named.error();
         }
@@ -69,11 +72,11 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
         if (auto st = check_idempotency_key(key); !st) {
             return st.error();
         }
-        if (auto it = m_job_book.sweep_by_key().find({*team, key}); it != m_job_book.sweep_by_key().end()) {
+        if (auto it = pool.job_book().sweep_by_key().find({*team, key}); it != pool.job_book().sweep_by_key().end()) {
             // Submitted before (the answer was lost): the same sweep again, nothing new.
             SubmitResult again;
             again.sweep_id = it->second;
-            for (const auto& [id, j] : m_job_book.jobs()) {
+            for (const auto& [id, j] : pool.job_book().jobs()) {
                 if (j.sweep_id == it->second) {
                     again.jobs.push_back(id);
                 }
@@ -92,24 +95,24 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
     if (request.max_parallel < 0) {
         return invalid("must be 0 (no limit) or more", "max_parallel");
     }
-    if (auto st = check_jobs(*team, request.jobs); !st) {
+    if (auto st = check_jobs(pool, *team, request.jobs); !st) {
         return st.error();
     }
-    if (m_options.credits.enforce && !request.allow_unfunded) {
-        const Estimate est = estimate_for(*this, *team, request.source, request.jobs);
-        if (auto st = check_funded(*this, who, *team, est, request.jobs.size(), false); !st) {
+    if (pool.options().credits.enforce && !request.allow_unfunded) {
+        const Estimate est = estimate_for(pool, *team, request.source, request.jobs);
+        if (auto st = check_funded(pool, who, *team, est, request.jobs.size(), false); !st) {
             return st.error();
         }
     }
-    auto sweep_id = take_ids(store::IdKind::sweep, 1);
+    auto sweep_id = pool.take_ids(store::IdKind::sweep, 1);
     if (!sweep_id) {
         return sweep_id.error();
     }
-    auto first_job = take_ids(store::IdKind::job, static_cast<std::int64_t>(request.jobs.size()));
+    auto first_job = pool.take_ids(store::IdKind::job, static_cast<std::int64_t>(request.jobs.size()));
     if (!first_job) {
         return first_job.error();
     }
-    const std::int64_t now = m_clock.now_ms();
+    const std::int64_t now = pool.now_ms();
     Changes c;
     SweepRecord sweep{SweepId(*sweep_id), *team, who.token_id, request.source,
                       static_cast<std::int64_t>(request.jobs.size()), request.max_parallel, now,
@@ -130,28 +133,28 @@ Result<SubmitResult> Coordinator::submit(const Principal& who, SubmitRequest req
         c.jobs.push_back(std::move(j));
     }
     // All N jobs in one transaction, or none.
-    if (auto st = commit(c); !st) {
+    if (auto st = pool.commit(c); !st) {
         return st.error();
     }
     return result;
 }
 
-Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int64_t offset,
-                                        std::optional<AttemptId> attempt) {
-    auto j = visible_job(*this, who, id);
+Result<LogSlice> read_logs(Coordinator& pool, const Principal& who, JobId id, std::int64_t offset,
+                           std::optional<AttemptId> attempt) {
+    auto j = visible_job(pool, who, id);
     if (!j) {
         return j.error();
     }
     AttemptId aid;
     if (attempt) {
-        auto it = m_job_book.attempts().find(*attempt);
-        if (it == m_job_book.attempts().end() || it->second.job != id) {
+        auto it = pool.job_book().attempts().find(*attempt);
+        if (it == pool.job_book().attempts().end() || it->second.job != id) {
             return not_found("job " + std::to_string(id.value()) + " has no attempt " + std::to_string(attempt->value()));
         }
         aid = *attempt;
     } else {
-        auto latest = m_job_book.latest_attempt().find(id);
-        if (latest == m_job_book.latest_attempt().end()) {
+        auto latest = pool.job_book().latest_attempt().find(id);
+        if (latest == pool.job_book().latest_attempt().end()) {
             return LogSlice{AttemptId(0), {}, 0, is_terminal((*j)->state)};
         }
         aid = latest->second;
@@ -160,53 +163,49 @@ Result<LogSlice> Coordinator::read_logs(const Principal& who, JobId id, std::int
         return invalid("must be 0 or more", "offset");
     }
     constexpr std::int64_t k_max_slice = 1 << 20;
-    auto resume = m_store.log_resume_offset(aid, offset);
-    if (!resume) {
-        return resume.error();
+    auto read = pool.blobs().read_log(aid, offset, k_max_slice);
+    if (!read) {
+        return read.error();
     }
-    const std::int64_t from = resume->value_or(offset);
-    auto data = m_store.read_log(aid, from, k_max_slice);
-    if (!data) {
-        return data.error();
-    }
+    const std::int64_t from = read->from;
     LogSlice s;
     s.attempt = aid;
-    s.next_offset = from + static_cast<std::int64_t>(data->size());
+    s.next_offset = from + static_cast<std::int64_t>(read->data.size());
     if (from > offset) {
-        const std::int64_t cap = log_cap(m_job_book.jobs().at(m_job_book.attempts().at(aid).job).spec, m_options.max_log_bytes);
+        const std::int64_t cap = log_cap(pool.job_book().jobs().at(pool.job_book().attempts().at(aid).job).spec,
+                                         pool.options().max_log_bytes);
         s.data = "[gpupool: bytes " + std::to_string(offset) + " to " + std::to_string(from) +
                  " of this log were dropped: the pool keeps the first " + std::to_string(log_head_bytes(cap)) +
                  " bytes and the last " + std::to_string(cap - log_head_bytes(cap)) +
                  " bytes of each attempt's log (a recipe can keep more: [logs] max_size)]\n";
     }
-    s.data += *data;
-    auto len = m_store.log_length(aid);
-    s.finished = !is_active(m_job_book.attempts().at(aid).state) && len && s.next_offset >= *len;
+    s.data += read->data;
+    s.finished = !is_active(pool.job_book().attempts().at(aid).state) && read->length && s.next_offset >= *read->length;
     return s;
 }
 
-Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
-    auto j = visible_job(*this, who, id);
+Result<std::string> read_output(Coordinator& pool, const Principal& who, JobId id) {
+    auto j = visible_job(pool, who, id);
     if (!j) {
         return j.error();
     }
     const JobRecord& job = **j;
     const std::string name = "job " + std::to_string(id.value());
-    auto latest = m_job_book.latest_attempt().find(id);
-    if (latest == m_job_book.latest_attempt().end()) {
+    auto latest = pool.job_book().latest_attempt().find(id);
+    if (latest == pool.job_book().latest_attempt().end()) {
         if (job.state == JobState::cancelled) {
             return not_found(name + " was cancelled before it ran: it has no outputs");
         }
-        const std::string why = waiting_reason(*this, id);
+        const std::string why = waiting_reason(pool, id);
         return not_found(name + " has not run yet" + (why.empty() ? std::string() : ": " + why));
     }
-    if (const AttemptRecord& a = m_job_book.attempts().at(latest->second); a.voided_at) {
+    if (const AttemptRecord& a = pool.job_book().attempts().at(latest->second); a.voided_at) {
         return make_error(ErrorCode::conflict, "the outputs of job " + std::to_string(id.value()) + " came from attempt " +
                                                    std::to_string(a.id.value()) + " on worker " +
                                                    std::to_string(a.worker.value()) +
                                                    ", whose results an admin voided; the job runs again");
     }
-    auto out = m_store.get_output(latest->second);
+    auto out = pool.blobs().output(latest->second);
     if (!out) {
         return out.error();
     }
@@ -230,8 +229,8 @@ Result<std::string> Coordinator::read_output(const Principal& who, JobId id) {
     return std::move(**out);
 }
 
-Status Coordinator::put_inputs(const Principal& who, const std::string& sha, const UploadedFile& file,
-                               const std::optional<std::string>& team_name) {
+Status put_inputs(Coordinator& pool, const Principal& who, const std::string& sha, const UploadedFile& file,
+                  const std::optional<std::string>& team_name) {
     std::optional<TeamId> team;
     if (who.role == Role::member) {
         team = who.team;
@@ -239,7 +238,7 @@ Status Coordinator::put_inputs(const Principal& who, const std::string& sha, con
         if (!team_name) {
             return invalid("admins name the team the inputs are for: ?team=NAME", "team");
         }
-        auto t = m_tokens.team_named(*team_name);
+        auto t = pool.tokens().team_named(*team_name);
         if (!t) {
             return t.error();
         }
@@ -250,38 +249,15 @@ Status Coordinator::put_inputs(const Principal& who, const std::string& sha, con
     if (sha.size() != 64 || sha.find_first_not_of("0123456789abcdef") != std::string::npos) {
         return invalid("must be the lowercase hex SHA-256 of the body", "sha256");
     }
-    if (file.size > m_store.max_blob_bytes()) {
+    if (file.size > pool.blobs().max_blob_bytes()) {
         return invalid("the inputs archive is " + std::to_string(file.size) + " bytes, over the pool's limit of " +
-                           std::to_string(m_store.max_blob_bytes()),
+                           std::to_string(pool.blobs().max_blob_bytes()),
                        "inputs");
     }
     if (file.sha256_hex != sha) {
         return invalid("the body's SHA-256 is " + file.sha256_hex + ", not the digest in the path", "sha256");
     }
-    auto st = m_store.put_input_blob(*team, sha, file.path, m_clock.now_ms());
-    if (!st) {
-        note_store_error(st.error());
-    }
-    return st;
-}
-
-Result<std::string> Coordinator::read_inputs(const Principal& who, AttemptId id) {
-    auto a = current_attempt_of_worker(who, id);
-    if (!a) {
-        return a.error();
-    }
-    const auto& sha = m_job_book.jobs().at((*a)->job).spec.inputs.archive;
-    if (sha.empty()) {
-        return make_error(ErrorCode::not_found, "this job has no inputs archive");
-    }
-    auto blob = m_store.get_input_blob(m_job_book.jobs().at((*a)->job).team, sha);
-    if (!blob) {
-        return blob.error();
-    }
-    if (!*blob) {
-        return make_error(ErrorCode::not_found, "the inputs archive " + sha + " is missing from the store");
-    }
-    return std::move(**blob);
+    return pool.blobs().put_input(*team, sha, file.path, pool.now_ms());
 }
 
 } // namespace gpupool::coordinator

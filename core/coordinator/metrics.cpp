@@ -39,7 +39,7 @@ const char* to_string(AttemptOutcome o) {
 }
 
 std::optional<AttemptOutcome> outcome_of(const store::AttemptRecord& a) {
-    // The reasons are the coordinator's own words (workers.cpp, scheduling.cpp, coordinator.cpp);
+    // The reasons are the coordinator's own words (worker_ops.cpp, scheduling.cpp, coordinator.cpp);
     // tests/core/coordinator/test_metrics.cpp drives each path and checks what it is counted as.
     const auto starts = [&](std::string_view prefix) { return a.reason.rfind(prefix, 0) == 0; };
     switch (a.state) {

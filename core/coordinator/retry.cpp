@@ -1,6 +1,6 @@
 // Retrying ended jobs (`gpupool retry`, POST /v1/jobs/retry): the same jobs queued again for a new
 // run of attempts, checked, priced and held to the budgets as a new submission of them would be
-// (Coordinator::check_jobs and check_funded, the code paths submit() takes).
+// (detail::check_jobs and check_funded, the code paths submit() takes).
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/internal.hpp"
@@ -51,23 +51,22 @@ Error name_job(Error e, const std::vector<JobId>& ids) {
     return e;
 }
 
-} // namespace
-
-Result<std::vector<JobId>> Coordinator::retry_selection(const Principal& who, const api::RetryRequest& request,
-                                                        TeamId& team) const {
+// The jobs a retry names (none yet for a sweep: retry() picks them) and their one team.
+Result<std::vector<JobId>> retry_selection(const Coordinator& pool, const Principal& who,
+                                           const api::RetryRequest& request, TeamId& team) {
     std::vector<JobId> ids;
     if (request.sweep.value() > 0) {
-        auto s = m_job_book.sweeps().find(request.sweep);
+        auto s = pool.job_book().sweeps().find(request.sweep);
         // Another team's sweep is reported as missing, as its jobs are.
-        if (s == m_job_book.sweeps().end() || (who.role != Role::admin && who.team != s->second.team)) {
+        if (s == pool.job_book().sweeps().end() || (who.role != Role::admin && who.team != s->second.team)) {
             return not_found("no sweep " + std::to_string(request.sweep.value()));
         }
         team = s->second.team;
-        return ids; // sweep_jobs_to_retry() picks them once the idempotency key is known to be new
+        return ids; // sweep_jobs_to_retry(pool) picks them once the idempotency key is known to be new
     }
     std::set<JobId> seen;
     for (JobId id : request.jobs) {
-        auto j = visible_job(*this, who, id);
+        auto j = visible_job(pool, who, id);
         if (!j) {
             return j.error();
         }
@@ -78,8 +77,8 @@ Result<std::vector<JobId>> Coordinator::retry_selection(const Principal& who, co
             team = (*j)->team;
         } else if ((*j)->team != team) {
             return invalid("a retry's jobs are one team's: " + job_words(ids.front()) + " is team `" +
-                               m_tokens.team_name(team) + "`'s, " + job_words(id) + " team `" +
-                               m_tokens.team_name((*j)->team) + "`'s",
+                               pool.tokens().team_name(team) + "`'s, " + job_words(id) + " team `" +
+                               pool.tokens().team_name((*j)->team) + "`'s",
                            "jobs");
         }
         ids.push_back(id);
@@ -87,7 +86,8 @@ Result<std::vector<JobId>> Coordinator::retry_selection(const Principal& who, co
     return ids;
 }
 
-Result<std::vector<JobId>> Coordinator::sweep_jobs_to_retry(const api::RetryRequest& request) const {
+// The jobs of a retry's sweep in the end states it asks for (conflict when there are none).
+Result<std::vector<JobId>> sweep_jobs_to_retry(const Coordinator& pool, const api::RetryRequest& request) {
     std::set<JobState> states;
     for (const auto& s : request.states) {
         states.insert(s == "cancelled" ? JobState::cancelled : JobState::failed);
@@ -96,7 +96,7 @@ Result<std::vector<JobId>> Coordinator::sweep_jobs_to_retry(const api::RetryRequ
         states.insert(JobState::failed);
     }
     std::vector<JobId> ids;
-    for (const auto& [id, j] : m_job_book.jobs()) {
+    for (const auto& [id, j] : pool.job_book().jobs()) {
         if (j.sweep_id == request.sweep && states.count(j.state) != 0) {
             ids.push_back(id);
         }
@@ -112,18 +112,20 @@ Result<std::vector<JobId>> Coordinator::sweep_jobs_to_retry(const api::RetryRequ
     return ids;
 }
 
-Status Coordinator::check_retry(const Principal& who, TeamId team, const std::vector<JobId>& ids,
-                                bool allow_unfunded) const {
+// Whether `ids` may be retried: each failed or cancelled, its inputs still kept, and the lot
+// accepted as a submission of the same jobs would be (check_jobs, check_funded).
+Status check_retry(Coordinator& pool, const Principal& who, TeamId team, const std::vector<JobId>& ids,
+                   bool allow_unfunded) {
     std::vector<recipe::JobSpec> specs;
     std::map<std::string, std::vector<recipe::JobSpec>> by_source; // the sweeps' recipes, for the estimate
     for (JobId id : ids) {
-        const JobRecord& j = m_job_book.jobs().at(id);
+        const JobRecord& j = pool.job_book().jobs().at(id);
         if (auto why = not_retryable(id, j.state); !why.empty()) {
             return make_error(ErrorCode::conflict, why, "jobs");
         }
         // It can still run only if its inputs are still on the coordinator.
         if (const auto& sha = j.spec.inputs.archive; !sha.empty()) {
-            auto size = m_store.input_blob_size(team, sha);
+            auto size = pool.blobs().input_size(team, sha);
             if (!size) {
                 return size.error();
             }
@@ -136,18 +138,18 @@ Status Coordinator::check_retry(const Principal& who, TeamId team, const std::ve
             }
         }
         specs.push_back(j.spec);
-        by_source[m_job_book.sweeps().at(j.sweep_id).source].push_back(j.spec);
+        by_source[pool.job_book().sweeps().at(j.sweep_id).source].push_back(j.spec);
     }
-    if (auto st = check_jobs(team, specs); !st) {
+    if (auto st = check_jobs(pool, team, specs); !st) {
         return name_job(st.error(), ids);
     }
-    if (!m_options.credits.enforce || allow_unfunded) {
+    if (!pool.options().credits.enforce || allow_unfunded) {
         return {};
     }
     // As a submission of the same jobs would be, each sweep's priced with its own recipe's history.
     std::optional<Estimate> est;
     for (const auto& [source, jobs] : by_source) {
-        Estimate part = estimate_for(*this, team, source, jobs);
+        Estimate part = estimate_for(pool, team, source, jobs);
         if (!est) {
             est = std::move(part);
             continue;
@@ -155,10 +157,12 @@ Status Coordinator::check_retry(const Principal& who, TeamId team, const std::ve
         est->total_estimate_micro += part.total_estimate_micro;
         est->total_max_micro += part.total_max_micro;
     }
-    return check_funded(*this, who, team, *est, ids.size(), true);
+    return check_funded(pool, who, team, *est, ids.size(), true);
 }
 
-Result<api::RetryReply> Coordinator::retry(const Principal& who, const api::RetryRequest& request) {
+} // namespace
+
+Result<api::RetryReply> retry(Coordinator& pool, const Principal& who, const api::RetryRequest& request) {
     if (who.role != Role::admin && who.role != Role::member) {
         return denied("only team members and admins retry jobs");
     }
@@ -169,7 +173,7 @@ Result<api::RetryReply> Coordinator::retry(const Principal& who, const api::Retr
         return invalid("a retry names at most " + std::to_string(k_max_jobs_per_submission) + " jobs", "jobs");
     }
     TeamId team;
-    auto ids = retry_selection(who, request, team);
+    auto ids = retry_selection(pool, who, request, team);
     if (!ids) {
         return ids.error();
     }
@@ -180,7 +184,7 @@ Result<api::RetryReply> Coordinator::retry(const Principal& who, const api::Retr
         }
         // Retried before with this key (the answer was lost): that retry again, nothing new.
         api::RetryReply again;
-        for (const auto& [id, j] : m_job_book.jobs()) {
+        for (const auto& [id, j] : pool.job_book().jobs()) {
             if (j.team == team && j.retry_key == key) {
                 again.jobs.push_back({id, j.retries});
             }
@@ -190,19 +194,19 @@ Result<api::RetryReply> Coordinator::retry(const Principal& who, const api::Retr
         }
     }
     if (request.sweep.value() > 0) {
-        ids = sweep_jobs_to_retry(request);
+        ids = sweep_jobs_to_retry(pool, request);
         if (!ids) {
             return ids.error();
         }
     }
-    if (auto st = check_retry(who, team, *ids, request.allow_unfunded); !st) {
+    if (auto st = check_retry(pool, who, team, *ids, request.allow_unfunded); !st) {
         return st.error();
     }
-    const std::int64_t now = m_clock.now_ms();
+    const std::int64_t now = pool.now_ms();
     Changes c;
     api::RetryReply reply;
     for (JobId id : *ids) {
-        JobRecord j = m_job_book.jobs().at(id);
+        JobRecord j = pool.job_book().jobs().at(id);
         j.retries += 1;
         j.retry_key = key;
         j.state = JobState::queued;
@@ -214,7 +218,7 @@ Result<api::RetryReply> Coordinator::retry(const Principal& who, const api::Retr
         c.jobs.push_back(std::move(j));
     }
     // All of them in one transaction, or none.
-    if (auto st = commit(c); !st) {
+    if (auto st = pool.commit(c); !st) {
         return st.error();
     }
     return reply;

@@ -70,7 +70,7 @@ api::JobSummary job_summary(const Coordinator& coord, const JobRecord& j) {
 
 // The body was read into a SubmitRequest where it was parsed (k_submission), off this thread.
 net::Response submit_jobs(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
-    auto res = svc.coord->submit(who, std::move(*in.submission));
+    auto res = coordinator::submit(*svc.coord, who, std::move(*in.submission));
     if (!res) {
         return error_response(res.error());
     }
@@ -150,13 +150,13 @@ net::Response cancel_sweep(ServiceState& svc, const net::Request& req, const Inp
     return n ? ok(api::to_json(api::SweepCancelled{sweep, *n})) : error_response(n.error());
 }
 
-// Failed or cancelled jobs queued again (Coordinator::retry), answered with each job's retry number.
+// Failed or cancelled jobs queued again (retry, job_ops.hpp), answered with each job's retry number.
 net::Response retry_jobs(ServiceState& svc, const net::Request&, const Input& in, const Principal& who) {
     auto request = api::retry_request_from_json(in.body);
     if (!request) {
         return error_response(request.error());
     }
-    auto res = svc.coord->retry(who, *request);
+    auto res = coordinator::retry(*svc.coord, who, *request);
     if (!res) {
         return error_response(res.error());
     }
@@ -178,7 +178,7 @@ net::Response read_job_logs(ServiceState& svc, const net::Request& req, const In
         }
         attempt = AttemptId(*v);
     }
-    auto slice = svc.coord->read_logs(who, JobId(*id), *offset, attempt);
+    auto slice = coordinator::read_logs(*svc.coord, who, JobId(*id), *offset, attempt);
     if (!slice) {
         return error_response(slice.error());
     }
@@ -192,7 +192,7 @@ net::Response read_job_outputs(ServiceState& svc, const net::Request& req, const
     if (!id) {
         return error_response(id.error());
     }
-    return bytes_response(svc.coord->read_output(who, JobId(*id)));
+    return bytes_response(coordinator::read_output(*svc.coord, who, JobId(*id)));
 }
 
 net::Response put_inputs(ServiceState& svc, const net::Request& req, const Input& in, const Principal& who) {
@@ -200,7 +200,7 @@ net::Response put_inputs(ServiceState& svc, const net::Request& req, const Input
     if (auto t = req.query_value("team"); !t.empty()) {
         team = t;
     }
-    auto st = svc.coord->put_inputs(who, req.param("sha256"), *in.file, team);
+    auto st = coordinator::put_inputs(*svc.coord, who, req.param("sha256"), *in.file, team);
     return st ? ok({{"sha256", req.param("sha256")}, {"bytes", in.file->size}}, 201) : error_response(st.error());
 }
 

@@ -1,8 +1,8 @@
 // The workers' protocol: register, heartbeat, the long poll, and their attempts (inputs, start,
 // logs, outputs, completion).
-#include "core/coordinator/service_impl.hpp"
-
 #include "core/api/worker_protocol.hpp"
+#include "core/coordinator/service_impl.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "core/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
@@ -18,7 +18,7 @@ net::Response register_worker(ServiceState& svc, const net::Request&, const Inpu
     if (!req) {
         return error_response(req.error());
     }
-    auto reg = svc.coord->register_worker(who, req->name, req->inventory, req->terms);
+    auto reg = coordinator::register_worker(*svc.coord, who, req->name, req->inventory, req->terms);
     if (!reg) {
         return error_response(reg.error());
     }
@@ -35,7 +35,7 @@ net::Response heartbeat(ServiceState& svc, const net::Request&, const Input& in,
     if (!beat) {
         return error_response(beat.error());
     }
-    auto reply = svc.coord->receive_heartbeat(who, *beat);
+    auto reply = coordinator::receive_heartbeat(*svc.coord, who, *beat);
     if (!reply) {
         return error_response(reply.error());
     }
@@ -48,7 +48,7 @@ net::Response heartbeat(ServiceState& svc, const net::Request&, const Input& in,
 // A clean exit: offline at once, its unstarted attempts back to the queue, and its parked polls
 // answered now (empty), so that the worker's poll thread ends without waiting out its long poll.
 net::Response leave(ServiceState& svc, const net::Request&, const Input&, const Principal& who) {
-    auto back = svc.coord->worker_left(who);
+    auto back = coordinator::worker_left(*svc.coord, who);
     if (!back) {
         return error_response(back.error());
     }
@@ -75,7 +75,7 @@ void poll(ServiceState& svc, const net::Request& req, const Input& in, net::Resp
         respond(error_response(who.error()));
         return;
     }
-    auto list = svc.coord->assignments(*who);
+    auto list = coordinator::assignments(*svc.coord, *who);
     if (!list) {
         respond(error_response(list.error()));
         return;
@@ -125,7 +125,7 @@ net::Response read_attempt_inputs(ServiceState& svc, const net::Request& req, co
     if (!id) {
         return error_response(id.error());
     }
-    return bytes_response(svc.coord->read_inputs(who, AttemptId(*id)));
+    return bytes_response(coordinator::read_inputs(*svc.coord, who, AttemptId(*id)));
 }
 
 net::Response start_attempt(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
@@ -133,7 +133,7 @@ net::Response start_attempt(ServiceState& svc, const net::Request& req, const In
     if (!id) {
         return error_response(id.error());
     }
-    auto st = svc.coord->start_attempt(who, AttemptId(*id));
+    auto st = coordinator::start_attempt(*svc.coord, who, AttemptId(*id));
     return st ? ok({{"attempt", *id}, {"state", "running"}}) : error_response(st.error());
 }
 
@@ -143,7 +143,7 @@ net::Response append_attempt_log(ServiceState& svc, const net::Request& req, con
     if (!id || !offset) {
         return error_response(!id ? id.error() : offset.error());
     }
-    auto res = svc.coord->append_log(who, AttemptId(*id), *offset, req.body);
+    auto res = coordinator::append_log(*svc.coord, who, AttemptId(*id), *offset, req.body);
     if (!res) {
         return error_response(res.error());
     }
@@ -155,7 +155,7 @@ net::Response upload_attempt_outputs(ServiceState& svc, const net::Request& req,
     if (!id) {
         return error_response(id.error());
     }
-    auto st = svc.coord->upload_output(who, AttemptId(*id), *in.file);
+    auto st = coordinator::upload_output(*svc.coord, who, AttemptId(*id), *in.file);
     return st ? ok({{"attempt", *id}, {"bytes", in.file->size}}) : error_response(st.error());
 }
 
@@ -168,7 +168,8 @@ net::Response complete_attempt(ServiceState& svc, const net::Request& req, const
     if (!done) {
         return error_response(done.error());
     }
-    auto st = svc.coord->complete_attempt(who, AttemptId(*id), done->exit_code, done->reason, done->outcome);
+    auto st =
+        coordinator::complete_attempt(*svc.coord, who, AttemptId(*id), done->exit_code, done->reason, done->outcome);
     if (st) {
         svc.schedule_soon();
     }
@@ -182,7 +183,7 @@ net::Response complete_attempts(ServiceState& svc, const net::Request&, const In
     if (!ends) {
         return error_response(ends.error());
     }
-    auto answers = svc.coord->complete_attempts(who, *ends);
+    auto answers = coordinator::complete_attempts(*svc.coord, who, *ends);
     if (!answers) {
         return error_response(answers.error());
     }
@@ -195,7 +196,7 @@ net::Response start_attempts(ServiceState& svc, const net::Request&, const Input
     if (!ids) {
         return error_response(ids.error());
     }
-    auto answers = svc.coord->start_attempts(who, *ids);
+    auto answers = coordinator::start_attempts(*svc.coord, who, *ids);
     if (!answers) {
         return error_response(answers.error());
     }

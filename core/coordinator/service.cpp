@@ -4,6 +4,7 @@
 
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/service_impl.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "core/store/open_store.hpp"
 #include "core/util/token_secret.hpp"
 
@@ -173,7 +174,7 @@ void ServiceState::answer_pollers(WorkerId w) {
         return;
     }
     Principal p{Role::worker, std::nullopt, w, TokenId{}};
-    auto list = coord->assignments(p);
+    auto list = coordinator::assignments(*coord, p);
     if (!list || list->empty()) {
         return;
     }

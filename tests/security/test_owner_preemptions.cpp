@@ -4,6 +4,7 @@
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -22,8 +23,9 @@ void hand_back(CreditPool& p) {
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
     p.clock.advance_ms(k_minute_ms);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, std::nullopt, "my turn", Outcome::owner_preempted));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*attempt}));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *attempt, std::nullopt, "my turn",
+                                          Outcome::owner_preempted));
 }
 
 std::int64_t owner_preempted_on(const CreditPool& p, WorkerId worker) {
@@ -69,14 +71,15 @@ TEST_CASE("owner preemptions: after 3 hand-backs a worker gets that job no more 
 
     // Another worker joins: the job goes there, not back to the worker that keeps handing it back.
     auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "spare").value();
-    auto spare = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "spare-l4", l4_box());
+    auto spare =
+        coordinator::register_worker(*p.coord, p.coord->authenticate(enroll.secret).value(), "spare-l4", l4_box());
     REQUIRE(spare);
     const Principal spare_worker = p.coord->authenticate(spare->secret).value();
-    REQUIRE(p.coord->heartbeat(spare_worker, {}));
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, spare_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     p.coord->tick();
-    CHECK(p.coord->assignments(p.owner_worker).value().empty());
-    auto on_spare = p.coord->assignments(spare_worker).value();
+    CHECK(coordinator::assignments(*p.coord, p.owner_worker).value().empty());
+    auto on_spare = coordinator::assignments(*p.coord, spare_worker).value();
     REQUIRE(on_spare.size() == 1);
     CHECK(on_spare.front().job == job);
     CHECK(owner_preempted_on(p, spare->worker) == 0);

@@ -4,6 +4,8 @@
 
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "core/store/sqlite_store.hpp"
 #include "tests/support.hpp"
 
@@ -64,7 +66,7 @@ struct CreditPool {
         fellow = coord->authenticate(create_token(*coord, admin, store::Role::member, "fellows", "f").value().secret)
                      .value();
         auto enroll = create_token(*coord, admin, store::Role::enroll, "owners", "e").value();
-        auto reg = coord->register_worker(coord->authenticate(enroll.secret).value(), "l4-box", l4_box());
+        auto reg = coordinator::register_worker(*coord, coord->authenticate(enroll.secret).value(), "l4-box", l4_box());
         REQUIRE(reg);
         warnings = reg->warnings;
         owner_worker = coord->authenticate(reg->secret).value();
@@ -88,20 +90,21 @@ struct CreditPool {
     }
 
     JobId submit(recipe::JobSpec spec, bool allow_unfunded = false) {
-        auto r = coord->submit(fellow, SubmitRequest{"train.toml", 0, {std::move(spec)}, std::nullopt, allow_unfunded});
+        auto r = coordinator::submit(*coord, fellow,
+                                     SubmitRequest{"train.toml", 0, {std::move(spec)}, std::nullopt, allow_unfunded});
         REQUIRE(r);
         return r->jobs.front();
     }
 
     // Ticks; returns the attempt placed on the worker (started), if any.
     std::optional<AttemptId> place_and_start() {
-        REQUIRE(coord->heartbeat(owner_worker, {}));
+        REQUIRE(coordinator::heartbeat(*coord, owner_worker, {}));
         coord->tick();
-        auto a = coord->assignments(owner_worker).value();
+        auto a = coordinator::assignments(*coord, owner_worker).value();
         if (a.empty()) {
             return std::nullopt;
         }
-        REQUIRE(coord->start_attempt(owner_worker, a.front().attempt));
+        REQUIRE(coordinator::start_attempt(*coord, owner_worker, a.front().attempt));
         return a.front().attempt;
     }
 

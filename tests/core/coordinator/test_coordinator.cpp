@@ -3,6 +3,7 @@
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "core/store/sqlite_store.hpp"
 #include "tests/support.hpp"
 
@@ -94,19 +95,19 @@ struct Pool {
 
     Principal add_worker(const std::string& name) {
         auto enroll = create_token(*coord, admin, store::Role::enroll, "owners", "enroll").value();
-        auto reg = coord->register_worker(coord->authenticate(enroll.secret).value(), name, inventory());
+        auto reg = coordinator::register_worker(*coord, coord->authenticate(enroll.secret).value(), name, inventory());
         REQUIRE(reg);
         return coord->authenticate(reg->secret).value();
     }
 
     std::vector<JobId> submit(std::vector<recipe::JobSpec> specs, std::int64_t max_parallel = 0) {
         SubmitRequest r{"test.toml", max_parallel, std::move(specs), std::nullopt};
-        auto res = coord->submit(member, std::move(r));
+        auto res = coordinator::submit(*coord, member, std::move(r));
         REQUIRE(res);
         return res->jobs;
     }
 
-    std::vector<Assignment> assigned(const Principal& w) { return coord->assignments(w).value(); }
+    std::vector<Assignment> assigned(const Principal& w) { return coordinator::assignments(*coord, w).value(); }
     JobState state(JobId id) { return read_job(*coord, admin, id).value().state; }
 };
 
@@ -126,15 +127,15 @@ TEST_CASE("coordinator: a job runs through queued, assigned, running, succeeded"
     CHECK(as.spec.name == "a");
     CHECK(as.gpu_milli == 500);
     CHECK(as.attempt_number == 1);
-    REQUIRE(p.coord->start_attempt(w, as.attempt));
+    REQUIRE(coordinator::start_attempt(*p.coord, w, as.attempt));
     CHECK(p.state(ids[0]) == JobState::running);
     CHECK(p.assigned(w).empty()); // started attempts are no longer offered
-    REQUIRE(p.coord->append_log(w, as.attempt, 0, "hello\n"));
-    REQUIRE(p.coord->complete_attempt(w, as.attempt, 0, ""));
+    REQUIRE(coordinator::append_log(*p.coord, w, as.attempt, 0, "hello\n"));
+    REQUIRE(coordinator::complete_attempt(*p.coord, w, as.attempt, 0, ""));
     auto job = read_job(*p.coord, p.member, ids[0]).value();
     CHECK(job.state == JobState::succeeded);
     CHECK(job.exit_code == 0);
-    auto logs = p.coord->read_logs(p.member, ids[0], 0).value();
+    auto logs = coordinator::read_logs(*p.coord, p.member, ids[0], 0).value();
     CHECK(logs.data == "hello\n");
     CHECK(logs.finished);
 }
@@ -165,13 +166,13 @@ TEST_CASE("coordinator: a lost lease re-queues the job, and the old attempt is f
     const Principal& first = on1.empty() ? p.worker2 : p.worker;
     const Principal& second = on1.empty() ? p.worker : p.worker2;
     AttemptId old = (on1.empty() ? p.assigned(p.worker2) : on1)[0].attempt;
-    REQUIRE(p.coord->start_attempt(first, old));
+    REQUIRE(coordinator::start_attempt(*p.coord, first, old));
 
     // The second worker keeps heartbeating; the first goes silent past its lease.
     p.clock.advance_ms(6'000);
-    REQUIRE(p.coord->heartbeat(second, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, second, {}));
     p.clock.advance_ms(6'000);
-    REQUIRE(p.coord->heartbeat(second, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, second, {}));
     p.coord->tick();
     auto history = p.coord->job_book().attempts_of(ids[0]);
     REQUIRE(history.size() == 2);
@@ -180,11 +181,11 @@ TEST_CASE("coordinator: a lost lease re-queues the job, and the old attempt is f
     CHECK(p.state(ids[0]) == JobState::assigned);
 
     // The first worker comes back: everything about its old attempt is refused.
-    auto late = p.coord->complete_attempt(first, old, 0, "");
+    auto late = coordinator::complete_attempt(*p.coord, first, old, 0, "");
     REQUIRE_FALSE(late);
     CHECK(late.error().code == ErrorCode::conflict);
-    CHECK_FALSE(p.coord->append_log(first, old, 0, "late\n"));
-    auto hb = p.coord->heartbeat(first, {old});
+    CHECK_FALSE(coordinator::append_log(*p.coord, first, old, 0, "late\n"));
+    auto hb = coordinator::heartbeat(*p.coord, first, {old});
     REQUIRE(hb);
     CHECK(hb->stop == std::vector<AttemptId>{old}); // told to stop it
     CHECK(p.state(ids[0]) == JobState::assigned);
@@ -198,7 +199,7 @@ TEST_CASE("coordinator: leases renewed by heartbeats or by a restart run out on 
     std::map<std::string, std::pair<const Principal*, AttemptId>> on; // job name -> (worker, attempt)
     for (const Principal* w : {&p.worker, &p.worker2}) {
         for (const auto& a : p.assigned(*w)) {
-            REQUIRE(p.coord->start_attempt(*w, a.attempt));
+            REQUIRE(coordinator::start_attempt(*p.coord, *w, a.attempt));
             on[read_job(*p.coord, p.admin, a.job).value().spec.name] = {w, a.attempt};
         }
     }
@@ -214,7 +215,7 @@ TEST_CASE("coordinator: leases renewed by heartbeats or by a restart run out on 
     for (int i = 0; i < 4; ++i) { // 32 s, three times the lease: only the renewals keep them
         p.clock.advance_ms(8'000);
         for (const auto& [name, where] : on) {
-            REQUIRE(p.coord->heartbeat(*where.first, {where.second}));
+            REQUIRE(coordinator::heartbeat(*p.coord, *where.first, {where.second}));
         }
         p.coord->tick();
     }
@@ -222,12 +223,12 @@ TEST_CASE("coordinator: leases renewed by heartbeats or by a restart run out on 
     CHECK(state_of("b") == AttemptState::running);
     p.restart(); // every live attempt gets a fresh lease
     p.clock.advance_ms(8'000);
-    REQUIRE(p.coord->heartbeat(*on["a"].first, {on["a"].second}));
+    REQUIRE(coordinator::heartbeat(*p.coord, *on["a"].first, {on["a"].second}));
     p.coord->tick();
     CHECK(state_of("a") == AttemptState::running);
     CHECK(state_of("b") == AttemptState::running); // 8 s into its 10 s lease
     p.clock.advance_ms(3'000);
-    REQUIRE(p.coord->heartbeat(*on["a"].first, {on["a"].second}));
+    REQUIRE(coordinator::heartbeat(*p.coord, *on["a"].first, {on["a"].second}));
     p.coord->tick();
     CHECK(state_of("a") == AttemptState::running);
     CHECK(state_of("b") == AttemptState::lost);
@@ -243,8 +244,8 @@ TEST_CASE("coordinator: lost attempts count against max_attempts", "[coordinator
         p.clock.advance_ms(61'000); // both workers silent: leases lapse and workers time out
         p.coord->tick();
         // Bring the workers back for the next round.
-        REQUIRE(p.coord->heartbeat(p.worker, {}));
-        REQUIRE(p.coord->heartbeat(p.worker2, {}));
+        REQUIRE(coordinator::heartbeat(*p.coord, p.worker, {}));
+        REQUIRE(coordinator::heartbeat(*p.coord, p.worker2, {}));
     }
     auto job = read_job(*p.coord, p.admin, ids[0]).value();
     CHECK(job.state == JobState::failed);
@@ -260,8 +261,8 @@ TEST_CASE("coordinator: retry on listed exit codes only", "[coordinator]") {
     p.coord->tick();
     for (const Principal* w : {&p.worker, &p.worker2}) {
         for (const auto& a : p.assigned(*w)) {
-            REQUIRE(p.coord->start_attempt(*w, a.attempt));
-            REQUIRE(p.coord->complete_attempt(*w, a.attempt, a.job == ids[0] ? 75 : 1, ""));
+            REQUIRE(coordinator::start_attempt(*p.coord, *w, a.attempt));
+            REQUIRE(coordinator::complete_attempt(*p.coord, *w, a.attempt, a.job == ids[0] ? 75 : 1, ""));
         }
     }
     CHECK(p.state(ids[0]) == JobState::queued); // 75 is retried
@@ -279,13 +280,13 @@ TEST_CASE("coordinator: cancellation stops queued and running jobs", "[coordinat
 
     const Principal& w = p.assigned(p.worker).empty() ? p.worker2 : p.worker;
     auto a = p.assigned(w)[0];
-    REQUIRE(p.coord->start_attempt(w, a.attempt));
+    REQUIRE(coordinator::start_attempt(*p.coord, w, a.attempt));
     REQUIRE(cancel_job(*p.coord, p.member, a.job));
     CHECK(p.state(a.job) == JobState::cancelled);
-    auto hb = p.coord->heartbeat(w, {a.attempt});
+    auto hb = coordinator::heartbeat(*p.coord, w, {a.attempt});
     REQUIRE(hb);
     CHECK(hb->stop == std::vector<AttemptId>{a.attempt});
-    CHECK_FALSE(p.coord->complete_attempt(w, a.attempt, 0, "")); // fenced
+    CHECK_FALSE(coordinator::complete_attempt(*p.coord, w, a.attempt, 0, "")); // fenced
     CHECK(cancel_job(*p.coord, p.member, a.job).error().code == ErrorCode::conflict);
 }
 
@@ -319,7 +320,7 @@ TEST_CASE("coordinator: a job bigger than every worker is rejected at submit", "
     auto spec = job_spec("huge", 0);
     spec.resources.gpus = 1;
     spec.resources.gpu_memory_mib = 80 * 1024;
-    auto res = p.coord->submit(p.member, {"t.toml", 0, {job_spec("fine"), spec}, std::nullopt});
+    auto res = coordinator::submit(*p.coord, p.member, {"t.toml", 0, {job_spec("fine"), spec}, std::nullopt});
     REQUIRE_FALSE(res);
     CHECK(res.error().field == "jobs[1].resources");
     CHECK_THAT(res.error().message, Catch::Contains("80GiB of GPU memory; the largest GPU has 24GiB"));
@@ -334,7 +335,7 @@ TEST_CASE("coordinator: what can never run follows the largest worker through re
     big.memory_mib = 65'536;
     big.gpus.push_back({0, "A100", 81'920, "", ""});
     auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "enroll").value();
-    auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "big", big);
+    auto reg = coordinator::register_worker(*p.coord, p.coord->authenticate(enroll.secret).value(), "big", big);
     REQUIRE(reg);
     auto many_cpus = job_spec("many-cpus", 0);
     many_cpus.resources.cpu_milli = 12'000;
@@ -346,7 +347,7 @@ TEST_CASE("coordinator: what can never run follows the largest worker through re
     a100.resources.gpu_memory_mib = 8 * 1024;
     a100.resources.gpu_models = {"A100"};
     auto refusal = [&](const recipe::JobSpec& spec) -> std::string {
-        auto res = p.coord->submit(p.member, {"t.toml", 0, {spec}, std::nullopt});
+        auto res = coordinator::submit(*p.coord, p.member, {"t.toml", 0, {spec}, std::nullopt});
         return res ? std::string() : res.error().message;
     };
     CHECK(refusal(many_cpus).empty());
@@ -374,16 +375,16 @@ TEST_CASE("coordinator: max_runtime is enforced by the coordinator too", "[coord
     p.coord->tick();
     const Principal& w = p.assigned(p.worker).empty() ? p.worker2 : p.worker;
     auto a = p.assigned(w)[0];
-    REQUIRE(p.coord->start_attempt(w, a.attempt));
+    REQUIRE(coordinator::start_attempt(*p.coord, w, a.attempt));
     for (int i = 0; i < 12; ++i) { // keep the lease alive for 96 s
         p.clock.advance_ms(8'000);
-        REQUIRE(p.coord->heartbeat(w, {a.attempt}));
+        REQUIRE(coordinator::heartbeat(*p.coord, w, {a.attempt}));
         p.coord->tick();
     }
     auto job = read_job(*p.coord, p.member, ids[0]).value();
     CHECK(job.state == JobState::failed);
     CHECK_THAT(job.reason, Catch::Contains("max_runtime"));
-    CHECK(p.coord->heartbeat(w, {a.attempt}).value().stop == std::vector<AttemptId>{a.attempt});
+    CHECK(coordinator::heartbeat(*p.coord, w, {a.attempt}).value().stop == std::vector<AttemptId>{a.attempt});
 }
 
 TEST_CASE("coordinator: roles and teams bound what a token can do", "[coordinator]") {
@@ -392,18 +393,19 @@ TEST_CASE("coordinator: roles and teams bound what a token can do", "[coordinato
     // Another team's member cannot see, cancel or read the job.
     CHECK(read_job(*p.coord, p.other_member, ids[0]).error().code == ErrorCode::not_found);
     CHECK(cancel_job(*p.coord, p.other_member, ids[0]).error().code == ErrorCode::not_found);
-    CHECK(p.coord->read_logs(p.other_member, ids[0], 0).error().code == ErrorCode::not_found);
+    CHECK(coordinator::read_logs(*p.coord, p.other_member, ids[0], 0).error().code == ErrorCode::not_found);
     CHECK(list_jobs(*p.coord, p.other_member, {}).value().jobs.empty());
     JobQuery all_teams;
     all_teams.all_teams = true;
     CHECK(list_jobs(*p.coord, p.member, all_teams).error().code == ErrorCode::forbidden);
     CHECK(list_jobs(*p.coord, p.admin, all_teams).value().jobs.size() == 1);
     // Workers cannot submit or read jobs; members cannot act as workers or admins.
-    CHECK(p.coord->submit(p.worker, {"x", 0, {job_spec("w")}, std::nullopt}).error().code == ErrorCode::forbidden);
+    CHECK(coordinator::submit(*p.coord, p.worker, {"x", 0, {job_spec("w")}, std::nullopt}).error().code ==
+          ErrorCode::forbidden);
     CHECK(read_job(*p.coord, p.worker, ids[0]).error().code == ErrorCode::forbidden);
-    CHECK(p.coord->heartbeat(p.member, {}).error().code == ErrorCode::forbidden);
+    CHECK(coordinator::heartbeat(*p.coord, p.member, {}).error().code == ErrorCode::forbidden);
     CHECK(create_team(*p.coord, p.member, "x", 1).error().code == ErrorCode::forbidden);
-    CHECK(p.coord->register_worker(p.member, "x", inventory()).error().code == ErrorCode::forbidden);
+    CHECK(coordinator::register_worker(*p.coord, p.member, "x", inventory()).error().code == ErrorCode::forbidden);
     // Tokens: unknown and revoked are refused.
     CHECK(p.coord->authenticate("gpp_nope").error().code == ErrorCode::unauthorized);
     CHECK(p.coord->authenticate("").error().code == ErrorCode::unauthorized);
@@ -434,7 +436,7 @@ TEST_CASE("coordinator: a banned worker loses its attempts and its token", "[coo
     auto ids = p.submit({job_spec("a", 1000), job_spec("b", 1000)});
     p.coord->tick();
     REQUIRE(set_worker_state(*p.coord, p.admin, *p.worker.worker, store::WorkerState::banned));
-    CHECK(p.coord->heartbeat(p.worker, {}).has_value()); // principal resolved before the ban
+    CHECK(coordinator::heartbeat(*p.coord, p.worker, {}).has_value()); // principal resolved before the ban
     auto token_check = list_workers(*p.coord, p.admin).value();
     CHECK(std::any_of(token_check.begin(), token_check.end(),
                       [](const auto& w) { return w.state == store::WorkerState::banned; }));
@@ -455,7 +457,7 @@ TEST_CASE("coordinator: a high-priority job preempts low-priority work that has 
     std::vector<std::pair<const Principal*, AttemptId>> running;
     for (const Principal* w : {&p.worker, &p.worker2}) {
         for (const auto& a : p.assigned(*w)) {
-            REQUIRE(p.coord->start_attempt(*w, a.attempt));
+            REQUIRE(coordinator::start_attempt(*p.coord, *w, a.attempt));
             running.emplace_back(w, a.attempt);
         }
     }
@@ -464,7 +466,7 @@ TEST_CASE("coordinator: a high-priority job preempts low-priority work that has 
     for (int i = 0; i < 150; ++i) {
         p.clock.advance_ms(8'000);
         for (const auto& [w, a] : running) {
-            REQUIRE(p.coord->heartbeat(*w, {a}));
+            REQUIRE(coordinator::heartbeat(*p.coord, *w, {a}));
         }
     }
     auto high = job_spec("urgent", 1000);
@@ -483,7 +485,7 @@ TEST_CASE("coordinator: a high-priority job preempts low-priority work that has 
     CHECK(preempted == 1); // the smallest set of victims: one GPU's worth
     std::vector<AttemptId> stopped;
     for (const auto& [w, a] : running) {
-        auto hb = p.coord->heartbeat(*w, {a}).value();
+        auto hb = coordinator::heartbeat(*p.coord, *w, {a}).value();
         stopped.insert(stopped.end(), hb.stop.begin(), hb.stop.end());
     }
     CHECK(stopped.size() == 1);
@@ -508,7 +510,7 @@ TEST_CASE("coordinator: the preemption cap counts a job's preemptions, not its l
         p.coord->tick();
         for (const Principal* w : {&p.worker, &p.worker2}) {
             for (const auto& a : p.assigned(*w)) {
-                REQUIRE(p.coord->start_attempt(*w, a.attempt));
+                REQUIRE(coordinator::start_attempt(*p.coord, *w, a.attempt));
                 live[a.attempt] = w;
             }
         }
@@ -523,7 +525,7 @@ TEST_CASE("coordinator: the preemption cap counts a job's preemptions, not its l
                         mine.push_back(a);
                     }
                 }
-                REQUIRE(p.coord->heartbeat(*w, mine));
+                REQUIRE(coordinator::heartbeat(*p.coord, *w, mine));
             }
         }
     };
@@ -532,7 +534,8 @@ TEST_CASE("coordinator: the preemption cap counts a job's preemptions, not its l
     REQUIRE(live.size() == 2);
     // The low job's first attempt is lost to a worker fault: it runs again, not yet preempted.
     const auto first = victim_attempt();
-    REQUIRE(p.coord->complete_attempt(*live.at(first.id), first.id, std::nullopt, "disk full", Outcome::worker_fault));
+    REQUIRE(coordinator::complete_attempt(*p.coord, *live.at(first.id), first.id, std::nullopt, "disk full",
+                                          Outcome::worker_fault));
     live.erase(first.id);
     start_new();
     REQUIRE(victim_attempt().state == AttemptState::running);
@@ -547,12 +550,12 @@ TEST_CASE("coordinator: the preemption cap counts a job's preemptions, not its l
     REQUIRE(victim_attempt().state == AttemptState::preempted);
     const Principal* on = live.at(victim_attempt().id);
     live.erase(victim_attempt().id);
-    REQUIRE(p.coord->heartbeat(*on, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, *on, {}));
     start_new(); // the urgent job takes the freed GPU
     REQUIRE(p.state(first_urgent) == JobState::running);
     for (auto it = live.begin(); it != live.end(); ++it) {
         if (p.coord->job_book().attempts_of(first_urgent).back().id == it->first) {
-            REQUIRE(p.coord->complete_attempt(*it->second, it->first, 0, ""));
+            REQUIRE(coordinator::complete_attempt(*p.coord, *it->second, it->first, 0, ""));
             live.erase(it);
             break;
         }
@@ -569,8 +572,8 @@ TEST_CASE("coordinator: the preemption cap counts a job's preemptions, not its l
 
 TEST_CASE("coordinator: a GPU reported unhealthy takes no new work", "[coordinator]") {
     Pool p;
-    REQUIRE(p.coord->heartbeat(p.worker, {}, {0}));
-    REQUIRE(p.coord->heartbeat(p.worker2, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.worker, {}, {0}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.worker2, {}));
     p.submit({job_spec("a", 500)});
     p.coord->tick();
     CHECK(p.assigned(p.worker).empty());
@@ -582,25 +585,29 @@ TEST_CASE("coordinator: fair share favours the team that has used less", "[coord
     // "others" runs a whole GPU for an hour first.
     auto heavy = job_spec("heavy", 1000);
     heavy.resources.max_runtime_s = 7200;
-    auto res = p.coord->submit(p.other_member, {"h.toml", 0, {heavy}, std::nullopt});
+    auto res = coordinator::submit(*p.coord, p.other_member, {"h.toml", 0, {heavy}, std::nullopt});
     REQUIRE(res);
     p.coord->tick();
     const Principal& w = p.assigned(p.worker).empty() ? p.worker2 : p.worker;
     auto a = p.assigned(w)[0];
-    REQUIRE(p.coord->start_attempt(w, a.attempt));
+    REQUIRE(coordinator::start_attempt(*p.coord, w, a.attempt));
     for (int i = 0; i < 450; ++i) {
         p.clock.advance_ms(8'000);
-        REQUIRE(p.coord->heartbeat(p.worker, w.worker == p.worker.worker ? std::vector{a.attempt} : std::vector<AttemptId>{}));
-        REQUIRE(p.coord->heartbeat(p.worker2, w.worker == p.worker2.worker ? std::vector{a.attempt} : std::vector<AttemptId>{}));
+        REQUIRE(coordinator::heartbeat(
+            *p.coord, p.worker, w.worker == p.worker.worker ? std::vector{a.attempt} : std::vector<AttemptId>{}));
+        REQUIRE(coordinator::heartbeat(
+            *p.coord, p.worker2, w.worker == p.worker2.worker ? std::vector{a.attempt} : std::vector<AttemptId>{}));
     }
-    REQUIRE(p.coord->complete_attempt(w, a.attempt, 0, ""));
+    REQUIRE(coordinator::complete_attempt(*p.coord, w, a.attempt, 0, ""));
     // Both teams now queue one whole-GPU job; "others" submitted first, and only one GPU is free
     // after a second heavy job takes the other one.
     auto blocker = job_spec("blocker", 1000);
     blocker.resources.max_runtime_s = 7200;
-    REQUIRE(p.coord->submit(p.member, {"b.toml", 0, {blocker}, std::nullopt}));
+    REQUIRE(coordinator::submit(*p.coord, p.member, {"b.toml", 0, {blocker}, std::nullopt}));
     p.coord->tick();
-    auto theirs = p.coord->submit(p.other_member, {"o.toml", 0, {job_spec("theirs", 1000)}, std::nullopt}).value().jobs[0];
+    auto theirs = coordinator::submit(*p.coord, p.other_member, {"o.toml", 0, {job_spec("theirs", 1000)}, std::nullopt})
+                      .value()
+                      .jobs[0];
     p.clock.advance_ms(1'000);
     auto ours = p.submit({job_spec("ours", 1000)})[0];
     p.coord->tick();
@@ -616,7 +623,7 @@ TEST_CASE("coordinator: a heartbeat's inventory replaces the registered one, and
     p.clock.advance_ms(20'000); // box-2 has not been seen since registration
     api::Inventory inv = inventory(2);
     inv.slots = 1;
-    auto hb = p.coord->heartbeat(p.worker, {}, {}, false, &inv);
+    auto hb = coordinator::heartbeat(*p.coord, p.worker, {}, {}, false, &inv);
     REQUIRE(hb);
     auto ids = p.submit({job_spec("a", 0), job_spec("b", 0), job_spec("c", 0)});
     p.coord->tick();
@@ -625,7 +632,7 @@ TEST_CASE("coordinator: a heartbeat's inventory replaces the registered one, and
 
     // Durable: a restarted coordinator still knows both GPUs and the cap.
     p.restart();
-    REQUIRE(p.coord->heartbeat(p.worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.worker, {}));
     auto workers = list_workers(*p.coord, p.admin).value();
     auto box1 = std::find_if(workers.begin(), workers.end(), [](const auto& w) { return w.name == "box-1"; });
     REQUIRE(box1 != workers.end());
@@ -637,7 +644,7 @@ TEST_CASE("coordinator: a heartbeat's inventory replaces the registered one, and
 
     // Lifting the cap lets the other two run.
     inv.slots = 0;
-    REQUIRE(p.coord->heartbeat(p.worker, {}, {}, false, &inv));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.worker, {}, {}, false, &inv));
     p.coord->tick();
     CHECK(p.assigned(p.worker).size() == 3);
 }
@@ -659,8 +666,8 @@ api::Heartbeat beat_with(std::optional<api::OwnerTerms> terms,
 TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and a job none takes says why",
           "[coordinator]") {
     Pool p;
-    REQUIRE(p.coord->receive_heartbeat(p.worker, beat_with(api::OwnerTerms{0, {"others"}, {}})));
-    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(api::OwnerTerms{0, {}, {"ghcr.io/"}})));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker, beat_with(api::OwnerTerms{0, {"others"}, {}})));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker2, beat_with(api::OwnerTerms{0, {}, {"ghcr.io/"}})));
     const JobId fellows_job = p.submit({job_spec("f")})[0]; // team fellows, image busybox
     p.coord->tick();
     CHECK(p.state(fellows_job) == JobState::queued);
@@ -668,7 +675,8 @@ TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and 
           "the owners of the 2 worker(s) that could run it do not take it: 1 take only other teams' jobs, 1 take no "
           "images from `docker.io/library/busybox:latest`'s registry");
 
-    auto others = p.coord->submit(p.other_member, SubmitRequest{"o.toml", 0, {job_spec("o")}, std::nullopt});
+    auto others =
+        coordinator::submit(*p.coord, p.other_member, SubmitRequest{"o.toml", 0, {job_spec("o")}, std::nullopt});
     REQUIRE(others);
     p.coord->tick();
     REQUIRE(p.assigned(p.worker).size() == 1); // box-1 takes team others only
@@ -677,7 +685,7 @@ TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and 
     CHECK_FALSE(p.coord->pool_view_drift().has_value());
 
     // The owner of box-2 drops its terms (a worker from before terms sends none): any job.
-    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt)));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker2, beat_with(std::nullopt)));
     p.coord->tick();
     REQUIRE(p.assigned(p.worker2).size() == 1);
     CHECK(p.assigned(p.worker2)[0].job == fellows_job);
@@ -686,8 +694,8 @@ TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and 
 
 TEST_CASE("coordinator: terms that name a team created later take its jobs once it exists", "[coordinator]") {
     Pool p;
-    REQUIRE(p.coord->receive_heartbeat(p.worker, beat_with(api::OwnerTerms{0, {"late"}, {}})));
-    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(api::OwnerTerms{0, {"late"}, {}})));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker, beat_with(api::OwnerTerms{0, {"late"}, {}})));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker2, beat_with(api::OwnerTerms{0, {"late"}, {}})));
     const JobId early = p.submit({job_spec("early")})[0];
     p.coord->tick();
     CHECK(p.state(early) == JobState::queued);
@@ -695,7 +703,7 @@ TEST_CASE("coordinator: terms that name a team created later take its jobs once 
     REQUIRE(grant_credits(*p.coord, p.admin, "late", 1'000 * credits::k_micro_per_credit, std::nullopt, "test"));
     const Principal late =
         p.coord->authenticate(create_token(*p.coord, p.admin, store::Role::member, "late", "l").value().secret).value();
-    auto res = p.coord->submit(late, SubmitRequest{"l.toml", 0, {job_spec("l")}, std::nullopt});
+    auto res = coordinator::submit(*p.coord, late, SubmitRequest{"l.toml", 0, {job_spec("l")}, std::nullopt});
     REQUIRE(res);
     p.coord->tick();
     CHECK(p.state(res->jobs[0]) == JobState::assigned);
@@ -706,8 +714,10 @@ TEST_CASE("coordinator: terms that name a team created later take its jobs once 
 TEST_CASE("coordinator: workers not sharing take no work, and the queue says why and until when", "[coordinator]") {
     Pool p;
     const std::int64_t opens = p.clock.now_ms() + 3 * 3600 * 1000;
-    REQUIRE(p.coord->receive_heartbeat(p.worker, beat_with(std::nullopt, api::SharingState::outside_window, opens)));
-    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::outside_window, opens + 60'000)));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker,
+                                           beat_with(std::nullopt, api::SharingState::outside_window, opens)));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker2,
+                                           beat_with(std::nullopt, api::SharingState::outside_window, opens + 60'000)));
     CHECK(p.coord->roster().presence(p.worker.worker.value(), p.coord->now_ms()) == "off-hours");
     const JobId id = p.submit({job_spec("a")})[0];
     p.coord->tick();
@@ -715,14 +725,14 @@ TEST_CASE("coordinator: workers not sharing take no work, and the queue says why
     CHECK(waiting_reason(*p.coord, id) ==
           "no worker is taking work: 2 are outside their owners' sharing hours (the first shares again in 3h)");
 
-    REQUIRE(p.coord->receive_heartbeat(p.worker, beat_with(std::nullopt, api::SharingState::paused)));
-    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::reclaimed)));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker, beat_with(std::nullopt, api::SharingState::paused)));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker2, beat_with(std::nullopt, api::SharingState::reclaimed)));
     CHECK(p.coord->roster().presence(p.worker2.worker.value(), p.coord->now_ms()) == "reclaimed");
     p.coord->tick();
     CHECK(waiting_reason(*p.coord, id) ==
           "no worker is taking work: 1 is paused by its owner, 1 is in use by its owner");
 
-    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt)));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker2, beat_with(std::nullopt)));
     p.coord->tick();
     CHECK(p.assigned(p.worker2).size() == 1);
     CHECK_FALSE(p.coord->pool_view_drift().has_value());
@@ -734,8 +744,8 @@ TEST_CASE("coordinator: a GPU its owner reclaimed takes no new work, the worker'
     api::Heartbeat b;
     b.inventory = two;
     b.reclaimed_gpus = {0};
-    REQUIRE(p.coord->receive_heartbeat(p.worker, b));
-    REQUIRE(p.coord->receive_heartbeat(p.worker2, beat_with(std::nullopt, api::SharingState::paused)));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker, b));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker2, beat_with(std::nullopt, api::SharingState::paused)));
     p.submit({job_spec("a", 1000), job_spec("b", 1000)});
     p.coord->tick();
     const auto got = p.assigned(p.worker);

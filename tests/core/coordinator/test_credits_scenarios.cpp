@@ -3,6 +3,7 @@
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -34,8 +35,8 @@ TEST_CASE("credits scenario: the owner earns for a finished job, the team withou
     p.clock.advance_ms(30 * 60 * 1000);                                            // 30 minutes
     CHECK(p.coord->credit_desk().cost_micro(p.coord->job_book().attempts_of(job).front(), p.coord->now_ms()) ==
           k_credit / 4); // accrued so far
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*attempt}));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *attempt, 0, ""));
     // 0.5 GPU x 0.5 h x 1 credit = 0.25 to the owners; 0.25 of the hold back to the fellows.
     CHECK(p.balance("owners") == k_credit / 4);
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 4);
@@ -81,7 +82,7 @@ TEST_CASE("credits scenario: a pool fee goes to the fee account, never on the ow
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
     p.clock.advance_ms(3600 * 1000);
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 1, "")); // its own failure: charged
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *attempt, 1, "")); // its own failure: charged
     CHECK(p.coord->credit_desk().ledger().balance(Account::pool_fee()) == k_credit / 20);
     CHECK(p.balance("owners") == k_credit / 2 - k_credit / 20);
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 2);
@@ -107,8 +108,8 @@ TEST_CASE("credits scenario: an attempt lost to the worker charges nothing and p
     auto again = p.place_and_start();
     REQUIRE(again);
     p.clock.advance_ms(5'000);
-    REQUIRE(
-        p.coord->complete_attempt(p.owner_worker, *again, std::nullopt, "image pull failed", Outcome::worker_fault));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *again, std::nullopt, "image pull failed",
+                                          Outcome::worker_fault));
     CHECK(p.coord->job_book().attempts_of(job).back().state == AttemptState::lost);
     CHECK_THAT(p.coord->job_book().attempts_of(job).back().reason, Catch::Contains("worker fault: image pull failed"));
     CHECK(p.balance("fellows") == 10 * k_credit);
@@ -130,9 +131,9 @@ TEST_CASE("credits scenario: an owner preemption charges nothing and does not us
         auto attempt = p.place_and_start();
         REQUIRE(attempt);
         p.clock.advance_ms(5 * 60 * 1000);
-        REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
-        REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, std::nullopt, "owner is gaming",
-                                          Outcome::owner_preempted));
+        REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*attempt}));
+        REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *attempt, std::nullopt, "owner is gaming",
+                                              Outcome::owner_preempted));
         CHECK(p.coord->job_book().attempts_of(job).back().state == AttemptState::preempted);
         CHECK(read_job(*p.coord, p.admin, job).value().state == JobState::queued); // again, despite max_attempts = 1
         CHECK(p.balance("fellows") == 10 * k_credit);
@@ -144,8 +145,8 @@ TEST_CASE("credits scenario: an owner preemption charges nothing and does not us
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
     p.clock.advance_ms(10 * 60 * 1000);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*attempt}));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *attempt, 0, ""));
     CHECK(read_job(*p.coord, p.admin, job).value().state == JobState::succeeded);
     CHECK(p.balance("owners") == k_credit / 12);
     CHECK(p.balance("fellows") == 10 * k_credit - k_credit / 12);
@@ -164,7 +165,7 @@ TEST_CASE("credits scenario: a job preempted by the scheduler pays for the time 
     CHECK(p.balance("fellows") == 8 * k_credit); // a whole L4 for up to 2 hours
     for (int i = 0; i < 150; ++i) {              // 20 minutes, past the minimum runtime before preemption
         p.clock.advance_ms(8'000);
-        REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
+        REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*attempt}));
     }
     auto high = half_l4("urgent");
     high.resources.gpu_milli = 1000;
@@ -185,7 +186,8 @@ TEST_CASE("credits scenario: a team that cannot cover the hold stays queued with
           "[credits][coordinator]") {
     CreditPool p;
     REQUIRE(grant_credits(*p.coord, p.admin, "fellows", k_credit / 10, std::nullopt, "")); // 0.1 credit
-    auto refused = p.coord->submit(p.fellow, SubmitRequest{"train.toml", 0, {half_l4("big")}, std::nullopt, false});
+    auto refused =
+        coordinator::submit(*p.coord, p.fellow, SubmitRequest{"train.toml", 0, {half_l4("big")}, std::nullopt, false});
     REQUIRE_FALSE(refused);
     CHECK(refused.error().code == ErrorCode::conflict);
     CHECK(refused.error().field == "credits");
@@ -210,16 +212,16 @@ TEST_CASE("credits scenario: budget refusal names the numbers", "[credits][coord
     for (auto& s : sweep) {
         s.resources.gpu_milli = 250;
     }
-    auto refused = p.coord->submit(p.fellow, SubmitRequest{"sweep.toml", 0, sweep, std::nullopt, false});
+    auto refused = coordinator::submit(*p.coord, p.fellow, SubmitRequest{"sweep.toml", 0, sweep, std::nullopt, false});
     REQUIRE_FALSE(refused);
     CHECK_THAT(refused.error().message, Catch::Contains("3 jobs) is estimated at 1.5 credits") &&
                                             Catch::Contains("team `fellows`'s budget allows 1 credit more now"));
-    auto ok = p.coord->submit(p.fellow, SubmitRequest{"sweep.toml", 0, sweep, std::nullopt, true});
+    auto ok = coordinator::submit(*p.coord, p.fellow, SubmitRequest{"sweep.toml", 0, sweep, std::nullopt, true});
     REQUIRE(ok);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     p.coord->tick();
     // Two holds of 0.5 fit the daily budget; the third waits for it.
-    CHECK(p.coord->assignments(p.owner_worker).value().size() == 2);
+    CHECK(coordinator::assignments(*p.coord, p.owner_worker).value().size() == 2);
     CHECK_THAT(waiting_reason(*p.coord, ok->jobs[2]),
                Catch::Contains("waiting for credits") && Catch::Contains("budget"));
     auto view = credits_of(*p.coord, p.fellow, std::nullopt).value();
@@ -234,8 +236,8 @@ TEST_CASE("credits scenario: with enforcement off (local mode) jobs run without 
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
     p.clock.advance_ms(60 * 60 * 1000);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, 0, ""));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*attempt}));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *attempt, 0, ""));
     CHECK(p.balance("fellows") == -k_credit / 2);
     CHECK(p.coord->credit_desk().cost_micro(p.coord->job_book().attempts_of(job).front(), p.coord->now_ms()) ==
           k_credit / 2);
@@ -266,7 +268,8 @@ TEST_CASE("credits scenario: an unknown GPU model gets the default rate and a re
     auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e2").value();
     auto inv = l4_box();
     inv.gpus[0].model = "Quantum Accelerator 9000";
-    auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "odd-box", inv).value();
+    auto reg =
+        coordinator::register_worker(*p.coord, p.coord->authenticate(enroll.secret).value(), "odd-box", inv).value();
     REQUIRE(reg.warnings.size() == 1);
     CHECK_THAT(reg.warnings[0],
                Catch::Contains("Quantum Accelerator 9000") && Catch::Contains("default rate of 1 credit"));
@@ -309,8 +312,8 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
                 REQUIRE(grant_credits(*p.coord, p.admin, "fellows", pick(1, 3 * k_credit), std::nullopt, ""));
                 break;
             case 1: {
-                auto r = p.coord->submit(
-                    p.fellow,
+                auto r = coordinator::submit(
+                    *p.coord, p.fellow,
                     SubmitRequest{"r.toml", 0, {half_l4("j", pick(60, 7200))}, std::nullopt, pick(0, 1) == 1});
                 if (r) {
                     jobs.push_back(r->jobs.front());
@@ -319,9 +322,9 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
             }
             case 2:
             case 3: {
-                auto running = p.coord->assignments(p.owner_worker).value();
+                auto running = coordinator::assignments(*p.coord, p.owner_worker).value();
                 for (const auto& a : running) {
-                    (void)p.coord->start_attempt(p.owner_worker, a.attempt);
+                    (void)coordinator::start_attempt(*p.coord, p.owner_worker, a.attempt);
                 }
                 std::vector<AttemptId> live;
                 for (JobId j : jobs) {
@@ -331,15 +334,15 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
                     }
                 }
                 if (pick(0, 4) != 0) {
-                    REQUIRE(p.coord->heartbeat(p.owner_worker, live));
+                    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, live));
                 }
                 if (!live.empty()) {
                     const AttemptId a =
                         live[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(live.size()) - 1))];
                     const auto outcome = static_cast<Outcome>(pick(0, 2));
-                    (void)p.coord->complete_attempt(p.owner_worker, a, pick(0, 2), "", outcome);
+                    (void)coordinator::complete_attempt(*p.coord, p.owner_worker, a, pick(0, 2), "", outcome);
                     // A duplicate completion is fenced and settles nothing.
-                    CHECK_FALSE(p.coord->complete_attempt(p.owner_worker, a, 0, ""));
+                    CHECK_FALSE(coordinator::complete_attempt(*p.coord, p.owner_worker, a, 0, ""));
                 }
                 break;
             }
@@ -355,7 +358,7 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
                 break;
             default:
                 if (pick(0, 2) != 0) {
-                    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+                    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
                 }
                 p.coord->tick();
                 break;

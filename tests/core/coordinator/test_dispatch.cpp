@@ -3,6 +3,7 @@
 // coordinator over a real SQLite file, and through the real HTTP service.
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 
@@ -38,9 +39,9 @@ std::vector<api::Assignment> two_assigned(CreditPool& p) {
     fund(p);
     p.submit(half_l4("a"));
     p.submit(half_l4("b"));
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     p.coord->tick();
-    auto placed = p.coord->assignments(p.owner_worker).value();
+    auto placed = coordinator::assignments(*p.coord, p.owner_worker).value();
     REQUIRE(placed.size() == 2);
     return placed;
 }
@@ -50,7 +51,7 @@ std::vector<AttemptId> two_running(CreditPool& p) {
     const auto placed = two_assigned(p);
     std::vector<AttemptId> ids;
     for (const auto& a : placed) {
-        REQUIRE(p.coord->start_attempt(p.owner_worker, a.attempt));
+        REQUIRE(coordinator::start_attempt(*p.coord, p.owner_worker, a.attempt));
         ids.push_back(a.attempt);
     }
     return ids;
@@ -65,7 +66,7 @@ TEST_CASE("dispatch: ends reported together are committed together, each answere
                                             {ids[1], {3, "", api::Outcome::exited}},
                                             {AttemptId(999), {0, "", api::Outcome::exited}},
                                             {ids[0] , {0, "", api::Outcome::exited}}};
-    auto answers = p.coord->complete_attempts(p.owner_worker, ends);
+    auto answers = coordinator::complete_attempts(*p.coord, p.owner_worker, ends);
     REQUIRE(answers.has_value());
     REQUIRE(answers->size() == 4);
     CHECK_FALSE((*answers)[0].error);
@@ -83,7 +84,7 @@ TEST_CASE("dispatch: ends reported together are committed together, each answere
     CHECK(b.exit_code == 3);
     p.check_books();
     // Once ended, a repeated end is refused as no longer current.
-    auto again = p.coord->complete_attempts(p.owner_worker, {{ids[0], {0, "", api::Outcome::exited}}});
+    auto again = coordinator::complete_attempts(*p.coord, p.owner_worker, {{ids[0], {0, "", api::Outcome::exited}}});
     REQUIRE(again.has_value());
     REQUIRE((*again)[0].error);
     CHECK((*again)[0].error->code == ErrorCode::conflict);
@@ -93,7 +94,7 @@ TEST_CASE("dispatch: starts reported together are committed together, each answe
     CreditPool p;
     const auto placed = two_assigned(p);
     const std::vector<AttemptId> ids{placed[0].attempt, AttemptId(999), placed[1].attempt, placed[0].attempt};
-    auto answers = p.coord->start_attempts(p.owner_worker, ids);
+    auto answers = coordinator::start_attempts(*p.coord, p.owner_worker, ids);
     REQUIRE(answers.has_value());
     REQUIRE(answers->size() == 4);
     CHECK_FALSE((*answers)[0].error);
@@ -106,12 +107,12 @@ TEST_CASE("dispatch: starts reported together are committed together, each answe
     REQUIRE(p.restart());
     CHECK(read_job(*p.coord, p.admin, placed[0].job).value().state == JobState::running);
     CHECK(read_job(*p.coord, p.admin, placed[1].job).value().state == JobState::running);
-    CHECK(p.coord->assignments(p.owner_worker).value().empty());
+    CHECK(coordinator::assignments(*p.coord, p.owner_worker).value().empty());
     // A repeated start is harmless, as with the single route; only workers report starts.
-    auto again = p.coord->start_attempts(p.owner_worker, {placed[0].attempt});
+    auto again = coordinator::start_attempts(*p.coord, p.owner_worker, {placed[0].attempt});
     REQUIRE(again.has_value());
     CHECK_FALSE((*again)[0].error);
-    CHECK_FALSE(p.coord->start_attempts(p.admin, {placed[0].attempt}).has_value());
+    CHECK_FALSE(coordinator::start_attempts(*p.coord, p.admin, {placed[0].attempt}).has_value());
 }
 
 TEST_CASE("dispatch: a scheduling pass runs when its inputs changed or after the quiet period, not on every tick",
@@ -131,7 +132,7 @@ TEST_CASE("dispatch: a scheduling pass runs when its inputs changed or after the
     CHECK_FALSE(p.coord->pass_due());
 
     // A heartbeat that only renews (same state) changes nothing a pass reads.
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     CHECK_FALSE(p.coord->pass_due());
 
     // A submission does: the next pass places it at once.
@@ -144,7 +145,7 @@ TEST_CASE("dispatch: a scheduling pass runs when its inputs changed or after the
     CHECK_FALSE(p.coord->pass_due()); // its own placements are not news to the next pass
 
     // A draining worker changes capacity.
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}, {}, true));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}, {}, true));
     CHECK(p.coord->pass_due());
     p.coord->tick();
     CHECK_FALSE(p.coord->pass_due());
@@ -161,10 +162,10 @@ TEST_CASE("dispatch: an attempt ending lets the next queued job onto the freed s
     const JobId third = p.submit(half_l4("c"));
     p.coord->tick();
     CHECK(read_job(*p.coord, p.admin, third).value().state == JobState::queued); // the GPU is full
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, ids[0], 0, ""));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, ids[0], 0, ""));
     CHECK(p.coord->pass_due());
     CHECK(p.coord->schedule_pass() == std::vector<WorkerId>{*p.owner_worker.worker});
-    auto offered = p.coord->assignments(p.owner_worker).value();
+    auto offered = coordinator::assignments(*p.coord, p.owner_worker).value();
     REQUIRE(offered.size() == 1);
     CHECK(offered[0].job == third);
 }

@@ -3,6 +3,7 @@
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -20,7 +21,8 @@ Principal member(CreditPool& p, const std::string& label) {
 }
 
 JobId submit_as(CreditPool& p, const Principal& who, recipe::JobSpec spec, bool allow_unfunded = true) {
-    auto r = p.coord->submit(who, SubmitRequest{"eval.toml", 0, {std::move(spec)}, std::nullopt, allow_unfunded});
+    auto r = coordinator::submit(*p.coord, who,
+                                 SubmitRequest{"eval.toml", 0, {std::move(spec)}, std::nullopt, allow_unfunded});
     REQUIRE(r);
     return r->jobs.front();
 }
@@ -75,8 +77,8 @@ TEST_CASE("a member's own budget holds back its jobs, not its teammates'", "[coo
     CHECK_FALSE(set->week_micro);
 
     // Submit refuses what her budget cannot cover, naming it.
-    auto refused = p.coord->submit(alice, SubmitRequest{"eval.toml", 0, {half_l4("a1"), half_l4("a2")}, std::nullopt,
-                                                        false});
+    auto refused = coordinator::submit(
+        *p.coord, alice, SubmitRequest{"eval.toml", 0, {half_l4("a1"), half_l4("a2")}, std::nullopt, false});
     REQUIRE_FALSE(refused);
     CHECK_THAT(refused.error().message,
                Catch::Contains("your own budget (member `alice`) allows 0.5 credits more now"));
@@ -89,10 +91,10 @@ TEST_CASE("a member's own budget holds back its jobs, not its teammates'", "[coo
     const JobId a1 = submit_as(p, alice, half_l4("a1"));
     const JobId a2 = submit_as(p, alice, half_l4("a2"));
     const JobId b1 = submit_as(p, bob, half_l4("b1"));
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     p.coord->tick();
     // One of alice's (0.5 fits her budget) and bob's; her second waits for her budget.
-    auto placed = p.coord->assignments(p.owner_worker).value();
+    auto placed = coordinator::assignments(*p.coord, p.owner_worker).value();
     std::vector<std::int64_t> jobs;
     for (const auto& a : placed) {
         jobs.push_back(a.job.value());
@@ -111,10 +113,10 @@ TEST_CASE("a member's own budget holds back its jobs, not its teammates'", "[coo
 
     // Her first job ends after 30 minutes: 0.25 spent, 0.25 room, still less than a hold of 0.5.
     const AttemptId first = placed[0].job == a1 ? placed[0].attempt : placed[1].attempt;
-    REQUIRE(p.coord->start_attempt(p.owner_worker, first));
+    REQUIRE(coordinator::start_attempt(*p.coord, p.owner_worker, first));
     p.clock.advance_ms(30 * 60 * 1000);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, first, 0, ""));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, first, 0, ""));
     p.coord->tick();
     view = credits_of(*p.coord, alice, std::nullopt).value();
     CHECK(view.members[0].spent_day_micro == k_credit / 4);
@@ -125,7 +127,7 @@ TEST_CASE("a member's own budget holds back its jobs, not its teammates'", "[coo
     REQUIRE(p.restart());
     CHECK(credits_of(*p.coord, alice, std::nullopt).value().members.at(0).day_micro == k_credit / 2);
     p.clock.advance_ms(24LL * 3600 * 1000 + 1000);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     p.coord->tick();
     INFO(waiting_reason(*p.coord, a2));
     CHECK(waiting_reason(*p.coord, a2).empty());

@@ -4,6 +4,7 @@
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
 #include "core/coordinator/metrics.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -64,7 +65,7 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     p.clock.advance_ms(30'000);
     REQUIRE(p.place_and_start());
     p.clock.advance_ms(5'000);
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, attempt_of(ok), 0, ""));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, attempt_of(ok), 0, ""));
     REQUIRE(events.placed.size() == 1);
     CHECK(events.placed[0] == std::pair<std::string, std::int64_t>{"fellows", 30'000});
     REQUIRE(events.ended.size() == 1);
@@ -74,19 +75,19 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     // Failed, cancelled, the worker's fault, the owner's preemption.
     const JobId bad = p.submit(half_l4("bad"));
     REQUIRE(p.place_and_start());
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, attempt_of(bad), 3, ""));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, attempt_of(bad), 3, ""));
     const JobId stop = p.submit(half_l4("stop"));
     REQUIRE(p.place_and_start());
     REQUIRE(cancel_job(*p.coord, p.fellow, stop));
     const JobId fault = p.submit(half_l4("fault"));
     REQUIRE(p.place_and_start());
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, attempt_of(fault), std::nullopt, "image pull failed",
-                                      Outcome::worker_fault));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, *p.place_and_start(), std::nullopt, "owner is gaming",
-                                      Outcome::owner_preempted));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, attempt_of(fault), std::nullopt,
+                                          "image pull failed", Outcome::worker_fault));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *p.place_and_start(), std::nullopt,
+                                          "owner is gaming", Outcome::owner_preempted));
     // The fault and the owner's preemption re-queued their jobs; drain the queue with clean exits.
     while (auto a = p.place_and_start()) {
-        REQUIRE(p.coord->complete_attempt(p.owner_worker, *a, 0, ""));
+        REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *a, 0, ""));
     }
 
     // Lost: the worker stops renewing the lease.
@@ -96,7 +97,7 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     p.coord->tick();
     CHECK(p.coord->job_book().attempts_of(gone).back().state == store::AttemptState::lost);
     while (auto a = p.place_and_start()) {
-        REQUIRE(p.coord->complete_attempt(p.owner_worker, *a, 0, ""));
+        REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *a, 0, ""));
     }
 
     // Preempted by the scheduler: a high-priority job after low-priority work ran 20 minutes.
@@ -108,7 +109,7 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     REQUIRE(low_attempt);
     for (int i = 0; i < 150; ++i) {
         p.clock.advance_ms(8'000);
-        REQUIRE(p.coord->heartbeat(p.owner_worker, {*low_attempt}));
+        REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*low_attempt}));
     }
     auto high = half_l4("urgent");
     high.priority = recipe::Priority::high;
@@ -119,10 +120,10 @@ TEST_CASE("metrics count every way an attempt ends, report each as it happens, a
     CHECK(events.preempted_in_passes == 1);
 
     // Banned: its running attempt is lost to the ban.
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     p.coord->tick();
-    for (const auto& a : p.coord->assignments(p.owner_worker).value()) {
-        REQUIRE(p.coord->start_attempt(p.owner_worker, a.attempt));
+    for (const auto& a : coordinator::assignments(*p.coord, p.owner_worker).value()) {
+        REQUIRE(coordinator::start_attempt(*p.coord, p.owner_worker, a.attempt));
     }
     REQUIRE(ban_worker(*p.coord, p.admin, *p.owner_worker.worker, std::nullopt));
 
@@ -181,10 +182,10 @@ TEST_CASE("metrics show live jobs, workers, GPU memory given out and in use, and
     REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const JobId a = p.submit(half_l4("a"));
     const JobId b = p.submit(half_l4("b"));
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     p.coord->tick();
-    for (const auto& as : p.coord->assignments(p.owner_worker).value()) {
-        REQUIRE(p.coord->start_attempt(p.owner_worker, as.attempt));
+    for (const auto& as : coordinator::assignments(*p.coord, p.owner_worker).value()) {
+        REQUIRE(coordinator::start_attempt(*p.coord, p.owner_worker, as.attempt));
     }
     auto c = half_l4("c");
     c.priority = recipe::Priority::high;
@@ -194,7 +195,7 @@ TEST_CASE("metrics show live jobs, workers, GPU memory given out and in use, and
     api::Heartbeat beat;
     beat.running = {p.coord->job_book().attempts_of(a).back().id, p.coord->job_book().attempts_of(b).back().id};
     beat.gpu_memory_used_mib = {9000};
-    REQUIRE(p.coord->receive_heartbeat(p.owner_worker, beat));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.owner_worker, beat));
 
     PoolMetrics m = p.coord->metrics();
     // The high-priority whole-GPU job does not fit beside the two halves (too young to preempt): it waits.
@@ -224,16 +225,18 @@ TEST_CASE("metrics show live jobs, workers, GPU memory given out and in use, and
 
     // A memory list that does not line up with the worker's GPUs is dropped, not misread.
     beat.gpu_memory_used_mib = {9000, 100};
-    REQUIRE(p.coord->receive_heartbeat(p.owner_worker, beat));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.owner_worker, beat));
     m = p.coord->metrics();
     CHECK(m.memory[0].used_mib == 0);
     CHECK(m.memory[0].gpus_reporting_use == 0);
 
     // An hour on, both halves end; the worker, silent since, is offline and offers nothing.
     p.clock.advance_ms(9'000);
-    REQUIRE(p.coord->receive_heartbeat(p.owner_worker, beat));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, p.coord->job_book().attempts_of(a).back().id, 0, ""));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, p.coord->job_book().attempts_of(b).back().id, 0, ""));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.owner_worker, beat));
+    REQUIRE(
+        coordinator::complete_attempt(*p.coord, p.owner_worker, p.coord->job_book().attempts_of(a).back().id, 0, ""));
+    REQUIRE(
+        coordinator::complete_attempt(*p.coord, p.owner_worker, p.coord->job_book().attempts_of(b).back().id, 0, ""));
     p.clock.advance_ms(p.options.worker_timeout_ms + 5'000);
     m = p.coord->metrics();
     REQUIRE(m.workers.size() == 1);

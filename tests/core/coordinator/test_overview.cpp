@@ -2,6 +2,7 @@
 // last, by when they ended, not the newest submissions that have ended; and the utilisation samples
 // the coordinator keeps of it (Coordinator::samples). Real coordinator, SQLite file, manual clock.
 #include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -22,10 +23,10 @@ TEST_CASE("the overview lists the jobs that ended last, newest first, by end tim
         short_jobs.push_back(p.submit(half_l4("short-" + std::to_string(i))));
         REQUIRE(p.place_and_start());
         p.clock.advance_ms(1000);
-        REQUIRE(p.coord->complete_attempt(p.owner_worker, attempt_of(short_jobs.back()), 0, ""));
+        REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, attempt_of(short_jobs.back()), 0, ""));
     }
     p.clock.advance_ms(60'000);
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, attempt_of(early), 0, ""));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, attempt_of(early), 0, ""));
 
     auto o = p.coord->overview(p.fellow);
     REQUIRE(o);
@@ -53,7 +54,7 @@ TEST_CASE("the coordinator samples the pool on its interval, keeps a day of samp
     REQUIRE(attempt);
     const auto tick_at = [&](std::int64_t ms) {
         p.clock.set_ms(ms);
-        REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt})); // online, the attempt's lease renewed
+        REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*attempt})); // online, the attempt's lease renewed
         p.coord->tick();
     };
     tick_at(t0 + 30'000); // not due yet
@@ -103,7 +104,7 @@ TEST_CASE("the coordinator samples the pool on its interval, keeps a day of samp
     REQUIRE(second);
     p.submit(half_l4("queued", 48 * 3600));
     p.clock.set_ms(t_next);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt, *second}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*attempt, *second}));
     p.coord->tick();
     const auto o = p.coord->overview(p.admin).value();
     CHECK(o.totals.gpus_shared == 1);

@@ -5,6 +5,7 @@
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "core/sched/scheduler.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
@@ -35,7 +36,8 @@ TEST_CASE("policy parity: the coordinator places what sched::schedule decides ov
     // 0.6 credits: each 0.25 hold enters the pass, but only two placements can be covered.
     REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 6 * k_credit / 10, std::nullopt, ""));
     auto submit = [&](std::vector<recipe::JobSpec> specs, std::int64_t max_parallel) {
-        auto r = p.coord->submit(p.fellow, SubmitRequest{"t.toml", max_parallel, std::move(specs), std::nullopt, true});
+        auto r = coordinator::submit(*p.coord, p.fellow,
+                                     SubmitRequest{"t.toml", max_parallel, std::move(specs), std::nullopt, true});
         REQUIRE(r);
         return *r;
     };
@@ -45,18 +47,18 @@ TEST_CASE("policy parity: the coordinator places what sched::schedule decides ov
     auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e2").value();
     api::Inventory h100_box = l4_box();
     h100_box.gpus[0].model = "H100";
-    REQUIRE(p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "h100-box", h100_box));
+    REQUIRE(coordinator::register_worker(*p.coord, p.coord->authenticate(enroll.secret).value(), "h100-box", h100_box));
     recipe::JobSpec h100 = quarter_l4("c1");
     h100.resources.gpu_models = {"H100"};
     auto unknown = submit({h100}, 0);
     p.clock.advance_ms(p.options.worker_timeout_ms + 1000);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     const std::int64_t now = p.clock.now_ms();
 
     // Through the coordinator.
     p.coord->tick();
     Placed by_coordinator;
-    for (const auto& a : p.coord->assignments(p.owner_worker).value()) {
+    for (const auto& a : coordinator::assignments(*p.coord, p.owner_worker).value()) {
         by_coordinator.insert({a.job.value(), p.owner_worker.worker->value(), a.gpu_index, a.gpu_milli});
     }
 

@@ -7,6 +7,7 @@
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
 #include "core/coordinator/pool_view.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -68,8 +69,8 @@ public:
         for (std::size_t i = 0; i < boxes.size(); ++i) {
             auto enroll =
                 create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e" + std::to_string(i)).value();
-            auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(),
-                                                "box-" + std::to_string(i), boxes[i]);
+            auto reg = coordinator::register_worker(*p.coord, p.coord->authenticate(enroll.secret).value(),
+                                                    "box-" + std::to_string(i), boxes[i]);
             REQUIRE(reg.has_value());
             fleet.workers.push_back({p.coord->authenticate(reg->secret).value(), boxes[i], {}});
         }
@@ -105,7 +106,7 @@ public:
                 r.jobs.push_back(job());
             }
             r.allow_unfunded = true;
-            (void)p.coord->submit(p.fellow, std::move(r));
+            (void)coordinator::submit(*p.coord, p.fellow, std::move(r));
             return "submit";
         }
         case 1: p.coord->tick(); return "tick";
@@ -114,12 +115,12 @@ public:
             if (!w.inventory.gpus.empty() && pick(4) == 0) {
                 unhealthy.push_back(pick(static_cast<std::int64_t>(w.inventory.gpus.size())));
             }
-            (void)p.coord->heartbeat(w.who, w.running, unhealthy, pick(6) == 0, nullptr, pick(6) == 0);
+            (void)coordinator::heartbeat(*p.coord, w.who, w.running, unhealthy, pick(6) == 0, nullptr, pick(6) == 0);
             return "heartbeat";
         }
         case 3: {
-            auto list = p.coord->assignments(w.who);
-            if (list && !list->empty() && p.coord->start_attempt(w.who, list->front().attempt)) {
+            auto list = coordinator::assignments(*p.coord, w.who);
+            if (list && !list->empty() && coordinator::start_attempt(*p.coord, w.who, list->front().attempt)) {
                 w.running.push_back(list->front().attempt);
             }
             return "start";
@@ -131,7 +132,7 @@ public:
             const AttemptId a = w.running.back();
             w.running.pop_back();
             const auto outcome = pick(4) == 0 ? Outcome::worker_fault : Outcome::exited;
-            (void)p.coord->complete_attempt(w.who, a, pick(2), "done", outcome);
+            (void)coordinator::complete_attempt(*p.coord, w.who, a, pick(2), "done", outcome);
             return "exit";
         }
         case 5: {
@@ -151,7 +152,7 @@ public:
                                     24576, "", ""});
             }
             w.inventory = inv;
-            (void)p.coord->heartbeat(w.who, w.running, {}, false, &inv, false);
+            (void)coordinator::heartbeat(*p.coord, w.who, w.running, {}, false, &inv, false);
             return "inventory";
         }
         case 9: {
@@ -164,7 +165,7 @@ public:
                 beat.terms = api::OwnerTerms{};
                 beat.terms->teams = {"fellows", name, "t" + std::to_string(teams + 1)}; // the next one too
             }
-            (void)p.coord->receive_heartbeat(w.who, beat);
+            (void)coordinator::receive_heartbeat(*p.coord, w.who, beat);
             return "team and terms";
         }
         case 10: {
@@ -181,7 +182,7 @@ public:
         }
         default: {
             for (auto& m : fleet.workers) {
-                (void)p.coord->heartbeat(m.who, m.running, {});
+                (void)coordinator::heartbeat(*p.coord, m.who, m.running, {});
             }
             p.coord->tick();
             return "all beat and tick";

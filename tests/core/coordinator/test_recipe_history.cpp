@@ -1,6 +1,7 @@
 // recipe_history (credit_ops.hpp): the pool's runs of a shared-repository recipe, for `recipe list`.
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/credit_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -21,8 +22,8 @@ store::AttemptRecord run(CreditPool& p, JobId job, std::int64_t minutes, int exi
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
     p.clock.advance_ms(minutes * 60 * 1000);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, exit_code, ""));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*attempt}));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *attempt, exit_code, ""));
     return p.coord->job_book().attempts_of(job).front();
 }
 

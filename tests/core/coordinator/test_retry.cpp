@@ -3,6 +3,7 @@
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "core/util/sha256.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
@@ -38,7 +39,7 @@ AttemptId run_once(CreditPool& p, std::int64_t exit_code) {
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
     p.clock.advance_ms(1000);
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, exit_code, ""));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *attempt, exit_code, ""));
     return *attempt;
 }
 
@@ -55,7 +56,7 @@ TEST_CASE("retry: a failed job runs again as the same job, its first attempt kep
     const AttemptId first = run_once(p, 1);
     REQUIRE(state_of(p, job) == JobState::failed);
 
-    auto r = p.coord->retry(p.fellow, jobs_retry({job}));
+    auto r = coordinator::retry(*p.coord, p.fellow, jobs_retry({job}));
     REQUIRE(r);
     REQUIRE(r->jobs.size() == 1);
     CHECK(r->jobs[0].id == job);
@@ -95,14 +96,14 @@ TEST_CASE("retry: a retried job has retry.max_attempts again for its new run", "
     auto lose = [&] {
         auto attempt = p.place_and_start();
         REQUIRE(attempt);
-        REQUIRE(
-            p.coord->complete_attempt(p.owner_worker, *attempt, std::nullopt, "gpu fell off", Outcome::worker_fault));
+        REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *attempt, std::nullopt, "gpu fell off",
+                                              Outcome::worker_fault));
     };
     lose();
     CHECK(state_of(p, job) == JobState::queued); // 1 of 2
     lose();
     REQUIRE(state_of(p, job) == JobState::failed); // 2 of 2
-    REQUIRE(p.coord->retry(p.fellow, jobs_retry({job})));
+    REQUIRE(coordinator::retry(*p.coord, p.fellow, jobs_retry({job})));
     lose();
     // One attempt of the new run: it goes on (counting the first run's two, it would fail here).
     CHECK(state_of(p, job) == JobState::queued);
@@ -122,22 +123,22 @@ TEST_CASE("retry: only failed or cancelled jobs, each refused with the reason", 
     REQUIRE(p.place_and_start());
     const JobId queued = p.submit(half_l4("queued"));
 
-    auto r = p.coord->retry(p.fellow, jobs_retry({failed, running}));
+    auto r = coordinator::retry(*p.coord, p.fellow, jobs_retry({failed, running}));
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::conflict);
     CHECK_THAT(r.error().message, Catch::Contains("job " + std::to_string(running.value()) +
                                                   " is running: only failed or cancelled jobs are retried"));
     CHECK(state_of(p, failed) == JobState::failed); // all or nothing
-    r = p.coord->retry(p.fellow, jobs_retry({queued}));
+    r = coordinator::retry(*p.coord, p.fellow, jobs_retry({queued}));
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::Contains("is queued"));
-    r = p.coord->retry(p.fellow, jobs_retry({done}));
+    r = coordinator::retry(*p.coord, p.fellow, jobs_retry({done}));
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::Contains("succeeded: only failed or cancelled jobs are retried"));
 
     // A cancelled job is retried too.
     REQUIRE(cancel_job(*p.coord, p.fellow, queued));
-    r = p.coord->retry(p.fellow, jobs_retry({queued, failed}));
+    r = coordinator::retry(*p.coord, p.fellow, jobs_retry({queued, failed}));
     REQUIRE(r);
     CHECK(r->jobs.size() == 2);
     CHECK(state_of(p, queued) == JobState::queued);
@@ -154,21 +155,21 @@ TEST_CASE("retry: only the job's own team and admins", "[coordinator][retry]") {
             .value();
 
     // Another team's job is not found (ids are not a side channel), nor its sweep.
-    auto r = p.coord->retry(owner, jobs_retry({job}));
+    auto r = coordinator::retry(*p.coord, owner, jobs_retry({job}));
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::not_found);
     CHECK_THAT(r.error().message, Catch::Contains("no job " + std::to_string(job.value())));
     const SweepId sweep = read_job(*p.coord, p.admin, job).value().sweep_id;
-    r = p.coord->retry(owner, sweep_retry(sweep));
+    r = coordinator::retry(*p.coord, owner, sweep_retry(sweep));
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::not_found);
     // A worker's token may not retry anything.
-    r = p.coord->retry(p.owner_worker, jobs_retry({job}));
+    r = coordinator::retry(*p.coord, p.owner_worker, jobs_retry({job}));
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::forbidden);
     CHECK(state_of(p, job) == JobState::failed);
     // An admin may.
-    REQUIRE(p.coord->retry(p.admin, jobs_retry({job})));
+    REQUIRE(coordinator::retry(*p.coord, p.admin, jobs_retry({job})));
     CHECK(state_of(p, job) == JobState::queued);
 }
 
@@ -180,11 +181,11 @@ TEST_CASE("retry: priced and held to the budgets as a submission of the same job
     // The team may spend 0.1 credits a day; the job is estimated at 0.5 (half an L4 for an hour).
     BudgetChange change{"fellows", "", CapChange::set(k_credit / 10), CapChange::keep()};
     REQUIRE(change_budget(*p.coord, p.admin, change));
-    auto submitted =
-        p.coord->submit(p.fellow, SubmitRequest{"train.toml", 0, {half_l4("costly")}, std::nullopt, false});
+    auto submitted = coordinator::submit(*p.coord, p.fellow,
+                                         SubmitRequest{"train.toml", 0, {half_l4("costly")}, std::nullopt, false});
     REQUIRE_FALSE(submitted);
 
-    auto r = p.coord->retry(p.fellow, jobs_retry({job}));
+    auto r = coordinator::retry(*p.coord, p.fellow, jobs_retry({job}));
     REQUIRE_FALSE(r);
     CHECK(r.error().code == submitted.error().code);
     CHECK(r.error().field == "credits");
@@ -196,7 +197,7 @@ TEST_CASE("retry: priced and held to the budgets as a submission of the same job
     // --allow-unfunded queues it all the same; it waits for room, as a submitted job would.
     auto unfunded = jobs_retry({job});
     unfunded.allow_unfunded = true;
-    REQUIRE(p.coord->retry(p.fellow, unfunded));
+    REQUIRE(coordinator::retry(*p.coord, p.fellow, unfunded));
     CHECK(state_of(p, job) == JobState::queued);
     CHECK_FALSE(p.place_and_start());
     CHECK_THAT(waiting_reason(*p.coord, job), Catch::Contains("budget"));
@@ -205,27 +206,28 @@ TEST_CASE("retry: priced and held to the budgets as a submission of the same job
 TEST_CASE("retry: a sweep's failed jobs by default, its cancelled ones when asked", "[coordinator][retry]") {
     CreditPool p;
     REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
-    auto sub = p.coord->submit(
-        p.fellow, SubmitRequest{"sweep.toml", 0, {half_l4("s0"), half_l4("s1"), half_l4("s2")}, std::nullopt, false});
+    auto sub = coordinator::submit(
+        *p.coord, p.fellow,
+        SubmitRequest{"sweep.toml", 0, {half_l4("s0"), half_l4("s1"), half_l4("s2")}, std::nullopt, false});
     REQUIRE(sub);
     const auto& ids = sub->jobs;
     REQUIRE(cancel_job(*p.coord, p.fellow, ids[2]));
     run_once(p, 0); // s0 succeeds
     run_once(p, 1); // s1 fails
 
-    auto r = p.coord->retry(p.fellow, sweep_retry(sub->sweep_id));
+    auto r = coordinator::retry(*p.coord, p.fellow, sweep_retry(sub->sweep_id));
     REQUIRE(r);
     REQUIRE(r->jobs.size() == 1);
     CHECK(r->jobs[0].id == ids[1]);
     CHECK(state_of(p, ids[0]) == JobState::succeeded);
     CHECK(state_of(p, ids[2]) == JobState::cancelled);
 
-    r = p.coord->retry(p.fellow, sweep_retry(sub->sweep_id, {"failed"}));
+    r = coordinator::retry(*p.coord, p.fellow, sweep_retry(sub->sweep_id, {"failed"}));
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::conflict);
     CHECK_THAT(r.error().message,
                Catch::Contains("sweep " + std::to_string(sub->sweep_id.value()) + " has no failed jobs to retry"));
-    r = p.coord->retry(p.fellow, sweep_retry(sub->sweep_id, {"failed", "cancelled"}));
+    r = coordinator::retry(*p.coord, p.fellow, sweep_retry(sub->sweep_id, {"failed", "cancelled"}));
     REQUIRE(r);
     REQUIRE(r->jobs.size() == 1);
     CHECK(r->jobs[0].id == ids[2]);
@@ -237,20 +239,20 @@ TEST_CASE("retry: the same idempotency key again gets the same retry back", "[co
     REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 100 * k_credit, std::nullopt, ""));
     const JobId job = p.submit(half_l4("once"));
     run_once(p, 1);
-    auto first = p.coord->retry(p.fellow, jobs_retry({job}, "retry-abc"));
+    auto first = coordinator::retry(*p.coord, p.fellow, jobs_retry({job}, "retry-abc"));
     REQUIRE(first);
-    auto again = p.coord->retry(p.fellow, jobs_retry({job}, "retry-abc"));
+    auto again = coordinator::retry(*p.coord, p.fellow, jobs_retry({job}, "retry-abc"));
     REQUIRE(again);
     CHECK(*again == *first);
     CHECK(read_job(*p.coord, p.fellow, job).value().retries == 1);
     // A new key is a new retry: refused, the job is queued.
-    CHECK_FALSE(p.coord->retry(p.fellow, jobs_retry({job}, "retry-def")));
+    CHECK_FALSE(coordinator::retry(*p.coord, p.fellow, jobs_retry({job}, "retry-def")));
     // The key survives a restart.
     REQUIRE(p.restart());
-    again = p.coord->retry(p.fellow, jobs_retry({job}, "retry-abc"));
+    again = coordinator::retry(*p.coord, p.fellow, jobs_retry({job}, "retry-abc"));
     REQUIRE(again);
     CHECK(*again == *first);
-    CHECK_FALSE(p.coord->retry(p.fellow, jobs_retry({job}, "bad key!")));
+    CHECK_FALSE(coordinator::retry(*p.coord, p.fellow, jobs_retry({job}, "bad key!")));
 }
 
 TEST_CASE("retry: a job whose inputs archive is gone is refused, naming it", "[coordinator][retry]") {
@@ -259,7 +261,7 @@ TEST_CASE("retry: a job whose inputs archive is gone is refused, naming it", "[c
     const auto file = p.dir.path() / "inputs.tar";
     std::ofstream(file) << "inputs";
     const std::string sha = util::sha256_hex("inputs");
-    REQUIRE(p.coord->put_inputs(p.fellow, sha, UploadedFile{file, 6, sha}));
+    REQUIRE(coordinator::put_inputs(*p.coord, p.fellow, sha, UploadedFile{file, 6, sha}));
     auto spec = half_l4("with-inputs");
     spec.inputs.archive = sha;
     const JobId job = p.submit(spec);
@@ -269,7 +271,7 @@ TEST_CASE("retry: a job whose inputs archive is gone is refused, naming it", "[c
         SQLite::Database db((p.dir.path() / "pool.db").string(), SQLite::OPEN_READWRITE);
         db.exec("DELETE FROM team_input_blobs");
     }
-    auto r = p.coord->retry(p.fellow, jobs_retry({job}));
+    auto r = coordinator::retry(*p.coord, p.fellow, jobs_retry({job}));
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::conflict);
     CHECK_THAT(r.error().message, Catch::Contains("job " + std::to_string(job.value()) + "'s inputs archive (" + sha +

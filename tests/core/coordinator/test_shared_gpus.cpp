@@ -5,6 +5,7 @@
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "core/store/sqlite_store.hpp"
 #include "tests/support.hpp"
 
@@ -60,14 +61,14 @@ struct Pool {
 
     Principal add_worker(const std::string& name, const api::Inventory& inv) {
         auto enroll = create_token(*coord, admin, store::Role::enroll, "owners", "enroll").value();
-        auto reg = coord->register_worker(coord->authenticate(enroll.secret).value(), name, inv);
+        auto reg = coordinator::register_worker(*coord, coord->authenticate(enroll.secret).value(), name, inv);
         REQUIRE(reg);
         return coord->authenticate(reg->secret).value();
     }
 
     JobId submit(recipe::JobSpec spec) {
         SubmitRequest r{"test.toml", 0, {std::move(spec)}, std::nullopt};
-        auto res = coord->submit(member, std::move(r));
+        auto res = coordinator::submit(*coord, member, std::move(r));
         REQUIRE(res);
         return res->jobs.at(0);
     }
@@ -92,7 +93,7 @@ TEST_CASE("coordinator: an assignment carries the recipe's idle timeout, else th
     const auto c = p.submit(own);
     p.coord->tick();
     std::map<JobId, std::int64_t> idle;
-    for (const auto& x : p.coord->assignments(w).value()) {
+    for (const auto& x : coordinator::assignments(*p.coord, w).value()) {
         idle[x.job] = x.idle_timeout_s;
     }
     REQUIRE(idle.size() == 3);
@@ -106,23 +107,23 @@ TEST_CASE("coordinator: a download in progress is the job's reason until it star
     const auto w = p.add_worker("box", one_gpu("watchdog"));
     const auto id = p.submit(gpu_job("weights", 500));
     p.coord->tick();
-    const auto as = p.coord->assignments(w).value();
+    const auto as = coordinator::assignments(*p.coord, w).value();
     REQUIRE(as.size() == 1);
     api::Heartbeat beat;
     beat.running = {as[0].attempt};
     beat.fetching = {{as[0].attempt, 3'200'000'000, 14'000'000'000}};
-    REQUIRE(p.coord->receive_heartbeat(w, beat));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, w, beat));
     CHECK(shown_reason(*p.coord, p.job(id)) == "fetching weights (3.2 of 14.0 GB)");
     // Another worker cannot speak for this attempt.
     const auto other = p.add_worker("other", one_gpu("watchdog"));
     api::Heartbeat lie;
     lie.fetching = {{as[0].attempt, 1, 2}};
-    REQUIRE(p.coord->receive_heartbeat(other, lie));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, other, lie));
     CHECK(shown_reason(*p.coord, p.job(id)) == "fetching weights (3.2 of 14.0 GB)");
     beat.fetching = {{as[0].attempt, 0, 0}};
-    REQUIRE(p.coord->receive_heartbeat(w, beat));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, w, beat));
     CHECK(shown_reason(*p.coord, p.job(id)) == "fetching weights (0.0 of ? GB)");
-    REQUIRE(p.coord->start_attempt(w, as[0].attempt));
+    REQUIRE(coordinator::start_attempt(*p.coord, w, as[0].attempt));
     CHECK_THAT(shown_reason(*p.coord, p.job(id)), Catch::StartsWith("running on worker"));
 }
 
@@ -134,11 +135,11 @@ TEST_CASE("coordinator: GPUs that enforce nothing take whole-GPU jobs only, when
     const auto w = p.add_worker("bare", one_gpu("none"));
     const auto share = p.submit(gpu_job("share", 250));
     p.coord->tick();
-    CHECK(p.coord->assignments(w).value().empty());
+    CHECK(coordinator::assignments(*p.coord, w).value().empty());
     CHECK(p.job(share).state == store::JobState::queued);
     const auto whole = p.submit(gpu_job("whole", 1000));
     p.coord->tick();
-    const auto as = p.coord->assignments(w).value();
+    const auto as = coordinator::assignments(*p.coord, w).value();
     REQUIRE(as.size() == 1);
     CHECK(as[0].job == whole);
 
@@ -147,7 +148,7 @@ TEST_CASE("coordinator: GPUs that enforce nothing take whole-GPU jobs only, when
     const auto w2 = lax.add_worker("bare", one_gpu("none"));
     lax.submit(gpu_job("share", 250));
     lax.coord->tick();
-    CHECK(lax.coord->assignments(w2).value().size() == 1);
+    CHECK(coordinator::assignments(*lax.coord, w2).value().size() == 1);
 }
 
 TEST_CASE("coordinator: a job goes to the worker whose cache holds its models", "[coordinator][model-cache]") {
@@ -159,11 +160,11 @@ TEST_CASE("coordinator: a job goes to the worker whose cache holds its models", 
     for (int i = 0; i < 5; ++i) { // the ties between equal workers are random: the cache must decide each time
         const auto id = p.submit(spec);
         p.coord->tick();
-        const auto as = p.coord->assignments(warm).value();
+        const auto as = coordinator::assignments(*p.coord, warm).value();
         REQUIRE(as.size() == 1);
         CHECK(as[0].job == id);
-        CHECK(p.coord->assignments(cold).value().empty());
-        REQUIRE(p.coord->start_attempt(warm, as[0].attempt));
-        REQUIRE(p.coord->complete_attempt(warm, as[0].attempt, 0, ""));
+        CHECK(coordinator::assignments(*p.coord, cold).value().empty());
+        REQUIRE(coordinator::start_attempt(*p.coord, warm, as[0].attempt));
+        REQUIRE(coordinator::complete_attempt(*p.coord, warm, as[0].attempt, 0, ""));
     }
 }

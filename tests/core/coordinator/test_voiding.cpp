@@ -5,6 +5,7 @@
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 
@@ -24,8 +25,8 @@ AttemptId run_for(CreditPool& p, std::int64_t minutes, std::int64_t exit_code = 
     auto attempt = p.place_and_start();
     REQUIRE(attempt);
     p.clock.advance_ms(minutes * 60 * 1000);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {*attempt}));
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, *attempt, exit_code, ""));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {*attempt}));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, *attempt, exit_code, ""));
     return *attempt;
 }
 
@@ -36,7 +37,8 @@ std::int64_t settling(const CreditPool& p) {
 // A second worker for the owners, registered with a fresh enrollment token.
 Principal second_worker(CreditPool& p) {
     auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e2").value();
-    auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "l4-box-2", l4_box());
+    auto reg =
+        coordinator::register_worker(*p.coord, p.coord->authenticate(enroll.secret).value(), "l4-box-2", l4_box());
     REQUIRE(reg);
     return p.coord->authenticate(reg->secret).value();
 }
@@ -124,7 +126,7 @@ TEST_CASE("voiding: a banned worker's results since T are refunded from settling
         CHECK_FALSE(p.coord->job_book().attempts_of(early).front().voided_at);
         CHECK(p.coord->job_book().attempts_of(running).back().id == live);
         CHECK(p.coord->job_book().attempts_of(running).back().state == AttemptState::lost);
-        auto out = p.coord->read_output(p.fellow, job);
+        auto out = coordinator::read_output(*p.coord, p.fellow, job);
         REQUIRE_FALSE(out);
         CHECK(out.error().code == ErrorCode::conflict);
         CHECK_THAT(out.error().message, Catch::Contains("voided"));
@@ -140,14 +142,15 @@ TEST_CASE("voiding: a banned worker's results since T are refunded from settling
     // The job runs again on an honest worker. The voided attempt did not use up one of its two
     // attempts: after one more lost to a worker fault it still gets a third.
     Principal honest = second_worker(p);
-    REQUIRE(p.coord->heartbeat(honest, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, honest, {}));
     p.coord->tick();
-    auto assigned = p.coord->assignments(honest).value();
+    auto assigned = coordinator::assignments(*p.coord, honest).value();
     REQUIRE(assigned.size() == 2); // the voided job and the one lost to the ban
     const auto again = std::find_if(assigned.begin(), assigned.end(), [&](const Assignment& a) { return a.job == job; });
     REQUIRE(again != assigned.end());
-    REQUIRE(p.coord->start_attempt(honest, again->attempt));
-    REQUIRE(p.coord->complete_attempt(honest, again->attempt, std::nullopt, "gpu fell off", Outcome::worker_fault));
+    REQUIRE(coordinator::start_attempt(*p.coord, honest, again->attempt));
+    REQUIRE(coordinator::complete_attempt(*p.coord, honest, again->attempt, std::nullopt, "gpu fell off",
+                                          Outcome::worker_fault));
     CHECK(read_job(*p.coord, p.fellow, job).value().state == JobState::queued);
 
     // Banning again with the same time voids nothing more.

@@ -4,6 +4,7 @@
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/worker_earnings.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 #include "tests/core/coordinator/service_fixture.hpp"
 
@@ -25,14 +26,14 @@ constexpr std::int64_t k_fri_1200 = 1'795'780'800'000; // Friday 2026-11-27 12:0
 void earn(CreditPool& p, const Principal& worker, std::int64_t at) {
     p.clock.set_ms(at);
     p.submit(half_l4("job"));
-    REQUIRE(p.coord->heartbeat(worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, worker, {}));
     p.coord->tick();
-    auto a = p.coord->assignments(worker).value();
+    auto a = coordinator::assignments(*p.coord, worker).value();
     REQUIRE(a.size() == 1);
-    REQUIRE(p.coord->start_attempt(worker, a.front().attempt));
+    REQUIRE(coordinator::start_attempt(*p.coord, worker, a.front().attempt));
     p.clock.advance_ms(30 * k_minute);
-    REQUIRE(p.coord->heartbeat(worker, {a.front().attempt}));
-    REQUIRE(p.coord->complete_attempt(worker, a.front().attempt, 0, ""));
+    REQUIRE(coordinator::heartbeat(*p.coord, worker, {a.front().attempt}));
+    REQUIRE(coordinator::complete_attempt(*p.coord, worker, a.front().attempt, 0, ""));
 }
 
 } // namespace
@@ -62,7 +63,9 @@ TEST_CASE("worker earnings: each worker's own today, this week and all time, not
     earn(p, first, k_wed_1000); // today
     // A second machine of the same owners earns today too, while the first is drained.
     auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e2").value();
-    auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "second-box", l4_box()).value();
+    auto reg =
+        coordinator::register_worker(*p.coord, p.coord->authenticate(enroll.secret).value(), "second-box", l4_box())
+            .value();
     const Principal second = p.coord->authenticate(reg.secret).value();
     REQUIRE(set_worker_state(*p.coord, p.admin, *first.worker, store::WorkerState::draining));
     earn(p, second, k_wed_1000 + 60 * k_minute);

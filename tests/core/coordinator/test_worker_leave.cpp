@@ -1,9 +1,10 @@
 // One behaviour for the ends that are nobody's fault but the job's or nobody's at all (issue 41): a
-// worker that leaves cleanly (Coordinator::worker_left) and an image that cannot be had
+// worker that leaves cleanly (worker_left, worker_ops.hpp) and an image that cannot be had
 // (api::Outcome::image_unavailable). On a real coordinator (SQLite file, manual clock).
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/credit_ops.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/worker_ops.hpp"
 #include "tests/core/coordinator/credit_pool.hpp"
 
 #include <catch2/catch.hpp>
@@ -20,7 +21,7 @@ namespace {
 // A second L4 worker of team "owners".
 Principal second_worker(CreditPool& p) {
     auto enroll = create_token(*p.coord, p.admin, store::Role::enroll, "owners", "e2").value();
-    auto reg = p.coord->register_worker(p.coord->authenticate(enroll.secret).value(), "l4-two", l4_box());
+    auto reg = coordinator::register_worker(*p.coord, p.coord->authenticate(enroll.secret).value(), "l4-two", l4_box());
     REQUIRE(reg);
     return p.coord->authenticate(reg->secret).value();
 }
@@ -34,14 +35,14 @@ TEST_CASE("worker leaves: offline at once, its unstarted attempt queued again wi
     auto spec = half_l4("placed on a worker that goes");
     spec.retry.max_attempts = 1; // a lost attempt would fail the job
     const auto job = p.submit(spec);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     p.coord->tick();
-    const auto assigned = p.coord->assignments(p.owner_worker).value();
+    const auto assigned = coordinator::assignments(*p.coord, p.owner_worker).value();
     REQUIRE(assigned.size() == 1); // assigned, never started
     const WorkerId gone = *p.owner_worker.worker;
     CHECK(p.coord->roster().presence(gone, p.coord->now_ms()) == "online");
 
-    const auto back = p.coord->worker_left(p.owner_worker);
+    const auto back = coordinator::worker_left(*p.coord, p.owner_worker);
     REQUIRE(back);
     CHECK(*back == std::vector<AttemptId>{assigned.front().attempt});
     CHECK(p.coord->roster().presence(gone, p.coord->now_ms()) == "offline");
@@ -54,16 +55,16 @@ TEST_CASE("worker leaves: offline at once, its unstarted attempt queued again wi
     // Nothing more is placed on the worker that left; the job goes to the next worker and still has
     // its one attempt.
     p.coord->tick();
-    CHECK(p.coord->assignments(p.owner_worker).value().empty());
+    CHECK(coordinator::assignments(*p.coord, p.owner_worker).value().empty());
     const Principal other = second_worker(p);
-    REQUIRE(p.coord->heartbeat(other, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, other, {}));
     p.coord->tick();
-    auto moved = p.coord->assignments(other).value();
+    auto moved = coordinator::assignments(*p.coord, other).value();
     REQUIRE(moved.size() == 1);
-    CHECK(p.coord->assignments(p.owner_worker).value().empty());
-    REQUIRE(p.coord->start_attempt(other, moved.front().attempt));
+    CHECK(coordinator::assignments(*p.coord, p.owner_worker).value().empty());
+    REQUIRE(coordinator::start_attempt(*p.coord, other, moved.front().attempt));
     p.clock.advance_ms(60'000);
-    REQUIRE(p.coord->complete_attempt(other, moved.front().attempt, 0, ""));
+    REQUIRE(coordinator::complete_attempt(*p.coord, other, moved.front().attempt, 0, ""));
     CHECK(read_job(*p.coord, p.admin, job).value().state == JobState::succeeded);
 
     // Not on the owner's record: neither a failure nor an owner's preemption.
@@ -73,7 +74,7 @@ TEST_CASE("worker leaves: offline at once, its unstarted attempt queued again wi
         CHECK(w.owner_preempted == 0);
     }
     // Its next heartbeat brings it back.
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     CHECK(p.coord->roster().presence(gone, p.coord->now_ms()) == "online");
     p.check_books();
 }
@@ -84,11 +85,11 @@ TEST_CASE("worker leaves: a running attempt keeps its lease, only workers may le
     const auto job = p.submit(half_l4("running"));
     const auto attempt = p.place_and_start();
     REQUIRE(attempt);
-    const auto back = p.coord->worker_left(p.owner_worker);
+    const auto back = coordinator::worker_left(*p.coord, p.owner_worker);
     REQUIRE(back);
     CHECK(back->empty());
     CHECK(p.coord->job_book().attempts_of(job).back().state == AttemptState::running);
-    CHECK(p.coord->worker_left(p.fellow).error().code == ErrorCode::forbidden);
+    CHECK(coordinator::worker_left(*p.coord, p.fellow).error().code == ErrorCode::forbidden);
 }
 
 TEST_CASE("image unavailable: the job fails after one attempt with the engine's words, nobody is charged",
@@ -97,13 +98,13 @@ TEST_CASE("image unavailable: the job fails after one attempt with the engine's 
     REQUIRE(grant_credits(*p.coord, p.admin, "fellows", 10 * k_credit, std::nullopt, ""));
     auto spec = half_l4("no such image"); // retry.max_attempts 3
     const auto job = p.submit(spec);
-    REQUIRE(p.coord->heartbeat(p.owner_worker, {}));
+    REQUIRE(coordinator::heartbeat(*p.coord, p.owner_worker, {}));
     p.coord->tick();
-    const auto assigned = p.coord->assignments(p.owner_worker).value();
+    const auto assigned = coordinator::assignments(*p.coord, p.owner_worker).value();
     REQUIRE(assigned.size() == 1);
     const std::string engine = "reading manifest 1 in 127.0.0.1:5999/x: manifest unknown: manifest unknown";
-    REQUIRE(p.coord->complete_attempt(p.owner_worker, assigned.front().attempt, std::nullopt, engine,
-                                      Outcome::image_unavailable));
+    REQUIRE(coordinator::complete_attempt(*p.coord, p.owner_worker, assigned.front().attempt, std::nullopt, engine,
+                                          Outcome::image_unavailable));
     const auto attempts = p.coord->job_book().attempts_of(job);
     REQUIRE(attempts.size() == 1);
     CHECK(attempts.front().state == AttemptState::failed);
@@ -112,7 +113,7 @@ TEST_CASE("image unavailable: the job fails after one attempt with the engine's 
     CHECK(j.state == JobState::failed); // not queued again: the same image fails everywhere
     CHECK_THAT(j.reason, Catch::Contains("manifest unknown"));
     p.coord->tick();
-    CHECK(p.coord->assignments(p.owner_worker).value().empty());
+    CHECK(coordinator::assignments(*p.coord, p.owner_worker).value().empty());
     CHECK(p.balance("fellows") == 10 * k_credit);
     CHECK(p.balance("owners") == 0);
     const auto report = pool_report(*p.coord, p.admin, 0).value();

@@ -1,5 +1,7 @@
-// Workers: registration, presence, heartbeats, assignments and the attempt reports a worker
-// sends (start, log chunks, outputs, completion); admins' drain and ban with voiding of results.
+// What workers say (worker_ops.hpp): registration, heartbeats, assignments, the attempt reports a
+// worker sends (start, log chunks, outputs, completion) and its inputs; leaving is worker_leave.cpp.
+#include "core/coordinator/worker_ops.hpp"
+
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/internal.hpp"
@@ -27,9 +29,8 @@ std::string stop_reason_of(const AttemptRecord& a) {
 
 } // namespace
 
-Result<Coordinator::Registered> Coordinator::register_worker(const Principal& who, const std::string& name,
-                                                             const api::Inventory& offered,
-                                                             const std::optional<api::OwnerTerms>& terms) {
+Result<Registered> register_worker(Coordinator& pool, const Principal& who, const std::string& name,
+                                   const api::Inventory& offered, const std::optional<api::OwnerTerms>& terms) {
     if (who.role != Role::enroll || !who.team) {
         return denied("workers register with an enrollment token (`gpupool admin enroll TEAM`)");
     }
@@ -41,22 +42,23 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
     if (!inventory) {
         return inventory.error();
     }
-    auto id = take_ids(store::IdKind::worker, 1);
+    auto id = pool.take_ids(store::IdKind::worker, 1);
     if (!id) {
         return id.error();
     }
-    const std::int64_t now = m_clock.now_ms();
+    const std::int64_t now = pool.now_ms();
     Changes c;
-    WorkerRecord w{WorkerId(*id), *who.team, name, api::to_text(*inventory), WorkerState::active, now, now,
-                   who.token_id};
+    WorkerRecord w{WorkerId(*id),       *who.team, name, api::to_text(*inventory),
+                   WorkerState::active, now,       now,  who.token_id};
     c.workers.push_back(w);
-    auto tok = issue_token(*this, Role::worker, who.team, w.id, "worker " + name, c);
+    auto tok = issue_token(pool, Role::worker, who.team, w.id, "worker " + name, c);
     if (!tok) {
         return tok.error();
     }
     // Each registration uses up one of the enrollment token's registrations; the last revokes it.
     // (After issue_token(): it numbers new tokens by their place in `c`.)
-    if (const TokenRecord* enrollment = m_tokens.token(who.token_id); enrollment != nullptr && enrollment->uses_left) {
+    if (const TokenRecord* enrollment = pool.tokens().token(who.token_id);
+        enrollment != nullptr && enrollment->uses_left) {
         TokenRecord used = *enrollment;
         used.uses_left = *used.uses_left - 1;
         if (*used.uses_left <= 0) {
@@ -64,20 +66,21 @@ Result<Coordinator::Registered> Coordinator::register_worker(const Principal& wh
         }
         c.tokens.push_back(used);
     }
-    if (auto st = commit(c); !st) {
+    if (auto st = pool.commit(c); !st) {
         return st.error();
     }
-    m_roster.set_terms(w.id, terms, m_tokens);
-    m_pool.set_worker(w.id, m_roster.at(w.id));
-    return Registered{w.id, tok->secret, m_roster.inventory_warnings(*inventory)};
+    pool.note_terms(w.id, terms);
+    return Registered{w.id, tok->secret, pool.roster().inventory_warnings(*inventory)};
 }
 
-Result<const AttemptRecord*> Coordinator::current_attempt_of_worker(const Principal& who, AttemptId id) {
+namespace detail {
+
+Result<const AttemptRecord*> current_attempt_of_worker(const Coordinator& pool, const Principal& who, AttemptId id) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers report on attempts");
     }
-    auto it = m_job_book.attempts().find(id);
-    if (it == m_job_book.attempts().end() || it->second.worker != *who.worker) {
+    auto it = pool.job_book().attempts().find(id);
+    if (it == pool.job_book().attempts().end() || it->second.worker != *who.worker) {
         return not_found("no attempt " + std::to_string(id.value()) + " on this worker");
     }
     if (!is_active(it->second.state)) {
@@ -86,9 +89,11 @@ Result<const AttemptRecord*> Coordinator::current_attempt_of_worker(const Princi
     return &it->second;
 }
 
-Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::vector<AttemptId>& running,
-                                              const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
-                                              const api::Inventory* inventory, bool paused) {
+} // namespace detail
+
+Result<HeartbeatReply> heartbeat(Coordinator& pool, const Principal& who, const std::vector<AttemptId>& running,
+                                 const std::vector<std::int64_t>& unhealthy_gpus, bool draining,
+                                 const api::Inventory* inventory, bool paused) {
     api::Heartbeat beat;
     beat.running = running;
     beat.unhealthy_gpus = unhealthy_gpus;
@@ -97,10 +102,10 @@ Result<HeartbeatReply> Coordinator::heartbeat(const Principal& who, const std::v
         beat.inventory = *inventory;
     }
     beat.sharing = paused ? api::SharingState::paused : api::SharingState::sharing;
-    return receive_heartbeat(who, beat);
+    return receive_heartbeat(pool, who, beat);
 }
 
-Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, const api::Heartbeat& beat) {
+Result<HeartbeatReply> receive_heartbeat(Coordinator& pool, const Principal& who, const api::Heartbeat& beat) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers send heartbeats");
     }
@@ -112,85 +117,83 @@ Result<HeartbeatReply> Coordinator::receive_heartbeat(const Principal& who, cons
         }
         checked = std::move(*inv);
     }
-    const std::int64_t now = m_clock.now_ms();
+    const std::int64_t now = pool.now_ms();
     const api::Inventory* inventory = checked ? &*checked : nullptr;
-    if (m_roster.note_heartbeat(*who.worker, beat, inventory, now, m_tokens)) {
-        m_pass_dirty = true; // a change (or a worker back from silence) may let queued work fit (pass_due())
-    }
+    // Health, draining, sharing, terms and downloads count from now, written or not (commit() tells
+    // the scheduler's view the rest when it is).
+    pool.note_heartbeat(*who.worker, beat, inventory);
     const std::vector<AttemptId>& running = beat.running;
     HeartbeatReply reply;
-    reply.lease_ms = m_options.lease_ms;
+    reply.lease_ms = pool.options().lease_ms;
     Changes c;
-    WorkerRecord w = m_roster.at(*who.worker).record;
+    WorkerRecord w = pool.roster().at(*who.worker).record;
     w.last_seen_at = now;
-    if (inventory != nullptr && *inventory != m_roster.at(*who.worker).inventory) {
+    if (inventory != nullptr && *inventory != pool.roster().at(*who.worker).inventory) {
         // The machine changed since it registered (a GPU added or gone, other --cpus-milli,
         // --memory-mib or --slots): schedule by what it has now.
         w.inventory_json = api::to_text(*inventory);
-        reply.warnings = m_roster.inventory_warnings(*inventory);
+        reply.warnings = pool.roster().inventory_warnings(*inventory);
     }
     c.workers.push_back(w);
     for (AttemptId id : running) {
-        auto it = m_job_book.attempts().find(id);
-        if (it == m_job_book.attempts().end() || it->second.worker != *who.worker || !is_active(it->second.state)) {
+        auto it = pool.job_book().attempts().find(id);
+        if (it == pool.job_book().attempts().end() || it->second.worker != *who.worker ||
+            !is_active(it->second.state)) {
             reply.stop.push_back(id); // cancelled, lost, timed out, or never ours: stop it
-            if (it != m_job_book.attempts().end() && it->second.worker == *who.worker) {
+            if (it != pool.job_book().attempts().end() && it->second.worker == *who.worker) {
                 reply.stop_reasons.push_back({id, stop_reason_of(it->second)}); // what its owner is told
             }
             continue;
         }
         AttemptRecord a = it->second;
-        a.lease_expires_at = now + m_options.lease_ms;
+        a.lease_expires_at = now + pool.options().lease_ms;
         c.attempts.push_back(a);
     }
-    static const std::set<AttemptId> k_none;
-    auto assigned = m_job_book.assigned_by_worker().find(*who.worker);
-    m_roster.note_fetching(*who.worker, beat.fetching,
-                           assigned == m_job_book.assigned_by_worker().end() ? k_none : assigned->second);
-    if (auto st = commit(c); !st) {
-        // The flags above count from now, written or not (absorb tells the view when it is).
-        m_pool.set_worker(*who.worker, m_roster.at(*who.worker));
+    if (auto st = pool.commit(c); !st) {
         return st.error();
     }
     return reply;
 }
 
-Result<std::vector<Assignment>> Coordinator::assignments(const Principal& who) const {
+Result<std::vector<Assignment>> assignments(const Coordinator& pool, const Principal& who) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers poll for assignments");
     }
     std::vector<Assignment> out;
-    auto mine = m_job_book.assigned_by_worker().find(*who.worker);
-    if (mine == m_job_book.assigned_by_worker().end()) {
+    auto mine = pool.job_book().assigned_by_worker().find(*who.worker);
+    if (mine == pool.job_book().assigned_by_worker().end()) {
         return out;
     }
     for (AttemptId id : mine->second) {
-        const AttemptRecord& a = m_job_book.attempts().at(id);
-        const JobRecord& j = m_job_book.jobs().at(a.job);
+        const AttemptRecord& a = pool.job_book().attempts().at(id);
+        const JobRecord& j = pool.job_book().jobs().at(a.job);
         const std::int64_t idle =
-            j.spec.resources.idle_timeout_s >= 0 ? j.spec.resources.idle_timeout_s : m_options.idle_timeout_s;
+            j.spec.resources.idle_timeout_s >= 0 ? j.spec.resources.idle_timeout_s : pool.options().idle_timeout_s;
         out.push_back({a.id, a.job, j.attempts, j.spec, a.gpu_index, a.gpu_milli, j.team,
-                       m_tokens.teams().at(j.team).name, idle});
+                       pool.tokens().teams().at(j.team).name, idle});
     }
     return out;
 }
 
-Status Coordinator::stage_start(const Principal& who, AttemptId id, Changes& c) {
-    auto a = current_attempt_of_worker(who, id);
+namespace {
+
+// A worker's report that `id` started, checked and added to `c`; a repeated start adds nothing.
+Status stage_start(Coordinator& pool, const Principal& who, AttemptId id, Changes& c) {
+    auto a = current_attempt_of_worker(pool, who, id);
     if (!a) {
         return a.error();
     }
-    m_roster.forget_fetching((*a)->worker, id);
+    pool.note_started((*a)->worker, id);
     if ((*a)->state == AttemptState::running) {
         return {}; // a repeated start is harmless
     }
-    const std::int64_t now = m_clock.now_ms();
+    const std::int64_t now = pool.now_ms();
     AttemptRecord copy = **a;
     copy.state = AttemptState::running;
     copy.started_at = now;
-    copy.lease_expires_at = now + m_options.lease_ms;
+    copy.lease_expires_at = now + pool.options().lease_ms;
     c.attempts.push_back(copy);
-    JobRecord j = m_job_book.jobs().at(copy.job);
+    JobRecord j = pool.job_book().jobs().at(copy.job);
     j.state = JobState::running;
     j.updated_at = now;
     j.reason = "running on worker " + std::to_string(copy.worker.value());
@@ -198,15 +201,18 @@ Status Coordinator::stage_start(const Principal& who, AttemptId id, Changes& c) 
     return {};
 }
 
-Status Coordinator::start_attempt(const Principal& who, AttemptId id) {
+} // namespace
+
+Status start_attempt(Coordinator& pool, const Principal& who, AttemptId id) {
     Changes c;
-    if (auto st = stage_start(who, id, c); !st) {
+    if (auto st = stage_start(pool, who, id, c); !st) {
         return st;
     }
-    return c.empty() ? Status() : commit(c);
+    return c.empty() ? Status() : pool.commit(c);
 }
 
-Result<std::vector<api::EndAnswer>> Coordinator::start_attempts(const Principal& who, const std::vector<AttemptId>& ids) {
+Result<std::vector<api::EndAnswer>> start_attempts(Coordinator& pool, const Principal& who,
+                                                   const std::vector<AttemptId>& ids) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers report attempts");
     }
@@ -217,58 +223,45 @@ Result<std::vector<api::EndAnswer>> Coordinator::start_attempts(const Principal&
         api::EndAnswer answer{id, std::nullopt};
         if (!staged.insert(id).second) {
             answer.error = invalid("attempt " + std::to_string(id.value()) + " is named twice", "attempt");
-        } else if (auto st = stage_start(who, id, c); !st) {
+        } else if (auto st = stage_start(pool, who, id, c); !st) {
             answer.error = st.error();
         }
         answers.push_back(std::move(answer));
     }
-    if (auto st = c.empty() ? Status() : commit(c); !st) {
+    if (auto st = c.empty() ? Status() : pool.commit(c); !st) {
         return st.error();
     }
     return answers;
 }
 
-Result<LogAppend> Coordinator::append_log(const Principal& who, AttemptId id, std::int64_t offset,
-                                          std::string_view data) {
-    auto a = current_attempt_of_worker(who, id);
+Result<LogAppend> append_log(Coordinator& pool, const Principal& who, AttemptId id, std::int64_t offset,
+                             std::string_view data) {
+    auto a = current_attempt_of_worker(pool, who, id);
     if (!a) {
         return a.error();
     }
-    auto appended = m_store.append_log(id, offset, data);
-    if (!appended) {
-        note_store_error(appended.error());
-    }
-    const std::int64_t cap = log_cap(m_job_book.jobs().at((*a)->job).spec, m_options.max_log_bytes);
-    if (appended && cap > 0 && appended->stored_bytes > 0 && appended->length > cap) {
-        // Keep the head and the newest bytes; what lies wholly between goes.
-        const std::int64_t head = log_head_bytes(cap);
-        if (auto st = m_store.drop_log_range(id, head, appended->length - (cap - head)); !st) {
-            note_store_error(st.error());
-            return st.error();
-        }
-    }
-    return appended;
+    return pool.blobs().append_log(id, offset, data,
+                                   log_cap(pool.job_book().jobs().at((*a)->job).spec, pool.options().max_log_bytes));
 }
 
-Status Coordinator::upload_output(const Principal& who, AttemptId id, const UploadedFile& file) {
-    auto a = current_attempt_of_worker(who, id);
+Status upload_output(Coordinator& pool, const Principal& who, AttemptId id, const UploadedFile& file) {
+    auto a = current_attempt_of_worker(pool, who, id);
     if (!a) {
         return a.error();
     }
-    const auto cap = m_job_book.jobs().at((*a)->job).spec.outputs.max_size_mib * 1024 * 1024;
+    const auto cap = pool.job_book().jobs().at((*a)->job).spec.outputs.max_size_mib * 1024 * 1024;
     if (file.size > cap) {
         return invalid("outputs are " + std::to_string(file.size) + " bytes, over the job's outputs.max_size",
                        "outputs");
     }
-    auto st = m_store.put_output(id, file.path, file.sha256_hex);
-    if (!st) {
-        note_store_error(st.error());
-    }
-    return st;
+    return pool.blobs().put_output(id, file.path, file.sha256_hex);
 }
 
-Status Coordinator::stage_end(const Principal& who, AttemptId id, const api::Completion& done, Changes& c) {
-    auto a = current_attempt_of_worker(who, id);
+namespace {
+
+// A worker's report that `id` ended, checked and added to `c`.
+Status stage_end(Coordinator& pool, const Principal& who, AttemptId id, const api::Completion& done, Changes& c) {
+    auto a = current_attempt_of_worker(pool, who, id);
     if (!a) {
         return a.error();
     }
@@ -284,24 +277,24 @@ Status Coordinator::stage_end(const Principal& who, AttemptId id, const api::Com
             return invalid("exit codes are 0-255", "exit_code");
         }
         std::string why = reason.empty() ? "exited with status " + std::to_string(*exit_code) : reason;
-        end_attempt(*this, copy, *exit_code == 0 ? AttemptState::succeeded : AttemptState::failed, exit_code, why, c);
+        end_attempt(pool, copy, *exit_code == 0 ? AttemptState::succeeded : AttemptState::failed, exit_code, why, c);
         break;
     }
     case Outcome::worker_fault:
-        end_attempt(*this, copy, AttemptState::lost, std::nullopt,
+        end_attempt(pool, copy, AttemptState::lost, std::nullopt,
                     reason.empty() ? "worker fault" : "worker fault: " + reason, c, false);
         break;
     case Outcome::image_unavailable:
         // The job's own error (its image cannot be had): it fails now, since the same image fails on
         // every worker; never charged (it never ran) and not the worker's failure (not `lost`).
-        end_attempt(*this, copy, AttemptState::failed, std::nullopt,
+        end_attempt(pool, copy, AttemptState::failed, std::nullopt,
                     std::string(k_image_unavailable_reason) + (reason.empty() ? "" : ": " + reason), c, false);
         break;
     case Outcome::owner_preempted: {
         // Never charged; counted against the worker for this job (owner_avoids: enough of them and
         // the job goes elsewhere for a while) and in the worker's report.
         const std::string why(k_owner_preempted_reason);
-        end_attempt(*this, copy, AttemptState::preempted, std::nullopt, reason.empty() ? why : why + ": " + reason, c,
+        end_attempt(pool, copy, AttemptState::preempted, std::nullopt, reason.empty() ? why : why + ": " + reason, c,
                     false);
         break;
     }
@@ -309,17 +302,19 @@ Status Coordinator::stage_end(const Principal& who, AttemptId id, const api::Com
     return {};
 }
 
-Status Coordinator::complete_attempt(const Principal& who, AttemptId id, std::optional<std::int64_t> exit_code,
-                                     const std::string& reason, Outcome outcome) {
+} // namespace
+
+Status complete_attempt(Coordinator& pool, const Principal& who, AttemptId id, std::optional<std::int64_t> exit_code,
+                        const std::string& reason, Outcome outcome) {
     Changes c;
-    if (auto st = stage_end(who, id, {exit_code, reason, outcome}, c); !st) {
+    if (auto st = stage_end(pool, who, id, {exit_code, reason, outcome}, c); !st) {
         return st;
     }
-    return commit(c);
+    return pool.commit(c);
 }
 
-Result<std::vector<api::EndAnswer>> Coordinator::complete_attempts(const Principal& who,
-                                                                   const std::vector<api::AttemptEnd>& ends) {
+Result<std::vector<api::EndAnswer>> complete_attempts(Coordinator& pool, const Principal& who,
+                                                      const std::vector<api::AttemptEnd>& ends) {
     if (who.role != Role::worker || !who.worker) {
         return denied("only workers report attempts");
     }
@@ -330,15 +325,34 @@ Result<std::vector<api::EndAnswer>> Coordinator::complete_attempts(const Princip
         api::EndAnswer answer{e.attempt, std::nullopt};
         if (!staged.insert(e.attempt).second) {
             answer.error = invalid("attempt " + std::to_string(e.attempt.value()) + " is named twice", "attempt");
-        } else if (auto st = stage_end(who, e.attempt, e.completion, c); !st) {
+        } else if (auto st = stage_end(pool, who, e.attempt, e.completion, c); !st) {
             answer.error = st.error();
         }
         answers.push_back(std::move(answer));
     }
-    if (auto st = c.empty() ? Status() : commit(c); !st) {
+    if (auto st = c.empty() ? Status() : pool.commit(c); !st) {
         return st.error();
     }
     return answers;
+}
+
+Result<std::string> read_inputs(Coordinator& pool, const Principal& who, AttemptId id) {
+    auto a = current_attempt_of_worker(pool, who, id);
+    if (!a) {
+        return a.error();
+    }
+    const auto& sha = pool.job_book().jobs().at((*a)->job).spec.inputs.archive;
+    if (sha.empty()) {
+        return make_error(ErrorCode::not_found, "this job has no inputs archive");
+    }
+    auto blob = pool.blobs().input(pool.job_book().jobs().at((*a)->job).team, sha);
+    if (!blob) {
+        return blob.error();
+    }
+    if (!*blob) {
+        return make_error(ErrorCode::not_found, "the inputs archive " + sha + " is missing from the store");
+    }
+    return std::move(**blob);
 }
 
 } // namespace gpupool::coordinator

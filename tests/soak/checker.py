@@ -592,14 +592,14 @@ def disk_full_writes(h, f):
     during it, ok and not; how long after its end the first submit succeeded; how many were tried
     in the WRITES_RESUME_S after its end."""
     heal = f["heal_t"] if f["heal_t"] is not None else h["t_load_end"]
-    out = {"ok": collections.Counter(), "refused": collections.Counter(), "errors": collections.Counter(),
-           "ok_after_s": None, "tried_after": 0}
+    out = {"ok": collections.Counter(), "ok_later": collections.Counter(), "refused": collections.Counter(),
+           "errors": collections.Counter(), "ok_after_s": None, "tried_after": 0}
     for o in h["client_ops"]:
         if o.get("op") not in ("submit", "cancel", "retry"):
             continue
         if f["inject_t"] <= o["t0"] <= heal:
             if o.get("rc") == 0:
-                out["ok"][o["op"]] += 1
+                out["ok" if o["t1"] <= heal else "ok_later"][o["op"]] += 1
             else:
                 out["refused"][o["op"]] += 1
                 out["errors"][(o.get("err") or "")[:60]] += 1
@@ -712,18 +712,21 @@ def table(h, violations):
             f"(then topped up each second)")
     disks = [f for f in h["faults"] if f["kind"] == "coordinator-disk-full"]
     if disks:
-        ok, refused, errors, after = collections.Counter(), collections.Counter(), collections.Counter(), []
+        ok, later, refused, errors = collections.Counter(), collections.Counter(), collections.Counter(), \
+            collections.Counter()
+        after = []
         for f in disks:
             w = disk_full_writes(h, f)
             ok.update(w["ok"])
+            later.update(w["ok_later"])
             refused.update(w["refused"])
             errors.update(w["errors"])
             after.append(w["ok_after_s"])
         exits = [e for e in h["events"] if e["event"] == "unexpected-exit" and e.get("target") == "coordinator"
                  and any(f["inject_t"] <= e["t"] <= (f["heal_t"] or h["t_load_end"]) + AFTER_FAULT_S for f in disks)]
-        row("coordinator-disk-full: writes during", ", ".join(f"{op} {ok[op]} ok/{refused[op]} refused"
-                                                          for op in ("submit", "cancel", "retry")) +
-            (f" (most: {errors.most_common(1)[0][0]!r})" if errors else ""))
+        row("coordinator-disk-full: writes begun during", ", ".join(
+            f"{op} {refused[op]} refused/{ok[op]} ok/{later[op]} ok once it ended" for op in ("submit", "cancel", "retry"))
+            + (f" (most said: {errors.most_common(1)[0][0]!r})" if errors else ""))
         got = [a for a in after if a is not None]
         row("coordinator-disk-full: first submit ok after", f"p50 {_pct(got, 50):.1f} s, max "
             f"{max(got) if got else float('nan'):.1f} s ({len(disks)} faults, {len(disks) - len(got)} never); "

@@ -39,7 +39,9 @@ NET_SLOTS = (0, 1, 2)  # worker index % 8 in these: in a network namespace of it
 SPOOL_SLOTS = (3,)  # ... work dir on a small tmpfs
 CLOCK_SLOTS = (4,)  # ... libfaketime preloaded
 SPOOL_TMPFS = "64m"
-COORD_TMPFS = "512m"
+COORD_TMPFS = "256m"
+GROW_BELOW = {"coord": 96 << 20, "spool": 16 << 20}  # outside a fault, a tmpfs with less free grows ...
+GROW_BY = {"coord": 256 << 20, "spool": 32 << 20}  # ... by this much (the big outputs live in pool.db)
 FILLER = "soak-filler"
 FAULT_TABLE = "soakfault"  # the nft table in a worker's namespace while it is partitioned or lossy
 CLONE_NEWNET = 0x40000000
@@ -135,6 +137,7 @@ class Lab:
         self.made_links = []
         self.made_ns = []
         self.mounts = []  # mount points, in the order made
+        self.mount_kind = {}  # mount point -> "coord" or "spool"
         self.host_table = False
         self.faketime_lib = None
         self.swept = []
@@ -233,6 +236,7 @@ class Lab:
             raise LabError(f"{path} is not empty: no tmpfs mounted over it")
         _run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", f"soak-{self.pid}-{what}", path])
         self.mounts.append(path)
+        self.mount_kind[path] = "coord" if what == "coord" else "spool"
 
     def setup_tmpfs(self):
         if shutil.which("mount") is None:
@@ -265,6 +269,23 @@ class Lab:
         self.faketime_lib = lib
         for i in self.indices("clock"):
             self.set_clock(i, 0)
+
+    def grow(self, busy):
+        """Grows a tmpfs that is running out of room outside a fault (its mount point not in
+        `busy`): the coordinator's store keeps every output, so a long run needs more than it
+        started with, and a fault must be the only thing that fills a disk. [(path, new size)]."""
+        grown = []
+        for path in self.mounts:
+            kind = self.mount_kind.get(path)
+            if path in busy or kind is None:
+                continue
+            st = os.statvfs(path)
+            if st.f_bavail * st.f_frsize >= GROW_BELOW[kind]:
+                continue
+            size = st.f_blocks * st.f_frsize + GROW_BY[kind]
+            _run(["mount", "-o", f"remount,size={size}", path])
+            grown.append((path, size))
+        return grown
 
     # ----- what a worker runs with
     def worker_env(self, i, env):

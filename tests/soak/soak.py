@@ -170,7 +170,8 @@ class Pool:
         self.presence = []  # [t, {name: presence}]
         self.stop_probe = threading.Event()
         self.fillers = {}  # (target, index) -> [filler path, bytes, next top-up]
-        self.clock_checks = []  # (due, worker, step): the worker's own view of its clock, looked at
+        self.next_grow = 0.0
+        self.lookers = []  # threads looking at a stepped worker's clock (_look_at_clock)
         self.lab = rootfaults.Lab(run_dir, args.workers, enabled=not args.no_root_faults)
         for sub in ("coord", "workers", "clients", "tmp", "home", "witness", "tokens", "logs"):
             os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
@@ -349,11 +350,20 @@ class Pool:
         return {"filled_bytes": n}
 
     def top_up(self):
-        """While a disk is full, what the pool frees is taken again (each second)."""
+        """While a disk is full, what the pool frees is taken again (each second); outside its
+        faults a tmpfs that runs out of room grows (every 5 s)."""
         for rec in self.fillers.values():
             if now() >= rec[2]:
                 rec[1] += rootfaults.fill(rec[0])
                 rec[2] = now() + 1.0
+        if now() >= self.next_grow:
+            self.next_grow = now() + 5.0
+            busy = {os.path.dirname(rec[0]) for rec in self.fillers.values()}
+            try:
+                for path, size in self.lab.grow(busy):
+                    self.event("tmpfs-grown", path=os.path.relpath(path, self.run), size_mib=size >> 20)
+            except rootfaults.LabError as e:
+                raise SoakError(f"growing a tmpfs: {e}")
 
     def step_clock(self, i, step_s):
         self.lab.set_clock(i, step_s)
@@ -378,7 +388,9 @@ class Pool:
             except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as e:
                 self.event("clock-seen", index=i, step_s=step_s, seen_s=None, err=str(e)[:200])
 
-        threading.Thread(target=look, daemon=True).start()
+        th = threading.Thread(target=look, daemon=True)
+        th.start()
+        self.lookers.append(th)
 
     def owner(self, i, action, now_flag=False):
         argv = [self.gpupool, "worker", action, "--work-dir", self.worker_dir(i)]
@@ -739,6 +751,8 @@ def drive(args, pool):
         time.sleep(0.5)
     pool.stop_probe.set()
     prober.join(timeout=10)
+    for th in pool.lookers:
+        th.join(timeout=15)
     print(f"soak: load ran {t_load_end - t_load:.0f} s; drained in {drained_s:.0f} s; collecting the history",
           flush=True)
     api = checker.collect_api(pool.url, pool.member_tokens[0], pool.admin, acked_ids)

@@ -248,6 +248,26 @@ def collect_witness(run_dir):
     return out
 
 
+def collect_unspooled(run_dir):
+    """From the workers' logs: the attempts a worker went on with although it could not write
+    them to its spool (`cannot write .../attempts/N/assignment.json`), per worker."""
+    out = {}
+    d = os.path.join(run_dir, "logs")
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if not name.endswith(".stderr") or not name.startswith("w"):
+            continue
+        found = set()
+        with open(os.path.join(d, name), errors="replace") as f:
+            for line in f:
+                if "cannot write" in line and "/assignment.json" in line:
+                    at = line.find("/attempts/")
+                    if at >= 0:
+                        found.add(line[at + len("/attempts/"):].split("/", 1)[0])
+        if found:
+            out["soak-" + name[:-len(".stderr")]] = sorted(found, key=lambda a: int(a) if a.isdigit() else 0)
+    return out
+
+
 def collect(run_dir, args, t_load, t_load_end, api, probes, presence, leftovers, worker_exits, coord_clean,
             nonterminal, drained_s):
     intents, ops, begins = _journals(run_dir)
@@ -262,7 +282,7 @@ def collect(run_dir, args, t_load, t_load_end, api, probes, presence, leftovers,
         "spools": collect_spools(run_dir),
         "tmp_left": sorted(os.listdir(tmp)) if os.path.isdir(tmp) else [],
         "leftovers": [list(p) for p in leftovers], "worker_exits": worker_exits, "coord_clean": coord_clean,
-        "witness": collect_witness(run_dir),
+        "witness": collect_witness(run_dir), "unspooled": collect_unspooled(run_dir),
     }
 
 
@@ -731,6 +751,17 @@ def table(h, violations):
         row("coordinator-disk-full: first submit ok after", f"p50 {_pct(got, 50):.1f} s, max "
             f"{max(got) if got else float('nan'):.1f} s ({len(disks)} faults, {len(disks) - len(got)} never); "
             f"coordinator exited during one: {len(exits)}" + (" (FINDING: it needed a restart)" if exits else ""))
+    unspooled = h.get("unspooled", {})
+    if unspooled or spools:
+        n = sum(len(v) for v in unspooled.values())
+        ran = collections.Counter()
+        ids = {int(a) for v in unspooled.values() for a in v if a.isdigit()}
+        for a in h["store"]["attempts"]:
+            if a["id"] in ids:
+                ran[a["state"]] += 1
+        row("attempts run though not spooled (FINDING)", f"{n}" + (
+            f": the worker could not write their assignment.json (spool full) and ran them all the same ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(ran.items())) + ")" if n else ""))
     clocks = [e for e in h["events"] if e["event"] == "clock-seen"]
     if clocks:
         good = [e for e in clocks if e.get("seen_s") is not None and abs(e["seen_s"] - e["step_s"]) <= 5]

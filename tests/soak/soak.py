@@ -587,7 +587,8 @@ def run_soak(args):
     print(f"soak: seed {args.seed}, {args.minutes:g} min of load, {args.workers} workers, {args.clients} clients, "
           f"run folder {run_dir}", flush=True)
     print(f"soak: repeat with: {sys.argv[0]} --seed {args.seed} --minutes {args.minutes:g} --workers {args.workers} "
-          f"--clients {args.clients} --gpupool {args.gpupool}", flush=True)
+          f"--clients {args.clients} --gpupool {args.gpupool}" + (" --no-root-faults" if args.no_root_faults else ""),
+          flush=True)
     pool = Pool(args, run_dir)
     interrupted = []
 

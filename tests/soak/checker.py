@@ -837,7 +837,27 @@ def shortest_history(h, x, budget_s=SHRINK_BUDGET_S):
     head = (f"shortest history: {len(kept)} of {len(shrink.units(h))} events, "
             + ("each needed (without any one of them the checker no longer reports this)" if minimal else
                f"smaller but not minimal (the {budget_s:.0f} s budget ran out)") + f"; {examined} histories checked")
-    return [head] + ["  " + ln for ln in shrink.describe(h, kept)]
+    out = [head] + ["  " + ln for ln in shrink.describe(h, kept)]
+    # The faults over that span, of the coordinator and of the workers its attempts ran on: not
+    # needed by the checker to see the violation, but what a reader asks first.
+    store = h["store"]
+    names = {w["id"]: w["name"] for w in store.get("workers", [])}
+    ids = {key for part, key in kept if part == "attempt"}
+    involved = {names.get(a["worker_id"]) for a in store["attempts"] if a["id"] in ids}
+    times = [a[t] / 1000 for a in store["attempts"] if a["id"] in ids for t in ("assigned_at", "ended_at") if a[t]]
+    times += [h["client_ops"][key]["t0"] for part, key in kept if part == "op"]
+    if times:
+        lo, hi = min(times) - 10, max(times) + 10
+        context = []
+        for f in h["faults"]:
+            end = f["heal_t"] or h["t_load_end"]
+            if f["inject_t"] <= hi and end >= lo and (f["kind"].startswith("coordinator") or (
+                    f["kind"].startswith("worker") and f"soak-w{f['index']}" in involved)):
+                context.append(f"{f['inject_t'] - h['t_load']:9.2f}s  FAULT {f['kind']} #{f['index']} "
+                               f"(until {end - h['t_load']:.2f}s)")
+        if context:
+            out += ["  context (faults over that span, not needed to show it):"] + ["  " + c for c in context]
+    return out
 
 
 def explain(h, x):

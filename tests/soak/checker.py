@@ -767,7 +767,11 @@ def table(h, violations):
         good = [e for e in clocks if e.get("seen_s") is not None and abs(e["seen_s"] - e["step_s"]) <= 5]
         row("worker-clock-step", f"{sum(1 for f in h['faults'] if f['kind'] == 'worker-clock-step')} steps ("
             + ", ".join(f"{f.get('step_s', 0):+.0f}" for f in h["faults"] if f["kind"] == "worker-clock-step")[:120]
-            + f" s); the worker's status showed its clock where set {len(good)} of {len(clocks)} times")
+            + f" s); the worker's status showed its clock where set {len(good)} of {len(clocks)} times"
+            + ("" if len(good) == len(clocks) else " (else: " + ", ".join(
+                f"set {e['step_s']:+.0f} s, seen " + (f"{e['seen_s']:+.1f} s" if e.get("seen_s") is not None else
+                                                      f"nothing: {e.get('err', '')[:60]}")
+                for e in clocks if e not in good)[:300] + ")"))
     restarts = [e for e in h["events"] if e["event"] == "client-exited"]
     row("harness: clients that exited by themselves", f"{len(restarts)}" +
         (" (their stderr is in clients/cN/stderr)" if restarts else ""))

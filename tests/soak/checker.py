@@ -838,6 +838,8 @@ def shortest_history(h, x, budget_s=SHRINK_BUDGET_S):
     if found is None:
         return None
     kept, minimal, examined = found
+    if not minimal and len(kept) > 60:
+        return None  # the budget ran out on a big history: the events around it say more
     head = (f"shortest history: {len(kept)} of {len(shrink.units(h))} events, "
             + ("each needed (without any one of them the checker no longer reports this)" if minimal else
                f"smaller but not minimal (the {budget_s:.0f} s budget ran out)") + f"; {examined} histories checked")

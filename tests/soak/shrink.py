@@ -17,6 +17,7 @@ import time
 
 import workload
 
+WHOLE_AT_MOST = 20000  # a history with more units is not searched from the whole (a check of it takes seconds)
 PARTS = ("intent", "ack", "op", "begin", "fault", "event", "sweep", "job", "attempt", "entry", "balance", "slog",
          "sout", "api-job", "api-log", "api-out", "api-att", "api-worker", "api-error", "witness", "presence",
          "probe", "leftover", "tmp", "spool", "worker-exit", "nonterminal")
@@ -118,7 +119,7 @@ def concerning(h, x):
         attempts.add(x["attempt"])
     keep = set()
     if not jobs and tag is None and x.get("attempt") is None:
-        return None  # a violation of the whole history (a balance, a process left): no slice
+        return whole_history_slice(h, x)
     keep |= {("intent", tag), ("ack", tag)}
     times = []
     for i, o in enumerate(h["client_ops"]):
@@ -152,6 +153,33 @@ def concerning(h, x):
         if j in jobs:
             keep.add(("nonterminal", i))
     return keep
+
+
+def whole_history_slice(h, x):
+    """The slice of a violation that names no job: what its invariant reads."""
+    keep = set()
+    w = x.get("worker")
+    if w is not None:
+        index = w.rsplit("w", 1)[-1]
+        keep |= {("api-worker", w), ("spool", w.replace("soak-", "")), ("worker-exit", w)}
+        keep |= {("presence", i) for i in range(len(h["presence"]))}
+        keep |= {("fault", i) for i, f in enumerate(h["faults"])
+                 if f["kind"].startswith("worker") and str(f["index"]) == index}
+    inv = x["inv"]
+    if inv == "left-behind":
+        keep |= {("leftover", i) for i in range(len(h["leftovers"]))}
+        keep |= {("tmp", i) for i in range(len(h["tmp_left"]))}
+    elif inv == "ledger":
+        keep |= {("entry", e["id"]) for e in h["store"]["ledger"]} | {("balance", a) for a in h["store"]["balances"]}
+        keep |= {("attempt", a["id"]) for a in h["store"]["attempts"]}
+    elif inv == "no-crash":
+        keep |= {("event", i) for i, e in enumerate(h["events"]) if e["event"] == "unexpected-exit"}
+    elif inv == "api":
+        keep |= {("api-error", i) for i in range(len(h["api"].get("errors", [])))}
+    elif inv == "writes-resume":
+        keep |= {("fault", i) for i, f in enumerate(h["faults"]) if f["kind"] == "coordinator-disk-full"}
+        keep |= {("op", i) for i, o in enumerate(h["client_ops"]) if o.get("op") == "submit"}
+    return keep or None
 
 
 def ddmin(items, holds, deadline):
@@ -197,8 +225,8 @@ def shrink(h, x, check, budget_s=10.0):
         if not holds(start):
             start = None
     if start is None:
-        if not holds(everything):
-            return None
+        if len(everything) > WHOLE_AT_MOST or not holds(everything):
+            return None  # too big to search from the whole: the caller shows the events around it
         start = everything
     found, minimal = ddmin(start, holds, deadline)
     return found, minimal, examined[0]

@@ -39,6 +39,10 @@ import workload
 TERMINAL = ("succeeded", "failed", "cancelled")
 ONLINE_WITHIN_S = 60.0  # a worker must be online this long after its fault ends
 AFTER_FAULT_S = 5.0  # a probe this soon after a fault ended counts as "during faults"
+WRITES_RESUME_S = 60.0  # after a coordinator-disk-full ends, a submit must succeed this soon
+SHRINK_AT_MOST = 8  # violations whose history is shrunk (the others get the events around them)
+SHRINK_BUDGET_S = 15.0  # seconds of search per violation
+FAULT_DETAILS = ("loss_percent", "step_s", "filled_bytes", "free_after")  # what an injection recorded
 
 
 # ----------------------------------------------------------------------------- collecting
@@ -152,6 +156,9 @@ def _events(run_dir):
         if ev["event"] == "fault-injected":
             open_faults[(ev["kind"], ev["index"])] = {"kind": ev["kind"], "index": ev["index"], "inject_t": ev["t"],
                                                       "heal_t": None}
+            for k in FAULT_DETAILS:
+                if k in ev:
+                    open_faults[(ev["kind"], ev["index"])][k] = ev[k]
         elif ev["event"] == "fault-healed":
             f = open_faults.pop((ev["kind"], ev["index"]), None)
             if f is not None:
@@ -241,6 +248,26 @@ def collect_witness(run_dir):
     return out
 
 
+def collect_unspooled(run_dir):
+    """From the workers' logs: the attempts a worker went on with although it could not write
+    them to its spool (`cannot write .../attempts/N/assignment.json`), per worker."""
+    out = {}
+    d = os.path.join(run_dir, "logs")
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if not name.endswith(".stderr") or not name.startswith("w"):
+            continue
+        found = set()
+        with open(os.path.join(d, name), errors="replace") as f:
+            for line in f:
+                if "cannot write" in line and "/assignment.json" in line:
+                    at = line.find("/attempts/")
+                    if at >= 0:
+                        found.add(line[at + len("/attempts/"):].split("/", 1)[0])
+        if found:
+            out["soak-" + name[:-len(".stderr")]] = sorted(found, key=lambda a: int(a) if a.isdigit() else 0)
+    return out
+
+
 def collect(run_dir, args, t_load, t_load_end, api, probes, presence, leftovers, worker_exits, coord_clean,
             nonterminal, drained_s):
     intents, ops, begins = _journals(run_dir)
@@ -255,7 +282,7 @@ def collect(run_dir, args, t_load, t_load_end, api, probes, presence, leftovers,
         "spools": collect_spools(run_dir),
         "tmp_left": sorted(os.listdir(tmp)) if os.path.isdir(tmp) else [],
         "leftovers": [list(p) for p in leftovers], "worker_exits": worker_exits, "coord_clean": coord_clean,
-        "witness": collect_witness(run_dir),
+        "witness": collect_witness(run_dir), "unspooled": collect_unspooled(run_dir),
     }
 
 
@@ -466,6 +493,17 @@ def check(h):
                 bad("online", f"worker soak-w{f['index']} not online within {ONLINE_WITHIN_S:.0f} s of the end "
                     f"of its {f['kind']}", worker=f"soak-w{f['index']}", t=f["heal_t"])
 
+    # 7b. A coordinator whose disk was full takes writes again once there is room, without a restart.
+    for f in h["faults"]:
+        if f["kind"] != "coordinator-disk-full" or f["heal_t"] is None:
+            continue
+        w = disk_full_writes(h, f)
+        if w["tried_after"] and (w["ok_after_s"] is None or w["ok_after_s"] > WRITES_RESUME_S):
+            first = "never" if w["ok_after_s"] is None else f"after {w['ok_after_s']:.1f} s"
+            bad("writes-resume", f"no submit succeeded within {WRITES_RESUME_S:.0f} s of the end of the "
+                f"coordinator-disk-full injected at {f['inject_t'] - h['t_load']:.1f} s ({w['tried_after']} tried "
+                f"since; the first ok: {first})", t=f["heal_t"])
+
     # 8. No pool process exits by itself.
     for ev in h["events"]:
         if ev["event"] == "unexpected-exit":
@@ -569,6 +607,30 @@ def recovery(h, f):
     return None
 
 
+def disk_full_writes(h, f):
+    """The clients' writes around a coordinator-disk-full: submits, cancels and retries begun
+    during it, ok and not; how long after its end the first submit succeeded; how many were tried
+    in the WRITES_RESUME_S after its end."""
+    heal = f["heal_t"] if f["heal_t"] is not None else h["t_load_end"]
+    out = {"ok": collections.Counter(), "ok_later": collections.Counter(), "refused": collections.Counter(),
+           "errors": collections.Counter(), "ok_after_s": None, "tried_after": 0}
+    for o in h["client_ops"]:
+        if o.get("op") not in ("submit", "cancel", "retry"):
+            continue
+        if f["inject_t"] <= o["t0"] <= heal:
+            if o.get("rc") == 0:
+                out["ok" if o["t1"] <= heal else "ok_later"][o["op"]] += 1
+            else:
+                out["refused"][o["op"]] += 1
+                out["errors"][(o.get("err") or "")[:60]] += 1
+        if o.get("op") == "submit" and o["t0"] >= heal:
+            if o["t0"] <= heal + WRITES_RESUME_S:
+                out["tried_after"] += 1
+            if o.get("rc") == 0 and (out["ok_after_s"] is None or o["t0"] - heal < out["ok_after_s"]):
+                out["ok_after_s"] = o["t0"] - heal
+    return out
+
+
 def coordinator_recovery(h, f):
     """Seconds from the end of a coordinator fault until the API answers again."""
     for t, ok, _ms in h["probes"]:
@@ -655,6 +717,61 @@ def table(h, violations):
     wr_ok = [r for r in wr if r is not None and r >= 0]
     row("worker back online after fault", f"p50 {_pct(wr_ok, 50):.1f} s, max {max(wr_ok) if wr_ok else float('nan'):.1f} s "
         f"({len(wr_ok)} measured; {sum(1 for r in wr if r is not None and r < 0)} cut by the worker's next fault)")
+    lab = next((e for e in h["events"] if e["event"] == "lab"), None)
+    if lab is not None:
+        row("lab (namespaces, tmpfs, libfaketime)", "; ".join(lab.get("have", [])) or "nothing")
+        if lab.get("skipped"):
+            row("fault kinds skipped", "; ".join(lab["skipped"]))
+    nets = [f for f in h["faults"] if f["kind"] == "worker-loss"]
+    if nets:
+        row("worker-loss", f"{len(nets)} faults, loss " + ", ".join(f"{f.get('loss_percent', '?')}%" for f in nets[:12])
+            + (" ..." if len(nets) > 12 else ""))
+    spools = [f for f in h["faults"] if f["kind"] == "worker-spool-full"]
+    if spools:
+        row("worker-spool-full", f"{len(spools)} faults, filler {_mib(spools, 'filled_bytes')} MiB at injection "
+            f"(then topped up each second)")
+    disks = [f for f in h["faults"] if f["kind"] == "coordinator-disk-full"]
+    if disks:
+        ok, later, refused, errors = collections.Counter(), collections.Counter(), collections.Counter(), \
+            collections.Counter()
+        after = []
+        for f in disks:
+            w = disk_full_writes(h, f)
+            ok.update(w["ok"])
+            later.update(w["ok_later"])
+            refused.update(w["refused"])
+            errors.update(w["errors"])
+            after.append(w["ok_after_s"])
+        exits = [e for e in h["events"] if e["event"] == "unexpected-exit" and e.get("target") == "coordinator"
+                 and any(f["inject_t"] <= e["t"] <= (f["heal_t"] or h["t_load_end"]) + AFTER_FAULT_S for f in disks)]
+        row("coordinator-disk-full: writes begun during", ", ".join(
+            f"{op} {refused[op]} refused/{ok[op]} ok/{later[op]} ok once it ended" for op in ("submit", "cancel", "retry"))
+            + (f" (most said: {errors.most_common(1)[0][0]!r})" if errors else ""))
+        got = [a for a in after if a is not None]
+        row("coordinator-disk-full: first submit ok after", f"p50 {_pct(got, 50):.1f} s, max "
+            f"{max(got) if got else float('nan'):.1f} s ({len(disks)} faults, {len(disks) - len(got)} never); "
+            f"coordinator exited during one: {len(exits)}" + (" (FINDING: it needed a restart)" if exits else ""))
+    unspooled = h.get("unspooled", {})
+    if unspooled or spools:
+        n = sum(len(v) for v in unspooled.values())
+        ran = collections.Counter()
+        ids = {int(a) for v in unspooled.values() for a in v if a.isdigit()}
+        for a in h["store"]["attempts"]:
+            if a["id"] in ids:
+                ran[a["state"]] += 1
+        row("attempts run though not spooled (FINDING)", f"{n}" + (
+            f": the worker could not write their assignment.json (spool full) and ran them all the same ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(ran.items())) + ")" if n else ""))
+    clocks = [e for e in h["events"] if e["event"] == "clock-seen"]
+    if clocks:
+        good = [e for e in clocks if e.get("seen_s") is not None and abs(e["seen_s"] - e["step_s"]) <= 5]
+        row("worker-clock-step", f"{sum(1 for f in h['faults'] if f['kind'] == 'worker-clock-step')} steps ("
+            + ", ".join(f"{f.get('step_s', 0):+.0f}" for f in h["faults"] if f["kind"] == "worker-clock-step")[:120]
+            + f" s); the worker's status showed its clock where set {len(good)} of {len(clocks)} times"
+            + ("" if len(good) == len(clocks) else " (else: " + ", ".join(
+                f"set {e['step_s']:+.0f} s, seen " + (f"{e['seen_s']:+.1f} s" if e.get("seen_s") is not None else
+                                                      f"nothing: {e.get('err', '')[:60]}")
+                for e in clocks if e not in good)[:300] + ")"))
     restarts = [e for e in h["events"] if e["event"] == "client-exited"]
     row("harness: clients that exited by themselves", f"{len(restarts)}" +
         (" (their stderr is in clients/cN/stderr)" if restarts else ""))
@@ -676,15 +793,28 @@ def table(h, violations):
         out += ["", f"VIOLATIONS (seed {h['seed']}; repeat with --seed {h['seed']} --minutes {h['minutes']:g} "
                 f"--workers {h['workers']} --clients {h['clients']}):"]
         shown = set()
+        shrunk = 0
         for x in violations[:20]:
             out.append(f"- [{x['inv']}] {x['msg']}")
-            key = (x.get("job"), x.get("tag"), x.get("attempt"))
-            if key not in shown:
-                shown.add(key)
-                out += ["    " + ln for ln in explain(h, x)]
+            key = (x.get("job"), x.get("tag"), x.get("attempt"), x.get("worker"), x["inv"])
+            if key in shown:
+                continue
+            shown.add(key)
+            if shrunk < SHRINK_AT_MOST:
+                shrunk += 1
+                lines = shortest_history(h, x)
+                if lines:
+                    out += ["    " + ln for ln in lines]
+                    continue
+            out += ["    events around it (not shrunk):"] + ["    " + ln for ln in explain(h, x)]
         if len(violations) > 20:
             out.append(f"... and {len(violations) - 20} more (history.json in the run folder has everything)")
     return "\n".join(out) + "\n"
+
+
+def _mib(faults, key):
+    vals = [f[key] / 2**20 for f in faults if f.get(key) is not None]
+    return f"{min(vals):.1f}-{max(vals):.1f}" if vals else "?"
 
 
 def zombie_overlaps(h):
@@ -698,6 +828,42 @@ def zombie_overlaps(h):
             if ends.get(a, float("inf")) > starts[b]:
                 found.append((int(jid), a, b))
     return found
+
+
+def shortest_history(h, x, budget_s=SHRINK_BUDGET_S):
+    """The shrunk history of violation `x` (shrink.py) as lines, or None."""
+    import shrink  # here: shrink imports this module
+
+    found = shrink.shrink(h, x, check, budget_s)
+    if found is None:
+        return None
+    kept, minimal, examined = found
+    if not minimal and len(kept) > 60:
+        return None  # the budget ran out on a big history: the events around it say more
+    head = (f"shortest history: {len(kept)} of {len(shrink.units(h))} events, "
+            + ("each needed (without any one of them the checker no longer reports this)" if minimal else
+               f"smaller but not minimal (the {budget_s:.0f} s budget ran out)") + f"; {examined} histories checked")
+    out = [head] + ["  " + ln for ln in shrink.describe(h, kept)]
+    # The faults over that span, of the coordinator and of the workers its attempts ran on: not
+    # needed by the checker to see the violation, but what a reader asks first.
+    store = h["store"]
+    names = {w["id"]: w["name"] for w in store.get("workers", [])}
+    ids = {key for part, key in kept if part == "attempt"}
+    involved = {names.get(a["worker_id"]) for a in store["attempts"] if a["id"] in ids}
+    times = [a[t] / 1000 for a in store["attempts"] if a["id"] in ids for t in ("assigned_at", "ended_at") if a[t]]
+    times += [h["client_ops"][key]["t0"] for part, key in kept if part == "op"]
+    if times:
+        lo, hi = min(times) - 10, max(times) + 10
+        context = []
+        for f in h["faults"]:
+            end = f["heal_t"] or h["t_load_end"]
+            if f["inject_t"] <= hi and end >= lo and (f["kind"].startswith("coordinator") or (
+                    f["kind"].startswith("worker") and f"soak-w{f['index']}" in involved)):
+                context.append(f"{f['inject_t'] - h['t_load']:9.2f}s  FAULT {f['kind']} #{f['index']} "
+                               f"(until {end - h['t_load']:.2f}s)")
+        if context:
+            out += ["  context (faults over that span, not needed to show it):"] + ["  " + c for c in context]
+    return out
 
 
 def explain(h, x):
@@ -965,6 +1131,15 @@ def doctor_retry_not_run(h):
                             "tag": workload.parse_job_name(j["name"])[0]})
 
 
+def doctor_disk_full_writes_refused(h):
+    """A coordinator-disk-full, and every submit for 70 s after it ended refused."""
+    t = h["t_load"] + 12.5
+    h["faults"].append({"kind": "coordinator-disk-full", "index": 0, "inject_t": t - 5, "heal_t": t})
+    for n in range(8):
+        h["client_ops"].append({"op": "submit", "t0": t + 1 + 9 * n, "t1": t + 1.2 + 9 * n, "rc": 1,
+                                "tag": f"c0s{100 + n}", "client": 0, "err": "internal: database or disk is full"})
+
+
 DOCTORINGS = [
     ("a duplicated job", doctor_duplicate_job, "exactly-once"),
     ("an acknowledged job missing", doctor_missing_ack_job, "exactly-once"),
@@ -980,6 +1155,8 @@ DOCTORINGS = [
     ("a hold never released", doctor_unreleased_hold, "ledger"),
     ("a process and a temp file left", doctor_leftover, "left-behind"),
     ("a worker not back online", doctor_worker_offline, "online"),
+    ("no submit taken for 70 s after the coordinator's disk had room again", doctor_disk_full_writes_refused,
+     "writes-resume"),
 ]
 
 
@@ -998,6 +1175,8 @@ def self_test(run_dir=None):
         ok = False
     else:
         print("  ok: the undoctored history has no violation")
+    import shrink
+
     for what, doctor, inv in DOCTORINGS:
         h = copy.deepcopy(base)
         doctor(h)
@@ -1006,6 +1185,28 @@ def self_test(run_dir=None):
             print(f"  ok: {what} is reported: [{inv}] {found[0]['msg']}")
         else:
             print(f"  FAIL: {what} is not reported as {inv}")
+            ok = False
+            continue
+        # Its shortest history: smaller than the whole, still showing it, and without any one of
+        # its events no longer showing it.
+        x = found[0]
+        result = shrink.shrink(h, x, check, budget_s=60)
+        everything = shrink.units(h)
+
+        def shows(subset):
+            return any(v["inv"] == x["inv"] and v["msg"] == x["msg"] for v in check(shrink.restrict(h, set(subset))))
+
+        if result is None:
+            print(f"  FAIL: shrinking {what}: the whole history does not show it")
+            ok = False
+            continue
+        kept, minimal, _ = result
+        needed = all(not shows([u for u in kept if u != gone]) for gone in kept)
+        if minimal and needed and shows(kept) and len(kept) < len(everything):
+            print(f"  ok: {what}: shortest history {len(kept)} of {len(everything)} events, each needed")
+        else:
+            print(f"  FAIL: {what}: shrunk to {len(kept)} of {len(everything)} events (minimal {minimal}, "
+                  f"each needed {needed}, still shown {shows(kept)})")
             ok = False
     # The table and the explanation render for a doctored history.
     h = copy.deepcopy(base)

@@ -36,6 +36,7 @@ sys.path.insert(0, HERE)
 
 import checker  # noqa: E402
 import faults  # noqa: E402
+import rootfaults  # noqa: E402
 import workload  # noqa: E402
 
 CATALOG = """# The soak's catalog: CPU time is priced high enough that every attempt that ran is charged
@@ -76,17 +77,28 @@ def _die_with_parent():
 
 
 class Child:
-    """A process the soak started, in a session (process group) of its own."""
+    """A process the soak started, in a session (process group) of its own; `netns_fd`: an open
+    network namespace it joins before it runs (rootfaults.Lab.worker_netns_fd), closed here."""
 
-    def __init__(self, name, argv, env, out_path, err_path):
+    def __init__(self, name, argv, env, out_path, err_path, netns_fd=None):
         self.name = name
         self.argv = argv
         out = open(out_path, "ab")
         err = open(err_path, "ab")
-        self.popen = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                      start_new_session=True, preexec_fn=_die_with_parent)
-        out.close()
-        err.close()
+
+        def preexec():
+            _die_with_parent()
+            if netns_fd is not None:
+                rootfaults.setns_preexec(netns_fd)
+
+        try:
+            self.popen = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                          start_new_session=True, preexec_fn=preexec)
+        finally:
+            out.close()
+            err.close()
+            if netns_fd is not None:
+                os.close(netns_fd)
         self.pid = self.popen.pid
         self.stopped = False
         self.expected_exit = False
@@ -157,7 +169,11 @@ class Pool:
         self.probes = []  # [t, ok, ms]
         self.presence = []  # [t, {name: presence}]
         self.stop_probe = threading.Event()
-        for sub in ("coord", "workers", "clients", "tmp", "home", "witness", "tokens"):
+        self.fillers = {}  # (target, index) -> [filler path, bytes, next top-up]
+        self.next_grow = 0.0
+        self.lookers = []  # threads looking at a stepped worker's clock (_look_at_clock)
+        self.lab = rootfaults.Lab(run_dir, args.workers, enabled=not args.no_root_faults)
+        for sub in ("coord", "workers", "clients", "tmp", "home", "witness", "tokens", "logs"):
             os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
         self.env = dict(os.environ)
         self.env.pop("GPUPOOL_LOG_LEVEL", None)
@@ -200,11 +216,13 @@ class Pool:
             os.remove(port_file)
         self.coord_incarnation += 1
         n = self.coord_incarnation
-        argv = [self.gpupool, "coordinator", "--listen", f"127.0.0.1:{self.port}", "--db",
+        host = self.lab.listen_host()
+        argv = [self.gpupool, "coordinator", "--listen", f"{host}:{self.port}", "--db",
                 os.path.join(d, "pool.db"), "--port-file", port_file, "--tick-ms", "100", "--lease", LEASE,
                 "--gpu-catalog", os.path.join(self.run, "catalog.toml"), "--pool-fee", "10"]
-        self.coord = Child("coordinator", argv, self.env, os.path.join(d, f"stdout.{n}"),
-                           os.path.join(d, f"stderr.{n}"))
+        logs = os.path.join(self.run, "logs")  # not in coord/, which may be a full tmpfs
+        self.coord = Child("coordinator", argv, self.env, os.path.join(logs, f"coord.stdout.{n}"),
+                           os.path.join(logs, f"coord.stderr.{n}"))
         deadline = now() + 60
         while now() < deadline:
             if os.path.exists(port_file):
@@ -213,14 +231,15 @@ class Pool:
                     self.port = int(text)
                     break
             if not self.coord.alive():
-                raise SoakError(f"coordinator exited at start: {open(os.path.join(d, f'stderr.{n}')).read()[-2000:]}")
+                raise SoakError("coordinator exited at start: " +
+                                open(os.path.join(logs, f"coord.stderr.{n}")).read()[-2000:])
             time.sleep(0.05)
         else:
             raise SoakError("coordinator did not write its port within 60 s")
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         if n == 1:
             for _ in range(100):
-                text = open(os.path.join(d, "stdout.1")).read()
+                text = open(os.path.join(logs, "coord.stdout.1")).read()
                 at = text.find("gpp_")
                 if at >= 0 and len(text) >= at + 68:
                     self.admin = text[at:at + 68]
@@ -272,7 +291,10 @@ class Pool:
         argv += ["worker", "--share", "--runtime", "process", "--unsafe-process-runtime", "--work-dir", w,
                  "--name", f"soak-w{i}", "--heartbeat-ms", "300", "--poll-wait-ms", "1000", "--cpus-milli", "1000",
                  "--memory-mib", "1024", "--slots", str(self.args.slots), "--drain-grace", "20s"]
-        self.workers[i] = Child(f"worker-{i}", argv, self.env, os.path.join(w, "stdout"), os.path.join(w, "stderr"))
+        logs = os.path.join(self.run, "logs")  # not in the work dir, which may be a full tmpfs
+        self.workers[i] = Child(f"worker-{i}", argv, self.lab.worker_env(i, self.env),
+                                os.path.join(logs, f"w{i}.stdout"), os.path.join(logs, f"w{i}.stderr"),
+                                netns_fd=self.lab.worker_netns_fd(i))
         self.event("worker-started", index=i, pid=self.workers[i].pid)
 
     def kill9_worker(self, i):
@@ -286,6 +308,89 @@ class Pool:
 
     def cont_worker(self, i):
         self.workers[i].signal(signal.SIGCONT)
+
+    # ----- the lab's faults (rootfaults.py): the network, full disks, a stepped clock
+    def partition_worker(self, i):
+        self.lab.partition(i)
+
+    def heal_partition(self, i):
+        self.lab.unfault_net(i)
+
+    def lose_packets(self, i, percent):
+        self.lab.lossy(i, percent)
+        return {"loss_percent": round(percent)}
+
+    def heal_loss(self, i):
+        self.lab.unfault_net(i)
+
+    def fill_spool(self, i):
+        return self._fill(("worker", i), self.worker_dir(i))
+
+    def free_spool(self, i):
+        return self._free(("worker", i))
+
+    def fill_coordinator_disk(self, _index):
+        return self._fill(("coordinator", 0), os.path.join(self.run, "coord"))
+
+    def free_coordinator_disk(self, _index):
+        return self._free(("coordinator", 0))
+
+    def _fill(self, key, folder):
+        path = os.path.join(folder, rootfaults.FILLER)
+        n = rootfaults.fill(path)
+        self.fillers[key] = [path, n, now() + 1.0]
+        return {"filled_bytes": n, "free_after": rootfaults.free_bytes(folder)}
+
+    def _free(self, key):
+        path, n, _ = self.fillers.pop(key)
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        return {"filled_bytes": n}
+
+    def top_up(self):
+        """While a disk is full, what the pool frees is taken again (each second); outside its
+        faults a tmpfs that runs out of room grows (every 5 s)."""
+        for rec in self.fillers.values():
+            if now() >= rec[2]:
+                rec[1] += rootfaults.fill(rec[0])
+                rec[2] = now() + 1.0
+        if now() >= self.next_grow:
+            self.next_grow = now() + 5.0
+            busy = {os.path.dirname(rec[0]) for rec in self.fillers.values()}
+            try:
+                for path, size in self.lab.grow(busy):
+                    self.event("tmpfs-grown", path=os.path.relpath(path, self.run), size_mib=size >> 20)
+            except rootfaults.LabError as e:
+                raise SoakError(f"growing a tmpfs: {e}")
+
+    def step_clock(self, i, step_s):
+        self.lab.set_clock(i, step_s)
+        self._look_at_clock(i, step_s)
+        return {"step_s": step_s}
+
+    def unstep_clock(self, i):
+        self.lab.set_clock(i, 0)
+        self._look_at_clock(i, 0)
+
+    def _look_at_clock(self, i, step_s):
+        """3 s on (libfaketime re-reads its file each second), the worker's own wall clock as its
+        status shows it (the last contact, in its time), compared with ours: an event."""
+
+        def look():
+            time.sleep(3.0)
+            argv = [self.gpupool, "--json", "worker", "status", "--work-dir", self.worker_dir(i)]
+            try:
+                r = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=10)
+                seen = json.loads(r.stdout)["worker"]["last_contact_ms"] / 1000.0 - now()
+                self.event("clock-seen", index=i, step_s=step_s, seen_s=round(seen, 1))
+            except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as e:
+                self.event("clock-seen", index=i, step_s=step_s, seen_s=None, err=str(e)[:200])
+
+        th = threading.Thread(target=look, daemon=True)
+        th.start()
+        self.lookers.append(th)
 
     def owner(self, i, action, now_flag=False):
         argv = [self.gpupool, "worker", action, "--work-dir", self.worker_dir(i)]
@@ -381,23 +486,34 @@ class Pool:
             return
         rec = {"kind": kind.name, "target": kind.target, "index": ev["index"], "planned_at": ev["at"],
                "down": ev["down"], "inject_t": now()}
-        getattr(self, kind.inject)(ev["index"])
+        method = getattr(self, kind.inject)
+        try:
+            extra = (method(ev["index"], ev["param"]) if "param" in ev else method(ev["index"])) or {}
+        except rootfaults.LabError as e:
+            self.event("fault-failed", kind=kind.name, index=ev["index"], why=str(e)[:300])
+            raise SoakError(f"injecting {kind.name} on {ev['index']}: {e}")
         rec["heal_due"] = now() + ev["down"]
         self.faulted[key] = rec
-        self.event("fault-injected", kind=kind.name, index=ev["index"], down=ev["down"])
+        self.event("fault-injected", kind=kind.name, index=ev["index"], down=ev["down"], **extra)
 
     def heal(self, key):
         rec = self.faulted.pop(key)
         kind = faults.KINDS_BY_NAME[rec["kind"]]
         begun = now()  # recovery is measured from here: a restart's own start-up counts
-        getattr(self, kind.heal)(rec["index"])
+        try:
+            extra = getattr(self, kind.heal)(rec["index"]) or {}
+        except rootfaults.LabError as e:
+            self.event("heal-failed", kind=kind.name, index=rec["index"], why=str(e)[:300])
+            raise SoakError(f"healing {kind.name} on {rec['index']}: {e}")
         rec["heal_t"] = now()
-        self.event("fault-healed", kind=kind.name, index=rec["index"], injected_at=rec["inject_t"], begun_at=begun)
+        self.event("fault-healed", kind=kind.name, index=rec["index"], injected_at=rec["inject_t"], begun_at=begun,
+                   **extra)
 
     def heal_due(self, force=False):
         for key, rec in list(self.faulted.items()):
             if force or now() >= rec["heal_due"]:
                 self.heal(key)
+        self.top_up()
 
     def watch_children(self):
         """A pool process that exited without a fault is the pool's doing: recorded, restarted."""
@@ -471,7 +587,8 @@ def run_soak(args):
     print(f"soak: seed {args.seed}, {args.minutes:g} min of load, {args.workers} workers, {args.clients} clients, "
           f"run folder {run_dir}", flush=True)
     print(f"soak: repeat with: {sys.argv[0]} --seed {args.seed} --minutes {args.minutes:g} --workers {args.workers} "
-          f"--clients {args.clients} --gpupool {args.gpupool}", flush=True)
+          f"--clients {args.clients} --gpupool {args.gpupool}" + (" --no-root-faults" if args.no_root_faults else ""),
+          flush=True)
     pool = Pool(args, run_dir)
     interrupted = []
 
@@ -481,6 +598,7 @@ def run_soak(args):
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     violations = None
     keep = args.keep
     try:
@@ -493,6 +611,8 @@ def run_soak(args):
         raise
     finally:
         pool.kill_everything()
+        for err in pool.lab.cleanup(keep=keep):
+            print(f"soak: cleaning up the lab: {err}", file=sys.stderr)
         left = leftover_processes(run_dir)
         if left:
             print(f"soak: {len(left)} processes still name the run folder after clean-up: {left}", file=sys.stderr)
@@ -505,10 +625,37 @@ def run_soak(args):
     return 1 if violations else 0
 
 
+def set_up_lab(pool):
+    """The lab's namespaces, mounts and clock files (rootfaults.py); {kind: eligible targets}, with
+    [] for a kind whose capability is missing (one line says which and why)."""
+    lab = pool.lab
+    lab.setup()
+    if lab.swept:
+        print(f"soak: removed what an earlier, killed run left: {' '.join(lab.swept)}", flush=True)
+    have, missing = lab.summary()
+    if have:
+        print("soak: lab: " + "; ".join(have), flush=True)
+    eligible, skipped = {}, []
+    for k in faults.FAULT_KINDS:
+        if not k.needs:
+            continue
+        if not lab.has(k.needs):
+            eligible[k.name] = []
+            skipped.append(f"{k.name} ({lab.missing[k.needs]})")
+        elif k.target == "worker":
+            eligible[k.name] = lab.indices({"netns": "net", "tmpfs": "spool", "faketime": "clock"}[k.needs])
+    if skipped:
+        print("soak: skipping fault kinds: " + "; ".join(skipped) + ". The other kinds run.", flush=True)
+    pool.event("lab", have=have, missing=missing, skipped=skipped, eligible=eligible,
+               roles={str(i): rootfaults.role(i) for i in range(pool.args.workers)})
+    return eligible
+
+
 def drive(args, pool):
     duration = args.minutes * 60.0
     counts = {"coordinator": 1, "worker": args.workers, "client": args.clients}
-    schedule = faults.draw_schedule(args.seed, duration, counts, mean_gap_s=args.mean_gap)
+    eligible = set_up_lab(pool)
+    schedule = faults.draw_schedule(args.seed, duration, counts, mean_gap_s=args.mean_gap, eligible=eligible)
     faults.save(os.path.join(pool.run, "schedule.json"), args.seed, schedule)
     pool.start_coordinator()
     pool.setup_pool()
@@ -605,6 +752,8 @@ def drive(args, pool):
         time.sleep(0.5)
     pool.stop_probe.set()
     prober.join(timeout=10)
+    for th in pool.lookers:
+        th.join(timeout=15)
     print(f"soak: load ran {t_load_end - t_load:.0f} s; drained in {drained_s:.0f} s; collecting the history",
           flush=True)
     api = checker.collect_api(pool.url, pool.member_tokens[0], pool.admin, acked_ids)
@@ -809,6 +958,8 @@ def main():
     p.add_argument("--gpupool", default=default_gpupool())
     p.add_argument("--tmp", default="/tmp", help="where the run folder soak-SEED-* goes")
     p.add_argument("--keep", action="store_true", help="keep the run folder (it is always kept on a violation)")
+    p.add_argument("--no-root-faults", action="store_true", default=bool(os.environ.get("SOAK_NO_ROOT_FAULTS")),
+                   help="leave out the kinds that need namespaces, tmpfs or libfaketime (as when not root)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every event")
     p.add_argument("--self-test", nargs="?", const="", metavar="RUN_DIR",
                    help="check that the checker reports doctored histories (a kept run's, or a built-in one)")

@@ -63,7 +63,10 @@ def recipe(tag, shape, run_dir):
         if shape["big"]
         else ""
     )
+    # `set -e`: a job that cannot write its log or an output (its worker's spool is full) fails, as
+    # a careful program does, rather than exit 0 with its writes lost.
     command = (
+        "set -e; "
         f'echo "$GPUPOOL_JOB_ID $GPUPOOL_ATTEMPT_ID start $(date +%s%3N)" >> {witness}/$GPUPOOL_JOB_ID; '
         f'echo "soak {tag} k={{k}} attempt $GPUPOOL_ATTEMPT_ID"; '
         f"{fail}"

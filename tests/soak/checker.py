@@ -754,14 +754,19 @@ def table(h, violations):
     unspooled = h.get("unspooled", {})
     if unspooled or spools:
         n = sum(len(v) for v in unspooled.values())
-        ran = collections.Counter()
+        ended = collections.Counter()
+        started = 0
         ids = {int(a) for v in unspooled.values() for a in v if a.isdigit()}
         for a in h["store"]["attempts"]:
             if a["id"] in ids:
-                ran[a["state"]] += 1
-        row("attempts run though not spooled (FINDING)", f"{n}" + (
-            f": the worker could not write their assignment.json (spool full) and ran them all the same ("
-            + ", ".join(f"{k} {v}" for k, v in sorted(ran.items())) + ")" if n else ""))
+                ended[a["state"]] += 1
+                started += a["started_at"] is not None
+        # Since 2026-12-05 the worker ends such an attempt as a worker fault without starting it
+        # (worker/agent/agent.cpp); one that started all the same is the finding.
+        row("attempts the worker could not spool", f"{n}" + (
+            " (their assignment.json could not be written: spool full); ended "
+            + ", ".join(f"{k} {v}" for k, v in sorted(ended.items()))
+            + f"; started all the same: {started}" + (" (FINDING)" if started else "") if n else ""))
     clocks = [e for e in h["events"] if e["event"] == "clock-seen"]
     if clocks:
         good = [e for e in clocks if e.get("seen_s") is not None and abs(e["seen_s"] - e["step_s"]) <= 5]

@@ -230,13 +230,18 @@ struct Agent::Impl {
             refresh_active();
             return;
         }
-        Attempt t = spool.create(std::move(a), now_ms());
+        Status spooled;
+        Attempt t = spool.create(std::move(a), now_ms(), &spooled);
         if (!note.empty()) {
             Spool::append_note(t, "gpupool-worker: " + note + "\n");
         }
         const ContainerSpec spec = container_spec(t);
+        // Not started when the spool cannot hold it: it ends as a worker fault (queued again
+        // elsewhere, uncharged), not as a run the worker could neither deliver nor find again.
         const Status ready =
-            prepare_attempt_dirs(t, opt.work_dir, opt.cache_dir, runtime.capabilities().isolates, *link);
+            spooled
+                ? prepare_attempt_dirs(t, opt.work_dir, opt.cache_dir, runtime.capabilities().isolates, *link)
+                : Status(make_error(ErrorCode::io, "the worker's spool cannot hold it: " + spooled.error().message));
         jobs.start(std::move(t), spec, ready);
         refresh_active();
     }

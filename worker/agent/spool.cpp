@@ -15,13 +15,18 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 Result<json> read_json_file(const fs::path& path) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) {
+        // A folder in its place would open and then throw from the stream on the first read.
+        return make_error(ErrorCode::not_found, "cannot read " + path.string() + ": not a regular file");
+    }
     std::ifstream in(path);
     if (!in) {
         return make_error(ErrorCode::not_found, "cannot read " + path.string());
     }
     try {
         return Result<json>(boost::system::in_place_value, json::parse(in));
-    } catch (const json::exception& e) {
+    } catch (const std::exception& e) { // json's parse errors, and the stream's read errors
         return make_error(ErrorCode::invalid_input, path.string() + ": " + e.what());
     }
 }
@@ -81,14 +86,18 @@ void Spool::apply_state(Attempt& t, const json& s) {
     t.phase = s.value("phase", "running") == "ended" ? AttemptPhase::ended : AttemptPhase::running;
 }
 
-Attempt Spool::create(api::Assignment assignment, std::int64_t now_ms) {
+Attempt Spool::create(api::Assignment assignment, std::int64_t now_ms, Status* spooled) {
     Attempt t;
     t.a = std::move(assignment);
     t.dir = m_folders.take(t.a.attempt);
     t.started_ms = now_ms;
     t.last_ship_ms = now_ms;
-    if (auto st = write_spool_file(t.dir / "assignment.json", api::to_json(t.a)); !st) {
+    Status st = write_spool_file(t.dir / "assignment.json", api::to_json(t.a));
+    if (!st) {
         spdlog::error("attempt {}: {}", t.a.attempt.value(), st.error().message);
+    }
+    if (spooled != nullptr) {
+        *spooled = std::move(st);
     }
     return t;
 }

@@ -45,8 +45,11 @@ public:
 
     const std::filesystem::path& dir() const { return m_dir; }
 
-    // A new attempt's directory with its assignment.json; `now_ms` starts its clocks.
-    Attempt create(api::Assignment assignment, std::int64_t now_ms);
+    // A new attempt's directory with its assignment.json; `now_ms` starts its clocks. `spooled` (when
+    // given) says whether it was written: an attempt the spool cannot hold (its disk full) must not
+    // start, since the spool is what a restart finds it by (state.json follows at the step's
+    // save_unsaved; created and never saved, load() drops it).
+    Attempt create(api::Assignment assignment, std::int64_t now_ms, Status* spooled = nullptr);
     void save(const Attempt& t) const;
     // Writes state.json for every attempt marked `unsaved` (and clears the mark). The agent marks
     // attempts as it changes them and calls this once per step: a crash in between repeats at most

@@ -564,3 +564,34 @@ TEST_CASE("agent: a preempted job that declares [checkpoint] gets its grace to s
     CHECK(rt.get(winner)->spec.env.at("GPUPOOL_JOB_ID") == std::to_string(hid));
     REQUIRE(eventually([&] { return state_of(pool, hid) == "running"; }));
 }
+
+TEST_CASE("agent: an attempt its spool cannot hold is not started; it ends as a worker fault and runs again",
+          "[agent][spool]") {
+    Pool pool;
+    test::TempDir work;
+    test::FakeRuntime rt;
+    auto probe = one_gpu();
+    LinkCounts counts;
+    RunningAgent ra(options(pool, work.path()), rt, probe, {nullptr, counting_links(pool.url(), counts)});
+    // Once the agent has recovered its spool (it heartbeats only after that, and a start-up load
+    // drops what it cannot read): the first attempt's assignment.json cannot be written, a full disk
+    // in the soak (issue 46), a folder in its place here. Attempt ids start at 1 on a new pool.
+    REQUIRE(eventually([&] { return counts.heartbeats > 0; }));
+    std::filesystem::create_directories(work.path() / "attempts" / "1" / "assignment.json");
+    const auto id = pool.submit(job_spec("spooled"));
+    const auto name = container_of(rt, 0); // the only container: the first attempt never started
+    REQUIRE(eventually([&] { return state_of(pool, id) == "running"; }));
+    rt.exit(name, 0);
+    REQUIRE(eventually([&] { return state_of(pool, id) == "succeeded"; }));
+    CHECK(rt.started().size() == 1);
+    const auto job = pool.job(id);
+    CHECK(job["attempts"] == 2);
+    const auto attempts = job["attempt_history"];
+    INFO(attempts.dump());
+    REQUIRE(attempts.size() == 2);
+    CHECK(attempts[0]["id"] == 1);
+    CHECK(attempts[0]["state"] == "lost");
+    CHECK_THAT(attempts[0]["reason"].get<std::string>(), Catch::Contains("spool cannot hold it"));
+    CHECK(attempts[0]["cost_micro"] == 0);
+    CHECK(attempts[1]["state"] == "succeeded");
+}

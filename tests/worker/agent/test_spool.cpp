@@ -237,3 +237,31 @@ TEST_CASE("spool: an assignment.json from a coordinator that did not say the tea
     CHECK(back[0].a.team_name.empty());
     CHECK(back[0].running());
 }
+
+TEST_CASE("spool: create says when the spool cannot hold the attempt; load survives a folder in a file's place",
+          "[spool]") {
+    test::TempDir work;
+    worker::Spool spool(work.path());
+    Status spooled = make_error(ErrorCode::internal, "not set");
+    auto t = spool.create(assignment(1), 0, &spooled);
+    CHECK(spooled);
+    CHECK(std::filesystem::exists(t.dir / "assignment.json"));
+
+    // A file that cannot be written (a full disk in the soak; here a folder in its place): the
+    // agent must not start the attempt (agent.cpp ends it as a worker fault instead).
+    std::filesystem::create_directories(spool.dir() / "7" / "assignment.json");
+    auto blocked = spool.create(assignment(7), 0, &spooled);
+    REQUIRE_FALSE(spooled);
+    CHECK_THAT(spooled.error().message, Catch::Contains("assignment.json"));
+
+    // A restart meets the same folders: load drops what it cannot read rather than throw from the
+    // stream (it used to end the worker: "basic_filebuf::underflow error reading the file").
+    spool.save(t);
+    std::filesystem::create_directories(spool.dir() / "8" / "state.json");
+    std::ofstream(spool.dir() / "8" / "assignment.json") << "{}";
+    const auto back = spool.load(0);
+    REQUIRE(back.size() == 1);
+    CHECK(back[0].id() == AttemptId(1));
+    CHECK_FALSE(std::filesystem::exists(spool.dir() / "7"));
+    CHECK_FALSE(std::filesystem::exists(spool.dir() / "8"));
+}

@@ -565,7 +565,7 @@ TEST_CASE("agent: a preempted job that declares [checkpoint] gets its grace to s
     REQUIRE(eventually([&] { return state_of(pool, hid) == "running"; }));
 }
 
-TEST_CASE("agent: an attempt its spool cannot hold is not started; it ends as a worker fault and runs again",
+TEST_CASE("agent: an attempt its spool cannot hold is not started, it ends as a worker fault and runs again",
           "[agent][spool]") {
     Pool pool;
     test::TempDir work;

@@ -238,7 +238,7 @@ TEST_CASE("spool: an assignment.json from a coordinator that did not say the tea
     CHECK(back[0].running());
 }
 
-TEST_CASE("spool: create says when the spool cannot hold the attempt; load survives a folder in a file's place",
+TEST_CASE("spool: create says when the spool cannot hold the attempt, and load survives a folder in a file's place",
           "[spool]") {
     test::TempDir work;
     worker::Spool spool(work.path());

@@ -76,7 +76,7 @@ struct ModelMemory {
     std::int64_t overhead_bytes = 0;
     std::int64_t total_bytes() const { return weight_bytes + kv_cache_bytes + overhead_bytes; }
     // "6.74 B parameters in bfloat16: 12.6 GiB of weights + 2.0 GiB of KV cache (4096 tokens x 1)
-    // + 2.5 GiB overhead = 17.1 GiB"
+    // + 2.5 GiB overhead (1 GiB + 10 %) = 17.0 GiB" (the test checks this line)
     std::string basis;
 };
 

@@ -8,6 +8,10 @@
 
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_admin_names_cli {
+
 using namespace gpupool;
 using json = nlohmann::json;
 
@@ -157,3 +161,6 @@ TEST_CASE("admin CLI: an admin command with a member's token says it needs an ad
     CHECK(unknown.exit_code == 1);
     CHECK_THAT(unknown.err, !Catch::Contains("needs an admin token"));
 }
+
+} // namespace test_admin_names_cli
+} // namespace

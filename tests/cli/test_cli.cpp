@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_cli {
+
 using gpupool::test::run_gpupool;
 using gpupool::test::source_dir;
 
@@ -135,3 +139,6 @@ TEST_CASE("cli: version, plain and JSON") {
     auto j = nlohmann::json::parse(run_gpupool({"--json", "version"}).out);
     CHECK(j["recipe_format"] == 1);
 }
+
+} // namespace test_cli
+} // namespace

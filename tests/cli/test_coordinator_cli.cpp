@@ -19,6 +19,10 @@
 #include <thread>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_coordinator_cli {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace bp = boost::process;
@@ -521,3 +525,6 @@ TEST_CASE("coordinator process: --admin-token-file keeps a new pool's admin toke
     CHECK(test::slurp(dir.path() / "stdout").find(secret) == std::string::npos);
     CHECK(coord.stderr_text().find(secret) == std::string::npos);
 }
+
+} // namespace test_coordinator_cli
+} // namespace

@@ -11,6 +11,10 @@
 #include <sys/resource.h>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_coordinator_connections {
+
 using namespace gpupool;
 
 TEST_CASE("coordinator process: raises its open-files limit and holds more connections than the limit it was "
@@ -51,3 +55,6 @@ TEST_CASE("coordinator process: raises its open-files limit and holds more conne
         CHECK(r->status == 200);
     }
 }
+
+} // namespace test_coordinator_connections
+} // namespace

@@ -7,6 +7,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_coordinator_install_cli {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 
@@ -92,3 +96,6 @@ TEST_CASE("coordinator install CLI: --listen is required and checked", "[coordin
     CHECK_THAT(zero.err, Catch::Contains("port from 1 to 65535"));
     CHECK(t.logged().empty());
 }
+
+} // namespace test_coordinator_install_cli
+} // namespace

@@ -20,6 +20,10 @@
 #include <filesystem>
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_dashboard_browser {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -360,3 +364,6 @@ TEST_CASE("dashboard in headless Chromium: wrong token refused, running job and 
     CHECK(errors.empty());
     std::ofstream(release_theirs).put('\n');
 }
+
+} // namespace test_dashboard_browser
+} // namespace

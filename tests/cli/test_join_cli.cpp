@@ -25,6 +25,10 @@
 #include <sys/utsname.h>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_join_cli {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 namespace bp = boost::process;
@@ -283,3 +287,6 @@ TEST_CASE("join: a wrong pinned SHA-256 stops the command before anything is ins
         CHECK_FALSE(fs::exists(home / ".local/share/gpupool"));
     }
 }
+
+} // namespace test_join_cli
+} // namespace

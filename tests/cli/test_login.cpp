@@ -9,6 +9,10 @@
 
 #include <sys/stat.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_login {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -116,3 +120,6 @@ TEST_CASE("login: a wrong token, an enrollment token, no coordinator or nothing 
     CHECK_THAT(broken.err, Catch::Contains(config.string()));
     CHECK(test::slurp(config) == "url = \n");
 }
+
+} // namespace test_login
+} // namespace

@@ -16,6 +16,10 @@
 #include <filesystem>
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_metrics_prometheus {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -195,3 +199,6 @@ TEST_CASE("coordinator process: metrics options that would expose or weaken /met
     CHECK_THAT(missing.err, Catch::Contains("cannot read"));
     CHECK_FALSE(fs::exists(db)); // refused before the store was opened
 }
+
+} // namespace test_metrics_prometheus
+} // namespace

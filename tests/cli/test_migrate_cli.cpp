@@ -12,6 +12,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_migrate_cli {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 
@@ -82,3 +86,6 @@ TEST_CASE("admin migrate: SQLite to PostgreSQL and back, verified, and what it r
 }
 
 #endif
+
+} // namespace test_migrate_cli
+} // namespace

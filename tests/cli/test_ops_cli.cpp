@@ -11,6 +11,10 @@
 
 #include <filesystem>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_ops_cli {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -172,3 +176,6 @@ TEST_CASE("coordinator process: pool overview, audit log, backup and restore thr
         {"--url", restored.url(), "--token", admin, "--json", "admin", "audit", "--action", "credits."}));
     CHECK(audit_after.size() == 1); // the grant to `others` came after the backup
 }
+
+} // namespace test_ops_cli
+} // namespace

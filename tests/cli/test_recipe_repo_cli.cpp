@@ -11,6 +11,10 @@
 
 #include <cstdlib>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_recipe_repo_cli {
+
 namespace fs = std::filesystem;
 using gpupool::test::GitRepo;
 using gpupool::test::run_gpupool;
@@ -278,3 +282,6 @@ TEST_CASE("cli: recipe new without --template starts from the python template") 
     auto help = run_gpupool({"recipe", "new", "--help"});
     CHECK_THAT(help.out, Catch::Contains("python"));
 }
+
+} // namespace test_recipe_repo_cli
+} // namespace

@@ -11,6 +11,10 @@
 
 #include <filesystem>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_restore_cli {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -151,3 +155,6 @@ TEST_CASE("a pool held by a running coordinator: every command that needs it exi
     }
     CHECK(coord.running());
 }
+
+} // namespace test_restore_cli
+} // namespace

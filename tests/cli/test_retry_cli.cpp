@@ -13,6 +13,10 @@
 #include <fstream>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_retry_cli {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -132,3 +136,6 @@ TEST_CASE("retry CLI: a sweep's failed job runs again and succeeds, both attempt
     CHECK(none_left.exit_code == 1);
     CHECK_THAT(none_left.err, Catch::Contains("sweep " + sweep_id + " has no failed jobs to retry"));
 }
+
+} // namespace test_retry_cli
+} // namespace

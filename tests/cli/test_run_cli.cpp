@@ -12,6 +12,10 @@
 #include <map>
 #include <sstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_run_cli {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 namespace bp = boost::process;
@@ -230,3 +234,6 @@ TEST_CASE("gpupool run: an earlier run's outputs are kept unless --force, and th
     CHECK(test::slurp(dir.path() / "gpupool-out" / "again.log") == new_id);
     CHECK_FALSE(fs::exists(dir.path() / "gpupool-out" / "again" / "stale.txt"));
 }
+
+} // namespace test_run_cli
+} // namespace

@@ -3,6 +3,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_sim {
+
 using gpupool::test::run_gpupool;
 using gpupool::test::TempDir;
 
@@ -129,3 +133,6 @@ TEST_CASE("gpupool sim --mode time: waste and fairness under contention, now and
     auto bad = run_gpupool({"sim", "--mode", "time", "--generate", "--order", "random"});
     CHECK(bad.exit_code == 2);
 }
+
+} // namespace test_sim
+} // namespace

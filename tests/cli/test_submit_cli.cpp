@@ -9,6 +9,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_submit_cli {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 
@@ -153,3 +157,6 @@ TEST_CASE("submit to a pool whose only worker is offline says its jobs will wait
     CHECK(upload != std::string::npos);
     CHECK(note < upload);
 }
+
+} // namespace test_submit_cli
+} // namespace

@@ -10,6 +10,10 @@
 
 #include <chrono>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_sweep_cli {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -114,3 +118,6 @@ TEST_CASE("sweep CLI: wait, logs and fetch take --sweep, and credits show one ro
     CHECK_THAT(earned.out, Catch::Contains("earned from team fellows's job") && Catch::Contains("(settling") &&
                                !Catch::Contains("hello-")); // another team's job names are not shown
 }
+
+} // namespace test_sweep_cli
+} // namespace

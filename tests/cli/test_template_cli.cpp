@@ -7,6 +7,10 @@
 #include <boost/process.hpp>
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_template_cli {
+
 namespace bp = boost::process;
 using gpupool::test::run_gpupool;
 
@@ -52,3 +56,6 @@ TEST_CASE("cli: template build builds a missing base first, then the template, w
     CHECK_THAT(missing.err, Catch::Contains("no template `nothing-here`"));
     CHECK(run_gpupool({"template", "build", "x", "--tag", "--privileged"}).exit_code != 0);
 }
+
+} // namespace test_template_cli
+} // namespace

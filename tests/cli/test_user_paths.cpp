@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_user_paths {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -270,3 +274,6 @@ TEST_CASE("user path, fellow: recipes from a project's git repository (under rec
     const std::string first = std::to_string(jobs[0]["id"].get<std::int64_t>());
     CHECK_THAT(pool.as(pool.fellow, {"--json", "status", first}).out, Catch::Contains(repo));
 }
+
+} // namespace test_user_paths
+} // namespace

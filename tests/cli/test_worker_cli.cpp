@@ -16,6 +16,10 @@
 #include <functional>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_worker_cli {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -412,3 +416,6 @@ TEST_CASE("gpupool run: a run killed with -9 leaves its job running, the next ru
     CHECK(eventually([&] { return !running_process(shell) && !running_process(child); }, 5s));
     CHECK_THAT(again.err, Catch::Contains("killed 2 process(es) left running by job"));
 }
+
+} // namespace test_worker_cli
+} // namespace

@@ -14,6 +14,10 @@
 #include <csignal>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_worker_leave_cli {
+
 using namespace gpupool;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -128,3 +132,6 @@ TEST_CASE("worker process: the owner's log says a job was cancelled by its submi
     CHECK_THAT(log, !Catch::Contains("no longer knows this attempt"));
     CHECK_THAT(log, !Catch::Contains("cancelled, preempted or lost"));
 }
+
+} // namespace test_worker_leave_cli
+} // namespace

@@ -10,6 +10,10 @@
 
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_worker_owner_cli {
+
 using namespace gpupool;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -144,3 +148,6 @@ TEST_CASE(
     CHECK(broken.exit_code == 2);
     CHECK_THAT(broken.err, Catch::Contains("worker.toml:3"));
 }
+
+} // namespace test_worker_owner_cli
+} // namespace

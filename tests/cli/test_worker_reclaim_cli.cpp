@@ -16,6 +16,10 @@
 #include <cstdlib>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_worker_reclaim_cli {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -137,3 +141,6 @@ TEST_CASE("worker process: the owner's own process reclaims the GPU and the job 
     REQUIRE(eventually([&] { return state() == "succeeded"; }, 20s));
     CHECK(request(url, member, "GET", job)["attempts"] == 2);
 }
+
+} // namespace test_worker_reclaim_cli
+} // namespace

@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_admin_enroll {
+
 using gpupool::cmd::join_command;
 using json = nlohmann::json;
 
@@ -70,3 +74,6 @@ TEST_CASE("admin enroll: one line instead of a command that cannot work", "[dist
     CHECK(!http.command.empty());
     CHECK_THAT(http.note, Catch::Contains("plain HTTP"));
 }
+
+} // namespace test_admin_enroll
+} // namespace

@@ -10,6 +10,10 @@
 #include <string_view>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_command_in_argv {
+
 using namespace gpupool;
 using gpupool::test::run_gpupool;
 
@@ -73,3 +77,6 @@ TEST_CASE("the binary with one command declared answers as with all of them", "[
     CHECK(typo.exit_code == 2);
     CHECK_THAT(typo.err, Catch::Contains("did you mean `submit`?"));
 }
+
+} // namespace test_command_in_argv
+} // namespace

@@ -7,6 +7,10 @@
 
 #include <filesystem>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_coordinator_cmd {
+
 using namespace gpupool;
 using namespace gpupool::cmd;
 
@@ -56,3 +60,6 @@ TEST_CASE("coordinator command: recovering an admin token needs an existing data
     CHECK(run_coordinator(global, o) == k_exit_failed);
     CHECK_FALSE(std::filesystem::exists(dir.path() / "pool.db"));
 }
+
+} // namespace test_coordinator_cmd
+} // namespace

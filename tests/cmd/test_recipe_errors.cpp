@@ -5,6 +5,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_recipe_errors {
+
 using gpupool::test::run_gpupool;
 using gpupool::test::TempDir;
 
@@ -51,3 +55,6 @@ TEST_CASE("recipe errors: durations and sizes may have a space before the unit")
     CHECK(j["jobs"][0]["resources"]["max_runtime_s"] == 300);
     CHECK(j["jobs"][0]["resources"]["memory_mib"] == 16384);
 }
+
+} // namespace test_recipe_errors
+} // namespace

@@ -11,6 +11,10 @@
 #include <iostream>
 #include <sstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_run_commands {
+
 using namespace gpupool;
 using namespace gpupool::cmd;
 using gpupool::test::TempDir;
@@ -123,3 +127,6 @@ TEST_CASE("run_version: the version as text or JSON", "[cmd]") {
     CHECK(run_version(VersionOptions{}) == k_exit_ok);
     CHECK(c.out() == std::string("gpupool ") + GPUPOOL_VERSION + " (recipe format 1)\n");
 }
+
+} // namespace test_run_commands
+} // namespace

@@ -6,6 +6,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_usage_errors {
+
 using gpupool::test::run_gpupool;
 
 TEST_CASE("usage errors: a job id that is not a number names the argument and the value") {
@@ -84,3 +88,6 @@ TEST_CASE("usage errors: a value outside a fixed set lists the choices") {
     CHECK(r.err ==
           "error: --log-level: expected one of trace, debug, info, warn, error, critical, off, got \"loud\"\n");
 }
+
+} // namespace test_usage_errors
+} // namespace

@@ -16,6 +16,10 @@
 #include <map>
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_archive_hostile {
+
 using namespace gpupool;
 using test::make_tar;
 using test::tar_dir;
@@ -352,3 +356,6 @@ TEST_CASE("hostile archive: inputs the fuzzer found fail cleanly (tests/fuzz/arc
         }
     }
 }
+
+} // namespace test_archive_hostile
+} // namespace

@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace security_test_ban_siblings {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 
@@ -38,3 +42,6 @@ TEST_CASE("admin ban CLI: lists the workers enrolled with the same token, --with
         CHECK(w["state"] == "banned");
     }
 }
+
+} // namespace security_test_ban_siblings
+} // namespace

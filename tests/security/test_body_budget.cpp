@@ -18,6 +18,10 @@
 #include <stdexcept>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_body_budget {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 using gpupool::test::raw_request;
@@ -299,3 +303,6 @@ TEST_CASE("coordinator: --max-body-memory bounds the bodies it holds", "[securit
     CHECK(cmd::run_coordinator(global, o) == cmd::k_exit_usage);
     CHECK_FALSE(std::filesystem::exists(dir.path() / "other.db"));
 }
+
+} // namespace test_body_budget
+} // namespace

@@ -8,6 +8,10 @@
 
 #include <utility>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_declared_model {
+
 using namespace gpupool;
 using namespace gpupool::credits;
 
@@ -26,3 +30,6 @@ TEST_CASE("credits: a GPU whose memory is clearly not its catalog model's is a m
     CHECK(cat.memory_mismatch("NVIDIA H100 NVL", 95830) != nullptr); // read as H100-80GB: not in the catalog
     CHECK(cat.memory_mismatch("Quantum GPU 9000", 1) == nullptr);    // unknown: the other warning
 }
+
+} // namespace test_declared_model
+} // namespace

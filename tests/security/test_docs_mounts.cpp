@@ -10,6 +10,10 @@
 #include <sstream>
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_docs_mounts {
+
 using namespace gpupool;
 
 namespace {
@@ -67,3 +71,6 @@ TEST_CASE("docs: security.md and worker.md name every mount of a job and which a
         }
     }
 }
+
+} // namespace test_docs_mounts
+} // namespace

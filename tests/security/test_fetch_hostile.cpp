@@ -16,6 +16,10 @@
 #include <map>
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_fetch_hostile {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -211,3 +215,6 @@ TEST_CASE("gpupool fetch --sweep: each job into DIR/<its name>/, hostile names k
     CHECK(test::run_gpupool({"--url", pool.url, "--token", pool.member, "fetch"}).exit_code == 2);
     CHECK(test::run_gpupool({"--url", pool.url, "--token", pool.member, "fetch", "abc"}).exit_code == 2);
 }
+
+} // namespace test_fetch_hostile
+} // namespace

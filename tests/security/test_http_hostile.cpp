@@ -16,6 +16,10 @@
 #include <mutex>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_http_hostile {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 using gpupool::test::raw_request;
@@ -434,3 +438,6 @@ TEST_CASE("hostile api: a retried submission with the same idempotency key makes
     CHECK(r->status == 400);
     CHECK(json::parse(r->body)["field"] == "idempotency_key");
 }
+
+} // namespace test_http_hostile
+} // namespace

@@ -12,6 +12,10 @@
 #include <utility>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_image_qualified {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 
@@ -50,3 +54,6 @@ TEST_CASE("oci run argv: the engine gets the image fully qualified, as the owner
         }
     }
 }
+
+} // namespace test_image_qualified
+} // namespace

@@ -9,6 +9,10 @@
 
 #include <filesystem>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_inputs_outside {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 
@@ -100,3 +104,6 @@ TEST_CASE("inputs outside the recipe's directory: submit, price and run refuse t
     CHECK(allowed.exit_code == 0);
     CHECK(test::slurp(l.dir.path() / "gpupool-out" / "r.log") == "id_rsa\n"); // it was shipped, as asked
 }
+
+} // namespace test_inputs_outside
+} // namespace

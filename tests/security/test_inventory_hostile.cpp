@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_inventory_hostile {
+
 using namespace gpupool;
 using nlohmann::json;
 
@@ -221,3 +225,6 @@ TEST_CASE("hostile inventory: a catalog model declared with another memory is wa
                                          "with 24GiB (the catalog's H100-80GB has 80GiB)"));
     CHECK_THAT(text.out, !Catch::Contains("`box`: GPU model"));
 }
+
+} // namespace test_inventory_hostile
+} // namespace

@@ -13,6 +13,10 @@
 #include <fstream>
 #include <set>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_job_links {
+
 using namespace gpupool;
 using namespace gpupool::test::agent;
 namespace fs = std::filesystem;
@@ -164,3 +168,6 @@ TEST_CASE("a job's links never make the worker touch a host folder or file", "[s
         }
     }
 }
+
+} // namespace test_job_links
+} // namespace

@@ -26,6 +26,10 @@
 #include <sys/stat.h>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_option_injection {
+
 using namespace gpupool;
 using namespace gpupool::recipe;
 using namespace gpupool::worker;
@@ -332,3 +336,6 @@ TEST_CASE("option injection: the runtimes refuse env names and NUL bytes the eng
         CHECK_FALSE(fs::exists(dir.path() / "calls"));
     }
 }
+
+} // namespace test_option_injection
+} // namespace

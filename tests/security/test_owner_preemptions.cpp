@@ -9,6 +9,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_owner_preemptions {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 using namespace gpupool::test::credit_pool;
@@ -103,3 +107,6 @@ TEST_CASE("owner preemptions: hand-backs spread over several workers keep the jo
     CHECK(p.coord->job_book().attempts_of(job).size() == 3);
     CHECK(owner_preempted_on(p, *p.owner_worker.worker) == 2);
 }
+
+} // namespace test_owner_preemptions
+} // namespace

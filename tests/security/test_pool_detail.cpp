@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_pool_detail {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 
@@ -75,3 +79,6 @@ TEST_CASE("pool overview: with --members-see full a member sees every team's use
     CHECK(theirs["workers"][0]["gpus"][0]["jobs"] == 1);
     CHECK(theirs["running"].empty()); // other teams' job lists stay theirs in both modes
 }
+
+} // namespace test_pool_detail
+} // namespace

@@ -12,6 +12,10 @@
 
 #include <filesystem>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_private_files {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 
@@ -121,3 +125,6 @@ TEST_CASE("private files: gpupool run keeps its credentials, worker.json, pool.d
     }
     CHECK(cached == 1);
 }
+
+} // namespace test_private_files
+} // namespace

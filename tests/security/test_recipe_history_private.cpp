@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_recipe_history_private {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 
@@ -37,3 +41,6 @@ TEST_CASE("recipe history: team B does not learn that team A ran a recipe from A
     CHECK(runs_for(p.member) == 1);            // team A ("fellows"): its own run
     CHECK(runs_for(p.server.admin_token) == 1); // admins: every team's
 }
+
+} // namespace test_recipe_history_private
+} // namespace

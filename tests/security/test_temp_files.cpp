@@ -19,6 +19,10 @@
 #include <optional>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_temp_files {
+
 using namespace gpupool;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -175,3 +179,6 @@ TEST_CASE("temp files: two concurrent packs in one process do not collide", "[se
     CHECK(a_got == std::vector<std::string>(k_rounds, a_digest));
     CHECK(b_got == std::vector<std::string>(k_rounds, b_digest));
 }
+
+} // namespace test_temp_files
+} // namespace

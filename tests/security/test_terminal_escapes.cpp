@@ -17,6 +17,10 @@
 
 #include <memory>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_terminal_escapes {
+
 using namespace gpupool;
 using json = nlohmann::json;
 
@@ -202,3 +206,6 @@ TEST_CASE("terminal escapes: on a terminal, logs show control characters escaped
     CHECK(raw_rc == 0);
     CHECK_THAT(raw_text, Catch::Contains("\x1b[2J"));
 }
+
+} // namespace test_terminal_escapes
+} // namespace

@@ -12,6 +12,10 @@
 #include <csignal>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_tls_failure {
+
 using namespace gpupool;
 namespace bp = boost::process;
 namespace fs = std::filesystem;
@@ -104,3 +108,6 @@ TEST_CASE("TLS failure: SIGTERM during a worker's retry wait stops it promptly",
     CHECK(rc == 0); // a requested stop, not a failure
     CHECK(std::chrono::steady_clock::now() - signalled < 3s);
 }
+
+} // namespace test_tls_failure
+} // namespace

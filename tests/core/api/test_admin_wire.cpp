@@ -10,6 +10,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_admin_wire {
+
 using namespace gpupool;
 using nlohmann::json;
 using test::error_of;
@@ -255,3 +259,6 @@ TEST_CASE("admin wire: the service's answers read back to the same JSON", "[api]
          api::ban_reply_from_json);
     same(test::svc::call(admin, "GET", "/v1/admin/audit"), api::audit_list_from_json);
 }
+
+} // namespace test_admin_wire
+} // namespace

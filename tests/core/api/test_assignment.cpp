@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_assignment {
+
 using namespace gpupool;
 using nlohmann::json;
 
@@ -165,3 +169,6 @@ TEST_CASE("assignment: the idle timeout in force travels, and a bad one is named
     CHECK(refused(with("idle_timeout_s", -1)) == "assignments[2].idle_timeout_s");
     CHECK(refused(with("idle_timeout_s", "30m")) == "assignments[2].idle_timeout_s");
 }
+
+} // namespace test_assignment
+} // namespace

@@ -8,6 +8,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_credits_wire {
+
 using namespace gpupool;
 using nlohmann::json;
 using test::error_of;
@@ -243,3 +247,6 @@ TEST_CASE("credits wire: the service's answers read back to the same JSON", "[ap
     same(test::svc::call(admin, "GET", "/v1/workers/" + std::to_string(p.worker_id) + "/earnings"),
          api::worker_earnings_from_json);
 }
+
+} // namespace test_credits_wire
+} // namespace

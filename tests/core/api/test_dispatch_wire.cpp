@@ -6,6 +6,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_dispatch_wire {
+
 using namespace gpupool;
 using nlohmann::json;
 
@@ -98,3 +102,6 @@ TEST_CASE("wire: a wait on jobs and its answer round-trip, and a bad one names t
     REQUIRE_FALSE(no_done.has_value());
     CHECK(no_done.error().field == "done");
 }
+
+} // namespace test_dispatch_wire
+} // namespace

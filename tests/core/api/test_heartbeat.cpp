@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_heartbeat {
+
 using namespace gpupool;
 using nlohmann::json;
 
@@ -244,3 +248,6 @@ TEST_CASE("heartbeat: downloads in progress travel by attempt, and a bad entry i
     bad["fetching"] = "all of it";
     CHECK(refused(api::heartbeat_from_json, bad) == "fetching");
 }
+
+} // namespace test_heartbeat
+} // namespace

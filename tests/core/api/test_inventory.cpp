@@ -6,6 +6,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_inventory {
+
 using namespace gpupool;
 using nlohmann::json;
 
@@ -134,3 +138,6 @@ TEST_CASE("inventory: the worker's cached models and free cache space, validated
     bad["cache_free_mib"] = "lots";
     CHECK(field_of(bad) == "inventory.cache_free_mib");
 }
+
+} // namespace test_inventory
+} // namespace

@@ -8,6 +8,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_jobs_wire {
+
 using namespace gpupool;
 using nlohmann::json;
 
@@ -230,3 +234,6 @@ TEST_CASE("jobs wire: the service's answers read back to the same JSON", "[api][
     REQUIRE(jc.has_value());
     CHECK(api::to_json(*jc) == cancelled);
 }
+
+} // namespace test_jobs_wire
+} // namespace

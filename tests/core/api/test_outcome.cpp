@@ -6,6 +6,10 @@
 
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_outcome {
+
 using namespace gpupool;
 
 TEST_CASE("outcome: names read back, unknown names do not", "[api][outcome]") {
@@ -21,3 +25,6 @@ TEST_CASE("outcome: names read back, unknown names do not", "[api][outcome]") {
     CHECK_FALSE(api::outcome_from_string(""));
     CHECK_FALSE(api::outcome_from_string(std::string("exited\0", 7)));
 }
+
+} // namespace test_outcome
+} // namespace

@@ -7,6 +7,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_submit {
+
 using namespace gpupool;
 using nlohmann::json;
 
@@ -149,3 +153,6 @@ TEST_CASE("submit reply: the wire names, a round trip and refusals", "[api][subm
     }
     CHECK(api::submit_reply_from_json(json::parse(R"({"sweep_id": 4, "jobs": [1, "2"]})")).error().field == "jobs[1]");
 }
+
+} // namespace test_submit
+} // namespace

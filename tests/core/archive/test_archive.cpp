@@ -11,6 +11,10 @@
 #include <fstream>
 #include <memory>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_archive {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 
@@ -168,3 +172,6 @@ TEST_CASE("archive: entries that would escape the destination are refused", "[ar
     auto garbage = archive::unpack_archive(std::string(1000, 'z'), dst.path() / "d");
     CHECK_FALSE(garbage);
 }
+
+} // namespace test_archive
+} // namespace

@@ -7,6 +7,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_catalog {
+
 namespace fs = std::filesystem;
 using namespace gpupool;
 using catalog::Catalog;
@@ -360,3 +364,6 @@ TEST_CASE("a repository with no recipes gets a note saying where it looked and h
     named.subdir = "experiments";
     CHECK(Catalog::open({named}, git, tmp.path() / "cache").names() == std::vector<std::string>{"probe"});
 }
+
+} // namespace test_catalog
+} // namespace

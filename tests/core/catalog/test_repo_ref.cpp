@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_repo_ref {
+
 using gpupool::catalog::clone_dir_name;
 using gpupool::catalog::parse_repo_ref;
 using gpupool::catalog::readme_description;
@@ -94,3 +98,6 @@ TEST_CASE("a README's description is its first paragraph that is not a heading, 
     CHECK(readme_description("Evil \x1b[31mred\n") == "Evil \\x1b[31mred");
     CHECK(readme_description(std::string(1000, 'x')).size() == 300);
 }
+
+} // namespace test_repo_ref
+} // namespace

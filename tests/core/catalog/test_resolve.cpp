@@ -7,6 +7,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_resolve {
+
 namespace fs = std::filesystem;
 using namespace gpupool;
 using catalog::GitCommand;
@@ -139,3 +143,6 @@ TEST_CASE("the lazy resolver opens the catalog on its first lookup only, and a f
     CHECK_FALSE(broken("base-eval").has_value());
     CHECK(failures == 1);
 }
+
+} // namespace test_resolve
+} // namespace

@@ -7,6 +7,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_jobs_client {
+
 using namespace gpupool;
 
 namespace {
@@ -70,3 +74,6 @@ TEST_CASE("jobs client: submit, show, list, logs and cancel over the real servic
     REQUIRE_FALSE(missing.has_value());
     CHECK(missing.error().code == ErrorCode::not_found);
 }
+
+} // namespace test_jobs_client
+} // namespace

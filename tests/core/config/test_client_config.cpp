@@ -5,6 +5,10 @@
 
 #include <map>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_client_config {
+
 using namespace gpupool;
 using namespace gpupool::config;
 
@@ -130,3 +134,6 @@ TEST_CASE("client config: several coordinator URLs (an active one and standbys),
     CHECK(bad.error().field == "url");
     CHECK_THAT(bad.error().message, Catch::Contains("separated by commas"));
 }
+
+} // namespace test_client_config
+} // namespace

@@ -8,6 +8,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_audit {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 using namespace gpupool::test::credit_pool;
@@ -120,3 +124,6 @@ TEST_CASE("each admin action leaves one audit record naming the token that acted
     REQUIRE(p.restart());
     CHECK(all(p).size() == total);
 }
+
+} // namespace test_audit
+} // namespace

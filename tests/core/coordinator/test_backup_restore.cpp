@@ -11,6 +11,10 @@
 #include <set>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_backup_restore {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 namespace fs = std::filesystem;
@@ -207,3 +211,6 @@ TEST_CASE("a restore refuses a newer pool, a pool in use and a file that is not 
     REQUIRE_FALSE(missing);
     CHECK(missing.error().code == ErrorCode::not_found);
 }
+
+} // namespace test_backup_restore
+} // namespace

@@ -7,6 +7,10 @@
 
 #include <algorithm>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace coordinator_test_ban_siblings {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 
@@ -84,3 +88,6 @@ TEST_CASE("ban: the answer names the workers enrolled with the same token, and w
     auto m = p.server.client(p.member);
     call(m, "POST", "/v1/admin/workers/" + std::to_string(elsewhere_id) + "/ban", {{"with_siblings", true}}, 403);
 }
+
+} // namespace coordinator_test_ban_siblings
+} // namespace

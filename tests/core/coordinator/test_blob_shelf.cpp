@@ -10,6 +10,10 @@
 
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_blob_shelf {
+
 using namespace gpupool;
 using namespace gpupool::test::credit_pool;
 
@@ -84,3 +88,6 @@ TEST_CASE("blob shelf: an input archive is its team's alone, stored once", "[coo
     CHECK_FALSE(*theirs_read);
     CHECK(shelf.max_blob_bytes() > static_cast<std::int64_t>(body.size()));
 }
+
+} // namespace test_blob_shelf
+} // namespace

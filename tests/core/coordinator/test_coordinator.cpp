@@ -12,6 +12,10 @@
 
 #include <map>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_coordinator {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 using store::AttemptState;
@@ -752,3 +756,6 @@ TEST_CASE("coordinator: a GPU its owner reclaimed takes no new work, the worker'
     REQUIRE(got.size() == 1); // GPU 1 only
     CHECK(got[0].gpu_index == 1);
 }
+
+} // namespace test_coordinator
+} // namespace

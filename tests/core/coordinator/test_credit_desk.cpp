@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace gpupool::coordinator {
+namespace gpupool::coordinator::test_credit_desk {
 namespace {
 
 using credits::Account;
@@ -120,4 +120,4 @@ TEST_CASE("credit desk: load() rebuilds the ledger from its rows and refuses cac
     CHECK(behind.desk.first_difference(loaded.desk) == "ledger: 0 entries kept, 1 in the store");
 }
 
-} // namespace gpupool::coordinator
+} // namespace gpupool::coordinator::test_credit_desk

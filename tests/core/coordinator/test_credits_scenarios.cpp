@@ -11,6 +11,10 @@
 
 #include <random>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_credits_scenarios {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 using credits::Account;
@@ -393,3 +397,6 @@ TEST_CASE("credits property: random coordinator histories with restarts keep the
         }
     }
 }
+
+} // namespace test_credits_scenarios
+} // namespace

@@ -9,6 +9,10 @@
 #include <regex>
 #include <set>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_dashboard_routes {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 using json = nlohmann::json;
@@ -147,3 +151,6 @@ TEST_CASE("dashboard: GET /v1/pool/samples for admins and members, job counts fo
     CHECK(w.request("GET", "/v1/pool/samples")->status == 403);
     CHECK(p.server.client().request("GET", "/v1/pool/samples")->status == 401);
 }
+
+} // namespace test_dashboard_routes
+} // namespace

@@ -13,6 +13,10 @@
 #include <future>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_dispatch {
+
 using namespace gpupool;
 using namespace gpupool::test::credit_pool;
 using store::AttemptState;
@@ -272,3 +276,6 @@ TEST_CASE("dispatch: a parked poll is answered by the pass a submission triggers
     REQUIRE(answer["assignments"].size() == 1);
     CHECK(took < std::chrono::seconds(5)); // the 10 s tick did not place it
 }
+
+} // namespace test_dispatch
+} // namespace

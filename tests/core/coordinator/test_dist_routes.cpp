@@ -13,6 +13,10 @@
 #include <filesystem>
 #include <random>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_dist_routes {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 using json = nlohmann::json;
@@ -199,3 +203,6 @@ TEST_CASE("dist: the served names are gpupool-VERSION-linux-ARCH and ca.pem, not
         CHECK_FALSE(DistFiles::is_dist_name(bad));
     }
 }
+
+} // namespace test_dist_routes
+} // namespace

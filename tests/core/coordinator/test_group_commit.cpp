@@ -12,6 +12,10 @@
 #include <sstream>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_group_commit {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 
@@ -162,3 +166,6 @@ TEST_CASE("service: a group commit that fails answers its requests 503, keeps no
     CHECK(after->status == 201);
     CHECK(job_names(pool.server, member).count("after") == 1);
 }
+
+} // namespace test_group_commit
+} // namespace

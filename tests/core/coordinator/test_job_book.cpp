@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace gpupool::coordinator {
+namespace gpupool::coordinator::test_job_book {
 namespace {
 
 using store::AttemptRecord;
@@ -251,4 +251,4 @@ TEST_CASE("job book: ending an attempt stages it and its job's next state, chang
     CHECK(end(AttemptState::failed, 3).state == JobState::failed);
 }
 
-} // namespace gpupool::coordinator
+} // namespace gpupool::coordinator::test_job_book

@@ -8,6 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_member_budgets {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 using namespace gpupool::test::credit_pool;
@@ -172,3 +176,6 @@ TEST_CASE("budget changes: members are named by label or id, only admins change 
     CHECK_FALSE(team.budget_day_micro);
     CHECK_FALSE(team.budget_week_micro);
 }
+
+} // namespace test_member_budgets
+} // namespace

@@ -11,6 +11,10 @@
 
 #include <algorithm>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_metrics {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 using namespace gpupool::test::credit_pool;
@@ -290,3 +294,6 @@ TEST_CASE("attempt outcomes are read from the coordinator's own reasons", "[coor
         CHECK(std::string(to_string(static_cast<AttemptOutcome>(i))) != "unknown");
     }
 }
+
+} // namespace test_metrics
+} // namespace

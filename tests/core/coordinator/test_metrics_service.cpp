@@ -9,6 +9,10 @@
 #include <regex>
 #include <set>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_metrics_service {
+
 using namespace gpupool;
 using namespace gpupool::test::svc;
 
@@ -179,3 +183,6 @@ TEST_CASE("every metric ops/ and docs/operating.md name is one the coordinator s
     CHECK(named >= 25); // the regex found the names (27 when written)
     CHECK(rows >= 20);
 }
+
+} // namespace test_metrics_service
+} // namespace

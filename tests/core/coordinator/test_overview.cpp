@@ -7,6 +7,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_overview {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 using namespace gpupool::test::credit_pool;
@@ -116,3 +120,6 @@ TEST_CASE("the coordinator samples the pool on its interval, keeps a day of samp
     CHECK(t.jobs_queued == 1);
     CHECK(t.jobs_running == 2);
 }
+
+} // namespace test_overview
+} // namespace

@@ -15,6 +15,10 @@
 #include <set>
 #include <tuple>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_policy_parity {
+
 using namespace gpupool;
 using namespace gpupool::test::credit_pool;
 
@@ -118,3 +122,6 @@ TEST_CASE("policy parity: the coordinator places what sched::schedule decides ov
     CHECK(gates[sched::Gate::max_parallel] == 1);
     CHECK(gates[sched::Gate::unknown_models] == 1);
 }
+
+} // namespace test_policy_parity
+} // namespace

@@ -14,6 +14,10 @@
 
 #include <random>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_pool_view {
+
 using namespace gpupool;
 using namespace gpupool::test::credit_pool;
 
@@ -318,3 +322,6 @@ TEST_CASE("pool view: an attempt on a GPU its worker no longer reports shows the
     REQUIRE(view.view().running.size() == 1);
     CHECK(view.view().running[0].gpu_indices.empty());
 }
+
+} // namespace test_pool_view
+} // namespace

@@ -8,6 +8,10 @@
 
 #include <cstdlib>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_prometheus_metrics {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 namespace bp = boost::process;
@@ -133,3 +137,6 @@ TEST_CASE("an empty pool's metrics pass promtool too", "[metrics][prometheus]") 
         CHECK(checked->first == 0);
     }
 }
+
+} // namespace test_prometheus_metrics
+} // namespace

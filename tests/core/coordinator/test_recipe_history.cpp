@@ -6,6 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_recipe_history {
+
 using namespace gpupool;
 using namespace gpupool::test::credit_pool;
 
@@ -103,3 +107,6 @@ TEST_CASE("recipe history: a member counts its own team's runs, and every team's
     REQUIRE(p.restart());
     CHECK(runs(owner_member) == std::pair<std::int64_t, std::int64_t>{1, 0});
 }
+
+} // namespace test_recipe_history
+} // namespace

@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_resolve_name {
+
 using namespace gpupool;
 using coordinator::NamedCandidate;
 using coordinator::resolve_name;
@@ -65,3 +69,6 @@ TEST_CASE("resolve_name: no match is not_found with the nearest name", "[coordin
     REQUIRE_FALSE(unnamed);
     CHECK(unnamed.error().message == "no token named `ab`");
 }
+
+} // namespace test_resolve_name
+} // namespace

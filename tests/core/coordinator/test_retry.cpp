@@ -12,6 +12,10 @@
 
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_retry {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 using namespace gpupool::test::credit_pool;
@@ -278,3 +282,6 @@ TEST_CASE("retry: a job whose inputs archive is gone is refused, naming it", "[c
                                                   ") is no longer on the coordinator"));
     CHECK(state_of(p, job) == JobState::failed);
 }
+
+} // namespace test_retry
+} // namespace

@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_retry_service {
+
 using namespace gpupool;
 using json = nlohmann::json;
 using namespace gpupool::test::svc;
@@ -89,3 +93,6 @@ TEST_CASE("service: a retry's body names jobs or one sweep, and each error its f
         CHECK(json::parse(r->body)["field"] == c.field);
     }
 }
+
+} // namespace test_retry_service
+} // namespace

@@ -15,6 +15,10 @@
 #include <set>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_service {
+
 using namespace gpupool;
 using json = nlohmann::json;
 
@@ -659,3 +663,6 @@ TEST_CASE("service: a GPU its owner reclaimed takes no new work until a heartbea
     CHECK(std::to_string(polled["assignments"][0]["job"].get<std::int64_t>()) == job);
     CHECK(polled["assignments"][0]["gpu_index"] == 0);
 }
+
+} // namespace test_service
+} // namespace

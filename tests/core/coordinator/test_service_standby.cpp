@@ -17,6 +17,10 @@
 #include <memory>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_service_standby {
+
 using namespace gpupool;
 using json = nlohmann::json;
 
@@ -151,3 +155,6 @@ TEST_CASE("standby: a SQLite pool's coordinator is always the active one", "[ser
     net::HttpClient c(to(url_of(*s)));
     CHECK(must(c.request("GET", "/v1/health")).status == 200);
 }
+
+} // namespace test_service_standby
+} // namespace

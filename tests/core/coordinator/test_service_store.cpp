@@ -9,6 +9,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_service_store {
+
 using namespace gpupool;
 using json = nlohmann::json;
 using namespace gpupool::test::svc;
@@ -83,3 +87,6 @@ TEST_CASE("service store: the pool's time is the clock the service is handed", "
     call(a, "POST", "/v1/admin/tokens", {{"role", "member"}, {"team", "fellows"}}, 201);
     CHECK(call(a, "GET", "/v1/admin/tokens")["tokens"][2]["created_at"] == 5'000'250);
 }
+
+} // namespace test_service_store
+} // namespace

@@ -11,6 +11,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_shared_gpus {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 
@@ -168,3 +172,6 @@ TEST_CASE("coordinator: a job goes to the worker whose cache holds its models", 
         REQUIRE(coordinator::complete_attempt(*p.coord, warm, as[0].attempt, 0, ""));
     }
 }
+
+} // namespace test_shared_gpus
+} // namespace

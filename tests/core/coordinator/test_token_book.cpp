@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace gpupool::coordinator {
+namespace gpupool::coordinator::test_token_book {
 namespace {
 
 using store::Role;
@@ -147,4 +147,4 @@ TEST_CASE("token book: first_difference names what a rebuild does not have, and 
     CHECK(empty.first_difference(b.book) == "team 1 missing");
 }
 
-} // namespace gpupool::coordinator
+} // namespace gpupool::coordinator::test_token_book

@@ -11,6 +11,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_voiding {
+
 using namespace gpupool;
 using namespace gpupool::test::credit_pool;
 using store::AttemptState;
@@ -243,3 +247,6 @@ TEST_CASE("voiding through the CLI: admin ban --void-since, then status shows th
     REQUIRE(report.exit_code == 0);
     CHECK(json::parse(report.out)["workers"][0]["voided"] == 1);
 }
+
+} // namespace test_voiding
+} // namespace

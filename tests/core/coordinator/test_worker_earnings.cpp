@@ -10,6 +10,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_worker_earnings {
+
 using namespace gpupool;
 using namespace gpupool::test::credit_pool;
 
@@ -153,3 +157,6 @@ TEST_CASE("worker earnings route: the worker and its owners read it, another tea
     auto c = p.server.client(owner);
     call(c, "GET", "/v1/workers/abc/earnings", nullptr, 400);
 }
+
+} // namespace test_worker_earnings
+} // namespace

@@ -9,6 +9,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_worker_leave {
+
 using namespace gpupool;
 using namespace gpupool::coordinator;
 using store::AttemptState;
@@ -124,3 +128,6 @@ TEST_CASE("image unavailable: the job fails after one attempt with the engine's 
     p.check_books();
     CHECK(api::outcome_from_string("image_unavailable") == Outcome::image_unavailable);
 }
+
+} // namespace test_worker_leave
+} // namespace

@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace gpupool::coordinator {
+namespace gpupool::coordinator::test_worker_roster {
 namespace {
 
 using store::WorkerState;
@@ -228,4 +228,4 @@ TEST_CASE("worker roster: an attempt's price is its GPU model's rate for its sha
     CHECK(roster.attempt_price(cpu_only, WorkerId(1), -1, 0) == credits::cpu_price_per_hour(core, 2000));
 }
 
-} // namespace gpupool::coordinator
+} // namespace gpupool::coordinator::test_worker_roster

@@ -3,6 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_estimate {
+
 using namespace gpupool;
 using namespace gpupool::credits;
 
@@ -115,3 +119,6 @@ TEST_CASE("estimate: a cheaper model is named against the priciest accepted one,
     CHECK(rc->restricted);
     CHECK(rc->instead_of->gpu->model == "H100");
 }
+
+} // namespace test_estimate
+} // namespace

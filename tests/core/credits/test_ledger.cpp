@@ -5,6 +5,10 @@
 
 #include <random>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_ledger {
+
 using namespace gpupool::credits;
 
 namespace {
@@ -309,3 +313,6 @@ TEST_CASE("ledger: random histories keep the books balanced (property)", "[credi
     CHECK(voided > 100);
     CHECK(paid_out > 100);
 }
+
+} // namespace test_ledger
+} // namespace

@@ -8,6 +8,10 @@
 
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_money_rates {
+
 using namespace gpupool;
 using namespace gpupool::credits;
 
@@ -105,3 +109,6 @@ TEST_CASE("credits: a bad catalog is refused naming file, line and field", "[cre
     CHECK(no_source.error().field == "price[0].source");
     CHECK(no_source.error().where->line == 8);
 }
+
+} // namespace test_money_rates
+} // namespace

@@ -12,6 +12,10 @@
 #include <memory>
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_http_failover {
+
 using namespace gpupool;
 using namespace gpupool::net;
 
@@ -132,3 +136,6 @@ TEST_CASE("http client: when every coordinator stands by, the last answer is ret
     REQUIRE(one.has_value());
     CHECK(one->status == 503);
 }
+
+} // namespace test_http_failover
+} // namespace

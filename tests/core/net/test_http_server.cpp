@@ -13,6 +13,10 @@
 #include <set>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_http_server {
+
 using namespace gpupool;
 using namespace gpupool::net;
 using gpupool::test::client_options;
@@ -580,3 +584,6 @@ TEST_CASE("http client: a request that outlives its timeout is unavailable", "[n
     CHECK(r.error().code == ErrorCode::unavailable);
     CHECK(r.error().message.find("150 ms") != std::string::npos);
 }
+
+} // namespace test_http_server
+} // namespace

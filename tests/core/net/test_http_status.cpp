@@ -3,6 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_http_status {
+
 using namespace gpupool;
 
 TEST_CASE("http status table: a client reads back the code the server answered with", "[net]") {
@@ -25,3 +29,6 @@ TEST_CASE("http status table: a client reads back the code the server answered w
     CHECK(net::error_code_for_status(413) == ErrorCode::invalid_input); // a body over the route's limit
     CHECK(net::error_code_for_status(418) == ErrorCode::internal);      // not ours to interpret
 }
+
+} // namespace test_http_status
+} // namespace

@@ -10,6 +10,10 @@
 #include <optional>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_http_tls {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 using namespace gpupool::net;
@@ -214,3 +218,6 @@ TEST_CASE("https: reload_tls on a plain HTTP server is refused", "[net][tls-relo
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::conflict);
 }
+
+} // namespace test_http_tls
+} // namespace

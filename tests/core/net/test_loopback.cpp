@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_loopback {
+
 using gpupool::net::is_loopback_host;
 using gpupool::net::listen_host;
 
@@ -26,3 +30,6 @@ TEST_CASE("only loopback hosts count as loopback", "[net][loopback]") {
         CHECK_FALSE(is_loopback_host(no));
     }
 }
+
+} // namespace test_loopback
+} // namespace

@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <sys/resource.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_open_files {
+
 using namespace gpupool::net;
 
 TEST_CASE("open files: the soft limit is raised to the hard one", "[open-files]") {
@@ -42,3 +46,6 @@ TEST_CASE("open files: a server's connections leave room for the database and up
     CHECK(connections_within(100) == 1);
     CHECK(connections_within(k_reserved_files) == 1);
 }
+
+} // namespace test_open_files
+} // namespace

@@ -4,6 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_router {
+
 using namespace gpupool::net;
 
 namespace {
@@ -115,3 +119,6 @@ TEST_CASE("headers: case-insensitive lookup", "[net]") {
     CHECK(h.get("x-A") == "3");
     CHECK(h.fields().size() == 2);
 }
+
+} // namespace test_router
+} // namespace

@@ -8,6 +8,10 @@
 #include <optional>
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_url {
+
 using namespace gpupool::net;
 using namespace std::string_literals;
 
@@ -89,3 +93,6 @@ TEST_CASE("url: with_query encodes every key and value, and parse_query reads th
     REQUIRE(q);
     CHECK(*q == std::map<std::string, std::string>{{"submitter", hostile}, {"mine", "1"}});
 }
+
+} // namespace test_url
+} // namespace

@@ -12,6 +12,10 @@
 #include <string_view>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_image_ref {
+
 using namespace gpupool;
 using namespace gpupool::recipe;
 
@@ -163,3 +167,6 @@ TEST_CASE("image references: the token matchers agree with the grammar's regular
     CHECK(detail::is_lower_hex(std::string(128, 'f'), 128));
     CHECK_FALSE(detail::is_lower_hex(std::string(127, 'f'), 128));
 }
+
+} // namespace test_image_ref
+} // namespace

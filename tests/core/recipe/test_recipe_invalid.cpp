@@ -7,6 +7,10 @@
 
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_recipe_invalid {
+
 using namespace gpupool;
 using namespace gpupool::recipe;
 
@@ -368,3 +372,6 @@ TEST_CASE("the sweep cap is configurable") {
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::Contains("expands to 4 jobs, more than the cap of 3"));
 }
+
+} // namespace test_recipe_invalid
+} // namespace

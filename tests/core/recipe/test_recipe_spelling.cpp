@@ -6,6 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_recipe_spelling {
+
 using namespace gpupool;
 using namespace gpupool::recipe;
 
@@ -100,3 +104,6 @@ TEST_CASE("two spellings of one number are duplicate sweep values") {
     REQUIRE(r.error().where);
     CHECK(r.error().where->line == 4);
 }
+
+} // namespace test_recipe_spelling
+} // namespace

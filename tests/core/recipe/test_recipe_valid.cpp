@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_recipe_valid {
+
 using namespace gpupool;
 using namespace gpupool::recipe;
 
@@ -318,3 +322,6 @@ TEST_CASE("idle_timeout: a duration, or 0 for never, and it survives the wire") 
     REQUIRE_FALSE(bad.has_value());
     CHECK(bad.error().field == "resources.idle_timeout_s");
 }
+
+} // namespace test_recipe_valid
+} // namespace

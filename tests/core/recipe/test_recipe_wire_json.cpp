@@ -5,6 +5,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_recipe_wire_json {
+
 using namespace gpupool;
 
 TEST_CASE("recipe json: to_wire_json equals to_json read as plain JSON, and reads back to the same job",
@@ -31,3 +35,6 @@ TEST_CASE("recipe json: to_wire_json equals to_json read as plain JSON, and read
     REQUIRE(back.has_value());
     CHECK(recipe::to_wire_json(*back) == wire);
 }
+
+} // namespace test_recipe_wire_json
+} // namespace

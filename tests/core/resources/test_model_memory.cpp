@@ -10,6 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_model_memory {
+
 using namespace gpupool;
 using namespace gpupool::resources;
 
@@ -121,3 +125,6 @@ TEST_CASE("model memory: what cannot be sized is refused with the field named", 
     CHECK_FALSE(model_memory(shape_of("gpt2"), {"float16", -1, 1}));
     CHECK_FALSE(model_memory(shape_of("gpt2"), {"float16", 0, 0}));
 }
+
+} // namespace test_model_memory
+} // namespace

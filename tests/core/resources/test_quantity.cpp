@@ -3,6 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_quantity {
+
 using namespace gpupool::resources;
 
 TEST_CASE("milli-units parse exactly from decimal text") {
@@ -100,3 +104,6 @@ TEST_CASE("gpu_milli_for_memory: a memory request as a share of one GPU, rounded
     CHECK(gpu_milli_for_memory(24576, 24576) == 1000); // the whole GPU
     CHECK(gpu_milli_for_memory(24577, 24576) == 1001); // more than it has: the caller refuses it
 }
+
+} // namespace test_quantity
+} // namespace

@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_admission {
+
 using namespace gpupool;
 using namespace gpupool::sched;
 using namespace gpupool::sched::test;
@@ -212,3 +216,6 @@ TEST_CASE("admission: the largest hold over a fleet's GPU kinds is the largest o
     CHECK(largest_hold(cpu, kinds, a.prices) == k_credit / 25);
     CHECK(largest_hold(cpu, FleetKinds::of({}), a.prices) == 0); // no worker: nothing to hold
 }
+
+} // namespace test_admission
+} // namespace

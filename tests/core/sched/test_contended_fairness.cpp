@@ -2,6 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_contended_fairness {
+
 using namespace gpupool::sim;
 
 TEST_CASE("water-filling: a claimant wanting less than its part gets its demand, the rest goes by weight",
@@ -74,3 +78,6 @@ TEST_CASE("contended fairness: only time with two or more teams queued counts, w
     CHECK(r.teams[0].fair_share == Approx(0.5));
     CHECK(r.teams[0].deviation == Approx(0.25));
 }
+
+} // namespace test_contended_fairness
+} // namespace

@@ -3,6 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_filters {
+
 using namespace gpupool::sched;
 using namespace gpupool::sched::test;
 
@@ -135,3 +139,6 @@ TEST_CASE("filter: a GPU whose shares nothing enforces takes whole-GPU jobs only
     w.gpus[1].fractional_ok = true; // the other GPU is watched: the share goes there
     CHECK(filter_gpu(w, share_job(3, 250)));
 }
+
+} // namespace test_filters
+} // namespace

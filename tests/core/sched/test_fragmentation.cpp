@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_fragmentation {
+
 using namespace gpupool::sched;
 using namespace gpupool::sched::test;
 
@@ -106,3 +110,6 @@ TEST_CASE("incremental fragmentation equals recomputing the changed node") {
               weighted_fragmentation(cpu_free - cpu, std::span<const GpuSlot>(changed.data(), n), w));
     }
 }
+
+} // namespace test_fragmentation
+} // namespace

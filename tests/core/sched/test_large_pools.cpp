@@ -9,6 +9,10 @@
 #include <set>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_large_pools {
+
 using namespace gpupool;
 using namespace gpupool::sched;
 using namespace gpupool::sched::test;
@@ -222,3 +226,6 @@ TEST_CASE("a pass on the caller's own workers decides as one on a copy and gives
     CHECK(placed > 300);
     CHECK(preempted > 10);
 }
+
+} // namespace test_large_pools
+} // namespace

@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <type_traits>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_ordering {
+
 using namespace gpupool::sched;
 using namespace gpupool::sched::test;
 
@@ -213,3 +217,6 @@ TEST_CASE("fair share converges to the weights") {
     CHECK(c / d == Approx(3.0).epsilon(0.1));
     CHECK(d > 0.0);
 }
+
+} // namespace test_ordering
+} // namespace

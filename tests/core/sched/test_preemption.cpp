@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_preemption {
+
 using namespace gpupool::sched;
 using namespace gpupool::sched::test;
 
@@ -259,3 +263,6 @@ TEST_CASE("schedule(): each preemption carries the work it throws away", "[sched
     CHECK(old.preemptions[0].victim == JobId(3));
     CHECK(old.preemptions[0].lost_gpu_seconds == Approx(10000.0));
 }
+
+} // namespace test_preemption
+} // namespace

@@ -5,6 +5,10 @@
 
 #include <map>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_scheduler {
+
 using namespace gpupool::sched;
 using namespace gpupool::sched::test;
 
@@ -224,3 +228,6 @@ TEST_CASE("a GPU job that fits nowhere holds the worker nearest to fitting it", 
     Decisions before = schedule(v, pending, p, 100);
     CHECK(before.placements.size() == 3);
 }
+
+} // namespace test_scheduler
+} // namespace

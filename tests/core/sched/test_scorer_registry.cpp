@@ -8,6 +8,10 @@
 
 #include <set>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_scorer_registry {
+
 using namespace gpupool;
 using namespace gpupool::sched;
 using namespace gpupool::sched::test;
@@ -57,3 +61,6 @@ TEST_CASE("scorer registry: each scorer picks a usable GPU share, and bestfit pi
     CHECK(tight->gpus.front() == 1); // 300 free: 50 left over
     CHECK_FALSE(choose_on_worker(w, share_job(2, 1000, 64000), ScorerKind::fgd, workload, scale, rng));
 }
+
+} // namespace test_scorer_registry
+} // namespace

@@ -5,6 +5,10 @@
 
 #include <set>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_scorers {
+
 using namespace gpupool::sched;
 using namespace gpupool::sched::test;
 
@@ -159,3 +163,6 @@ TEST_CASE("scorers are selectable by name") {
     }
     CHECK_FALSE(parse_scorer("dotprod").has_value());
 }
+
+} // namespace test_scorers
+} // namespace

@@ -7,6 +7,10 @@
 
 #include <filesystem>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_sim_engine {
+
 using namespace gpupool;
 using namespace gpupool::sim;
 
@@ -250,3 +254,6 @@ TEST_CASE("time simulation: under overload the GPUs are split by weight while te
     TimeSimResult before = run_time_sim(gen.cluster, gen.jobs, gen.teams, opt);
     CHECK(before.contended.worst_deviation > 0.25);
 }
+
+} // namespace test_sim_engine
+} // namespace

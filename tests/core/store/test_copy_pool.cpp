@@ -11,6 +11,10 @@
 
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_copy_pool {
+
 using namespace gpupool;
 using namespace gpupool::store;
 using test::StoreUnderTest;
@@ -138,3 +142,6 @@ TEST_CASE("copy_pool: a store's backup() is a SQLite pool file with everything i
         }
     }
 }
+
+} // namespace test_copy_pool
+} // namespace

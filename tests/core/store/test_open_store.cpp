@@ -6,6 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_open_store {
+
 using namespace gpupool;
 using namespace gpupool::store;
 
@@ -99,3 +103,6 @@ TEST_CASE("open_store: without create, a missing store is not_found and no file 
     created->reset();
     CHECK(open_store(db.string(), o));
 }
+
+} // namespace test_open_store
+} // namespace

@@ -16,6 +16,10 @@
 #include <libpq-fe.h>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_postgres_store {
+
 using namespace gpupool;
 using namespace gpupool::store;
 namespace fs = std::filesystem;
@@ -363,3 +367,6 @@ TEST_CASE("postgres store: a snapshot reads one moment and refuses writes", "[st
 }
 
 #endif // GPUPOOL_HAVE_POSTGRES
+
+} // namespace test_postgres_store
+} // namespace

@@ -9,6 +9,10 @@
 #include <set>
 #include <variant>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_record_columns {
+
 using namespace gpupool;
 using namespace gpupool::store;
 
@@ -198,3 +202,6 @@ TEST_CASE("record columns: an unknown state falls back as ever, an unknown accou
     CHECK(st.error().code == ErrorCode::io);
     CHECK(st.error().message == "table account_balances, row 3, column account: unknown value `treasury`");
 }
+
+} // namespace test_record_columns
+} // namespace

@@ -7,6 +7,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_sqlite_group {
+
 using namespace gpupool;
 using namespace gpupool::store;
 
@@ -152,3 +156,6 @@ TEST_CASE("store group: one at a time, and ended only once", "[store][group]") {
     REQUIRE(s->end_group());
     CHECK_FALSE(s->end_group());
 }
+
+} // namespace test_sqlite_group
+} // namespace

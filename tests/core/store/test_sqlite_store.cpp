@@ -6,6 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_sqlite_store {
+
 using namespace gpupool;
 using namespace gpupool::store;
 
@@ -220,3 +224,6 @@ TEST_CASE("store: a path that cannot be opened is a clear error", "[store]") {
     REQUIRE_FALSE(s);
     CHECK_THAT(s.error().message, Catch::Contains("/nonexistent-dir/x/pool.db"));
 }
+
+} // namespace test_sqlite_store
+} // namespace

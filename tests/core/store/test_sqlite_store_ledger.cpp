@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_sqlite_store_ledger {
+
 using namespace gpupool;
 using namespace gpupool::store;
 using credits::Account;
@@ -79,3 +83,6 @@ TEST_CASE("store: ledger entries, balances and grants round-trip, an entry id is
     zero.ledger.push_back(grant_entry(2, 0));
     CHECK_FALSE(db->apply(zero));
 }
+
+} // namespace test_sqlite_store_ledger
+} // namespace

@@ -11,6 +11,10 @@
 #include <filesystem>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_wal_checkpointer {
+
 using namespace gpupool;
 using namespace gpupool::store;
 
@@ -95,3 +99,6 @@ TEST_CASE("store: without background checkpoints SQLite's own keep the log bound
     s.reset();
     CHECK(samples_in(path) == rows);
 }
+
+} // namespace test_wal_checkpointer
+} // namespace

@@ -2,6 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_escape_control {
+
 using gpupool::util::escape_control;
 
 TEST_CASE("escape_control makes a forged log line and terminal escapes visible") {
@@ -22,3 +26,6 @@ TEST_CASE("escape_control with keep_lines passes newlines and tabs of a job's ou
     CHECK(escape_control("line 1\n\tline 2\n", true) == "line 1\n\tline 2\n");
     CHECK(escape_control("ok\r\x1b[1Aoverwrite", true) == "ok\\r\\x1b[1Aoverwrite");
 }
+
+} // namespace test_escape_control
+} // namespace

@@ -10,6 +10,10 @@
 #include <optional>
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_time_text {
+
 using namespace gpupool;
 
 namespace {
@@ -79,3 +83,6 @@ TEST_CASE("parse_utc_date_ms reads a date or a UTC time and names the field othe
               "expected a UTC date like 2026-12-31 or 2026-12-31T18:00:00Z, got `" + std::string(bad) + "`");
     }
 }
+
+} // namespace test_time_text
+} // namespace

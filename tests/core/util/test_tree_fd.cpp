@@ -10,6 +10,10 @@
 
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_tree_fd {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 
@@ -156,3 +160,6 @@ TEST_CASE("set_owner_and_mode changes the object behind the descriptor", "[util]
         CHECK((st.st_mode & 07777) == 0750);
     }
 }
+
+} // namespace test_tree_fd
+} // namespace

@@ -12,6 +12,10 @@
 #include <functional>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent {
+
 using namespace gpupool;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -595,3 +599,6 @@ TEST_CASE("agent: an attempt its spool cannot hold is not started, it ends as a 
     CHECK(attempts[0]["cost_micro"] == 0);
     CHECK(attempts[1]["state"] == "succeeded");
 }
+
+} // namespace test_agent
+} // namespace

@@ -7,6 +7,10 @@
 
 #include <csignal>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent_engine_faults {
+
 using namespace gpupool;
 using namespace gpupool::test::agent;
 
@@ -69,3 +73,6 @@ TEST_CASE("agent: max_runtime holds while the engine does not answer, and a sile
     const auto s = engine.get(name)->signals;
     CHECK(std::find(s.begin(), s.end(), SIGKILL) != s.end());
 }
+
+} // namespace test_agent_engine_faults
+} // namespace

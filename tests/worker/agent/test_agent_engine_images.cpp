@@ -13,6 +13,10 @@
 #include <cstdlib>
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent_engine_images {
+
 using namespace gpupool;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -76,3 +80,6 @@ TEST_CASE("agent with real engines: an image the registry does not know fails th
     }
     ::unsetenv("CONTAINERS_REGISTRIES_CONF");
 }
+
+} // namespace test_agent_engine_images
+} // namespace

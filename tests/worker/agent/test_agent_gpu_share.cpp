@@ -13,6 +13,10 @@
 
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent_gpu_share {
+
 using namespace gpupool;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -276,3 +280,6 @@ TEST_CASE("agent: a model that cannot be fetched leaves a line in the job's log,
     CHECK_THAT(log, Catch::Contains("gpupool-worker: fetching acme/missing: "));
     CHECK_THAT(log, Catch::Contains("the job starts without it"));
 }
+
+} // namespace test_agent_gpu_share
+} // namespace

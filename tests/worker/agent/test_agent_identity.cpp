@@ -7,6 +7,10 @@
 
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent_identity {
+
 using namespace gpupool;
 using namespace gpupool::test::agent;
 
@@ -82,3 +86,6 @@ TEST_CASE("agent identity: a standby coordinator's URL added to or dropped from 
     CHECK_FALSE(same_pool("local-pool-key", "https://c1:7070")); // a key that is not a URL list matches only itself
     CHECK(same_pool("local-pool-key", "local-pool-key"));
 }
+
+} // namespace test_agent_identity
+} // namespace

@@ -6,6 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent_images {
+
 using namespace gpupool;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -78,3 +82,6 @@ TEST_CASE("agent: a slow pull happens before the start, so the billed runtime ex
     REQUIRE(eventually([&] { return state_of(pool, again) == "succeeded"; }));
     CHECK(rt.pulls().size() == 1);
 }
+
+} // namespace test_agent_images
+} // namespace

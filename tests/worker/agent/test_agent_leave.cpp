@@ -6,6 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent_leave {
+
 using namespace gpupool;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -54,3 +58,6 @@ TEST_CASE("agent: an idle worker drained in the middle of a long poll exits with
     CHECK(state_of(pool, id) == "queued");
     CHECK(pool.job(id)["attempts"] == 0);
 }
+
+} // namespace test_agent_leave
+} // namespace

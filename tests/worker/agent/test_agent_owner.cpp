@@ -16,6 +16,10 @@
 #include <sys/stat.h>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent_owner {
+
 using namespace gpupool;
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -365,3 +369,6 @@ TEST_CASE("agent owner: a worker started while paused starts paused, and a secon
     CHECK(st.error().code == ErrorCode::conflict);
     CHECK_THAT(st.error().message, Catch::Contains("another worker is running"));
 }
+
+} // namespace test_agent_owner
+} // namespace

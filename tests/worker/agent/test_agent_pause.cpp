@@ -7,6 +7,10 @@
 
 #include <mutex>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent_pause {
+
 using namespace gpupool;
 using namespace gpupool::test::agent;
 
@@ -66,3 +70,6 @@ TEST_CASE("agent pause: no new jobs while paused, the running one goes on, prese
     CHECK(presence(pool) == "online");
     ra.halt();
 }
+
+} // namespace test_agent_pause
+} // namespace

@@ -10,6 +10,10 @@
 #include <csignal>
 #include <mutex>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent_reclaim {
+
 using namespace gpupool;
 using namespace gpupool::test::agent;
 
@@ -110,3 +114,6 @@ TEST_CASE("agent reclaim: the owner's process stops the job on its GPU unpaid an
     REQUIRE(eventually([&] { return state_of(pool, job) == "succeeded"; }));
     ra.halt();
 }
+
+} // namespace test_agent_reclaim
+} // namespace

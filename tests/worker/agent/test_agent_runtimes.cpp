@@ -19,6 +19,10 @@
 #include <sstream>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_agent_runtimes {
+
 using namespace gpupool;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -232,3 +236,6 @@ TEST_CASE("agent with real runtimes: env, mounts, logs, outputs, exit codes, OOM
         }
     }
 }
+
+} // namespace test_agent_runtimes
+} // namespace

@@ -11,6 +11,10 @@
 
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_attempt_folders {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 
@@ -180,3 +184,6 @@ TEST_CASE("spool: a recycled folder never brings back the attempt that had it", 
     CHECK(spool.load(0).empty());
     CHECK(fs::is_empty(spool.dir()));
 }
+
+} // namespace test_attempt_folders
+} // namespace

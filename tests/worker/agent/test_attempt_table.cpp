@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_attempt_table {
+
 using namespace gpupool;
 
 namespace {
@@ -173,3 +177,6 @@ TEST_CASE("attempt table: the owner sees the running jobs with their runtime and
     CHECK(jobs[1].stopping == "paused by the owner");
     CHECK(table.running_jobs(0)[1].runtime_s == 0); // a clock behind the start reads 0, not negative
 }
+
+} // namespace test_attempt_table
+} // namespace

@@ -11,6 +11,10 @@
 
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_delivery {
+
 using namespace gpupool;
 using namespace std::chrono_literals;
 
@@ -402,3 +406,6 @@ TEST_CASE("delivery: a batch refused as a whole keeps every end for later", "[de
     CHECK(b.deliver() == std::vector<std::int64_t>{1, 2});
     CHECK(b.coordinator.batches().back() == 2);
 }
+
+} // namespace test_delivery
+} // namespace

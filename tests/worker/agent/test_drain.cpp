@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_drain {
+
 using namespace gpupool;
 using namespace std::chrono_literals;
 
@@ -54,3 +58,6 @@ TEST_CASE("drain: drain_now stops the jobs at once and waits at most a few secon
     CHECK_FALSE(s.started);
     CHECK(s.stop_running);
 }
+
+} // namespace test_drain
+} // namespace

@@ -6,6 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_gpu_watch {
+
 using namespace gpupool;
 using namespace std::chrono_literals;
 
@@ -199,3 +203,6 @@ TEST_CASE("gpu watch: memory in use per GPU comes from the last process list, in
     (void)blind.reclaim({});
     CHECK(blind.memory_used_mib({0}).empty());
 }
+
+} // namespace test_gpu_watch
+} // namespace

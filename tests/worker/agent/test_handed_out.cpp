@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_handed_out {
+
 using namespace gpupool;
 using worker::HandedOut;
 
@@ -32,3 +36,6 @@ TEST_CASE("handed out: a busy worker names at most the coordinator's 1,024, the 
     CHECK(known.back() == AttemptId(1'500 - 1'024 + 1));
     CHECK(h.size() == 1'024);
 }
+
+} // namespace test_handed_out
+} // namespace

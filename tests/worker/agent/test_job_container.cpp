@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_job_container {
+
 using namespace gpupool;
 
 namespace {
@@ -192,3 +196,6 @@ TEST_CASE("job container: who the job is on the host, and who owns its writable 
     CHECK_FALSE(worker::container_spec_for(t, bare).keep_user_id);
     CHECK_FALSE(worker::job_owner(false, 0));
 }
+
+} // namespace test_job_container
+} // namespace

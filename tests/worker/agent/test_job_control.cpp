@@ -10,6 +10,10 @@
 
 #include <csignal>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_job_control {
+
 using namespace gpupool;
 using namespace std::chrono_literals;
 
@@ -186,3 +190,6 @@ TEST_CASE("job control: drop removes the container and lets go of the attempt fo
     b.jobs.drop(AttemptId(1), "twice"); // nothing held: nothing happens
     CHECK(b.attempts.done_with(AttemptId(1)));
 }
+
+} // namespace test_job_control
+} // namespace

@@ -8,6 +8,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_offer {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 
@@ -75,3 +79,6 @@ TEST_CASE("offer: heartbeats name only GPUs of the inventory", "[worker][invento
     CHECK(inventory_indexes({1, 5, 0, 70}, inv) == std::vector<std::int64_t>{1, 0});
     CHECK(inventory_indexes({}, inv).empty());
 }
+
+} // namespace test_offer
+} // namespace

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_old_coordinator {
+
 using namespace gpupool;
 
 namespace {
@@ -75,3 +79,6 @@ TEST_CASE("worker link: a coordinator without the batch routes gets starts and e
     CHECK(old.calls() == std::vector<std::string>{"start 1", "start 2", "start 3", "complete 3", "complete 1", "start 4"});
     server.stop();
 }
+
+} // namespace test_old_coordinator
+} // namespace

@@ -10,6 +10,10 @@
 
 #include <unistd.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_process_owner {
+
 using namespace gpupool;
 using worker::JobMark;
 using worker::ProcessOwner;
@@ -181,3 +185,6 @@ TEST_CASE("process owner: gpu_job_marks lists the running GPU jobs with their ru
     CHECK(marks[1].attempt == 4);
     CHECK(marks[1].gpu_index == 1);
 }
+
+} // namespace test_process_owner
+} // namespace

@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_reclaim {
+
 using namespace gpupool;
 using worker::JobOnGpu;
 using worker::ProcessOwner;
@@ -161,3 +165,6 @@ TEST_CASE("reclaim: what the owner is told", "[reclaim]") {
     CHECK(worker::describe({0, false, 0, 0}, p) == "GPU 0 is shared again: none of your processes used it for 10m");
     CHECK(worker::describe({0, true, 5, 1}, {1500, 90 * k_s}).find("gets 1500 ms to stop") != std::string::npos);
 }
+
+} // namespace test_reclaim
+} // namespace

@@ -8,6 +8,10 @@
 
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_spool {
+
 using namespace gpupool;
 
 namespace {
@@ -265,3 +269,6 @@ TEST_CASE("spool: create says when the spool cannot hold the attempt, and load s
     CHECK_FALSE(std::filesystem::exists(spool.dir() / "7"));
     CHECK_FALSE(std::filesystem::exists(spool.dir() / "8"));
 }
+
+} // namespace test_spool
+} // namespace

@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_waiting_room {
+
 using namespace gpupool;
 
 namespace {
@@ -58,3 +62,6 @@ TEST_CASE("waiting room: a victim given a long grace to save its checkpoint is w
     CHECK(room.ready(121'000, running, nullptr).empty()); // SIGKILL due at 120 s, memory freed by 122 s
     CHECK(room.ready(122'000, running, nullptr).size() == 1);
 }
+
+} // namespace test_waiting_room
+} // namespace

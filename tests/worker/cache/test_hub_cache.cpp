@@ -10,6 +10,10 @@
 #include <string>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_hub_cache {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 namespace fs = std::filesystem;
@@ -305,3 +309,6 @@ TEST_CASE("the cache may be read while it is written", "[hub-cache]") {
     reader.join();
     CHECK(cache.list().at(0).last_used_ms == 9);
 }
+
+} // namespace test_hub_cache
+} // namespace

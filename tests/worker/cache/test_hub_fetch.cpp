@@ -24,6 +24,10 @@
 #include <sys/socket.h>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_hub_fetch {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 using namespace std::chrono_literals;
@@ -412,3 +416,6 @@ TEST_CASE("git blob ids are git's", "[hub-fetch]") {
     // `git hash-object /dev/null`
     CHECK(git_blob_sha1_file(tmp.write("e", "")).value() == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
 }
+
+} // namespace test_hub_fetch
+} // namespace

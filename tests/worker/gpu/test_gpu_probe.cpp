@@ -5,6 +5,10 @@
 #include <boost/process/search_path.hpp>
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_gpu_probe {
+
 using namespace gpupool::worker;
 
 TEST_CASE("nvidia-smi CSV is parsed into a GPU inventory") {
@@ -204,3 +208,6 @@ TEST_CASE("the replaying stand-in answers a query it holds no capture of as an e
     REQUIRE(l4->size() == 1);
     CHECK((*l4)[0].model == "L4");
 }
+
+} // namespace test_gpu_probe
+} // namespace

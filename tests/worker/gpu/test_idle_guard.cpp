@@ -10,6 +10,10 @@
 
 #include <unistd.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_idle_guard {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 using namespace std::chrono_literals;
@@ -179,3 +183,6 @@ TEST_CASE("gpu watch: with the worker's MPS daemon the enforcement is mps and th
     watch.set_mps(false);
     CHECK(watch.enforcement() == MemoryEnforcement::watchdog);
 }
+
+} // namespace test_idle_guard
+} // namespace

@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_memory_watchdog {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 
@@ -49,3 +53,6 @@ TEST_CASE("watchdog: on a shared GPU, processes count for the attempt their envi
     CHECK(other.over.empty());
     CHECK(other.unattributed.empty());
 }
+
+} // namespace test_memory_watchdog
+} // namespace

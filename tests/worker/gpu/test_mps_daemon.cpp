@@ -22,6 +22,10 @@
 #include <thread>
 #include <unistd.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_mps_daemon {
+
 using namespace gpupool::worker;
 using gpupool::test::PathFirst;
 using gpupool::test::slurp;
@@ -408,3 +412,6 @@ TEST_CASE("mps: under isolate a client's environment holds the pipe dir it sees,
     CHECK(mps_client_env(250, 0, 0, "/p").count("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == 0);
     CHECK(quarter.count("CUDA_MPS_LOG_DIRECTORY") == 0);
 }
+
+} // namespace test_mps_daemon
+} // namespace

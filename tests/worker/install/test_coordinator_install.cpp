@@ -15,6 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_coordinator_install {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 namespace fs = std::filesystem;
@@ -580,3 +584,6 @@ TEST_CASE("coordinator install: a binary under /tmp or closed to the service's u
     CHECK_FALSE(fs::exists(m.root));
     CHECK(s.recording.calls.empty());
 }
+
+} // namespace test_coordinator_install
+} // namespace

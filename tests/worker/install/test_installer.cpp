@@ -16,6 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_installer {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 namespace fs = std::filesystem;
@@ -782,3 +786,6 @@ TEST_CASE("worker install CLI: --dry-run prints the plan and changes nothing, an
     CHECK_FALSE(fs::exists(root));
     CHECK_FALSE(fs::exists(calls));
 }
+
+} // namespace test_installer
+} // namespace

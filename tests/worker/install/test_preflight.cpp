@@ -11,6 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_preflight {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 namespace fs = std::filesystem;
@@ -155,3 +159,6 @@ TEST_CASE("preflight: plain http:// to another machine and a coordinator serving
     CHECK(preflight_coordinator("127.0.0.1:7443", false).empty());
     CHECK(preflight_coordinator("[::1]:7443", false).empty());
 }
+
+} // namespace test_preflight
+} // namespace

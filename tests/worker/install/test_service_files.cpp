@@ -11,6 +11,10 @@
 #include <cstdlib>
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_service_files {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 namespace fs = std::filesystem;
@@ -372,3 +376,6 @@ TEST_CASE("service files: systemd-analyze verify accepts both units without a wa
     CHECK(v.exit_code != 0);
     CHECK_THAT(v.output, Catch::Contains("no-such-gpupool"));
 }
+
+} // namespace test_service_files
+} // namespace

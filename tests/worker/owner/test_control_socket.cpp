@@ -13,6 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_control_socket {
+
 using namespace gpupool;
 using nlohmann::json;
 
@@ -151,3 +155,6 @@ TEST_CASE("control socket: root asks a worker service that runs as its own user"
     REQUIRE_FALSE(refused.has_value());
     CHECK(refused.error().code == ErrorCode::forbidden);
 }
+
+} // namespace test_control_socket
+} // namespace

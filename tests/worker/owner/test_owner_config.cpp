@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_owner_config {
+
 using namespace gpupool;
 using worker::parse_owner_config;
 
@@ -200,3 +204,6 @@ TEST_CASE("owner config: the example in docs parses", "[owner][config]") {
     CHECK(c->share.windows->size() == 2);
     CHECK(c->share.gpus.size() == 1);
 }
+
+} // namespace test_owner_config
+} // namespace

@@ -9,6 +9,10 @@
 #include <chrono>
 #include <thread>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_owner_desk {
+
 using namespace gpupool;
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -84,3 +88,6 @@ TEST_CASE("owner desk: a request not taken in time is withdrawn, answered busy a
         return json{{"ok", true}};
     }) == 1);
 }
+
+} // namespace test_owner_desk
+} // namespace

@@ -10,6 +10,10 @@
 #include <optional>
 #include <string>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_sharing_window {
+
 using namespace gpupool;
 using worker::ShareWindow;
 
@@ -137,3 +141,6 @@ TEST_CASE("windows: New York's spring-forward and fall-back days", "[owner][wind
     CHECK_FALSE(v.open);
     CHECK(v.changes_at_ms == utc(2026, 11, 2, 14, 0));
 }
+
+} // namespace test_sharing_window
+} // namespace

@@ -16,6 +16,10 @@
 #include <unistd.h>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_engine_cost {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 using Clock = std::chrono::steady_clock;
@@ -96,3 +100,6 @@ TEST_CASE("engine cost: jobs through the OCI runtime as the agent drives it", "[
     std::cout << "engine_cost: wall_median_us=" << median_us(walls) << " agent_thread_median_us=" << median_us(inside)
               << std::endl;
 }
+
+} // namespace test_engine_cost
+} // namespace

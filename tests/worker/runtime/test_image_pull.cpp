@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_image_pull {
+
 using gpupool::worker::classify_pull_failure;
 using gpupool::worker::pull_error_line;
 using gpupool::worker::PullVerdict;
@@ -107,3 +111,6 @@ TEST_CASE("image pull: the engine's message is its last line, without its Error 
     CHECK(pull_error_line("").empty());
     CHECK(pull_error_line(std::string(5000, 'x')).size() == 1000);
 }
+
+} // namespace test_image_pull
+} // namespace

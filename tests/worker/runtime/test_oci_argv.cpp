@@ -6,6 +6,10 @@
 
 #include <algorithm>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_oci_argv {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 
@@ -241,3 +245,6 @@ TEST_CASE("oci runtime: a missing tool is a clear error", "[runtime]") {
     REQUIRE(unknown.has_error());
     CHECK(unknown.error().message.find("podman, docker or process") != std::string::npos);
 }
+
+} // namespace test_oci_argv
+} // namespace

@@ -23,6 +23,10 @@
 #include <thread>
 #include <unistd.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_runtime {
+
 namespace fs = std::filesystem;
 namespace bp = boost::process;
 using namespace gpupool;
@@ -658,3 +662,6 @@ TEST_CASE("container runtime: a run child killed under a job leaves the job foll
         CHECK(box.log(spec) == "first\nsecond\n");
     }
 }
+
+} // namespace test_runtime
+} // namespace

@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_runtime_registry {
+
 using namespace gpupool;
 using namespace gpupool::worker;
 
@@ -48,3 +52,6 @@ TEST_CASE("runtime registry: unknown names and arguments a kind does not take ar
     REQUIRE(with_args.has_error());
     CHECK(with_args.error().field == "runtime");
 }
+
+} // namespace test_runtime_registry
+} // namespace

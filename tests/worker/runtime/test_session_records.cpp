@@ -7,6 +7,10 @@
 
 #include <fstream>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_session_records {
+
 using namespace gpupool;
 namespace fs = std::filesystem;
 
@@ -74,3 +78,6 @@ TEST_CASE("session records: without a directory nothing is written", "[runtime][
     none.ended("x");
     CHECK(none.leftovers().empty());
 }
+
+} // namespace test_session_records
+} // namespace

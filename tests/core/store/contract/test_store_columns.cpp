@@ -10,6 +10,10 @@
 
 #include <map>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_store_columns {
+
 using namespace gpupool;
 using namespace gpupool::store;
 using test::StoreUnderTest;
@@ -89,3 +93,6 @@ TEST_CASE("store columns: the schema check tells a wrong type, nullability or nu
           "is numbered by the database but the table gives it no value");
     CHECK(disagreement(id, {"id", "bigint", true, true}).empty());
 }
+
+} // namespace test_store_columns
+} // namespace

@@ -14,6 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_store_contract {
+
 using namespace gpupool;
 using namespace gpupool::store;
 using test::StoreUnderTest;
@@ -700,3 +704,6 @@ TEST_CASE("store contract: every acknowledged write is there after the writer is
         CHECK(s->read_log(AttemptId(1), 0, std::int64_t{1} << 20).value().starts_with(log));
     }
 }
+
+} // namespace test_store_contract
+} // namespace

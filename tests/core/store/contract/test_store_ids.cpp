@@ -6,6 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_store_ids {
+
 using namespace gpupool;
 using namespace gpupool::store;
 using test::StoreUnderTest;
@@ -41,3 +45,6 @@ TEST_CASE("store contract: ids come from the store, in blocks that never overlap
         }
     }
 }
+
+} // namespace test_store_ids
+} // namespace

@@ -13,6 +13,10 @@
 #include <limits>
 #include <random>
 
+// The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
+namespace {
+namespace test_store_round_trip {
+
 using namespace gpupool;
 using namespace gpupool::store;
 using test::StoreUnderTest;
@@ -331,3 +335,6 @@ TEST_CASE("store contract: the same random upserts leave every engine with the s
         }
     }
 }
+
+} // namespace test_store_round_trip
+} // namespace

@@ -12,8 +12,8 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-
 #include <openssl/ssl.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -222,6 +222,9 @@ struct HttpServer::Impl {
                 return s;
             }
         }
+        if (Status s = claim_spool(); !s) {
+            return s;
+        }
         if (Status s = bind(); !s) {
             return s;
         }
@@ -232,6 +235,25 @@ struct HttpServer::Impl {
         for (unsigned i = 0; i < o.threads; ++i) {
             threads.emplace_back([this] { run_thread(); });
         }
+        return {};
+    }
+
+    // The server's own directory for spooled bodies, after removing those of servers killed
+    // mid-upload (util::ClaimedDir).
+    Status claim_spool() REQUIRES(control_mutex) {
+        const auto parent = core->options.spool_dir.empty() ? util::default_spool_parent() : core->options.spool_dir;
+        std::size_t swept = 0;
+        auto spool = util::ClaimedDir::claim(parent, &swept);
+        if (!spool) {
+            return make_error(spool.error().code,
+                              "the HTTP server's spool for request bodies: " + spool.error().message);
+        }
+        if (swept > 0) {
+            spdlog::info("removed {} spool director{} under {} left by servers that are gone (killed while "
+                         "receiving a body)",
+                         swept, swept == 1 ? "y" : "ies", parent.string());
+        }
+        core->spool = std::make_shared<const util::ClaimedDir>(std::move(*spool));
         return {};
     }
 

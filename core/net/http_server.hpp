@@ -105,7 +105,10 @@ struct ServerOptions {
     // Bodies spooled to files (RouteOptions::body_to_file) being received or handled at once;
     // more are answered 503 before their body is read.
     std::size_t max_file_bodies = 4;
-    std::filesystem::path spool_dir; // for spooled bodies; empty = the system's temporary directory
+    // The parent of this server's own directory for spooled bodies (util::ClaimedDir: made at
+    // start(), removed with the server; what servers killed mid-upload left there is removed at
+    // start). Empty: util::default_spool_parent(), `<temporary directory>/gpupool-spool-<uid>`.
+    std::filesystem::path spool_dir;
     // TLS: PEM files; both set = HTTPS only, both empty = plain HTTP.
     std::string tls_cert_file;
     std::string tls_key_file;

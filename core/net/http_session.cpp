@@ -249,15 +249,13 @@ private:
                 answer_busy("too many uploads are in progress; retry in a few seconds");
                 return;
             }
-            std::error_code dir_ec;
-            const auto dir = m_core->options.spool_dir.empty() ? std::filesystem::temp_directory_path(dir_ec)
-                                                               : m_core->options.spool_dir;
-            auto file = util::TempFile::create(dir, "gpupool-body-", ""); // unpredictable, 0600
+            // The server's own directory (claimed at start), 0600 and unpredictable names.
+            auto file = util::TempFile::create(m_core->spool->path(), "gpupool-body-", "");
             if (!file) {
                 fail(500, "internal", file.error().message);
                 return;
             }
-            m_body_file = std::make_shared<BodyFile>(std::move(*file), std::move(slot));
+            m_body_file = std::make_shared<BodyFile>(std::move(*file), std::move(slot), m_core->spool);
             m_file_parser.emplace(std::move(*m_head));
             m_file_parser->body_limit(m_body_limit);
             error_code ec;

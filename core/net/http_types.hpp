@@ -86,12 +86,15 @@ private:
 // one of the server's upload slots (ServerOptions::max_file_bodies).
 class BodyFile {
 public:
-    BodyFile(util::TempFile file, std::shared_ptr<void> slot) : m_file(std::move(file)), m_slot(std::move(slot)) {}
+    // `dir`: what keeps the file's directory (the server's spool) until the file is removed.
+    BodyFile(util::TempFile file, std::shared_ptr<void> slot, std::shared_ptr<const void> dir = {})
+        : m_dir(std::move(dir)), m_file(std::move(file)), m_slot(std::move(slot)) {}
     const std::filesystem::path& path() const { return m_file.path(); }
     std::uint64_t size() const;
 
 private:
-    util::TempFile m_file; // removed with us
+    std::shared_ptr<const void> m_dir; // declared first: it outlives the file
+    util::TempFile m_file;             // removed with us
     std::shared_ptr<void> m_slot;
 };
 

@@ -12,6 +12,7 @@
 #include "core/net/http_server.hpp"
 #include "core/net/http_types.hpp"
 #include "core/net/router.hpp"
+#include "core/util/claimed_dir.hpp"
 #include "core/util/thread_safety.hpp"
 
 #include <atomic>
@@ -103,6 +104,10 @@ struct Core {
     std::atomic<bool> stopping{false};
 
     Core(ServerOptions o, Router r) : options(std::move(o)), router(std::move(r)) {}
+
+    // Where spooled bodies are written: claimed by start() before any session exists; each spooled
+    // body holds it too, so it is removed once the server and the last body are gone.
+    std::shared_ptr<const util::ClaimedDir> spool;
 
     // One of max_file_bodies slots, released when the last copy is dropped; null when all are taken.
     std::shared_ptr<void> take_file_slot();

@@ -8,11 +8,12 @@
 #include "tests/core/net/net_support.hpp"
 #include "tests/support.hpp"
 
+#include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 
-#include <boost/asio/write.hpp>
-
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -163,6 +164,15 @@ TEST_CASE("hostile http: connections from one address are capped", "[security][n
     CHECK(r2->status == 200);
 }
 
+// Request bodies spooled under `spool` (in the server's own directory there).
+std::size_t spooled_bodies(const std::filesystem::path& spool) {
+    std::size_t n = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(spool)) {
+        n += e.path().filename().string().starts_with("gpupool-body-") ? 1 : 0;
+    }
+    return n;
+}
+
 TEST_CASE("hostile http: spooled uploads go to a file, removed afterwards, and are capped", "[security][net]") {
     net::ServerOptions o;
     o.max_file_bodies = 1;
@@ -181,15 +191,15 @@ TEST_CASE("hostile http: spooled uploads go to a file, removed afterwards, and a
         CHECK(g.spooled_content == "file body");
         CHECK(g.spooled_path.starts_with(spool.path().string()));
     }
-    // The file is gone once the request is done.
-    CHECK(test::eventually([&] {
-        return std::filesystem::is_empty(spool.path());
-    }));
+    // The server's own directory under spool_dir (util::ClaimedDir), and only its lock in it once
+    // the request is done.
+    CHECK(spooled_bodies(spool.path()) == 0);
+    CHECK(test::eventually([&] { return spooled_bodies(spool.path()) == 0; }));
 
     // One upload in progress holds the only slot: a second is told to come back, before its body.
     RawConnection slow(g.ioc, g.server->port());
     slow.send(headers_only("PUT", "/upload", 1'000'000) + "partial");
-    REQUIRE(test::eventually([&] { return !std::filesystem::is_empty(spool.path()); }));
+    REQUIRE(test::eventually([&] { return spooled_bodies(spool.path()) == 1; }));
     RawConnection second(g.ioc, g.server->port());
     second.send(headers_only("PUT", "/upload", 1'000'000));
     auto busy = second.read_response(3s);
@@ -198,12 +208,39 @@ TEST_CASE("hostile http: spooled uploads go to a file, removed afterwards, and a
     CHECK(busy->headers["retry-after"] == "5");
     slow.close();
     // The abandoned upload's file is removed and its slot freed.
-    CHECK(test::eventually([&] { return std::filesystem::is_empty(spool.path()); }));
+    CHECK(test::eventually([&] { return spooled_bodies(spool.path()) == 0; }));
     RawConnection third(g.ioc, g.server->port());
     third.send(raw_request("PUT", "/upload", "again"));
     auto r3 = third.read_response(3s);
     REQUIRE(r3);
     CHECK(r3->status == 200);
+}
+
+TEST_CASE("hostile http: what a server killed mid-upload left is removed when the next one starts", "[security][net]") {
+    namespace fs = std::filesystem;
+    test::TempDir spool;
+    // What a server killed with SIGKILL during an upload leaves: its own directory, whose lock
+    // nobody holds any more, with half a body in it (util::ClaimedDir).
+    const fs::path dead = spool.path() / "owned-dead00";
+    fs::create_directory(dead);
+    std::ofstream(dead / ".lock").flush();
+    std::ofstream(dead / "gpupool-body-Ab12Cd") << "half of someone's upload";
+    net::ServerOptions o;
+    o.spool_dir = spool.path();
+    {
+        Guarded g(o);
+        CHECK_FALSE(fs::exists(dead));
+        CHECK(spooled_bodies(spool.path()) == 0);
+        RawConnection c(g.ioc, g.server->port());
+        c.send(raw_request("PUT", "/upload", "file body"));
+        auto r = c.read_response(3s);
+        REQUIRE(r);
+        CHECK(r->status == 200);
+        std::lock_guard lock(g.mutex);
+        CHECK(fs::path(g.spooled_path).parent_path().parent_path() == spool.path());
+    }
+    // A server that stops leaves nothing behind.
+    CHECK(fs::is_empty(spool.path()));
 }
 
 TEST_CASE("hostile api: the coordinator refuses a large upload by its headers", "[security][service]") {

@@ -65,8 +65,10 @@ void ServiceState::end_group() {
     for (auto& [respond, r] : answers) {
         respond(failed);
     }
+    // It stands by and reloads the pool at its next try for the lease (standby.retry; with SQLite the
+    // lease is always its own), not at once: a disk that stays full then costs a reload a second,
+    // not one per request, and the 503s meanwhile say why (standby_response).
     step_down("a group commit failed: " + st.error().message);
-    keep_lease(); // at once: with SQLite the lease is this process's, so it reloads the pool now
 }
 
 } // namespace gpupool::coordinator::service_detail

@@ -152,6 +152,9 @@ struct ServiceState {
     std::atomic<bool> serving{false}; // holds the lease and has loaded the pool; read by io threads
     mutable util::Mutex active_mutex;
     std::string active_address GUARDED_BY(active_mutex); // where clients go while this one stands by
+    // Why this one stopped serving, until it serves again or learns who does (the 503 says it: it
+    // must not name itself, whose lease it gave up, as the one that serves).
+    std::string stepped_down_because GUARDED_BY(active_mutex);
     asio::steady_timer lease_timer{ctx};
     std::chrono::steady_clock::time_point lease_renewed{};
 

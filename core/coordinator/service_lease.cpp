@@ -44,6 +44,7 @@ Status ServiceState::become_active(std::string* first_admin_token) {
     {
         util::MutexLock lock(active_mutex);
         active_address = options.standby.advertise;
+        stepped_down_because.clear();
     }
     serving = true;
     return {};
@@ -55,6 +56,13 @@ void ServiceState::step_down(const std::string& why) {
     }
     spdlog::error("stepping down, no longer serving the pool: {}", why);
     serving = false;
+    {
+        // Its own address is no longer where the pool is served; the next read of the lease says
+        // who serves (this one again, once it can write: a SQLite pool's only coordinator).
+        util::MutexLock lock(active_mutex);
+        active_address.clear();
+        stepped_down_because = why;
+    }
     tick_timer.cancel();
     for (auto& [w, list] : pollers) {
         for (auto& p : list) {
@@ -116,6 +124,7 @@ void ServiceState::keep_lease() {
             spdlog::info("standing by; the active coordinator is {} (lease epoch {})", lease->address, lease->epoch);
         }
         active_address = lease->address;
+        stepped_down_because.clear();
     }
     arm_lease();
 }
@@ -131,13 +140,21 @@ void ServiceState::arm_lease() {
 
 net::Response ServiceState::standby_response() const {
     std::string active;
+    std::string because;
     {
         util::MutexLock lock(active_mutex);
         active = active_address;
+        because = stepped_down_because;
     }
-    const std::string detail =
-        active.empty() ? "this coordinator is a standby and no coordinator holds the pool's lease; retry shortly"
-                       : "this coordinator is a standby; the pool is served by " + active;
+    std::string detail;
+    if (!active.empty()) {
+        detail = "this coordinator is a standby; the pool is served by " + active;
+    } else if (!because.empty()) {
+        detail = "this coordinator stopped serving the pool (" + because +
+                 ") and serves again once it holds the pool's lease; retry shortly";
+    } else {
+        detail = "this coordinator is a standby and no coordinator holds the pool's lease; retry shortly";
+    }
     net::Response r = ok({{"error", "standby"}, {"detail", detail}, {"active", active}}, 503);
     r.headers.set("Retry-After", "1");
     if (!active.empty()) {

@@ -13,9 +13,15 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <memory>
+#include <optional>
+#include <string>
+#include <sys/resource.h>
 #include <thread>
+#include <vector>
 
 // The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
 namespace {
@@ -154,6 +160,70 @@ TEST_CASE("standby: a SQLite pool's coordinator is always the active one", "[ser
     CHECK(s->active_address() == url_of(*s));
     net::HttpClient c(to(url_of(*s)));
     CHECK(must(c.request("GET", "/v1/health")).status == 200);
+}
+
+// While it lives, every write of this process to a regular file fails (RLIMIT_FSIZE 0: EFBIG, with
+// SIGXFSZ ignored), as on a full disk; pipes and terminals are not files and still take the logs.
+struct FilesRefuseWrites {
+    rlimit before{};
+    FilesRefuseWrites() {
+        REQUIRE(::getrlimit(RLIMIT_FSIZE, &before) == 0);
+        ::signal(SIGXFSZ, SIG_IGN);
+        rlimit none = before;
+        none.rlim_cur = 0;
+        REQUIRE(::setrlimit(RLIMIT_FSIZE, &none) == 0);
+    }
+    ~FilesRefuseWrites() { ::setrlimit(RLIMIT_FSIZE, &before); }
+};
+
+TEST_CASE("standby: a SQLite coordinator whose commit fails stops serving without naming itself, then serves "
+          "again",
+          "[service][standby]") {
+    test::TempDir dir;
+    auto s = service_on((dir.path() / "pool.db").string());
+    std::string admin;
+    REQUIRE(s->start(&admin));
+    net::HttpClient c(to(url_of(*s), admin));
+    CHECK(must(c.request("POST", "/v1/admin/teams", R"({"name":"before"})")).status == 201);
+    {
+        auto full = std::make_unique<FilesRefuseWrites>();
+        // The write is refused, not acknowledged: nothing of it is kept.
+        CHECK(must(c.request("POST", "/v1/admin/teams", R"({"name":"lost"})")).status == 503);
+        // It stands by until it can load the pool again (and steps down again at its next failed
+        // commit, so `active()` flickers while the disk is full). Its 503 says why and names no
+        // coordinator: before, it named itself, whose lease it had just given up, as the one that
+        // serves the pool.
+        std::optional<net::Response> standby;
+        CHECK(eventually(
+            [&] {
+                auto r = must(c.request("GET", "/v1/admin/teams"));
+                if (r.status == 503 && json::parse(r.body).value("error", "") == "standby") {
+                    standby = r;
+                }
+                return standby.has_value();
+            },
+            std::chrono::milliseconds(5000)));
+        REQUIRE(standby);
+        const auto body = json::parse(standby->body);
+        CHECK(body.at("active") == "");
+        CHECK(standby->headers.find("Gpupool-Active") == nullptr);
+        CHECK_THAT(body.at("detail").get<std::string>(),
+                   Catch::StartsWith("this coordinator stopped serving the pool (a group commit failed: ") &&
+                       Catch::EndsWith("and serves again once it holds the pool's lease; retry shortly"));
+    }
+    // The disk has room again: it serves, with what it acknowledged and nothing else.
+    REQUIRE(eventually([&] { return s->active(); }, std::chrono::milliseconds(5000)));
+    CHECK(s->active_address() == url_of(*s));
+    CHECK(must(c.request("POST", "/v1/admin/teams", R"({"name":"after"})")).status == 201);
+    const auto teams = json::parse(must(c.request("GET", "/v1/admin/teams")).body);
+    std::vector<std::string> names;
+    for (const auto& t : teams.at("teams")) {
+        names.push_back(t.at("name"));
+    }
+    CHECK(std::find(names.begin(), names.end(), "before") != names.end());
+    CHECK(std::find(names.begin(), names.end(), "after") != names.end());
+    CHECK(std::find(names.begin(), names.end(), "lost") == names.end());
+    s->stop();
 }
 
 } // namespace test_service_standby

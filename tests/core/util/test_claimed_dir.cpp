@@ -135,7 +135,7 @@ TEST_CASE("claimed dir: a killed owner's directory is removed by the next claim,
     CHECK(entries(parent) == 3);
 }
 
-TEST_CASE("claimed dir: an interrupted claim is swept only when stale; a planted link is not followed",
+TEST_CASE("claimed dir: an interrupted claim is swept only when stale, and a planted link is not followed",
           "[util][spool]") {
     test::TempDir tmp;
     const fs::path parent = tmp.path() / "spool";

@@ -747,6 +747,12 @@ def table(h, violations):
     if spools:
         row("worker-spool-full", f"{len(spools)} faults, filler {_mib(spools, 'filled_bytes')} MiB at injection "
             f"(then topped up each second)")
+    inodes = [f for f in h["faults"] if f["kind"] == "worker-inodes-full"]
+    if inodes:
+        made = [f["filled_inodes"] for f in inodes if f.get("filled_inodes") is not None]
+        row("worker-inodes-full", f"{len(inodes)} faults, "
+            + (f"{min(made)}-{max(made)} empty files at injection" if made else "? files")
+            + " (no inode left; then topped up each second)")
     disks = [f for f in h["faults"] if f["kind"] == "coordinator-disk-full"]
     if disks:
         ok, later, refused, errors = collections.Counter(), collections.Counter(), collections.Counter(), \

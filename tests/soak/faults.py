@@ -42,6 +42,7 @@ FAULT_KINDS = [
     FaultKind("worker-partition", "worker", 1.0, (5.0, 40.0), "partition_worker", "heal_partition", "netns"),
     FaultKind("worker-loss", "worker", 0.8, (10.0, 60.0), "lose_packets", "heal_loss", "netns", (20.0, 50.0)),
     FaultKind("worker-spool-full", "worker", 0.8, (10.0, 40.0), "fill_spool", "free_spool", "tmpfs"),
+    FaultKind("worker-inodes-full", "worker", 0.6, (10.0, 40.0), "fill_spool_inodes", "free_spool_inodes", "tmpfs"),
     FaultKind("coordinator-disk-full", "coordinator", 0.6, (5.0, 20.0), "fill_coordinator_disk",
               "free_coordinator_disk", "tmpfs"),
     FaultKind("worker-clock-step", "worker", 0.8, (15.0, 60.0), "step_clock", "unstep_clock", "faketime",

@@ -39,10 +39,14 @@ NET_SLOTS = (0, 1, 2)  # worker index % 8 in these: in a network namespace of it
 SPOOL_SLOTS = (3,)  # ... work dir on a small tmpfs
 CLOCK_SLOTS = (4,)  # ... libfaketime preloaded
 SPOOL_TMPFS = "64m"
+SPOOL_INODES = 16384  # the worker tmpfs's inodes: few enough that `worker-inodes-full` fills them in a second
+INODES_BELOW = 2048  # outside a fault, a spool tmpfs with fewer free inodes gets ...
+INODES_BY = 8192  # ... this many more
 COORD_TMPFS = "256m"
 GROW_BELOW = {"coord": 96 << 20, "spool": 16 << 20}  # outside a fault, a tmpfs with less free grows ...
 GROW_BY = {"coord": 256 << 20, "spool": 32 << 20}  # ... by this much (the big outputs live in pool.db)
 FILLER = "soak-filler"
+INODE_FILLER = "soak-inode-filler"  # a folder of empty files, one per inode
 FAULT_TABLE = "soakfault"  # the nft table in a worker's namespace while it is partitioned or lossy
 CLONE_NEWNET = 0x40000000
 FAKETIME_LIBS = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/*/faketime/libfaketime.so.1",
@@ -114,6 +118,36 @@ def fill(path):
     finally:
         os.close(fd)
     return written
+
+
+def fill_inodes(folder):
+    """Creates empty files in `folder` (made if missing) until its file system has no inode left;
+    files made. Each takes an inode and no block, so the disk keeps its bytes: only creating a
+    file (or a folder) fails, with ENOSPC, as on a disk out of inodes."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        return 0
+    made = 0
+    n = len(os.listdir(folder))
+    while True:
+        try:
+            os.close(os.open(os.path.join(folder, f"i{n}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            n += 1
+            continue
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            return made
+        made += 1
+        n += 1
+
+
+def free_inodes(path):
+    return os.statvfs(path).f_favail
 
 
 def free_bytes(path):
@@ -234,7 +268,8 @@ class Lab:
         os.makedirs(path, exist_ok=True)
         if os.listdir(path):
             raise LabError(f"{path} is not empty: no tmpfs mounted over it")
-        _run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", f"soak-{self.pid}-{what}", path])
+        inodes = "" if what == "coord" else f",nr_inodes={SPOOL_INODES}"
+        _run(["mount", "-t", "tmpfs", "-o", f"size={size}{inodes},mode=0755", f"soak-{self.pid}-{what}", path])
         self.mounts.append(path)
         self.mount_kind[path] = "coord" if what == "coord" else "spool"
 
@@ -280,10 +315,17 @@ class Lab:
             if path in busy or kind is None:
                 continue
             st = os.statvfs(path)
-            if st.f_bavail * st.f_frsize >= GROW_BELOW[kind]:
+            options = []
+            if st.f_bavail * st.f_frsize < GROW_BELOW[kind]:
+                size = st.f_blocks * st.f_frsize + GROW_BY[kind]
+                options.append(f"size={size}")
+            else:
+                size = st.f_blocks * st.f_frsize
+            if kind == "spool" and st.f_favail < INODES_BELOW:
+                options.append(f"nr_inodes={st.f_files + INODES_BY}")
+            if not options:
                 continue
-            size = st.f_blocks * st.f_frsize + GROW_BY[kind]
-            _run(["mount", "-o", f"remount,size={size}", path])
+            _run(["mount", "-o", "remount," + ",".join(options), path])
             grown.append((path, size))
         return grown
 
@@ -380,6 +422,7 @@ class Lab:
                     filler = os.path.join(path, FILLER)
                     if os.path.exists(filler):
                         os.remove(filler)
+                    shutil.rmtree(os.path.join(path, INODE_FILLER), ignore_errors=True)
                     copy = path.rstrip("/") + ".copy"
                     shutil.copytree(path, copy, symlinks=True, ignore_dangling_symlinks=True,
                                     ignore=lambda d, names: [n for n in names if n == "control.sock"])

@@ -170,6 +170,7 @@ class Pool:
         self.presence = []  # [t, {name: presence}]
         self.stop_probe = threading.Event()
         self.fillers = {}  # (target, index) -> [filler path, bytes, next top-up]
+        self.inode_fillers = {}  # (target, index) -> [filler folder, files, next top-up]
         self.next_grow = 0.0
         self.lookers = []  # threads looking at a stepped worker's clock (_look_at_clock)
         self.lab = rootfaults.Lab(run_dir, args.workers, enabled=not args.no_root_faults)
@@ -329,6 +330,17 @@ class Pool:
     def free_spool(self, i):
         return self._free(("worker", i))
 
+    def fill_spool_inodes(self, i):
+        folder = os.path.join(self.worker_dir(i), rootfaults.INODE_FILLER)
+        n = rootfaults.fill_inodes(folder)
+        self.inode_fillers[("worker", i)] = [folder, n, now() + 1.0]
+        return {"filled_inodes": n, "free_inodes_after": rootfaults.free_inodes(self.worker_dir(i))}
+
+    def free_spool_inodes(self, i):
+        folder, n, _ = self.inode_fillers.pop(("worker", i))
+        shutil.rmtree(folder, ignore_errors=True)
+        return {"filled_inodes": n}
+
     def fill_coordinator_disk(self, _index):
         return self._fill(("coordinator", 0), os.path.join(self.run, "coord"))
 
@@ -356,9 +368,13 @@ class Pool:
             if now() >= rec[2]:
                 rec[1] += rootfaults.fill(rec[0])
                 rec[2] = now() + 1.0
+        for rec in self.inode_fillers.values():
+            if now() >= rec[2]:
+                rec[1] += rootfaults.fill_inodes(rec[0])
+                rec[2] = now() + 1.0
         if now() >= self.next_grow:
             self.next_grow = now() + 5.0
-            busy = {os.path.dirname(rec[0]) for rec in self.fillers.values()}
+            busy = {os.path.dirname(rec[0]) for rec in list(self.fillers.values()) + list(self.inode_fillers.values())}
             try:
                 for path, size in self.lab.grow(busy):
                     self.event("tmpfs-grown", path=os.path.relpath(path, self.run), size_mib=size >> 20)

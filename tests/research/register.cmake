@@ -7,7 +7,7 @@
 add_test(NAME research.jobs
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/research_jobs.sh $<TARGET_FILE:gpupool>)
 set_tests_properties(research.jobs PROPERTIES
-                     SKIP_RETURN_CODE 77 LABELS "research;root;slow" TIMEOUT 2700)
+                     SKIP_RETURN_CODE 77 LABELS "research;root;slow" TIMEOUT 2700 COST 43)
 
 add_test(NAME research.startup_hook
          COMMAND sh -c "command -v python3 >/dev/null || { echo 'SKIP: no python3'; exit 77; }; exec python3 \"$0\""

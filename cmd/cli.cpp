@@ -98,6 +98,7 @@ constexpr Command k_commands[] = {
     {"wait", register_wait},
     {"credits", register_credits},
     {"price", register_price},
+    {"model-memory", register_model_memory},
     {"recipe", register_recipe},
     {"admin", register_admin},
     {"sim", register_sim},

@@ -54,6 +54,7 @@ void register_fetch(Cli& cli);
 void register_wait(Cli& cli);
 void register_credits(Cli& cli);
 void register_price(Cli& cli);
+void register_model_memory(Cli& cli);
 void register_recipe(Cli& cli);
 void register_admin(Cli& cli);
 void register_sim(Cli& cli);

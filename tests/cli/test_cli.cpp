@@ -14,8 +14,8 @@ using gpupool::test::source_dir;
 
 namespace {
 const std::vector<std::string> k_subcommands{
-    "coordinator", "worker",  "submit", "run",    "status", "jobs", "logs",  "cancel",   "retry",  "fetch",
-    "wait",        "credits", "price",  "recipe", "admin",  "sim",  "login", "template", "version"};
+    "coordinator", "worker",  "submit", "run",          "status", "jobs",  "logs", "cancel", "retry",    "fetch",
+    "wait",        "credits", "price",  "model-memory", "recipe", "admin", "sim",  "login",  "template", "version"};
 } // namespace
 
 TEST_CASE("cli: --help lists every subcommand") {

@@ -42,7 +42,7 @@ AFTER_FAULT_S = 5.0  # a probe this soon after a fault ended counts as "during f
 WRITES_RESUME_S = 60.0  # after a coordinator-disk-full ends, a submit must succeed this soon
 SHRINK_AT_MOST = 8  # violations whose history is shrunk (the others get the events around them)
 SHRINK_BUDGET_S = 15.0  # seconds of search per violation
-FAULT_DETAILS = ("loss_percent", "step_s", "filled_bytes", "free_after")  # what an injection recorded
+FAULT_DETAILS = ("loss_percent", "step_s", "filled_bytes", "free_after", "filled_inodes", "free_inodes_after")  # what an injection recorded
 
 
 # ----------------------------------------------------------------------------- collecting

@@ -5,8 +5,8 @@
 #
 # For a tight edit loop on one file, configure with -DGPUPOOL_UNITY=OFF: an edit then recompiles that
 # file alone instead of its batch. Code must build both ways: CI's .ci/thread-safety compiles every
-# file of core/ and worker/ on its own (with clang), and the fuzz build compiles its files one by one,
-# which catches a file that only compiles beside its batch neighbours.
+# file of core/ and worker/ on its own (with clang, without the precompiled header), which catches a
+# file that only compiles beside its batch neighbours.
 option(GPUPOOL_PCH "Precompile the heavy third-party headers of each library" ON)
 option(GPUPOOL_UNITY "Compile each library in unity batches" ON)
 set(GPUPOOL_UNITY_BATCH 8 CACHE STRING "Files per unity batch")

@@ -164,6 +164,14 @@ TEST_CASE("hostile http: connections from one address are capped", "[security][n
     CHECK(r2->status == 200);
 }
 
+// PUT /upload with `body` on a new connection: the answer's status (0: no answer in 3 s).
+int upload(Guarded& g, const std::string& body) {
+    RawConnection c(g.ioc, g.server->port());
+    c.send(raw_request("PUT", "/upload", body));
+    auto r = c.read_response(3s);
+    return r ? r->status : 0;
+}
+
 // Request bodies spooled under `spool` (in the server's own directory there).
 std::size_t spooled_bodies(const std::filesystem::path& spool) {
     std::size_t n = 0;
@@ -179,13 +187,7 @@ TEST_CASE("hostile http: spooled uploads go to a file, removed afterwards, and a
     test::TempDir spool;
     o.spool_dir = spool.path();
     Guarded g(o);
-    {
-        RawConnection c(g.ioc, g.server->port());
-        c.send(raw_request("PUT", "/upload", "file body"));
-        auto r = c.read_response(3s);
-        REQUIRE(r);
-        CHECK(r->status == 200);
-    }
+    CHECK(upload(g, "file body") == 200);
     {
         std::lock_guard lock(g.mutex);
         CHECK(g.spooled_content == "file body");
@@ -231,11 +233,7 @@ TEST_CASE("hostile http: what a server killed mid-upload left is removed when th
         Guarded g(o);
         CHECK_FALSE(fs::exists(dead));
         CHECK(spooled_bodies(spool.path()) == 0);
-        RawConnection c(g.ioc, g.server->port());
-        c.send(raw_request("PUT", "/upload", "file body"));
-        auto r = c.read_response(3s);
-        REQUIRE(r);
-        CHECK(r->status == 200);
+        CHECK(upload(g, "file body") == 200);
         std::lock_guard lock(g.mutex);
         CHECK(fs::path(g.spooled_path).parent_path().parent_path() == spool.path());
     }

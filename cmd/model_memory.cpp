@@ -25,12 +25,12 @@ Error about_file(Error e, const fs::path& file) {
 
 Result<std::string> read_config(const fs::path& path, fs::path& file) {
     std::error_code ec;
-    file = fs::is_directory(path, ec) ? path / "config.json" : path;
+    const bool folder = fs::is_directory(path, ec);
+    file = folder ? path / "config.json" : path;
     if (!fs::is_regular_file(file, ec)) {
         return make_error(ErrorCode::not_found,
-                          fs::is_directory(path, ec)
-                              ? path.string() + ": no config.json in this folder (a model's snapshot holds one)"
-                              : file.string() + ": no such file (give a model's config.json or its folder)");
+                          folder ? path.string() + ": no config.json in this folder (a model's snapshot holds one)"
+                                 : file.string() + ": no such file (give a model's config.json or its folder)");
     }
     std::ifstream in(file, std::ios::binary);
     std::ostringstream text;

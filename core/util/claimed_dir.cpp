@@ -66,10 +66,6 @@ Status check_parent(const fs::path& parent) {
     return {};
 }
 
-bool starts_with(const std::string& s, std::string_view prefix) {
-    return s.compare(0, prefix.size(), prefix) == 0;
-}
-
 // Removes the owned directories whose owner is gone (their lock is free) and stale claims.
 std::size_t sweep(const fs::path& parent) {
     std::vector<fs::path> candidates;
@@ -78,15 +74,15 @@ std::size_t sweep(const fs::path& parent) {
         const std::string name = it->path().filename().string();
         std::error_code type_ec;
         // symlink_status: a link named like a claim is not followed, and not removed either.
-        if ((starts_with(name, k_owned) || starts_with(name, k_claiming)) && it->symlink_status(type_ec).type() ==
-                                                                                   fs::file_type::directory) {
+        if ((name.starts_with(k_owned) || name.starts_with(k_claiming)) &&
+            it->symlink_status(type_ec).type() == fs::file_type::directory) {
             candidates.push_back(it->path());
         }
     }
     std::size_t swept = 0;
     for (const auto& dir : candidates) {
         std::error_code rm_ec;
-        if (starts_with(dir.filename().string(), k_claiming)) {
+        if (dir.filename().string().starts_with(k_claiming)) {
             std::error_code time_ec;
             const auto written = fs::last_write_time(dir, time_ec);
             if (!time_ec && fs::file_time_type::clock::now() - written > k_stale_claiming) {

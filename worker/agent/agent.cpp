@@ -242,7 +242,11 @@ struct Agent::Impl {
             spooled
                 ? prepare_attempt_dirs(t, opt.work_dir, opt.cache_dir, runtime.capabilities().isolates, *link)
                 : Status(make_error(ErrorCode::io, "the worker's spool cannot hold it: " + spooled.error().message));
+        const AttemptId id = t.id();
         jobs.start(std::move(t), spec, ready);
+        // On record before its start is reported: a restart finds its container by name, not by luck.
+        spool.save(attempts.at(id));
+        attempts.at(id).unsaved = false;
         refresh_active();
     }
 

@@ -51,6 +51,15 @@ Status write_spool_file(const fs::path& path, const json& j) {
 
 Outcome outcome_from(const std::string& s) { return api::outcome_from_string(s).value_or(Outcome::exited); }
 
+// The container labelled as attempt `id`'s, for an attempt whose state.json never named it.
+std::map<std::string, FoundContainer>::iterator container_of(std::map<std::string, FoundContainer>& found,
+                                                             AttemptId id) {
+    const auto want = std::to_string(id.value());
+    return std::find_if(found.begin(), found.end(), [&](const auto& c) {
+        return c.second.labels.count("gpupool.attempt") != 0 && c.second.labels.at("gpupool.attempt") == want;
+    });
+}
+
 } // namespace
 
 json Spool::state_json(const Attempt& t) {
@@ -123,21 +132,34 @@ std::vector<Attempt> Spool::load(std::int64_t now_ms) const {
     fs::create_directories(m_dir, ec);
     for (const auto& entry : fs::directory_iterator(m_dir, ec)) {
         auto a = read_json_file(entry.path() / "assignment.json");
-        auto s = read_json_file(entry.path() / "state.json");
         auto msg = a ? api::assignment_from_json(*a) : Result<api::Assignment>(a.error());
-        if (!msg || !s) {
+        if (!msg) {
+            // Nothing to deliver it with: not even the attempt it was (a crash mid-create).
+            spdlog::warn("spool: removing {}: {}", entry.path().string(), msg.error().message);
             (void)util::remove_tree(entry.path()); // follows no link the job left
             continue;
         }
         Attempt t;
         t.a = std::move(*msg);
         t.dir = entry.path();
+        auto s = read_json_file(entry.path() / "state.json");
         try {
-            apply_state(t, *s);
+            if (s) {
+                apply_state(t, *s);
+            }
         } catch (const json::exception& e) {
-            spdlog::warn("spool: {}: {}", (entry.path() / "state.json").string(), e.what());
-            (void)util::remove_tree(entry.path()); // follows no link the job left
-            continue;
+            s = make_error(ErrorCode::invalid_input, (entry.path() / "state.json").string() + ": " + e.what());
+        }
+        if (!s) {
+            // Created, perhaps started, never recorded (the worker stopped in between) or unreadable:
+            // kept as a running attempt with no container on record, which recover() looks up by its
+            // labels or reports lost. Dropping it would leave the coordinator to find out by the lease.
+            spdlog::warn("spool: attempt {}: no usable state ({}); recovering it as running", t.id().value(),
+                         s.error().message);
+            Attempt unknown;
+            unknown.a = std::move(t.a);
+            unknown.dir = t.dir;
+            t = std::move(unknown);
         }
         t.started_ms = now_ms; // max_runtime restarts from here: conservative for the job
         t.last_ship_ms = now_ms;
@@ -168,13 +190,18 @@ std::vector<Spool::Recovered> Spool::recover(ContainerRuntime& runtime, const st
         Attempt& a = r.attempt;
         if (!a.running()) {
             // Ended before the restart: only its delivery is left.
-        } else if (auto f = found.find(a.container);
+        } else if (auto f = a.container.empty() ? container_of(found, a.id()) : found.find(a.container);
                    f != found.end() && f->second.labels["gpupool.attempt"] == std::to_string(a.id().value())) {
+            a.container = f->first; // named by its labels when state.json was never written
+
             if (auto st = runtime.reattach(a.container, a.log_path()); st) {
                 spdlog::info("attempt {}: re-attached to {}", a.id().value(), a.container);
             } else {
                 r.lost = "the worker restarted and could not re-attach: " + st.error().message;
             }
+        } else if (a.container.empty()) {
+            r.lost = "the worker stopped before it recorded the job's start, and no " + runtime.name() +
+                     " container of it was left to re-attach";
         } else {
             r.lost = "the worker restarted and the job's " + runtime.name() +
                      " container was gone (it cannot be re-attached)";

@@ -12,13 +12,16 @@
 // 0600 under an unpredictable temporary name and renamed into place.
 //
 // Rules:
-// - load() reads back every attempt directory; one whose assignment.json or state.json is missing or
-//   unreadable is removed (it can be neither delivered nor trusted).
+// - load() reads back every attempt directory; one whose assignment.json is missing or unreadable is
+//   removed, with a warning (it cannot be delivered: not even its attempt id is known). One whose
+//   state.json is missing or unreadable (created, perhaps started, never recorded) loads as a
+//   running attempt with no container on record: recover() finds its container by its labels or
+//   reports it lost, so the coordinator hears at once rather than at the lease's end.
 // - recover() is load() after a restart, matched against the runtime's containers labelled
 //   gpupool.worker=<worker label>: a running attempt whose container is there (with the right
-//   gpupool.attempt label) is re-attached; one the runtime cannot re-attach (it does not reattach at
-//   all, the container is gone, reattach() failed) comes back with the reason it is lost; containers
-//   with this worker's label and no spool are removed.
+//   gpupool.attempt label; found by that label when state.json named none) is re-attached; one the runtime cannot
+//   re-attach (it does not reattach at all, the container is gone, reattach() failed) comes back with the reason it is
+//   lost; containers with this worker's label and no spool are removed.
 // - save() and save_unsaved() failures are logged, not returned: the agent goes on (the job still runs), and the worst
 //   case is a resend the coordinator skips.
 // Not thread-safe: the agent thread owns it.
@@ -47,8 +50,8 @@ public:
 
     // A new attempt's directory with its assignment.json; `now_ms` starts its clocks. `spooled` (when
     // given) says whether it was written: an attempt the spool cannot hold (its disk full) must not
-    // start, since the spool is what a restart finds it by (state.json follows at the step's
-    // save_unsaved; created and never saved, load() drops it).
+    // start, since the spool is what a restart finds it by (state.json follows once it started;
+    // created and never saved, load() brings it back as running with no container on record).
     Attempt create(api::Assignment assignment, std::int64_t now_ms, Status* spooled = nullptr);
     void save(const Attempt& t) const;
     // Writes state.json for every attempt marked `unsaved` (and clears the mark). The agent marks

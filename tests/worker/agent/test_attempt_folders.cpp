@@ -176,13 +176,19 @@ TEST_CASE("spool: a recycled folder never brings back the attempt that had it", 
     CHECK(back[0].shipped == 5);
     CHECK(back[0].running());
     CHECK_FALSE(back[0].exit_code);
-    // Created in a recycled folder and not yet saved (a crash in between): nothing to trust, so load
-    // drops it, and nothing of attempt 2 comes back under attempt 3's name either.
+    // Created in a recycled folder and not yet saved (a crash in between): it comes back as attempt 3
+    // with no state of its own (running, no container on record, nothing shipped), and nothing of
+    // attempt 2 comes back under attempt 3's name.
     spool.remove(back[0], true);
     a.attempt = AttemptId(3);
     (void)spool.create(a, 0);
-    CHECK(spool.load(0).empty());
-    CHECK(fs::is_empty(spool.dir()));
+    const auto third = spool.load(0);
+    REQUIRE(third.size() == 1);
+    CHECK(third[0].id() == AttemptId(3));
+    CHECK(third[0].running());
+    CHECK(third[0].container.empty());
+    CHECK(third[0].shipped == 0);
+    CHECK_FALSE(third[0].exit_code);
 }
 
 } // namespace test_attempt_folders

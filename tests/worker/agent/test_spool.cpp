@@ -1,4 +1,5 @@
-// The spool: state.json round trips, unreadable attempt directories are dropped, and recovery after
+// The spool: state.json round trips, attempt directories without a readable assignment are dropped,
+// those without a readable state come back as running, and recovery after
 // a restart re-attaches, reports lost attempts and removes this worker's orphaned containers.
 #include "tests/support.hpp"
 #include "tests/worker/fake_runtime.hpp"
@@ -161,6 +162,48 @@ TEST_CASE("spool: recovery re-attaches running containers, reports the lost and 
     CHECK_FALSE(by_id.at(3).lost); // ended before: only its delivery is left
     CHECK(rt.get(orphan.container)->removed);
     CHECK_FALSE(rt.get(foreign.container)->removed);
+}
+
+TEST_CASE("spool: an attempt created and never recorded comes back, re-attached by its labels or lost, never dropped",
+          "[spool]") {
+    // The worker died between starting a job and writing its state.json (the CI run of stop 54 hit
+    // this window with kill -9): the attempt used to vanish, and the coordinator heard only at the
+    // lease's end.
+    test::TempDir work;
+    test::FakeRuntime rt;
+    worker::Spool spool(work.path());
+    const std::string label = "w1-00000000000000aa";
+    auto started = spool.create(assignment(1), 0); // its container runs; no state.json
+    started.container = "gpupool-" + label + "-a1";
+    REQUIRE(rt.start(spec_for(started, label)));
+    spool.create(assignment(2), 0);                // never started
+    auto garbled = spool.create(assignment(3), 0); // a state.json that is not JSON
+    std::ofstream(garbled.dir / "state.json") << "{\"phase\": \"ended\", \"shipp";
+    REQUIRE_FALSE(std::filesystem::exists(started.dir / "state.json"));
+
+    const auto loaded = spool.load(7'000);
+    REQUIRE(loaded.size() == 3);
+    for (const auto& t : loaded) {
+        CHECK(t.running());
+        CHECK(t.container.empty());
+        CHECK(t.shipped == 0);
+        CHECK(t.started_ms == 7'000);
+    }
+
+    const auto back = spool.recover(rt, label, 0);
+    REQUIRE(back.size() == 3);
+    std::map<std::int64_t, worker::Spool::Recovered> by_id;
+    for (const auto& r : back) {
+        by_id.emplace(r.attempt.id().value(), r);
+    }
+    CHECK_FALSE(by_id.at(1).lost);
+    CHECK(by_id.at(1).attempt.container == started.container);
+    CHECK(rt.get(started.container)->reattached == 1);
+    CHECK_FALSE(rt.get(started.container)->removed); // not taken for an orphan
+    for (std::int64_t id : {2, 3}) {
+        REQUIRE(by_id.at(id).lost);
+        CHECK_THAT(*by_id.at(id).lost, Catch::Contains("before it recorded the job's start"));
+    }
 }
 
 TEST_CASE("spool: a runtime that cannot re-attach reports every running attempt lost, without asking it", "[spool]") {

@@ -46,8 +46,6 @@ std::string default_data_dir() {
     return std::string(home && *home ? home : ".") + "/.local/share/gpupool";
 }
 
-namespace {
-
 nlohmann::ordered_json error_json(const Error& e) {
     nlohmann::ordered_json j = {{"code", to_string(e.code)}, {"message", e.message}};
     if (!e.field.empty()) {
@@ -62,6 +60,8 @@ nlohmann::ordered_json error_json(const Error& e) {
     }
     return j;
 }
+
+namespace {
 
 // describe(), less the field where the source already names it: `--set resources.gpus: ...`.
 std::string describe(const Error& e) {

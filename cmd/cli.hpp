@@ -9,6 +9,8 @@
 
 #include "core/util/result.hpp"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <optional>
 #include <string>
 
@@ -39,6 +41,9 @@ std::string default_data_dir();
 
 // Prints an Error (all of its problems) to stderr, or as JSON on stdout with --json.
 void report_error(const GlobalOptions& global, const Error& error);
+// One problem as report_error's JSON has it ({"code", "message", "field"?, "file"?, ...}): for a
+// command whose --json document says what failed inside itself (stdout holds one document).
+nlohmann::ordered_json error_json(const Error& e);
 
 void register_coordinator(Cli& cli);
 void register_worker(Cli& cli);

@@ -198,6 +198,8 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     auto earnings = credits ? client::read_answer(api.get(earned), "GET " + earned, wire::worker_earnings_from_json)
                             : Result<wire::WorkerEarningsReply>(credits.error());
     const gpupool::api::OwnerTerms terms = terms_of(live ? std::optional<json>(*live) : std::nullopt, *cfg);
+    // What the machine knows is shown even when the coordinator cannot say what it earned (it is
+    // down, or unreachable from here): that is when an owner looks. The exit status says it failed.
     if (global.json) {
         json out{{"coordinator", coordinator},
                  {"worker_id", id->worker_id},
@@ -208,17 +210,14 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
                  {"terms", gpupool::api::to_json(terms)},
                  {"credits", credits ? wire::to_json(*credits) : json()},
                  {"earnings", earnings ? wire::to_json(*earnings) : json()}};
+        if (!earnings) {
+            out["error"] = json(error_json(earnings.error())); // one document on stdout, not two
+        }
         std::cout << out.dump(2) << '\n';
+        return earnings ? k_exit_ok : k_exit_failed;
     }
-    if (!earnings) {
-        report_error(global, earnings.error());
-        return k_exit_failed;
-    }
-    if (global.json) {
-        return k_exit_ok;
-    }
-    const auto& c = *credits;
-    std::cout << "worker " << id->worker_id << " of team " << printable(c.team) << " on " << coordinator
+    std::cout << "worker " << id->worker_id
+              << (credits ? " of team " + printable(credits->team) : std::string()) << " on " << coordinator
               << " (work dir " << work.string() << ", " << spooled << " attempt(s) spooled)\n";
     if (live) {
         print_live(*live);
@@ -227,7 +226,12 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
                   << "  state       " << printable(state["description"].get<std::string>()) << '\n';
     }
     print_terms(terms);
-    print_earnings(*earnings, c);
+    if (!earnings) {
+        std::cout << std::flush;
+        report_error(global, earnings.error());
+        return k_exit_failed;
+    }
+    print_earnings(*earnings, *credits);
     return k_exit_ok;
 }
 

@@ -58,6 +58,42 @@ std::string state_of(const std::string& url, const std::string& member, std::int
 
 } // namespace
 
+TEST_CASE("worker owner process: with the coordinator down, status still shows the machine's own state, in one "
+          "JSON document that names the error, and exits 1",
+          "[worker-cli][owner]") {
+    // The soak (tests/soak, PostgreSQL variant) read two JSON documents from `--json worker status`
+    // while no coordinator answered: the status, then the error.
+    test::TempDir dir;
+    auto coord = std::make_unique<test::CoordinatorProcess>(dir.path());
+    const auto url = coord->url();
+    const auto [member, enroll] = member_and_enroll(url, coord->admin());
+    const auto work = dir.path() / "w";
+    const std::string wd = work.string();
+    test::WorkerProcess w(work, url, enroll);
+    REQUIRE(eventually([&] { return test::run_gpupool({"worker", "status", "--work-dir", wd}).exit_code == 0; },
+                       15s));
+    coord->kill9();
+
+    auto js = test::run_gpupool({"--json", "worker", "status", "--work-dir", wd});
+    INFO(js.out << js.err);
+    CHECK(js.exit_code == 1);
+    json j;
+    REQUIRE_NOTHROW(j = json::parse(js.out)); // one document, nothing after it
+    CHECK(j["error"]["code"] == "unavailable");
+    CHECK_THAT(j["error"]["message"].get<std::string>(), Catch::Contains("/v1/credits"));
+    CHECK(j["worker"].contains("last_contact_ms")); // the running worker answered, not the offline state
+    CHECK(j["state"] == "sharing");
+    CHECK(j["earnings"].is_null());
+    CHECK(j["credits"].is_null());
+
+    auto human = test::run_gpupool({"worker", "status", "--work-dir", wd});
+    INFO(human.out << human.err);
+    CHECK(human.exit_code == 1);
+    CHECK_THAT(human.out, Catch::Contains("state       sharing") && Catch::Contains("terms       hours:"));
+    CHECK_THAT(human.out, !Catch::Contains("of team")); // the team comes from the coordinator
+    CHECK_THAT(human.err, Catch::Contains("error: could not connect"));
+}
+
 TEST_CASE(
     "worker owner process: status, pause --for and --now, SIGHUP and reload, then the same with the worker stopped",
     "[worker-cli][owner]") {

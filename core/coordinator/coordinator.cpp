@@ -68,8 +68,8 @@ void Coordinator::note_heartbeat(WorkerId worker, const api::Heartbeat& beat, co
                            assigned == m_job_book.assigned_by_worker().end() ? k_none : assigned->second);
 }
 
-void Coordinator::note_terms(WorkerId worker, const std::optional<api::OwnerTerms>& terms) {
-    m_roster.set_terms(worker, terms, m_tokens);
+void Coordinator::note_registered(WorkerId worker, const std::optional<api::OwnerTerms>& terms) {
+    m_roster.note_registration(worker, terms, m_tokens);
     m_pool.set_worker(worker, m_roster.at(worker));
     m_pass_dirty = true;
 }

@@ -110,7 +110,7 @@ public:
     // again, and changes only through these four (worker_ops.cpp calls them): the scheduler's view of
     // the worker follows, and a pass is due when it matters (pass_due()).
     void note_heartbeat(WorkerId worker, const api::Heartbeat& beat, const api::Inventory* inventory);
-    void note_terms(WorkerId worker, const std::optional<api::OwnerTerms>& terms);
+    void note_registered(WorkerId worker, const std::optional<api::OwnerTerms>& terms); // its stated terms; heard
     void note_started(WorkerId worker, AttemptId attempt); // its download notes for `attempt` end
     void note_left(WorkerId worker);                       // its capacity is gone
 

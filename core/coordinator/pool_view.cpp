@@ -55,7 +55,7 @@ void PoolView::set_worker(WorkerId id, const LiveWorker& worker) {
     WorkerEntry& e = it->second;
     const bool offered = e.offers;
     e.offers = worker.record.state == WorkerState::active && !worker.draining &&
-               worker.sharing == api::SharingState::sharing && !worker.unconfirmed;
+               worker.sharing == api::SharingState::sharing && !worker.unconfirmed && worker.heard;
     e.last_seen_ms = worker.record.last_seen_at;
     sched::Worker& b = e.base;
     b.id = id;

@@ -58,6 +58,11 @@ struct LiveWorker {
     // attempts in the backup may have ended or moved since (api::AttemptView::unconfirmed), and it
     // offers nothing until it reports in. Derived from the record's last_seen_at and the restore's time.
     bool unconfirmed = false;
+    // A heartbeat reached this coordinator since it loaded the worker from the store (at its start,
+    // or on taking over from another): until then its sharing state, terms, draining and unhealthy
+    // GPUs above are defaults, not what its owner said, and it offers nothing (an owner's terms or
+    // pause must not lapse across a coordinator restart). Not durable; true for one built by hand.
+    bool heard = true;
 };
 
 class PoolView {

@@ -69,7 +69,7 @@ Result<Registered> register_worker(Coordinator& pool, const Principal& who, cons
     if (auto st = pool.commit(c); !st) {
         return st.error();
     }
-    pool.note_terms(w.id, terms);
+    pool.note_registered(w.id, terms);
     return Registered{w.id, tok->secret, pool.roster().inventory_warnings(*inventory)};
 }
 

@@ -165,6 +165,8 @@ bool WorkerRoster::note_heartbeat(WorkerId id, const api::Heartbeat& beat, const
     const bool draining_before = live.draining;
     const auto sharing_before = live.sharing;
     const auto terms_before = live.terms;
+    const bool heard_before = live.heard;
+    live.heard = true;
     // A GPU its owner reclaimed takes no new work, as a failing one (what runs there stops on the worker).
     live.unhealthy_gpus = api::gpus_without_new_work(beat);
     live.draining = beat.draining;
@@ -178,7 +180,12 @@ bool WorkerRoster::note_heartbeat(WorkerId id, const api::Heartbeat& beat, const
     live.gpu_memory_used_mib =
         beat.gpu_memory_used_mib.size() == gpus ? beat.gpu_memory_used_mib : std::vector<std::int64_t>{};
     return !reachable_before || unhealthy_before != live.unhealthy_gpus || draining_before != live.draining ||
-           sharing_before != live.sharing || terms_before != live.terms;
+           sharing_before != live.sharing || terms_before != live.terms || !heard_before;
+}
+
+void WorkerRoster::note_registration(WorkerId id, std::optional<api::OwnerTerms> terms, const TokenBook& teams) {
+    set_terms(id, std::move(terms), teams);
+    m_workers.at(id).heard = true;
 }
 
 void WorkerRoster::set_terms(WorkerId id, std::optional<api::OwnerTerms> terms, const TokenBook& teams) {
@@ -257,6 +264,8 @@ std::vector<WorkerId> WorkerRoster::absorb(const store::Changes& changes, const 
         LiveWorker& live = at->second;
         if (!fresh) {
             count(live, -1);
+        } else {
+            live.heard = false; // loaded (a registration says it at once): its owner's word comes with its heartbeat
         }
         live.record = w;
         // Validated when it arrived; a row that no longer reads (edited by hand) offers nothing.

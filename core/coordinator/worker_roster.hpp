@@ -7,7 +7,10 @@
 // - durable (records, inventories, the counts): only absorb(), with each change set after the store
 //   committed it;
 // - what heartbeats say (health, draining, sharing, terms, GPU memory in use, downloads), not durable
-//   because every heartbeat says it again: only note_heartbeat(), set_terms() and the fetch notes.
+//   because every heartbeat says it again: only note_heartbeat(), set_terms(), note_registration()
+//   and the fetch notes.
+//   A worker absorb() adds from the store (at a start, or on taking over) is not `heard` until its
+//   first heartbeat or registration, and offers nothing until then (LiveWorker::heard).
 //
 // The contract: the durable part of a roster that absorbed a sequence of committed changes equals
 // (first_difference) that of a roster that absorbed the store's snapshot after them. Not
@@ -97,6 +100,9 @@ public:
                         const TokenBook& teams);
     // The owner's terms, team names resolved to ids (a name no team has is dropped).
     void set_terms(WorkerId id, std::optional<api::OwnerTerms> terms, const TokenBook& teams);
+    // A worker that just registered here: its terms as it stated them, and `heard` (its sharing state
+    // follows in its first heartbeat, which a worker sends at once).
+    void note_registration(WorkerId id, std::optional<api::OwnerTerms> terms, const TokenBook& teams);
     // The downloads a worker reports, kept for its attempts in `assigned` (its assigned ones) only.
     void note_fetching(WorkerId id, const std::vector<api::FetchProgress>& fetching,
                        const std::set<AttemptId>& assigned);

@@ -696,6 +696,34 @@ TEST_CASE("coordinator: an owner's terms decide which jobs its worker gets, and 
     CHECK_FALSE(p.coord->pool_view_drift().has_value());
 }
 
+TEST_CASE("coordinator: after a restart a worker offers nothing until its heartbeat says its owner's terms and state",
+          "[coordinator]") {
+    // The soak found it (simulated workers taking only their team's jobs, a coordinator killed): a
+    // restarted coordinator knew the workers from the store but not their terms, and placed jobs the
+    // owners had refused on them before their first heartbeat arrived.
+    Pool p;
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker, beat_with(api::OwnerTerms{0, {"others"}, {}})));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker2, beat_with(std::nullopt, api::SharingState::paused)));
+    p.restart();
+    const JobId fellows_job = p.submit({job_spec("f")})[0];
+    p.coord->tick();
+    CHECK(p.state(fellows_job) == JobState::queued); // neither is heard yet: neither offers
+    CHECK(p.assigned(p.worker).empty());
+    CHECK(p.assigned(p.worker2).empty());
+    CHECK_FALSE(p.coord->pool_view_drift().has_value());
+
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker, beat_with(api::OwnerTerms{0, {"others"}, {}})));
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker2, beat_with(std::nullopt, api::SharingState::paused)));
+    p.coord->tick();
+    CHECK(p.state(fellows_job) == JobState::queued); // heard: one takes other teams' jobs, one is paused
+    REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker2, beat_with(std::nullopt)));
+    p.coord->tick();
+    REQUIRE(p.assigned(p.worker2).size() == 1); // its owner resumed
+    CHECK(p.assigned(p.worker2)[0].job == fellows_job);
+    CHECK(p.assigned(p.worker).empty());
+    CHECK_FALSE(p.coord->pool_view_drift().has_value());
+}
+
 TEST_CASE("coordinator: terms that name a team created later take its jobs once it exists", "[coordinator]") {
     Pool p;
     REQUIRE(coordinator::receive_heartbeat(*p.coord, p.worker, beat_with(api::OwnerTerms{0, {"late"}, {}})));

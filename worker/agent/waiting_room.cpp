@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace gpupool::worker {
 
@@ -104,11 +105,14 @@ std::vector<WaitingRoom::Ready> WaitingRoom::ready(std::int64_t now, const Attem
         }
         const bool free = gpu_share_free(it->a, running);
         // A job stopping there may have asked for longer to save its progress ([checkpoint] grace):
-        // wait for its SIGKILL (and a moment for the GPU to be released), not only gpu_wait_max.
+        // wait for its SIGKILL (and a moment for the GPU to be released), not only gpu_wait_max. One
+        // whose SIGKILL is due but not sent yet (the agent's step sends it after this; a late step,
+        // or a clock that jumped) is waited for whatever the time: never both at once on the GPU.
         std::int64_t wait_until = it->since_ms + m_gpu_wait_max.count();
         for (const auto& [id, t] : running) {
             if (t.running() && t.a.gpu_index == it->a.gpu_index && t.kill_at_ms) {
-                wait_until = std::max(wait_until, *t.kill_at_ms + k_after_kill_ms);
+                wait_until = std::max(wait_until, t.killed ? *t.kill_at_ms + k_after_kill_ms
+                                                           : std::numeric_limits<std::int64_t>::max());
             }
         }
         if (!free && now < wait_until) {

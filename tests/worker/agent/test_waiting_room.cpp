@@ -60,7 +60,10 @@ TEST_CASE("waiting room: a victim given a long grace to save its checkpoint is w
     room.wait_for_gpu(on_gpu0(2, 500), 0);
     CHECK(room.ready(20'000, running, nullptr).empty());  // past gpu_wait_max: still saving
     CHECK(room.ready(121'000, running, nullptr).empty()); // SIGKILL due at 120 s, memory freed by 122 s
-    CHECK(room.ready(122'000, running, nullptr).size() == 1);
+    // Due but not sent yet (the agent's step was late, or its clock jumped past both): still waited for.
+    CHECK(room.ready(400'000, running, nullptr).empty());
+    running.begin()->second.killed = true;
+    CHECK(room.ready(400'000, running, nullptr).size() == 1);
 }
 
 } // namespace test_waiting_room

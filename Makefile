@@ -15,7 +15,8 @@
 #   make bench      benchmarks (print figures)
 #   make soak       a pool of real processes under seeded faults for SOAK_MINUTES (default 30), then
 #                   the checker's table (tests/soak/README.md); SOAK_SEED=N repeats a run (default:
-#                   a random seed, printed); uses the gpupool already built ($(BUILD)/gpupool, or GPUPOOL)
+#                   a random seed, printed); uses the gpupool already built ($(BUILD)/gpupool, or GPUPOOL);
+#                   SOAK_STORE=postgres: two coordinators (active and standby) on one PostgreSQL 15
 #   make soak-short the checker's self-test, then 5 minutes with a fixed seed (what CI runs)
 #   make fmt        clang-format the tree
 
@@ -35,6 +36,7 @@ DEMO_FLAGS ?= -O1
 SOAK_MINUTES ?= 30
 SOAK_SEED ?=
 SOAK_ARGS ?=
+SOAK_STORE ?=
 SOAK_SHORT_SEED ?= 46
 GPUPOOL ?= $(BUILD)/gpupool
 
@@ -134,7 +136,8 @@ bench: build
 
 # Nothing is built here: the soak runs the binary that is there (tests/soak/README.md).
 soak:
-	python3 tests/soak/soak.py --gpupool $(GPUPOOL) --minutes $(SOAK_MINUTES) $(if $(SOAK_SEED),--seed $(SOAK_SEED),) $(SOAK_ARGS)
+	python3 tests/soak/soak.py --gpupool $(GPUPOOL) --minutes $(SOAK_MINUTES) $(if $(SOAK_SEED),--seed $(SOAK_SEED),) \
+		$(if $(SOAK_STORE),--store $(SOAK_STORE),) $(SOAK_ARGS)
 
 soak-short:
 	python3 tests/soak/soak.py --self-test

@@ -5,7 +5,7 @@
 //
 //   coordinator_loadgen --url http://127.0.0.1:PORT --enroll-token T [--enroll-token T2 ...]
 //                       --member-token M [--workers 1000] [--submit-rate 200] [--jobs-per-sweep 4]
-//                       [--duration 60s] [--coordinator-pid PID] [--db pool.db] ...
+//                       [--duration 60s] [--coordinator-pid PID] [--db pool.db] [--terms-team T] ...
 //
 // Phases: the ramp registers --workers at --register-rate (each then heartbeats and keeps a long poll
 // parked); then --duration of steady load with the researchers, measured; then a wind-down that
@@ -48,6 +48,7 @@ struct Options {
     std::int64_t run_ms = 2000;
     int coordinator_pid = 0;
     std::string db;
+    std::vector<std::string> terms_teams;
 };
 
 // The soft limit on open files raised to the hard one; returns the limit now in force.
@@ -85,6 +86,8 @@ void add_options(CLI::App& app, Options& o) {
         ->required();
     app.add_option("--member-token", s.member_token, "A member token of the workers' team (submits)")->required();
     app.add_option("--workers", s.workers, "Simulated workers")->capture_default_str();
+    app.add_option("--terms-team", o.terms_teams,
+                   "The workers take only these teams' jobs (their owner's terms; repeatable; default: every team)");
     app.add_option("--slots", s.slots, "Jobs per worker at once (CPU-only inventory)")->capture_default_str();
     app.add_option("--register-rate", s.register_rate, "Registrations per second during the ramp")
         ->capture_default_str();
@@ -185,6 +188,10 @@ int run(const Options& o) {
     sim.heartbeat_every = seconds_of(o.heartbeat, "--heartbeat");
     sim.poll_wait = seconds_of(o.poll_wait, "--poll-wait");
     sim.run_time = std::chrono::milliseconds(o.run_ms);
+    if (!o.terms_teams.empty()) {
+        sim.terms = api::OwnerTerms{};
+        sim.terms->teams = o.terms_teams;
+    }
     const auto duration = seconds_of(o.duration, "--duration");
     sim.workers_per_shard = std::max<std::size_t>(1, sim.workers_per_shard);
     const DriverOptions d = driver_options(sim, o.url);

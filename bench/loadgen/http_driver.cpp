@@ -51,6 +51,7 @@ struct HttpDriver::Impl {
         CURL* easy = nullptr;
         curl_slist* headers = nullptr;
         HttpRequest request;
+        std::size_t base = 0; // which of `bases`
         std::string url;
         std::string response;
         Done done;
@@ -58,6 +59,8 @@ struct HttpDriver::Impl {
     };
 
     DriverOptions options;
+    std::vector<std::string> bases; // options.base_url split at commas
+    std::size_t current = 0;        // the one requests go to
     int epfd = -1;
     std::vector<std::unique_ptr<Shard>> shards;
     std::unordered_map<std::uint64_t, std::unique_ptr<Transfer>> transfers;
@@ -68,6 +71,15 @@ struct HttpDriver::Impl {
     Clock::duration max_lag{};
 
     explicit Impl(DriverOptions o) : options(std::move(o)) {
+        std::size_t from = 0;
+        for (;;) {
+            const auto comma = options.base_url.find(',', from);
+            bases.push_back(options.base_url.substr(from, comma == std::string::npos ? comma : comma - from));
+            if (comma == std::string::npos) {
+                break;
+            }
+            from = comma + 1;
+        }
         epfd = epoll_create1(EPOLL_CLOEXEC);
         if (epfd < 0) {
             throw std::runtime_error(std::string("epoll_create1: ") + std::strerror(errno));
@@ -142,7 +154,8 @@ struct HttpDriver::Impl {
     void configure(Transfer& t) {
         CURL* e = t.easy;
         const HttpRequest& r = t.request;
-        t.url = options.base_url + r.target;
+        t.base = current;
+        t.url = bases[current] + r.target;
         curl_easy_setopt(e, CURLOPT_URL, t.url.c_str());
         curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
         curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -229,6 +242,10 @@ struct HttpDriver::Impl {
             r.server = std::chrono::microseconds(std::max<curl_off_t>(0, first - pre));
             r.reused_connection = connects == 0;
             auto t = detach(raw->id);
+            const bool gone = r.curl == CURLE_COULDNT_CONNECT || r.curl == CURLE_OPERATION_TIMEDOUT;
+            if ((r.status == 503 || gone) && t->base == current) {
+                current = (current + 1) % bases.size(); // a standby, nobody there, or stalled: the next one
+            }
             r.elapsed = Clock::now() - t->started;
             r.body = std::move(t->response);
             t->done(std::move(r));

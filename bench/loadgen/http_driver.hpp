@@ -53,7 +53,10 @@ struct HttpResult {
 using Done = std::function<void(HttpResult&&)>;
 
 struct DriverOptions {
-    std::string base_url; // "http://127.0.0.1:7070"
+    // "http://127.0.0.1:7070", or several comma-separated (an active coordinator and its standbys):
+    // requests go to one until it refuses the connection, times out or answers 503 (a standby), then
+    // to the next.
+    std::string base_url;
     std::size_t shards = 1;
     long connections_per_shard = 64; // open connections per shard at most (parked polls included)
     std::chrono::milliseconds connect_timeout{5'000};

@@ -127,6 +127,7 @@ void Simulation::register_worker(std::size_t index) {
     api::Registration reg;
     reg.name = "loadgen-" + std::to_string(index);
     reg.inventory = inventory(m_options.slots);
+    reg.terms = m_options.terms;
     HttpRequest req{"POST", "/v1/workers/register",
                     m_options.enroll_tokens[(index / 10'000) % m_options.enroll_tokens.size()],
                     api::to_json(reg).dump()};
@@ -162,6 +163,7 @@ void Simulation::heartbeat(Worker& w) {
         beat.inventory = inventory(m_options.slots);
         w.inventory_sent = true;
     }
+    beat.terms = m_options.terms; // every time: a heartbeat without terms clears them
     HttpRequest req{"POST", "/v1/workers/heartbeat", w.token, api::to_json(beat).dump()};
     send(shard_of(w), std::move(req), "POST /v1/workers/heartbeat", 200, [this, &w](HttpResult& r) {
         if (r.status != 200) {

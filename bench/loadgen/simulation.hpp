@@ -3,7 +3,8 @@
 //
 // Each simulated worker follows the real worker's protocol (docs/api.md, "Workers"): it registers
 // with an enrollment token (ramp_up, at a bounded rate), heartbeats every `heartbeat_every` with
-// ±10 % jitter (the first one carries its inventory: CPU only, `slots` jobs at once) listing the
+// ±10 % jitter (the first one carries its inventory: CPU only, `slots` jobs at once; each its owner's
+// terms when `terms` is set) listing the
 // attempts it holds, and keeps one long poll parked at all times. An assignment is started, gets one
 // small log chunk, and is completed with exit code 0 after a simulated run time; the poll is sent
 // again as soon as it returns. A heartbeat's `stop` list drops those attempts.
@@ -20,9 +21,12 @@
 // running when they end; what ends during wind_down() goes to its own Stats (failures count).
 #pragma once
 
+#include "core/api/owner_terms.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -47,6 +51,9 @@ struct SimOptions {
     double list_rate = 5;
     double status_rate = 5;
     double log_rate = 5;
+    // The owner's terms every worker states (registration and each heartbeat): `teams` set keeps the
+    // simulated workers to those teams' jobs (the soak runs them beside real workers).
+    std::optional<api::OwnerTerms> terms;
     std::size_t workers_per_shard = 100;
     long spare_connections = 8;
     unsigned seed = 1;

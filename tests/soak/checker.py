@@ -42,7 +42,9 @@ AFTER_FAULT_S = 5.0  # a probe this soon after a fault ended counts as "during f
 WRITES_RESUME_S = 60.0  # after a coordinator-disk-full ends, a submit must succeed this soon
 SHRINK_AT_MOST = 8  # violations whose history is shrunk (the others get the events around them)
 SHRINK_BUDGET_S = 15.0  # seconds of search per violation
-FAULT_DETAILS = ("loss_percent", "step_s", "filled_bytes", "free_after", "filled_inodes", "free_inodes_after")  # what an injection recorded
+SIM_TEAM = "loadgen"  # soak.py's: the simulated workers' team
+FAULT_DETAILS = ("loss_percent", "step_s", "filled_bytes", "free_after", "filled_inodes", "free_inodes_after",
+                 "active")  # what an injection recorded ("active": it hit the coordinator that served)
 
 
 # ----------------------------------------------------------------------------- collecting
@@ -174,8 +176,13 @@ def collect_store(db_path):
     store = {"sweeps": [], "jobs": [], "attempts": [], "ledger": [], "balances": {}, "logs": {}, "outputs": {}}
     for sid, n in c.execute("SELECT id, job_count FROM sweeps ORDER BY id"):
         store["sweeps"].append({"id": sid, "job_count": n})
-    for jid, sid, spec, state, attempts, retries in c.execute(
-            "SELECT id, sweep_id, spec, state, attempts, retries FROM jobs ORDER BY id"):
+    store["sim_jobs"] = {}  # the load generator's (its team's): job id -> state; checked by no-overlap and ledger
+    for jid, sid, spec, state, attempts, retries, team in c.execute(
+            "SELECT j.id, j.sweep_id, j.spec, j.state, j.attempts, j.retries, t.name FROM jobs j "
+            "JOIN teams t ON t.id = j.team_id ORDER BY j.id"):
+        if team == SIM_TEAM:
+            store["sim_jobs"][str(jid)] = state
+            continue
         store["jobs"].append({"id": jid, "sweep_id": sid, "name": json.loads(spec).get("name", ""), "state": state,
                               "attempts": attempts, "retries": retries})
     for row in c.execute("SELECT id, job_id, worker_id, state, assigned_at, started_at, ended_at, exit_code, "
@@ -275,6 +282,7 @@ def collect(run_dir, args, t_load, t_load_end, api, probes, presence, leftovers,
     tmp = os.path.join(run_dir, "tmp")
     return {
         "seed": args.seed, "minutes": args.minutes, "workers": args.workers, "clients": args.clients,
+        "store_kind": getattr(args, "store", "sqlite"),
         "t_load": t_load, "t_load_end": t_load_end, "drained_s": drained_s, "nonterminal": nonterminal,
         "intents": intents, "acks": acknowledged(run_dir), "client_ops": ops, "client_begins": begins,
         "events": events, "faults": faults_done, "probes": probes, "presence": presence,
@@ -530,7 +538,7 @@ def check(h):
         if not clean:
             bad("no-crash", f"worker {w} did not exit within 30 s of SIGTERM at the end", worker=w)
     if not h["coord_clean"]:
-        bad("no-crash", "the coordinator did not exit within 30 s of SIGTERM at the end")
+        bad("no-crash", "a coordinator did not exit within 30 s of SIGTERM at the end")
     for e in h["api"].get("errors", []):
         bad("api", f"reading the history through the API failed: {e}")
     return v
@@ -648,6 +656,20 @@ def disk_full_writes(h, f):
     return out
 
 
+def is_pool_fault(f):
+    """A fault of a coordinator or of the database under them (the PostgreSQL variant)."""
+    return f["kind"].startswith("coordinator") or f["kind"].startswith("postgres")
+
+
+def takeover(h, f):
+    """Seconds from a fault on the active coordinator (PostgreSQL variant) until the API answered
+    again, through the other coordinator or the same one healed; None if it never did."""
+    for t, ok, _ms in h["probes"]:
+        if t > f["inject_t"] and ok:
+            return t - f["inject_t"]
+    return None
+
+
 def coordinator_recovery(h, f):
     """Seconds from the end of a coordinator fault until the API answers again."""
     for t, ok, _ms in h["probes"]:
@@ -683,7 +705,9 @@ def table(h, violations):
     states = collections.Counter(api_jobs[str(j)]["state"] for j in acked if str(j) in api_jobs)
     row("seed", h["seed"])
     row("run length (load)", f"{h['t_load_end'] - h['t_load']:.0f} s, then drained in {h['drained_s']:.0f} s")
-    row("pool", f"1 coordinator (SQLite), {h['workers']} workers (process runtime), {h['clients']} clients")
+    pg = h.get("store_kind") == "postgres"
+    row("pool", ("2 coordinators (active and standby) on one PostgreSQL 15" if pg else "1 coordinator (SQLite)") +
+        f", {h['workers']} workers (process runtime), {h['clients']} clients")
     submits = [o for o in h["client_ops"] if o.get("op") == "submit"]
     failed = {s.get("tag") for s in submits if s.get("rc") != 0} - set(h["acks"])
     cut = set(h["intents"]) - set(h["acks"]) - failed
@@ -693,8 +717,19 @@ def table(h, violations):
     row("jobs acknowledged", len(acked))
     row("jobs completed", f"{sum(states[s] for s in TERMINAL)} ({states['succeeded']} succeeded, "
         f"{states['failed']} failed, {states['cancelled']} cancelled)")
-    att = collections.Counter(a["state"] for a in h["store"]["attempts"])
+    sim = h["store"].get("sim_jobs", {})
+    att = collections.Counter(a["state"] for a in h["store"]["attempts"] if str(a["job_id"]) not in sim)
     row("attempts", f"{sum(att.values())} (" + ", ".join(f"{n} {s}" for s, n in sorted(att.items())) + ")")
+    lg = next((e for e in h["events"] if e["event"] == "loadgen-ended"), None)
+    if lg is not None or sim:
+        sim_att = collections.Counter(a["state"] for a in h["store"]["attempts"] if str(a["job_id"]) in sim)
+        req = (lg or {}).get("requests") or {}
+        row("simulated workers (load generator)",
+            f"{(lg or {}).get('registered', '?')} registered; {len(sim)} jobs ("
+            + ", ".join(f"{n} {s}" for s, n in sorted(collections.Counter(sim.values()).items())) + "), "
+            f"{sum(sim_att.values())} attempts (" + ", ".join(f"{n} {s}" for s, n in sorted(sim_att.items())) + "); "
+            + (f"{req['requests']} requests, {req['per_second']:.0f}/s" if req else "no steady-state figures")
+            + (" (killed: it did not end by itself)" if (lg or {}).get("stuck") else ""))
     ops = collections.Counter((o.get("op"), o.get("rc") == 0) for o in h["client_ops"])
     row("client commands", ", ".join(f"{op} {ops[(op, True)]} ok/{ops[(op, False)]} not"
                                     for op in ("submit", "cancel", "retry", "fetch", "jobs")))
@@ -721,7 +756,7 @@ def table(h, violations):
     row("CLI command time outside faults", f"p50 {_pct(cli_o, 50):.0f} ms, p99 {_pct(cli_o, 99):.0f} ms ({len(cli_o)})")
     by_kind = collections.defaultdict(list)
     for f in h["faults"]:
-        if f["kind"].startswith("coordinator") and f["heal_t"] is not None:
+        if is_pool_fault(f) and f["heal_t"] is not None:
             by_kind[f["kind"]].append(coordinator_recovery(h, f))
     if not by_kind:
         row("coordinator recovery (API answers)", "no coordinator faults")
@@ -730,6 +765,20 @@ def table(h, violations):
         each = ", ".join("never" if r is None else f"{r:.2f}" for r in recs)
         row(f"recovery after {kind}", f"p50 {_pct(got, 50):.2f} s, max {max(got) if got else float('nan'):.2f} s "
             f"({len(recs)} faults" + (f": {each} s)" if len(recs) <= 12 else ")"))
+    if pg:
+        # From the fault to the first answer, asking as a client does (the one that answered last,
+        # then the other): after a SIGSTOP that includes the request's 5 s timeout.
+        hits = collections.defaultdict(list)
+        for f in h["faults"]:
+            if f["kind"].startswith("coordinator") and f.get("active"):
+                hits[f["kind"]].append(takeover(h, f))
+        if not hits:
+            row("takeover", "no fault hit the active coordinator")
+        for kind, took in sorted(hits.items()):
+            got = [t for t in took if t is not None]
+            row(f"takeover after {kind} of the active one", f"p50 {_pct(got, 50):.2f} s, max "
+                f"{max(got) if got else float('nan'):.2f} s ({len(took)} faults; {len(took) - len(got)} without an "
+                f"answer before the load ended)")
     wr = [recovery(h, f) for f in h["faults"] if f["kind"].startswith("worker") and f["heal_t"] is not None]
     wr_ok = [r for r in wr if r is not None and r >= 0]
     row("worker back online after fault", f"p50 {_pct(wr_ok, 50):.1f} s, max {max(wr_ok) if wr_ok else float('nan'):.1f} s "
@@ -885,7 +934,7 @@ def shortest_history(h, x, budget_s=SHRINK_BUDGET_S):
         context = []
         for f in h["faults"]:
             end = f["heal_t"] or h["t_load_end"]
-            if f["inject_t"] <= hi and end >= lo and (f["kind"].startswith("coordinator") or (
+            if f["inject_t"] <= hi and end >= lo and (is_pool_fault(f) or (
                     f["kind"].startswith("worker") and f"soak-w{f['index']}" in involved)):
                 context.append(f"{f['inject_t'] - h['t_load']:9.2f}s  FAULT {f['kind']} #{f['index']} "
                                f"(until {end - h['t_load']:.2f}s)")
@@ -950,7 +999,7 @@ def explain(h, x):
     involved = {names.get(w) for w in workers}
     for f in h["faults"]:
         if lo <= f["inject_t"] <= hi or (f["heal_t"] and lo <= f["heal_t"] <= hi):
-            if f["kind"].startswith("coordinator") or (f["kind"].startswith("worker") and
+            if is_pool_fault(f) or (f["kind"].startswith("worker") and
                                                        (f"soak-w{f['index']}" in involved or not names)):
                 lines.append((f["inject_t"], f"FAULT {f['kind']} #{f['index']} injected"))
                 if f["heal_t"]:

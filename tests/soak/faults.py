@@ -23,7 +23,7 @@ import random
 @dataclasses.dataclass(frozen=True)
 class FaultKind:
     name: str
-    target: str  # "coordinator", "worker", "client"
+    target: str  # "coordinator", "worker", "client", "database" (PostgreSQL's server, --store postgres)
     weight: float
     down: tuple  # (min, max) seconds between inject and heal
     inject: str
@@ -47,7 +47,9 @@ FAULT_KINDS = [
               "free_coordinator_disk", "tmpfs"),
     FaultKind("worker-clock-step", "worker", 0.8, (15.0, 60.0), "step_clock", "unstep_clock", "faketime",
               (30.0, 600.0), True),
-    # Not built yet (issue 46): FaultKind("postgres-failover", "coordinator", ..., "fail_over", "rejoin").
+    # The PostgreSQL variant (--store postgres): the "coordinator" kinds above pick one of its two
+    # coordinators (the active one half the time: a takeover), and the database itself is crashed.
+    FaultKind("postgres-crash", "database", 0.8, (2.0, 15.0), "crash_database", "restart_database"),
 ]
 
 KINDS_BY_NAME = {k.name: k for k in FAULT_KINDS}
@@ -57,10 +59,11 @@ def draw_schedule(seed, duration_s, counts, mean_gap_s=6.0, start_after_s=10.0, 
                   eligible=None):
     """A list of {at, kind, target, index, down[, param]} sorted by `at` (seconds after the load starts).
 
-    `counts` maps a target to how many there are ({"coordinator": 1, "worker": 8, "client": 3});
+    `counts` maps a target to how many there are ({"coordinator": 1, "worker": 8, "client": 3}; a
+    target missing or 0, as "database" on SQLite, leaves its kinds out);
     `eligible` maps a kind's name to the indices it may target (default: all of its target's); a
     kind with none is not drawn. A target is never given a second fault while its first one lasts
-    (and 2 s after), so only one coordinator fault is active at a time (there is one coordinator).
+    (and 2 s after): one fault at a time per coordinator (both of a PostgreSQL pair may be down).
     Faults start `start_after_s` into the load (the pool settles first) and end `quiet_tail_s`
     before it stops. The first faults are one of each kind, in a seeded order.
     """

@@ -158,9 +158,10 @@ def free_bytes(path):
 class Lab:
     """The namespaces, mounts and clock files of one run; see the module's comment."""
 
-    def __init__(self, run_dir, workers, enabled=True, log=print):
+    def __init__(self, run_dir, workers, enabled=True, log=print, coord_tmpfs=True):
         self.run = run_dir
         self.workers = workers
+        self.coord_tmpfs = coord_tmpfs  # coord/ on a tmpfs of its own (the SQLite variant's disk-full)
         self.pid = os.getpid()
         self.log = log
         self.enabled = enabled
@@ -276,7 +277,8 @@ class Lab:
     def setup_tmpfs(self):
         if shutil.which("mount") is None:
             raise LabError("`mount` is not installed")
-        self.mount_tmpfs(os.path.join(self.run, "coord"), COORD_TMPFS, "coord")
+        if self.coord_tmpfs:
+            self.mount_tmpfs(os.path.join(self.run, "coord"), COORD_TMPFS, "coord")
         for i in self.indices("spool"):
             self.mount_tmpfs(os.path.join(self.run, "workers", f"w{i}"), SPOOL_TMPFS, f"w{i}")
 
@@ -483,7 +485,7 @@ class Lab:
             have.append(f"workers {' '.join(f'w{i}' for i in self.indices('net'))} in namespaces "
                         f"({self.subnet}.0/24, the coordinator on {self.subnet}.1)")
         if self.has("tmpfs"):
-            have.append(f"coord/ on a {COORD_TMPFS} tmpfs, "
+            have.append((f"coord/ on a {COORD_TMPFS} tmpfs, " if self.coord_tmpfs else "") +
                         f"{' '.join(f'w{i}' for i in self.indices('spool'))} on {SPOOL_TMPFS} tmpfs")
         if self.has("faketime"):
             have.append(f"{' '.join(f'w{i}' for i in self.indices('clock'))} with libfaketime")

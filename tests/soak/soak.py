@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -52,6 +54,12 @@ credits_per_hour = "1.0"
 """
 
 LEASE = "6s"
+SIM_TEAM = "loadgen"  # the simulated workers' and their researchers' team
+WORKER_TOML = """# The soak's real workers take fellows' jobs only (the simulated workers take the loadgen team's).
+[share]
+teams = ["fellows"]
+"""
+TAKEOVER = "2s"  # the PostgreSQL pair's --takeover-after (tests/ha/failover.sh uses the same)
 
 
 def now():
@@ -153,10 +161,19 @@ class Pool:
         self.events_path = os.path.join(run_dir, "events.jsonl")
         self.events_file = open(self.events_path, "a")
         self.lock = threading.Lock()
-        self.coord = None
-        self.coord_incarnation = 0
-        self.port = 0
-        self.url = ""
+        self.pg = args.store == "postgres"
+        n = 2 if self.pg else 1  # PostgreSQL: an active coordinator and a standby on one database
+        self.coords = [None] * n
+        self.coord_incarnations = [0] * n
+        self.ports = [0] * n
+        self.urls = [""] * n
+        self.db_dir = os.path.join(run_dir, "db")  # PostgreSQL's (tests/pg/pg_server.sh)
+        self.db_url = ""
+        self.last_good = 0  # the coordinator that answered the harness last (it asks that one first)
+        self.pending_coords = {}  # index -> when to try again: a start refused while the database was down
+        self.loadgen = None
+        self.sim_member = ""
+        self.sim_enroll = ""
         self.admin = ""
         self.workers = [None] * args.workers
         self.clients = [None] * args.clients
@@ -173,8 +190,9 @@ class Pool:
         self.inode_fillers = {}  # (target, index) -> [filler folder, files, next top-up]
         self.next_grow = 0.0
         self.lookers = []  # threads looking at a stepped worker's clock (_look_at_clock)
-        self.lab = rootfaults.Lab(run_dir, args.workers, enabled=not args.no_root_faults)
-        for sub in ("coord", "workers", "clients", "tmp", "home", "witness", "tokens", "logs"):
+        self.lab = rootfaults.Lab(run_dir, args.workers, enabled=not args.no_root_faults,
+                                  coord_tmpfs=args.store != "postgres")
+        for sub in ("coord", "db", "workers", "clients", "tmp", "home", "witness", "tokens", "logs"):
             os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
         self.env = dict(os.environ)
         self.env.pop("GPUPOOL_LOG_LEVEL", None)
@@ -184,6 +202,42 @@ class Pool:
                          "SOAK_RUN": run_dir})
         with open(os.path.join(run_dir, "catalog.toml"), "w") as f:
             f.write(CATALOG)
+        with open(os.path.join(run_dir, "worker.toml"), "w") as f:
+            f.write(WORKER_TOML)
+
+    @property
+    def url(self):
+        """What the pool's clients and workers are given: every coordinator's URL, comma-separated."""
+        return ",".join(self.urls)
+
+    def serving_url(self, timeout=5):
+        """The URL of the coordinator that serves now (one answering /v1/health 200), asking the one
+        that answered last first; the first URL when none does."""
+        order = [(self.last_good + k) % len(self.urls) for k in range(len(self.urls))]
+        if len(order) == 1:
+            return self.urls[0]
+        for i in order:
+            try:
+                with urllib.request.urlopen(self.urls[i] + "/v1/health", timeout=timeout) as r:
+                    if r.status == 200:
+                        self.last_good = i
+                        return self.urls[i]
+            except (urllib.error.URLError, OSError, ValueError):
+                continue
+        return self.urls[order[0]]
+
+    def api(self, token, path, timeout=10, raw=False):
+        """api_get on the coordinator that serves (a standby's 503 or no answer: the next one)."""
+        order = [(self.last_good + k) % len(self.urls) for k in range(len(self.urls))]
+        last = None
+        for i in order:
+            try:
+                out = api_get(self.urls[i], token, path, timeout=timeout, raw=raw)
+                self.last_good = i
+                return out
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                last = e
+        raise last
 
     # ----- events
     def event(self, name, **fields):
@@ -210,37 +264,71 @@ class Pool:
         return json.loads(r.stdout) if r.stdout.strip() else {}
 
     # ----- coordinator
-    def start_coordinator(self):
+    def start_database(self):
+        """PostgreSQL 15 as an unprivileged user (tests/pg/pg_server.sh), its URL in db/url."""
+        script = os.path.join(HERE, "..", "pg", "pg_server.sh")
+        r = subprocess.run([script, "start", self.db_dir], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 or not os.path.exists(os.path.join(self.db_dir, "url")):
+            missing = os.path.join(self.db_dir, "missing")
+            why = open(missing).read().strip() if os.path.exists(missing) else (r.stderr or r.stdout)[-1500:]
+            raise SoakError(f"PostgreSQL did not start: {why}")
+        self.db_url = open(os.path.join(self.db_dir, "url")).read().strip()
+
+    def stop_database(self):
+        if self.pg:
+            subprocess.run([os.path.join(HERE, "..", "pg", "pg_server.sh"), "stop", self.db_dir],
+                           capture_output=True, timeout=120)
+
+    def start_coordinator(self, i=0):
         d = os.path.join(self.run, "coord")
-        port_file = os.path.join(d, "port")
+        port_file = os.path.join(d, f"port.{i}")
         if os.path.exists(port_file):
             os.remove(port_file)
-        self.coord_incarnation += 1
-        n = self.coord_incarnation
+        self.coord_incarnations[i] += 1
+        n = self.coord_incarnations[i]
         host = self.lab.listen_host()
-        argv = [self.gpupool, "coordinator", "--listen", f"{host}:{self.port}", "--db",
-                os.path.join(d, "pool.db"), "--port-file", port_file, "--tick-ms", "100", "--lease", LEASE,
-                "--gpu-catalog", os.path.join(self.run, "catalog.toml"), "--pool-fee", "10"]
+        argv = [self.gpupool, "coordinator", "--listen", f"{host}:{self.ports[i]}", "--port-file", port_file,
+                "--tick-ms", "100", "--lease", LEASE, "--gpu-catalog", os.path.join(self.run, "catalog.toml"),
+                "--pool-fee", "10"]
+        if self.args.sim_workers:
+            # The simulated workers all come from this machine's address, each holding a parked poll:
+            # the per-address cap (64, for a NAT of workers) is raised to hold them and the clients.
+            argv += ["--max-connections-per-client", str(2 * self.args.sim_workers + 64)]
+        if self.pg:
+            argv += ["--db", self.db_url, "--takeover-after", TAKEOVER, "--admin-token-file",
+                     os.path.join(self.run, "tokens", "admin.first")]
+        else:
+            argv += ["--db", os.path.join(d, "pool.db")]
         logs = os.path.join(self.run, "logs")  # not in coord/, which may be a full tmpfs
-        self.coord = Child("coordinator", argv, self.env, os.path.join(logs, f"coord.stdout.{n}"),
-                           os.path.join(logs, f"coord.stderr.{n}"))
+        name = f"{i}.{n}" if self.pg else f"{n}"
+        self.coords[i] = Child(f"coordinator-{i}", argv, self.env, os.path.join(logs, f"coord.stdout.{name}"),
+                               os.path.join(logs, f"coord.stderr.{name}"))
         deadline = now() + 60
         while now() < deadline:
             if os.path.exists(port_file):
                 text = open(port_file).read().strip()
                 if text:
-                    self.port = int(text)
+                    self.ports[i] = int(text)
                     break
-            if not self.coord.alive():
-                raise SoakError("coordinator exited at start: " +
-                                open(os.path.join(logs, f"coord.stderr.{n}")).read()[-2000:])
+            if not self.coords[i].alive():
+                err = open(os.path.join(logs, f"coord.stderr.{name}")).read()[-2000:]
+                if self.pg and "cannot connect to PostgreSQL" in err and self.admin:
+                    # Its database is down (postgres-crash): tried again each second, as a service
+                    # manager restarts it (docs/operating.md's unit: Restart=on-failure).
+                    self.coords[i] = None
+                    self.pending_coords[i] = now() + 1.0
+                    self.event("coordinator-start-refused", index=i, incarnation=n, why=err.strip()[-300:])
+                    return
+                raise SoakError("coordinator exited at start: " + err)
             time.sleep(0.05)
         else:
             raise SoakError("coordinator did not write its port within 60 s")
-        self.url = f"http://{host}:{self.port}"
-        if n == 1:
+        self.urls[i] = f"http://{host}:{self.ports[i]}"
+        if not self.admin:
+            first = os.path.join(self.run, "tokens", "admin.first")
             for _ in range(100):
-                text = open(os.path.join(logs, "coord.stdout.1")).read()
+                text = open(first).read() if self.pg and os.path.exists(first) else \
+                    open(os.path.join(logs, f"coord.stdout.{name}")).read()
                 at = text.find("gpp_")
                 if at >= 0 and len(text) >= at + 68:
                     self.admin = text[at:at + 68]
@@ -248,7 +336,15 @@ class Pool:
                 time.sleep(0.05)
             if not self.admin:
                 raise SoakError("no admin token on the coordinator's first start")
-        self.event("coordinator-started", pid=self.coord.pid, incarnation=n, port=self.port)
+        self.event("coordinator-started", pid=self.coords[i].pid, incarnation=n, port=self.ports[i], index=i)
+
+    def serves(self, i, timeout=1.0):
+        """Whether coordinator i answers /v1/health 200 (it holds the pool), now."""
+        try:
+            with urllib.request.urlopen(self.urls[i] + "/v1/health", timeout=timeout) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
 
     def setup_pool(self):
         self.cli_json(self.admin, ["admin", "team", "create", "fellows"])
@@ -266,18 +362,69 @@ class Pool:
                                                  "1000"])["token"]
         with open(os.path.join(self.run, "tokens", "admin"), "w") as f:
             f.write(self.admin + "\n")
+        if self.args.sim_workers:
+            # The load generator's team: its simulated workers take only its jobs (their terms), and
+            # the real workers only fellows' (worker.toml), so neither runs the other's.
+            self.cli_json(self.admin, ["admin", "team", "create", SIM_TEAM])
+            self.cli_json(self.admin, ["admin", "grant", SIM_TEAM, "1000000", "--note", "soak load generator"])
+            self.sim_member = self.cli_json(self.admin, ["admin", "token", "create", "--team", SIM_TEAM, "--label",
+                                                         "loadgen"])["token"]
+            self.sim_enroll = self.cli_json(self.admin, ["admin", "enroll", "owners", "--label", "soak-sim", "--uses",
+                                                         str(self.args.sim_workers + 10)])["token"]
 
-    def kill9_coordinator(self, _index):
-        self.coord.kill9()
+    # ----- the simulated workers (bench/coordinator_loadgen): protocol load beside the real pool
+    def start_loadgen(self, seconds):
+        argv = [self.args.loadgen, "--url", self.url, "--enroll-token", self.sim_enroll, "--member-token",
+                self.sim_member, "--workers", str(self.args.sim_workers), "--terms-team", SIM_TEAM, "--slots", "2",
+                "--register-rate", "100", "--heartbeat", "3s", "--poll-wait", "5s", "--run-ms", "1500",
+                "--submit-rate", "1", "--jobs-per-sweep", "4", "--list-rate", "1", "--status-rate", "1",
+                "--log-rate", "1", "--duration", f"{int(seconds)}s", "--seed", str(zlib.crc32(str(self.seed).encode()))]
+        logs = os.path.join(self.run, "logs")
+        self.loadgen = Child("loadgen", argv, self.env, os.path.join(logs, "loadgen.stdout"),
+                             os.path.join(logs, "loadgen.stderr"))
+        self.event("loadgen-started", pid=self.loadgen.pid, workers=self.args.sim_workers)
 
-    def restart_coordinator(self, _index):
-        self.start_coordinator()
+    def stop_loadgen(self, within_s):
+        """Its run ends by itself (--duration, then a wind-down of up to 30 s); killed if it does not."""
+        if self.loadgen is None:
+            return
+        self.loadgen.expected_exit = True
+        deadline = now() + within_s
+        while self.loadgen.alive() and now() < deadline:
+            time.sleep(0.2)
+        stuck = self.loadgen.alive()
+        if stuck:
+            self.loadgen.kill9()
+        text = open(os.path.join(self.run, "logs", "loadgen.stdout")).read()
+        m = re.search(r"== ramp: (\d+) of (\d+) workers registered", text)
+        self.event("loadgen-ended", rc=self.loadgen.popen.returncode, stuck=stuck,
+                   registered=int(m.group(1)) if m else None, requests=_loadgen_requests(text))
 
-    def stop_coordinator(self, _index):
-        self.coord.signal(signal.SIGSTOP)
+    def kill9_coordinator(self, i):
+        active = self.pg and self.serves(i)
+        self.coords[i].kill9()
+        return {"active": active} if self.pg else {}
 
-    def cont_coordinator(self, _index):
-        self.coord.signal(signal.SIGCONT)
+    def restart_coordinator(self, i):
+        self.start_coordinator(i)
+
+    def stop_coordinator(self, i):
+        active = self.pg and self.serves(i)
+        self.coords[i].signal(signal.SIGSTOP)
+        return {"active": active} if self.pg else {}
+
+    def cont_coordinator(self, i):
+        self.coords[i].signal(signal.SIGCONT)
+
+    def crash_database(self, _index):
+        """PostgreSQL stopped at once (pg_ctl -m immediate, as a power cut): its data stays."""
+        r = subprocess.run([os.path.join(HERE, "..", "pg", "pg_server.sh"), "crash", self.db_dir],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise SoakError(f"crashing PostgreSQL: {r.stderr[-500:]}")
+
+    def restart_database(self, _index):
+        self.start_database()
 
     # ----- workers
     def worker_dir(self, i):
@@ -289,7 +436,8 @@ class Pool:
         argv = [self.gpupool, "--log-level", "info", "--url", self.url]
         if not os.path.exists(os.path.join(w, "worker.json")):
             argv += ["--token", self.enroll]
-        argv += ["worker", "--share", "--runtime", "process", "--unsafe-process-runtime", "--work-dir", w,
+        argv += ["worker", "--share", "--config", os.path.join(self.run, "worker.toml"), "--runtime", "process",
+                 "--unsafe-process-runtime", "--work-dir", w,
                  "--name", f"soak-w{i}", "--heartbeat-ms", "300", "--poll-wait-ms", "1000", "--cpus-milli", "1000",
                  "--memory-mib", "1024", "--slots", str(self.args.slots), "--drain-grace", "20s"]
         logs = os.path.join(self.run, "logs")  # not in the work dir, which may be a full tmpfs
@@ -468,12 +616,9 @@ class Pool:
         while not self.stop_probe.is_set():
             t0 = now()
             ok = False
-            try:
-                req = urllib.request.Request(f"{self.url}/v1/jobs?limit=1",
-                                             headers={"Authorization": f"Bearer {member}"})
-                with urllib.request.urlopen(req, timeout=5) as r:
-                    r.read()
-                    ok = r.status == 200
+            try:  # as a client does: the coordinator that answered last, then the next (PostgreSQL pair)
+                self.api(member, "/v1/jobs?limit=1", timeout=5, raw=True)
+                ok = True
             except (urllib.error.URLError, OSError, ValueError):
                 ok = False
             t1 = now()
@@ -481,10 +626,7 @@ class Pool:
             if t1 - last_workers >= 1.0:
                 last_workers = t1
                 try:
-                    req = urllib.request.Request(f"{self.url}/v1/workers",
-                                                 headers={"Authorization": f"Bearer {self.admin}"})
-                    with urllib.request.urlopen(req, timeout=5) as r:
-                        body = json.loads(r.read())
+                    body = self.api(self.admin, "/v1/workers", timeout=5)
                     self.presence.append([now(), {w["name"]: w["presence"] for w in body["workers"]}])
                 except (urllib.error.URLError, OSError, ValueError, KeyError):
                     pass
@@ -533,10 +675,15 @@ class Pool:
 
     def watch_children(self):
         """A pool process that exited without a fault is the pool's doing: recorded, restarted."""
-        if self.coord is not None and not self.coord.alive() and ("coordinator", 0) not in self.faulted:
-            self.event("unexpected-exit", target="coordinator", index=0, rc=self.coord.popen.returncode,
-                       incarnation=self.coord_incarnation)
-            self.start_coordinator()
+        for i, due in list(self.pending_coords.items()):
+            if now() >= due and ("coordinator", i) not in self.faulted:
+                del self.pending_coords[i]
+                self.start_coordinator(i)
+        for i, c in enumerate(self.coords):
+            if c is not None and not c.alive() and ("coordinator", i) not in self.faulted:
+                self.event("unexpected-exit", target="coordinator", index=i, rc=c.popen.returncode,
+                           incarnation=self.coord_incarnations[i])
+                self.start_coordinator(i)
         for i, w in enumerate(self.workers):
             if w is not None and not w.alive() and ("worker", i) not in self.faulted and not w.expected_exit:
                 self.event("unexpected-exit", target="worker", index=i, rc=w.popen.returncode)
@@ -549,7 +696,7 @@ class Pool:
     # ----- clean-up: everything this run started, even on an interrupt
     def kill_everything(self):
         self.stop_probe.set()
-        for c in [self.coord] + self.workers + self.clients:
+        for c in self.coords + self.workers + self.clients + [self.loadgen]:
             if c is not None and c.alive():
                 c.signal(signal.SIGCONT, group=True)
                 c.signal(signal.SIGKILL, group=True)
@@ -563,6 +710,12 @@ class Pool:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def _loadgen_requests(text):
+    """The load generator's steady-state line: "== steady load: S s, N requests, R per second"."""
+    m = re.search(r"== steady load: ([0-9.]+) s, (\d+) requests, ([0-9.]+) per second", text)
+    return {"seconds": float(m.group(1)), "requests": int(m.group(2)), "per_second": float(m.group(3))} if m else None
 
 
 def leftover_processes(run_dir):
@@ -600,10 +753,12 @@ def api_get(url, token, path, timeout=10, raw=False):
 def run_soak(args):
     args.t_start = now()
     run_dir = tempfile.mkdtemp(prefix=f"soak-{args.seed}-", dir=args.tmp)
-    print(f"soak: seed {args.seed}, {args.minutes:g} min of load, {args.workers} workers, {args.clients} clients, "
+    print(f"soak: seed {args.seed}, {args.minutes:g} min of load, {args.store}, {args.workers} workers, "
+          f"{args.clients} clients, "
           f"run folder {run_dir}", flush=True)
     print(f"soak: repeat with: {sys.argv[0]} --seed {args.seed} --minutes {args.minutes:g} --workers {args.workers} "
-          f"--clients {args.clients} --gpupool {args.gpupool}" + (" --no-root-faults" if args.no_root_faults else ""),
+          f"--clients {args.clients} --store {args.store} --sim-workers {args.sim_workers} --gpupool {args.gpupool}" +
+          (" --no-root-faults" if args.no_root_faults else ""),
           flush=True)
     pool = Pool(args, run_dir)
     interrupted = []
@@ -627,6 +782,7 @@ def run_soak(args):
         raise
     finally:
         pool.kill_everything()
+        pool.stop_database()
         for err in pool.lab.cleanup(keep=keep):
             print(f"soak: cleaning up the lab: {err}", file=sys.stderr)
         left = leftover_processes(run_dir)
@@ -653,6 +809,10 @@ def set_up_lab(pool):
         print("soak: lab: " + "; ".join(have), flush=True)
     eligible, skipped = {}, []
     for k in faults.FAULT_KINDS:
+        if k.name == "coordinator-disk-full" and pool.pg:
+            eligible[k.name] = []
+            skipped.append(f"{k.name} (the SQLite variant's: on PostgreSQL the coordinators keep nothing on disk)")
+            continue
         if not k.needs:
             continue
         if not lab.has(k.needs):
@@ -669,18 +829,28 @@ def set_up_lab(pool):
 
 def drive(args, pool):
     duration = args.minutes * 60.0
-    counts = {"coordinator": 1, "worker": args.workers, "client": args.clients}
+    counts = {"coordinator": len(pool.coords), "worker": args.workers, "client": args.clients,
+              "database": 1 if pool.pg else 0}
     eligible = set_up_lab(pool)
     schedule = faults.draw_schedule(args.seed, duration, counts, mean_gap_s=args.mean_gap, eligible=eligible)
     faults.save(os.path.join(pool.run, "schedule.json"), args.seed, schedule)
-    pool.start_coordinator()
+    if pool.pg:
+        pool.start_database()
+        pool.event("database-started", url=pool.db_url)
+    pool.start_coordinator(0)
+    if pool.pg:  # the first one holds the pool before the standby starts
+        deadline = now() + 30
+        while not pool.serves(0) and now() < deadline:
+            time.sleep(0.1)
+        for i in range(1, len(pool.coords)):
+            pool.start_coordinator(i)
     pool.setup_pool()
     for i in range(args.workers):
         pool.start_worker(i)
     deadline = now() + 60
     while now() < deadline:
         try:
-            ws = api_get(pool.url, pool.admin, "/v1/workers")["workers"]
+            ws = pool.api(pool.admin, "/v1/workers")["workers"]
             if sum(1 for w in ws if w["presence"] == "online") >= args.workers:
                 break
         except (urllib.error.URLError, OSError, ValueError):
@@ -692,6 +862,8 @@ def drive(args, pool):
     prober.start()
     t_load = now()
     pool.event("load-started", seed=args.seed, minutes=args.minutes, faults_planned=len(schedule))
+    if args.sim_workers:
+        pool.start_loadgen(duration)
     for i in range(args.clients):
         pool.start_client(i)
     owner_rng = random.Random(f"soak-owner-{args.seed}")
@@ -715,6 +887,7 @@ def drive(args, pool):
         time.sleep(0.05)
     t_load_end = now()
     pool.event("load-stopped")
+    pool.stop_loadgen(60)
     # Stop the clients (they finish the command they are in), heal what is still faulted, resume.
     open(os.path.join(pool.run, "stop"), "w").close()
     pool.heal_due(force=True)
@@ -744,7 +917,7 @@ def drive(args, pool):
     while now() < t_drain + args.drain_timeout:
         pool.watch_children()
         try:
-            jobs = api_get(pool.url, pool.member_tokens[0], "/v1/jobs", timeout=30)["jobs"]
+            jobs = pool.api(pool.member_tokens[0], "/v1/jobs", timeout=30)["jobs"]
             states = {j["id"]: j["state"] for j in jobs}
             nonterminal = {j for j in acked_ids if states.get(j) not in ("succeeded", "failed", "cancelled")}
             if not nonterminal:
@@ -759,7 +932,7 @@ def drive(args, pool):
     final_presence = {}
     while now() < t_online + 60:
         try:
-            ws = api_get(pool.url, pool.admin, "/v1/workers")["workers"]
+            ws = pool.api(pool.admin, "/v1/workers")["workers"]
             final_presence = {w["name"]: w["presence"] for w in ws}
             if all(final_presence.get(f"soak-w{i}") == "online" for i in range(args.workers)):
                 break
@@ -772,7 +945,7 @@ def drive(args, pool):
         th.join(timeout=15)
     print(f"soak: load ran {t_load_end - t_load:.0f} s; drained in {drained_s:.0f} s; collecting the history",
           flush=True)
-    api = checker.collect_api(pool.url, pool.member_tokens[0], pool.admin, acked_ids)
+    api = checker.collect_api(pool.serving_url(), pool.member_tokens[0], pool.admin, acked_ids)
     api["workers"] = final_presence
     # Stop the workers (idle now: SIGTERM is a clean leave), then look for what they left.
     worker_exits = {}
@@ -780,8 +953,18 @@ def drive(args, pool):
         worker_exits[f"soak-w{i}"] = w.stop(30)
     time.sleep(1)
     left_after_workers = leftover_processes(pool.run)
-    left_after_workers = [p for p in left_after_workers if p[0] != pool.coord.pid]
-    coord_clean = pool.coord.stop(30)
+    coord_pids = {c.pid for c in pool.coords}
+    left_after_workers = [p for p in left_after_workers if p[0] not in coord_pids]
+    coord_clean = all([c.stop(30) for c in pool.coords])  # every one, even after one failed
+    if pool.pg:
+        # The checker reads a SQLite file: `admin migrate` copies the pool out of PostgreSQL and checks
+        # its copy (every record equal, every log's ranges, the ledger and the cached balances).
+        copy = os.path.join(pool.run, "coord", "pool.db")
+        r = subprocess.run([pool.gpupool, "--json", "admin", "migrate", "--from", pool.db_url, "--to", copy],
+                           env=pool.env, capture_output=True, text=True, timeout=600)
+        pool.event("store-copied", rc=r.returncode, out=r.stdout.strip()[-2000:], err=r.stderr.strip()[-2000:])
+        if r.returncode != 0:
+            raise SoakError(f"copying the PostgreSQL pool to {copy} failed: {r.stderr.strip()[-1500:]}")
     history = checker.collect(pool.run, args, t_load, t_load_end, api, pool.probes, pool.presence,
                               left_after_workers, worker_exits, coord_clean, sorted(nonterminal), drained_s)
     with open(os.path.join(pool.run, "history.json"), "w") as f:
@@ -976,6 +1159,13 @@ def main():
     p.add_argument("--pace", type=float, default=1.0, help="multiplies the clients' pauses between commands")
     p.add_argument("--mean-gap", type=float, default=6.0, help="mean seconds between faults")
     p.add_argument("--drain-timeout", type=float, default=300.0)
+    p.add_argument("--store", choices=("sqlite", "postgres"), default=os.environ.get("SOAK_STORE", "sqlite"),
+                   help="sqlite: one coordinator on a SQLite file; postgres: an active coordinator and a "
+                        "standby on one PostgreSQL 15 (started here, as tests/pg/pg_server.sh does)")
+    p.add_argument("--sim-workers", type=int, default=int(os.environ.get("SOAK_SIM_WORKERS", "200")),
+                   help="simulated workers from the load generator beside the real ones (0: none)")
+    p.add_argument("--loadgen", default=os.environ.get("GPUPOOL_LOADGEN", ""),
+                   help="bench/coordinator_loadgen's binary (default: beside --gpupool; `make bench` builds it)")
     p.add_argument("--gpupool", default=default_gpupool())
     p.add_argument("--tmp", default="/tmp", help="where the run folder soak-SEED-* goes")
     p.add_argument("--keep", action="store_true", help="keep the run folder (it is always kept on a violation)")
@@ -996,6 +1186,11 @@ def main():
     if args.seed is None:
         args.seed = str(random.SystemRandom().randrange(1, 10**6))
     args.gpupool = os.path.abspath(args.gpupool)
+    args.loadgen = os.path.abspath(args.loadgen or os.path.join(os.path.dirname(args.gpupool), "coordinator_loadgen"))
+    if args.sim_workers and not os.access(args.loadgen, os.X_OK):
+        print(f"soak: no simulated workers: {args.loadgen} is not built (`make bench` builds it; --loadgen, "
+              f"GPUPOOL_LOADGEN). The rest runs.", flush=True)
+        args.sim_workers = 0
     if not os.access(args.gpupool, os.X_OK):
         print(f"soak: no gpupool binary at {args.gpupool} (--gpupool, GPUPOOL)", file=sys.stderr)
         return 2

@@ -30,6 +30,15 @@ api::Assignment assignment(std::int64_t id) {
     return a;
 }
 
+// What recover() returned, by attempt id.
+std::map<std::int64_t, worker::Spool::Recovered> by_attempt(const std::vector<worker::Spool::Recovered>& back) {
+    std::map<std::int64_t, worker::Spool::Recovered> out;
+    for (const auto& r : back) {
+        out.emplace(r.attempt.id().value(), r);
+    }
+    return out;
+}
+
 worker::ContainerSpec spec_for(const worker::Attempt& t, const std::string& label) {
     worker::ContainerSpec c;
     c.name = t.container;
@@ -149,12 +158,8 @@ TEST_CASE("spool: recovery re-attaches running containers, reports the lost and 
     foreign.dir = work.path();
     REQUIRE(rt.start(spec_for(foreign, "w1-00000000000000bb")));
 
-    const auto back = spool.recover(rt, label, 0);
-    REQUIRE(back.size() == 3);
-    std::map<std::int64_t, worker::Spool::Recovered> by_id;
-    for (const auto& r : back) {
-        by_id.emplace(r.attempt.id().value(), r);
-    }
+    const auto by_id = by_attempt(spool.recover(rt, label, 0));
+    REQUIRE(by_id.size() == 3);
     CHECK_FALSE(by_id.at(1).lost);
     CHECK(rt.get(alive.container)->reattached == 1);
     REQUIRE(by_id.at(2).lost);
@@ -190,12 +195,8 @@ TEST_CASE("spool: an attempt created and never recorded comes back, re-attached 
         CHECK(t.started_ms == 7'000);
     }
 
-    const auto back = spool.recover(rt, label, 0);
-    REQUIRE(back.size() == 3);
-    std::map<std::int64_t, worker::Spool::Recovered> by_id;
-    for (const auto& r : back) {
-        by_id.emplace(r.attempt.id().value(), r);
-    }
+    const auto by_id = by_attempt(spool.recover(rt, label, 0));
+    REQUIRE(by_id.size() == 3);
     CHECK_FALSE(by_id.at(1).lost);
     CHECK(by_id.at(1).attempt.container == started.container);
     CHECK(rt.get(started.container)->reattached == 1);

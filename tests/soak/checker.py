@@ -788,6 +788,9 @@ def table(h, violations):
         row("lab (namespaces, tmpfs, libfaketime)", "; ".join(lab.get("have", [])) or "nothing")
         if lab.get("skipped"):
             row("fault kinds skipped", "; ".join(lab["skipped"]))
+    nat = next((e for e in h["events"] if e["event"] == "nat"), None)
+    if nat is not None and nat.get("connections") is not None:
+        row("NAT (workers behind the router)", f"{nat['connections']} connections masqueraded")
     nets = [f for f in h["faults"] if f["kind"] == "worker-loss"]
     if nets:
         row("worker-loss", f"{len(nets)} faults, loss " + ", ".join(f"{f.get('loss_percent', '?')}%" for f in nets[:12])

@@ -7,6 +7,12 @@ removed after it (issue 46).
             reaches that subnet from anywhere but the bridge and loopback). A partition is a table in
             the worker's namespace that drops everything but loopback; packet loss is one that drops
             a random share of what crosses its veth (nft `numgen random`: this kernel has no netem).
+            Of those, the workers in Lab.NAT_SLOTS sit behind a NAT, as an owner's machine at home
+            does: their namespace hangs off a router namespace (sk<pid>-r, on the bridge as
+            10.214.K.2) on a private subnet (10.215.K.0/24) that the router masquerades; the
+            coordinator's side has no route to it through the router and sees their connections
+            come from the router. The
+            masquerade rule counts the connections it translated (nat_connections()).
             Needs root, `ip` and `nft`.
   tmpfs     the coordinator's folder (pool.db and its WAL) and the work dirs of some workers
             (Lab.SPOOL_SLOTS) are small tmpfs mounts, filled to the last byte by a filler file during
@@ -17,7 +23,8 @@ removed after it (issue 46).
             wall clock steps, the monotonic one does not (FAKETIME_DONT_FAKE_MONOTONIC). Needs the
             Debian package `faketime` (libfaketime), not root.
 
-Everything is named by the harness's pid (namespaces sk<pid>-w<i>, links sk<pid>b and sk<pid>w<i>,
+Everything is named by the harness's pid (namespaces sk<pid>-w<i> and sk<pid>-r, links sk<pid>b,
+sk<pid>r and sk<pid>w<i>,
 the nft table soak_<pid>, mounts of the source soak-<pid>-...): cleanup() removes them on every exit
 the harness sees, and sweep() removes those of an earlier harness that is gone (killed with
 SIGKILL) before a run makes its own. A capability that is missing (not root, a tool not
@@ -36,6 +43,7 @@ import subprocess
 import time
 
 NET_SLOTS = (0, 1, 2)  # worker index % 8 in these: in a network namespace of its own
+NAT_SLOTS = (2,)  # ... of which these behind the router's NAT (the others on the bridge directly)
 SPOOL_SLOTS = (3,)  # ... work dir on a small tmpfs
 CLOCK_SLOTS = (4,)  # ... libfaketime preloaded
 SPOOL_TMPFS = "64m"
@@ -88,6 +96,11 @@ def role(i):
     if slot in CLOCK_SLOTS:
         return "clock"
     return None
+
+
+def behind_nat(i):
+    """Whether worker i (in a namespace) reaches the coordinator through the router's NAT."""
+    return role(i) == "net" and i % 8 in NAT_SLOTS
 
 
 def find_faketime():
@@ -188,7 +201,14 @@ class Lab:
         return f"{self.subnet}.1" if self.has("netns") and self.subnet else "127.0.0.1"
 
     def worker_address(self, i):
-        return f"{self.subnet}.{10 + i}"
+        return f"{self.private_subnet() if behind_nat(i) else self.subnet}.{10 + i}"
+
+    def private_subnet(self):
+        """The NATed workers' subnet: 10.215.K where the bridge is 10.214.K."""
+        return "10.215." + self.subnet.split(".")[2]
+
+    def router_ns(self):
+        return f"sk{self.pid}-r"
 
     def ns(self, i):
         return f"sk{self.pid}-w{i}"
@@ -249,21 +269,66 @@ class Lab:
 }}
 """)
         self.host_table = True
+        natted = [i for i in self.indices("net") if behind_nat(i)]
+        if natted:
+            self.setup_router()
         for i in self.indices("net"):
             ns, veth = self.ns(i), self.veth(i)
             _run(["ip", "netns", "add", ns])
             self.made_ns.append(ns)
-            _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
-            self.made_links.append(veth)
-            _run(["ip", "link", "set", veth, "master", self.bridge])
-            _run(["ip", "link", "set", veth, "up"])
+            if behind_nat(i):  # its veth's other end is in the router, on the private bridge
+                _run(["ip", "-n", self.router_ns(), "link", "add", f"w{i}", "type", "veth", "peer", "name", "eth0",
+                      "netns", ns])
+                _run(["ip", "-n", self.router_ns(), "link", "set", f"w{i}", "master", "priv"])
+                _run(["ip", "-n", self.router_ns(), "link", "set", f"w{i}", "up"])
+            else:
+                _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
+                self.made_links.append(veth)
+                _run(["ip", "link", "set", veth, "master", self.bridge])
+                _run(["ip", "link", "set", veth, "up"])
             _run(["ip", "-n", ns, "addr", "add", f"{self.worker_address(i)}/24", "dev", "eth0"])
             _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
             _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            if behind_nat(i):
+                _run(["ip", "-n", ns, "route", "add", "default", "via", f"{self.private_subnet()}.1"])
         # The fault tables must load here, or the kinds are not there (an nft without numgen, say).
         i = self.indices("net")[0]
         self.lossy(i, 10)
         self.unfault_net(i)
+
+    def setup_router(self):
+        """The NAT's router: a namespace on the bridge (10.214.K.2) with a private bridge
+        (10.215.K.1/24) for the NATed workers, forwarding between them and masquerading what leaves
+        towards the coordinator. The coordinator's side has no route to the private subnet."""
+        r, up = self.router_ns(), f"sk{self.pid}r"
+        _run(["ip", "netns", "add", r])
+        self.made_ns.append(r)
+        _run(["ip", "link", "add", up, "type", "veth", "peer", "name", "wan", "netns", r])
+        self.made_links.append(up)
+        _run(["ip", "link", "set", up, "master", self.bridge])
+        _run(["ip", "link", "set", up, "up"])
+        _run(["ip", "-n", r, "addr", "add", f"{self.subnet}.2/24", "dev", "wan"])
+        _run(["ip", "-n", r, "link", "add", "priv", "type", "bridge"])
+        _run(["ip", "-n", r, "addr", "add", f"{self.private_subnet()}.1/24", "dev", "priv"])
+        for link in ("lo", "wan", "priv"):
+            _run(["ip", "-n", r, "link", "set", link, "up"])
+        _run(["ip", "netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        _run(["ip", "netns", "exec", r, "nft", "-f", "-"], input=f"""table ip soaknat {{
+    chain post {{
+        type nat hook postrouting priority 100; policy accept;
+        oifname "wan" ip saddr {self.private_subnet()}.0/24 counter masquerade
+    }}
+}}
+""")
+
+    def nat_connections(self):
+        """Connections the router masqueraded so far (its rule's packet counter counts the first
+        packet of each); None without a router."""
+        if not any(behind_nat(i) for i in self.indices("net")) or not self.has("netns"):
+            return None
+        r = _run(["ip", "netns", "exec", self.router_ns(), "nft", "list", "table", "ip", "soaknat"], check=False)
+        m = re.search(r"counter packets (\d+)", r.stdout if r is not None else "")
+        return int(m.group(1)) if m else None
 
     def mount_tmpfs(self, path, size, what):
         os.makedirs(path, exist_ok=True)
@@ -446,13 +511,13 @@ class Lab:
         killed before its clean-up ran (its pid is gone)."""
         r = _run(["ip", "netns", "list"], check=False)
         for line in (r.stdout.splitlines() if r is not None else []):
-            m = re.match(r"^(sk(\d+)-w\d+)\b", line)
+            m = re.match(r"^(sk(\d+)-(?:w\d+|r))\b", line)
             if m and int(m.group(2)) != self.pid and not _harness_alive(int(m.group(2))):
                 self.kill_in_ns(m.group(1))
                 _run(["ip", "netns", "del", m.group(1)], check=False)
                 self.swept.append(m.group(1))
         for link in os.listdir("/sys/class/net"):
-            m = re.match(r"^sk(\d+)(b|w\d+)$", link)
+            m = re.match(r"^sk(\d+)(b|r|w\d+)$", link)
             if m and int(m.group(1)) != self.pid and not _harness_alive(int(m.group(1))):
                 _run(["ip", "link", "del", link], check=False)
                 self.swept.append(link)
@@ -483,7 +548,9 @@ class Lab:
         have = []
         if self.has("netns"):
             have.append(f"workers {' '.join(f'w{i}' for i in self.indices('net'))} in namespaces "
-                        f"({self.subnet}.0/24, the coordinator on {self.subnet}.1)")
+                        f"({self.subnet}.0/24, the coordinator on {self.subnet}.1)" +
+                        "".join(f", w{i} behind a NAT router ({self.private_subnet()}.0/24 masqueraded as "
+                                f"{self.subnet}.2)" for i in self.indices("net") if behind_nat(i)))
         if self.has("tmpfs"):
             have.append((f"coord/ on a {COORD_TMPFS} tmpfs, " if self.coord_tmpfs else "") +
                         f"{' '.join(f'w{i}' for i in self.indices('spool'))} on {SPOOL_TMPFS} tmpfs")

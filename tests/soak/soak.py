@@ -953,6 +953,7 @@ def drive(args, pool):
         worker_exits[f"soak-w{i}"] = w.stop(30)
     time.sleep(1)
     left_after_workers = leftover_processes(pool.run)
+    pool.event("nat", connections=pool.lab.nat_connections())
     coord_pids = {c.pid for c in pool.coords}
     left_after_workers = [p for p in left_after_workers if p[0] not in coord_pids]
     coord_clean = all([c.stop(30) for c in pool.coords])  # every one, even after one failed

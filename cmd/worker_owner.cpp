@@ -160,7 +160,16 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
         report_error(global, live.error());
         return k_exit_failed;
     }
-    const json state = live ? *live : offline_state(work, *cfg);
+    // A running worker whose loop waits on the coordinator answers {"ok": false, "error": "... busy ..."}:
+    // it runs, and says nothing more now (its state, GPUs and jobs are not in that answer).
+    const bool answered = live && live->value("ok", false);
+    const json state =
+        answered ? *live
+        : live
+            ? json{{"running", true},
+                   {"state", nullptr},
+                   {"description", "running, did not say more now: " + live->value("error", std::string("no answer"))}}
+            : offline_state(work, *cfg);
     const auto id = worker::read_stored_identity(work);
     if (!id) {
         report_error(global, make_error(ErrorCode::not_found,
@@ -197,14 +206,14 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     const std::string earned = "/v1/workers/" + std::to_string(id->worker_id) + "/earnings";
     auto earnings = credits ? client::read_answer(api.get(earned), "GET " + earned, wire::worker_earnings_from_json)
                             : Result<wire::WorkerEarningsReply>(credits.error());
-    const gpupool::api::OwnerTerms terms = terms_of(live ? std::optional<json>(*live) : std::nullopt, *cfg);
+    const gpupool::api::OwnerTerms terms = terms_of(answered ? std::optional<json>(*live) : std::nullopt, *cfg);
     // What the machine knows is shown even when the coordinator cannot say what it earned (it is
     // down, or unreachable from here): that is when an owner looks. The exit status says it failed.
     if (global.json) {
         json out{{"coordinator", coordinator},
                  {"worker_id", id->worker_id},
                  {"worker", state},
-                 {"state", state["state"]},
+                 {"state", state.value("state", json())},
                  {"paused", worker::paused_since(work) ? json(*worker::paused_since(work)) : json()},
                  {"spooled_attempts", spooled},
                  {"terms", gpupool::api::to_json(terms)},
@@ -219,8 +228,10 @@ int run_worker_status(const GlobalOptions& global, const WorkerCmdOptions& o) {
     std::cout << "worker " << id->worker_id
               << (credits ? " of team " + printable(credits->team) : std::string()) << " on " << coordinator
               << " (work dir " << work.string() << ", " << spooled << " attempt(s) spooled)\n";
-    if (live) {
+    if (answered) {
         print_live(*live);
+    } else if (live) {
+        std::cout << "  worker      " << printable(state["description"].get<std::string>()) << '\n';
     } else {
         std::cout << "  worker      not running (`gpupool worker --share` starts it)\n"
                   << "  state       " << printable(state["description"].get<std::string>()) << '\n';

@@ -4,6 +4,7 @@
 #include "core/recipe/recipe_json.hpp"
 #include "tests/cli/processes.hpp"
 #include "tests/support.hpp"
+#include "worker/owner/control_socket.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -92,6 +93,49 @@ TEST_CASE("worker owner process: with the coordinator down, status still shows t
     CHECK_THAT(human.out, Catch::Contains("state       sharing") && Catch::Contains("terms       hours:"));
     CHECK_THAT(human.out, !Catch::Contains("of team")); // the team comes from the coordinator
     CHECK_THAT(human.err, Catch::Contains("error: could not connect"));
+}
+
+TEST_CASE("worker owner process: status of a worker too busy to answer says it runs and why, in valid JSON",
+          "[worker-cli][owner]") {
+    // A worker whose loop waits on the coordinator answers {"ok": false, "error": "... busy ..."}; status
+    // read `state` out of that answer as if it were a status (undefined for a missing key: the soak
+    // read `<discarded>` in the middle of the JSON, 2026-12-06).
+    test::TempDir dir;
+    test::CoordinatorProcess coord(dir.path());
+    const auto url = coord.url();
+    const auto [member, enroll] = member_and_enroll(url, coord.admin());
+    const auto work = dir.path() / "w";
+    const std::string wd = work.string();
+    {
+        test::WorkerProcess w(work, url, enroll);
+        REQUIRE(eventually(
+            [&] {
+                return test::run_gpupool({"worker", "status", "--work-dir", wd}).exit_code == 0;
+            },
+            15s));
+        w.signal(SIGTERM);
+        REQUIRE(w.wait_exit(20s) == 0);
+    }
+    const std::string busy =
+        "the worker is busy (its loop is waiting on the coordinator): nothing was changed; try again";
+    auto server = worker::ControlServer::start(work, [&](const json&) { return json{{"ok", false}, {"error", busy}}; });
+    REQUIRE(server.has_value());
+
+    auto js = test::run_gpupool({"--json", "worker", "status", "--work-dir", wd});
+    INFO(js.out << js.err);
+    CHECK(js.exit_code == 0); // the coordinator answered: the earnings are there
+    json j;
+    REQUIRE_NOTHROW(j = json::parse(js.out));
+    CHECK(j["state"].is_null());
+    CHECK(j["worker"]["running"] == true);
+    CHECK_THAT(j["worker"]["description"].get<std::string>(), Catch::Contains(busy));
+    CHECK(j["earnings"]["worker"] == j["worker_id"]);
+
+    auto human = test::run_gpupool({"worker", "status", "--work-dir", wd});
+    INFO(human.out << human.err);
+    CHECK(human.exit_code == 0);
+    CHECK_THAT(human.out, Catch::Contains("worker      running, did not say more now: " + busy));
+    CHECK_THAT(human.out, Catch::Contains("earned      0 today"));
 }
 
 TEST_CASE(

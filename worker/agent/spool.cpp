@@ -193,7 +193,6 @@ std::vector<Spool::Recovered> Spool::recover(ContainerRuntime& runtime, const st
         } else if (auto f = a.container.empty() ? container_of(found, a.id()) : found.find(a.container);
                    f != found.end() && f->second.labels["gpupool.attempt"] == std::to_string(a.id().value())) {
             a.container = f->first; // named by its labels when state.json was never written
-
             if (auto st = runtime.reattach(a.container, a.log_path()); st) {
                 spdlog::info("attempt {}: re-attached to {}", a.id().value(), a.container);
             } else {

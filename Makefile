@@ -16,7 +16,8 @@
 #   make soak       a pool of real processes under seeded faults for SOAK_MINUTES (default 30), then
 #                   the checker's table (tests/soak/README.md); SOAK_SEED=N repeats a run (default:
 #                   a random seed, printed); uses the gpupool already built ($(BUILD)/gpupool, or GPUPOOL);
-#                   SOAK_STORE=postgres: two coordinators (active and standby) on one PostgreSQL 15
+#                   SOAK_STORE=postgres: two coordinators (active and standby) on one PostgreSQL 15;
+#                   SOAK_WORKERS real workers (10; soak-short runs 8, the harness's default, for CI's 2 cores)
 #   make soak-short the checker's self-test, then 5 minutes with a fixed seed (what CI runs)
 #   make fmt        clang-format the tree
 
@@ -37,6 +38,7 @@ SOAK_MINUTES ?= 30
 SOAK_SEED ?=
 SOAK_ARGS ?=
 SOAK_STORE ?=
+SOAK_WORKERS ?= 10
 SOAK_SHORT_SEED ?= 46
 GPUPOOL ?= $(BUILD)/gpupool
 
@@ -137,7 +139,7 @@ bench: build
 # Nothing is built here: the soak runs the binary that is there (tests/soak/README.md).
 soak:
 	python3 tests/soak/soak.py --gpupool $(GPUPOOL) --minutes $(SOAK_MINUTES) $(if $(SOAK_SEED),--seed $(SOAK_SEED),) \
-		$(if $(SOAK_STORE),--store $(SOAK_STORE),) $(SOAK_ARGS)
+		--workers $(SOAK_WORKERS) $(if $(SOAK_STORE),--store $(SOAK_STORE),) $(SOAK_ARGS)
 
 soak-short:
 	python3 tests/soak/soak.py --self-test

@@ -549,8 +549,9 @@ class Lab:
         if self.has("netns"):
             have.append(f"workers {' '.join(f'w{i}' for i in self.indices('net'))} in namespaces "
                         f"({self.subnet}.0/24, the coordinator on {self.subnet}.1)" +
-                        "".join(f", w{i} behind a NAT router ({self.private_subnet()}.0/24 masqueraded as "
-                                f"{self.subnet}.2)" for i in self.indices("net") if behind_nat(i)))
+                        "".join(f", {' '.join(f'w{i}' for i in natted)} behind a NAT router ({self.private_subnet()}"
+                                f".0/24 masqueraded as {self.subnet}.2)" for natted in
+                                [[i for i in self.indices("net") if behind_nat(i)]] if natted))
         if self.has("tmpfs"):
             have.append((f"coord/ on a {COORD_TMPFS} tmpfs, " if self.coord_tmpfs else "") +
                         f"{' '.join(f'w{i}' for i in self.indices('spool'))} on {SPOOL_TMPFS} tmpfs")

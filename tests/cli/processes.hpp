@@ -1,14 +1,15 @@
 // Real gpupool processes for tests that kill, stop and restart them: a coordinator on a loopback
-// port (ephemeral at first, the same one on restart) and a worker. Both are killed on destruction.
+// port (ephemeral at first, the same one on restart) and a worker. Both are killed on destruction,
+// and so are the worker's jobs.
 #pragma once
 
 #include "core/net/http_client.hpp"
 #include "tests/support.hpp"
+#include "worker/runtime/process_runtime.hpp"
 
 #include <boost/process.hpp>
-#include <nlohmann/json.hpp>
-
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <csignal>
@@ -110,6 +111,10 @@ public:
             ::kill(m_child.id(), SIGKILL);
             m_child.wait();
         }
+        // What a worker killed with SIGKILL leaves running (its jobs, in sessions of their own) is
+        // killed by the next worker on the work dir; none comes after a test, so a runtime on its
+        // state dir does it here (a job waiting for a file in a removed temp dir would wait forever).
+        worker::ProcessRuntime reaper(m_work / "process-runtime", false);
     }
     WorkerProcess(const WorkerProcess&) = delete;
     WorkerProcess& operator=(const WorkerProcess&) = delete;

@@ -1,5 +1,7 @@
 #include "bench/loadgen/http_driver.hpp"
 
+#include "core/net/url.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -70,15 +72,9 @@ struct HttpDriver::Impl {
     std::uint64_t next_timer = 1;
     Clock::duration max_lag{};
 
-    explicit Impl(DriverOptions o) : options(std::move(o)) {
-        std::size_t from = 0;
-        for (;;) {
-            const auto comma = options.base_url.find(',', from);
-            bases.push_back(options.base_url.substr(from, comma == std::string::npos ? comma : comma - from));
-            if (comma == std::string::npos) {
-                break;
-            }
-            from = comma + 1;
+    explicit Impl(DriverOptions o) : options(std::move(o)), bases(net::split_url_list(options.base_url)) {
+        if (bases.empty()) {
+            throw std::runtime_error("no coordinator URL in `" + options.base_url + "`");
         }
         epfd = epoll_create1(EPOLL_CLOEXEC);
         if (epfd < 0) {

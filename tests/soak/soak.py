@@ -210,27 +210,24 @@ class Pool:
         """What the pool's clients and workers are given: every coordinator's URL, comma-separated."""
         return ",".join(self.urls)
 
+    def _order(self):
+        """The coordinators' indices, the one that answered the harness last first."""
+        return [(self.last_good + k) % len(self.urls) for k in range(len(self.urls))]
+
     def serving_url(self, timeout=5):
         """The URL of the coordinator that serves now (one answering /v1/health 200), asking the one
-        that answered last first; the first URL when none does."""
-        order = [(self.last_good + k) % len(self.urls) for k in range(len(self.urls))]
-        if len(order) == 1:
-            return self.urls[0]
-        for i in order:
-            try:
-                with urllib.request.urlopen(self.urls[i] + "/v1/health", timeout=timeout) as r:
-                    if r.status == 200:
-                        self.last_good = i
-                        return self.urls[i]
-            except (urllib.error.URLError, OSError, ValueError):
-                continue
+        that answered last first; that one's when none does."""
+        order = self._order()
+        for i in order if len(order) > 1 else []:
+            if self.serves(i, timeout):
+                self.last_good = i
+                return self.urls[i]
         return self.urls[order[0]]
 
     def api(self, token, path, timeout=10, raw=False):
         """api_get on the coordinator that serves (a standby's 503 or no answer: the next one)."""
-        order = [(self.last_good + k) % len(self.urls) for k in range(len(self.urls))]
         last = None
-        for i in order:
+        for i in self._order():
             try:
                 out = api_get(self.urls[i], token, path, timeout=timeout, raw=raw)
                 self.last_good = i

@@ -56,7 +56,8 @@ std::map<std::string, FoundContainer>::iterator container_of(std::map<std::strin
                                                              AttemptId id) {
     const auto want = std::to_string(id.value());
     return std::find_if(found.begin(), found.end(), [&](const auto& c) {
-        return c.second.labels.count("gpupool.attempt") != 0 && c.second.labels.at("gpupool.attempt") == want;
+        const auto label = c.second.labels.find("gpupool.attempt");
+        return label != c.second.labels.end() && label->second == want;
     });
 }
 

@@ -69,6 +69,8 @@ public:
             each(v[i], name(key) + "[" + std::to_string(i) + "]");
         }
     }
+    // The member itself (null when absent), for one a reader of its own reads (`report`).
+    const nlohmann::json& member_or_null(const char* key) const { return member(key); }
     // Fails unless the message itself is a JSON object.
     void object();
     // An array of strings; absent or null is empty.

@@ -49,21 +49,6 @@ Result<std::int64_t> integer(const json& j, const char* key, const std::string& 
     return it->get<std::int64_t>();
 }
 
-// No C0 control (NUL included), DEL or C1 control (U+0080..U+009F, two bytes in UTF-8: the JSON
-// reader already refused text that is not UTF-8).
-bool printable(std::string_view s) {
-    if (recipe::has_control_character(s)) {
-        return false;
-    }
-    for (std::size_t i = 0; i + 1 < s.size(); ++i) {
-        if (static_cast<unsigned char>(s[i]) == 0xC2 && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
-            static_cast<unsigned char>(s[i + 1]) <= 0x9F) {
-            return false;
-        }
-    }
-    return true;
-}
-
 // A string member of at most `max_bytes` of printable text; absent or null is empty.
 Result<std::string> text(const json& j, const char* key, const std::string& field, std::size_t max_bytes) {
     auto it = j.find(key);
@@ -78,7 +63,7 @@ Result<std::string> text(const json& j, const char* key, const std::string& fiel
     if (s.size() > max_bytes) {
         return invalid("expected at most " + std::to_string(max_bytes) + " bytes, got " + std::to_string(s.size()), at);
     }
-    if (!printable(s)) {
+    if (!is_printable_text(s)) {
         return invalid("expected printable text (no control characters)", at);
     }
     return s;
@@ -254,6 +239,20 @@ std::string to_text(const Inventory& inventory) { return to_json(inventory).dump
 
 Result<Inventory> inventory_from_text(std::string_view text) {
     return inventory_from_json(json::parse(text, nullptr, false));
+}
+
+bool is_printable_text(std::string_view s) {
+    if (recipe::has_control_character(s)) {
+        return false;
+    }
+    // C1 controls are two bytes in UTF-8 (the JSON reader already refused text that is not UTF-8).
+    for (std::size_t i = 0; i + 1 < s.size(); ++i) {
+        if (static_cast<unsigned char>(s[i]) == 0xC2 && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+            static_cast<unsigned char>(s[i + 1]) <= 0x9F) {
+            return false;
+        }
+    }
+    return true;
 }
 
 } // namespace gpupool::api

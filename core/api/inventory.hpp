@@ -74,6 +74,8 @@ struct Inventory {
 // ignored (an older coordinator meets a newer worker).
 Result<Inventory> inventory_from_json(const nlohmann::json& j, const std::string& field = "inventory");
 nlohmann::json to_json(const Inventory& inventory);
+// No C0 control (NUL included), DEL or C1 control: what every worker-given name must be.
+bool is_printable_text(std::string_view s);
 // The stored form (a JSON document), and reading it back with the same validation.
 std::string to_text(const Inventory& inventory);
 Result<Inventory> inventory_from_text(std::string_view text);

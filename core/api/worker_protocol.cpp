@@ -43,6 +43,15 @@ Completion completion_at(FieldReader& r) {
                    r.name("outcome"));
         }
     }
+    if (!r.error()) {
+        if (auto it = r.member_or_null("report"); !it.is_null()) {
+            if (auto report = run_report_from_json(it, r.name("report"))) {
+                c.report = std::move(*report);
+            } else {
+                r.fail(report.error().message, report.error().field);
+            }
+        }
+    }
     return c;
 }
 
@@ -116,6 +125,9 @@ json to_json(const Completion& c) {
     json j{{"reason", c.reason}, {"outcome", to_string(c.outcome)}};
     if (c.exit_code) {
         j["exit_code"] = *c.exit_code;
+    }
+    if (c.report) {
+        j["report"] = to_json(*c.report);
     }
     return j;
 }

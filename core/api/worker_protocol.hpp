@@ -10,6 +10,7 @@
 #include "core/api/inventory.hpp"
 #include "core/api/outcome.hpp"
 #include "core/api/owner_terms.hpp"
+#include "core/api/run_report.hpp"
 #include "core/util/ids.hpp"
 #include "core/util/result.hpp"
 
@@ -42,6 +43,9 @@ struct Completion {
     std::optional<std::int64_t> exit_code{}; // required when the outcome is `exited` (the coordinator checks)
     std::string reason{};
     Outcome outcome = Outcome::exited;
+    // What the worker ran (run_report.hpp), for the attempt's manifest; nullopt from a worker that
+    // does not say (an older one).
+    std::optional<RunReport> report{};
 };
 
 Result<Registration> registration_from_json(const nlohmann::json& j);

@@ -2,14 +2,13 @@
 
 #include <openssl/evp.h>
 
-#include <unistd.h>
-
+#include <array>
 #include <cerrno>
 #include <cstring>
-
-#include <array>
 #include <fstream>
 #include <memory>
+#include <new>
+#include <unistd.h>
 #include <vector>
 
 namespace gpupool::util {
@@ -81,6 +80,32 @@ Result<std::string> sha256_fd_hex(int fd) {
     std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
     unsigned int len = 0;
     EVP_DigestFinal_ex(ctx.get(), digest.data(), &len);
+    return to_hex(digest.data(), len);
+}
+
+struct Sha256::Context {
+    std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx{EVP_MD_CTX_new(), EVP_MD_CTX_free};
+};
+
+Sha256::Sha256() : m_ctx(new Context) {
+    if (!m_ctx->ctx || EVP_DigestInit_ex(m_ctx->ctx.get(), EVP_sha256(), nullptr) != 1) {
+        delete m_ctx;
+        throw std::bad_alloc(); // only when OpenSSL cannot allocate its context
+    }
+}
+
+Sha256::~Sha256() {
+    delete m_ctx;
+}
+
+void Sha256::update(std::string_view data) {
+    EVP_DigestUpdate(m_ctx->ctx.get(), data.data(), data.size());
+}
+
+std::string Sha256::hex() {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(m_ctx->ctx.get(), digest.data(), &len);
     return to_hex(digest.data(), len);
 }
 

@@ -1,0 +1,54 @@
+// What an outputs archive holds, file by file, as the coordinator reads it when a worker uploads it
+// (issue 43): each entry's path, kind, size and SHA-256, and one digest over all of them that two
+// attempts' outputs can be compared by. The listing comes from the archive the researcher will
+// fetch, not from what the worker says of it.
+//
+// The archive is hostile: entries are read, never written anywhere; names are checked as
+// unpack_archive checks them (relative, no "..", bounded); the entry count and the bytes read are
+// bounded. A name unpack_archive would refuse makes the listing fail (the whole archive would be
+// refused on fetch too). Directories are not listed; links are listed with their target; hard
+// links, devices, fifos and sockets are listed as "other" (unpack skips them).
+// Pure file-system functions, safe from any thread.
+#pragma once
+
+#include "core/util/result.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace gpupool::archive {
+
+struct ListedEntry {
+    std::string path;       // as unpacked: components joined by '/', no "./"
+    std::string type;       // "file", "link" or "other"
+    std::int64_t size = 0;  // a file's bytes
+    std::string sha256;     // a file's contents, lowercase hex; empty for the rest
+    std::string target;     // a link's target
+    bool operator==(const ListedEntry&) const = default;
+};
+
+struct Listing {
+    std::vector<ListedEntry> entries; // sorted by path; at most `max_listed` (ListLimits)
+    std::int64_t entry_count = 0;     // every entry, listed or not
+    std::int64_t file_bytes = 0;      // the files' bytes, all of them
+    // SHA-256 over every entry (listed or not) in path order: "path\0type\0sha256-or-target\n" each.
+    // Equal for two archives that unpack to the same files and links, whatever their order or times.
+    std::string tree_sha256;
+    bool truncated() const { return entry_count > static_cast<std::int64_t>(entries.size()); }
+};
+
+struct ListLimits {
+    std::int64_t max_entries = 100'000; // more fail the listing (unpack refuses them too)
+    std::size_t max_listed = 10'000;    // entries kept in `entries`; the digest covers all
+};
+
+Result<Listing> list_archive_file(const std::filesystem::path& archive, const ListLimits& limits = {});
+
+// {"entry_count", "file_bytes", "tree_sha256", "truncated", "entries": [{path, type, size, sha256|target}]}
+nlohmann::json to_json(const Listing& listing);
+
+} // namespace gpupool::archive

@@ -72,7 +72,8 @@ void print_report(const GlobalOptions& global, const MigrateOptions& o, const st
                                     {"samples", r.samples},
                                     {"log_bytes", r.log_bytes},
                                     {"outputs", r.outputs},
-                                    {"input_blobs", r.input_blobs}}
+                                    {"input_blobs", r.input_blobs},
+                                    {"evidence", r.evidence}}
                          .dump()
                   << std::endl;
         return;
@@ -81,7 +82,8 @@ void print_report(const GlobalOptions& global, const MigrateOptions& o, const st
               << " and checked the copy (every record equal, every log's ranges equal, the ledger balanced):\n"
               << "  " << r.teams << " teams, " << r.tokens << " tokens, " << r.workers << " workers\n"
               << "  " << r.sweeps << " sweeps, " << r.jobs << " jobs, " << r.attempts << " attempts, " << r.log_bytes
-              << " bytes of logs, " << r.outputs << " outputs, " << r.input_blobs << " input archives\n"
+              << " bytes of logs, " << r.outputs << " outputs, " << r.input_blobs << " input archives, " << r.evidence
+              << " pieces of evidence\n"
               << "  " << r.ledger_entries << " ledger entries, " << r.grants << " grants, " << r.audit_records
               << " audit records, " << r.samples << " utilisation samples" << std::endl;
 }

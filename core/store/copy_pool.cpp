@@ -1,4 +1,4 @@
-// copy_pool: records in one apply(), then logs, outputs, input archives, the audit log and samples;
+// copy_pool: records in one apply(), then logs, evidence, outputs, input archives, the audit log and samples;
 // then the check that the copy is whole.
 #include "core/store/copy_pool.hpp"
 
@@ -91,6 +91,18 @@ Result<util::TempFile> spill(const std::string& data) {
 
 Status copy_blobs(Store& from, Store& to, const Records& records, CopyReport& report) {
     for (const auto& a : records.attempts) {
+        auto evidence = from.read_evidence(a.id);
+        if (!evidence) {
+            return evidence.error();
+        }
+        if (!evidence->empty()) {
+            Changes c;
+            c.evidence = std::move(*evidence);
+            report.evidence += static_cast<std::int64_t>(c.evidence.size());
+            if (auto st = to.apply(c); !st) {
+                return copy_error(st.error(), "evidence of attempt " + std::to_string(a.id.value()));
+            }
+        }
         auto data = from.get_output(a.id);
         if (!data) {
             return data.error();

@@ -32,6 +32,7 @@ struct CopyReport {
     std::int64_t log_bytes = 0;
     std::int64_t outputs = 0;
     std::int64_t input_blobs = 0;
+    std::int64_t evidence = 0; // pieces of attempts' evidence
     bool operator==(const CopyReport&) const = default;
 };
 

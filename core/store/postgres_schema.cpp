@@ -210,6 +210,15 @@ ALTER TABLE jobs ADD COLUMN retries BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN retry_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN retry BIGINT NOT NULL DEFAULT 0;
 )sql",
+    // 2 -> 3: each attempt's evidence (SQLite's 10 -> 11).
+    R"sql(
+CREATE TABLE attempt_evidence (
+    attempt_id BIGINT NOT NULL REFERENCES attempts(id),
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (attempt_id, kind)
+);
+)sql",
 };
 
 bool has_schema_table(Connection& db) {

@@ -442,6 +442,16 @@ Result<std::vector<AuditRecord>> PostgresStore::read_audit(const AuditQuery& que
     });
 }
 
+Result<std::vector<EvidenceRecord>> PostgresStore::read_evidence(AttemptId attempt) {
+    return guarded("evidence read", [&]() -> Result<std::vector<EvidenceRecord>> {
+        const auto& table = columns::table<EvidenceRecord>();
+        static const std::string sql = "SELECT " + columns::column_list(columns::info(table)) +
+                                       " FROM attempt_evidence WHERE attempt_id = $1 ORDER BY kind";
+        Rows r = m_db->exec(sql.c_str(), params(attempt.value()));
+        return pg::read_rows(r, table);
+    });
+}
+
 Result<std::vector<Sample>> PostgresStore::read_samples(std::int64_t since_ms, std::int64_t limit) {
     return guarded("samples read", [&]() -> Result<std::vector<Sample>> {
         // The newest `limit`, then turned oldest first.

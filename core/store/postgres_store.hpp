@@ -27,7 +27,7 @@
 
 namespace gpupool::store {
 
-inline constexpr int k_postgres_schema_version = 2;
+inline constexpr int k_postgres_schema_version = 3;
 
 // The same cap as SQLite's, so that any pool fits a SQLite backup file.
 inline constexpr std::int64_t k_postgres_max_blob_bytes = 950'000'000;
@@ -67,6 +67,7 @@ public:
     std::int64_t max_blob_bytes() const override;
     Result<std::vector<AuditRecord>> read_audit(const AuditQuery& query) override;
     Result<std::vector<Sample>> read_samples(std::int64_t since_ms, std::int64_t limit) override;
+    Result<std::vector<EvidenceRecord>> read_evidence(AttemptId attempt) override;
     Result<std::int64_t> prune_samples(std::int64_t before_ms) override;
     Status backup(const std::filesystem::path& to) override;
     Result<std::vector<InputBlobRef>> list_input_blobs() override;

@@ -280,6 +280,13 @@ constexpr Column<Sample> k_samples[] = {
     integer<&Sample::jobs_running>("jobs_running", kept),
 };
 
+// Keyed by (attempt, kind): a repeated report replaces the piece it repeats.
+constexpr Column<EvidenceRecord> k_evidence[] = {
+    integer<&EvidenceRecord::attempt>("attempt_id", key),
+    text<&EvidenceRecord::kind>("kind", key),
+    text<&EvidenceRecord::json>("body", updated),
+};
+
 } // namespace
 
 // clang-format off
@@ -324,6 +331,11 @@ template <> const Table<GrantRecord>& table<GrantRecord>() {
 // Appended, numbered by the database in the order written; read a page at a time (read_audit).
 template <> const Table<AuditRecord>& table<AuditRecord>() {
     static constexpr Table<AuditRecord> t{"audit_log", k_audit, Write::insert, nullptr, &Records::audit};
+    return t;
+}
+// Upserted by (attempt, kind), never loaded whole (read_evidence reads one attempt's).
+template <> const Table<EvidenceRecord>& table<EvidenceRecord>() {
+    static constexpr Table<EvidenceRecord> t{"attempt_evidence", k_evidence, Write::upsert, nullptr, &Records::evidence};
     return t;
 }
 template <> const Table<Sample>& table<Sample>() {

@@ -141,9 +141,11 @@ template <>
 const Table<AuditRecord>& table<AuditRecord>();
 template <>
 const Table<Sample>& table<Sample>();
+template <>
+const Table<EvidenceRecord>& table<EvidenceRecord>();
 
 // Calls f(table<R>()) for each table that Records holds, in the order writes must go for the foreign
-// keys: teams, workers (worker tokens name them), tokens, sweeps, jobs, attempts, grants, the ledger,
+// keys: teams, workers (worker tokens name them), tokens, sweeps, jobs, attempts, evidence, grants, the ledger,
 // balances, the audit log, samples.
 template <class F>
 void for_each_table(F&& f) {
@@ -153,6 +155,7 @@ void for_each_table(F&& f) {
     f(table<SweepRecord>());
     f(table<JobRecord>());
     f(table<AttemptRecord>());
+    f(table<EvidenceRecord>());
     f(table<GrantRecord>());
     f(table<LedgerEntry>());
     f(table<BalanceRecord>());

@@ -148,6 +148,18 @@ struct AttemptRecord {
     bool operator==(const AttemptRecord&) const = default;
 };
 
+// One piece of an attempt's evidence (docs/evidence.md), a JSON object's text by kind: "run", what its
+// worker reported it ran (api::RunReport); "outputs", the listing of the outputs archive the
+// coordinator received (each file's size and SHA-256); "check", a spot check's verdict. Upserted by
+// (attempt, kind); never loaded whole (Store::read_evidence reads one attempt's), so that the
+// coordinator's memory does not grow with its history.
+struct EvidenceRecord {
+    AttemptId attempt;
+    std::string kind;
+    std::string json = "{}";
+    bool operator==(const EvidenceRecord&) const = default;
+};
+
 using LedgerEntry = credits::Entry; // immutable: inserted once, never updated
 
 struct BalanceRecord {

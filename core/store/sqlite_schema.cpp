@@ -202,6 +202,16 @@ ALTER TABLE jobs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN retry_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN retry INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 10 -> 11: each attempt's evidence (issue 43): what its worker ran, its outputs' listing, a spot
+    // check's verdict, read one attempt at a time.
+    R"sql(
+CREATE TABLE attempt_evidence (
+    attempt_id INTEGER NOT NULL REFERENCES attempts(id),
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (attempt_id, kind)
+);
+)sql",
 };
 
 // Version 4 first shipped without the sweeps' idempotency key (454bb39); the key was then added to

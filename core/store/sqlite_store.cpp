@@ -523,6 +523,19 @@ Result<std::vector<AuditRecord>> SqliteStore::read_audit(const AuditQuery& query
     }
 }
 
+Result<std::vector<EvidenceRecord>> SqliteStore::read_evidence(AttemptId attempt) {
+    try {
+        const auto& table = columns::table<EvidenceRecord>();
+        static const std::string sql = "SELECT " + columns::column_list(columns::info(table)) +
+                                       " FROM attempt_evidence WHERE attempt_id = ?1 ORDER BY kind";
+        SQLite::Statement q(*m_db, sql);
+        q.bind(1, attempt.value());
+        return sqlite::read_rows(q, table);
+    } catch (const std::exception& e) {
+        return db_error("evidence read", e);
+    }
+}
+
 Result<std::vector<Sample>> SqliteStore::read_samples(std::int64_t since_ms, std::int64_t limit) {
     try {
         // The newest `limit`, then turned oldest first.

@@ -27,7 +27,7 @@ class Database;
 
 namespace gpupool::store {
 
-inline constexpr int k_schema_version = 10;
+inline constexpr int k_schema_version = 11;
 
 // SQLite keeps a blob under 1e9 bytes (SQLITE_MAX_LENGTH); the store takes no more than this.
 inline constexpr std::int64_t k_sqlite_max_blob_bytes = 950'000'000;
@@ -66,6 +66,7 @@ public:
     std::int64_t max_blob_bytes() const override;
     Result<std::vector<AuditRecord>> read_audit(const AuditQuery& query) override;
     Result<std::vector<Sample>> read_samples(std::int64_t since_ms, std::int64_t limit) override;
+    Result<std::vector<EvidenceRecord>> read_evidence(AttemptId attempt) override;
     Result<std::int64_t> prune_samples(std::int64_t before_ms) override;
     Status backup(const std::filesystem::path& to) override;
     Result<std::vector<InputBlobRef>> list_input_blobs() override;

@@ -40,10 +40,12 @@ struct Records {
     std::vector<AuditRecord> audit;
     // Utilisation samples, likewise appended and never loaded (read_samples reads them).
     std::vector<Sample> samples;
+    // Attempts' evidence, upserted and never loaded (read_evidence reads one attempt's).
+    std::vector<EvidenceRecord> evidence;
     bool empty() const {
         return teams.empty() && tokens.empty() && workers.empty() && sweeps.empty() && jobs.empty() &&
                attempts.empty() && ledger.empty() && balances.empty() && grants.empty() && audit.empty() &&
-               samples.empty();
+               samples.empty() && evidence.empty();
     }
 };
 using Snapshot = Records;
@@ -167,6 +169,9 @@ public:
     // Deletes the samples taken before `before_ms`; returns how many. Its own small transaction: the
     // coordinator calls it after each sample it records, so the table holds one retention period.
     virtual Result<std::int64_t> prune_samples(std::int64_t before_ms) = 0;
+
+    // The evidence stored for one attempt (Changes::evidence), by kind; empty when there is none.
+    virtual Result<std::vector<EvidenceRecord>> read_evidence(AttemptId attempt) = 0;
 
     // Writes a consistent copy of everything committed so far (one moment of it: no half of a
     // transaction) to `to` (0600; new, or an empty file: anything else is a conflict), in a form

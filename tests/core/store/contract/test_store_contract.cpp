@@ -382,6 +382,40 @@ TEST_CASE("store contract: utilisation samples are appended, read oldest first s
     }
 }
 
+TEST_CASE("store contract: an attempt's evidence is upserted by kind, read one attempt at a time, never loaded",
+          "[store][contract][evidence]") {
+    FOR_EACH_STORE(kind) {
+        test::TempDir dir;
+        {
+            auto s = open(kind, dir.path());
+            Records c = every_kind();
+            c.evidence.push_back({AttemptId(1), "run", R"({"runtime":"podman"})"});
+            REQUIRE(s->apply(c));
+            Records more;
+            more.evidence.push_back({AttemptId(1), "outputs", R"({"entry_count":2})"});
+            more.evidence.push_back({AttemptId(1), "run", R"({"runtime":"docker"})"}); // replaces the first
+            REQUIRE(s->apply(more));
+            // Evidence of an attempt that does not exist is refused, and the apply writes nothing.
+            Records bad;
+            bad.evidence.push_back({AttemptId(1), "check", "{}"});
+            bad.evidence.push_back({AttemptId(99), "run", "{}"});
+            REQUIRE_FALSE(s->apply(bad));
+        }
+        auto s = open(kind, dir.path());
+        auto snap = s->load();
+        REQUIRE(snap);
+        CHECK(snap->evidence.empty());
+        auto got = s->read_evidence(AttemptId(1));
+        REQUIRE(got);
+        REQUIRE(got->size() == 2);
+        CHECK((*got)[0] == EvidenceRecord{AttemptId(1), "outputs", R"({"entry_count":2})"});
+        CHECK((*got)[1] == EvidenceRecord{AttemptId(1), "run", R"({"runtime":"docker"})"});
+        auto none = s->read_evidence(AttemptId(2));
+        REQUIRE(none);
+        CHECK(none->empty());
+    }
+}
+
 TEST_CASE("store contract: a long log pages by offset, retried chunks are stored once", "[store][contract]") {
     FOR_EACH_STORE(kind) {
         test::TempDir dir;

@@ -79,4 +79,17 @@ Result<api::LogSlice> JobsClient::logs(JobId id, std::int64_t offset, std::optio
 
 Result<std::string> JobsClient::outputs(JobId id) { return m_api.get_bytes(job_path(id) + "/outputs"); }
 
+Result<nlohmann::json> JobsClient::manifest(JobId id, std::optional<AttemptId> attempt) {
+    std::string path = job_path(id) + "/manifest";
+    if (attempt) {
+        path = net::with_query(path, {{"attempt", std::to_string(attempt->value())}});
+    }
+    auto m = m_api.get(path);
+    if (m && (!m->is_object() || !m->contains("manifest_version"))) {
+        return make_error(ErrorCode::internal, "the coordinator's manifest is not an object with manifest_version",
+                          "manifest");
+    }
+    return m;
+}
+
 } // namespace gpupool::client

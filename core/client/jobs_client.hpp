@@ -48,6 +48,9 @@ public:
     Result<api::LogSlice> logs(JobId id, std::int64_t offset, std::optional<AttemptId> attempt = std::nullopt);
     // The job's outputs archive (tar), as it came.
     Result<std::string> outputs(JobId id);
+    // The manifest of the job's latest attempt (or `attempt`'s): docs/evidence.md. A JSON object whose
+    // members the caller reads as it needs (it is for people and for `gpupool diff`).
+    Result<nlohmann::json> manifest(JobId id, std::optional<AttemptId> attempt = std::nullopt);
 
 private:
     ApiClient& m_api;

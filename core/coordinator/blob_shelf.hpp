@@ -55,6 +55,12 @@ public:
     Result<std::optional<std::string>> input(store::TeamId team, std::string_view sha256_hex) {
         return m_store.get_input_blob(team, sha256_hex);
     }
+    // ---- evidence ----
+    // One attempt's evidence by kind (store::EvidenceRecord; written through Coordinator::commit with
+    // the changes it belongs to, read here one attempt at a time: evidence.hpp).
+    Result<std::vector<store::EvidenceRecord>> evidence(store::AttemptId attempt) {
+        return m_store.read_evidence(attempt);
+    }
     // The largest blob the store keeps, in bytes (a larger one is refused).
     std::int64_t max_blob_bytes() const { return m_store.max_blob_bytes(); }
 

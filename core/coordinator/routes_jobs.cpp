@@ -2,6 +2,7 @@
 #include "core/api/jobs.hpp"
 #include "core/api/retry.hpp"
 #include "core/api/submit.hpp"
+#include "core/coordinator/evidence.hpp"
 #include "core/coordinator/job_ops.hpp"
 #include "core/coordinator/service_impl.hpp"
 #include "core/recipe/parser.hpp"
@@ -187,6 +188,26 @@ net::Response read_job_logs(ServiceState& svc, const net::Request& req, const In
     return net::json_response(200, out.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+net::Response read_job_manifest(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
+    auto id = parse_int(req.param("id"), "id");
+    if (!id) {
+        return error_response(id.error());
+    }
+    std::optional<AttemptId> attempt;
+    if (auto a = req.query_value("attempt"); !a.empty()) {
+        auto v = parse_int(a, "attempt");
+        if (!v) {
+            return error_response(v.error());
+        }
+        attempt = AttemptId(*v);
+    }
+    auto manifest = coordinator::job_manifest(*svc.coord, who, JobId(*id), attempt);
+    if (!manifest) {
+        return error_response(manifest.error());
+    }
+    return net::json_response(200, manifest->dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 net::Response read_job_outputs(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
     auto id = parse_int(req.param("id"), "id");
     if (!id) {
@@ -220,6 +241,7 @@ void add_job_routes(ServiceState& s, net::Router& r) {
          Accepts{k_max_json_body_bytes, {Role::member, Role::admin}, true, false, k_max_jobs_per_submission});
     s.on(r, "GET", "/v1/jobs/{id}/logs", read_job_logs, k_no_json_body);
     s.on(r, "GET", "/v1/jobs/{id}/outputs", read_job_outputs, k_no_json_body);
+    s.on(r, "GET", "/v1/jobs/{id}/manifest", read_job_manifest, k_no_json_body);
     s.on(r, "PUT", "/v1/inputs/{sha256}", put_inputs, Accepts{max_upload, {Role::member, Role::admin}, false, true});
 }
 

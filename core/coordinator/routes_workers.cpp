@@ -168,8 +168,7 @@ net::Response complete_attempt(ServiceState& svc, const net::Request& req, const
     if (!done) {
         return error_response(done.error());
     }
-    auto st =
-        coordinator::complete_attempt(*svc.coord, who, AttemptId(*id), done->exit_code, done->reason, done->outcome);
+    auto st = coordinator::complete_attempt(*svc.coord, who, AttemptId(*id), *done);
     if (st) {
         svc.schedule_soon();
     }
@@ -227,7 +226,8 @@ void add_worker_routes(ServiceState& s, net::Router& r) {
     s.on(r, "POST", "/v1/attempts/{id}/start", start_attempt, k_no_json_body);
     s.on(r, "POST", "/v1/attempts/start", start_attempts, Accepts{k_max_json_body_bytes, {Role::worker}});
     s.on(r, "POST", "/v1/attempts/{id}/logs", append_attempt_log, Accepts{std::size_t{4} * 1024 * 1024, {Role::worker}, false});
-    s.on(r, "PUT", "/v1/attempts/{id}/outputs", upload_attempt_outputs, Accepts{std::size_t{900} * 1024 * 1024, {Role::worker}, false, true});
+    s.on(r, "PUT", "/v1/attempts/{id}/outputs", upload_attempt_outputs,
+         Accepts{std::size_t{900} * 1024 * 1024, {Role::worker}, false, true, 0, false, true});
     s.on(r, "POST", "/v1/attempts/{id}/complete", complete_attempt);
     s.on(r, "POST", "/v1/attempts/complete", complete_attempts, Accepts{k_max_json_body_bytes, {Role::worker}});
 }

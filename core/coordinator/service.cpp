@@ -68,6 +68,13 @@ Result<Input> ServiceState::prepare(const net::Request& req, const Accepts& acce
             return sha.error();
         }
         in.file = UploadedFile{req.body_file->path(), static_cast<std::int64_t>(req.body_file->size()), *sha};
+        if (accepts.list_archive) {
+            if (auto listing = archive::list_archive_file(req.body_file->path())) {
+                in.file->listing = std::move(*listing);
+            } else {
+                in.file->listing_error = listing.error().message;
+            }
+        }
     }
     return in;
 }

@@ -56,6 +56,7 @@ struct Accepts {
     bool to_file = false;             // spooled to disk by the server, its SHA-256 measured on the parse thread
     std::size_t max_jobs = 0;         // items of the body's "jobs" array, counted before it is built; 0: any
     bool submission = false;          // the body is a submission (api::SubmitRequest), read where it is parsed
+    bool list_archive = false; // a body spooled to disk is a tar archive, listed there too (UploadedFile::listing)
 };
 // Routes that read nothing from their body (it is ignored, within the default size).
 inline const Accepts k_no_json_body{k_max_json_body_bytes, {}, false, false};

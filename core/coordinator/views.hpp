@@ -7,6 +7,7 @@
 #include "core/api/heartbeat.hpp"
 #include "core/api/outcome.hpp"
 #include "core/api/submit.hpp"
+#include "core/archive/listing.hpp"
 #include "core/coordinator/credit_desk.hpp"
 #include "core/coordinator/overview.hpp"
 #include "core/credits/ledger.hpp"
@@ -34,6 +35,10 @@ struct UploadedFile {
     std::filesystem::path path;
     std::int64_t size = 0;
     std::string sha256_hex;
+    // What the archive holds, listed where the upload was parsed (routes that ask: outputs), or why
+    // it could not be.
+    std::optional<archive::Listing> listing{};
+    std::string listing_error{};
 };
 
 inline constexpr std::int64_t k_max_enroll_uses = 10'000;

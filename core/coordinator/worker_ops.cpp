@@ -4,6 +4,7 @@
 
 #include "core/coordinator/admin_ops.hpp"
 #include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/evidence.hpp"
 #include "core/coordinator/internal.hpp"
 #include "core/coordinator/job_ops.hpp"
 #include "core/resources/quantity.hpp"
@@ -254,7 +255,10 @@ Status upload_output(Coordinator& pool, const Principal& who, AttemptId id, cons
         return invalid("outputs are " + std::to_string(file.size) + " bytes, over the job's outputs.max_size",
                        "outputs");
     }
-    return pool.blobs().put_output(id, file.path, file.sha256_hex);
+    if (auto st = pool.blobs().put_output(id, file.path, file.sha256_hex); !st) {
+        return st;
+    }
+    return record_outputs(pool, id, file);
 }
 
 namespace {
@@ -264,6 +268,9 @@ Status stage_end(Coordinator& pool, const Principal& who, AttemptId id, const ap
     auto a = current_attempt_of_worker(pool, who, id);
     if (!a) {
         return a.error();
+    }
+    if (done.report) {
+        stage_run_report(id, *done.report, c);
     }
     AttemptRecord copy = **a;
     const std::string& reason = done.reason;
@@ -306,8 +313,12 @@ Status stage_end(Coordinator& pool, const Principal& who, AttemptId id, const ap
 
 Status complete_attempt(Coordinator& pool, const Principal& who, AttemptId id, std::optional<std::int64_t> exit_code,
                         const std::string& reason, Outcome outcome) {
+    return complete_attempt(pool, who, id, api::Completion{exit_code, reason, outcome});
+}
+
+Status complete_attempt(Coordinator& pool, const Principal& who, AttemptId id, const api::Completion& done) {
     Changes c;
-    if (auto st = stage_end(pool, who, id, {exit_code, reason, outcome}, c); !st) {
+    if (auto st = stage_end(pool, who, id, done, c); !st) {
         return st;
     }
     return pool.commit(c);

@@ -74,6 +74,8 @@ Status upload_output(Coordinator& pool, const Principal& who, AttemptId attempt,
 Status complete_attempt(Coordinator& pool, const Principal& who, AttemptId attempt,
                         std::optional<std::int64_t> exit_code, const std::string& reason,
                         Outcome outcome = Outcome::exited);
+// The same from the worker's whole message, its run report (the attempt's evidence) included.
+Status complete_attempt(Coordinator& pool, const Principal& who, AttemptId attempt, const api::Completion& done);
 // Several ends from one worker, committed in one transaction: one answer per end, in order. An end
 // refused (no longer current, a bad exit code) does not hold back the others; a failed write fails
 // the call and takes none of them.

@@ -86,13 +86,46 @@ Status check_env_name(std::string_view name) {
     return {};
 }
 
-Status check_model_id(std::string_view id) {
+namespace {
+
+// A model's pinned revision (after "@"): a branch, tag or commit of [A-Za-z0-9._-/], at most 128
+// characters, without "..", empty or "." segments (worker/cache/hub_cache.hpp reads it the same way).
+bool model_revision_ok(std::string_view rev) {
+    if (rev.empty() || rev.size() > 128 || rev.front() == '/' || rev.back() == '/') {
+        return false;
+    }
+    const bool chars = std::all_of(rev.begin(), rev.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-' || c == '/';
+    });
+    std::size_t begin = 0;
+    while (chars && begin <= rev.size()) {
+        const std::size_t end = std::min(rev.find('/', begin), rev.size());
+        const std::string_view seg = rev.substr(begin, end - begin);
+        if (seg.empty() || seg == "." || seg == "..") {
+            return false;
+        }
+        begin = end + 1;
+    }
+    return chars;
+}
+
+} // namespace
+
+Status check_model_id(std::string_view full) {
+    const std::size_t at = full.find('@');
+    const std::string_view id = full.substr(0, at);
+    if (at != std::string_view::npos && !model_revision_ok(full.substr(at + 1))) {
+        return rule_error("`" + util::escape_control(full) +
+                          "`: the revision after \"@\" is a branch, tag or commit of letters, digits, `._-/`");
+    }
     const std::size_t slash = id.find('/');
     const bool ok = slash == std::string_view::npos
                         ? model_part_ok(id)
                         : model_part_ok(id.substr(0, slash)) && model_part_ok(id.substr(slash + 1));
     if (!ok) {
-        return rule_error("`" + util::escape_control(id) + "` is not a model id like \"org/model-name\"");
+        return rule_error("`" + util::escape_control(full) +
+                          "` is not a model id like \"org/model-name\" (or "
+                          "\"org/model-name@revision\")");
     }
     return {};
 }

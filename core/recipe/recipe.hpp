@@ -114,6 +114,9 @@ struct JobSpec {
     // than read from a file, then each repository recipe it extends, nearest first. Empty for a
     // recipe from a local file that extends only built-ins or files.
     std::vector<Origin> origins;
+    // The SHA-256 (lowercase hex) of the recipe file's text as the client read it, for the job's
+    // manifest (docs/evidence.md); empty when the client did not say.
+    std::string recipe_sha256;
 
     // argv as the runtime executes it.
     std::vector<std::string> argv() const;

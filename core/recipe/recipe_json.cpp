@@ -135,6 +135,10 @@ Status check_strings(const JobSpec& job) {
             return st;
         }
     }
+    if (!job.recipe_sha256.empty() && (job.recipe_sha256.size() != 64 ||
+                                       job.recipe_sha256.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+        return field_error("recipe_sha256", "expected 64 lowercase hex digits (the recipe file's SHA-256)");
+    }
     for (const auto& [key, value] : job.params) {
         if (!util::is_identifier(key)) {
             return field_error(entry("params", key), "sweep parameter names use letters, digits and _");
@@ -221,6 +225,9 @@ Json spec_json(const JobSpec& job) {
             origins.push_back({{"recipe", o.recipe}, {"repo", o.repo}, {"revision", o.revision}});
         }
         out["origins"] = std::move(origins);
+    }
+    if (!job.recipe_sha256.empty()) {
+        out["recipe_sha256"] = job.recipe_sha256;
     }
     return out;
 }
@@ -435,6 +442,7 @@ Result<JobSpec> job_from_json(const nlohmann::json& j) {
     rd.env("params", job.params, "params");
     rd.get("cache_models", job.cache_models, "cache_models");
     rd.get("sweep_index", job.sweep_index, "sweep_index");
+    rd.get("recipe_sha256", job.recipe_sha256, "recipe_sha256");
     std::string priority = "normal";
     rd.get("priority", priority, "priority");
     read_tables(rd, job);

@@ -293,6 +293,7 @@ TEST_CASE("service: authorization matrix over every route", "[service]") {
         {"POST /v1/jobs/retry", {{member, admin}, true, "/v1/jobs/retry", {{"jobs", {job}}}}},
         {"GET /v1/jobs/{id}/logs", {{member, admin}, true, "/v1/jobs/" + jid + "/logs", nullptr}},
         {"GET /v1/jobs/{id}/outputs", {{member, admin}, true, "/v1/jobs/" + jid + "/outputs", nullptr}},
+        {"GET /v1/jobs/{id}/manifest", {{member, admin}, true, "/v1/jobs/" + jid + "/manifest", nullptr}},
         {"POST /v1/workers/register",
          {{enroll}, false, "/v1/workers/register", {{"name", "w"}, {"inventory", inventory()}}}},
         {"POST /v1/workers/heartbeat", {{worker}, false, "/v1/workers/heartbeat", {{"running", json::array()}}}},

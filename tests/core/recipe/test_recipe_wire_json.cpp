@@ -25,8 +25,9 @@ TEST_CASE("recipe json: to_wire_json equals to_json read as plain JSON, and read
     s.resources.cpu_milli = 2000;
     s.resources.memory_mib = 4096;
     s.resources.max_runtime_s = 600;
-    s.cache_models = {"gpt2"};
+    s.cache_models = {"gpt2", "org/model@" + std::string(40, 'c')}; // a pinned revision too (gpupool repro)
     s.sweep_index = 3;
+    s.recipe_sha256 = std::string(64, 'e');
     const nlohmann::json wire = recipe::to_wire_json(s);
     CHECK(wire == nlohmann::json::parse(recipe::to_json(s).dump()));
     CHECK(recipe::to_wire_json(std::vector<recipe::JobSpec>{s, s}) ==
@@ -34,6 +35,14 @@ TEST_CASE("recipe json: to_wire_json equals to_json read as plain JSON, and read
     auto back = recipe::job_from_json(wire);
     REQUIRE(back.has_value());
     CHECK(recipe::to_wire_json(*back) == wire);
+    CHECK(back->recipe_sha256 == s.recipe_sha256);
+    CHECK(back->cache_models == s.cache_models);
+    // The recipe's digest is 64 lowercase hex digits or absent.
+    auto bad = wire;
+    bad["recipe_sha256"] = "ABC";
+    auto refused = recipe::job_from_json(bad);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().field == "recipe_sha256");
 }
 
 } // namespace test_recipe_wire_json

@@ -95,6 +95,7 @@ constexpr Command k_commands[] = {
     {"cancel", register_cancel},
     {"retry", register_retry},
     {"fetch", register_fetch},
+    {"manifest", register_manifest},
     {"wait", register_wait},
     {"credits", register_credits},
     {"price", register_price},

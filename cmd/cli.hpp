@@ -56,6 +56,7 @@ void register_logs(Cli& cli);
 void register_cancel(Cli& cli);
 void register_retry(Cli& cli);
 void register_fetch(Cli& cli);
+void register_manifest(Cli& cli); // manifest, diff and repro
 void register_wait(Cli& cli);
 void register_credits(Cli& cli);
 void register_price(Cli& cli);

@@ -5,6 +5,7 @@
 #include "cmd/sweeps.hpp"
 #include "core/archive/archive.hpp"
 #include "core/client/jobs_client.hpp"
+#include "core/util/sha256.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -35,11 +36,46 @@ Result<fs::path> destination(const fs::path& dir, const std::string& name, const
     return dest;
 }
 
-// Downloads and writes one job's outputs; the JSON line describes what was written.
-Result<json> fetch_one(client::ApiClient& api, const NamedJob& job, const fs::path& dest, bool tar) {
+// The job's manifest, checked against the archive that came (the coordinator listed that archive
+// when its worker uploaded it), written to `path`; an empty JSON object for a coordinator that keeps
+// no manifests (older than this client), with a warning.
+Result<json> fetch_manifest(client::ApiClient& api, const NamedJob& job, const std::string& archive,
+                            const fs::path& path) {
+    auto m = client::JobsClient(api).manifest(job.id);
+    if (!m) {
+        if (m.error().code == ErrorCode::not_found) {
+            std::cerr << "warning: no manifest for job " << job.id.value() << ": " << printable(m.error().describe())
+                      << '\n';
+            return Result<json>(boost::system::in_place_value, json::object());
+        }
+        return m.error();
+    }
+    const json& outputs = m->value("outputs", json::object());
+    const std::string expected = outputs.is_object() ? outputs.value("archive_sha256", "") : "";
+    if (!expected.empty() && util::sha256_hex(archive) != expected) {
+        return make_error(ErrorCode::internal, "the outputs of job " + std::to_string(job.id.value()) +
+                                                   " that came are not the ones its manifest records (sha256 " +
+                                                   expected + "): nothing written");
+    }
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << m->dump(2, ' ', false, json::error_handler_t::replace) << '\n';
+    if (!out) {
+        return make_error(ErrorCode::io, "cannot write " + path.string());
+    }
+    return m;
+}
+
+// Downloads and writes one job's outputs, and its manifest beside them (`manifest`); the JSON line
+// describes what was written.
+Result<json> fetch_one(client::ApiClient& api, const NamedJob& job, const fs::path& dest, bool tar,
+                       const fs::path& manifest) {
     auto data = client::JobsClient(api).outputs(job.id);
     if (!data) {
         return data.error();
+    }
+    auto m = fetch_manifest(api, job, *data, manifest);
+    if (!m) {
+        return m.error();
     }
     if (tar) {
         std::ofstream out(dest, std::ios::binary);
@@ -47,7 +83,11 @@ Result<json> fetch_one(client::ApiClient& api, const NamedJob& job, const fs::pa
         if (!out) {
             return make_error(ErrorCode::io, "cannot write " + dest.string());
         }
-        return Result<json>(boost::system::in_place_value, json{{"job", job.id.value()}, {"name", job.name}, {"path", dest.string()}, {"bytes", data->size()}});
+        return Result<json>(boost::system::in_place_value, json{{"job", job.id.value()},
+                                                                {"name", job.name},
+                                                                {"path", dest.string()},
+                                                                {"bytes", data->size()},
+                                                                {"manifest", manifest.string()}});
     }
     // Unpacked into DEST/ (the archive cannot write outside it).
     auto unpacked = archive::unpack_archive(*data, dest);
@@ -57,17 +97,22 @@ Result<json> fetch_one(client::ApiClient& api, const NamedJob& job, const fs::pa
     for (const auto& s : unpacked->skipped) {
         std::cerr << "warning: skipped " << printable(s) << '\n';
     }
-    return Result<json>(boost::system::in_place_value, json{{"job", job.id.value()}, {"name", job.name}, {"dir", dest.string()}, {"files", unpacked->written}});
+    return Result<json>(boost::system::in_place_value, json{{"job", job.id.value()},
+                                                            {"name", job.name},
+                                                            {"dir", dest.string()},
+                                                            {"files", unpacked->written},
+                                                            {"manifest", manifest.string()}});
 }
 
 void print_fetched(const json& r, bool list_files) {
     if (r.contains("path")) {
-        std::cout << "wrote " << printable(r["path"]) << " (" << r["bytes"] << " bytes)\n";
+        std::cout << "wrote " << printable(r["path"]) << " (" << r["bytes"] << " bytes) and its manifest "
+                  << printable(r["manifest"]) << "\n";
         return;
     }
     const auto n = r["files"].size();
     std::cout << "job " << r["job"] << " " << printable(r["name"]) << ": " << n << (n == 1 ? " file" : " files")
-              << " into " << printable(r["dir"]) << "/\n";
+              << " into " << printable(r["dir"]) << "/, its manifest " << printable(r["manifest"]) << "\n";
     if (list_files) {
         for (const auto& f : r["files"]) {
             std::cout << "  " << printable(f) << '\n';
@@ -117,7 +162,9 @@ int run_fetch(const FetchOptions& o) {
     for (std::size_t i = 0; i < jobs->size(); ++i) {
         const NamedJob& job = (*jobs)[i];
         auto dest = destination(dir, names[i], o);
-        auto got = dest ? fetch_one(*api, job, *dest, o.tar) : Result<json>(boost::system::in_place_error, dest.error());
+        const fs::path manifest = fs::path(dir) / (names[i] + ".manifest.json");
+        auto got = dest ? fetch_one(*api, job, *dest, o.tar, manifest)
+                        : Result<json>(boost::system::in_place_error, dest.error());
         if (!got) {
             // One job's outputs missing (not run, failed, cancelled) does not stop the others.
             ++missing;
@@ -149,7 +196,8 @@ int run_fetch(const FetchOptions& o) {
 void register_fetch(Cli& cli) {
     auto o = std::make_shared<FetchOptions>();
     CLI::App* sub = add_command(cli, "fetch",
-                                "Download finished jobs' outputs into DIR/<job name>/ (a job, or a whole sweep)");
+                                "Download finished jobs' outputs into DIR/<job name>/ (a job, or a whole sweep), each "
+                                "with its manifest (DIR/<job name>.manifest.json)");
     sub->add_option("args", o->args, "JOB [DIR] (or [DIR] with --sweep); DIR defaults to the current directory");
     sub->add_option("--sweep", o->sweep, "Every job of this sweep, each into DIR/<job name>/")
         ->check(CLI::PositiveNumber);

@@ -4,6 +4,7 @@
 #include "cmd/remote.hpp"
 #include "core/recipe/recipe_json.hpp"
 #include "core/resources/quantity.hpp"
+#include "core/util/sha256.hpp"
 #include "core/util/strings.hpp"
 
 #include <algorithm>
@@ -44,6 +45,7 @@ std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_reci
         options.overrides.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
     Result<recipe::Recipe> parsed = make_error(ErrorCode::internal, "not parsed");
+    std::filesystem::path file = args.file; // the recipe file parsed, whose digest each job keeps
     if (catalog::names_a_recipe(args.file)) {
         auto cat = open_catalog(global, args.repos);
         if (!cat) {
@@ -56,7 +58,8 @@ std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_reci
             return std::nullopt;
         }
         options = cat->parse_options(**entry, std::move(options));
-        parsed = recipe::parse_recipe_file((*entry)->file(), options);
+        file = (*entry)->file();
+        parsed = recipe::parse_recipe_file(file, options);
     } else {
         options.resolve_name = lazy_resolver(global, args.repos);
         parsed = recipe::parse_recipe_file(args.file, options);
@@ -69,6 +72,12 @@ std::optional<std::pair<recipe::Recipe, std::vector<recipe::JobSpec>>> load_reci
     if (!jobs) {
         report_error(global, jobs.error());
         return std::nullopt;
+    }
+    // For the jobs' manifests (docs/evidence.md): the text as read just now (a built-in has no file).
+    if (auto digest = util::sha256_file_hex(file)) {
+        for (auto& job : *jobs) {
+            job.recipe_sha256 = *digest;
+        }
     }
     return std::make_pair(std::move(*parsed), std::move(*jobs));
 }

@@ -324,6 +324,32 @@
     }
     if (mine !== generation || logJob !== jobId) return;
     $("log").textContent = text.length > 0 ? text : "(the log is empty)";
+    await showManifest(jobId, mine);
+  }
+
+  // The job's manifest (docs/evidence.md): a line of what ran, and the whole document to save.
+  async function showManifest(jobId, mine) {
+    const box = $("log-manifest");
+    clear(box);
+    let m;
+    try {
+      m = await api("/v1/jobs/" + jobId + "/manifest", token);
+    } catch (e) {
+      if (mine !== generation || logJob !== jobId) return;
+      box.appendChild(el("span", "No manifest: " + e.message));
+      return;
+    }
+    if (mine !== generation || logJob !== jobId) return;
+    const image = m.image || {};
+    const outputs = m.outputs || {};
+    const worker = m.worker || {};
+    box.appendChild(el("span", "Manifest: image " + str(image.digest || "(digest not known)") + " on " +
+      str(worker.gpu_model || "CPU") + ", " + num(outputs.entry_count) + " output entries (tree " +
+      str(outputs.tree_sha256 || "-").slice(0, 12) + "). "));
+    const link = el("a", "Save manifest.json");
+    link.href = URL.createObjectURL(new Blob([JSON.stringify(m, null, 2)], { type: "application/json" }));
+    link.download = "job-" + jobId + ".manifest.json";
+    box.appendChild(link);
   }
 
   // ---- polling --------------------------------------------------------------------------------------

@@ -482,6 +482,9 @@ int run_decision_mode(const GlobalOptions& global, const SimOptions& args, const
 
 int run_sim(const SimOptions& args) {
     const GlobalOptions& global = args.global;
+    if (args.mode == "verify") {
+        return run_verify_mode(global, args); // no trace: sim_verify.cpp
+    }
     // The trace is read here, once, for whichever mode replays it (all but a generated time run).
     std::optional<Trace> trace;
     if (!(args.mode == "time" && args.generate)) {
@@ -507,8 +510,9 @@ void register_sim(Cli& cli) {
     auto args = std::make_shared<SimOptions>();
     sub->add_option("--mode", args->mode,
                     "alloc: the FGD paper's arrivals-only protocol (default); time: arrivals and departures over "
-                    "time; decision: latency of one decision on the trace's cluster with a long queue")
-        ->check(CLI::IsMember({"alloc", "time", "decision"}));
+                    "time; decision: latency of one decision on the trace's cluster with a long queue; verify: how "
+                    "soon spot checks catch a worker that forges results (docs/evidence.md)")
+        ->check(CLI::IsMember({"alloc", "time", "decision", "verify"}));
     sub->add_option("--policy", args->policy, "Placement scorer: fgd, bestfit, packing, random, or all (alloc mode)");
     sub->add_option("--data-dir", args->data_dir,
                     "Folder with the Alibaba trace (default ../shared/data/alibaba-gpu-v2023 beside the repository)");

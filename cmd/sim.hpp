@@ -50,4 +50,7 @@ struct SimOptions {
 // The exit code (cli.hpp); results go to stdout, problems to stderr.
 int run_sim(const SimOptions& options);
 
+// `--mode verify` (sim_verify.cpp): the spot-check policy's detection curve; needs no trace.
+int run_verify_mode(const GlobalOptions& global, const SimOptions& args);
+
 } // namespace gpupool::cmd

@@ -207,11 +207,19 @@ int run_price(const PriceOptions& opts) {
     if (!loaded) {
         return k_exit_failed;
     }
-    const auto& [recipe, jobs] = *loaded;
+    auto& [recipe, jobs] = *loaded;
+    const auto sizing = size_recipe(global, opts.sizing, recipe, jobs, opts.offline);
+    if (!sizing) {
+        return k_exit_failed;
+    }
     json e = estimate_recipe(global, recipe.source, jobs, opts.offline);
+    if (!sizing->json.is_null()) {
+        e["gpu_memory"] = sizing->json;
+    }
     if (global.json) {
         std::cout << e.dump(2) << '\n';
     } else {
+        print_sizing(*sizing, std::cout, true);
         print_price_estimate(e);
     }
     return k_exit_ok;
@@ -223,7 +231,9 @@ void register_price(Cli& cli) {
     add_help_footer(sub, "gpupool price eval.toml\ngpupool price eval.toml --offline --set resources.gpu_memory=40GiB",
                     "docs/credits.md (For researchers)", Reach::coordinator);
     add_recipe_args(sub, opts->recipe);
-    sub->add_flag("--offline", opts->offline, "Use the embedded catalogs only; do not ask the coordinator");
+    sub->add_flag("--offline", opts->offline,
+                  "Use the embedded catalogs only; do not ask the coordinator (nor the hub for models' config.json)");
+    add_sizing_args(sub, opts->sizing);
     sub->callback([&cli, opts] {
         opts->global = cli.global;
         cli.exit_code = run_price(*opts);

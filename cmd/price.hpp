@@ -5,12 +5,14 @@
 
 #include "cmd/cli.hpp"
 #include "cmd/jobs_view.hpp"
+#include "cmd/model_sizing.hpp"
 
 namespace gpupool::cmd {
 
 struct PriceOptions {
     GlobalOptions global{};
     RecipeArgs recipe{};
+    SizingArgs sizing{}; // where the models' config.json come from (GPU memory from the model)
     bool offline = false;
 };
 

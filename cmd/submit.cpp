@@ -68,14 +68,25 @@ int run_submit(const SubmitOptions& opts) {
         return k_exit_failed;
     }
     auto& [recipe, jobs] = *loaded;
+    const auto sizing = size_recipe(global, opts.sizing, recipe, jobs, false);
+    if (!sizing) {
+        return k_exit_failed;
+    }
     if (opts.dry_run) {
-        const nlohmann::json e = estimate_recipe(global, recipe.source, jobs, false);
+        nlohmann::json e = estimate_recipe(global, recipe.source, jobs, false);
+        if (!sizing->json.is_null()) {
+            e["gpu_memory"] = sizing->json;
+        }
         print_jobs(global, recipe, jobs, &e);
         if (!global.json) {
             std::cout << '\n';
+            print_sizing(*sizing, std::cout, true);
             print_price_estimate(e);
         }
         return k_exit_ok;
+    }
+    if (!global.json) {
+        print_sizing(*sizing, std::cerr, false);
     }
     auto api = connect(global);
     if (!api) {
@@ -172,6 +183,7 @@ void register_submit(Cli& cli) {
                     "gpupool submit eval.toml --dry-run    # the expanded jobs and their estimate",
                     "docs/recipes.md, docs/credits.md", Reach::coordinator);
     add_recipe_args(sub, opts->recipe);
+    add_sizing_args(sub, opts->sizing);
     sub->add_flag("--dry-run", opts->dry_run, "Validate and print the jobs and their estimated cost; submits nothing");
     sub->add_flag("--wait", opts->wait, "Wait for the jobs to finish; exit 1 if any did not succeed");
     sub->add_flag("--follow,-f", opts->follow,

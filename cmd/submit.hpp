@@ -5,6 +5,7 @@
 
 #include "cmd/cli.hpp"
 #include "cmd/jobs_view.hpp"
+#include "cmd/model_sizing.hpp"
 
 #include <string>
 
@@ -13,6 +14,7 @@ namespace gpupool::cmd {
 struct SubmitOptions {
     GlobalOptions global{};
     RecipeArgs recipe{};
+    SizingArgs sizing{}; // where the models' config.json come from (GPU memory from the model)
     bool dry_run = false;
     bool wait = false;
     bool follow = false;

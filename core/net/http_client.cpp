@@ -27,10 +27,13 @@ void global_init_once() {
 
 // Where a response body goes: memory, or (for a 2xx answer to download()) a file.
 struct BodySink {
+    BodySink(CURL* c, std::FILE* f, std::int64_t max) : curl(c), file(f), max_body(max) {}
     CURL* curl = nullptr;
     std::string body;
     std::FILE* file = nullptr; // download(): written here when the status is 2xx
     bool file_failed = false;
+    std::int64_t max_body = 0; // ClientOptions::max_body_bytes
+    bool too_large = false;
 };
 
 size_t take_body(char* data, size_t size, size_t count, void* user) {
@@ -45,8 +48,24 @@ size_t take_body(char* data, size_t size, size_t count, void* user) {
         }
         return n;
     }
+    if (sink->max_body > 0 && sink->body.size() + n > static_cast<std::size_t>(sink->max_body)) {
+        sink->too_large = true;
+        return 0; // stops the transfer: CURLE_WRITE_ERROR
+    }
     sink->body.append(data, n);
     return n;
+}
+
+// Why the body could not be kept (written to its file, or held under max_body), if it could not.
+std::optional<Error> sink_failure(const BodySink& sink, const std::string& url) {
+    if (sink.file_failed) {
+        return make_error(ErrorCode::io, std::string("cannot write the downloaded body: ") + std::strerror(errno));
+    }
+    if (sink.too_large) {
+        return make_error(ErrorCode::invalid_input,
+                          "the answer from " + url + " is larger than " + std::to_string(sink.max_body) + " bytes");
+    }
+    return std::nullopt;
 }
 
 bool has_line_break(std::string_view s) {
@@ -270,9 +289,7 @@ Result<Response> HttpClient::perform(std::string_view method, std::string_view p
     }
 
     std::chrono::milliseconds total = timeout.value_or(m_options.timeout);
-    BodySink sink;
-    sink.curl = curl;
-    sink.file = body_file;
+    BodySink sink(curl, body_file, m_options.max_body_bytes);
     char error_buffer[CURL_ERROR_SIZE] = {0};
     std::string method_string(method);
 
@@ -308,8 +325,8 @@ Result<Response> HttpClient::perform(std::string_view method, std::string_view p
 
     CURLcode code = curl_easy_perform(curl);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
-    if (sink.file_failed) {
-        return make_error(ErrorCode::io, std::string("cannot write the downloaded body: ") + std::strerror(errno));
+    if (auto failed = sink_failure(sink, url)) {
+        return *failed;
     }
     if (code != CURLE_OK) {
         unsent = code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_SSL_CONNECT_ERROR;

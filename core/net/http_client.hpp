@@ -31,6 +31,7 @@
 #include "core/util/result.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -53,6 +54,9 @@ struct ClientOptions {
     std::string ca_cert;   // PEM file with the CA (or self-signed certificate) to trust instead of the system's
     std::chrono::milliseconds timeout{30'000};          // whole request; long-polls pass their own
     std::chrono::milliseconds connect_timeout{10'000};
+    // A body kept in memory longer than this ends the transfer with an invalid_input Error naming
+    // the URL (a small file from a server nobody vouches for). 0: no limit.
+    std::int64_t max_body_bytes = 0;
 };
 
 class HttpClient {

@@ -78,7 +78,7 @@ void parse_tables(const toml::table& root, const fs::path& base_dir, const Sourc
     }
     if (const auto* n = root.get("cache")) {
         if (const auto* t = expect_table(*n, "cache", diag)) {
-            parse_cache(*t, job.cache_models, diag);
+            parse_cache(*t, job.cache_models, job.model_use, diag);
         }
     }
     if (const auto* n = root.get("retry")) {

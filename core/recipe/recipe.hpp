@@ -6,6 +6,7 @@
 // (see core/resources/quantity.hpp). These are plain value types, safe to copy between threads.
 #pragma once
 
+#include "core/resources/model_memory.hpp"
 #include "core/util/result.hpp"
 
 #include <cstddef>
@@ -105,6 +106,7 @@ struct JobSpec {
     Outputs outputs;
     Logs logs;
     std::vector<std::string> cache_models;
+    resources::ModelUse model_use; // `[cache]` dtype, max_tokens, batch: how the job sizes its GPU memory
     Retry retry;
     Checkpoint checkpoint;
     Priority priority = Priority::normal;

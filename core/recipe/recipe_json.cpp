@@ -214,7 +214,12 @@ Json spec_json(const JobSpec& job) {
         {"params", env_json<Json>(job.params)},
         {"sweep_index", job.sweep_index},
     };
-    // Only when declared: the spec of a job without checkpoints stays as it was.
+    // Only when declared: the spec of a job without them stays as it was, and an older one reads as
+    // the defaults.
+    if (job.model_use != resources::ModelUse{}) {
+        out["model_use"] = {
+            {"dtype", job.model_use.dtype}, {"max_tokens", job.model_use.max_tokens}, {"batch", job.model_use.batch}};
+    }
     if (job.checkpoint.every_s > 0) {
         out["checkpoint"] = {{"every_s", job.checkpoint.every_s}, {"grace_s", job.checkpoint.grace_s}};
     }
@@ -307,6 +312,15 @@ void read_tables(Reader& rd, JobSpec& job) {
         rc.get("grace_s", job.checkpoint.grace_s, "checkpoint.grace_s");
         if (rc.error()) {
             rd.fail(*rc.error());
+        }
+    }
+    if (const auto* mu = rd.object("model_use", "model_use")) {
+        Reader rm(*mu);
+        rm.get("dtype", job.model_use.dtype, "model_use.dtype");
+        rm.get("max_tokens", job.model_use.max_tokens, "model_use.max_tokens");
+        rm.get("batch", job.model_use.batch, "model_use.batch");
+        if (rm.error()) {
+            rd.fail(*rm.error());
         }
     }
     if (const auto* rt = rd.object("retry", "retry")) {
@@ -414,6 +428,17 @@ Status check_job(JobSpec& job, const std::string& priority) {
     }
     if (job.checkpoint.grace_s < 0 || job.checkpoint.grace_s > k_max_checkpoint_grace_s) {
         return field_error("checkpoint.grace_s", "must be from 0 to " + std::to_string(k_max_checkpoint_grace_s) + " seconds");
+    }
+    const resources::ModelUse& use = job.model_use;
+    if (!use.dtype.empty() && !resources::is_model_dtype(use.dtype)) {
+        return field_error("model_use.dtype", std::string("must be empty or one of ") + resources::k_model_dtypes);
+    }
+    if (use.max_tokens < 0 || use.max_tokens > resources::k_max_model_tokens) {
+        return field_error("model_use.max_tokens",
+                           "must be from 0 to " + std::to_string(resources::k_max_model_tokens));
+    }
+    if (use.batch < 1 || use.batch > resources::k_max_model_batch) {
+        return field_error("model_use.batch", "must be from 1 to " + std::to_string(resources::k_max_model_batch));
     }
     if (job.retry.max_attempts < 1 || job.retry.max_attempts > 20) {
         return field_error("retry.max_attempts", "must be from 1 to 20");

@@ -1,7 +1,9 @@
 #include "core/recipe/field_rules.hpp"
 #include "core/recipe/sections.hpp"
 #include "core/recipe/toml_values.hpp"
+#include "core/resources/model_memory.hpp"
 #include "core/resources/quantity.hpp"
+#include "core/util/strings.hpp"
 
 #include <system_error>
 
@@ -15,7 +17,7 @@ namespace res = gpupool::resources;
 const std::vector<std::string> k_inputs_keys{"paths", "max_size"};
 const std::vector<std::string> k_outputs_keys{"paths", "max_size"};
 const std::vector<std::string> k_logs_keys{"max_size"};
-const std::vector<std::string> k_cache_keys{"models"};
+const std::vector<std::string> k_cache_keys{"models", "dtype", "max_tokens", "batch"};
 
 std::int64_t tree_bytes(const fs::path& p, std::error_code& ec) {
     if (fs::is_regular_file(p, ec)) {
@@ -135,8 +137,29 @@ void parse_logs(const toml::table& t, Logs& logs, Diagnostics& diag) {
     }
 }
 
-void parse_cache(const toml::table& t, std::vector<std::string>& models, Diagnostics& diag) {
+void parse_cache(const toml::table& t, std::vector<std::string>& models, res::ModelUse& use, Diagnostics& diag) {
     check_keys(t, k_cache_keys, "cache", diag);
+    if (const auto* n = t.get("dtype")) {
+        if (auto v = expect_string(*n, "cache.dtype", diag)) {
+            if (res::is_model_dtype(*v)) {
+                use.dtype = *v;
+            } else {
+                diag.add(*n, "cache.dtype",
+                         "`" + util::escape_control(*v) + "` is not a dtype gpupool can size: one of " +
+                             res::k_model_dtypes);
+            }
+        }
+    }
+    if (const auto* n = t.get("max_tokens")) {
+        if (auto v = expect_integer(*n, "cache.max_tokens", diag, 1, res::k_max_model_tokens)) {
+            use.max_tokens = *v;
+        }
+    }
+    if (const auto* n = t.get("batch")) {
+        if (auto v = expect_integer(*n, "cache.batch", diag, 1, res::k_max_model_batch)) {
+            use.batch = *v;
+        }
+    }
     if (const auto* n = t.get("models")) {
         if (auto list = expect_string_list(*n, "cache.models", diag)) {
             const auto* arr = n->as_array();

@@ -31,7 +31,8 @@ void parse_inputs(const toml::table& t, Inputs& in, const std::filesystem::path&
                   const ParseOptions& options, Diagnostics& diag);
 void parse_outputs(const toml::table& t, Outputs& out, Diagnostics& diag);
 void parse_logs(const toml::table& t, Logs& logs, Diagnostics& diag);
-void parse_cache(const toml::table& t, std::vector<std::string>& models, Diagnostics& diag);
+// [cache]: `models`, and how the job uses them (`dtype`, `max_tokens`, `batch`) for its GPU memory.
+void parse_cache(const toml::table& t, std::vector<std::string>& models, resources::ModelUse& use, Diagnostics& diag);
 
 // [sweep]: section_sweep.cpp. Parameters in the order they are written; each number as written
 // (`texts`: the recipe's documents, for number_spelling).

@@ -120,7 +120,54 @@ int bits_of(const std::string& dtype) {
     return 0;
 }
 
+// A config from the network is hostile: widths, depths and vocabularies far beyond any real model's
+// are refused, which also keeps every product in parameter_count() and model_memory() inside 64 bits
+// (at most 2^12 layers of 7 x 2^40 weights: 2^55 parameters, 2^60 bits).
+Status check_plausible(const ModelShape& s) {
+    struct Limit {
+        std::int64_t value;
+        std::int64_t max;
+        const char* field;
+    };
+    const Limit limits[] = {
+        {s.hidden, std::int64_t{1} << 20, "hidden_size"},
+        {s.heads * s.head_dim, std::int64_t{1} << 20, "head_dim"},
+        {s.intermediate, std::int64_t{1} << 20, "intermediate_size"},
+        {s.layers, std::int64_t{1} << 12, "num_hidden_layers"},
+        {s.vocab, std::int64_t{1} << 24, "vocab_size"},
+        {s.embed_dim, std::int64_t{1} << 20, "word_embed_proj_dim"},
+        {s.learned_positions, std::int64_t{1} << 24, "max_position_embeddings"},
+    };
+    for (const auto& l : limits) {
+        if (l.value > l.max) {
+            return invalid_input("is " + std::to_string(l.value) + ", more than any model gpupool can size (at most " +
+                                     std::to_string(l.max) + ")",
+                                 l.field);
+        }
+    }
+    return {};
+}
+
+// "6.74 B parameters in bfloat16: 12.6 GiB of weights + 2.0 GiB of KV cache (4096 tokens x 1)"
+std::string weights_and_kv_text(const ModelMemory& m, const ModelUse& use) {
+    return parameters_text(m.parameters) + " parameters in " + m.dtype + ": " + gib_text(m.weight_bytes) +
+           " of weights + " + gib_text(m.kv_cache_bytes) + " of KV cache (" + std::to_string(use.max_tokens) +
+           " tokens x " + std::to_string(use.batch) + ")";
+}
+
+// " + 2.5 GiB overhead (1 GiB + 10 %) = 17.0 GiB", with the overhead set from the rest.
+std::string add_overhead(ModelMemory& m) {
+    m.overhead_bytes =
+        k_model_overhead_fixed_bytes + (m.weight_bytes + m.kv_cache_bytes) * k_model_overhead_percent / 100;
+    return " + " + gib_text(m.overhead_bytes) + " overhead (1 GiB + " + std::to_string(k_model_overhead_percent) +
+           " %) = " + gib_text(m.total_bytes());
+}
+
 } // namespace
+
+bool is_model_dtype(std::string_view dtype) {
+    return dtype == "float32" || dtype == "float16" || dtype == "bfloat16" || dtype == "int8" || dtype == "int4";
+}
 
 Result<ModelShape> model_shape_from_config(std::string_view config_json) {
     json j = json::parse(config_json, nullptr, false);
@@ -193,6 +240,9 @@ Result<ModelShape> model_shape_from_config(std::string_view config_json) {
     if (s.heads > 0 && s.kv_heads > s.heads) {
         return invalid_input("has more key-value heads than attention heads", "num_key_value_heads");
     }
+    if (auto st = check_plausible(s); !st) {
+        return st.error();
+    }
     return s;
 }
 
@@ -239,24 +289,47 @@ Result<ModelMemory> model_memory(const ModelShape& shape, const ModelUse& use) {
     if (bits == 0) {
         return invalid_input("unknown dtype `" + m.dtype + "`: one of float32, float16, bfloat16, int8, int4", "dtype");
     }
-    if (use.max_tokens < 0) {
-        return invalid_input("must be 0 or more", "max_tokens");
+    if (use.max_tokens < 0 || use.max_tokens > k_max_model_tokens) {
+        return invalid_input("must be from 0 to " + std::to_string(k_max_model_tokens), "max_tokens");
     }
-    if (use.batch < 1) {
-        return invalid_input("must be 1 or more", "batch");
+    if (use.batch < 1 || use.batch > k_max_model_batch) {
+        return invalid_input("must be from 1 to " + std::to_string(k_max_model_batch), "batch");
+    }
+    // Within check_plausible's limits a config's layers x kv width is below 2^32; the tokens and the
+    // batch could still take the product past 2^63.
+    const double kv_estimate = 4.0 * static_cast<double>(shape.layers) * static_cast<double>(shape.kv_heads) *
+                               static_cast<double>(shape.head_dim) * static_cast<double>(use.max_tokens) *
+                               static_cast<double>(use.batch);
+    if (kv_estimate > static_cast<double>(std::int64_t{1} << 60)) {
+        return invalid_input("with this batch gives a KV cache over 1 EiB", "max_tokens");
     }
     m.parameters = parameter_count(shape);
     m.weight_bytes = (m.parameters * bits + 7) / 8;
     const std::int64_t kv_bytes_per_value = 2; // 16-bit keys and values, also beside quantised weights
     m.kv_cache_bytes =
         2 * shape.layers * shape.kv_heads * shape.head_dim * use.max_tokens * use.batch * kv_bytes_per_value;
-    m.overhead_bytes =
-        k_model_overhead_fixed_bytes + (m.weight_bytes + m.kv_cache_bytes) * k_model_overhead_percent / 100;
-    m.basis = parameters_text(m.parameters) + " parameters in " + m.dtype + ": " + gib_text(m.weight_bytes) +
-              " of weights + " + gib_text(m.kv_cache_bytes) + " of KV cache (" + std::to_string(use.max_tokens) +
-              " tokens x " + std::to_string(use.batch) + ") + " + gib_text(m.overhead_bytes) + " overhead (1 GiB + " +
-              std::to_string(k_model_overhead_percent) + " %) = " + gib_text(m.total_bytes());
+    m.basis = weights_and_kv_text(m, use);
+    m.basis += add_overhead(m);
     return m;
+}
+
+Result<ModelMemory> models_memory(const std::vector<NamedShape>& models, const ModelUse& use) {
+    ModelMemory sum;
+    for (const auto& named : models) {
+        auto one = model_memory(named.shape, use);
+        if (!one) {
+            Error e = one.error();
+            e.message = named.model + ": " + e.message;
+            return e;
+        }
+        sum.parameters += one->parameters;
+        sum.weight_bytes += one->weight_bytes;
+        sum.kv_cache_bytes += one->kv_cache_bytes;
+        sum.dtype = sum.dtype.empty() || sum.dtype == one->dtype ? one->dtype : "mixed";
+        sum.basis += (sum.basis.empty() ? "" : "; ") + named.model + ": " + weights_and_kv_text(*one, use);
+    }
+    sum.basis += add_overhead(sum);
+    return sum;
 }
 
 } // namespace gpupool::resources

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpupool::resources {
 
@@ -61,12 +62,22 @@ std::int64_t parameter_count(const ModelShape& shape);
 
 // What the job will do with the model: `dtype` as a recipe writes it (float32, float16, bfloat16,
 // int8, int4; empty: the config's torch_dtype, else bfloat16); the tokens each sequence may reach
-// (prompt and output) and how many sequences at once.
+// (prompt and output; 0: no KV cache is counted) and how many sequences at once. A recipe's
+// `[cache]` dtype, max_tokens and batch (recipe.hpp keeps one in every JobSpec).
 struct ModelUse {
     std::string dtype;
     std::int64_t max_tokens = 0;
     std::int64_t batch = 1;
+    bool operator==(const ModelUse&) const = default;
 };
+
+// The dtypes a recipe may name, and whether `dtype` is one of them.
+inline constexpr const char* k_model_dtypes = "float32, float16, bfloat16, int8, int4";
+bool is_model_dtype(std::string_view dtype);
+
+// Limits that keep every product of the estimate inside 64 bits, whatever a config says.
+inline constexpr std::int64_t k_max_model_tokens = std::int64_t{1} << 24; // 16 Mi tokens per sequence
+inline constexpr std::int64_t k_max_model_batch = std::int64_t{1} << 16;
 
 struct ModelMemory {
     std::int64_t parameters = 0;
@@ -84,7 +95,18 @@ inline constexpr std::int64_t k_model_overhead_fixed_bytes = std::int64_t{1} << 
 inline constexpr std::int64_t k_model_overhead_percent = 10;
 
 // The estimate; invalid_input naming `dtype` for one it does not know, or `max_tokens` / `batch`
-// below 0 / 1.
+// below 0 / 1 or above their limits.
 Result<ModelMemory> model_memory(const ModelShape& shape, const ModelUse& use);
+
+// Several models in one job (a recipe's `[cache] models`): their weights and KV caches add up, with
+// one overhead, since they share one process and one CUDA context. Each model has its own dtype
+// unless `use` names one. The basis names each model: "gpt2: 124 M parameters in float32: 0.5 GiB of
+// weights + 0.1 GiB of KV cache (4096 tokens x 1); ... + 1.2 GiB overhead (1 GiB + 10 %) = 1.8 GiB";
+// `dtype` is the one they share, else "mixed". Errors as model_memory's, naming the model.
+struct NamedShape {
+    std::string model; // "meta-llama/Llama-2-7b-hf"
+    ModelShape shape;
+};
+Result<ModelMemory> models_memory(const std::vector<NamedShape>& models, const ModelUse& use);
 
 } // namespace gpupool::resources

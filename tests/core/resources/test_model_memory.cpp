@@ -126,5 +126,54 @@ TEST_CASE("model memory: what cannot be sized is refused with the field named", 
     CHECK_FALSE(model_memory(shape_of("gpt2"), {"float16", 0, 0}));
 }
 
+TEST_CASE("model memory: several models add their weights and KV caches, with one overhead",
+          "[resources][model_memory]") {
+    const ModelUse use{"bfloat16", 4096, 2};
+    auto llama = model_memory(shape_of("llama-2-7b"), use);
+    auto gpt2 = model_memory(shape_of("gpt2"), use);
+    REQUIRE(llama);
+    REQUIRE(gpt2);
+    auto both = models_memory({{"meta-llama/Llama-2-7b-hf", shape_of("llama-2-7b")}, {"gpt2", shape_of("gpt2")}}, use);
+    REQUIRE(both);
+    CHECK(both->parameters == 6'738'415'616 + 124'439'808);
+    CHECK(both->weight_bytes == llama->weight_bytes + gpt2->weight_bytes);
+    CHECK(both->kv_cache_bytes == llama->kv_cache_bytes + gpt2->kv_cache_bytes);
+    // One overhead: 1 GiB + 10 % of both models' weights and caches, not two.
+    CHECK(both->overhead_bytes == (std::int64_t{1} << 30) + (both->weight_bytes + both->kv_cache_bytes) / 10);
+    CHECK(both->total_bytes() < llama->total_bytes() + gpt2->total_bytes());
+    CHECK(both->dtype == "bfloat16");
+    CHECK_THAT(both->basis, Catch::StartsWith("meta-llama/Llama-2-7b-hf: 6.74 B parameters in bfloat16: 12.6 GiB of "
+                                              "weights + 4.0 GiB of KV cache (4096 tokens x 2); gpt2: 124 M "
+                                              "parameters in bfloat16: "));
+    CHECK_THAT(both->basis, Catch::Contains(" overhead (1 GiB + 10 %) = "));
+
+    // No dtype: each model its own (Llama-2 its config's float16, GPT-2, whose config says none, bfloat16).
+    auto own = models_memory({{"llama", shape_of("llama-2-7b")}, {"gpt2", shape_of("gpt2")}}, {"", 0, 1});
+    REQUIRE(own);
+    CHECK(own->dtype == "mixed");
+    CHECK(own->weight_bytes == 2 * std::int64_t{6'738'415'616} + 2 * std::int64_t{124'439'808});
+
+    auto bad = models_memory({{"gpt2", shape_of("gpt2")}}, {"float8", 0, 1});
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().field == "dtype");
+    CHECK_THAT(bad.error().message, Catch::StartsWith("gpt2: "));
+}
+
+TEST_CASE("model memory: a config far beyond any real model is refused, not overflowed", "[resources][model_memory]") {
+    auto huge = model_shape_from_config(
+        R"({"model_type": "llama", "hidden_size": 1099511627776, "num_hidden_layers": 2, "num_attention_heads": 1,
+            "intermediate_size": 8, "vocab_size": 10})");
+    REQUIRE_FALSE(huge);
+    CHECK(huge.error().field == "hidden_size");
+    auto deep = model_shape_from_config(
+        R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 100000, "num_attention_heads": 4,
+            "intermediate_size": 8, "vocab_size": 10})");
+    REQUIRE_FALSE(deep);
+    CHECK(deep.error().field == "num_hidden_layers");
+    auto too_many_tokens = model_memory(shape_of("llama-2-7b"), {"bfloat16", k_max_model_tokens + 1, 1});
+    REQUIRE_FALSE(too_many_tokens);
+    CHECK(too_many_tokens.error().field == "max_tokens");
+}
+
 } // namespace test_model_memory
 } // namespace

@@ -1,0 +1,213 @@
+// A model's config.json from a given path, the local Hugging Face cache or the hub (model_config.hpp).
+#include "core/client/model_config.hpp"
+
+#include "core/net/http_client.hpp"
+
+#include <boost/url/parse.hpp>
+#include <boost/url/url.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+namespace gpupool::client {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace urls = boost::urls;
+
+constexpr int k_config_max_redirects = 5;
+
+const char* env_or_null(const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+// The file's text, at most k_max_config_bytes; not_found when it is not a regular file.
+Result<ModelConfig> read_local_config(const fs::path& path) {
+    std::error_code ec;
+    const fs::path file = fs::is_directory(path, ec) ? path / "config.json" : path;
+    if (!fs::is_regular_file(file, ec)) {
+        return make_error(ErrorCode::not_found, file.string() + ": no such file");
+    }
+    if (static_cast<std::int64_t>(fs::file_size(file, ec)) > k_max_config_bytes || ec) {
+        return make_error(ErrorCode::invalid_input, file.string() + ": larger than " +
+                                                        std::to_string(k_max_config_bytes) +
+                                                        " bytes; not a config.json");
+    }
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in && !in.eof()) {
+        return make_error(ErrorCode::io, file.string() + ": cannot be read");
+    }
+    return ModelConfig{text.str(), file.string()};
+}
+
+// models--org--name/snapshots/<rev>/config.json: refs/main's revision, else the newest snapshot with one.
+std::optional<fs::path> cached_config_path(const fs::path& hub_cache, const std::string& model) {
+    std::string folder = "models--" + model;
+    for (auto at = folder.find('/'); at != std::string::npos; at = folder.find('/', at)) {
+        folder.replace(at, 1, "--");
+    }
+    const fs::path repo = hub_cache / folder;
+    std::error_code ec;
+    std::ifstream ref(repo / "refs" / "main");
+    std::string commit;
+    if (ref && std::getline(ref, commit) && !commit.empty() && commit.find('/') == std::string::npos && commit != "." &&
+        commit != "..") {
+        const fs::path p = repo / "snapshots" / commit / "config.json";
+        if (fs::is_regular_file(p, ec)) {
+            return p;
+        }
+    }
+    std::optional<fs::path> newest;
+    fs::file_time_type newest_time{};
+    for (auto it = fs::directory_iterator(repo / "snapshots", ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+        const fs::path p = it->path() / "config.json";
+        std::error_code ec2;
+        if (fs::is_regular_file(p, ec2)) {
+            const auto t = fs::last_write_time(p, ec2);
+            if (!ec2 && (!newest || t > newest_time)) {
+                newest = p;
+                newest_time = t;
+            }
+        }
+    }
+    return newest;
+}
+
+// Scheme, host and port, the way the token's rule compares them ("https://huggingface.co:443").
+std::string origin_of(const urls::url_view& u) {
+    std::string scheme(u.scheme());
+    std::string host(u.encoded_host());
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
+    const auto port = u.has_port() ? std::to_string(u.port_number()) : scheme == "https" ? "443" : "80";
+    return scheme + "://" + host + ":" + port;
+}
+
+bool is_redirect(int status) {
+    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+Error hub_error(const std::string& model, const std::string& url, const std::string& why,
+                ErrorCode code = ErrorCode::unavailable) {
+    return make_error(code, model + ": cannot download " + url + ": " + why);
+}
+
+Result<ModelConfig> download_config(const std::string& model, const ModelConfigOptions& o) {
+    std::string endpoint = o.endpoint;
+    while (!endpoint.empty() && endpoint.back() == '/') {
+        endpoint.pop_back();
+    }
+    const std::string first = endpoint + "/" + model + "/resolve/main/config.json";
+    auto start = urls::parse_absolute_uri(first);
+    if (!start || (start->scheme() != "http" && start->scheme() != "https") || !start->has_authority()) {
+        return make_error(ErrorCode::invalid_input, "`" + o.endpoint + "` is not an http:// or https:// URL",
+                          "hf_endpoint");
+    }
+    const std::string token_origin = origin_of(*start);
+    urls::url at(*start);
+    for (int hop = 0; hop <= k_config_max_redirects; ++hop) {
+        const std::string url(at.buffer());
+        net::ClientOptions co;
+        co.base_url = std::string(at.scheme()) + "://" + std::string(at.encoded_host_and_port());
+        co.token = origin_of(at) == token_origin ? o.token : std::string();
+        co.ca_cert = o.ca_cert;
+        co.timeout = o.timeout;
+        co.connect_timeout = std::min(o.timeout, std::chrono::milliseconds(10'000));
+        co.max_body_bytes = k_max_config_bytes;
+        net::HttpClient http(co);
+        std::string target(at.encoded_target());
+        auto r = http.get(target.empty() ? "/" : target);
+        if (!r) {
+            std::string why = r.error().message; // HttpClient's words are the coordinator's; the cause is what counts
+            if (auto hint = why.find(" (is the coordinator"); hint != std::string::npos) {
+                why.erase(hint);
+            }
+            // It names the URL already.
+            return make_error(r.error().code == ErrorCode::unavailable ? ErrorCode::unavailable
+                                                                       : ErrorCode::invalid_input,
+                              model + ": cannot download config.json: " + why);
+        }
+        if (r->status == 200) {
+            return ModelConfig{std::move(r->body), url};
+        }
+        if (is_redirect(r->status)) {
+            const std::string location = r->headers.get("Location");
+            auto ref = urls::parse_uri_reference(location);
+            urls::url next;
+            if (location.empty() || location.find_first_of(", \t") != std::string::npos || !ref ||
+                !urls::resolve(at, *ref, next) || (next.scheme() != "http" && next.scheme() != "https") ||
+                !next.has_authority()) {
+                return hub_error(model, url, "the hub redirected to a URL gpupool does not follow",
+                                 ErrorCode::invalid_input);
+            }
+            next.remove_fragment();
+            at = std::move(next);
+            continue;
+        }
+        if (r->status == 401 || r->status == 403) {
+            return hub_error(model, url,
+                             "the hub answered " + std::to_string(r->status) +
+                                 ": the model is gated or private; give a token (HF_TOKEN, or --hf-token-file FILE)",
+                             r->status == 401 ? ErrorCode::unauthorized : ErrorCode::forbidden);
+        }
+        if (r->status == 404) {
+            return hub_error(model, url, "the hub has no such model or file (404)", ErrorCode::not_found);
+        }
+        return hub_error(model, url, "the hub answered " + std::to_string(r->status));
+    }
+    return hub_error(model, first, "more than " + std::to_string(k_config_max_redirects) + " redirects",
+                     ErrorCode::invalid_input);
+}
+
+} // namespace
+
+Result<ModelConfig> find_model_config(const std::string& model, const ModelConfigOptions& o) {
+    if (auto it = o.paths.find(model); it != o.paths.end()) {
+        auto local = read_local_config(it->second);
+        if (!local) {
+            Error e = local.error();
+            e.message = model + " (--model-config): " + e.message;
+            return e;
+        }
+        return local;
+    }
+    std::string tried;
+    if (!o.hub_cache.empty()) {
+        if (auto p = cached_config_path(o.hub_cache, model)) {
+            return read_local_config(*p);
+        }
+        tried = "not in the local Hugging Face cache (" + o.hub_cache.string() + ")";
+    }
+    if (o.offline) {
+        return make_error(ErrorCode::unavailable,
+                          model + ": no config.json: " + (tried.empty() ? "" : tried + ", and ") + "offline");
+    }
+    return download_config(model, o);
+}
+
+fs::path hub_cache_from_env() {
+    if (const char* v = env_or_null("HF_HUB_CACHE")) {
+        return v;
+    }
+    if (const char* v = env_or_null("HF_HOME")) {
+        return fs::path(v) / "hub";
+    }
+    if (const char* v = env_or_null("XDG_CACHE_HOME")) {
+        return fs::path(v) / "huggingface" / "hub";
+    }
+    if (const char* v = env_or_null("HOME")) {
+        return fs::path(v) / ".cache" / "huggingface" / "hub";
+    }
+    return {};
+}
+
+} // namespace gpupool::client

@@ -48,22 +48,39 @@ Result<ModelConfig> read_local_config(const fs::path& path) {
     return ModelConfig{text.str(), file.string()};
 }
 
-// models--org--name/snapshots/<rev>/config.json: refs/main's revision, else the newest snapshot with one.
-std::optional<fs::path> cached_config_path(const fs::path& hub_cache, const std::string& model) {
+// "org/name@revision" (a pinned revision, as `gpupool repro` writes it) split in two; "main" when
+// none is pinned. The recipe's rules (recipe::check_model_id) have checked the revision's characters.
+std::pair<std::string, std::string> repo_and_revision(const std::string& model) {
+    const auto at = model.find('@');
+    return at == std::string::npos ? std::pair{model, std::string("main")}
+                                   : std::pair{model.substr(0, at), model.substr(at + 1)};
+}
+
+// models--org--name/snapshots/<rev>/config.json: the pinned commit's, else refs/<revision>'s, else
+// (unpinned) the newest snapshot with one.
+std::optional<fs::path> cached_config_path(const fs::path& hub_cache, const std::string& pinned) {
+    const auto [model, revision] = repo_and_revision(pinned);
     std::string folder = "models--" + model;
     for (auto at = folder.find('/'); at != std::string::npos; at = folder.find('/', at)) {
         folder.replace(at, 1, "--");
     }
     const fs::path repo = hub_cache / folder;
     std::error_code ec;
-    std::ifstream ref(repo / "refs" / "main");
+    std::ifstream ref(repo / "refs" / revision);
     std::string commit;
-    if (ref && std::getline(ref, commit) && !commit.empty() && commit.find('/') == std::string::npos && commit != "." &&
-        commit != "..") {
+    if (revision.size() == 40 && revision.find_first_not_of("0123456789abcdef") == std::string::npos) {
+        commit = revision; // a commit names its snapshot itself
+    } else if (ref) {
+        std::getline(ref, commit);
+    }
+    if (!commit.empty() && commit.find('/') == std::string::npos && commit != "." && commit != "..") {
         const fs::path p = repo / "snapshots" / commit / "config.json";
         if (fs::is_regular_file(p, ec)) {
             return p;
         }
+    }
+    if (revision != "main") {
+        return std::nullopt; // pinned: that revision's snapshot or none
     }
     std::optional<fs::path> newest;
     fs::file_time_type newest_time{};
@@ -106,7 +123,8 @@ Result<ModelConfig> download_config(const std::string& model, const ModelConfigO
     while (!endpoint.empty() && endpoint.back() == '/') {
         endpoint.pop_back();
     }
-    const std::string first = endpoint + "/" + model + "/resolve/main/config.json";
+    const auto [repo, revision] = repo_and_revision(model);
+    const std::string first = endpoint + "/" + repo + "/resolve/" + revision + "/config.json";
     auto start = urls::parse_absolute_uri(first);
     if (!start || (start->scheme() != "http" && start->scheme() != "https") || !start->has_authority()) {
         return make_error(ErrorCode::invalid_input, "`" + o.endpoint + "` is not an http:// or https:// URL",

@@ -113,7 +113,7 @@ if { [ "$driver" = stand-in ] || [ -n "${GPUPOOL_NVIDIA_SMI_REPLAY:-}" ]; } && [
 fi
 
 # capture LABEL: the raw answers of the nvidia-smi queries the worker makes (worker/gpu/gpu_probe.cpp:
-# inventory, compute apps, health, utilization, pmon) and this script's own, now, into
+# inventory, compute apps, health, utilization, pmon, the driver's versions) and this script's own, now, into
 # $GPUPOOL_GPU_CHECK_CAPTURE/LABEL, one <key>.out/.err/.rc each as tests/gpu/stand-in/nvidia-smi replays them.
 smi_queries=(
     "--query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits"
@@ -125,6 +125,7 @@ smi_queries=(
     "--query-gpu=driver_version --format=csv,noheader"
     "--query-gpu=name,driver_version --format=csv,noheader"
     "--query-gpu=index --format=csv,noheader"
+    "--version"
 )
 smi_key() { printf '%s' "$*" | sed 's/^--//; s/ --/ /g; s/[^A-Za-z0-9.,=_-]/_/g'; } # as the stand-in's
 capture() {

@@ -137,6 +137,16 @@ public:
         }
         return worker::ProcessMarks{container_id(name), 0};
     }
+    // The image's identity as a test set it (set_image_identity), by default a digest and an id of
+    // repeated digits; every ask is recorded.
+    Result<worker::ImageIdentity> image_identity(const std::string& image) override {
+        std::lock_guard lock(m_mu);
+        m_identity_asks.push_back(image);
+        return m_identity;
+    }
+    static constexpr const char* k_digest = "sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd";
+    static constexpr const char* k_image_id = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
     static std::string container_id(const std::string& name) {
         static const char* const k_hex = "0123456789abcdef";
         std::string id;
@@ -190,6 +200,14 @@ public:
         std::lock_guard lock(m_mu);
         m_capabilities = c;
     }
+    void set_image_identity(Result<worker::ImageIdentity> identity) {
+        std::lock_guard lock(m_mu);
+        m_identity = std::move(identity);
+    }
+    std::vector<std::string> identity_asks() {
+        std::lock_guard lock(m_mu);
+        return m_identity_asks;
+    }
     // poll() fails with an io error (an engine that does not answer) until set back.
     void fail_poll(bool v) {
         std::lock_guard lock(m_mu);
@@ -222,6 +240,8 @@ private:
     std::set<std::string> m_missing_images;
     std::int64_t m_pull_ms = 0;
     std::vector<std::string> m_pulls;
+    Result<worker::ImageIdentity> m_identity = worker::ImageIdentity{k_digest, k_image_id, ""};
+    std::vector<std::string> m_identity_asks;
 };
 
 } // namespace gpupool::test

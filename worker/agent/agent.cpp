@@ -89,7 +89,8 @@ struct Agent::Impl {
           links(deps.links ? std::move(deps.links) : http_links(opt.coordinator_url, opt.ca_cert)),
           link(links(opt.token)), spool(opt.work_dir),
           jobs({opt.runtime_grace, opt.engine_unanswered_max}, runtime, spool, attempts, clock,
-               {[this](const std::string& line) { event(line); }, [this](std::int64_t i) { return gpu_failed(i); }}),
+               {[this](const std::string& line) { event(line); }, [this](std::int64_t i) { return gpu_failed(i); },
+                [this] { return wall.now_ms(); }}),
           gpu(probe, clock, opt.gpu_watch, opt.gpu_health, {opt.reclaim_grace.count(), opt.reclaim_quiet.count()},
               opt.proc_root, opt.idle_watch),
           delivery({opt.work_dir, opt.heartbeat, opt.log_flush}, *link, clock,
@@ -181,6 +182,27 @@ struct Agent::Impl {
         return container_spec_for(t, ctx);
     }
 
+    // What the run report of `t`, started as `spec`, says besides the attempt (job_container.hpp).
+    RunFacts run_facts(const Attempt& t, const ContainerSpec& spec) const {
+        RunFacts f{runtime.name(), gpu.gpus(), gpu.driver(), gpu.enforcement(), mps != nullptr, {}, GPUPOOL_VERSION};
+        // The commits are the job's only when it reads the cache (HF_HOME there, offline): every model complete.
+        std::map<std::string, std::string> commits;
+        for (const auto& m : t.a.spec.cache_models) {
+            auto ref = parse_model_ref(m);
+            auto commit = ref && models ? models->commit_of(*ref) : std::nullopt;
+            if (!commit) {
+                return f;
+            }
+            commits[m] = *commit;
+        }
+        const auto home = spec.env.find("HF_HOME");
+        const auto cache = spec.env.find("GPUPOOL_MODEL_CACHE");
+        if (home != spec.env.end() && cache != spec.env.end() && home->second == cache->second) {
+            f.model_commits = std::move(commits); // the worker set both (container_spec_for), after the job's env
+        }
+        return f;
+    }
+
     void start_waiting() {
         for (auto& r : waiting.ready(now_ms(), attempts, prefetch.get())) {
             if (r.image_unavailable) {
@@ -243,7 +265,8 @@ struct Agent::Impl {
                 ? prepare_attempt_dirs(t, opt.work_dir, opt.cache_dir, runtime.capabilities().isolates, *link)
                 : Status(make_error(ErrorCode::io, "the worker's spool cannot hold it: " + spooled.error().message));
         const AttemptId id = t.id();
-        jobs.start(std::move(t), spec, ready);
+        api::RunReport report = run_report_for(t, spec, run_facts(t, spec));
+        jobs.start(std::move(t), spec, ready, std::move(report));
         // On record before its start is reported: a restart finds its container by name, not by luck.
         spool.save(attempts.at(id));
         attempts.at(id).unsaved = false;

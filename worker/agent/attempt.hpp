@@ -2,7 +2,7 @@
 // far its log has been shipped, and how it ended. A plain value; the agent holds its attempts in an
 // AttemptTable (attempt_table.hpp), which alone changes their lifecycle; the spool (spool.hpp)
 // persists the part that must survive a restart (state.json), delivery.hpp ships it.
-// Times are milliseconds on the agent's Clock (core/util/clock.hpp).
+// Times are milliseconds on the agent's Clock (core/util/clock.hpp), except the run report's (Unix ms).
 #pragma once
 
 #include "worker/agent/worker_api.hpp"
@@ -40,6 +40,10 @@ struct Attempt {
     bool fenced = false;                      // 409: drop without delivering
     std::int64_t gpu_limit_mib = 0;           // a fractional GPU job's memory share (0: not watched)
     std::optional<std::int64_t> poll_failing_since_ms{}; // the engine cannot tell how the job is
+    // What the worker ran (core/api/run_report.hpp), sent with the completion: made when the job
+    // started (JobControl::start), its end time set when it ended; nullopt for an attempt that never
+    // started, or one an older worker started and recorded without it.
+    std::optional<api::RunReport> report{};
     // state.json is behind this value: Spool::save_unsaved writes it once at the end of the agent's
     // step, so a job that starts, is reported and ends costs one write, not one per change (#12).
     bool unsaved = false;

@@ -42,7 +42,7 @@ std::string read_range(const fs::path& p, std::int64_t offset, std::size_t max) 
 }
 
 api::Completion completion_of(const Attempt& t) {
-    return {t.exit_code ? std::optional<std::int64_t>(*t.exit_code) : std::nullopt, t.reason, t.outcome};
+    return {t.exit_code ? std::optional<std::int64_t>(*t.exit_code) : std::nullopt, t.reason, t.outcome, t.report};
 }
 
 } // namespace

@@ -11,7 +11,8 @@
 //   go in one request, each answered on its own), log bytes (by offset; a resend is harmless), and once it
 //   ended: outputs (packed once into outputs.tar, kept until uploaded), a last look at the log (the
 //   worker's own notes), then complete: the completions of every attempt that got there in one
-//   pass go in one request (api::AttemptEnd), each answered on its own. Log bytes go at once when 64 KiB are pending, else at least
+//   pass go in one request (api::AttemptEnd), each answered on its own, each with the attempt's run
+//   report (Attempt::report, when it has one). Log bytes go at once when 64 KiB are pending, else at least
 //   every log_flush; at most 1 MiB per request.
 // - unavailable (unreachable, 5xx): nothing more goes out until a backoff delay (exponential, with
 //   jitter) has passed on the Clock; any success resets it.

@@ -32,6 +32,13 @@ Status GpuWatch::discover() {
     m_gpus = *g;
     m_probed = m_gpus.empty() ? MemoryEnforcement::none : m_probe.memory_enforcement();
     m_enforcement = m_probed;
+    if (!m_gpus.empty()) {
+        if (auto d = m_probe.driver()) {
+            m_driver = std::move(*d);
+        } else {
+            spdlog::warn("the driver's versions are not known ({}): run reports leave them empty", d.error().message);
+        }
+    }
     return {};
 }
 

@@ -67,8 +67,10 @@ public:
           m_idle_period(idle_period), m_reclaim(reclaim), m_proc_root(std::move(proc_root)) {}
 
     // Asks the driver what the machine has; an Error when a driver is there and answers garbage.
+    // The driver's versions are asked once here too (a failure is logged: they stay unknown).
     Status discover();
     const std::vector<GpuInfo>& gpus() const { return m_gpus; }
+    const DriverInfo& driver() const { return m_driver; }
     MemoryEnforcement enforcement() const { return m_enforcement; }
     // The worker's MPS daemon runs (true) or not: the enforcement is then "mps" (on a machine with GPUs).
     void set_mps(bool running);
@@ -124,6 +126,7 @@ private:
     std::int64_t m_next_idle_ms = 0;
     IdleGuard m_idle;
     std::vector<GpuInfo> m_gpus;
+    DriverInfo m_driver;
     MemoryEnforcement m_probed = MemoryEnforcement::none; // what the driver allows without MPS
     MemoryEnforcement m_enforcement = MemoryEnforcement::none;
     std::int64_t m_next_watch_ms = 0;

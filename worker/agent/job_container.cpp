@@ -204,6 +204,48 @@ ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx) 
     return c;
 }
 
+std::string report_text(std::string_view s) {
+    std::string out(s.substr(0, api::k_max_report_text_bytes));
+    for (char& c : out) {
+        if (c < 0x20 || c > 0x7e) { // char is signed here: bytes over 0x7f are negative
+            c = '?';
+        }
+    }
+    return out;
+}
+
+api::RunReport run_report_for(const Attempt& t, const ContainerSpec& spec, const RunFacts& facts) {
+    api::RunReport r;
+    r.runtime = report_text(facts.runtime);
+    r.worker_version = report_text(facts.worker_version);
+    if (spec.gpu_index) {
+        const auto g = std::find_if(facts.gpus.begin(), facts.gpus.end(),
+                                    [&](const GpuInfo& x) { return x.index == *spec.gpu_index; });
+        if (g != facts.gpus.end()) {
+            r.gpu_model = report_text(g->model);
+            r.gpu_uuid = report_text(g->uuid);
+        }
+        r.driver_version = report_text(facts.driver.driver_version);
+        r.cuda_version = report_text(facts.driver.cuda_version);
+        // What held the share: the driver (an MPS client), the watchdog (a fractional job where it looks:
+        // gpu_watch.hpp), or nothing (a whole GPU, or a driver that cannot say who holds what).
+        // A fractional job is an MPS client exactly when the worker runs its daemon (set_gpu); the
+        // job's own environment, which may name MPS variables too, is not asked.
+        const bool fractional = gpu_limit_mib(spec) > 0;
+        r.enforcement = fractional && facts.mps                                      ? "mps"
+                        : fractional && facts.enforcement != MemoryEnforcement::none ? "watchdog"
+                                                                                     : "none";
+    }
+    for (const auto& m : t.a.spec.cache_models) {
+        if (r.models.size() == api::k_max_report_models) {
+            break;
+        }
+        const auto c = facts.model_commits.find(m);
+        r.models.push_back({report_text(m), c != facts.model_commits.end() ? report_text(c->second) : std::string()});
+    }
+    return r;
+}
+
 std::int64_t gpu_limit_mib(const ContainerSpec& c) {
     if (!c.gpu_index || c.env.at("GPUPOOL_GPU_FRACTION") == "1.000") {
         return 0;

@@ -24,6 +24,10 @@
 // - With the worker's MPS daemon (mps_pipe), a fractional job is an MPS client: the pipe directory
 //   mounted at /run/gpupool-mps, the host's IPC namespace, a pinned device memory limit and an active
 //   thread percentage from its share (mps_client_env). A whole-GPU job bypasses MPS.
+// - The run report (run_report_for) says what the job was given: the GPU of the worker's inventory at
+//   its index with the driver's versions; the enforcement of its GPU memory share ("mps" for an MPS
+//   client, "watchdog" for another fractional job where the watchdog looks, else "none"; empty
+//   without a GPU); the models it names, with the commits only when it reads them from the cache.
 // - Inputs come as the job's archive through the coordinator (cached per digest under
 //   <work_dir>/inputs, 0600), or, without one, from this machine's disk (shared file systems); an
 //   input that is not there is an invalid_input Error (the job's own problem).
@@ -37,12 +41,12 @@
 #include "worker/gpu/mps_daemon.hpp" // MpsCompute
 #include "worker/runtime/container_runtime.hpp"
 
-#include <sys/types.h>
-#include <unistd.h>
-
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
+#include <sys/types.h>
+#include <unistd.h>
 #include <vector>
 
 namespace gpupool::worker {
@@ -65,6 +69,29 @@ ContainerSpec container_spec_for(const Attempt& t, const ContainerContext& ctx);
 // How a job's end reads: the reason it was stopped for, an out-of-memory kill (exit 137 under a
 // memory limit the runtime enforces), else its exit status. Pure.
 std::string exit_reason(const Attempt& t, const ExitStatus& st, bool runtime_limits_memory);
+
+// What the worker knows besides the attempt when its job starts, for its run report.
+struct RunFacts {
+    std::string runtime{};                                   // ContainerRuntime::name()
+    std::vector<GpuInfo> gpus{};                             // the worker's inventory
+    DriverInfo driver{};                                     // probed once at start
+    MemoryEnforcement enforcement = MemoryEnforcement::none; // where the watchdog looks (GpuWatch)
+    // The worker runs its MPS daemon (ContainerContext::mps_pipe): its fractional jobs are clients.
+    bool mps = false;
+    // Each of the job's `[cache] models` -> the commit of the cache's snapshot, when the job reads
+    // the cache (its HF_HOME, every model complete there); empty otherwise.
+    std::map<std::string, std::string> model_commits{};
+    std::string worker_version{};
+};
+
+// The run report of attempt `t` started as `spec`, without what only the start and the end tell (the
+// image as the engine resolved it, the times: JobControl fills them). Text is made fit for the wire
+// (report_text). Pure.
+api::RunReport run_report_for(const Attempt& t, const ContainerSpec& spec, const RunFacts& facts);
+
+// `s` as a run report's text: printable ASCII (any other byte becomes '?'), at most
+// api::k_max_report_text_bytes. Pure.
+std::string report_text(std::string_view s);
 
 std::filesystem::path team_cache_dir(const std::filesystem::path& cache_dir, TeamId team);
 

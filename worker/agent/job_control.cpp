@@ -26,16 +26,47 @@ void JobControl::event_ended(const Attempt& t) const {
                   t.reason);
 }
 
+void JobControl::resolve_image(api::RunReport& report, const std::string& image) {
+    auto identity = m_runtime.image_identity(image);
+    if (!identity) {
+        report.image_digest_unknown =
+            report_text("the " + m_runtime.name() + " engine could not say: " + identity.error().message);
+        return;
+    }
+    // Checked again here: whatever a runtime passes on, only digests reach the coordinator.
+    report.image_digest = api::is_sha256_digest(identity->digest) ? identity->digest : std::string();
+    report.image_id = api::is_sha256_digest(identity->id) ? identity->id : std::string();
+    if (report.image_digest.empty() && report.image_id.empty()) {
+        report.image_digest_unknown =
+            report_text(identity->unknown.empty() ? "the " + m_runtime.name() + " engine gave no valid digest or id"
+                                                  : identity->unknown);
+    }
+}
+
+void JobControl::report_end(Attempt& t) const {
+    if (t.report && t.report->ended_at_ms == 0) {
+        t.report->ended_at_ms = wall_ms();
+    }
+}
+
 void JobControl::end_as_fault(AttemptId id, const std::string& why) {
     m_attempts.end_unexited(id, Outcome::worker_fault, why);
+    report_end(m_attempts.at(id));
     spdlog::warn("attempt {}: {}", id.value(), why);
     event_ended(m_attempts.at(id));
 }
 
-void JobControl::start(Attempt t, const ContainerSpec& spec, const Status& ready) {
+void JobControl::start(Attempt t, const ContainerSpec& spec, const Status& ready,
+                       std::optional<api::RunReport> report) {
     t.gpu_limit_mib = gpu_limit_mib(spec);
+    const std::int64_t wall_start = wall_ms();
     const Status started = ready ? m_runtime.start(spec) : ready;
     t.container = started ? spec.name : std::string();
+    if (started && report) {
+        report->started_at_ms = wall_start;
+        resolve_image(*report, spec.image);
+        t.report = std::move(report);
+    }
     t.unsaved = true;
     const Attempt& held = m_attempts.add(std::move(t));
     const auto id = held.id();
@@ -132,6 +163,7 @@ void JobControl::watch() {
 void JobControl::finish(Attempt& t, const ExitStatus& st) {
     const auto id = t.id();
     m_attempts.finish(id, st.exit_code, exit_reason(t, st, m_runtime.capabilities().limits_memory));
+    report_end(t);
     if (t.stop_reason.empty() && st.exit_code != 0 && t.a.gpu_index >= 0) {
         // A GPU job that failed may have failed with its GPU: ask the driver now rather than at
         // the next periodic check, so that the hardware's failure is not charged as the job's.

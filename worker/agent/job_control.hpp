@@ -13,6 +13,12 @@
 //   behind the worker's back is a worker fault at once; an engine that cannot say how the job is for
 //   engine_unanswered_max kills it as a worker fault. max_runtime (the job's) is enforced with
 //   runtime_grace, even while the engine does not answer.
+// - The run report (Attempt::report) is made when a job starts: the report the agent gives, the
+//   worker's wall clock just before the start, and the image as the runtime resolves it right after
+//   (one ContainerRuntime::image_identity per attempt; a digest or id that is not one is dropped, and
+//   image_digest_unknown says why neither is known). Its end time is set when the attempt ends here
+//   (an exit, a worker fault). An attempt that never started (a failed start, an image that cannot be
+//   had) has no report: nothing ran.
 // - drop() removes the container first; the attempt's folder is recycled only when that worked
 //   (nothing of the job runs any more).
 // Not thread-safe: the agent thread owns it.
@@ -41,14 +47,18 @@ public:
         std::function<void(const std::string&)> event; // a line for the machine's owner
         // Whether GPU `index` failed (asked now): its reason, or nullopt while it is sound.
         std::function<std::optional<std::string>(std::int64_t index)> gpu_failed;
+        // The worker's wall clock, Unix ms (the run report's times); unset: not known (0).
+        std::function<std::int64_t()> wall_ms{};
     };
 
     JobControl(JobControlOptions options, ContainerRuntime& runtime, Spool& spool, AttemptTable& attempts,
                const util::Clock& clock, Hooks hooks);
 
     // Starts `t` (made by Spool::create) as `spec` once `ready` (its folders prepared) holds, and
-    // holds it from now on, started or failed.
-    void start(Attempt t, const ContainerSpec& spec, const Status& ready);
+    // holds it from now on, started or failed. `report` (run_report_for), once started, becomes its
+    // run report (nullopt: none).
+    void start(Attempt t, const ContainerSpec& spec, const Status& ready,
+               std::optional<api::RunReport> report = std::nullopt);
     // Holds `t` (made by Spool::create), ended unstarted: its image cannot be had (`why`, the engine's words).
     void end_unstarted(Attempt t, const std::string& why);
     // Ends a held attempt as a worker fault, and tells the owner.
@@ -65,6 +75,11 @@ private:
     bool poll_one(Attempt& t, std::int64_t now);
     void finish(Attempt& t, const ExitStatus& st);
     void event_ended(const Attempt& t) const;
+    std::int64_t wall_ms() const { return m_hooks.wall_ms ? m_hooks.wall_ms() : 0; }
+    // The image of `report` as the runtime resolves `image` now (see the rules).
+    void resolve_image(api::RunReport& report, const std::string& image);
+    // Sets the run report's end time, once.
+    void report_end(Attempt& t) const;
 
     JobControlOptions m_opt;
     ContainerRuntime& m_runtime;

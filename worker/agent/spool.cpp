@@ -77,6 +77,9 @@ json Spool::state_json(const Attempt& t) {
     if (t.exit_code) {
         j["exit_code"] = *t.exit_code;
     }
+    if (t.report) {
+        j["report"] = api::to_json(*t.report);
+    }
     return j;
 }
 
@@ -94,6 +97,17 @@ void Spool::apply_state(Attempt& t, const json& s) {
         t.exit_code = s["exit_code"].get<int>();
     }
     t.phase = s.value("phase", "running") == "ended" ? AttemptPhase::ended : AttemptPhase::running;
+    // Absent from an older worker's state.json: then the attempt has none. One that does not read is
+    // dropped, not guessed at: the rest of the state still holds.
+    t.report.reset();
+    if (const auto r = s.find("report"); r != s.end() && !r->is_null()) {
+        if (auto report = api::run_report_from_json(*r)) {
+            t.report = std::move(*report);
+        } else {
+            spdlog::warn("attempt {}: state.json's run report is unusable ({}: {}); it is sent without one",
+                         t.a.attempt.value(), report.error().field, report.error().message);
+        }
+    }
 }
 
 Attempt Spool::create(api::Assignment assignment, std::int64_t now_ms, Status* spooled) {

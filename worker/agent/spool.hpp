@@ -4,12 +4,13 @@
 // Layout: <work_dir>/attempts/<attempt id>/ holds assignment.json (the assignment in core/api's wire
 // form; older workers kept the poll answer's object as received, which is the same form and loads
 // the same way), log (appended by the runtime), work/, outputs/, outputs.tar once packed, and
-// state.json (what has been delivered: Attempt's persistent fields). An attempt's folder is taken
-// from, and given back to, AttemptFolders (attempt_folders.hpp: recycled, so a job creates and frees
-// no inode in the spool), and its JSON files are written in place (write_in_place: a crash leaves
-// the old or the new content). The attempts' files are not fsynced (they need to outlive the
-// worker's process, not a power cut, after which their jobs are gone too); worker.json is, written
-// 0600 under an unpredictable temporary name and renamed into place.
+// state.json (what has been delivered: Attempt's persistent fields, with its run report once
+// started). An attempt's folder is taken from, and given back to, AttemptFolders
+// (attempt_folders.hpp: recycled, so a job creates and frees no inode in the spool), and its JSON
+// files are written in place (write_in_place: a crash leaves the old or the new content). The
+// attempts' files are not fsynced (they need to outlive the worker's process, not a power cut, after
+// which their jobs are gone too); worker.json is, written 0600 under an unpredictable temporary name
+// and renamed into place.
 //
 // Rules:
 // - load() reads back every attempt directory; one whose assignment.json is missing or unreadable is

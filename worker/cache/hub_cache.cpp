@@ -399,21 +399,28 @@ std::vector<CachedModel> HubCache::list() const {
 }
 
 bool HubCache::has(const ModelRef& m) const {
+    return commit_of(m).has_value();
+}
+
+std::optional<std::string> HubCache::commit_of(const ModelRef& m) const {
     std::string commit;
     {
         util::MutexLock lock(m_mu);
         const auto it = m_models.find(m.repo);
         if (it == m_models.end()) {
-            return false;
+            return std::nullopt;
         }
         const auto rev = it->second.revisions.find(m.revision);
         if (rev == it->second.revisions.end()) {
-            return false;
+            return std::nullopt;
         }
         commit = rev->second.commit;
     }
     std::error_code ec;
-    return fs::is_directory(fs::symlink_status(model_dir(m.repo) / "snapshots" / commit, ec));
+    if (!fs::is_directory(fs::symlink_status(model_dir(m.repo) / "snapshots" / commit, ec))) {
+        return std::nullopt;
+    }
+    return commit;
 }
 
 void HubCache::touch(const ModelRef& m, std::int64_t now_ms) {

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -79,6 +80,9 @@ public:
 
     std::vector<CachedModel> list() const; // complete models only, sorted by repo, then revision
     bool has(const ModelRef& m) const;     // complete at that revision (and its snapshot still on disk)
+    // The commit `m`'s revision resolved to when it was fetched ("main" -> 40 hex), the snapshot a job
+    // reading the cache sees; nullopt unless has(m).
+    std::optional<std::string> commit_of(const ModelRef& m) const;
     void touch(const ModelRef& m, std::int64_t now_ms);
     std::int64_t used_bytes() const;
     std::int64_t free_bytes() const; // statvfs of the root's file system: bytes available (0 when it fails)

@@ -299,6 +299,72 @@ Result<GpuActivity> NvidiaSmiProbe::activity() {
     return out;
 }
 
+namespace {
+
+// 1 to 32 digits and dots, starting with a digit: "550.54.15", "12.4".
+bool is_version(std::string_view v) {
+    return !v.empty() && v.size() <= 32 && v.front() >= '0' && v.front() <= '9' &&
+           std::all_of(v.begin(), v.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+}
+
+} // namespace
+
+Result<std::string> parse_driver_version(std::string_view text) {
+    std::string_view first = trim(text.substr(0, text.find('\n')));
+    if (!is_version(first)) {
+        return make_error(ErrorCode::io,
+                          "nvidia-smi driver_version: not a version: `" + std::string(first.substr(0, 64)) + "`");
+    }
+    return std::string(first);
+}
+
+Result<std::string> parse_cuda_version(std::string_view text) {
+    constexpr std::string_view key = "CUDA Version";
+    const auto at = text.find(key);
+    if (at == std::string_view::npos) {
+        return std::string();
+    }
+    std::string_view rest = text.substr(at + key.size());
+    rest = trim(rest.substr(0, rest.find('\n')));
+    if (!rest.starts_with(":")) {
+        return make_error(ErrorCode::io, "nvidia-smi: no ':' after \"CUDA Version\"");
+    }
+    rest = trim(rest.substr(1));
+    const std::string_view version = rest.substr(0, rest.find_first_of(" |\t"));
+    if (!is_version(version)) {
+        return make_error(ErrorCode::io, "nvidia-smi: \"CUDA Version\" is not a version: `" +
+                                             std::string(version.substr(0, 64)) + "`");
+    }
+    return std::string(version);
+}
+
+Result<DriverInfo> NvidiaSmiProbe::driver() {
+    bool present = false;
+    auto text = run_nvidia_smi({"--query-gpu=driver_version", "--format=csv,noheader"}, m_timeout, present);
+    if (!text) {
+        return text.error();
+    }
+    if (!present) {
+        return DriverInfo{}; // no driver: nothing to say
+    }
+    auto version = parse_driver_version(*text);
+    if (!version) {
+        return version.error();
+    }
+    DriverInfo out{std::move(*version), {}};
+    // `--version` ("CUDA Version : 12.4"), else the table's header ("CUDA Version: 12.4"): a driver too
+    // old for the one may still print the other. Neither: the CUDA version stays unknown.
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"--version"}, std::vector<std::string>{}}) {
+        auto answer = run_nvidia_smi(args, m_timeout, present);
+        auto cuda = answer ? parse_cuda_version(*answer) : Result<std::string>(answer.error());
+        if (cuda && !cuda->empty()) {
+            out.cuda_version = std::move(*cuda);
+            break;
+        }
+    }
+    return out;
+}
+
 std::string normalize_gpu_model(std::string_view driver_name) {
     std::string_view s = trim(driver_name);
     for (std::string_view prefix : {"NVIDIA ", "GeForce ", "Tesla ", "Quadro "}) {

@@ -29,6 +29,13 @@ struct GpuInfo {
     bool operator==(const GpuInfo&) const = default;
 };
 
+// The driver's versions, as the run report states them (core/api/run_report.hpp): empty when not known.
+struct DriverInfo {
+    std::string driver_version; // e.g. "550.54.15"
+    std::string cuda_version;   // the highest CUDA version the driver supports, e.g. "12.4"
+    bool operator==(const DriverInfo&) const = default;
+};
+
 // A process using GPU memory, as the driver accounts it.
 struct GpuProcess {
     std::int64_t pid = 0;
@@ -75,6 +82,8 @@ public:
     virtual Result<std::vector<GpuStatus>> status() { return std::vector<GpuStatus>{}; }
     // What each GPU and, where the driver can say, each process is doing now (for the idle guard).
     virtual Result<GpuActivity> activity() { return GpuActivity{}; }
+    // The driver's versions (asked once, when the worker starts). Default: not known.
+    virtual Result<DriverInfo> driver() { return DriverInfo{}; }
 };
 
 // Runs `nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits`.
@@ -93,6 +102,10 @@ public:
     // per process `nvidia-smi pmon -c 1 -s u` (processes nullopt when that fails: some GPUs and
     // drivers do not support it).
     Result<GpuActivity> activity() override;
+    // `nvidia-smi --query-gpu=driver_version --format=csv,noheader` (an Error when it fails), then the
+    // "CUDA Version" of `nvidia-smi --version`, else of the `nvidia-smi` table's header (no --query-gpu
+    // field names it; unknown when neither says); nothing known without a driver.
+    Result<DriverInfo> driver() override;
 
 private:
     std::chrono::milliseconds m_timeout;
@@ -102,9 +115,11 @@ private:
 // Thread-safe: tests change the processes while the agent reads them.
 class StaticGpuProbe final : public GpuProbe {
 public:
-    explicit StaticGpuProbe(std::vector<GpuInfo> gpus) : m_gpus(std::move(gpus)) {}
-    StaticGpuProbe(const StaticGpuProbe& o) : m_gpus(o.m_gpus), m_processes(o.processes_now()) {}
+    explicit StaticGpuProbe(std::vector<GpuInfo> gpus, DriverInfo driver = {})
+        : m_gpus(std::move(gpus)), m_driver(std::move(driver)) {}
+    StaticGpuProbe(const StaticGpuProbe& o) : m_gpus(o.m_gpus), m_driver(o.m_driver), m_processes(o.processes_now()) {}
     Result<std::vector<GpuInfo>> list() override { return m_gpus; }
+    Result<DriverInfo> driver() override { return m_driver; }
     Result<std::vector<GpuProcess>> processes() override {
         util::MutexLock lock(m_mu);
         ++m_process_queries;
@@ -168,6 +183,7 @@ private:
     }
 
     const std::vector<GpuInfo> m_gpus;
+    const DriverInfo m_driver;
     mutable util::Mutex m_mu;
     std::vector<GpuProcess> m_processes GUARDED_BY(m_mu);
     std::optional<Result<std::vector<GpuStatus>>> m_status GUARDED_BY(m_mu);
@@ -191,6 +207,14 @@ Result<std::vector<ProcessActivity>> parse_pmon(std::string_view text);
 
 // Parses the status query above. Pure. "[N/A]" or "[Not Supported]" ECC counts read as nullopt.
 Result<std::vector<GpuStatus>> parse_gpu_status_csv(std::string_view text);
+
+// The driver_version query above: the first line's version (every GPU has the same driver). Pure.
+// A version is 1 to 32 digits and dots, starting with a digit; anything else is an Error (io).
+Result<std::string> parse_driver_version(std::string_view text);
+
+// The "CUDA Version: 12.4" of `nvidia-smi`'s header (or of `nvidia-smi -q`'s "CUDA Version : 12.4");
+// empty when no line says it, an Error (io) when one does with something that is not a version. Pure.
+Result<std::string> parse_cuda_version(std::string_view text);
 
 // "NVIDIA GeForce RTX 4090" -> "RTX-4090"; "NVIDIA H100 80GB HBM3" -> "H100-80GB-HBM3".
 std::string normalize_gpu_model(std::string_view driver_name);

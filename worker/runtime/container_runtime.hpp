@@ -102,6 +102,18 @@ struct ProcessMarks {
     std::int64_t session = 0;
 };
 
+// Which image a job ran, as the engine resolved its reference when asked (the run report's image,
+// core/api/run_report.hpp). Both digests are "sha256:" and 64 lowercase hex digits, checked
+// (api::is_sha256_digest) before they get here; what the engine did not say, or said wrongly, is
+// empty. `unknown` says why neither is known (a runtime that runs no image, an image built here
+// with neither), and is empty when one is.
+struct ImageIdentity {
+    std::string digest{};  // the manifest's digest (a locally built image may have none)
+    std::string id{};      // the image's id: the digest of its configuration
+    std::string unknown{}; // why neither is known
+    bool operator==(const ImageIdentity&) const = default;
+};
+
 class ContainerRuntime {
 public:
     virtual ~ContainerRuntime() = default;
@@ -139,6 +151,14 @@ public:
     virtual Result<ProcessMarks> process_marks(const std::string& name) {
         (void)name;
         return ProcessMarks{};
+    }
+    // The identity of `image` (a reference as ContainerSpec::image takes it) as the engine resolves
+    // it now: the agent asks once per attempt, right after its job started. An Error when the engine
+    // cannot be asked (io, its words). Default (no images: the process runtime): neither is known,
+    // and `unknown` says why.
+    virtual Result<ImageIdentity> image_identity(const std::string& image) {
+        (void)image;
+        return ImageIdentity{{}, {}, "the " + name() + " runtime runs no image"};
     }
 };
 

@@ -415,6 +415,21 @@ Status OciRuntime::ensure_image(const std::string& image) {
                       name() + " pull " + ref + " failed (exit " + std::to_string(pulled->exit_code) + "): " + line);
 }
 
+Result<ImageIdentity> OciRuntime::image_identity(const std::string& image) {
+    if (auto st = recipe::validate_image_reference(image); !st) {
+        return make_error(ErrorCode::invalid_input, "invalid image reference `" + image + "`: " + st.error().message);
+    }
+    const std::string ref = recipe::qualified_image(image); // as `run` names it (build_run_argv)
+    auto ran = run_tool({"image", "inspect", ref});
+    if (!ran) {
+        return ran.error();
+    }
+    if (ran->exit_code != 0) {
+        return tool_error("image inspect " + ref, *ran);
+    }
+    return parse_image_identity(m_config.tool, ran->out, ref);
+}
+
 Status OciRuntime::check() {
     auto ran = run_tool({"info"});
     if (!ran) {

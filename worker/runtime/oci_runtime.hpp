@@ -104,6 +104,9 @@ public:
     // The container's full id, asked once with `inspect` (then kept). Like signal(), it waits up to 3 s
     // for a container its run child is still creating.
     Result<ProcessMarks> process_marks(const std::string& name) override;
+    // `image inspect` of the image as `run` names it (recipe::qualified_image), read by
+    // parse_image_identity (oci_json.hpp): nothing the engine says is used unchecked.
+    Result<ImageIdentity> image_identity(const std::string& image) override;
 
     // The missing-tool Error when the program is not found; empty when it is.
     std::optional<Error> missing_tool() const { return m_missing; }

@@ -197,5 +197,76 @@ TEST_CASE("job container: who the job is on the host, and who owns its writable 
     CHECK_FALSE(worker::job_owner(false, 0));
 }
 
+TEST_CASE("job container: the run report says the GPU, the driver and what held the share, per case",
+          "[job_container][report]") {
+    const auto ctx = context({});
+    worker::RunFacts facts{"podman", ctx.gpus, {"550.54.15", "12.4"}, worker::MemoryEnforcement::watchdog, false,
+                           {},       "0.1.0"};
+    auto t = gpu_attempt("/spool/12");
+    auto report = [&](const worker::Attempt& a, const worker::ContainerContext& c) {
+        return worker::run_report_for(a, worker::container_spec_for(a, c), facts);
+    };
+    // A quarter of GPU 1, the watchdog looks.
+    auto r = report(t, ctx);
+    CHECK(r.runtime == "podman");
+    CHECK(r.worker_version == "0.1.0");
+    CHECK(r.gpu_model == "L4");
+    CHECK(r.gpu_uuid == "GPU-b"); // GPU 1's, not the first one's
+    CHECK(r.driver_version == "550.54.15");
+    CHECK(r.cuda_version == "12.4");
+    CHECK(r.enforcement == "watchdog");
+    CHECK(r.image_digest.empty()); // the engine's to say, at the start (JobControl)
+    CHECK(r.started_at_ms == 0);
+    // A client of the worker's MPS daemon.
+    auto mps_ctx = ctx;
+    mps_ctx.mps_pipe = "/run/mps";
+    facts.mps = true;
+    CHECK(report(t, mps_ctx).enforcement == "mps");
+    // A whole GPU bypasses MPS and is not watched.
+    auto whole = t;
+    whole.a.gpu_milli = 1000;
+    CHECK(report(whole, mps_ctx).enforcement == "none");
+    // A driver that cannot say who holds what: nothing held the share.
+    facts.mps = false;
+    facts.enforcement = worker::MemoryEnforcement::none;
+    CHECK(report(t, ctx).enforcement == "none");
+    // The job's own MPS variables do not make it an MPS client.
+    auto posing = t;
+    posing.a.spec.env = {{"CUDA_MPS_PIPE_DIRECTORY", "/tmp/mine"}};
+    facts.enforcement = worker::MemoryEnforcement::watchdog;
+    CHECK(report(posing, ctx).enforcement == "watchdog");
+    // CPU only: no GPU, no driver, no enforcement.
+    auto cpu = t;
+    cpu.a.gpu_index = -1;
+    cpu.a.gpu_milli = 0;
+    r = report(cpu, ctx);
+    CHECK(r.gpu_model.empty());
+    CHECK(r.gpu_uuid.empty());
+    CHECK(r.driver_version.empty());
+    CHECK(r.cuda_version.empty());
+    CHECK(r.enforcement.empty());
+}
+
+TEST_CASE("job container: the run report lists the job's models, with the commits it was given",
+          "[job_container][report]") {
+    auto t = gpu_attempt("/spool/12");
+    t.a.spec.cache_models = {"org/llm", "org/tok@v2"};
+    worker::RunFacts facts;
+    facts.model_commits = {{"org/llm", std::string(40, 'a')}, {"org/tok@v2", std::string(40, 'b')}};
+    const auto spec = worker::container_spec_for(t, context({}));
+    auto r = worker::run_report_for(t, spec, facts);
+    CHECK(r.models ==
+          std::vector<api::MountedModel>{{"org/llm", std::string(40, 'a')}, {"org/tok@v2", std::string(40, 'b')}});
+    facts.model_commits.clear(); // the job did not read the cache: not known
+    r = worker::run_report_for(t, spec, facts);
+    CHECK(r.models == std::vector<api::MountedModel>{{"org/llm", ""}, {"org/tok@v2", ""}});
+}
+
+TEST_CASE("job container: report_text keeps printable ASCII and the report's bound", "[job_container][report]") {
+    CHECK(worker::report_text("NVIDIA L4") == "NVIDIA L4");
+    CHECK(worker::report_text("a\nb\x1b[0m\xc3\xa9") == "a?b?[0m??");
+    CHECK(worker::report_text(std::string(300, 'x')).size() == api::k_max_report_text_bytes);
+}
+
 } // namespace test_job_container
 } // namespace

@@ -27,15 +27,18 @@ struct JobBench {
     worker::AttemptTable attempts;
     std::vector<std::string> events;
     std::optional<std::string> failed_gpu; // what gpu_failed answers
+    util::ManualClock wall{1'765'000'000'000}; // the worker's wall clock (Unix ms)
     worker::JobControl jobs{{10s, 60s},
                             runtime,
                             spool,
                             attempts,
                             clock,
-                            {[this](const std::string& line) { events.push_back(line); }, [this](std::int64_t) { return failed_gpu; }}};
+                            {[this](const std::string& line) { events.push_back(line); },
+                             [this](std::int64_t) { return failed_gpu; }, [this] { return wall.now_ms(); }}};
 
     // Starts attempt `id` (its container "c<id>"); `ready` as its folders' preparation went.
-    worker::Attempt& start(std::int64_t id, std::int64_t max_runtime_s = 0, std::int64_t gpu = -1, Status ready = {}) {
+    worker::Attempt& start(std::int64_t id, std::int64_t max_runtime_s = 0, std::int64_t gpu = -1, Status ready = {},
+                           std::optional<api::RunReport> report = std::nullopt) {
         api::Assignment a;
         a.attempt = AttemptId(id);
         a.job = JobId(10 * id);
@@ -47,7 +50,8 @@ struct JobBench {
         worker::ContainerSpec spec;
         spec.name = "c" + std::to_string(id);
         spec.log_path = t.log_path();
-        jobs.start(std::move(t), spec, ready);
+        spec.image = "localhost/gpupool/busybox:latest";
+        jobs.start(std::move(t), spec, ready, std::move(report));
         return attempts.at(AttemptId(id));
     }
     std::vector<int> signals(const std::string& name) { return runtime.get(name).value().signals; }
@@ -189,6 +193,72 @@ TEST_CASE("job control: drop removes the container and lets go of the attempt fo
     CHECK_FALSE(std::filesystem::exists(dir / "log"));
     b.jobs.drop(AttemptId(1), "twice"); // nothing held: nothing happens
     CHECK(b.attempts.done_with(AttemptId(1)));
+}
+
+TEST_CASE("job control: a started job's run report has the image as resolved at its start and the wall clock's times",
+          "[agent][jobs][report]") {
+    JobBench b;
+    api::RunReport given;
+    given.runtime = "fake";
+    auto& t = b.start(1, 0, -1, {}, given);
+    REQUIRE(t.report);
+    CHECK(b.runtime.identity_asks() == std::vector<std::string>{"localhost/gpupool/busybox:latest"});
+    CHECK(t.report->runtime == "fake"); // what the agent gave is kept
+    CHECK(t.report->image_digest == test::FakeRuntime::k_digest);
+    CHECK(t.report->image_id == test::FakeRuntime::k_image_id);
+    CHECK(t.report->image_digest_unknown.empty());
+    CHECK(t.report->started_at_ms == 1'765'000'000'000);
+    CHECK(t.report->ended_at_ms == 0); // still running
+    b.wall.advance_ms(4'500);
+    b.runtime.exit("c1", 0);
+    b.jobs.watch();
+    CHECK(b.attempts.at(AttemptId(1)).report->ended_at_ms == 1'765'000'004'500);
+    // Ended as a worker fault: its end time too.
+    auto& lost = b.start(2, 0, -1, {}, given);
+    b.wall.advance_ms(1'000);
+    b.runtime.vanish("c2");
+    b.jobs.watch();
+    CHECK_FALSE(lost.running());
+    CHECK(b.attempts.at(AttemptId(2)).report->ended_at_ms == 1'765'000'005'500);
+}
+
+TEST_CASE("job control: an engine's answer that is not a digest never reaches the run report",
+          "[agent][jobs][report]") {
+    JobBench b;
+    SECTION("hostile values are dropped, and the report says neither is known") {
+        b.runtime.set_image_identity(worker::ImageIdentity{"sha256:XYZ; rm -rf /", "--privileged", ""});
+        auto& t = b.start(1, 0, -1, {}, api::RunReport{});
+        REQUIRE(t.report);
+        CHECK(t.report->image_digest.empty());
+        CHECK(t.report->image_id.empty());
+        CHECK(t.report->image_digest_unknown == "the fake engine gave no valid digest or id");
+    }
+    SECTION("only an id (an image built here): the digest stays empty and nothing is said unknown") {
+        b.runtime.set_image_identity(worker::ImageIdentity{"", test::FakeRuntime::k_image_id, ""});
+        auto& t = b.start(1, 0, -1, {}, api::RunReport{});
+        CHECK(t.report->image_digest.empty());
+        CHECK(t.report->image_id == test::FakeRuntime::k_image_id);
+        CHECK(t.report->image_digest_unknown.empty());
+    }
+    SECTION("an engine that cannot be asked: its words, made printable and bounded") {
+        b.runtime.set_image_identity(
+            make_error(ErrorCode::io, "podman image inspect failed:\x1b[31m " + std::string(400, 'x')));
+        auto& t = b.start(1, 0, -1, {}, api::RunReport{});
+        CHECK_THAT(t.report->image_digest_unknown, Catch::StartsWith("the fake engine could not say: podman image "
+                                                                     "inspect failed:?[31m xxx"));
+        CHECK(t.report->image_digest_unknown.size() == api::k_max_report_text_bytes);
+        CHECK(api::run_report_from_json(api::to_json(*t.report))); // the coordinator takes it
+    }
+}
+
+TEST_CASE("job control: an attempt that never started has no run report", "[agent][jobs][report]") {
+    JobBench b;
+    auto& t = b.start(1, 0, -1, make_error(ErrorCode::invalid_input, "no such input"), api::RunReport{});
+    CHECK_FALSE(t.running());
+    CHECK_FALSE(t.report);
+    CHECK(b.runtime.identity_asks().empty());
+    auto& none = b.start(2); // the agent gave none
+    CHECK_FALSE(none.report);
 }
 
 } // namespace test_job_control

@@ -76,6 +76,51 @@ TEST_CASE("spool: state.json keeps what was delivered and how the attempt ended"
     CHECK_FALSE(fresh.exit_code);
 }
 
+TEST_CASE("spool: state.json keeps the run report through a restart, and one without it still loads",
+          "[spool][report]") {
+    test::TempDir work;
+    worker::Spool spool(work.path());
+    auto t = spool.create(assignment(5), 0);
+    t.container = "gpupool-w1-x-a5";
+    api::RunReport r;
+    r.runtime = "podman";
+    r.image_digest = "sha256:" + std::string(64, 'a');
+    r.image_id = "sha256:" + std::string(64, 'b');
+    r.gpu_model = "L4";
+    r.gpu_uuid = "GPU-0";
+    r.driver_version = "550.54.15";
+    r.cuda_version = "12.4";
+    r.enforcement = "watchdog";
+    r.models = {{"org/model", std::string(40, 'c')}, {"org/other", ""}};
+    r.started_at_ms = 1'765'000'000'000;
+    r.worker_version = "0.1.0";
+    t.report = r;
+    spool.save(t);
+    auto back = spool.load(99);
+    REQUIRE(back.size() == 1);
+    REQUIRE(back[0].report);
+    CHECK(*back[0].report == r);
+
+    // Written by an older worker: no "report" member. It loads, with none.
+    auto state = worker::read_json_file(t.dir / "state.json");
+    REQUIRE(state);
+    state->erase("report");
+    REQUIRE(worker::write_json_file(t.dir / "state.json", *state));
+    back = spool.load(99);
+    REQUIRE(back.size() == 1);
+    CHECK(back[0].container == "gpupool-w1-x-a5");
+    CHECK_FALSE(back[0].report);
+
+    // One that does not read (a digest that is not one): the rest of the state holds, without it.
+    (*state)["report"] = api::to_json(r);
+    (*state)["report"]["image_digest"] = "sha256:nope";
+    REQUIRE(worker::write_json_file(t.dir / "state.json", *state));
+    back = spool.load(99);
+    REQUIRE(back.size() == 1);
+    CHECK(back[0].container == "gpupool-w1-x-a5");
+    CHECK_FALSE(back[0].report);
+}
+
 TEST_CASE("spool: save_unsaved writes the attempts marked unsaved, once, and leaves the others alone", "[spool]") {
     test::TempDir work;
     worker::Spool spool(work.path());

@@ -157,6 +157,49 @@ TEST_CASE("the real probe reads utilisation and pmon, says watchdog or none, and
     CHECK(probe.memory_enforcement() == MemoryEnforcement::none); // never silent: the inventory says so
 }
 
+TEST_CASE("the driver's versions: driver_version's first line, the CUDA Version of --version or of the header",
+          "[gpu_probe][report]") {
+    CHECK(parse_driver_version("550.54.15\n550.54.15\n").value() == "550.54.15");
+    CHECK_FALSE(parse_driver_version("stand-in\n"));
+    CHECK_FALSE(parse_driver_version("[N/A]"));
+    CHECK_FALSE(parse_driver_version(""));
+    CHECK_FALSE(parse_driver_version(std::string(40, '1')));
+    // `nvidia-smi --version` and the table's header.
+    CHECK(parse_cuda_version("NVIDIA-SMI version  : 550.54.15\nNVML version        : 550.54\n"
+                             "DRIVER version      : 550.54.15\nCUDA Version        : 12.4\n")
+              .value() == "12.4");
+    CHECK(
+        parse_cuda_version("+-----+\n| NVIDIA-SMI 580.159.04   Driver Version: 580.159.04   CUDA Version: 13.0     |\n")
+            .value() == "13.0");
+    CHECK(parse_cuda_version("No devices were found\n").value().empty()); // says nothing: not known
+    CHECK_FALSE(parse_cuda_version("CUDA Version: $(reboot)\n"));
+    CHECK_FALSE(parse_cuda_version("CUDA Version 12.4\n"));
+}
+
+TEST_CASE("the real probe says the driver's versions, and a driver without --version still its header's CUDA",
+          "[gpu_probe][report]") {
+    gpupool::test::TempDir dir;
+    const std::string old = (dir.path() / "old").string();
+    const auto script =
+        dir.write("nvidia-smi",
+                  "#!/bin/sh\n"
+                  "case \"$*\" in\n"
+                  "  *query-gpu=driver_version*) echo '550.54.15' ;;\n"
+                  "  --version) [ -f '" +
+                      old +
+                      "' ] && exit 1\n"
+                      "     echo 'NVIDIA-SMI version  : 550.54.15'; echo 'CUDA Version        : 12.4' ;;\n"
+                      "  '') echo '| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.3     |' ;;\n"
+                      "  *) exit 6 ;;\n"
+                      "esac\n");
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    PathFirst path(dir.path());
+    NvidiaSmiProbe probe(std::chrono::milliseconds(2000));
+    CHECK(probe.driver().value() == DriverInfo{"550.54.15", "12.4"});
+    gpupool::test::write_file(old, "");
+    CHECK(probe.driver().value() == DriverInfo{"550.54.15", "12.3"});
+}
+
 namespace {
 // GPUPOOL_NVIDIA_SMI_REPLAY for the life of the guard: tests/gpu/stand-in/nvidia-smi then answers from
 // that folder.

@@ -224,6 +224,56 @@ TEST_CASE("oci state JSON: an exit the job made, a container that never ran, pod
     CHECK_FALSE(parse_state_json(R"({"Status":"exited"})"));
 }
 
+TEST_CASE("oci image inspect JSON: podman's digest and bare id, docker's repo digest and id", "[runtime][report]") {
+    const std::string digest = "sha256:" + std::string(64, 'd');
+    const std::string other = "sha256:" + std::string(64, 'e');
+    const std::string hex(64, '1');
+    const std::string ref = "docker.io/library/busybox:latest";
+    auto p = parse_image_identity(OciTool::podman,
+                                  R"([{"Id":")" + hex + R"(","Digest":")" + digest +
+                                      R"(","RepoDigests":["docker.io/library/busybox@)" + other + R"("]}])",
+                                  ref);
+    REQUIRE(p);
+    CHECK(*p == ImageIdentity{digest, "sha256:" + hex, ""});
+    // docker: the entry of the same repository (its familiar name), not the first.
+    auto d = parse_image_identity(OciTool::docker,
+                                  R"([{"Id":"sha256:)" + hex + R"(","RepoDigests":["quay.io/x/busybox@)" + other +
+                                      R"(","busybox@)" + digest + R"("]}])",
+                                  ref);
+    REQUIRE(d);
+    CHECK(*d == ImageIdentity{digest, "sha256:" + hex, ""});
+    auto first = parse_image_identity(
+        OciTool::docker, R"([{"Id":"sha256:)" + hex + R"(","RepoDigests":["quay.io/x/y@)" + other + R"("]}])", ref);
+    REQUIRE(first);
+    CHECK(first->digest == other);
+    // Built here: no manifest digest, the id alone.
+    auto local = parse_image_identity(OciTool::docker, R"([{"Id":"sha256:)" + hex + R"(","RepoDigests":[]}])", ref);
+    REQUIRE(local);
+    CHECK(*local == ImageIdentity{"", "sha256:" + hex, ""});
+}
+
+TEST_CASE("oci image inspect JSON: what is not a digest is never used", "[runtime][report]") {
+    const std::string ref = "localhost/gpupool/busybox:latest";
+    for (const char* hostile :
+         {R"([{"Id":"--privileged","Digest":"sha256:../../etc/passwd"}])",
+          R"([{"Id":"sha256:ABCDEF","Digest":"sha256:dddd\u001b[31m"}])",
+          R"([{"Id":42,"Digest":["sha256:x"],"RepoDigests":"busybox@sha256:1"}])",
+          R"([{"Id":"sha256:1111111111111111111111111111111111111111111111111111111111111111x"}])"}) {
+        for (OciTool tool : {OciTool::podman, OciTool::docker}) {
+            INFO(hostile << " " << to_string(tool));
+            auto got = parse_image_identity(tool, hostile, ref);
+            REQUIRE(got);
+            CHECK(got->digest.empty());
+            CHECK(got->id.empty());
+            CHECK_THAT(got->unknown, Catch::Contains("neither a valid digest nor a valid id"));
+        }
+    }
+    CHECK_FALSE(parse_image_identity(OciTool::podman, "not json", ref));
+    CHECK_FALSE(parse_image_identity(OciTool::podman, "[]", ref));
+    CHECK_FALSE(parse_image_identity(OciTool::docker, R"({"Id":"sha256:1"})", ref));
+    CHECK_FALSE(parse_image_identity(OciTool::docker, "[{},{}]", ref));
+}
+
 TEST_CASE("oci runtime: a missing tool is a clear error", "[runtime]") {
     OciConfig config;
     config.tool = OciTool::podman;

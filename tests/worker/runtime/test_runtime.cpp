@@ -2,6 +2,8 @@
 // `podman image exists localhost/gpupool/busybox:latest`, docker when GPUPOOL_TEST_DOCKER_HOST is set
 // and that daemon answers. A missing engine is a WARN and a skip (`.ci/setup-containers` installs
 // them), or a failure when GPUPOOL_REQUIRE_CONTAINERS=1 (CI).
+#include "core/api/run_report.hpp"
+#include "core/util/strings.hpp"
 #include "tests/support.hpp"
 #include "tests/worker/runtime/runtimes_under_test.hpp"
 #include "worker/agent/process_owner.hpp"
@@ -661,6 +663,75 @@ TEST_CASE("container runtime: a run child killed under a job leaves the job foll
         CHECK(status->exit_code == 5);
         CHECK(box.log(spec) == "first\nsecond\n");
     }
+}
+
+namespace {
+
+// What the engine itself answers to `image inspect --format FORMAT image` (the test's own asking).
+std::string engine_says(const Candidate& c, const std::string& format, const std::string& image) {
+    std::vector<std::string> args;
+    if (c.kind == "docker") {
+        args = {"-H", env_or("GPUPOOL_TEST_DOCKER_HOST")};
+    }
+    args.insert(args.end(), {"image", "inspect", "--format", format, image});
+    bp::ipstream out;
+    bp::child child(bp::search_path(c.kind), bp::args = args, bp::std_out > out, bp::std_err > bp::null,
+                    bp::std_in < bp::null);
+    std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+    child.wait();
+    REQUIRE(child.exit_code() == 0);
+    return std::string(util::trim(text));
+}
+
+} // namespace
+
+// The run report's image (issue 43): the engine's own id for the test image, as `image inspect` says
+// it, and a digest only where it is one. The process runtime runs no image and says so.
+TEST_CASE("runtime: image_identity is the engine's id of a local image, and nothing the process runtime makes up",
+          "[runtime][report]") {
+    FOR_EACH_RUNTIME(c, rt) {
+        auto identity = rt->image_identity(k_image);
+        REQUIRE(identity);
+        if (!c.isolates) {
+            CHECK(*identity == ImageIdentity{"", "", "the process runtime runs no image"});
+            continue;
+        }
+        const std::string id = engine_says(c, "{{.Id}}", k_image);
+        CHECK(identity->id == (id.rfind("sha256:", 0) == 0 ? id : "sha256:" + id));
+        CHECK(api::is_sha256_digest(identity->id));
+        if (c.kind == "podman") {
+            CHECK(identity->digest == engine_says(c, "{{.Digest}}", k_image));
+        }
+        CHECK((identity->digest.empty() || api::is_sha256_digest(identity->digest)));
+        CHECK(identity->unknown.empty());
+        INFO(c.kind << " digest " << identity->digest << " id " << identity->id);
+        // An image the engine does not have: its error, not a made-up identity.
+        auto missing = rt->image_identity("localhost/gpupool/no-such-image:1");
+        CHECK_FALSE(missing);
+    }
+}
+
+// An engine whose answer is hostile (a stand-in program): nothing of it is used.
+TEST_CASE("container runtime: an engine's image inspect that is not a digest is not used", "[runtime][report]") {
+    test::TempDir dir;
+    const auto engine = dir.path() / "podman";
+    test::write_file(engine, "#!/bin/sh\n"
+                             "echo '[{\"Id\":\"--privileged\",\"Digest\":\"sha256:..\\/..\\/etc\"}]'\n");
+    fs::permissions(engine, fs::perms::owner_all);
+    OciConfig config;
+    config.tool = OciTool::podman;
+    config.program = engine.string();
+    OciRuntime rt(config);
+    REQUIRE_FALSE(rt.missing_tool());
+    auto identity = rt.image_identity(k_image);
+    REQUIRE(identity);
+    CHECK(identity->digest.empty());
+    CHECK(identity->id.empty());
+    CHECK_THAT(identity->unknown, Catch::Contains("neither a valid digest nor a valid id"));
+    // A reference that is not one never reaches the engine.
+    auto refused = rt.image_identity("--privileged");
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ErrorCode::invalid_input);
 }
 
 } // namespace test_runtime

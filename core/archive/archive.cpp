@@ -380,38 +380,6 @@ Error sys_error(std::string_view name, const std::string& what, int err) {
     return make_error(ErrorCode::io, "unpacking archive entry `" + shown(name) + "`: " + why);
 }
 
-// The components of an entry's name ("." and empty ones dropped), or why the name is refused.
-Result<std::vector<std::string>> split_entry_name(const char* raw) {
-    if (raw == nullptr || *raw == '\0') {
-        return make_error(ErrorCode::invalid_input, "refused an archive entry without a name");
-    }
-    const std::string_view name(raw);
-    if (name.size() > k_max_entry_name) {
-        return refused(name, "the name is longer than " + std::to_string(k_max_entry_name) + " bytes");
-    }
-    if (name.front() == '/') {
-        return refused(name, "absolute paths are not allowed");
-    }
-    std::vector<std::string> parts;
-    std::size_t begin = 0;
-    while (begin <= name.size()) {
-        const std::size_t end = std::min(name.find('/', begin), name.size());
-        const std::string_view part = name.substr(begin, end - begin);
-        begin = end + 1;
-        if (part.empty() || part == ".") {
-            continue;
-        }
-        if (part == "..") {
-            return refused(name, "\"..\" components are not allowed");
-        }
-        if (part.size() > NAME_MAX) {
-            return refused(name, "a component is longer than " + std::to_string(NAME_MAX) + " bytes");
-        }
-        parts.emplace_back(part);
-    }
-    return parts;
-}
-
 // Opens the directory made of the first `count` components below `root`, creating the missing ones
 // (0755) and following no link: a component that is a link or not a directory refuses the entry.
 Result<UniqueFd> open_dirs(int root, const std::vector<std::string>& parts, std::size_t count, std::string_view name) {
@@ -520,7 +488,7 @@ Result<UnpackReport> unpack_from(::archive* r, const fs::path& dest, const Unpac
                               "the archive holds more than " + std::to_string(limits.max_entries) + " entries");
         }
         const char* raw = archive_entry_pathname(e);
-        auto parts = split_entry_name(raw);
+        auto parts = entry_name_parts(raw);
         if (!parts) {
             return parts.error();
         }
@@ -617,6 +585,37 @@ Result<UnpackReport> unpack_archive_file(const fs::path& archive_path, const fs:
                           "not a tar archive: " + archive_path.string() + ": " + library_error(r.get()));
     }
     return unpack_from(r.get(), dest, limits, static_cast<std::int64_t>(size));
+}
+
+Result<std::vector<std::string>> entry_name_parts(const char* raw) {
+    if (raw == nullptr || *raw == '\0') {
+        return make_error(ErrorCode::invalid_input, "refused an archive entry without a name");
+    }
+    const std::string_view name(raw);
+    if (name.size() > k_max_entry_name) {
+        return refused(name, "the name is longer than " + std::to_string(k_max_entry_name) + " bytes");
+    }
+    if (name.front() == '/') {
+        return refused(name, "absolute paths are not allowed");
+    }
+    std::vector<std::string> parts;
+    std::size_t begin = 0;
+    while (begin <= name.size()) {
+        const std::size_t end = std::min(name.find('/', begin), name.size());
+        const std::string_view part = name.substr(begin, end - begin);
+        begin = end + 1;
+        if (part.empty() || part == ".") {
+            continue;
+        }
+        if (part == "..") {
+            return refused(name, "\"..\" components are not allowed");
+        }
+        if (part.size() > NAME_MAX) {
+            return refused(name, "a component is longer than " + std::to_string(NAME_MAX) + " bytes");
+        }
+        parts.emplace_back(part);
+    }
+    return parts;
 }
 
 } // namespace gpupool::archive

@@ -86,6 +86,11 @@ Result<UnpackReport> unpack_archive(std::string_view archive_bytes, const std::f
 Result<UnpackReport> unpack_archive_file(const std::filesystem::path& archive, const std::filesystem::path& dest,
                                          const UnpackLimits& limits = {});
 
+// The components of an archive entry's name ("." and empty ones dropped), or why unpacking refuses
+// the name (invalid_input): empty, absolute, longer than 4096 bytes, a ".." component, a component
+// longer than NAME_MAX. The one rule for what an entry may be called (listing.hpp reads it too).
+Result<std::vector<std::string>> entry_name_parts(const char* raw);
+
 // Whether a symbolic link with this target is one archives may hold: relative, non-empty, no "..".
 bool link_target_stays_inside(std::string_view target);
 

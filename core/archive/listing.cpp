@@ -1,21 +1,18 @@
 #include "core/archive/listing.hpp"
 
+#include "core/archive/archive.hpp"
 #include "core/util/sha256.hpp"
-
-#include <archive.h>
-#include <archive_entry.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <climits>
+#include <archive.h>
+#include <archive_entry.h>
 #include <memory>
 
 namespace gpupool::archive {
 
 namespace {
-
-constexpr std::size_t k_listing_max_name = 4096;
 
 struct ListingReaderDeleter {
     void operator()(::archive* a) const { archive_read_free(a); }
@@ -26,32 +23,18 @@ std::string listing_library_error(::archive* a) {
     return s != nullptr ? s : "unknown libarchive error";
 }
 
-// The entry's name as unpack_archive would write it ("a/./b//c" is "a/b/c"), or an error for one
-// it would refuse.
+// The entry's name as unpack_archive would write it ("a/./b//c" is "a/b/c"), or why it would refuse it.
 Result<std::string> listed_name(const char* raw) {
-    if (raw == nullptr || *raw == '\0') {
-        return make_error(ErrorCode::invalid_input, "an entry has no name");
+    auto parts = entry_name_parts(raw);
+    if (!parts) {
+        return parts.error();
     }
-    const std::string_view name(raw);
-    if (name.size() > k_listing_max_name || name.front() == '/') {
-        return make_error(ErrorCode::invalid_input, "an entry's name is absolute or longer than 4096 bytes");
+    if (parts->empty()) {
+        return make_error(ErrorCode::invalid_input, "an archive entry's name has no component");
     }
     std::string out;
-    std::size_t begin = 0;
-    while (begin <= name.size()) {
-        const std::size_t end = std::min(name.find('/', begin), name.size());
-        const std::string_view part = name.substr(begin, end - begin);
-        begin = end + 1;
-        if (part.empty() || part == ".") {
-            continue;
-        }
-        if (part == ".." || part.size() > NAME_MAX) {
-            return make_error(ErrorCode::invalid_input, "an entry's name has a \"..\" or an over-long component");
-        }
-        out += (out.empty() ? "" : "/") + std::string(part);
-    }
-    if (out.empty()) {
-        return make_error(ErrorCode::invalid_input, "an entry's name has no component");
+    for (const auto& p : *parts) {
+        out += (out.empty() ? "" : "/") + p;
     }
     return out;
 }

@@ -165,21 +165,30 @@ net::Response retry_jobs(ServiceState& svc, const net::Request&, const Input& in
     return ok(api::to_json(*res));
 }
 
+// `?attempt=N`: one attempt of the job rather than its latest; nullopt when not given.
+Result<std::optional<AttemptId>> attempt_query(const net::Request& req) {
+    const auto a = req.query_value("attempt");
+    if (a.empty()) {
+        return std::optional<AttemptId>();
+    }
+    auto v = parse_int(a, "attempt");
+    if (!v) {
+        return v.error();
+    }
+    return std::optional<AttemptId>(AttemptId(*v));
+}
+
 net::Response read_job_logs(ServiceState& svc, const net::Request& req, const Input&, const Principal& who) {
     auto id = parse_int(req.param("id"), "id");
     auto offset = parse_int(req.query_value("offset").empty() ? "0" : req.query_value("offset"), "offset");
     if (!id || !offset) {
         return error_response(!id ? id.error() : offset.error());
     }
-    std::optional<AttemptId> attempt;
-    if (auto a = req.query_value("attempt"); !a.empty()) {
-        auto v = parse_int(a, "attempt");
-        if (!v) {
-            return error_response(v.error());
-        }
-        attempt = AttemptId(*v);
+    auto attempt = attempt_query(req);
+    if (!attempt) {
+        return error_response(attempt.error());
     }
-    auto slice = coordinator::read_logs(*svc.coord, who, JobId(*id), *offset, attempt);
+    auto slice = coordinator::read_logs(*svc.coord, who, JobId(*id), *offset, *attempt);
     if (!slice) {
         return error_response(slice.error());
     }
@@ -193,15 +202,11 @@ net::Response read_job_manifest(ServiceState& svc, const net::Request& req, cons
     if (!id) {
         return error_response(id.error());
     }
-    std::optional<AttemptId> attempt;
-    if (auto a = req.query_value("attempt"); !a.empty()) {
-        auto v = parse_int(a, "attempt");
-        if (!v) {
-            return error_response(v.error());
-        }
-        attempt = AttemptId(*v);
+    auto attempt = attempt_query(req);
+    if (!attempt) {
+        return error_response(attempt.error());
     }
-    auto manifest = coordinator::job_manifest(*svc.coord, who, JobId(*id), attempt);
+    auto manifest = coordinator::job_manifest(*svc.coord, who, JobId(*id), *attempt);
     if (!manifest) {
         return error_response(manifest.error());
     }

@@ -463,6 +463,13 @@ int run_run(const GlobalOptions& global, const RunOptions& o) {
         return k_exit_failed;
     }
     auto& [recipe, jobs] = *loaded;
+    // GPU memory from the models, refused below their weights: as `submit` does, so that a recipe
+    // that runs here is one the pool takes (docs/evidence.md).
+    const auto sizing = size_recipe(global, o.sizing, recipe, jobs, false);
+    if (!sizing) {
+        return k_exit_failed;
+    }
+    print_sizing(*sizing, std::cerr, false);
     const auto names = job_folder_names(jobs);
     if (auto st = check_out_dir(o.out_dir, names, o.force); !st) {
         report_error(global, st.error());
@@ -559,6 +566,7 @@ void register_run(Cli& cli) {
     sub->add_option("--out", o->out_dir, "Where outputs go: OUT/<job>/ and OUT/<job>.log")->capture_default_str();
     sub->add_flag("--force", o->force, "Replace what an earlier run left at OUT/<job>/ and OUT/<job>.log");
     sub->add_option("--data-dir", o->data_dir, "The local pool's state (default ~/.local/share/gpupool/local)");
+    add_sizing_args(sub, o->sizing);
     sub->callback([&cli, o] { cli.exit_code = run_run(cli.global, *o); });
 }
 

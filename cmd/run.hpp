@@ -7,6 +7,7 @@
 
 #include "cmd/cli.hpp"
 #include "cmd/jobs_view.hpp"
+#include "cmd/model_sizing.hpp"
 
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct RunOptions {
     std::string out_dir = "gpupool-out";
     std::string data_dir{};
     bool force = false; // replace what an earlier run left in out_dir
+    SizingArgs sizing{}; // where the models' config.json come from (GPU memory sized as submit does)
 };
 
 int run_run(const GlobalOptions& global, const RunOptions& o);

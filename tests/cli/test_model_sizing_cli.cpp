@@ -177,12 +177,16 @@ TEST_CASE("model sizing: gpu_memory below the weights is refused by price, dry-r
     for (const auto& args : std::vector<std::vector<std::string>>{
              {"price", recipe.string(), "--hf-endpoint", hub.url()},
              {"submit", "--dry-run", recipe.string(), "--hf-endpoint", hub.url()},
-             {"--url", "http://127.0.0.1:9", "--token", "t", "submit", recipe.string(), "--hf-endpoint", hub.url()}}) {
+             {"--url", "http://127.0.0.1:9", "--token", "t", "submit", recipe.string(), "--hf-endpoint", hub.url()},
+             // the local mode refuses it the same way, before anything runs
+             {"run", recipe.string(), "--hf-endpoint", hub.url(), "--runtime", "process", "--out",
+              (dir.path() / "out").string(), "--data-dir", (dir.path() / "local").string()}}) {
         auto r = run_gpupool(args);
         INFO(args[0] << " " << args[1] << ": " << r.out << r.err);
         CHECK(r.exit_code == 1);
         CHECK_THAT(r.err, Catch::Contains(refusal));
     }
+    CHECK_FALSE(fs::exists(dir.path() / "out" / "llama-eval.log"));
     // Enough for the weights: checked, and shown.
     const fs::path ok = llama_recipe(dir, "gpu_memory = \"20GiB\"\n");
     auto r = run_gpupool({"price", ok.string(), "--hf-endpoint", hub.url()});

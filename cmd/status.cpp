@@ -79,6 +79,9 @@ int run_status(const StatusOptions& o) {
     }
     if (!v.attempt_history.empty()) {
         print_attempts(v.attempt_history);
+        // What exactly ran, for a result to publish (docs/evidence.md).
+        std::cout << "  manifest: `gpupool manifest " << v.id.value() << "` (image digest, GPU, driver, models, "
+                  << "outputs' SHA-256)\n";
     }
     return k_exit_ok;
 }

@@ -13,9 +13,10 @@ using gpupool::test::run_gpupool;
 using gpupool::test::source_dir;
 
 namespace {
-const std::vector<std::string> k_subcommands{
-    "coordinator", "worker",  "submit", "run",          "status", "jobs",  "logs", "cancel", "retry",    "fetch",
-    "wait",        "credits", "price",  "model-memory", "recipe", "admin", "sim",  "login",  "template", "version"};
+const std::vector<std::string> k_subcommands{"coordinator", "worker", "submit",  "run",      "status",       "jobs",
+                                             "logs",        "cancel", "retry",   "fetch",    "manifest",     "diff",
+                                             "repro",       "wait",   "credits", "price",    "model-memory", "recipe",
+                                             "admin",       "sim",    "login",   "template", "version"};
 } // namespace
 
 TEST_CASE("cli: --help lists every subcommand") {

@@ -78,6 +78,8 @@ TEST_CASE("manifest CLI: a result's manifest, fetched beside its outputs, diffed
     CHECK(man["worker"]["clock"]["ended_at_ms"].get<std::int64_t>() >=
           man["worker"]["clock"]["started_at_ms"].get<std::int64_t>());
 
+    auto status = as({"status", a});
+    CHECK_THAT(status.out, Catch::Contains("manifest: `gpupool manifest " + a + "`"));
     auto human = as({"manifest", a});
     REQUIRE(human.exit_code == 0);
     CHECK_THAT(human.out, Catch::Contains("result.txt"));

@@ -123,11 +123,14 @@ fuzz:
 	  -max_len=65536 -dict=tests/fuzz/http.dict -print_final_stats=1 $(FUZZ_BUILD)/http-corpus
 
 bench: build
-	cmake --build $(BUILD) -j$(JOBS) --target coordinator_bench coordinator_loadgen store_commit_bench body_bench
+	cmake --build $(BUILD) -j$(JOBS) --target coordinator_bench coordinator_loadgen store_commit_bench body_bench \
+	  listing_bench
 	@bench/sim_bench.sh $(BUILD)/gpupool
 	@echo "== coordinator hot paths against the pool's history (bench/coordinator_bench.cpp)"
 	@$(BUILD)/coordinator_bench --history 0,10000,50000
 	@$(BUILD)/store_commit_bench --commits 1000
+	@echo "== listing an outputs archive beside its SHA-256 (bench/listing_bench.cpp)"
+	@$(BUILD)/listing_bench
 	@bench/pg_bench.sh $(BUILD) 0,10000
 	@CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf bench/worker_bench.sh $(BUILD)/gpupool
 	@bench/backup_bench.sh $(BUILD)/gpupool

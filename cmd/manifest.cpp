@@ -19,63 +19,58 @@ using nlohmann::json;
 
 namespace {
 
-std::string text_at(const json& j, std::initializer_list<const char*> path) {
-    const json* cur = &j;
-    for (const char* key : path) {
-        if (!cur->is_object() || !cur->contains(key)) {
-            return "";
-        }
-        cur = &(*cur)[key];
-    }
-    if (cur->is_null()) {
+// The member at a dotted path as text ("" when absent or null).
+std::string text_at(const json& j, const std::string& path) {
+    const json& v = manifest_member(j, path);
+    if (v.is_null()) {
         return "";
     }
-    return cur->is_string() ? cur->get<std::string>() : cur->dump();
+    return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
 std::string or_unknown(const std::string& s) { return s.empty() ? "(not known)" : s; }
 
 void print_manifest(const json& m) {
     const json& outputs = m.value("outputs", json());
-    std::cout << "job " << printable(text_at(m, {"job", "id"})) << " " << printable(text_at(m, {"job", "name"}))
-              << " (attempt " << printable(text_at(m, {"attempt", "id"})) << ", "
-              << printable(text_at(m, {"attempt", "state"}))
-              << (text_at(m, {"attempt", "exit_code"}).empty() ? "" : ", exit " + text_at(m, {"attempt", "exit_code"}))
-              << ")\n";
-    std::cout << "recipe    " << printable(or_unknown(text_at(m, {"recipe", "source"}))) << " sha256 "
-              << printable(or_unknown(text_at(m, {"recipe", "sha256"}))) << '\n';
+    std::cout << "job " << printable(text_at(m, "job.id")) << " " << printable(text_at(m, "job.name")) << " (attempt "
+              << printable(text_at(m, "attempt.id")) << ", " << printable(text_at(m, "attempt.state"))
+              << (text_at(m, "attempt.exit_code").empty() ? "" : ", exit " + text_at(m, "attempt.exit_code")) << ")\n";
+    std::cout << "recipe    " << printable(or_unknown(text_at(m, "recipe.source"))) << " sha256 "
+              << printable(or_unknown(text_at(m, "recipe.sha256"))) << '\n';
     for (const auto& o : m.value("recipe", json::object()).value("origins", json::array())) {
-        std::cout << "  from    " << printable(text_at(o, {"recipe"})) << " in " << printable(text_at(o, {"repo"}))
-                  << " at " << printable(or_unknown(text_at(o, {"revision"}))) << '\n';
+        std::cout << "  from    " << printable(text_at(o, "recipe")) << " in " << printable(text_at(o, "repo"))
+                  << " at " << printable(or_unknown(text_at(o, "revision"))) << '\n';
     }
-    std::cout << "image     " << printable(text_at(m, {"image", "reference"})) << '\n'
-              << "  digest  " << printable(or_unknown(text_at(m, {"image", "digest"}))) << '\n'
-              << "  id      " << printable(or_unknown(text_at(m, {"image", "id"}))) << '\n';
+    std::cout << "image     " << printable(text_at(m, "image.reference")) << '\n'
+              << "  digest  " << printable(or_unknown(text_at(m, "image.digest"))) << '\n'
+              << "  id      " << printable(or_unknown(text_at(m, "image.id"))) << '\n';
     std::cout << "command   " << printable(m.value("command", json::array())) << '\n';
-    for (const char* part : {"env", "params"}) {
-        const json& obj = std::string(part) == "params" ? m.value("job", json::object()).value("params", json::object())
-                                                         : m.value("env", json::object());
-        for (const auto& [k, v] : obj.items()) {
-            std::cout << (std::string(part) == "env" ? "env       " : "param     ") << printable(k) << "="
-                      << printable(v.is_string() ? v.get<std::string>() : v.dump()) << '\n';
+    const auto pairs = [](const json& obj, const char* label) {
+        if (obj.is_object()) {
+            for (const auto& [k, v] : obj.items()) {
+                std::cout << label << printable(k) << "=" << printable(v.is_string() ? v.get<std::string>() : v.dump())
+                          << '\n';
+            }
         }
-    }
-    if (!text_at(m, {"inputs", "archive_sha256"}).empty()) {
-        std::cout << "inputs    sha256 " << printable(text_at(m, {"inputs", "archive_sha256"})) << '\n';
+    };
+    pairs(manifest_member(m, "env"), "env       ");
+    pairs(manifest_member(m, "job.params"), "param     ");
+    if (!text_at(m, "inputs.archive_sha256").empty()) {
+        std::cout << "inputs    sha256 " << printable(text_at(m, "inputs.archive_sha256")) << '\n';
     }
     for (const auto& model : m.value("models", json::array())) {
-        std::cout << "model     " << printable(text_at(model, {"model"})) << " at "
-                  << printable(or_unknown(text_at(model, {"revision"}))) << '\n';
+        std::cout << "model     " << printable(text_at(model, "model")) << " at "
+                  << printable(or_unknown(text_at(model, "revision"))) << '\n';
     }
-    std::cout << "worker    " << printable(text_at(m, {"worker", "id"})) << " "
-              << printable(text_at(m, {"worker", "name"})) << " (owner " << printable(text_at(m, {"worker", "owner_team"}))
-              << "), " << printable(or_unknown(text_at(m, {"worker", "runtime"}))) << ", gpupool "
-              << printable(or_unknown(text_at(m, {"worker", "version"}))) << '\n';
-    if (!text_at(m, {"worker", "gpu_model"}).empty()) {
-        std::cout << "gpu       " << printable(text_at(m, {"worker", "gpu_model"})) << ", driver "
-                  << printable(or_unknown(text_at(m, {"worker", "driver_version"}))) << ", CUDA "
-                  << printable(or_unknown(text_at(m, {"worker", "cuda_version"}))) << ", share held by "
-                  << printable(or_unknown(text_at(m, {"worker", "enforcement"}))) << '\n';
+    std::cout << "worker    " << printable(text_at(m, "worker.id")) << " " << printable(text_at(m, "worker.name"))
+              << " (owner " << printable(text_at(m, "worker.owner_team")) << "), "
+              << printable(or_unknown(text_at(m, "worker.runtime"))) << ", gpupool "
+              << printable(or_unknown(text_at(m, "worker.version"))) << '\n';
+    if (!text_at(m, "worker.gpu_model").empty()) {
+        std::cout << "gpu       " << printable(text_at(m, "worker.gpu_model")) << ", driver "
+                  << printable(or_unknown(text_at(m, "worker.driver_version"))) << ", CUDA "
+                  << printable(or_unknown(text_at(m, "worker.cuda_version"))) << ", share held by "
+                  << printable(or_unknown(text_at(m, "worker.enforcement"))) << '\n';
     }
     const json& a = m.value("attempt", json::object());
     if (a.value("started_at", json()).is_number_integer() && a.value("ended_at", json()).is_number_integer()) {
@@ -83,21 +78,21 @@ void print_manifest(const json& m) {
                   << util::utc_text(a["ended_at"].get<std::int64_t>()) << '\n';
     }
     if (outputs.is_object()) {
-        std::cout << "outputs   " << printable(text_at(outputs, {"entry_count"})) << " entries, "
-                  << printable(text_at(outputs, {"file_bytes"})) << " bytes, tree sha256 "
-                  << printable(or_unknown(text_at(outputs, {"tree_sha256"}))) << '\n';
+        std::cout << "outputs   " << printable(text_at(outputs, "entry_count")) << " entries, "
+                  << printable(text_at(outputs, "file_bytes")) << " bytes, tree sha256 "
+                  << printable(or_unknown(text_at(outputs, "tree_sha256"))) << '\n';
         for (const auto& e : outputs.value("entries", json::array())) {
-            std::cout << "  " << printable(text_at(e, {"path"}))
-                      << (text_at(e, {"type"}) == "link" ? " -> " + printable(text_at(e, {"target"}))
-                                                         : "  " + printable(text_at(e, {"size"})) + " bytes  " +
-                                                               printable(text_at(e, {"sha256"})))
+            std::cout << "  " << printable(text_at(e, "path"))
+                      << (text_at(e, "type") == "link"
+                              ? " -> " + printable(text_at(e, "target"))
+                              : "  " + printable(text_at(e, "size")) + " bytes  " + printable(text_at(e, "sha256")))
                       << '\n';
         }
         if (outputs.value("truncated", false)) {
             std::cout << "  (more entries than listed: the tree digest covers them all)\n";
         }
-        if (!text_at(outputs, {"error"}).empty()) {
-            std::cout << "  " << printable(text_at(outputs, {"error"})) << '\n';
+        if (!text_at(outputs, "error").empty()) {
+            std::cout << "  " << printable(text_at(outputs, "error")) << '\n';
         }
     }
     const json& unknown = m.value("unknown", json::array());
@@ -116,7 +111,7 @@ std::string model_repo(const std::string& id) { return id.substr(0, id.find('@')
 
 Result<recipe::JobSpec> pinned_spec(recipe::JobSpec spec, const json& manifest, bool allow_unpinned,
                                     std::vector<std::string>& notes) {
-    const std::string digest = text_at(manifest, {"image", "digest"});
+    const std::string digest = text_at(manifest, "image.digest");
     if (api::is_sha256_digest(digest)) {
         const std::string reference = spec.image.substr(0, spec.image.find('@'));
         spec.image = reference + "@" + digest;
@@ -132,8 +127,8 @@ Result<recipe::JobSpec> pinned_spec(recipe::JobSpec spec, const json& manifest, 
     for (auto& model : spec.cache_models) {
         std::string revision;
         for (const auto& m : manifest.value("models", json::array())) {
-            if (model_repo(text_at(m, {"model"})) == model_repo(model)) {
-                revision = text_at(m, {"revision"});
+            if (model_repo(text_at(m, "model")) == model_repo(model)) {
+                revision = text_at(m, "revision");
             }
         }
         if (!revision.empty()) {
@@ -204,8 +199,8 @@ int run_diff(const DiffOptions& o) {
     } else {
         for (std::size_t i = 0; i < 2; ++i) {
             std::cout << (i == 0 ? "a: job " : "b: job ") << o.jobs[i] << " attempt "
-                      << printable(text_at(manifests[i], {"attempt", "id"})) << " on worker "
-                      << printable(text_at(manifests[i], {"worker", "name"})) << '\n';
+                      << printable(text_at(manifests[i], "attempt.id")) << " on worker "
+                      << printable(text_at(manifests[i], "worker.name")) << '\n';
         }
         if (differences.empty()) {
             std::cout << "no differences: same image, command, environment, inputs, models, GPU and outputs\n";

@@ -13,23 +13,6 @@ namespace {
 
 constexpr const char* k_absent = "(absent)";
 
-// The member at a dotted path, or null.
-const json& at_path(const json& j, const std::string& path) {
-    static const json null;
-    const json* cur = &j;
-    std::size_t begin = 0;
-    while (begin <= path.size()) {
-        const std::size_t end = std::min(path.find('.', begin), path.size());
-        const std::string key = path.substr(begin, end - begin);
-        if (!cur->is_object() || !cur->contains(key)) {
-            return null;
-        }
-        cur = &(*cur)[key];
-        begin = end + 1;
-    }
-    return *cur;
-}
-
 std::string shown(const json& v) {
     if (v.is_null()) {
         return k_absent;
@@ -62,7 +45,7 @@ void compare_members(const std::string& field, const json& a, const json& b, std
 // Models by name, each with its revision.
 std::map<std::string, json> models_of(const json& m) {
     std::map<std::string, json> out;
-    const json& models = at_path(m, "models");
+    const json& models = manifest_member(m, "models");
     if (models.is_array()) {
         for (const auto& e : models) {
             if (e.is_object() && e.contains("model") && e["model"].is_string()) {
@@ -76,7 +59,7 @@ std::map<std::string, json> models_of(const json& m) {
 // Files and links by path: "sha256 (N bytes)" or "-> target".
 std::map<std::string, std::string> outputs_of(const json& m) {
     std::map<std::string, std::string> out;
-    const json& entries = at_path(m, "outputs.entries");
+    const json& entries = manifest_member(m, "outputs.entries");
     if (!entries.is_array()) {
         return out;
     }
@@ -99,15 +82,31 @@ std::map<std::string, std::string> outputs_of(const json& m) {
 
 } // namespace
 
+const json& manifest_member(const json& j, std::string_view path) {
+    static const json null;
+    const json* cur = &j;
+    std::size_t begin = 0;
+    while (begin <= path.size()) {
+        const std::size_t end = std::min(path.find('.', begin), path.size());
+        const std::string key(path.substr(begin, end - begin));
+        if (!cur->is_object() || !cur->contains(key)) {
+            return null;
+        }
+        cur = &(*cur)[key];
+        begin = end + 1;
+    }
+    return *cur;
+}
+
 std::vector<ManifestDifference> diff_manifests(const json& a, const json& b) {
     std::vector<ManifestDifference> out;
     for (const char* field : {"image.reference", "image.digest", "image.id", "command", "recipe.sha256", "recipe.origins",
                               "inputs.archive_sha256"}) {
-        compare(field, at_path(a, field), at_path(b, field), out);
+        compare(field, manifest_member(a, field), manifest_member(b, field), out);
     }
-    compare_members("env", at_path(a, "env"), at_path(b, "env"), out);
-    compare_members("params", at_path(a, "job.params"), at_path(b, "job.params"), out);
-    compare_members("resources", at_path(a, "resources"), at_path(b, "resources"), out);
+    compare_members("env", manifest_member(a, "env"), manifest_member(b, "env"), out);
+    compare_members("params", manifest_member(a, "job.params"), manifest_member(b, "job.params"), out);
+    compare_members("resources", manifest_member(a, "resources"), manifest_member(b, "resources"), out);
     const auto ma = models_of(a);
     const auto mb = models_of(b);
     std::set<std::string> names;
@@ -121,9 +120,10 @@ std::vector<ManifestDifference> diff_manifests(const json& a, const json& b) {
     }
     for (const char* field : {"worker.gpu_model", "worker.driver_version", "worker.cuda_version", "worker.enforcement",
                               "worker.runtime", "worker.version", "attempt.state", "attempt.exit_code"}) {
-        compare(field, at_path(a, field), at_path(b, field), out);
+        compare(field, manifest_member(a, field), manifest_member(b, field), out);
     }
-    compare("outputs.tree_sha256", at_path(a, "outputs.tree_sha256"), at_path(b, "outputs.tree_sha256"), out);
+    compare("outputs.tree_sha256", manifest_member(a, "outputs.tree_sha256"), manifest_member(b, "outputs.tree_sha256"),
+            out);
     const auto oa = outputs_of(a);
     const auto ob = outputs_of(b);
     std::set<std::string> paths;

@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpupool::cmd {
@@ -18,6 +19,10 @@ struct ManifestDifference {
     std::string b;
     bool operator==(const ManifestDifference&) const = default;
 };
+
+// The member of a manifest at a dotted path ("outputs.tree_sha256"); null when any step is absent
+// or not an object.
+const nlohmann::json& manifest_member(const nlohmann::json& manifest, std::string_view path);
 
 // In field order, the outputs last, each file once (sorted by path). Missing members read as absent;
 // neither manifest is trusted to have any given shape.

@@ -2,6 +2,7 @@
 
 #include "core/api/field_reader.hpp"
 #include "core/api/inventory.hpp"
+#include "core/recipe/image_ref.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -33,15 +34,7 @@ std::string report_digest(FieldReader& r, const char* key) {
 
 bool is_sha256_digest(std::string_view digest) {
     constexpr std::string_view prefix = "sha256:";
-    if (digest.size() != prefix.size() + 64 || digest.substr(0, prefix.size()) != prefix) {
-        return false;
-    }
-    for (char c : digest.substr(prefix.size())) {
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-            return false;
-        }
-    }
-    return true;
+    return digest.starts_with(prefix) && recipe::is_lower_hex(digest.substr(prefix.size()), 64);
 }
 
 Result<RunReport> run_report_from_json(const json& j, const std::string& field) {

@@ -2,13 +2,18 @@
 
 #include "core/archive/archive.hpp"
 #include "core/util/sha256.hpp"
+#include "core/util/tree_fd.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <archive.h>
 #include <archive_entry.h>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <memory>
+#include <unistd.h>
 
 namespace gpupool::archive {
 
@@ -56,17 +61,47 @@ Result<std::int64_t> hash_entry(::archive* r, util::Sha256& sha) {
     }
 }
 
-} // namespace
+// The archive's bytes as libarchive asks for them, read from `fd` in order, each also fed to `whole`
+// when there is one: every byte libarchive reads (it reads past entries it skips, having no seek).
+struct HashingSource {
+    int fd = -1;
+    util::Sha256* whole = nullptr;
+    std::string buf = std::string(std::size_t{1} << 16, '\0');
+    int error = 0; // errno of a failed read
 
-Result<Listing> list_archive_file(const std::filesystem::path& archive_path, const ListLimits& limits) {
+    // Reads the next piece; 0 at the end, -1 (error set) when reading fails.
+    la_ssize_t next() {
+        for (;;) {
+            const ssize_t n = ::read(fd, buf.data(), buf.size());
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n < 0) {
+                error = errno;
+                return -1;
+            }
+            if (whole != nullptr) {
+                whole->update(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+            }
+            return n;
+        }
+    }
+    static la_ssize_t read(::archive*, void* self, const void** out) {
+        auto* s = static_cast<HashingSource*>(self);
+        *out = s->buf.data();
+        return s->next();
+    }
+};
+
+// The entries of the archive `src` reads, in archive order (dedup and digest: list_archive_file).
+Result<std::vector<ListedEntry>> read_entries(HashingSource& src, const ListLimits& limits) {
     std::unique_ptr<::archive, ListingReaderDeleter> r(archive_read_new());
     archive_read_support_format_tar(r.get());
     archive_read_support_filter_none(r.get());
-    if (archive_read_open_filename(r.get(), archive_path.c_str(), std::size_t{1} << 16) != ARCHIVE_OK) {
+    if (archive_read_open(r.get(), &src, nullptr, &HashingSource::read, nullptr) != ARCHIVE_OK) {
         return make_error(ErrorCode::invalid_input, "not a tar archive: " + listing_library_error(r.get()));
     }
     std::vector<ListedEntry> all;
-    Listing out;
     archive_entry* e = nullptr;
     for (;;) {
         const int rc = archive_read_next_header(r.get(), &e);
@@ -101,7 +136,6 @@ Result<Listing> list_archive_file(const std::filesystem::path& archive_path, con
             }
             item.size = *bytes;
             item.sha256 = sha.hex();
-            out.file_bytes += *bytes;
         } else if (type == AE_IFLNK) {
             item.type = "link";
             const char* target = archive_entry_symlink(e);
@@ -111,6 +145,30 @@ Result<Listing> list_archive_file(const std::filesystem::path& archive_path, con
         }
         all.push_back(std::move(item));
     }
+    return all;
+}
+
+} // namespace
+
+Result<Listing> list_archive_file(const std::filesystem::path& archive_path, const ListLimits& limits,
+                                  util::Sha256* whole) {
+    util::UniqueFd fd(::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
+        return make_error(ErrorCode::io, "cannot read " + archive_path.string() + ": " + std::strerror(errno));
+    }
+    HashingSource src{fd.get(), whole};
+    auto entries = read_entries(src, limits);
+    // The rest of the file (past the archive's end, or past where a refused one stopped) for `whole`.
+    while (whole != nullptr && src.error == 0 && src.next() > 0) {
+    }
+    if (src.error != 0) {
+        return make_error(ErrorCode::io, "cannot read " + archive_path.string() + ": " + std::strerror(src.error));
+    }
+    if (!entries) {
+        return entries.error();
+    }
+    std::vector<ListedEntry>& all = *entries;
+    Listing out;
     // A name written twice is unpacked twice, the last copy winning: list that one.
     std::stable_sort(all.begin(), all.end(), [](const ListedEntry& a, const ListedEntry& b) { return a.path < b.path; });
     std::vector<ListedEntry> unique;
@@ -132,6 +190,9 @@ Result<Listing> list_archive_file(const std::filesystem::path& archive_path, con
     }
     out.tree_sha256 = tree.hex();
     out.entry_count = static_cast<std::int64_t>(unique.size());
+    for (const auto& item : unique) {
+        out.file_bytes += item.size;
+    }
     if (unique.size() > limits.max_listed) {
         unique.resize(limits.max_listed);
     }

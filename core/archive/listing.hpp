@@ -20,6 +20,10 @@
 #include <string>
 #include <vector>
 
+namespace gpupool::util {
+class Sha256;
+} // namespace gpupool::util
+
 namespace gpupool::archive {
 
 struct ListedEntry {
@@ -46,7 +50,12 @@ struct ListLimits {
     std::size_t max_listed = 10'000;    // entries kept in `entries`; the digest covers all
 };
 
-Result<Listing> list_archive_file(const std::filesystem::path& archive, const ListLimits& limits = {});
+// `whole`, when given, is fed every byte of the file, listing or not (an archive refused, bytes past
+// its end): the upload's own SHA-256 in the same pass as the listing (the coordinator's parse thread
+// reads an upload once). Errors: io when the file cannot be read (then `whole` is incomplete),
+// invalid_input for an archive that cannot be listed.
+Result<Listing> list_archive_file(const std::filesystem::path& archive, const ListLimits& limits = {},
+                                  util::Sha256* whole = nullptr);
 
 // {"entry_count", "file_bytes", "tree_sha256", "truncated", "entries": [{path, type, size, sha256|target}]}
 nlohmann::json to_json(const Listing& listing);

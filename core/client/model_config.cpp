@@ -2,12 +2,11 @@
 #include "core/client/model_config.hpp"
 
 #include "core/net/http_client.hpp"
+#include "core/recipe/image_ref.hpp"
 
 #include <boost/url/parse.hpp>
-#include <boost/url/url.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -68,7 +67,7 @@ std::optional<fs::path> cached_config_path(const fs::path& hub_cache, const std:
     std::error_code ec;
     std::ifstream ref(repo / "refs" / revision);
     std::string commit;
-    if (revision.size() == 40 && revision.find_first_not_of("0123456789abcdef") == std::string::npos) {
+    if (recipe::is_lower_hex(revision, 40)) {
         commit = revision; // a commit names its snapshot itself
     } else if (ref) {
         std::getline(ref, commit);
@@ -99,91 +98,60 @@ std::optional<fs::path> cached_config_path(const fs::path& hub_cache, const std:
     return newest;
 }
 
-// Scheme, host and port, the way the token's rule compares them ("https://huggingface.co:443").
-std::string origin_of(const urls::url_view& u) {
-    std::string scheme(u.scheme());
-    std::string host(u.encoded_host());
-    std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
-    std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
-    const auto port = u.has_port() ? std::to_string(u.port_number()) : scheme == "https" ? "443" : "80";
-    return scheme + "://" + host + ":" + port;
-}
-
-bool is_redirect(int status) {
-    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
-}
-
 Error hub_error(const std::string& model, const std::string& url, const std::string& why,
                 ErrorCode code = ErrorCode::unavailable) {
     return make_error(code, model + ": cannot download " + url + ": " + why);
 }
 
+// GET {endpoint}/{repo}/resolve/{revision}/config.json, redirects followed by the HTTP client
+// (ClientOptions::max_redirects: the token stays with the endpoint's scheme, host and port).
 Result<ModelConfig> download_config(const std::string& model, const ModelConfigOptions& o) {
     std::string endpoint = o.endpoint;
     while (!endpoint.empty() && endpoint.back() == '/') {
         endpoint.pop_back();
     }
     const auto [repo, revision] = repo_and_revision(model);
-    const std::string first = endpoint + "/" + repo + "/resolve/" + revision + "/config.json";
-    auto start = urls::parse_absolute_uri(first);
+    const std::string path = "/" + repo + "/resolve/" + revision + "/config.json";
+    const std::string url = endpoint + path;
+    auto start = urls::parse_absolute_uri(url);
     if (!start || (start->scheme() != "http" && start->scheme() != "https") || !start->has_authority()) {
         return make_error(ErrorCode::invalid_input, "`" + o.endpoint + "` is not an http:// or https:// URL",
                           "hf_endpoint");
     }
-    const std::string token_origin = origin_of(*start);
-    urls::url at(*start);
-    for (int hop = 0; hop <= k_config_max_redirects; ++hop) {
-        const std::string url(at.buffer());
-        net::ClientOptions co;
-        co.base_url = std::string(at.scheme()) + "://" + std::string(at.encoded_host_and_port());
-        co.token = origin_of(at) == token_origin ? o.token : std::string();
-        co.ca_cert = o.ca_cert;
-        co.timeout = o.timeout;
-        co.connect_timeout = std::min(o.timeout, std::chrono::milliseconds(10'000));
-        co.max_body_bytes = k_max_config_bytes;
-        net::HttpClient http(co);
-        std::string target(at.encoded_target());
-        auto r = http.get(target.empty() ? "/" : target);
-        if (!r) {
-            std::string why = r.error().message; // HttpClient's words are the coordinator's; the cause is what counts
-            if (auto hint = why.find(" (is the coordinator"); hint != std::string::npos) {
-                why.erase(hint);
-            }
-            // It names the URL already.
-            return make_error(r.error().code == ErrorCode::unavailable ? ErrorCode::unavailable
-                                                                       : ErrorCode::invalid_input,
-                              model + ": cannot download config.json: " + why);
-        }
-        if (r->status == 200) {
-            return ModelConfig{std::move(r->body), url};
-        }
-        if (is_redirect(r->status)) {
-            const std::string location = r->headers.get("Location");
-            auto ref = urls::parse_uri_reference(location);
-            urls::url next;
-            if (location.empty() || location.find_first_of(", \t") != std::string::npos || !ref ||
-                !urls::resolve(at, *ref, next) || (next.scheme() != "http" && next.scheme() != "https") ||
-                !next.has_authority()) {
-                return hub_error(model, url, "the hub redirected to a URL gpupool does not follow",
-                                 ErrorCode::invalid_input);
-            }
-            next.remove_fragment();
-            at = std::move(next);
-            continue;
-        }
-        if (r->status == 401 || r->status == 403) {
-            return hub_error(model, url,
-                             "the hub answered " + std::to_string(r->status) +
-                                 ": the model is gated or private; give a token (HF_TOKEN, or --hf-token-file FILE)",
-                             r->status == 401 ? ErrorCode::unauthorized : ErrorCode::forbidden);
-        }
-        if (r->status == 404) {
-            return hub_error(model, url, "the hub has no such model or file (404)", ErrorCode::not_found);
-        }
-        return hub_error(model, url, "the hub answered " + std::to_string(r->status));
+    net::ClientOptions co;
+    co.base_url = endpoint;
+    co.token = o.token;
+    co.ca_cert = o.ca_cert;
+    co.timeout = o.timeout;
+    co.connect_timeout = std::min(o.timeout, std::chrono::milliseconds(10'000));
+    co.max_body_bytes = k_max_config_bytes;
+    co.max_redirects = k_config_max_redirects;
+    co.server_name = "the hub";
+    auto r = net::HttpClient(co).get(path);
+    if (!r) {
+        // It names the URL already.
+        return make_error(r.error().code == ErrorCode::unavailable ? ErrorCode::unavailable : ErrorCode::invalid_input,
+                          model + ": cannot download config.json: " + r.error().message);
     }
-    return hub_error(model, first, "more than " + std::to_string(k_config_max_redirects) + " redirects",
-                     ErrorCode::invalid_input);
+    if (r->status == 200) {
+        return ModelConfig{std::move(r->body), url};
+    }
+    if (r->status >= 300 && r->status < 400) {
+        return hub_error(model, url,
+                         "the hub redirected more than " + std::to_string(k_config_max_redirects) +
+                             " times, or to a URL gpupool does not follow",
+                         ErrorCode::invalid_input);
+    }
+    if (r->status == 401 || r->status == 403) {
+        return hub_error(model, url,
+                         "the hub answered " + std::to_string(r->status) +
+                             ": the model is gated or private; give a token (HF_TOKEN, or --hf-token-file FILE)",
+                         r->status == 401 ? ErrorCode::unauthorized : ErrorCode::forbidden);
+    }
+    if (r->status == 404) {
+        return hub_error(model, url, "the hub has no such model or file (404)", ErrorCode::not_found);
+    }
+    return hub_error(model, url, "the hub answered " + std::to_string(r->status));
 }
 
 } // namespace

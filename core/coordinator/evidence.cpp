@@ -1,5 +1,6 @@
 #include "core/coordinator/evidence.hpp"
 
+#include "core/api/field_reader.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/job_ops.hpp"
 #include "core/util/sha256.hpp"
@@ -92,19 +93,19 @@ json image_part(const recipe::JobSpec& spec, const json& run, json& unknown) {
 }
 
 json attempt_part(const AttemptRecord& a, std::int64_t number) {
-    auto opt = [](const std::optional<std::int64_t>& v) { return v ? json(*v) : json(); };
+    using api::or_null;
     return {{"id", a.id.value()},
             {"number", number},
             {"retry", a.retry},
             {"state", to_string(a.state)},
-            {"exit_code", opt(a.exit_code)},
+            {"exit_code", or_null(a.exit_code)},
             {"reason", a.reason},
             {"assigned_at", a.assigned_at},
-            {"started_at", opt(a.started_at)},
-            {"ended_at", opt(a.ended_at)},
+            {"started_at", or_null(a.started_at)},
+            {"ended_at", or_null(a.ended_at)},
             {"gpu_index", a.gpu_index},
             {"gpu_milli", a.gpu_milli},
-            {"voided_at", opt(a.voided_at)}};
+            {"voided_at", or_null(a.voided_at)}};
 }
 
 json worker_part(const Coordinator& pool, const AttemptRecord& a, const json& run, json& unknown) {
@@ -117,10 +118,15 @@ json worker_part(const Coordinator& pool, const AttemptRecord& a, const json& ru
         auto team = teams.find(record.team);
         out["owner_team"] = team != teams.end() ? team->second.name : std::string();
     }
-    for (const char* key : {"runtime", "gpu_model", "gpu_uuid", "driver_version", "cuda_version", "enforcement",
-                            "worker_version"}) {
-        out[key == std::string_view("worker_version") ? "version" : key] =
-            run.is_object() ? run.value(key, "") : std::string();
+    // The run report's members, under the manifest's names.
+    for (const auto& [key, reported] : {std::pair{"runtime", "runtime"},
+                                        {"gpu_model", "gpu_model"},
+                                        {"gpu_uuid", "gpu_uuid"},
+                                        {"driver_version", "driver_version"},
+                                        {"cuda_version", "cuda_version"},
+                                        {"enforcement", "enforcement"},
+                                        {"version", "worker_version"}}) {
+        out[key] = run.is_object() ? run.value(reported, "") : std::string();
     }
     if (!run.is_object()) {
         unknown.push_back("what the worker ran (image digest, GPU, driver, share enforcement, models): it did not "

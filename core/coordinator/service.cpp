@@ -6,6 +6,7 @@
 #include "core/coordinator/service_impl.hpp"
 #include "core/coordinator/worker_ops.hpp"
 #include "core/store/open_store.hpp"
+#include "core/util/sha256.hpp"
 #include "core/util/token_secret.hpp"
 
 #include <spdlog/spdlog.h>
@@ -63,17 +64,26 @@ Result<Input> ServiceState::prepare(const net::Request& req, const Accepts& acce
         }
     }
     if (req.body_file) {
-        auto sha = util::sha256_file_hex(req.body_file->path());
-        if (!sha) {
-            return sha.error();
-        }
-        in.file = UploadedFile{req.body_file->path(), static_cast<std::int64_t>(req.body_file->size()), *sha};
+        in.file = UploadedFile{req.body_file->path(), static_cast<std::int64_t>(req.body_file->size()), {}};
         if (accepts.list_archive) {
-            if (auto listing = archive::list_archive_file(req.body_file->path())) {
+            // One pass: the listing and the upload's SHA-256 together.
+            util::Sha256 whole;
+            auto listing = archive::list_archive_file(req.body_file->path(), {}, &whole);
+            if (!listing && listing.error().code == ErrorCode::io) {
+                return listing.error();
+            }
+            in.file->sha256_hex = whole.hex();
+            if (listing) {
                 in.file->listing = std::move(*listing);
             } else {
                 in.file->listing_error = listing.error().message;
             }
+        } else {
+            auto sha = util::sha256_file_hex(req.body_file->path());
+            if (!sha) {
+                return sha.error();
+            }
+            in.file->sha256_hex = std::move(*sha);
         }
     }
     return in;

@@ -78,7 +78,8 @@ Error transfer_error(CURLcode code, const std::string& url, const char* detail, 
     switch (code) {
     case CURLE_COULDNT_CONNECT:
         return make_error(ErrorCode::unavailable,
-                          "could not connect to " + url + ": " + why + " (is the coordinator running and reachable?)");
+                          "could not connect to " + url + ": " + why + " (is " + o.server_name +
+                                                      " running and reachable?)");
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
         return make_error(ErrorCode::unavailable, "could not resolve the host of " + url + ": " + why);
@@ -129,6 +130,21 @@ struct HeaderList {
         return true;
     }
 };
+
+// ClientOptions::max_redirects: libcurl follows them, http and https only, and sends the token as
+// its own credential, which it gives to the first URL's scheme, host and port and to nothing else.
+void follow_redirects(CURL* curl, const ClientOptions& o) {
+    if (o.max_redirects <= 0) {
+        return;
+    }
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(curl, CURLOPT_MAXREDIRS, static_cast<long>(o.max_redirects));
+    curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    if (!o.token.empty()) {
+        curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+        curl_easy_setopt(curl, CURLOPT_XOAUTH2_BEARER, o.token.c_str());
+    }
+}
 
 } // namespace
 
@@ -277,7 +293,7 @@ Result<Response> HttpClient::perform(std::string_view method, std::string_view p
         has_content_type = has_content_type || iequals(name, "Content-Type");
         ok = ok && header_list.add(name + ": " + value);
     }
-    if (!m_options.token.empty()) {
+    if (!m_options.token.empty() && m_options.max_redirects == 0) {
         ok = ok && header_list.add("Authorization: Bearer " + m_options.token);
     }
     if (!has_content_type && !body.empty()) {
@@ -307,6 +323,7 @@ Result<Response> HttpClient::perform(std::string_view method, std::string_view p
         curl_easy_setopt(curl, CURLOPT_CAPATH, static_cast<char*>(nullptr));
     }
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, header_list.list);
+    follow_redirects(curl, m_options);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &take_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
     curl_easy_setopt(curl, CURLOPT_USERAGENT, "gpupool/" GPUPOOL_VERSION);

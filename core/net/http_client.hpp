@@ -57,6 +57,11 @@ struct ClientOptions {
     // A body kept in memory longer than this ends the transfer with an invalid_input Error naming
     // the URL (a small file from a server nobody vouches for). 0: no limit.
     std::int64_t max_body_bytes = 0;
+    // Redirects libcurl follows (http and https only); 0: none, a 3xx is the answer. When it follows
+    // them, the token goes by libcurl's own rule: to the first URL's scheme, host and port only.
+    int max_redirects = 0;
+    // Who answers there, as a failed connection's hint names it ("is the coordinator running and reachable?").
+    std::string server_name = "the coordinator";
 };
 
 class HttpClient {

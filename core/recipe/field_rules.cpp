@@ -86,37 +86,35 @@ Status check_env_name(std::string_view name) {
     return {};
 }
 
-namespace {
-
-// A model's pinned revision (after "@"): a branch, tag or commit of [A-Za-z0-9._-/], at most 128
-// characters, without "..", empty or "." segments (worker/cache/hub_cache.hpp reads it the same way).
-bool model_revision_ok(std::string_view rev) {
-    if (rev.empty() || rev.size() > 128 || rev.front() == '/' || rev.back() == '/') {
-        return false;
-    }
-    const bool chars = std::all_of(rev.begin(), rev.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-' || c == '/';
+Status check_model_revision(std::string_view rev) {
+    constexpr std::size_t k_max_revision = 128;
+    const bool chars_ok = std::all_of(rev.begin(), rev.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+               c == '-' || c == '/';
     });
-    std::size_t begin = 0;
-    while (chars && begin <= rev.size()) {
+    bool segments_ok = true;
+    for (std::size_t begin = 0; segments_ok && begin <= rev.size();) {
         const std::size_t end = std::min(rev.find('/', begin), rev.size());
         const std::string_view seg = rev.substr(begin, end - begin);
-        if (seg.empty() || seg == "." || seg == "..") {
-            return false;
-        }
+        segments_ok = !seg.empty() && seg != "." && seg != "..";
         begin = end + 1;
     }
-    return chars;
+    if (rev.empty() || rev.size() > k_max_revision || !chars_ok || !segments_ok ||
+        rev.find("..") != std::string_view::npos) {
+        return rule_error("`" + util::escape_control(rev) +
+                          "` is not a revision: a branch, tag or commit of letters, digits, `.`, `_`, `-` and `/`, "
+                          "at most 128 characters, without `..` or empty segments");
+    }
+    return {};
 }
-
-} // namespace
 
 Status check_model_id(std::string_view full) {
     const std::size_t at = full.find('@');
     const std::string_view id = full.substr(0, at);
-    if (at != std::string_view::npos && !model_revision_ok(full.substr(at + 1))) {
-        return rule_error("`" + util::escape_control(full) +
-                          "`: the revision after \"@\" is a branch, tag or commit of letters, digits, `._-/`");
+    if (at != std::string_view::npos) {
+        if (auto st = check_model_revision(full.substr(at + 1)); !st) {
+            return rule_error("`" + util::escape_control(full) + "`: the revision after \"@\": " + st.error().message);
+        }
     }
     const std::size_t slash = id.find('/');
     const bool ok = slash == std::string_view::npos

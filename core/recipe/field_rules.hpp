@@ -28,7 +28,11 @@ bool has_control_character(std::string_view text);
 
 Status check_no_nul(std::string_view text);
 Status check_env_name(std::string_view name);
+// "org/name", or "org/name@revision" (a pinned revision, check_model_revision's rule).
 Status check_model_id(std::string_view id);
+// A model's revision: a branch, tag or commit of [A-Za-z0-9._-/], at most 128 characters, without
+// "..", empty or "." segments. The one rule: recipes and the worker's model cache both check it.
+Status check_model_revision(std::string_view rev);
 Status check_output_path(std::string_view path);
 // A recipe's name in a shared repository (its folder): 1 to 64 lowercase letters, digits, `.`, `_`
 // and `-`, starting with a letter or digit.

@@ -88,11 +88,11 @@ bool is_tag(std::string_view s) {
            std::all_of(s.begin() + 1, s.end(), [](char c) { return alnum(c) || c == '_' || c == '.' || c == '-'; });
 }
 
-bool is_lower_hex(std::string_view s, std::size_t digits) {
-    return s.size() == digits && std::all_of(s.begin(), s.end(), [](char c) { return hex_digit(c, false); });
-}
-
 } // namespace detail
+
+bool is_lower_hex(std::string_view s, std::size_t digits) {
+    return s.size() == digits && std::all_of(s.begin(), s.end(), [](char c) { return detail::hex_digit(c, false); });
+}
 
 namespace {
 
@@ -156,7 +156,7 @@ Status check_digest(std::string_view digest) {
     } else {
         return image_error("digest algorithm " + quoted(algorithm) + " is not sha256 or sha512");
     }
-    if (!detail::is_lower_hex(hex, digits)) {
+    if (!is_lower_hex(hex, digits)) {
         return image_error("a " + std::string(algorithm) + " digest is " + std::to_string(digits) +
                            " lowercase hex digits; got " + quoted(hex));
     }

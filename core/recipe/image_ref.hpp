@@ -50,7 +50,10 @@ bool is_host_name(std::string_view s);      // DNS labels: [a-zA-Z0-9]([a-zA-Z0-
 bool is_ipv6_literal(std::string_view s);   // \[[a-fA-F0-9:]+\]
 bool is_port(std::string_view s);           // [0-9]{1,5}
 bool is_tag(std::string_view s);            // [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
-bool is_lower_hex(std::string_view s, std::size_t digits); // [a-f0-9]{digits}
 } // namespace detail
+
+// Exactly `digits` lowercase hex digits ([a-f0-9]{digits}): a digest's hex part (64 for SHA-256), a
+// git commit (40). The one check of that shape for recipes, wire messages and the client.
+bool is_lower_hex(std::string_view s, std::size_t digits);
 
 } // namespace gpupool::recipe

@@ -135,8 +135,7 @@ Status check_strings(const JobSpec& job) {
             return st;
         }
     }
-    if (!job.recipe_sha256.empty() && (job.recipe_sha256.size() != 64 ||
-                                       job.recipe_sha256.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    if (!job.recipe_sha256.empty() && !is_lower_hex(job.recipe_sha256, 64)) {
         return field_error("recipe_sha256", "expected 64 lowercase hex digits (the recipe file's SHA-256)");
     }
     for (const auto& [key, value] : job.params) {
@@ -281,9 +280,7 @@ void read_tables(Reader& rd, JobSpec& job) {
         ri.get("paths", job.inputs.paths, "inputs.paths");
         ri.get("max_size_mib", job.inputs.max_size_mib, "inputs.max_size_mib");
         ri.get("archive", job.inputs.archive, "inputs.archive");
-        if (!job.inputs.archive.empty() &&
-            (job.inputs.archive.size() != 64 ||
-             job.inputs.archive.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+        if (!job.inputs.archive.empty() && !is_lower_hex(job.inputs.archive, 64)) {
             rd.fail(make_error(ErrorCode::invalid_input, "must be the lowercase hex SHA-256 of an uploaded archive",
                                "inputs.archive"));
         }

@@ -29,7 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::size_t k_max_revision = 128;
 constexpr std::size_t k_max_rfilename = 1024;
 constexpr std::size_t k_max_segment = 255;
 constexpr int k_index_version = 1;
@@ -56,18 +55,8 @@ bool all_segments(std::string_view text, F each) {
 }
 
 Status check_revision(std::string_view rev) {
-    const bool chars_ok = std::all_of(rev.begin(), rev.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-               c == '-' || c == '/';
-    });
-    const bool segments_ok =
-        all_segments(rev, [](std::string_view seg) { return !seg.empty() && seg != "." && seg != ".."; });
-    if (rev.empty() || rev.size() > k_max_revision || !chars_ok || !segments_ok ||
-        rev.find("..") != std::string_view::npos) {
-        return invalid_input("`" + util::escape_control(rev) +
-                           "` is not a revision: a branch, tag or commit of letters, digits, `.`, `_`, `-` and `/`, "
-                           "at most 128 characters, without `..` or empty segments",
-                       "revision");
+    if (auto st = recipe::check_model_revision(rev); !st) {
+        return invalid_input(st.error().message, "revision");
     }
     return {};
 }

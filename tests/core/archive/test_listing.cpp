@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 
 // The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
 namespace {
@@ -143,6 +144,31 @@ TEST_CASE("listing: past max_listed the entries are cut but the digest and count
     CHECK(cut->tree_sha256 == whole->tree_sha256);
     limits.max_entries = 20;
     CHECK_FALSE(archive::list_archive_file(tar, limits));
+}
+
+TEST_CASE("listing: the whole file's SHA-256 comes in the same pass, listed or refused, bytes past the end too",
+          "[archive][evidence]") {
+    test::TempDir dir;
+    const auto good = raw_tar(dir, "g.tar", {{"x.txt", "one"}, {"y.txt", std::string(300'000, 'y')}});
+    {
+        std::ofstream(good, std::ios::binary | std::ios::app) << "trailing bytes after the archive's end";
+    }
+    const auto hostile = raw_tar(dir, "h.tar", {{"ok.txt", "fine"}, {"../escape.txt", "x"}, {"z.txt", "more"}});
+    const auto junk = dir.write("junk.tar", std::string("tar-bytes\0\1", 11));
+    for (const auto& file : {good, hostile, junk}) {
+        INFO(file);
+        util::Sha256 whole;
+        auto l = archive::list_archive_file(file, {}, &whole);
+        CHECK(l.has_value() == (file == good));
+        if (!l) {
+            CHECK(l.error().code == ErrorCode::invalid_input);
+        }
+        CHECK(whole.hex() == *util::sha256_file_hex(file));
+    }
+    util::Sha256 none;
+    auto missing = archive::list_archive_file(dir.path() / "absent.tar", {}, &none);
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().code == ErrorCode::io);
 }
 
 } // namespace test_listing

@@ -133,7 +133,7 @@ TEST_CASE("image references: the token matchers agree with the grammar's regular
         {"IPv6 literal", std::regex("\\[[a-fA-F0-9:]+\\]"), detail::is_ipv6_literal, "[]:aF0g.", 8, true},
         {"port", std::regex("[0-9]{1,5}"), detail::is_port, "0123456789a", 7},
         {"tag", std::regex("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"), detail::is_tag, "aZ9_.-:/", 12},
-        {"sha256 hex", std::regex("[a-f0-9]{64}"), [](std::string_view s) { return detail::is_lower_hex(s, 64); },
+        {"sha256 hex", std::regex("[a-f0-9]{64}"), [](std::string_view s) { return recipe::is_lower_hex(s, 64); },
          "0af", 66},
     };
     std::mt19937 rng(20261203);
@@ -164,8 +164,8 @@ TEST_CASE("image references: the token matchers agree with the grammar's regular
     // Lengths at the edges, which random strings of these sizes rarely hit.
     CHECK(detail::is_tag(std::string(128, 'x')));
     CHECK_FALSE(detail::is_tag(std::string(129, 'x')));
-    CHECK(detail::is_lower_hex(std::string(128, 'f'), 128));
-    CHECK_FALSE(detail::is_lower_hex(std::string(127, 'f'), 128));
+    CHECK(recipe::is_lower_hex(std::string(128, 'f'), 128));
+    CHECK_FALSE(recipe::is_lower_hex(std::string(127, 'f'), 128));
 }
 
 } // namespace test_image_ref

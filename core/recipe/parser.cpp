@@ -24,6 +24,27 @@ const char* to_string(Priority p) {
     return "normal";
 }
 
+const char* to_string(CompareMode m) {
+    switch (m) {
+    case CompareMode::exact:
+        return "exact";
+    case CompareMode::json:
+        return "json";
+    case CompareMode::none:
+        return "none";
+    }
+    return "exact";
+}
+
+std::optional<CompareMode> compare_mode_from_string(std::string_view s) {
+    for (auto m : {CompareMode::exact, CompareMode::json, CompareMode::none}) {
+        if (s == to_string(m)) {
+            return m;
+        }
+    }
+    return std::nullopt;
+}
+
 std::vector<std::string> JobSpec::argv() const {
     if (shell) {
         return {"/bin/sh", "-c", command.empty() ? std::string() : command.front()};
@@ -44,9 +65,9 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpupool::recipe::detail;
 
-const std::vector<std::string> k_top_keys{"format", "name", "description", "image", "command", "extends",
-                                          "priority", "resources", "env", "inputs", "outputs", "cache",
-                                          "sweep", "retry", "logs", "tags", "checkpoint"};
+const std::vector<std::string> k_top_keys{"format",   "name",      "description", "image",  "command",    "extends",
+                                          "priority", "resources", "env",         "inputs", "outputs",    "cache",
+                                          "sweep",    "retry",     "logs",        "tags",   "checkpoint", "verify"};
 
 void parse_tables(const toml::table& root, const fs::path& base_dir, const SourceTexts& texts,
                   const ParseOptions& options, Recipe& recipe, Diagnostics& diag) {
@@ -89,6 +110,11 @@ void parse_tables(const toml::table& root, const fs::path& base_dir, const Sourc
     if (const auto* n = root.get("checkpoint")) {
         if (const auto* t = expect_table(*n, "checkpoint", diag)) {
             parse_checkpoint(*t, job.checkpoint, diag);
+        }
+    }
+    if (const auto* n = root.get("verify")) {
+        if (const auto* t = expect_table(*n, "verify", diag)) {
+            parse_verify(*t, job.verify, diag);
         }
     }
     if (const auto* n = root.get("sweep")) {

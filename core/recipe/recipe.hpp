@@ -11,7 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -94,6 +96,24 @@ struct Origin {
 };
 inline constexpr std::size_t k_max_origins = 9; // the recipe itself and an `extends` chain of 8
 
+// `[verify]`: how a spot check (docs/evidence.md) compares this job's result with the same job run
+// again on another owner's worker. `exact`: the exit status and the outputs' SHA-256 (of `files`, or
+// of the whole tree); `json`: the exit status and the JSON files among the outputs (`files`, or every
+// `*.json`), numbers equal within `tolerance` (|a - b| <= tolerance x max(1, |a|, |b|)), the rest of
+// the outputs ignored; `none`: the job is never checked.
+enum class CompareMode : std::uint8_t { exact, json, none };
+const char* to_string(CompareMode m);
+std::optional<CompareMode> compare_mode_from_string(std::string_view s);
+inline constexpr double k_max_verify_tolerance = 1.0;
+inline constexpr std::size_t k_max_verify_files = 32;
+
+struct Verify {
+    CompareMode compare = CompareMode::exact;
+    double tolerance = 0.0;         // json only
+    std::vector<std::string> files; // output paths compared (fnmatch patterns); empty: see above
+    bool operator==(const Verify&) const = default;
+};
+
 // One job: everything a worker needs to run it (minus ids the coordinator assigns).
 struct JobSpec {
     std::string name;
@@ -109,6 +129,7 @@ struct JobSpec {
     resources::ModelUse model_use; // `[cache]` dtype, max_tokens, batch: how the job sizes its GPU memory
     Retry retry;
     Checkpoint checkpoint;
+    Verify verify;
     Priority priority = Priority::normal;
     EnvList params;                    // the sweep point (empty without a sweep)
     std::int64_t sweep_index = 0;      // position in the sweep, 0-based

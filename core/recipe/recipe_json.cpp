@@ -222,6 +222,11 @@ Json spec_json(const JobSpec& job) {
     if (job.checkpoint.every_s > 0) {
         out["checkpoint"] = {{"every_s", job.checkpoint.every_s}, {"grace_s", job.checkpoint.grace_s}};
     }
+    if (job.verify != Verify{}) {
+        out["verify"] = {{"compare", to_string(job.verify.compare)},
+                         {"tolerance", job.verify.tolerance},
+                         {"files", job.verify.files}};
+    }
     // Only when there are some: the spec of a job from a local file stays as it was.
     if (!job.origins.empty()) {
         Json origins = Json::array();
@@ -309,6 +314,20 @@ void read_tables(Reader& rd, JobSpec& job) {
         rc.get("grace_s", job.checkpoint.grace_s, "checkpoint.grace_s");
         if (rc.error()) {
             rd.fail(*rc.error());
+        }
+    }
+    if (const auto* v = rd.object("verify", "verify")) {
+        Reader rv(*v);
+        std::string compare = to_string(job.verify.compare);
+        rv.get("compare", compare, "verify.compare");
+        rv.get("tolerance", job.verify.tolerance, "verify.tolerance");
+        rv.get("files", job.verify.files, "verify.files");
+        if (rv.error()) {
+            rd.fail(*rv.error());
+        } else if (auto m = compare_mode_from_string(compare)) {
+            job.verify.compare = *m;
+        } else {
+            rd.fail(field_error("verify.compare", "must be \"exact\", \"json\" or \"none\""));
         }
     }
     if (const auto* mu = rd.object("model_use", "model_use")) {
@@ -439,6 +458,17 @@ Status check_job(JobSpec& job, const std::string& priority) {
     }
     if (job.retry.max_attempts < 1 || job.retry.max_attempts > 20) {
         return field_error("retry.max_attempts", "must be from 1 to 20");
+    }
+    if (!(job.verify.tolerance >= 0.0 && job.verify.tolerance <= k_max_verify_tolerance)) {
+        return field_error("verify.tolerance", "must be from 0 to 1");
+    }
+    if (job.verify.files.size() > k_max_verify_files) {
+        return field_error("verify.files", "at most " + std::to_string(k_max_verify_files) + " paths");
+    }
+    for (std::size_t i = 0; i < job.verify.files.size(); ++i) {
+        if (auto st = with_field(check_output_path(job.verify.files[i]), element("verify.files", i)); !st) {
+            return st.error();
+        }
     }
     for (auto code : job.retry.on_exit_codes) {
         if (code < 1 || code > 255) {

@@ -15,6 +15,7 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string> k_retry_keys{"max_attempts", "on_exit_codes"};
 const std::vector<std::string> k_checkpoint_keys{"every", "grace"};
+const std::vector<std::string> k_verify_keys{"compare", "tolerance", "files"};
 
 void parse_name(const toml::table& root, const std::string& source, JobSpec& job, Diagnostics& diag) {
     if (const auto* n = root.get("name")) {
@@ -250,6 +251,51 @@ void parse_checkpoint(const toml::table& t, Checkpoint& checkpoint, Diagnostics&
                                                      " minutes (the time a stopped job has to save)");
             } else {
                 checkpoint.grace_s = *v;
+            }
+        }
+    }
+}
+
+void parse_verify(const toml::table& t, Verify& verify, Diagnostics& diag) {
+    check_keys(t, k_verify_keys, "verify", diag);
+    if (const auto* n = t.get("compare")) {
+        if (auto v = expect_string(*n, "verify.compare", diag)) {
+            if (auto m = compare_mode_from_string(*v)) {
+                verify.compare = *m;
+            } else {
+                diag.add(*n, "verify.compare", "must be \"exact\", \"json\" or \"none\", not \"" + *v + "\"");
+            }
+        }
+    }
+    if (const auto* n = t.get("tolerance")) {
+        const bool number = n->is_floating_point() || n->is_integer();
+        const double v = n->is_floating_point() ? n->as_floating_point()->get()
+                         : n->is_integer()      ? static_cast<double>(n->as_integer()->get())
+                                                : 0.0;
+        if (!number) {
+            diag.add(*n, "verify.tolerance", "expected a number, got " + type_phrase(*n));
+        } else if (!(v >= 0.0 && v <= k_max_verify_tolerance)) {
+            diag.add(*n, "verify.tolerance", "must be from 0 to 1 (a relative difference: 1e-3 is 0.1 %)");
+        } else if (verify.compare != CompareMode::json) {
+            diag.add(*n, "verify.tolerance", "applies to compare = \"json\" only (numbers in JSON outputs)");
+        } else {
+            verify.tolerance = v;
+        }
+    }
+    if (const auto* n = t.get("files")) {
+        if (auto list = expect_string_list(*n, "verify.files", diag)) {
+            const auto* arr = n->as_array();
+            if (list->size() > k_max_verify_files) {
+                diag.add(*n, "verify.files",
+                         "lists " + std::to_string(list->size()) + " paths; at most " +
+                             std::to_string(k_max_verify_files));
+            }
+            for (std::size_t i = 0; i < list->size() && i < k_max_verify_files; ++i) {
+                if (auto st = check_output_path((*list)[i]); !st) {
+                    diag.add(*arr->get(i), "verify.files[" + std::to_string(i) + "]", st.error().message);
+                } else {
+                    verify.files.push_back((*list)[i]);
+                }
             }
         }
     }

@@ -58,6 +58,8 @@ void parse_env(const toml::table& t, EnvList& env, const SourceTexts& texts, Dia
 void parse_tags(const toml::node& n, std::vector<std::string>& tags, Diagnostics& diag);
 void parse_retry(const toml::table& t, Retry& retry, Diagnostics& diag);
 void parse_checkpoint(const toml::table& t, Checkpoint& checkpoint, Diagnostics& diag);
+// [verify]: compare ("exact", "json", "none"), tolerance (json only), files.
+void parse_verify(const toml::table& t, Verify& verify, Diagnostics& diag);
 
 // Lays one `--set path=value` over the recipe's table (overrides.cpp). The GPU request is one
 // choice, as in `extends`: setting one of gpu/gpus/gpu_memory drops the recipe's others. The

@@ -74,6 +74,35 @@ TEST_CASE("[checkpoint] declares how often the job saves and the grace it gets t
     CHECK(refused.error().field == "checkpoint.grace_s");
 }
 
+TEST_CASE("[verify] says how a spot check compares the job's results, and travels with the job") {
+    const std::string head = "image = \"busybox\"\ncommand = [\"true\"]\n";
+    auto plain = jobs_of(head);
+    CHECK(plain[0].verify.compare == CompareMode::exact); // the default: bytes must match
+    CHECK_FALSE(to_wire_json(plain[0]).contains("verify"));
+    auto jobs = jobs_of(head + "[verify]\ncompare = \"json\"\ntolerance = 1e-3\nfiles = [\"results/*.json\"]\n");
+    REQUIRE(jobs.size() == 1);
+    CHECK(jobs[0].verify.compare == CompareMode::json);
+    CHECK(jobs[0].verify.tolerance == Approx(1e-3));
+    CHECK(jobs[0].verify.files == std::vector<std::string>{"results/*.json"});
+    CHECK(jobs_of(head + "[verify]\ncompare = \"none\"\n")[0].verify.compare == CompareMode::none);
+    CHECK(jobs_of(head + "[verify]\ncompare = \"json\"\ntolerance = 0\n")[0].verify.tolerance == 0.0);
+    const nlohmann::json wire = to_wire_json(jobs[0]);
+    CHECK(wire["verify"]["compare"] == "json");
+    auto back = job_from_json(wire);
+    REQUIRE(back);
+    CHECK(*back == jobs[0]);
+    // From the wire, a hostile value is refused with its field.
+    nlohmann::json bad = wire;
+    bad["verify"]["compare"] = "maybe";
+    CHECK(job_from_json(bad).error().field == "verify.compare");
+    bad = wire;
+    bad["verify"]["tolerance"] = -1;
+    CHECK(job_from_json(bad).error().field == "verify.tolerance");
+    bad = wire;
+    bad["verify"]["files"] = {"/etc/passwd"};
+    CHECK(job_from_json(bad).error().field == "verify.files[0]");
+}
+
 TEST_CASE("GPU requests: share, memory, whole GPU, CPU-only") {
     SECTION("0.57 is exactly 570 milli-GPU") {
         auto j = jobs_of("image = \"b\"\ncommand = \"x\"\n[resources]\ngpu = 0.57\n")[0];

@@ -91,7 +91,7 @@ namespace {
 bool credits_admit(const JobRequest& job, const FleetKinds& fleet, const Admission& admission,
                    std::map<PriceKey, Micro>& priced, std::map<TokenId, Micro>& member_reserved,
                    std::vector<WaitingJob>& waiting) {
-    if (!admission.credits || !fleet.any_worker) {
+    if (!admission.credits || !fleet.any_worker || job.pool_pays) {
         return true;
     }
     const CreditRooms& rooms = *admission.credits;

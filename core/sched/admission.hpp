@@ -2,7 +2,8 @@
 // stand. These are the rules that are policy but not packing, kept here beside placement so that
 // the coordinator and `gpupool sim` apply the same ones (schedule() in scheduler.hpp runs them):
 //
-//   credits       a job enters only if its team (and its submitting member, when the member has
+//   credits       a job the pool pays for (JobRequest::pool_pays: a spot check) always enters;
+//                 any other enters only if its team (and its submitting member, when the member has
 //                 caps of its own) can cover the largest hold it could take on any live worker
 //                 it fits: price x max_runtime. A job placed on a GPU pricier than its payer can
 //                 cover would otherwise be chosen and dropped every pass, blocking that GPU.

@@ -99,6 +99,7 @@ struct Worker {
     std::vector<std::string> cached_images; // container images already pulled
     std::vector<std::string> cached_models; // model weights already in the worker's cache
     std::optional<WorkerTerms> terms;       // none: its owner takes any job
+    TeamId owner{};                         // the owner team (JobRequest::avoid_owners)
     bool operator==(const Worker&) const = default;
 };
 
@@ -132,6 +133,10 @@ struct JobRequest {
     TokenId member{};            // the submitting token when it has caps of its own (0: it has none)
     bool no_known_model = false; // names GPU models, none of them in the catalog
     std::vector<AvoidWorker> avoid{}; // workers it is kept off for now, by worker id (placement's `avoid`)
+    // Owner teams whose workers it never runs on (a spot check keeps off the checked worker's owner).
+    std::vector<TeamId> avoid_owners{};
+    // The pool pays for it (a spot check): no hold, so no credit gate (admission.hpp).
+    bool pool_pays = false;
     bool operator==(const JobRequest&) const = default;
 };
 

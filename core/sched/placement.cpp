@@ -224,7 +224,8 @@ bool filter_slots(const Worker& w) {
 
 bool filter_avoid(const Worker& w, const JobRequest& job, std::int64_t now) {
     return std::none_of(job.avoid.begin(), job.avoid.end(),
-                        [&](const AvoidWorker& a) { return a.worker == w.id && now < a.until; });
+                        [&](const AvoidWorker& a) { return a.worker == w.id && now < a.until; }) &&
+           std::find(job.avoid_owners.begin(), job.avoid_owners.end(), w.owner) == job.avoid_owners.end();
 }
 
 bool passes_filters(const Worker& w, const JobRequest& job, const OwnerPolicy& owner, std::int64_t now) {

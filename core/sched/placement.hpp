@@ -114,7 +114,8 @@ bool filter_cpu(const Worker& w, const JobRequest& job);
 bool filter_memory(const Worker& w, const JobRequest& job);
 bool filter_owner(const Worker& w, const JobRequest& job, const OwnerPolicy& owner);
 bool filter_slots(const Worker& w); // a job slot is free (or the owner set no cap)
-// Not kept off this worker at `now` (JobRequest::avoid: an entry holds while now < until).
+// Not kept off this worker at `now` (JobRequest::avoid: an entry holds while now < until), nor off
+// its owner (JobRequest::avoid_owners).
 bool filter_avoid(const Worker& w, const JobRequest& job, std::int64_t now);
 // All of the above. `now`: the scheduler's time, for `avoid` alone (callers whose requests avoid
 // nothing may leave it out).

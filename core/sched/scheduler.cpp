@@ -105,7 +105,7 @@ private:
 
     // Credits: the placement's actual hold comes out of its payers' rooms, or it is not made.
     bool covered(const JobRequest& job, const Placement& p) {
-        if (!m_rooms) {
+        if (!m_rooms || job.pool_pays) {
             return true;
         }
         const Worker& w = m_workers[p.worker];

@@ -110,6 +110,24 @@ TEST_CASE("admission: a placement its team can no longer cover is not made and l
     CHECK(waiting_of(d, 3) == nullptr);
 }
 
+TEST_CASE("admission: a spot check the pool pays for enters and is placed whatever its team's room",
+          "[sched][admission][spot-checks]") {
+    ClusterView v;
+    v.workers = {worker(1, {1000})};
+    Admission a = priced();
+    a.credits.emplace();
+    a.credits->team[TeamId(1)] = 0; // the team has nothing left
+    JobRequest check = hour_job(1, 500);
+    check.pool_pays = true;
+    JobRequest own = hour_job(2, 500);
+    Decisions d = schedule(v, {check, own}, a, Policy{}, 0);
+    REQUIRE(d.placements.size() == 1);
+    CHECK(d.placements[0].job == JobId(1));
+    const WaitingJob* w = waiting_of(d, 2);
+    REQUIRE(w != nullptr);
+    CHECK(w->gate == Gate::team_credits);
+}
+
 TEST_CASE("admission: a member's caps reserve job by job within the team's room", "[sched][admission]") {
     ClusterView v;
     v.workers = {worker(1, {1000, 1000})};

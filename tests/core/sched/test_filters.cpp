@@ -81,6 +81,21 @@ TEST_CASE("filter: owner policy hook") {
     CHECK(passes_filters(w, j, only_team_7));
 }
 
+TEST_CASE("filter: a job kept off an owner never runs on that owner's workers, whichever they are") {
+    Worker mine = worker(1, {1000});
+    mine.owner = gpupool::TeamId(7);
+    Worker other = worker(2, {1000});
+    other.owner = gpupool::TeamId(8);
+    JobRequest check = share_job(1, 500);
+    check.avoid_owners = {gpupool::TeamId(7)};
+    CHECK_FALSE(filter_avoid(mine, check, 0));
+    CHECK(filter_avoid(other, check, 0));
+    CHECK_FALSE(passes_filters(mine, check, OwnerPolicy{}, 0));
+    check.avoid_owners.push_back(gpupool::TeamId(8)); // a tie-break: off both owners
+    CHECK_FALSE(filter_avoid(other, check, 0));
+    CHECK(filter_avoid(mine, share_job(2, 500), 0)); // an ordinary job goes anywhere
+}
+
 TEST_CASE("fits_total ignores what is in use") {
     Worker w = worker(1, {0, 0}, 0, 0); // everything taken
     CHECK(fits_total(w, whole_job(1, 2, 32000, 131072)));

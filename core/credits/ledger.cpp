@@ -10,8 +10,8 @@ namespace gpupool::credits {
 
 namespace {
 
-constexpr std::array<const char*, 9> k_reason_names{"grant", "adjustment", "expiry", "hold",  "charge",
-                                                    "fee",   "release",    "payout", "refund"};
+constexpr std::array<const char*, 10> k_reason_names{"grant", "adjustment", "expiry", "hold",   "charge",
+                                                     "fee",   "release",    "payout", "refund", "check_pay"};
 
 bool is_escrow_reason(EntryReason r) {
     return r == EntryReason::hold || r == EntryReason::charge || r == EntryReason::fee || r == EntryReason::release;
@@ -81,6 +81,21 @@ Settlement settle(Micro held, Micro cost, bool chargeable, std::int64_t fee_ppm,
     s.refund = held - charge;
     return s;
 }
+
+namespace {
+
+// A spot check's pay (check_pay_entry): from the pool fee to a team, once per attempt.
+std::optional<std::string> check_pay_rule(const Entry& e, const std::set<std::int64_t>& paid) {
+    if (e.attempt <= 0 || e.debit != Account::pool_fee() || e.credit.kind != AccountKind::team) {
+        return "a spot check's pay moves from the pool fee to the provider team for an attempt";
+    }
+    if (paid.count(e.attempt) != 0) {
+        return "attempt " + std::to_string(e.attempt) + " was paid for its spot check already";
+    }
+    return std::nullopt;
+}
+
+} // namespace
 
 std::optional<std::string> Ledger::check(const Entry& e) const {
     if (e.amount <= 0 || e.amount > k_max_amount) {
@@ -170,6 +185,8 @@ std::optional<std::string> Ledger::check(const Entry& e) const {
         }
         return std::nullopt;
     }
+    case EntryReason::check_pay:
+        return check_pay_rule(e, m_check_paid);
     case EntryReason::refund: {
         auto it = m_earnings.find(e.attempt);
         if (e.attempt <= 0 || it == m_earnings.end()) {
@@ -216,6 +233,10 @@ void Ledger::apply(const Entry& e) {
         if (e.reason == EntryReason::refund) {
             got.refunded += e.amount;
         }
+        return;
+    }
+    if (e.reason == EntryReason::check_pay) {
+        m_check_paid.insert(e.attempt);
         return;
     }
     if (!is_escrow_reason(e.reason)) {
@@ -373,6 +394,20 @@ std::vector<Entry> Ledger::settlement_entries(std::int64_t first_id, std::int64_
     add(EntryReason::fee, Account::pool_fee(), s.fee);
     add(EntryReason::release, Account::of_team(payer), s.refund);
     return out;
+}
+
+Entry Ledger::check_pay_entry(std::int64_t id, std::int64_t at_ms, std::int64_t attempt, std::int64_t payer,
+                              std::int64_t provider, Micro amount) {
+    Entry e;
+    e.id = id;
+    e.at_ms = at_ms;
+    e.debit = Account::pool_fee();
+    e.credit = Account::of_team(provider);
+    e.amount = amount;
+    e.reason = EntryReason::check_pay;
+    e.attempt = attempt;
+    e.payer = payer;
+    return e;
 }
 
 std::optional<Entry> Ledger::payout_entry(std::int64_t id, std::int64_t at_ms, std::int64_t attempt) const {

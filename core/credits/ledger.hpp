@@ -71,6 +71,7 @@ enum class EntryReason : std::uint8_t {
     release,    // escrow -> team: the part of the hold that was not used
     payout,     // settling -> provider team: an attempt's earnings, once its settling period is over
     refund,     // settling, provider team or pool fee -> paying team: a voided attempt's charge
+    check_pay,  // pool fee -> provider team: a spot check's run, which the pool pays for, not the team
 };
 
 const char* to_string(EntryReason r);
@@ -147,6 +148,11 @@ public:
     static std::vector<Entry> settlement_entries(std::int64_t first_id, std::int64_t at_ms, std::int64_t attempt,
                                                  std::int64_t payer, std::int64_t provider, const Settlement& s,
                                                  bool settle_later = false);
+    // Pays a spot check's provider for its run from the pool fee (at most once per attempt; the pool
+    // fee may go below zero: the pool's cost of checking, docs/evidence.md). `payer`: the team whose
+    // result was checked, for the record.
+    static Entry check_pay_entry(std::int64_t id, std::int64_t at_ms, std::int64_t attempt, std::int64_t payer,
+                                 std::int64_t provider, Micro amount);
     // Pays out what is settling for `attempt` (nullopt if nothing is).
     std::optional<Entry> payout_entry(std::int64_t id, std::int64_t at_ms, std::int64_t attempt) const;
     // Gives a voided attempt's charge and fee back to its team (nothing if it was not charged or is
@@ -163,6 +169,7 @@ private:
     std::map<std::int64_t, Earnings> m_earnings; // by attempt, once charged
     std::set<std::pair<std::int64_t, std::int64_t>> m_settling; // (charged_at_ms, attempt) with settling > 0
     std::set<std::int64_t> m_closed;
+    std::set<std::int64_t> m_check_paid; // attempts whose spot-check run was paid
     struct Spent {
         std::int64_t at_ms = 0;
         Micro total = 0; // the team's spending up to and including this entry

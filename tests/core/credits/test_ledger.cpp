@@ -167,6 +167,31 @@ TEST_CASE("ledger: payouts and refunds that break the rules are refused", "[cred
     CHECK(entry_reason_from_string("refund") == EntryReason::refund);
 }
 
+TEST_CASE("ledger: a spot check's run is paid from the pool fee, once, to a team", "[credits][spot-checks]") {
+    Ledger l;
+    apply_all(l, {grant(1, 1, 100)});
+    const Entry pay = Ledger::check_pay_entry(2, 0, 9, 1, 2, 30);
+    CHECK(pay.debit == Account::pool_fee());
+    CHECK(pay.credit == Account::of_team(2));
+    apply_all(l, {pay});
+    CHECK(l.balance(Account::pool_fee()) == -30); // what checking costs the pool
+    CHECK(l.balance(Account::of_team(2)) == 30);
+    CHECK(l.balance(Account::of_team(1)) == 100); // the team whose result was checked pays nothing
+    CHECK(l.total() == 0);
+    Entry twice = Ledger::check_pay_entry(3, 0, 9, 1, 2, 30);
+    CHECK(l.check(twice)->find("paid for its spot check already") != std::string::npos);
+    Entry from_team = Ledger::check_pay_entry(3, 0, 10, 1, 2, 30);
+    from_team.debit = Account::of_team(1);
+    CHECK(l.check(from_team));
+    Entry to_escrow = Ledger::check_pay_entry(3, 0, 10, 1, 2, 30);
+    to_escrow.credit = Account::escrow();
+    CHECK(l.check(to_escrow));
+    Entry no_attempt = Ledger::check_pay_entry(3, 0, 0, 1, 2, 30);
+    CHECK(l.check(no_attempt));
+    CHECK(to_string(EntryReason::check_pay) == std::string("check_pay"));
+    CHECK(entry_reason_from_string("check_pay") == EntryReason::check_pay);
+}
+
 TEST_CASE("ledger: verify finds a cached balance that differs from the entries", "[credits]") {
     Ledger l;
     apply_all(l, {grant(1, 1, 100)});

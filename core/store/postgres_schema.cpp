@@ -219,6 +219,13 @@ CREATE TABLE attempt_evidence (
     PRIMARY KEY (attempt_id, kind)
 );
 )sql",
+    // 3 -> 4: spot checks (SQLite's 11 -> 12).
+    R"sql(
+ALTER TABLE workers ADD COLUMN checks_agreed BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE workers ADD COLUMN checks_disagreed BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN check_of BIGINT;
+ALTER TABLE jobs ADD COLUMN check_against BIGINT;
+)sql",
 };
 
 bool has_schema_table(Connection& db) {

@@ -27,7 +27,7 @@
 
 namespace gpupool::store {
 
-inline constexpr int k_postgres_schema_version = 3;
+inline constexpr int k_postgres_schema_version = 4;
 
 // The same cap as SQLite's, so that any pool fits a SQLite backup file.
 inline constexpr std::int64_t k_postgres_max_blob_bytes = 950'000'000;

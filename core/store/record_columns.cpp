@@ -188,6 +188,8 @@ constexpr Column<WorkerRecord> k_workers[] = {
     integer<&WorkerRecord::registered_at>("registered_at", kept),
     integer<&WorkerRecord::last_seen_at>("last_seen_at", updated),
     integer<&WorkerRecord::enrolled_by>("enrolled_by", kept),
+    integer<&WorkerRecord::checks_agreed>("checks_agreed", updated),
+    integer<&WorkerRecord::checks_disagreed>("checks_disagreed", updated),
 };
 
 constexpr Column<SweepRecord> k_sweeps[] = {
@@ -215,6 +217,8 @@ constexpr Column<JobRecord> k_jobs[] = {
     text<&JobRecord::reason>("reason", updated),
     integer<&JobRecord::retries>("retries", updated),
     text<&JobRecord::retry_key>("retry_key", updated),
+    integer<&JobRecord::check_of>("check_of", kept),
+    integer<&JobRecord::check_against>("check_against", kept),
 };
 
 constexpr Column<AttemptRecord> k_attempts[] = {

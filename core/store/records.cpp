@@ -23,7 +23,7 @@ constexpr std::array<const char*, 6> k_job_state_names{"queued", "assigned", "ru
                                                        "cancelled"};
 constexpr std::array<const char*, 7> k_attempt_state_names{"assigned", "running", "succeeded", "failed",
                                                            "cancelled", "lost",    "preempted"};
-constexpr std::array<const char*, 3> k_worker_state_names{"active", "draining", "banned"};
+constexpr std::array<const char*, 4> k_worker_state_names{"active", "draining", "banned", "quarantined"};
 
 } // namespace
 

@@ -33,7 +33,9 @@ enum class Role : std::uint8_t {
 
 enum class JobState : std::uint8_t { queued, assigned, running, succeeded, failed, cancelled };
 enum class AttemptState : std::uint8_t { assigned, running, succeeded, failed, cancelled, lost, preempted };
-enum class WorkerState : std::uint8_t { active, draining, banned };
+// quarantined: its spot checks disagreed too often (docs/evidence.md); it gets no new work until an
+// admin activates it again (or bans it).
+enum class WorkerState : std::uint8_t { active, draining, banned, quarantined };
 
 const char* to_string(Role r);
 const char* to_string(JobState s);
@@ -86,6 +88,10 @@ struct WorkerRecord {
     std::int64_t registered_at = 0;
     std::int64_t last_seen_at = 0;
     std::optional<TokenId> enrolled_by; // the enrollment token it registered with; a ban revokes it
+    // Its spot checks (docs/evidence.md): results of its that another owner's worker confirmed, and
+    // those the majority found wrong. Its reliability score and quarantine follow from these.
+    std::int64_t checks_agreed = 0;
+    std::int64_t checks_disagreed = 0;
     bool operator==(const WorkerRecord&) const = default;
 };
 
@@ -121,6 +127,13 @@ struct JobRecord {
     // The idempotency key of its latest retry (empty: none): the same key from the same team again
     // gets that retry back instead of a second one.
     std::string retry_key{};
+    // A spot check (docs/evidence.md): the pool's job that runs again the result of attempt
+    // `check_of` (another job's, of the same team) on another owner's worker, paid from the pool fee.
+    // A tie-break also names the first check's attempt it settles against (`check_against`); it
+    // keeps off both owners' workers.
+    std::optional<AttemptId> check_of{};
+    std::optional<AttemptId> check_against{};
+    bool is_check() const { return check_of.has_value(); }
     bool operator==(const JobRecord&) const = default;
 };
 

@@ -212,6 +212,14 @@ CREATE TABLE attempt_evidence (
     PRIMARY KEY (attempt_id, kind)
 );
 )sql",
+    // 11 -> 12: spot checks (issue 43): each worker's record of checks, and a check job names the
+    // attempt it runs again (and, for a tie-break, the check it settles against).
+    R"sql(
+ALTER TABLE workers ADD COLUMN checks_agreed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workers ADD COLUMN checks_disagreed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN check_of INTEGER;
+ALTER TABLE jobs ADD COLUMN check_against INTEGER;
+)sql",
 };
 
 // Version 4 first shipped without the sweeps' idempotency key (454bb39); the key was then added to

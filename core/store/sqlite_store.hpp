@@ -27,7 +27,7 @@ class Database;
 
 namespace gpupool::store {
 
-inline constexpr int k_schema_version = 11;
+inline constexpr int k_schema_version = 12;
 
 // SQLite keeps a blob under 1e9 bytes (SQLITE_MAX_LENGTH); the store takes no more than this.
 inline constexpr std::int64_t k_sqlite_max_blob_bytes = 950'000'000;

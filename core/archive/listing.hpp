@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,13 +43,27 @@ struct Listing {
     // SHA-256 over every entry (listed or not) in path order: "path\0type\0sha256-or-target\n" each.
     // Equal for two archives that unpack to the same files and links, whatever their order or times.
     std::string tree_sha256;
+    // The texts of the small `*.json` files, by path, for spot checks that compare results by value
+    // (verify/compare.hpp): regular files of at most ListLimits::json_file_bytes whose text is UTF-8,
+    // taken in path order (whatever the archive's order) until the first that would pass
+    // json_total_bytes. json_skipped (sorted): every other regular `*.json` file, compared by its
+    // SHA-256 instead. Both stay empty when either limit is 0. Not in to_json().
+    std::map<std::string, std::string> json_texts;
+    std::vector<std::string> json_skipped;
     bool truncated() const { return entry_count > static_cast<std::int64_t>(entries.size()); }
 };
 
 struct ListLimits {
     std::int64_t max_entries = 100'000; // more fail the listing (unpack refuses them too)
     std::size_t max_listed = 10'000;    // entries kept in `entries`; the digest covers all
+    // Regular files whose path ends in ".json" with at most this many bytes are kept whole in
+    // Listing::json_texts, up to json_total_bytes in all (0: none kept).
+    std::int64_t json_file_bytes = 0;
+    std::int64_t json_total_bytes = 0;
 };
+// What the coordinator keeps of an outputs archive's JSON files for spot checks.
+inline constexpr std::int64_t k_check_json_file_bytes = 256 * 1024;
+inline constexpr std::int64_t k_check_json_total_bytes = 1024 * 1024;
 
 // `whole`, when given, is fed every byte of the file, listing or not (an archive refused, bytes past
 // its end): the upload's own SHA-256 in the same pass as the listing (the coordinator's parse thread

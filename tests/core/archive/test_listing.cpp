@@ -6,14 +6,17 @@
 #include "core/util/sha256.hpp"
 #include "tests/support.hpp"
 
-#include <archive.h>
-#include <archive_entry.h>
-
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <archive.h>
+#include <archive_entry.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
+#include <vector>
 
 // The file's own scope: test files are compiled in unity batches (tests/CMakeLists.txt).
 namespace {
@@ -169,6 +172,96 @@ TEST_CASE("listing: the whole file's SHA-256 comes in the same pass, listed or r
     auto missing = archive::list_archive_file(dir.path() / "absent.tar", {}, &none);
     REQUIRE_FALSE(missing);
     CHECK(missing.error().code == ErrorCode::io);
+}
+
+// Limits that keep `*.json` texts of at most `file` bytes, `total` in all.
+archive::ListLimits json_limits(std::int64_t file, std::int64_t total) {
+    archive::ListLimits limits;
+    limits.json_file_bytes = file;
+    limits.json_total_bytes = total;
+    return limits;
+}
+
+TEST_CASE("listing: small JSON files are kept with their exact text and nothing else is", "[archive][evidence]") {
+    test::TempDir src;
+    const std::string results = "{\"accuracy\": 0.91,\n \"note\": \"\\u00e9\\t\"}\r\n";
+    src.write("results.json", results);
+    src.write("sub/m.json", "[1]");
+    src.write("log.txt", "{\"not\": \"kept\"}");
+    src.write("results.json.bak", "{}");
+    fs::create_symlink("results.json", src.path() / "latest.json");
+    test::TempDir out;
+    const fs::path tar = out.path() / "outputs.tar";
+    REQUIRE(archive::pack_outputs(src.path(), {"."}, 10 << 20, tar));
+
+    auto l = archive::list_archive_file(tar, json_limits(1024, 4096));
+    REQUIRE(l);
+    CHECK(l->json_texts == std::map<std::string, std::string>{{"results.json", results}, {"sub/m.json", "[1]"}});
+    CHECK(l->json_skipped.empty()); // a link is not a file: neither kept nor skipped
+    // The rest of the listing is the same as without keeping texts.
+    auto plain = archive::list_archive_file(tar);
+    REQUIRE(plain);
+    CHECK(l->entries == plain->entries);
+    CHECK(l->tree_sha256 == plain->tree_sha256);
+    CHECK(plain->json_texts.empty()); // the defaults keep nothing
+    CHECK(plain->json_skipped.empty());
+}
+
+TEST_CASE("listing: a JSON file over the per-file limit is skipped", "[archive][evidence]") {
+    test::TempDir dir;
+    const std::string at_limit = "[" + std::string(98, '1') + "]";   // 100 bytes
+    const std::string over_limit = "[" + std::string(99, '1') + "]"; // 101 bytes
+    const auto tar = raw_tar(dir, "t.tar", {{"big.json", over_limit}, {"edge.json", at_limit}});
+    auto l = archive::list_archive_file(tar, json_limits(100, 10'000));
+    REQUIRE(l);
+    CHECK(l->json_texts == std::map<std::string, std::string>{{"edge.json", at_limit}});
+    CHECK(l->json_skipped == std::vector<std::string>{"big.json"});
+    // Its SHA-256 is listed, for the comparison that falls back to it.
+    CHECK(l->entries[0].sha256 == util::sha256_hex(over_limit));
+}
+
+TEST_CASE("listing: JSON texts fit the total limit in path order whatever the archive's order", "[archive][evidence]") {
+    test::TempDir dir;
+    const std::string forty(40, ' ');
+    const std::vector<std::pair<std::string, std::string>> files{
+        {"a.json", forty}, {"b.json", forty}, {"c.json", forty}, {"d.json", "[1]"}, {"z.txt", forty}};
+    auto reversed = files;
+    std::reverse(reversed.begin(), reversed.end());
+    for (const auto& order : {files, reversed}) {
+        INFO(order.front().first);
+        const auto tar = raw_tar(dir, "t.tar", order);
+        auto l = archive::list_archive_file(tar, json_limits(100, 100));
+        REQUIRE(l);
+        // a and b: 80 bytes; c would make 120; from the first that does not fit on, none is kept
+        // (d.json would fit, but whether it is kept would then depend on the archive's order).
+        CHECK(l->json_texts == std::map<std::string, std::string>{{"a.json", forty}, {"b.json", forty}});
+        CHECK(l->json_skipped == std::vector<std::string>{"c.json", "d.json"});
+    }
+    // Total 0: nothing is kept or skipped, as with the defaults.
+    auto off = archive::list_archive_file(raw_tar(dir, "t.tar", files), json_limits(100, 0));
+    REQUIRE(off);
+    CHECK(off->json_texts.empty());
+    CHECK(off->json_skipped.empty());
+}
+
+TEST_CASE("listing: a JSON text kept is the last copy of its name and UTF-8", "[archive][evidence]") {
+    test::TempDir dir;
+    const auto twice = raw_tar(dir, "t.tar", {{"r.json", "[1]"}, {"s.json", "[2]"}, {"r.json", "[3]"}});
+    auto l = archive::list_archive_file(twice, json_limits(100, 100));
+    REQUIRE(l);
+    CHECK(l->json_texts == std::map<std::string, std::string>{{"r.json", "[3]"}, {"s.json", "[2]"}});
+    // The last copy over the limit: the earlier one is not kept in its place.
+    const auto grown = raw_tar(dir, "g.tar", {{"r.json", "[1]"}, {"r.json", "[" + std::string(200, '1') + "]"}});
+    l = archive::list_archive_file(grown, json_limits(100, 1000));
+    REQUIRE(l);
+    CHECK(l->json_texts.empty());
+    CHECK(l->json_skipped == std::vector<std::string>{"r.json"});
+    // Not UTF-8, so not JSON: compared by its SHA-256.
+    const auto binary = raw_tar(dir, "b.tar", {{"r.json", "[\"\xff\"]"}, {"u.json", "[\"\xc3\xa9\"]"}});
+    l = archive::list_archive_file(binary, json_limits(100, 1000));
+    REQUIRE(l);
+    CHECK(l->json_texts == std::map<std::string, std::string>{{"u.json", "[\"\xc3\xa9\"]"}});
+    CHECK(l->json_skipped == std::vector<std::string>{"r.json"});
 }
 
 } // namespace test_listing

@@ -353,14 +353,21 @@ void print_owner_terms(const std::vector<wire::WorkerView>& workers) {
 
 int run_workers(const AdminOptions& o) {
     return admin_call(o, "GET", "/v1/workers", {}, wire::worker_list_from_json, [](const wire::WorkerList& r) {
-        std::vector<std::vector<std::string>> rows{{"ID", "NAME", "TEAM", "STATE", "GPUS", "LAST SEEN (UTC)"}};
+        std::vector<std::vector<std::string>> rows{
+            {"ID", "NAME", "TEAM", "STATE", "GPUS", "CHECKS (OK/BAD)", "RELIABILITY", "LAST SEEN (UTC)"}};
         for (const auto& w : r.workers) {
             const std::string gpus = inventory_gpus(w.inventory);
-            const std::string presence = w.presence.empty() ? w.state : w.presence;
+            // Quarantine is the admin's to lift (or turn into a ban), whatever its presence.
+            const std::string presence = w.state == "quarantined" ? w.state : w.presence.empty() ? w.state : w.presence;
+            const bool checked = w.checks_agreed + w.checks_disagreed > 0;
+            char score[16];
+            std::snprintf(score, sizeof score, "%.3f", w.reliability);
             rows.push_back({std::to_string(w.id.value()), w.name,
                             w.team_name.empty() ? std::to_string(w.team.value()) : w.team_name,
                             presence == "offline" ? "offline since " + format_time(w.last_seen_at) : presence,
-                            gpus.empty() ? "-" : gpus, format_time(w.last_seen_at)});
+                            gpus.empty() ? "-" : gpus,
+                            checked ? std::to_string(w.checks_agreed) + "/" + std::to_string(w.checks_disagreed) : "-",
+                            checked ? score : "-", format_time(w.last_seen_at)});
         }
         print_table(rows);
         // GPUs whose memory is not their catalog model's (priced at that model's rate all the same).
@@ -371,6 +378,15 @@ int run_workers(const AdminOptions& o) {
             }
         }
         print_owner_terms(r.workers);
+        for (const auto& w : r.workers) {
+            if (w.state == "quarantined") {
+                std::cout << "worker " << w.id.value() << " `" << printable(w.name)
+                          << "` is quarantined: its spot checks disagreed (docs/evidence.md); `gpupool admin "
+                             "activate "
+                          << w.id.value() << "` lifts it, `gpupool admin ban " << w.id.value()
+                          << " --void-since TIME` refunds its results\n";
+            }
+        }
     });
 }
 

@@ -186,6 +186,8 @@ Result<coordinator::ServiceOptions> service_options(const CoordinatorCmdOptions&
     coordinator::ServiceOptions so;
     so.coordinator.members_see = *members_see;
     so.coordinator.public_recipe_repos = o.public_recipe_repos;
+    so.coordinator.spot_checks.fraction = o.verify_fraction;
+    so.coordinator.spot_check_seed = o.verify_seed;
     so.coordinator.idle_timeout_s = *idle_s;
     so.coordinator.whole_gpu_only_unenforced = o.whole_gpu_only_unenforced;
     so.http.host = listen->first;
@@ -498,6 +500,13 @@ void add_policy_options(CLI::App* sub, CoordinatorCmdOptions& o) {
     sub->add_option("--public-recipe-repo", o.public_recipe_repos,
                     "A recipe repository (as clients configure it) whose runs every team may count in `recipe "
                     "list`; other repositories' history is each team's own (repeatable)");
+    sub->add_option("--verify-fraction", o.verify_fraction,
+                    "Spot checks (docs/evidence.md): run this share of succeeded results again on another owner's "
+                    "worker, paid from the pool fee, and quarantine workers whose results disagree (0: off; a "
+                    "worker's first checks are sampled up to 5x as often)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    sub->add_option("--verify-seed", o.verify_seed, "Seed of the spot checks' draws (0: random; for tests)")->group("");
     sub->add_option("--policy", o.policy, "Placement policy: fgd, bestfit, packing, random")->capture_default_str();
     const sched::Sampling sampling;
     sub->add_option("--score-sample", o.score_sample,

@@ -51,6 +51,8 @@ struct CoordinatorCmdOptions {
     std::string members_see = "summary"; // or "full": how much of each GPU's use members see (GET /v1/pool)
     // Recipe repositories whose history every team sees (POST /v1/recipes/history); others: own team's.
     std::vector<std::string> public_recipe_repos{};
+    double verify_fraction = 0.0;  // spot checks: the share of succeeded results run again (0: off)
+    std::uint64_t verify_seed = 0; // their draws' seed (0: random), for repeatable tests
 };
 
 // Serves until SIGINT or SIGTERM (blocked in every thread, waited for here; SIGHUP, blocked and

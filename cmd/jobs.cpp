@@ -39,15 +39,12 @@ int run_jobs(const JobsOptions& o) {
     }
     std::vector<std::vector<std::string>> rows{header};
     for (const auto& j : r->jobs) {
-        std::vector<std::string> row{std::to_string(j.id.value()),
-                                     std::to_string(j.sweep_id.value()),
-                                     j.name,
-                                     j.submitted_by.value_or("-"),
-                                     j.state,
-                                     std::to_string(j.attempts),
-                                     j.exit_code ? std::to_string(*j.exit_code) : "-",
-                                     credits::format_credits(j.cost_micro),
-                                     j.reason};
+        std::vector<std::string> row{
+            std::to_string(j.id.value()), std::to_string(j.sweep_id.value()), j.name, j.submitted_by.value_or("-"),
+            j.state, std::to_string(j.attempts), j.exit_code ? std::to_string(*j.exit_code) : "-",
+            credits::format_credits(j.cost_micro),
+            // The pool's spot check of one of the team's results (docs/evidence.md).
+            j.check_of ? "spot check of attempt " + std::to_string(*j.check_of) + ": " + j.reason : j.reason};
         if (o.all_teams) {
             row.insert(row.begin() + 2, j.team_name.value_or(std::to_string(j.team.value())));
         }

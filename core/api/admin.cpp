@@ -156,6 +156,9 @@ json to_json(const WorkerView& w) {
             {"terms", w.terms ? to_json(*w.terms) : json()},
             {"last_seen_at", w.last_seen_at},
             {"model_mismatch", text_or_null(w.model_mismatch)},
+            {"checks_agreed", w.checks_agreed},
+            {"checks_disagreed", w.checks_disagreed},
+            {"reliability", w.reliability},
             {"inventory", w.inventory}};
 }
 
@@ -173,6 +176,9 @@ Result<WorkerView> worker_view_from_json(const json& j, const std::string& at) {
     w.sharing_changes_at_ms = r.optional_integer("sharing_changes_at_ms", k_admin_lo, k_admin_hi);
     w.last_seen_at = r.integer("last_seen_at", k_admin_lo, k_admin_hi, 0);
     w.model_mismatch = r.optional_text("model_mismatch", k_admin_text);
+    w.checks_agreed = r.integer("checks_agreed", 0, k_admin_hi, 0);
+    w.checks_disagreed = r.integer("checks_disagreed", 0, k_admin_hi, 0);
+    w.reliability = r.number("reliability", 0.0);
     w.inventory = passed_on(j, "inventory");
     if (const json terms = passed_on(j, "terms"); !terms.is_null() && !r.error()) {
         auto t = owner_terms_from_json(terms, r.name("terms"));

@@ -94,7 +94,7 @@ struct WorkerView {
     TeamId team{};           // its owner's team
     std::string team_name{}; // "" from an older coordinator
     std::string name{};
-    std::string state{};    // active, draining, banned
+    std::string state{};    // active, draining, banned, quarantined
     std::string presence{}; // online, offline, paused, ...; "" from an older coordinator
     std::string sharing{};  // SharingState's wire name
     std::optional<std::int64_t> sharing_changes_at_ms{};
@@ -102,6 +102,11 @@ struct WorkerView {
     std::int64_t last_seen_at = 0;
     std::optional<std::string> model_mismatch{}; // a GPU whose memory is not its model's
     nlohmann::json inventory{};                  // as the worker reported it (api::Inventory's form)
+    // Its spot checks (docs/evidence.md): agreements, disagreements, and the reliability score they
+    // give, (1 + agreed) / (2 + checks); 0 from an older coordinator.
+    std::int64_t checks_agreed = 0;
+    std::int64_t checks_disagreed = 0;
+    double reliability = 0.0;
     bool operator==(const WorkerView&) const = default;
 };
 struct WorkerList {

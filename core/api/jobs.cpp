@@ -109,6 +109,9 @@ json to_json(const JobView& v) {
     if (v.cost_micro) {
         out["cost_micro"] = *v.cost_micro;
     }
+    if (v.check_of) {
+        out["check_of"] = *v.check_of;
+    }
     return out;
 }
 
@@ -133,6 +136,7 @@ Result<JobView> job_view_from_json(const json& j) {
     read_spec(r, j, "", v.spec);
     v.cost_micro = r.optional_integer("cost_micro", lo, hi);
     v.held_micro = r.integer("held_micro", lo, hi, 0);
+    v.check_of = r.optional_integer("check_of", 1, hi);
     r.elements("attempt_history", false, [&](const json& e, const std::string& at) {
         auto a = attempt_view_from_json(e, at);
         a ? v.attempt_history.push_back(std::move(*a)) : r.fail(a.error().message, a.error().field);
@@ -157,6 +161,9 @@ json to_json(const JobSummary& s) {
     if (s.submitted_by) {
         out["submitted_by"] = *s.submitted_by;
     }
+    if (s.check_of) {
+        out["check_of"] = *s.check_of;
+    }
     return out;
 }
 
@@ -176,6 +183,7 @@ Result<JobSummary> job_summary_from_json(const json& j, const std::string& at) {
     s.exit_code = r.optional_integer("exit_code", lo, hi);
     s.reason = r.text("reason", text_max, std::string());
     s.cost_micro = r.integer("cost_micro", lo, hi, 0);
+    s.check_of = r.optional_integer("check_of", 1, hi);
     return done(r, std::move(s));
 }
 

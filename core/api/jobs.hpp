@@ -66,6 +66,8 @@ struct JobView {
     std::optional<std::int64_t> cost_micro{}; // charged so far, all attempts
     std::int64_t held_micro = 0;              // in escrow for its running attempt
     std::vector<AttemptView> attempt_history{};
+    // A spot check (docs/evidence.md): the attempt whose result it runs again; absent otherwise.
+    std::optional<std::int64_t> check_of{};
     bool operator==(const JobView&) const = default;
 };
 
@@ -83,6 +85,7 @@ struct JobSummary {
     std::optional<std::int64_t> exit_code{};
     std::string reason{}; // why it waits (queued jobs) or how it ended
     std::int64_t cost_micro = 0;
+    std::optional<std::int64_t> check_of{}; // a spot check: the attempt it runs again
     bool operator==(const JobSummary&) const = default;
 };
 

@@ -44,12 +44,16 @@ Result<PoolGpu> pool_gpu_from_json(const json& j, const std::string& at) {
 }
 
 json to_json(const PoolWorker& w) {
-    return {{"id", w.id.value()},
-            {"name", w.name},
-            {"team", w.team},
-            {"presence", w.presence},
-            {"last_seen_at", w.last_seen_at},
-            {"gpus", array_json(w.gpus)}};
+    json out = {{"id", w.id.value()},
+                {"name", w.name},
+                {"team", w.team},
+                {"presence", w.presence},
+                {"last_seen_at", w.last_seen_at},
+                {"gpus", array_json(w.gpus)}};
+    if (w.reliability) {
+        out["reliability"] = *w.reliability;
+    }
+    return out;
 }
 
 Result<PoolWorker> pool_worker_from_json(const json& j, const std::string& at) {
@@ -62,6 +66,9 @@ Result<PoolWorker> pool_worker_from_json(const json& j, const std::string& at) {
     w.presence = r.text("presence", k_pool_text, std::string());
     w.last_seen_at = r.integer("last_seen_at", k_pool_lo, k_pool_hi, 0);
     read_each(r, "gpus", false, w.gpus, pool_gpu_from_json);
+    if (j.is_object() && j.contains("reliability") && !j["reliability"].is_null()) {
+        w.reliability = r.number("reliability", std::nullopt);
+    }
     return value_or_error(r, std::move(w));
 }
 

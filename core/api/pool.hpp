@@ -39,6 +39,7 @@ struct PoolWorker {
     std::string presence{};
     std::int64_t last_seen_at = 0;
     std::vector<PoolGpu> gpus{};
+    std::optional<double> reliability{}; // its spot checks' score; absent: never checked
     bool operator==(const PoolWorker&) const = default;
 };
 

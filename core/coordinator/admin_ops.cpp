@@ -191,11 +191,6 @@ Status record_audit(Coordinator& pool, const Principal& who, const std::string& 
 
 namespace {
 
-// How the audit log names a worker: "worker 3 `gpu-box`".
-std::string worker_target(const WorkerRecord& w) {
-    return "worker " + std::to_string(w.id.value()) + " `" + w.name + "`";
-}
-
 // The worker's new state (a ban also revokes its enrollment token and ends its attempts as lost).
 void worker_state_changes(const Coordinator& pool, WorkerId worker, WorkerState state, Changes& c) {
     WorkerRecord w = pool.roster().at(worker).record;

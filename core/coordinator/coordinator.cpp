@@ -24,10 +24,12 @@ Coordinator::Coordinator(Store& store, const util::Clock& clock, CoordinatorOpti
     : m_store(store), m_clock(clock), m_options(std::move(options)),
       m_roster({m_options.worker_timeout_ms, m_options.whole_gpu_only_unenforced}, m_options.credits.rates),
       m_job_book(m_options.runtime_grace_ms), m_credits(m_options.credits, m_tokens, m_job_book), m_blobs(store),
-      m_pool(m_options.worker_timeout_ms), m_usage(m_options.policy.ordering.half_life_s) {}
+      m_pool(m_options.worker_timeout_ms), m_usage(m_options.policy.ordering.half_life_s),
+      m_draws(m_options.spot_check_seed) {}
 
 void Coordinator::record_usage(const AttemptRecord& a) {
-    if (!a.started_at || !a.ended_at || a.gpu_milli <= 0) {
+    // A spot check is the pool's work, not its team's: it does not lower the team's fair share.
+    if (!a.started_at || !a.ended_at || a.gpu_milli <= 0 || m_job_book.jobs().at(a.job).is_check()) {
         return;
     }
     const double seconds = static_cast<double>(*a.ended_at - *a.started_at) / 1000.0;
@@ -187,7 +189,7 @@ void Coordinator::absorb(const Changes& changes) {
         m_pool.set_attempt(m_job_book.attempts().at(a.id), m_job_book.jobs().at(a.job), m_job_book.times_preempted(a.job));
     }
     for (const auto& j : changes.jobs) {
-        feed_job(m_pool, m_job_book, m_job_book.jobs().at(j.id), m_options);
+        feed_job(m_pool, m_roster, m_job_book, m_job_book.jobs().at(j.id), m_options);
     }
 }
 

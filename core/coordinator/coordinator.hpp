@@ -46,6 +46,7 @@
 #include "core/coordinator/job_book.hpp"
 #include "core/coordinator/metrics.hpp"
 #include "core/coordinator/pool_view.hpp"
+#include "core/coordinator/spot_checks.hpp"
 #include "core/coordinator/token_book.hpp"
 #include "core/coordinator/views.hpp"
 #include "core/coordinator/worker_roster.hpp"
@@ -105,6 +106,8 @@ public:
     // ---- the store's blobs, and what workers say that is not durable ----
     // Logs, outputs and input archives (blob_shelf.hpp): written straight to the store, no commit().
     BlobShelf& blobs() { return m_blobs; }
+    // Which succeeded results are spot-checked (spot_checks.hpp): the draws, not durable.
+    SpotDraws& spot_draws() { return m_draws; }
     // What a worker's heartbeats say (health, draining, sharing, its owner's terms, GPU memory in
     // use, model downloads: worker_roster.hpp) is kept in memory only, since each heartbeat says it
     // again, and changes only through these four (worker_ops.cpp calls them): the scheduler's view of
@@ -205,6 +208,7 @@ private:
 
     PoolCounters m_counters;               // ended attempts, ended jobs and credits, since the pool began
     CoordinatorEvents* m_events = nullptr; // not owned
+    SpotDraws m_draws;                     // spot checks' sampling (spot_checks.hpp)
 
     // Ids reserved from the store (Store::reserve_ids), a block per kind: [next, end).
     struct IdBlock {

@@ -180,6 +180,17 @@ void CreditDesk::stage_settlement(const AttemptRecord& attempt, TeamId payer, Te
     changes.ledger.insert(changes.ledger.end(), entries.begin(), entries.end());
 }
 
+void CreditDesk::stage_check_pay(const AttemptRecord& attempt, TeamId payer, TeamId provider, bool chargeable,
+                                 std::int64_t runtime_ms, std::int64_t max_runtime_ms, std::int64_t now,
+                                 Changes& changes) const {
+    const Micro pay = credits::cost_of(attempt.price_micro_per_hour, std::min(runtime_ms, max_runtime_ms));
+    if (!chargeable || pay <= 0) {
+        return;
+    }
+    changes.ledger.push_back(credits::Ledger::check_pay_entry(next_entry_id(changes), now, attempt.id.value(),
+                                                              payer.value(), provider.value(), pay));
+}
+
 void CreditDesk::stage_payouts(std::int64_t now, Changes& c) const {
     if (m_options->settle_ms <= 0) {
         return;

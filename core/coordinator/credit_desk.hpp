@@ -90,6 +90,12 @@ public:
     // period when it is another team), the rest back.
     void stage_settlement(const store::AttemptRecord& attempt, TeamId payer, TeamId provider, bool chargeable,
                           std::int64_t runtime_ms, std::int64_t now_ms, store::Changes& changes) const;
+    // Pays a spot check's attempt (docs/evidence.md), which holds nothing: the pool fee pays its
+    // provider its price for `runtime_ms` (at most its max_runtime), as a team would have been
+    // charged, when `chargeable`; nothing when that comes to 0 (an unpriced CPU worker).
+    void stage_check_pay(const store::AttemptRecord& attempt, TeamId payer, TeamId provider, bool chargeable,
+                         std::int64_t runtime_ms, std::int64_t max_runtime_ms, std::int64_t now,
+                         store::Changes& changes) const;
     // Earnings whose settling period is over, paid out.
     void stage_payouts(std::int64_t now_ms, store::Changes& changes) const;
     // Grants past their expiry: what is left of each (up to the team's positive balance) back.

@@ -304,7 +304,7 @@ Result<Report> pool_report(const Coordinator& pool, const Principal& who, std::i
             continue;
         }
         tally_entry(e, totals);
-        if (e.reason == credits::EntryReason::charge) {
+        if (e.reason == credits::EntryReason::charge || e.reason == credits::EntryReason::check_pay) {
             earned_by_attempt[e.attempt] += e.amount;
         } else if (e.reason == credits::EntryReason::refund && e.debit.kind != credits::AccountKind::pool_fee) {
             earned_by_attempt[e.attempt] -= e.amount;
@@ -442,7 +442,8 @@ Result<WorkerEarnings> worker_earnings(const Coordinator& pool, const Principal&
     e.week_start_ms = utc_week_start_ms(now);
     std::set<std::int64_t> earning;
     for (const auto& entry : pool.credit_desk().ledger().entries()) {
-        const bool charge = entry.reason == credits::EntryReason::charge;
+        const bool charge =
+            entry.reason == credits::EntryReason::charge || entry.reason == credits::EntryReason::check_pay;
         const bool refund =
             entry.reason == credits::EntryReason::refund && entry.debit.kind != credits::AccountKind::pool_fee;
         if ((!charge && !refund) || entry.attempt == 0) {

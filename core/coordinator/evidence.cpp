@@ -3,6 +3,7 @@
 #include "core/api/field_reader.hpp"
 #include "core/coordinator/coordinator.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/spot_checks.hpp"
 #include "core/util/sha256.hpp"
 
 #include <nlohmann/json.hpp>
@@ -179,7 +180,20 @@ Status record_outputs(Coordinator& pool, AttemptId attempt, const UploadedFile& 
                         (file.listing_error.empty() ? std::string("it was not read") : file.listing_error);
     }
     store::Changes c;
-    c.evidence.push_back(EvidenceRecord{attempt, k_outputs_kind, body.dump()});
+    // Names and texts are the job's bytes: not always UTF-8 (replaced, never a throw).
+    c.evidence.push_back(
+        EvidenceRecord{attempt, k_outputs_kind, body.dump(-1, ' ', false, json::error_handler_t::replace)});
+    // The small JSON files, for a spot check that compares by value (spot_checks.hpp): kept only for
+    // a job that may be checked so, or that is a check.
+    const auto a = pool.job_book().attempts().find(attempt);
+    const JobRecord* job = a == pool.job_book().attempts().end() ? nullptr : &pool.job_book().jobs().at(a->second.job);
+    const bool checked_by_value = job != nullptr && job->spec.verify.compare == recipe::CompareMode::json &&
+                                  (pool.options().spot_checks.fraction > 0.0 || job->is_check());
+    if (file.listing && checked_by_value) {
+        const json values{{"files", file.listing->json_texts}, {"skipped", file.listing->json_skipped}};
+        c.evidence.push_back(
+            EvidenceRecord{attempt, k_values_evidence, values.dump(-1, ' ', false, json::error_handler_t::replace)});
+    }
     return pool.commit(c);
 }
 
@@ -238,6 +252,16 @@ Result<json> job_manifest(Coordinator& pool, const Principal& who, JobId id, std
     m["models"] = models_part(spec, run, unknown);
     m["worker"] = worker_part(pool, a, run, unknown);
     m["outputs"] = outputs_part(outputs, a, unknown);
+    // Spot checks (spot_checks.hpp): this result's, and, for a check job, the result it checks.
+    if (const json check = piece(*evidence, k_check_evidence); check.is_object()) {
+        m["check"] = check;
+    }
+    if (job.check_of) {
+        const auto checked = book.attempts().find(*job.check_of);
+        m["check_of"] = {{"attempt", job.check_of->value()},
+                         {"job", checked == book.attempts().end() ? json() : json(checked->second.job.value())},
+                         {"tie_break_against", job.check_against ? json(job.check_against->value()) : json()}};
+    }
     if (spec.recipe_sha256.empty()) {
         unknown.push_back("the recipe's digest: the client that submitted the job did not send it");
     }

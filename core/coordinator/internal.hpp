@@ -117,7 +117,14 @@ inline std::int64_t median_of(std::vector<std::int64_t> v) {
 // Tells `view` about every live record of the roster and the book (a view built from scratch), or
 // about one job, as Coordinator::absorb does change by change (scheduling.cpp).
 void feed_view(PoolView& view, const WorkerRoster& roster, const JobBook& book, const CoordinatorOptions& options);
-void feed_job(PoolView& view, const JobBook& book, const store::JobRecord& job, const CoordinatorOptions& options);
+// A spot check (JobRecord::check_of) keeps off the owners of the workers whose results it checks.
+void feed_job(PoolView& view, const WorkerRoster& roster, const JobBook& book, const store::JobRecord& job,
+              const CoordinatorOptions& options);
+
+// How the audit log names a worker: "worker 3 `gpu-box`".
+inline std::string worker_target(const store::WorkerRecord& w) {
+    return "worker " + std::to_string(w.id.value()) + " `" + w.name + "`";
+}
 
 // Log bytes kept for a job's attempts (0: no cap): its own cap, else the pool's; and how many of
 // them from the log's start.

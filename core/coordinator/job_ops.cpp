@@ -109,10 +109,17 @@ void detail::end_attempt(const Coordinator& pool, AttemptRecord& attempt, Attemp
     const std::int64_t now = pool.now_ms();
     const std::int64_t runtime_ms = attempt.started_at ? now - *attempt.started_at : 0;
     pool.job_book().stage_attempt_end(attempt, state, exit_code, reason, now, changes);
-    // Settle the escrow in the same transaction as the state change.
-    pool.credit_desk().stage_settlement(attempt, pool.job_book().jobs().at(attempt.job).team,
-                                        pool.roster().at(attempt.worker).record.team,
-                                        chargeable && state != AttemptState::lost, runtime_ms, now, changes);
+    // Settle the escrow in the same transaction as the state change; a spot check has none: the
+    // pool pays its provider.
+    const JobRecord& job = pool.job_book().jobs().at(attempt.job);
+    const TeamId provider = pool.roster().at(attempt.worker).record.team;
+    const bool charged = chargeable && state != AttemptState::lost;
+    if (job.is_check()) {
+        pool.credit_desk().stage_check_pay(attempt, job.team, provider, charged, runtime_ms,
+                                           job.spec.resources.max_runtime_s * 1000, now, changes);
+        return;
+    }
+    pool.credit_desk().stage_settlement(attempt, job.team, provider, charged, runtime_ms, now, changes);
 }
 
 Status cancel_job(Coordinator& pool, const Principal& who, JobId id) {
@@ -124,6 +131,11 @@ Status cancel_job(Coordinator& pool, const Principal& who, JobId id) {
     if (is_terminal(job.state)) {
         return make_error(ErrorCode::conflict,
                           "job " + std::to_string(id.value()) + " has already " + to_string(job.state));
+    }
+    if (job.is_check() && who.role != Role::admin) {
+        return make_error(ErrorCode::forbidden,
+                          "job " + std::to_string(id.value()) + " is the pool's spot check of attempt " +
+                              std::to_string(job.check_of->value()) + " (docs/evidence.md): only an admin cancels it");
     }
     Changes c;
     stage_cancel(pool, id, "cancelled by user", c);
@@ -142,6 +154,11 @@ Result<std::int64_t> cancel_sweep(Coordinator& pool, const Principal& who, Sweep
     std::vector<JobId> ids;
     for (const auto& [id, j] : pool.job_book().jobs()) {
         if (j.sweep_id == sweep_id && !is_terminal(j.state)) {
+            if (j.is_check() && who.role != Role::admin) {
+                return make_error(ErrorCode::forbidden, "sweep " + std::to_string(sweep_id.value()) +
+                                                            " is the pool's spot check (docs/evidence.md): only an "
+                                                            "admin cancels it");
+            }
             ids.push_back(id);
         }
     }

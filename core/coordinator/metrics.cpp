@@ -4,6 +4,7 @@
 #include "core/coordinator/credit_desk.hpp"
 #include "core/coordinator/internal.hpp"
 #include "core/coordinator/job_book.hpp"
+#include "core/coordinator/spot_checks.hpp"
 #include "core/coordinator/token_book.hpp"
 #include "core/coordinator/worker_roster.hpp"
 
@@ -81,6 +82,9 @@ void tally_entry(const credits::Entry& e, std::map<std::int64_t, CreditTotals>& 
     case credits::EntryReason::fee:
         teams[e.payer].spent += e.amount;
         break;
+    case credits::EntryReason::check_pay: // earned from the pool, not spent by a team
+        teams[e.credit.team].earned += e.amount;
+        break;
     case credits::EntryReason::refund:
         // A voided attempt: its provider did not earn it, its team did not spend it.
         if (e.debit.kind != credits::AccountKind::pool_fee) {
@@ -127,6 +131,20 @@ void bump(std::vector<Row>& rows, std::map<Key, std::size_t>& at, const Key& key
         rows.push_back(std::move(fresh));
     }
     ++rows[it->second].count;
+}
+
+} // namespace
+
+namespace {
+
+// A worker's spot checks (spot_checks.hpp): its record when it has one, and whether it is quarantined.
+void count_checks(PoolMetrics& m, const store::WorkerRecord& w, const std::string& presence) {
+    if (w.state == store::WorkerState::quarantined) {
+        ++m.workers_quarantined;
+    }
+    if (const auto record = check_record(w); record.checks() > 0 && presence != "banned") {
+        m.checked.push_back({w.id.value(), w.name, record.agreed, record.disagreed, verify::reliability(record)});
+    }
 }
 
 } // namespace
@@ -195,6 +213,7 @@ PoolMetrics pool_metrics(const TokenBook& tokens, const WorkerRoster& roster, co
             m.heartbeats.push_back(
                 {id.value(), w.record.name, static_cast<double>(m.at_ms - w.record.last_seen_at) / 1000.0});
         }
+        count_checks(m, w.record, state);
         std::set<std::string> models;
         const auto& gpus = w.inventory.gpus;
         const bool reports_use = w.gpu_memory_used_mib.size() == gpus.size();

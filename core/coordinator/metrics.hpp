@@ -124,6 +124,18 @@ struct PoolMetrics {
     };
     std::vector<Heartbeat> heartbeats; // workers not banned or drained
 
+    // Spot checks (docs/evidence.md): each checked worker's record and reliability score, and how
+    // many workers are quarantined now.
+    struct Checked {
+        std::int64_t worker = 0;
+        std::string name;
+        std::int64_t agreed = 0;
+        std::int64_t disagreed = 0;
+        double reliability = 0;
+    };
+    std::vector<Checked> checked; // workers with at least one check, not banned
+    std::int64_t workers_quarantined = 0;
+
     struct Credits {
         std::string team;
         CreditTotals totals;

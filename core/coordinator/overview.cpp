@@ -127,6 +127,10 @@ void add_workers(PoolOverview& out, const OverviewSources& from, const std::vect
         ow.team = (full || visible(w.record.team)) ? from.tokens.team_name(w.record.team) : std::string();
         ow.presence = from.roster.presence(id, from.now_ms);
         ow.last_seen_at = w.record.last_seen_at;
+        if (w.record.checks_agreed + w.record.checks_disagreed > 0) {
+            ow.reliability = static_cast<double>(1 + w.record.checks_agreed) /
+                             static_cast<double>(2 + w.record.checks_agreed + w.record.checks_disagreed);
+        }
         const bool online = is_online(ow.presence);
         out.totals.workers += 1;
         out.totals.workers_online += online ? 1 : 0;

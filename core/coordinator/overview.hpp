@@ -51,6 +51,8 @@ struct OverviewWorker {
     std::string presence; // WorkerRoster::presence: online, offline, paused, drained, ...
     std::int64_t last_seen_at = 0;
     std::vector<OverviewGpu> gpus;
+    // Its spot checks' reliability score, (1 + agreed) / (2 + checks); nullopt: never checked.
+    std::optional<double> reliability;
 };
 
 struct OverviewJob {

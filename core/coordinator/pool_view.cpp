@@ -64,6 +64,7 @@ void PoolView::set_worker(WorkerId id, const LiveWorker& worker) {
     b.memory_mib_total = b.memory_mib_free = worker.memory_mib;
     b.slots_free = worker.slots > 0 ? std::optional<std::int64_t>(worker.slots) : std::nullopt;
     b.terms = worker.placement_terms;
+    b.owner = worker.record.team;
     if (added || worker.gpus.size() != b.gpus.size() || worker.gpu_models.size() != b.gpus.size() ||
         !std::equal(worker.gpus.begin(), worker.gpus.end(), b.gpus.begin(),
                     [](const sched::Gpu& x, const sched::Gpu& y) { return x.memory_mib == y.memory_mib; }) ||
@@ -317,7 +318,7 @@ void PoolView::count_queued(const Queued& q, int sign) {
 }
 
 void PoolView::set_job(const JobRecord& j, std::int64_t queued_since_ms, TokenId submitter, std::int64_t sweep_cap,
-                       std::vector<sched::AvoidWorker> avoid) {
+                       std::vector<sched::AvoidWorker> avoid, std::vector<TeamId> avoid_owners) {
     if (auto old = m_queued.find(j.id); old != m_queued.end()) {
         count_queued(old->second, -1);
         m_queued.erase(old);
@@ -331,6 +332,8 @@ void PoolView::set_job(const JobRecord& j, std::int64_t queued_since_ms, TokenId
     q.request.sweep = j.sweep_id;
     q.request.member = submitter;
     q.request.avoid = std::move(avoid);
+    q.request.avoid_owners = std::move(avoid_owners);
+    q.request.pool_pays = j.is_check();
     q.models = j.spec.resources.gpu_models;
     mask(q);
     q.sweep_cap = sweep_cap;

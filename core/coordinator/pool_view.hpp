@@ -74,8 +74,8 @@ public:
     // `queued_since_ms`: when it (re)joined the queue; `submitter`: the token that submitted it;
     // `sweep_cap`: its sweep's max_parallel (0: none); `avoid`: the workers it is kept off and until
     // when (sched::JobRequest::avoid). Ignored unless the job is queued.
-    void set_job(const store::JobRecord& job, std::int64_t queued_since_ms, TokenId submitter,
-                 std::int64_t sweep_cap, std::vector<sched::AvoidWorker> avoid = {});
+    void set_job(const store::JobRecord& job, std::int64_t queued_since_ms, TokenId submitter, std::int64_t sweep_cap,
+                 std::vector<sched::AvoidWorker> avoid = {}, std::vector<TeamId> avoid_owners = {});
     // `job`: the attempt's job record (its team, spec and sweep); `preempted`: how many of the job's
     // earlier attempts ended preempted (by the scheduler or by a GPU's owner), for the preemption cap.
     void set_attempt(const store::AttemptRecord& attempt, const store::JobRecord& job, std::int64_t preempted);

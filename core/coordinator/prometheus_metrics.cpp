@@ -251,6 +251,19 @@ void add_memory(pm::Registry& r, const PoolMetrics& s) {
     for (const auto& h : s.heartbeats) {
         age.Add({{"worker", std::to_string(h.worker)}, {"name", h.name}}).Set(h.age_s);
     }
+    // Spot checks (docs/evidence.md): alert on gpupool_workers_quarantined > 0.
+    gauge("gpupool_workers_quarantined", "Workers quarantined now because their spot checks disagreed")
+        .Add({})
+        .Set(static_cast<double>(s.workers_quarantined));
+    auto& reliability = gauge("gpupool_worker_reliability",
+                              "Each spot-checked worker's reliability score: (1 + agreed) / (2 + checks)");
+    auto& checks = gauge("gpupool_worker_spot_checks", "Each spot-checked worker's checks, by verdict");
+    for (const auto& c : s.checked) {
+        const std::string id = std::to_string(c.worker);
+        reliability.Add({{"worker", id}, {"name", c.name}}).Set(c.reliability);
+        checks.Add({{"worker", id}, {"name", c.name}, {"verdict", "agreed"}}).Set(static_cast<double>(c.agreed));
+        checks.Add({{"worker", id}, {"name", c.name}, {"verdict", "disagreed"}}).Set(static_cast<double>(c.disagreed));
+    }
 }
 
 void add_credits(pm::Registry& r, const PoolMetrics& s) {

@@ -123,6 +123,12 @@ Status check_retry(Coordinator& pool, const Principal& who, TeamId team, const s
         if (auto why = not_retryable(id, j.state); !why.empty()) {
             return make_error(ErrorCode::conflict, why, "jobs");
         }
+        if (j.is_check()) {
+            return make_error(ErrorCode::conflict,
+                              job_words(id) + " is a spot check of attempt " + std::to_string(j.check_of->value()) +
+                                  " (docs/evidence.md): the pool runs it once, it is not retried",
+                              "jobs");
+        }
         // It can still run only if its inputs are still on the coordinator.
         if (const auto& sha = j.spec.inputs.archive; !sha.empty()) {
             auto size = pool.blobs().input_size(team, sha);

@@ -159,6 +159,9 @@ net::Response list_workers(ServiceState& svc, const net::Request&, const Input&,
         v.last_seen_at = w.last_seen_at;
         v.model_mismatch = live.model_mismatch.empty() ? std::nullopt : std::optional<std::string>(live.model_mismatch);
         v.inventory = json::parse(w.inventory_json, nullptr, false); // as the worker reported it
+        v.checks_agreed = w.checks_agreed;
+        v.checks_disagreed = w.checks_disagreed;
+        v.reliability = verify::reliability(check_record(w));
         out.workers.push_back(std::move(v));
     }
     return ok(api::to_json(out));
@@ -327,7 +330,7 @@ net::Response pool_overview(ServiceState& svc, const net::Request&, const Input&
     out.at = o->at_ms;
     out.detail = to_string(o->detail);
     for (const auto& w : o->workers) {
-        api::PoolWorker pw{w.id, w.name, w.team, w.presence, w.last_seen_at};
+        api::PoolWorker pw{w.id, w.name, w.team, w.presence, w.last_seen_at, {}, w.reliability};
         for (const auto& g : w.gpus) {
             pw.gpus.push_back({g.index, g.model, g.memory_mib, g.allocated_milli, g.jobs, g.healthy, g.enforcement});
         }

@@ -49,6 +49,9 @@ api::JobView job_view(const Coordinator& coord, const JobRecord& j, const std::v
     v.spec = j.spec;
     v.cost_micro = cost;
     v.held_micro = coord.credit_desk().held_micro(j.id);
+    if (j.check_of) {
+        v.check_of = j.check_of->value();
+    }
     return v;
 }
 
@@ -66,6 +69,9 @@ api::JobSummary job_summary(const Coordinator& coord, const JobRecord& j) {
     s.exit_code = j.exit_code;
     s.reason = coordinator::shown_reason(coord, j);
     s.cost_micro = coord.credit_desk().job_cost_micro(j.id, coord.now_ms());
+    if (j.check_of) {
+        s.check_of = j.check_of->value();
+    }
     return s;
 }
 

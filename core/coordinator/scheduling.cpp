@@ -40,7 +40,8 @@ std::string Coordinator::credit_wait_reason(const sched::WaitingJob& w, std::int
 
 namespace detail {
 
-void feed_job(PoolView& view, const JobBook& book, const JobRecord& j, const CoordinatorOptions& options) {
+void feed_job(PoolView& view, const WorkerRoster& roster, const JobBook& book, const JobRecord& j,
+              const CoordinatorOptions& options) {
     // A job re-queued by preemption queues again from when it stopped, so that aging cannot lift
     // it straight back above the job it made room for.
     std::int64_t queued_since = j.created_at;
@@ -51,10 +52,22 @@ void feed_job(PoolView& view, const JobBook& book, const JobRecord& j, const Coo
         }
     }
     const SweepRecord& sweep = book.sweeps().at(j.sweep_id);
+    std::vector<TeamId> avoid_owners;
+    for (const auto& checked : {j.check_of, j.check_against}) {
+        if (!checked) {
+            continue;
+        }
+        const auto a = book.attempts().find(*checked);
+        const auto* w = a == book.attempts().end() ? nullptr : roster.find(a->second.worker);
+        if (w != nullptr) {
+            avoid_owners.push_back(w->record.team);
+        }
+    }
     view.set_job(j, queued_since, sweep.submitter_token, sweep.max_parallel,
                  j.state == JobState::queued
                      ? book.owner_avoids(j.id, options.owner_preempt_limit, options.owner_avoid_ms)
-                     : std::vector<sched::AvoidWorker>{});
+                     : std::vector<sched::AvoidWorker>{},
+                 std::move(avoid_owners));
 }
 
 void feed_view(PoolView& view, const WorkerRoster& roster, const JobBook& book, const CoordinatorOptions& options) {
@@ -66,7 +79,7 @@ void feed_view(PoolView& view, const WorkerRoster& roster, const JobBook& book, 
         view.set_attempt(a, book.jobs().at(a.job), book.times_preempted(a.job));
     }
     for (JobId id : book.queued()) {
-        feed_job(view, book, book.jobs().at(id), options);
+        feed_job(view, roster, book, book.jobs().at(id), options);
     }
 }
 
@@ -129,7 +142,8 @@ void Coordinator::assign(const sched::PlacementDecision& p, AttemptId id, std::i
     JobRecord j = m_job_book.jobs().at(p.job);
     const std::int64_t gpu_index = p.gpus.empty() ? -1 : static_cast<std::int64_t>(p.gpus.front());
     const Micro price = m_roster.attempt_price(j.spec.resources, p.worker, gpu_index, p.gpu_milli);
-    const Micro hold = credits::cost_of(price, j.spec.resources.max_runtime_s * 1000);
+    // A spot check holds nothing: the pool pays its provider when it ends (CreditDesk::stage_check_pay).
+    const Micro hold = j.is_check() ? 0 : credits::cost_of(price, j.spec.resources.max_runtime_s * 1000);
     AttemptRecord a;
     a.id = id;
     a.job = p.job;

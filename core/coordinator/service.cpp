@@ -68,7 +68,11 @@ Result<Input> ServiceState::prepare(const net::Request& req, const Accepts& acce
         if (accepts.list_archive) {
             // One pass: the listing and the upload's SHA-256 together.
             util::Sha256 whole;
-            auto listing = archive::list_archive_file(req.body_file->path(), {}, &whole);
+            // The small JSON files too, for spot checks that compare by value (spot_checks.hpp).
+            archive::ListLimits limits;
+            limits.json_file_bytes = archive::k_check_json_file_bytes;
+            limits.json_total_bytes = archive::k_check_json_total_bytes;
+            auto listing = archive::list_archive_file(req.body_file->path(), limits, &whole);
             if (!listing && listing.error().code == ErrorCode::io) {
                 return listing.error();
             }

@@ -14,6 +14,7 @@
 #include "core/recipe/recipe.hpp"
 #include "core/sched/scheduler.hpp"
 #include "core/store/store.hpp"
+#include "core/verify/spot_check.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -79,6 +80,11 @@ struct CoordinatorOptions {
     // Recipe repositories (as clients name them: recipe::Origin::repo) whose runs count for every
     // team in recipe_history; any other repository's runs count for the team that ran them alone.
     std::vector<std::string> public_recipe_repos{};
+    // Spot checks (`coordinator --verify-fraction`, docs/evidence.md): how often a succeeded job runs
+    // again on another owner's worker, and when a worker is quarantined. fraction 0: off.
+    verify::SpotCheckPolicy spot_checks{};
+    // The seed of the spot checks' draws (0: from std::random_device), for repeatable tests.
+    std::uint64_t spot_check_seed = 0;
 };
 
 // A submission and its answer: the wire types (core/api/submit.hpp), taken as they are.

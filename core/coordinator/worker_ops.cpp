@@ -7,6 +7,7 @@
 #include "core/coordinator/evidence.hpp"
 #include "core/coordinator/internal.hpp"
 #include "core/coordinator/job_ops.hpp"
+#include "core/coordinator/spot_checks.hpp"
 #include "core/resources/quantity.hpp"
 
 #include <nlohmann/json.hpp>
@@ -285,6 +286,7 @@ Status stage_end(Coordinator& pool, const Principal& who, AttemptId id, const ap
         }
         std::string why = reason.empty() ? "exited with status " + std::to_string(*exit_code) : reason;
         end_attempt(pool, copy, *exit_code == 0 ? AttemptState::succeeded : AttemptState::failed, exit_code, why, c);
+        stage_spot_check(pool, copy, done.report ? &*done.report : nullptr, c);
         break;
     }
     case Outcome::worker_fault:

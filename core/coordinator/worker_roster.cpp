@@ -64,6 +64,9 @@ std::string WorkerRoster::presence(WorkerId id, std::int64_t now_ms) const {
     if (w.record.state == WorkerState::banned) {
         return "banned";
     }
+    if (w.record.state == WorkerState::quarantined) {
+        return "quarantined"; // the admin's to lift, whether it is heard or not
+    }
     if (!reachable(w, now_ms)) {
         return "offline";
     }

@@ -64,7 +64,8 @@ public:
     bool banned(WorkerId id) const;
     // Heard from within the timeout and not waiting to confirm a restore: a pass may place on it.
     bool reachable(const LiveWorker& w, std::int64_t now_ms) const;
-    // How a worker is now: "banned", "drained" (by an admin), "offline" (no heartbeat within the
+    // How a worker is now: "banned", "drained" (by an admin), "quarantined" (its spot checks
+    // disagreed: spot_checks.hpp), "offline" (no heartbeat within the
     // worker timeout, or none since the pool was restored from a backup), "draining" (the worker is
     // shutting down), "paused" (by its owner), "off-hours" (outside its owner's sharing hours),
     // "reclaimed" (its owner uses its GPUs) or "online".

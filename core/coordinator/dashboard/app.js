@@ -141,7 +141,7 @@
 
   function presenceClass(p) {
     if (p === "online") return "presence-online";
-    if (p === "offline" || p === "banned") return "presence-offline";
+    if (p === "offline" || p === "banned" || p === "quarantined") return "presence-offline";
     return "presence-other";
   }
 
@@ -194,6 +194,7 @@
         { text: w.presence, cls: presenceClass(str(w.presence)) },
         ago(w.last_seen_at, now),
         gpuCell(list(w.gpus)),
+        typeof w.reliability === "number" ? w.reliability.toFixed(3) : "not checked",
       ]);
       tr.dataset.workerId = String(num(w.id));
       return tr;

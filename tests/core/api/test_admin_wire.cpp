@@ -34,6 +34,7 @@ const char* const k_workers = R"({"workers": [
    "sharing": "paused", "sharing_changes_at_ms": 1700000100000,
    "terms": {"max_runtime_s": 3600, "teams": ["fellows"], "registries": [], "hours": [], "max_jobs": 2},
    "last_seen_at": 1700000005000, "model_mismatch": null,
+   "checks_agreed": 12, "checks_disagreed": 1, "reliability": 0.8666666666666667,
    "inventory": {"cpu_milli": 16000, "memory_mib": 65536, "gpus": [{"index": 0, "model": "L4"}]}}]})";
 
 const char* const k_overview = R"({
@@ -89,6 +90,9 @@ TEST_CASE("admin wire: tokens and workers, the names pinned by the service's for
     CHECK(box.terms->teams == std::vector<std::string>{"fellows"});
     CHECK_FALSE(box.model_mismatch);
     CHECK(box.inventory["gpus"][0]["model"] == "L4"); // passed on as it came
+    CHECK(box.checks_agreed == 12);
+    CHECK(box.checks_disagreed == 1);
+    CHECK(box.reliability == Approx(13.0 / 15.0));
     CHECK(api::to_json(*w) == workers);
 }
 

@@ -5,6 +5,7 @@
 #include "worker/agent/agent_setup.hpp"
 #include "worker/agent/delivery.hpp"
 #include "worker/agent/drain.hpp"
+#include "worker/agent/forge.hpp"
 #include "worker/agent/gpu_watch.hpp"
 #include "worker/agent/image_prefetch.hpp"
 #include "worker/agent/job_container.hpp"
@@ -72,6 +73,7 @@ struct Agent::Impl {
     WaitingRoom waiting;                   // taken, not started: waiting for model weights or a GPU share
     Drain drain;                           // when draining: when to stop the running jobs, when to return
     std::optional<Error> fatal;            // why run() must end with an error
+    std::optional<TestForge> test_forge;   // TEST ONLY: GPUPOOL_TEST_FORGE (forge.hpp)
 
     // Shared with the poll thread and with drain()/stop() callers (poll_thread.hpp).
     AgentSignals sig;
@@ -90,7 +92,7 @@ struct Agent::Impl {
           link(links(opt.token)), spool(opt.work_dir),
           jobs({opt.runtime_grace, opt.engine_unanswered_max}, runtime, spool, attempts, clock,
                {[this](const std::string& line) { event(line); }, [this](std::int64_t i) { return gpu_failed(i); },
-                [this] { return wall.now_ms(); }}),
+                [this] { return wall.now_ms(); }, [this](Attempt& t) { forge_if_drawn(t); }}),
           gpu(probe, clock, opt.gpu_watch, opt.gpu_health, {opt.reclaim_grace.count(), opt.reclaim_quiet.count()},
               opt.proc_root, opt.idle_watch),
           delivery({opt.work_dir, opt.heartbeat, opt.log_flush}, *link, clock,
@@ -485,7 +487,27 @@ struct Agent::Impl {
         return s.done;
     }
 
+    // TEST ONLY (forge.hpp): with GPUPOOL_TEST_FORGE set, one draw per job that exited 0 decides
+    // whether its outputs are overwritten before they are packed.
+    void forge_if_drawn(Attempt& t) {
+        if (test_forge && test_forge->draw()) {
+            const int n = forge_outputs(t.dir / "outputs");
+            spdlog::warn("attempt {} (job {}): FORGED {} output file(s) ({})", t.id().value(), t.a.job.value(), n,
+                         k_test_forge_env);
+        }
+    }
+
     Status run() {
+        auto forge = test_forge_from_env();
+        if (!forge) {
+            return forge.error();
+        }
+        test_forge = std::move(*forge);
+        if (test_forge) {
+            spdlog::warn("{} is set: this worker FORGES {} of its results: a test of spot checks, never for a real "
+                         "pool",
+                         k_test_forge_env, test_forge->rate_text());
+        }
         if (auto st = prepare(); !st) {
             return st;
         }

@@ -172,6 +172,9 @@ void JobControl::finish(Attempt& t, const ExitStatus& st) {
                                             " (the job " + t.reason + ")");
         }
     }
+    if (m_hooks.exited_zero && t.stop_reason.empty() && st.exit_code == 0 && t.outcome == Outcome::exited) {
+        m_hooks.exited_zero(t);
+    }
     spdlog::info("attempt {}: {}", id.value(), t.reason);
     event_ended(t);
 }

@@ -49,6 +49,9 @@ public:
         std::function<std::optional<std::string>(std::int64_t index)> gpu_failed;
         // The worker's wall clock, Unix ms (the run report's times); unset: not known (0).
         std::function<std::int64_t()> wall_ms{};
+        // A job that ended by itself with exit 0, before its outputs are packed; unset: none. TEST ONLY
+        // use: the agent's GPUPOOL_TEST_FORGE (forge.hpp) forges outputs here.
+        std::function<void(Attempt&)> exited_zero{};
     };
 
     JobControl(JobControlOptions options, ContainerRuntime& runtime, Spool& spool, AttemptTable& attempts,

@@ -399,8 +399,18 @@ std::string owners_refusal(const std::vector<const Worker*>& workers, const JobR
 }
 
 // "the 1 worker(s) that could run it handed it back too often (its owner preempted it again and
-// again): it waits for another worker, or 9m50s"
+// again): it waits for another worker, or 9m50s"; or, for a spot check kept off owners, that it waits
+// for another owner's worker.
 std::string avoided_reason(const std::vector<const Worker*>& workers, const JobRequest& job, std::int64_t now) {
+    const bool owners_only = std::all_of(workers.begin(), workers.end(), [&](const Worker* w) {
+        return std::find(job.avoid_owners.begin(), job.avoid_owners.end(), w->owner) != job.avoid_owners.end();
+    });
+    if (owners_only) {
+        // A spot check: never on the checked worker's owner (nor, for a tie-break, the first check's).
+        return "the " + std::to_string(workers.size()) +
+               " worker(s) that could run it belong to the owner(s) whose result it checks: it waits for another "
+               "owner's worker";
+    }
     std::int64_t first = 0;
     for (const auto* w : workers) {
         for (const auto& a : job.avoid) {

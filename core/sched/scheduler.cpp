@@ -11,10 +11,15 @@ namespace gpupool::sched {
 namespace {
 
 // Requests that are interchangeable for placement: once one fails in a call, the rest fail too
-// (resources only shrink during a call). A request that avoids workers (JobRequest::avoid) has
+// (resources only shrink during a call). A request that avoids workers or owners (avoids()) has
 // fewer places to go than its signature says: its failure is not recorded for the others.
 using Signature =
     std::tuple<std::int64_t, std::int64_t, std::int64_t, ModelMask, std::int64_t, std::int64_t, std::int64_t>;
+// A request kept off some workers (JobRequest::avoid) or owners (avoid_owners: a spot check).
+bool avoids(const JobRequest& j) {
+    return !j.avoid.empty() || !j.avoid_owners.empty();
+}
+
 Signature signature(const JobRequest& j) {
     return {j.gpus, j.gpu_milli, j.gpu_memory_mib, j.gpu_models, j.cpu_milli, j.memory_mib, j.team.value()};
 }
@@ -94,7 +99,7 @@ private:
             return;
         }
         WaitingJob w{job.id, p.outcome, p.reason, Gate::none, {}};
-        if (!may_preempt && job.avoid.empty()) {
+        if (!may_preempt && !avoids(job)) {
             m_failed.emplace(signature(job), w);
         }
         if (p.outcome == PlaceOutcome::not_now) {
@@ -156,7 +161,7 @@ private:
                        : find_victims(m_workers, m_view.running, job, m_shares, m_now, m_policy.preemption,
                                       m_policy.placement.owner_allows, m_taken);
         if (!set) {
-            if (job.avoid.empty()) {
+            if (!avoids(job)) {
                 m_no_victims[signature(job)] = true;
             }
             return false;

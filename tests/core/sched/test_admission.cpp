@@ -128,6 +128,24 @@ TEST_CASE("admission: a spot check the pool pays for enters and is placed whatev
     CHECK(w->gate == Gate::team_credits);
 }
 
+TEST_CASE("a spot check kept off the only owner waits, says why, and does not hold back the same team's like job",
+          "[sched][spot-checks]") {
+    ClusterView v;
+    v.workers = {worker(1, {1000})};
+    v.workers[0].owner = TeamId(7);
+    JobRequest check = hour_job(1, 500);
+    check.avoid_owners = {TeamId(7)};
+    check.submitted_at = 0;
+    JobRequest own = hour_job(2, 500); // the same shape and team: a failure cached for one is not the other's
+    own.submitted_at = 1;
+    Decisions d = schedule(v, {check, own}, priced(), Policy{}, 10);
+    REQUIRE(d.placements.size() == 1);
+    CHECK(d.placements[0].job == JobId(2));
+    const WaitingJob* w = waiting_of(d, 1);
+    REQUIRE(w != nullptr);
+    CHECK_THAT(w->reason, Catch::Contains("belong to the owner(s) whose result it checks"));
+}
+
 TEST_CASE("admission: a member's caps reserve job by job within the team's room", "[sched][admission]") {
     ClusterView v;
     v.workers = {worker(1, {1000, 1000})};

@@ -5,6 +5,7 @@
 #include "cmd/remote.hpp"
 #include "core/api/run_report.hpp"
 #include "core/client/jobs_client.hpp"
+#include "core/recipe/field_rules.hpp"
 #include "core/recipe/image_ref.hpp"
 #include "core/util/time_text.hpp"
 
@@ -104,17 +105,13 @@ void print_manifest(const json& m) {
     }
 }
 
-// A model id without its pinned revision.
-std::string model_repo(const std::string& id) { return id.substr(0, id.find('@')); }
-
 } // namespace
 
 Result<recipe::JobSpec> pinned_spec(recipe::JobSpec spec, const json& manifest, bool allow_unpinned,
                                     std::vector<std::string>& notes) {
     const std::string digest = text_at(manifest, "image.digest");
     if (api::is_sha256_digest(digest)) {
-        const std::string reference = spec.image.substr(0, spec.image.find('@'));
-        spec.image = reference + "@" + digest;
+        spec.image = recipe::pinned_image(spec.image, digest);
         notes.push_back("image pinned to " + spec.image);
     } else if (!allow_unpinned) {
         return make_error(ErrorCode::invalid_input,
@@ -127,12 +124,12 @@ Result<recipe::JobSpec> pinned_spec(recipe::JobSpec spec, const json& manifest, 
     for (auto& model : spec.cache_models) {
         std::string revision;
         for (const auto& m : manifest.value("models", json::array())) {
-            if (model_repo(text_at(m, "model")) == model_repo(model)) {
+            if (recipe::model_repo(text_at(m, "model")) == recipe::model_repo(model)) {
                 revision = text_at(m, "revision");
             }
         }
         if (!revision.empty()) {
-            model = model_repo(model) + "@" + revision;
+            model = recipe::pinned_model(model, revision);
             notes.push_back("model pinned to " + model);
         } else if (!allow_unpinned) {
             return make_error(ErrorCode::invalid_input,

@@ -23,17 +23,6 @@ namespace {
 constexpr const char* k_run_kind = "run";
 constexpr const char* k_outputs_kind = "outputs";
 
-// The stored piece of `kind`, parsed; null when there is none (or it does not parse: the store's
-// own text, so only a damaged database).
-json piece(const std::vector<EvidenceRecord>& evidence, std::string_view kind) {
-    for (const auto& e : evidence) {
-        if (e.kind == kind) {
-            return json::parse(e.json, nullptr, false);
-        }
-    }
-    return json();
-}
-
 json spec_env(const recipe::EnvList& env) {
     json out = json::object();
     for (const auto& [name, value] : env) {
@@ -167,6 +156,15 @@ bool secret_looking(std::string_view name) {
     return false;
 }
 
+json evidence_piece(const std::vector<EvidenceRecord>& evidence, std::string_view kind) {
+    for (const auto& e : evidence) {
+        if (e.kind == kind) {
+            return json::parse(e.json, nullptr, false);
+        }
+    }
+    return json();
+}
+
 void stage_run_report(AttemptId attempt, const api::RunReport& report, store::Changes& changes) {
     changes.evidence.push_back(EvidenceRecord{attempt, k_run_kind, api::to_json(report).dump()});
 }
@@ -224,8 +222,8 @@ Result<json> job_manifest(Coordinator& pool, const Principal& who, JobId id, std
     if (!evidence) {
         return evidence.error();
     }
-    const json run = piece(*evidence, k_run_kind);
-    const json outputs = piece(*evidence, k_outputs_kind);
+    const json run = evidence_piece(*evidence, k_run_kind);
+    const json outputs = evidence_piece(*evidence, k_outputs_kind);
     const auto sweep = book.sweeps().find(job.sweep_id);
     const recipe::JobSpec& spec = job.spec;
     json unknown = json::array();
@@ -253,7 +251,7 @@ Result<json> job_manifest(Coordinator& pool, const Principal& who, JobId id, std
     m["worker"] = worker_part(pool, a, run, unknown);
     m["outputs"] = outputs_part(outputs, a, unknown);
     // Spot checks (spot_checks.hpp): this result's, and, for a check job, the result it checks.
-    if (const json check = piece(*evidence, k_check_evidence); check.is_object()) {
+    if (const json check = evidence_piece(*evidence, k_check_evidence); check.is_object()) {
         m["check"] = check;
     }
     if (job.check_of) {

@@ -21,6 +21,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <optional>
+#include <string_view>
+#include <vector>
 
 namespace gpupool::coordinator {
 
@@ -38,6 +40,10 @@ Status record_outputs(Coordinator& pool, AttemptId attempt, const UploadedFile& 
 // whose outputs `fetch` returns). not_found for a job without attempts or an attempt of another job.
 Result<nlohmann::json> job_manifest(Coordinator& pool, const Principal& who, JobId job,
                                     std::optional<AttemptId> attempt = std::nullopt);
+
+// The piece of `kind` among one attempt's `evidence`, parsed; null when there is none (or it does not
+// parse: the store's own text, so only a damaged database).
+nlohmann::json evidence_piece(const std::vector<store::EvidenceRecord>& evidence, std::string_view kind);
 
 // Whether an environment variable's name looks like it holds a secret (TOKEN, SECRET, PASSWORD,
 // PASSWD, API_KEY, PRIVATE_KEY, CREDENTIAL in any case): the manifest shows such a value's SHA-256.

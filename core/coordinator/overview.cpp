@@ -5,6 +5,7 @@
 #include "core/coordinator/credit_desk.hpp"
 #include "core/coordinator/internal.hpp"
 #include "core/coordinator/job_book.hpp"
+#include "core/coordinator/spot_checks.hpp"
 #include "core/coordinator/token_book.hpp"
 #include "core/coordinator/worker_roster.hpp"
 
@@ -127,9 +128,8 @@ void add_workers(PoolOverview& out, const OverviewSources& from, const std::vect
         ow.team = (full || visible(w.record.team)) ? from.tokens.team_name(w.record.team) : std::string();
         ow.presence = from.roster.presence(id, from.now_ms);
         ow.last_seen_at = w.record.last_seen_at;
-        if (w.record.checks_agreed + w.record.checks_disagreed > 0) {
-            ow.reliability = static_cast<double>(1 + w.record.checks_agreed) /
-                             static_cast<double>(2 + w.record.checks_agreed + w.record.checks_disagreed);
+        if (const auto record = check_record(w.record); record.checks() > 0) {
+            ow.reliability = verify::reliability(record);
         }
         const bool online = is_online(ow.presence);
         out.totals.workers += 1;

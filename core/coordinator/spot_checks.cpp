@@ -1,13 +1,18 @@
 #include "core/coordinator/spot_checks.hpp"
 
 #include "core/coordinator/coordinator.hpp"
+#include "core/coordinator/evidence.hpp"
 #include "core/coordinator/internal.hpp"
+#include "core/recipe/field_rules.hpp"
 #include "core/verify/compare.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
+#include <string_view>
+#include <vector>
 
 namespace gpupool::coordinator {
 
@@ -37,48 +42,72 @@ std::string attempt_text(AttemptId id) {
     return "attempt " + std::to_string(id.value());
 }
 
-// The worker's record as `c` will leave it: the copy staged already, else a new copy of the roster's.
-WorkerRecord& staged_worker(const Coordinator& pool, WorkerId id, Changes& c) {
+// The worker's record staged in `c`, if it is.
+WorkerRecord* staged(Changes& c, WorkerId id) {
     for (auto it = c.workers.rbegin(); it != c.workers.rend(); ++it) {
         if (it->id == id) {
-            return *it;
+            return &*it;
         }
+    }
+    return nullptr;
+}
+
+// The worker's record as `c` will leave it, without staging anything.
+const WorkerRecord& current_worker(const Coordinator& pool, WorkerId id, Changes& c) {
+    const WorkerRecord* w = staged(c, id);
+    return w != nullptr ? *w : pool.roster().at(id).record;
+}
+
+// The worker's record as `c` will leave it, staged for a change: the copy staged already, else a new
+// copy of the roster's.
+WorkerRecord& staged_worker(const Coordinator& pool, WorkerId id, Changes& c) {
+    if (WorkerRecord* w = staged(c, id)) {
+        return *w;
     }
     c.workers.push_back(pool.roster().at(id).record);
     return c.workers.back();
 }
 
-// The evidence piece of `kind` staged for `attempt` in `c`, else stored; null when there is none.
-json evidence_of(Coordinator& pool, AttemptId attempt, const std::string& kind, const Changes& c) {
-    for (auto it = c.evidence.rbegin(); it != c.evidence.rend(); ++it) {
-        if (it->attempt == attempt && it->kind == kind) {
-            return json::parse(it->json, nullptr, false);
-        }
-    }
-    auto stored = pool.blobs().evidence(attempt);
-    if (!stored) {
-        spdlog::warn("spot check: the evidence of {} could not be read: {}", attempt_text(attempt),
-                     stored.error().message);
-        return json();
-    }
-    for (const auto& e : *stored) {
-        if (e.kind == kind) {
-            return json::parse(e.json, nullptr, false);
-        }
-    }
-    return json();
-}
+// The evidence a verdict reads: what `c` stages over what the store holds, each attempt's read from
+// the store once (a verdict reads the checked attempt's several times).
+class EvidenceReader {
+public:
+    EvidenceReader(Coordinator& pool, const Changes& c) : m_pool(pool), m_changes(c) {}
 
-verify::RunResult result_of(Coordinator& pool, const AttemptRecord& a, const Changes& c) {
-    verify::RunResult r;
-    r.exit_code = a.exit_code;
-    r.outputs = evidence_of(pool, a.id, "outputs", c);
-    r.json_files = evidence_of(pool, a.id, k_values_evidence, c);
-    return r;
-}
+    // The piece of `kind` for `attempt`; null when there is none.
+    json piece(AttemptId attempt, std::string_view kind) {
+        for (auto it = m_changes.evidence.rbegin(); it != m_changes.evidence.rend(); ++it) {
+            if (it->attempt == attempt && it->kind == kind) {
+                return json::parse(it->json, nullptr, false);
+            }
+        }
+        auto [at, fresh] = m_stored.try_emplace(attempt);
+        if (fresh) {
+            if (auto stored = m_pool.blobs().evidence(attempt)) {
+                at->second = std::move(*stored);
+            } else {
+                spdlog::warn("spot check: the evidence of {} could not be read: {}", attempt_text(attempt),
+                             stored.error().message);
+            }
+        }
+        return evidence_piece(at->second, kind);
+    }
 
+    verify::RunResult result_of(const AttemptRecord& a) {
+        return {a.exit_code, piece(a.id, "outputs"), piece(a.id, k_values_evidence)};
+    }
+
+private:
+    Coordinator& m_pool;
+    const Changes& m_changes;
+    std::map<AttemptId, std::vector<EvidenceRecord>> m_stored;
+};
+
+// A verdict's detail names output paths, the job's bytes (compare.cpp escapes what is not UTF-8; a
+// slip there is replaced here, never a throw on the coordinator's thread).
 void put_evidence(AttemptId attempt, const json& body, Changes& c) {
-    c.evidence.push_back(EvidenceRecord{attempt, k_check_evidence, body.dump()});
+    c.evidence.push_back(
+        EvidenceRecord{attempt, k_check_evidence, body.dump(-1, ' ', false, json::error_handler_t::replace)});
 }
 
 // One more agreement or disagreement on the worker's record; quarantines it when its record
@@ -106,30 +135,18 @@ void count(Coordinator& pool, WorkerId worker, bool agreed, const std::string& a
 // The spec a check runs: the job's, pinned to what the checked worker reported it ran.
 recipe::JobSpec check_spec(recipe::JobSpec spec, const api::RunReport* report) {
     if (report != nullptr && api::is_sha256_digest(report->image_digest)) {
-        spec.image = spec.image.substr(0, spec.image.find('@')) + "@" + report->image_digest;
+        spec.image = recipe::pinned_image(spec.image, report->image_digest);
     }
-    if (report != nullptr) {
-        for (auto& model : spec.cache_models) {
-            const std::string repo = model.substr(0, model.find('@'));
-            for (const auto& m : report->models) {
-                if (m.model.substr(0, m.model.find('@')) == repo && !m.revision.empty()) {
-                    model = repo + "@" + m.revision;
-                }
+    const std::vector<api::MountedModel> none;
+    for (auto& model : spec.cache_models) {
+        for (const auto& m : report != nullptr ? report->models : none) {
+            if (!m.revision.empty() && recipe::model_repo(m.model) == recipe::model_repo(model)) {
+                model = recipe::pinned_model(model, m.revision);
             }
         }
     }
     spec.retry.on_exit_codes.clear(); // its first exit is its result
     return spec;
-}
-
-// The worker's record as `c` will leave it, without staging anything.
-const WorkerRecord& current_worker(const Coordinator& pool, WorkerId id, const Changes& c) {
-    for (auto it = c.workers.rbegin(); it != c.workers.rend(); ++it) {
-        if (it->id == id) {
-            return *it;
-        }
-    }
-    return pool.roster().at(id).record;
 }
 
 // Stages a check job of `checked` running `spec` (a tie-break when `against` is set).
@@ -180,9 +197,9 @@ void sample(Coordinator& pool, const AttemptRecord& a, const api::RunReport* rep
 }
 
 // The checked attempt's "check" evidence with `status` and `detail`, keeping the jobs it names.
-void set_status(Coordinator& pool, AttemptId checked, const std::string& status, const std::string& detail, JobId check,
-                Changes& c) {
-    json body = evidence_of(pool, checked, k_check_evidence, c);
+void set_status(EvidenceReader& evidence, AttemptId checked, const std::string& status, const std::string& detail,
+                JobId check, Changes& c) {
+    json body = evidence.piece(checked, k_check_evidence);
     if (!body.is_object()) {
         body = json::object();
     }
@@ -204,29 +221,30 @@ void settle(Coordinator& pool, const AttemptRecord& ran, const JobRecord& check,
     const auto& book = pool.job_book();
     const AttemptRecord& checked = book.attempts().at(*check.check_of);
     const recipe::Verify& rule = book.jobs().at(checked.job).spec.verify;
-    const verify::RunResult mine = result_of(pool, ran, c);
-    const verify::RunResult theirs = result_of(pool, checked, c);
+    EvidenceReader evidence(pool, c);
+    const verify::RunResult mine = evidence.result_of(ran);
+    const verify::RunResult theirs = evidence.result_of(checked);
     const std::string about = "spot check " + job_text(check.id) + " of " + attempt_text(checked.id);
     if (!check.check_against) {
         const verify::Comparison cmp = verify::compare_results(rule, theirs, mine);
         if (cmp.agree) {
             count(pool, checked.worker, true, about, c);
             count(pool, ran.worker, true, about, c);
-            set_status(pool, checked.id, "agreed", cmp.detail, check.id, c);
+            set_status(evidence, checked.id, "agreed", cmp.detail, check.id, c);
             put_evidence(ran.id, {{"checks", checked.id.value()}, {"status", "agreed"}, {"detail", cmp.detail}}, c);
             return;
         }
         // Who is wrong is for a third owner's worker to say.
         const auto tie = stage_check_job(pool, checked, ran.id, check.spec, c);
-        set_status(pool, checked.id, "disputed", cmp.detail, check.id, c);
+        set_status(evidence, checked.id, "disputed", cmp.detail, check.id, c);
         if (tie) {
-            set_status(pool, checked.id, "disputed", cmp.detail, *tie, c);
+            set_status(evidence, checked.id, "disputed", cmp.detail, *tie, c);
         }
         put_evidence(ran.id, {{"checks", checked.id.value()}, {"status", "disputed"}, {"detail", cmp.detail}}, c);
         return;
     }
     const AttemptRecord& first = book.attempts().at(*check.check_against);
-    const verify::RunResult firsts = result_of(pool, first, c);
+    const verify::RunResult firsts = evidence.result_of(first);
     const verify::Comparison with_checked = verify::compare_results(rule, theirs, mine);
     const verify::Comparison with_first = verify::compare_results(rule, firsts, mine);
     std::string status;
@@ -251,7 +269,7 @@ void settle(Coordinator& pool, const AttemptRecord& ran, const JobRecord& check,
         count(pool, checked_right ? checked.worker : first.worker, true, about, c);
         count(pool, checked_right ? first.worker : checked.worker, false, about, c);
     }
-    set_status(pool, checked.id, status, detail, check.id, c);
+    set_status(evidence, checked.id, status, detail, check.id, c);
     put_evidence(ran.id, {{"checks", checked.id.value()}, {"status", status}, {"detail", detail}}, c);
 }
 

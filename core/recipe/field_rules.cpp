@@ -108,6 +108,18 @@ Status check_model_revision(std::string_view rev) {
     return {};
 }
 
+std::string model_repo(std::string_view id) {
+    return std::string(id.substr(0, id.find('@')));
+}
+
+std::string pinned_model(std::string_view model, std::string_view revision) {
+    return model_repo(model) + "@" + std::string(revision);
+}
+
+std::string pinned_image(std::string_view image, std::string_view digest) {
+    return std::string(image.substr(0, image.find('@'))) + "@" + std::string(digest);
+}
+
 Status check_model_id(std::string_view full) {
     const std::size_t at = full.find('@');
     const std::string_view id = full.substr(0, at);

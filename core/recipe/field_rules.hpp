@@ -18,6 +18,7 @@
 #include "core/recipe/recipe.hpp"
 #include "core/util/result.hpp"
 
+#include <string>
 #include <string_view>
 
 namespace gpupool::recipe {
@@ -33,6 +34,13 @@ Status check_model_id(std::string_view id);
 // A model's revision: a branch, tag or commit of [A-Za-z0-9._-/], at most 128 characters, without
 // "..", empty or "." segments. The one rule: recipes and the worker's model cache both check it.
 Status check_model_revision(std::string_view rev);
+// A model id without its pinned revision ("org/name@rev" -> "org/name").
+std::string model_repo(std::string_view id);
+// What ran, pinned: a model to `revision` ("org/name@rev", replacing a pin it had) and an image
+// reference to `digest` ("ref:tag@sha256:...", replacing a digest it had). `gpupool repro` and the
+// coordinator's spot checks pin a job with these.
+std::string pinned_model(std::string_view model, std::string_view revision);
+std::string pinned_image(std::string_view image, std::string_view digest);
 Status check_output_path(std::string_view path);
 // A recipe's name in a shared repository (its folder): 1 to 64 lowercase letters, digits, `.`, `_`
 // and `-`, starting with a letter or digit.

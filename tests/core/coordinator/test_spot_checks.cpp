@@ -196,6 +196,18 @@ TEST_CASE("spot checks: an agreeing check runs on another owner's worker, counts
     CHECK(before - p.coord->credit_desk().ledger().balance(Account::of_team(1)) == charged);
     CHECK(p.check_pay_to("b") == k_credit / 4);
     CHECK(p.coord->credit_desk().ledger().balance(Account::pool_fee()) == k_credit / 40 - k_credit / 4);
+    // The pool's overview (the dashboard's workers table) shows the score of checked workers only.
+    auto overview = p.coord->overview(p.admin);
+    REQUIRE(overview);
+    for (const auto& w : overview->workers) {
+        INFO(w.name);
+        if (w.name == "box-c") {
+            CHECK_FALSE(w.reliability);
+        } else {
+            REQUIRE(w.reliability);
+            CHECK(*w.reliability == Approx(2.0 / 3.0)); // (1 + 1) / (2 + 1)
+        }
+    }
     CHECK_FALSE(p.coord->drift());
     CHECK_FALSE(p.coord->pool_view_drift());
 

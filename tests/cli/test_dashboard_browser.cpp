@@ -192,7 +192,7 @@ TEST_CASE("dashboard browser test: the page error check sees console errors, exc
 
 TEST_CASE("dashboard in headless Chromium: wrong token refused, running job and worker shown, live end, phone width, "
           "member sees own team",
-          "[dashboard][browser][coordinator-cli]") {
+          "[dashboard][browser][coordinator-cli][slow]") {
     const auto chromium = chromium_or_skip();
     if (!chromium) {
         return;

@@ -125,7 +125,7 @@ TEST_CASE("gpupool run: one recipe gives byte-identical outputs under process, p
 }
 
 TEST_CASE("gpupool run: without --runtime, an engine that answers, else the process runtime said in one line",
-          "[run-cli]") {
+          "[run-cli][slow]") {
     test::TempDir dir;
     const auto recipe = same_recipe(dir);
     // No podman, no docker on PATH: the process runtime, and one line that says what it means.

@@ -49,7 +49,7 @@ void set_apps(const fs::path& file, const std::string& csv) {
 } // namespace
 
 TEST_CASE("worker process: the owner's own process reclaims the GPU and the job goes back unpaid then runs again",
-          "[worker-cli][reclaim]") {
+          "[worker-cli][reclaim][slow]") {
     test::TempDir dir;
     const fs::path apps = dir.path() / "apps.csv";
     set_apps(apps, "");

@@ -106,7 +106,7 @@ recipe::JobSpec shell_job(const std::string& name, const std::string& script) {
 } // namespace
 
 TEST_CASE("agent with real runtimes: env, mounts, logs, outputs, exit codes, OOM, max_runtime, cancel",
-          "[agent-runtime]") {
+          "[agent-runtime][slow]") {
     for (const auto& candidate : test::runtimes_under_test()) {
         DYNAMIC_SECTION(candidate.kind) {
             auto rt = test::runtime_or_skip(candidate);

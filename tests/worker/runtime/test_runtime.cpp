@@ -598,7 +598,7 @@ TEST_CASE("runtime: on_exit wakes the agent when a job ends, not before, and pol
 
 // Removing a finished job costs the caller nothing: the container goes soon after, with others in
 // one call, and those still waiting when the runtime goes are removed before it has gone.
-TEST_CASE("container runtime: finished containers are removed off the caller's thread", "[runtime]") {
+TEST_CASE("container runtime: finished containers are removed off the caller's thread", "[runtime][slow]") {
     FOR_EACH_RUNTIME(c, rt) {
         if (!c.isolates) {
             continue;

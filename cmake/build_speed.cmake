@@ -4,9 +4,10 @@
 # and instantiated once per batch instead of once per file.
 #
 # For a tight edit loop on one file, configure with -DGPUPOOL_UNITY=OFF: an edit then recompiles that
-# file alone instead of its batch. Code must build both ways: CI's .ci/thread-safety compiles every
-# file of core/ and worker/ on its own (with clang, without the precompiled header), which catches a
-# file that only compiles beside its batch neighbours.
+# file alone instead of its batch. Code must build both ways. CI's .ci/thread-safety compiles each
+# file of core/ and worker/ that reaches a thread-safety annotation on its own (with clang, without
+# the precompiled header), which catches such a file leaning on its batch neighbours' includes; the
+# others it preprocesses alone only (a missing header file, not a missing #include, shows there).
 option(GPUPOOL_PCH "Precompile the heavy third-party headers of each library" ON)
 option(GPUPOOL_UNITY "Compile each library in unity batches" ON)
 set(GPUPOOL_UNITY_BATCH 8 CACHE STRING "Files per unity batch")

@@ -10,7 +10,9 @@
 #   (the tests and their libraries);  4. a no-op rebuild;  5. one edited .cpp of the coordinator
 #   (core/coordinator/jobs.cpp touched), relinking gpupool.
 # Prints a table, then the CPU seconds by target and the $TOP (default 15) costliest compiles.
-# ONLY_GPUPOOL=1 stops after step 2 (make demo's build alone).
+# ONLY_GPUPOOL=1 stops after step 2 (make demo's build alone). ONE_GO=1 builds everything in one
+# command instead (what `make test` does, so that the tests' compiles can overlap the libraries').
+# GENERATOR picks CMake's generator (default Unix Makefiles, what the Makefile uses).
 # Wall times depend on what else the machine runs; the CPU sums much less so: quote both.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,8 +32,17 @@ t=$(now)
 # shellcheck disable=SC2086
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" -DGPUPOOL_WERROR=ON \
   -DCMAKE_CXX_COMPILER_LAUNCHER="$here/tu_time.sh" -DCMAKE_CXX_LINKER_LAUNCHER="$here/tu_time.sh" \
-  ${CMAKE_ARGS:-} > "$build.configure.log"
+  -G "${GENERATOR:-Unix Makefiles}" ${CMAKE_ARGS:-} > "$build.configure.log"
 configure_s=$(since "$t")
+what="$(git -C "$src" rev-parse --short HEAD) on $(nproc) cores, -j$jobs, ${GENERATOR:-Unix Makefiles}, no compiler cache${CMAKE_ARGS:+, $CMAKE_ARGS}"
+
+if [ "${ONE_GO:-0}" = 1 ]; then
+  t=$(now)
+  cmake --build "$build" -j"$jobs" > "$build.all.log"
+  echo "== everything from cold in one command: $what"
+  echo "configure ${configure_s} s; build $(since "$t") s wall, $(cpu) CPU s, $(wc -l < "$log") compiles+links"
+  exit 0
+fi
 
 t=$(now)
 cmake --build "$build" -j"$jobs" --target gpupool > "$build.gpupool.log"
@@ -40,7 +51,7 @@ gpupool_cpu=$(cpu)
 gpupool_units=$(wc -l < "$log")
 
 if [ "${ONLY_GPUPOOL:-0}" = 1 ]; then
-  echo "== gpupool from cold: $(git -C "$src" rev-parse --short HEAD), $(nproc) cores, -j$jobs, no compiler cache${CMAKE_ARGS:+, $CMAKE_ARGS}"
+  echo "== gpupool from cold: $what"
   echo "configure ${configure_s} s; build ${gpupool_s} s wall, ${gpupool_cpu} CPU s, ${gpupool_units} compiles+links"
   exit 0
 fi
@@ -59,7 +70,7 @@ t=$(now)
 cmake --build "$build" -j"$jobs" --target gpupool > /dev/null
 edit_s=$(since "$t")
 
-echo "== build times: $(git -C "$src" rev-parse --short HEAD) on $(nproc) cores, -j$jobs, no compiler cache${CMAKE_ARGS:+, $CMAKE_ARGS}"
+echo "== build times: $what"
 printf '| step | wall s | CPU s | compiles+links |\n|---|---|---|---|\n'
 printf '| configure | %s | | |\n' "$configure_s"
 printf '| gpupool from cold (make demo) | %s | %s | %s |\n' "$gpupool_s" "$gpupool_cpu" "$gpupool_units"

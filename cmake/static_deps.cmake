@@ -2,10 +2,12 @@
 # executable (`make static`; docs/static.md). The target names are those of the normal build, so
 # core/, worker/ and cmd/ link the same names either way.
 #   - Debian's .a files: OpenSSL, SQLite3, SQLiteCpp, zlib, c-ares, Boost.Filesystem/Atomic/URL;
-#   - header-only: Boost.Asio/Beast/Process, nlohmann-json, CLI11, toml++ (TOML_HEADER_ONLY=1),
-#     spdlog + fmt (FMT_HEADER_ONLY=1; Debian's spdlog targets link the shared fmt);
-#   - curl 7.88.1, libarchive 3.6.2 and prometheus-cpp 1.0.1 (core) built by .ci/build-static-deps
-#     from Debian's source packages (GPUPOOL_STATIC_DEPS: their install prefixes).
+#   - header-only: Boost.Asio/Beast/Process, nlohmann-json, CLI11;
+#   - toml++ with its implementation compiled once (gpupool_toml, cmake/toml_implementation.cpp);
+#   - curl 7.88.1, libarchive 3.6.2, prometheus-cpp 1.0.1 (core), fmt 9.1.0 and spdlog 1.10.0 built
+#     by .ci/build-static-deps from Debian's source packages (GPUPOOL_STATIC_DEPS: their install
+#     prefixes). Header-only, spdlog, fmt and toml++ put their implementation into every file that
+#     logs or reads TOML (bench/README.md, "Build times").
 # Every library is looked up as .a only, so a missing one fails here rather than linking a .so.
 set(GPUPOOL_STATIC_DEPS "" CACHE STRING "Install prefixes of curl, libarchive and prometheus-cpp from .ci/build-static-deps")
 if(NOT GPUPOOL_STATIC_DEPS)
@@ -27,16 +29,18 @@ find_package(Threads REQUIRED)
 find_package(Boost 1.81 CONFIG REQUIRED COMPONENTS filesystem url)
 find_library(GPUPOOL_CARES_LIBRARY NAMES cares REQUIRED)
 
-# toml++ and spdlog/fmt, header-only.
+# toml++ from Debian's headers, its implementation in one file of ours (toml++'s TOML_HEADER_ONLY=0
+# mode), so that the other files only declare it.
 find_path(GPUPOOL_TOML_INCLUDE toml++/toml.h REQUIRED)
-find_path(GPUPOOL_SPDLOG_INCLUDE spdlog/spdlog.h REQUIRED)
-find_path(GPUPOOL_FMT_INCLUDE fmt/format.h REQUIRED)
-add_library(tomlplusplus::tomlplusplus INTERFACE IMPORTED)
-target_include_directories(tomlplusplus::tomlplusplus INTERFACE ${GPUPOOL_TOML_INCLUDE})
-target_compile_definitions(tomlplusplus::tomlplusplus INTERFACE TOML_HEADER_ONLY=1)
-add_library(spdlog::spdlog INTERFACE IMPORTED)
-target_include_directories(spdlog::spdlog INTERFACE ${GPUPOOL_SPDLOG_INCLUDE} ${GPUPOOL_FMT_INCLUDE})
-target_compile_definitions(spdlog::spdlog INTERFACE SPDLOG_FMT_EXTERNAL FMT_HEADER_ONLY=1)
+add_library(gpupool_toml STATIC ${CMAKE_CURRENT_LIST_DIR}/toml_implementation.cpp)
+target_include_directories(gpupool_toml SYSTEM PUBLIC ${GPUPOOL_TOML_INCLUDE})
+target_compile_definitions(gpupool_toml PUBLIC TOML_HEADER_ONLY=0)
+add_library(tomlplusplus::tomlplusplus ALIAS gpupool_toml)
+
+# fmt and spdlog as static libraries (their CMake packages, from .ci/build-static-deps only: Debian's
+# own are shared).
+find_package(fmt 9.1 CONFIG REQUIRED PATHS ${GPUPOOL_STATIC_DEPS} NO_DEFAULT_PATH)
+find_package(spdlog 1.10 CONFIG REQUIRED PATHS ${GPUPOOL_STATIC_DEPS} NO_DEFAULT_PATH)
 
 # curl and libarchive from .ci/build-static-deps.
 find_path(GPUPOOL_CURL_PREFIX include/curl/curl.h PATHS ${GPUPOOL_STATIC_DEPS} NO_DEFAULT_PATH REQUIRED)

@@ -218,6 +218,10 @@ struct HttpServer::Impl {
             return make_error(ErrorCode::invalid_input, "TLS needs both a certificate and a private key file");
         }
         if (!o.tls_cert_file.empty()) {
+            if (!detail::k_tls_sessions) {
+                return make_error(ErrorCode::invalid_input,
+                                  "this build serves plain HTTP only (GPUPOOL_HTTP_PLAIN_ONLY, the fuzz build)");
+            }
             if (Status s = load_tls(); !s) {
                 return s;
             }

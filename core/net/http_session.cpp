@@ -699,17 +699,23 @@ private:
 };
 
 using PlainSession = Session<beast::tcp_stream>;
+#ifndef GPUPOOL_HTTP_PLAIN_ONLY
 using TlsSession = Session<beast::ssl_stream<beast::tcp_stream>>;
+#endif
 
 } // namespace
 
 std::shared_ptr<SessionBase> make_session(std::shared_ptr<Core> core, std::uint64_t id, tcp::endpoint remote,
                                           tcp::socket socket, std::shared_ptr<ssl::context> tls) {
+#ifndef GPUPOOL_HTTP_PLAIN_ONLY
     if (tls != nullptr) {
         ssl::context& context = *tls;
         return std::make_shared<TlsSession>(std::move(core), id, std::move(remote), std::move(tls), std::move(socket),
                                             context);
     }
+#else
+    (void)tls; // never set: HttpServer::start refuses a certificate in this build
+#endif
     return std::make_shared<PlainSession>(std::move(core), id, std::move(remote), nullptr, std::move(socket));
 }
 

@@ -16,6 +16,16 @@
 
 namespace gpupool::net::detail {
 
+// Whether this build has TLS sessions. The fuzz build (core/CMakeLists.txt) defines
+// GPUPOOL_HTTP_PLAIN_ONLY: its fuzzer speaks plain HTTP, and the TLS session's instantiation was two
+// thirds of that build's costliest file (bench/README.md, "Build times"). HttpServer::start then
+// refuses a certificate rather than serve it as plain HTTP.
+#ifdef GPUPOOL_HTTP_PLAIN_ONLY
+inline constexpr bool k_tls_sessions = false;
+#else
+inline constexpr bool k_tls_sessions = true;
+#endif
+
 // A plain session, or a TLS one when `tls` is not null (the session keeps that context alive for as
 // long as it lives, whatever context later connections get). Not started: call post_start() once it
 // is registered with `core`.

@@ -8,6 +8,11 @@
 # A pristine minbase tree is kept at ROOT.base and copied for each run (debootstrap itself is not
 # timed: the newcomer's machine already exists). Prints each step's seconds; the chroot is removed
 # afterwards (KEEP=1 keeps it).
+#
+# WHAT=test-packages times instead what `make test` installs before it builds on such a machine: the
+# build and test packages (.ci/packages-build.txt, .ci/packages.txt) and the container engines
+# .ci/setup-containers installs (the suite itself needs a real machine: rootful podman and dockerd
+# do not run in a chroot).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
@@ -43,6 +48,27 @@ t=$(now)
 in_root "apt-get update -q > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends git make ca-certificates > /dev/null"
 tools_s=$(since "$t")
 in_root "git clone -q /tmp/repo.bundle /root/gpupool"
+if [ "${WHAT:-demo}" = test-packages ]; then
+  t=$(now)
+  in_root "cd /root/gpupool && .ci/install-deps .ci/packages-build.txt .ci/packages.txt" > "$root.test.log" 2>&1 ||
+    { tail -30 "$root.test.log"; exit 1; }
+  deps_s=$(since "$t")
+  # The engines, as .ci/setup-containers installs them (its own list), without starting them.
+  engines=$(sed -n 's/^pkgs=(\(.*\))$/\1/p' "$src/.ci/setup-containers")
+  [ -n "$engines" ] || { echo "fresh_debian: no pkgs=(...) line in .ci/setup-containers" >&2; exit 1; }
+  t=$(now)
+  in_root "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $engines" >> "$root.test.log" 2>&1 ||
+    { tail -30 "$root.test.log"; exit 1; }
+  engines_s=$(since "$t")
+  echo "== make test's packages on a fresh Debian 12 minbase chroot: $(git -C "$src" rev-parse --short HEAD), $(nproc) cores"
+  printf '| step | seconds |\n|---|---|\n'
+  printf '| apt-get install git make (before the clone) | %s |\n' "$tools_s"
+  printf '| the build and test packages (.ci/packages-build.txt, .ci/packages.txt) | %s |\n' "$deps_s"
+  printf '| the container engines (%s) | %s |\n' "$engines" "$engines_s"
+  printf '| in all, before make test compiles | %s |\n' "$((deps_s + engines_s))"
+  echo "log: $root.test.log"
+  exit 0
+fi
 # make demo's first step alone, then make demo itself (it finds the packages present): the same
 # commands a newcomer's `make demo` runs, in two timed parts.
 t=$(now)

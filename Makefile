@@ -7,7 +7,8 @@
 #   make demo       run a real sweep end to end on the embedded default (builds only the gpupool
 #                   binary: build/gpupool when `make` built it before, else build-demo/gpupool, -O1)
 #   make static     one fully static, stripped executable: dist/gpupool-VERSION-linux-ARCH (build-static/;
-#                   curl and libarchive from Debian's source packages, cached in .cache/static-deps/)
+#                   curl, libarchive, prometheus-cpp, fmt and spdlog from Debian's source packages,
+#                   cached in .cache/static-deps/)
 #   make test-static   make static, then its checks (ctest -L static: tests/static/static_checks.sh)
 #   make fuzz       libFuzzer on the recipe parser, the archive unpacker and the HTTP API, side by
 #                   side, each for FUZZ_SECONDS (default 60); FUZZ_SEED=N repeats a run (0, the

@@ -51,10 +51,11 @@ TEST_JOBS ?= $(shell echo $$(($(JOBS) * 2)))
 
 all: build
 
-# .ci/packages-build.txt: what building gpupool needs (all `make demo` installs); .ci/packages.txt: what
-# the tests need beyond it.
+# .ci/packages-build.txt: what building gpupool needs (all `make demo` installs);
+# .ci/packages-test-build.txt: what building the tests needs beyond it (Catch2); .ci/packages.txt:
+# what running them needs.
 deps:
-	@.ci/install-deps .ci/packages-build.txt .ci/packages.txt
+	@.ci/install-deps .ci/packages-build.txt .ci/packages-test-build.txt .ci/packages.txt
 
 # podman + a private dockerd with the busybox test image (idempotent; says why and goes on when it can't).
 containers: deps
@@ -69,10 +70,20 @@ configure: $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: deps containers
+# On a new machine the packages the build needs come first; the test tools and the container engines
+# (.ci/packages.txt, .ci/setup-containers: 112 s on a brand-new Debian 12, mostly the network and the
+# disk) then install beside the build, which waits on the CPU, and their output follows the build's.
+# Interrupted, an install that had started is left to finish.
+test:
+	@.ci/install-deps .ci/packages-build.txt .ci/packages-test-build.txt
 	@$(MAKE) --no-print-directory configure
 	@.ci/build-estimate all $(BUILD) $(JOBS)
-	@$(MAKE) --no-print-directory build
+	@log=$(BUILD)/test-setup.log; \
+	{ .ci/install-deps .ci/packages.txt && .ci/setup-containers; } > $$log 2>&1 & setup=$$!; \
+	$(MAKE) --no-print-directory build; built=$$?; \
+	wait $$setup; ready=$$?; sed 's/^/test setup: /' $$log; \
+	[ $$built -eq 0 ] || exit $$built; \
+	[ $$ready -eq 0 ] || { echo "make test: installing the test packages failed (above; $$log)" >&2; exit $$ready; }
 	CONTAINERS_CONF=$(CURDIR)/.ci/containers/containers.conf \
 	GPUPOOL_TEST_DOCKER_HOST=unix:///run/gpupool-ci/docker.sock \
 	ctest --test-dir $(BUILD) --output-on-failure -j$(TEST_JOBS) $(CTEST_ARGS)

@@ -12,7 +12,9 @@
 # WHAT=test-packages times instead what `make test` installs before it builds on such a machine: the
 # build and test packages (.ci/packages-build.txt, .ci/packages.txt) and the container engines
 # .ci/setup-containers installs (the suite itself needs a real machine: rootful podman and dockerd
-# do not run in a chroot).
+# do not run in a chroot). WHAT=test-build times `make test` itself from the clone with no test run
+# (CTEST_ARGS selects none): its packages, configure, and the build with the test packages installing
+# beside it; the suite's own time on a real machine is to be added (bench/README.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
@@ -66,6 +68,20 @@ if [ "${WHAT:-demo}" = test-packages ]; then
   printf '| the build and test packages (.ci/packages-build.txt, .ci/packages.txt) | %s |\n' "$deps_s"
   printf '| the container engines (%s) | %s |\n' "$engines" "$engines_s"
   printf '| in all, before make test compiles | %s |\n' "$((deps_s + engines_s))"
+  echo "log: $root.test.log"
+  exit 0
+fi
+if [ "${WHAT:-demo}" = test-build ]; then
+  t=$(now)
+  in_root "cd /root/gpupool && make test CTEST_ARGS='-R ^no-test-has-this-name$'" > "$root.test.log" 2>&1 ||
+    { tail -30 "$root.test.log"; exit 1; }
+  test_s=$(since "$t")
+  echo "== make test without its suite on a fresh Debian 12 minbase chroot: $(git -C "$src" rev-parse --short HEAD), $(nproc) cores"
+  printf '| step | seconds |\n|---|---|\n'
+  printf '| apt-get install git make (before the clone) | %s |\n' "$tools_s"
+  printf '| make test: packages, configure, build (the test packages beside it), no test run | %s |\n' "$test_s"
+  grep -m1 '^build:' "$root.test.log" || true
+  grep -E '^deps:|^test setup: (deps|setup-containers)' "$root.test.log" | head -8 || true
   echo "log: $root.test.log"
   exit 0
 fi

@@ -28,7 +28,9 @@ if [ ! -x "$root.base/bin/sh" ]; then
   debootstrap --variant=minbase bookworm "$root.base" "$mirror" > "$root.debootstrap.log"
 fi
 cleanup() {
-  for m in dev/pts dev proc sys; do umount -l "$root/$m" 2> /dev/null || true; done
+  # Whatever is mounted under the chroot, deepest first (the proc, sys and dev mounts, and what
+  # podman mounted inside it when .ci/setup-containers ran there).
+  findmnt -rn -o TARGET | grep "^$root/" | sort -r | while read -r m; do umount -l "$m" 2> /dev/null || true; done
   [ "${KEEP:-0}" = 1 ] || rm -rf "$root"
 }
 trap cleanup EXIT
@@ -50,41 +52,45 @@ t=$(now)
 in_root "apt-get update -q > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends git make ca-certificates > /dev/null"
 tools_s=$(since "$t")
 in_root "git clone -q /tmp/repo.bundle /root/gpupool"
-if [ "${WHAT:-demo}" = test-packages ]; then
+# Runs CMD in the chroot, its output appended to LOG; shows the log's end and stops when it fails.
+# Sets $took to its seconds.
+step() {
+  local t
   t=$(now)
-  in_root "cd /root/gpupool && .ci/install-deps .ci/packages-build.txt .ci/packages.txt" > "$root.test.log" 2>&1 ||
-    { tail -30 "$root.test.log"; exit 1; }
-  deps_s=$(since "$t")
+  in_root "$2" >> "$1" 2>&1 || { tail -30 "$1"; exit 1; }
+  took=$(since "$t")
+}
+# The table's head: what was timed, the commit, the cores, and the step before the clone.
+table() {
+  echo "== $1 on a fresh Debian 12 minbase chroot: $(git -C "$src" rev-parse --short HEAD), $(nproc) cores"
+  printf '| step | seconds |\n|---|---|\n'
+  printf '| apt-get install git make (before the clone) | %s |\n' "$tools_s"
+}
+log=$root.test.log
+case ${WHAT:-demo} in
+test-packages)
+  step "$log" "cd /root/gpupool && .ci/install-deps .ci/packages-build.txt .ci/packages-test-build.txt .ci/packages.txt"
+  deps_s=$took
   # The engines, as .ci/setup-containers installs them (its own list), without starting them.
   engines=$(sed -n 's/^pkgs=(\(.*\))$/\1/p' "$src/.ci/setup-containers")
   [ -n "$engines" ] || { echo "fresh_debian: no pkgs=(...) line in .ci/setup-containers" >&2; exit 1; }
-  t=$(now)
-  in_root "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $engines" >> "$root.test.log" 2>&1 ||
-    { tail -30 "$root.test.log"; exit 1; }
-  engines_s=$(since "$t")
-  echo "== make test's packages on a fresh Debian 12 minbase chroot: $(git -C "$src" rev-parse --short HEAD), $(nproc) cores"
-  printf '| step | seconds |\n|---|---|\n'
-  printf '| apt-get install git make (before the clone) | %s |\n' "$tools_s"
-  printf '| the build and test packages (.ci/packages-build.txt, .ci/packages.txt) | %s |\n' "$deps_s"
-  printf '| the container engines (%s) | %s |\n' "$engines" "$engines_s"
-  printf '| in all, before make test compiles | %s |\n' "$((deps_s + engines_s))"
-  echo "log: $root.test.log"
+  step "$log" "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $engines"
+  table "make test's packages"
+  printf '| the build and test packages (.ci/packages-build.txt, -test-build.txt, .ci/packages.txt) | %s |\n' "$deps_s"
+  printf '| the container engines (%s) | %s |\n' "$engines" "$took"
+  printf '| in all, before make test compiles | %s |\n' "$((deps_s + took))"
+  echo "log: $log"
   exit 0
-fi
-if [ "${WHAT:-demo}" = test-build ]; then
-  t=$(now)
-  in_root "cd /root/gpupool && make test CTEST_ARGS='-R ^no-test-has-this-name$'" > "$root.test.log" 2>&1 ||
-    { tail -30 "$root.test.log"; exit 1; }
-  test_s=$(since "$t")
-  echo "== make test without its suite on a fresh Debian 12 minbase chroot: $(git -C "$src" rev-parse --short HEAD), $(nproc) cores"
-  printf '| step | seconds |\n|---|---|\n'
-  printf '| apt-get install git make (before the clone) | %s |\n' "$tools_s"
-  printf '| make test: packages, configure, build (the test packages beside it), no test run | %s |\n' "$test_s"
-  grep -m1 '^build:' "$root.test.log" || true
-  grep -E '^deps:|^test setup: (deps|setup-containers)' "$root.test.log" | head -8 || true
-  echo "log: $root.test.log"
+  ;;
+test-build)
+  step "$log" "cd /root/gpupool && make test CTEST_ARGS='-R ^no-test-has-this-name$'"
+  table "make test without its suite"
+  printf '| make test: packages, configure, build (the test packages beside it), no test run | %s |\n' "$took"
+  grep -m1 '^build:' "$log" || true
+  echo "log: $log"
   exit 0
-fi
+  ;;
+esac
 # make demo's first step alone, then make demo itself (it finds the packages present): the same
 # commands a newcomer's `make demo` runs, in two timed parts.
 t=$(now)

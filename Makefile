@@ -71,15 +71,15 @@ build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
 # On a new machine the packages the build needs come first; the test tools and the container engines
-# (.ci/packages.txt, .ci/setup-containers: 112 s on a brand-new Debian 12, mostly the network and the
-# disk) then install beside the build, which waits on the CPU, and their output follows the build's.
+# (`make containers`: .ci/packages.txt and .ci/setup-containers, 112-120 s on a brand-new Debian 12,
+# mostly the network and the disk) then install beside the build, which waits on the CPU, and their output follows the build's.
 # Interrupted, an install that had started is left to finish.
 test:
 	@.ci/install-deps .ci/packages-build.txt .ci/packages-test-build.txt
 	@$(MAKE) --no-print-directory configure
 	@.ci/build-estimate all $(BUILD) $(JOBS)
 	@log=$(BUILD)/test-setup.log; \
-	{ .ci/install-deps .ci/packages.txt && .ci/setup-containers; } > $$log 2>&1 & setup=$$!; \
+	$(MAKE) --no-print-directory containers > $$log 2>&1 & setup=$$!; \
 	$(MAKE) --no-print-directory build; built=$$?; \
 	wait $$setup; ready=$$?; sed 's/^/test setup: /' $$log; \
 	[ $$built -eq 0 ] || exit $$built; \

@@ -9,7 +9,7 @@
 #     prefixes). Header-only, spdlog, fmt and toml++ put their implementation into every file that
 #     logs or reads TOML (bench/README.md, "Build times").
 # Every library is looked up as .a only, so a missing one fails here rather than linking a .so.
-set(GPUPOOL_STATIC_DEPS "" CACHE STRING "Install prefixes of curl, libarchive and prometheus-cpp from .ci/build-static-deps")
+set(GPUPOOL_STATIC_DEPS "" CACHE STRING "Install prefixes of the libraries .ci/build-static-deps builds (curl, libarchive, prometheus-cpp, fmt, spdlog)")
 if(NOT GPUPOOL_STATIC_DEPS)
   message(FATAL_ERROR "GPUPOOL_STATIC=ON needs -DGPUPOOL_STATIC_DEPS=<prefixes printed by .ci/build-static-deps> "
                       "(make static does both)")

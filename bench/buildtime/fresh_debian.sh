@@ -20,6 +20,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 root=${1:-/var/tmp/gpupool-deb12}
 mirror=${MIRROR:-http://deb.debian.org/debian}
+case ${WHAT:=demo} in demo | test-packages | test-build) ;; *)
+  echo "fresh_debian: WHAT is '$WHAT': demo, test-packages or test-build" >&2
+  exit 2
+  ;;
+esac
 [ "$(id -u)" -eq 0 ] || { echo "fresh_debian: needs root (debootstrap, chroot)" >&2; exit 2; }
 command -v debootstrap > /dev/null || { echo "fresh_debian: apt-get install debootstrap" >&2; exit 2; }
 
@@ -66,8 +71,10 @@ table() {
   printf '| step | seconds |\n|---|---|\n'
   printf '| apt-get install git make (before the clone) | %s |\n' "$tools_s"
 }
-log=$root.test.log
-case ${WHAT:-demo} in
+# Each mode's own log, emptied first (a later grep must not find an earlier run's lines).
+case $WHAT in demo) log=$root.demo.log ;; *) log=$root.test.log ;; esac
+: > "$log"
+case $WHAT in
 test-packages)
   step "$log" "cd /root/gpupool && .ci/install-deps .ci/packages-build.txt .ci/packages-test-build.txt .ci/packages.txt"
   deps_s=$took
@@ -93,21 +100,14 @@ test-build)
 esac
 # make demo's first step alone, then make demo itself (it finds the packages present): the same
 # commands a newcomer's `make demo` runs, in two timed parts.
-t=$(now)
-in_root "cd /root/gpupool && .ci/install-deps .ci/packages-build.txt" > "$root.demo.log" 2>&1 ||
-  { tail -30 "$root.demo.log"; exit 1; }
-deps_s=$(since "$t")
-t=$(now)
-in_root "cd /root/gpupool && make demo" >> "$root.demo.log" 2>&1 || { tail -30 "$root.demo.log"; exit 1; }
-demo_s=$(since "$t")
+step "$log" "cd /root/gpupool && .ci/install-deps .ci/packages-build.txt"
+deps_s=$took
+step "$log" "cd /root/gpupool && make demo"
 outputs=$(in_root "ls /root/gpupool/gpupool-out/*/hello.txt | wc -l")
-estimate=$(grep -m1 '^build:' "$root.demo.log" || true)
-echo "== make demo on a fresh Debian 12 minbase chroot: $(git -C "$src" rev-parse --short HEAD), $(nproc) cores"
-printf '| step | seconds |\n|---|---|\n'
-printf '| apt-get install git make (before the clone) | %s |\n' "$tools_s"
+table "make demo"
 printf '| make demo: the packages it installs | %s |\n' "$deps_s"
-printf '| make demo: configure, build gpupool, run the six jobs | %s |\n' "$demo_s"
-printf '| make demo in all | %s |\n' "$((deps_s + demo_s))"
+printf '| make demo: configure, build gpupool, run the six jobs | %s |\n' "$took"
+printf '| make demo in all | %s |\n' "$((deps_s + took))"
 echo "outputs brought back: $outputs of 6"
-echo "it said: $estimate"
-echo "log: $root.demo.log"
+echo "it said: $(grep -m1 '^build:' "$log" || true)"
+echo "log: $log"

@@ -75,8 +75,8 @@ build: configure
 
 # On a new machine the packages the build needs come first; the test tools and the container engines
 # (`make containers`: .ci/packages.txt and .ci/setup-containers, 112-120 s on a brand-new Debian 12,
-# mostly the network and the disk) then install beside the build, which waits on the CPU, and their output follows the build's.
-# Interrupted, an install that had started is left to finish.
+# mostly the network and the disk) then install beside the build, which waits on the CPU; their
+# output follows the build's. Interrupted, an install that had started is left to finish.
 test:
 	@.ci/install-deps .ci/packages-build.txt .ci/packages-test-build.txt
 	@$(MAKE) --no-print-directory configure

@@ -18,8 +18,9 @@ namespace gpupool::net::detail {
 
 // Whether this build has TLS sessions. The fuzz build (core/CMakeLists.txt) defines
 // GPUPOOL_HTTP_PLAIN_ONLY: its fuzzer speaks plain HTTP, and the TLS session's instantiation was about
-// three quarters of that build's costliest file (this file: 227 CPU s with it, 60 without) (bench/README.md, "Build times"). HttpServer::start then
-// refuses a certificate rather than serve it as plain HTTP.
+// three quarters of that build's costliest file (http_session.cpp: 227 CPU s with it, 60 without;
+// bench/README.md, "Build times"). HttpServer::start then refuses a certificate rather than serve
+// it as plain HTTP.
 #ifdef GPUPOOL_HTTP_PLAIN_ONLY
 inline constexpr bool k_tls_sessions = false;
 #else
